@@ -1,0 +1,31 @@
+// Lint: typescript-eslint with type information, plus Node-version checks (we target Node 20).
+import js from '@eslint/js';
+import n from 'eslint-plugin-n';
+import tseslint from 'typescript-eslint';
+
+export default tseslint.config(
+  { ignores: ['**/dist/**', '**/node_modules/**', 'coverage/**', 'patches/**'] },
+  js.configs.recommended,
+  ...tseslint.configs.recommendedTypeChecked,
+  {
+    languageOptions: {
+      parserOptions: { projectService: { allowDefaultProject: ['*.js', '*.ts', 'scripts/*.js', 'packages/*/bin/*.js', 'packages/*/bench/*.js'] }, tsconfigRootDir: import.meta.dirname },
+    },
+    plugins: { n },
+    settings: { n: { version: '>=20.19.0' } },
+    rules: {
+      'n/no-unsupported-features/node-builtins': 'error',
+      'n/no-unsupported-features/es-syntax': 'off',
+      '@typescript-eslint/no-floating-promises': 'error',
+      '@typescript-eslint/no-misused-promises': 'error',
+      '@typescript-eslint/consistent-type-imports': 'error',
+      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
+      'no-console': 'off',
+      eqeqeq: ['error', 'always', { null: 'ignore' }],
+    },
+  },
+  {
+    files: ['**/*.js'],
+    ...tseslint.configs.disableTypeChecked,
+  },
+);

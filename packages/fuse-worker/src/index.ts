@@ -1,0 +1,2 @@
+// Public API of @agentfense/fuse-worker.
+export {};

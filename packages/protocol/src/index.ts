@@ -1,0 +1,23 @@
+// Public API of @agentfense/protocol: error kinds, the permission engine, the worker wire protocol.
+
+// --- Errors ---
+export {
+  ERROR_CODES,
+  AgentFenseError,
+  InvalidArgumentError,
+  NotFoundError,
+  AlreadyExistsError,
+  WrongStateError,
+  ConflictError,
+  PermissionDeniedError,
+  TimeoutError,
+  CancelledError,
+  UnavailableError,
+  ProtocolError,
+  WorkerExitedError,
+  InternalError,
+  isErrorCode,
+  fromWire,
+  toAgentFenseError,
+} from './errors.js';
+export type { ErrorCode, WireError, AgentFenseErrorOptions } from './errors.js';
