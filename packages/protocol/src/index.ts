@@ -21,3 +21,17 @@ export {
   toAgentFenseError,
 } from './errors.js';
 export type { ErrorCode, WireError, AgentFenseErrorOptions } from './errors.js';
+
+// --- Runtime contract (implemented by @agentfense/runtime-bwrap and @agentfense/runtime-docker) ---
+export type {
+  ResourceLimits,
+  EnforcedLimits,
+  RuntimeStartOptions,
+  ExecOptions,
+  ExecAudit,
+  ExecResult,
+  SpawnOptions,
+  SandboxProcess,
+  RuntimeInstance,
+  SandboxRuntime,
+} from './runtime.js';

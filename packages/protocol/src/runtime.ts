@@ -1,0 +1,126 @@
+// The runtime contract shared by bwrap and Docker: how the control plane starts an isolated environment
+// around a sandbox's /workspace and runs processes in it. Both runtimes pass one contract test suite
+// (test/runtime/contract.ts); anything a caller can observe is specified here.
+
+/** Resource limits of a sandbox; every field optional (absent = no limit). Same names as the HTTP API. */
+export interface ResourceLimits {
+  /** Memory limit in bytes (the command is OOM-killed above it). */
+  readonly memoryBytes?: number;
+  /** CPU quota in microseconds per 100 ms period (50_000 = half a core). */
+  readonly cpuQuota?: number;
+  /** Relative CPU weight (cgroup v1 cpu.shares scale, 1024 = default). */
+  readonly cpuShares?: number;
+  /** Maximum number of processes/threads. */
+  readonly pidsLimit?: number;
+}
+
+/** Which limits a runtime actually enforces for a sandbox, and how (reported back to the user). */
+export interface EnforcedLimits {
+  readonly memoryBytes: number | null;
+  readonly cpuQuota: number | null;
+  readonly cpuShares: number | null;
+  readonly pidsLimit: number | null;
+  /** How they are enforced, e.g. 'cgroup-v1', 'cgroup-v2', 'docker', or 'none'. */
+  readonly mechanism: string;
+}
+
+/** What a runtime needs to start a sandbox environment. */
+export interface RuntimeStartOptions {
+  /** `sb_<uuid>`; used for names (cgroups, containers), never trusted as a path by itself. */
+  readonly sandboxId: string;
+  /**
+   * Host directory that is bound at /workspace. It is the FUSE mountpoint, placed inside a directory
+   * that is a shared mount, so a worker restarted under a running sandbox propagates into it.
+   */
+  readonly workspaceHostPath: string;
+  /** Network access; false (the default) leaves only a private loopback. */
+  readonly network?: boolean;
+  readonly resources?: ResourceLimits;
+  /** Container image (Docker only). */
+  readonly image?: string;
+  /** Environment given to every process of this sandbox, before per-exec `env`. */
+  readonly env?: Readonly<Record<string, string>>;
+  /** Host directory for runtime scratch state (cgroup names, container ids); owned by the control plane. */
+  readonly stateDir: string;
+}
+
+/** One command to run inside a started sandbox. */
+export interface ExecOptions {
+  /** A string runs through `/bin/sh -c`; an array is the argv itself (no shell). */
+  readonly command: string | readonly string[];
+  /** Bytes written to the command's stdin, then stdin is closed. Absent: stdin is empty. */
+  readonly stdin?: string | Uint8Array;
+  /** Extra environment for this command (on top of the sandbox's). */
+  readonly env?: Readonly<Record<string, string>>;
+  /** Working directory inside the sandbox; default `/workspace`. */
+  readonly cwd?: string;
+  /** Kill the whole process tree after this many milliseconds; the result says `timedOut`. */
+  readonly timeoutMs?: number;
+  /** Aborting kills the process tree like a timeout (result: `cancelled`). */
+  readonly signal?: AbortSignal;
+  /** Streaming: called with each chunk as it arrives (the result still holds all output). */
+  readonly onStdout?: (chunk: Buffer) => void;
+  readonly onStderr?: (chunk: Buffer) => void;
+}
+
+/** How a command ran: which wrapper and the wrapped argv with host paths replaced by placeholders. */
+export interface ExecAudit {
+  readonly runtime: 'bwrap' | 'docker';
+  /** e.g. ['bwrap', '--unshare-user', ..., '--bind', '<workspace>', '/workspace', ...]. */
+  readonly argv: readonly string[];
+  readonly limits: EnforcedLimits;
+}
+
+/** The outcome of one command. */
+export interface ExecResult {
+  readonly stdout: Buffer;
+  readonly stderr: Buffer;
+  /** The exit status; null when killed by a signal. */
+  readonly exitCode: number | null;
+  /** The signal that ended it (e.g. 'SIGKILL'), or null. */
+  readonly signal: string | null;
+  readonly timedOut: boolean;
+  readonly cancelled: boolean;
+  /** The kernel's OOM killer ended it (memory limit). */
+  readonly oomKilled: boolean;
+  readonly durationMs: number;
+  readonly audit: ExecAudit;
+}
+
+/** A long-lived process inside the sandbox (sessions use this): raw pipes, no timeout. */
+export interface SpawnOptions {
+  readonly argv: readonly string[];
+  readonly env?: Readonly<Record<string, string>>;
+  readonly cwd?: string;
+}
+
+/** A process started with `spawn`. */
+export interface SandboxProcess {
+  readonly pid: number;
+  readonly stdin: NodeJS.WritableStream;
+  readonly stdout: NodeJS.ReadableStream;
+  readonly stderr: NodeJS.ReadableStream;
+  /** Resolves when the process (and, for bwrap, its namespace) is gone. Never rejects. */
+  wait(): Promise<{ exitCode: number | null; signal: string | null }>;
+  /** Kills the whole process tree. Idempotent. */
+  kill(): Promise<void>;
+  readonly audit: ExecAudit;
+}
+
+/** A running sandbox environment. */
+export interface RuntimeInstance {
+  readonly sandboxId: string;
+  readonly limits: EnforcedLimits;
+  exec(options: ExecOptions): Promise<ExecResult>;
+  spawn(options: SpawnOptions): Promise<SandboxProcess>;
+  /** Kills every process of the sandbox and releases its resources (cgroups, container). Idempotent. */
+  stop(): Promise<void>;
+}
+
+/** A way of isolating commands (bwrap, docker). */
+export interface SandboxRuntime {
+  readonly name: 'bwrap' | 'docker';
+  /** Throws UnavailableError naming what is missing and how to fix it. */
+  check(): Promise<void>;
+  start(options: RuntimeStartOptions): Promise<RuntimeInstance>;
+}
