@@ -35,3 +35,10 @@ export type {
   RuntimeInstance,
   SandboxRuntime,
 } from './runtime.js';
+
+// --- Permission rules ---
+export { PERMISSIONS, PATTERN_TYPES } from './permissions/types.js';
+export type { Permission, PatternType, PermissionRule } from './permissions/types.js';
+
+// --- Delta and audit data ---
+export type { ChangeEntry, CommitMode, CommitConflict, CommitResult, AuditEvent } from './delta-types.js';

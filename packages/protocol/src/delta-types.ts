@@ -1,0 +1,47 @@
+// Plain-data types of the delta layer and audit trail, shared by the worker (which produces them) and
+// the control plane (which serves them to users). All paths are codebase paths: '/' is the root.
+
+/** One entry of a sandbox's change set. */
+export interface ChangeEntry {
+  readonly path: string;
+  readonly kind: 'added' | 'modified' | 'deleted';
+  readonly type: 'file' | 'directory' | 'symlink' | 'other';
+  /** Size in bytes of the new content (null for deletions and directories). */
+  readonly size: number | null;
+}
+
+/** How a commit treats files that changed in the codebase since the sandbox first saw them. */
+export type CommitMode = 'detect-conflicts' | 'last-writer-wins';
+
+/** A file whose codebase version changed since the sandbox based its change on it. */
+export interface CommitConflict {
+  readonly path: string;
+  readonly reason: string;
+}
+
+export interface CommitResult {
+  /** Changes written to the codebase. */
+  readonly applied: readonly ChangeEntry[];
+  /** Changes not written because of a conflict (kept in the delta). Empty in last-writer-wins mode. */
+  readonly conflicts: readonly CommitConflict[];
+}
+
+/** One access decision made by the worker. */
+export interface AuditEvent {
+  /** Monotonic per worker. */
+  readonly seq: number;
+  /** Milliseconds since the epoch. */
+  readonly time: number;
+  /** The filesystem operation, e.g. 'lookup', 'open', 'write', 'unlink', 'rename'. */
+  readonly op: string;
+  readonly path: string;
+  /** Second path of rename/link. */
+  readonly target?: string;
+  readonly decision: 'allow' | 'deny';
+  /** The permission that applied to `path`. */
+  readonly permission: 'none' | 'view' | 'read' | 'write';
+  /** Errno name returned on denial ('ENOENT', 'EACCES', 'EXDEV', ...). */
+  readonly errno?: string;
+  /** Process id of the caller as the kernel reports it (host pid namespace). */
+  readonly pid?: number;
+}
