@@ -42,3 +42,58 @@ export type { Permission, PatternType, PermissionRule } from './permissions/type
 
 // --- Delta and audit data ---
 export type { ChangeEntry, CommitMode, CommitConflict, CommitResult, AuditEvent } from './delta-types.js';
+
+// --- Wire protocol ---
+export { DEFAULT_MAX_FRAME_BYTES, FRAME_HEADER_BYTES, FrameDecoder, encodeFrame } from './wire/frames.js';
+export type { FrameOptions } from './wire/frames.js';
+export { createCodec } from './wire/codec.js';
+export type { Codec } from './wire/codec.js';
+export { MESSAGE_TYPES, PROTOCOL_VERSION, parseMessage } from './wire/messages.js';
+export type {
+  CancelMessage,
+  ErrorResponseMessage,
+  EventMessage,
+  HelloMessage,
+  Message,
+  MessageType,
+  RawWireError,
+  ReadyMessage,
+  RequestMessage,
+  ResponseMessage,
+  ShutdownMessage,
+  SuccessResponseMessage,
+} from './wire/messages.js';
+export { createFramedTransport } from './wire/transport.js';
+export type { FramedTransport, FramedTransportOptions, MessageTransport, Subscription } from './wire/transport.js';
+export { DEFAULT_MAX_WRITE_BUFFER_BYTES, connectUnix, createSocketTransport, listenUnix } from './wire/socket.js';
+export type { ConnectUnixOptions, ListenUnixOptions, SocketTransportOptions, UnixServer } from './wire/socket.js';
+export { createTransportPair } from './wire/pair.js';
+export type { PairTransport } from './wire/pair.js';
+export { RpcPeer, toWireError } from './wire/rpc.js';
+export type { HandlerContext, RequestHandler, RequestOptions, RpcPeerOptions } from './wire/rpc.js';
+export { DEFAULT_HANDSHAKE_TIMEOUT_MS, clientHandshake, serverHandshake } from './wire/handshake.js';
+export type { ClientHandshakeOptions, ServerHandshakeOptions } from './wire/handshake.js';
+export {
+  LOG_LEVELS,
+  WORKER_EVENT_GUARDS,
+  WORKER_METHOD_GUARDS,
+  createWorkerClient,
+  serveWorkerApi,
+} from './wire/worker-api.js';
+export type {
+  Empty,
+  OpStats,
+  WorkerClient,
+  WorkerEvent,
+  WorkerEvents,
+  WorkerHandlers,
+  WorkerHealthEvent,
+  WorkerLogEvent,
+  WorkerMethod,
+  WorkerMethods,
+  WorkerParams,
+  WorkerResult,
+  WorkerServer,
+  WorkerStats,
+} from './wire/worker-api.js';
+export type { Guard } from './wire/guards.js';

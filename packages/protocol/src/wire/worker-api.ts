@@ -1,0 +1,277 @@
+// The typed contract between the control plane and a worker: one table of methods (control -> worker)
+// and one of events (worker -> control), each with a guard for every params/result/payload type. The
+// worker checks params before its handler runs; the control plane checks results and events on arrival.
+
+import type { ChangeEntry, CommitConflict, CommitMode, CommitResult, AuditEvent } from '../delta-types.js';
+import { InvalidArgumentError, ProtocolError, toAgentFenseError } from '../errors.js';
+import type { PermissionRule } from '../permissions/types.js';
+import { PERMISSIONS } from '../permissions/types.js';
+import type { Guard } from './guards.js';
+import * as g from './guards.js';
+import type { HandlerContext, RequestOptions, RpcPeer } from './rpc.js';
+import type { Subscription } from './transport.js';
+
+/** Params or result with no fields. */
+export type Empty = Record<string, never>;
+
+/** Per-operation counters of the worker's filesystem handlers. */
+export interface OpStats {
+  readonly count: number;
+  readonly errors: number;
+  /** Median latency in microseconds. */
+  readonly p50Us: number;
+  /** 99th percentile latency in microseconds. */
+  readonly p99Us: number;
+}
+
+/** The worker's resource and activity report. */
+export interface WorkerStats {
+  readonly uptimeMs: number;
+  /** Keyed by FUSE op name ('lookup', 'read', ...). */
+  readonly ops: Readonly<Record<string, OpStats>>;
+  readonly rssBytes: number;
+  /** Proportional set size from /proc/self/smaps_rollup; null (or absent) where the kernel lacks it. */
+  readonly pssBytes?: number | null;
+  readonly openHandles: number;
+}
+
+/** Methods the control plane calls on a worker, with their params and result types. */
+export interface WorkerMethods {
+  /** Replaces the permission rules; `version` increases with every accepted set. */
+  setRules: { params: { readonly rules: readonly PermissionRule[] }; result: { readonly version: number } };
+  /** Whether allowed accesses are audited too (denials always are). */
+  setAudit: { params: { readonly allowed: boolean }; result: Empty };
+  stats: { params: Empty; result: WorkerStats };
+  /** The sandbox's change set against the codebase. */
+  changes: { params: Empty; result: { readonly changes: readonly ChangeEntry[] } };
+  /** Unified diff of text changes; binary files are listed instead of diffed. */
+  diff: {
+    params: { readonly paths?: readonly string[] };
+    result: { readonly diff: string; readonly binary: readonly string[] };
+  };
+  /** Writes changes (all, or those under `paths`) to the codebase. */
+  commit: { params: { readonly mode: CommitMode; readonly paths?: readonly string[] }; result: CommitResult };
+  /** Drops changes (all, or those under `paths`). */
+  discard: { params: { readonly paths?: readonly string[] }; result: Empty };
+  /** Reads a file as the sandbox sees it, through the permission rules. */
+  readFile: { params: { readonly path: string }; result: { readonly data: Uint8Array } };
+  /** Writes a file into the sandbox's delta, through the permission rules. */
+  writeFile: { params: { readonly path: string; readonly data: Uint8Array }; result: Empty };
+}
+
+/** A worker method name. */
+export type WorkerMethod = keyof WorkerMethods;
+/** The params type of worker method M. */
+export type WorkerParams<M extends WorkerMethod> = WorkerMethods[M]['params'];
+/** The result type of worker method M. */
+export type WorkerResult<M extends WorkerMethod> = WorkerMethods[M]['result'];
+
+/** Log levels a worker forwards (pino's names). */
+export const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal'] as const;
+
+/** A log line forwarded from the worker: level and message plus free-form plain-data fields. */
+export interface WorkerLogEvent {
+  readonly level: (typeof LOG_LEVELS)[number];
+  readonly msg: string;
+  readonly [field: string]: unknown;
+}
+
+/** Periodic liveness report. */
+export interface WorkerHealthEvent {
+  /** Worker clock, milliseconds since the epoch. */
+  readonly time: number;
+  /** Filesystem operations served so far; a count that stops moving while commands run means a stall. */
+  readonly ops: number;
+}
+
+/** Events a worker sends to the control plane, with their payload types. */
+export interface WorkerEvents {
+  /** A batch of access decisions, oldest first. */
+  audit: readonly AuditEvent[];
+  log: WorkerLogEvent;
+  health: WorkerHealthEvent;
+}
+
+/** A worker event name. */
+export type WorkerEvent = keyof WorkerEvents;
+
+// --- Guards ---------------------------------------------------------------------------------------
+
+const empty: Guard<Empty> = (value, path) => {
+  g.object(value, path);
+  return {};
+};
+const paths = g.optional(g.arrayOf(g.string));
+
+/** Only the surface is checked here; the worker's permission engine validates rules in depth. */
+const permissionRule: Guard<PermissionRule> = (value, path) => {
+  const rule = g.object(value, path);
+  g.string(rule.pattern, `${path}.pattern`);
+  g.string(rule.permission, `${path}.permission`);
+  return rule as unknown as PermissionRule;
+};
+
+const changeEntry: Guard<ChangeEntry> = g.shape({
+  path: g.string,
+  kind: g.oneOf(['added', 'modified', 'deleted']),
+  type: g.oneOf(['file', 'directory', 'symlink', 'other']),
+  size: g.nullable(g.count),
+});
+
+const commitConflict: Guard<CommitConflict> = g.shape({ path: g.string, reason: g.string });
+
+const opStats: Guard<OpStats> = g.shape({
+  count: g.count,
+  errors: g.count,
+  p50Us: g.number,
+  p99Us: g.number,
+});
+
+const auditEvent: Guard<AuditEvent> = g.shape({
+  seq: g.count,
+  time: g.number,
+  op: g.string,
+  path: g.string,
+  target: g.optional(g.string),
+  decision: g.oneOf(['allow', 'deny']),
+  permission: g.oneOf(PERMISSIONS),
+  errno: g.optional(g.string),
+  pid: g.optional(g.count),
+});
+
+const logEvent: Guard<WorkerLogEvent> = (value, path) => {
+  const event = g.object(value, path);
+  g.oneOf(LOG_LEVELS)(event.level, `${path}.level`);
+  g.string(event.msg, `${path}.msg`);
+  return event as WorkerLogEvent;
+};
+
+/** Guards of every worker method: params (checked by the worker), result (checked by the control plane). */
+export const WORKER_METHOD_GUARDS: {
+  readonly [M in WorkerMethod]: {
+    readonly params: Guard<WorkerParams<M>>;
+    readonly result: Guard<WorkerResult<M>>;
+  };
+} = {
+  setRules: { params: g.shape({ rules: g.arrayOf(permissionRule) }), result: g.shape({ version: g.count }) },
+  setAudit: { params: g.shape({ allowed: g.boolean }), result: empty },
+  stats: {
+    params: empty,
+    result: g.shape({
+      uptimeMs: g.number,
+      ops: g.recordOf(opStats),
+      rssBytes: g.count,
+      pssBytes: g.optional(g.nullable(g.count)),
+      openHandles: g.count,
+    }),
+  },
+  changes: { params: empty, result: g.shape({ changes: g.arrayOf(changeEntry) }) },
+  diff: { params: g.shape({ paths }), result: g.shape({ diff: g.string, binary: g.arrayOf(g.string) }) },
+  commit: {
+    params: g.shape({ mode: g.oneOf(['detect-conflicts', 'last-writer-wins']), paths }),
+    result: g.shape({ applied: g.arrayOf(changeEntry), conflicts: g.arrayOf(commitConflict) }),
+  },
+  discard: { params: g.shape({ paths }), result: empty },
+  readFile: { params: g.shape({ path: g.string }), result: g.shape({ data: g.bytes }) },
+  writeFile: { params: g.shape({ path: g.string, data: g.bytes }), result: empty },
+};
+
+/** Guards of every worker event payload (checked by the control plane). */
+export const WORKER_EVENT_GUARDS: { readonly [E in WorkerEvent]: Guard<WorkerEvents[E]> } = {
+  audit: g.arrayOf(auditEvent),
+  log: logEvent,
+  health: g.shape({ time: g.number, ops: g.count }),
+};
+
+// --- Control side ---------------------------------------------------------------------------------
+
+/** The control plane's typed view of a worker connection. */
+export interface WorkerClient {
+  /** Calls a worker method; params are checked before sending, the result on arrival (ProtocolError). */
+  request<M extends WorkerMethod>(
+    method: M,
+    params: WorkerParams<M>,
+    options?: RequestOptions,
+  ): Promise<WorkerResult<M>>;
+  /**
+   * Listens to one worker event. A payload that fails its guard closes the connection with a ProtocolError:
+   * a worker that sends malformed audit data cannot be trusted with the rest.
+   */
+  onEvent<E extends WorkerEvent>(name: E, cb: (payload: WorkerEvents[E]) => void): Subscription;
+}
+
+/** Wraps an RpcPeer (control side) in the typed, validating WorkerClient. */
+export function createWorkerClient(peer: RpcPeer): WorkerClient {
+  return {
+    async request(method, params, options) {
+      const guards = WORKER_METHOD_GUARDS[method];
+      guards.params(params, `${method} params`);
+      const result = await peer.request(method, params, options);
+      try {
+        return guards.result(result, `${method} result`);
+      } catch (err) {
+        throw asProtocolError(err, 'worker sent an invalid');
+      }
+    },
+    onEvent(name, cb) {
+      return peer.onEvent((eventName, payload) => {
+        if (eventName !== name) return;
+        let parsed;
+        try {
+          parsed = WORKER_EVENT_GUARDS[name](payload, `${name} event`);
+        } catch (err) {
+          peer.close(asProtocolError(err, 'worker sent an invalid'));
+          return;
+        }
+        cb(parsed);
+      });
+    },
+  };
+}
+
+// --- Worker side ----------------------------------------------------------------------------------
+
+/** The worker's implementation of every method; params arrive already checked. */
+export type WorkerHandlers = {
+  readonly [M in WorkerMethod]: (
+    params: WorkerParams<M>,
+    context: HandlerContext,
+  ) => WorkerResult<M> | Promise<WorkerResult<M>>;
+};
+
+/** The worker's typed view of its connection. */
+export interface WorkerServer {
+  /** Sends an event to the control plane (payload checked first); false when the connection is closed. */
+  emit<E extends WorkerEvent>(name: E, payload: WorkerEvents[E]): boolean;
+  /** Unregisters every handler. */
+  dispose(): void;
+}
+
+/** Registers `handlers` on an RpcPeer (worker side); invalid params are answered with AF_INVALID_ARGUMENT. */
+export function serveWorkerApi(peer: RpcPeer, handlers: WorkerHandlers): WorkerServer {
+  const subscriptions = (Object.keys(WORKER_METHOD_GUARDS) as WorkerMethod[]).map((method) =>
+    peer.handle(method, (params, context) => {
+      // One generic call site: TypeScript cannot correlate the guard and handler of the same M here.
+      const parse = WORKER_METHOD_GUARDS[method].params as Guard<unknown>;
+      const handler = handlers[method] as (params: unknown, context: HandlerContext) => unknown;
+      return handler(parse(params, `${method} params`), context);
+    }),
+  );
+  return {
+    emit(name, payload) {
+      // A guard failure here is a worker bug: throw to the emitting code rather than have the peer hang up.
+      WORKER_EVENT_GUARDS[name](payload, `${name} event`);
+      return peer.emit(name, payload);
+    },
+    dispose() {
+      for (const sub of subscriptions) sub.dispose();
+    },
+  };
+}
+
+/** Guard failures on data from the worker mean the worker broke the contract, not that we asked badly. */
+function asProtocolError(err: unknown, prefix: string): Error {
+  if (err instanceof InvalidArgumentError)
+    return new ProtocolError(`${prefix} ${err.message}`, { cause: err });
+  return toAgentFenseError(err, prefix);
+}
