@@ -7,6 +7,7 @@ export default defineConfig({
   resolve: { conditions },
   ssr: { resolve: { conditions } },
   test: {
+    reporters: ['default', './test/helpers/summary-reporter.ts'],
     projects: [
       {
         extends: true,

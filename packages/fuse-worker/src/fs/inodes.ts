@@ -1,0 +1,151 @@
+// The inode table of the low-level FUSE API: kernel node ids <-> positions in the merged tree.
+// Invariants:
+// - Every node the kernel knows has nlookup >= 1; a node is dropped when the kernel forgets it to zero.
+// - A node is reachable from its parent's `children` under `name` unless it was unlinked (orphan: it
+//   stays until forgotten so open files keep working, but has no path for new operations).
+// - Node ids are never reused within a worker's life (the generation stays 0).
+// Paths are computed by walking parents (O(depth)), so a directory rename is O(1).
+
+/** Node id of the mount's root directory (fixed by the FUSE protocol). */
+export const ROOT_INO = 1;
+
+/** A node the kernel holds a reference to. */
+export interface Inode {
+  readonly ino: number;
+  /** Parent node id; 0 for the root and for orphans. */
+  parent: number;
+  name: string;
+  nlookup: number;
+  isDir: boolean;
+  /** Children the kernel has looked up (directories only). */
+  readonly children: Map<string, number>;
+}
+
+/** Node bookkeeping for one mount. */
+export class InodeTable {
+  readonly #nodes = new Map<number, Inode>();
+  #nextIno = ROOT_INO + 1;
+
+  constructor() {
+    this.#nodes.set(ROOT_INO, { ino: ROOT_INO, parent: 0, name: '', nlookup: 1, isDir: true, children: new Map() });
+  }
+
+  /** The node with id `ino`, if the kernel still knows it. */
+  get(ino: number): Inode | undefined {
+    return this.#nodes.get(ino);
+  }
+
+  /** Number of live nodes (for stats). */
+  get size(): number {
+    return this.#nodes.size;
+  }
+
+  /** Codebase path of a node ('/' for the root); null for an orphan (unlinked while still referenced). */
+  pathOf(ino: number): string | null {
+    if (ino === ROOT_INO) return '/';
+    const parts: string[] = [];
+    let node = this.#nodes.get(ino);
+    while (node !== undefined && node.ino !== ROOT_INO) {
+      if (node.parent === 0) return null;
+      parts.push(node.name);
+      node = this.#nodes.get(node.parent);
+    }
+    if (node === undefined) return null;
+    return `/${parts.reverse().join('/')}`;
+  }
+
+  /** Path of `name` inside directory `parent`, or null when the parent has no path. */
+  childPath(parent: number, name: string): string | null {
+    const dir = this.pathOf(parent);
+    if (dir === null) return null;
+    return dir === '/' ? `/${name}` : `${dir}/${name}`;
+  }
+
+  /** The known child `name` of `parent`, if any. */
+  child(parent: number, name: string): Inode | undefined {
+    const id = this.#nodes.get(parent)?.children.get(name);
+    return id === undefined ? undefined : this.#nodes.get(id);
+  }
+
+  /** Records one kernel lookup of `name` in `parent` (creating the node on first sight) and returns it. */
+  remember(parent: number, name: string, isDir: boolean): Inode {
+    const dir = this.#nodes.get(parent);
+    if (dir === undefined) throw new Error(`inode ${parent} is not known`);
+    const existing = this.child(parent, name);
+    if (existing !== undefined && existing.isDir === isDir) {
+      existing.nlookup++;
+      return existing;
+    }
+    if (existing !== undefined) this.#detach(existing);
+    const node: Inode = { ino: this.#nextIno++, parent, name, nlookup: 1, isDir, children: new Map() };
+    this.#nodes.set(node.ino, node);
+    dir.children.set(name, node.ino);
+    return node;
+  }
+
+  /** Records an extra kernel reference to an existing node under a new name (hard link). */
+  alias(ino: number, parent: number, name: string): Inode {
+    const node = this.#nodes.get(ino);
+    const dir = this.#nodes.get(parent);
+    if (node === undefined || dir === undefined) throw new Error(`inode ${ino} or ${parent} is not known`);
+    const previous = this.child(parent, name);
+    if (previous !== undefined && previous !== node) this.#detach(previous);
+    dir.children.set(name, ino);
+    node.nlookup++;
+    return node;
+  }
+
+  /** The kernel dropped `count` references; the node goes away at zero. */
+  forget(ino: number, count: number): void {
+    if (ino === ROOT_INO) return;
+    const node = this.#nodes.get(ino);
+    if (node === undefined) return;
+    node.nlookup -= count;
+    if (node.nlookup > 0) return;
+    this.#detach(node);
+    this.#nodes.delete(ino);
+  }
+
+  /** `name` was removed from `parent`: the node (if known) becomes an orphan until forgotten. */
+  unlink(parent: number, name: string): void {
+    const node = this.child(parent, name);
+    if (node !== undefined) this.#detach(node);
+  }
+
+  /** Moves the child `name` of `parent` to `newName` in `newParent`, replacing what was there. */
+  rename(parent: number, name: string, newParent: number, newName: string): void {
+    const node = this.child(parent, name);
+    const target = this.#nodes.get(newParent);
+    if (target === undefined) return;
+    const replaced = this.child(newParent, newName);
+    if (replaced !== undefined && replaced !== node) this.#detach(replaced);
+    if (node === undefined) return;
+    this.#detach(node);
+    node.parent = newParent;
+    node.name = newName;
+    target.children.set(newName, node.ino);
+  }
+
+  /** Every live node except the root's parentless orphans, for cache invalidation after a rule change. */
+  *entries(): IterableIterator<Inode> {
+    yield* this.#nodes.values();
+  }
+
+  /** Every live node strictly below directory `ino`. */
+  *descendants(ino: number): IterableIterator<Inode> {
+    const node = this.#nodes.get(ino);
+    if (node === undefined) return;
+    for (const id of node.children.values()) {
+      const child = this.#nodes.get(id);
+      if (child === undefined || child.parent !== ino) continue;
+      yield child;
+      if (child.isDir) yield* this.descendants(child.ino);
+    }
+  }
+
+  #detach(node: Inode): void {
+    const parent = this.#nodes.get(node.parent);
+    if (parent !== undefined && parent.children.get(node.name) === node.ino) parent.children.delete(node.name);
+    node.parent = 0;
+  }
+}
