@@ -1,0 +1,129 @@
+// A bounded LRU of open directory fds keyed by root-relative path, with reference counts.
+import type { FileHandle } from 'node:fs/promises';
+
+import { relIsWithin } from './rel-path.js';
+
+/** One cached directory fd. */
+export interface CachedDir {
+  readonly handle: FileHandle;
+  /**
+   * Operations currently using `handle`'s /proc magic link. Invariant: a handle is closed only when it has
+   * been evicted AND refs is 0, because a closed fd number is reused by the next open(), and a path built
+   * from the old number would then resolve to whatever the new fd refers to.
+   */
+  refs: number;
+  evicted: boolean;
+  /** Never evicted or closed by the cache (the root fd; its owner closes it). */
+  readonly pinned: boolean;
+  readonly openedAt: number;
+}
+
+export interface DirFdCacheOptions {
+  /** Maximum number of unpinned fds kept open when idle. */
+  readonly capacity: number;
+  /**
+   * Entries older than this are re-opened on their next use. Bounds how long a directory replaced behind
+   * our back (another worker's commit) stays visible through a stale fd. Infinity: only our own
+   * renames/rmdirs invalidate (right for trees that only this process changes).
+   */
+  readonly maxAgeMs: number;
+  /** Clock, injectable for tests. */
+  readonly now?: () => number;
+}
+
+/**
+ * Staleness is a correctness issue, never a security one: a cached fd keeps pointing at the same directory
+ * inode even when that directory is renamed, so a stale entry can only answer for the wrong place inside
+ * the same tree (entries are invalidated by prefix on every rename/rmdir this process performs). It could
+ * point outside the root only if someone outside the sandbox moved a directory out of the root.
+ */
+export class DirFdCache {
+  private readonly entries = new Map<string, CachedDir>();
+  private readonly options: DirFdCacheOptions;
+  private readonly now: () => number;
+
+  constructor(options: DirFdCacheOptions) {
+    this.options = options;
+    this.now = options.now ?? Date.now;
+  }
+
+  /** Number of cached entries (for tests and metrics). */
+  get size(): number {
+    return this.entries.size;
+  }
+
+  /** A pinned entry (the root), never closed by the cache. */
+  static pinned(handle: FileHandle): CachedDir {
+    return { handle, refs: 0, evicted: false, pinned: true, openedAt: 0 };
+  }
+
+  /** Takes a reference on the cached fd of `rel` (marking it most recently used), or undefined on a miss. */
+  acquire(rel: string): CachedDir | undefined {
+    const entry = this.entries.get(rel);
+    if (entry === undefined) return undefined;
+    if (this.now() - entry.openedAt > this.options.maxAgeMs) {
+      this.evictInBackground(rel, entry);
+      return undefined;
+    }
+    // Map iteration order is insertion order: re-inserting makes this the most recently used entry.
+    this.entries.delete(rel);
+    this.entries.set(rel, entry);
+    entry.refs++;
+    return entry;
+  }
+
+  /**
+   * Caches a freshly opened fd and returns it with one reference taken. If a concurrent walk cached the same
+   * path first, the newcomer is still returned (and closed on release) so both walks stay correct.
+   */
+  insert(rel: string, handle: FileHandle): CachedDir {
+    const entry: CachedDir = { handle, refs: 1, evicted: false, pinned: false, openedAt: this.now() };
+    if (this.entries.has(rel)) {
+      entry.evicted = true;
+      return entry;
+    }
+    this.entries.set(rel, entry);
+    this.trim();
+    return entry;
+  }
+
+  /** Drops one reference; closes the fd if it was evicted meanwhile. */
+  async release(entry: CachedDir): Promise<void> {
+    entry.refs--;
+    if (entry.evicted && entry.refs === 0 && !entry.pinned) await entry.handle.close();
+  }
+
+  /** Evicts `rel` and everything cached below it (after a rename or rmdir of `rel`). */
+  async invalidate(rel: string): Promise<void> {
+    const closing: Promise<void>[] = [];
+    for (const [key, entry] of this.entries) {
+      if (relIsWithin(key, rel)) closing.push(this.evict(key, entry));
+    }
+    await Promise.all(closing);
+  }
+
+  /** Evicts everything; fds still in use close when their last user releases them. */
+  async clear(): Promise<void> {
+    await this.invalidate('');
+  }
+
+  private evict(key: string, entry: CachedDir): Promise<void> {
+    this.entries.delete(key);
+    entry.evicted = true;
+    return entry.refs === 0 ? entry.handle.close() : Promise.resolve();
+  }
+
+  private trim(): void {
+    if (this.entries.size <= this.options.capacity) return;
+    for (const [key, entry] of this.entries) {
+      if (this.entries.size <= this.options.capacity) break;
+      // An fd in use is evicted too (the map stays bounded); it is closed by its last release.
+      this.evictInBackground(key, entry);
+    }
+  }
+
+  private evictInBackground(key: string, entry: CachedDir): void {
+    // close() of a directory fd we own can only fail on a double close, a bug tests would show as EBADF.
+    void this.evict(key, entry).catch(() => undefined);
+  }
+}

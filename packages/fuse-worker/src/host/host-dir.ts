@@ -1,0 +1,281 @@
+// A root directory opened once, and every filesystem operation below it without following any symlink.
+import { execFile } from 'node:child_process';
+import type { BigIntStats } from 'node:fs';
+import { constants } from 'node:fs';
+import fsp from 'node:fs/promises';
+import type { FileHandle } from 'node:fs/promises';
+import { promisify } from 'node:util';
+
+import { DirFdCache, type CachedDir } from './dir-fd-cache.js';
+import { fdPath, PATH_ONLY_FLAGS, WALK_DIR_FLAGS } from './flags.js';
+import { relJoin, splitRel } from './rel-path.js';
+
+const execFileAsync = promisify(execFile);
+
+/** Type of a directory entry as the host reports it (d_type). */
+export type HostEntryType = 'file' | 'directory' | 'symlink' | 'fifo' | 'other';
+
+/** One entry of a host directory listing. */
+export interface HostDirent {
+  readonly name: string;
+  readonly type: HostEntryType;
+}
+
+export interface HostDirOptions {
+  /** Absolute path of the root. Its own last component must not be a symlink (it is trusted config). */
+  readonly path: string;
+  /** Directory fds kept open (default 256). */
+  readonly cacheCapacity?: number;
+  /** Re-open cached directory fds older than this (default Infinity; see DirFdCache). */
+  readonly cacheMaxAgeMs?: number;
+}
+
+/** Copy source/destination for HostDir.rename and HostDir.link across two roots on one filesystem. */
+export interface HostLocation {
+  readonly dir: HostDir;
+  readonly rel: string;
+}
+
+/**
+ * Host-side access to one directory tree. Invariant: no operation follows a symlink in any component.
+ * Every path is resolved by opening its directories one component at a time with
+ * O_PATH|O_DIRECTORY|O_NOFOLLOW through `/proc/self/fd/<parent>/<name>` (a symlink fails with ENOTDIR or
+ * ELOOP); the final component is then handed to a syscall that does not follow it (lstat, unlink, rename,
+ * open with O_NOFOLLOW, ...). The magic link `/proc/self/fd/<fd>` resolves to exactly the inode of the fd,
+ * so a concurrent rename cannot redirect a walk that has already passed a component.
+ * Cost: with the parent directory cached, one syscall per operation; a miss adds one open per uncached
+ * component.
+ */
+export class HostDir {
+  readonly path: string;
+  private readonly root: CachedDir;
+  private readonly cache: DirFdCache;
+  private closed = false;
+
+  private constructor(path: string, root: FileHandle, cache: DirFdCache) {
+    this.path = path;
+    this.root = DirFdCache.pinned(root);
+    this.cache = cache;
+  }
+
+  /** Opens `options.path` as a root (O_DIRECTORY|O_NOFOLLOW on its last component). */
+  static async open(options: HostDirOptions): Promise<HostDir> {
+    const root = await fsp.open(options.path, WALK_DIR_FLAGS);
+    const cache = new DirFdCache({
+      capacity: options.cacheCapacity ?? 256,
+      maxAgeMs: options.cacheMaxAgeMs ?? Number.POSITIVE_INFINITY,
+    });
+    return new HostDir(options.path, root, cache);
+  }
+
+  /** Closes the root and every cached fd. Using the HostDir afterwards is a bug. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await this.cache.clear();
+    await this.root.handle.close();
+  }
+
+  /** Number of cached directory fds (for tests and metrics). */
+  get cachedDirs(): number {
+    return this.cache.size;
+  }
+
+  /** lstat of `rel` ('' is the root): never follows the final component either. */
+  async lstat(rel: string): Promise<BigIntStats> {
+    if (rel === '') return this.root.handle.stat({ bigint: true });
+    return this.inParent(rel, (at) => fsp.lstat(at, { bigint: true }));
+  }
+
+  /** lstat, or null when the path does not exist (ENOENT) or crosses a non-directory/symlink (ENOTDIR). */
+  async lstatOrNull(rel: string): Promise<BigIntStats | null> {
+    try {
+      return await this.lstat(rel);
+    } catch (err) {
+      if (isMissing(err)) return null;
+      throw err;
+    }
+  }
+
+  /** open(2) of `rel` with O_NOFOLLOW always added (a symlink fails with ELOOP). */
+  async open(rel: string, flags: number, mode?: number): Promise<FileHandle> {
+    return this.inParent(rel, (at) => fsp.open(at, flags | constants.O_NOFOLLOW, mode));
+  }
+
+  /** Entries of directory `rel` ('' is the root) with their d_type, unsorted. */
+  async readdir(rel: string): Promise<HostDirent[]> {
+    return this.withDir(rel, async (dir) => {
+      const entries = await fsp.readdir(fdPath(dir.handle.fd), { withFileTypes: true });
+      return entries.map((e) => ({ name: e.name, type: direntType(e) }));
+    });
+  }
+
+  /** mkdir(2); the process umask applies, so callers that need an exact mode chmod afterwards. */
+  async mkdir(rel: string, mode: number): Promise<void> {
+    await this.inParent(rel, (at) => fsp.mkdir(at, { mode }));
+  }
+
+  /** mkfifo(3) through the coreutils binary (Node has no mknod); the child sees our fds via /proc/<pid>. */
+  async mkfifo(rel: string, mode: number): Promise<void> {
+    await this.inParent(rel, async (_at, dirFd, name) => {
+      const target = `/proc/${process.pid}/fd/${dirFd}/${name}`;
+      await execFileAsync('mkfifo', ['-m', (mode & 0o7777).toString(8), '--', target]).catch(
+        (err: unknown) => {
+          throw Object.assign(new Error(`mkfifo failed: ${String(err)}`), { code: 'EIO' });
+        },
+      );
+    });
+  }
+
+  /** unlink(2) of a non-directory. */
+  async unlink(rel: string): Promise<void> {
+    await this.inParent(rel, (at) => fsp.unlink(at));
+  }
+
+  /** rmdir(2); cached fds at and below `rel` are invalidated. */
+  async rmdir(rel: string): Promise<void> {
+    await this.inParent(rel, (at) => fsp.rmdir(at));
+    await this.cache.invalidate(rel);
+  }
+
+  /** symlink(2): stores `target` verbatim; nothing ever resolves it on the host. */
+  async symlink(target: string, rel: string): Promise<void> {
+    await this.inParent(rel, (at) => fsp.symlink(target, at));
+  }
+
+  /** readlink(2) of `rel` itself. */
+  async readlink(rel: string): Promise<string> {
+    return this.inParent(rel, (at) => fsp.readlink(at));
+  }
+
+  /** chmod through an O_PATH|O_NOFOLLOW fd's magic link (Linux has no lchmod; a symlink gives ENOTSUP). */
+  async chmod(rel: string, mode: number): Promise<void> {
+    const handle = rel === '' ? null : await this.open(rel, PATH_ONLY_FLAGS);
+    try {
+      await fsp.chmod(fdPath(handle === null ? this.root.handle.fd : handle.fd), mode & 0o7777);
+    } finally {
+      await handle?.close();
+    }
+  }
+
+  /** Sets atime/mtime with utimensat(AT_SYMLINK_NOFOLLOW) (works on symlinks; seconds as fractions). */
+  async utimes(rel: string, atime: number | Date, mtime: number | Date): Promise<void> {
+    if (rel === '') {
+      await fsp.utimes(fdPath(this.root.handle.fd), atime, mtime);
+      return;
+    }
+    await this.inParent(rel, (at) => fsp.lutimes(at, atime, mtime));
+  }
+
+  /** ftruncate through an fd opened O_WRONLY|O_NOFOLLOW. */
+  async truncate(rel: string, size: number): Promise<void> {
+    const handle = await this.open(rel, constants.O_WRONLY);
+    try {
+      await handle.truncate(size);
+    } finally {
+      await handle.close();
+    }
+  }
+
+  /** rename(2) within this root or into another root on the same filesystem (EXDEV otherwise). */
+  async rename(fromRel: string, to: HostLocation): Promise<void> {
+    await this.inParent(fromRel, (fromAt) => to.dir.inParent(to.rel, (toAt) => fsp.rename(fromAt, toAt)));
+    // The moved directory's cached fds would answer for its old path: drop them, and whatever the
+    // destination replaced.
+    await this.cache.invalidate(fromRel);
+    await to.dir.cache.invalidate(to.rel);
+  }
+
+  /** link(2) (never dereferences a symlink source on Linux) from `fromRel` to another location. */
+  async link(fromRel: string, to: HostLocation): Promise<void> {
+    await this.inParent(fromRel, (fromAt) => to.dir.inParent(to.rel, (toAt) => fsp.link(fromAt, toAt)));
+  }
+
+  /** Removes `rel` and everything below it, never following a symlink; a missing path is not an error. */
+  async removeTree(rel: string): Promise<void> {
+    const st = await this.lstatOrNull(rel);
+    if (st === null) return;
+    if (!st.isDirectory()) {
+      await this.unlink(rel);
+      return;
+    }
+    for (const entry of await this.readdir(rel)) await this.removeTree(relJoin(rel, entry.name));
+    if (rel !== '') await this.rmdir(rel);
+  }
+
+  /**
+   * Runs `fn` with a magic path for `rel` inside its parent directory: `/proc/self/fd/<parentFd>/<name>`.
+   * The parent fd is held (not closable) until `fn` settles.
+   */
+  private async inParent<T>(
+    rel: string,
+    fn: (at: string, dirFd: number, name: string) => Promise<T>,
+  ): Promise<T> {
+    const parts = splitRel(rel);
+    const name = parts.pop();
+    if (name === undefined) throw new TypeError('operation needs a path below the root');
+    const dir = await this.acquireDir(parts);
+    try {
+      return await fn(`${fdPath(dir.handle.fd)}/${name}`, dir.handle.fd, name);
+    } finally {
+      await this.cache.release(dir);
+    }
+  }
+
+  /** Runs `fn` with the directory `rel` held open. */
+  private async withDir<T>(rel: string, fn: (dir: CachedDir) => Promise<T>): Promise<T> {
+    const dir = await this.acquireDir(splitRel(rel));
+    try {
+      return await fn(dir);
+    } finally {
+      await this.cache.release(dir);
+    }
+  }
+
+  /** The directory made of `parts`, with a reference taken: cache hit, else a walk from the deepest hit. */
+  private async acquireDir(parts: readonly string[]): Promise<CachedDir> {
+    if (this.closed) throw new Error(`HostDir ${this.path} used after close`);
+    if (parts.length === 0) return this.root;
+    const hit = this.cache.acquire(parts.join('/'));
+    if (hit !== undefined) return hit;
+    let depth = parts.length - 1;
+    let cur: CachedDir | undefined;
+    for (; depth > 0 && cur === undefined; depth--) cur = this.cache.acquire(parts.slice(0, depth).join('/'));
+    if (cur === undefined) {
+      cur = this.root;
+      depth = 0;
+    } else {
+      depth++;
+    }
+    for (; depth < parts.length; depth++) {
+      const parent: CachedDir = cur;
+      try {
+        const handle = await fsp.open(`${fdPath(parent.handle.fd)}/${parts[depth]}`, WALK_DIR_FLAGS);
+        cur = this.cache.insert(parts.slice(0, depth + 1).join('/'), handle);
+      } finally {
+        await this.cache.release(parent);
+      }
+    }
+    return cur;
+  }
+}
+
+/** True for the errors that mean "no such entry here": ENOENT, and ENOTDIR/ELOOP from a non-directory or
+ * symlink in the path (which the merged view treats as absent, never as something to follow). */
+export function isMissing(err: unknown): boolean {
+  const code = (err as NodeJS.ErrnoException | null)?.code;
+  return code === 'ENOENT' || code === 'ENOTDIR' || code === 'ELOOP';
+}
+
+function direntType(entry: {
+  isFile(): boolean;
+  isDirectory(): boolean;
+  isSymbolicLink(): boolean;
+  isFIFO(): boolean;
+}): HostEntryType {
+  if (entry.isFile()) return 'file';
+  if (entry.isDirectory()) return 'directory';
+  if (entry.isSymbolicLink()) return 'symlink';
+  if (entry.isFIFO()) return 'fifo';
+  return 'other';
+}

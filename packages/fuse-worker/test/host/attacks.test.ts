@@ -1,0 +1,91 @@
+// Attacks on the host layer: planted symlinks in intermediate components and rename races.
+import { constants } from 'node:fs';
+import { mkdir, rename, stat, symlink, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { describe, expect, it, onTestFinished } from 'vitest';
+
+import { HostDir } from '../../src/host/host-dir.js';
+import { tempRoot } from './tmp-root.js';
+
+async function openRoot(path: string): Promise<HostDir> {
+  const dir = await HostDir.open({ path });
+  onTestFinished(() => dir.close());
+  return dir;
+}
+
+describe('HostDir never follows a symlink on the host', () => {
+  it('refuses a symlink planted as an intermediate directory', async () => {
+    const root = await tempRoot();
+    await symlink('/etc', join(root, 'a'));
+    const dir = await openRoot(root);
+    await expect(dir.open('a/passwd', constants.O_RDONLY)).rejects.toMatchObject({
+      code: expect.stringMatching(/^(ENOTDIR|ELOOP)$/) as unknown,
+    });
+    await expect(dir.lstat('a/passwd')).rejects.toMatchObject({ code: 'ENOTDIR' });
+    await expect(dir.readdir('a')).rejects.toMatchObject({ code: 'ENOTDIR' });
+    await expect(dir.mkdir('a/x', 0o755)).rejects.toMatchObject({ code: 'ENOTDIR' });
+    await expect(dir.unlink('a/passwd')).rejects.toMatchObject({ code: 'ENOTDIR' });
+    await expect(dir.rename('a/passwd', { dir, rel: 'stolen' })).rejects.toMatchObject({ code: 'ENOTDIR' });
+    await expect(dir.removeTree('a')).resolves.toBeUndefined();
+    expect((await stat('/etc/passwd')).isFile()).toBe(true);
+  });
+
+  it('refuses a symlink planted deeper in the tree', async () => {
+    const root = await tempRoot();
+    await mkdir(join(root, 'x/y'), { recursive: true });
+    await symlink('/etc', join(root, 'x/y/z'));
+    const dir = await openRoot(root);
+    await expect(dir.open('x/y/z/passwd', constants.O_RDONLY)).rejects.toMatchObject({ code: 'ENOTDIR' });
+  });
+
+  it('a rename race never lets an open escape the root', async () => {
+    const root = await tempRoot();
+    await mkdir(join(root, 'dir'));
+    await writeFile(join(root, 'dir/passwd'), 'inside');
+    await symlink('/etc', join(root, 'link'));
+    const inside = await stat(join(root, 'dir/passwd'));
+    // Capacity 0: every open walks the path again, so each one races the swapper.
+    const dir = await HostDir.open({ path: root, cacheCapacity: 0 });
+    onTestFinished(() => dir.close());
+
+    let stop = false;
+    let swaps = 0;
+    const swapper = (async () => {
+      // `dir` alternates between the real directory and a symlink to /etc.
+      while (!stop) {
+        await rename(join(root, 'dir'), join(root, 'parked'));
+        await rename(join(root, 'link'), join(root, 'dir'));
+        await rename(join(root, 'dir'), join(root, 'link'));
+        await rename(join(root, 'parked'), join(root, 'dir'));
+        swaps++;
+      }
+    })();
+
+    let opened = 0;
+    let refused = 0;
+    const deadline = Date.now() + 1500;
+    try {
+      while (Date.now() < deadline) {
+        try {
+          const fh = await dir.open('dir/passwd', constants.O_RDONLY);
+          try {
+            const st = await fh.stat();
+            expect([st.dev, st.ino]).toEqual([inside.dev, inside.ino]);
+            opened++;
+          } finally {
+            await fh.close();
+          }
+        } catch (err) {
+          if (!['ENOENT', 'ENOTDIR', 'ELOOP'].includes((err as NodeJS.ErrnoException).code ?? '')) throw err;
+          refused++;
+        }
+      }
+    } finally {
+      stop = true;
+      await swapper;
+    }
+    expect(swaps).toBeGreaterThan(10);
+    expect(opened).toBeGreaterThan(0);
+    expect(refused).toBeGreaterThan(0);
+  });
+});
