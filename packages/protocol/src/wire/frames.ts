@@ -64,7 +64,8 @@ export class FrameDecoder {
 
   /** Bytes received but not yet returned (a partial header or payload). */
   get bufferedBytes(): number {
-    return this.#buffered;
+    // The header of a frame in progress is already parsed, but it has not been returned either.
+    return this.#buffered + (this.#expected === undefined ? 0 : FRAME_HEADER_BYTES);
   }
 
   /**
