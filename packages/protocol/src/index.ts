@@ -40,6 +40,16 @@ export type {
 export { PERMISSIONS, PATTERN_TYPES } from './permissions/types.js';
 export type { Permission, PatternType, PermissionRule } from './permissions/types.js';
 
+// --- Permission engine ---
+export { compileRules, RuleSet } from './permissions/ruleset.js';
+export type { RuleSetOptions, VisibilityOptions } from './permissions/ruleset.js';
+export { explain } from './permissions/explain.js';
+export { validateRule, validateRules } from './permissions/validate.js';
+export { inferPatternType } from './permissions/pattern.js';
+export { atLeast, isPermission, permissionLevel } from './permissions/level.js';
+export { normalizePath } from './permissions/normalize.js';
+export type { Decision, Explanation, NormalizedRule, Visibility } from './permissions/types.js';
+
 // --- Delta and audit data ---
 export type { ChangeEntry, CommitMode, CommitConflict, CommitResult, AuditEvent } from './delta-types.js';
 

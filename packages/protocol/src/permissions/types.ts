@@ -15,3 +15,33 @@ export interface PermissionRule {
   readonly type?: PatternType;
   readonly priority?: number;
 }
+
+/** A validated rule: type inferred, priority defaulted, `index` = its position in the input list. */
+export interface NormalizedRule {
+  readonly index: number;
+  /** The pattern exactly as the user wrote it (explain output must be recognisable). */
+  readonly pattern: string;
+  readonly type: PatternType;
+  readonly permission: Permission;
+  readonly priority: number;
+}
+
+/** The outcome of resolving one path: the permission and the deciding rule's index (null = default deny). */
+export interface Decision {
+  readonly permission: Permission;
+  readonly ruleIndex: number | null;
+}
+
+/** Whether a path shows up at all: `hidden` = permission none and not a traversable directory. */
+export type Visibility = 'hidden' | 'visible';
+
+/** Why a path has the permission it has (for users debugging a denial). */
+export interface Explanation {
+  /** The normalised path that was resolved. */
+  readonly path: string;
+  readonly permission: Permission;
+  /** The deciding rule, or null when no rule matched (default deny). */
+  readonly rule: NormalizedRule | null;
+  /** Whether the path, taken as a directory, can be entered and listed (SPEC §1 exceptions). */
+  readonly traversable: boolean;
+}

@@ -1,0 +1,145 @@
+// Compiles validated rules once: ranks them in resolution order (SPEC §1) and builds the indexes that let
+// resolve.ts find the winning rule for a path with a handful of Map lookups instead of a test per rule.
+import {
+  directoryTarget,
+  fileTarget,
+  globMatches,
+  isWithin,
+  planGlob,
+  probeGlobstarMatchesParent,
+} from './match.js';
+import type { GlobPlan, StringTest } from './match.js';
+import { literalPrefix } from './pattern.js';
+import type { Decision, NormalizedRule, PatternType } from './types.js';
+
+/** A rule ready for matching, with its place in the resolution order. */
+export interface CompiledRule {
+  readonly rule: NormalizedRule;
+  /** Position in resolution order: 0 is the strongest rule; the first matching rule decides. */
+  readonly rank: number;
+  /** Length of the wildcard-free prefix of the canonical pattern (the third tie-break). */
+  readonly specificity: number;
+  /** File and directory rules: the normalised path they name. */
+  readonly target: string | null;
+  /** Glob rules: how the glob is matched and indexed. */
+  readonly glob: GlobPlan | null;
+  /** The shared, frozen decision this rule produces. */
+  readonly decision: Decision;
+}
+
+/** One glob in an index bucket; buckets are sorted by rank so a scan can stop at the current best. */
+export interface GlobEntry {
+  readonly rank: number;
+  /** Tested against the basename (true) or the path without its leading `/` (false). */
+  readonly onBasename: boolean;
+  /** Text the tested string must contain; a cheap filter in front of the regex. */
+  readonly needs: string | null;
+  readonly test: StringTest;
+}
+
+/** Everything resolve.ts and traverse.ts need, built once per rule set. */
+export interface RuleIndex {
+  /** Rules in resolution order. */
+  readonly ranked: readonly CompiledRule[];
+  /** File rules: normalised path -> best rank. */
+  readonly files: ReadonlyMap<string, number>;
+  /** Directory rules: normalised directory -> best rank. */
+  readonly dirs: ReadonlyMap<string, number>;
+  /** Globs with a literal base directory below the root, keyed by it: tested only on paths under the base. */
+  readonly anchored: ReadonlyMap<string, readonly GlobEntry[]>;
+  /** Unanchored globs with a literal segment, keyed by it: tested only on paths containing that segment. */
+  readonly bySegment: ReadonlyMap<string, readonly GlobEntry[]>;
+  /** `*.ext` basename globs keyed by extension. */
+  readonly byExtension: ReadonlyMap<string, readonly GlobEntry[]>;
+  /** Every other glob, tested against every path (in rank order, stopping at the current best). */
+  readonly generic: readonly GlobEntry[];
+}
+
+/** The decision when no rule matches (SPEC §1 default deny). */
+export const DEFAULT_DENY: Decision = Object.freeze({ permission: 'none', ruleIndex: null });
+
+const TYPE_RANK: Readonly<Record<PatternType, number>> = { file: 3, directory: 2, glob: 1 };
+
+function canonicalPattern(rule: NormalizedRule, target: string | null, glob: GlobPlan | null): string {
+  if (rule.type === 'file') return target ?? rule.pattern;
+  if (rule.type === 'directory') return target === '/' ? '/' : `${target ?? rule.pattern}/`;
+  // Root-relative globs count their implicit leading `/`, so `src/*.ts` ties with `/src/*.ts`.
+  const anchoredWithoutSlash =
+    glob !== null && glob.scope === 'path' && !rule.pattern.startsWith('/') && !rule.pattern.startsWith('**');
+  return anchoredWithoutSlash ? `/${rule.pattern}` : rule.pattern;
+}
+
+/** Compares two rules in resolution order: priority, then type, then specificity, then later-wins. */
+function compareStrength(
+  a: { rule: NormalizedRule; specificity: number },
+  b: { rule: NormalizedRule; specificity: number },
+): number {
+  return (
+    b.rule.priority - a.rule.priority ||
+    TYPE_RANK[b.rule.type] - TYPE_RANK[a.rule.type] ||
+    b.specificity - a.specificity ||
+    b.rule.index - a.rule.index
+  );
+}
+
+/** True when a compiled rule matches a normalised path (the per-rule truth the indexes must agree with). */
+export function ruleMatches(compiled: CompiledRule, path: string): boolean {
+  if (compiled.glob !== null) return globMatches(compiled.glob, path);
+  if (compiled.rule.type === 'file') return path === compiled.target;
+  return isWithin(path, compiled.target ?? '/');
+}
+
+function push<K, V>(map: Map<K, V[]>, key: K, value: V): void {
+  const list = map.get(key);
+  if (list === undefined) map.set(key, [value]);
+  else list.push(value);
+}
+
+/** Ranks validated rules and builds the lookup indexes. */
+export function compileIndex(rules: readonly NormalizedRule[]): RuleIndex {
+  const planOptions = { globstarMatchesParent: probeGlobstarMatchesParent() };
+  const unranked = rules.map((rule) => {
+    const target =
+      rule.type === 'file'
+        ? fileTarget(rule.pattern)
+        : rule.type === 'directory'
+          ? directoryTarget(rule.pattern)
+          : null;
+    const glob = rule.type === 'glob' ? planGlob(rule.pattern, planOptions) : null;
+    const specificity = literalPrefix(canonicalPattern(rule, target, glob)).length;
+    return { rule, target, glob, specificity };
+  });
+  unranked.sort(compareStrength);
+  const ranked: CompiledRule[] = unranked.map((r, rank) => ({
+    ...r,
+    rank,
+    decision: Object.freeze({ permission: r.rule.permission, ruleIndex: r.rule.index }),
+  }));
+
+  const files = new Map<string, number>();
+  const dirs = new Map<string, number>();
+  const anchored = new Map<string, GlobEntry[]>();
+  const bySegment = new Map<string, GlobEntry[]>();
+  const byExtension = new Map<string, GlobEntry[]>();
+  const generic: GlobEntry[] = [];
+  // Ranks are visited in increasing order, so every bucket ends up sorted and `has` keeps the best rank.
+  for (const c of ranked) {
+    if (c.glob === null) {
+      const map = c.rule.type === 'file' ? files : dirs;
+      if (c.target !== null && !map.has(c.target)) map.set(c.target, c.rank);
+      continue;
+    }
+    const g = c.glob;
+    const entry: GlobEntry = {
+      rank: c.rank,
+      onBasename: g.scope === 'basename',
+      needs: g.matchesAll ? null : g.requiredText,
+      test: g.test,
+    };
+    if (g.scope === 'path' && g.baseDir !== '/') push(anchored, g.baseDir, entry);
+    else if (g.scope === 'path' && g.requiredSegment !== null) push(bySegment, g.requiredSegment, entry);
+    else if (g.extKey !== null) push(byExtension, g.extKey, entry);
+    else generic.push(entry);
+  }
+  return { ranked, files, dirs, anchored, bySegment, byExtension, generic };
+}
