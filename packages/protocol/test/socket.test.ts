@@ -4,7 +4,7 @@ import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdtemp, rm, stat, writeFile } from 'node:fs/promises';
-import { createConnection } from 'node:net';
+import { createConnection, createServer } from 'node:net';
 import type { Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -283,6 +283,38 @@ describe('stream handling', () => {
       /exceeds the maximum of 1024 bytes/,
     );
     await expect(peer.request('ping', {})).resolves.toBe('pong');
+  });
+});
+
+describe('backpressure', () => {
+  it('closes the connection instead of buffering without bound when the peer stops reading', async () => {
+    // A peer that accepts and never reads: the kernel buffer fills, then Node's write queue grows.
+    const stuckPath = join(dir, 'stuck.sock');
+    const accepted: Socket[] = [];
+    const stuck = createServer((socket) => {
+      socket.pause();
+      accepted.push(socket);
+    });
+    await new Promise<void>((resolve) => stuck.listen(stuckPath, resolve));
+    onTestFinished(async () => {
+      // A paused socket never reads the EOF, so close() alone would wait for it forever.
+      for (const socket of accepted) socket.destroy();
+      await new Promise<void>((resolve) => stuck.close(() => resolve()));
+    });
+    const transport = await connectUnix(stuckPath, { maxWriteBufferBytes: 1024 * 1024 });
+    const closed = new Promise<Error | undefined>((resolve) => transport.onClose(resolve));
+    const chunk = new Uint8Array(512 * 1024);
+    let sent = 0;
+    // Bounded: 64 x 512 KiB = 32 MiB, far beyond any kernel socket buffer plus the 1 MiB cap.
+    while (!transport.closed && sent < 64) {
+      transport.send({ type: 'event', name: 'blob', payload: chunk });
+      sent++;
+    }
+    const err = await closed;
+    expect(err).toBeInstanceOf(ProtocolError);
+    expect(err?.message).toMatch(/^peer is not reading: \d+ bytes queued, more than 1048576$/);
+    expect(sent).toBeLessThan(64);
+    expect(() => transport.send({ type: 'shutdown' })).toThrow('cannot send shutdown: connection closed');
   });
 });
 

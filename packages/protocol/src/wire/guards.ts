@@ -23,8 +23,10 @@ export function describeValue(value: unknown): string {
       ?.name;
     return name === undefined || name === 'Object' ? 'an object' : `a ${name}`;
   }
-  if (typeof value === 'function' || typeof value === 'symbol') return `a ${typeof value}`;
-  return `${typeof value} ${String(value)}`;
+  if (typeof value === 'number' || typeof value === 'boolean' || typeof value === 'bigint') {
+    return `${typeof value} ${value}`;
+  }
+  return `a ${typeof value}`;
 }
 
 function fail(path: string, expected: string, value: unknown): never {

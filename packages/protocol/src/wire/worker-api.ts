@@ -210,7 +210,7 @@ export function createWorkerClient(peer: RpcPeer): WorkerClient {
       try {
         return guards.result(result, `${method} result`);
       } catch (err) {
-        throw asProtocolError(err, 'worker sent an invalid');
+        throw asProtocolError(err, 'worker broke the protocol:');
       }
     },
     onEvent(name, cb) {
@@ -220,7 +220,7 @@ export function createWorkerClient(peer: RpcPeer): WorkerClient {
         try {
           parsed = WORKER_EVENT_GUARDS[name](payload, `${name} event`);
         } catch (err) {
-          peer.close(asProtocolError(err, 'worker sent an invalid'));
+          peer.close(asProtocolError(err, 'worker broke the protocol:'));
           return;
         }
         cb(parsed);
@@ -273,5 +273,5 @@ export function serveWorkerApi(peer: RpcPeer, handlers: WorkerHandlers): WorkerS
 function asProtocolError(err: unknown, prefix: string): Error {
   if (err instanceof InvalidArgumentError)
     return new ProtocolError(`${prefix} ${err.message}`, { cause: err });
-  return toAgentFenseError(err, prefix);
+  return toAgentFenseError(err, 'checking data from the worker');
 }
