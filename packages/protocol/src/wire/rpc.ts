@@ -79,7 +79,10 @@ export class RpcPeer {
     return this.#pending.size;
   }
 
-  /** Calls `method` on the peer; resolves with its result or rejects with the rebuilt error. */
+  /**
+   * Calls `method` on the peer; resolves with its result or rejects with the rebuilt error (TimeoutError,
+   * CancelledError, the close error...). A bad `timeoutMs` is a caller bug and throws synchronously.
+   */
   request(method: string, params: unknown, options: RequestOptions = {}): Promise<unknown> {
     const timeoutMs = options.timeoutMs ?? this.#defaultTimeoutMs;
     if (timeoutMs !== undefined) checkTimeout(timeoutMs);
@@ -113,6 +116,8 @@ export class RpcPeer {
         this.#pending.get(id)?.reject(err instanceof Error ? err : new InternalError(String(err)));
         return;
       }
+      // Writing can close the transport (a peer that stopped reading), which already rejected us.
+      if (!this.#pending.has(id)) return;
       signal?.addEventListener('abort', onAbort, { once: true });
       if (timeoutMs !== undefined) {
         timer = setTimeout(
