@@ -74,9 +74,24 @@ export type {
   SuccessResponseMessage,
 } from './wire/messages.js';
 export { createFramedTransport } from './wire/transport.js';
-export type { FramedTransport, FramedTransportOptions, MessageTransport, Subscription } from './wire/transport.js';
-export { DEFAULT_MAX_WRITE_BUFFER_BYTES, connectUnix, createSocketTransport, listenUnix } from './wire/socket.js';
-export type { ConnectUnixOptions, ListenUnixOptions, SocketTransportOptions, UnixServer } from './wire/socket.js';
+export type {
+  FramedTransport,
+  FramedTransportOptions,
+  MessageTransport,
+  Subscription,
+} from './wire/transport.js';
+export {
+  DEFAULT_MAX_WRITE_BUFFER_BYTES,
+  connectUnix,
+  createSocketTransport,
+  listenUnix,
+} from './wire/socket.js';
+export type {
+  ConnectUnixOptions,
+  ListenUnixOptions,
+  SocketTransportOptions,
+  UnixServer,
+} from './wire/socket.js';
 export { createTransportPair } from './wire/pair.js';
 export type { PairTransport } from './wire/pair.js';
 export { RpcPeer, toWireError } from './wire/rpc.js';
