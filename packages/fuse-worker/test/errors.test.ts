@@ -42,6 +42,8 @@ describe('toErrno', () => {
     expect(toErrnoName('boom')).toBe('EIO');
     expect(toErrnoName(new InternalError('x'))).toBe('EIO');
     expect(toErrnoName(new NotFoundError('x'))).toBe('ENOENT');
-    expect(asFsError(Object.assign(new Error('gone'), { code: 'ENOENT' }), 'lookup /a').errnoName).toBe('ENOENT');
+    expect(asFsError(Object.assign(new Error('gone'), { code: 'ENOENT' }), 'lookup /a').errnoName).toBe(
+      'ENOENT',
+    );
   });
 });

@@ -1,0 +1,196 @@
+// Commit: applying a delta's changes to the codebase, atomically per file, with conflict detection.
+import type { BigIntStats } from 'node:fs';
+import { constants } from 'node:fs';
+import fsp from 'node:fs/promises';
+
+import type { ChangeEntry, CommitConflict } from '@agentfense/protocol';
+
+import { fdPath } from '../host/flags.js';
+import { relBase, relJoin, relParent } from '../host/rel-path.js';
+import { computeChanges, type DeltaChange } from './changes.js';
+import { nsToSeconds, tempName, type DeltaContext } from './context.js';
+import { baseMismatch } from './identity.js';
+import { selected } from './paths.js';
+import type { CommitOptions, DeltaCommitResult } from './types.js';
+
+/** A change that cannot be applied; it stays in the delta and is reported as a conflict. */
+class Refused extends Error {}
+
+/**
+ * Applies the selected changes: deletions deepest first, then adds/modifications parents first. Each file
+ * is written to a temp name in its codebase directory and renamed over the old one; parent directories are
+ * created as needed. Nothing in the codebase is followed: a path whose codebase ancestor is a symlink (or
+ * not a directory) is refused in every mode. In 'detect-conflicts' mode a change whose codebase entry no
+ * longer matches its base record is refused too. Applied changes leave the delta (metadata first, then the
+ * upper entry: a crash in between only makes the change look uncommitted); refused ones stay.
+ * FIFOs and devices are never synced back: reported as skipped, kept in the delta.
+ */
+export async function commitChanges(ctx: DeltaContext, options: CommitOptions): Promise<DeltaCommitResult> {
+  const all = (await computeChanges(ctx)).filter((c) => selected(c.rel, options.paths));
+  const applied: ChangeEntry[] = [];
+  const conflicts: CommitConflict[] = [];
+  const skipped: ChangeEntry[] = [];
+  const deletions = all.filter((c) => c.entry.kind === 'deleted').sort((a, b) => depth(b.rel) - depth(a.rel));
+  const writes = all.filter((c) => c.entry.kind !== 'deleted');
+  for (const change of [...deletions, ...writes]) {
+    if (change.upperType === 'fifo' || change.upperType === 'other') {
+      skipped.push(change.entry);
+      continue;
+    }
+    try {
+      await applyChange(ctx, change, options.mode === 'last-writer-wins');
+      await forget(ctx, change);
+      applied.push(change.entry);
+    } catch (err) {
+      if (!(err instanceof Refused) && !isFsRefusal(err)) throw err;
+      ctx.logger.debug({ path: change.entry.path, err }, 'commit refused a change');
+      conflicts.push({ path: change.entry.path, reason: err instanceof Error ? err.message : String(err) });
+    }
+  }
+  await pruneUpperDirs(ctx, '');
+  return { applied, conflicts, skipped };
+}
+
+async function applyChange(ctx: DeltaContext, change: DeltaChange, lastWriterWins: boolean): Promise<void> {
+  const { rel } = change;
+  const now = await codebaseStat(ctx, rel);
+  if (!lastWriterWins && change.base !== undefined) {
+    const reason = baseMismatch(change.base, now);
+    if (reason !== null) throw new Refused(reason);
+  }
+  if (change.upperType === null) {
+    await removeFromCodebase(ctx, rel, now, lastWriterWins);
+    return;
+  }
+  await ensureCodebaseDir(ctx, relParent(rel));
+  const upperSt = await ctx.upper.lstat(rel);
+  if (change.upperType === 'directory') {
+    if (now !== null && !now.isDirectory()) await removeFromCodebase(ctx, rel, now, lastWriterWins);
+    if (now === null || !now.isDirectory()) await ctx.lower.mkdir(rel, 0o700);
+    await ctx.lower.chmod(rel, Number(upperSt.mode));
+    return;
+  }
+  const tmp = relJoin(relParent(rel), tempName(`.${relBase(rel)}.af-commit`));
+  try {
+    if (change.upperType === 'symlink') {
+      await ctx.lower.symlink(await ctx.upper.readlink(rel), tmp);
+    } else {
+      await copyToCodebase(ctx, rel, tmp, now ?? (await ctx.lower.lstat(relParent(rel))));
+      await ctx.lower.chmod(tmp, Number(upperSt.mode));
+    }
+    await ctx.lower.utimes(tmp, nsToSeconds(upperSt.atimeNs), nsToSeconds(upperSt.mtimeNs));
+    if (now?.isDirectory() === true) await removeFromCodebase(ctx, rel, now, lastWriterWins);
+    await ctx.lower.rename(tmp, { dir: ctx.lower, rel });
+  } catch (err) {
+    await ctx.lower.removeTree(tmp);
+    throw err;
+  }
+}
+
+/** Copies the upper file's content into a new codebase file owned like `owner` (the old file or the dir). */
+async function copyToCodebase(
+  ctx: DeltaContext,
+  rel: string,
+  tmp: string,
+  owner: BigIntStats,
+): Promise<void> {
+  const dst = await ctx.lower.open(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, 0o600);
+  try {
+    const src = await ctx.upper.open(rel, constants.O_RDONLY);
+    try {
+      // Magic links of fds opened O_NOFOLLOW: the kernel copy reopens exactly those two inodes.
+      await fsp.copyFile(fdPath(src.fd), fdPath(dst.fd));
+    } finally {
+      await src.close();
+    }
+    await dst.chown(Number(owner.uid), Number(owner.gid));
+  } finally {
+    await dst.close();
+  }
+}
+
+/** lstat of the codebase entry; a symlink or non-directory among its ancestors refuses the change. */
+async function codebaseStat(ctx: DeltaContext, rel: string): Promise<BigIntStats | null> {
+  try {
+    return await ctx.lower.lstat(rel);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT') return null;
+    if (code === 'ENOTDIR' || code === 'ELOOP') {
+      throw new Refused('a directory on the codebase path is a symlink or not a directory');
+    }
+    throw err;
+  }
+}
+
+/** Creates the codebase directory `rel` and its missing parents with the upper directories' modes. */
+async function ensureCodebaseDir(ctx: DeltaContext, rel: string): Promise<void> {
+  if (rel === '') return;
+  const now = await codebaseStat(ctx, rel);
+  if (now !== null) {
+    if (!now.isDirectory()) throw new Refused(`codebase entry /${rel} is not a directory`);
+    return;
+  }
+  await ensureCodebaseDir(ctx, relParent(rel));
+  const up = await ctx.upper.lstatOrNull(rel);
+  await ctx.lower.mkdir(rel, 0o700);
+  await ctx.lower.chmod(rel, up === null ? 0o755 : Number(up.mode));
+}
+
+/** Deletes a codebase entry; a directory with entries the sandbox never saw is refused unless LWW. */
+async function removeFromCodebase(
+  ctx: DeltaContext,
+  rel: string,
+  now: BigIntStats | null,
+  lastWriterWins: boolean,
+): Promise<void> {
+  // Already gone: the deletion is idempotent, nobody's work is lost.
+  if (now === null) return;
+  if (!now.isDirectory()) {
+    await ctx.lower.unlink(rel);
+    return;
+  }
+  try {
+    await ctx.lower.rmdir(rel);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOTEMPTY') throw err;
+    if (!lastWriterWins) throw new Refused('directory has entries in the codebase the sandbox never saw');
+    await ctx.lower.removeTree(rel);
+  }
+}
+
+/** Drops an applied change from the delta: its records, then its upper entry (directories: later, if empty). */
+async function forget(ctx: DeltaContext, change: DeltaChange): Promise<void> {
+  const record = { op: 'forget', path: change.rel, subtree: false } as const;
+  await ctx.journal.append([record]);
+  ctx.meta.apply(record);
+  if (change.upperType !== null && change.upperType !== 'directory') await ctx.upper.unlink(change.rel);
+}
+
+/** Removes upper directories left empty and unrecorded (structure whose content was committed). */
+async function pruneUpperDirs(ctx: DeltaContext, rel: string): Promise<boolean> {
+  let empty = true;
+  for (const e of await ctx.upper.readdir(rel)) {
+    const child = relJoin(rel, e.name);
+    if (e.type === 'directory' && (await pruneUpperDirs(ctx, child))) {
+      await ctx.upper.rmdir(child);
+    } else {
+      empty = false;
+    }
+  }
+  return empty && !ctx.meta.bases.has(rel) && !ctx.meta.whiteouts.has(rel);
+}
+
+/** Filesystem errors that mean "this change cannot go in" rather than a broken worker. */
+function isFsRefusal(err: unknown): boolean {
+  const code = (err as NodeJS.ErrnoException | null)?.code;
+  return (
+    code === 'EEXIST' || code === 'ENOTEMPTY' || code === 'EISDIR' || code === 'ENOTDIR' || code === 'ELOOP'
+  );
+}
+
+function depth(rel: string): number {
+  let n = 0;
+  for (const ch of rel) if (ch === '/') n++;
+  return n;
+}

@@ -1,0 +1,142 @@
+// The state every delta operation works on, and the merged-view resolution they share.
+import { randomBytes } from 'node:crypto';
+import type { BigIntStats } from 'node:fs';
+
+import { FsError } from '../errors.js';
+import type { HostDir } from '../host/host-dir.js';
+import { isMissing } from '../host/host-dir.js';
+import { relJoin, relParent } from '../host/rel-path.js';
+import type { MetaJournal } from './journal.js';
+import type { MetaState } from './meta-state.js';
+import { typeOf } from './identity.js';
+import type { DeltaLogger, DeltaLookup } from './types.js';
+
+/** The layers, the metadata and the logger of one open delta. */
+export interface DeltaContext {
+  /** The codebase. Invariant: changed only by commit. */
+  readonly lower: HostDir;
+  /** New and changed entries, mirroring codebase paths. Holds no metadata of any kind. */
+  readonly upper: HostDir;
+  /** Scratch space on the upper's filesystem: copy-ups are built here and renamed into place. */
+  readonly work: HostDir;
+  readonly meta: MetaState;
+  readonly journal: MetaJournal;
+  readonly logger: DeltaLogger;
+}
+
+/** A name no concurrent operation will pick. */
+export function tempName(prefix: string): string {
+  return `${prefix}-${process.pid}-${randomBytes(8).toString('hex')}`;
+}
+
+/**
+ * lstat in the upper layer. 'missing' (ENOENT) means "ask the lower layer"; 'blocked' (ENOTDIR/ELOOP)
+ * means an upper ancestor is not a directory, which hides the whole lower subtree too.
+ */
+export async function upperStat(
+  ctx: DeltaContext,
+  rel: string,
+): Promise<BigIntStats | 'missing' | 'blocked'> {
+  try {
+    return await ctx.upper.lstat(rel);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT') return 'missing';
+    if (code === 'ENOTDIR' || code === 'ELOOP') return 'blocked';
+    throw err;
+  }
+}
+
+/** lstat of the lower entry if it is visible in the merged view (not whited out), else null. */
+export async function visibleLowerStat(ctx: DeltaContext, rel: string): Promise<BigIntStats | null> {
+  // Invariant: whiteouts are checked before the lower layer is asked.
+  if (ctx.meta.isHidden(rel)) return null;
+  return ctx.lower.lstatOrNull(rel);
+}
+
+/**
+ * The merged view at `rel`. Order: upper entry wins over lower; whiteouts checked before lower.
+ * Cost: one upper lstat, then (only on a miss) O(depth) Set lookups and one lower lstat.
+ */
+export async function resolve(ctx: DeltaContext, rel: string): Promise<DeltaLookup | null> {
+  if (rel === '') {
+    const stat = await ctx.lower.lstat('');
+    return { layer: 'lower', stat, type: 'directory', upper: null, lower: { dev: stat.dev, ino: stat.ino } };
+  }
+  const up = await upperStat(ctx, rel);
+  if (up === 'blocked') return null;
+  if (up !== 'missing') {
+    const base = ctx.meta.bases.get(rel);
+    const lower = base?.exists === true ? { dev: BigInt(base.dev), ino: BigInt(base.ino) } : null;
+    return { layer: 'upper', stat: up, type: typeOf(up), upper: { dev: up.dev, ino: up.ino }, lower };
+  }
+  const lo = await visibleLowerStat(ctx, rel);
+  if (lo === null) return null;
+  return { layer: 'lower', stat: lo, type: typeOf(lo), upper: null, lower: { dev: lo.dev, ino: lo.ino } };
+}
+
+/** The merged entry at `rel`, or ENOENT. */
+export async function mustResolve(ctx: DeltaContext, rel: string): Promise<DeltaLookup> {
+  const found = await resolve(ctx, rel);
+  if (found === null) throw new FsError('ENOENT', `/${rel}`);
+  return found;
+}
+
+/** Throws ENOENT/ENOTDIR unless the merged entry at `rel` is a directory. */
+export async function requireDir(ctx: DeltaContext, rel: string): Promise<void> {
+  const found = await mustResolve(ctx, rel);
+  if (found.type !== 'directory') throw new FsError('ENOTDIR', `/${rel}`);
+}
+
+/** Names of the merged directory `rel` with their types: upper entries, then visible lower ones. */
+export async function mergedEntries(
+  ctx: DeltaContext,
+  rel: string,
+): Promise<Map<string, DeltaLookup['type']>> {
+  const found = await mustResolve(ctx, rel);
+  if (found.type !== 'directory') throw new FsError('ENOTDIR', `/${rel}`);
+  const entries = new Map<string, DeltaLookup['type']>();
+  // The root exists in both layers (resolve reports the codebase's attributes for it).
+  if (found.layer === 'upper' || rel === '') {
+    for (const e of await ctx.upper.readdir(rel)) entries.set(e.name, e.type);
+  }
+  // An opaque directory (upper dir on a whiteout) shows nothing from below.
+  if (rel === '' || !ctx.meta.isHidden(rel)) {
+    let lower: Awaited<ReturnType<HostDir['readdir']>> = [];
+    try {
+      lower = await ctx.lower.readdir(rel);
+    } catch (err) {
+      if (!isMissing(err)) throw err;
+    }
+    for (const e of lower) {
+      // Upper entry wins over lower; a whited-out lower entry is gone.
+      if (!entries.has(e.name) && !ctx.meta.whiteouts.has(relJoin(rel, e.name))) entries.set(e.name, e.type);
+    }
+  }
+  return entries;
+}
+
+/**
+ * Makes sure directory `rel` exists in the upper layer, creating it (and its parents) as copies of the
+ * merged directories' lower versions: same mode and times, no base record (they are structure, not changes).
+ */
+export async function ensureUpperDir(ctx: DeltaContext, rel: string): Promise<void> {
+  if (rel === '') return;
+  const up = await upperStat(ctx, rel);
+  if (up !== 'missing') {
+    if (up === 'blocked' || !up.isDirectory()) throw new FsError('ENOTDIR', `/${rel}`);
+    return;
+  }
+  await ensureUpperDir(ctx, relParent(rel));
+  const lo = await visibleLowerStat(ctx, rel);
+  if (lo === null) throw new FsError('ENOENT', `/${rel}`);
+  if (!lo.isDirectory()) throw new FsError('ENOTDIR', `/${rel}`);
+  await ctx.upper.mkdir(rel, 0o700);
+  await ctx.upper.chmod(rel, Number(lo.mode));
+  await ctx.upper.utimes(rel, nsToSeconds(lo.atimeNs), nsToSeconds(lo.mtimeNs));
+}
+
+/** Nanoseconds as the fractional seconds Node's utimes takes (sub-microsecond precision is lost). */
+export function nsToSeconds(ns: bigint): number {
+  return Number(ns / 1000n) / 1e6;
+}

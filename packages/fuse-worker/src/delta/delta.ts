@@ -1,0 +1,448 @@
+// The copy-on-write overlay of one sandbox: a read-only codebase (lower) plus this sandbox's delta.
+import { constants } from 'node:fs';
+import type { FileHandle } from 'node:fs/promises';
+
+import type { ChangeEntry } from '@agentfense/protocol';
+
+import { asFsError, FsError } from '../errors.js';
+import { HostDir } from '../host/host-dir.js';
+import { relIsWithin, relParent } from '../host/rel-path.js';
+import { computeChanges } from './changes.js';
+import { commitChanges } from './commit.js';
+import {
+  ensureUpperDir,
+  mergedEntries,
+  mustResolve,
+  requireDir,
+  resolve,
+  tempName,
+  type DeltaContext,
+} from './context.js';
+import { copyUp } from './copy-up.js';
+import { buildDiff } from './diff.js';
+import { ABSENT, baseOf, type BaseRecord } from './identity.js';
+import { COMPACT_AFTER_RECORDS, MetaJournal } from './journal.js';
+import { AsyncLock } from './lock.js';
+import type { MetaRecord } from './meta-state.js';
+import { selected, toRel } from './paths.js';
+import type {
+  CommitOptions,
+  DeltaCommitResult,
+  DeltaDiff,
+  DeltaDirEntry,
+  DeltaLogger,
+  DeltaLookup,
+  DeltaOpenOptions,
+  PathFilter,
+  RenameOptions,
+  SetattrOptions,
+} from './types.js';
+
+const NO_LOG: DeltaLogger = { warn: () => undefined, debug: () => undefined };
+const S_IFMT = 0o170000;
+const S_IFIFO = 0o010000;
+
+/**
+ * One sandbox's overlay. All paths are codebase paths ('/' is the root), already validated and
+ * permission-checked by the caller. Namespace changes run one at a time (AsyncLock); lookups, listings and
+ * reads do not wait for them. Errors are FsError with the errno the FUSE op should return.
+ */
+export class Delta {
+  private readonly ctx: DeltaContext;
+  private readonly hostDirs: readonly HostDir[];
+  private readonly lock = new AsyncLock();
+
+  private constructor(ctx: DeltaContext, hostDirs: readonly HostDir[]) {
+    this.ctx = ctx;
+    this.hostDirs = hostDirs;
+  }
+
+  /** Opens (or creates) the delta at `deltaDir` over `lowerDir`, restoring everything a previous worker left. */
+  static async open(options: DeltaOpenOptions): Promise<Delta> {
+    const logger = options.logger ?? NO_LOG;
+    const opened: HostDir[] = [];
+    try {
+      const lower = await HostDir.open({
+        path: options.lowerDir,
+        cacheMaxAgeMs: options.lowerCacheMaxAgeMs ?? 2000,
+      });
+      opened.push(lower);
+      const root = await HostDir.open({ path: options.deltaDir, cacheCapacity: 0 });
+      opened.push(root);
+      for (const sub of ['upper', 'work', 'meta']) {
+        if ((await root.lstatOrNull(sub)) === null) await root.mkdir(sub, 0o700);
+      }
+      const sub = async (name: string): Promise<HostDir> => {
+        const dir = await HostDir.open({ path: `${options.deltaDir}/${name}` });
+        opened.push(dir);
+        return dir;
+      };
+      const upper = await sub('upper');
+      const work = await sub('work');
+      const metaDir = await sub('meta');
+      // Leftovers of copy-ups interrupted by a crash.
+      for (const e of await work.readdir('')) await work.removeTree(e.name);
+      const { journal, state } = await MetaJournal.open({ dir: metaDir, logger });
+      if (journal.pending > COMPACT_AFTER_RECORDS) await journal.compact(state);
+      const ctx: DeltaContext = { lower, upper, work, meta: state, journal, logger };
+      return new Delta(ctx, opened);
+    } catch (err) {
+      for (const dir of opened) await dir.close();
+      throw asFsError(err, 'opening the delta');
+    }
+  }
+
+  /** Closes the journal and every fd. Not required for durability (see journal.ts). */
+  async close(): Promise<void> {
+    await this.lock.run(async () => {
+      await this.ctx.journal.close();
+      for (const dir of this.hostDirs) await dir.close();
+    });
+  }
+
+  /** The merged entry at `path`, or null. Hot path: one upper lstat, O(depth) Set lookups, one lower lstat. */
+  async lookup(path: string): Promise<DeltaLookup | null> {
+    return guard(`lookup ${path}`, () => resolve(this.ctx, toRel(path)));
+  }
+
+  /** The merged listing of directory `path` (upper entries win, whiteouts removed, opaque dirs hide lower). */
+  async readdir(path: string): Promise<DeltaDirEntry[]> {
+    return guard(`readdir ${path}`, async () => {
+      const entries = await mergedEntries(this.ctx, toRel(path));
+      return [...entries].map(([name, type]) => ({ name, type }));
+    });
+  }
+
+  /** Opens the serving layer's file for reading (O_NOFOLLOW; extra flags such as O_NONBLOCK allowed). */
+  async openForRead(path: string, flags = constants.O_RDONLY): Promise<FileHandle> {
+    return guard(`open ${path}`, async () => {
+      const rel = toRel(path);
+      const found = await mustResolve(this.ctx, rel);
+      const layer = found.layer === 'upper' ? this.ctx.upper : this.ctx.lower;
+      return layer.open(rel, flags & ~(constants.O_CREAT | constants.O_TRUNC));
+    });
+  }
+
+  /** Copies `path` up (unless O_TRUNC makes the content moot) and opens the upper file with `flags`. */
+  async openForWrite(path: string, flags: number): Promise<FileHandle> {
+    return this.mutate(`open ${path}`, async () => {
+      const rel = toRel(path);
+      const found = await mustResolve(this.ctx, rel);
+      if (found.type === 'directory') throw new FsError('EISDIR', path);
+      if (found.type === 'symlink') throw new FsError('ELOOP', path);
+      await copyUp(this.ctx, rel, { content: (flags & constants.O_TRUNC) === 0 });
+      return this.ctx.upper.open(rel, flags & ~(constants.O_CREAT | constants.O_EXCL));
+    });
+  }
+
+  /** Creates a regular file (EEXIST if anything is there) and opens it with `flags`. */
+  async create(path: string, mode: number, flags: number = constants.O_RDWR): Promise<FileHandle> {
+    return this.mutate(`create ${path}`, async () => {
+      const rel = await this.prepareCreate(path);
+      const fh = await this.ctx.upper.open(rel, flags | constants.O_CREAT | constants.O_EXCL, 0o600);
+      try {
+        await fh.chmod(mode & 0o7777);
+      } catch (err) {
+        await fh.close();
+        throw err;
+      }
+      return fh;
+    });
+  }
+
+  /** Creates a directory; over a whiteout it is opaque (starts empty). */
+  async mkdir(path: string, mode: number): Promise<void> {
+    await this.mutate(`mkdir ${path}`, async () => {
+      const rel = await this.prepareCreate(path);
+      await this.ctx.upper.mkdir(rel, 0o700);
+      await this.ctx.upper.chmod(rel, mode);
+    });
+  }
+
+  /** Creates a FIFO (the only node type allowed; never synced back on commit). */
+  async mknod(path: string, mode: number): Promise<void> {
+    await this.mutate(`mknod ${path}`, async () => {
+      if ((mode & S_IFMT) !== S_IFIFO && (mode & S_IFMT) !== 0)
+        throw new FsError('EPERM', `only FIFOs: ${path}`);
+      const rel = await this.prepareCreate(path);
+      await this.ctx.upper.mkfifo(rel, mode);
+    });
+  }
+
+  /** Creates a symlink storing `target` verbatim (only the sandbox's kernel ever resolves it). */
+  async symlink(target: string, path: string): Promise<void> {
+    await this.mutate(`symlink ${path}`, async () => {
+      const rel = await this.prepareCreate(path);
+      await this.ctx.upper.symlink(target, rel);
+    });
+  }
+
+  /** The target of the symlink at `path` (EINVAL if it is not one). */
+  async readlink(path: string): Promise<string> {
+    return guard(`readlink ${path}`, async () => {
+      const rel = toRel(path);
+      const found = await mustResolve(this.ctx, rel);
+      if (found.type !== 'symlink') throw new FsError('EINVAL', `not a symlink: ${path}`);
+      return (found.layer === 'upper' ? this.ctx.upper : this.ctx.lower).readlink(rel);
+    });
+  }
+
+  /** Hard link inside the upper layer (copy-up first: a link never reaches into the codebase). */
+  async link(existing: string, newPath: string): Promise<void> {
+    await this.mutate(`link ${existing} ${newPath}`, async () => {
+      const from = toRel(existing);
+      const src = await mustResolve(this.ctx, from);
+      if (src.type === 'directory') throw new FsError('EPERM', `hard link to a directory: ${existing}`);
+      const rel = await this.prepareCreate(newPath);
+      await copyUp(this.ctx, from);
+      await this.ctx.upper.link(from, { dir: this.ctx.upper, rel });
+    });
+  }
+
+  /** Removes a non-directory; a codebase entry becomes a whiteout. */
+  async unlink(path: string): Promise<void> {
+    await this.mutate(`unlink ${path}`, async () => {
+      const rel = toRel(path);
+      const found = await mustResolve(this.ctx, rel);
+      if (found.type === 'directory') throw new FsError('EISDIR', path);
+      await this.removeEntry(rel, found);
+    });
+  }
+
+  /**
+   * Removes a directory that is empty in the merged view. Invariant: refused with ENOTEMPTY while the merged
+   * directory has ANY entry, including ones the caller hides from the sandbox, so hidden content is never
+   * deleted.
+   */
+  async rmdir(path: string): Promise<void> {
+    await this.mutate(`rmdir ${path}`, async () => {
+      const rel = toRel(path);
+      if (rel === '') throw new FsError('EBUSY', 'the root');
+      const found = await mustResolve(this.ctx, rel);
+      if (found.type !== 'directory') throw new FsError('ENOTDIR', path);
+      if ((await mergedEntries(this.ctx, rel)).size > 0) throw new FsError('ENOTEMPTY', path);
+      await this.removeEntry(rel, found);
+    });
+  }
+
+  /**
+   * rename(2)/renameat2(2). A non-directory from the codebase is copied up, renamed in the upper layer and
+   * whited out at its old path. A directory may move only if the sandbox added it (no codebase content at
+   * or below it); anything else is EXDEV, so tools fall back to copy + delete (no redirect metadata).
+   */
+  async rename(from: string, to: string, options: RenameOptions = {}): Promise<void> {
+    await this.mutate(`rename ${from} ${to}`, async () => {
+      const src = toRel(from);
+      const dst = toRel(to);
+      if (src === '' || dst === '') throw new FsError('EBUSY', 'the root');
+      const srcFound = await mustResolve(this.ctx, src);
+      if (src !== dst && relIsWithin(dst, src)) throw new FsError('EINVAL', `${to} is inside ${from}`);
+      const dstFound = await resolve(this.ctx, dst);
+      if (options.exchange === true) return this.exchange(src, dst, srcFound, dstFound);
+      if (dstFound !== null && options.noReplace === true) throw new FsError('EEXIST', to);
+      if (src === dst) return;
+      if (dstFound !== null) {
+        if (srcFound.type === 'directory' && dstFound.type !== 'directory') throw new FsError('ENOTDIR', to);
+        if (srcFound.type !== 'directory' && dstFound.type === 'directory') throw new FsError('EISDIR', to);
+        if (dstFound.type === 'directory' && (await mergedEntries(this.ctx, dst)).size > 0) {
+          throw new FsError('ENOTEMPTY', to);
+        }
+      }
+      await requireDir(this.ctx, relParent(dst));
+      if (srcFound.type === 'directory') {
+        if (!this.isAddedDir(src)) throw new FsError('EXDEV', `directory with codebase content: ${from}`);
+      } else {
+        await copyUp(this.ctx, src);
+      }
+      await ensureUpperDir(this.ctx, relParent(dst));
+      // The destination: what the codebase holds there stays recorded as its base (first sight wins).
+      const records: MetaRecord[] = [{ op: 'base', path: dst, base: await this.baseAt(dst, dstFound) }];
+      // A directory moved over a codebase directory must not show that directory's (deleted) entries.
+      if (srcFound.type === 'directory' && dstFound !== null && this.codebaseHad(dst, dstFound)) {
+        records.push({ op: 'whiteout', path: dst });
+      }
+      if (dstFound?.layer === 'lower' && dstFound.type === 'directory') await ensureUpperDir(this.ctx, dst);
+      // The source: a codebase entry is now deleted there; an add simply moved.
+      records.push(...this.goneRecords(src));
+      if (srcFound.type === 'directory') records.push({ op: 'move', from: src, to: dst });
+      await this.record(records);
+      await this.ctx.upper.rename(src, { dir: this.ctx.upper, rel: dst });
+    });
+  }
+
+  /** Changes attributes (copy-up first). size 0 skips copying the content. */
+  async setattr(path: string, attrs: SetattrOptions): Promise<void> {
+    await this.mutate(`setattr ${path}`, async () => {
+      const rel = toRel(path);
+      if (rel === '') throw new FsError('EPERM', 'attributes of the root');
+      const found = await mustResolve(this.ctx, rel);
+      if (attrs.size !== undefined && found.type === 'directory') throw new FsError('EISDIR', path);
+      if (attrs.size !== undefined && found.type !== 'file') throw new FsError('EINVAL', path);
+      await copyUp(this.ctx, rel, { content: attrs.size !== 0 });
+      const { upper } = this.ctx;
+      if (attrs.mode !== undefined) await upper.chmod(rel, attrs.mode);
+      if (attrs.size !== undefined) await upper.truncate(rel, attrs.size);
+      if (attrs.atime !== undefined || attrs.mtime !== undefined) {
+        const st = await upper.lstat(rel);
+        await upper.utimes(
+          rel,
+          attrs.atime ?? Number(st.atimeNs / 1000n) / 1e6,
+          attrs.mtime ?? Number(st.mtimeNs / 1000n) / 1e6,
+        );
+      }
+    });
+  }
+
+  /** The change set: added / modified / deleted entries with sizes, sorted by path. */
+  async changes(filter: PathFilter = {}): Promise<ChangeEntry[]> {
+    return this.mutate('changes', async () => {
+      const all = await computeChanges(this.ctx);
+      return all.filter((c) => selected(c.rel, filter.paths)).map((c) => c.entry);
+    });
+  }
+
+  /** Unified diff (`diff -u` style, a/ b/ prefixes) of the changed text files; binary files listed apart. */
+  async diff(filter: PathFilter = {}): Promise<DeltaDiff> {
+    return this.mutate('diff', async () => {
+      const all = await computeChanges(this.ctx);
+      return buildDiff(
+        this.ctx,
+        all.filter((c) => selected(c.rel, filter.paths)),
+      );
+    });
+  }
+
+  /** Applies the change set to the codebase, atomically per file; see commit.ts. */
+  async commit(options: CommitOptions): Promise<DeltaCommitResult> {
+    return this.mutate('commit', async () => {
+      const result = await commitChanges(this.ctx, options);
+      await this.ctx.journal.compact(this.ctx.meta);
+      return result;
+    });
+  }
+
+  /** Drops the delta (or the given paths and everything below them). */
+  async discard(filter: PathFilter = {}): Promise<void> {
+    await this.mutate('discard', async () => {
+      const paths = filter.paths ?? ['/'];
+      for (const path of paths) {
+        const rel = toRel(path);
+        await this.record([{ op: 'forget', path: rel, subtree: true }]);
+        if (rel === '') {
+          for (const e of await this.ctx.upper.readdir('')) await this.ctx.upper.removeTree(e.name);
+        } else {
+          await this.ctx.upper.removeTree(rel).catch((err: unknown) => {
+            // An ancestor that is not a directory in the upper layer: nothing of ours is below it.
+            if ((err as NodeJS.ErrnoException).code !== 'ENOTDIR') throw err;
+          });
+        }
+      }
+      await this.ctx.journal.compact(this.ctx.meta);
+    });
+  }
+
+  /** Validates a create at `path`: nothing there (EEXIST), parent a directory; records the base of the add. */
+  private async prepareCreate(path: string): Promise<string> {
+    const rel = toRel(path);
+    if (rel === '' || (await resolve(this.ctx, rel)) !== null) throw new FsError('EEXIST', path);
+    await requireDir(this.ctx, relParent(rel));
+    await ensureUpperDir(this.ctx, relParent(rel));
+    // A path whose codebase entry this sandbox deleted keeps that base (first sight wins): a replacement.
+    await this.record([{ op: 'base', path: rel, base: ABSENT }]);
+    return rel;
+  }
+
+  /** Removes the merged entry at `rel`: upper entry removed, codebase entry whited out. */
+  private async removeEntry(rel: string, found: DeltaLookup): Promise<void> {
+    if (found.layer === 'lower') {
+      await this.record([
+        { op: 'base', path: rel, base: baseOf(found.stat) },
+        { op: 'whiteout', path: rel },
+      ]);
+      return;
+    }
+    const records: MetaRecord[] = [];
+    if (this.codebaseHad(rel, found)) {
+      // An upper entry without a base is an implicit directory copied from the codebase (no record yet).
+      if (!this.ctx.meta.bases.has(rel)) {
+        const lo = await this.ctx.lower.lstatOrNull(rel);
+        if (lo !== null) records.push({ op: 'base', path: rel, base: baseOf(lo) });
+      }
+      records.push({ op: 'whiteout', path: rel });
+    } else {
+      records.push({ op: 'unbase', path: rel });
+    }
+    // Metadata first: a crash in between leaves the entry visible (upper wins), never a lost whiteout.
+    await this.record(records);
+    if (found.type === 'directory') await this.ctx.upper.rmdir(rel);
+    else await this.ctx.upper.unlink(rel);
+  }
+
+  /** The base to record for `rel` given what the merged view shows there. */
+  private async baseAt(rel: string, found: DeltaLookup | null): Promise<BaseRecord> {
+    if (found === null) return ABSENT;
+    if (found.layer === 'lower') return baseOf(found.stat);
+    const known = this.ctx.meta.bases.get(rel);
+    if (known !== undefined) return known;
+    const lo = this.codebaseHad(rel, found) ? await this.ctx.lower.lstatOrNull(rel) : null;
+    return lo === null ? ABSENT : baseOf(lo);
+  }
+
+  /** Records that make `rel` gone after its upper entry moves away. */
+  private goneRecords(rel: string): MetaRecord[] {
+    const base = this.ctx.meta.bases.get(rel);
+    if (base?.exists === true || this.ctx.meta.whiteouts.has(rel)) return [{ op: 'whiteout', path: rel }];
+    return [{ op: 'unbase', path: rel }];
+  }
+
+  /** True when the codebase had an entry at `rel` that this sandbox's view replaced or shows. */
+  private codebaseHad(rel: string, found: DeltaLookup): boolean {
+    if (found.layer === 'lower') return true;
+    const base = this.ctx.meta.bases.get(rel);
+    if (base !== undefined) return base.exists;
+    // No base: an implicit upper directory mirroring a codebase directory.
+    return found.type === 'directory' && !this.ctx.meta.isHidden(rel);
+  }
+
+  /** True for a directory the sandbox created, with no codebase content at or below it. */
+  private isAddedDir(rel: string): boolean {
+    const base = this.ctx.meta.bases.get(rel);
+    return base?.exists === false && !this.ctx.meta.isHidden(rel) && !this.ctx.meta.hasWhiteoutBelow(rel);
+  }
+
+  /** RENAME_EXCHANGE of two non-directories: copy both up, swap through a temp name in work/. */
+  private async exchange(src: string, dst: string, a: DeltaLookup, b: DeltaLookup | null): Promise<void> {
+    if (b === null) throw new FsError('ENOENT', `/${dst}`);
+    if (a.type === 'directory' || b.type === 'directory')
+      throw new FsError('EXDEV', 'exchange of directories');
+    if (src === dst) return;
+    await copyUp(this.ctx, src);
+    await copyUp(this.ctx, dst);
+    // Base records describe codebase paths, and both paths still exist: nothing to record.
+    const tmp = tempName('exchange');
+    const { upper, work } = this.ctx;
+    await upper.rename(src, { dir: work, rel: tmp });
+    await upper.rename(dst, { dir: upper, rel: src });
+    await work.rename(tmp, { dir: upper, rel: dst });
+  }
+
+  /** Journals records, then applies them to the in-memory index. */
+  private async record(records: readonly MetaRecord[]): Promise<void> {
+    await this.ctx.journal.append(records);
+    for (const r of records) this.ctx.meta.apply(r);
+  }
+
+  /** Runs a namespace change under the lock, with errors as FsError. */
+  private mutate<T>(what: string, fn: () => Promise<T>): Promise<T> {
+    return this.lock.run(() => guard(what, fn));
+  }
+}
+
+async function guard<T>(what: string, fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    if (err instanceof TypeError) throw err;
+    throw asFsError(err, what);
+  }
+}

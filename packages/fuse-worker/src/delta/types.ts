@@ -1,0 +1,93 @@
+// Public types of the delta layer (what the FUSE handlers receive and pass).
+import type { BigIntStats } from 'node:fs';
+
+import type { ChangeEntry, CommitMode, CommitResult } from '@agentfense/protocol';
+
+import type { HostEntryType } from '../host/host-dir.js';
+
+/** Type of an entry in the merged view. */
+export type DeltaEntryType = HostEntryType;
+
+/** A host inode identity. */
+export interface HostId {
+  readonly dev: bigint;
+  readonly ino: bigint;
+}
+
+/** What `Delta.lookup` finds at a path. */
+export interface DeltaLookup {
+  /** Which layer serves the entry. Invariant: an upper entry wins over the lower one. */
+  readonly layer: 'upper' | 'lower';
+  /** lstat of the serving entry (bigint: ns times, sizes above 2^53 exact). */
+  readonly stat: BigIntStats;
+  readonly type: DeltaEntryType;
+  /** The entry's identity in the upper layer, when it is there. */
+  readonly upper: HostId | null;
+  /**
+   * The codebase identity behind the entry: the lower entry itself, or the one this sandbox copied up from
+   * (so the FUSE layer can keep inode numbers stable across copy-up). Null for entries the sandbox added.
+   */
+  readonly lower: HostId | null;
+}
+
+/** One entry of a merged directory listing. */
+export interface DeltaDirEntry {
+  readonly name: string;
+  readonly type: DeltaEntryType;
+}
+
+/** Options of `Delta.rename` (renameat2 flags). */
+export interface RenameOptions {
+  /** RENAME_NOREPLACE: fail with EEXIST when the destination exists. */
+  readonly noReplace?: boolean;
+  /** RENAME_EXCHANGE: swap two existing non-directories atomically from the sandbox's point of view. */
+  readonly exchange?: boolean;
+}
+
+/** Attributes `Delta.setattr` may change (chown is refused by the caller). */
+export interface SetattrOptions {
+  readonly mode?: number;
+  readonly size?: number;
+  /** Seconds since the epoch (fractions allowed) or a Date. */
+  readonly atime?: number | Date;
+  readonly mtime?: number | Date;
+}
+
+/** The subset of a pino logger the delta layer uses. */
+export interface DeltaLogger {
+  warn(obj: object, msg: string): void;
+  debug(obj: object, msg: string): void;
+}
+
+export interface DeltaOpenOptions {
+  /** The codebase: read-only except through commit. */
+  readonly lowerDir: string;
+  /** This sandbox's delta directory (created if missing; its parent must exist). */
+  readonly deltaDir: string;
+  readonly logger?: DeltaLogger;
+  /**
+   * Cached lower directory fds older than this are re-opened, bounding how long a directory replaced by
+   * another sandbox's commit stays stale in this one (default 2000 ms).
+   */
+  readonly lowerCacheMaxAgeMs?: number;
+}
+
+/** Restricts diff/commit/discard to these codebase paths and everything below them. */
+export interface PathFilter {
+  readonly paths?: readonly string[];
+}
+
+export interface CommitOptions extends PathFilter {
+  readonly mode: CommitMode;
+}
+
+/** A commit's outcome; `skipped` lists FIFOs and devices, which are never synced back (they stay in the delta). */
+export interface DeltaCommitResult extends CommitResult {
+  readonly skipped: readonly ChangeEntry[];
+}
+
+/** Unified diff of the text files in the change set, and the paths of changed binary files. */
+export interface DeltaDiff {
+  readonly diff: string;
+  readonly binary: readonly string[];
+}
