@@ -479,6 +479,14 @@ describe('handshake', () => {
     expect(b.closed).toBe(true);
   });
 
+  it('closes the connection when its own half cannot be encoded', async () => {
+    const [a] = createTransportPair();
+    await expect(clientHandshake(a, { info: { started: new Date() } })).rejects.toThrow(
+      /\$\.info\.started is a Date/,
+    );
+    expect(a.closed).toBe(true);
+  });
+
   it('client gives up with TimeoutError when ready never comes', async () => {
     const [a] = createTransportPair();
     const err = await clientHandshake(a, { timeoutMs: 20 }).catch((e: unknown) => e);

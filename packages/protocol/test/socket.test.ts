@@ -195,6 +195,25 @@ describe('listenUnix / connectUnix', () => {
     expect(Buffer.from(echoed.data).equals(data)).toBe(true);
   });
 
+  it('a throwing onConnection closes that connection with InternalError, not the process', async () => {
+    let serverSideClosed!: Promise<Error | undefined>;
+    const server = await listenUnix({
+      path: socketPath,
+      onConnection: (transport) => {
+        serverSideClosed = new Promise((resolve) => transport.onClose(resolve));
+        throw new Error('boom');
+      },
+    });
+    onTestFinished(() => server.close());
+    const client = await connectUnix(socketPath);
+    await new Promise((resolve) => client.onClose(resolve));
+    expect(client.closed).toBe(true);
+    expect(await serverSideClosed).toMatchObject({
+      code: 'AF_INTERNAL',
+      message: 'onConnection failed: boom',
+    });
+  });
+
   it('server.close() closes live connections and the client sees them fail', async () => {
     const { server } = await startServer();
     const peer = await connectPeer();

@@ -35,12 +35,7 @@ export async function clientHandshake(
     options.info === undefined
       ? { type: 'hello', version: PROTOCOL_VERSION }
       : { type: 'hello', version: PROTOCOL_VERSION, info: options.info };
-  try {
-    transport.send(hello);
-  } catch (err) {
-    transport.close(err instanceof Error ? err : undefined);
-    throw err;
-  }
+  sendOrClose(transport, hello);
   const first = await firstMessage(transport, 'ready', options.timeoutMs);
   if (first.type !== 'ready')
     return fail(transport, `expected ready as the first message, got ${first.type}`);
@@ -57,12 +52,23 @@ export async function serverHandshake(
   if (first.type !== 'hello')
     return fail(transport, `expected hello as the first message, got ${first.type}`);
   checkVersion(transport, 'control plane', first.version);
-  transport.send(
+  sendOrClose(
+    transport,
     options.info === undefined
       ? { type: 'ready', version: PROTOCOL_VERSION }
       : { type: 'ready', version: PROTOCOL_VERSION, info: options.info },
   );
   return first;
+}
+
+/** A handshake that cannot send its half (info not plain data, peer gone) leaves nothing worth keeping open. */
+function sendOrClose(transport: MessageTransport, msg: Message): void {
+  try {
+    transport.send(msg);
+  } catch (err) {
+    transport.close(err instanceof Error ? err : undefined);
+    throw err;
+  }
 }
 
 function checkVersion(transport: MessageTransport, peer: string, version: number): void {
