@@ -1,2 +1,36 @@
-// Public API of @agentfense/runtime-bwrap.
-export {};
+// Public API of @agentfense/runtime-bwrap: the bwrap SandboxRuntime and the pieces worth testing alone.
+
+// --- Runtime ---
+export { createBwrapRuntime } from './runtime.js';
+export type { BwrapRuntimeOptions } from './runtime.js';
+export type { RuntimeLogger } from './logger.js';
+
+// --- bwrap argv (pure) ---
+export {
+  buildBwrapArgs,
+  BASE_ENV,
+  SANDBOX_UID,
+  SANDBOX_GID,
+  SANDBOX_HOME,
+  SANDBOX_HOSTNAME,
+  WORKSPACE_DIR,
+} from './args.js';
+export type { BwrapSpec, SystemMount, CgroupHandshakeFds } from './args.js';
+export { DEFAULT_SYSTEM_DIRS, resolveSystemMounts } from './system-mounts.js';
+export type { ResolveSystemMountsOptions } from './system-mounts.js';
+export { DEFAULT_ETC_ENTRIES, generatedEtcContents, prepareSandboxEtc } from './etc-files.js';
+export type { PrepareEtcOptions } from './etc-files.js';
+export { validateCwd, validateEnv } from './validate.js';
+
+// --- Audit records ---
+export { maskArgv, maskHostPaths } from './audit.js';
+export type { PathPlaceholder, MaskArgvOptions } from './audit.js';
+
+// --- Cgroups ---
+export { createSandboxCgroup, DEFAULT_CGROUP_PARENT } from './cgroups.js';
+export type { CreateSandboxCgroupOptions } from './cgroups.js';
+export { detectCgroupHost } from './cgroups/detect.js';
+export type { CgroupHost, CgroupController } from './cgroups/detect.js';
+export { planCgroups, validateLimits, NO_LIMITS } from './cgroups/plan.js';
+export type { CgroupPlan } from './cgroups/plan.js';
+export type { SandboxCgroup } from './cgroups/types.js';

@@ -1,0 +1,137 @@
+// The bwrap command line of one sandboxed command, as a pure function of a spec (no I/O, no clock, no env).
+//
+// Ordering rules (bwrap applies its options strictly left to right):
+//  1. Namespace and process flags come first; their order does not matter, but keeping them first makes
+//     the audit argv easy to read.
+//  2. Mounts are applied in order and a later mount shadows an earlier one at the same or a parent path.
+//     So: system directories and /etc first (a file bound inside one of them must come after it), then
+//     /proc, /dev and the /tmp tmpfs, then directories created inside /tmp, and the workspace LAST so
+//     nothing can ever be mounted over /workspace.
+//  3. `--clearenv` must precede every `--setenv`: bwrap clears the environment at the moment it parses
+//     `--clearenv`, so a `--setenv` before it would be lost.
+//  4. `--info-fd`/`--block-fd` (the cgroup handshake) may sit anywhere before the command.
+//  5. `--` ends bwrap's options, so a command whose argv[0] starts with `-` is never read as an option.
+import { validateCommand, validateCwd, validateEnv } from './validate.js';
+
+/** The uid/gid the command runs as inside the sandbox (an unprivileged user without capabilities). */
+export const SANDBOX_UID = 1000;
+export const SANDBOX_GID = 1000;
+/** Where the workspace (the FUSE mount) appears inside the sandbox; also the default cwd. */
+export const WORKSPACE_DIR = '/workspace';
+/** HOME inside the sandbox: on the private /tmp so dotfiles never land in (and pollute) the workspace. */
+export const SANDBOX_HOME = '/tmp/home';
+/** Hostname inside the sandbox's own UTS namespace (the host's name is not revealed). */
+export const SANDBOX_HOSTNAME = 'agentfense';
+
+/** The environment every command starts from; caller env may override any of these. */
+export const BASE_ENV: Readonly<Record<string, string>> = {
+  PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
+  HOME: SANDBOX_HOME,
+  LANG: 'C.UTF-8',
+  TERM: 'dumb',
+};
+
+/** One read-only piece of the host system made visible inside the sandbox. */
+export type SystemMount =
+  /** `--ro-bind` (or `--ro-bind-try` when `optional`: skipped if the host path does not exist). */
+  | { readonly kind: 'ro-bind'; readonly source: string; readonly dest: string; readonly optional?: boolean }
+  /** `--symlink target dest`, e.g. Debian's merged-usr `/bin -> usr/bin`. */
+  | { readonly kind: 'symlink'; readonly target: string; readonly dest: string };
+
+/** File descriptors of the cgroup handshake: bwrap reports its child pid, then waits to be released. */
+export interface CgroupHandshakeFds {
+  /** bwrap writes `{"child-pid": N}` here once the sandbox's pid 1 exists. */
+  readonly infoFd: number;
+  /** bwrap's pid 1 blocks on reading one byte here before it forks the command. */
+  readonly blockFd: number;
+}
+
+/** Everything that decides the bwrap argv of one command. */
+export interface BwrapSpec {
+  /** Host directory bound read-write at /workspace. */
+  readonly workspaceHostPath: string;
+  /** Read-only system directories, files and symlinks, in mount order. */
+  readonly systemMounts: readonly SystemMount[];
+  /** Share the host network namespace; false (default) leaves only a private loopback. */
+  readonly network?: boolean;
+  /** Caller environment (sandbox env, then exec env), on top of BASE_ENV. Names are validated. */
+  readonly env?: Readonly<Record<string, string>>;
+  /** Working directory inside the sandbox; absolute and normalised; default /workspace. */
+  readonly cwd?: string;
+  /** A string runs through `/bin/sh -c`; an array is the argv itself. */
+  readonly command: string | readonly string[];
+  /** Present when the command must be held until its cgroups are joined (resource limits). */
+  readonly cgroupHandshake?: CgroupHandshakeFds;
+}
+
+/** Builds the bwrap arguments (without the `bwrap` executable itself) for one command. Pure. */
+export function buildBwrapArgs(spec: BwrapSpec): string[] {
+  const cwd = validateCwd(spec.cwd ?? WORKSPACE_DIR);
+  const env = validateEnv({ ...BASE_ENV, ...spec.env });
+  validateCommand(spec.command);
+  const args: string[] = [];
+
+  // --- Namespaces and process flags ---
+  // die-with-parent: if the control plane dies, the sandbox dies with it (no orphaned agents).
+  // new-session: setsid(), so the command cannot inject input into a controlling terminal (TIOCSTI).
+  // unshare-user + uid/gid 1000: an unprivileged user inside; root outside is never root inside.
+  // disable-userns: no nested user namespaces, which would hand the command a full capability set in a
+  // namespace of its own (a large kernel attack surface) and let it remount its view of the filesystem.
+  // unshare-pid: a private pid namespace; the host's processes are invisible, and when bwrap's pid 1 dies
+  // the kernel kills every process left in it — this is how a timeout kills the whole tree.
+  // unshare-ipc/uts: no shared SysV IPC or POSIX message queues with the host; own hostname.
+  // unshare-cgroup-try: the command sees its own cgroup as the root (skipped where the kernel lacks it).
+  args.push('--die-with-parent', '--new-session');
+  args.push('--unshare-user', '--uid', String(SANDBOX_UID), '--gid', String(SANDBOX_GID), '--disable-userns');
+  args.push('--unshare-pid', '--unshare-ipc', '--unshare-uts', '--unshare-cgroup-try');
+  // unshare-net: a fresh network namespace that only has a loopback device (off unless asked for).
+  if (spec.network !== true) args.push('--unshare-net');
+  args.push('--hostname', SANDBOX_HOSTNAME);
+
+  // --- Mounts: read-only system directories and files ---
+  // The root is an empty tmpfs; only what is listed here exists. Nothing of /home, /root, /var or the
+  // control plane's data directory is visible.
+  for (const mount of spec.systemMounts) {
+    if (mount.kind === 'symlink') args.push('--symlink', mount.target, mount.dest);
+    else args.push(mount.optional === true ? '--ro-bind-try' : '--ro-bind', mount.source, mount.dest);
+  }
+
+  // --- /dev, /proc and /tmp ---
+  // proc: a new procfs for the new pid namespace: /proc/1 is bwrap's init, not the host's.
+  // dev: a minimal devtmpfs-like /dev (null, zero, full, random, urandom, tty, pts) without host devices.
+  // tmpfs /tmp: private and empty for each command; HOME lives inside it.
+  args.push('--proc', '/proc', '--dev', '/dev', '--tmpfs', '/tmp', '--dir', SANDBOX_HOME);
+
+  // --- The workspace (last, so nothing shadows it) ---
+  // Read-write on purpose: the FUSE layer behind this path enforces the permission rules, so writes must
+  // reach it; a read-only bind would make every write fail with EROFS regardless of the rules.
+  args.push('--bind', spec.workspaceHostPath, WORKSPACE_DIR);
+
+  // --- Environment ---
+  // Nothing of the control plane's environment leaks: clear first, then set each variable explicitly.
+  args.push('--clearenv');
+  for (const [name, value] of Object.entries(env)) args.push('--setenv', name, value);
+
+  // --- Process state ---
+  args.push('--chdir', cwd);
+  // No capabilities at all, even inside the user namespace (bwrap would otherwise keep none for a
+  // non-root uid, but this makes it explicit and survives a future `--uid 0`).
+  args.push('--cap-drop', 'ALL');
+  // Seccomp: out of scope for now (`--seccomp FD` with a libseccomp-exported filter works on this host).
+
+  // --- Cgroup handshake ---
+  if (spec.cgroupHandshake !== undefined) {
+    args.push(
+      '--info-fd',
+      String(spec.cgroupHandshake.infoFd),
+      '--block-fd',
+      String(spec.cgroupHandshake.blockFd),
+    );
+  }
+
+  // --- Command ---
+  args.push('--');
+  if (typeof spec.command === 'string') args.push('/bin/sh', '-c', spec.command);
+  else args.push(...spec.command);
+  return args;
+}

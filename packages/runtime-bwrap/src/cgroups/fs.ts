@@ -1,0 +1,73 @@
+// Small filesystem operations on cgroup directories, shared by the v1 and v2 implementations.
+import { readFile, rmdir, writeFile } from 'node:fs/promises';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { RuntimeLogger } from '../logger.js';
+
+/** How long teardown keeps retrying (killing, then rmdir) before it gives up and reports the leak. */
+export const TEARDOWN_DEADLINE_MS = 5_000;
+/** Pause between teardown rounds: SIGKILLed processes need a scheduler tick or two to be reaped. */
+export const TEARDOWN_RETRY_MS = 10;
+
+/** Writes one value to a cgroup control file (one write(2), as the kernel expects). */
+export async function writeControl(path: string, value: string): Promise<void> {
+  await writeFile(path, value);
+}
+
+/** The pids listed in a cgroup.procs file (in our pid namespace); [] if the cgroup is gone. */
+export async function readPids(procsFile: string): Promise<number[]> {
+  try {
+    const text = await readFile(procsFile, 'utf8');
+    return text
+      .split('\n')
+      .filter((line) => line.length > 0)
+      .map(Number);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
+    throw err;
+  }
+}
+
+/** SIGKILLs each pid; a pid that is already gone (ESRCH) is fine. */
+export function killPids(pids: readonly number[], logger: RuntimeLogger): void {
+  for (const pid of pids) {
+    try {
+      process.kill(pid, 'SIGKILL');
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ESRCH') throw err;
+      logger.debug({ pid }, 'process exited before teardown killed it');
+    }
+  }
+}
+
+/**
+ * Removes a cgroup directory, retrying while the kernel still reports it busy (processes that were just
+ * killed leave the cgroup asynchronously). Resolves true once it is gone (or never existed).
+ */
+export async function removeCgroupDir(dir: string, deadline: number): Promise<boolean> {
+  for (;;) {
+    try {
+      await rmdir(dir);
+      return true;
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code === 'ENOENT') return true;
+      if (code !== 'EBUSY' || Date.now() > deadline) throw err;
+    }
+    await sleep(TEARDOWN_RETRY_MS);
+  }
+}
+
+/** Removes the shared parent directory (e.g. .../agentfense) if no other sandbox uses it any more. */
+export async function removeParentIfEmpty(dir: string, logger: RuntimeLogger): Promise<void> {
+  try {
+    await rmdir(dir);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    // Another sandbox still has a cgroup there (or removed it first): expected, not a failure.
+    if (code === 'ENOTEMPTY' || code === 'EBUSY' || code === 'ENOENT' || code === 'EEXIST') {
+      logger.debug({ dir, code }, 'cgroup parent still in use; left in place');
+      return;
+    }
+    throw err;
+  }
+}

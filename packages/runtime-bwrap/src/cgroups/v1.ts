@@ -1,0 +1,150 @@
+// cgroup v1: one directory per controller hierarchy (<hierarchy>/<parent>/<sandboxId>), a freezer for
+// race-free teardown, OOM kills counted from memory.oom_control.
+import { access, mkdir, readFile } from 'node:fs/promises';
+import { posix } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { InternalError } from '@agentfense/protocol';
+import type { CgroupController } from './detect.js';
+import {
+  TEARDOWN_DEADLINE_MS,
+  TEARDOWN_RETRY_MS,
+  killPids,
+  readPids,
+  removeCgroupDir,
+  removeParentIfEmpty,
+  writeControl,
+} from './fs.js';
+import type { CgroupCreateOptions, SandboxCgroup } from './types.js';
+
+/** The CFS period we express quotas against: the contract's cpuQuota is "µs per 100 ms". */
+const CFS_PERIOD_US = 100_000;
+
+/** Parses `oom_kill N` out of memory.oom_control (kernel >= 4.13); 0 when absent. */
+export function parseOomControl(text: string): number {
+  const match = /^oom_kill (\d+)$/m.exec(text);
+  return match === null ? 0 : Number(match[1]);
+}
+
+async function exists(path: string): Promise<boolean> {
+  return access(path).then(
+    () => true,
+    () => false,
+  );
+}
+
+/** Creates the sandbox's v1 cgroups and writes its limits. */
+export async function createV1Cgroup(options: CgroupCreateOptions): Promise<SandboxCgroup> {
+  const { host, plan, requested, sandboxId, parent, logger } = options;
+  const dirs = new Map<CgroupController, string>();
+  for (const controller of plan.controllers) {
+    const hierarchy = host.v1.get(controller);
+    if (hierarchy === undefined) throw new InternalError(`cgroup v1 hierarchy ${controller} vanished`);
+    dirs.set(controller, posix.join(hierarchy, parent, sandboxId));
+  }
+  const cgroup = new V1Cgroup(dirs, plan.limits, logger);
+  try {
+    for (const dir of dirs.values()) {
+      await mkdir(posix.dirname(dir), { recursive: true });
+      try {
+        await mkdir(dir);
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+        // A cgroup left by a crashed control plane for the same sandbox id: empty it and reuse it.
+        logger.warn({ dir }, 'stale sandbox cgroup found; killing what is left in it');
+        killPids(await readPids(posix.join(dir, 'cgroup.procs')), logger);
+      }
+    }
+    const memory = dirs.get('memory');
+    if (memory !== undefined && requested.memoryBytes !== undefined) {
+      await writeControl(posix.join(memory, 'memory.limit_in_bytes'), String(requested.memoryBytes));
+      // Without this the command could exceed the limit by pushing pages to swap (if the host has any).
+      const memsw = posix.join(memory, 'memory.memsw.limit_in_bytes');
+      if (await exists(memsw)) await writeControl(memsw, String(requested.memoryBytes));
+    }
+    const pids = dirs.get('pids');
+    if (pids !== undefined && requested.pidsLimit !== undefined) {
+      await writeControl(posix.join(pids, 'pids.max'), String(requested.pidsLimit));
+    }
+    const cpu = dirs.get('cpu');
+    if (cpu !== undefined) {
+      if (requested.cpuQuota !== undefined) {
+        await writeControl(posix.join(cpu, 'cpu.cfs_period_us'), String(CFS_PERIOD_US));
+        await writeControl(posix.join(cpu, 'cpu.cfs_quota_us'), String(requested.cpuQuota));
+      }
+      if (requested.cpuShares !== undefined) {
+        await writeControl(posix.join(cpu, 'cpu.shares'), String(requested.cpuShares));
+      }
+    }
+  } catch (err) {
+    // Never leave half-created cgroups behind: remove what exists, then report the original failure.
+    await cgroup
+      .destroy()
+      .catch((cleanupErr: unknown) => logger.warn({ err: cleanupErr }, 'cgroup cleanup after failed create'));
+    throw err;
+  }
+  return cgroup;
+}
+
+class V1Cgroup implements SandboxCgroup {
+  readonly paths: readonly string[];
+  #destroyed: Promise<void> | undefined;
+
+  constructor(
+    private readonly dirs: ReadonlyMap<CgroupController, string>,
+    readonly limits: SandboxCgroup['limits'],
+    private readonly logger: CgroupCreateOptions['logger'],
+  ) {
+    this.paths = [...dirs.values()];
+  }
+
+  async attach(pid: number): Promise<void> {
+    // v1 cgroup.procs takes one pid per write; the hierarchies are independent, so write them in parallel.
+    await Promise.all(this.paths.map((dir) => writeControl(posix.join(dir, 'cgroup.procs'), String(pid))));
+  }
+
+  async oomKills(): Promise<number> {
+    const memory = this.dirs.get('memory');
+    if (memory === undefined) return 0;
+    return parseOomControl(await readFile(posix.join(memory, 'memory.oom_control'), 'utf8'));
+  }
+
+  async pids(): Promise<number[]> {
+    const all = await Promise.all(this.paths.map((dir) => readPids(posix.join(dir, 'cgroup.procs'))));
+    return [...new Set(all.flat())];
+  }
+
+  destroy(): Promise<void> {
+    this.#destroyed ??= this.#teardown();
+    return this.#destroyed;
+  }
+
+  async #teardown(): Promise<void> {
+    const deadline = Date.now() + TEARDOWN_DEADLINE_MS;
+    const freezer = this.dirs.get('freezer');
+    // Kill loop: freeze (so nothing forks between reading cgroup.procs and killing), SIGKILL every pid,
+    // thaw (frozen processes only die once thawed), and repeat until every cgroup is empty.
+    for (;;) {
+      const pids = await this.pids();
+      if (pids.length === 0) break;
+      if (Date.now() > deadline)
+        throw new InternalError(`sandbox cgroup still has processes ${pids.join(',')} after teardown`);
+      if (freezer !== undefined) await this.#freeze(freezer, deadline);
+      killPids(await this.pids(), this.logger);
+      if (freezer !== undefined) await writeControl(posix.join(freezer, 'freezer.state'), 'THAWED');
+      await sleep(TEARDOWN_RETRY_MS);
+    }
+    for (const dir of this.paths) {
+      if (!(await removeCgroupDir(dir, deadline))) throw new InternalError(`could not remove cgroup ${dir}`);
+      await removeParentIfEmpty(posix.dirname(dir), this.logger);
+    }
+  }
+
+  async #freeze(freezer: string, deadline: number): Promise<void> {
+    const state = posix.join(freezer, 'freezer.state');
+    await writeControl(state, 'FROZEN');
+    // Freezing is asynchronous (FREEZING until every task stopped); wait for it, bounded by the deadline.
+    while ((await readFile(state, 'utf8')).trim() !== 'FROZEN' && Date.now() < deadline) {
+      await sleep(1);
+    }
+  }
+}

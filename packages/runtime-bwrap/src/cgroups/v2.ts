@@ -1,0 +1,139 @@
+// cgroup v2: one directory <unified>/<parent>/<sandboxId> with the needed controllers enabled on the way
+// down, teardown through cgroup.kill, OOM kills counted from memory.events.
+import { access, mkdir, readFile } from 'node:fs/promises';
+import { posix } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { InternalError } from '@agentfense/protocol';
+import {
+  TEARDOWN_DEADLINE_MS,
+  TEARDOWN_RETRY_MS,
+  killPids,
+  readPids,
+  removeCgroupDir,
+  removeParentIfEmpty,
+  writeControl,
+} from './fs.js';
+import type { CgroupCreateOptions, SandboxCgroup } from './types.js';
+
+/** The CFS period of cpu.max: the contract's cpuQuota is "µs per 100 ms". */
+const CPU_PERIOD_US = 100_000;
+
+/** Parses `oom_kill N` out of memory.events; 0 when absent. */
+export function parseMemoryEvents(text: string): number {
+  const match = /^oom_kill (\d+)$/m.exec(text);
+  return match === null ? 0 : Number(match[1]);
+}
+
+/** cgroup v1 cpu.shares (2..262144, default 1024) to v2 cpu.weight (1..10000, default 100), as runc does. */
+export function sharesToWeight(shares: number): number {
+  return Math.round(1 + ((shares - 2) * 9999) / 262142);
+}
+
+async function exists(path: string): Promise<boolean> {
+  return access(path).then(
+    () => true,
+    () => false,
+  );
+}
+
+/** Creates the sandbox's v2 cgroup and writes its limits. */
+export async function createV2Cgroup(options: CgroupCreateOptions): Promise<SandboxCgroup> {
+  const { host, plan, requested, sandboxId, parent, logger } = options;
+  if (host.v2 === null) throw new InternalError('cgroup v2 hierarchy vanished');
+  const parentDir = posix.join(host.v2.path, parent);
+  const dir = posix.join(parentDir, sandboxId);
+  const cgroup = new V2Cgroup(dir, plan.limits, logger);
+  try {
+    // Controllers must be enabled in every ancestor's subtree_control. We only ever enable them at the
+    // hierarchy root and in our own parent directory: v2's "no internal processes" rule forbids enabling
+    // them in a cgroup that has processes, which is why sandboxes live under a parent of their own.
+    const enable = plan.controllers.map((c) => `+${c}`).join(' ');
+    await mkdir(parentDir, { recursive: true });
+    await writeControl(posix.join(host.v2.path, 'cgroup.subtree_control'), enable);
+    await writeControl(posix.join(parentDir, 'cgroup.subtree_control'), enable);
+    try {
+      await mkdir(dir);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+      logger.warn({ dir }, 'stale sandbox cgroup found; killing what is left in it');
+      await cgroup.killAll();
+    }
+    if (plan.limits.memoryBytes !== null && requested.memoryBytes !== undefined) {
+      await writeControl(posix.join(dir, 'memory.max'), String(requested.memoryBytes));
+      // No swap: otherwise the limit could be escaped by swapping out.
+      const swap = posix.join(dir, 'memory.swap.max');
+      if (await exists(swap)) await writeControl(swap, '0');
+    }
+    if (plan.limits.pidsLimit !== null && requested.pidsLimit !== undefined) {
+      await writeControl(posix.join(dir, 'pids.max'), String(requested.pidsLimit));
+    }
+    if (plan.limits.cpuQuota !== null && requested.cpuQuota !== undefined) {
+      await writeControl(posix.join(dir, 'cpu.max'), `${requested.cpuQuota} ${CPU_PERIOD_US}`);
+    }
+    if (plan.limits.cpuShares !== null && requested.cpuShares !== undefined) {
+      await writeControl(posix.join(dir, 'cpu.weight'), String(sharesToWeight(requested.cpuShares)));
+    }
+  } catch (err) {
+    await cgroup
+      .destroy()
+      .catch((cleanupErr: unknown) => logger.warn({ err: cleanupErr }, 'cgroup cleanup after failed create'));
+    throw err;
+  }
+  return cgroup;
+}
+
+class V2Cgroup implements SandboxCgroup {
+  readonly paths: readonly string[];
+  #destroyed: Promise<void> | undefined;
+
+  constructor(
+    private readonly dir: string,
+    readonly limits: SandboxCgroup['limits'],
+    private readonly logger: CgroupCreateOptions['logger'],
+  ) {
+    this.paths = [dir];
+  }
+
+  async attach(pid: number): Promise<void> {
+    await writeControl(posix.join(this.dir, 'cgroup.procs'), String(pid));
+  }
+
+  async oomKills(): Promise<number> {
+    const events = posix.join(this.dir, 'memory.events');
+    if (!(await exists(events))) return 0;
+    return parseMemoryEvents(await readFile(events, 'utf8'));
+  }
+
+  pids(): Promise<number[]> {
+    return readPids(posix.join(this.dir, 'cgroup.procs'));
+  }
+
+  /** Kills everything in the cgroup: cgroup.kill (kernel >= 5.14) is atomic; otherwise a kill loop. */
+  async killAll(): Promise<void> {
+    const kill = posix.join(this.dir, 'cgroup.kill');
+    if (await exists(kill)) await writeControl(kill, '1');
+    else killPids(await this.pids(), this.logger);
+  }
+
+  destroy(): Promise<void> {
+    this.#destroyed ??= this.#teardown();
+    return this.#destroyed;
+  }
+
+  async #teardown(): Promise<void> {
+    const deadline = Date.now() + TEARDOWN_DEADLINE_MS;
+    if (await exists(this.dir)) {
+      for (;;) {
+        const pids = await this.pids();
+        if (pids.length === 0) break;
+        if (Date.now() > deadline)
+          throw new InternalError(`sandbox cgroup still has processes ${pids.join(',')} after teardown`);
+        await this.killAll();
+        await sleep(TEARDOWN_RETRY_MS);
+      }
+    }
+    if (!(await removeCgroupDir(this.dir, deadline)))
+      throw new InternalError(`could not remove cgroup ${this.dir}`);
+    await removeParentIfEmpty(posix.dirname(this.dir), this.logger);
+  }
+}

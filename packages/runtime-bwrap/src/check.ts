@@ -1,0 +1,81 @@
+// Host checks: is bwrap installed, can it create the namespaces we use, is FUSE available. Each failure
+// says what is missing and how to fix it.
+import { constants } from 'node:fs';
+import { access, stat } from 'node:fs/promises';
+import { posix } from 'node:path';
+import { execa } from 'execa';
+import { UnavailableError } from '@agentfense/protocol';
+
+/** Where bwrap is looked for when no path is configured (PATH of the control plane, then Debian's). */
+const FALLBACK_DIRS = ['/usr/bin', '/usr/local/bin', '/bin'];
+
+/** How long the probe sandbox may take; it normally takes ~6 ms. */
+const PROBE_TIMEOUT_MS = 10_000;
+
+/** Finds an executable bwrap: the configured path, else PATH, else the usual system directories. */
+export async function resolveBwrapPath(configured: string | undefined): Promise<string> {
+  const candidates =
+    configured !== undefined
+      ? [configured]
+      : [...(process.env['PATH'] ?? '').split(':').filter((d) => d.startsWith('/')), ...FALLBACK_DIRS].map(
+          (d) => posix.join(d, 'bwrap'),
+        );
+  for (const candidate of candidates) {
+    const ok = await access(candidate, constants.X_OK).then(
+      () => true,
+      () => false,
+    );
+    if (ok) return candidate;
+  }
+  throw new UnavailableError(
+    `bubblewrap is not installed (no executable ${configured ?? 'bwrap on PATH'}): install it with \`apt-get install bubblewrap\``,
+  );
+}
+
+/** Runs `true` in a sandbox with the namespaces every command uses; throws UnavailableError if that fails. */
+export async function probeBwrap(bwrapPath: string): Promise<void> {
+  const result = await execa(
+    bwrapPath,
+    [
+      '--unshare-user',
+      '--uid',
+      '1000',
+      '--gid',
+      '1000',
+      '--unshare-pid',
+      '--unshare-ipc',
+      '--unshare-uts',
+      '--unshare-net',
+      '--ro-bind',
+      '/',
+      '/',
+      '--proc',
+      '/proc',
+      '--dev',
+      '/dev',
+      '--',
+      'true',
+    ],
+    { reject: false, env: {}, extendEnv: false, stdin: 'ignore', timeout: PROBE_TIMEOUT_MS },
+  );
+  if (result.exitCode === 0) return;
+  const detail = result.stderr.trim() || result.shortMessage;
+  throw new UnavailableError(
+    `bubblewrap cannot create a sandbox here (${detail}). User namespaces must be usable: check ` +
+      '`sysctl user.max_user_namespaces` (> 0) and, on Debian, `sysctl kernel.unprivileged_userns_clone=1`; ' +
+      'inside a container, run it with seccomp/AppArmor profiles that allow unshare(CLONE_NEWUSER).',
+    { details: { exitCode: result.exitCode ?? null } },
+  );
+}
+
+/** Throws UnavailableError unless /dev/fuse exists as a character device. */
+export async function checkFuseDevice(path = '/dev/fuse'): Promise<void> {
+  const info = await stat(path).catch((err: unknown) => {
+    throw new UnavailableError(
+      `${path} is missing (${(err as Error).message}): load the module with \`modprobe fuse\` and install ` +
+        '`apt-get install fuse3` (or libfuse2); in a container, pass `--device /dev/fuse`',
+      { cause: err },
+    );
+  });
+  if (!info.isCharacterDevice()) throw new UnavailableError(`${path} is not a character device`);
+}

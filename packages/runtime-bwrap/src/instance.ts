@@ -1,0 +1,158 @@
+// A started bwrap sandbox: builds each command's argv, runs it, tracks live processes, and tears down.
+import { rm } from 'node:fs/promises';
+import type {
+  EnforcedLimits,
+  ExecAudit,
+  ExecOptions,
+  ExecResult,
+  RuntimeInstance,
+  SandboxProcess,
+  SpawnOptions,
+} from '@agentfense/protocol';
+import { InvalidArgumentError, WrongStateError } from '@agentfense/protocol';
+import { buildBwrapArgs } from './args.js';
+import type { SystemMount } from './args.js';
+import { maskArgv } from './audit.js';
+import type { PathPlaceholder } from './audit.js';
+import type { SandboxCgroup } from './cgroups/types.js';
+import { runExec } from './exec.js';
+import { HANDSHAKE_FDS } from './launch.js';
+import type { BwrapSubprocess } from './launch.js';
+import type { RuntimeLogger } from './logger.js';
+import { runSpawn } from './spawn.js';
+import { validateEnv } from './validate.js';
+
+export interface BwrapInstanceOptions {
+  readonly sandboxId: string;
+  readonly bwrapPath: string;
+  readonly workspaceHostPath: string;
+  readonly network: boolean;
+  /** The sandbox-wide environment (validated). */
+  readonly env: Readonly<Record<string, string>>;
+  readonly systemMounts: readonly SystemMount[];
+  readonly cgroup: SandboxCgroup | null;
+  readonly limits: EnforcedLimits;
+  /** Host paths masked in audit records. */
+  readonly placeholders: readonly PathPlaceholder[];
+  /** Runtime-owned scratch directory, removed by stop(). */
+  readonly scratchDir: string;
+  /** Per-stream cap of exec output. */
+  readonly maxOutputBytes: number;
+  readonly logger: RuntimeLogger;
+}
+
+/** Implements RuntimeInstance for bwrap; create it through `createBwrapRuntime().start()`. */
+export class BwrapInstance implements RuntimeInstance {
+  readonly sandboxId: string;
+  readonly limits: EnforcedLimits;
+  readonly #options: BwrapInstanceOptions;
+  /** Every bwrap process still running, so stop() can kill them. */
+  readonly #live = new Set<BwrapSubprocess>();
+  #stopped: Promise<void> | undefined;
+
+  constructor(options: BwrapInstanceOptions) {
+    this.#options = options;
+    this.sandboxId = options.sandboxId;
+    this.limits = options.limits;
+  }
+
+  async exec(options: ExecOptions): Promise<ExecResult> {
+    this.#assertRunning();
+    if (
+      options.timeoutMs !== undefined &&
+      (!Number.isSafeInteger(options.timeoutMs) || options.timeoutMs <= 0)
+    ) {
+      throw new InvalidArgumentError(
+        `timeoutMs must be a positive integer, got ${String(options.timeoutMs)}`,
+      );
+    }
+    const { args, audit } = this.#prepare({ command: options.command, env: options.env, cwd: options.cwd });
+    const stdin = typeof options.stdin === 'string' ? Buffer.from(options.stdin) : options.stdin;
+    return runExec({
+      ...this.#launchBase(),
+      args,
+      audit,
+      maxOutputBytes: this.#options.maxOutputBytes,
+      ...(stdin === undefined ? {} : { stdin }),
+      ...(options.timeoutMs === undefined ? {} : { timeoutMs: options.timeoutMs }),
+      ...(options.signal === undefined ? {} : { signal: options.signal }),
+      ...(options.onStdout === undefined ? {} : { onStdout: options.onStdout }),
+      ...(options.onStderr === undefined ? {} : { onStderr: options.onStderr }),
+    });
+  }
+
+  async spawn(options: SpawnOptions): Promise<SandboxProcess> {
+    this.#assertRunning();
+    const { args, audit } = this.#prepare({ command: options.argv, env: options.env, cwd: options.cwd });
+    return runSpawn({ ...this.#launchBase(), args, audit });
+  }
+
+  stop(): Promise<void> {
+    this.#stopped ??= this.#teardown();
+    return this.#stopped;
+  }
+
+  #assertRunning(): void {
+    if (this.#stopped !== undefined) throw new WrongStateError(`sandbox ${this.sandboxId} is stopped`);
+  }
+
+  #launchBase(): {
+    bwrapPath: string;
+    cgroup: SandboxCgroup | null;
+    logger: RuntimeLogger;
+    onSpawned: (s: BwrapSubprocess) => void;
+  } {
+    return {
+      bwrapPath: this.#options.bwrapPath,
+      cgroup: this.#options.cgroup,
+      logger: this.#options.logger,
+      onSpawned: (subprocess) => this.#track(subprocess),
+    };
+  }
+
+  #prepare(command: {
+    command: string | readonly string[];
+    env: Readonly<Record<string, string>> | undefined;
+    cwd: string | undefined;
+  }): { args: string[]; audit: ExecAudit } {
+    const o = this.#options;
+    const execEnv = validateEnv(command.env ?? {});
+    const env = { ...o.env, ...execEnv };
+    const args = buildBwrapArgs({
+      workspaceHostPath: o.workspaceHostPath,
+      systemMounts: o.systemMounts,
+      network: o.network,
+      env,
+      command: command.command,
+      ...(command.cwd === undefined ? {} : { cwd: command.cwd }),
+      ...(o.cgroup === null ? {} : { cgroupHandshake: HANDSHAKE_FDS }),
+    });
+    const audit: ExecAudit = {
+      runtime: 'bwrap',
+      argv: [
+        'bwrap',
+        ...maskArgv({ argv: args, placeholders: o.placeholders, redactEnv: new Set(Object.keys(env)) }),
+      ],
+      limits: this.limits,
+    };
+    return { args, audit };
+  }
+
+  #track(subprocess: BwrapSubprocess): void {
+    this.#live.add(subprocess);
+    // reject: false, so this never rejects; `finally` keeps the set exact.
+    void subprocess.finally(() => this.#live.delete(subprocess));
+  }
+
+  async #teardown(): Promise<void> {
+    const { logger, cgroup, scratchDir } = this.#options;
+    // Killing each outer bwrap takes its whole pid namespace down (see spawn.ts); the cgroup teardown
+    // then catches anything that could have escaped the tree, and removes the cgroups.
+    const live = [...this.#live];
+    for (const subprocess of live) subprocess.kill('SIGKILL');
+    await Promise.all(live);
+    await cgroup?.destroy();
+    await rm(scratchDir, { recursive: true, force: true });
+    logger.debug({ sandboxId: this.sandboxId }, 'sandbox stopped');
+  }
+}
