@@ -26,6 +26,8 @@ class Refused extends Error {}
  * FIFOs and devices are never synced back: reported as skipped, kept in the delta.
  */
 export async function commitChanges(ctx: DeltaContext, options: CommitOptions): Promise<DeltaCommitResult> {
+  // Walk the codebase afresh: a cached directory fd could name a directory someone moved since.
+  await ctx.lower.invalidateCache();
   const all = (await computeChanges(ctx)).filter((c) => selected(c.rel, options.paths));
   const applied: ChangeEntry[] = [];
   const conflicts: CommitConflict[] = [];
@@ -128,7 +130,7 @@ async function ensureCodebaseDir(ctx: DeltaContext, rel: string): Promise<void> 
   if (rel === '') return;
   const now = await codebaseStat(ctx, rel);
   if (now !== null) {
-    if (!now.isDirectory()) throw new Refused(`codebase entry /${rel} is not a directory`);
+    if (!now.isDirectory()) throw new Refused(`codebase entry /${rel} is a symlink or not a directory`);
     return;
   }
   await ensureCodebaseDir(ctx, relParent(rel));

@@ -81,6 +81,11 @@ export class HostDir {
     return this.cache.size;
   }
 
+  /** Drops every cached directory fd, so the next operations walk from the root again. */
+  async invalidateCache(): Promise<void> {
+    await this.cache.clear();
+  }
+
   /** lstat of `rel` ('' is the root): never follows the final component either. */
   async lstat(rel: string): Promise<BigIntStats> {
     if (rel === '') return this.root.handle.stat({ bigint: true });

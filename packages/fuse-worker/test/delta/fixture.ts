@@ -1,4 +1,5 @@
 // Test fixture: a codebase (lower) dir with some files and a delta over it, removed after the test.
+import { constants } from 'node:fs';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -52,7 +53,6 @@ export async function read(delta: Delta, path: string): Promise<string> {
 /** Writes (replacing) a merged file through the delta, creating it when missing. */
 export async function write(delta: Delta, path: string, content: string, mode = 0o644): Promise<void> {
   const exists = (await delta.lookup(path)) !== null;
-  const { constants } = await import('node:fs');
   const fh = exists
     ? await delta.openForWrite(path, constants.O_WRONLY | constants.O_TRUNC)
     : await delta.create(path, mode, constants.O_WRONLY);
