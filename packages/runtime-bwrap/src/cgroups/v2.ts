@@ -26,7 +26,7 @@ export function parseMemoryEvents(text: string): number {
 
 /** cgroup v1 cpu.shares (2..262144, default 1024) to v2 cpu.weight (1..10000, default 100), as runc does. */
 export function sharesToWeight(shares: number): number {
-  return Math.round(1 + ((shares - 2) * 9999) / 262142);
+  return 1 + Math.floor(((shares - 2) * 9999) / 262142);
 }
 
 async function exists(path: string): Promise<boolean> {
