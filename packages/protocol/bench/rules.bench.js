@@ -170,7 +170,8 @@ function time(ruleSet, paths) {
 }
 
 const rules = makeRules();
-const uncachedPaths = makePaths(DECISIONS);
+// JSON round trip: flat, never-hashed strings, like paths arriving from the FUSE binding or the wire.
+const uncachedPaths = JSON.parse(JSON.stringify(makePaths(DECISIONS)));
 const workingSet = makePaths(WORKING_SET);
 const cachedPaths = makePaths(DECISIONS, workingSet);
 

@@ -1,13 +1,6 @@
 // Compiles validated rules once: ranks them in resolution order (SPEC §1) and builds the indexes that let
 // resolve.ts find the winning rule for a path with a handful of Map lookups instead of a test per rule.
-import {
-  directoryTarget,
-  fileTarget,
-  globMatches,
-  isWithin,
-  planGlob,
-  probeGlobstarMatchesParent,
-} from './match.js';
+import { directoryTarget, fileTarget, globMatches, isWithin, planGlob } from './match.js';
 import type { GlobPlan, StringTest } from './match.js';
 import { literalPrefix } from './pattern.js';
 import type { Decision, NormalizedRule, PatternType } from './types.js';
@@ -37,16 +30,27 @@ export interface GlobEntry {
   readonly test: StringTest;
 }
 
+/**
+ * One directory of the rule tree: directory rules naming it and globs whose literal base it is. Only
+ * directories that some rule names exist, so a path walk stops as soon as it leaves the tree.
+ */
+export interface TreeNode {
+  /** Best rank of a directory rule naming this directory (`Infinity` when none). */
+  dirRank: number;
+  /** Globs whose literal base directory this is, sorted by rank (tested on paths at or below it). */
+  readonly globs: GlobEntry[];
+  /** Child directories by name, or null for a leaf (saves a Map lookup per remaining segment). */
+  children: Map<string, TreeNode> | null;
+}
+
 /** Everything resolve.ts and traverse.ts need, built once per rule set. */
 export interface RuleIndex {
   /** Rules in resolution order. */
   readonly ranked: readonly CompiledRule[];
   /** File rules: normalised path -> best rank. */
   readonly files: ReadonlyMap<string, number>;
-  /** Directory rules: normalised directory -> best rank. */
-  readonly dirs: ReadonlyMap<string, number>;
-  /** Globs with a literal base directory below the root, keyed by it: tested only on paths under the base. */
-  readonly anchored: ReadonlyMap<string, readonly GlobEntry[]>;
+  /** Directory rules and anchored globs (by literal base directory), as a tree rooted at `/`. */
+  readonly tree: TreeNode;
   /** Unanchored globs with a literal segment, keyed by it: tested only on paths containing that segment. */
   readonly bySegment: ReadonlyMap<string, readonly GlobEntry[]>;
   /** `*.ext` basename globs keyed by extension. */
@@ -97,7 +101,6 @@ function push<K, V>(map: Map<K, V[]>, key: K, value: V): void {
 
 /** Ranks validated rules and builds the lookup indexes. */
 export function compileIndex(rules: readonly NormalizedRule[]): RuleIndex {
-  const planOptions = { globstarMatchesParent: probeGlobstarMatchesParent() };
   const unranked = rules.map((rule) => {
     const target =
       rule.type === 'file'
@@ -105,7 +108,7 @@ export function compileIndex(rules: readonly NormalizedRule[]): RuleIndex {
         : rule.type === 'directory'
           ? directoryTarget(rule.pattern)
           : null;
-    const glob = rule.type === 'glob' ? planGlob(rule.pattern, planOptions) : null;
+    const glob = rule.type === 'glob' ? planGlob(rule.pattern) : null;
     const specificity = literalPrefix(canonicalPattern(rule, target, glob)).length;
     return { rule, target, glob, specificity };
   });
@@ -117,16 +120,34 @@ export function compileIndex(rules: readonly NormalizedRule[]): RuleIndex {
   }));
 
   const files = new Map<string, number>();
-  const dirs = new Map<string, number>();
-  const anchored = new Map<string, GlobEntry[]>();
+  const tree: TreeNode = { dirRank: Infinity, globs: [], children: null };
+  const nodeAt = (dir: string): TreeNode => {
+    let node = tree;
+    if (dir === '/') return node;
+    for (const name of dir.slice(1).split('/')) {
+      node.children ??= new Map();
+      let child = node.children.get(name);
+      if (child === undefined) {
+        child = { dirRank: Infinity, globs: [], children: null };
+        node.children.set(name, child);
+      }
+      node = child;
+    }
+    return node;
+  };
   const bySegment = new Map<string, GlobEntry[]>();
   const byExtension = new Map<string, GlobEntry[]>();
   const generic: GlobEntry[] = [];
   // Ranks are visited in increasing order, so every bucket ends up sorted and `has` keeps the best rank.
   for (const c of ranked) {
     if (c.glob === null) {
-      const map = c.rule.type === 'file' ? files : dirs;
-      if (c.target !== null && !map.has(c.target)) map.set(c.target, c.rank);
+      if (c.target === null) continue;
+      if (c.rule.type === 'file') {
+        if (!files.has(c.target)) files.set(c.target, c.rank);
+      } else {
+        const node = nodeAt(c.target);
+        node.dirRank = Math.min(node.dirRank, c.rank);
+      }
       continue;
     }
     const g = c.glob;
@@ -136,10 +157,10 @@ export function compileIndex(rules: readonly NormalizedRule[]): RuleIndex {
       needs: g.matchesAll ? null : g.requiredText,
       test: g.test,
     };
-    if (g.scope === 'path' && g.baseDir !== '/') push(anchored, g.baseDir, entry);
+    if (g.scope === 'path' && g.baseDir !== '/') nodeAt(g.baseDir).globs.push(entry);
     else if (g.scope === 'path' && g.requiredSegment !== null) push(bySegment, g.requiredSegment, entry);
     else if (g.extKey !== null) push(byExtension, g.extKey, entry);
     else generic.push(entry);
   }
-  return { ranked, files, dirs, anchored, bySegment, byExtension, generic };
+  return { ranked, files, tree, bySegment, byExtension, generic };
 }

@@ -36,15 +36,6 @@ export interface GlobPlan {
   readonly matchesAll: boolean;
 }
 
-/** Options that decide how globs are planned. */
-export interface PlanOptions {
-  /**
-   * Whether picomatch already matches `x` with `x/**`. When it does not, the plan ORs in the parent test so a
-   * hidden tree always hides its own name (README.md, "Globs ending in /**").
-   */
-  readonly globstarMatchesParent: boolean;
-}
-
 /**
  * A matcher with picomatch's exact semantics (non-empty input; equal to the glob, or the regex matches) but
  * without the per-call result object picomatch's own matcher allocates, which costs ~10x on the hot path.
@@ -52,11 +43,6 @@ export interface PlanOptions {
 export function compileGlob(glob: string): StringTest {
   const re = picomatch.makeRe(glob, GLOB_OPTIONS);
   return (s) => s.length > 0 && (s === glob || re.test(s));
-}
-
-/** Asks picomatch whether `a/**` matches `a` (it does in picomatch 4; the engine must not depend on it). */
-export function probeGlobstarMatchesParent(): boolean {
-  return picomatch('a/**', GLOB_OPTIONS)('a');
 }
 
 /** The normalised absolute path a file rule names (`docs/a.md` -> `/docs/a.md`). */
@@ -110,7 +96,7 @@ function planBasename(glob: string): GlobPlan {
 }
 
 /** The static plan of a validated glob pattern. */
-export function planGlob(pattern: string, options: PlanOptions): GlobPlan {
+export function planGlob(pattern: string): GlobPlan {
   let glob = pattern.replace(/\/{2,}/g, '/');
   // A glob ending in `/` names directories; like a directory rule it covers them and everything below.
   if (glob.length > 1 && glob.endsWith('/')) glob += '**';
@@ -126,7 +112,10 @@ export function planGlob(pattern: string, options: PlanOptions): GlobPlan {
   const matchesAll = rel === '**';
   const coversSubtree = !negated && (matchesAll || rel.endsWith('/**'));
   let test: StringTest = matchesAll ? () => true : compileGlob(rel);
-  if (coversSubtree && !matchesAll && !options.globstarMatchesParent) {
+  // `x/**` must also match `x` itself so hiding a tree hides its name. picomatch 4 does that for `a/**` and
+  // `**/a/**` but not when the last segment before `/**` ends in a wildcard (`src/*/**` misses `src/lib`),
+  // so the parent is always tested explicitly.
+  if (coversSubtree && !matchesAll) {
     const full = test;
     const parent = compileGlob(rel.slice(0, -3));
     test = (s) => full(s) || parent(s);

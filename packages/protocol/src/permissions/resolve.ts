@@ -1,11 +1,11 @@
 // The hot path: finds the winning rule for a normalised path using the indexes from compile.ts. Rules are
-// ranked once, so "the winner" is simply the matching rule with the smallest rank. Exact lookups (file and
-// directory Maps) run first because they are cheap and usually lower the bar; each glob bucket is sorted by
-// rank and a scan stops as soon as its next entry could no longer beat the best rank found so far.
-import type { GlobEntry, RuleIndex } from './compile.js';
+// ranked once, so "the winner" is simply the matching rule with the smallest rank. One walk over the path's
+// segments does everything: it follows the rule tree (directory rules, anchored globs) while the path stays
+// inside it, and looks each segment up in the segment index (`**/x/**` globs). Glob buckets are sorted by
+// rank, and a scan stops as soon as its next entry could no longer beat the best rank found so far.
+import type { GlobEntry, RuleIndex, TreeNode } from './compile.js';
 
-function scan(list: readonly GlobEntry[] | undefined, subject: string, best: number): number {
-  if (list === undefined) return best;
+function scan(list: readonly GlobEntry[], subject: string, best: number): number {
   for (const e of list) {
     if (e.rank >= best) break;
     if ((e.needs === null || subject.includes(e.needs)) && e.test(subject)) return e.rank;
@@ -18,39 +18,42 @@ export function resolveRank(index: RuleIndex, path: string): number {
   let best = index.ranked.length;
   const file = index.files.get(path);
   if (file !== undefined) best = file;
-
-  const { dirs, anchored, bySegment } = index;
-  if (dirs.size > 0) {
-    const root = dirs.get('/');
-    if (root !== undefined && root < best) best = root;
-    for (let i = path.indexOf('/', 1); ; i = path.indexOf('/', i + 1)) {
-      const rank = dirs.get(i === -1 ? path : path.slice(0, i));
-      if (rank !== undefined && rank < best) best = rank;
-      if (i === -1) break;
-    }
-  }
+  let node: TreeNode | undefined = index.tree;
+  if (node.dirRank < best) best = node.dirRank;
   // Globs never match the root (it has no name); only `/` file and directory rules can.
-  if (path.length === 1 || best === 0) return best;
+  if (path.length === 1) return best;
 
+  const { bySegment } = index;
   const rel = path.slice(1);
-  if (anchored.size > 0 || bySegment.size > 0) {
-    for (let start = 1; ;) {
-      const end = path.indexOf('/', start);
-      if (anchored.size > 0) best = scan(anchored.get(end === -1 ? path : path.slice(0, end)), rel, best);
-      if (bySegment.size > 0)
-        best = scan(bySegment.get(path.slice(start, end === -1 ? path.length : end)), rel, best);
-      if (end === -1) break;
-      start = end + 1;
+  let name = '';
+  for (let start = 1; ;) {
+    const end = path.indexOf('/', start);
+    name = end === -1 ? path.slice(start) : path.slice(start, end);
+    if (node !== undefined) {
+      node = node.children?.get(name);
+      if (node !== undefined) {
+        if (node.dirRank < best) best = node.dirRank;
+        if (node.globs.length > 0) best = scan(node.globs, rel, best);
+      }
     }
+    if (bySegment.size > 0) {
+      const list = bySegment.get(name);
+      if (list !== undefined) best = scan(list, rel, best);
+    }
+    if (end === -1) break;
+    start = end + 1;
   }
-  const base = path.slice(path.lastIndexOf('/') + 1);
+  // `name` is now the basename.
   if (index.byExtension.size > 0) {
-    const dot = base.lastIndexOf('.');
-    if (dot !== -1) best = scan(index.byExtension.get(base.slice(dot + 1)), base, best);
+    const dot = name.lastIndexOf('.');
+    if (dot !== -1) {
+      const list = index.byExtension.get(name.slice(dot + 1));
+      if (list !== undefined) best = scan(list, name, best);
+    }
   }
   for (const e of index.generic) {
     if (e.rank >= best) break;
-    const subject = e.onBasename ? base : rel;
+    const subject = e.onBasename ? name : rel;
     if ((e.needs === null || subject.includes(e.needs)) && e.test(subject)) return e.rank;
   }
   return best;

@@ -41,8 +41,8 @@ export class RuleSet {
     this.rules = Object.freeze(rules.map((r) => Object.freeze({ ...r })));
     this.#index = compileIndex(this.rules);
     const cacheSize = options.cacheSize ?? DEFAULT_CACHE_SIZE;
-    this.#decisions = new BoundedCache(cacheSize);
-    this.#traversals = new BoundedCache(cacheSize);
+    this.#decisions = new BoundedCache({ capacity: cacheSize });
+    this.#traversals = new BoundedCache({ capacity: cacheSize });
     this.#traversal = {
       index: this.#index,
       exceptions: buildExceptionIndex(this.#index.ranked),

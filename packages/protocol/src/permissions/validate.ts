@@ -12,6 +12,7 @@ function fail(index: number, problem: string): never {
 }
 
 function describe(value: unknown): string {
+  if (value === undefined) return 'nothing';
   if (value === null) return 'null';
   if (Array.isArray(value)) return 'an array';
   if (typeof value === 'string') return JSON.stringify(value);
@@ -33,7 +34,9 @@ export function validateRule(value: unknown, index: number): NormalizedRule {
     fail(index, `pattern must be a non-empty string, got ${describe(pattern)}; e.g. "/docs/" or "**/*.key"`);
   }
   if (!isPermission(permission)) {
-    fail(index, `unknown permission ${describe(permission)}; expected one of ${PERMISSIONS.join(', ')}`);
+    const what =
+      permission === undefined ? 'missing permission' : `unknown permission ${describe(permission)}`;
+    fail(index, `${what}; expected one of ${PERMISSIONS.join(', ')}`);
   }
   if (type !== undefined && !isPatternType(type)) {
     fail(
