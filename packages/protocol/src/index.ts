@@ -107,6 +107,7 @@ export {
 } from './wire/worker-api.js';
 export type {
   Empty,
+  MountParams,
   OpStats,
   WorkerClient,
   WorkerEvent,

@@ -18,6 +18,8 @@ const COMMIT_RESULT: CommitResult = {
 
 function handlers(overrides: Partial<WorkerHandlers> = {}): WorkerHandlers {
   return {
+    mount: ({ mountpoint }) => ({ mountpoint, pid: 42 }),
+    unmount: () => ({}),
     setRules: ({ rules }) => ({ version: rules.length }),
     setAudit: () => ({}),
     stats: () => ({

@@ -35,8 +35,29 @@ export interface WorkerStats {
   readonly openHandles: number;
 }
 
+/** What a worker mounts: the codebase (lower), this sandbox's delta, where, and with which rules. */
+export interface MountParams {
+  /** The codebase directory (read-only lower layer). */
+  readonly lowerDir: string;
+  /** This sandbox's delta directory (created if missing). */
+  readonly deltaDir: string;
+  /** An existing empty directory to mount on. */
+  readonly mountpoint: string;
+  readonly rules: readonly PermissionRule[];
+  /** Let other uids use the mount (Docker with a non-root user inside). Default false. */
+  readonly allowOther?: boolean;
+  /** Seconds the kernel may cache entries and attributes (rule changes invalidate explicitly). */
+  readonly cacheTtlSeconds?: number;
+  /** Audit allowed accesses too (denials always are). */
+  readonly auditAllowed?: boolean;
+}
+
 /** Methods the control plane calls on a worker, with their params and result types. */
 export interface WorkerMethods {
+  /** Mounts the filesystem; resolves once the kernel mount is live. Called once, first. */
+  mount: { params: MountParams; result: { readonly mountpoint: string; readonly pid: number } };
+  /** Unmounts and lets the worker exit cleanly (its delta stays on disk). */
+  unmount: { params: Empty; result: Empty };
   /** Replaces the permission rules; `version` increases with every accepted set. */
   setRules: { params: { readonly rules: readonly PermissionRule[] }; result: { readonly version: number } };
   /** Whether allowed accesses are audited too (denials always are). */
@@ -153,6 +174,19 @@ export const WORKER_METHOD_GUARDS: {
     readonly result: Guard<WorkerResult<M>>;
   };
 } = {
+  mount: {
+    params: g.shape({
+      lowerDir: g.string,
+      deltaDir: g.string,
+      mountpoint: g.string,
+      rules: g.arrayOf(permissionRule),
+      allowOther: g.optional(g.boolean),
+      cacheTtlSeconds: g.optional(g.number),
+      auditAllowed: g.optional(g.boolean),
+    }),
+    result: g.shape({ mountpoint: g.string, pid: g.count }),
+  },
+  unmount: { params: empty, result: empty },
   setRules: { params: g.shape({ rules: g.arrayOf(permissionRule) }), result: g.shape({ version: g.count }) },
   setAudit: { params: g.shape({ allowed: g.boolean }), result: empty },
   stats: {
