@@ -60,7 +60,7 @@ describe('Delta durability', () => {
     expect(await names(reopened, '/')).toEqual(['b', 'c']);
     expect(await read(reopened, '/c')).toBe('from the dead');
     expect((await reopened.changes()).map((c) => `${c.kind} ${c.path}`)).toEqual(['deleted /a', 'added /c']);
-  });
+  }, 30_000);
 
   it('compaction keeps the state (commit and discard compact)', async () => {
     const f = await fixture({ a: 'A', b: 'B' });
