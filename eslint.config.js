@@ -9,7 +9,18 @@ export default tseslint.config(
   ...tseslint.configs.recommendedTypeChecked,
   {
     languageOptions: {
-      parserOptions: { projectService: { allowDefaultProject: ['*.js', '*.ts', 'scripts/*.js', 'packages/*/bin/*.js', 'packages/*/bench/*.js'] }, tsconfigRootDir: import.meta.dirname },
+      parserOptions: {
+        projectService: {
+          allowDefaultProject: [
+            '*.js',
+            '*.ts',
+            'scripts/*.js',
+            'packages/*/bin/*.js',
+            'packages/*/bench/*.js',
+          ],
+        },
+        tsconfigRootDir: import.meta.dirname,
+      },
     },
     plugins: { n },
     settings: { n: { version: '>=20.19.0' } },
@@ -27,5 +38,7 @@ export default tseslint.config(
   {
     files: ['**/*.js'],
     ...tseslint.configs.disableTypeChecked,
+    // Plain ESM scripts (bin, bench, demo) run on Node: its globals are defined.
+    languageOptions: { globals: n.configs['flat/recommended-module'].languageOptions.globals },
   },
 );

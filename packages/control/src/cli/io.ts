@@ -1,0 +1,38 @@
+// Where the CLI writes: injectable so commands can be tested in-process, and one place for --json.
+
+/** The CLI's output channels. */
+export interface CliIo {
+  readonly stdout: { write(chunk: string | Uint8Array): unknown };
+  readonly stderr: { write(chunk: string | Uint8Array): unknown };
+}
+
+/** What a command run can report back besides its output: the exit status to use (e.g. `run` passes the
+ * sandboxed command's status through). */
+export interface CliResult {
+  exitCode: number;
+}
+
+/** What every command registration receives. */
+export interface CliContext {
+  readonly io: CliIo;
+  readonly result: CliResult;
+}
+
+/** Process stdio. */
+export const processIo: CliIo = { stdout: process.stdout, stderr: process.stderr };
+
+/** Writes `value` as pretty JSON followed by a newline. */
+export function printJson(io: CliIo, value: unknown): void {
+  io.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
+}
+
+/** Formats rows as left-aligned columns separated by two spaces. */
+export function formatTable(rows: readonly (readonly string[])[]): string {
+  const widths: number[] = [];
+  for (const row of rows) row.forEach((cell, i) => (widths[i] = Math.max(widths[i] ?? 0, cell.length)));
+  return rows
+    .map((row) =>
+      row.map((cell, i) => (i === row.length - 1 ? cell : cell.padEnd(widths[i] ?? 0))).join('  '),
+    )
+    .join('\n');
+}

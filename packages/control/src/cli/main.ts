@@ -1,0 +1,57 @@
+// The `agentfense` command line: builds the commander program and maps errors to exit statuses once.
+import { Command, CommanderError } from 'commander';
+import { AgentFenseError, InvalidArgumentError } from '@agentfense/protocol';
+import { registerExplain } from './commands/explain.js';
+import { registerPresets } from './commands/presets.js';
+import { processIo } from './io.js';
+import type { CliIo, CliResult } from './io.js';
+
+/** Exit status for usage errors and invalid input (like most Unix tools). */
+export const EXIT_USAGE = 2;
+/** Exit status for every other failure of agentfense itself (a sandboxed command's own status is passed through). */
+export const EXIT_FAILURE = 1;
+
+/** Builds the program; commands write to `io`. */
+export function createProgram(io: CliIo = processIo, result: CliResult = { exitCode: 0 }): Command {
+  const program = new Command('agentfense')
+    .description(
+      'Run AI agents against a real codebase in a sandbox whose rules decide, per path, what they may see, read and change.',
+    )
+    .version('0.1.0')
+    .showHelpAfterError('(run with --help for usage)')
+    .configureOutput({
+      writeOut: (text) => io.stdout.write(text),
+      writeErr: (text) => io.stderr.write(text),
+    })
+    // Options after a subcommand belong to it (`presets show x --json` is show's --json).
+    .enablePositionalOptions()
+    .exitOverride();
+  const context = { io, result };
+  registerExplain(program, context);
+  registerPresets(program, context);
+  for (const command of program.commands) command.exitOverride().configureOutput(program.configureOutput());
+  return program;
+}
+
+/** Runs the CLI with `argv` (without node and script) and returns the exit status; never calls process.exit. */
+export async function runCli(argv: readonly string[], io: CliIo = processIo): Promise<number> {
+  const result: CliResult = { exitCode: 0 };
+  const program = createProgram(io, result);
+  try {
+    await program.parseAsync([...argv], { from: 'user' });
+    return result.exitCode;
+  } catch (err) {
+    if (err instanceof CommanderError) {
+      // --help and --version "fail" with exit code 0; real usage errors were already printed by commander.
+      return err.exitCode === 0 ? 0 : EXIT_USAGE;
+    }
+    if (err instanceof AgentFenseError) {
+      io.stderr.write(`agentfense: ${err.message}\n`);
+      return err instanceof InvalidArgumentError ? EXIT_USAGE : EXIT_FAILURE;
+    }
+    io.stderr.write(
+      `agentfense: internal error: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`,
+    );
+    return EXIT_FAILURE;
+  }
+}
