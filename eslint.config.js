@@ -1,4 +1,5 @@
 // Lint: typescript-eslint with type information, plus Node-version checks (we target Node 20).
+import { fileURLToPath } from 'node:url';
 import js from '@eslint/js';
 import n from 'eslint-plugin-n';
 import tseslint from 'typescript-eslint';
@@ -19,7 +20,7 @@ export default tseslint.config(
             'packages/*/bench/*.js',
           ],
         },
-        tsconfigRootDir: import.meta.dirname,
+        tsconfigRootDir: fileURLToPath(new URL('.', import.meta.url)),
       },
     },
     plugins: { n },
