@@ -17,6 +17,8 @@ export interface Inode {
   name: string;
   nlookup: number;
   isDir: boolean;
+  /** The st_ino the sandbox sees (stable across copy-up); the node id until the first attr reply. */
+  stIno: number;
   /** Children the kernel has looked up (directories only). */
   readonly children: Map<string, number>;
 }
@@ -27,7 +29,15 @@ export class InodeTable {
   #nextIno = ROOT_INO + 1;
 
   constructor() {
-    this.#nodes.set(ROOT_INO, { ino: ROOT_INO, parent: 0, name: '', nlookup: 1, isDir: true, children: new Map() });
+    this.#nodes.set(ROOT_INO, {
+      ino: ROOT_INO,
+      parent: 0,
+      name: '',
+      nlookup: 1,
+      isDir: true,
+      stIno: ROOT_INO,
+      children: new Map(),
+    });
   }
 
   /** The node with id `ino`, if the kernel still knows it. */
@@ -77,7 +87,8 @@ export class InodeTable {
       return existing;
     }
     if (existing !== undefined) this.#detach(existing);
-    const node: Inode = { ino: this.#nextIno++, parent, name, nlookup: 1, isDir, children: new Map() };
+    const ino = this.#nextIno++;
+    const node: Inode = { ino, parent, name, nlookup: 1, isDir, stIno: ino, children: new Map() };
     this.#nodes.set(node.ino, node);
     dir.children.set(name, node.ino);
     return node;
@@ -145,7 +156,8 @@ export class InodeTable {
 
   #detach(node: Inode): void {
     const parent = this.#nodes.get(node.parent);
-    if (parent !== undefined && parent.children.get(node.name) === node.ino) parent.children.delete(node.name);
+    if (parent !== undefined && parent.children.get(node.name) === node.ino)
+      parent.children.delete(node.name);
     node.parent = 0;
   }
 }

@@ -1,0 +1,86 @@
+// Attributes the kernel sees. With `default_permissions` the kernel enforces mode bits for the sandbox user
+// (who owns every file and has no capabilities), so the mode bits we report ARE the read/write policy on
+// the warm path where no request reaches us: view => no rwx bits, read => no w bits, write => as on disk.
+import type { BigIntStats } from 'node:fs';
+import { constants } from 'node:fs';
+import type { Permission } from '@agentfense/protocol';
+
+/** The attribute record the FUSE binding replies with. */
+export interface FuseAttr {
+  readonly ino: number;
+  readonly mode: number;
+  readonly nlink: number;
+  readonly uid: number;
+  readonly gid: number;
+  readonly rdev: number;
+  readonly size: number;
+  readonly blocks: number;
+  readonly blksize: number;
+  readonly atimeMs: number;
+  readonly mtimeMs: number;
+  readonly ctimeMs: number;
+}
+
+const S_IFMT = constants.S_IFMT;
+const S_IFDIR = constants.S_IFDIR;
+const S_IFLNK = constants.S_IFLNK;
+// setuid/setgid never survive into the sandbox (the mount is nosuid too; this keeps `ls -l` honest).
+const S_ISUID = 0o4000;
+const S_ISGID = 0o2000;
+const STRIP_SUID = ~(S_ISUID | S_ISGID);
+
+/** Mode bits for an entry under a permission (`traversable` = a `none` directory holding exceptions). */
+export function modeFor(rawMode: number, permission: Permission): number {
+  const type = rawMode & S_IFMT;
+  const perms = rawMode & 0o7777 & STRIP_SUID;
+  if (type === S_IFLNK) return type | 0o777; // the kernel ignores symlink modes; readlink is checked by us
+  if (type === S_IFDIR) {
+    // Directories below write can still be listed and entered (view lists names, SPEC §2).
+    return permission === 'write' ? type | perms : type | (perms & ~0o222) | 0o555;
+  }
+  switch (permission) {
+    case 'write':
+      return type | perms;
+    case 'read':
+      return type | (perms & ~0o222);
+    default:
+      return type; // view: no rwx — open() fails with EACCES in the kernel, reads never reach us
+  }
+}
+
+/** Inode number the sandbox sees: the codebase identity when there is one, so copy-up keeps it stable. */
+export function stableIno(
+  lower: { ino: bigint } | null,
+  upper: { ino: bigint } | null,
+  fallback: number,
+): number {
+  const ino = lower?.ino ?? upper?.ino;
+  // JS numbers are exact to 2^53; fold larger inode numbers rather than lose them to rounding.
+  return ino === undefined ? fallback : Number(ino & 0x1f_ffff_ffff_ffffn) || fallback;
+}
+
+export interface AttrOptions {
+  readonly ino: number;
+  readonly permission: Permission;
+  /** Owner the sandbox sees (the mounting uid maps to the sandbox user inside bwrap). */
+  readonly uid: number;
+  readonly gid: number;
+}
+
+/** Converts an lstat result into the kernel's view of the entry. */
+export function toAttr(stat: BigIntStats, options: AttrOptions): FuseAttr {
+  return {
+    ino: options.ino,
+    mode: modeFor(Number(stat.mode), options.permission),
+    nlink: Number(stat.nlink),
+    uid: options.uid,
+    gid: options.gid,
+    rdev: Number(stat.rdev),
+    size: Number(stat.size),
+    blocks: Number(stat.blocks),
+    blksize: Number(stat.blksize),
+    atimeMs: Number(stat.atimeNs / 1_000_000n),
+    mtimeMs: Number(stat.mtimeNs / 1_000_000n),
+    ctimeMs: Number(stat.ctimeNs / 1_000_000n),
+  };
+}

@@ -1,0 +1,69 @@
+// Open host files per node. OPEN is answered with ENOSYS (the kernel then never sends OPEN/RELEASE and
+// keeps page caches), so reads and writes arrive without a handle of ours: we keep one per node, opened
+// on first use, closed on FORGET or when the LRU bound evicts it.
+import type { FileHandle } from 'node:fs/promises';
+
+/** Upper bound on host fds held for data ops (each is one fd of the worker). */
+export const MAX_OPEN_HANDLES = 512;
+
+interface Entry {
+  readonly handle: FileHandle;
+  readonly writable: boolean;
+}
+
+/** LRU of host file handles keyed by node id. */
+export class HandleCache {
+  readonly #entries = new Map<number, Entry>();
+  readonly #pinned = new Set<number>();
+
+  get size(): number {
+    return this.#entries.size;
+  }
+
+  /** A cached handle usable for the access asked for, or undefined. */
+  get(ino: number, needWrite: boolean): FileHandle | undefined {
+    const entry = this.#entries.get(ino);
+    if (entry === undefined || (needWrite && !entry.writable)) return undefined;
+    // Refresh LRU position (Map keeps insertion order).
+    this.#entries.delete(ino);
+    this.#entries.set(ino, entry);
+    return entry.handle;
+  }
+
+  /** Stores a handle for a node, closing the one it replaces and evicting the least recently used. */
+  set(ino: number, handle: FileHandle, writable: boolean): void {
+    this.drop(ino);
+    this.#entries.set(ino, { handle, writable });
+    for (const [victim] of this.#entries) {
+      if (this.#entries.size <= MAX_OPEN_HANDLES) break;
+      if (this.#pinned.has(victim)) continue;
+      this.drop(victim);
+    }
+  }
+
+  /**
+   * Keeps a node's handle until it is forgotten: an unlinked file that the sandbox still has open (no path
+   * left) can only be served through it.
+   */
+  pin(ino: number): void {
+    this.#pinned.add(ino);
+  }
+
+  /** Closes a node's handle (after copy-up changed which host file backs it, or on forget). */
+  drop(ino: number): void {
+    const entry = this.#entries.get(ino);
+    this.#pinned.delete(ino);
+    if (entry === undefined) return;
+    this.#entries.delete(ino);
+    // Closing can only fail for a bad fd, which would be our bug; there is no caller to tell.
+    entry.handle.close().catch(() => undefined);
+  }
+
+  /** Closes everything (unmount). */
+  async closeAll(): Promise<void> {
+    const all = [...this.#entries.values()];
+    this.#entries.clear();
+    this.#pinned.clear();
+    await Promise.allSettled(all.map((e) => e.handle.close()));
+  }
+}

@@ -1,0 +1,661 @@
+// The filesystem a sandbox sees: one handler per low-level FUSE op (like libfuse's passthrough_hp).
+// Order inside every op: resolve the node's path -> permission check (SPEC §2, audited on denial) ->
+// copy-on-write resolution in the delta -> host I/O. Handlers return values or throw FsError; the
+// binding adapter (binding.ts) owns the reply conventions.
+//
+// Invariants:
+// - A path whose permission is `none` is answered exactly like a path that does not exist (ENOENT),
+//   unless it is a directory kept traversable by an exception inside it.
+// - Namespace changes (create, mkdir, unlink, rename, link, ...) always reach us (the kernel never caches
+//   them), so their checks are exact. Data on the warm path may be served by the kernel's caches; what
+//   the kernel enforces there is the mode bits we report (attrs.ts), and rule changes invalidate them.
+import { constants } from 'node:fs';
+import { statfs } from 'node:fs/promises';
+import type { FileHandle } from 'node:fs/promises';
+import { atLeast } from '@agentfense/protocol';
+import type { Permission, RuleSet } from '@agentfense/protocol';
+import type { AuditLog } from '../audit.js';
+import type { Delta } from '../delta/delta.js';
+import type { DeltaLookup } from '../delta/types.js';
+import { FsError } from '../errors.js';
+import { stableIno, toAttr } from './attrs.js';
+import type { FuseAttr } from './attrs.js';
+import { HandleCache } from './handles.js';
+import { InodeTable, ROOT_INO } from './inodes.js';
+import type { Inode } from './inodes.js';
+import { WriteHints } from './write-hints.js';
+
+/** Who asked (from the FUSE request header). */
+export interface Caller {
+  readonly pid: number;
+  readonly uid: number;
+  readonly gid: number;
+}
+
+/** A positive lookup answer. */
+export interface EntryReply {
+  readonly ino: number;
+  readonly attr: FuseAttr;
+  readonly entryTimeout: number;
+  readonly attrTimeout: number;
+}
+
+/** A negative lookup answer the kernel may cache (the name does not exist at all). */
+export interface NegativeEntry {
+  readonly ino: 0;
+  readonly entryTimeout: number;
+}
+
+/** One packed directory entry. */
+export interface DirEntryOut {
+  readonly name: string;
+  readonly ino: number;
+  /** File type bits (S_IFDIR, S_IFREG, ...). */
+  readonly mode: number;
+  /** Offset of the entry after this one. */
+  readonly nextOffset: number;
+}
+
+/** SETATTR fields (absent = unchanged); times in ms since the epoch or 'now'. */
+export interface SetattrChanges {
+  readonly mode?: number;
+  readonly uid?: number;
+  readonly gid?: number;
+  readonly size?: number;
+  readonly atime?: number | 'now';
+  readonly mtime?: number | 'now';
+}
+
+export interface StatfsReply {
+  readonly bsize: number;
+  readonly frsize: number;
+  readonly blocks: number;
+  readonly bfree: number;
+  readonly bavail: number;
+  readonly files: number;
+  readonly ffree: number;
+  readonly favail: number;
+  readonly namemax: number;
+}
+
+/** Kernel cache invalidation (implemented by the binding; must never block the JS thread on the kernel). */
+export interface Invalidator {
+  /** Drops the kernel's attributes and cached data of a node. */
+  inode(ino: number): Promise<void>;
+  /** Drops the kernel's dentry `name` in directory `parent` (positive or negative). */
+  entry(parent: number, name: string): Promise<void>;
+}
+
+export interface PolicyFsOptions {
+  readonly delta: Delta;
+  readonly rules: RuleSet;
+  readonly audit: AuditLog;
+  /** Seconds the kernel may cache visible entries and attributes. */
+  readonly cacheTtlSeconds: number;
+  /** Owner reported for every entry (the mounting uid, which is the sandbox user inside bwrap). */
+  readonly uid: number;
+  readonly gid: number;
+  /** A host path on the delta's filesystem, for statfs. */
+  readonly statfsPath: string;
+}
+
+const S_IFMT = constants.S_IFMT;
+const S_IFDIR = constants.S_IFDIR;
+const S_IFIFO = constants.S_IFIFO;
+const S_IFSOCK = constants.S_IFSOCK;
+const O_ACCMODE = 0o3; // not exported by node:fs constants
+
+/** The policy-enforcing copy-on-write filesystem of one sandbox. */
+export class PolicyFs {
+  readonly inodes = new InodeTable();
+  readonly handles = new HandleCache();
+  readonly #delta: Delta;
+  readonly #audit: AuditLog;
+  readonly #ttl: number;
+  readonly #uid: number;
+  readonly #gid: number;
+  readonly #statfsPath: string;
+  #rules: RuleSet;
+  #hints: WriteHints;
+  /** Merged, filtered listings by directory node, so offset > 0 continues the same snapshot. */
+  readonly #listings = new Map<number, DirEntryOut[]>();
+  invalidator: Invalidator | undefined;
+
+  constructor(options: PolicyFsOptions) {
+    this.#delta = options.delta;
+    this.#rules = options.rules;
+    this.#hints = new WriteHints(options.rules);
+    this.#audit = options.audit;
+    this.#ttl = options.cacheTtlSeconds;
+    this.#uid = options.uid;
+    this.#gid = options.gid;
+    this.#statfsPath = options.statfsPath;
+  }
+
+  get rules(): RuleSet {
+    return this.#rules;
+  }
+
+  /**
+   * Replaces the rules and makes the kernel forget every cached decision: attributes (mode bits), data
+   * pages, dentries and directory listings of every node it knows. Resolves when the kernel has them.
+   */
+  async setRules(rules: RuleSet): Promise<void> {
+    this.#rules = rules;
+    this.#hints = new WriteHints(rules);
+    this.#listings.clear();
+    const invalidator = this.invalidator;
+    if (invalidator === undefined) return;
+    const pending: Promise<void>[] = [];
+    for (const node of this.inodes.entries()) {
+      pending.push(invalidator.inode(node.ino));
+      if (node.parent !== 0) pending.push(invalidator.entry(node.parent, node.name));
+    }
+    await Promise.all(pending);
+  }
+
+  // --- namespace -----------------------------------------------------------------------------------
+
+  /** LOOKUP: a visible entry, null for a name that does not exist (cacheable), ENOENT for a hidden one. */
+  async lookup(parent: number, name: string, caller: Caller): Promise<EntryReply | NegativeEntry> {
+    const path = this.#childPath(parent, name);
+    const permission = this.#rules.permissionOf(path);
+    if (permission === 'none' && !this.#rules.isTraversable(path)) {
+      // Hidden: never cached by the kernel (a rule change may reveal it), answered like a missing name.
+      throw this.#deny('lookup', path, permission, 'ENOENT', caller);
+    }
+    const found = await this.#delta.lookup(path);
+    if (found === null) return { ino: 0, entryTimeout: this.#ttl };
+    const isDir = found.type === 'directory';
+    if (permission === 'none' && !isDir) throw this.#deny('lookup', path, permission, 'ENOENT', caller);
+    const node = this.inodes.remember(parent, name, isDir);
+    this.#allow('lookup', path, permission, caller);
+    return this.#entry(node, path, found, permission);
+  }
+
+  /** FORGET: the kernel dropped references; the node's host handle goes with it. */
+  forget(ino: number, count: number): void {
+    this.inodes.forget(ino, count);
+    if (this.inodes.get(ino) === undefined) {
+      this.handles.drop(ino);
+      this.#listings.delete(ino);
+    }
+  }
+
+  /** GETATTR. */
+  async getattr(ino: number, caller: Caller): Promise<FuseAttr> {
+    const node = this.#node(ino);
+    const path = this.inodes.pathOf(ino);
+    if (path === null) return this.#orphanAttr(node);
+    const permission = this.#visiblePermission(path, node.isDir, caller, 'getattr');
+    const found = await this.#mustFind(path);
+    return this.#attr(node, path, found, permission);
+  }
+
+  /** SETATTR: chmod, truncate, utimens need write; chown is refused (EPERM). */
+  async setattr(ino: number, changes: SetattrChanges, caller: Caller): Promise<FuseAttr> {
+    const node = this.#node(ino);
+    const path = this.inodes.pathOf(ino);
+    if (changes.uid !== undefined || changes.gid !== undefined) {
+      throw this.#deny('chown', path ?? `<unlinked #${ino}>`, 'write', 'EPERM', caller);
+    }
+    const atime = toSeconds(changes.atime);
+    const mtime = toSeconds(changes.mtime);
+    if (path === null) return this.#orphanSetattr(node, changes, atime, mtime);
+    const permission = this.#visiblePermission(path, node.isDir, caller, 'setattr');
+    if (permission !== 'write') throw this.#deny('setattr', path, permission, 'EACCES', caller);
+    await this.#delta.setattr(path, {
+      ...(changes.mode === undefined ? {} : { mode: changes.mode & 0o7777 }),
+      ...(changes.size === undefined ? {} : { size: changes.size }),
+      ...(atime === undefined ? {} : { atime }),
+      ...(mtime === undefined ? {} : { mtime }),
+    });
+    // A first change copies the file up: any cached handle may still point at the codebase file.
+    if (!node.isDir) this.#forgetHandleUnlessWritable(ino);
+    this.#allow('setattr', path, permission, caller);
+    return this.#attr(node, path, await this.#mustFind(path), permission);
+  }
+
+  /** READLINK: needs read (view shows that the link exists, not where it points). */
+  async readlink(ino: number, caller: Caller): Promise<string> {
+    const path = this.#pathOrStale(ino);
+    const permission = this.#visiblePermission(path, false, caller, 'readlink');
+    if (!atLeast(permission, 'read')) throw this.#deny('readlink', path, permission, 'EACCES', caller);
+    this.#allow('readlink', path, permission, caller);
+    return this.#delta.readlink(path);
+  }
+
+  /** MKDIR. */
+  async mkdir(parent: number, name: string, mode: number, caller: Caller): Promise<EntryReply> {
+    const path = this.#creatable(parent, name, 'mkdir', caller);
+    await this.#delta.mkdir(path, mode & 0o7777);
+    return this.#created(parent, name, path, caller, 'mkdir');
+  }
+
+  /** MKNOD: FIFOs and sockets only, in write areas (never synced back on commit). */
+  async mknod(parent: number, name: string, mode: number, caller: Caller): Promise<EntryReply> {
+    const path = this.#creatable(parent, name, 'mknod', caller);
+    const type = mode & S_IFMT;
+    if (type !== S_IFIFO && type !== S_IFSOCK) throw this.#deny('mknod', path, 'write', 'EPERM', caller);
+    await this.#delta.mknod(path, (mode & 0o7777) | S_IFIFO);
+    return this.#created(parent, name, path, caller, 'mknod');
+  }
+
+  /** SYMLINK: stored as a symlink; only the kernel inside the sandbox ever resolves it. */
+  async symlink(target: string, parent: number, name: string, caller: Caller): Promise<EntryReply> {
+    const path = this.#creatable(parent, name, 'symlink', caller);
+    await this.#delta.symlink(target, path);
+    return this.#created(parent, name, path, caller, 'symlink');
+  }
+
+  /** CREATE: a new regular file, kept open for the writes that follow. */
+  async create(
+    parent: number,
+    name: string,
+    mode: number,
+    flags: number,
+    caller: Caller,
+  ): Promise<EntryReply> {
+    const path = this.#creatable(parent, name, 'create', caller);
+    const handle = await this.#delta.create(path, mode & 0o7777, (flags & ~O_ACCMODE) | constants.O_RDWR);
+    const reply = await this.#created(parent, name, path, caller, 'create');
+    this.handles.set(reply.ino, handle, true);
+    return reply;
+  }
+
+  /** UNLINK: needs write; a node the sandbox may still have open keeps a host handle until forgotten. */
+  async unlink(parent: number, name: string, caller: Caller): Promise<void> {
+    const path = this.#childPath(parent, name);
+    this.#removable(path, 'unlink', caller);
+    const node = this.inodes.child(parent, name);
+    if (node !== undefined && !node.isDir && this.handles.get(node.ino, false) === undefined) {
+      // No OPEN reaches us, so we cannot know whether it is open: keep a handle just in case (one fd).
+      const handle = await this.#delta.openForRead(path).catch(() => undefined);
+      if (handle !== undefined) this.handles.set(node.ino, handle, false);
+    }
+    if (node !== undefined) this.handles.pin(node.ino);
+    await this.#delta.unlink(path);
+    this.inodes.unlink(parent, name);
+    this.#listings.delete(parent);
+    this.#allow('unlink', path, 'write', caller);
+  }
+
+  /** RMDIR: needs write; refused (ENOTEMPTY) while the directory holds anything, hidden entries included. */
+  async rmdir(parent: number, name: string, caller: Caller): Promise<void> {
+    const path = this.#childPath(parent, name);
+    this.#removable(path, 'rmdir', caller);
+    await this.#delta.rmdir(path);
+    this.inodes.unlink(parent, name);
+    this.#listings.delete(parent);
+    this.#allow('rmdir', path, 'write', caller);
+  }
+
+  /** RENAME: needs write at both paths; moved nodes get fresh attributes (their rules may differ). */
+  async rename(
+    parent: number,
+    name: string,
+    newParent: number,
+    newName: string,
+    caller: Caller,
+  ): Promise<void> {
+    const from = this.#childPath(parent, name);
+    const to = this.#childPath(newParent, newName);
+    this.#removable(from, 'rename', caller, to);
+    const toPermission = this.#rules.permissionOf(to);
+    if (toPermission !== 'write') throw this.#deny('rename', to, toPermission, 'EACCES', caller, from);
+    await this.#delta.rename(from, to);
+    const moved = this.inodes.child(parent, name);
+    this.inodes.rename(parent, name, newParent, newName);
+    this.#listings.delete(parent);
+    this.#listings.delete(newParent);
+    if (moved !== undefined) {
+      // Copy-up may have happened (a codebase file is renamed through the delta).
+      if (!moved.isDir) this.#forgetHandleUnlessWritable(moved.ino);
+      this.#invalidateTree(moved);
+    }
+    this.#allow('rename', from, 'write', caller, to);
+  }
+
+  /** LINK: needs write at both paths; the link lives in the delta (copy-up first), never in the codebase. */
+  async link(ino: number, newParent: number, newName: string, caller: Caller): Promise<EntryReply> {
+    const node = this.#node(ino);
+    const from = this.#pathOrStale(ino);
+    const fromPermission = this.#visiblePermission(from, node.isDir, caller, 'link');
+    if (fromPermission !== 'write') throw this.#deny('link', from, fromPermission, 'EACCES', caller);
+    const to = this.#creatable(newParent, newName, 'link', caller);
+    await this.#delta.link(from, to);
+    this.#forgetHandleUnlessWritable(ino);
+    this.inodes.alias(ino, newParent, newName);
+    this.#listings.delete(newParent);
+    this.#allow('link', from, 'write', caller, to);
+    return this.#entry(node, to, await this.#mustFind(to), 'write');
+  }
+
+  /** READDIR: '.', '..', then the merged entries the rules let the sandbox see. */
+  async readdir(ino: number, offset: number, caller: Caller): Promise<readonly DirEntryOut[]> {
+    let listing = offset === 0 ? undefined : this.#listings.get(ino);
+    if (listing === undefined) {
+      const path = this.#pathOrStale(ino);
+      this.#visiblePermission(path, true, caller, 'readdir');
+      listing = await this.#list(ino, path);
+      this.#listings.set(ino, listing);
+    }
+    return offset === 0 ? listing : listing.slice(offset);
+  }
+
+  // --- data ------------------------------------------------------------------------------------------
+
+  /** READ: needs read; served from a per-node host handle. */
+  async read(ino: number, size: number, offset: number, caller: Caller): Promise<Buffer> {
+    const handle = await this.#handle(ino, false, caller, 'read');
+    const buffer = Buffer.allocUnsafe(size);
+    const { bytesRead } = await handle.read(buffer, 0, size, offset);
+    return bytesRead === size ? buffer : buffer.subarray(0, bytesRead);
+  }
+
+  /** WRITE: needs write; the first write copies the file up into the delta. */
+  async write(ino: number, data: Buffer, offset: number, caller: Caller): Promise<number> {
+    const handle = await this.#handle(ino, true, caller, 'write');
+    const { bytesWritten } = await handle.write(data, 0, data.length, offset);
+    return bytesWritten;
+  }
+
+  /** FSYNC: flushes the host file if we hold one. */
+  async fsync(ino: number, datasync: boolean): Promise<void> {
+    const handle = this.handles.get(ino, false);
+    if (handle === undefined) return;
+    await (datasync ? handle.datasync() : handle.sync());
+  }
+
+  // --- misc -------------------------------------------------------------------------------------------
+
+  /** STATFS: the numbers of the filesystem holding the delta (where writes go). */
+  async statfs(): Promise<StatfsReply> {
+    const s = await statfs(this.#statfsPath);
+    return {
+      bsize: s.bsize,
+      frsize: s.bsize,
+      blocks: s.blocks,
+      bfree: s.bfree,
+      bavail: s.bavail,
+      files: s.files,
+      ffree: s.ffree,
+      favail: s.ffree,
+      namemax: 255,
+    };
+  }
+
+  /** ACCESS (only sent without default_permissions): answered from the rules, not only mode bits. */
+  async access(ino: number, mask: number, caller: Caller): Promise<void> {
+    const node = this.#node(ino);
+    const path = this.#pathOrStale(ino);
+    const permission = this.#visiblePermission(path, node.isDir, caller, 'access');
+    const effective: Permission = node.isDir && permission === 'none' ? 'view' : permission;
+    const wantsWrite = (mask & constants.W_OK) !== 0;
+    const wantsRead = (mask & constants.R_OK) !== 0 && !node.isDir;
+    if ((wantsWrite && effective !== 'write') || (wantsRead && !atLeast(effective, 'read'))) {
+      throw this.#deny('access', path, permission, 'EACCES', caller);
+    }
+    if ((mask & constants.X_OK) !== 0) {
+      const attr = await this.getattr(ino, caller);
+      if ((attr.mode & 0o111) === 0) throw new FsError('EACCES', `${path} is not executable`);
+    }
+  }
+
+  /** GETXATTR: only user.* attributes exist in the sandbox, and none are stored yet (ENODATA). */
+  xattrGet(ino: number, caller: Caller): never {
+    const path = this.#pathOrStale(ino);
+    const permission = this.#visiblePermission(path, this.#node(ino).isDir, caller, 'getxattr');
+    if (!atLeast(permission, 'read') && !this.#node(ino).isDir) {
+      throw this.#deny('getxattr', path, permission, 'EACCES', caller);
+    }
+    throw new FsError('ENODATA', `${path}: no such attribute`);
+  }
+
+  /** SETXATTR/REMOVEXATTR: need write; extended attributes are not supported (ENOTSUP). */
+  xattrSet(ino: number, caller: Caller): never {
+    const path = this.#pathOrStale(ino);
+    const permission = this.#visiblePermission(path, this.#node(ino).isDir, caller, 'setxattr');
+    if (permission !== 'write') throw this.#deny('setxattr', path, permission, 'EACCES', caller);
+    throw new FsError('ENOTSUP', `${path}: extended attributes are not supported`);
+  }
+
+  /** Closes host handles (unmount). */
+  async close(): Promise<void> {
+    await this.handles.closeAll();
+  }
+
+  // --- helpers ----------------------------------------------------------------------------------------
+
+  #node(ino: number): Inode {
+    const node = this.inodes.get(ino);
+    if (node === undefined) throw new FsError('ESTALE', `inode ${ino} is not known`);
+    return node;
+  }
+
+  #pathOrStale(ino: number): string {
+    const path = this.inodes.pathOf(ino);
+    if (path === null) throw new FsError('ENOENT', `inode ${ino} was removed`);
+    return path;
+  }
+
+  #childPath(parent: number, name: string): string {
+    const path = this.inodes.childPath(parent, name);
+    if (path === null) throw new FsError('ENOENT', `directory inode ${parent} was removed`);
+    return path;
+  }
+
+  /** The permission of a node that the kernel already holds; ENOENT if the rules now hide it. */
+  #visiblePermission(path: string, isDir: boolean, caller: Caller, op: string): Permission {
+    if (path === '/')
+      return this.#rules.permissionOf('/') === 'none' ? 'view' : this.#rules.permissionOf('/');
+    const permission = this.#rules.permissionOf(path);
+    if (permission === 'none' && !(isDir && this.#rules.isTraversable(path))) {
+      throw this.#deny(op, path, permission, 'ENOENT', caller);
+    }
+    return permission;
+  }
+
+  /** A new entry at `name` in `parent` is allowed only where the rules say write (SPEC §2: else EACCES). */
+  #creatable(parent: number, name: string, op: string, caller: Caller): string {
+    const path = this.#childPath(parent, name);
+    const permission = this.#rules.permissionOf(path);
+    if (permission !== 'write') throw this.#deny(op, path, permission, 'EACCES', caller);
+    return path;
+  }
+
+  /** Removing or renaming away: none => ENOENT (it does not exist for the sandbox), view/read => EACCES. */
+  #removable(path: string, op: string, caller: Caller, target?: string): void {
+    const permission = this.#rules.permissionOf(path);
+    if (permission === 'write') return;
+    if (permission === 'none') throw this.#deny(op, path, permission, 'ENOENT', caller, target);
+    throw this.#deny(op, path, permission, 'EACCES', caller, target);
+  }
+
+  async #created(
+    parent: number,
+    name: string,
+    path: string,
+    caller: Caller,
+    op: string,
+  ): Promise<EntryReply> {
+    const found = await this.#mustFind(path);
+    const node = this.inodes.remember(parent, name, found.type === 'directory');
+    this.#listings.delete(parent);
+    this.#allow(op, path, 'write', caller);
+    return this.#entry(node, path, found, 'write');
+  }
+
+  async #mustFind(path: string): Promise<DeltaLookup> {
+    const found = await this.#delta.lookup(path);
+    if (found === null) throw new FsError('ENOENT', `${path} no longer exists`);
+    return found;
+  }
+
+  #entry(node: Inode, path: string, found: DeltaLookup, permission: Permission): EntryReply {
+    return {
+      ino: node.ino,
+      attr: this.#attr(node, path, found, permission),
+      entryTimeout: this.#ttl,
+      attrTimeout: this.#ttl,
+    };
+  }
+
+  #attr(node: Inode, path: string, found: DeltaLookup, permission: Permission): FuseAttr {
+    node.stIno = stableIno(found.lower, found.upper, node.ino);
+    let effective = permission;
+    if (found.type === 'directory') {
+      // A directory shown only for the exceptions inside it can be listed; one that may receive writes
+      // needs its w bit so the kernel forwards creates to us (write-hints.ts).
+      if (effective === 'none') effective = 'view';
+      if (effective !== 'write' && this.#hints.mayWriteInside(path)) effective = 'write';
+    }
+    return toAttr(found.stat, { ino: node.stIno, permission: effective, uid: this.#uid, gid: this.#gid });
+  }
+
+  async #orphanAttr(node: Inode): Promise<FuseAttr> {
+    const handle = this.handles.get(node.ino, false);
+    if (handle === undefined) throw new FsError('ENOENT', `inode ${node.ino} was removed`);
+    const stat = await handle.stat({ bigint: true });
+    return toAttr(stat, { ino: node.stIno, permission: 'write', uid: this.#uid, gid: this.#gid });
+  }
+
+  async #orphanSetattr(
+    node: Inode,
+    changes: SetattrChanges,
+    atime: number | undefined,
+    mtime: number | undefined,
+  ): Promise<FuseAttr> {
+    const handle = this.handles.get(node.ino, true);
+    if (handle === undefined) throw new FsError('ENOENT', `inode ${node.ino} was removed`);
+    if (changes.mode !== undefined) await handle.chmod(changes.mode & 0o7777);
+    if (changes.size !== undefined) await handle.truncate(changes.size);
+    if (atime !== undefined || mtime !== undefined) {
+      const stat = await handle.stat();
+      await handle.utimes(atime ?? stat.atimeMs / 1000, mtime ?? stat.mtimeMs / 1000);
+    }
+    return this.#orphanAttr(node);
+  }
+
+  /** The host handle for a data op, after the permission check; opening for write copies up. */
+  async #handle(ino: number, needWrite: boolean, caller: Caller, op: 'read' | 'write'): Promise<FileHandle> {
+    const cached = this.handles.get(ino, needWrite);
+    const path = this.inodes.pathOf(ino);
+    if (path === null) {
+      // Unlinked but still open in the sandbox: only the handle we kept serves it.
+      if (cached === undefined) throw new FsError('ENOENT', `inode ${ino} was removed`);
+      return cached;
+    }
+    const permission = this.#rules.permissionOf(path);
+    const needed: Permission = needWrite ? 'write' : 'read';
+    if (!atLeast(permission, needed)) {
+      throw this.#deny(op, path, permission, permission === 'none' ? 'ENOENT' : 'EACCES', caller);
+    }
+    if (cached !== undefined) return cached;
+    const handle = needWrite
+      ? await this.#delta.openForWrite(path, constants.O_RDWR)
+      : await this.#delta.openForRead(path);
+    this.handles.set(ino, handle, needWrite);
+    this.#allow(op, path, permission, caller);
+    return handle;
+  }
+
+  #forgetHandleUnlessWritable(ino: number): void {
+    if (this.handles.get(ino, true) === undefined) this.handles.drop(ino);
+  }
+
+  async #list(ino: number, path: string): Promise<DirEntryOut[]> {
+    const node = this.#node(ino);
+    const out: DirEntryOut[] = [
+      { name: '.', ino: node.stIno, mode: S_IFDIR, nextOffset: 1 },
+      { name: '..', ino: ROOT_INO, mode: S_IFDIR, nextOffset: 2 },
+    ];
+    for (const entry of await this.#delta.readdir(path)) {
+      const child = path === '/' ? `/${entry.name}` : `${path}/${entry.name}`;
+      const isDir = entry.type === 'directory';
+      const permission = this.#rules.permissionOf(child);
+      if (permission === 'none' && !(isDir && this.#rules.isTraversable(child))) continue;
+      const known = this.inodes.child(ino, entry.name);
+      out.push({
+        name: entry.name,
+        ino: known?.stIno ?? syntheticIno(child),
+        mode: typeBits(entry.type),
+        nextOffset: out.length + 1,
+      });
+    }
+    return out;
+  }
+
+  /** After a move, the kernel must re-ask for attributes of the node and everything below it. */
+  #invalidateTree(node: Inode): void {
+    const invalidator = this.invalidator;
+    if (invalidator === undefined) return;
+    const nodes = [node, ...(node.isDir ? this.inodes.descendants(node.ino) : [])];
+    for (const n of nodes) void invalidator.inode(n.ino);
+  }
+
+  #deny(
+    op: string,
+    path: string,
+    permission: Permission,
+    errno: string,
+    caller: Caller,
+    target?: string,
+  ): FsError {
+    this.#audit.record({
+      op,
+      path,
+      ...(target === undefined ? {} : { target }),
+      decision: 'deny',
+      permission,
+      errno,
+      pid: caller.pid,
+    });
+    return new FsError(
+      errno,
+      `${op} ${path}: ${permission === 'none' ? 'no such file or directory' : `permission is ${permission}`}`,
+    );
+  }
+
+  #allow(op: string, path: string, permission: Permission, caller: Caller, target?: string): void {
+    if (!this.#audit.allowed) return;
+    this.#audit.record({
+      op,
+      path,
+      ...(target === undefined ? {} : { target }),
+      decision: 'allow',
+      permission,
+      pid: caller.pid,
+    });
+  }
+}
+
+function toSeconds(time: number | 'now' | undefined): number | undefined {
+  if (time === undefined) return undefined;
+  return (time === 'now' ? Date.now() : time) / 1000;
+}
+
+function typeBits(type: string): number {
+  switch (type) {
+    case 'directory':
+      return S_IFDIR;
+    case 'symlink':
+      return constants.S_IFLNK;
+    case 'fifo':
+      return S_IFIFO;
+    case 'file':
+      return constants.S_IFREG;
+    default:
+      return 0; // DT_UNKNOWN: the kernel/tools stat the entry
+  }
+}
+
+/** A stable, non-zero d_ino for entries the kernel has not looked up yet (FNV-1a of the path). */
+function syntheticIno(path: string): number {
+  let hash = 0x811c9dc5;
+  for (let i = 0; i < path.length; i++) {
+    hash ^= path.charCodeAt(i);
+    hash = Math.imul(hash, 0x01000193) >>> 0;
+  }
+  return hash === 0 ? 1 : hash;
+}
