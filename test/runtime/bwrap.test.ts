@@ -1,0 +1,246 @@
+// The runtime contract against bubblewrap (a plain tmp directory as the workspace: the contract does not
+// need the FUSE mount), plus what only bwrap has: install hints, the argv builder against real bwrap,
+// cgroup placement and cleanup, and the exec latency.
+import { randomUUID } from 'node:crypto';
+import { access, mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { execa } from 'execa';
+import { describe, expect, it, onTestFinished } from 'vitest';
+import { UnavailableError } from '@agentfense/protocol';
+import type { RuntimeInstance } from '@agentfense/protocol';
+import {
+  buildBwrapArgs,
+  createBwrapRuntime,
+  prepareSandboxEtc,
+  resolveSystemMounts,
+} from '@agentfense/runtime-bwrap';
+import type { WorkspaceFixture } from './contract.js';
+import { hostProcessesWith, runRuntimeContract } from './contract.js';
+
+const CGROUP_ROOT = '/sys/fs/cgroup';
+const quiet = { debug: () => undefined, warn: (obj: object, msg: string) => console.warn(msg, obj) };
+
+async function makeFixture(): Promise<WorkspaceFixture> {
+  const root = await mkdtemp(join(tmpdir(), 'af-bwrap-'));
+  const workspaceHostPath = join(root, 'ws');
+  const stateDir = join(root, 'state');
+  await mkdir(workspaceHostPath);
+  await mkdir(stateDir);
+  return { workspaceHostPath, stateDir, cleanup: () => rm(root, { recursive: true, force: true }) };
+}
+
+/** Cgroup directories of a sandbox that still exist (v1 hierarchies and the unified one). */
+async function cgroupLeftovers(sandboxId: string): Promise<string[]> {
+  const left: string[] = [];
+  for (const hierarchy of ['memory', 'pids', 'cpu', 'freezer', 'unified']) {
+    const dir = join(CGROUP_ROOT, hierarchy, 'agentfense', sandboxId);
+    const exists = await access(dir).then(
+      () => true,
+      () => false,
+    );
+    if (exists) left.push(dir);
+  }
+  return left;
+}
+
+runRuntimeContract({
+  name: 'bwrap',
+  makeRuntime: () => createBwrapRuntime({ logger: quiet }),
+  workspace: makeFixture,
+  leftovers: cgroupLeftovers,
+});
+
+describe('bwrap only', () => {
+  async function start(
+    resources?: { memoryBytes?: number; pidsLimit?: number; cpuQuota?: number; cpuShares?: number },
+    network = false,
+  ): Promise<{ sb: RuntimeInstance; sandboxId: string; fixture: WorkspaceFixture }> {
+    const fixture = await makeFixture();
+    const sandboxId = `sb_${randomUUID()}`;
+    const sb = await createBwrapRuntime({ logger: quiet }).start({
+      sandboxId,
+      workspaceHostPath: fixture.workspaceHostPath,
+      stateDir: fixture.stateDir,
+      network,
+      ...(resources === undefined ? {} : { resources }),
+    });
+    onTestFinished(async () => {
+      await sb.stop();
+      expect(await cgroupLeftovers(sandboxId)).toEqual([]);
+      await fixture.cleanup();
+    });
+    return { sb, sandboxId, fixture };
+  }
+
+  it('reports a missing bwrap as UnavailableError saying how to install it, from check() and start()', async () => {
+    const runtime = createBwrapRuntime({ bwrapPath: '/nonexistent/bwrap', logger: quiet });
+    await expect(runtime.check()).rejects.toThrow(UnavailableError);
+    await expect(runtime.check()).rejects.toThrow(/apt-get install bubblewrap/);
+    const fixture = await makeFixture();
+    onTestFinished(() => fixture.cleanup());
+    await expect(
+      runtime.start({
+        sandboxId: 'sb_missing',
+        workspaceHostPath: fixture.workspaceHostPath,
+        stateDir: fixture.stateDir,
+      }),
+    ).rejects.toThrow(/apt-get install bubblewrap/);
+  });
+
+  it('the argv builder output runs under real bwrap with the promised view of the system', async () => {
+    const fixture = await makeFixture();
+    onTestFinished(() => fixture.cleanup());
+    const etcDir = join(fixture.stateDir, 'etc');
+    await prepareSandboxEtc({ dir: etcDir, logger: quiet });
+    const args = buildBwrapArgs({
+      workspaceHostPath: fixture.workspaceHostPath,
+      systemMounts: await resolveSystemMounts({ etcDir }),
+      command: [
+        'sh',
+        '-c',
+        [
+          'hostname',
+          'id -un',
+          'test -e /etc/shadow && echo shadow-visible',
+          'test -e /etc/npmrc && echo npmrc-visible',
+          'touch /usr/af-probe 2>/dev/null && echo usr-writable',
+          'touch /etc/af-probe 2>/dev/null && echo etc-writable',
+          'ls -A /tmp',
+          'touch /workspace/ok && echo workspace-writable',
+          'unshare -U true 2>/dev/null && echo nested-userns',
+          'test -e /root && echo root-visible',
+          'test -e /home && echo home-visible',
+        ].join('; '),
+      ],
+    });
+    const r = await execa('bwrap', args, { reject: false, env: {}, extendEnv: false, stdin: 'ignore' });
+    expect(r.stderr).toBe('');
+    expect(r.stdout.split('\n')).toEqual(['agentfense', 'agent', 'home', 'workspace-writable']);
+  });
+
+  it('reaches the host loopback when the network is on', async () => {
+    let connections = 0;
+    const server = createServer((socket) => {
+      connections += 1;
+      socket.end();
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    onTestFinished(() => new Promise<void>((resolve) => server.close(() => resolve())));
+    const { sb } = await start(undefined, true);
+    const { port } = server.address() as AddressInfo;
+    const r = await sb.exec({
+      command: `bash -c 'exec 3<>/dev/tcp/127.0.0.1/${port}; cat <&3'`,
+      timeoutMs: 10_000,
+    });
+    expect(r.exitCode).toBe(0);
+    expect(connections).toBe(1);
+  });
+
+  it('places every process of a command in the sandbox cgroups before it runs, with the limits written', async () => {
+    const { sb, sandboxId } = await start({
+      memoryBytes: 128 * 1024 * 1024,
+      pidsLimit: 50,
+      cpuQuota: 50_000,
+      cpuShares: 512,
+    });
+    expect(sb.limits).toEqual({
+      memoryBytes: 128 * 1024 * 1024,
+      pidsLimit: 50,
+      cpuQuota: 50_000,
+      cpuShares: 512,
+      mechanism: 'cgroup-v1',
+    });
+    const dir = (h: string): string => join(CGROUP_ROOT, h, 'agentfense', sandboxId);
+    expect((await readFile(join(dir('memory'), 'memory.limit_in_bytes'), 'utf8')).trim()).toBe(
+      String(128 * 1024 * 1024),
+    );
+    expect((await readFile(join(dir('pids'), 'pids.max'), 'utf8')).trim()).toBe('50');
+    expect((await readFile(join(dir('cpu'), 'cpu.cfs_quota_us'), 'utf8')).trim()).toBe('50000');
+    expect((await readFile(join(dir('cpu'), 'cpu.shares'), 'utf8')).trim()).toBe('512');
+
+    const marker = `af_cg_${randomUUID()}`;
+    const running = sb.exec({ command: `sh -c 'sleep 1000; : ${marker}' & wait`, timeoutMs: 20_000 });
+    const deadline = Date.now() + 10_000;
+    let pids: number[] = [];
+    while (pids.length < 4 && Date.now() < deadline) {
+      pids = await hostProcessesWith(marker);
+      if (pids.length < 4) await sleep(20);
+    }
+    // The marker is in the argv of the outer bwrap (our child: a monitor that never forks the command and
+    // stays outside on purpose), of bwrap's pid 1, of the shell and of the sleeper: all but the first must
+    // be in every cgroup.
+    const parentOf = async (pid: number): Promise<number> =>
+      Number(/^PPid:\s+(\d+)$/m.exec(await readFile(`/proc/${pid}/status`, 'utf8'))?.[1]);
+    const inside: number[] = [];
+    for (const pid of pids) if ((await parentOf(pid)) !== process.pid) inside.push(pid);
+    expect(inside.length).toBeGreaterThanOrEqual(3);
+    for (const hierarchy of ['memory', 'pids', 'cpu', 'freezer']) {
+      const procs = (await readFile(join(dir(hierarchy), 'cgroup.procs'), 'utf8')).split('\n').map(Number);
+      for (const pid of inside) expect(procs).toContain(pid);
+    }
+    await sb.stop();
+    expect((await running).exitCode === 0).toBe(false);
+  });
+
+  it('measures exec latency of `true` (p50/p99 of 50) against bare bwrap', async () => {
+    const { sb } = await start();
+    const { sb: limited } = await start({ memoryBytes: 256 * 1024 * 1024, pidsLimit: 100 });
+    const percentile = (xs: number[], p: number): number =>
+      [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * p))] ?? NaN;
+    const time = async (fn: () => Promise<unknown>): Promise<number[]> => {
+      for (let i = 0; i < 5; i++) await fn(); // warm-up
+      const out: number[] = [];
+      for (let i = 0; i < 50; i++) {
+        const t = performance.now();
+        await fn();
+        out.push(performance.now() - t);
+      }
+      return out;
+    };
+    const bare = await time(() =>
+      execa(
+        'bwrap',
+        [
+          '--unshare-user',
+          '--unshare-pid',
+          '--unshare-net',
+          '--ro-bind',
+          '/usr',
+          '/usr',
+          '--symlink',
+          'usr/lib64',
+          '/lib64',
+          '--symlink',
+          'usr/lib',
+          '/lib',
+          '--proc',
+          '/proc',
+          '--dev',
+          '/dev',
+          '--',
+          '/usr/bin/true',
+        ],
+        { env: {}, extendEnv: false, stdin: 'ignore' },
+      ),
+    );
+    const plain = await time(() => sb.exec({ command: ['true'] }));
+    const withCgroups = await time(() => limited.exec({ command: ['true'] }));
+    const load = (await readFile('/proc/loadavg', 'utf8')).split(' ').slice(0, 3).join(' ');
+    const line = (name: string, xs: number[]): string =>
+      `${name}: p50 ${percentile(xs, 0.5).toFixed(2)} ms, p99 ${percentile(xs, 0.99).toFixed(2)} ms`;
+    console.log(
+      [
+        'exec latency of `true` (50 runs, load ' + load + ')',
+        line('bare bwrap via execa', bare),
+        line('exec, no limits', plain),
+        line('exec, cgroup v1 limits', withCgroups),
+      ].join('\n  '),
+    );
+    // Loose bound: the machine is shared, so this only catches a pathological regression.
+    expect(percentile(plain, 0.5)).toBeLessThan(200);
+  });
+});
