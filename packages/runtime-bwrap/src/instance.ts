@@ -68,28 +68,44 @@ export class BwrapInstance implements RuntimeInstance {
     }
     const { args, audit } = this.#prepare({ command: options.command, env: options.env, cwd: options.cwd });
     const stdin = typeof options.stdin === 'string' ? Buffer.from(options.stdin) : options.stdin;
-    return runExec({
-      ...this.#launchBase(),
-      args,
-      audit,
-      maxOutputBytes: this.#options.maxOutputBytes,
-      ...(stdin === undefined ? {} : { stdin }),
-      ...(options.timeoutMs === undefined ? {} : { timeoutMs: options.timeoutMs }),
-      ...(options.signal === undefined ? {} : { signal: options.signal }),
-      ...(options.onStdout === undefined ? {} : { onStdout: options.onStdout }),
-      ...(options.onStderr === undefined ? {} : { onStderr: options.onStderr }),
-    });
+    return this.#unlessStopped(
+      runExec({
+        ...this.#launchBase(),
+        args,
+        audit,
+        maxOutputBytes: this.#options.maxOutputBytes,
+        ...(stdin === undefined ? {} : { stdin }),
+        ...(options.timeoutMs === undefined ? {} : { timeoutMs: options.timeoutMs }),
+        ...(options.signal === undefined ? {} : { signal: options.signal }),
+        ...(options.onStdout === undefined ? {} : { onStdout: options.onStdout }),
+        ...(options.onStderr === undefined ? {} : { onStderr: options.onStderr }),
+      }),
+    );
   }
 
   async spawn(options: SpawnOptions): Promise<SandboxProcess> {
     this.#assertRunning();
     const { args, audit } = this.#prepare({ command: options.argv, env: options.env, cwd: options.cwd });
-    return runSpawn({ ...this.#launchBase(), args, audit });
+    return this.#unlessStopped(runSpawn({ ...this.#launchBase(), args, audit }));
   }
 
   stop(): Promise<void> {
     this.#stopped ??= this.#teardown();
     return this.#stopped;
+  }
+
+  /** A command that fails to start because stop() killed it mid-handshake reports the stop, not the kill. */
+  async #unlessStopped<T>(started: Promise<T>): Promise<T> {
+    try {
+      return await started;
+    } catch (err) {
+      if (this.#stopped !== undefined) {
+        throw new WrongStateError(`sandbox ${this.sandboxId} was stopped while the command was starting`, {
+          cause: err,
+        });
+      }
+      throw err;
+    }
   }
 
   #assertRunning(): void {

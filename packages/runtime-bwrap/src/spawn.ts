@@ -36,6 +36,9 @@ export async function runSpawn(options: RunSpawnOptions): Promise<SandboxProcess
       // SIGKILL the outer bwrap: its pid 1 has PDEATHSIG=SIGKILL (--die-with-parent), and the kernel
       // kills every process of a pid namespace whose pid 1 dies. Idempotent: a dead process ignores it.
       subprocess.kill('SIGKILL');
+      // The caller no longer wants the output: drain what is left so the streams can end and execa settle.
+      stdout.resume();
+      stderr.resume();
       await exited;
     },
   };
