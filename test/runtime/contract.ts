@@ -246,10 +246,16 @@ export function runRuntimeContract(options: RuntimeContractOptions): void {
         const marker = `af_timeout_${randomUUID()}`;
         const { sb } = await startSandbox();
         const started = Date.now();
+        // Proof the tree existed: look for it on the host as soon as the command says it has started.
+        let during: Promise<number[]> = Promise.resolve([]);
         const r = await sb.exec({
           command: `${markedSleeper(marker)} & ${markedSleeper(marker)} & echo started; wait`,
-          timeoutMs: 500,
+          timeoutMs: 1_500,
+          onStdout: () => {
+            during = hostProcessesWith(marker);
+          },
         });
+        expect((await during).length).toBeGreaterThanOrEqual(2);
         expect(r.timedOut).toBe(true);
         expect(r.cancelled).toBe(false);
         expect(r.exitCode === 0).toBe(false);
