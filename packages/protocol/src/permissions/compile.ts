@@ -93,7 +93,7 @@ export function ruleMatches(compiled: CompiledRule, path: string): boolean {
   return isWithin(path, compiled.target ?? '/');
 }
 
-function push<K, V>(map: Map<K, V[]>, key: K, value: V): void {
+function push<V>(map: Map<string, V[]>, key: string, value: V): void {
   const list = map.get(key);
   if (list === undefined) map.set(key, [value]);
   else list.push(value);
@@ -151,16 +151,18 @@ export function compileIndex(rules: readonly NormalizedRule[]): RuleIndex {
       continue;
     }
     const g = c.glob;
-    const entry: GlobEntry = {
+    const entry = (test: StringTest): GlobEntry => ({
       rank: c.rank,
       onBasename: g.scope === 'basename',
-      needs: g.matchesAll ? null : g.requiredText,
-      test: g.test,
-    };
-    if (g.scope === 'path' && g.baseDir !== '/') nodeAt(g.baseDir).globs.push(entry);
-    else if (g.scope === 'path' && g.requiredSegment !== null) push(bySegment, g.requiredSegment, entry);
-    else if (g.extKey !== null) push(byExtension, g.extKey, entry);
-    else generic.push(entry);
+      // The regex is the expensive part; a substring check in front only pays off when a regex runs.
+      needs: test === g.bucketTest && test !== g.test ? null : g.matchesAll ? null : g.requiredText,
+      test,
+    });
+    if (g.scope === 'path' && g.baseDir !== '/') nodeAt(g.baseDir).globs.push(entry(g.bucketTest));
+    else if (g.scope === 'path' && g.requiredSegment !== null)
+      push(bySegment, g.requiredSegment, entry(g.bucketTest));
+    else if (g.extKey !== null) push(byExtension, g.extKey, entry(g.test));
+    else generic.push(entry(g.test));
   }
   return { ranked, files, tree, bySegment, byExtension, generic };
 }

@@ -20,6 +20,11 @@ export interface GlobPlan {
   /** The glob actually handed to picomatch (after the rewrites documented in README.md). */
   readonly source: string;
   readonly test: StringTest;
+  /**
+   * Equivalent to `test` for strings that satisfy the plan's index key (below `baseDir`, or containing
+   * `requiredSegment`), and often trivial there: `/secrets/**` matches everything below `/secrets`.
+   */
+  readonly bucketTest: StringTest;
   /** Absolute directory that every matching path equals or lies below (`/` when nothing narrower is known). */
   readonly baseDir: string;
   /** Path scope: a literal segment that every matching path contains, or null. */
@@ -74,6 +79,23 @@ function longestLiteralRun(glob: string): string | null {
   return best.length > 0 ? best : null;
 }
 
+const always: StringTest = () => true;
+
+/** True when the text has no special glob character at all. */
+function isLiteral(text: string): boolean {
+  return text.length > 0 && literalPrefix(text) === text;
+}
+
+/** The cheapest exact test for a slash-free glob: string operations for `*.key` / `.env*` shapes. */
+function basenameTest(glob: string): StringTest {
+  if (glob === '*' || glob === '**') return always;
+  const tail = glob.slice(1);
+  if (glob.startsWith('*') && isLiteral(tail)) return (s) => s.endsWith(tail);
+  const head = glob.slice(0, -1);
+  if (glob.endsWith('*') && isLiteral(head)) return (s) => s.startsWith(head);
+  return compileGlob(glob);
+}
+
 function planBasename(glob: string): GlobPlan {
   const negated = glob.startsWith('!');
   const simple = isSimpleGlob(glob);
@@ -81,10 +103,12 @@ function planBasename(glob: string): GlobPlan {
   // `*.key` style: the basename must end with the literal, so its extension is known.
   const suffix = simple && glob.startsWith('*') && !/[*?]/.test(glob.slice(1)) ? glob.slice(1) : null;
   const extKey = suffix !== null && suffix.includes('.') ? suffix.slice(suffix.lastIndexOf('.') + 1) : null;
+  const test = basenameTest(glob);
   return {
     scope: 'basename',
     source: glob,
-    test: matchesAll ? () => true : compileGlob(glob),
+    test,
+    bucketTest: test,
     baseDir: '/',
     requiredSegment: null,
     extKey,
@@ -111,7 +135,7 @@ export function planGlob(pattern: string): GlobPlan {
   const simple = isSimpleGlob(rel);
   const matchesAll = rel === '**';
   const coversSubtree = !negated && (matchesAll || rel.endsWith('/**'));
-  let test: StringTest = matchesAll ? () => true : compileGlob(rel);
+  let test: StringTest = matchesAll ? always : compileGlob(rel);
   // `x/**` must also match `x` itself so hiding a tree hides its name. picomatch 4 does that for `a/**` and
   // `**/a/**` but not when the last segment before `/**` ends in a wildcard (`src/*/**` misses `src/lib`),
   // so the parent is always tested explicitly.
@@ -129,10 +153,19 @@ export function planGlob(pattern: string): GlobPlan {
         requiredSegment = seg;
     }
   }
+  // Inside its bucket, `lit/**` (bucketed under /lit) and `**/seg/**` (bucketed by seg) always match.
+  const inner = rel.slice(3, -3);
+  const bucketTest =
+    !negated &&
+    (isLiteral(rel.slice(0, -3)) || (rel.startsWith('**/') && isLiteral(inner) && !inner.includes('/'))) &&
+    rel.endsWith('/**')
+      ? always
+      : test;
   return {
     scope: 'path',
     source: rel,
     test,
+    bucketTest,
     baseDir: slash <= 0 ? '/' : `/${literal.slice(0, slash)}`,
     requiredSegment,
     extKey: null,

@@ -24,8 +24,9 @@ export function resolveRank(index: RuleIndex, path: string): number {
   if (path.length === 1) return best;
 
   const { bySegment } = index;
-  const rel = path.slice(1);
-  let name = '';
+  // The root-relative path that path-scope globs are tested against; sliced only when a bucket needs it.
+  let rel: string | undefined;
+  let name: string;
   for (let start = 1; ;) {
     const end = path.indexOf('/', start);
     name = end === -1 ? path.slice(start) : path.slice(start, end);
@@ -33,12 +34,12 @@ export function resolveRank(index: RuleIndex, path: string): number {
       node = node.children?.get(name);
       if (node !== undefined) {
         if (node.dirRank < best) best = node.dirRank;
-        if (node.globs.length > 0) best = scan(node.globs, rel, best);
+        if (node.globs.length > 0) best = scan(node.globs, (rel ??= path.slice(1)), best);
       }
     }
     if (bySegment.size > 0) {
       const list = bySegment.get(name);
-      if (list !== undefined) best = scan(list, rel, best);
+      if (list !== undefined) best = scan(list, (rel ??= path.slice(1)), best);
     }
     if (end === -1) break;
     start = end + 1;
@@ -53,7 +54,7 @@ export function resolveRank(index: RuleIndex, path: string): number {
   }
   for (const e of index.generic) {
     if (e.rank >= best) break;
-    const subject = e.onBasename ? name : rel;
+    const subject = e.onBasename ? name : (rel ??= path.slice(1));
     if ((e.needs === null || subject.includes(e.needs)) && e.test(subject)) return e.rank;
   }
   return best;
