@@ -4,5 +4,8 @@ import { fileURLToPath } from 'node:url';
 
 export default function setup(): void {
   const root = fileURLToPath(new URL('../..', import.meta.url));
-  execFileSync(process.execPath, [`${root}node_modules/typescript/bin/tsc`, '-b'], { cwd: root, stdio: 'inherit' });
+  execFileSync(process.execPath, [`${root}node_modules/typescript/bin/tsc`, '-b'], {
+    cwd: root,
+    stdio: 'inherit',
+  });
 }

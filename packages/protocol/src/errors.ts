@@ -112,7 +112,10 @@ export class InternalError extends AgentFenseError {
   readonly code = 'AF_INTERNAL';
 }
 
-const CONSTRUCTORS: Record<ErrorCode, new (message: string, options?: AgentFenseErrorOptions) => AgentFenseError> = {
+const CONSTRUCTORS: Record<
+  ErrorCode,
+  new (message: string, options?: AgentFenseErrorOptions) => AgentFenseError
+> = {
   AF_INVALID_ARGUMENT: InvalidArgumentError,
   AF_NOT_FOUND: NotFoundError,
   AF_ALREADY_EXISTS: AlreadyExistsError,
