@@ -1,5 +1,6 @@
 // Small filesystem operations on cgroup directories, shared by the v1 and v2 implementations.
-import { readFile, rmdir, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, rmdir, writeFile } from 'node:fs/promises';
+import { posix } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { RuntimeLogger } from '../logger.js';
 
@@ -69,5 +70,27 @@ export async function removeParentIfEmpty(dir: string, logger: RuntimeLogger): P
       return;
     }
     throw err;
+  }
+}
+
+/** Attempts at creating a sandbox cgroup while another sandbox's stop() may remove the shared parent. */
+const MKDIR_ATTEMPTS = 3;
+
+/**
+ * Creates a sandbox's cgroup directory (and the shared parent). Resolves 'existed' for a directory left
+ * behind by a crashed control plane. Retries when the parent vanished in between: a concurrent stop() of
+ * the last other sandbox removes the empty parent (removeParentIfEmpty).
+ */
+export async function makeCgroupDir(dir: string): Promise<'created' | 'existed'> {
+  for (let attempt = 1; ; attempt++) {
+    await mkdir(posix.dirname(dir), { recursive: true });
+    try {
+      await mkdir(dir);
+      return 'created';
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code === 'EEXIST') return 'existed';
+      if (code !== 'ENOENT' || attempt >= MKDIR_ATTEMPTS) throw err;
+    }
   }
 }

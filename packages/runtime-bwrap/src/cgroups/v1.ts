@@ -1,6 +1,6 @@
 // cgroup v1: one directory per controller hierarchy (<hierarchy>/<parent>/<sandboxId>), a freezer for
 // race-free teardown, OOM kills counted from memory.oom_control.
-import { access, mkdir, readFile } from 'node:fs/promises';
+import { access, readFile } from 'node:fs/promises';
 import { posix } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { InternalError } from '@agentfense/protocol';
@@ -9,6 +9,7 @@ import {
   TEARDOWN_DEADLINE_MS,
   TEARDOWN_RETRY_MS,
   killPids,
+  makeCgroupDir,
   readPids,
   removeCgroupDir,
   removeParentIfEmpty,
@@ -44,11 +45,7 @@ export async function createV1Cgroup(options: CgroupCreateOptions): Promise<Sand
   const cgroup = new V1Cgroup(dirs, plan.limits, logger);
   try {
     for (const dir of dirs.values()) {
-      await mkdir(posix.dirname(dir), { recursive: true });
-      try {
-        await mkdir(dir);
-      } catch (err) {
-        if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+      if ((await makeCgroupDir(dir)) === 'existed') {
         // A cgroup left by a crashed control plane for the same sandbox id: empty it and reuse it.
         logger.warn({ dir }, 'stale sandbox cgroup found; killing what is left in it');
         killPids(await readPids(posix.join(dir, 'cgroup.procs')), logger);
