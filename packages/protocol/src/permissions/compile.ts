@@ -31,10 +31,13 @@ export interface GlobEntry {
 }
 
 /**
- * One directory of the rule tree: directory rules naming it and globs whose literal base it is. Only
- * directories that some rule names exist, so a path walk stops as soon as it leaves the tree.
+ * One path of the rule tree: file and directory rules naming it and globs whose literal base it is. Only
+ * paths that some rule names exist, so a path walk stops as soon as it leaves the tree. File rules live here
+ * rather than in a Map keyed by the whole path so that a miss never has to hash the whole path.
  */
 export interface TreeNode {
+  /** Best rank of a file rule naming exactly this path (`Infinity` when none). */
+  fileRank: number;
   /** Best rank of a directory rule naming this directory (`Infinity` when none). */
   dirRank: number;
   /** Globs whose literal base directory this is, sorted by rank (tested on paths at or below it). */
@@ -47,12 +50,15 @@ export interface TreeNode {
 export interface RuleIndex {
   /** Rules in resolution order. */
   readonly ranked: readonly CompiledRule[];
-  /** File rules: normalised path -> best rank. */
-  readonly files: ReadonlyMap<string, number>;
-  /** Directory rules and anchored globs (by literal base directory), as a tree rooted at `/`. */
+  /** File rules, directory rules and anchored globs (by literal base directory), as a tree rooted at `/`. */
   readonly tree: TreeNode;
   /** Unanchored globs with a literal segment, keyed by it: tested only on paths containing that segment. */
   readonly bySegment: ReadonlyMap<string, readonly GlobEntry[]>;
+  /**
+   * Cheap pre-check for `bySegment`: bit `charCode & 31` of word `length & 31` is set for every key, so a
+   * segment whose (length, first character) pair is unset cannot be a key and is neither sliced nor hashed.
+   */
+  readonly segmentFilter: Uint32Array;
   /** `*.ext` basename globs keyed by extension. */
   readonly byExtension: ReadonlyMap<string, readonly GlobEntry[]>;
   /** Every other glob, tested against every path (in rank order, stopping at the current best). */
@@ -119,8 +125,7 @@ export function compileIndex(rules: readonly NormalizedRule[]): RuleIndex {
     decision: Object.freeze({ permission: r.rule.permission, ruleIndex: r.rule.index }),
   }));
 
-  const files = new Map<string, number>();
-  const tree: TreeNode = { dirRank: Infinity, globs: [], children: null };
+  const tree: TreeNode = { fileRank: Infinity, dirRank: Infinity, globs: [], children: null };
   const nodeAt = (dir: string): TreeNode => {
     let node = tree;
     if (dir === '/') return node;
@@ -128,7 +133,7 @@ export function compileIndex(rules: readonly NormalizedRule[]): RuleIndex {
       node.children ??= new Map();
       let child = node.children.get(name);
       if (child === undefined) {
-        child = { dirRank: Infinity, globs: [], children: null };
+        child = { fileRank: Infinity, dirRank: Infinity, globs: [], children: null };
         node.children.set(name, child);
       }
       node = child;
@@ -142,12 +147,9 @@ export function compileIndex(rules: readonly NormalizedRule[]): RuleIndex {
   for (const c of ranked) {
     if (c.glob === null) {
       if (c.target === null) continue;
-      if (c.rule.type === 'file') {
-        if (!files.has(c.target)) files.set(c.target, c.rank);
-      } else {
-        const node = nodeAt(c.target);
-        node.dirRank = Math.min(node.dirRank, c.rank);
-      }
+      const node = nodeAt(c.target);
+      if (c.rule.type === 'file') node.fileRank = Math.min(node.fileRank, c.rank);
+      else node.dirRank = Math.min(node.dirRank, c.rank);
       continue;
     }
     const g = c.glob;
@@ -164,5 +166,7 @@ export function compileIndex(rules: readonly NormalizedRule[]): RuleIndex {
     else if (g.extKey !== null) push(byExtension, g.extKey, entry(g.test));
     else generic.push(entry(g.test));
   }
-  return { ranked, files, tree, bySegment, byExtension, generic };
+  const segmentFilter = new Uint32Array(32);
+  for (const key of bySegment.keys()) segmentFilter[key.length & 31]! |= 1 << (key.charCodeAt(0) & 31);
+  return { ranked, tree, bySegment, segmentFilter, byExtension, generic };
 }

@@ -33,14 +33,25 @@ export function normalizePath(path: string): string {
       { details: { path } },
     );
   }
+  // One pass finds whether anything needs a closer look: a NUL, a `//`, or a `/.` (a possible dot segment).
+  // Canonical paths, the overwhelming majority, are returned as they are.
+  let suspicious = false;
+  for (let i = 1, prev = 47; i < path.length; i++) {
+    const c = path.charCodeAt(i);
+    if (c === 0 || (prev === 47 && (c === 47 || c === 46))) {
+      suspicious = true;
+      break;
+    }
+    prev = c;
+  }
+  if (!suspicious) return path.length > 1 && path.endsWith('/') ? path.slice(0, -1) : path;
   if (path.includes('\0')) {
     throw new InvalidArgumentError(`invalid path ${JSON.stringify(path)}: contains a NUL byte`, {
       details: { path },
     });
   }
   const out = collapseSlashes(path);
-  // Only paths containing "/." can hold a dot segment; skip the scan for the common case.
-  if (out.includes('/.') && hasDotSegment(out)) {
+  if (hasDotSegment(out)) {
     throw new InvalidArgumentError(
       `invalid path ${JSON.stringify(path)}: "." and ".." components are not resolved; pass a canonical path`,
       { details: { path } },
