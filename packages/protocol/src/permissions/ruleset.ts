@@ -37,8 +37,9 @@ export class RuleSet {
   readonly #traversals: BoundedCache<boolean>;
   readonly #traversal: TraversalContext;
 
-  constructor(rules: readonly NormalizedRule[], options: RuleSetOptions = {}) {
-    this.rules = Object.freeze(rules.map((r) => Object.freeze({ ...r })));
+  /** Validates and compiles `rules` (same as compileRules); throws InvalidArgumentError naming the bad rule. */
+  constructor(rules: readonly unknown[], options: RuleSetOptions = {}) {
+    this.rules = Object.freeze(validateRules(rules).map((r) => Object.freeze(r)));
     this.#index = compileIndex(this.rules);
     const cacheSize = options.cacheSize ?? DEFAULT_CACHE_SIZE;
     this.#decisions = new BoundedCache({ capacity: cacheSize });
@@ -108,5 +109,5 @@ export class RuleSet {
 
 /** Validates rules (SPEC §1) and compiles them into a RuleSet; throws InvalidArgumentError naming the bad rule. */
 export function compileRules(rules: readonly unknown[], options: RuleSetOptions = {}): RuleSet {
-  return new RuleSet(validateRules(rules), options);
+  return new RuleSet(rules, options);
 }
