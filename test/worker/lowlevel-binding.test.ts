@@ -69,7 +69,7 @@ class MemFs {
   constructor(private readonly cfg: FsConfig) {
     this.nodes.set(1, this.makeNode(1, S_IFDIR | 0o755));
     this.nodes.get(1)!.nlink = 2;
-    this.handlers = this.buildHandlers();
+    this.handlers = MemFs.handlersFor(this);
     for (const name of cfg.omit ?? []) delete this.handlers[name];
   }
 
@@ -143,8 +143,7 @@ class MemFs {
     this.writeSizes.length = 0;
   }
 
-  private buildHandlers(): LL.LowLevelHandlers {
-    const fs = this;
+  private static handlersFor(fs: MemFs): LL.LowLevelHandlers {
     const get = (ino: number): Node => fs.nodes.get(ino)!;
     const newChild = (req: LL.Req, parent: number, name: Buffer, mode: number): Node | null => {
       const p = get(parent);
