@@ -19,7 +19,7 @@ import {
   resolveSystemMounts,
 } from '@agentfense/runtime-bwrap';
 import type { WorkspaceFixture } from './contract.js';
-import { hostProcessesWith, runRuntimeContract } from './contract.js';
+import { expectNoProcessWith, hostProcessesWith, runRuntimeContract } from './contract.js';
 
 const CGROUP_ROOT = '/sys/fs/cgroup';
 const quiet = { debug: () => undefined, warn: (obj: object, msg: string) => console.warn(msg, obj) };
@@ -75,6 +75,28 @@ describe('bwrap only', () => {
     });
     return { sb, sandboxId, fixture };
   }
+
+  it('a kill or timeout right after start never leaves the sandbox running (the die-with-parent race)', async () => {
+    // bwrap killed before its child armed PR_SET_PDEATHSIG used to leave the whole namespace alive, so
+    // kill() and short timeouts hung forever under load. Hit that window many times.
+    const { sb } = await start();
+    const marker = `af_race_${randomUUID()}`;
+    const sleeper = `sh -c 'sleep 1000; : ${marker}' & sh -c 'sleep 1000; : ${marker}'`;
+    const within = <T>(p: Promise<T>, what: string): Promise<T> =>
+      Promise.race([
+        p,
+        sleep(15_000).then(() => {
+          throw new Error(`${what} did not finish within 15 s`);
+        }),
+      ]);
+    for (let i = 0; i < 15; i++) {
+      const proc = await sb.spawn({ argv: ['sh', '-c', sleeper] });
+      await within(proc.kill(), `kill() #${i}`);
+      const result = await within(sb.exec({ command: sleeper, timeoutMs: 1 + (i % 5) }), `timeout #${i}`);
+      expect(result.timedOut).toBe(true);
+    }
+    await expectNoProcessWith(marker);
+  });
 
   it('reports a missing bwrap as UnavailableError saying how to install it, from check() and start()', async () => {
     const runtime = createBwrapRuntime({ bwrapPath: '/nonexistent/bwrap', logger: quiet });

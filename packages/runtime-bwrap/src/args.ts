@@ -62,6 +62,8 @@ export interface BwrapSpec {
   readonly command: string | readonly string[];
   /** Present when the command must be held until its cgroups are joined (resource limits). */
   readonly cgroupHandshake?: CgroupHandshakeFds;
+  /** `--info-fd` alone (no cgroups): bwrap reports its pid 1 so a kill can take the namespace down. */
+  readonly infoFd?: number;
 }
 
 /** Builds the bwrap arguments (without the `bwrap` executable itself) for one command. Pure. */
@@ -127,6 +129,9 @@ export function buildBwrapArgs(spec: BwrapSpec): string[] {
       '--block-fd',
       String(spec.cgroupHandshake.blockFd),
     );
+  } else if (spec.infoFd !== undefined) {
+    // Without cgroups we still want the sandbox's pid 1, to kill its namespace directly (launch.ts).
+    args.push('--info-fd', String(spec.infoFd));
   }
 
   // --- Command ---

@@ -14,11 +14,12 @@ export async function runExec(options: RunExecOptions): Promise<ExecResult> {
   // Read the OOM counter while bwrap starts (not after): adds no latency to the command.
   const watchOom = cgroup !== null && cgroup.limits.memoryBytes !== null;
   const oomBefore = watchOom ? cgroup.oomKills() : Promise.resolve(0);
-  const { subprocess } = await launchBwrap({ ...options, mode: 'exec' });
-  const result = await subprocess;
+  const launched = await launchBwrap({ ...options, mode: 'exec' });
+  const result = await launched.subprocess;
+  const reason = launched.reason();
   const exitCode = result.exitCode ?? null;
   const signal = result.signal ?? null;
-  if (result.failed && exitCode === null && signal === null && !result.timedOut && !result.isCanceled) {
+  if (result.failed && exitCode === null && signal === null && reason === null) {
     // bwrap never ran (ENOENT, EACCES, EMFILE, ...): the host is at fault, not the command.
     const code = (result.cause as NodeJS.ErrnoException | undefined)?.code;
     const message = `could not start bwrap (${options.bwrapPath}): ${result.shortMessage}`;
@@ -38,8 +39,8 @@ export async function runExec(options: RunExecOptions): Promise<ExecResult> {
     stderr: Buffer.from(result.stderr),
     exitCode,
     signal,
-    timedOut: result.timedOut,
-    cancelled: result.isCanceled,
+    timedOut: reason === 'timeout',
+    cancelled: reason === 'abort',
     oomKilled,
     durationMs: result.durationMs,
     audit,

@@ -17,7 +17,7 @@ import type { PathPlaceholder } from './audit.js';
 import type { SandboxCgroup } from './cgroups/types.js';
 import { runExec } from './exec.js';
 import { HANDSHAKE_FDS } from './launch.js';
-import type { BwrapSubprocess } from './launch.js';
+import type { LaunchedBwrap } from './launch.js';
 import type { RuntimeLogger } from './logger.js';
 import { runSpawn } from './spawn.js';
 import { validateEnv } from './validate.js';
@@ -47,7 +47,7 @@ export class BwrapInstance implements RuntimeInstance {
   readonly limits: EnforcedLimits;
   readonly #options: BwrapInstanceOptions;
   /** Every bwrap process still running, so stop() can kill them. */
-  readonly #live = new Set<BwrapSubprocess>();
+  readonly #live = new Set<LaunchedBwrap>();
   #stopped: Promise<void> | undefined;
 
   constructor(options: BwrapInstanceOptions) {
@@ -116,13 +116,13 @@ export class BwrapInstance implements RuntimeInstance {
     bwrapPath: string;
     cgroup: SandboxCgroup | null;
     logger: RuntimeLogger;
-    onSpawned: (s: BwrapSubprocess) => void;
+    onSpawned: (launched: LaunchedBwrap) => void;
   } {
     return {
       bwrapPath: this.#options.bwrapPath,
       cgroup: this.#options.cgroup,
       logger: this.#options.logger,
-      onSpawned: (subprocess) => this.#track(subprocess),
+      onSpawned: (launched) => this.#track(launched),
     };
   }
 
@@ -141,7 +141,7 @@ export class BwrapInstance implements RuntimeInstance {
       env,
       command: command.command,
       ...(command.cwd === undefined ? {} : { cwd: command.cwd }),
-      ...(o.cgroup === null ? {} : { cgroupHandshake: HANDSHAKE_FDS }),
+      ...(o.cgroup === null ? { infoFd: HANDSHAKE_FDS.infoFd } : { cgroupHandshake: HANDSHAKE_FDS }),
     });
     const audit: ExecAudit = {
       runtime: 'bwrap',
@@ -154,19 +154,19 @@ export class BwrapInstance implements RuntimeInstance {
     return { args, audit };
   }
 
-  #track(subprocess: BwrapSubprocess): void {
-    this.#live.add(subprocess);
+  #track(launched: LaunchedBwrap): void {
+    this.#live.add(launched);
     // reject: false, so this never rejects; `finally` keeps the set exact.
-    void subprocess.finally(() => this.#live.delete(subprocess));
+    void launched.subprocess.finally(() => this.#live.delete(launched));
   }
 
   async #teardown(): Promise<void> {
     const { logger, cgroup, scratchDir } = this.#options;
-    // Killing each outer bwrap takes its whole pid namespace down (see spawn.ts); the cgroup teardown
-    // then catches anything that could have escaped the tree, and removes the cgroups.
+    // Terminating each command kills its pid namespace (launch.ts); the cgroup teardown then catches
+    // anything that could have escaped the tree, and removes the cgroups.
     const live = [...this.#live];
-    for (const subprocess of live) subprocess.kill('SIGKILL');
-    await Promise.all(live);
+    await Promise.all(live.map((launched) => launched.terminate('kill')));
+    await Promise.all(live.map((launched) => launched.subprocess));
     await cgroup?.destroy();
     await rm(scratchDir, { recursive: true, force: true });
     logger.debug({ sandboxId: this.sandboxId }, 'sandbox stopped');

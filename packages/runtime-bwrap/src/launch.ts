@@ -8,6 +8,12 @@
 // forks the command. We write N into each cgroup.procs, then the byte. No extra process or shell per
 // command (a `sh -c 'echo $$ > cgroup.procs; exec bwrap'` launcher would cost an exec and a shell string),
 // no cgexec. The outer bwrap (a monitor that never forks again) stays outside: it is not part of the tree.
+//
+// Every launch also reads pid 1 (without cgroups: `--info-fd` alone) so that whatever ends the outer bwrap
+// (timeout, abort, kill(), stop(), a crash) also SIGKILLs the sandbox's pid 1, which makes the kernel kill
+// every process of its pid namespace. --die-with-parent alone is not enough: a bwrap killed right after
+// clone(), before its child armed PR_SET_PDEATHSIG, leaves the namespace running (seen under load).
+import { readFile } from 'node:fs/promises';
 import type { Readable, Writable } from 'node:stream';
 import { execa } from 'execa';
 import type { ResultPromise } from 'execa';
@@ -18,13 +24,6 @@ import type { RuntimeLogger } from './logger.js';
 
 /** The fds the handshake uses (execa's stdio[3] and stdio[4]). */
 export const HANDSHAKE_FDS: CgroupHandshakeFds = { infoFd: 3, blockFd: 4 };
-
-/**
- * How long the outer bwrap may ignore a SIGTERM before execa sends SIGKILL. bwrap does not handle
- * SIGTERM, so it dies at once and its pid 1 follows (die-with-parent); this only covers a bwrap stuck in
- * an uninterruptible FUSE request, which SIGKILL also ends once the request is aborted.
- */
-export const FORCE_KILL_AFTER_MS = 2_000;
 
 /**
  * Default cap on each of stdout/stderr of a buffered command; the command is killed when it is exceeded.
@@ -52,7 +51,7 @@ export interface LaunchOptions {
   readonly maxOutputBytes?: number;
   readonly logger: RuntimeLogger;
   /** Called synchronously once the process exists (before the handshake), e.g. to track it for stop(). */
-  readonly onSpawned?: (subprocess: BwrapSubprocess) => void;
+  readonly onSpawned?: (launched: LaunchedBwrap) => void;
   /** Streaming: each chunk as it arrives, attached before any output can flow. */
   readonly onStdout?: (chunk: Buffer) => void;
   readonly onStderr?: (chunk: Buffer) => void;
@@ -65,15 +64,31 @@ export type BwrapSubprocess = ResultPromise<{
   stripFinalNewline: false;
 }>;
 
+/** Why we ended a command ourselves (null: it ended on its own or was killed from inside). */
+export type TerminationReason = 'timeout' | 'abort' | 'kill' | null;
+
+/** A launched bwrap and the one way to end it. */
+export interface LaunchedBwrap {
+  readonly subprocess: BwrapSubprocess;
+  /**
+   * Ends the whole sandboxed tree: waits for bwrap to report its pid 1 (written right after clone(), so
+   * this is immediate unless bwrap failed to start), SIGKILLs it — the kernel then kills every process of
+   * its pid namespace — and SIGKILLs the outer bwrap. Idempotent; the first reason given is kept.
+   */
+  terminate(reason: Exclude<TerminationReason, null>): Promise<void>;
+  /** Why it was terminated, if it was. */
+  readonly reason: () => TerminationReason;
+}
+
 /**
- * Starts bwrap; resolves once the command is allowed to run (after the cgroup handshake, if any). The
- * subprocess is wrapped in an object because it is itself a promise: returning it bare from an async
- * function would wait for the process to exit.
+ * Starts bwrap; resolves once the command is allowed to run (after the cgroup handshake, if any).
+ * Timeouts and aborts are handled here rather than by execa: execa would kill the outer bwrap at once,
+ * possibly between clone() and the pid report, leaving a namespace nobody can find.
  */
-export async function launchBwrap(options: LaunchOptions): Promise<{ readonly subprocess: BwrapSubprocess }> {
+export async function launchBwrap(options: LaunchOptions): Promise<LaunchedBwrap> {
   const { cgroup, mode } = options;
   const stdin = mode === 'spawn' ? 'pipe' : (options.stdin ?? 'ignore');
-  const stdio = cgroup === null ? [stdin, 'pipe', 'pipe'] : [stdin, 'pipe', 'pipe', 'pipe', 'pipe'];
+  const stdio = cgroup === null ? [stdin, 'pipe', 'pipe', 'pipe'] : [stdin, 'pipe', 'pipe', 'pipe', 'pipe'];
   const subprocess = execa(options.bwrapPath, options.args, {
     stdio: stdio as ['pipe', 'pipe', 'pipe'],
     reject: false,
@@ -82,34 +97,70 @@ export async function launchBwrap(options: LaunchOptions): Promise<{ readonly su
     // bwrap itself gets an empty environment; the sandbox's is built with --clearenv/--setenv anyway.
     env: {},
     extendEnv: false,
-    // Kill bwrap if the control plane exits (bwrap's --die-with-parent then takes the sandbox down).
+    // Kill bwrap if the control plane exits (the exit hook below then takes the namespace down).
     cleanup: true,
-    forceKillAfterDelay: FORCE_KILL_AFTER_MS,
     // Never let execa hold the handshake fds as outputs.
-    buffer:
-      mode === 'spawn'
-        ? false
-        : cgroup === null
-          ? true
-          : { stdout: true, stderr: true, fd3: false, fd4: false },
+    buffer: mode === 'spawn' ? false : { stdout: true, stderr: true, fd3: false, fd4: false },
     maxBuffer: options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES,
-    ...(options.timeoutMs === undefined ? {} : { timeout: options.timeoutMs }),
-    ...(options.signal === undefined ? {} : { cancelSignal: options.signal }),
   }) as unknown as BwrapSubprocess;
-  options.onSpawned?.(subprocess);
+
+  const namespace = readChildPid(subprocess.stdio[3] as Readable).then(async (pid) => ({
+    pid,
+    startTime: await processStartTime(pid),
+  }));
+  // Whatever ends the outer bwrap (a crash, execa's cleanup, maxBuffer) also ends the namespace.
+  // Attached before anything is awaited, so no exit can be missed.
+  subprocess.once('exit', () => {
+    namespace
+      .then(killNamespace, () => undefined)
+      .catch((err: unknown) => {
+        options.logger.warn({ err }, 'could not kill the sandbox pid namespace');
+      });
+  });
+
+  let reason: TerminationReason = null;
+  let terminating: Promise<void> | undefined;
+  const terminate = (why: Exclude<TerminationReason, null>): Promise<void> => {
+    reason ??= why;
+    terminating ??= (async () => {
+      const ns = await namespace.catch(() => null); // no pid: bwrap never got to clone()
+      if (ns !== null) await killNamespace(ns);
+      subprocess.kill('SIGKILL');
+    })();
+    return terminating;
+  };
+  const onTerminateError = (err: unknown): void => options.logger.warn({ err }, 'could not terminate bwrap');
+  const timer =
+    options.timeoutMs === undefined
+      ? undefined
+      : setTimeout(() => void terminate('timeout').catch(onTerminateError), options.timeoutMs);
+  const onAbort = (): void => void terminate('abort').catch(onTerminateError);
+  if (options.signal?.aborted === true) onAbort();
+  else options.signal?.addEventListener('abort', onAbort, { once: true });
+  void subprocess.finally(() => {
+    clearTimeout(timer);
+    options.signal?.removeEventListener('abort', onAbort);
+  });
+
+  const launched: LaunchedBwrap = { subprocess, terminate, reason: () => reason };
+  options.onSpawned?.(launched);
   forward(subprocess.stdout, options.onStdout, options.logger);
   forward(subprocess.stderr, options.onStderr, options.logger);
-  if (cgroup === null) return { subprocess };
+  if (cgroup === null) {
+    // bwrap writes the pid right after clone(), so this costs ~nothing; a bwrap that never started
+    // (missing binary) is reported by the caller from execa's result.
+    await namespace.catch((err: unknown) => options.logger.debug({ err }, 'bwrap sent no child pid'));
+    return launched;
+  }
 
-  const info = subprocess.stdio[3] as Readable;
   const block = subprocess.stdio[4] as Writable;
   try {
-    const childPid = await readChildPid(info);
+    const childPid = (await namespace).pid;
     await cgroup.attach(childPid);
   } catch (err) {
     // The command has not started (pid 1 is still blocked): kill bwrap and report; never release it
     // outside its limits.
-    subprocess.kill('SIGKILL');
+    await terminate('kill');
     await subprocess;
     throw new InternalError(
       `could not place the sandbox's command in its cgroups: ${(err as Error).message}`,
@@ -118,7 +169,7 @@ export async function launchBwrap(options: LaunchOptions): Promise<{ readonly su
   }
   block.on('error', (err: Error) => options.logger.debug({ err }, 'bwrap exited before it was released'));
   block.end('1');
-  return { subprocess };
+  return launched;
 }
 
 /** Reads `{"child-pid": N}` from bwrap's info fd; rejects if bwrap exits first. */
@@ -174,4 +225,25 @@ function forward(
       logger.warn({ err }, 'an output callback threw; output is still collected');
     }
   });
+}
+
+/** Field 22 of /proc/PID/stat (start time in clock ticks): with the pid it names one process for good. */
+async function processStartTime(pid: number): Promise<string | null> {
+  try {
+    const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
+    // The command name (field 2) may hold spaces and parentheses: fields resume after the last ')'.
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19] ?? null;
+  } catch {
+    return null; // already gone
+  }
+}
+
+/** SIGKILLs the sandbox's pid 1 if it is still the process we started (never a recycled pid). */
+async function killNamespace(ns: { pid: number; startTime: string | null }): Promise<void> {
+  if (ns.startTime === null || (await processStartTime(ns.pid)) !== ns.startTime) return;
+  try {
+    process.kill(ns.pid, 'SIGKILL');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ESRCH') throw err;
+  }
 }

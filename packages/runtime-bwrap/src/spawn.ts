@@ -13,7 +13,8 @@ export interface RunSpawnOptions extends Omit<
 
 /** Starts the process and returns its handle once it runs inside its cgroups. */
 export async function runSpawn(options: RunSpawnOptions): Promise<SandboxProcess> {
-  const { subprocess } = await launchBwrap({ ...options, mode: 'spawn' });
+  const launched = await launchBwrap({ ...options, mode: 'spawn' });
+  const { subprocess } = launched;
   const { pid, stdin, stdout, stderr } = subprocess;
   if (pid === undefined || stdin === null || stdout === null || stderr === null) {
     const result = await subprocess;
@@ -33,9 +34,8 @@ export async function runSpawn(options: RunSpawnOptions): Promise<SandboxProcess
     audit: options.audit,
     wait: () => exited,
     kill: async () => {
-      // SIGKILL the outer bwrap: its pid 1 has PDEATHSIG=SIGKILL (--die-with-parent), and the kernel
-      // kills every process of a pid namespace whose pid 1 dies. Idempotent: a dead process ignores it.
-      subprocess.kill('SIGKILL');
+      // Kills the sandbox's pid 1 (the kernel then kills its whole pid namespace) and the outer bwrap.
+      await launched.terminate('kill');
       // The caller no longer wants the output: drain what is left so the streams can end and execa settle.
       stdout.resume();
       stderr.resume();
