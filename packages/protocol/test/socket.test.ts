@@ -217,10 +217,11 @@ describe('listenUnix / connectUnix', () => {
   it('server.close() closes live connections and the client sees them fail', async () => {
     const { server } = await startServer();
     const peer = await connectPeer();
-    const pending = peer.request('hang', {});
+    // Observe the rejection from the start: close() may reject it before the next line runs.
+    const pendingFails = expect(peer.request('hang', {})).rejects.toBeInstanceOf(ProtocolError);
     await expect(peer.request('ping', {})).resolves.toBe('pong');
     await server.close();
-    await expect(pending).rejects.toBeInstanceOf(ProtocolError);
+    await pendingFails;
     expect(peer.closed).toBe(true);
   });
 });
