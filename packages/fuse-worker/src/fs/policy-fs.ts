@@ -270,6 +270,7 @@ export class PolicyFs {
     const node = this.inodes.child(parent, name);
     if (node !== undefined && !node.isDir && this.handles.get(node.ino, false) === undefined) {
       // No OPEN reaches us, so we cannot know whether it is open: keep a handle just in case (one fd).
+      // Best effort: failing to keep a handle only affects a later read through an unlinked descriptor.
       const handle = await this.#delta.openForRead(path).catch(() => undefined);
       if (handle !== undefined) this.handles.set(node.ino, handle, false);
     }
@@ -447,8 +448,11 @@ export class PolicyFs {
 
   /** The permission of a node that the kernel already holds; ENOENT if the rules now hide it. */
   #visiblePermission(path: string, isDir: boolean, caller: Caller, op: string): Permission {
-    if (path === '/')
-      return this.#rules.permissionOf('/') === 'none' ? 'view' : this.#rules.permissionOf('/');
+    if (path === '/') {
+      // The root is always there to list; only rules naming '/' exactly can raise it above view.
+      const root = this.#rules.permissionOf('/');
+      return root === 'none' ? 'view' : root;
+    }
     const permission = this.#rules.permissionOf(path);
     if (permission === 'none' && !(isDir && this.#rules.isTraversable(path))) {
       throw this.#deny(op, path, permission, 'ENOENT', caller);
