@@ -4,7 +4,25 @@
 // to the mount must therefore be asynchronous (fs.promises, child processes); a synchronous fs
 // call on the mount from this thread would deadlock it.
 import { execFile } from 'node:child_process';
-import { mkdtemp, readdir, readFile, rm, stat, lstat, writeFile, mkdir, rename, symlink, readlink, unlink, rmdir, chmod, truncate, utimes, open } from 'node:fs/promises';
+import {
+  mkdtemp,
+  readdir,
+  readFile,
+  rm,
+  stat,
+  lstat,
+  writeFile,
+  mkdir,
+  rename,
+  symlink,
+  readlink,
+  unlink,
+  rmdir,
+  chmod,
+  truncate,
+  utimes,
+  open,
+} from 'node:fs/promises';
 import { readFileSync, readdirSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
@@ -75,7 +93,21 @@ class MemFs {
 
   private makeNode(ino: number, mode: number): Node {
     const now = Date.now();
-    return { ino, mode, nlink: 1, uid: 0, gid: 0, size: 0, atimeMs: now, mtimeMs: now, ctimeMs: now, chunks: new Map(), children: new Map(), target: null, xattrs: new Map() };
+    return {
+      ino,
+      mode,
+      nlink: 1,
+      uid: 0,
+      gid: 0,
+      size: 0,
+      atimeMs: now,
+      mtimeMs: now,
+      ctimeMs: now,
+      chunks: new Map(),
+      children: new Map(),
+      target: null,
+      xattrs: new Map(),
+    };
   }
 
   add(parent: number, name: string, mode: number): Node {
@@ -86,18 +118,35 @@ class MemFs {
   }
 
   attr(n: Node): LL.Attr {
-    return { ino: n.ino, mode: n.mode, nlink: n.nlink, uid: n.uid, gid: n.gid, size: n.size, blocks: Math.ceil(n.size / 512), blksize: 4096, atimeMs: n.atimeMs, mtimeMs: n.mtimeMs, ctimeMs: n.ctimeMs };
+    return {
+      ino: n.ino,
+      mode: n.mode,
+      nlink: n.nlink,
+      uid: n.uid,
+      gid: n.gid,
+      size: n.size,
+      blocks: Math.ceil(n.size / 512),
+      blksize: 4096,
+      atimeMs: n.atimeMs,
+      mtimeMs: n.mtimeMs,
+      ctimeMs: n.ctimeMs,
+    };
   }
 
   entry(n: Node): LL.EntryParam {
-    return { ino: n.ino, attr: this.attr(n), entryTimeout: this.cfg.entryTimeout ?? 1, attrTimeout: this.cfg.attrTimeout ?? 1 };
+    return {
+      ino: n.ino,
+      attr: this.attr(n),
+      entryTimeout: this.cfg.entryTimeout ?? 1,
+      attrTimeout: this.cfg.attrTimeout ?? 1,
+    };
   }
 
   readData(n: Node, size: number, off: number): Buffer {
     const end = Math.min(n.size, off + size);
     if (off >= end) return Buffer.alloc(0);
     const out = Buffer.alloc(end - off);
-    for (let pos = off; pos < end; ) {
+    for (let pos = off; pos < end;) {
       const idx = Math.floor(pos / CHUNK);
       const within = pos - idx * CHUNK;
       const len = Math.min(CHUNK - within, end - pos);
@@ -109,7 +158,7 @@ class MemFs {
   }
 
   writeData(n: Node, data: Buffer, off: number): void {
-    for (let done = 0; done < data.length; ) {
+    for (let done = 0; done < data.length;) {
       const pos = off + done;
       const idx = Math.floor(pos / CHUNK);
       const within = pos - idx * CHUNK;
@@ -164,7 +213,8 @@ class MemFs {
         fs.count('lookup');
         const ino = get(parent).children.get(key(name));
         if (ino !== undefined) return req.replyEntry(fs.entry(get(ino)));
-        if (fs.cfg.negativeTimeout) return req.replyEntry({ ino: 0, attr: { ino: 0, mode: 0 }, entryTimeout: fs.cfg.negativeTimeout });
+        if (fs.cfg.negativeTimeout)
+          return req.replyEntry({ ino: 0, attr: { ino: 0, mode: 0 }, entryTimeout: fs.cfg.negativeTimeout });
         req.replyErr(ENOENT);
       },
       forget() {
@@ -278,12 +328,26 @@ class MemFs {
           { name: '.', ino, mode: S_IFDIR, nextOffset: 1 },
           { name: '..', ino: 1, mode: S_IFDIR, nextOffset: 2 },
         ];
-        for (const [name, child] of n.children) all.push({ name: Buffer.from(name, 'latin1'), ino: child, mode: get(child).mode, nextOffset: all.length + 1 });
+        for (const [name, child] of n.children)
+          all.push({
+            name: Buffer.from(name, 'latin1'),
+            ino: child,
+            mode: get(child).mode,
+            nextOffset: all.length + 1,
+          });
         req.replyDirents(all.slice(offset));
       },
       statfs(req) {
         fs.count('statfs');
-        req.replyStatfs({ bsize: 4096, blocks: 1_000_000, bfree: 600_000, bavail: 500_000, files: 10_000, ffree: 9_000, namemax: 255 });
+        req.replyStatfs({
+          bsize: 4096,
+          blocks: 1_000_000,
+          bfree: 600_000,
+          bavail: 500_000,
+          files: 10_000,
+          ffree: 9_000,
+          namemax: 255,
+        });
       },
       setxattr(req, ino, name, value) {
         fs.count('setxattr');
@@ -333,7 +397,11 @@ async function mountMemFs(cfg: FsConfig = {}, options: LL.LowLevelOptions = {}):
   await mkdir(mnt);
   ourMountpoints.push(mnt);
   const fs = new MemFs(cfg);
-  const fuse = new LowLevelFuse(mnt, fs.handlers, { fsname: 'agentfense-test', subtype: 'memfs', ...options });
+  const fuse = new LowLevelFuse(mnt, fs.handlers, {
+    fsname: 'agentfense-test',
+    subtype: 'memfs',
+    ...options,
+  });
   await fuse.mount();
   const m = { fs, fuse, mnt };
   live.push(m);
@@ -427,7 +495,11 @@ describe('fuse-native low-level binding', () => {
     expect(xattrOut.split('\n')).toEqual(['00ff6279746573', "['user.rule']", '[]', '']);
 
     // a name that is not UTF-8 arrives and leaves as raw bytes
-    await run('python3', ['-c', "import os, sys; open(os.path.join(os.fsencode(sys.argv[1]), b'caf\\xe9'), 'w').write('x'); print(os.listdir(os.fsencode(sys.argv[1])))", mnt]);
+    await run('python3', [
+      '-c',
+      "import os, sys; open(os.path.join(os.fsencode(sys.argv[1]), b'caf\\xe9'), 'w').write('x'); print(os.listdir(os.fsencode(sys.argv[1])))",
+      mnt,
+    ]);
     expect([...fs.nodes.get(1)!.children.keys()]).toContain('caf\xe9');
 
     const { stdout: dfOut } = await run('stat', ['-f', '-c', '%b %a %S', mnt]);
@@ -442,7 +514,27 @@ describe('fuse-native low-level binding', () => {
     expect(await readdir(mnt, { encoding: 'buffer' })).toEqual([Buffer.from([0x63, 0x61, 0x66, 0xe9])]);
     expect(fs.doubleReplyErrors.length).toBeGreaterThan(0);
     expect(fs.doubleReplyErrors[0]).toMatch(/already answered/);
-    for (const op of ['lookup', 'getattr', 'setattr', 'mkdir', 'create', 'write', 'read', 'readdir', 'rename', 'symlink', 'readlink', 'unlink', 'rmdir', 'link', 'setxattr', 'getxattr', 'listxattr', 'removexattr', 'statfs']) {
+    for (const op of [
+      'lookup',
+      'getattr',
+      'setattr',
+      'mkdir',
+      'create',
+      'write',
+      'read',
+      'readdir',
+      'rename',
+      'symlink',
+      'readlink',
+      'unlink',
+      'rmdir',
+      'link',
+      'setxattr',
+      'getxattr',
+      'listxattr',
+      'removexattr',
+      'statfs',
+    ]) {
       expect(fs.counts[op], op).toBeGreaterThan(0);
     }
   });
@@ -467,7 +559,13 @@ describe('fuse-native low-level binding', () => {
     }
     expect(await statSize(path)).toBe(at + payload.length);
     expect((await stat(path)).size).toBeGreaterThan(4 * 2 ** 30);
-    const { stdout } = await run('dd', [`if=${path}`, 'bs=1', `skip=${at}`, `count=${payload.length}`, 'status=none']);
+    const { stdout } = await run('dd', [
+      `if=${path}`,
+      'bs=1',
+      `skip=${at}`,
+      `count=${payload.length}`,
+      'status=none',
+    ]);
     expect(stdout).toBe(payload.toString());
     expect(fs.nodes.size).toBe(2);
   });
@@ -509,7 +607,12 @@ describe('fuse-native low-level binding', () => {
   });
 
   it('notifyInvalInode / notifyInvalEntry / notifyDelete make changes visible despite long timeouts', async () => {
-    const { fs, fuse, mnt } = await mountMemFs({ omit: ['open'], attrTimeout: 3600, entryTimeout: 3600, negativeTimeout: 3600 });
+    const { fs, fuse, mnt } = await mountMemFs({
+      omit: ['open'],
+      attrTimeout: 3600,
+      entryTimeout: 3600,
+      negativeTimeout: 3600,
+    });
     const f = fs.add(1, 'rules.txt', S_IFREG | 0o644);
     fs.writeData(f, Buffer.from('old rules\n'), 0);
     const path = join(mnt, 'rules.txt');
@@ -550,8 +653,12 @@ describe('fuse-native low-level binding', () => {
     expect(() => new LowLevelFuse('/tmp', {}, { fsname: 'a,allow_other' })).toThrow(/fsname/);
     expect(() => new LowLevelFuse('/tmp', {}, { extraOptions: ['ro,dev'] })).toThrow(/extra option/);
     expect(() => new LowLevelFuse('/tmp', {}, { maxWrite: 12.5 })).toThrow(/maxWrite/);
-    expect(() => new LowLevelFuse('/tmp', {}, { bogus: 1 } as unknown as LL.LowLevelOptions)).toThrow(/unknown option/);
-    await expect(new LowLevelFuse(join(tmpdir(), 'agentfense-no-such-dir'), {}).mount()).rejects.toThrow(/not accessible/);
+    expect(() => new LowLevelFuse('/tmp', {}, { bogus: 1 } as unknown as LL.LowLevelOptions)).toThrow(
+      /unknown option/,
+    );
+    await expect(new LowLevelFuse(join(tmpdir(), 'agentfense-no-such-dir'), {}).mount()).rejects.toThrow(
+      /not accessible/,
+    );
 
     const m = await mountMemFs();
     expect(ourThreads().sort()).toEqual(['fuse-ll-notify', 'fuse-ll-session']);
@@ -583,6 +690,8 @@ describe('fuse-native low-level binding', () => {
     fs.resetCounts();
     const fuseUs = Number((await run('python3', ['-c', py, join(mnt, 'f'), String(n)])).stdout);
     expect(fs.counts.getattr ?? 0).toBeGreaterThanOrEqual(n);
-    console.log(`[lowlevel round trip] stat on a warm dentry, attrTimeout 0: ${fuseUs.toFixed(1)} µs/op through FUSE (${fs.counts.getattr} GETATTR), ${nativeUs.toFixed(2)} µs/op native tmpfs/disk`);
+    console.log(
+      `[lowlevel round trip] stat on a warm dentry, attrTimeout 0: ${fuseUs.toFixed(1)} µs/op through FUSE (${fs.counts.getattr} GETATTR), ${nativeUs.toFixed(2)} µs/op native tmpfs/disk`,
+    );
   });
 });
