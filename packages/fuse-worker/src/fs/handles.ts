@@ -59,6 +59,16 @@ export class HandleCache {
     entry.handle.close().catch(() => undefined);
   }
 
+  /**
+   * Closes every handle that a path can reopen (after a discard or commit replaced the host files behind
+   * them); pinned handles of unlinked-but-open files stay, nothing else can serve them.
+   */
+  closeUnpinned(): void {
+    for (const ino of [...this.#entries.keys()]) {
+      if (!this.#pinned.has(ino)) this.drop(ino);
+    }
+  }
+
   /** Closes everything (unmount). */
   async closeAll(): Promise<void> {
     const all = [...this.#entries.values()];

@@ -143,15 +143,7 @@ export class PolicyFs {
   async setRules(rules: RuleSet): Promise<void> {
     this.#rules = rules;
     this.#hints = new WriteHints(rules);
-    this.#listings.clear();
-    const invalidator = this.invalidator;
-    if (invalidator === undefined) return;
-    const pending: Promise<void>[] = [];
-    for (const node of this.inodes.entries()) {
-      pending.push(invalidator.inode(node.ino));
-      if (node.parent !== 0) pending.push(invalidator.entry(node.parent, node.name));
-    }
-    await Promise.all(pending);
+    await this.invalidateAll();
   }
 
   // --- namespace -----------------------------------------------------------------------------------
@@ -403,22 +395,72 @@ export class PolicyFs {
     }
   }
 
-  /** GETXATTR: only user.* attributes exist in the sandbox, and none are stored yet (ENODATA). */
-  xattrGet(ino: number, caller: Caller): never {
-    const path = this.#pathOrStale(ino);
-    const permission = this.#visiblePermission(path, this.#node(ino).isDir, caller, 'getxattr');
-    if (!atLeast(permission, 'read') && !this.#node(ino).isDir) {
-      throw this.#deny('getxattr', path, permission, 'EACCES', caller);
-    }
-    throw new FsError('ENODATA', `${path}: no such attribute`);
-  }
-
-  /** SETXATTR/REMOVEXATTR: need write; extended attributes are not supported (ENOTSUP). */
-  xattrSet(ino: number, caller: Caller): never {
+  /** SETXATTR/REMOVEXATTR: need write (SPEC §2); storing attributes is not supported (ENOTSUP). */
+  xattrSet(ino: number, name: string, caller: Caller): never {
     const path = this.#pathOrStale(ino);
     const permission = this.#visiblePermission(path, this.#node(ino).isDir, caller, 'setxattr');
     if (permission !== 'write') throw this.#deny('setxattr', path, permission, 'EACCES', caller);
-    throw new FsError('ENOTSUP', `${path}: extended attributes are not supported`);
+    throw new FsError('ENOTSUP', `${path}: extended attributes (${name}) are not supported`);
+  }
+
+  // --- whole-file access for the control plane (library readFile/writeFile) ---------------------------
+
+  /** Reads a whole file as the sandbox would: none => ENOENT, view => EACCES. */
+  async readPath(path: string, caller: Caller): Promise<Buffer> {
+    const permission = this.#rules.permissionOf(path);
+    if (!atLeast(permission, 'read')) {
+      throw this.#deny('readFile', path, permission, permission === 'none' ? 'ENOENT' : 'EACCES', caller);
+    }
+    const found = await this.#delta.lookup(path);
+    if (found === null) throw new FsError('ENOENT', `${path} does not exist`);
+    if (found.type !== 'file') throw new FsError('EISDIR', `${path} is not a regular file`);
+    const handle = await this.#delta.openForRead(path);
+    try {
+      const data = await handle.readFile();
+      this.#allow('readFile', path, permission, caller);
+      return data;
+    } finally {
+      await handle.close();
+    }
+  }
+
+  /** Writes a whole file into the delta as the sandbox would (write permission; parent must exist). */
+  async writePath(path: string, data: Uint8Array, caller: Caller): Promise<void> {
+    const permission = this.#rules.permissionOf(path);
+    if (permission !== 'write') {
+      throw this.#deny('writeFile', path, permission, permission === 'none' ? 'ENOENT' : 'EACCES', caller);
+    }
+    const found = await this.#delta.lookup(path);
+    if (found !== null && found.type !== 'file') throw new FsError('EISDIR', `${path} is not a regular file`);
+    const handle =
+      found === null
+        ? await this.#delta.create(path, 0o644, constants.O_RDWR | constants.O_TRUNC)
+        : await this.#delta.openForWrite(path, constants.O_RDWR | constants.O_TRUNC);
+    try {
+      await handle.writeFile(data);
+    } finally {
+      await handle.close();
+    }
+    this.#allow('writeFile', path, permission, caller);
+    // The kernel may hold this file's old pages or a negative entry for its name: drop them.
+    await this.invalidateAll();
+  }
+
+  /**
+   * Makes the kernel forget every cached attribute, page, dentry and listing (after rule changes, a
+   * discard, or a write that did not come through the mount). Resolves when the kernel has them.
+   */
+  async invalidateAll(): Promise<void> {
+    this.#listings.clear();
+    this.handles.closeUnpinned();
+    const invalidator = this.invalidator;
+    if (invalidator === undefined) return;
+    const pending: Promise<void>[] = [];
+    for (const node of this.inodes.entries()) {
+      pending.push(invalidator.inode(node.ino));
+      if (node.parent !== 0) pending.push(invalidator.entry(node.parent, node.name));
+    }
+    await Promise.all(pending);
   }
 
   /** Closes host handles (unmount). */

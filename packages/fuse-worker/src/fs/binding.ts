@@ -1,0 +1,164 @@
+// The adapter between the patched fuse-native low-level binding and PolicyFs: decodes names, answers
+// each request exactly once (value or errno), and counts every op with its latency.
+//
+// GETXATTR and LISTXATTR have no handler either: no attributes are stored, and ENOSYS makes the kernel
+// answer EOPNOTSUPP itself from then on (`ls -l` asks once per file for ACLs and SELinux labels).
+// SETXATTR/REMOVEXATTR stay, so a write-permission denial still reads EACCES (SPEC §2).
+//
+// OPEN, OPENDIR, FLUSH, RELEASE(DIR) and FSYNCDIR have no handler on purpose: the binding then answers
+// ENOSYS (or success) on its own thread, and the kernel stops sending them (no_open / no_opendir /
+// no_flush), keeping page and readdir caches across opens. Every permission decision that an OPEN would
+// have carried is made elsewhere: at lookup (none), in the mode bits the kernel enforces with
+// default_permissions, and again here at read/write/setattr.
+import { performance } from 'node:perf_hooks';
+import type { LowLevelHandlers, Req } from 'fuse-native/lowlevel.js';
+import { FsError, toErrno } from '../errors.js';
+import type { OpStats } from './op-stats.js';
+import type { Caller, PolicyFs } from './policy-fs.js';
+
+const decoder = new TextDecoder('utf-8', { fatal: true });
+
+/**
+ * A file name from the kernel as a string. Names must be valid UTF-8 (rules, JSON and the wire protocol
+ * are text): anything else is refused rather than silently mangled into another name.
+ */
+function nameOf(raw: Buffer): string {
+  try {
+    return decoder.decode(raw);
+  } catch {
+    throw new FsError('EINVAL', 'file names must be valid UTF-8');
+  }
+}
+
+function callerOf(req: Req): Caller {
+  return { pid: req.pid, uid: req.uid, gid: req.gid };
+}
+
+export interface BindingOptions {
+  readonly fs: PolicyFs;
+  readonly stats: OpStats;
+  /** Seconds the kernel may cache attributes it gets from getattr/setattr. */
+  readonly attrTimeout: number;
+  /** Unexpected failures (EIO) are reported here. */
+  readonly onInternalError: (op: string, err: unknown) => void;
+}
+
+/** Builds the handler table the binding calls. */
+export function createHandlers(options: BindingOptions): LowLevelHandlers {
+  const { fs, stats, attrTimeout } = options;
+
+  /** Runs one op: reply on success, errno on failure, and count it. */
+  const serve = (op: string, req: Req, work: () => Promise<void> | void): Promise<void> | void => {
+    const started = performance.now();
+    const fail = (err: unknown): void => {
+      const errno = toErrno(err);
+      if (!(err instanceof FsError)) options.onInternalError(op, err);
+      if (!req.replied) req.replyErr(errno);
+      stats.record(op, (performance.now() - started) * 1000, true);
+    };
+    try {
+      const pending = work();
+      if (pending === undefined) {
+        stats.record(op, (performance.now() - started) * 1000, false);
+        return;
+      }
+      return pending.then(() => stats.record(op, (performance.now() - started) * 1000, false), fail);
+    } catch (err) {
+      fail(err);
+    }
+  };
+
+  return {
+    lookup: (req, parent, name) =>
+      serve('lookup', req, async () => {
+        const entry = await fs.lookup(parent, nameOf(name), callerOf(req));
+        // ino 0: a negative entry the kernel caches (the name does not exist at all).
+        req.replyEntry('attr' in entry ? entry : { ino: 0, attr: { ino: 0, mode: 0 }, entryTimeout: entry.entryTimeout });
+      }),
+    forget: (ino, nlookup) => {
+      fs.forget(ino, nlookup);
+    },
+    getattr: (req, ino) =>
+      serve('getattr', req, async () => {
+        req.replyAttr(await fs.getattr(ino, callerOf(req)), attrTimeout);
+      }),
+    setattr: (req, ino, changes) =>
+      serve('setattr', req, async () => {
+        req.replyAttr(await fs.setattr(ino, changes, callerOf(req)), attrTimeout);
+      }),
+    readlink: (req, ino) =>
+      serve('readlink', req, async () => {
+        req.replyReadlink(await fs.readlink(ino, callerOf(req)));
+      }),
+    mknod: (req, parent, name, mode) =>
+      serve('mknod', req, async () => {
+        req.replyEntry(await fs.mknod(parent, nameOf(name), mode, callerOf(req)));
+      }),
+    mkdir: (req, parent, name, mode) =>
+      serve('mkdir', req, async () => {
+        req.replyEntry(await fs.mkdir(parent, nameOf(name), mode, callerOf(req)));
+      }),
+    unlink: (req, parent, name) =>
+      serve('unlink', req, async () => {
+        await fs.unlink(parent, nameOf(name), callerOf(req));
+        req.replyErr(0);
+      }),
+    rmdir: (req, parent, name) =>
+      serve('rmdir', req, async () => {
+        await fs.rmdir(parent, nameOf(name), callerOf(req));
+        req.replyErr(0);
+      }),
+    symlink: (req, target, parent, name) =>
+      serve('symlink', req, async () => {
+        req.replyEntry(await fs.symlink(nameOf(target), parent, nameOf(name), callerOf(req)));
+      }),
+    rename: (req, parent, name, newParent, newName) =>
+      serve('rename', req, async () => {
+        await fs.rename(parent, nameOf(name), newParent, nameOf(newName), callerOf(req));
+        req.replyErr(0);
+      }),
+    link: (req, ino, newParent, newName) =>
+      serve('link', req, async () => {
+        req.replyEntry(await fs.link(ino, newParent, nameOf(newName), callerOf(req)));
+      }),
+    read: (req, ino, size, offset) =>
+      serve('read', req, async () => {
+        req.replyBuf(await fs.read(ino, size, offset, callerOf(req)));
+      }),
+    write: (req, ino, data, offset) =>
+      serve('write', req, async () => {
+        req.replyWrite(await fs.write(ino, data, offset, callerOf(req)));
+      }),
+    fsync: (req, ino, datasync) =>
+      serve('fsync', req, async () => {
+        await fs.fsync(ino, datasync);
+        req.replyErr(0);
+      }),
+    readdir: (req, ino, _size, offset) =>
+      serve('readdir', req, async () => {
+        req.replyDirents(await fs.readdir(ino, offset, callerOf(req)));
+      }),
+    statfs: (req) =>
+      serve('statfs', req, async () => {
+        req.replyStatfs(await fs.statfs());
+      }),
+    access: (req, ino, mask) =>
+      serve('access', req, async () => {
+        await fs.access(ino, mask, callerOf(req));
+        req.replyErr(0);
+      }),
+    create: (req, parent, name, mode, flags) =>
+      serve('create', req, async () => {
+        // keepCache: a created file's pages are ours; the kernel keeps them across later opens.
+        req.replyCreate(await fs.create(parent, nameOf(name), mode, flags, callerOf(req)), { keepCache: true });
+      }),
+    setxattr: (req, ino, name) =>
+      serve('setxattr', req, () => {
+        fs.xattrSet(ino, name, callerOf(req));
+      }),
+    removexattr: (req, ino, name) =>
+      serve('removexattr', req, () => {
+        fs.xattrSet(ino, name, callerOf(req));
+      }),
+  };
+}

@@ -1,0 +1,68 @@
+// The worker process: `node main.js --log-file F [--log-level L] [--name N]`, started by spawnWorker()
+// with its control connection (a socketpair) on fd 3. It serves exactly one mount and exits when asked,
+// when the control plane hangs up (so a dead control plane never leaves a worker behind), or on
+// SIGTERM/SIGINT — unmounting first every time.
+import { Socket } from 'node:net';
+import { parseArgs } from 'node:util';
+import { pino } from 'pino';
+import { RpcPeer, createSocketTransport, serverHandshake } from '@agentfense/protocol';
+import { WorkerService } from './worker/server.js';
+
+const CONTROL_FD = 3;
+
+function usage(message: string): never {
+  process.stderr.write(`agentfense worker: ${message}\nusage: main.js --log-file FILE [--log-level L] [--name N]\n`);
+  process.exit(2);
+}
+
+async function main(): Promise<void> {
+  let values;
+  try {
+    ({ values } = parseArgs({
+      options: {
+        'log-file': { type: 'string' },
+        'log-level': { type: 'string', default: 'info' },
+        name: { type: 'string' },
+      },
+      strict: true,
+    }));
+  } catch (err) {
+    usage((err as Error).message);
+  }
+  const logFile = values['log-file'];
+  if (logFile === undefined) usage('--log-file is required');
+  const name = values.name ?? 'worker';
+  process.title = `agentfense-worker ${name}`;
+
+  const logger = pino(
+    { level: values['log-level'], base: { pid: process.pid, sandbox: name } },
+    pino.destination({ dest: logFile, mkdir: true, sync: false }),
+  );
+  const socket = new Socket({ fd: CONTROL_FD, readable: true, writable: true });
+  const transport = createSocketTransport(socket);
+  await serverHandshake(transport, { info: { pid: process.pid } });
+  const peer = new RpcPeer({ transport });
+  const service = new WorkerService({ peer, logger });
+  logger.info('worker ready');
+
+  const exit = (reason: string, code: number): void => {
+    void service.close(reason).finally(() => {
+      logger.flush();
+      peer.close();
+      // Let the log and the last frames drain; nothing else may keep us alive after the unmount.
+      setTimeout(() => process.exit(code), 20).unref();
+    });
+  };
+  peer.onClose(() => exit('control connection closed', 0));
+  process.once('SIGTERM', () => exit('SIGTERM', 0));
+  process.once('SIGINT', () => exit('SIGINT', 0));
+  process.on('uncaughtException', (err) => {
+    logger.fatal({ err }, 'uncaught exception');
+    exit('uncaught exception', 1);
+  });
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`agentfense worker: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+  process.exit(1);
+});

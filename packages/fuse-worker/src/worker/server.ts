@@ -1,0 +1,236 @@
+// The worker's side of the protocol: one mounted view per process. `mount` opens the delta, compiles the
+// rules and mounts; every other method works on that one mount. Teardown is idempotent and is reached from
+// `unmount`, from the control plane hanging up, and from SIGTERM/SIGINT.
+import { mkdir, readFile } from 'node:fs/promises';
+import { LowLevelFuse } from 'fuse-native/lowlevel.js';
+import type { Logger } from 'pino';
+import {
+  InvalidArgumentError,
+  WrongStateError,
+  compileRules,
+  normalizePath,
+  serveWorkerApi,
+} from '@agentfense/protocol';
+import type { MountParams, RpcPeer, WorkerHandlers, WorkerServer, WorkerStats } from '@agentfense/protocol';
+import { AuditLog } from '../audit.js';
+import { Delta } from '../delta/delta.js';
+import { createHandlers } from '../fs/binding.js';
+import { OpStats } from '../fs/op-stats.js';
+import { PolicyFs } from '../fs/policy-fs.js';
+
+/** Default seconds the kernel caches entries and attributes (rule changes and discards invalidate). */
+export const DEFAULT_CACHE_TTL_SECONDS = 60;
+/** How often the worker tells the control plane it is alive. */
+export const HEALTH_INTERVAL_MS = 1000;
+
+/** The control plane itself, as a caller in audit records of library readFile/writeFile. */
+const CONTROL_CALLER = { pid: 0, uid: 0, gid: 0 };
+
+interface Mounted {
+  readonly fuse: LowLevelFuse;
+  readonly fs: PolicyFs;
+  readonly delta: Delta;
+  readonly mountpoint: string;
+}
+
+export interface WorkerServerOptions {
+  readonly peer: RpcPeer;
+  readonly logger: Logger;
+}
+
+/** One worker's state machine: idle -> mounted -> closed. */
+export class WorkerService {
+  readonly #peer: RpcPeer;
+  readonly #logger: Logger;
+  readonly #stats = new OpStats();
+  readonly #started = Date.now();
+  readonly #server: WorkerServer;
+  readonly #audit: AuditLog;
+  #mounted: Mounted | undefined;
+  #mounting = false;
+  #rulesVersion = 0;
+  #teardown: Promise<void> | undefined;
+  #health: NodeJS.Timeout | undefined;
+
+  constructor(options: WorkerServerOptions) {
+    this.#peer = options.peer;
+    this.#logger = options.logger;
+    this.#audit = new AuditLog({ emit: (events) => this.#server.emit('audit', events) });
+    this.#server = serveWorkerApi(this.#peer, this.#handlers());
+  }
+
+  /** Unmounts (if mounted) and releases everything; safe to call many times. */
+  close(reason: string): Promise<void> {
+    this.#teardown ??= this.#close(reason);
+    return this.#teardown;
+  }
+
+  async #close(reason: string): Promise<void> {
+    this.#logger.info({ reason }, 'shutting down');
+    if (this.#health !== undefined) clearInterval(this.#health);
+    this.#audit.flush();
+    const mounted = this.#mounted;
+    this.#mounted = undefined;
+    if (mounted !== undefined) {
+      // Lazy: a process still inside the mount (a shell cd'ed there) must not keep us from exiting.
+      await mounted.fuse.unmount({ lazy: true }).catch((err: unknown) => {
+        this.#logger.error({ err }, 'unmount failed');
+      });
+      await mounted.fs.close();
+      await mounted.delta.close();
+      this.#logger.info({ mountpoint: mounted.mountpoint, ops: this.#stats.total() }, 'unmounted');
+    }
+    this.#server.dispose();
+  }
+
+  #need(): Mounted {
+    if (this.#mounted === undefined) throw new WrongStateError('the worker has not mounted anything yet');
+    return this.#mounted;
+  }
+
+  async #mount(params: MountParams): Promise<{ mountpoint: string; pid: number }> {
+    if (this.#mounted !== undefined || this.#mounting || this.#teardown !== undefined) {
+      throw new WrongStateError('this worker already mounted (one mount per worker process)');
+    }
+    this.#mounting = true;
+    try {
+      const rules = compileRules(params.rules);
+      const ttl = params.cacheTtlSeconds ?? DEFAULT_CACHE_TTL_SECONDS;
+      if (!(ttl >= 0 && ttl <= 86_400)) {
+        throw new InvalidArgumentError(`cacheTtlSeconds must be between 0 and 86400 (got ${ttl})`);
+      }
+      this.#audit.allowed = params.auditAllowed ?? false;
+      // The control plane's own path (trusted); the delta layer opens it without following symlinks.
+      await mkdir(params.deltaDir, { recursive: true, mode: 0o700 });
+      const delta = await Delta.open({
+        lowerDir: params.lowerDir,
+        deltaDir: params.deltaDir,
+        logger: this.#logger,
+      });
+      const fs = new PolicyFs({
+        delta,
+        rules,
+        audit: this.#audit,
+        cacheTtlSeconds: ttl,
+        uid: process.getuid?.() ?? 0,
+        gid: process.getgid?.() ?? 0,
+        statfsPath: params.deltaDir,
+      });
+      const handlers = createHandlers({
+        fs,
+        stats: this.#stats,
+        attrTimeout: ttl,
+        onInternalError: (op, err) => this.#logger.error({ op, err }, 'filesystem op failed unexpectedly'),
+      });
+      const fuse = new LowLevelFuse(params.mountpoint, handlers, {
+        fsname: 'agentfense',
+        subtype: 'agentfense',
+        defaultPermissions: true,
+        allowOther: params.allowOther ?? false,
+        extraOptions: ['nosuid', 'nodev'],
+        onError: (err) => this.#logger.error({ err }, 'FUSE handler error'),
+      });
+      fs.invalidator = {
+        inode: async (ino) => {
+          await fuse.notifyInvalInode(ino, 0, 0);
+        },
+        entry: async (parent, name) => {
+          await fuse.notifyInvalEntry(parent, name);
+        },
+      };
+      try {
+        const conn = await fuse.mount();
+        this.#logger.info({ mountpoint: params.mountpoint, conn, ttl }, 'mounted');
+      } catch (err) {
+        await delta.close();
+        throw err;
+      }
+      this.#mounted = { fuse, fs, delta, mountpoint: params.mountpoint };
+      this.#rulesVersion = 1;
+      this.#health = setInterval(() => {
+        this.#server.emit('health', { time: Date.now(), ops: this.#stats.total() });
+      }, HEALTH_INTERVAL_MS);
+      return { mountpoint: params.mountpoint, pid: process.pid };
+    } finally {
+      this.#mounting = false;
+    }
+  }
+
+  async #stats_(): Promise<WorkerStats> {
+    return {
+      uptimeMs: Date.now() - this.#started,
+      ops: this.#stats.summary(),
+      rssBytes: process.memoryUsage.rss(),
+      pssBytes: await readPss(),
+      openHandles: this.#mounted?.fs.handles.size ?? 0,
+    };
+  }
+
+  #handlers(): WorkerHandlers {
+    return {
+      mount: (params) => this.#mount(params),
+      unmount: async () => {
+        await this.close('asked to unmount');
+        return {};
+      },
+      setRules: async ({ rules }) => {
+        const compiled = compileRules(rules);
+        await this.#need().fs.setRules(compiled);
+        this.#logger.info({ rules: rules.length }, 'rules replaced');
+        return { version: ++this.#rulesVersion };
+      },
+      setAudit: ({ allowed }) => {
+        this.#audit.allowed = allowed;
+        return {};
+      },
+      stats: () => this.#stats_(),
+      changes: async () => ({ changes: await this.#need().delta.changes() }),
+      diff: async ({ paths }) => {
+        const { diff, binary } = await this.#need().delta.diff(pathFilter(paths));
+        return { diff, binary };
+      },
+      commit: async ({ mode, paths }) => {
+        const mounted = this.#need();
+        const { applied, conflicts, skipped } = await mounted.delta.commit({ mode, ...pathFilter(paths) });
+        // Committed files moved from the delta to the codebase: host handles we hold may point at them.
+        await mounted.fs.invalidateAll();
+        this.#logger.info({ applied: applied.length, conflicts: conflicts.length, skipped: skipped.length }, 'commit');
+        return { applied, conflicts };
+      },
+      discard: async ({ paths }) => {
+        const mounted = this.#need();
+        await mounted.delta.discard(pathFilter(paths));
+        await mounted.fs.invalidateAll();
+        this.#logger.info({ paths: paths ?? ['/'] }, 'discard');
+        return {};
+      },
+      readFile: async ({ path }) => ({ data: await this.#need().fs.readPath(clientPath(path), CONTROL_CALLER) }),
+      writeFile: async ({ path, data }) => {
+        await this.#need().fs.writePath(clientPath(path), data, CONTROL_CALLER);
+        return {};
+      },
+    };
+  }
+}
+
+/** A codebase path from the control plane: absolute, normalised, no `..` escaping the root. */
+function clientPath(path: string): string {
+  if (path.includes('\0')) throw new InvalidArgumentError('path must not contain NUL bytes');
+  if (path.split('/').includes('..')) throw new InvalidArgumentError(`path must not contain '..': ${path}`);
+  return normalizePath(path.startsWith('/') ? path : `/${path}`);
+}
+
+function pathFilter(paths: readonly string[] | undefined): { paths?: string[] } {
+  return paths === undefined ? {} : { paths: paths.map(clientPath) };
+}
+
+/** Proportional set size: the memory this worker really costs (the node binary's pages are shared). */
+async function readPss(): Promise<number | null> {
+  try {
+    const text = await readFile('/proc/self/smaps_rollup', 'utf8');
+    const match = /^Pss:\s+(\d+) kB/m.exec(text);
+    return match === null ? null : Number(match[1]) * 1024;
+  } catch {
+    return null;
+  }
+}
