@@ -2,6 +2,7 @@
 import { Command, CommanderError } from 'commander';
 import { AgentFenseError, InvalidArgumentError } from '@agentfense/protocol';
 import { registerExplain } from './commands/explain.js';
+import { registerMount } from './commands/mount.js';
 import { registerPresets } from './commands/presets.js';
 import { processIo } from './io.js';
 import type { CliIo, CliResult } from './io.js';
@@ -29,6 +30,7 @@ export function createProgram(io: CliIo = processIo, result: CliResult = { exitC
   const context = { io, result };
   registerExplain(program, context);
   registerPresets(program, context);
+  registerMount(program, context);
   for (const command of program.commands) command.exitOverride().configureOutput(program.configureOutput());
   return program;
 }

@@ -1,0 +1,104 @@
+// `agentfense mount <dir> <mountpoint>`: serves the permission view of a directory in the foreground until
+// SIGINT/SIGTERM, which unmount cleanly (SPEC §7). Useful to look at what an agent would see, or to hand
+// the view to another tool. Without --delta, changes go to a temporary delta removed at exit.
+import { mkdtemp, readdir, rm, stat } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import type { Command } from 'commander';
+import { isFuseMounted, spawnWorker } from '@agentfense/fuse-worker';
+import { InvalidArgumentError, WorkerExitedError } from '@agentfense/protocol';
+import type { CliContext } from '../io.js';
+import { addPolicyOptions, policyFromFlags } from '../policy-options.js';
+import type { PolicyFlags } from '../policy-options.js';
+
+interface MountFlags extends PolicyFlags {
+  readonly delta?: string;
+  readonly log?: string;
+  readonly allowOther?: boolean;
+  readonly audit?: boolean;
+}
+
+async function requireDir(path: string, what: string): Promise<void> {
+  const info = await stat(path).catch(() => null);
+  if (info === null) throw new InvalidArgumentError(`${what} ${path} does not exist`);
+  if (!info.isDirectory()) throw new InvalidArgumentError(`${what} ${path} is not a directory`);
+}
+
+/** Resolves on the first SIGINT or SIGTERM. */
+function untilSignal(): { promise: Promise<string>; dispose(): void } {
+  let onSignal: (signal: string) => void = () => undefined;
+  const promise = new Promise<string>((done) => (onSignal = done));
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  return {
+    promise,
+    dispose: () => {
+      process.off('SIGINT', onSignal);
+      process.off('SIGTERM', onSignal);
+    },
+  };
+}
+
+/** Registers `mount` on the program. */
+export function registerMount(program: Command, { io, result }: CliContext): void {
+  addPolicyOptions(
+    program
+      .command('mount')
+      .description('serve the permission view of <dir> at <mountpoint> until Ctrl-C (SIGINT/SIGTERM unmount)')
+      .argument('<dir>', 'the codebase directory (read-only lower layer; never modified)')
+      .argument('<mountpoint>', 'an existing empty directory'),
+  )
+    .option(
+      '--delta <dir>',
+      'keep changes in this directory across runs (default: a temporary one, removed at exit)',
+    )
+    .option('--log <file>', "the worker's JSON log file (default: a file in the temporary directory)")
+    .option('--allow-other', 'let other users use the mount (needs user_allow_other for non-root)')
+    .option('--audit', 'print every access decision (denials and allowed accesses) to stderr as JSON lines')
+    .action(async (dir: string, mountpoint: string, flags: MountFlags) => {
+      const lowerDir = resolve(dir);
+      const target = resolve(mountpoint);
+      const rules = await policyFromFlags(flags);
+      await requireDir(lowerDir, 'codebase directory');
+      await requireDir(target, 'mountpoint');
+      if (await isFuseMounted(target)) throw new InvalidArgumentError(`${target} is already a FUSE mount`);
+      if ((await readdir(target)).length > 0)
+        throw new InvalidArgumentError(`mountpoint ${target} is not empty`);
+
+      const scratch = await mkdtemp(join(tmpdir(), 'agentfense-mount-'));
+      const deltaDir = flags.delta === undefined ? join(scratch, 'delta') : resolve(flags.delta);
+      const logFile = flags.log === undefined ? join(scratch, 'worker.log') : resolve(flags.log);
+      const signal = untilSignal();
+      const worker = await spawnWorker({ logFile, name: 'mount' });
+      try {
+        if (flags.audit === true) {
+          worker.client.onEvent('audit', (events) => {
+            for (const event of events) io.stderr.write(`${JSON.stringify(event)}\n`);
+          });
+        }
+        await worker.mount({
+          lowerDir,
+          deltaDir,
+          mountpoint: target,
+          rules,
+          allowOther: flags.allowOther === true,
+          auditAllowed: flags.audit === true,
+        });
+        io.stderr.write(
+          `agentfense: ${lowerDir} mounted at ${target} (delta ${deltaDir}, log ${logFile}); Ctrl-C unmounts\n`,
+        );
+        const ended = await Promise.race([signal.promise, worker.exited.then(() => 'worker-exit')]);
+        if (ended === 'worker-exit') {
+          throw new WorkerExitedError(
+            `the worker exited unexpectedly: ${worker.stderrTail.trim() || 'no output'}`,
+          );
+        }
+        io.stderr.write(`agentfense: ${ended}: unmounting ${target}\n`);
+      } finally {
+        signal.dispose();
+        await worker.stop();
+        if (flags.delta === undefined) await rm(scratch, { recursive: true, force: true });
+      }
+      result.exitCode = 0;
+    });
+}
