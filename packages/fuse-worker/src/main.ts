@@ -11,7 +11,9 @@ import { WorkerService } from './worker/server.js';
 const CONTROL_FD = 3;
 
 function usage(message: string): never {
-  process.stderr.write(`agentfense worker: ${message}\nusage: main.js --log-file FILE [--log-level L] [--name N]\n`);
+  process.stderr.write(
+    `agentfense worker: ${message}\nusage: main.js --log-file FILE [--log-level L] [--name N]\n`,
+  );
   process.exit(2);
 }
 
@@ -63,6 +65,8 @@ async function main(): Promise<void> {
 }
 
 main().catch((err: unknown) => {
-  process.stderr.write(`agentfense worker: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+  process.stderr.write(
+    `agentfense worker: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`,
+  );
   process.exit(1);
 });

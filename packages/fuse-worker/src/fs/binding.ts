@@ -73,7 +73,9 @@ export function createHandlers(options: BindingOptions): LowLevelHandlers {
       serve('lookup', req, async () => {
         const entry = await fs.lookup(parent, nameOf(name), callerOf(req));
         // ino 0: a negative entry the kernel caches (the name does not exist at all).
-        req.replyEntry('attr' in entry ? entry : { ino: 0, attr: { ino: 0, mode: 0 }, entryTimeout: entry.entryTimeout });
+        req.replyEntry(
+          'attr' in entry ? entry : { ino: 0, attr: { ino: 0, mode: 0 }, entryTimeout: entry.entryTimeout },
+        );
       }),
     forget: (ino, nlookup) => {
       fs.forget(ino, nlookup);
@@ -150,7 +152,9 @@ export function createHandlers(options: BindingOptions): LowLevelHandlers {
     create: (req, parent, name, mode, flags) =>
       serve('create', req, async () => {
         // keepCache: a created file's pages are ours; the kernel keeps them across later opens.
-        req.replyCreate(await fs.create(parent, nameOf(name), mode, flags, callerOf(req)), { keepCache: true });
+        req.replyCreate(await fs.create(parent, nameOf(name), mode, flags, callerOf(req)), {
+          keepCache: true,
+        });
       }),
     setxattr: (req, ino, name) =>
       serve('setxattr', req, () => {

@@ -194,7 +194,10 @@ export class WorkerService {
         const { applied, conflicts, skipped } = await mounted.delta.commit({ mode, ...pathFilter(paths) });
         // Committed files moved from the delta to the codebase: host handles we hold may point at them.
         await mounted.fs.invalidateAll();
-        this.#logger.info({ applied: applied.length, conflicts: conflicts.length, skipped: skipped.length }, 'commit');
+        this.#logger.info(
+          { applied: applied.length, conflicts: conflicts.length, skipped: skipped.length },
+          'commit',
+        );
         return { applied, conflicts };
       },
       discard: async ({ paths }) => {
@@ -204,7 +207,9 @@ export class WorkerService {
         this.#logger.info({ paths: paths ?? ['/'] }, 'discard');
         return {};
       },
-      readFile: async ({ path }) => ({ data: await this.#need().fs.readPath(clientPath(path), CONTROL_CALLER) }),
+      readFile: async ({ path }) => ({
+        data: await this.#need().fs.readPath(clientPath(path), CONTROL_CALLER),
+      }),
       writeFile: async ({ path, data }) => {
         await this.#need().fs.writePath(clientPath(path), data, CONTROL_CALLER);
         return {};
