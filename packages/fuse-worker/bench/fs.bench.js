@@ -1,0 +1,408 @@
+// FUSE mount benchmark: the same 10,000-file tree read natively and through a worker's mount, interleaved,
+// median of several runs, ratio against the target. Run with `pnpm bench:fs` (builds first), as root
+// (mounting, drop_caches). See bench/README.md for what each line means and recorded figures.
+//
+// Environment: BENCH_DIR (parent of the temp tree; default /var/tmp), BENCH_ROUNDS (default 5 warm / 3 cold),
+// BENCH_QUICK=1 (fewer rounds, a 256 MiB big file: a smoke run, not figures to report).
+import console from 'node:console';
+import { execFile } from 'node:child_process';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import process from 'node:process';
+import { promisify } from 'node:util';
+import { clearFuseMount, isFuseMounted, spawnWorker } from '../dist/index.js';
+
+const run = promisify(execFile);
+const QUICK = process.env.BENCH_QUICK === '1';
+const WARM_ROUNDS = Number(process.env.BENCH_ROUNDS ?? (QUICK ? 3 : 5));
+const COLD_ROUNDS = Math.max(1, Math.min(WARM_ROUNDS, QUICK ? 1 : 3));
+const BIG_MIB = QUICK ? 256 : 1024;
+const WRITE_MIB = 100;
+const DIRS = 100;
+const FILES_PER_DIR = 100;
+const LATENCY_OPS = 20_000;
+const PYTHON = '/usr/bin/python3';
+
+const RULES = [
+  { pattern: '**', permission: 'read' },
+  { pattern: '/out/**', permission: 'write' },
+];
+
+// The measuring child: every timed loop runs here, in another process (the worker is a third process;
+// nothing in this process touches the mount synchronously except rm/mkdir helpers, which is allowed).
+const TIMER_PY = String.raw`
+import os, sys, time, subprocess
+mode = sys.argv[1]
+if mode == 'cmd':
+    reps = int(sys.argv[2]); argv = sys.argv[3:]
+    t = time.perf_counter()
+    for _ in range(reps):
+        subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    print((time.perf_counter() - t) / reps)
+else:
+    n = int(sys.argv[2]); paths = sys.argv[3:]; k = len(paths)
+    if mode == 'open':
+        for p in paths: os.close(os.open(p, os.O_RDONLY))
+        t = time.perf_counter()
+        for i in range(n): os.close(os.open(paths[i % k], os.O_RDONLY))
+    elif mode == 'stat':
+        for p in paths: os.stat(p)
+        t = time.perf_counter()
+        for i in range(n): os.stat(paths[i % k])
+    elif mode == 'firststat':
+        t = time.perf_counter()
+        for p in paths: os.stat(p)
+        n = k
+    print((time.perf_counter() - t) / n)
+`;
+
+// --- cleanup that holds on failure and SIGINT -------------------------------------------------------------
+
+const workers = new Set();
+let base;
+let cleaning;
+async function cleanup() {
+  cleaning ??= (async () => {
+    for (const w of workers) await w.stop({ graceMs: 3000 }).catch(() => w.kill());
+    workers.clear();
+    if (base !== undefined) {
+      await clearFuseMount(join(base, 'mnt')).catch(() => undefined);
+      if (!(await isFuseMounted(join(base, 'mnt')).catch(() => true))) {
+        await rm(base, { recursive: true, force: true });
+      } else {
+        console.error(`bench: ${base}/mnt is still mounted; left ${base} in place`);
+      }
+    }
+  })();
+  return cleaning;
+}
+for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
+  process.once(signal, () => {
+    console.error(`\nbench: ${signal}, cleaning up`);
+    void cleanup().finally(() => process.exit(130));
+  });
+}
+
+// --- helpers ----------------------------------------------------------------------------------------------
+
+const sh = (cmd, opts = {}) => run('bash', ['-c', cmd], { maxBuffer: 64 << 20, ...opts });
+const median = (xs) => {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 === 1 ? s[m] : (s[m - 1] + s[m]) / 2;
+};
+
+async function timer(args) {
+  const { stdout } = await run(PYTHON, ['-c', TIMER_PY, ...args.map(String)], { maxBuffer: 16 << 20 });
+  return Number(stdout.trim());
+}
+const timeCmd = (reps, argv) => timer(['cmd', reps, ...argv]);
+
+async function dropCaches() {
+  await sh('sync');
+  await writeFile('/proc/sys/vm/drop_caches', '3');
+}
+
+/** A text file of ~2 KB: lines of words, a deterministic function of (d, f). */
+function fileText(d, f) {
+  const words = [
+    'alpha',
+    'beta',
+    'gamma',
+    'delta',
+    'sandbox',
+    'kernel',
+    'worker',
+    'cache',
+    'policy',
+    'mount',
+  ];
+  let text = '';
+  let x = d * 131 + f * 7 + 1;
+  while (text.length < 2000) {
+    let line = `${d}:${f}:`;
+    for (let i = 0; i < 10; i++) {
+      x = (x * 1103515245 + 12345) & 0x7fffffff;
+      line += ` ${words[x % words.length]}`;
+    }
+    text += `${line}\n`;
+  }
+  // A few files hold the needle grep looks for.
+  return (d * FILES_PER_DIR + f) % 1000 === 7 ? `${text}needle here\n` : text;
+}
+
+async function generate(lower) {
+  const tree = join(lower, 'tree');
+  for (let d = 0; d < DIRS; d++) {
+    const dir = join(tree, `d${String(d).padStart(2, '0')}`);
+    await mkdir(dir, { recursive: true });
+    const writes = [];
+    for (let f = 0; f < FILES_PER_DIR; f++) {
+      writes.push(writeFile(join(dir, `f${String(f).padStart(2, '0')}.txt`), fileText(d, f)));
+    }
+    await Promise.all(writes);
+  }
+  await mkdir(join(lower, 'out'));
+  // Times in the past so the index written next is never "racily clean" (git would re-hash every file).
+  await sh(`find ${lower} -exec touch -h -d @1700000000 {} +`);
+  const git = 'git -c user.name=bench -c user.email=bench@localhost -c init.defaultBranch=main -c gc.auto=0';
+  await sh(`cd ${tree} && ${git} init -q && ${git} add -A && ${git} commit -q -m tree && ${git} gc -q`);
+  await sh(`dd if=/dev/zero of=${join(lower, 'big.bin')} bs=1M count=${BIG_MIB} status=none`);
+  await sh('sync');
+}
+
+/** Per-op counts the worker saw between two `stats` answers, divided by runs. */
+function opDelta(before, after, runs = 1) {
+  const out = {};
+  for (const [op, s] of Object.entries(after.ops)) {
+    const n = s.count - (before?.ops[op]?.count ?? 0);
+    if (n > 0) out[op] = { count: Math.round(n / runs), p50Us: s.p50Us };
+  }
+  return out;
+}
+const fmtOps = (ops) =>
+  Object.entries(ops)
+    .sort((a, b) => b[1].count - a[1].count)
+    .map(([op, s]) => `${op} ${s.count}`)
+    .join(', ') || '0 requests';
+
+// --- the worker -------------------------------------------------------------------------------------------
+
+let mountSeq = 0;
+async function startMount(lower, mnt) {
+  const n = ++mountSeq;
+  const w = await spawnWorker({
+    logFile: join(base, `worker-${n}.log`),
+    name: `bench-${n}`,
+    logLevel: 'warn',
+  });
+  workers.add(w);
+  await w.mount({ lowerDir: lower, deltaDir: join(base, `delta-${n}`), mountpoint: mnt, rules: RULES });
+  return w;
+}
+async function stopMount(w) {
+  await w.stop();
+  workers.delete(w);
+}
+const stats = (w) => w.client.request('stats', {});
+
+// --- measurements -----------------------------------------------------------------------------------------
+
+const results = [];
+function report(name, native, mount, target, ops, note = '') {
+  const ratio = mount / native;
+  const met = target === null ? '' : ratio <= target ? 'met' : 'MISSED';
+  results.push({ name, native, mount, ratio, target, met, ops, note });
+  const unit = name.includes('per op') ? 'µs' : 's';
+  const show = (x) => (unit === 'µs' ? (x * 1e6).toFixed(2) : x.toFixed(3));
+  console.log(
+    `${name.padEnd(28)} native ${show(native).padStart(8)} ${unit}  mount ${show(mount).padStart(8)} ${unit}  ` +
+      `${ratio.toFixed(2).padStart(6)}x  target ${target === null ? '  -  ' : `≤${target}x`} ${met}`,
+  );
+  if (ops !== undefined) console.log(`${''.padEnd(28)} worker ops per run: ${fmtOps(ops)}`);
+  if (note !== '') console.log(`${''.padEnd(28)} ${note}`);
+}
+
+/** Runs native and mount measurements alternately (so load spikes hit both), returns both medians. */
+async function interleaved(rounds, nativeFn, mountFn) {
+  const nat = [];
+  const mnt = [];
+  for (let r = 0; r < rounds; r++) {
+    if (r % 2 === 0) {
+      nat.push(await nativeFn(r));
+      mnt.push(await mountFn(r));
+    } else {
+      mnt.push(await mountFn(r));
+      nat.push(await nativeFn(r));
+    }
+  }
+  return [median(nat), median(mnt)];
+}
+
+async function warmPhase(w, name, target, reps, argvFor, nativeRoot, mountRoot) {
+  // Warm-up once on each side, then count the worker's ops over the timed runs only.
+  await timeCmd(1, argvFor(nativeRoot));
+  await timeCmd(1, argvFor(mountRoot));
+  const before = await stats(w);
+  const [n, m] = await interleaved(
+    WARM_ROUNDS,
+    () => timeCmd(reps, argvFor(nativeRoot)),
+    () => timeCmd(reps, argvFor(mountRoot)),
+  );
+  report(name, n, m, target, opDelta(before, await stats(w), WARM_ROUNDS * reps));
+}
+
+async function main() {
+  if (process.getuid?.() !== 0) throw new Error('run as root (mounts, drop_caches)');
+  base = await mkdtemp(join(process.env.BENCH_DIR ?? '/var/tmp', 'agentfense-bench-'));
+  const lower = join(base, 'lower');
+  const mnt = join(base, 'mnt');
+  await mkdir(mnt);
+  const started = Date.now();
+  console.log(`generating ${DIRS * FILES_PER_DIR} files + git repo + ${BIG_MIB} MiB file in ${base} ...`);
+  await generate(lower);
+  const { stdout: kernel } = await sh('uname -r');
+  const { stdout: load } = await sh('cat /proc/loadavg');
+  console.log(
+    `${new Date().toISOString()}  kernel ${kernel.trim()}  node ${process.version}  load ${load.split(' ').slice(0, 3).join(' ')}`,
+  );
+  console.log(`medians of ${WARM_ROUNDS} warm / ${COLD_ROUNDS} cold runs, native and mount interleaved\n`);
+
+  // Idle PSS: a fresh worker, mounted, nothing done yet.
+  let w = await startMount(lower, mnt);
+  await new Promise((r) => setTimeout(r, 1000));
+  const idle = await stats(w);
+
+  const nTree = join(lower, 'tree');
+  const mTree = join(mnt, 'tree');
+  await warmPhase(w, 'grep -r warm', 1.5, 1, (t) => ['grep', '-r', 'needle', t], nTree, mTree);
+  await warmPhase(w, 'find warm', 2, 5, (t) => ['find', t], nTree, mTree);
+  await warmPhase(
+    w,
+    'git status warm',
+    null,
+    1,
+    (t) => ['git', '-C', t, 'status', '--porcelain'],
+    nTree,
+    mTree,
+  );
+
+  // Per-op latencies on 100 files (warm: dentries, attributes and pages cached).
+  const sample = (root) =>
+    Array.from({ length: 100 }, (_, i) => join(root, `d${String(i).padStart(2, '0')}`, 'f42.txt'));
+  for (const [mode, name] of [
+    ['open', 'open+close per op'],
+    ['stat', 'stat per op'],
+  ]) {
+    const before = await stats(w);
+    const [n, m] = await interleaved(
+      WARM_ROUNDS,
+      () => timer([mode, LATENCY_OPS, ...sample(nTree)]),
+      () => timer([mode, LATENCY_OPS, ...sample(mTree)]),
+    );
+    report(name, n, m, null, opDelta(before, await stats(w), WARM_ROUNDS * LATENCY_OPS));
+  }
+
+  // 1 GiB sequential read, warm (page cache on both sides after a first read).
+  const dd = (path) => ['dd', `if=${path}`, 'of=/dev/null', 'bs=1M'];
+  await warmPhase(w, `read ${BIG_MIB} MiB warm`, 1.5, 1, (r) => dd(join(r, 'big.bin')), lower, mnt);
+
+  // 100 MB write into the write area, with conv=fsync (data on disk when dd returns) and without.
+  for (const fsync of [true, false]) {
+    const ddw = (dir) => [
+      'bash',
+      '-c',
+      `rm -f ${dir}/out/w.bin && dd if=/dev/zero of=${dir}/out/w.bin bs=1M count=${WRITE_MIB} status=none${fsync ? ' conv=fsync' : ''}`,
+    ];
+    const rmOnly = (dir) => ['rm', '-f', `${dir}/out/w.bin`];
+    const before = await stats(w);
+    const [n, m] = await interleaved(
+      WARM_ROUNDS,
+      async () => (await timeCmd(1, ddw(lower))) - (await timeCmd(1, rmOnly(lower))),
+      async () => (await timeCmd(1, ddw(mnt))) - (await timeCmd(1, rmOnly(mnt))),
+    );
+    report(
+      `write ${WRITE_MIB} MiB${fsync ? ' fsync' : ' no fsync'}`,
+      n,
+      m,
+      fsync ? 3 : null,
+      opDelta(before, await stats(w), WARM_ROUNDS),
+      'includes unlink of the previous file; an rm-only run is subtracted',
+    );
+  }
+  const worked = await stats(w);
+  await stopMount(w);
+
+  // Cold: host caches dropped, and for the mount a fresh worker (no dentries, attributes or pages).
+  let coldOps;
+  const coldPss = [];
+  const [gn, gm] = await interleaved(
+    COLD_ROUNDS,
+    async () => {
+      await dropCaches();
+      return timeCmd(1, ['grep', '-r', 'needle', nTree]);
+    },
+    async () => {
+      w = await startMount(lower, mnt);
+      coldPss.push((await stats(w)).pssBytes);
+      await dropCaches();
+      const t = await timeCmd(1, ['grep', '-r', 'needle', mTree]);
+      coldOps = opDelta(undefined, await stats(w));
+      await stopMount(w);
+      return t;
+    },
+  );
+  report('grep -r cold', gn, gm, 3, coldOps);
+
+  // Lookup round trip: first stat of 1000 files after a fresh mount, host caches warm.
+  let firstOps;
+  const firstFiles = (root) =>
+    Array.from({ length: 1000 }, (_, i) =>
+      join(
+        root,
+        `d${String(i % DIRS).padStart(2, '0')}`,
+        `f${String(Math.floor(i / DIRS)).padStart(2, '0')}.txt`,
+      ),
+    );
+  await timer(['firststat', 0, ...firstFiles(nTree)]);
+  const [fn, fm] = await interleaved(
+    WARM_ROUNDS,
+    () => timer(['firststat', 0, ...firstFiles(nTree)]),
+    async () => {
+      w = await startMount(lower, mnt);
+      await timer(['firststat', 0, join(mTree, 'd00')]);
+      const before = await stats(w);
+      const t = await timer(['firststat', 0, ...firstFiles(mTree)]);
+      firstOps = opDelta(before, await stats(w), 1000);
+      await stopMount(w);
+      return t;
+    },
+  );
+  report(
+    'first stat (lookup) per op',
+    fn,
+    fm,
+    null,
+    firstOps,
+    'one LOOKUP round trip per file; natively a warm dcache',
+  );
+
+  // 1 GiB sequential read, cold.
+  const [rn, rm_] = await interleaved(
+    COLD_ROUNDS,
+    async () => {
+      await dropCaches();
+      return timeCmd(1, dd(join(lower, 'big.bin')));
+    },
+    async () => {
+      w = await startMount(lower, mnt);
+      await dropCaches();
+      const t = await timeCmd(1, dd(join(mnt, 'big.bin')));
+      coldOps = opDelta(undefined, await stats(w));
+      await stopMount(w);
+      return t;
+    },
+  );
+  report(`read ${BIG_MIB} MiB cold`, rn, rm_, 1.5, coldOps);
+
+  const mib = (b) => (b === null ? 'n/a' : `${(b / 1048576).toFixed(1)} MiB`);
+  const idlePss = median([idle.pssBytes, ...coldPss]);
+  console.log(
+    `\nworker PSS idle (mounted, median of ${1 + coldPss.length}) ${mib(idlePss)}  target < 15 MiB ` +
+      `${idlePss < 15 * 1048576 ? 'met' : 'MISSED'};  after the warm phases ${mib(worked.pssBytes)} ` +
+      `(RSS ${mib(worked.rssBytes)})`,
+  );
+  console.log(`total ${((Date.now() - started) / 1000).toFixed(0)} s`);
+  if (process.env.BENCH_JSON !== undefined) {
+    await writeFile(process.env.BENCH_JSON, JSON.stringify({ results, idlePss, worked }, null, 2));
+  }
+}
+
+try {
+  await main();
+} catch (err) {
+  console.error('bench failed:', err);
+  process.exitCode = 1;
+} finally {
+  await cleanup();
+}
