@@ -23,3 +23,27 @@ export { explain, compileRules } from '@agentfense/protocol';
 
 // --- CLI ---
 export { runCli, createProgram } from './cli/main.js';
+
+// --- Sessions (SPEC §5): persistent shells inside a sandbox ---
+export { createSession, STARTUP_TIMEOUT_MS } from './sessions/create.js';
+export { Session, INTERRUPT_GRACE_MS, KILL_GRACE_MS } from './sessions/session.js';
+export type { SessionInfo } from './sessions/session.js';
+export { SessionManager } from './sessions/manager.js';
+export type { SessionManagerOptions } from './sessions/manager.js';
+export { newSessionId, isSessionId, assertSessionId } from './sessions/ids.js';
+export {
+  DEFAULT_SHELL,
+  DEFAULT_IDLE_TIMEOUT_MS,
+  DEFAULT_MAX_OUTPUT_BYTES,
+  MAX_COMMAND_BYTES,
+  MAX_STDIN_BYTES,
+} from './sessions/options.js';
+export type {
+  CreateSessionOptions,
+  SessionExecOptions,
+  SessionExecResult,
+  SessionCloseReason,
+  SessionLogger,
+} from './sessions/options.js';
+export { SESSION_SHELLS } from './sessions/script.js';
+export type { SessionShell } from './sessions/script.js';
