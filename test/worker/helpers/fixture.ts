@@ -16,8 +16,11 @@ import { clearFuseMount, listMounts, spawnWorker } from '@agentfense/fuse-worker
 import type { WorkerHandle } from '@agentfense/fuse-worker';
 import type { AuditEvent, PermissionRule } from '@agentfense/protocol';
 
-/** Where every fixture of this test run lives (mountpoints included), so leftovers are easy to find. */
-export const FIXTURE_PREFIX = join(tmpdir(), 'af-worker-test-');
+/**
+ * Where every fixture of this test process lives (mountpoints included), so its leftovers are easy to find
+ * and other test runs on the same machine (their own pid) are never mistaken for ours.
+ */
+export const FIXTURE_PREFIX = join(tmpdir(), `af-worker-test-${process.pid}-`);
 
 /** A codebase entry: file content, or a file with a mode, a directory, a symlink. */
 export type TreeEntry =

@@ -6,7 +6,7 @@ import type { ChangeEntry } from '@agentfense/protocol';
 
 import { asFsError, FsError } from '../errors.js';
 import { HostDir } from '../host/host-dir.js';
-import { relIsWithin, relParent } from '../host/rel-path.js';
+import { relIsWithin, relJoin, relParent } from '../host/rel-path.js';
 import { computeChanges } from './changes.js';
 import { commitChanges } from './commit.js';
 import {
@@ -24,12 +24,13 @@ import { ABSENT, baseOf, type BaseRecord } from './identity.js';
 import { COMPACT_AFTER_RECORDS, MetaJournal } from './journal.js';
 import { AsyncLock } from './lock.js';
 import type { MetaRecord } from './meta-state.js';
-import { selected, toRel } from './paths.js';
+import { selected, toCodebase, toRel } from './paths.js';
 import type {
   CommitOptions,
   DeltaCommitResult,
   DeltaDiff,
   DeltaDirEntry,
+  DeltaEntryType,
   DeltaLogger,
   DeltaLookup,
   DeltaOpenOptions,
@@ -123,6 +124,21 @@ export class Delta {
     });
   }
 
+  /**
+   * Opens the file serving `path` to keep an unlinked-but-open file usable: read-write when it is the
+   * sandbox's own (upper) file, read-only when it is the codebase's (which is never written outside commit).
+   */
+  async openToKeep(path: string): Promise<{ handle: FileHandle; writable: boolean }> {
+    return guard(`open ${path}`, async () => {
+      const rel = toRel(path);
+      const found = await mustResolve(this.ctx, rel);
+      if (found.type !== 'file') throw new FsError('EINVAL', `not a regular file: ${path}`);
+      if (found.layer === 'upper')
+        return { handle: await this.ctx.upper.open(rel, constants.O_RDWR), writable: true };
+      return { handle: await this.ctx.lower.open(rel, constants.O_RDONLY), writable: false };
+    });
+  }
+
   /** Copies `path` up (unless O_TRUNC makes the content moot) and opens the upper file with `flags`. */
   async openForWrite(path: string, flags: number): Promise<FileHandle> {
     return this.mutate(`open ${path}`, async () => {
@@ -166,6 +182,16 @@ export class Delta {
         throw new FsError('EPERM', `only FIFOs: ${path}`);
       const rel = await this.prepareCreate(path);
       await this.ctx.upper.mkfifo(rel, mode);
+    });
+  }
+
+  /** Creates a Unix socket node (what bind(2) makes; never synced back on commit). */
+  async mksock(path: string, mode: number): Promise<void> {
+    await this.mutate(`mksock ${path}`, async () => {
+      const rel = await this.prepareCreate(path);
+      const tmp = tempName('sock');
+      await this.ctx.work.mksock(tmp, mode);
+      await this.ctx.work.rename(tmp, { dir: this.ctx.upper, rel });
     });
   }
 
@@ -251,6 +277,9 @@ export class Delta {
       await requireDir(this.ctx, relParent(dst));
       if (srcFound.type === 'directory') {
         if (!this.isAddedDir(src)) throw new FsError('EXDEV', `directory with codebase content: ${from}`);
+        if (options.refuse !== undefined && (await this.subtreeHas(src, options.refuse))) {
+          throw new FsError('EACCES', `${from} holds entries that must not move`);
+        }
       } else {
         await copyUp(this.ctx, src);
       }
@@ -408,6 +437,19 @@ export class Delta {
   private isAddedDir(rel: string): boolean {
     const base = this.ctx.meta.bases.get(rel);
     return base?.exists === false && !this.ctx.meta.isHidden(rel) && !this.ctx.meta.hasWhiteoutBelow(rel);
+  }
+
+  /** True when `pred` holds for some entry strictly below directory `rel` in the merged view. */
+  private async subtreeHas(
+    rel: string,
+    pred: (path: string, type: DeltaEntryType) => boolean,
+  ): Promise<boolean> {
+    for (const [name, type] of await mergedEntries(this.ctx, rel)) {
+      const child = relJoin(rel, name);
+      if (pred(toCodebase(child), type)) return true;
+      if (type === 'directory' && (await this.subtreeHas(child, pred))) return true;
+    }
+    return false;
   }
 
   /** RENAME_EXCHANGE of two non-directories: copy both up, swap through a temp name in work/. */

@@ -42,6 +42,11 @@ export interface RenameOptions {
   readonly noReplace?: boolean;
   /** RENAME_EXCHANGE: swap two existing non-directories atomically from the sandbox's point of view. */
   readonly exchange?: boolean;
+  /**
+   * A directory is not moved (EACCES) when this holds for any entry below it (codebase path, type): the
+   * caller passes "hidden from the sandbox", so a rename never carries content the sandbox cannot see.
+   */
+  readonly refuse?: (path: string, type: DeltaEntryType) => boolean;
 }
 
 /** Attributes `Delta.setattr` may change (chown is refused by the caller). */

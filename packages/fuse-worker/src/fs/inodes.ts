@@ -3,6 +3,9 @@
 // - Every node the kernel knows has nlookup >= 1; a node is dropped when the kernel forgets it to zero.
 // - A node is reachable from its parent's `children` under `name` unless it was unlinked (orphan: it
 //   stays until forgotten so open files keep working, but has no path for new operations).
+// - A hard-linked node has one primary name (`parent`/`name`, which gives its path) and its other names in
+//   `links`; removing or renaming the primary name promotes another one, so a node loses its path only
+//   when its last name goes.
 // - Node ids are never reused within a worker's life (the generation stays 0).
 // Paths are computed by walking parents (O(depth)), so a directory rename is O(1).
 
@@ -19,6 +22,8 @@ export interface Inode {
   isDir: boolean;
   /** The st_ino the sandbox sees (stable across copy-up); the node id until the first attr reply. */
   stIno: number;
+  /** Further names of a hard-linked node (directory node id + entry name), besides `parent`/`name`. */
+  readonly links: { parent: number; name: string }[];
   /** Children the kernel has looked up (directories only). */
   readonly children: Map<string, number>;
 }
@@ -36,6 +41,7 @@ export class InodeTable {
       nlookup: 1,
       isDir: true,
       stIno: ROOT_INO,
+      links: [],
       children: new Map(),
     });
   }
@@ -86,9 +92,9 @@ export class InodeTable {
       existing.nlookup++;
       return existing;
     }
-    if (existing !== undefined) this.#detach(existing);
+    if (existing !== undefined) this.#unname(existing, parent, name);
     const ino = this.#nextIno++;
-    const node: Inode = { ino, parent, name, nlookup: 1, isDir, stIno: ino, children: new Map() };
+    const node: Inode = { ino, parent, name, nlookup: 1, isDir, stIno: ino, links: [], children: new Map() };
     this.#nodes.set(node.ino, node);
     dir.children.set(name, node.ino);
     return node;
@@ -100,8 +106,17 @@ export class InodeTable {
     const dir = this.#nodes.get(parent);
     if (node === undefined || dir === undefined) throw new Error(`inode ${ino} or ${parent} is not known`);
     const previous = this.child(parent, name);
-    if (previous !== undefined && previous !== node) this.#detach(previous);
-    dir.children.set(name, ino);
+    if (previous !== undefined && previous !== node) this.#unname(previous, parent, name);
+    if (previous !== node) {
+      dir.children.set(name, ino);
+      // An orphan (every earlier name removed) gets its path back; otherwise this is one more name.
+      if (node.parent === 0) {
+        node.parent = parent;
+        node.name = name;
+      } else {
+        node.links.push({ parent, name });
+      }
+    }
     node.nlookup++;
     return node;
   }
@@ -117,10 +132,10 @@ export class InodeTable {
     this.#nodes.delete(ino);
   }
 
-  /** `name` was removed from `parent`: the node (if known) becomes an orphan until forgotten. */
+  /** `name` was removed from `parent`: the node (if known) keeps its other names, else becomes an orphan. */
   unlink(parent: number, name: string): void {
     const node = this.child(parent, name);
-    if (node !== undefined) this.#detach(node);
+    if (node !== undefined) this.#unname(node, parent, name);
   }
 
   /** Moves the child `name` of `parent` to `newName` in `newParent`, replacing what was there. */
@@ -129,11 +144,21 @@ export class InodeTable {
     const target = this.#nodes.get(newParent);
     if (target === undefined) return;
     const replaced = this.child(newParent, newName);
-    if (replaced !== undefined && replaced !== node) this.#detach(replaced);
-    if (node === undefined) return;
-    this.#detach(node);
-    node.parent = newParent;
-    node.name = newName;
+    if (replaced !== undefined && replaced !== node) this.#unname(replaced, newParent, newName);
+    // rename(2) between two names of one inode does nothing.
+    if (node === undefined || replaced === node) return;
+    const dir = this.#nodes.get(parent);
+    if (dir !== undefined && dir.children.get(name) === node.ino) dir.children.delete(name);
+    if (node.parent === parent && node.name === name) {
+      node.parent = newParent;
+      node.name = newName;
+    } else {
+      const link = node.links.find((l) => l.parent === parent && l.name === name);
+      if (link !== undefined) {
+        link.parent = newParent;
+        link.name = newName;
+      }
+    }
     target.children.set(newName, node.ino);
   }
 
@@ -154,10 +179,28 @@ export class InodeTable {
     }
   }
 
+  /** Removes every name of `node` (it is forgotten). */
   #detach(node: Inode): void {
-    const parent = this.#nodes.get(node.parent);
-    if (parent !== undefined && parent.children.get(node.name) === node.ino)
-      parent.children.delete(node.name);
+    for (const link of node.links.splice(0)) this.#unmap(link.parent, link.name, node.ino);
+    this.#unmap(node.parent, node.name, node.ino);
     node.parent = 0;
+  }
+
+  /** Removes one name of `node`; removing the primary name promotes another, or orphans the node. */
+  #unname(node: Inode, parent: number, name: string): void {
+    this.#unmap(parent, name, node.ino);
+    if (node.parent === parent && node.name === name) {
+      const next = node.links.shift();
+      node.parent = next?.parent ?? 0;
+      if (next !== undefined) node.name = next.name;
+      return;
+    }
+    const i = node.links.findIndex((l) => l.parent === parent && l.name === name);
+    if (i >= 0) node.links.splice(i, 1);
+  }
+
+  #unmap(parent: number, name: string, ino: number): void {
+    const dir = this.#nodes.get(parent);
+    if (dir !== undefined && dir.children.get(name) === ino) dir.children.delete(name);
   }
 }

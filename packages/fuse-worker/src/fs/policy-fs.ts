@@ -102,6 +102,7 @@ export interface PolicyFsOptions {
 const S_IFMT = constants.S_IFMT;
 const S_IFDIR = constants.S_IFDIR;
 const S_IFIFO = constants.S_IFIFO;
+const S_IFREG = constants.S_IFREG;
 const S_IFSOCK = constants.S_IFSOCK;
 const O_ACCMODE = 0o3; // not exported by node:fs constants
 
@@ -224,12 +225,23 @@ export class PolicyFs {
     return this.#created(parent, name, path, caller, 'mkdir');
   }
 
-  /** MKNOD: FIFOs and sockets only, in write areas (never synced back on commit). */
+  /**
+   * MKNOD: regular files, FIFOs and Unix sockets (bind(2)), in write areas; FIFOs and sockets are never
+   * synced back on commit. Device nodes are refused (EPERM, as for any unprivileged user; the mount is nodev).
+   */
   async mknod(parent: number, name: string, mode: number, caller: Caller): Promise<EntryReply> {
     const path = this.#creatable(parent, name, 'mknod', caller);
     const type = mode & S_IFMT;
-    if (type !== S_IFIFO && type !== S_IFSOCK) throw this.#deny('mknod', path, 'write', 'EPERM', caller);
-    await this.#delta.mknod(path, (mode & 0o7777) | S_IFIFO);
+    const perms = mode & 0o7777;
+    if (type === S_IFREG || type === 0) {
+      await (await this.#delta.create(path, perms)).close();
+    } else if (type === S_IFIFO) {
+      await this.#delta.mknod(path, perms | S_IFIFO);
+    } else if (type === S_IFSOCK) {
+      await this.#delta.mksock(path, perms);
+    } else {
+      throw this.#deny('mknod', path, 'write', 'EPERM', caller);
+    }
     return this.#created(parent, name, path, caller, 'mknod');
   }
 
@@ -260,13 +272,7 @@ export class PolicyFs {
     const path = this.#childPath(parent, name);
     this.#removable(path, 'unlink', caller);
     const node = this.inodes.child(parent, name);
-    if (node !== undefined && !node.isDir && this.handles.get(node.ino, false) === undefined) {
-      // No OPEN reaches us, so we cannot know whether it is open: keep a handle just in case (one fd).
-      // Best effort: failing to keep a handle only affects a later read through an unlinked descriptor.
-      const handle = await this.#delta.openForRead(path).catch(() => undefined);
-      if (handle !== undefined) this.handles.set(node.ino, handle, false);
-    }
-    if (node !== undefined) this.handles.pin(node.ino);
+    if (node !== undefined) await this.#keepOpenable(node, path);
     await this.#delta.unlink(path);
     this.inodes.unlink(parent, name);
     this.#listings.delete(parent);
@@ -296,7 +302,20 @@ export class PolicyFs {
     this.#removable(from, 'rename', caller, to);
     const toPermission = this.#rules.permissionOf(to);
     if (toPermission !== 'write') throw this.#deny('rename', to, toPermission, 'EACCES', caller, from);
-    await this.#delta.rename(from, to);
+    // A file renamed over may still be open in the sandbox: keep its host file reachable.
+    const replaced = this.inodes.child(newParent, newName);
+    if (replaced !== undefined && replaced !== this.inodes.child(parent, name)) {
+      await this.#keepOpenable(replaced, to);
+    }
+    try {
+      // SPEC §2: a directory holding entries the sandbox cannot see never moves (hidden content stays put).
+      await this.#delta.rename(from, to, { refuse: (p) => this.#rules.permissionOf(p) === 'none' });
+    } catch (err) {
+      if (err instanceof FsError && err.errnoName === 'EACCES') {
+        throw this.#deny('rename', from, 'write', 'EACCES', caller, to);
+      }
+      throw err;
+    }
     const moved = this.inodes.child(parent, name);
     this.inodes.rename(parent, name, newParent, newName);
     this.#listings.delete(parent);
@@ -604,6 +623,20 @@ export class PolicyFs {
     this.handles.set(ino, handle, needWrite);
     this.#allow(op, path, permission, caller);
     return handle;
+  }
+
+  /**
+   * No OPEN reaches us, so we cannot know whether a file losing its name is open: keep a host handle for
+   * its node (one fd, until the kernel forgets the node), read-write when it is the sandbox's own file.
+   * Best effort: failing only affects a later access through a descriptor opened before.
+   */
+  async #keepOpenable(node: Inode, path: string): Promise<void> {
+    if (node.isDir) return;
+    if (this.handles.get(node.ino, true) === undefined) {
+      const kept = await this.#delta.openToKeep(path).catch(() => undefined);
+      if (kept !== undefined) this.handles.set(node.ino, kept.handle, kept.writable);
+    }
+    this.handles.pin(node.ino);
   }
 
   #forgetHandleUnlessWritable(ino: number): void {

@@ -1,5 +1,7 @@
 // A root directory opened once, and every filesystem operation below it without following any symlink.
 import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { createServer } from 'node:net';
 import type { BigIntStats } from 'node:fs';
 import { constants } from 'node:fs';
 import fsp from 'node:fs/promises';
@@ -129,6 +131,28 @@ export class HostDir {
           throw Object.assign(new Error(`mkfifo failed: ${String(err)}`), { code: 'EIO' });
         },
       );
+    });
+  }
+
+  /**
+   * Creates a Unix socket node at `rel` (Node has no mknod): binds a listening socket on the magic path
+   * and closes it. libuv unlinks the bound path on close, so the node is first hard-linked to `rel` from a
+   * temporary name, which close then removes. Names must be short (sun_path holds 107 bytes).
+   */
+  async mksock(rel: string, mode: number): Promise<void> {
+    await this.inParent(rel, async (at, dirFd) => {
+      const tmp = `${fdPath(dirFd)}/.af-sock-${randomBytes(8).toString('hex')}`;
+      const server = createServer();
+      await new Promise<void>((resolve, reject) => {
+        server.once('error', reject);
+        server.listen(tmp, () => resolve());
+      });
+      try {
+        await fsp.link(tmp, at);
+        await fsp.chmod(at, mode & 0o7777);
+      } finally {
+        await new Promise<void>((resolve) => server.close(() => resolve()));
+      }
     });
   }
 

@@ -1,0 +1,147 @@
+// Data paths on a real mount: files above 4 GiB (sparse), open files that lose their name, hard links
+// whose first name goes away, and parallel readers, writers and renames.
+import { stat } from 'node:fs/promises';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { AGENT_SAFE, mountFixture, useMountHygiene } from './helpers/fixture.js';
+
+const TREE = {
+  'src/a.txt': 'a\n',
+  'output/base.txt': 'base\n',
+} as const;
+
+describe('file data through the mount', () => {
+  useMountHygiene();
+
+  it('a sparse file above 4 GiB: write at 5 GiB, read it back, stat size; the delta stays sparse', async () => {
+    const f = await mountFixture({ tree: TREE, rules: AGENT_SAFE });
+    const script = [
+      'set -e',
+      'printf "beyond-4GiB" | dd of=output/big bs=1 seek=$((5*1024*1024*1024)) conv=notrunc status=none',
+      'stat -c %s output/big',
+      'dd if=output/big bs=1 skip=$((5*1024*1024*1024)) count=11 status=none; echo',
+      'dd if=output/big bs=1 skip=$((4*1024*1024*1024)) count=4 status=none | od -An -tx1',
+      'truncate -s $((6*1024*1024*1024)) output/big && stat -c %s output/big',
+    ].join('\n');
+    const r = await f.sandbox(script);
+    expect(r.stderr).toBe('');
+    expect(r.stdout.split('\n')).toEqual([
+      String(5 * 1024 ** 3 + 11),
+      'beyond-4GiB',
+      ' 00 00 00 00',
+      String(6 * 1024 ** 3),
+      '',
+    ]);
+    const host = await stat(join(f.delta, 'upper/output/big'));
+    expect(host.size).toBe(6 * 1024 ** 3);
+    expect(host.blocks * 512).toBeLessThan(1024 * 1024);
+    const { changes } = await f.worker.client.request('changes', {});
+    expect(changes).toEqual([{ path: '/output/big', kind: 'added', type: 'file', size: 6 * 1024 ** 3 }]);
+  });
+
+  it('an open file keeps working after it is unlinked or renamed over', async () => {
+    const f = await mountFixture({ tree: TREE, rules: AGENT_SAFE });
+    const r = await f.sandbox(
+      [
+        'set -e',
+        'echo one > output/tmp.txt',
+        'exec 3<> output/tmp.txt',
+        'rm output/tmp.txt',
+        'echo two >&3',
+        'cat output/tmp.txt 2>/dev/null || echo gone',
+        'exec 4< output/base.txt',
+        'echo replaced > output/new.txt && mv output/new.txt output/base.txt',
+        'cat <&4',
+        'cat output/base.txt',
+      ].join('\n'),
+    );
+    expect(r.stderr).toBe('');
+    expect(r.stdout).toBe('gone\nbase\nreplaced\n');
+  });
+
+  it('a hard link keeps working for reads, writes and chmod after its first name is removed', async () => {
+    const f = await mountFixture({ tree: TREE, rules: AGENT_SAFE });
+    const r = await f.sandbox(
+      [
+        'set -e',
+        'echo one > output/x',
+        'ln output/x output/y',
+        'rm output/x',
+        'echo two >> output/y',
+        'chmod 600 output/y',
+        'cat output/y',
+        'stat -c "%a %h" output/y',
+        'ln output/base.txt output/b2 && rm output/base.txt && echo more >> output/b2 && cat output/b2',
+        'mv output/b2 output/b3 && echo last >> output/b3 && cat output/b3',
+      ].join('\n'),
+    );
+    expect(r.stderr).toBe('');
+    expect(r.stdout).toBe('one\ntwo\n600 1\nbase\nmore\nbase\nmore\nlast\n');
+    const { changes } = await f.worker.client.request('changes', {});
+    expect(changes.map((c) => `${c.kind} ${c.path}`)).toEqual([
+      'added /output/b3',
+      'deleted /output/base.txt',
+      'added /output/y',
+    ]);
+  });
+
+  it('mknod of a regular file, mkfifo, and bind(2) of a Unix socket work in a write area only', async () => {
+    const f = await mountFixture({ tree: TREE, rules: AGENT_SAFE });
+    const script = String.raw`
+import os, socket, stat
+os.mknod('output/reg', 0o640 | stat.S_IFREG)
+os.mkfifo('output/fifo')
+s = socket.socket(socket.AF_UNIX); s.bind('output/sock'); s.listen()
+c = socket.socket(socket.AF_UNIX); c.connect('output/sock'); a, _ = s.accept(); c.send(b'hi')
+print(a.recv(2).decode(), oct(os.stat('output/reg').st_mode), stat.S_ISFIFO(os.stat('output/fifo').st_mode),
+      stat.S_ISSOCK(os.stat('output/sock').st_mode))
+for fn in (lambda: os.mknod('src/reg'), lambda: socket.socket(socket.AF_UNIX).bind('src/sock')):
+    try: fn(); print('created')
+    except OSError as e: print(e.errno)
+`;
+    const r = await f.sandbox('python3 -', { stdin: script });
+    expect(r.stderr).toBe('');
+    expect(r.stdout).toBe('hi 0o100640 True True\n13\n13\n');
+    const result = await f.worker.client.request('commit', { mode: 'detect-conflicts' });
+    expect(result.applied.map((c) => c.path)).toEqual(['/output/reg']);
+    expect((await stat(join(f.lower, 'output/reg'))).mode & 0o777).toBe(0o640);
+    await expect(stat(join(f.lower, 'output/sock'))).rejects.toThrow(/ENOENT/);
+  });
+
+  it('parallel writers and readers (8 + 8 processes) see consistent data', async () => {
+    const f = await mountFixture({ tree: TREE, rules: AGENT_SAFE });
+    const script = [
+      'set -e',
+      'mkdir -p output/par',
+      'for i in 1 2 3 4 5 6 7 8; do',
+      '  ( j=0; while [ $j -lt 40 ]; do head -c 65536 /dev/zero | tr "\\0" "$i" > output/par/w$i.tmp && mv output/par/w$i.tmp output/par/w$i; j=$((j+1)); done ) &',
+      '  ( j=0; while [ $j -lt 200 ]; do cat src/a.txt output/base.txt > /dev/null; j=$((j+1)); done ) &',
+      'done',
+      'wait',
+      'for i in 1 2 3 4 5 6 7 8; do printf "%s " "$(tr -d "$i" < output/par/w$i | wc -c)$(stat -c :%s output/par/w$i)"; done; echo',
+      'ls output/par | wc -l',
+    ].join('\n');
+    const r = await f.sandbox(script);
+    expect(r.stderr).toBe('');
+    expect(r.stdout).toBe(`${'0:65536 '.repeat(8)}\n8\n`);
+  }, 120_000);
+
+  it('parallel renames of distinct files and directories keep the tree consistent', async () => {
+    const f = await mountFixture({ tree: TREE, rules: AGENT_SAFE });
+    const script = [
+      'set -e',
+      'for i in 1 2 3 4 5 6 7 8; do mkdir -p output/d$i && echo $i > output/d$i/f; done',
+      'for i in 1 2 3 4 5 6 7 8; do',
+      '  ( j=0; while [ $j -lt 50 ]; do mv output/d$i output/e$i; mv output/e$i/f output/e$i/g; mv output/e$i/g output/e$i/f; mv output/e$i output/d$i; j=$((j+1)); done ) &',
+      'done',
+      'wait',
+      'cat output/d*/f | tr "\\n" " "; echo',
+      'find output -name "e*" | wc -l',
+    ].join('\n');
+    const r = await f.sandbox(script);
+    expect(r.stderr).toBe('');
+    expect(r.stdout).toBe('1 2 3 4 5 6 7 8 \n0\n');
+    const { changes } = await f.worker.client.request('changes', {});
+    expect(changes.filter((c) => c.path.startsWith('/output/d')).length).toBe(16);
+  }, 120_000);
+});
