@@ -47,3 +47,39 @@ export type {
 } from './sessions/options.js';
 export { SESSION_SHELLS } from './sessions/script.js';
 export type { SessionShell } from './sessions/script.js';
+
+// --- Library: sandboxes over a local directory (SPEC §7) ---
+export { Sandbox } from './library/sandbox.js';
+export type { FromLocalOptions, RunResult } from './library/sandbox.js';
+export { ExecStream } from './library/exec-stream.js';
+export type { ExecChunk } from './library/exec-stream.js';
+
+// --- Control plane: the lower-level client (codebases, sandboxes) ---
+export { AgentFense, ControlPlane, DEFAULT_REAP_INTERVAL_MS } from './control-plane.js';
+export type { ControlPlaneOptions } from './control-plane.js';
+export { CodebaseService, DEFAULT_MAX_UPLOAD_BYTES } from './codebases/service.js';
+export type { UploadSource } from './codebases/service.js';
+export type { CodebaseInfo, CodebaseKind, FileEntry } from './codebases/types.js';
+export { SandboxManager } from './sandboxes/manager.js';
+export { SANDBOX_STATES } from './sandboxes/types.js';
+export type {
+  CreateSandboxOptions,
+  ListSandboxesOptions,
+  Page,
+  SandboxExecOptions,
+  SandboxInfo,
+  SandboxState,
+} from './sandboxes/types.js';
+export { TRANSITIONS, canTransition } from './sandboxes/state.js';
+export { RuntimeRegistry } from './sandboxes/runtimes.js';
+export type { RuntimeMap, RuntimeProvider } from './sandboxes/runtimes.js';
+export { DEFAULT_SUPERVISION } from './sandboxes/supervisor.js';
+export type { SupervisionOptions } from './sandboxes/supervisor.js';
+export type { AuditQuery } from './sandboxes/audit-log.js';
+
+// --- Data directory, ids, paths ---
+export { DATA_DIR_ENV, DataLayout, resolveDataDir } from './paths.js';
+export type { SandboxPaths } from './paths.js';
+export { ID_PREFIXES, isId, newId, validateId } from './ids.js';
+export type { IdKind } from './ids.js';
+export { splitCodebasePath } from './codebases/upload-path.js';

@@ -1,0 +1,248 @@
+// The lower-level client (SPEC §7): one ControlPlane per data directory and process, owning the database,
+// the logger, the codebase store and the sandboxes it runs. The CLI and the HTTP server are built on it.
+import type { Readable } from 'node:stream';
+import type { Level, Logger } from 'pino';
+import type {
+  AuditEvent,
+  ChangeEntry,
+  CommitMode,
+  CommitResult,
+  ExecResult,
+  RuntimeInstance,
+} from '@agentfense/protocol';
+import { createBwrapRuntime } from '@agentfense/runtime-bwrap';
+import { CodebaseService } from './codebases/service.js';
+import type { UploadSource } from './codebases/service.js';
+import type { CodebaseInfo, FileEntry } from './codebases/types.js';
+import { createControlLogger } from './logger.js';
+import { DataLayout, ensurePrivateDir, resolveDataDir } from './paths.js';
+import type { PresetRegistry } from './presets/registry.js';
+import type { AuditQuery } from './sandboxes/audit-log.js';
+import { SandboxManager } from './sandboxes/manager.js';
+import { RuntimeRegistry } from './sandboxes/runtimes.js';
+import type { RuntimeMap } from './sandboxes/runtimes.js';
+import type { SupervisionOptions } from './sandboxes/supervisor.js';
+import type {
+  CreateSandboxOptions,
+  ListSandboxesOptions,
+  Page,
+  SandboxExecOptions,
+  SandboxInfo,
+} from './sandboxes/types.js';
+import { openDatabase } from './store/db.js';
+import type { Db } from './store/db.js';
+import { SandboxStore } from './store/sandboxes.js';
+
+/** Default period of the expired-sandbox reaper. */
+export const DEFAULT_REAP_INTERVAL_MS = 10_000;
+
+export interface ControlPlaneOptions {
+  /** The data directory; default $AGENTFENSE_DATA_DIR, else $XDG_DATA_HOME/agentfense, else ~/.local/share/agentfense. */
+  readonly dataDir?: string;
+  /** Log here instead of `<dataDir>/logs/control.log`. */
+  readonly logger?: Logger;
+  readonly logLevel?: Level;
+  /** Runtimes by name, merged over the default `{ bwrap }` (Docker plugs in here). */
+  readonly runtimes?: RuntimeMap;
+  /** Runtime of sandboxes created without one; default 'bwrap'. */
+  readonly defaultRuntime?: string;
+  /** Presets that `preset` names resolve in; default the process-wide registry. */
+  readonly presets?: PresetRegistry;
+  readonly supervision?: SupervisionOptions;
+  /** Largest single uploaded file (bytes); default 1 GiB. */
+  readonly maxUploadBytes?: number;
+  /** Period of the expired-sandbox reaper (ms); 0 turns it off. */
+  readonly reapIntervalMs?: number;
+}
+
+/** The control plane of one data directory, as used by a process. Open with `ControlPlane.open()`. */
+export class ControlPlane implements AsyncDisposable {
+  readonly dataDir: string;
+  readonly layout: DataLayout;
+  readonly logger: Logger;
+  /** Codebase operations (also available as the flat methods below). */
+  readonly codebases: CodebaseService;
+  /** Sandbox operations (also available as the flat methods below). */
+  readonly sandboxes: SandboxManager;
+  readonly #db: Db;
+  readonly #reaper: NodeJS.Timeout | undefined;
+  #closing: Promise<void> | undefined;
+
+  private constructor(parts: {
+    dataDir: string;
+    layout: DataLayout;
+    logger: Logger;
+    db: Db;
+    codebases: CodebaseService;
+    sandboxes: SandboxManager;
+    reapIntervalMs: number;
+  }) {
+    this.dataDir = parts.dataDir;
+    this.layout = parts.layout;
+    this.logger = parts.logger;
+    this.#db = parts.db;
+    this.codebases = parts.codebases;
+    this.sandboxes = parts.sandboxes;
+    if (parts.reapIntervalMs > 0) {
+      this.#reaper = setInterval(() => {
+        this.sandboxes.reap().catch((err: unknown) => this.logger.error({ err }, 'reaper failed'));
+      }, parts.reapIntervalMs);
+      this.#reaper.unref();
+    }
+  }
+
+  /**
+   * Opens (creating if needed) the data directory and its database, then recovers sandboxes left
+   * RUNNING by control-plane processes that are gone (their mounts cleared, deltas kept).
+   */
+  static async open(options: ControlPlaneOptions = {}): Promise<ControlPlane> {
+    const dataDir = resolveDataDir({ dataDir: options.dataDir });
+    const layout = new DataLayout(dataDir);
+    for (const dir of [layout.root, layout.logsDir, layout.codebasesDir, layout.sandboxesDir]) {
+      await ensurePrivateDir(dir);
+    }
+    const logger =
+      options.logger ?? createControlLogger({ file: layout.controlLog, level: options.logLevel });
+    const db = openDatabase(layout.database);
+    const store = new SandboxStore(db);
+    const codebases = new CodebaseService({
+      db,
+      layout,
+      sandboxes: store,
+      logger,
+      ...(options.maxUploadBytes === undefined ? {} : { maxUploadBytes: options.maxUploadBytes }),
+    });
+    const runtimes = new RuntimeRegistry({
+      bwrap: () => createBwrapRuntime({ dataDir, logger: logger.child({ component: 'runtime-bwrap' }) }),
+      ...options.runtimes,
+    });
+    const sandboxes = new SandboxManager({
+      layout,
+      store,
+      codebases,
+      runtimes,
+      logger,
+      presets: options.presets,
+      supervision: options.supervision,
+      defaultRuntime: options.defaultRuntime,
+    });
+    const plane = new ControlPlane({
+      dataDir,
+      layout,
+      logger,
+      db,
+      codebases,
+      sandboxes,
+      reapIntervalMs: options.reapIntervalMs ?? DEFAULT_REAP_INTERVAL_MS,
+    });
+    const recovered = await sandboxes.recover();
+    logger.info({ dataDir, recovered }, 'control plane open');
+    return plane;
+  }
+
+  // --- Codebases ---
+
+  createCodebase(options: { name: string; ownerId?: string | null }): Promise<CodebaseInfo> {
+    return this.codebases.create(options);
+  }
+  /** A host directory used in place as the codebase (nothing copied). */
+  linkCodebase(options: { path: string; name?: string; ownerId?: string | null }): Promise<CodebaseInfo> {
+    return this.codebases.link(options);
+  }
+  getCodebase(id: string): CodebaseInfo {
+    return this.codebases.get(id);
+  }
+  listCodebases(): CodebaseInfo[] {
+    return this.codebases.list();
+  }
+  uploadFile(
+    id: string,
+    path: string,
+    source: UploadSource,
+    options?: { maxBytes?: number },
+  ): Promise<FileEntry> {
+    return this.codebases.upload(id, path, source, options);
+  }
+  listFiles(id: string, options?: { path?: string; recursive?: boolean }): Promise<FileEntry[]> {
+    return this.codebases.listFiles(id, options);
+  }
+  downloadFile(id: string, path: string): Promise<{ stream: Readable; size: number }> {
+    return this.codebases.download(id, path);
+  }
+  deleteCodebase(id: string): Promise<void> {
+    return this.codebases.delete(id);
+  }
+
+  // --- Sandboxes ---
+
+  createSandbox(options: CreateSandboxOptions): Promise<SandboxInfo> {
+    return this.sandboxes.create(options);
+  }
+  getSandbox(id: string): SandboxInfo {
+    return this.sandboxes.get(id);
+  }
+  listSandboxes(options?: ListSandboxesOptions): Page<SandboxInfo> {
+    return this.sandboxes.list(options);
+  }
+  startSandbox(id: string): Promise<SandboxInfo> {
+    return this.sandboxes.start(id);
+  }
+  stopSandbox(id: string, options?: { reason?: string }): Promise<SandboxInfo> {
+    return this.sandboxes.stop(id, options);
+  }
+  destroySandbox(id: string, options?: { keepDelta?: boolean }): Promise<void> {
+    return this.sandboxes.destroy(id, options);
+  }
+  exec(id: string, command: string | readonly string[], options?: SandboxExecOptions): Promise<ExecResult> {
+    return this.sandboxes.exec(id, command, options);
+  }
+  changes(id: string): Promise<readonly ChangeEntry[]> {
+    return this.sandboxes.changes(id);
+  }
+  diff(
+    id: string,
+    options?: { paths?: readonly string[] },
+  ): Promise<{ diff: string; binary: readonly string[] }> {
+    return this.sandboxes.diff(id, options);
+  }
+  commit(id: string, options?: { mode?: CommitMode; paths?: readonly string[] }): Promise<CommitResult> {
+    return this.sandboxes.commit(id, options);
+  }
+  discard(id: string, options?: { paths?: readonly string[] }): Promise<void> {
+    return this.sandboxes.discard(id, options);
+  }
+  readFile(id: string, path: string): Promise<Buffer> {
+    return this.sandboxes.readFile(id, path);
+  }
+  writeFile(id: string, path: string, data: Uint8Array | string): Promise<void> {
+    return this.sandboxes.writeFile(id, path, data);
+  }
+  setRules(id: string, policy: { rules?: readonly unknown[]; preset?: string }): Promise<SandboxInfo> {
+    return this.sandboxes.setRules(id, policy);
+  }
+  audit(id: string, query?: AuditQuery): Promise<AuditEvent[]> {
+    return this.sandboxes.audit(id, query);
+  }
+  /** The runtime instance of a sandbox this process runs (sessions are built on it). */
+  runtimeInstance(id: string): RuntimeInstance {
+    return this.sandboxes.runtimeInstance(id);
+  }
+
+  /** Stops every sandbox this process runs (deltas kept), then closes the database. Idempotent. */
+  close(): Promise<void> {
+    this.#closing ??= (async () => {
+      if (this.#reaper !== undefined) clearInterval(this.#reaper);
+      await this.sandboxes.close();
+      this.logger.info('control plane closed');
+      this.#db.close();
+    })();
+    return this.#closing;
+  }
+
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
+  }
+}
+
+/** The library's name for the lower-level client: `await AgentFense.open({ dataDir })`. */
+export const AgentFense = ControlPlane;

@@ -1,0 +1,200 @@
+// The library's high-level API (SPEC §7): `await using sb = await Sandbox.fromLocal(dir)` links the
+// directory as a codebase (nothing copied), creates and starts a sandbox over it, and on dispose destroys
+// both records and the sandbox's data — the user's directory is never touched except by an explicit commit.
+import type { Logger } from 'pino';
+import type {
+  AuditEvent,
+  ChangeEntry,
+  CommitMode,
+  CommitResult,
+  ExecResult,
+  ResourceLimits,
+} from '@agentfense/protocol';
+import { ControlPlane } from '../control-plane.js';
+import type { AuditQuery } from '../sandboxes/audit-log.js';
+import type { RuntimeMap } from '../sandboxes/runtimes.js';
+import type { SupervisionOptions } from '../sandboxes/supervisor.js';
+import type { SandboxExecOptions, SandboxInfo } from '../sandboxes/types.js';
+import { ExecStream } from './exec-stream.js';
+
+export interface FromLocalOptions {
+  /** A preset name (default `agent-safe`); exclusive with `rules`. */
+  readonly preset?: string;
+  /** Explicit permission rules (SPEC §1). */
+  readonly rules?: readonly unknown[];
+  /** Default 'bwrap'. */
+  readonly runtime?: string;
+  readonly network?: boolean;
+  readonly resources?: ResourceLimits;
+  readonly env?: Readonly<Record<string, string>>;
+  readonly labels?: Readonly<Record<string, string>>;
+  readonly expiresIn?: number;
+  readonly auditAllowed?: boolean;
+  /** Data directory of the control plane this sandbox opens (ignored with `controlPlane`). */
+  readonly dataDir?: string;
+  /** Use this control plane instead of opening one (it is then not closed by destroy()). */
+  readonly controlPlane?: ControlPlane;
+  /** Options of the control plane opened for this sandbox. */
+  readonly runtimes?: RuntimeMap;
+  readonly supervision?: SupervisionOptions;
+  readonly logger?: Logger;
+}
+
+/** `exec`'s result with stdout and stderr decoded as UTF-8. */
+export interface RunResult extends Omit<ExecResult, 'stdout' | 'stderr'> {
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+/** A running sandbox over a local directory. */
+export class Sandbox implements AsyncDisposable {
+  readonly id: string;
+  readonly codebaseId: string;
+  readonly controlPlane: ControlPlane;
+  readonly #ownsControlPlane: boolean;
+  #destroyed: Promise<void> | undefined;
+
+  private constructor(options: {
+    id: string;
+    codebaseId: string;
+    controlPlane: ControlPlane;
+    owns: boolean;
+  }) {
+    this.id = options.id;
+    this.codebaseId = options.codebaseId;
+    this.controlPlane = options.controlPlane;
+    this.#ownsControlPlane = options.owns;
+  }
+
+  /** Links `dir` as a codebase, creates a sandbox over it with the given policy, and starts it. */
+  static async fromLocal(dir: string, options: FromLocalOptions = {}): Promise<Sandbox> {
+    const owns = options.controlPlane === undefined;
+    const cp =
+      options.controlPlane ??
+      (await ControlPlane.open({
+        ...(options.dataDir === undefined ? {} : { dataDir: options.dataDir }),
+        ...(options.runtimes === undefined ? {} : { runtimes: options.runtimes }),
+        ...(options.supervision === undefined ? {} : { supervision: options.supervision }),
+        ...(options.logger === undefined ? {} : { logger: options.logger }),
+      }));
+    let codebaseId: string | undefined;
+    let sandboxId: string | undefined;
+    try {
+      codebaseId = (await cp.linkCodebase({ path: dir })).id;
+      sandboxId = (
+        await cp.createSandbox({
+          codebaseId,
+          ...pick(options, [
+            'preset',
+            'rules',
+            'runtime',
+            'network',
+            'resources',
+            'env',
+            'labels',
+            'expiresIn',
+            'auditAllowed',
+          ]),
+        })
+      ).id;
+      await cp.startSandbox(sandboxId);
+      return new Sandbox({ id: sandboxId, codebaseId, controlPlane: cp, owns });
+    } catch (err) {
+      if (sandboxId !== undefined) await cp.destroySandbox(sandboxId).catch(() => undefined);
+      if (codebaseId !== undefined) await cp.deleteCodebase(codebaseId).catch(() => undefined);
+      if (owns) await cp.close();
+      throw err;
+    }
+  }
+
+  /** The sandbox's current record (state, restarts, labels...). */
+  info(): SandboxInfo {
+    return this.controlPlane.getSandbox(this.id);
+  }
+
+  /** Runs a command (a string through `/bin/sh -c`, or an argv array); output as Buffers. */
+  exec(command: string | readonly string[], options: SandboxExecOptions = {}): Promise<ExecResult> {
+    return this.controlPlane.exec(this.id, command, options);
+  }
+
+  /** Like exec, with stdout and stderr as strings. */
+  async run(command: string | readonly string[], options: SandboxExecOptions = {}): Promise<RunResult> {
+    const result = await this.exec(command, options);
+    return { ...result, stdout: result.stdout.toString('utf8'), stderr: result.stderr.toString('utf8') };
+  }
+
+  /**
+   * Runs a command and delivers its output as it comes: iterate the returned stream for
+   * `{ stream: 'stdout' | 'stderr', data }` chunks; `await stream.result` for the exit code and the full output.
+   */
+  execStream(
+    command: string | readonly string[],
+    options: Omit<SandboxExecOptions, 'onStdout' | 'onStderr'> = {},
+  ): ExecStream {
+    return new ExecStream((onStdout, onStderr) => this.exec(command, { ...options, onStdout, onStderr }));
+  }
+
+  changes(): Promise<readonly ChangeEntry[]> {
+    return this.controlPlane.changes(this.id);
+  }
+  diff(options?: { paths?: readonly string[] }): Promise<{ diff: string; binary: readonly string[] }> {
+    return this.controlPlane.diff(this.id, options);
+  }
+  /** Applies the changes to the directory (conflicts reported unless `mode: 'last-writer-wins'`). */
+  commit(options?: { mode?: CommitMode; paths?: readonly string[] }): Promise<CommitResult> {
+    return this.controlPlane.commit(this.id, options);
+  }
+  discard(options?: { paths?: readonly string[] }): Promise<void> {
+    return this.controlPlane.discard(this.id, options);
+  }
+  /** Reads a file as the sandbox sees it (codebase path: `/src/a.ts` or `src/a.ts`), through the rules. */
+  readFile(path: string): Promise<Buffer> {
+    return this.controlPlane.readFile(this.id, codebasePath(path));
+  }
+  /** Writes a file into the sandbox's changes, through the rules. */
+  writeFile(path: string, data: Uint8Array | string): Promise<void> {
+    return this.controlPlane.writeFile(this.id, codebasePath(path), data);
+  }
+  /** Replaces the rules; they take effect at once. */
+  async setRules(
+    policy: readonly unknown[] | { rules?: readonly unknown[]; preset?: string },
+  ): Promise<void> {
+    await this.controlPlane.setRules(
+      this.id,
+      Array.isArray(policy) ? { rules: policy } : (policy as { rules?: readonly unknown[]; preset?: string }),
+    );
+  }
+  audit(query?: AuditQuery): Promise<AuditEvent[]> {
+    return this.controlPlane.audit(this.id, query);
+  }
+
+  /**
+   * Destroys the sandbox (its changes are dropped unless committed), removes the linked codebase record,
+   * and closes the control plane if this sandbox opened it. Idempotent.
+   */
+  destroy(): Promise<void> {
+    this.#destroyed ??= (async () => {
+      try {
+        await this.controlPlane.destroySandbox(this.id);
+        await this.controlPlane.deleteCodebase(this.codebaseId);
+      } finally {
+        if (this.#ownsControlPlane) await this.controlPlane.close();
+      }
+    })();
+    return this.#destroyed;
+  }
+
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.destroy();
+  }
+}
+
+function codebasePath(path: string): string {
+  return path.startsWith('/') ? path : `/${path}`;
+}
+
+function pick<T extends object, K extends keyof T>(obj: T, keys: readonly K[]): Partial<Pick<T, K>> {
+  const out: Partial<Pick<T, K>> = {};
+  for (const key of keys) if (obj[key] !== undefined) out[key] = obj[key];
+  return out;
+}

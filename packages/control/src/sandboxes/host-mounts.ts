@@ -1,0 +1,42 @@
+// The shared parent mount of each sandbox's FUSE mountpoint (MACHINE-NOTES: a mount made later under a
+// shared mount bound into the sandbox propagates into it, so a restarted worker's mount reaches a running
+// sandbox). Always argv arrays, never a shell.
+import { execa } from 'execa';
+import { listMounts } from '@agentfense/fuse-worker';
+import { UnavailableError } from '@agentfense/protocol';
+
+/** How many stacked mounts at one path we are prepared to peel off. */
+const MAX_STACKED = 8;
+
+/** True when something is mounted exactly at `path`. Reads mountinfo only (never stats `path`). */
+export async function isMountPoint(path: string): Promise<boolean> {
+  return (await listMounts()).some((m) => m.mountpoint === path);
+}
+
+/** `mount --bind P P; mount --make-shared P`, unless P is already a mount point (then only make-shared). */
+export async function makeSharedBind(path: string): Promise<void> {
+  try {
+    if (!(await isMountPoint(path))) await execa('mount', ['--bind', '--', path, path]);
+    await execa('mount', ['--make-shared', '--', path]);
+  } catch (err) {
+    throw new UnavailableError(
+      `cannot make ${path} a shared bind mount (needs root and mount(8)): ${(err as Error).message}`,
+      { cause: err },
+    );
+  }
+}
+
+/**
+ * Lazily unmounts everything mounted at `path` (the shared bind and anything left on it), innermost
+ * first. Call clearFuseMount() on the FUSE mountpoint below first: a hung FUSE daemon must be aborted
+ * before anything walks through it. Returns how many mounts were removed.
+ */
+export async function unmountAll(path: string): Promise<number> {
+  let removed = 0;
+  for (let i = 0; i < MAX_STACKED; i++) {
+    if (!(await isMountPoint(path))) return removed;
+    await execa('umount', ['-l', '--', path]);
+    removed++;
+  }
+  throw new UnavailableError(`could not unmount everything at ${path}`);
+}

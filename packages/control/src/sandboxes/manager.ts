@@ -1,0 +1,720 @@
+// Sandbox lifecycle (SPEC §6): create, start, stop, destroy, exec and the delta operations, with
+// ownership across processes. Several control-plane processes may share one data directory: each running
+// sandbox records its owner (pid + kernel start time); a process only ever drives sandboxes it owns, and a
+// sandbox whose owner has died is recovered (mounts cleared, worker killed, marked STOPPED, delta kept).
+import { randomUUID } from 'node:crypto';
+import { rm, readdir } from 'node:fs/promises';
+import type { Logger } from 'pino';
+import { clearFuseMount, spawnWorker } from '@agentfense/fuse-worker';
+import type { WorkerHandle } from '@agentfense/fuse-worker';
+import {
+  InvalidArgumentError,
+  NotFoundError,
+  WrongStateError,
+  toAgentFenseError,
+} from '@agentfense/protocol';
+import type {
+  AuditEvent,
+  CommitMode,
+  CommitResult,
+  ChangeEntry,
+  ExecResult,
+  PermissionRule,
+  RuntimeInstance,
+  WorkerMethod,
+  WorkerParams,
+  WorkerResult,
+} from '@agentfense/protocol';
+import { validateEnv } from '@agentfense/runtime-bwrap';
+import type { CodebaseService } from '../codebases/service.js';
+import { newId, validateId } from '../ids.js';
+import { ensurePrivateDir } from '../paths.js';
+import type { DataLayout, SandboxPaths } from '../paths.js';
+import { resolvePolicy } from '../policy.js';
+import type { PresetRegistry } from '../presets/registry.js';
+import { decodePageToken, encodePageToken, pageSize } from '../store/pagination.js';
+import { sandboxInfo } from '../store/sandboxes.js';
+import type { SandboxRow, SandboxStore } from '../store/sandboxes.js';
+import { AuditWriter, readAudit } from './audit-log.js';
+import type { AuditQuery } from './audit-log.js';
+import { makeSharedBind, unmountAll } from './host-mounts.js';
+import { isSameProcess, processStartTime, selfIdentity } from './process-identity.js';
+import type { RuntimeRegistry } from './runtimes.js';
+import { assertTransition } from './state.js';
+import { WorkerSupervisor } from './supervisor.js';
+import type { SupervisionOptions } from './supervisor.js';
+import type {
+  CreateSandboxOptions,
+  ListSandboxesOptions,
+  Page,
+  SandboxExecOptions,
+  SandboxInfo,
+} from './types.js';
+
+/** Longest label key / value accepted. */
+const MAX_LABEL_KEY = 128;
+const MAX_LABEL_VALUE = 1024;
+
+/** What a running sandbox holds in this process. */
+interface Live {
+  readonly supervisor: WorkerSupervisor;
+  readonly instance: RuntimeInstance;
+  readonly audit: AuditWriter;
+}
+
+export interface SandboxManagerOptions {
+  readonly layout: DataLayout;
+  readonly store: SandboxStore;
+  readonly codebases: CodebaseService;
+  readonly runtimes: RuntimeRegistry;
+  readonly logger: Logger;
+  readonly presets?: PresetRegistry | undefined;
+  readonly supervision?: SupervisionOptions | undefined;
+  /** The runtime of sandboxes created without one. Default 'bwrap'. */
+  readonly defaultRuntime?: string | undefined;
+}
+
+export class SandboxManager {
+  readonly #layout: DataLayout;
+  readonly #store: SandboxStore;
+  readonly #codebases: CodebaseService;
+  readonly #runtimes: RuntimeRegistry;
+  readonly #logger: Logger;
+  readonly #presets: PresetRegistry | undefined;
+  readonly #supervision: SupervisionOptions | undefined;
+  readonly #defaultRuntime: string;
+  readonly #self = { ...selfIdentity(), instance: randomUUID() };
+  readonly #live = new Map<string, Live>();
+  readonly #locks = new Map<string, Promise<unknown>>();
+  #closed = false;
+
+  constructor(options: SandboxManagerOptions) {
+    this.#layout = options.layout;
+    this.#store = options.store;
+    this.#codebases = options.codebases;
+    this.#runtimes = options.runtimes;
+    this.#logger = options.logger.child({ component: 'sandboxes' });
+    this.#presets = options.presets;
+    this.#supervision = options.supervision;
+    this.#defaultRuntime = options.defaultRuntime ?? 'bwrap';
+  }
+
+  // --- Records -----------------------------------------------------------------------------------
+
+  /** Creates a sandbox in PENDING; rules, runtime, labels, env and expiry are validated now. */
+  async create(options: CreateSandboxOptions): Promise<SandboxInfo> {
+    this.#assertOpen();
+    const codebaseId = validateId('codebase', options.codebaseId);
+    this.#codebases.get(codebaseId); // NotFoundError naming it
+    const rules = resolvePolicy({
+      preset: options.preset,
+      rules: options.rules,
+      ...(this.#presets === undefined ? {} : { registry: this.#presets }),
+    });
+    const runtime = this.#runtimes.check(options.runtime ?? this.#defaultRuntime);
+    const labels = checkLabels(options.labels ?? {});
+    const env = validateEnv(options.env ?? {});
+    const resources = checkResources(options.resources ?? {});
+    const expiresIn = options.expiresIn;
+    if (
+      expiresIn !== undefined &&
+      !(typeof expiresIn === 'number' && Number.isFinite(expiresIn) && expiresIn > 0)
+    ) {
+      throw new InvalidArgumentError(
+        `expiresIn must be a positive number of seconds, got ${String(expiresIn)}`,
+      );
+    }
+    const id = newId('sandbox');
+    const now = Date.now();
+    await ensurePrivateDir(this.#layout.sandboxesDir);
+    await ensurePrivateDir(this.#layout.sandbox(id).dir);
+    this.#store.insert(
+      {
+        id,
+        codebase_id: codebaseId,
+        state: 'PENDING',
+        state_reason: null,
+        runtime,
+        rules: JSON.stringify(rules),
+        network: options.network === true ? 1 : 0,
+        resources: JSON.stringify(resources),
+        env: JSON.stringify(env),
+        audit_allowed: options.auditAllowed === true ? 1 : 0,
+        labels: JSON.stringify(labels),
+        expires_at: expiresIn === undefined ? null : now + Math.round(expiresIn * 1000),
+        created_at: now,
+        updated_at: now,
+      },
+      labels,
+    );
+    this.#logger.info({ sandboxId: id, codebaseId, runtime }, 'sandbox created');
+    return this.get(id);
+  }
+
+  get(id: string): SandboxInfo {
+    return sandboxInfo(this.#store.get(validateId('sandbox', id)));
+  }
+
+  /** Filtered listing in creation order, one page at a time. */
+  list(options: ListSandboxesOptions = {}): Page<SandboxInfo> {
+    const limit = pageSize(options.pageSize);
+    const rows = this.#store.query({
+      codebaseId: options.codebaseId === undefined ? undefined : validateId('codebase', options.codebaseId),
+      state: options.state,
+      labels: options.labels === undefined ? undefined : checkLabels(options.labels),
+      after: options.pageToken === undefined ? undefined : decodePageToken(options.pageToken),
+      limit: limit + 1,
+    });
+    const items = rows.slice(0, limit);
+    const last = items.at(-1);
+    return {
+      items: items.map(sandboxInfo),
+      nextPageToken:
+        rows.length > limit && last !== undefined
+          ? encodePageToken({ createdAt: last.created_at, id: last.id })
+          : null,
+    };
+  }
+
+  /** The sandbox's audit trail (denials always; allowed accesses when it was asked for). */
+  async audit(id: string, query: AuditQuery = {}): Promise<AuditEvent[]> {
+    this.#store.get(validateId('sandbox', id));
+    await this.#live.get(id)?.audit.flush();
+    return readAudit(this.#layout.sandbox(id).auditLog, query);
+  }
+
+  // --- Lifecycle ---------------------------------------------------------------------------------
+
+  /**
+   * Starts the sandbox: directories, the shared bind mount, the worker and its mount, then the runtime.
+   * On failure everything started is undone, the sandbox goes to ERROR with the reason, and the error
+   * is thrown. Starting a sandbox this process already runs returns it unchanged.
+   */
+  start(id: string): Promise<SandboxInfo> {
+    validateId('sandbox', id);
+    return this.#withLock(id, async () => {
+      this.#assertOpen();
+      if (this.#live.has(id)) return this.get(id);
+      const row = await this.#claim(id);
+      const paths = this.#layout.sandbox(id);
+      try {
+        assertTransition(id, row.state, 'RUNNING');
+      } catch (err) {
+        this.#release(id);
+        throw err;
+      }
+      let supervisor: WorkerSupervisor | undefined;
+      let instance: RuntimeInstance | undefined;
+      const audit = new AuditWriter(paths.auditLog, (err) =>
+        this.#logger.error({ err, sandboxId: id }, 'could not write the audit trail'),
+      );
+      try {
+        for (const dir of [paths.dir, paths.delta, paths.mnt, paths.state]) await ensurePrivateDir(dir);
+        await clearStaleMounts(paths);
+        await makeSharedBind(paths.mnt);
+        await ensurePrivateDir(paths.workspace);
+        const lowerDir = this.#codebases.lowerDir(row.codebase_id);
+        supervisor = await WorkerSupervisor.start({
+          sandboxId: id,
+          mount: {
+            lowerDir,
+            deltaDir: paths.delta,
+            mountpoint: paths.workspace,
+            rules: JSON.parse(row.rules) as PermissionRule[],
+            auditAllowed: row.audit_allowed !== 0,
+          },
+          logFile: paths.workerLog,
+          logger: this.#logger.child({ sandboxId: id }),
+          supervision: this.#supervision,
+          onAudit: (events) => audit.append(events),
+          onWorker: (pid) =>
+            this.#store.update(id, { worker_pid: pid, worker_start: processStartTime(pid) ?? null }),
+          onRestart: (reason) => this.#recordRestart(id, reason),
+          onFatal: (reason) => void this.#onFatal(id, reason),
+        });
+        const runtime = await this.#runtimes.get(row.runtime);
+        instance = await runtime.start({
+          sandboxId: id,
+          workspaceHostPath: paths.workspace,
+          stateDir: paths.state,
+          network: row.network !== 0,
+          resources: JSON.parse(row.resources) as Record<string, number>,
+          env: JSON.parse(row.env) as Record<string, string>,
+        });
+        this.#live.set(id, { supervisor, instance, audit });
+        this.#store.update(id, { state: 'RUNNING', state_reason: null, started_at: Date.now() });
+        this.#logger.info({ sandboxId: id, worker: supervisor.pid }, 'sandbox started');
+        return this.get(id);
+      } catch (err) {
+        const error = toAgentFenseError(err, `starting sandbox ${id}`);
+        await instance?.stop().catch((e: unknown) => this.#logger.warn({ err: e }, 'runtime stop failed'));
+        await supervisor?.stop().catch((e: unknown) => this.#logger.warn({ err: e }, 'worker stop failed'));
+        await clearStaleMounts(paths).catch((e: unknown) => this.#logger.warn({ err: e }, 'unmount failed'));
+        await audit.flush();
+        this.#store.update(id, {
+          state: 'ERROR',
+          state_reason: `start failed: ${error.message}`,
+          owner_pid: null,
+          owner_start: null,
+          owner_instance: null,
+          worker_pid: null,
+          worker_start: null,
+        });
+        this.#logger.error({ sandboxId: id, err: error }, 'sandbox start failed');
+        throw error;
+      }
+    });
+  }
+
+  /** Stops a running sandbox: runtime, worker, mounts; the delta stays. Idempotent on a stopped one. */
+  stop(id: string, options: { reason?: string } = {}): Promise<SandboxInfo> {
+    validateId('sandbox', id);
+    return this.#withLock(id, async () => {
+      await this.#stopLocked(id, options.reason ?? null);
+      return this.get(id);
+    });
+  }
+
+  /** Destroys the sandbox in any state: stops it, forgets it and removes its directory (the delta too unless `keepDelta`). */
+  destroy(id: string, options: { keepDelta?: boolean } = {}): Promise<void> {
+    validateId('sandbox', id);
+    return this.#withLock(id, async () => {
+      const row = this.#store.get(id);
+      if (this.#live.has(id)) await this.#stopLocked(id, 'destroyed');
+      else if (this.#ownedElsewhere(row)) {
+        throw new WrongStateError(`sandbox ${id} is in use by control-plane process ${row.owner_pid}`, {
+          details: { id, ownerPid: row.owner_pid },
+        });
+      } else if (row.owner_pid !== null) await this.#cleanupStale(row);
+      const paths = this.#layout.sandbox(id);
+      await clearStaleMounts(paths);
+      this.#store.delete(id);
+      if (options.keepDelta === true) {
+        for (const name of await readdir(paths.dir).catch(() => [] as string[])) {
+          if (name !== 'delta') await rm(`${paths.dir}/${name}`, { recursive: true, force: true });
+        }
+      } else {
+        await rm(paths.dir, { recursive: true, force: true });
+      }
+      this.#logger.info({ sandboxId: id, keepDelta: options.keepDelta === true }, 'sandbox destroyed');
+    });
+  }
+
+  // --- Commands and the delta ---------------------------------------------------------------------
+
+  /** Runs one command in a RUNNING sandbox of this process (waits for a worker restart in progress). */
+  async exec(
+    id: string,
+    command: string | readonly string[],
+    options: SandboxExecOptions = {},
+  ): Promise<ExecResult> {
+    const live = this.#requireLive(id);
+    await live.supervisor.worker();
+    return live.instance.exec({ ...options, command });
+  }
+
+  /** The runtime instance of a running sandbox (sessions spawn their shells through it). */
+  runtimeInstance(id: string): RuntimeInstance {
+    return this.#requireLive(id).instance;
+  }
+
+  changes(id: string): Promise<readonly ChangeEntry[]> {
+    return this.#withWorker(id, 'changes', {}).then((r) => r.changes);
+  }
+
+  diff(id: string, options: { paths?: readonly string[] } = {}): Promise<WorkerResult<'diff'>> {
+    return this.#withWorker(id, 'diff', options.paths === undefined ? {} : { paths: options.paths });
+  }
+
+  commit(id: string, options: { mode?: CommitMode; paths?: readonly string[] } = {}): Promise<CommitResult> {
+    return this.#withWorker(id, 'commit', {
+      mode: options.mode ?? 'detect-conflicts',
+      ...(options.paths === undefined ? {} : { paths: options.paths }),
+    });
+  }
+
+  async discard(id: string, options: { paths?: readonly string[] } = {}): Promise<void> {
+    await this.#withWorker(id, 'discard', options.paths === undefined ? {} : { paths: options.paths });
+  }
+
+  /** Reads a file as the sandbox sees it, through its rules (`path` is a codebase path, `/src/a.ts`). */
+  async readFile(id: string, path: string): Promise<Buffer> {
+    const { data } = await this.#withWorker(id, 'readFile', { path });
+    return Buffer.from(data.buffer, data.byteOffset, data.byteLength);
+  }
+
+  /** Writes a file into the sandbox's delta, through its rules. */
+  async writeFile(id: string, path: string, data: Uint8Array | string): Promise<void> {
+    await this.#withWorker(id, 'writeFile', {
+      path,
+      data: typeof data === 'string' ? Buffer.from(data) : data,
+    });
+  }
+
+  /** Replaces the rules (validated; the error names the rule index); a running sandbox applies them at once. */
+  setRules(id: string, policy: { rules?: readonly unknown[]; preset?: string }): Promise<SandboxInfo> {
+    validateId('sandbox', id);
+    const rules = resolvePolicy({
+      preset: policy.preset,
+      rules: policy.rules,
+      ...(this.#presets === undefined ? {} : { registry: this.#presets }),
+    });
+    return this.#withLock(id, async () => {
+      const row = this.#store.get(id);
+      const live = this.#live.get(id);
+      if (live === undefined && this.#ownedElsewhere(row)) {
+        throw new WrongStateError(`sandbox ${id} is running in control-plane process ${row.owner_pid}`);
+      }
+      if (live !== undefined) await live.supervisor.setRules(rules);
+      this.#store.update(id, { rules: JSON.stringify(rules) });
+      this.#logger.info({ sandboxId: id, rules: rules.length }, 'rules replaced');
+      return this.get(id);
+    });
+  }
+
+  // --- Supervision hooks, recovery, reaping, close -------------------------------------------------
+
+  /** Test and diagnostics hook: the live worker's pid, or undefined when this process does not run it. */
+  workerPid(id: string): number | undefined {
+    return this.#live.get(id)?.supervisor.pid;
+  }
+
+  /**
+   * Recovers sandboxes whose owning control-plane process is gone: kills their leftover worker, clears
+   * their FUSE mount and shared bind, and marks them STOPPED (the delta is kept). Sandboxes owned by a
+   * live process are never touched. Returns the ids recovered.
+   */
+  async recover(): Promise<string[]> {
+    const recovered: string[] = [];
+    for (const row of this.#store.all()) {
+      if (row.owner_pid === null || this.#isMine(row) || this.#ownedElsewhere(row)) continue;
+      await this.#withLock(row.id, async () => {
+        const fresh = this.#store.find(row.id);
+        if (
+          fresh === undefined ||
+          fresh.owner_pid === null ||
+          this.#isMine(fresh) ||
+          this.#ownedElsewhere(fresh)
+        )
+          return;
+        await this.#cleanupStale(fresh);
+        recovered.push(row.id);
+      }).catch((err: unknown) => this.#logger.error({ err, sandboxId: row.id }, 'recovery failed'));
+    }
+    return recovered;
+  }
+
+  /** Destroys expired sandboxes this process may touch. Returns the ids destroyed. */
+  async reap(now = Date.now()): Promise<string[]> {
+    const reaped: string[] = [];
+    for (const row of this.#store.expired(now)) {
+      if (this.#ownedElsewhere(row)) continue;
+      try {
+        await this.destroy(row.id);
+        reaped.push(row.id);
+        this.#logger.info({ sandboxId: row.id }, 'expired sandbox destroyed');
+      } catch (err) {
+        if (!(err instanceof NotFoundError)) this.#logger.error({ err, sandboxId: row.id }, 'reaping failed');
+      }
+    }
+    return reaped;
+  }
+
+  /** Stops every sandbox this process runs (state STOPPED, deltas kept). */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    await Promise.all(
+      [...this.#live.keys()].map((id) =>
+        this.#withLock(id, () => this.#stopLocked(id, 'control plane closed')).catch((err: unknown) =>
+          this.#logger.error({ err, sandboxId: id }, 'stopping at close failed'),
+        ),
+      ),
+    );
+  }
+
+  /** Sandboxes this process currently runs. */
+  get liveIds(): string[] {
+    return [...this.#live.keys()];
+  }
+
+  // --- Internals ---------------------------------------------------------------------------------
+
+  #assertOpen(): void {
+    if (this.#closed) throw new WrongStateError('the control plane is closed');
+  }
+
+  /** Serializes lifecycle operations on one sandbox within this process. */
+  #withLock<T>(id: string, fn: () => Promise<T>): Promise<T> {
+    const previous = this.#locks.get(id) ?? Promise.resolve();
+    const next = previous.then(fn, fn);
+    const settled = next.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.#locks.set(id, settled);
+    void settled.then(() => {
+      if (this.#locks.get(id) === settled) this.#locks.delete(id);
+    });
+    return next;
+  }
+
+  #isMine(row: SandboxRow): boolean {
+    return (
+      row.owner_pid === this.#self.pid &&
+      row.owner_start === this.#self.start &&
+      row.owner_instance === this.#self.instance
+    );
+  }
+
+  /** Owned by another live process (which alone may drive it). */
+  #ownedElsewhere(row: SandboxRow): boolean {
+    return row.owner_pid !== null && !this.#isMine(row) && isSameProcess(row.owner_pid, row.owner_start);
+  }
+
+  /**
+   * Makes this process the sandbox's owner, atomically across processes. A dead owner's leftovers are
+   * cleaned up first; a live other owner is a WrongStateError.
+   */
+  async #claim(id: string): Promise<SandboxRow> {
+    let stale: SandboxRow | undefined;
+    this.#store.withRow(id, (row) => {
+      if (this.#ownedElsewhere(row)) {
+        throw new WrongStateError(`sandbox ${id} is in use by control-plane process ${row.owner_pid}`, {
+          details: { id, ownerPid: row.owner_pid },
+        });
+      }
+      if (row.owner_pid !== null && !this.#isMine(row)) stale = row;
+      this.#store.update(id, {
+        owner_pid: this.#self.pid,
+        owner_start: this.#self.start,
+        owner_instance: this.#self.instance,
+      });
+    });
+    if (stale !== undefined) await this.#cleanupStale(stale);
+    return this.#store.get(id);
+  }
+
+  /** Gives up ownership (the sandbox is not running here any more). */
+  #release(id: string): void {
+    this.#store.update(id, {
+      owner_pid: null,
+      owner_start: null,
+      owner_instance: null,
+      worker_pid: null,
+      worker_start: null,
+    });
+  }
+
+  /** Clears what a dead owner left: its worker, the FUSE mount, the shared bind. Marks the sandbox STOPPED. */
+  async #cleanupStale(row: SandboxRow): Promise<void> {
+    const paths = this.#layout.sandbox(row.id);
+    if (row.worker_pid !== null && isSameProcess(row.worker_pid, row.worker_start)) {
+      try {
+        process.kill(row.worker_pid, 'SIGKILL');
+      } catch (err) {
+        this.#logger.debug({ err, pid: row.worker_pid }, 'leftover worker already gone');
+      }
+    }
+    await clearStaleMounts(paths);
+    const ownerPid = row.owner_pid ?? 'unknown';
+    // A temporary worker on a stopped sandbox also records an owner: only RUNNING changes state.
+    this.#store.update(row.id, {
+      ...(row.state === 'RUNNING'
+        ? {
+            state: 'STOPPED',
+            state_reason: `recovered: control-plane process ${ownerPid} exited while the sandbox was ${row.state}`,
+            stopped_at: Date.now(),
+          }
+        : {}),
+      owner_pid: null,
+      owner_start: null,
+      owner_instance: null,
+      worker_pid: null,
+      worker_start: null,
+    });
+    this.#logger.warn(
+      { sandboxId: row.id, ownerPid: row.owner_pid, state: row.state },
+      'recovered a sandbox',
+    );
+  }
+
+  async #stopLocked(id: string, reason: string | null): Promise<void> {
+    const row = this.#store.get(id);
+    const live = this.#live.get(id);
+    if (live === undefined) {
+      if (row.state !== 'RUNNING') return;
+      if (this.#ownedElsewhere(row)) {
+        throw new WrongStateError(`sandbox ${id} is running in control-plane process ${row.owner_pid}`, {
+          details: { id, ownerPid: row.owner_pid },
+        });
+      }
+      await this.#cleanupStale(row);
+      return;
+    }
+    this.#live.delete(id);
+    await live.instance
+      .stop()
+      .catch((err: unknown) => this.#logger.warn({ err, sandboxId: id }, 'runtime stop failed'));
+    await live.supervisor
+      .stop()
+      .catch((err: unknown) => this.#logger.warn({ err, sandboxId: id }, 'worker stop failed'));
+    await clearStaleMounts(this.#layout.sandbox(id));
+    await live.audit.flush();
+    const current = this.#store.get(id);
+    this.#store.update(id, {
+      ...(current.state === 'RUNNING' ? { state: 'STOPPED', state_reason: reason } : {}),
+      stopped_at: Date.now(),
+    });
+    this.#release(id);
+    this.#logger.info({ sandboxId: id, reason }, 'sandbox stopped');
+  }
+
+  #recordRestart(id: string, reason: string): void {
+    const row = this.#store.find(id);
+    if (row === undefined) return;
+    this.#store.update(id, {
+      restart_count: row.restart_count + 1,
+      last_restart_at: Date.now(),
+      last_restart_reason: reason,
+    });
+  }
+
+  /** Supervision gave up: tear the sandbox down and record ERROR with the reason. */
+  async #onFatal(id: string, reason: string): Promise<void> {
+    await this.#withLock(id, async () => {
+      const live = this.#live.get(id);
+      if (live === undefined) return;
+      this.#live.delete(id);
+      await live.instance.stop().catch((err: unknown) => this.#logger.warn({ err }, 'runtime stop failed'));
+      await live.supervisor.stop().catch((err: unknown) => this.#logger.warn({ err }, 'worker stop failed'));
+      await clearStaleMounts(this.#layout.sandbox(id)).catch((err: unknown) =>
+        this.#logger.warn({ err }, 'unmount failed'),
+      );
+      await live.audit.flush();
+      this.#store.update(id, { state: 'ERROR', state_reason: reason, stopped_at: Date.now() });
+      this.#release(id);
+      this.#logger.error({ sandboxId: id, reason }, 'sandbox in ERROR');
+    });
+  }
+
+  #requireLive(id: string): Live {
+    validateId('sandbox', id);
+    const live = this.#live.get(id);
+    if (live !== undefined) return live;
+    const row = this.#store.get(id);
+    if (this.#ownedElsewhere(row)) {
+      throw new WrongStateError(`sandbox ${id} is running in control-plane process ${row.owner_pid}`, {
+        details: { id, ownerPid: row.owner_pid },
+      });
+    }
+    throw new WrongStateError(
+      `sandbox ${id} is ${row.state}, not RUNNING${row.state_reason ? ` (${row.state_reason})` : ''}`,
+      {
+        details: { id, state: row.state },
+      },
+    );
+  }
+
+  /**
+   * Calls a worker method: on the live worker of a running sandbox, or, for a sandbox that is not
+   * running, on a temporary worker mounted just for this call (so changes, diff, commit and discard work
+   * after a stop). The temporary worker holds the sandbox's ownership while it runs.
+   */
+  async #withWorker<M extends WorkerMethod>(
+    id: string,
+    method: M,
+    params: WorkerParams<M>,
+  ): Promise<WorkerResult<M>> {
+    validateId('sandbox', id);
+    const live = this.#live.get(id);
+    if (live !== undefined) return live.supervisor.request(method, params);
+    return this.#withLock(id, async () => {
+      const again = this.#live.get(id);
+      if (again !== undefined) return again.supervisor.request(method, params);
+      this.#assertOpen();
+      const row = await this.#claim(id);
+      if (row.state === 'RUNNING') {
+        this.#release(id);
+        throw new WrongStateError(`sandbox ${id} is RUNNING but not in this process`);
+      }
+      const paths = this.#layout.sandbox(id);
+      const audit = new AuditWriter(paths.auditLog, (err) =>
+        this.#logger.error({ err, sandboxId: id }, 'could not write the audit trail'),
+      );
+      let worker: WorkerHandle | undefined;
+      try {
+        for (const dir of [paths.dir, paths.delta, paths.mnt]) await ensurePrivateDir(dir);
+        await clearStaleMounts(paths);
+        await ensurePrivateDir(paths.workspace);
+        worker = await spawnWorker({ logFile: paths.workerLog, name: id });
+        worker.client.onEvent('audit', (events) => audit.append(events));
+        this.#store.update(id, {
+          worker_pid: worker.pid,
+          worker_start: processStartTime(worker.pid) ?? null,
+        });
+        await worker.mount({
+          lowerDir: this.#codebases.lowerDir(row.codebase_id),
+          deltaDir: paths.delta,
+          mountpoint: paths.workspace,
+          rules: JSON.parse(row.rules) as PermissionRule[],
+          auditAllowed: row.audit_allowed !== 0,
+        });
+        return await worker.client.request(method, params);
+      } finally {
+        if (worker !== undefined) {
+          await worker
+            .stop()
+            .catch((err: unknown) => this.#logger.warn({ err }, 'temporary worker stop failed'));
+        }
+        await clearStaleMounts(paths).catch((err: unknown) => this.#logger.warn({ err }, 'unmount failed'));
+        await audit.flush();
+        this.#release(id);
+      }
+    });
+  }
+}
+
+/** Clears the FUSE mount (aborting a hung daemon first) and then the shared bind of a sandbox. */
+async function clearStaleMounts(paths: SandboxPaths): Promise<void> {
+  await clearFuseMount(paths.workspace);
+  await unmountAll(paths.mnt);
+}
+
+function checkLabels(labels: unknown): Record<string, string> {
+  if (labels === null || typeof labels !== 'object' || Array.isArray(labels)) {
+    throw new InvalidArgumentError('labels must be an object of string keys and string values');
+  }
+  const out: Record<string, string> = {};
+  for (const [key, value] of Object.entries(labels)) {
+    if (key === '' || key.length > MAX_LABEL_KEY || key.includes('\0')) {
+      throw new InvalidArgumentError(
+        `label key ${JSON.stringify(key)} must be 1..${MAX_LABEL_KEY} characters`,
+      );
+    }
+    if (typeof value !== 'string' || value.length > MAX_LABEL_VALUE || value.includes('\0')) {
+      throw new InvalidArgumentError(
+        `label ${key} must have a string value of at most ${MAX_LABEL_VALUE} characters`,
+      );
+    }
+    out[key] = value;
+  }
+  return out;
+}
+
+function checkResources(resources: unknown): Record<string, number> {
+  if (resources === null || typeof resources !== 'object' || Array.isArray(resources)) {
+    throw new InvalidArgumentError('resources must be an object');
+  }
+  const allowed = new Set(['memoryBytes', 'cpuQuota', 'cpuShares', 'pidsLimit']);
+  const out: Record<string, number> = {};
+  for (const [key, value] of Object.entries(resources)) {
+    if (!allowed.has(key)) throw new InvalidArgumentError(`unknown resource limit ${JSON.stringify(key)}`);
+    if (value === undefined) continue;
+    if (typeof value !== 'number' || !Number.isSafeInteger(value) || value <= 0) {
+      throw new InvalidArgumentError(`resources.${key} must be a positive integer`);
+    }
+    out[key] = value;
+  }
+  return out;
+}

@@ -1,0 +1,48 @@
+// The runtime registry: sandboxes name a runtime ('bwrap', later 'docker'); the control plane resolves the
+// name through a map given at open time, creating each runtime lazily and once.
+import { InvalidArgumentError } from '@agentfense/protocol';
+import type { SandboxRuntime } from '@agentfense/protocol';
+
+/** A runtime, or a factory called the first time a sandbox needs it. */
+export type RuntimeProvider = SandboxRuntime | (() => SandboxRuntime | Promise<SandboxRuntime>);
+
+/** Runtime providers by name. */
+export type RuntimeMap = Readonly<Record<string, RuntimeProvider>>;
+
+export class RuntimeRegistry {
+  readonly #providers: RuntimeMap;
+  readonly #resolved = new Map<string, Promise<SandboxRuntime>>();
+
+  constructor(providers: RuntimeMap) {
+    this.#providers = providers;
+  }
+
+  /** The names sandboxes may use. */
+  get names(): string[] {
+    return Object.keys(this.#providers);
+  }
+
+  /** Throws InvalidArgumentError unless `name` is a registered runtime. */
+  check(name: string): string {
+    if (!Object.hasOwn(this.#providers, name)) {
+      throw new InvalidArgumentError(
+        `unknown runtime ${JSON.stringify(name)}; available: ${this.names.join(', ') || 'none'}`,
+      );
+    }
+    return name;
+  }
+
+  /** The runtime called `name` (created on first use). */
+  get(name: string): Promise<SandboxRuntime> {
+    this.check(name);
+    let runtime = this.#resolved.get(name);
+    if (runtime === undefined) {
+      const provider = this.#providers[name] as RuntimeProvider;
+      runtime = Promise.resolve(typeof provider === 'function' ? provider() : provider);
+      // A factory that failed (a missing engine) is retried next time rather than cached.
+      runtime.catch(() => this.#resolved.delete(name));
+      this.#resolved.set(name, runtime);
+    }
+    return runtime;
+  }
+}

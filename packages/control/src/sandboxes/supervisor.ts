@@ -1,0 +1,279 @@
+// Worker supervision (SPEC §6): one worker per running sandbox, watched two ways — its exit (kill -9,
+// crash) and a `stats` ping with a short timeout (a hung or SIGSTOPped worker answers nothing). A dead or
+// hung worker is SIGKILLed, its mount aborted and cleared, and a new worker mounted at the same
+// mountpoint under the still-running sandbox. Too many failures in a window and the sandbox goes to ERROR.
+import { setTimeout as delay } from 'node:timers/promises';
+import type { Logger } from 'pino';
+import { clearFuseMount, spawnWorker } from '@agentfense/fuse-worker';
+import type { WorkerHandle } from '@agentfense/fuse-worker';
+import { TimeoutError, WrongStateError } from '@agentfense/protocol';
+import type {
+  AuditEvent,
+  MountParams,
+  PermissionRule,
+  RequestOptions,
+  WorkerMethod,
+  WorkerParams,
+  WorkerResult,
+} from '@agentfense/protocol';
+
+/** Supervision timing; the defaults notice a hang within ~5 s and a death at once. */
+export interface SupervisionOptions {
+  /** How often the worker is pinged with `stats` (ms). */
+  readonly pingIntervalMs?: number;
+  /** How long one ping may take (ms). A busy but healthy worker answers `stats` within milliseconds. */
+  readonly pingTimeoutMs?: number;
+  /** Consecutive failed pings that count as a hang. */
+  readonly maxMissedPings?: number;
+  /** Failures within `failureWindowMs` that put the sandbox in ERROR instead of restarting again. */
+  readonly maxFailures?: number;
+  readonly failureWindowMs?: number;
+  /** Grace for a worker's clean unmount-and-exit on stop before it is killed (ms). */
+  readonly stopGraceMs?: number;
+}
+
+export const DEFAULT_SUPERVISION: Required<SupervisionOptions> = {
+  pingIntervalMs: 1000,
+  pingTimeoutMs: 2000,
+  maxMissedPings: 2,
+  maxFailures: 3,
+  failureWindowMs: 60_000,
+  stopGraceMs: 5000,
+};
+
+/** How long a worker may take to mount (spawn → mounted is ~85 ms on an idle host). */
+const MOUNT_TIMEOUT_MS = 30_000;
+
+/** How long we wait for a SIGKILLed worker to be reaped before clearing its mount anyway. */
+const KILL_REAP_MS = 5000;
+
+export interface WorkerSupervisorOptions {
+  readonly sandboxId: string;
+  readonly mount: MountParams;
+  readonly logFile: string;
+  readonly logger: Logger;
+  readonly supervision?: SupervisionOptions | undefined;
+  /** Audit batches from whichever worker is current. */
+  readonly onAudit: (events: readonly AuditEvent[]) => void;
+  /** A new worker process serves the mount (first start and every restart). */
+  readonly onWorker: (pid: number) => void;
+  /** A worker was replaced; `count` restarts so far in this supervisor's life. */
+  readonly onRestart: (reason: string) => void;
+  /** Supervision gave up: the mount is cleared and no worker runs. */
+  readonly onFatal: (reason: string) => void;
+}
+
+type Phase = 'running' | 'restarting' | 'failed' | 'stopped';
+
+/** Supervises the worker of one running sandbox. Create with `WorkerSupervisor.start()`. */
+export class WorkerSupervisor {
+  readonly #options: WorkerSupervisorOptions;
+  readonly #timing: Required<SupervisionOptions>;
+  readonly #logger: Logger;
+  #mount: MountParams;
+  #current: WorkerHandle;
+  #phase: Phase = 'running';
+  #restarting: Promise<void> | undefined;
+  #failures: number[] = [];
+  #missed = 0;
+  #pinging = false;
+  #fatalReason: string | undefined;
+  readonly #timer: NodeJS.Timeout;
+
+  private constructor(options: WorkerSupervisorOptions, worker: WorkerHandle) {
+    this.#options = options;
+    this.#timing = { ...DEFAULT_SUPERVISION, ...options.supervision };
+    this.#logger = options.logger;
+    this.#mount = options.mount;
+    this.#current = worker;
+    this.#attach(worker);
+    this.#timer = setInterval(() => void this.#ping(), this.#timing.pingIntervalMs);
+    this.#timer.unref();
+  }
+
+  /** Spawns a worker and mounts; on failure nothing is left running or mounted. */
+  static async start(options: WorkerSupervisorOptions): Promise<WorkerSupervisor> {
+    const worker = await spawnAndMount(options);
+    return new WorkerSupervisor(options, worker);
+  }
+
+  /** The live worker's pid. */
+  get pid(): number {
+    return this.#current.pid;
+  }
+
+  /** True while a replacement worker is being started. */
+  get restarting(): boolean {
+    return this.#phase === 'restarting';
+  }
+
+  /** The current worker, after any restart in progress. WrongStateError once supervision gave up or stopped. */
+  async worker(): Promise<WorkerHandle> {
+    if (this.#restarting !== undefined) await this.#restarting;
+    if (this.#phase === 'failed') {
+      throw new WrongStateError(`sandbox ${this.#options.sandboxId} is in ERROR: ${this.#fatalReason ?? ''}`);
+    }
+    if (this.#phase === 'stopped')
+      throw new WrongStateError(`sandbox ${this.#options.sandboxId} is stopping`);
+    return this.#current;
+  }
+
+  /** Calls a worker method on the current worker. */
+  async request<M extends WorkerMethod>(
+    method: M,
+    params: WorkerParams<M>,
+    options?: RequestOptions,
+  ): Promise<WorkerResult<M>> {
+    const worker = await this.worker();
+    return worker.client.request(method, params, options);
+  }
+
+  /** Replaces the rules now, and for every worker started after this. */
+  async setRules(rules: readonly PermissionRule[]): Promise<void> {
+    this.#mount = { ...this.#mount, rules };
+    await this.request('setRules', { rules });
+  }
+
+  /** Whether allowed accesses are audited, now and after restarts. */
+  async setAudit(allowed: boolean): Promise<void> {
+    this.#mount = { ...this.#mount, auditAllowed: allowed };
+    await this.request('setAudit', { allowed });
+  }
+
+  /** Stops supervising, unmounts and ends the worker; the mountpoint is clear afterwards. */
+  async stop(): Promise<void> {
+    const wasFailed = this.#phase === 'failed';
+    this.#phase = 'stopped';
+    clearInterval(this.#timer);
+    if (this.#restarting !== undefined) await this.#restarting.catch(() => undefined);
+    if (!wasFailed) await this.#current.stop({ graceMs: this.#timing.stopGraceMs });
+    await clearFuseMount(this.#mount.mountpoint);
+  }
+
+  /** SIGKILLs the worker without unmounting (tests, and a crashed control plane's view of things). */
+  killWorker(): void {
+    this.#current.kill();
+  }
+
+  #attach(worker: WorkerHandle): void {
+    this.#missed = 0;
+    worker.client.onEvent('audit', (events) => this.#options.onAudit(events));
+    worker.client.onEvent('log', (event) => {
+      const { level, msg, ...fields } = event;
+      this.#logger[level]({ worker: worker.pid, ...fields }, msg);
+    });
+    void worker.exited.then((exit) => {
+      if (this.#current !== worker || this.#phase !== 'running') return;
+      this.#fail(`worker ${worker.pid} exited (code ${exit.code}, signal ${exit.signal})`);
+    });
+  }
+
+  async #ping(): Promise<void> {
+    if (this.#phase !== 'running' || this.#pinging) return;
+    const worker = this.#current;
+    this.#pinging = true;
+    try {
+      await worker.client.request('stats', {}, { timeoutMs: this.#timing.pingTimeoutMs });
+      this.#missed = 0;
+    } catch (err) {
+      if (this.#current !== worker || this.#phase !== 'running' || !worker.alive) return;
+      this.#missed++;
+      this.#logger.warn(
+        { err, missed: this.#missed, worker: worker.pid },
+        'worker did not answer a health check',
+      );
+      if (this.#missed >= this.#timing.maxMissedPings) {
+        this.#fail(`worker ${worker.pid} stopped answering health checks (${this.#missed} missed)`);
+      }
+    } finally {
+      this.#pinging = false;
+    }
+  }
+
+  /** Records a failure and restarts the worker, or gives up when failures come too often. */
+  #fail(reason: string): void {
+    if (this.#phase !== 'running') return;
+    this.#phase = 'restarting';
+    this.#logger.warn({ reason }, 'worker failed; restarting it');
+    this.#restarting = this.#restart(reason).finally(() => {
+      this.#restarting = undefined;
+    });
+  }
+
+  async #restart(reason: string): Promise<void> {
+    let why = reason;
+    for (;;) {
+      const old = this.#current;
+      old.kill();
+      await Promise.race([old.exited, delay(KILL_REAP_MS)]);
+      await clearFuseMount(this.#mount.mountpoint).catch((err: unknown) => {
+        this.#logger.error({ err }, 'could not clear the dead mount');
+      });
+      const now = Date.now();
+      this.#failures = [...this.#failures.filter((t) => now - t < this.#timing.failureWindowMs), now];
+      if (this.#failures.length >= this.#timing.maxFailures) {
+        this.#giveUp(
+          `${this.#failures.length} worker failures within ${this.#timing.failureWindowMs / 1000} s; last: ${why}`,
+        );
+        return;
+      }
+      if (this.#stopped) return;
+      try {
+        const worker = await spawnAndMount({ ...this.#options, mount: this.#mount });
+        if (this.#stopped) {
+          await worker.stop({ graceMs: this.#timing.stopGraceMs });
+          return;
+        }
+        this.#current = worker;
+        this.#attach(worker);
+        this.#phase = 'running';
+        this.#logger.info({ reason: why, worker: worker.pid }, 'worker restarted');
+        this.#options.onRestart(why);
+        return;
+      } catch (err) {
+        why = `restarting the worker failed: ${(err as Error).message}`;
+        this.#logger.error({ err }, 'worker restart failed');
+      }
+    }
+  }
+
+  /** stop() was called (read through a getter: it changes across awaits, which narrowing cannot see). */
+  get #stopped(): boolean {
+    return this.#phase === 'stopped';
+  }
+
+  #giveUp(reason: string): void {
+    this.#phase = 'failed';
+    this.#fatalReason = reason;
+    clearInterval(this.#timer);
+    this.#logger.error({ reason }, 'worker supervision gave up');
+    this.#options.onFatal(reason);
+  }
+}
+
+/** One worker, mounted; killed and its mount cleared if the mount fails. */
+async function spawnAndMount(options: WorkerSupervisorOptions): Promise<WorkerHandle> {
+  const worker = await spawnWorker({ logFile: options.logFile, name: options.sandboxId });
+  try {
+    // A mount that never completes (a wedged kernel) must not hang start forever.
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(
+        () => reject(new TimeoutError(`worker ${worker.pid} did not mount within ${MOUNT_TIMEOUT_MS} ms`)),
+        MOUNT_TIMEOUT_MS,
+      );
+    });
+    try {
+      await Promise.race([worker.mount(options.mount), timeout]);
+    } finally {
+      clearTimeout(timer);
+    }
+  } catch (err) {
+    worker.kill();
+    await Promise.race([worker.exited, delay(KILL_REAP_MS)]);
+    await clearFuseMount(options.mount.mountpoint).catch(() => undefined);
+    throw err;
+  }
+  options.onWorker(worker.pid);
+  return worker;
+}

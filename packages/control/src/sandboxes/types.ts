@@ -1,0 +1,76 @@
+// Public shapes of sandboxes: states, create options, records and exec options.
+import type { ExecOptions, PermissionRule, ResourceLimits } from '@agentfense/protocol';
+
+/** SPEC §6: PENDING → RUNNING ⇄ STOPPED; any → ERROR. */
+export const SANDBOX_STATES = ['PENDING', 'RUNNING', 'STOPPED', 'ERROR'] as const;
+export type SandboxState = (typeof SANDBOX_STATES)[number];
+
+/** What `createSandbox` takes. */
+export interface CreateSandboxOptions {
+  readonly codebaseId: string;
+  /** Explicit rules (validated now; the error names the rule's index). Exclusive with `preset`. */
+  readonly rules?: readonly unknown[];
+  /** A preset name; `agent-safe` when neither this nor `rules` is given. */
+  readonly preset?: string;
+  /** A key of the control plane's `runtimes` map; default 'bwrap'. */
+  readonly runtime?: string;
+  readonly network?: boolean;
+  readonly resources?: ResourceLimits;
+  /** Stored and filterable; keys and values are strings. */
+  readonly labels?: Readonly<Record<string, string>>;
+  /** Seconds until the reaper destroys the sandbox. */
+  readonly expiresIn?: number;
+  /** Environment of every command in the sandbox (before per-exec env). Never reported back. */
+  readonly env?: Readonly<Record<string, string>>;
+  /** Audit allowed accesses too (denials always are). */
+  readonly auditAllowed?: boolean;
+}
+
+/** A sandbox as clients see it. Times are ISO 8601 strings. */
+export interface SandboxInfo {
+  readonly id: string;
+  readonly codebaseId: string;
+  readonly state: SandboxState;
+  /** Why it is in this state (the ERROR reason, what stopped it); null when nothing to say. */
+  readonly stateReason: string | null;
+  readonly runtime: string;
+  readonly rules: readonly PermissionRule[];
+  readonly network: boolean;
+  readonly resources: ResourceLimits;
+  readonly labels: Readonly<Record<string, string>>;
+  readonly auditAllowed: boolean;
+  readonly expiresAt: string | null;
+  readonly createdAt: string;
+  readonly updatedAt: string;
+  readonly startedAt: string | null;
+  readonly stoppedAt: string | null;
+  /** Worker restarts under this sandbox since it was created. */
+  readonly restartCount: number;
+  readonly lastRestartAt: string | null;
+  readonly lastRestartReason: string | null;
+  /** The control-plane process that runs it (null when nobody does). */
+  readonly ownerPid: number | null;
+  readonly workerPid: number | null;
+}
+
+/** Filters and pagination of `listSandboxes`. */
+export interface ListSandboxesOptions {
+  readonly codebaseId?: string;
+  readonly state?: SandboxState;
+  /** Every given label must match exactly. */
+  readonly labels?: Readonly<Record<string, string>>;
+  /** 1..1000, default 100. */
+  readonly pageSize?: number;
+  /** The `nextPageToken` of the previous page. */
+  readonly pageToken?: string;
+}
+
+/** One page of a listing. */
+export interface Page<T> {
+  readonly items: readonly T[];
+  /** Pass as `pageToken` for the next page; null on the last page. */
+  readonly nextPageToken: string | null;
+}
+
+/** Options of `exec` (the runtime's, without the command, which is given separately). */
+export type SandboxExecOptions = Omit<ExecOptions, 'command'>;

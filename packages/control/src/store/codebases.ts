@@ -1,0 +1,84 @@
+// Codebase rows: prepared statements over the `codebases` table.
+import type { Statement } from 'better-sqlite3';
+import { NotFoundError } from '@agentfense/protocol';
+import type { CodebaseInfo, CodebaseKind } from '../codebases/types.js';
+import type { Db } from './db.js';
+
+/** A codebase row as stored (times in ms since the epoch). */
+export interface CodebaseRow {
+  readonly id: string;
+  readonly name: string;
+  readonly owner_id: string | null;
+  readonly kind: CodebaseKind;
+  readonly host_path: string | null;
+  readonly file_count: number | null;
+  readonly size_bytes: number | null;
+  readonly created_at: number;
+  readonly updated_at: number;
+}
+
+export class CodebaseStore {
+  readonly #insert: Statement;
+  readonly #get: Statement<[string], CodebaseRow>;
+  readonly #list: Statement<[], CodebaseRow>;
+  readonly #delete: Statement<[string]>;
+  readonly #addFile: Statement;
+
+  constructor(db: Db) {
+    this.#insert = db.prepare(
+      `INSERT INTO codebases (id, name, owner_id, kind, host_path, file_count, size_bytes, created_at, updated_at)
+       VALUES (@id, @name, @owner_id, @kind, @host_path, @file_count, @size_bytes, @created_at, @updated_at)`,
+    );
+    this.#get = db.prepare('SELECT * FROM codebases WHERE id = ?');
+    this.#list = db.prepare('SELECT * FROM codebases ORDER BY created_at, id');
+    this.#delete = db.prepare('DELETE FROM codebases WHERE id = ?');
+    this.#addFile = db.prepare(
+      `UPDATE codebases SET file_count = file_count + @files, size_bytes = size_bytes + @bytes,
+       updated_at = @now WHERE id = @id`,
+    );
+  }
+
+  insert(row: CodebaseRow): void {
+    this.#insert.run(row);
+  }
+
+  /** The row, or undefined. */
+  find(id: string): CodebaseRow | undefined {
+    return this.#get.get(id);
+  }
+
+  /** The row; NotFoundError naming the id when there is none. */
+  get(id: string): CodebaseRow {
+    const row = this.#get.get(id);
+    if (row === undefined) throw new NotFoundError(`codebase ${id} not found`, { details: { id } });
+    return row;
+  }
+
+  list(): CodebaseRow[] {
+    return this.#list.all();
+  }
+
+  delete(id: string): void {
+    this.#delete.run(id);
+  }
+
+  /** Adjusts the file count and total size after an upload (deltas may be negative). */
+  addFiles(id: string, files: number, bytes: number): void {
+    this.#addFile.run({ id, files, bytes, now: Date.now() });
+  }
+}
+
+/** The public form of a row; `path` is where its files are. */
+export function codebaseInfo(row: CodebaseRow, storedPath: string): CodebaseInfo {
+  return {
+    id: row.id,
+    name: row.name,
+    ownerId: row.owner_id,
+    kind: row.kind,
+    path: row.kind === 'linked' ? (row.host_path ?? '') : storedPath,
+    fileCount: row.file_count,
+    sizeBytes: row.size_bytes,
+    createdAt: new Date(row.created_at).toISOString(),
+    updatedAt: new Date(row.updated_at).toISOString(),
+  };
+}

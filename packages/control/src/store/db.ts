@@ -1,0 +1,114 @@
+// The metadata database (SQLite through better-sqlite3): opened in WAL mode so several control-plane
+// processes can share one data directory, with numbered migrations recorded in `schema_migrations`.
+import Database from 'better-sqlite3';
+import { UnavailableError } from '@agentfense/protocol';
+
+export type Db = Database.Database;
+
+/** Migrations, applied in order, each once and inside a transaction. Never edit one that has shipped. */
+export const MIGRATIONS: readonly { readonly version: number; readonly sql: string }[] = [
+  {
+    version: 1,
+    sql: `
+      CREATE TABLE codebases (
+        id          TEXT PRIMARY KEY,
+        name        TEXT NOT NULL,
+        owner_id    TEXT,
+        kind        TEXT NOT NULL CHECK (kind IN ('stored', 'linked')),
+        host_path   TEXT,
+        file_count  INTEGER,
+        size_bytes  INTEGER,
+        created_at  INTEGER NOT NULL,
+        updated_at  INTEGER NOT NULL
+      );
+      CREATE TABLE sandboxes (
+        id                  TEXT PRIMARY KEY,
+        codebase_id         TEXT NOT NULL REFERENCES codebases (id),
+        state               TEXT NOT NULL CHECK (state IN ('PENDING', 'RUNNING', 'STOPPED', 'ERROR')),
+        state_reason        TEXT,
+        runtime             TEXT NOT NULL,
+        rules               TEXT NOT NULL,
+        network             INTEGER NOT NULL,
+        resources           TEXT NOT NULL,
+        env                 TEXT NOT NULL,
+        audit_allowed       INTEGER NOT NULL,
+        labels              TEXT NOT NULL,
+        expires_at          INTEGER,
+        created_at          INTEGER NOT NULL,
+        updated_at          INTEGER NOT NULL,
+        started_at          INTEGER,
+        stopped_at          INTEGER,
+        owner_pid           INTEGER,
+        owner_start         TEXT,
+        owner_instance      TEXT,
+        worker_pid          INTEGER,
+        worker_start        TEXT,
+        restart_count       INTEGER NOT NULL DEFAULT 0,
+        last_restart_at     INTEGER,
+        last_restart_reason TEXT
+      );
+      CREATE INDEX sandboxes_by_codebase ON sandboxes (codebase_id);
+      CREATE INDEX sandboxes_by_created ON sandboxes (created_at, id);
+      CREATE TABLE sandbox_labels (
+        sandbox_id TEXT NOT NULL REFERENCES sandboxes (id) ON DELETE CASCADE,
+        key        TEXT NOT NULL,
+        value      TEXT NOT NULL,
+        PRIMARY KEY (sandbox_id, key)
+      );
+      CREATE INDEX sandbox_labels_by_kv ON sandbox_labels (key, value);
+    `,
+  },
+];
+
+/** How long a writer waits for another process's transaction before failing (ms). */
+const BUSY_TIMEOUT_MS = 5000;
+
+/** Opens (creating if needed) the database at `file` and brings its schema up to date. */
+export function openDatabase(file: string): Db {
+  let db: Db;
+  try {
+    db = new Database(file);
+  } catch (err) {
+    throw new UnavailableError(`cannot open the metadata database ${file}: ${(err as Error).message}`, {
+      cause: err,
+    });
+  }
+  db.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
+  db.pragma('journal_mode = WAL');
+  db.pragma('foreign_keys = ON');
+  db.pragma('synchronous = NORMAL');
+  migrate(db);
+  return db;
+}
+
+/** Applies every migration newer than the database's version; refuses a database from a newer release. */
+export function migrate(db: Db): void {
+  db.exec(
+    'CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)',
+  );
+  // IMMEDIATE: two processes opening a fresh data dir at once must not both apply migration 1.
+  db.transaction(() => {
+    const row = db.prepare('SELECT MAX(version) AS v FROM schema_migrations').get() as {
+      v: number | null;
+    };
+    const current = row.v ?? 0;
+    const latest = MIGRATIONS.at(-1)?.version ?? 0;
+    if (current > latest) {
+      throw new UnavailableError(
+        `the metadata database has schema version ${current}, newer than this release knows (${latest})`,
+      );
+    }
+    const record = db.prepare('INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)');
+    for (const m of MIGRATIONS) {
+      if (m.version <= current) continue;
+      db.exec(m.sql);
+      record.run(m.version, Date.now());
+    }
+  }).immediate();
+}
+
+/** The schema version the database is at. */
+export function schemaVersion(db: Db): number {
+  const row = db.prepare('SELECT MAX(version) AS v FROM schema_migrations').get() as { v: number | null };
+  return row.v ?? 0;
+}

@@ -1,0 +1,231 @@
+// Sandbox rows: prepared statements over `sandboxes` and `sandbox_labels`.
+import type { Statement } from 'better-sqlite3';
+import { NotFoundError } from '@agentfense/protocol';
+import type { PermissionRule, ResourceLimits } from '@agentfense/protocol';
+import type { SandboxInfo, SandboxState } from '../sandboxes/types.js';
+import type { Db } from './db.js';
+import type { PageCursor } from './pagination.js';
+
+/** A sandbox row as stored (times in ms since the epoch, JSON columns as text). */
+export interface SandboxRow {
+  readonly id: string;
+  readonly codebase_id: string;
+  readonly state: SandboxState;
+  readonly state_reason: string | null;
+  readonly runtime: string;
+  readonly rules: string;
+  readonly network: number;
+  readonly resources: string;
+  readonly env: string;
+  readonly audit_allowed: number;
+  readonly labels: string;
+  readonly expires_at: number | null;
+  readonly created_at: number;
+  readonly updated_at: number;
+  readonly started_at: number | null;
+  readonly stopped_at: number | null;
+  readonly owner_pid: number | null;
+  readonly owner_start: string | null;
+  /** Which ControlPlane object in the owning process (several may share a process). */
+  readonly owner_instance: string | null;
+  readonly worker_pid: number | null;
+  readonly worker_start: string | null;
+  readonly restart_count: number;
+  readonly last_restart_at: number | null;
+  readonly last_restart_reason: string | null;
+}
+
+/** Columns a caller may update, by name. */
+export type SandboxPatch = Partial<Omit<SandboxRow, 'id' | 'codebase_id' | 'created_at' | 'updated_at'>>;
+
+const PATCHABLE = new Set<string>([
+  'state',
+  'state_reason',
+  'runtime',
+  'rules',
+  'network',
+  'resources',
+  'env',
+  'audit_allowed',
+  'labels',
+  'expires_at',
+  'started_at',
+  'stopped_at',
+  'owner_pid',
+  'owner_start',
+  'owner_instance',
+  'worker_pid',
+  'worker_start',
+  'restart_count',
+  'last_restart_at',
+  'last_restart_reason',
+]);
+
+export interface SandboxQuery {
+  readonly codebaseId?: string | undefined;
+  readonly state?: SandboxState | undefined;
+  readonly labels?: Readonly<Record<string, string>> | undefined;
+  readonly after?: PageCursor | undefined;
+  readonly limit: number;
+}
+
+export class SandboxStore {
+  readonly #db: Db;
+  readonly #insert: Statement;
+  readonly #insertLabel: Statement;
+  readonly #get: Statement<[string], SandboxRow>;
+  readonly #byCodebase: Statement<[string], { n: number }>;
+  readonly #delete: Statement<[string]>;
+  readonly #all: Statement<[], SandboxRow>;
+  readonly #expired: Statement<[number], SandboxRow>;
+
+  constructor(db: Db) {
+    this.#db = db;
+    this.#insert = db.prepare(
+      `INSERT INTO sandboxes (id, codebase_id, state, state_reason, runtime, rules, network, resources, env,
+         audit_allowed, labels, expires_at, created_at, updated_at)
+       VALUES (@id, @codebase_id, @state, @state_reason, @runtime, @rules, @network, @resources, @env,
+         @audit_allowed, @labels, @expires_at, @created_at, @updated_at)`,
+    );
+    this.#insertLabel = db.prepare('INSERT INTO sandbox_labels (sandbox_id, key, value) VALUES (?, ?, ?)');
+    this.#get = db.prepare('SELECT * FROM sandboxes WHERE id = ?');
+    this.#byCodebase = db.prepare('SELECT COUNT(*) AS n FROM sandboxes WHERE codebase_id = ?');
+    this.#delete = db.prepare('DELETE FROM sandboxes WHERE id = ?');
+    this.#all = db.prepare('SELECT * FROM sandboxes ORDER BY created_at, id');
+    this.#expired = db.prepare(
+      'SELECT * FROM sandboxes WHERE expires_at IS NOT NULL AND expires_at <= ? ORDER BY expires_at',
+    );
+  }
+
+  /** Inserts a sandbox and its labels in one transaction. */
+  insert(
+    row: Pick<
+      SandboxRow,
+      | 'id'
+      | 'codebase_id'
+      | 'state'
+      | 'state_reason'
+      | 'runtime'
+      | 'rules'
+      | 'network'
+      | 'resources'
+      | 'env'
+      | 'audit_allowed'
+      | 'labels'
+      | 'expires_at'
+      | 'created_at'
+      | 'updated_at'
+    >,
+    labels: Readonly<Record<string, string>>,
+  ): void {
+    this.#db.transaction(() => {
+      this.#insert.run(row);
+      for (const [key, value] of Object.entries(labels)) this.#insertLabel.run(row.id, key, value);
+    })();
+  }
+
+  find(id: string): SandboxRow | undefined {
+    return this.#get.get(id);
+  }
+
+  /** The row; NotFoundError naming the id when there is none. */
+  get(id: string): SandboxRow {
+    const row = this.#get.get(id);
+    if (row === undefined) throw new NotFoundError(`sandbox ${id} not found`, { details: { id } });
+    return row;
+  }
+
+  /** Updates the given columns (and updated_at). */
+  update(id: string, patch: SandboxPatch): void {
+    const keys = Object.keys(patch).filter((k) => (patch as Record<string, unknown>)[k] !== undefined);
+    for (const key of keys) if (!PATCHABLE.has(key)) throw new Error(`not a patchable column: ${key}`);
+    const sets = [...keys.map((k) => `${k} = @${k}`), 'updated_at = @updated_at'];
+    // Column names come from PATCHABLE only; values are bound parameters.
+    this.#db.prepare(`UPDATE sandboxes SET ${sets.join(', ')} WHERE id = @id`).run({
+      ...patch,
+      id,
+      updated_at: Date.now(),
+    });
+  }
+
+  /**
+   * Runs `fn` with the current row inside an IMMEDIATE transaction: no other process can change the row
+   * between the read and the writes `fn` makes (used to claim ownership of a sandbox).
+   */
+  withRow<T>(id: string, fn: (row: SandboxRow) => T): T {
+    return this.#db.transaction(() => fn(this.get(id))).immediate();
+  }
+
+  delete(id: string): void {
+    this.#delete.run(id);
+  }
+
+  countByCodebase(codebaseId: string): number {
+    return this.#byCodebase.get(codebaseId)?.n ?? 0;
+  }
+
+  all(): SandboxRow[] {
+    return this.#all.all();
+  }
+
+  expired(now: number): SandboxRow[] {
+    return this.#expired.all(now);
+  }
+
+  /** Filtered, keyset-paginated listing ordered by (created_at, id). */
+  query(q: SandboxQuery): SandboxRow[] {
+    const where: string[] = [];
+    const params: unknown[] = [];
+    if (q.codebaseId !== undefined) {
+      where.push('s.codebase_id = ?');
+      params.push(q.codebaseId);
+    }
+    if (q.state !== undefined) {
+      where.push('s.state = ?');
+      params.push(q.state);
+    }
+    for (const [key, value] of Object.entries(q.labels ?? {})) {
+      where.push(
+        'EXISTS (SELECT 1 FROM sandbox_labels l WHERE l.sandbox_id = s.id AND l.key = ? AND l.value = ?)',
+      );
+      params.push(key, value);
+    }
+    if (q.after !== undefined) {
+      where.push('(s.created_at > ? OR (s.created_at = ? AND s.id > ?))');
+      params.push(q.after.createdAt, q.after.createdAt, q.after.id);
+    }
+    const sql = `SELECT s.* FROM sandboxes s ${where.length > 0 ? `WHERE ${where.join(' AND ')}` : ''}
+      ORDER BY s.created_at, s.id LIMIT ?`;
+    return this.#db.prepare<unknown[], SandboxRow>(sql).all(...params, q.limit);
+  }
+}
+
+function iso(ms: number | null): string | null {
+  return ms === null ? null : new Date(ms).toISOString();
+}
+
+/** The public form of a row (env is never reported back). */
+export function sandboxInfo(row: SandboxRow): SandboxInfo {
+  return {
+    id: row.id,
+    codebaseId: row.codebase_id,
+    state: row.state,
+    stateReason: row.state_reason,
+    runtime: row.runtime,
+    rules: JSON.parse(row.rules) as PermissionRule[],
+    network: row.network !== 0,
+    resources: JSON.parse(row.resources) as ResourceLimits,
+    labels: JSON.parse(row.labels) as Record<string, string>,
+    auditAllowed: row.audit_allowed !== 0,
+    expiresAt: iso(row.expires_at),
+    createdAt: new Date(row.created_at).toISOString(),
+    updatedAt: new Date(row.updated_at).toISOString(),
+    startedAt: iso(row.started_at),
+    stoppedAt: iso(row.stopped_at),
+    restartCount: row.restart_count,
+    lastRestartAt: iso(row.last_restart_at),
+    lastRestartReason: row.last_restart_reason,
+    ownerPid: row.owner_pid,
+    workerPid: row.worker_pid,
+  };
+}

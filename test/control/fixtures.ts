@@ -1,0 +1,55 @@
+// Shared set-up of the control-plane system tests: a throwaway data directory and example codebase per
+// test, and the check that no FUSE mount (or shared bind) of that data directory is left behind.
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { expect } from 'vitest';
+import { listMounts } from '@agentfense/fuse-worker';
+
+/** The example codebase of the seeds: code, docs, an output dir, and secrets of every kind. */
+export const EXAMPLE_FILES: Readonly<Record<string, string>> = {
+  'README.md': '# demo\n',
+  'src/app.py': 'print("hello")\n',
+  'src/util.py': 'def f():\n    return 1\n',
+  'docs/guide.md': 'guide\n',
+  'output/.keep': '',
+  'secrets/private.key': 'PRIVATE-KEY-CONTENT\n',
+  'secrets/public.key': 'PUBLIC-KEY-CONTENT\n',
+  '.env': 'API_TOKEN=hunter2\n',
+  'config/credentials.json': '{"password":"hunter2"}\n',
+  'deploy.pem': 'PEM\n',
+};
+
+export interface TestDirs {
+  readonly root: string;
+  readonly dataDir: string;
+  readonly repo: string;
+}
+
+/** A fresh temp root with `data/` (the data directory) and `repo/` (the example codebase). */
+export async function makeDirs(files: Readonly<Record<string, string>> = EXAMPLE_FILES): Promise<TestDirs> {
+  const root = await mkdtemp(join(tmpdir(), 'af-control-'));
+  const dataDir = join(root, 'data');
+  const repo = join(root, 'repo');
+  await writeTree(repo, files);
+  return { root, dataDir, repo };
+}
+
+export async function writeTree(dir: string, files: Readonly<Record<string, string>>): Promise<void> {
+  await mkdir(dir, { recursive: true });
+  for (const [path, content] of Object.entries(files)) {
+    await mkdir(dirname(join(dir, path)), { recursive: true });
+    await writeFile(join(dir, path), content);
+  }
+}
+
+/** Mounts (of any type) at or below `dir`. */
+export async function mountsUnder(dir: string): Promise<string[]> {
+  return (await listMounts()).map((m) => m.mountpoint).filter((p) => p === dir || p.startsWith(`${dir}/`));
+}
+
+/** Fails when any mount is left under `dir`, then removes it. */
+export async function assertCleanAndRemove(dirs: TestDirs): Promise<void> {
+  expect(await mountsUnder(dirs.root)).toEqual([]);
+  await rm(dirs.root, { recursive: true, force: true });
+}
