@@ -529,12 +529,15 @@ export class PolicyFs {
     return path;
   }
 
-  /** Removing or renaming away: none => ENOENT (it does not exist for the sandbox), view/read => EACCES. */
+  /**
+   * Removing or renaming away: none => ENOENT (it does not exist for the sandbox), view/read => EACCES. A
+   * `none` directory kept traversable by an exception is listed, so it answers like a view one: EACCES.
+   */
   #removable(path: string, op: string, caller: Caller, target?: string): void {
     const permission = this.#rules.permissionOf(path);
     if (permission === 'write') return;
-    if (permission === 'none') throw this.#deny(op, path, permission, 'ENOENT', caller, target);
-    throw this.#deny(op, path, permission, 'EACCES', caller, target);
+    const errno = permission === 'none' && !this.#rules.isTraversable(path) ? 'ENOENT' : 'EACCES';
+    throw this.#deny(op, path, permission, errno, caller, target);
   }
 
   async #created(

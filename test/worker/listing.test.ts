@@ -1,0 +1,119 @@
+// Directory listings on a real mount: large directories (several readdir pages) filtered by the rules
+// and merged with the delta, directories kept traversable by an exception, and names that need care.
+import { mkdir, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import type { PermissionRule } from '@agentfense/protocol';
+import { AGENT_SAFE, mountFixture, useMountHygiene } from './helpers/fixture.js';
+import { probe } from './helpers/probe.js';
+
+describe('listings', () => {
+  useMountHygiene();
+
+  it('a 3000-entry directory lists completely across readdir pages, filtered and merged with the delta', async () => {
+    const f = await mountFixture({ tree: {}, rules: AGENT_SAFE });
+    await mkdir(join(f.lower, 'output/big'), { recursive: true });
+    for (let i = 0; i < 3000; i++) {
+      await writeFile(
+        join(
+          f.lower,
+          'output/big',
+          `file-with-a-longish-name-${String(i).padStart(5, '0')}${i % 10 === 0 ? '.key' : '.txt'}`,
+        ),
+        '',
+      );
+    }
+    const r = await f.sandbox(
+      [
+        'set -e',
+        'ls output/big | wc -l',
+        'ls output/big | grep -c "\\.key$" || true',
+        'rm output/big/file-with-a-longish-name-00001.txt',
+        'for i in 1 2 3 4 5; do touch output/big/new-$i; done',
+        'ls output/big | wc -l',
+        'ls -f output/big | sort | uniq -d | wc -l',
+        'ls output/big | grep -c "^new-"',
+      ].join('\n'),
+    );
+    expect(r.stderr).toBe('');
+    expect(r.stdout).toBe('2700\n0\n2704\n0\n5\n');
+  }, 120_000);
+
+  it('a hidden directory kept traversable by an exception shows only the exception and cannot be removed', async () => {
+    const rules: PermissionRule[] = [
+      ...AGENT_SAFE,
+      { pattern: '/secrets/public.key', permission: 'read', priority: 200 },
+      { pattern: '/output/secrets/shared.txt', permission: 'write', priority: 200 },
+    ];
+    const f = await mountFixture({
+      tree: {
+        'secrets/public.key': 'pub\n',
+        'secrets/private.key': 'priv\n',
+        'secrets/token.txt': 'token\n',
+        'output/secrets/shared.txt': 'shared\n',
+        'output/secrets/hidden.txt': 'hidden\n',
+      },
+      rules,
+    });
+    for (const who of ['sandbox', 'host'] as const) {
+      expect(
+        await probe(f[who], [
+          ['listdir', '.'],
+          ['listdir', 'secrets'],
+          ['read', 'secrets/public.key'],
+          ['read', 'secrets/private.key'],
+          ['read', 'secrets/token.txt'],
+          ['rmdir', 'secrets'],
+          ['rename', 'secrets', 'output/s'],
+          ['unlink', 'secrets/public.key'],
+          ['listdir', 'output/secrets'],
+          ['write', 'output/secrets/shared.txt', 'changed'],
+          ['rename', 'output/secrets', 'output/s2'],
+          ['unlink', 'output/secrets/hidden.txt'],
+          ['rmdir', 'output/secrets'],
+        ]),
+      ).toEqual([
+        'ok:output,secrets',
+        'ok:public.key',
+        'ok:pub\n',
+        'ENOENT',
+        'ENOENT',
+        'EACCES',
+        'EACCES',
+        'EACCES',
+        'ok:shared.txt',
+        'ok',
+        expect.stringMatching(/^(EACCES|ENOENT|EXDEV)$/),
+        'ENOENT',
+        expect.stringMatching(/^(EACCES|ENOENT|ENOTEMPTY)$/),
+      ]);
+    }
+    const rmrf = await f.sandbox('rm -rf output/secrets; echo "rc=$?"; ls -A output/secrets');
+    expect(rmrf.stdout).toBe('rc=1\n');
+    await f.worker.client.request('commit', { mode: 'last-writer-wins' });
+    const { readFile } = await import('node:fs/promises');
+    expect(await readFile(join(f.lower, 'output/secrets/hidden.txt'), 'utf8')).toBe('hidden\n');
+    expect(await readFile(join(f.lower, 'secrets/private.key'), 'utf8')).toBe('priv\n');
+  });
+
+  it('UTF-8 names with spaces, newlines and non-Latin scripts work; other bytes are EINVAL', async () => {
+    const f = await mountFixture({ tree: { 'output/ünïcødé 名前.txt': 'u\n' }, rules: AGENT_SAFE });
+    const script = String.raw`
+import os
+names = ['a b', 'new\nline', 'ünï', '日本語', 'x' * 255]
+for n in names:
+    with open('output/' + n, 'w') as fh: fh.write(n[:3])
+print(sorted(os.listdir('output')) == sorted(names + ['ünïcødé 名前.txt']))
+print(open('output/ünïcødé 名前.txt').read(), end='')
+try:
+    open(b'output/\xff\xfe', 'w')
+except OSError as e:
+    print(e.errno)
+`;
+    const r = await f.sandbox('python3 -', { stdin: script });
+    expect(r.stderr).toBe('');
+    expect(r.stdout).toBe('True\nu\n22\n');
+    const { changes } = await f.worker.client.request('changes', {});
+    expect(changes.map((c) => c.path)).toContain('/output/new\nline');
+  });
+});
