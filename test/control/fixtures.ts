@@ -53,3 +53,28 @@ export async function assertCleanAndRemove(dirs: TestDirs): Promise<void> {
   expect(await mountsUnder(dirs.root)).toEqual([]);
   await rm(dirs.root, { recursive: true, force: true });
 }
+
+/** Polls `check` until it returns a defined value or `timeoutMs` passes (then fails naming `what`). */
+export async function waitFor<T>(
+  what: string,
+  check: () => T | undefined | Promise<T | undefined>,
+  timeoutMs = 15_000,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+/** True while a process with this pid exists (zombies included). */
+export function pidExists(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}

@@ -1,0 +1,111 @@
+// Worker supervision (SPEC §6) with real workers: kill -9 and SIGSTOP of a sandbox's worker are noticed
+// within seconds, the dead mount is cleared and a new worker mounted under the still-running sandbox;
+// repeated failures put the sandbox in ERROR; other sandboxes carry on throughout.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ControlPlane } from '@agentfense/control';
+import { WrongStateError } from '@agentfense/protocol';
+import { assertCleanAndRemove, makeDirs, mountsUnder, pidExists, waitFor } from './fixtures.js';
+import type { TestDirs } from './fixtures.js';
+
+describe('worker supervision', () => {
+  let dirs: TestDirs;
+  let cp: ControlPlane;
+  let codebaseId: string;
+  const stopped: number[] = [];
+
+  beforeAll(async () => {
+    dirs = await makeDirs();
+    cp = await ControlPlane.open({ dataDir: dirs.dataDir });
+    codebaseId = (await cp.linkCodebase({ path: dirs.repo })).id;
+  });
+  afterAll(async () => {
+    // A test that failed half-way must not leave a SIGSTOPped worker behind.
+    for (const pid of stopped) if (pidExists(pid)) process.kill(pid, 'SIGKILL');
+    for (const sb of cp?.listSandboxes().items ?? []) await cp.destroySandbox(sb.id);
+    await cp?.close();
+    await assertCleanAndRemove(dirs);
+  });
+
+  async function running(): Promise<string> {
+    const { id } = await cp.createSandbox({ codebaseId });
+    await cp.startSandbox(id);
+    return id;
+  }
+
+  it('replaces a worker killed with SIGKILL; the next exec sees /workspace again', async () => {
+    const id = await running();
+    const other = await running();
+    await cp.exec(id, 'echo before > /workspace/output/before.txt');
+    const pid = cp.sandboxes.workerPid(id) as number;
+    const killedAt = Date.now();
+    process.kill(pid, 'SIGKILL');
+    const info = await waitFor('the restart to be recorded', () => {
+      const sb = cp.getSandbox(id);
+      return sb.restartCount === 1 ? sb : undefined;
+    });
+    expect(Date.now() - killedAt).toBeLessThan(5000);
+    expect(info.state).toBe('RUNNING');
+    expect(info.lastRestartReason).toMatch(/exited.*SIGKILL/);
+    expect(cp.sandboxes.workerPid(id)).not.toBe(pid);
+    const r = await cp.exec(id, 'cat /workspace/README.md /workspace/output/before.txt');
+    expect(r.stderr.toString()).toBe('');
+    expect(r.stdout.toString()).toBe('# demo\nbefore\n'); // the delta survived the crash
+    // The other sandbox never noticed.
+    expect((await cp.exec(other, 'cat /workspace/README.md')).exitCode).toBe(0);
+    expect(cp.getSandbox(other).restartCount).toBe(0);
+    await cp.destroySandbox(id);
+    await cp.destroySandbox(other);
+    expect(await mountsUnder(dirs.dataDir)).toEqual([]);
+  });
+
+  it('detects a hung (SIGSTOPped) worker within seconds and recovers', async () => {
+    const id = await running();
+    const other = await running();
+    const pid = cp.sandboxes.workerPid(id) as number;
+    stopped.push(pid);
+    const stoppedAt = Date.now();
+    process.kill(pid, 'SIGSTOP');
+    // Meanwhile the other sandbox keeps working.
+    expect((await cp.exec(other, 'ls /workspace')).exitCode).toBe(0);
+    const info = await waitFor('the hung worker to be replaced', () => {
+      const sb = cp.getSandbox(id);
+      return sb.restartCount === 1 ? sb : undefined;
+    });
+    expect(Date.now() - stoppedAt).toBeLessThan(10_000);
+    expect(info.lastRestartReason).toMatch(/health/);
+    await waitFor('the hung worker to be gone', () => (pidExists(pid) ? undefined : true), 5000);
+    const r = await cp.exec(id, 'cat /workspace/src/app.py');
+    expect(r.stdout.toString()).toBe('print("hello")\n');
+    expect((await cp.exec(other, 'cat /workspace/README.md')).exitCode).toBe(0);
+    await cp.destroySandbox(id);
+    await cp.destroySandbox(other);
+    expect(await mountsUnder(dirs.dataDir)).toEqual([]);
+  });
+
+  it('puts the sandbox in ERROR after repeated failures, leaving nothing mounted', async () => {
+    const strict = await ControlPlane.open({
+      dataDir: dirs.dataDir,
+      supervision: { maxFailures: 2, failureWindowMs: 60_000 },
+    });
+    try {
+      const { id } = await strict.createSandbox({ codebaseId });
+      await strict.startSandbox(id);
+      process.kill(strict.sandboxes.workerPid(id) as number, 'SIGKILL');
+      await waitFor('the first restart', () => (strict.getSandbox(id).restartCount === 1 ? true : undefined));
+      process.kill(strict.sandboxes.workerPid(id) as number, 'SIGKILL');
+      const info = await waitFor('ERROR', () => {
+        const sb = strict.getSandbox(id);
+        return sb.state === 'ERROR' ? sb : undefined;
+      });
+      expect(info.stateReason).toMatch(/2 worker failures/);
+      await expect(strict.exec(id, 'true')).rejects.toBeInstanceOf(WrongStateError);
+      expect(await mountsUnder(strict.layout.sandbox(id).dir)).toEqual([]);
+      // ERROR → RUNNING: starting again works, the delta is still there.
+      await strict.startSandbox(id);
+      expect((await strict.exec(id, 'cat /workspace/README.md')).exitCode).toBe(0);
+      await strict.destroySandbox(id);
+    } finally {
+      await strict.close();
+    }
+  });
+});
