@@ -24,7 +24,7 @@ export default defineConfig({
           include: ['test/**/*.test.ts'],
           setupFiles: ['test/helpers/fail-on-warning.ts'],
           // Real processes are launched from dist/: build it first so no test runs a stale build.
-          globalSetup: ['test/helpers/global-setup.ts'],
+          globalSetup: ['test/helpers/global-setup.ts', 'test/helpers/docker-setup.ts'],
           // Real mounts and sandboxes share one kernel and two cores: run these files one at a time.
           fileParallelism: false,
           testTimeout: 60_000,

@@ -1,2 +1,61 @@
-// Public API of @agentfense/runtime-docker.
-export {};
+// Public API of @agentfense/runtime-docker: the docker SandboxRuntime, the pieces worth testing alone, and
+// the host setup (engine, base image) that `agentfense setup docker` and the tests use.
+
+// --- Runtime ---
+export { createDockerRuntime, containerName } from './runtime.js';
+export type { DockerRuntimeOptions } from './runtime.js';
+export type { RuntimeLogger } from './logger.js';
+
+// --- docker argv (pure) ---
+export {
+  buildRunArgs,
+  buildExecArgs,
+  buildKillArgs,
+  csvField,
+  BASE_ENV,
+  DEFAULT_IMAGE,
+  SANDBOX_USER,
+  SANDBOX_HOME,
+  SANDBOX_HOSTNAME,
+  SANDBOX_LABEL,
+  WORKSPACE_DIR,
+  WRAPPER_SCRIPT,
+  KILL_SESSION_SCRIPT,
+  SESSION_HEADER_PREFIX,
+} from './args.js';
+export type { DockerRunSpec, DockerExecSpec } from './args.js';
+export { validateCwd, validateEnv, validateLimits } from './validate.js';
+export { planLimits, parseEngineCapabilities, NO_LIMITS } from './limits.js';
+export type { EngineCapabilities } from './limits.js';
+export { SessionHeaderParser } from './header.js';
+
+// --- Engine errors ---
+export { SETUP_COMMAND, engineError, isEngineUnreachable } from './engine.js';
+
+// --- Audit records ---
+export { maskArgv, maskHostPaths } from './audit.js';
+export type { PathPlaceholder, MaskArgvOptions } from './audit.js';
+
+// --- Host view of a container (OOM counter, session kills) ---
+export { parseCgroupMounts, parseOomKills, parseProcCgroup, resolveContainerCgroup } from './cgroup.js';
+export type { ContainerCgroup } from './cgroup.js';
+
+// --- Host setup: an engine and the base image (`agentfense setup docker`) ---
+export {
+  DEFAULT_DOCKERD_STATE_DIR,
+  DOCKERD_FLAGS,
+  dockerdPaths,
+  probeEngine,
+  startDockerd,
+  stopDockerd,
+} from './setup/dockerd.js';
+export type { EngineProbe, StartDockerdOptions, StartedDockerd } from './setup/dockerd.js';
+export {
+  DEFAULT_IMAGE_CACHE_DIR,
+  baseTarballPath,
+  buildBaseTarball,
+  detectDebianSource,
+  ensureBaseImage,
+  findMirror,
+} from './setup/base-image.js';
+export type { BaseImageOptions, BaseImageResult, DebianSource } from './setup/base-image.js';

@@ -1,0 +1,250 @@
+// The docker command lines of a sandbox, as pure functions of a spec (no I/O, no clock, no env):
+// `docker run` creates the sandbox's one long-lived container, `docker exec` runs each command in it.
+//
+// Ordering and form rules:
+//  1. Every caller-controlled value is one argv element (`--env NAME=VALUE`, `--workdir DIR`): never a shell
+//     string. The only shell text is our own constant wrapper script (WRAPPER_SCRIPT), which receives the
+//     command as positional parameters ("$@") and never interpolates it.
+//  2. The image is the last option-position argument of `docker run`; the keep-alive command follows it, so a
+//     value starting with `-` after the image can never be read as a docker option.
+//  3. `--mount` takes a CSV field list: the source path is quoted as one CSV field, so commas and quotes in a
+//     host path cannot inject mount options.
+//  4. The container's pid 1 is docker's init (`--init`, tini) running `sleep infinity`: it reaps the orphans
+//     of killed commands and never exits on its own.
+import type { EnforcedLimits } from '@agentfense/protocol';
+import { validateCommand, validateCwd, validateEnv } from './validate.js';
+
+/** The uid:gid every process runs as inside the container (an unprivileged user, no capabilities). */
+export const SANDBOX_USER = '1000:1000';
+/** Where the workspace (the FUSE mount) appears inside the container; also the default cwd. */
+export const WORKSPACE_DIR = '/workspace';
+/** HOME inside the container: a private tmpfs owned by the sandbox user (the root filesystem is read-only). */
+export const SANDBOX_HOME = '/home/agent';
+/** Hostname inside the container (neither the host's name nor the container id is revealed). */
+export const SANDBOX_HOSTNAME = 'agentfense';
+/** The image a sandbox uses unless it names one: built locally by `agentfense setup docker`. */
+export const DEFAULT_IMAGE = 'agentfense/base:latest';
+/** Label carrying the sandbox id on every container we create (used to find leftovers). */
+export const SANDBOX_LABEL = 'io.agentfense.sandbox';
+
+/**
+ * The environment every command starts from (PATH comes from the image, or docker's standard PATH when the
+ * image sets none); the sandbox's env and the exec's env override any of these.
+ */
+export const BASE_ENV: Readonly<Record<string, string>> = {
+  HOME: SANDBOX_HOME,
+  LANG: 'C.UTF-8',
+  TERM: 'dumb',
+};
+
+/** What the wrapper writes first on stderr: this prefix, the command's session id (container pid), `\n`. */
+export const SESSION_HEADER_PREFIX = 'AGENTFENSE-SESSION=';
+
+/**
+ * Runs "$@" (the command) as the leader of a new session, so its whole tree can be found and killed:
+ *  - `setsid` makes the command a session and process-group leader (docker exec itself already makes the
+ *    wrapper a session leader, so the command is started as a background job, which never is one, and
+ *    setsid does not fork: the pid it prints is the command's own);
+ *  - before exec'ing the command it prints SESSION_HEADER_PREFIX + that id on stderr: always the first bytes
+ *    of the container side's stderr, so the host learns which session to kill on a timeout;
+ *  - stdin is passed through fd 3 (sh gives background jobs /dev/null otherwise);
+ *  - PATH is pinned for the wrapper's own `setsid` lookup and restored for the command, so a caller's PATH
+ *    cannot break the wrapper;
+ *  - when the command exits, whatever it left running in its process group is killed (background jobs die
+ *    with the command, as they do with bwrap's pid namespace), and the wrapper exits with the command's
+ *    status (128 + n when a signal killed it).
+ * `kill -9 -PGID` is the one spelling dash, bash and busybox all accept.
+ */
+export const WRAPPER_SCRIPT = [
+  'p=$PATH',
+  'PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
+  'exec 3<&0',
+  'setsid /bin/sh -c ' +
+    `'PATH=$1; shift; printf "${SESSION_HEADER_PREFIX}%s\\n" "$$" >&2; exec "$@"' agentfense-exec "$p" "$@" <&3 3<&- &`,
+  'exec 3<&-',
+  'wait "$!"',
+  's=$?',
+  'kill -9 "-$!" 2>/dev/null',
+  'exit "$s"',
+].join('\n');
+
+/** Shown instead of WRAPPER_SCRIPT in audit records (the script is constant; the command follows it). */
+export const WRAPPER_PLACEHOLDER = '<agentfense-session-wrapper>';
+
+/**
+ * Kills every process of session $1 (its process group, then any member that moved to another group),
+ * repeating until none is left (a member may fork while we scan). Runs inside the container as the sandbox
+ * user: the fallback when the host cannot see the container's cgroup (see cgroup.ts). Exit 1: gave up.
+ */
+export const KILL_SESSION_SCRIPT = [
+  's=$1',
+  'n=0',
+  'while [ "$n" -lt 50 ]; do',
+  '  n=$((n + 1))',
+  '  found=0',
+  '  kill -9 "-$s" 2>/dev/null && found=1',
+  '  for d in /proc/[0-9]*; do',
+  '    read -r l 2>/dev/null < "$d/stat" || continue',
+  '    set -- ${l##*") "}',
+  '    if [ "$4" = "$s" ]; then kill -9 "${d#/proc/}" 2>/dev/null && found=1; fi',
+  '  done',
+  '  [ "$found" = 0 ] && exit 0',
+  'done',
+  'exit 1',
+].join('\n');
+
+/** Everything that decides the `docker run` argv of a sandbox's container. */
+export interface DockerRunSpec {
+  /** `agentfense-<sandboxId>`. */
+  readonly containerName: string;
+  readonly sandboxId: string;
+  readonly image: string;
+  /** Host directory bound read-write at /workspace with rslave propagation. */
+  readonly workspaceHostPath: string;
+  /** Network access; false gives `--network none` (only a loopback device). */
+  readonly network: boolean;
+  /** The docker network used when `network` is true (e.g. `bridge`, or `host` on an engine without a bridge). */
+  readonly networkMode: string;
+  /** BASE_ENV plus the sandbox env (names validated). */
+  readonly env: Readonly<Record<string, string>>;
+  /** The limits to apply: only the ones the engine enforces (null = not applied). */
+  readonly limits: EnforcedLimits;
+  /** The engine limits swap: memory+swap is capped at the memory limit (no swapping past it). */
+  readonly swapLimit: boolean;
+  /** Mount the image read-only (default true); /tmp and HOME are tmpfs either way. */
+  readonly readOnlyRootfs?: boolean;
+}
+
+/** Quotes one CSV field the way docker's `--mount` parser (encoding/csv) reads it. */
+export function csvField(value: string): string {
+  return /[",\s]/.test(value) ? `"${value.replaceAll('"', '""')}"` : value;
+}
+
+/** The `docker run` arguments (without the leading `docker`) that create a sandbox's container. */
+export function buildRunArgs(spec: DockerRunSpec): string[] {
+  const env = validateEnv(spec.env);
+  const args = [
+    'run',
+    '--detach',
+    // Never reach for a registry: a missing image is an error that names `agentfense setup docker`.
+    '--pull',
+    'never',
+    '--name',
+    spec.containerName,
+    '--label',
+    `${SANDBOX_LABEL}=${spec.sandboxId}`,
+    // --- process model: docker's init (tini) as pid 1 reaps orphans; nothing is logged by pid 1 ---
+    '--init',
+    '--log-driver',
+    'none',
+    '--hostname',
+    SANDBOX_HOSTNAME,
+    // --- privileges: an unprivileged user, no capabilities, no way to gain any (setuid binaries included) ---
+    '--user',
+    SANDBOX_USER,
+    '--cap-drop',
+    'ALL',
+    '--security-opt',
+    'no-new-privileges',
+    // --- namespaces: private IPC and cgroup views; network off unless asked for ---
+    '--ipc',
+    'private',
+    '--cgroupns',
+    'private',
+    '--network',
+    spec.network ? spec.networkMode : 'none',
+    // --- filesystem: read-only image, private tmpfs /tmp and HOME, the workspace last ---
+    ...(spec.readOnlyRootfs === false ? [] : ['--read-only']),
+    '--tmpfs',
+    '/tmp:rw,nosuid,nodev,mode=1777',
+    '--tmpfs',
+    `${SANDBOX_HOME}:rw,nosuid,nodev,uid=1000,gid=1000,mode=0700`,
+    // rslave: a mount made later under the workspace on the host (a worker remounted after a crash) shows up
+    // inside the running container. Docker requires the source to be on a shared or slave mount.
+    '--mount',
+    [
+      'type=bind',
+      `source=${csvField(spec.workspaceHostPath)}`,
+      `target=${WORKSPACE_DIR}`,
+      'bind-propagation=rslave',
+    ].join(','),
+    '--workdir',
+    WORKSPACE_DIR,
+    // --- resource limits: per container, i.e. per sandbox (shared by all its commands) ---
+    ...limitArgs(spec.limits, spec.swapLimit),
+    // --- environment: explicit; docker adds PATH (the image's or its standard one) and HOSTNAME ---
+    ...Object.entries(env).flatMap(([name, value]) => ['--env', `${name}=${value}`]),
+    // --- pid 1's command: the image's entrypoint is replaced so any image just idles ---
+    '--entrypoint',
+    'sleep',
+    spec.image,
+    'infinity',
+  ];
+  return args;
+}
+
+/** `--memory`, `--pids-limit`, `--cpu-*` for the limits that are in force. */
+function limitArgs(limits: EnforcedLimits, swapLimit: boolean): string[] {
+  const args: string[] = [];
+  if (limits.memoryBytes !== null) {
+    args.push('--memory', String(limits.memoryBytes));
+    // Without this docker allows as much swap again; with it the limit is the limit (like bwrap's memsw).
+    if (swapLimit) args.push('--memory-swap', String(limits.memoryBytes));
+  }
+  if (limits.pidsLimit !== null) args.push('--pids-limit', String(limits.pidsLimit));
+  if (limits.cpuQuota !== null) args.push('--cpu-period', '100000', '--cpu-quota', String(limits.cpuQuota));
+  if (limits.cpuShares !== null) args.push('--cpu-shares', String(limits.cpuShares));
+  return args;
+}
+
+/** Everything that decides the `docker exec` argv of one command. */
+export interface DockerExecSpec {
+  /** The container's id (or name). */
+  readonly container: string;
+  /** Exec-level environment (on top of the container's, which holds BASE_ENV and the sandbox env). */
+  readonly env?: Readonly<Record<string, string>>;
+  /** Working directory inside the container; absolute and normalised; default /workspace. */
+  readonly cwd?: string;
+  /** A string runs through `/bin/sh -c`; an array is the argv itself. */
+  readonly command: string | readonly string[];
+  /** Attach stdin (`--interactive`): when the caller passes stdin bytes, or for spawn's raw pipes. */
+  readonly interactive: boolean;
+}
+
+/** The `docker exec` arguments (without the leading `docker`) that run one command under the wrapper. */
+export function buildExecArgs(spec: DockerExecSpec): string[] {
+  validateCommand(spec.command);
+  const env = validateEnv(spec.env ?? {});
+  const cwd = validateCwd(spec.cwd ?? WORKSPACE_DIR);
+  const command = typeof spec.command === 'string' ? ['/bin/sh', '-c', spec.command] : [...spec.command];
+  return [
+    'exec',
+    ...(spec.interactive ? ['--interactive'] : []),
+    '--user',
+    SANDBOX_USER,
+    '--workdir',
+    cwd,
+    ...Object.entries(env).flatMap(([name, value]) => ['--env', `${name}=${value}`]),
+    spec.container,
+    '/bin/sh',
+    '-c',
+    WRAPPER_SCRIPT,
+    'agentfense-wrapper',
+    ...command,
+  ];
+}
+
+/** The `docker exec` arguments of the in-container fallback that kills a command's session. */
+export function buildKillArgs(container: string, sessionId: number): string[] {
+  return [
+    'exec',
+    '--user',
+    SANDBOX_USER,
+    container,
+    '/bin/sh',
+    '-c',
+    KILL_SESSION_SCRIPT,
+    'agentfense-kill',
+    String(sessionId),
+  ];
+}

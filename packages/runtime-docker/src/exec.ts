@@ -1,0 +1,141 @@
+// One buffered command: launch `docker exec`, collect output (capped), and turn how it ended into the
+// contract's ExecResult — or into an error when the command never started (engine gone, container gone,
+// an image without /bin/sh or setsid).
+import { finished } from 'node:stream/promises';
+import type { ExecAudit, ExecResult } from '@agentfense/protocol';
+import { UnavailableError } from '@agentfense/protocol';
+import type { ContainerCgroup } from './cgroup.js';
+import { engineError, isEngineUnreachable } from './engine.js';
+import { launchExec } from './launch.js';
+import type { LaunchOptions, LaunchedExec } from './launch.js';
+
+/**
+ * Default cap on each of stdout/stderr of a buffered command; the command is killed when it is exceeded
+ * and its output truncated (the same cap as runtime-bwrap: output is held in memory).
+ */
+export const DEFAULT_MAX_OUTPUT_BYTES = 16 * 1024 * 1024;
+export const MAX_OUTPUT_BYTES_LIMIT = 32 * 1024 * 1024;
+
+/** Exit status of a process killed by SIGKILL, as the wrapper (like any shell) reports it. */
+const SIGKILL_STATUS = 137;
+
+export interface RunExecOptions extends Omit<LaunchOptions, 'mode'> {
+  readonly audit: ExecAudit;
+  readonly image: string;
+  readonly maxOutputBytes: number;
+  /** The container's cgroups seen from the host (null: not visible; then no OOM detection). */
+  readonly cgroup: Promise<ContainerCgroup | null>;
+  /** Watch the OOM counter (the sandbox has a memory limit). */
+  readonly watchOom: boolean;
+  readonly onStdout?: (chunk: Buffer) => void;
+  readonly onStderr?: (chunk: Buffer) => void;
+}
+
+/** Runs one command to completion (or timeout/abort) and reports how it ended. */
+export async function runExec(options: RunExecOptions): Promise<ExecResult> {
+  const { logger } = options;
+  // Read the OOM counter while docker exec starts: adds no latency to the command.
+  const oomBefore = options.watchOom
+    ? options.cgroup.then((cg) => cg?.oomKills() ?? null)
+    : Promise.resolve(null);
+  const started = performance.now();
+  const launched = launchExec({ ...options, mode: 'exec' });
+  const stdout = collect(launched.stdout, options, launched);
+  const stderr = collect(launched.stderr, options, launched);
+  const result = await launched.subprocess;
+  // The parser re-emits stderr after the CLI's pipe ended: wait until both streams have delivered everything.
+  await Promise.all([launched.stdout, launched.stderr].map((s) => finished(s).catch(() => undefined)));
+  const durationMs = performance.now() - started;
+  const session = await launched.session;
+  if (launched.stderr.preamble.length > 0) {
+    logger.warn({ said: launched.stderr.preamble.toString() }, 'the docker CLI printed a warning');
+  }
+  const errText = Buffer.concat(stderr.chunks).toString();
+
+  if (session === null) {
+    // The wrapper never ran: the CLI could not start, or the engine refused the exec.
+    if (result.exitCode === undefined && result.signal === undefined) {
+      throw new UnavailableError(`could not run the docker CLI (${options.cli.path}): ${result.shortMessage}`, {
+        cause: result.cause,
+      });
+    }
+    notStarted(errText, options);
+  }
+  if (session !== null) {
+    // Anything of the session that left the command's process group (the wrapper killed the group).
+    const cgroup = await options.cgroup;
+    if (cgroup !== null) await cgroup.killSession(session);
+  }
+
+  const exitCode = result.exitCode ?? null;
+  const signal = result.signal ?? null;
+  const before = await oomBefore;
+  const oomKilled =
+    options.watchOom &&
+    exitCode === SIGKILL_STATUS &&
+    before !== null &&
+    ((await (await options.cgroup)?.oomKills()) ?? before) > before;
+  return {
+    stdout: Buffer.concat(stdout.chunks),
+    stderr: Buffer.concat(stderr.chunks),
+    exitCode,
+    signal,
+    timedOut: launched.reason() === 'timeout',
+    cancelled: launched.reason() === 'abort',
+    oomKilled,
+    durationMs: Math.max(durationMs, Number.MIN_VALUE),
+    audit: options.audit,
+  };
+}
+
+/**
+ * Throws the error that explains why the wrapper never started, or returns when it was the command's own
+ * failure to start (e.g. the pids limit is exhausted: the result then carries the engine's message).
+ */
+function notStarted(stderr: string, options: RunExecOptions): void {
+  const context = { action: 'running a command', cli: options.cli, image: options.image };
+  if (isEngineUnreachable(stderr)) throw engineError(stderr, context);
+  if (/No such container|is not running|is paused|marked for removal/i.test(stderr)) {
+    throw engineError(stderr, context);
+  }
+  if (/setsid/.test(stderr) && /not found|No such file/i.test(stderr)) {
+    throw new UnavailableError(
+      `image ${options.image} has no \`setsid\` (util-linux or busybox), which runs each command in its own ` +
+        'session so a timeout can kill its whole tree',
+    );
+  }
+  if (/\/bin\/sh/.test(stderr) && /no such file|not found/i.test(stderr)) {
+    throw new UnavailableError(`image ${options.image} has no /bin/sh, which every command runs under`);
+  }
+}
+
+/** Collects a stream's chunks up to the cap, forwarding each to the streaming callback as it arrives. */
+function collect(
+  stream: NodeJS.ReadableStream,
+  options: RunExecOptions,
+  launched: LaunchedExec,
+): { chunks: Buffer[] } {
+  const out = { chunks: [] as Buffer[] };
+  const callback = stream === launched.stdout ? options.onStdout : options.onStderr;
+  let size = 0;
+  stream.on('data', (chunk: Buffer) => {
+    if (size >= options.maxOutputBytes) return;
+    const kept = size + chunk.length > options.maxOutputBytes ? chunk.subarray(0, options.maxOutputBytes - size) : chunk;
+    size += kept.length;
+    out.chunks.push(kept);
+    if (callback !== undefined) {
+      try {
+        callback(kept);
+      } catch (err) {
+        options.logger.warn({ err }, 'an output callback threw; output is still collected');
+      }
+    }
+    if (size >= options.maxOutputBytes) {
+      options.logger.warn({ limit: options.maxOutputBytes }, 'command output exceeded the cap: killing it');
+      void launched.terminate('output-limit').catch((err: unknown) => {
+        options.logger.warn({ err }, 'could not kill a command over its output cap');
+      });
+    }
+  });
+  return out;
+}

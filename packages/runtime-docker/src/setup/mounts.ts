@@ -1,0 +1,16 @@
+// Clearing mounts a tool left behind under a directory (debootstrap's /proc in a root filesystem, dockerd's
+// netns bind under its exec root), so the directory can be removed or reused without crossing into them.
+import { readFile } from 'node:fs/promises';
+import { execa } from 'execa';
+
+/** Lazily unmounts every mount strictly below `dir`, deepest first; resolves the mount points it cleared. */
+export async function unmountBelow(dir: string): Promise<string[]> {
+  const mountinfo = await readFile('/proc/self/mountinfo', 'utf8');
+  const targets = mountinfo
+    .split('\n')
+    .map((line) => (line.split(' ')[4] ?? '').replace(/\\([0-7]{3})/g, (_, o: string) => String.fromCharCode(parseInt(o, 8))))
+    .filter((target) => target.startsWith(`${dir}/`))
+    .sort((a, b) => b.length - a.length);
+  for (const target of new Set(targets)) await execa('umount', ['--lazy', target], { reject: false });
+  return [...new Set(targets)];
+}

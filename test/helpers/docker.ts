@@ -1,0 +1,65 @@
+// Shared pieces of the docker tests: what the global setup provides, workspaces on a shared mount (docker's
+// rslave bind requires one), and leftover containers.
+import { chown, mkdir, mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { execa } from 'execa';
+import { SANDBOX_LABEL } from '@agentfense/runtime-docker';
+import type { WorkspaceFixture } from '../runtime/contract.js';
+
+/** Provided by test/helpers/docker-setup.ts. */
+export interface DockerTestContext {
+  /** The engine to use (DOCKER_HOST form), or null when docker tests cannot run. */
+  readonly dockerHost: string | null;
+  /** Why docker tests are skipped; null when they run. */
+  readonly unavailable: string | null;
+}
+
+declare module 'vitest' {
+  export interface ProvidedContext {
+    docker: DockerTestContext;
+  }
+}
+
+/** A directory bind-mounted on itself and made shared: workspaces live inside it, as the contract says. */
+export interface SharedParent {
+  readonly dir: string;
+  /** A fresh workspace + state directory inside the shared parent. */
+  fixture(): Promise<WorkspaceFixture>;
+  /** Lazily unmounts the parent (and anything mounted below it) and removes it. */
+  cleanup(): Promise<void>;
+}
+
+/** Creates the shared parent (needs root). */
+export async function createSharedParent(): Promise<SharedParent> {
+  const dir = await mkdtemp(join(tmpdir(), 'af-docker-'));
+  await execa('mount', ['--bind', dir, dir]);
+  await execa('mount', ['--make-shared', dir]);
+  let n = 0;
+  return {
+    dir,
+    fixture: async () => {
+      const root = join(dir, `sb${n++}`);
+      const workspaceHostPath = join(root, 'ws');
+      const stateDir = join(root, 'state');
+      await mkdir(workspaceHostPath, { recursive: true });
+      await mkdir(stateDir, { recursive: true });
+      // The container runs as uid 1000. The real workspace is the FUSE mount (allow_other), which lets the
+      // sandbox user write where the rules allow; a plain directory stands in for it, owned by that user.
+      await chown(workspaceHostPath, 1000, 1000);
+      return { workspaceHostPath, stateDir, cleanup: () => rm(root, { recursive: true, force: true }) };
+    },
+    cleanup: async () => {
+      await execa('umount', ['--lazy', dir]);
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** Ids of containers (any state) labelled with this sandbox id. */
+export async function containersOf(dockerHost: string, sandboxId: string): Promise<string[]> {
+  const r = await execa('docker', ['ps', '--all', '--quiet', '--filter', `label=${SANDBOX_LABEL}=${sandboxId}`], {
+    env: { DOCKER_HOST: dockerHost },
+  });
+  return r.stdout.split('\n').filter(Boolean);
+}

@@ -1,0 +1,384 @@
+// The runtime contract against a real Docker engine (started by test/helpers/docker-setup.ts when none is
+// running), plus what only docker has: engine and image errors, the container's hardening, limits as the
+// engine applies them, kills that work with the pids limit exhausted, the in-container kill fallback,
+// mount propagation into a running container, and the latency of create → first exec and of exec.
+import { randomUUID } from 'node:crypto';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import { execa } from 'execa';
+import { afterAll, describe, expect, inject, it, onTestFinished } from 'vitest';
+import { InvalidArgumentError, UnavailableError, WrongStateError } from '@agentfense/protocol';
+import type { ResourceLimits, RuntimeInstance, RuntimeStartOptions } from '@agentfense/protocol';
+import { containerName, createDockerRuntime } from '@agentfense/runtime-docker';
+import type { DockerRuntimeOptions } from '@agentfense/runtime-docker';
+import { containersOf, createSharedParent } from '#helpers/docker.js';
+import type { SharedParent } from '#helpers/docker.js';
+import type { WorkspaceFixture } from './contract.js';
+import { expectNoProcessWith, hostProcessesWith, runRuntimeContract } from './contract.js';
+
+const docker = inject('docker');
+const dockerHost = docker.dockerHost ?? '';
+const quiet = { debug: () => undefined, warn: (obj: object, msg: string) => console.warn(msg, obj) };
+
+/** Options every runtime of this file uses: the test engine, and `host` networking (it has no bridge). */
+const base: DockerRuntimeOptions = { dockerHost, networkMode: 'host', logger: quiet };
+
+let parent: Promise<SharedParent> | undefined;
+const sharedParent = (): Promise<SharedParent> => (parent ??= createSharedParent());
+afterAll(async () => {
+  if (parent !== undefined) await (await parent).cleanup();
+});
+const fixture = async (): Promise<WorkspaceFixture> => (await sharedParent()).fixture();
+
+/** `docker <args>` against the test engine. */
+async function dockerCli(args: string[]): Promise<string> {
+  const r = await execa('docker', args, { env: { DOCKER_HOST: dockerHost } });
+  return r.stdout;
+}
+
+describe.skipIf(docker.unavailable !== null)(
+  `docker runtime${docker.unavailable === null ? '' : ` (skipped: ${docker.unavailable})`}`,
+  () => {
+    // One runtime for the whole suite: its engine check (docker info, image inspect) is cached.
+    const runtime = createDockerRuntime(base);
+
+    runRuntimeContract({
+      name: 'docker',
+      makeRuntime: () => runtime,
+      workspace: fixture,
+      leftovers: (sandboxId) => containersOf(dockerHost, sandboxId),
+    });
+
+    describe('docker only', () => {
+      async function start(
+        extra: Partial<RuntimeStartOptions> = {},
+        options: DockerRuntimeOptions = {},
+      ): Promise<{ sb: RuntimeInstance; sandboxId: string; fixture: WorkspaceFixture }> {
+        const fx = await fixture();
+        const sandboxId = `sb_${randomUUID()}`;
+        const rt = Object.keys(options).length === 0 ? runtime : createDockerRuntime({ ...base, ...options });
+        const sb = await rt.start({
+          sandboxId,
+          workspaceHostPath: fx.workspaceHostPath,
+          stateDir: fx.stateDir,
+          ...extra,
+        });
+        onTestFinished(async () => {
+          await sb.stop();
+          expect(await containersOf(dockerHost, sandboxId)).toEqual([]);
+          await fx.cleanup();
+        });
+        return { sb, sandboxId, fixture: fx };
+      }
+
+      describe('engine and image errors', () => {
+        it('no engine: check() and start() throw UnavailableError naming `agentfense setup docker`', async () => {
+          const rt = createDockerRuntime({ ...base, dockerHost: 'unix:///nonexistent/docker.sock' });
+          const err: unknown = await rt.check().catch((e: unknown) => e);
+          expect(err).toBeInstanceOf(UnavailableError);
+          expect((err as UnavailableError).code).toBe('AF_UNAVAILABLE');
+          expect((err as Error).message).toMatch(/no Docker engine answers at unix:\/\/\/nonexistent/);
+          expect((err as Error).message).toContain('agentfense setup docker');
+          const fx = await fixture();
+          onTestFinished(() => fx.cleanup());
+          await expect(
+            rt.start({ sandboxId: 'sb_noengine', workspaceHostPath: fx.workspaceHostPath, stateDir: fx.stateDir }),
+          ).rejects.toThrow(/agentfense setup docker/);
+        });
+
+        it('no docker CLI: UnavailableError saying how to install it', async () => {
+          const rt = createDockerRuntime({ ...base, dockerPath: '/nonexistent/docker' });
+          await expect(rt.check()).rejects.toThrow(UnavailableError);
+          await expect(rt.check()).rejects.toThrow(/apt-get install docker\.io/);
+        });
+
+        it('missing default image: check() names `agentfense setup docker`', async () => {
+          const rt = createDockerRuntime({ ...base, image: 'agentfense/missing-image-af:latest' });
+          await expect(rt.check()).rejects.toThrow(UnavailableError);
+          await expect(rt.check()).rejects.toThrow(/agentfense\/missing-image-af:latest is not available/);
+        });
+
+        it('missing per-sandbox image: start() fails clearly, never pulls, leaves no container', async () => {
+          const fx = await fixture();
+          onTestFinished(() => fx.cleanup());
+          const sandboxId = `sb_${randomUUID()}`;
+          const err: unknown = await runtime
+            .start({
+              sandboxId,
+              workspaceHostPath: fx.workspaceHostPath,
+              stateDir: fx.stateDir,
+              image: 'agentfense/missing-image-af:1',
+            })
+            .catch((e: unknown) => e);
+          expect(err).toBeInstanceOf(UnavailableError);
+          expect((err as Error).message).toMatch(/never pulls/);
+          expect(await containersOf(dockerHost, sandboxId)).toEqual([]);
+        });
+
+        it('refuses image references that could read as options', async () => {
+          const fx = await fixture();
+          onTestFinished(() => fx.cleanup());
+          await expect(
+            runtime.start({
+              sandboxId: 'sb_badimage',
+              workspaceHostPath: fx.workspaceHostPath,
+              stateDir: fx.stateDir,
+              image: '--privileged',
+            }),
+          ).rejects.toThrow(InvalidArgumentError);
+        });
+
+        it('a workspace outside any shared mount is refused with how to fix it, leaving no container', async () => {
+          const { mkdtemp, rm } = await import('node:fs/promises');
+          const { tmpdir } = await import('node:os');
+          const dir = await mkdtemp(join(tmpdir(), 'af-docker-private-'));
+          onTestFinished(() => rm(dir, { recursive: true, force: true }));
+          const sandboxId = `sb_${randomUUID()}`;
+          const err: unknown = await runtime
+            .start({ sandboxId, workspaceHostPath: dir, stateDir: dir })
+            .catch((e: unknown) => e);
+          expect(err).toBeInstanceOf(InvalidArgumentError);
+          expect((err as Error).message).toMatch(/make-shared/);
+          expect(await containersOf(dockerHost, sandboxId)).toEqual([]);
+        });
+
+        it('a stale container with the same sandbox id (crashed control plane) is replaced', async () => {
+          const { sb: first, sandboxId, fixture: fx } = await start();
+          const second = await runtime.start({
+            sandboxId,
+            workspaceHostPath: fx.workspaceHostPath,
+            stateDir: fx.stateDir,
+          });
+          onTestFinished(() => second.stop());
+          expect((await second.exec({ command: 'echo ok' })).stdout.toString()).toBe('ok\n');
+          await expect(first.exec({ command: 'true' })).rejects.toThrow(WrongStateError);
+          expect(await containersOf(dockerHost, sandboxId)).toHaveLength(1);
+        });
+      });
+
+      describe('the container', () => {
+        it('runs as uid 1000 without capabilities or privilege gain, on a read-only image', async () => {
+          const { sb } = await start();
+          const r = await sb.exec({
+            command: [
+              'id -u',
+              'id -un',
+              'grep -E "^(CapEff|CapPrm|CapBnd|NoNewPrivs)" /proc/self/status | tr -s "\\t " " "',
+              'hostname',
+              'touch /usr/af-probe 2>/dev/null && echo usr-writable',
+              'touch /af-probe 2>/dev/null && echo root-writable',
+              'touch /tmp/ok && echo tmp-writable',
+              'touch "$HOME/ok" && echo home-writable',
+              'echo "$HOME"',
+              'cat /proc/1/cmdline | tr "\\0" " "',
+            ].join('; '),
+          });
+          expect(r.stderr.toString()).toBe('');
+          expect(r.stdout.toString().split('\n')).toEqual([
+            '1000',
+            'agent',
+            'CapPrm: 0000000000000000',
+            'CapEff: 0000000000000000',
+            'CapBnd: 0000000000000000',
+            'NoNewPrivs: 1',
+            'agentfense',
+            'tmp-writable',
+            'home-writable',
+            '/home/agent',
+            '/sbin/docker-init -- sleep infinity ',
+          ]);
+        });
+
+        it('is created with the promised flags (inspected from the engine)', async () => {
+          const { sb } = await start({
+            resources: { memoryBytes: 96 * 1024 * 1024, pidsLimit: 64, cpuQuota: 50_000, cpuShares: 512 },
+          });
+          const config = JSON.parse(
+            await dockerCli(['inspect', '--format', '{{json .HostConfig}}', containerName(sb.sandboxId)]),
+          ) as Record<string, unknown>;
+          expect(config).toMatchObject({
+            NetworkMode: 'none',
+            ReadonlyRootfs: true,
+            CapDrop: ['ALL'],
+            SecurityOpt: ['no-new-privileges'],
+            Init: true,
+            Memory: 96 * 1024 * 1024,
+            PidsLimit: 64,
+            CpuQuota: 50_000,
+            CpuPeriod: 100_000,
+            CpuShares: 512,
+            Privileged: false,
+          });
+          expect(sb.limits).toEqual({
+            memoryBytes: 96 * 1024 * 1024,
+            pidsLimit: 64,
+            cpuQuota: 50_000,
+            cpuShares: 512,
+            mechanism: 'docker',
+          });
+        });
+
+        it('reaches the host loopback when the network is on (networkMode host), and not when off', async () => {
+          let connections = 0;
+          const server = createServer((socket) => {
+            connections += 1;
+            socket.end();
+          });
+          await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+          onTestFinished(() => new Promise<void>((resolve) => server.close(() => resolve())));
+          const { port } = server.address() as AddressInfo;
+          const command = `bash -c 'exec 3<>/dev/tcp/127.0.0.1/${port}; cat <&3'`;
+          const { sb: off } = await start();
+          expect((await off.exec({ command, timeoutMs: 10_000 })).exitCode).not.toBe(0);
+          expect(connections).toBe(0);
+          const { sb: on } = await start({ network: true });
+          expect((await on.exec({ command, timeoutMs: 10_000 })).exitCode).toBe(0);
+          expect(connections).toBe(1);
+        });
+
+        it('audit: the container and the exec, masked and redacted, with the wrapper shortened', async () => {
+          const { sb } = await start({ env: { API_TOKEN: 'hunter2' } });
+          const r = await sb.exec({ command: ['true'], env: { EXEC_SECRET: 's3cret' } });
+          const argv = r.audit.argv;
+          expect(argv.slice(0, 2)).toEqual(['docker', 'run']);
+          expect(argv).toContain('&&');
+          expect(argv).toContain('--network');
+          expect(argv[argv.indexOf('--network') + 1]).toBe('none');
+          expect(argv).toContain('type=bind,source=<workspace>,target=/workspace,bind-propagation=rslave');
+          expect(argv).toContain('API_TOKEN=<redacted>');
+          expect(argv).toContain('EXEC_SECRET=<redacted>');
+          expect(argv).toContain('<agentfense-session-wrapper>');
+          expect(argv.slice(-1)).toEqual(['true']);
+          expect(argv.join(' ')).not.toMatch(/hunter2|s3cret/);
+        });
+      });
+
+      describe('kills', () => {
+        it('a timeout kills a fork bomb held at the pids limit, and the sandbox stays usable', async () => {
+          const { sb } = await start({ resources: { pidsLimit: 30 } });
+          const marker = `af_bomb_${randomUUID()}`;
+          // bash (unlike dash, which exits at the first failed fork) retries forks and keeps looping.
+          const r = await sb.exec({
+            command: ['bash', '-c', `while :; do sh -c 'sleep 1000; : ${marker}' 2>/dev/null & done`],
+            timeoutMs: 2_000,
+          });
+          expect(r.timedOut).toBe(true);
+          await expectNoProcessWith(marker);
+          expect((await sb.exec({ command: 'echo ok' })).stdout.toString()).toBe('ok\n');
+        });
+
+        it('a process that left the process group (setpgid) but not the session dies with the command', async () => {
+          const { sb } = await start();
+          const marker = `af_pgid_${randomUUID()}`;
+          // bash's job control (set -m) puts the background job in its own process group.
+          const r = await sb.exec({
+            command: ['bash', '-c', `set -m; sh -c 'sleep 1000; : ${marker}' >/dev/null 2>&1 & echo started`],
+          });
+          expect(r.stdout.toString()).toBe('started\n');
+          await expectNoProcessWith(marker);
+        });
+
+        it('without the host view of the cgroup, the in-container kill script ends a timed-out tree', async () => {
+          const { sb } = await start({}, { hostCgroup: false });
+          const marker = `af_fallback_${randomUUID()}`;
+          let during: Promise<number[]> = Promise.resolve([]);
+          const r = await sb.exec({
+            command: `sh -c 'sleep 1000; : ${marker}' & sh -c 'sleep 1000; : ${marker}' & echo started; wait`,
+            timeoutMs: 1_500,
+            onStdout: () => {
+              during = hostProcessesWith(marker);
+            },
+          });
+          expect((await during).length).toBeGreaterThanOrEqual(2);
+          expect(r.timedOut).toBe(true);
+          await expectNoProcessWith(marker);
+          expect((await sb.exec({ command: 'echo ok' })).stdout.toString()).toBe('ok\n');
+        });
+      });
+
+      describe('mount propagation (rslave)', () => {
+        /** Mounts a tmpfs at `dir` holding `file` with `text`; unmounted when the test ends. */
+        async function mountTmpfs(dir: string, file: string, text: string): Promise<void> {
+          await mkdir(dir, { recursive: true });
+          await execa('mount', ['-t', 'tmpfs', 'af-test', dir]);
+          onTestFinished(async () => {
+            await execa('umount', ['--lazy', dir], { reject: false });
+          });
+          await writeFile(join(dir, file), text);
+        }
+
+        it('a mount made under the workspace after start appears inside the running container', async () => {
+          const { sb, fixture: fx } = await start();
+          expect((await sb.exec({ command: 'ls /workspace' })).stdout.toString()).toBe('');
+          await mountTmpfs(join(fx.workspaceHostPath, 'sub'), 'f', 'mounted later\n');
+          const r = await sb.exec({ command: 'cat /workspace/sub/f' });
+          expect(r.stdout.toString()).toBe('mounted later\n');
+        });
+
+        it('a workspace that is its own shared mount follows a mount, unmount and remount at its root', async () => {
+          // The layout that lets a crashed worker be remounted under a running container: the workspace
+          // directory is a shared mount when the container starts, and the FUSE mount is (re)made on it.
+          const fx = await fixture();
+          await execa('mount', ['--bind', fx.workspaceHostPath, fx.workspaceHostPath]);
+          await execa('mount', ['--make-shared', fx.workspaceHostPath]);
+          onTestFinished(async () => {
+            await execa('umount', ['--lazy', fx.workspaceHostPath], { reject: false });
+            await fx.cleanup();
+          });
+          const sb = await runtime.start({
+            sandboxId: `sb_${randomUUID()}`,
+            workspaceHostPath: fx.workspaceHostPath,
+            stateDir: fx.stateDir,
+          });
+          onTestFinished(() => sb.stop());
+          await mountTmpfs(fx.workspaceHostPath, 'f', 'first worker\n');
+          expect((await sb.exec({ command: 'cat /workspace/f' })).stdout.toString()).toBe('first worker\n');
+          await execa('umount', ['--lazy', fx.workspaceHostPath]); // the tmpfs: the "crashed worker"
+          await mountTmpfs(fx.workspaceHostPath, 'f', 'second worker\n');
+          expect((await sb.exec({ command: 'cat /workspace/f' })).stdout.toString()).toBe('second worker\n');
+          expect(await readFile(join(fx.workspaceHostPath, 'f'), 'utf8')).toBe('second worker\n');
+        });
+      });
+
+      it('measures create → first exec and exec latency of `true` (p50/p99)', async () => {
+        const percentile = (xs: number[], p: number): number =>
+          [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * p))] ?? NaN;
+        const creates: number[] = [];
+        for (let i = 0; i < 3; i++) {
+          const fx = await fixture();
+          const t = performance.now();
+          const sb = await runtime.start({
+            sandboxId: `sb_${randomUUID()}`,
+            workspaceHostPath: fx.workspaceHostPath,
+            stateDir: fx.stateDir,
+          });
+          await sb.exec({ command: ['true'] });
+          creates.push(performance.now() - t);
+          await sb.stop();
+          await fx.cleanup();
+        }
+        const limits: ResourceLimits = { memoryBytes: 256 * 1024 * 1024, pidsLimit: 100 };
+        const { sb } = await start({ resources: limits });
+        for (let i = 0; i < 3; i++) await sb.exec({ command: ['true'] });
+        const execs: number[] = [];
+        for (let i = 0; i < 20; i++) {
+          const t = performance.now();
+          await sb.exec({ command: ['true'] });
+          execs.push(performance.now() - t);
+        }
+        const load = (await readFile('/proc/loadavg', 'utf8')).split(' ').slice(0, 3).join(' ');
+        console.log(
+          [
+            `docker latency (load ${load})`,
+            `create → first exec: p50 ${percentile(creates, 0.5).toFixed(0)} ms (3 runs)`,
+            `exec \`true\` with limits: p50 ${percentile(execs, 0.5).toFixed(1)} ms, p99 ${percentile(execs, 0.99).toFixed(1)} ms (20 runs)`,
+          ].join('\n  '),
+        );
+        // Loose bounds: the machine is shared; this only catches a pathological regression.
+        expect(percentile(execs, 0.5)).toBeLessThan(1_000);
+      });
+    });
+  },
+);
