@@ -99,7 +99,7 @@ export function setupScript(options: { dir: string; readyNonce: string }): Buffe
       'PS1= PS2= PS0=',
       'command set +H 2>/dev/null; command set +o history 2>/dev/null',
       `__af_d=${dir}`,
-      '__af_r() { return "$1"; }',
+      '__af_r() { case $- in *e*) return 0 ;; esac; return "$1"; }',
       '__af_in() { printf "$1" >|"$__af_d/stdin"; }',
       `__af_t() { __af_s=$?; PS1= PS2= PS0=; printf ${TRAILER_FORMAT} "$1" "$__af_s" >&8; printf ${TRAILER_FORMAT} "$1" "$__af_s" >&9; [ -z "\${2-}" ] || : >|"$__af_d/stdin"; return 0; }`,
       'exec 8>&1 9>&2',
@@ -131,7 +131,7 @@ export function commandScript(options: CommandScriptOptions): Buffer {
   const parts: Buffer[] = [];
   const withStdin = options.stdin !== undefined;
   if (options.stdin !== undefined) parts.push(Buffer.from(`__af_in '${printfFormat(options.stdin)}';`));
-  parts.push(Buffer.from(`case $- in *e*) ;; *) __af_r ${options.previousStatus} ;; esac;command eval `));
+  parts.push(Buffer.from(`__af_r ${options.previousStatus};command eval `));
   parts.push(singleQuote(Buffer.concat([options.command, Buffer.from('\n')])));
   parts.push(Buffer.from(withStdin ? ' <"$__af_d/stdin"' : ' </dev/null'));
   parts.push(Buffer.from(` 8>&- 9>&-;__af_t ${options.nonce}${withStdin ? ' x' : ''}\n`));

@@ -1,0 +1,213 @@
+// Sessions against real bwrap: state that persists between commands, framing that no output can confuse,
+// stdin, queueing, and the round-trip latency. Run for both shells a session may use.
+import { randomBytes } from 'node:crypto';
+import { readFile, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { SESSION_SHELLS } from '@agentfense/control';
+import { openSession, startSandbox } from './fixture.js';
+
+/** All 256 byte values, as a printf format of octal escapes. */
+const ALL_BYTES = Buffer.from(Array.from({ length: 256 }, (_, i) => i));
+const ALL_BYTES_PRINTF = [...ALL_BYTES].map((b) => `\\${b.toString(8).padStart(3, '0')}`).join('');
+
+describe.each(SESSION_SHELLS)('session with %s', (shell) => {
+  describe('state persists between commands', () => {
+    it('cwd, exported and shell variables, functions', async () => {
+      const s = await openSession({ shell });
+      await s.exec('cd /tmp && mkdir -p d && cd d');
+      await s.exec('export EXPORTED=e; LOCAL=l; greet() { echo "hello $1"; }');
+      const r = await s.exec(
+        'pwd; echo "$EXPORTED $LOCAL"; greet you; sh -c \'echo "child:$EXPORTED:$LOCAL"\'',
+      );
+      expect(r.stdout.toString()).toBe('/tmp/d\ne l\nhello you\nchild:e:\n');
+    });
+
+    it('a sourced file', async () => {
+      const { sb, workspace } = await startSandbox();
+      await writeFile(join(workspace, 'env.sh'), 'FROM_FILE=sourced\nactivate() { echo active; }\n');
+      const s = await openSession({ shell, sandbox: sb });
+      await s.exec('. ./env.sh');
+      expect((await s.exec('echo $FROM_FILE; activate')).stdout.toString()).toBe('sourced\nactive\n');
+    });
+
+    it('background jobs', async () => {
+      const s = await openSession({ shell });
+      const started = await s.exec('sleep 100 &');
+      expect(started.exitCode).toBe(0);
+      const jobs = await s.exec('jobs; kill -0 $! && echo alive');
+      expect(jobs.stdout.toString()).toMatch(/^\[1\].*Running/);
+      expect(jobs.stdout.toString()).toMatch(/alive\n$/);
+    });
+
+    it('$? of the previous command, and the initial env', async () => {
+      const s = await openSession({ shell, env: { INITIAL: 'from-create' } });
+      await s.exec('false');
+      expect((await s.exec('echo $?')).stdout.toString()).toBe('1\n');
+      expect((await s.exec('echo $INITIAL')).stdout.toString()).toBe('from-create\n');
+    });
+
+    it('exec redirections (exec >file sends later output to the file, trailers still arrive)', async () => {
+      const s = await openSession({ shell });
+      await s.exec('exec >/tmp/out.txt');
+      const r = await s.exec('echo to-file; echo to-stderr >&2');
+      expect(r.stdout.toString()).toBe('');
+      expect(r.stderr.toString()).toBe('to-stderr\n');
+      expect((await s.exec('cat /tmp/out.txt >&2')).stderr.toString()).toBe('to-file\n');
+    });
+  });
+
+  describe('framing', () => {
+    it('separates stdout and stderr, exact bytes, with the exit code', async () => {
+      const s = await openSession({ shell });
+      const r = await s.exec("printf 'a\\nb'; printf 'err\\n\\n' >&2; (exit 42)");
+      expect(r.stdout).toEqual(Buffer.from('a\nb'));
+      expect(r.stderr).toEqual(Buffer.from('err\n\n'));
+      expect(r).toMatchObject({ exitCode: 42, timedOut: false, truncated: false, sessionClosed: false });
+    });
+
+    it.each([
+      ['no trailing newline', 'printf abc', 'abc', 0],
+      ['leading and trailing blanks kept', "printf '  \\n x \\n\\n'", '  \n x \n\n', 0],
+      ['a trailing comment', "echo hi # a comment with a quote ' and ;", 'hi\n', 0],
+      ['a trailing &', 'echo bg >/dev/null &', '', 0],
+      ['a heredoc', 'cat <<EOF\nline $((1+1))\nEOF', 'line 2\n', 0],
+      ['a quoted heredoc at the very end', "cat <<'END'\n$HOME `x`\nEND", '$HOME `x`\n', 0],
+      ['single quotes', "echo 'it'\\''s' \"it's\"", "it's it's\n", 0],
+      ['several lines', 'echo one\necho two\n\necho three', 'one\ntwo\nthree\n', 0],
+      ['a line continuation at the end', 'echo cont \\', 'cont\n', 0],
+      ['an unbalanced quote (syntax error)', "echo 'never closed", '', 2],
+      ['an unclosed function', 'f() {', '', 2],
+      ['an unclosed command substitution', 'echo $(', '', null],
+      ['a heredoc without its end', 'cat <<EOF\nno end', 'no end\n', 0],
+      ['a missing command', 'no-such-command-af', '', 127],
+      ['false', 'false', '', 1],
+      ['unicode', "printf 'é✓'", 'é✓', 0],
+    ])('%s', async (_name, command, stdout, code) => {
+      const s = await openSession({ shell });
+      const r = await s.exec(command);
+      expect(r.stdout.toString()).toBe(stdout);
+      if (code !== null) expect(r.exitCode).toBe(code);
+      else expect(r.exitCode).not.toBe(0);
+      // The session is still in step: the next command gets its own output only, and parses afresh (bash
+      // once left its parser mid-`case` after an eval syntax error).
+      const next = await s.exec('case x in x) echo next ;; esac');
+      expect(next).toMatchObject({ stdout: Buffer.from('next\n'), stderr: Buffer.from(''), exitCode: 0 });
+    });
+
+    it('binary output: all 256 byte values on stdout and stderr', async () => {
+      const s = await openSession({ shell });
+      const r = await s.exec(`printf '${ALL_BYTES_PRINTF}'; printf '${ALL_BYTES_PRINTF}' >&2`);
+      expect(r.stdout).toEqual(ALL_BYTES);
+      expect(r.stderr).toEqual(ALL_BYTES);
+    });
+
+    it('output that imitates the protocol: trailers, relay lines, the helper names', async () => {
+      const s = await openSession({ shell });
+      const fakeNonce = randomBytes(16).toString('hex');
+      const fake = `\\037agentfense:${fakeNonce}:0\\n`;
+      // A command whose text holds relay control lines and protocol calls: all of it is data.
+      const command = [
+        `printf '${fake}x'`,
+        `printf '${fake}' >&2`,
+        "echo '",
+        '!INT',
+        '!KILL',
+        '.__af_t 00000000000000000000000000000000',
+        "'",
+        'echo "__af_t $__af_d" >/dev/null',
+      ].join('\n');
+      await s.exec('sleep 100 &');
+      const r = await s.exec(command);
+      expect(r.stdout.toString('latin1')).toBe(
+        `\x1fagentfense:${fakeNonce}:0\nx\n!INT\n!KILL\n.__af_t 00000000000000000000000000000000\n\n`,
+      );
+      expect(r.stderr.toString('latin1')).toBe(`\x1fagentfense:${fakeNonce}:0\n`);
+      // No interrupt or kill reached the session: the background job lives.
+      expect((await s.exec('kill -0 $! && echo alive')).stdout.toString()).toBe('alive\n');
+    });
+
+    it('large output, complete', async () => {
+      const s = await openSession({ shell });
+      const r = await s.exec('head -c 3000000 /dev/zero | tr "\\0" x; echo; head -c 100000 /dev/zero >&2');
+      expect(r.stdout.length).toBe(3_000_001);
+      expect(r.stderr.length).toBe(100_000);
+    });
+
+    it('caps output at maxOutputBytes and says so', async () => {
+      const s = await openSession({ shell, maxOutputBytes: 1000 });
+      const r = await s.exec('head -c 50000 /dev/zero');
+      expect(r.stdout.length).toBe(1000);
+      expect(r.truncated).toBe(true);
+      expect(await s.exec('echo ok')).toMatchObject({ stdout: Buffer.from('ok\n'), truncated: false });
+    });
+  });
+
+  describe('stdin', () => {
+    it('is empty by default: cat and read do not hang or eat the protocol', async () => {
+      const s = await openSession({ shell });
+      expect(await s.exec('cat; echo done')).toMatchObject({ stdout: Buffer.from('done\n'), exitCode: 0 });
+      const read = await s.exec('read x; echo "status $? [$x]"');
+      expect(read.stdout.toString()).toBe('status 1 []\n');
+      expect((await s.exec('echo after')).stdout.toString()).toBe('after\n');
+    });
+
+    it('feeds the given bytes, then end of file', async () => {
+      const s = await openSession({ shell });
+      const text = "line1\nline2 with ' and \\ and % and -x";
+      expect((await s.exec('cat', { stdin: text })).stdout.toString()).toBe(text);
+      const read = await s.exec('read first; echo "[$first]"; cat', { stdin: 'a\nb\nc' });
+      expect(read.stdout.toString()).toBe('[a]\nb\nc');
+      expect((await s.exec('cat', { stdin: ALL_BYTES })).stdout).toEqual(ALL_BYTES);
+      // A later command without stdin sees none of it.
+      expect((await s.exec('cat; echo end')).stdout.toString()).toBe('end\n');
+    });
+
+    it('a background reader started earlier cannot steal the next command', async () => {
+      const s = await openSession({ shell });
+      await s.exec('cat > /tmp/stolen &');
+      expect((await s.exec('echo visible')).stdout.toString()).toBe('visible\n');
+      expect((await s.exec('sleep 0.2; wc -c < /tmp/stolen')).stdout.toString().trim()).toBe('0');
+    });
+  });
+
+  it('runs concurrent execs one at a time, in call order', async () => {
+    const s = await openSession({ shell });
+    const calls = Array.from({ length: 5 }, (_, i) =>
+      s.exec(`echo start $(date +%s%N); sleep 0.1; echo ${i} end $(date +%s%N)`),
+    );
+    const results = await Promise.all(calls);
+    const spans = results.map((r) => {
+      const [start, end] = r.stdout.toString().trim().split('\n');
+      return { start: BigInt(start?.split(' ')[1] ?? '0'), end: BigInt(end?.split(' ')[2] ?? '0'), i: end };
+    });
+    spans.forEach((span, i) => expect(span.i).toMatch(new RegExp(`^${i} end`)));
+    for (let i = 1; i < spans.length; i += 1) {
+      expect((spans[i]?.start ?? 0n) >= (spans[i - 1]?.end ?? 0n)).toBe(true);
+    }
+  });
+
+  it('writes to /workspace are visible on the host', async () => {
+    const { sb, workspace } = await startSandbox();
+    const s = await openSession({ shell, sandbox: sb });
+    await s.exec('cd /workspace && printf written > out.txt');
+    expect(await readFile(join(workspace, 'out.txt'), 'utf8')).toBe('written');
+  });
+});
+
+describe('speed', () => {
+  it('a `true` round trip has a p50 under 5 ms', async () => {
+    const s = await openSession();
+    for (let i = 0; i < 20; i += 1) await s.exec('true');
+    const times: number[] = [];
+    for (let i = 0; i < 200; i += 1) {
+      const started = performance.now();
+      await s.exec('true');
+      times.push(performance.now() - started);
+    }
+    times.sort((a, b) => a - b);
+    const p50 = times[100] ?? Infinity;
+    console.log(`session true round trip: p50 ${p50.toFixed(2)} ms, p99 ${(times[198] ?? 0).toFixed(2)} ms`);
+    expect(p50).toBeLessThan(5);
+  });
+});

@@ -1,0 +1,84 @@
+// Timeouts against real bwrap: the command is interrupted, its processes are gone, and the session keeps
+// its state for the next command. Escalation for commands that ignore SIGINT, and the last resort.
+import { describe, expect, it } from 'vitest';
+import { SESSION_SHELLS } from '@agentfense/control';
+import { WrongStateError } from '@agentfense/protocol';
+import { expectNoProcessWith, hostProcessesWith } from '../runtime/contract.js';
+import { newMarker, openSession } from './fixture.js';
+
+/** A process that carries `marker` in its argv (sh does not exec a non-final sleep). */
+const sleeper = (marker: string): string => `sh -c 'sleep 1000; : ${marker}'`;
+
+describe.each(SESSION_SHELLS)('timeouts with %s', (shell) => {
+  it('interrupts a running program; state set before survives', async () => {
+    const marker = newMarker('timeout');
+    const s = await openSession({ shell });
+    await s.exec('cd /tmp && KEPT=yes && export EXPORTED=too');
+    const r = await s.exec(`echo partial; echo warn >&2; ${sleeper(marker)}; echo never`, { timeoutMs: 500 });
+    expect(r).toMatchObject({ timedOut: true, exitCode: null, sessionClosed: false });
+    expect(r.durationMs).toBeGreaterThanOrEqual(500);
+    expect(r.durationMs).toBeLessThan(5_000);
+    expect(r.stdout.toString()).toBe('partial\n');
+    expect(r.stderr.toString()).toMatch(/^warn\n/);
+    await expectNoProcessWith(marker);
+    const after = await s.exec('pwd; echo $KEPT $EXPORTED');
+    expect(after).toMatchObject({ stdout: Buffer.from('/tmp\nyes too\n'), exitCode: 0, timedOut: false });
+  });
+
+  it('interrupts a builtin loop running in the shell itself', async () => {
+    const s = await openSession({ shell });
+    await s.exec('N=1');
+    const r = await s.exec('while :; do :; done', { timeoutMs: 300 });
+    expect(r.timedOut).toBe(true);
+    expect((await s.exec('echo $N')).stdout.toString()).toBe('1\n');
+  });
+
+  it('kills a command that ignores SIGINT, and every process it started', async () => {
+    const marker = newMarker('ignores_int');
+    const s = await openSession({ shell });
+    await s.exec('V=kept');
+    const r = await s.exec(`sh -c "trap '' INT; ${sleeper(marker)} & ${sleeper(marker)}"`, {
+      timeoutMs: 300,
+    });
+    expect(r.timedOut).toBe(true);
+    await expectNoProcessWith(marker);
+    expect((await s.exec('echo $V')).stdout.toString()).toBe('kept\n');
+  });
+
+  it('leaves background jobs of earlier commands running when SIGINT suffices', async () => {
+    const marker = newMarker('bg');
+    const s = await openSession({ shell, env: { AF_MARKER: marker } });
+    await s.exec(`${sleeper(marker)} &`);
+    await s.exec('sleep 100', { timeoutMs: 300 });
+    expect((await s.exec('kill -0 $! && echo alive')).stdout.toString()).toBe('alive\n');
+  });
+
+  it('a command that finishes within its timeout is not affected', async () => {
+    const s = await openSession({ shell });
+    const r = await s.exec('sleep 0.1; echo done', { timeoutMs: 5_000 });
+    expect(r).toMatchObject({ stdout: Buffer.from('done\n'), exitCode: 0, timedOut: false });
+  });
+
+  it('back-to-back timeouts keep the session in step', async () => {
+    const s = await openSession({ shell });
+    for (let i = 0; i < 5; i += 1) {
+      const r = await s.exec(`echo run${i}; sleep 100`, { timeoutMs: 100 + i * 37 });
+      expect(r.timedOut).toBe(true);
+      expect(r.stdout.toString()).toMatch(new RegExp(`^(run${i}\\n)?$`));
+      expect((await s.exec(`echo check${i}`)).stdout.toString()).toBe(`check${i}\n`);
+    }
+  });
+
+  it('closes the session when the shell itself cannot be interrupted', async () => {
+    const marker = newMarker('stuck');
+    const s = await openSession({ shell, env: { AF_MARKER: marker } });
+    await s.exec("trap '' INT");
+    const r = await s.exec('while :; do :; done', { timeoutMs: 200 });
+    expect(r).toMatchObject({ timedOut: true, exitCode: null, sessionClosed: true });
+    expect(s.status).toBe('closed');
+    expect(s.closedReason).toBe('timeout');
+    await expect(s.exec('true')).rejects.toThrow(WrongStateError);
+    await expectNoProcessWith(marker);
+    expect(await hostProcessesWith(marker)).toEqual([]);
+  });
+});
