@@ -1,0 +1,77 @@
+// Sandbox records: labels and filters, pagination, and expiry by the reaper.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ControlPlane } from '@agentfense/control';
+import { InvalidArgumentError } from '@agentfense/protocol';
+import { assertCleanAndRemove, makeDirs, waitFor } from './fixtures.js';
+import type { TestDirs } from './fixtures.js';
+
+describe('sandbox listing and expiry', () => {
+  let dirs: TestDirs;
+  let cp: ControlPlane;
+  let codebaseId: string;
+
+  beforeAll(async () => {
+    dirs = await makeDirs();
+    cp = await ControlPlane.open({ dataDir: dirs.dataDir, reapIntervalMs: 200 });
+    codebaseId = (await cp.linkCodebase({ path: dirs.repo })).id;
+  });
+  afterAll(async () => {
+    for (const sb of cp?.listSandboxes().items ?? []) await cp.destroySandbox(sb.id);
+    await cp?.close();
+    await assertCleanAndRemove(dirs);
+  });
+
+  it('filters by labels and state and pages through results', async () => {
+    const ids: string[] = [];
+    for (let i = 0; i < 5; i++) {
+      ids.push(
+        (await cp.createSandbox({ codebaseId, labels: { team: i % 2 === 0 ? 'even' : 'odd', n: String(i) } }))
+          .id,
+      );
+    }
+    const seen: string[] = [];
+    let token: string | undefined;
+    let pages = 0;
+    do {
+      const page = cp.listSandboxes({ pageSize: 2, ...(token === undefined ? {} : { pageToken: token }) });
+      seen.push(...page.items.map((s) => s.id));
+      token = page.nextPageToken ?? undefined;
+      pages++;
+    } while (token !== undefined);
+    expect(pages).toBe(3);
+    expect(seen).toEqual(ids);
+    expect(cp.listSandboxes({ labels: { team: 'even' } }).items.map((s) => s.labels.n)).toEqual([
+      '0',
+      '2',
+      '4',
+    ]);
+    expect(cp.listSandboxes({ labels: { team: 'odd', n: '3' } }).items.map((s) => s.id)).toEqual([ids[3]]);
+    expect(cp.listSandboxes({ state: 'RUNNING' }).items).toEqual([]);
+    expect(cp.listSandboxes({ state: 'PENDING', codebaseId }).items).toHaveLength(5);
+    expect(() => cp.listSandboxes({ pageToken: 'garbage' })).toThrow(InvalidArgumentError);
+    expect(() => cp.listSandboxes({ pageSize: 0 })).toThrow(InvalidArgumentError);
+    for (const id of ids) await cp.destroySandbox(id);
+  });
+
+  it('rejects invalid create options clearly', async () => {
+    await expect(cp.createSandbox({ codebaseId, runtime: 'qemu' })).rejects.toThrow(/unknown runtime "qemu"/);
+    await expect(cp.createSandbox({ codebaseId, expiresIn: -1 })).rejects.toThrow(/expiresIn/);
+    await expect(cp.createSandbox({ codebaseId, env: { 'BAD NAME': 'x' } })).rejects.toThrow(/environment/);
+    await expect(cp.createSandbox({ codebaseId, preset: 'nope' })).rejects.toThrow(/nope/);
+    await expect(cp.createSandbox({ codebaseId: 'cb_00000000-0000-4000-8000-000000000000' })).rejects.toThrow(
+      /not found/,
+    );
+    expect(cp.listSandboxes().items).toEqual([]);
+  });
+
+  it('destroys expired sandboxes, running or not', async () => {
+    const idle = await cp.createSandbox({ codebaseId, expiresIn: 0.3 });
+    const busy = await cp.createSandbox({ codebaseId, expiresIn: 1 });
+    await cp.startSandbox(busy.id);
+    const keep = await cp.createSandbox({ codebaseId });
+    expect(idle.expiresAt).not.toBeNull();
+    await waitFor('the reaper', () => (cp.listSandboxes().items.length === 1 ? true : undefined), 10_000);
+    expect(cp.listSandboxes().items.map((s) => s.id)).toEqual([keep.id]);
+    await cp.destroySandbox(keep.id);
+  });
+});
