@@ -12,12 +12,7 @@
 //   AF_REQUIRE_DOCKER=1 (CI on the project's machines), where that is a failure.
 import { fileURLToPath } from 'node:url';
 import type { TestProject } from 'vitest/node';
-import {
-  ensureBaseImage,
-  probeEngine,
-  startDockerd,
-  type StartedDockerd,
-} from '@agentfense/runtime-docker';
+import { ensureBaseImage, probeEngine, startDockerd, type StartedDockerd } from '@agentfense/runtime-docker';
 import type { DockerTestContext } from './docker.js';
 
 const DOCKER_TEST_FILE = fileURLToPath(new URL('../runtime/docker.test.ts', import.meta.url));
@@ -35,11 +30,11 @@ export default async function setup(project: TestProject): Promise<() => Promise
   const provide = (context: DockerTestContext): void => project.provide('docker', context);
   if (process.env['AF_DOCKER_TESTS'] === '0') {
     provide({ dockerHost: null, unavailable: 'AF_DOCKER_TESTS=0' });
-    return async () => undefined;
+    return () => Promise.resolve();
   }
   if (!dockerTestsSelected(project)) {
     provide({ dockerHost: null, unavailable: 'docker tests not selected in this run' });
-    return async () => undefined;
+    return () => Promise.resolve();
   }
   let started: StartedDockerd | undefined;
   try {

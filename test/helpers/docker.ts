@@ -58,8 +58,12 @@ export async function createSharedParent(): Promise<SharedParent> {
 
 /** Ids of containers (any state) labelled with this sandbox id. */
 export async function containersOf(dockerHost: string, sandboxId: string): Promise<string[]> {
-  const r = await execa('docker', ['ps', '--all', '--quiet', '--filter', `label=${SANDBOX_LABEL}=${sandboxId}`], {
-    env: { DOCKER_HOST: dockerHost },
-  });
+  const r = await execa(
+    'docker',
+    ['ps', '--all', '--quiet', '--filter', `label=${SANDBOX_LABEL}=${sandboxId}`],
+    {
+      env: { DOCKER_HOST: dockerHost },
+    },
+  );
   return r.stdout.split('\n').filter(Boolean);
 }

@@ -84,7 +84,11 @@ describe.skipIf(docker.unavailable !== null)(
           const fx = await fixture();
           onTestFinished(() => fx.cleanup());
           await expect(
-            rt.start({ sandboxId: 'sb_noengine', workspaceHostPath: fx.workspaceHostPath, stateDir: fx.stateDir }),
+            rt.start({
+              sandboxId: 'sb_noengine',
+              workspaceHostPath: fx.workspaceHostPath,
+              stateDir: fx.stateDir,
+            }),
           ).rejects.toThrow(/agentfense setup docker/);
         });
 

@@ -46,7 +46,10 @@ export function parseProcCgroup(text: string): CgroupLine[] {
     const second = line.indexOf(':', first + 1);
     if (first < 0 || second < 0) continue;
     const controllers = line.slice(first + 1, second);
-    lines.push({ controllers: controllers === '' ? [] : controllers.split(','), path: line.slice(second + 1) });
+    lines.push({
+      controllers: controllers === '' ? [] : controllers.split(','),
+      path: line.slice(second + 1),
+    });
   }
   return lines;
 }

@@ -5,12 +5,7 @@ import { access } from 'node:fs/promises';
 import { posix } from 'node:path';
 import { execa } from 'execa';
 import type { AgentFenseError } from '@agentfense/protocol';
-import {
-  InternalError,
-  InvalidArgumentError,
-  UnavailableError,
-  WrongStateError,
-} from '@agentfense/protocol';
+import { InternalError, InvalidArgumentError, UnavailableError, WrongStateError } from '@agentfense/protocol';
 import { DEFAULT_IMAGE } from './args.js';
 
 /** Where `docker` is looked for when no path is configured (PATH of the control plane, then Debian's). */

@@ -55,9 +55,12 @@ export async function runExec(options: RunExecOptions): Promise<ExecResult> {
   if (session === null) {
     // The wrapper never ran: the CLI could not start, or the engine refused the exec.
     if (result.exitCode === undefined && result.signal === undefined) {
-      throw new UnavailableError(`could not run the docker CLI (${options.cli.path}): ${result.shortMessage}`, {
-        cause: result.cause,
-      });
+      throw new UnavailableError(
+        `could not run the docker CLI (${options.cli.path}): ${result.shortMessage}`,
+        {
+          cause: result.cause,
+        },
+      );
     }
     notStarted(errText, options);
   }
@@ -120,7 +123,8 @@ function collect(
   let size = 0;
   stream.on('data', (chunk: Buffer) => {
     if (size >= options.maxOutputBytes) return;
-    const kept = size + chunk.length > options.maxOutputBytes ? chunk.subarray(0, options.maxOutputBytes - size) : chunk;
+    const kept =
+      size + chunk.length > options.maxOutputBytes ? chunk.subarray(0, options.maxOutputBytes - size) : chunk;
     size += kept.length;
     out.chunks.push(kept);
     if (callback !== undefined) {

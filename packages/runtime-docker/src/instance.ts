@@ -232,7 +232,9 @@ export class DockerInstance implements RuntimeInstance {
       live.map(async (launched) => {
         const gone = await Promise.race([
           launched.exited.then(() => true),
-          new Promise<boolean>((resolve) => setTimeout(() => resolve(false), CLI_EXIT_AFTER_REMOVE_MS).unref()),
+          new Promise<boolean>((resolve) =>
+            setTimeout(() => resolve(false), CLI_EXIT_AFTER_REMOVE_MS).unref(),
+          ),
         ]);
         if (!gone) {
           launched.subprocess.kill('SIGKILL');

@@ -92,7 +92,12 @@ export function createDockerRuntime(options: DockerRuntimeOptions = {}): Sandbox
       const info = await runDocker(cli, ['info', '--format', '{{json .}}'], { timeoutMs: QUERY_TIMEOUT_MS });
       const parsed = parseInfo(info.stdout);
       const serverErrors = Array.isArray(parsed?.['ServerErrors']) ? parsed['ServerErrors'].join('; ') : '';
-      if (info.failed || parsed === null || serverErrors !== '' || typeof parsed['ServerVersion'] !== 'string') {
+      if (
+        info.failed ||
+        parsed === null ||
+        serverErrors !== '' ||
+        typeof parsed['ServerVersion'] !== 'string'
+      ) {
         throw engineError(`${info.stderr}\n${serverErrors}`, { action: 'checking the engine', cli });
       }
       const image = await runDocker(cli, ['image', 'inspect', '--format', '{{.Id}}', defaultImage], {
@@ -154,7 +159,10 @@ export function createDockerRuntime(options: DockerRuntimeOptions = {}): Sandbox
       options.hostCgroup === false
         ? Promise.resolve(null)
         : locateCgroup(cli, containerId).catch((err: unknown) => {
-            logger.warn({ err, sandboxId }, 'cannot see the container from the host: no OOM reports, slower kills');
+            logger.warn(
+              { err, sandboxId },
+              'cannot see the container from the host: no OOM reports, slower kills',
+            );
             return null;
           });
     logger.debug({ sandboxId, image, limits }, 'sandbox started');
@@ -242,4 +250,3 @@ async function locateCgroup(cli: DockerCli, containerId: string): Promise<Contai
   }
   return resolveContainerCgroup({ initPid: pid });
 }
-

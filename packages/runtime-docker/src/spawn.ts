@@ -23,9 +23,12 @@ export async function runSpawn(options: RunSpawnOptions): Promise<SandboxProcess
     stdout.resume();
     const result = await subprocess;
     if (result.exitCode === undefined && result.signal === undefined) {
-      throw new UnavailableError(`could not run the docker CLI (${options.cli.path}): ${result.shortMessage}`, {
-        cause: result.cause,
-      });
+      throw new UnavailableError(
+        `could not run the docker CLI (${options.cli.path}): ${result.shortMessage}`,
+        {
+          cause: result.cause,
+        },
+      );
     }
     const text = Buffer.concat(said).toString();
     const err = engineError(text, { action: 'starting a process', cli: options.cli, image: options.image });

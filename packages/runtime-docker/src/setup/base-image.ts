@@ -149,7 +149,9 @@ export async function ensureBaseImage(options: BaseImageOptions = {}): Promise<B
   const tarball = baseTarballPath(cacheDir, source.suite);
   const cached = options.force !== true && (await exists(tarball));
   if (!cached) {
-    progress(`building the base root filesystem: debootstrap --variant=minbase ${source.suite} from ${source.mirror}`);
+    progress(
+      `building the base root filesystem: debootstrap --variant=minbase ${source.suite} from ${source.mirror}`,
+    );
     await buildBaseTarball({ tarball, source, cacheDir });
   }
   progress(`importing ${tarball} as ${image}`);
@@ -180,7 +182,8 @@ export async function buildBaseTarball(options: {
   source: DebianSource;
   cacheDir: string;
 }): Promise<void> {
-  if (process.getuid?.() !== 0) throw new UnavailableError('building the base image needs root (debootstrap)');
+  if (process.getuid?.() !== 0)
+    throw new UnavailableError('building the base image needs root (debootstrap)');
   const debootstrap = (await exists('/usr/sbin/debootstrap', constants.X_OK))
     ? '/usr/sbin/debootstrap'
     : undefined;
@@ -237,10 +240,15 @@ async function addSandboxUser(rootfs: string): Promise<void> {
   const has = async (file: string, prefix: string): Promise<boolean> =>
     (await readFile(posix.join(rootfs, file), 'utf8')).split('\n').some((l) => l.startsWith(prefix));
   if (!(await has('etc/passwd', 'agent:'))) {
-    await appendFile(posix.join(rootfs, 'etc/passwd'), 'agent:x:1000:1000:AgentFense sandbox:/home/agent:/bin/bash\n');
+    await appendFile(
+      posix.join(rootfs, 'etc/passwd'),
+      'agent:x:1000:1000:AgentFense sandbox:/home/agent:/bin/bash\n',
+    );
   }
-  if (!(await has('etc/group', 'agent:'))) await appendFile(posix.join(rootfs, 'etc/group'), 'agent:x:1000:\n');
-  if (!(await has('etc/shadow', 'agent:'))) await appendFile(posix.join(rootfs, 'etc/shadow'), 'agent:*:19000:0:99999:7:::\n');
+  if (!(await has('etc/group', 'agent:')))
+    await appendFile(posix.join(rootfs, 'etc/group'), 'agent:x:1000:\n');
+  if (!(await has('etc/shadow', 'agent:')))
+    await appendFile(posix.join(rootfs, 'etc/shadow'), 'agent:*:19000:0:99999:7:::\n');
   await mkdir(posix.join(rootfs, 'home/agent'), { recursive: true, mode: 0o755 });
   await execa('chown', ['1000:1000', posix.join(rootfs, 'home/agent')]);
   await mkdir(posix.join(rootfs, 'workspace'), { recursive: true, mode: 0o755 });

@@ -121,10 +121,12 @@ async function resolveDockerd(configured: string | undefined): Promise<string> {
           (d) => posix.join(d, 'dockerd'),
         );
   for (const candidate of candidates) {
-    if (await access(candidate, constants.X_OK).then(
-      () => true,
-      () => false,
-    ))
+    if (
+      await access(candidate, constants.X_OK).then(
+        () => true,
+        () => false,
+      )
+    )
       return candidate;
   }
   throw new UnavailableError(
@@ -139,7 +141,8 @@ async function resolveDockerd(configured: string | undefined): Promise<string> {
 export async function startDockerd(options: StartDockerdOptions = {}): Promise<StartedDockerd> {
   if (process.getuid?.() !== 0) throw new UnavailableError('starting dockerd needs root');
   const stateDir = options.stateDir ?? DEFAULT_DOCKERD_STATE_DIR;
-  if (!posix.isAbsolute(stateDir)) throw new InvalidArgumentError('the dockerd state directory must be absolute');
+  if (!posix.isAbsolute(stateDir))
+    throw new InvalidArgumentError('the dockerd state directory must be absolute');
   const paths = dockerdPaths(stateDir);
   if (paths.socket.length > MAX_SOCKET_PATH) {
     throw new InvalidArgumentError(`the dockerd state directory is too long for a socket path: ${stateDir}`);

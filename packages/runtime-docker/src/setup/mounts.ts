@@ -8,7 +8,11 @@ export async function unmountBelow(dir: string): Promise<string[]> {
   const mountinfo = await readFile('/proc/self/mountinfo', 'utf8');
   const targets = mountinfo
     .split('\n')
-    .map((line) => (line.split(' ')[4] ?? '').replace(/\\([0-7]{3})/g, (_, o: string) => String.fromCharCode(parseInt(o, 8))))
+    .map((line) =>
+      (line.split(' ')[4] ?? '').replace(/\\([0-7]{3})/g, (_, o: string) =>
+        String.fromCharCode(parseInt(o, 8)),
+      ),
+    )
     .filter((target) => target.startsWith(`${dir}/`))
     .sort((a, b) => b.length - a.length);
   for (const target of new Set(targets)) await execa('umount', ['--lazy', target], { reject: false });
