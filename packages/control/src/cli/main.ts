@@ -4,6 +4,7 @@ import { AgentFenseError, InvalidArgumentError } from '@agentfense/protocol';
 import { registerExplain } from './commands/explain.js';
 import { registerMount } from './commands/mount.js';
 import { registerPresets } from './commands/presets.js';
+import { registerServe } from './commands/serve.js';
 import { processIo } from './io.js';
 import type { CliIo, CliResult } from './io.js';
 
@@ -31,6 +32,7 @@ export function createProgram(io: CliIo = processIo, result: CliResult = { exitC
   registerExplain(program, context);
   registerPresets(program, context);
   registerMount(program, context);
+  registerServe(program, context);
   for (const command of program.commands) command.exitOverride().configureOutput(program.configureOutput());
   return program;
 }

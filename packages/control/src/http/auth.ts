@@ -1,0 +1,93 @@
+// Bearer-token authentication and the loopback rule: a server without a token listens on loopback only.
+import { createHash, timingSafeEqual } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
+import { isIP } from 'node:net';
+import { InvalidArgumentError } from '@agentfense/protocol';
+
+/** Shortest token accepted: 128 bits of hex, so a guessable token is refused rather than trusted. */
+export const MIN_TOKEN_LENGTH = 32;
+
+/** Reads a token file: its content without surrounding whitespace, at least MIN_TOKEN_LENGTH characters. */
+export async function readTokenFile(file: string): Promise<string> {
+  let text: string;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch (err) {
+    throw new InvalidArgumentError(`cannot read the token file ${file}: ${(err as Error).message}`, {
+      cause: err,
+    });
+  }
+  const token = text.trim();
+  if (token.length < MIN_TOKEN_LENGTH || /\s/.test(token)) {
+    throw new InvalidArgumentError(
+      `the token in ${file} must be one word of at least ${MIN_TOKEN_LENGTH} characters (e.g. \`openssl rand -hex 32\`)`,
+    );
+  }
+  return token;
+}
+
+/**
+ * Checks `Authorization: Bearer <token>` against the configured token in constant time: both sides are
+ * hashed first, so the comparison never depends on (or leaks) the lengths or a common prefix.
+ */
+export class BearerAuth {
+  readonly #digest: Buffer;
+
+  constructor(token: string) {
+    this.#digest = sha256(token);
+  }
+
+  /** True when the header carries the token. */
+  check(header: string | undefined): boolean {
+    const match = header === undefined ? null : /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(header);
+    // Compare even without a usable header, so a missing token costs the same as a wrong one.
+    const presented = sha256(match?.[1] ?? '');
+    return timingSafeEqual(presented, this.#digest) && match !== null;
+  }
+}
+
+function sha256(text: string): Buffer {
+  return createHash('sha256').update(text, 'utf8').digest();
+}
+
+/** A parsed `--listen` value. */
+export interface ListenAddress {
+  readonly host: string;
+  readonly port: number;
+}
+
+/** Parses `host:port`, `[v6]:port`, `:port` or `port` (host default 127.0.0.1). */
+export function parseListen(value: string): ListenAddress {
+  const bad = (): never => {
+    throw new InvalidArgumentError(
+      `invalid --listen ${JSON.stringify(value)}: expected host:port, [ipv6]:port or port (e.g. 127.0.0.1:9000)`,
+    );
+  };
+  const match = /^(?:\[([^\]]+)\]|([^:[\]]*)):(\d+)$/.exec(value) ?? /^()()(\d+)$/.exec(value);
+  if (match === null) return bad();
+  const host = match[1] ?? (match[2] === '' || match[2] === undefined ? '127.0.0.1' : match[2]);
+  const port = Number(match[3]);
+  if (!Number.isSafeInteger(port) || port > 65535) return bad();
+  if (match[1] !== undefined && isIP(match[1]) !== 6) return bad();
+  return { host, port };
+}
+
+/** True for addresses that only this machine can reach: 127.0.0.0/8, ::1, ::ffff:127.x and `localhost`. */
+export function isLoopback(host: string): boolean {
+  if (host === 'localhost') return true;
+  if (isIP(host) === 4) return host.startsWith('127.');
+  if (isIP(host) === 6) {
+    const lower = host.toLowerCase();
+    return lower === '::1' || lower === '0:0:0:0:0:0:0:1' || /^::ffff:127\.\d+\.\d+\.\d+$/.test(lower);
+  }
+  return false;
+}
+
+/** Refuses to serve a non-loopback address without a token (anyone who can connect could run commands). */
+export function assertListenAllowed(address: ListenAddress, hasToken: boolean): void {
+  if (!hasToken && !isLoopback(address.host)) {
+    throw new InvalidArgumentError(
+      `refusing to listen on ${address.host} without authentication: anyone who can reach it could run commands; give --token-file or listen on 127.0.0.1`,
+    );
+  }
+}

@@ -1,0 +1,199 @@
+// What the HTTP server needs from the control plane, as one interface, and its implementation over a
+// ControlPlane. Routes only ever talk to an HttpBackend, so this file is the only one that follows the
+// control plane's API; it also owns the server's sessions (a SessionManager over the sandboxes' runtime
+// instances) and the few listings the control plane does not page itself.
+import { open, stat } from 'node:fs/promises';
+import type { Readable } from 'node:stream';
+import type { AuditEvent, ChangeEntry, CommitMode, CommitResult, ExecResult } from '@agentfense/protocol';
+import { InvalidArgumentError } from '@agentfense/protocol';
+import type { CodebaseInfo, FileEntry } from '../codebases/types.js';
+import type { ControlPlane } from '../control-plane.js';
+import { validateId } from '../ids.js';
+import type { AuditQuery } from '../sandboxes/audit-log.js';
+import type {
+  CreateSandboxOptions,
+  ListSandboxesOptions,
+  Page,
+  SandboxExecOptions,
+  SandboxInfo,
+} from '../sandboxes/types.js';
+import { SessionManager } from '../sessions/manager.js';
+import type { CreateSessionOptions, SessionExecOptions, SessionExecResult } from '../sessions/options.js';
+import type { SessionInfo } from '../sessions/session.js';
+import { decodePageToken, encodePageToken, pageSize } from '../store/pagination.js';
+
+type MaybePromise<T> = T | Promise<T>;
+
+/** Codebase listing filters and pagination. */
+export interface ListCodebasesOptions {
+  readonly ownerId?: string;
+  readonly pageSize?: number;
+  readonly pageToken?: string;
+}
+
+/** Create options of a sandbox as the HTTP API takes them. */
+export interface HttpCreateSandboxOptions extends CreateSandboxOptions {
+  /** Container image (docker only). */
+  readonly image?: string;
+}
+
+/** The operations the HTTP API exposes, in the control plane's camelCase shapes. */
+export interface HttpBackend {
+  createCodebase(options: { name: string; ownerId?: string | null }): MaybePromise<CodebaseInfo>;
+  getCodebase(id: string): MaybePromise<CodebaseInfo>;
+  listCodebases(options: ListCodebasesOptions): MaybePromise<Page<CodebaseInfo>>;
+  deleteCodebase(id: string): Promise<void>;
+  uploadFile(id: string, path: string, source: AsyncIterable<Uint8Array>): Promise<FileEntry>;
+  listFiles(id: string, options: { path?: string; recursive?: boolean }): Promise<FileEntry[]>;
+  downloadFile(id: string, path: string): Promise<{ stream: Readable; size: number }>;
+
+  createSandbox(options: HttpCreateSandboxOptions): Promise<SandboxInfo>;
+  getSandbox(id: string): MaybePromise<SandboxInfo>;
+  listSandboxes(options: ListSandboxesOptions): MaybePromise<Page<SandboxInfo>>;
+  startSandbox(id: string): Promise<SandboxInfo>;
+  stopSandbox(id: string): Promise<SandboxInfo>;
+  destroySandbox(id: string): Promise<void>;
+  exec(id: string, command: string | readonly string[], options: SandboxExecOptions): Promise<ExecResult>;
+  changes(id: string): Promise<readonly ChangeEntry[]>;
+  diff(
+    id: string,
+    options: { paths?: readonly string[] },
+  ): Promise<{ diff: string; binary: readonly string[] }>;
+  commit(id: string, options: { mode?: CommitMode; paths?: readonly string[] }): Promise<CommitResult>;
+  discard(id: string, options: { paths?: readonly string[] }): Promise<void>;
+  /** The sandbox's own log, last `tail` lines, oldest first. */
+  logs(id: string, options: { tail: number }): Promise<string[]>;
+  audit(id: string, query: AuditQuery): Promise<AuditEvent[]>;
+
+  createSession(sandboxId: string, options: CreateSessionOptions): Promise<SessionInfo>;
+  getSession(id: string): MaybePromise<SessionInfo>;
+  listSessions(sandboxId: string): MaybePromise<SessionInfo[]>;
+  sessionExec(id: string, command: string, options: SessionExecOptions): Promise<SessionExecResult>;
+  closeSession(id: string): Promise<void>;
+
+  /** Closes every session, stops every sandbox this process runs and unmounts everything. */
+  close(): Promise<void>;
+}
+
+/** Longest piece of a log file read for a `logs` request (the tail is cut from it). */
+const MAX_LOG_READ_BYTES = 16 * 1024 * 1024;
+
+/** An HttpBackend over a ControlPlane; sessions live in a SessionManager owned here. */
+export function controlPlaneBackend(plane: ControlPlane): HttpBackend {
+  const sessions = new SessionManager({
+    logger: plane.logger.child({ component: 'sessions' }),
+  });
+  return {
+    createCodebase: (options) => plane.createCodebase(options),
+    getCodebase: (id) => plane.getCodebase(id),
+    listCodebases: (options) => pageCodebases(plane.listCodebases(), options),
+    deleteCodebase: (id) => plane.deleteCodebase(id),
+    uploadFile: (id, path, source) => plane.uploadFile(id, path, source),
+    listFiles: (id, options) => plane.listFiles(id, options),
+    downloadFile: (id, path) => plane.downloadFile(id, path),
+
+    createSandbox: (options) => {
+      const { image, ...rest } = options;
+      if (image !== undefined) {
+        throw new InvalidArgumentError('image is not supported yet: no container runtime is configured');
+      }
+      return plane.createSandbox(rest);
+    },
+    getSandbox: (id) => plane.getSandbox(id),
+    listSandboxes: (options) => plane.listSandboxes(options),
+    startSandbox: (id) => plane.startSandbox(id),
+    stopSandbox: async (id) => {
+      validateId('sandbox', id);
+      await sessions.closeSandbox(id);
+      return plane.stopSandbox(id);
+    },
+    destroySandbox: async (id) => {
+      validateId('sandbox', id);
+      await sessions.closeSandbox(id);
+      await plane.destroySandbox(id);
+    },
+    exec: (id, command, options) => plane.exec(id, command, options),
+    changes: (id) => plane.changes(id),
+    diff: (id, options) => plane.diff(id, options),
+    commit: (id, options) => plane.commit(id, options),
+    discard: (id, options) => plane.discard(id, options),
+    logs: async (id, { tail }) => {
+      plane.getSandbox(id); // NotFoundError / InvalidArgumentError
+      return tailLines(plane.layout.sandbox(id).workerLog, tail);
+    },
+    audit: (id, query) => plane.audit(id, query),
+
+    createSession: async (sandboxId, options) => {
+      plane.getSandbox(sandboxId); // 404 for an unknown sandbox before "not running"
+      const session = await sessions.create(plane.runtimeInstance(sandboxId), options);
+      return session.info();
+    },
+    getSession: (id) => sessions.get(id).info(),
+    listSessions: (sandboxId) => {
+      plane.getSandbox(sandboxId);
+      return sessions.list({ sandboxId }).map((s) => s.info());
+    },
+    sessionExec: (id, command, options) => sessions.get(id).exec(command, options),
+    closeSession: (id) => sessions.close(id),
+
+    close: async () => {
+      await sessions.closeAll();
+      await plane.close();
+    },
+  };
+}
+
+/** Owner filter and keyset pagination over a full, creation-ordered codebase listing. */
+export function pageCodebases(
+  all: readonly CodebaseInfo[],
+  options: ListCodebasesOptions,
+): Page<CodebaseInfo> {
+  const limit = pageSize(options.pageSize);
+  const after = options.pageToken === undefined ? undefined : decodePageToken(options.pageToken);
+  const key = (c: CodebaseInfo): [number, string] => [Date.parse(c.createdAt), c.id];
+  const matching = all
+    .filter((c) => options.ownerId === undefined || c.ownerId === options.ownerId)
+    .filter((c) => {
+      if (after === undefined) return true;
+      const [createdAt, id] = key(c);
+      return createdAt > after.createdAt || (createdAt === after.createdAt && id > after.id);
+    })
+    .sort((a, b) => {
+      const [ta, ia] = key(a);
+      const [tb, ib] = key(b);
+      return ta - tb || (ia < ib ? -1 : ia > ib ? 1 : 0);
+    });
+  const items = matching.slice(0, limit);
+  const last = items.at(-1);
+  return {
+    items,
+    nextPageToken:
+      matching.length > limit && last !== undefined
+        ? encodePageToken({ createdAt: Date.parse(last.createdAt), id: last.id })
+        : null,
+  };
+}
+
+/** The last `count` lines of a text file (reading at most its last MAX_LOG_READ_BYTES); [] when absent. */
+export async function tailLines(file: string, count: number): Promise<string[]> {
+  const size = await stat(file).then(
+    (s) => s.size,
+    (err: NodeJS.ErrnoException) => {
+      if (err.code === 'ENOENT') return -1;
+      throw err;
+    },
+  );
+  if (size <= 0) return [];
+  const length = Math.min(size, MAX_LOG_READ_BYTES);
+  const handle = await open(file, 'r');
+  try {
+    const buffer = Buffer.alloc(length);
+    const { bytesRead } = await handle.read(buffer, 0, length, size - length);
+    const lines = buffer.subarray(0, bytesRead).toString('utf8').split('\n');
+    if (length < size) lines.shift(); // a partial first line
+    if (lines.at(-1) === '') lines.pop();
+    return lines.slice(-count);
+  } finally {
+    await handle.close();
+  }
+}

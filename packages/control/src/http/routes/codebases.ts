@@ -1,0 +1,158 @@
+// Codebase routes: create/get/list/delete, file listing, and raw file transfer (PUT streams the request
+// body into the codebase, GET streams a file back), any size, with the path checked before any byte moves.
+import type { FastifyInstance } from 'fastify';
+import { splitCodebasePath } from '../../codebases/upload-path.js';
+import { validateId } from '../../ids.js';
+import type { HttpBackend } from '../backend.js';
+import { defineRoute } from '../define.js';
+import { codebaseToWire, fileToWire } from '../mapping.js';
+import {
+  Codebase,
+  CodebaseList,
+  CreateCodebaseBody,
+  Empty,
+  FileEntry,
+  FileList,
+  FileParams,
+  IdParams,
+  ListCodebasesQuery,
+  ListFilesQuery,
+} from '../schemas.js';
+
+const tags = ['codebases'];
+const params = IdParams('codebase', 'cb');
+
+interface IdParam {
+  id: string;
+}
+interface FileParam {
+  id: string;
+  '*': string;
+}
+
+export function registerCodebaseRoutes(app: FastifyInstance, backend: HttpBackend): void {
+  defineRoute<{ name: string; owner_id?: string }>(app, {
+    method: 'POST',
+    url: '/v1/codebases',
+    operationId: 'CreateCodebase',
+    summary: 'Create an empty codebase (then upload its files)',
+    tags,
+    body: CreateCodebaseBody,
+    response: Codebase,
+    handler: async (req) =>
+      codebaseToWire(
+        await backend.createCodebase({
+          name: req.body.name,
+          ...(req.body.owner_id === undefined ? {} : { ownerId: req.body.owner_id }),
+        }),
+      ),
+  });
+
+  defineRoute<unknown, { owner_id?: string; page_size?: number; page_token?: string }>(app, {
+    method: 'GET',
+    url: '/v1/codebases',
+    operationId: 'ListCodebases',
+    summary: 'List codebases, optionally of one owner, one page at a time',
+    tags,
+    querystring: ListCodebasesQuery,
+    response: CodebaseList,
+    handler: async (req) => {
+      const page = await backend.listCodebases({
+        ...(req.query.owner_id === undefined ? {} : { ownerId: req.query.owner_id }),
+        ...(req.query.page_size === undefined ? {} : { pageSize: req.query.page_size }),
+        ...(req.query.page_token === undefined || req.query.page_token === ''
+          ? {}
+          : { pageToken: req.query.page_token }),
+      });
+      return { codebases: page.items.map(codebaseToWire), next_page_token: page.nextPageToken ?? '' };
+    },
+  });
+
+  defineRoute<unknown, unknown, IdParam>(app, {
+    method: 'GET',
+    url: '/v1/codebases/:id',
+    operationId: 'GetCodebase',
+    summary: 'Get a codebase',
+    tags,
+    params,
+    response: Codebase,
+    handler: async (req) => codebaseToWire(await backend.getCodebase(validateId('codebase', req.params.id))),
+  });
+
+  defineRoute<unknown, unknown, IdParam>(app, {
+    method: 'DELETE',
+    url: '/v1/codebases/:id',
+    operationId: 'DeleteCodebase',
+    summary: 'Delete a codebase (refused with 409 while sandboxes use it)',
+    tags,
+    params,
+    response: Empty,
+    handler: async (req) => {
+      await backend.deleteCodebase(validateId('codebase', req.params.id));
+      return {};
+    },
+  });
+
+  defineRoute<unknown, { path?: string; recursive?: boolean }, IdParam>(app, {
+    method: 'GET',
+    url: '/v1/codebases/:id/files',
+    operationId: 'ListFiles',
+    summary: 'List a directory of a codebase (recursively when asked)',
+    tags,
+    params,
+    querystring: ListFilesQuery,
+    response: FileList,
+    handler: async (req) => {
+      const id = validateId('codebase', req.params.id);
+      // Listings accept "/src" too: the original's paths were absolute within the codebase.
+      const path = (req.query.path ?? '').replace(/^\/+/, '').replace(/\/+$/, '');
+      splitCodebasePath(path, { allowRoot: true });
+      const files = await backend.listFiles(id, { path, recursive: req.query.recursive === true });
+      return { files: files.map(fileToWire) };
+    },
+  });
+
+  // Raw file transfer lives in its own scope: its request bodies are bytes, never parsed, never limited.
+  void app.register((scope, _options, done) => {
+    scope.removeAllContentTypeParsers();
+    scope.addContentTypeParser('*', (_request, _payload, parsed) => parsed(null));
+
+    defineRoute<unknown, unknown, FileParam>(scope, {
+      method: 'PUT',
+      url: '/v1/codebases/:id/files/*',
+      operationId: 'UploadFile',
+      summary: 'Upload one file: the request body is its content, streamed (any size up to the server limit)',
+      description:
+        'Parent directories are created. The path must be relative and normalised: `..`, `.`, empty components, an absolute path or a NUL byte are a 400 before any byte is written. The file appears atomically.',
+      tags,
+      params: FileParams,
+      response: FileEntry,
+      doc: { requestContentType: 'application/octet-stream' },
+      handler: async (req) => {
+        const id = validateId('codebase', req.params.id);
+        const path = req.params['*'];
+        splitCodebasePath(path);
+        return fileToWire(await backend.uploadFile(id, path, req.raw));
+      },
+    });
+
+    defineRoute<unknown, unknown, FileParam>(scope, {
+      method: 'GET',
+      url: '/v1/codebases/:id/files/*',
+      operationId: 'DownloadFile',
+      summary: 'Download one file of a codebase as raw bytes',
+      tags,
+      params: FileParams,
+      response: { type: 'string' },
+      doc: { responseContentType: 'application/octet-stream' },
+      handler: async (req, reply) => {
+        const id = validateId('codebase', req.params.id);
+        const path = req.params['*'];
+        splitCodebasePath(path);
+        const { stream, size } = await backend.downloadFile(id, path);
+        return reply.type('application/octet-stream').header('content-length', size).send(stream);
+      },
+    });
+    done();
+  });
+}

@@ -1,0 +1,416 @@
+// Sandbox routes: lifecycle, exec (whole and streamed), the delta (changes, diff, commit, discard), logs
+// and audit. Bodies arrive validated by the schemas; conversion to the control plane's shapes is mapping.ts.
+import { PassThrough } from 'node:stream';
+import { StringDecoder } from 'node:string_decoder';
+import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { ExecResult } from '@agentfense/protocol';
+import { WrongStateError, toAgentFenseError } from '@agentfense/protocol';
+import { validateId } from '../../ids.js';
+import type { SandboxExecOptions } from '../../sandboxes/types.js';
+import type { HttpBackend, HttpCreateSandboxOptions } from '../backend.js';
+import { defineRoute } from '../define.js';
+import { toHttpError } from '../errors.js';
+import {
+  COMMIT_MODE,
+  RUNTIME_TYPE,
+  SANDBOX_STATUS,
+  auditToWire,
+  changeToWire,
+  commitToWire,
+  execResultToWire,
+  formatDuration,
+  labelsFromQuery,
+  parseDuration,
+  resourcesFromWire,
+  rulesFromWire,
+  sandboxToWire,
+} from '../mapping.js';
+import type { OutputEncoding, WireDuration, WireResources, WireRuleIn } from '../mapping.js';
+import {
+  AuditQuery,
+  AuditResult,
+  ChangeList,
+  CommitBody,
+  CommitResultSchema,
+  CreateSandboxBody,
+  DiffQuery,
+  DiffResult,
+  DiscardBody,
+  Empty,
+  ExecBody,
+  ExecResultSchema,
+  ExecStreamChunk,
+  IdParams,
+  ListSandboxesQuery,
+  LogsQuery,
+  LogsResult,
+  Sandbox,
+  SandboxList,
+} from '../schemas.js';
+
+const tags = ['sandboxes'];
+const params = IdParams('sandbox', 'sb');
+
+interface IdParam {
+  id: string;
+}
+
+interface CreateBody {
+  codebase_id: string;
+  permissions?: WireRuleIn[];
+  preset?: string;
+  runtime?: string;
+  image?: string;
+  resources?: WireResources;
+  labels?: Record<string, string>;
+  expires_in?: WireDuration;
+  network?: boolean;
+  env?: Record<string, string>;
+  audit_allowed?: boolean;
+  start?: boolean;
+}
+
+interface ExecBodyIn {
+  command: string | string[];
+  stdin?: string;
+  env?: Record<string, string>;
+  workdir?: string;
+  timeout?: WireDuration;
+  output_encoding?: OutputEncoding;
+}
+
+/** What routes need besides the backend: the signal that aborts every running command at shutdown. */
+export interface SandboxRouteContext {
+  readonly shutdown: AbortSignal;
+}
+
+export function registerSandboxRoutes(
+  app: FastifyInstance,
+  backend: HttpBackend,
+  context: SandboxRouteContext,
+): void {
+  defineRoute<CreateBody>(app, {
+    method: 'POST',
+    url: '/v1/sandboxes',
+    operationId: 'CreateSandbox',
+    summary: 'Create a sandbox over a codebase (PENDING; `start: true` starts it too)',
+    tags,
+    body: CreateSandboxBody,
+    response: Sandbox,
+    handler: async (req) => {
+      const b = req.body;
+      const runtime = b.runtime === undefined ? undefined : RUNTIME_TYPE.parse(b.runtime);
+      const options: HttpCreateSandboxOptions = {
+        codebaseId: b.codebase_id,
+        ...(b.permissions === undefined ? {} : { rules: rulesFromWire(b.permissions) }),
+        ...(b.preset === undefined ? {} : { preset: b.preset }),
+        ...(runtime === undefined ? {} : { runtime }),
+        ...(b.image === undefined ? {} : { image: b.image }),
+        ...(b.resources === undefined ? {} : { resources: resourcesFromWire(b.resources) }),
+        ...(b.labels === undefined ? {} : { labels: b.labels }),
+        ...(b.expires_in === undefined ? {} : { expiresIn: parseDuration('expires_in', b.expires_in) }),
+        ...(b.network === undefined ? {} : { network: b.network }),
+        ...(b.env === undefined ? {} : { env: b.env }),
+        ...(b.audit_allowed === undefined ? {} : { auditAllowed: b.audit_allowed }),
+      };
+      const created = await backend.createSandbox(options);
+      if (b.start !== true) return sandboxToWire(created);
+      try {
+        return sandboxToWire(await backend.startSandbox(created.id));
+      } catch (err) {
+        // Created but not started: say so, and do not leave an orphan behind for the caller to find.
+        await backend.destroySandbox(created.id).catch(() => undefined);
+        throw err;
+      }
+    },
+  });
+
+  defineRoute<
+    unknown,
+    { codebase_id?: string; status?: string; labels?: string[]; page_size?: number; page_token?: string }
+  >(app, {
+    method: 'GET',
+    url: '/v1/sandboxes',
+    operationId: 'ListSandboxes',
+    summary: 'List sandboxes, filtered by codebase, status and labels, one page at a time',
+    tags,
+    querystring: ListSandboxesQuery,
+    response: SandboxList,
+    handler: async (req) => {
+      const q = req.query;
+      const labels = labelsFromQuery(q.labels ?? []);
+      const state = q.status === undefined ? undefined : SANDBOX_STATUS.parse(q.status);
+      const page = await backend.listSandboxes({
+        ...(q.codebase_id === undefined || q.codebase_id === '' ? {} : { codebaseId: q.codebase_id }),
+        ...(state === undefined ? {} : { state }),
+        ...(labels === undefined ? {} : { labels }),
+        ...(q.page_size === undefined ? {} : { pageSize: q.page_size }),
+        ...(q.page_token === undefined || q.page_token === '' ? {} : { pageToken: q.page_token }),
+      });
+      return { sandboxes: page.items.map(sandboxToWire), next_page_token: page.nextPageToken ?? '' };
+    },
+  });
+
+  defineRoute<unknown, unknown, IdParam>(app, {
+    method: 'GET',
+    url: '/v1/sandboxes/:id',
+    operationId: 'GetSandbox',
+    summary: 'Get a sandbox',
+    tags,
+    params,
+    response: Sandbox,
+    handler: async (req) => sandboxToWire(await backend.getSandbox(validateId('sandbox', req.params.id))),
+  });
+
+  defineRoute<unknown, unknown, IdParam>(app, {
+    method: 'POST',
+    url: '/v1/sandboxes/:id/start',
+    operationId: 'StartSandbox',
+    summary: 'Start a sandbox: worker, mount, runtime (returns it RUNNING, or the error)',
+    tags,
+    params,
+    response: Sandbox,
+    handler: async (req) => sandboxToWire(await backend.startSandbox(validateId('sandbox', req.params.id))),
+  });
+
+  defineRoute<unknown, unknown, IdParam>(app, {
+    method: 'POST',
+    url: '/v1/sandboxes/:id/stop',
+    operationId: 'StopSandbox',
+    summary: 'Stop a sandbox (its sessions close, its changes stay)',
+    tags,
+    params,
+    response: Sandbox,
+    handler: async (req) => sandboxToWire(await backend.stopSandbox(validateId('sandbox', req.params.id))),
+  });
+
+  defineRoute<unknown, unknown, IdParam>(app, {
+    method: 'DELETE',
+    url: '/v1/sandboxes/:id',
+    operationId: 'DestroySandbox',
+    summary: 'Destroy a sandbox in any state, with its changes',
+    tags,
+    params,
+    response: Empty,
+    handler: async (req) => {
+      await backend.destroySandbox(validateId('sandbox', req.params.id));
+      return {};
+    },
+  });
+
+  defineRoute<ExecBodyIn, unknown, IdParam>(app, {
+    method: 'POST',
+    url: '/v1/sandboxes/:id/exec',
+    operationId: 'Exec',
+    summary: 'Run one command in a running sandbox and return its output',
+    description:
+      'A command still running when the client disconnects is killed. `timeout` kills the whole process tree; the result then says `timed_out`.',
+    tags,
+    params,
+    body: ExecBody,
+    response: ExecResultSchema,
+    handler: async (req, reply) => {
+      const id = validateId('sandbox', req.params.id);
+      const { options, abort } = execOptions(req.body, reply, context.shutdown);
+      try {
+        const result = await backend.exec(id, req.body.command, options);
+        return execResultToWire(result, req.body.output_encoding ?? 'utf8');
+      } finally {
+        abort.dispose();
+      }
+    },
+  });
+
+  defineRoute<ExecBodyIn, unknown, IdParam>(app, {
+    method: 'POST',
+    url: '/v1/sandboxes/:id/exec/stream',
+    operationId: 'ExecStream',
+    summary: 'Run one command and stream its output as newline-delimited JSON',
+    description:
+      'Content type application/x-ndjson. Each line is one JSON object: `{"stream":"stdout"|"stderr","data":"..."}` as output arrives (data in `output_encoding`, default base64 here, so bytes are exact), then one final line: `{"done":true,"exit_code":0,"duration":"0.01s",...}` (an ExecResult without stdout/stderr) or `{"done":true,"error":{"code","message"}}`. Errors found before the command starts (unknown sandbox, not running, bad input) are ordinary `{code, message}` responses with their status.',
+    tags,
+    params,
+    body: ExecBody,
+    response: ExecStreamChunk,
+    doc: { responseContentType: 'application/x-ndjson' },
+    handler: async (req, reply) => {
+      const id = validateId('sandbox', req.params.id);
+      const sandbox = await backend.getSandbox(id);
+      if (sandbox.state !== 'RUNNING') {
+        throw new WrongStateError(`sandbox ${id} is ${sandbox.state}, not RUNNING`, { details: { id } });
+      }
+      const encoding = req.body.output_encoding ?? 'base64';
+      const out = new PassThrough();
+      const write = (line: Record<string, unknown>): void => void out.write(`${JSON.stringify(line)}\n`);
+      const chunker = (stream: 'stdout' | 'stderr'): ((chunk: Buffer) => void) => {
+        if (encoding === 'base64') return (chunk) => write({ stream, data: chunk.toString('base64') });
+        const decoder = new StringDecoder('utf8'); // never splits a character across lines
+        return (chunk) => {
+          const data = decoder.write(chunk);
+          if (data !== '') write({ stream, data });
+        };
+      };
+      const { options, abort } = execOptions(req.body, reply, context.shutdown, {
+        onStdout: chunker('stdout'),
+        onStderr: chunker('stderr'),
+      });
+      void backend
+        .exec(id, req.body.command, options)
+        .then(
+          (result) => write({ done: true, ...finalLine(result) }),
+          (err: unknown) => write({ done: true, error: toHttpError(toAgentFenseError(err)).body }),
+        )
+        .finally(() => {
+          abort.dispose();
+          out.end();
+        });
+      return reply.type('application/x-ndjson').send(out);
+    },
+  });
+
+  defineRoute<unknown, unknown, IdParam>(app, {
+    method: 'GET',
+    url: '/v1/sandboxes/:id/changes',
+    operationId: 'ListChanges',
+    summary: "The sandbox's change set (added, modified, deleted paths)",
+    tags,
+    params,
+    response: ChangeList,
+    handler: async (req) => ({
+      changes: (await backend.changes(validateId('sandbox', req.params.id))).map(changeToWire),
+    }),
+  });
+
+  defineRoute<unknown, { paths?: string[] }, IdParam>(app, {
+    method: 'GET',
+    url: '/v1/sandboxes/:id/diff',
+    operationId: 'Diff',
+    summary: 'Unified diff of the sandbox against its codebase',
+    tags,
+    params,
+    querystring: DiffQuery,
+    response: DiffResult,
+    handler: async (req) => {
+      const id = validateId('sandbox', req.params.id);
+      const result = await backend.diff(id, req.query.paths === undefined ? {} : { paths: req.query.paths });
+      return { diff: result.diff, binary: [...result.binary] };
+    },
+  });
+
+  defineRoute<{ mode?: string; paths?: string[] }, unknown, IdParam>(app, {
+    method: 'POST',
+    url: '/v1/sandboxes/:id/commit',
+    operationId: 'Commit',
+    summary: 'Apply the changes to the codebase (conflicts are reported and kept back)',
+    tags,
+    params,
+    body: CommitBody,
+    optionalBody: true,
+    response: CommitResultSchema,
+    handler: async (req) => {
+      const id = validateId('sandbox', req.params.id);
+      const body = req.body;
+      const result = await backend.commit(id, {
+        ...(body.mode === undefined ? {} : { mode: COMMIT_MODE.parse(body.mode) }),
+        ...(body.paths === undefined ? {} : { paths: body.paths }),
+      });
+      return commitToWire(result);
+    },
+  });
+
+  defineRoute<{ paths?: string[] }, unknown, IdParam>(app, {
+    method: 'POST',
+    url: '/v1/sandboxes/:id/discard',
+    operationId: 'Discard',
+    summary: 'Throw the changes away (all, or only `paths`)',
+    tags,
+    params,
+    body: DiscardBody,
+    optionalBody: true,
+    response: Empty,
+    handler: async (req) => {
+      const id = validateId('sandbox', req.params.id);
+      const paths = req.body.paths;
+      await backend.discard(id, paths === undefined ? {} : { paths });
+      return {};
+    },
+  });
+
+  defineRoute<unknown, { tail?: number }, IdParam>(app, {
+    method: 'GET',
+    url: '/v1/sandboxes/:id/logs',
+    operationId: 'Logs',
+    summary: "The sandbox's own log (its worker's JSON lines), last lines first cut",
+    tags,
+    params,
+    querystring: LogsQuery,
+    response: LogsResult,
+    handler: async (req) => ({
+      lines: await backend.logs(validateId('sandbox', req.params.id), { tail: req.query.tail ?? 1000 }),
+    }),
+  });
+
+  defineRoute<unknown, { decision?: 'allow' | 'deny'; limit?: number }, IdParam>(app, {
+    method: 'GET',
+    url: '/v1/sandboxes/:id/audit',
+    operationId: 'Audit',
+    summary: 'Audit events of the sandbox (denials always; allowed accesses when it audits them)',
+    tags,
+    params,
+    querystring: AuditQuery,
+    response: AuditResult,
+    handler: async (req) => {
+      const id = validateId('sandbox', req.params.id);
+      const events = await backend.audit(id, {
+        ...(req.query.decision === undefined ? {} : { decision: req.query.decision }),
+        ...(req.query.limit === undefined ? {} : { limit: req.query.limit }),
+      });
+      return { events: events.map(auditToWire) };
+    },
+  });
+}
+
+/** The final NDJSON line: the result without its output (already streamed). */
+function finalLine(result: ExecResult): Record<string, unknown> {
+  const { stdout: _stdout, stderr: _stderr, encoding: _encoding, ...rest } = execResultToWire(result, 'utf8');
+  return { ...rest, duration: formatDuration(result.durationMs) };
+}
+
+/**
+ * Exec options from a request, with a signal that fires when the client goes away before the answer is
+ * complete or when the server shuts down. `abort.dispose()` stops watching once the command is over.
+ */
+function execOptions(
+  body: ExecBodyIn,
+  reply: FastifyReply,
+  shutdown: AbortSignal,
+  streaming: Pick<SandboxExecOptions, 'onStdout' | 'onStderr'> = {},
+): { options: SandboxExecOptions; abort: { dispose(): void } } {
+  const timeoutMs =
+    body.timeout === undefined ? undefined : Math.ceil(parseDuration('timeout', body.timeout) * 1000);
+  const controller = new AbortController();
+  if (shutdown.aborted) controller.abort();
+  const onClose = (): void => {
+    if (!reply.raw.writableFinished) controller.abort();
+  };
+  const onShutdown = (): void => controller.abort();
+  reply.raw.on('close', onClose);
+  shutdown.addEventListener('abort', onShutdown, { once: true });
+  const options: SandboxExecOptions = {
+    ...(body.stdin === undefined ? {} : { stdin: body.stdin }),
+    ...(body.env === undefined ? {} : { env: body.env }),
+    ...(body.workdir === undefined ? {} : { cwd: body.workdir }),
+    ...(timeoutMs === undefined ? {} : { timeoutMs }),
+    signal: controller.signal,
+    ...streaming,
+  };
+  return {
+    options,
+    abort: {
+      dispose: () => {
+        reply.raw.off('close', onClose);
+        shutdown.removeEventListener('abort', onShutdown);
+      },
+    },
+  };
+}

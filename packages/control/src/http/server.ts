@@ -1,0 +1,190 @@
+// The HTTP server (SPEC §7, issue 6): fastify with our validators, error mapping, bearer auth and the
+// routes, over an HttpBackend. `createHttpServer` builds it; `listen`/`close` run and stop it. Closing stops
+// accepting, aborts running commands, then closes the backend (sessions, sandboxes, workers, mounts).
+import type { AddressInfo } from 'node:net';
+import { Ajv } from 'ajv';
+import { LogController, fastify } from 'fastify';
+import type { FastifyBaseLogger, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { Logger } from 'pino';
+import { BearerAuth, assertListenAllowed } from './auth.js';
+import type { ListenAddress } from './auth.js';
+import type { HttpBackend } from './backend.js';
+import { defineRoute } from './define.js';
+import type { RouteConfig } from './define.js';
+import { toHttpError, unknownRouteError } from './errors.js';
+import { buildOpenApi } from './openapi.js';
+import type { RegisteredRoute } from './openapi.js';
+import { registerCodebaseRoutes } from './routes/codebases.js';
+import { registerSandboxRoutes } from './routes/sandboxes.js';
+import { registerSessionRoutes } from './routes/sessions.js';
+import { Health } from './schemas.js';
+
+/** The API's version as the OpenAPI document and /v1/health report it. */
+export const API_VERSION = '0.1.0';
+/**
+ * Largest JSON request body. Rules, labels and a command with its stdin are small; 16 MiB leaves room
+ * for large stdin while keeping one request from pinning much memory. Files go through PUT, unlimited here.
+ */
+export const DEFAULT_BODY_LIMIT = 16 * 1024 * 1024;
+/** Longest URL parameter: a file path may be PATH_MAX (4096 bytes), percent-encoded up to three times longer. */
+const MAX_PARAM_LENGTH = 3 * 4096 + 64;
+
+export interface HttpServerOptions {
+  readonly backend: HttpBackend;
+  /** Require `Authorization: Bearer <token>` on every route but health and the OpenAPI document. */
+  readonly token?: string;
+  readonly logger?: Logger;
+  readonly bodyLimit?: number;
+}
+
+/** A built server: the fastify instance, the routes it registered, and its lifecycle. */
+export interface HttpServer {
+  readonly app: FastifyInstance;
+  /** Every route, as fastify's onRoute hook reported it (the OpenAPI document is built from these). */
+  readonly routes: readonly RegisteredRoute[];
+  /** The OpenAPI 3.1 document served at GET /v1/openapi.json. */
+  openApi(): Record<string, unknown>;
+  /** Listens (refusing a non-loopback address without a token); resolves with the bound address. */
+  listen(address: ListenAddress): Promise<ListenAddress>;
+  /** Stops accepting, aborts running commands, waits for responses, then closes the backend. Idempotent. */
+  close(): Promise<void>;
+}
+
+/** Body validation is strict (no coercion: `"1"` is not a number); query strings are coerced. */
+function validators(): { body: Ajv; other: Ajv } {
+  const common = { allErrors: false, removeAdditional: false, allowUnionTypes: true, strict: true } as const;
+  return {
+    body: new Ajv({ ...common, coerceTypes: false, useDefaults: false }),
+    other: new Ajv({ ...common, coerceTypes: 'array', useDefaults: true }),
+  };
+}
+
+export function createHttpServer(options: HttpServerOptions): HttpServer {
+  const { backend } = options;
+  const auth = options.token === undefined ? undefined : new BearerAuth(options.token);
+  // Widened to FastifyBaseLogger so the instance has the default type that routes are written against.
+  const logger: FastifyBaseLogger | undefined = options.logger;
+  const app = fastify({
+    ...(logger === undefined ? { logger: false } : { loggerInstance: logger }),
+    // No line per request (a busy client would drown the log); failures are logged by the error handler.
+    logController: new LogController({ disableRequestLogging: true }),
+    bodyLimit: options.bodyLimit ?? DEFAULT_BODY_LIMIT,
+    exposeHeadRoutes: false,
+    return503OnClosing: true,
+    forceCloseConnections: 'idle',
+    routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
+  });
+  const routes: RegisteredRoute[] = [];
+  const shutdown = new AbortController();
+
+  app.addHook('onRoute', (route) => {
+    for (const method of [route.method].flat()) {
+      routes.push({
+        method,
+        url: route.url,
+        schema: route.schema as Record<string, unknown> | undefined,
+        config: route.config,
+      });
+    }
+  });
+
+  const ajv = validators();
+  app.setValidatorCompiler(({ schema, httpPart }) =>
+    (httpPart === 'body' ? ajv.body : ajv.other).compile(schema),
+  );
+  // Response schemas document; they never filter what is sent (tests check responses against them).
+  app.setSerializerCompiler(() => (data) => JSON.stringify(data));
+
+  // JSON bodies: an empty body is "no body" (POST …/start with Content-Type: application/json and nothing).
+  const parseJson = app.getDefaultJsonParser('error', 'error');
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+    const text = body as string; // parseAs: 'string'
+    if (text === '') {
+      done(null, undefined);
+      return;
+    }
+    void parseJson(request, text, done);
+  });
+
+  app.setErrorHandler((err, request, reply) => {
+    const { status, body } = toHttpError(err);
+    if (status >= 500) request.log.error({ err, url: request.url, method: request.method }, 'request failed');
+    return reply.status(status).send(body);
+  });
+  app.setNotFoundHandler((request, reply) => {
+    const { status, body } = unknownRouteError(request.method, request.url);
+    return reply.status(status).send(body);
+  });
+
+  if (auth !== undefined) {
+    app.addHook('onRequest', (request: FastifyRequest, reply: FastifyReply, done: () => void) => {
+      const config = request.routeOptions.config as Partial<RouteConfig> | undefined;
+      if (config?.doc?.auth === false || auth.check(request.headers.authorization)) {
+        done();
+        return;
+      }
+      void reply
+        .status(401)
+        .header('www-authenticate', 'Bearer realm="agentfense"')
+        .send({ code: 'AF_PERMISSION_DENIED', message: 'missing or invalid bearer token' });
+    });
+  }
+
+  // Commands in flight end now rather than holding the shutdown for their full duration.
+  app.addHook('preClose', (done) => {
+    shutdown.abort();
+    done();
+  });
+
+  let document: Record<string, unknown> | undefined;
+  const openApi = (): Record<string, unknown> =>
+    (document ??= buildOpenApi(routes, { version: API_VERSION, auth: auth !== undefined }));
+
+  defineRoute(app, {
+    method: 'GET',
+    url: '/v1/health',
+    operationId: 'Health',
+    summary: 'Liveness (no authentication)',
+    tags: ['meta'],
+    response: Health,
+    doc: { auth: false },
+    handler: () => Promise.resolve({ status: 'ok', version: API_VERSION }),
+  });
+  defineRoute(app, {
+    method: 'GET',
+    url: '/v1/openapi.json',
+    operationId: 'OpenApi',
+    summary: 'This OpenAPI 3.1 document (no authentication)',
+    tags: ['meta'],
+    response: { type: 'object' },
+    doc: { auth: false },
+    handler: () => Promise.resolve(openApi()),
+  });
+  registerCodebaseRoutes(app, backend);
+  registerSandboxRoutes(app, backend, { shutdown: shutdown.signal });
+  registerSessionRoutes(app, backend);
+
+  let closing: Promise<void> | undefined;
+  return {
+    app,
+    routes,
+    openApi,
+    async listen(address) {
+      assertListenAllowed(address, auth !== undefined);
+      await app.listen({ host: address.host, port: address.port });
+      const bound = app.server.address() as AddressInfo;
+      return { host: bound.address, port: bound.port };
+    },
+    close() {
+      closing ??= (async () => {
+        try {
+          await app.close();
+        } finally {
+          await backend.close();
+        }
+      })();
+      return closing;
+    },
+  };
+}
