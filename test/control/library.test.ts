@@ -110,6 +110,16 @@ describe('Sandbox.fromLocal with the agent-safe preset', () => {
     expect((await sb.run('cat /workspace/output/from-lib.txt')).stdout).toBe('library');
   });
 
+  it('opens a session whose state persists, closed when the sandbox stops', async () => {
+    const session = await sb.session();
+    await session.exec('cd /workspace/src && export GREETING=hi');
+    const r = await session.exec('pwd; echo $GREETING');
+    expect(r.stdout.toString()).toBe('/workspace/src\nhi\n');
+    expect(cp.listSessions({ sandboxId: sb.id }).map((s) => s.id)).toEqual([session.id]);
+    await session.close();
+    expect(cp.listSessions({ sandboxId: sb.id })).toEqual([]);
+  });
+
   it('records denials in the audit trail', async () => {
     await sb.run('cat /workspace/src/app.py > /workspace/src/copy.py');
     const denials = await sb.audit({ decision: 'deny' });
@@ -180,6 +190,15 @@ describe('other policies', () => {
     expect((await sb.run('cat /workspace/src/app.py')).exitCode).not.toBe(0);
     expect((await sb.run('ls /workspace')).stdout).not.toContain('src');
     expect(sb.info().rules).toHaveLength(2);
+  });
+
+  it('closes open sessions when the sandbox stops', async () => {
+    await using sb = await Sandbox.fromLocal(dirs.repo, { controlPlane: cp });
+    const session = await sb.session({ shell: '/bin/bash' });
+    expect((await session.exec('echo $BASH_VERSION')).stdout.toString()).not.toBe('\n');
+    await cp.stopSandbox(sb.id);
+    expect(session.status).toBe('closed');
+    expect(session.closedReason).toBe('sandbox-stopped');
   });
 
   it('dispose removes the sandbox, the codebase record and its data, not the directory', async () => {

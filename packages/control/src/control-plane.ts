@@ -32,6 +32,9 @@ import type {
 import { openDatabase } from './store/db.js';
 import type { Db } from './store/db.js';
 import { SandboxStore } from './store/sandboxes.js';
+import { SessionManager } from './sessions/manager.js';
+import type { CreateSessionOptions } from './sessions/options.js';
+import type { Session } from './sessions/session.js';
 
 /** Default period of the expired-sandbox reaper. */
 export const DEFAULT_REAP_INTERVAL_MS = 10_000;
@@ -64,6 +67,8 @@ export class ControlPlane implements AsyncDisposable {
   readonly codebases: CodebaseService;
   /** Sandbox operations (also available as the flat methods below). */
   readonly sandboxes: SandboxManager;
+  /** Open sessions of the sandboxes this process runs (closed when their sandbox stops). */
+  readonly sessions: SessionManager;
   readonly #db: Db;
   readonly #reaper: NodeJS.Timeout | undefined;
   #closing: Promise<void> | undefined;
@@ -75,6 +80,7 @@ export class ControlPlane implements AsyncDisposable {
     db: Db;
     codebases: CodebaseService;
     sandboxes: SandboxManager;
+    sessions: SessionManager;
     reapIntervalMs: number;
   }) {
     this.dataDir = parts.dataDir;
@@ -83,6 +89,7 @@ export class ControlPlane implements AsyncDisposable {
     this.#db = parts.db;
     this.codebases = parts.codebases;
     this.sandboxes = parts.sandboxes;
+    this.sessions = parts.sessions;
     if (parts.reapIntervalMs > 0) {
       this.#reaper = setInterval(() => {
         this.sandboxes.reap().catch((err: unknown) => this.logger.error({ err }, 'reaper failed'));
@@ -116,6 +123,7 @@ export class ControlPlane implements AsyncDisposable {
       bwrap: () => createBwrapRuntime({ dataDir, logger: logger.child({ component: 'runtime-bwrap' }) }),
       ...options.runtimes,
     });
+    const sessions = new SessionManager({ logger: logger.child({ component: 'sessions' }) });
     const sandboxes = new SandboxManager({
       layout,
       store,
@@ -125,6 +133,7 @@ export class ControlPlane implements AsyncDisposable {
       presets: options.presets,
       supervision: options.supervision,
       defaultRuntime: options.defaultRuntime,
+      onStopping: (id) => sessions.closeSandbox(id),
     });
     const plane = new ControlPlane({
       dataDir,
@@ -133,6 +142,7 @@ export class ControlPlane implements AsyncDisposable {
       db,
       codebases,
       sandboxes,
+      sessions,
       reapIntervalMs: options.reapIntervalMs ?? DEFAULT_REAP_INTERVAL_MS,
     });
     const recovered = await sandboxes.recover();
@@ -228,10 +238,27 @@ export class ControlPlane implements AsyncDisposable {
     return this.sandboxes.runtimeInstance(id);
   }
 
+  // --- Sessions ---
+
+  /** Starts a persistent shell in a running sandbox of this process (SPEC §5). */
+  createSession(sandboxId: string, options?: CreateSessionOptions): Promise<Session> {
+    return this.sessions.create(this.runtimeInstance(sandboxId), options);
+  }
+  getSession(id: string): Session {
+    return this.sessions.get(id);
+  }
+  listSessions(filter?: { sandboxId?: string }): Session[] {
+    return this.sessions.list(filter);
+  }
+  closeSession(id: string): Promise<void> {
+    return this.sessions.close(id);
+  }
+
   /** Stops every sandbox this process runs (deltas kept), then closes the database. Idempotent. */
   close(): Promise<void> {
     this.#closing ??= (async () => {
       if (this.#reaper !== undefined) clearInterval(this.#reaper);
+      await this.sessions.closeAll();
       await this.sandboxes.close();
       this.logger.info('control plane closed');
       this.#db.close();

@@ -15,6 +15,8 @@ import type { AuditQuery } from '../sandboxes/audit-log.js';
 import type { RuntimeMap } from '../sandboxes/runtimes.js';
 import type { SupervisionOptions } from '../sandboxes/supervisor.js';
 import type { SandboxExecOptions, SandboxInfo } from '../sandboxes/types.js';
+import type { CreateSessionOptions } from '../sessions/options.js';
+import type { Session } from '../sessions/session.js';
 import { ExecStream } from './exec-stream.js';
 
 export interface FromLocalOptions {
@@ -132,6 +134,11 @@ export class Sandbox implements AsyncDisposable {
     options: Omit<SandboxExecOptions, 'onStdout' | 'onStderr'> = {},
   ): ExecStream {
     return new ExecStream((onStdout, onStderr) => this.exec(command, { ...options, onStdout, onStderr }));
+  }
+
+  /** A persistent shell in this sandbox (`cd`, `export`, functions persist); closed when the sandbox stops. */
+  session(options?: CreateSessionOptions): Promise<Session> {
+    return this.controlPlane.createSession(this.id, options);
   }
 
   changes(): Promise<readonly ChangeEntry[]> {

@@ -72,6 +72,8 @@ export interface SandboxManagerOptions {
   readonly supervision?: SupervisionOptions | undefined;
   /** The runtime of sandboxes created without one. Default 'bwrap'. */
   readonly defaultRuntime?: string | undefined;
+  /** Called before a running sandbox's runtime stops (stop, destroy, ERROR): sessions close here. */
+  readonly onStopping?: ((id: string) => Promise<void>) | undefined;
 }
 
 export class SandboxManager {
@@ -83,6 +85,7 @@ export class SandboxManager {
   readonly #presets: PresetRegistry | undefined;
   readonly #supervision: SupervisionOptions | undefined;
   readonly #defaultRuntime: string;
+  readonly #onStopping: (id: string) => Promise<void>;
   readonly #self = { ...selfIdentity(), instance: randomUUID() };
   readonly #live = new Map<string, Live>();
   readonly #locks = new Map<string, Promise<unknown>>();
@@ -97,6 +100,7 @@ export class SandboxManager {
     this.#presets = options.presets;
     this.#supervision = options.supervision;
     this.#defaultRuntime = options.defaultRuntime ?? 'bwrap';
+    this.#onStopping = options.onStopping ?? (() => Promise.resolve());
   }
 
   // --- Records -----------------------------------------------------------------------------------
@@ -553,6 +557,9 @@ export class SandboxManager {
       return;
     }
     this.#live.delete(id);
+    await this.#onStopping(id).catch((err: unknown) =>
+      this.#logger.warn({ err, sandboxId: id }, 'closing sessions failed'),
+    );
     await live.instance
       .stop()
       .catch((err: unknown) => this.#logger.warn({ err, sandboxId: id }, 'runtime stop failed'));
@@ -586,6 +593,9 @@ export class SandboxManager {
       const live = this.#live.get(id);
       if (live === undefined) return;
       this.#live.delete(id);
+      await this.#onStopping(id).catch((err: unknown) =>
+        this.#logger.warn({ err }, 'closing sessions failed'),
+      );
       await live.instance.stop().catch((err: unknown) => this.#logger.warn({ err }, 'runtime stop failed'));
       await live.supervisor.stop().catch((err: unknown) => this.#logger.warn({ err }, 'worker stop failed'));
       await clearStaleMounts(this.#layout.sandbox(id)).catch((err: unknown) =>
@@ -607,6 +617,12 @@ export class SandboxManager {
       throw new WrongStateError(`sandbox ${id} is running in control-plane process ${row.owner_pid}`, {
         details: { id, ownerPid: row.owner_pid },
       });
+    }
+    if (row.state === 'RUNNING') {
+      throw new WrongStateError(
+        `sandbox ${id} was RUNNING in control-plane process ${row.owner_pid ?? 'unknown'}, which is gone; start it again`,
+        { details: { id, state: row.state } },
+      );
     }
     throw new WrongStateError(
       `sandbox ${id} is ${row.state}, not RUNNING${row.state_reason ? ` (${row.state_reason})` : ''}`,
