@@ -77,6 +77,16 @@ export { DEFAULT_SUPERVISION } from './sandboxes/supervisor.js';
 export type { SupervisionOptions } from './sandboxes/supervisor.js';
 export type { AuditQuery } from './sandboxes/audit-log.js';
 
+// --- HTTP API (SPEC §7): the server behind `agentfense serve`, embeddable in another process ---
+export { API_VERSION, DEFAULT_BODY_LIMIT, createHttpServer } from './http/server.js';
+export type { HttpServer, HttpServerOptions } from './http/server.js';
+export { controlPlaneBackend } from './http/backend.js';
+export type { HttpBackend, HttpCreateSandboxOptions, ListCodebasesOptions } from './http/backend.js';
+export { HTTP_STATUS, toHttpStatus } from './http/errors.js';
+export type { RegisteredRoute } from './http/openapi.js';
+export { isLoopback, parseListen } from './http/auth.js';
+export type { ListenAddress } from './http/auth.js';
+
 // --- Data directory, ids, paths ---
 export { DATA_DIR_ENV, DataLayout, resolveDataDir } from './paths.js';
 export type { SandboxPaths } from './paths.js';
