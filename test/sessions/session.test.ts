@@ -47,6 +47,14 @@ describe.each(SESSION_SHELLS)('session with %s', (shell) => {
       expect((await s.exec('echo $INITIAL')).stdout.toString()).toBe('from-create\n');
     });
 
+    it('output a background job prints between commands goes to the next command', async () => {
+      const s = await openSession({ shell });
+      await s.exec('(sleep 0.3; echo late) >&2 &');
+      await new Promise((resolve) => setTimeout(resolve, 800));
+      const r = await s.exec('echo now >&2');
+      expect(r.stderr.toString()).toMatch(/late\nnow\n$/);
+    });
+
     it('exec redirections (exec >file sends later output to the file, trailers still arrive)', async () => {
       const s = await openSession({ shell });
       await s.exec('exec >/tmp/out.txt');
