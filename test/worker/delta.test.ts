@@ -43,6 +43,17 @@ describe('delta layer on a real mount', () => {
     expect(await readFile(`${f.lower}/output/edit.txt`, 'utf8')).toBe('one\ntwo\nthree\n');
   });
 
+  it('a codebase directory keeps its inode number when the sandbox creates a file inside it', async () => {
+    const f = await mountFixture({ tree: TREE, rules: AGENT_SAFE });
+    const r = await f.sandbox(
+      'stat -c %i output/tree; touch output/tree/new; stat -c %i output/tree; ls -id output/tree/sub | cut -d" " -f1; touch output/tree/sub/n; stat -c %i output/tree/sub',
+    );
+    expect(r.stderr).toBe('');
+    const [a, b, c, d] = r.stdout.trim().split('\n');
+    expect(b).toBe(a);
+    expect(d).toBe(c);
+  });
+
   it('whiteouts cannot be forged: .wh.* names are ordinary files and delete nothing on commit', async () => {
     const f = await mountFixture({ tree: TREE, rules: AGENT_SAFE });
     const r = await f.sandbox(

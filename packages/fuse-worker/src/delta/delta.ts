@@ -103,7 +103,20 @@ export class Delta {
 
   /** The merged entry at `path`, or null. Hot path: one upper lstat, O(depth) Set lookups, one lower lstat. */
   async lookup(path: string): Promise<DeltaLookup | null> {
-    return guard(`lookup ${path}`, () => resolve(this.ctx, toRel(path)));
+    return guard(`lookup ${path}`, async () => {
+      const rel = toRel(path);
+      const found = await resolve(this.ctx, rel);
+      // An upper directory without a base is structure copied from the codebase directory to hold a new
+      // child: it is still that directory, so it keeps its identity (st_ino must not change when a file is
+      // created inside; find/rm -r compare directory inode numbers while they walk).
+      if (found?.layer === 'upper' && found.type === 'directory' && found.lower === null && rel !== '') {
+        if (!this.ctx.meta.bases.has(rel) && !this.ctx.meta.isHidden(rel)) {
+          const lo = await this.ctx.lower.lstatOrNull(rel);
+          if (lo?.isDirectory() === true) return { ...found, lower: { dev: lo.dev, ino: lo.ino } };
+        }
+      }
+      return found;
+    });
   }
 
   /** The merged listing of directory `path` (upper entries win, whiteouts removed, opaque dirs hide lower). */
