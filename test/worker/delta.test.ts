@@ -19,7 +19,7 @@ const TREE = {
 describe('delta layer on a real mount', () => {
   useMountHygiene();
 
-  it('copy-up keeps the codebase untouched and the inode number stable (stat and readdir agree)', async () => {
+  it('copy-up and rename keep the codebase untouched and the inode number stable (stat and readdir agree)', async () => {
     const f = await mountFixture({ tree: TREE, rules: AGENT_SAFE });
     const r = await f.sandbox(
       [
@@ -29,14 +29,17 @@ describe('delta layer on a real mount', () => {
         'echo four >> output/edit.txt',
         'after=$(stat -c %i output/edit.txt)',
         'dirent2=$(ls -i output | awk \'$2 == "edit.txt" { print $1 }\')',
-        'echo "$before $dirent $after $dirent2"',
+        'mv output/edit.txt output/moved.txt && mv output/moved.txt output/edit.txt',
+        'moved=$(stat -c %i output/edit.txt)',
+        'echo "$before $dirent $after $dirent2 $moved"',
         'cat output/edit.txt',
       ].join('\n'),
     );
     expect(r.stderr).toBe('');
     const [inos, ...content] = r.stdout.trim().split('\n');
-    const [before, dirent, after, dirent2] = (inos ?? '').split(' ');
+    const [before, dirent, after, dirent2, moved] = (inos ?? '').split(' ');
     expect(after).toBe(before);
+    expect(moved).toBe(before); // rename keeps st_ino, as on a disk
     expect(dirent).toBe(before);
     expect(dirent2).toBe(before);
     expect(content).toEqual(['one', 'two', 'three', 'four']);

@@ -20,7 +20,10 @@ export interface Inode {
   name: string;
   nlookup: number;
   isDir: boolean;
-  /** The st_ino the sandbox sees (stable across copy-up); the node id until the first attr reply. */
+  /**
+   * The st_ino the sandbox sees: fixed at the first attr reply and kept for the node's life, so copy-up
+   * and rename never change it (as on a disk); 0 until then.
+   */
   stIno: number;
   /** Further names of a hard-linked node (directory node id + entry name), besides `parent`/`name`. */
   readonly links: { parent: number; name: string }[];
@@ -94,7 +97,7 @@ export class InodeTable {
     }
     if (existing !== undefined) this.#unname(existing, parent, name);
     const ino = this.#nextIno++;
-    const node: Inode = { ino, parent, name, nlookup: 1, isDir, stIno: ino, links: [], children: new Map() };
+    const node: Inode = { ino, parent, name, nlookup: 1, isDir, stIno: 0, links: [], children: new Map() };
     this.#nodes.set(node.ino, node);
     dir.children.set(name, node.ino);
     return node;

@@ -570,7 +570,7 @@ export class PolicyFs {
   }
 
   #attr(node: Inode, path: string, found: DeltaLookup, permission: Permission): FuseAttr {
-    node.stIno = stableIno(found.lower, found.upper, node.ino);
+    if (node.stIno === 0) node.stIno = stableIno(found.lower, found.upper, node.ino);
     let effective = permission;
     if (found.type === 'directory') {
       // A directory shown only for the exceptions inside it can be listed; one that may receive writes
@@ -660,7 +660,7 @@ export class PolicyFs {
       const known = this.inodes.child(ino, entry.name);
       out.push({
         name: entry.name,
-        ino: known?.stIno ?? syntheticIno(child),
+        ino: known !== undefined && known.stIno !== 0 ? known.stIno : syntheticIno(child),
         mode: typeBits(entry.type),
         nextOffset: out.length + 1,
       });
