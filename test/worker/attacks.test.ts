@@ -98,6 +98,23 @@ describe.each(['sandbox', 'host'] as const)('attacks as %s', (who) => {
     ]);
   });
 
+  it('a hard link between areas decided by different rules is EXDEV (one inode, one set of mode bits)', async () => {
+    const f = await mountFixture({ tree: { ...TREE, 'tmp/t.txt': 't\n' }, rules: AGENT_SAFE });
+    expect(
+      await probe(f[who], [
+        ['link', 'output/plain.txt', 'tmp/plain.txt'],
+        ['link', 'tmp/t.txt', 'output/t.txt'],
+        ['link', 'output/plain.txt', 'output/plain2.txt'],
+        ['rename', 'output/plain2.txt', 'tmp/moved.txt'],
+        ['read', 'tmp/moved.txt'],
+      ]),
+    ).toEqual(['EXDEV', 'EXDEV', 'ok', 'ok', 'ok:plain\n']);
+    const ln = await f[who](
+      'cp -l output/plain.txt tmp/copy.txt; echo "rc=$?"; ln output/plain.txt tmp/l 2>&1',
+    );
+    expect(ln.stdout).toMatch(/rc=1\n.*Invalid cross-device link/s);
+  });
+
   it('symlinks into hidden paths resolve through the mount (ENOENT); absolute ones stay inside the sandbox', async () => {
     const f = await mountFixture({ tree: TREE, rules: AGENT_SAFE });
     const inner = who === 'sandbox' ? '/workspace' : f.mnt;

@@ -335,6 +335,12 @@ export class PolicyFs {
     const fromPermission = this.#visiblePermission(from, node.isDir, caller, 'link');
     if (fromPermission !== 'write') throw this.#deny('link', from, fromPermission, 'EACCES', caller);
     const to = this.#creatable(newParent, newName, 'link', caller);
+    // One inode has one set of mode bits in the kernel: two names decided by different rules could later
+    // (after a rule change) need different ones, and writes through either name would hit the same file.
+    // SPEC §2: such links are EXDEV, so tools fall back to a copy.
+    if (this.#rules.decide(from).ruleIndex !== this.#rules.decide(to).ruleIndex) {
+      throw this.#deny('link', from, 'write', 'EXDEV', caller, to);
+    }
     await this.#delta.link(from, to);
     this.#forgetHandleUnlessWritable(ino);
     this.inodes.alias(ino, newParent, newName);
