@@ -29,19 +29,69 @@ export function tempName(prefix: string): string {
   return `${prefix}-${process.pid}-${randomBytes(8).toString('hex')}`;
 }
 
+/** Bound on remembered absent upper paths (a few MB at most); cleared, not evicted, when reached. */
+const MAX_ABSENT = 20_000;
+
+/**
+ * Upper-layer paths known to be absent (ENOENT), valid for one generation of the upper HostDir. The
+ * upper layer is empty for most of a codebase, so without this every lookup and getattr would pay a
+ * failing upper lstat before the lower one. An absent directory covers everything below it, so a cold
+ * walk of an untouched tree records one entry per top-level name, not one per file.
+ */
+interface AbsentSet {
+  generation: number;
+  readonly paths: Set<string>;
+}
+const absentByUpper = new WeakMap<HostDir, AbsentSet>();
+
+function absentSet(upper: HostDir): AbsentSet {
+  let set = absentByUpper.get(upper);
+  if (set === undefined) {
+    set = { generation: upper.generation, paths: new Set() };
+    absentByUpper.set(upper, set);
+  } else if (set.generation !== upper.generation) {
+    // Some name was added, removed or moved in the upper layer since: forget everything.
+    set.paths.clear();
+    set.generation = upper.generation;
+  }
+  return set;
+}
+
+/** True when `rel` or one of its ancestors is known to be absent from the upper layer. */
+function knownAbsent(set: AbsentSet, rel: string): boolean {
+  const paths = set.paths;
+  if (paths.size === 0) return false;
+  for (let i = rel.indexOf('/'); i >= 0; i = rel.indexOf('/', i + 1)) {
+    if (paths.has(rel.slice(0, i))) return true;
+  }
+  return paths.has(rel);
+}
+
 /**
  * lstat in the upper layer. 'missing' (ENOENT) means "ask the lower layer"; 'blocked' (ENOTDIR/ELOOP)
  * means an upper ancestor is not a directory, which hides the whole lower subtree too.
+ * Answers 'missing' without a syscall when the path is known absent (see AbsentSet): an absence is
+ * recorded only if no upper namespace change started or finished while the lstat ran.
  */
 export async function upperStat(
   ctx: DeltaContext,
   rel: string,
 ): Promise<BigIntStats | 'missing' | 'blocked'> {
+  const upper = ctx.upper;
+  if (knownAbsent(absentSet(upper), rel)) return 'missing';
+  const generation = upper.generation;
   try {
-    return await ctx.upper.lstat(rel);
+    return await upper.lstat(rel);
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
-    if (code === 'ENOENT') return 'missing';
+    if (code === 'ENOENT') {
+      const set = absentSet(upper);
+      if (upper.generation === generation && set.generation === generation) {
+        if (set.paths.size >= MAX_ABSENT) set.paths.clear();
+        set.paths.add(rel);
+      }
+      return 'missing';
+    }
     if (code === 'ENOTDIR' || code === 'ELOOP') return 'blocked';
     throw err;
   }
