@@ -43,7 +43,8 @@ describe('worker supervision', () => {
       const sb = cp.getSandbox(id);
       return sb.restartCount === 1 ? sb : undefined;
     });
-    expect(Date.now() - killedAt).toBeLessThan(5000);
+    // Noticed at once; the bound leaves room for spawning a worker on a loaded host.
+    expect(Date.now() - killedAt).toBeLessThan(10_000);
     expect(info.state).toBe('RUNNING');
     expect(info.lastRestartReason).toMatch(/exited.*SIGKILL/);
     expect(cp.sandboxes.workerPid(id)).not.toBe(pid);
@@ -71,7 +72,8 @@ describe('worker supervision', () => {
       const sb = cp.getSandbox(id);
       return sb.restartCount === 1 ? sb : undefined;
     });
-    expect(Date.now() - stoppedAt).toBeLessThan(10_000);
+    // Two missed 2 s pings (~5 s), then a restart; the bound leaves room for a loaded host.
+    expect(Date.now() - stoppedAt).toBeLessThan(15_000);
     expect(info.lastRestartReason).toMatch(/health/);
     await waitFor('the hung worker to be gone', () => (pidExists(pid) ? undefined : true), 5000);
     const r = await cp.exec(id, 'cat /workspace/src/app.py');
