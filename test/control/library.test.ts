@@ -2,6 +2,7 @@
 // exec's contract (exit codes, stdin, env, cwd, timeouts), streaming, readFile/writeFile through the rules.
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ControlPlane, Sandbox } from '@agentfense/control';
 import { assertCleanAndRemove, makeDirs } from './fixtures.js';
@@ -82,13 +83,16 @@ describe('Sandbox.fromLocal with the agent-safe preset', () => {
 
   it('kills the whole tree on timeout and reports it', async () => {
     const started = Date.now();
-    const r = await sb.run('sleep 30 & sleep 30; echo never', { timeoutMs: 500 });
+    // A distinctive duration, so the host-side check below finds only these processes.
+    const r = await sb.run('sleep 31.4159 & sleep 31.4159; echo never', { timeoutMs: 500 });
     expect(r.timedOut).toBe(true);
     expect(r.stdout).not.toContain('never');
     expect(Date.now() - started).toBeLessThan(10_000);
-    // Nothing of it is left: no sleep runs on the host.
-    const ps = await sb.run('ps -e -o comm= 2>/dev/null || ls /proc');
-    expect(ps.stdout).not.toContain('sleep');
+    // Nothing of it is left, neither in the sandbox nor on the host.
+    const ps = await sb.run('ps -e -o args= 2>/dev/null || cat /proc/[0-9]*/cmdline');
+    expect(ps.stdout).not.toContain('31.4159');
+    const host = await execa('ps', ['-e', '-o', 'args=']);
+    expect(host.stdout).not.toContain('sleep 31.4159');
   });
 
   it('streams output chunks, then the result', async () => {
