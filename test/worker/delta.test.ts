@@ -184,6 +184,27 @@ describe('delta layer on a real mount', () => {
     expect(after.stdout).toBe('one\ntwo\nthree\nedit.txt\ngone.txt\nkeep.txt\ntree\n');
   });
 
+  it("sandboxes on one codebase never see each other's deltas; a commit reaches the other within its cache TTL", async () => {
+    const a = await mountFixture({ tree: TREE, rules: AGENT_SAFE });
+    const b = await mountFixture({ rules: AGENT_SAFE, lowerDir: a.lower, cacheTtlSeconds: 1 });
+    expect((await b.sandbox('cat output/keep.txt')).stdout).toBe('keep\n');
+    await a.sandbox('echo from-a > output/keep.txt && echo new > output/a-only.txt && rm output/gone.txt');
+    expect((await b.sandbox('cat output/keep.txt; ls output')).stdout).toBe(
+      'keep\nedit.txt\ngone.txt\nkeep.txt\ntree\n',
+    );
+    expect((await a.worker.client.request('commit', { mode: 'detect-conflicts' })).conflicts).toEqual([]);
+    // b read keep.txt before: its worker held the old codebase inode open and the kernel its pages. Once
+    // the attributes expire, the changed identity drops both.
+    const deadline = Date.now() + 10_000;
+    let seen = '';
+    while (Date.now() < deadline) {
+      seen = (await b.sandbox('cat output/keep.txt; ls output')).stdout;
+      if (seen.startsWith('from-a')) break;
+      await new Promise((r) => setTimeout(r, 250));
+    }
+    expect(seen).toBe('from-a\na-only.txt\nedit.txt\nkeep.txt\ntree\n');
+  });
+
   it('the delta survives a worker SIGKILL: a new worker on the same deltaDir shows the same view', async () => {
     const f = await mountFixture({ tree: TREE, rules: AGENT_SAFE });
     const script = [

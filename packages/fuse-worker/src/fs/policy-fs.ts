@@ -120,6 +120,13 @@ export class PolicyFs {
   #hints: WriteHints;
   /** Merged, filtered listings by directory node, so offset > 0 continues the same snapshot. */
   readonly #listings = new Map<number, DirEntryOut[]>();
+  /**
+   * The identity and version (ino, size, mtime, ctime) last reported for nodes served from the codebase.
+   * When it moves, the codebase file was replaced or changed behind this sandbox (another sandbox's
+   * commit, an editor on the host): the host handle (which would keep reading the old inode) and the
+   * kernel's pages must go. Seen at the next getattr/lookup, i.e. within the attribute timeout.
+   */
+  readonly #lowerVersions = new Map<number, string>();
   invalidator: Invalidator | undefined;
 
   constructor(options: PolicyFsOptions) {
@@ -172,6 +179,7 @@ export class PolicyFs {
     if (this.inodes.get(ino) === undefined) {
       this.handles.drop(ino);
       this.#listings.delete(ino);
+      this.#lowerVersions.delete(ino);
     }
   }
 
@@ -577,6 +585,7 @@ export class PolicyFs {
 
   #attr(node: Inode, path: string, found: DeltaLookup, permission: Permission): FuseAttr {
     if (node.stIno === 0) node.stIno = stableIno(found.lower, found.upper, node.ino);
+    if (found.layer === 'lower' && found.type === 'file') this.#checkLowerVersion(node, found);
     let effective = permission;
     if (found.type === 'directory') {
       // A directory shown only for the exceptions inside it can be listed; one that may receive writes
@@ -585,6 +594,17 @@ export class PolicyFs {
       if (effective !== 'write' && this.#hints.mayWriteInside(path)) effective = 'write';
     }
     return toAttr(found.stat, { ino: node.stIno, permission: effective, uid: this.#uid, gid: this.#gid });
+  }
+
+  #checkLowerVersion(node: Inode, found: DeltaLookup): void {
+    const st = found.stat;
+    const version = `${st.ino}:${st.size}:${st.mtimeNs}:${st.ctimeNs}`;
+    const previous = this.#lowerVersions.get(node.ino);
+    this.#lowerVersions.set(node.ino, version);
+    if (previous === undefined || previous === version) return;
+    this.handles.drop(node.ino);
+    // Fire and forget: the notification never blocks this reply (see Invalidator).
+    if (this.invalidator !== undefined) void this.invalidator.inode(node.ino);
   }
 
   async #orphanAttr(node: Inode): Promise<FuseAttr> {
