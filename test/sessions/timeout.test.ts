@@ -3,8 +3,9 @@
 import { describe, expect, it } from 'vitest';
 import { SESSION_SHELLS } from '@agentfense/control';
 import { WrongStateError } from '@agentfense/protocol';
+import type { RuntimeInstance } from '@agentfense/protocol';
 import { expectNoProcessWith, hostProcessesWith } from '../runtime/contract.js';
-import { newMarker, openSession } from './fixture.js';
+import { newMarker, openSession, startSandbox } from './fixture.js';
 
 /** A process that carries `marker` in its argv (sh does not exec a non-final sleep). */
 const sleeper = (marker: string): string => `sh -c 'sleep 1000; : ${marker}'`;
@@ -80,5 +81,22 @@ describe.each(SESSION_SHELLS)('timeouts with %s', (shell) => {
     await expect(s.exec('true')).rejects.toThrow(WrongStateError);
     await expectNoProcessWith(marker);
     expect(await hostProcessesWith(marker)).toEqual([]);
+  });
+
+  it('interrupts even when the runtime starts the session with SIGINT ignored (as Docker’s wrapper does)', async () => {
+    const { sb } = await startSandbox();
+    // The same sandbox, except that every spawned process starts with SIGINT ignored.
+    const ignoring: RuntimeInstance = {
+      sandboxId: sb.sandboxId,
+      limits: sb.limits,
+      exec: (options) => sb.exec(options),
+      stop: () => sb.stop(),
+      spawn: (options) =>
+        sb.spawn({ ...options, argv: ['/bin/sh', '-c', 'trap "" INT; exec "$@"', 'sh', ...options.argv] }),
+    };
+    const s = await openSession({ shell, sandbox: ignoring });
+    const r = await s.exec('while :; do :; done', { timeoutMs: 300 });
+    expect(r).toMatchObject({ timedOut: true, sessionClosed: false });
+    expect((await s.exec('echo ok')).stdout.toString()).toBe('ok\n');
   });
 });

@@ -33,6 +33,10 @@ const SHELL_FLAGS: Record<SessionShell, readonly string[]> = {
  *   closed before exec), so no command can read the protocol.
  * - The shell replaces this process (`exec`): when it exits, the runtime's process ends, and with bwrap the
  *   pid namespace (relay and background jobs included) goes with it.
+ * - A runtime may start us with SIGINT ignored (Docker's exec wrapper runs the command as a background
+ *   job, which a shell without job control starts so). No shell can undo that for itself, and a shell that
+ *   ignored SIGINT on entry ignores it for good, so it could never be interrupted: when SIGINT's bit (0x2) of
+ *   SigIgn is set, the shell is started through `env --default-signal=INT` (GNU coreutils ≥ 8.31) where it exists.
  */
 export const BOOTSTRAP = `d=$1; shift
 mkdir -m 700 -- "$d" && mkfifo -m 600 -- "$d/in" || exit 125
@@ -58,6 +62,11 @@ __af_relay() {
     esac
   done
 }
+__af_ign=
+while read -r __k __v; do [ "$__k" != SigIgn: ] || __af_ign=$__v; done </proc/self/status
+case $__af_ign in
+  *[2367abefABEF]) if env --default-signal=INT true 2>/dev/null; then set -- env --default-signal=INT "$@"; fi ;;
+esac
 exec 3<&0
 __af_relay <&3 3<&- >"$d/in" 2>/dev/null &
 exec 3<&- <"$d/in"

@@ -174,9 +174,10 @@ export class Session implements AsyncDisposable {
    * may still arrive (it finished as the timer fired): it stays watched, so it is dropped from the output.
    */
   async #interrupt(started: number): Promise<SessionExecResult> {
-    const resyncs = [newNonce()];
-    this.#channel.watch(resyncs[0] as string);
-    this.#channel.write(Buffer.concat([RELAY_INTERRUPT, relayFrame(resyncScript(resyncs[0] as string))]));
+    const first = newNonce();
+    const resyncs = [first];
+    this.#channel.watch(first);
+    this.#channel.write(Buffer.concat([RELAY_INTERRUPT, relayFrame(resyncScript(first))]));
     let outcome = await this.#channel.waitForTrailer(resyncs, performance.now() + INTERRUPT_GRACE_MS);
     if (outcome.kind === 'deadline') {
       this.#logger.debug({ sessionId: this.id }, 'command ignored SIGINT: killing its processes');
