@@ -321,6 +321,29 @@ describe.skipIf(docker.unavailable !== null)(
           expect(r.stdout.toString()).toBe('mounted later\n');
         });
 
+        it('a FUSE-like mount that exists at start is followed through unmount and remount (crashed worker)', async () => {
+          // The control plane's layout: the worker's mount is already at the workspace when the container
+          // starts; after a crash it is unmounted and a new one mounted at the same path.
+          const fx = await fixture();
+          onTestFinished(() => fx.cleanup());
+          await mountTmpfs(fx.workspaceHostPath, 'f', 'first worker\n');
+          await execa('chown', ['1000:1000', fx.workspaceHostPath]);
+          const sb = await runtime.start({
+            sandboxId: `sb_${randomUUID()}`,
+            workspaceHostPath: fx.workspaceHostPath,
+            stateDir: fx.stateDir,
+          });
+          onTestFinished(() => sb.stop());
+          expect((await sb.exec({ command: 'cat f; echo new > g' })).stdout.toString()).toBe(
+            'first worker\n',
+          );
+          expect(await readFile(join(fx.workspaceHostPath, 'g'), 'utf8')).toBe('new\n');
+          await execa('umount', ['--lazy', fx.workspaceHostPath]); // the worker crashed and was cleared
+          expect((await sb.exec({ command: 'ls -A /workspace' })).stdout.toString()).toBe('');
+          await mountTmpfs(fx.workspaceHostPath, 'f', 'second worker\n');
+          expect((await sb.exec({ command: 'cat /workspace/f' })).stdout.toString()).toBe('second worker\n');
+        });
+
         it('a workspace that is its own shared mount follows a mount, unmount and remount at its root', async () => {
           // The layout that lets a crashed worker be remounted under a running container: the workspace
           // directory is a shared mount when the container starts, and the FUSE mount is (re)made on it.

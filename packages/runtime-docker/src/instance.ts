@@ -19,6 +19,7 @@ import type { DockerCli } from './engine.js';
 import { runExec } from './exec.js';
 import type { LaunchedExec } from './launch.js';
 import type { RuntimeLogger } from './logger.js';
+import type { WorkspaceRelay } from './relay.js';
 import { runSpawn } from './spawn.js';
 import { validateEnv } from './validate.js';
 
@@ -36,6 +37,8 @@ export interface DockerInstanceOptions {
    * whose container was replaced (same sandbox id, after a crash) can never reach the new one.
    */
   readonly containerId: string;
+  /** The workspace relay (relay.ts), released after the container is removed. */
+  readonly relay: WorkspaceRelay;
   readonly image: string;
   readonly cli: DockerCli;
   /** The sandbox-wide environment (validated; already in the container's config). */
@@ -227,6 +230,7 @@ export class DockerInstance implements RuntimeInstance {
     if (removed.failed && !/No such container/i.test(removed.stderr)) {
       throw engineError(removed.stderr, { action: 'removing the sandbox container', cli: o.cli });
     }
+    await o.relay.release();
     const live = [...this.#live];
     await Promise.all(
       live.map(async (launched) => {

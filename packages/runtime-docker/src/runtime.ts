@@ -1,5 +1,6 @@
 // The docker SandboxRuntime: checks the engine once, then starts one container per sandbox.
 import { stat } from 'node:fs/promises';
+import { posix } from 'node:path';
 import type { RuntimeInstance, RuntimeStartOptions, SandboxRuntime } from '@agentfense/protocol';
 import { InternalError, InvalidArgumentError, UnavailableError } from '@agentfense/protocol';
 import { BASE_ENV, DEFAULT_IMAGE, buildRunArgs } from './args.js';
@@ -9,6 +10,7 @@ import { createDockerCli, engineError, runDocker } from './engine.js';
 import type { DockerCli } from './engine.js';
 import { DEFAULT_MAX_OUTPUT_BYTES, MAX_OUTPUT_BYTES_LIMIT } from './exec.js';
 import { DockerInstance } from './instance.js';
+import { createWorkspaceRelay } from './relay.js';
 import { parseEngineCapabilities, planLimits } from './limits.js';
 import type { EngineCapabilities } from './limits.js';
 import { createStderrLogger } from './logger.js';
@@ -54,6 +56,9 @@ interface EngineState {
 const QUERY_TIMEOUT_MS = 30_000;
 /** How long creating and starting a container may take (a loaded host, a large image's first layer mount). */
 const RUN_TIMEOUT_MS = 120_000;
+
+/** Name of the runtime's scratch directory inside each sandbox's stateDir (holds the workspace relay). */
+const SCRATCH_DIR = 'docker';
 
 /** Image references as docker accepts them; never starting with `-` (it would read as an option). */
 const IMAGE_REFERENCE = /^[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,511}$/;
@@ -135,11 +140,15 @@ export function createDockerRuntime(options: DockerRuntimeOptions = {}): Sandbox
 
     const name = containerName(sandboxId);
     const limits = planLimits(resources, caps);
+    const relay = await createWorkspaceRelay({
+      workspaceHostPath,
+      scratchDir: posix.join(stateDir, SCRATCH_DIR),
+    });
     const runArgs = buildRunArgs({
       containerName: name,
       sandboxId,
       image,
-      workspaceHostPath,
+      workspaceHostPath: relay.source,
       network: start.network === true,
       networkMode,
       env: { ...BASE_ENV, ...env },
@@ -147,8 +156,20 @@ export function createDockerRuntime(options: DockerRuntimeOptions = {}): Sandbox
       swapLimit: caps.swapLimit,
       ...(options.readOnlyRootfs === undefined ? {} : { readOnlyRootfs: options.readOnlyRootfs }),
     });
-    const containerId = await runContainer({ cli, runArgs, name, image, logger });
+    let containerId: string;
+    try {
+      containerId = await runContainer({ cli, runArgs, name, image, logger });
+      await relay.attach();
+    } catch (err) {
+      await runDocker(cli, ['rm', '--force', '--volumes', name], { timeoutMs: QUERY_TIMEOUT_MS }).catch(
+        (e: unknown) => logger.warn({ err: e }, 'could not remove the container of a failed start'),
+      );
+      await relay.release();
+      throw err;
+    }
     const placeholders = [
+      // The container binds the relay of the workspace: it is the workspace, and shown as such.
+      { hostPath: relay.source, placeholder: '<workspace>' },
       { hostPath: workspaceHostPath, placeholder: '<workspace>' },
       { hostPath: stateDir, placeholder: '<state>' },
       ...(options.dataDir === undefined
@@ -169,6 +190,7 @@ export function createDockerRuntime(options: DockerRuntimeOptions = {}): Sandbox
     return new DockerInstance({
       sandboxId,
       containerId,
+      relay,
       image,
       cli,
       env,

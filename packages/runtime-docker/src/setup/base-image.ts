@@ -230,7 +230,10 @@ export async function buildBaseTarball(options: {
     if (tar.failed) throw new InternalError(`packing the base root filesystem failed: ${tar.stderr}`);
     await rename(partial, options.tarball);
   } finally {
-    await unmountBelow(work);
+    // Never remove a tree with a mount still inside it (debootstrap mounts proc and sys in the target).
+    if ((await unmountBelow(work)).length > 0 && (await unmountBelow(work)).length > 0) {
+      throw new InternalError(`mounts remain under ${work}; not removing it`);
+    }
     await rm(work, { recursive: true, force: true });
   }
 }

@@ -3,8 +3,11 @@
 import { readFile } from 'node:fs/promises';
 import { execa } from 'execa';
 
-/** Lazily unmounts every mount strictly below `dir`, deepest first; resolves the mount points it cleared. */
-export async function unmountBelow(dir: string): Promise<string[]> {
+/**
+ * Lazily unmounts every mount strictly below `dir` (and at `dir` itself with `inclusive`), deepest first;
+ * resolves the mount points it cleared.
+ */
+export async function unmountBelow(dir: string, options: { inclusive?: boolean } = {}): Promise<string[]> {
   const mountinfo = await readFile('/proc/self/mountinfo', 'utf8');
   const targets = mountinfo
     .split('\n')
@@ -13,7 +16,7 @@ export async function unmountBelow(dir: string): Promise<string[]> {
         String.fromCharCode(parseInt(o, 8)),
       ),
     )
-    .filter((target) => target.startsWith(`${dir}/`))
+    .filter((target) => target.startsWith(`${dir}/`) || (options.inclusive === true && target === dir))
     .sort((a, b) => b.length - a.length);
   for (const target of new Set(targets)) await execa('umount', ['--lazy', target], { reject: false });
   return [...new Set(targets)];
