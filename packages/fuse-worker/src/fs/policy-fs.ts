@@ -9,7 +9,7 @@
 // - Namespace changes (create, mkdir, unlink, rename, link, ...) always reach us (the kernel never caches
 //   them), so their checks are exact. Data on the warm path may be served by the kernel's caches; what
 //   the kernel enforces there is the mode bits we report (attrs.ts), and rule changes invalidate them.
-import { constants } from 'node:fs';
+import { constants, readSync, writeSync } from 'node:fs';
 import { statfs } from 'node:fs/promises';
 import type { FileHandle } from 'node:fs/promises';
 import { atLeast } from '@agentfense/protocol';
@@ -373,17 +373,17 @@ export class PolicyFs {
 
   /** READ: needs read; served from a per-node host handle. */
   async read(ino: number, size: number, offset: number, caller: Caller): Promise<Buffer> {
-    const handle = await this.#handle(ino, false, caller, 'read');
+    const fd = await this.#fd(ino, false, caller, 'read');
     const buffer = Buffer.allocUnsafe(size);
-    const { bytesRead } = await handle.read(buffer, 0, size, offset);
+    // Synchronous pread (see #fd): from the page cache it takes a few µs, an async one 40+ µs.
+    const bytesRead = readSync(fd, buffer, 0, size, offset);
     return bytesRead === size ? buffer : buffer.subarray(0, bytesRead);
   }
 
   /** WRITE: needs write; the first write copies the file up into the delta. */
   async write(ino: number, data: Buffer, offset: number, caller: Caller): Promise<number> {
-    const handle = await this.#handle(ino, true, caller, 'write');
-    const { bytesWritten } = await handle.write(data, 0, data.length, offset);
-    return bytesWritten;
+    const fd = await this.#fd(ino, true, caller, 'write');
+    return writeSync(fd, data, 0, data.length, offset);
   }
 
   /** FSYNC: flushes the host file if we hold one. */
@@ -666,6 +666,20 @@ export class PolicyFs {
       if (kept !== undefined) this.handles.set(node.ino, kept.handle, kept.writable);
     }
     this.handles.pin(node.ino);
+  }
+
+  /**
+   * The host fd for a data op, for synchronous use right away. A FileHandle's `fd` turns -1 the moment
+   * its close begins (HandleCache.drop), so an fd read here and used in the same synchronous step can
+   * never be a closed or reused number; if a drop won the race, the handle is looked up again.
+   * Data ops run synchronously on purpose: one FUSE request is served at a time from the JS thread
+   * anyway, and a thread-pool round trip costs more than a page-cache copy of 128 KiB.
+   */
+  async #fd(ino: number, needWrite: boolean, caller: Caller, op: 'read' | 'write'): Promise<number> {
+    for (let attempt = 0; ; attempt++) {
+      const fd = (await this.#handle(ino, needWrite, caller, op)).fd;
+      if (fd !== -1 || attempt > 0) return fd;
+    }
   }
 
   #forgetHandleUnlessWritable(ino: number): void {
