@@ -90,6 +90,25 @@ describe('real tools on the mount (sandbox user in bwrap)', () => {
     expect(commit.stderr).toMatch(/index\.lock.*(Permission denied|Read-only)/);
   });
 
+  it('git init/add/commit/gc inside a write area (lock files, link + unlink, renames), python -m venv', async () => {
+    const f = await mountFixture({ tree: TREE, rules: AGENT_SAFE });
+    const r = await f.sandbox(
+      [
+        'set -e',
+        'git config --global user.name t && git config --global user.email t@t',
+        'cd output && git init -q repo && cd repo',
+        'for i in 1 2 3; do echo $i > f$i; done',
+        'git add . && git commit -qm one',
+        'echo more >> f1 && git mv f2 g2 && git commit -qam two',
+        'git gc -q && git fsck --no-progress 2>&1 | grep -v "^Checking" || true',
+        'git log --oneline | wc -l && git status --porcelain',
+        'cd /workspace && python3 -m venv --without-pip output/venv && output/venv/bin/python -c "import sys; print(sys.prefix)"',
+      ].join('\n'),
+    );
+    expect(r.stderr).toBe('');
+    expect(r.stdout).toBe('2\n/workspace/output/venv\n');
+  });
+
   it('tar c of a read area, tar x into a write area, cp -a, diff -r', async () => {
     const f = await mountFixture({ tree: TREE, rules: AGENT_SAFE });
     const r = await f.sandbox(
