@@ -230,12 +230,17 @@ export async function buildBaseTarball(options: {
     if (tar.failed) throw new InternalError(`packing the base root filesystem failed: ${tar.stderr}`);
     await rename(partial, options.tarball);
   } finally {
-    // Never remove a tree with a mount still inside it (debootstrap mounts proc and sys in the target).
-    if ((await unmountBelow(work)).length > 0 && (await unmountBelow(work)).length > 0) {
-      throw new InternalError(`mounts remain under ${work}; not removing it`);
-    }
-    await rm(work, { recursive: true, force: true });
+    await removeWork(work);
   }
+}
+
+/** Removes the work directory, but never a tree with a mount still inside it (debootstrap mounts proc, sys). */
+async function removeWork(work: string): Promise<void> {
+  await unmountBelow(work);
+  if ((await unmountBelow(work)).length > 0) {
+    throw new InternalError(`mounts remain under ${work} after unmounting them; not removing it`);
+  }
+  await rm(work, { recursive: true, force: true });
 }
 
 /** The sandbox user (uid/gid 1000, `agent`) with its home, so `id -un` and tools that want a passwd entry work. */
