@@ -13,11 +13,15 @@ export async function isMountPoint(path: string): Promise<boolean> {
   return (await listMounts()).some((m) => m.mountpoint === path);
 }
 
-/** `mount --bind P P; mount --make-shared P`, unless P is already a mount point (then only make-shared). */
+/**
+ * `mount --bind P P`, then make P a shared mount in a peer group of its own (private first: a bind of a
+ * path on a shared parent, as on systemd hosts, would otherwise join the parent's group and propagate the
+ * sandbox's mounts across the host). A P that is already a mount point is only re-made shared.
+ */
 export async function makeSharedBind(path: string): Promise<void> {
   try {
     if (!(await isMountPoint(path))) await execa('mount', ['--bind', '--', path, path]);
-    await execa('mount', ['--make-shared', '--', path]);
+    await execa('mount', ['--make-private', '--make-shared', '--', path]);
   } catch (err) {
     throw new UnavailableError(
       `cannot make ${path} a shared bind mount (needs root and mount(8)): ${(err as Error).message}`,

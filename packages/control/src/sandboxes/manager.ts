@@ -213,10 +213,12 @@ export class SandboxManager {
         this.#logger.error({ err, sandboxId: id }, 'could not write the audit trail'),
       );
       try {
+        const t0 = performance.now();
         for (const dir of [paths.dir, paths.delta, paths.mnt, paths.state]) await ensurePrivateDir(dir);
         await clearStaleMounts(paths);
         await makeSharedBind(paths.mnt);
         await ensurePrivateDir(paths.workspace);
+        const t1 = performance.now();
         const lowerDir = this.#codebases.lowerDir(row.codebase_id);
         supervisor = await WorkerSupervisor.start({
           sandboxId: id,
@@ -236,6 +238,7 @@ export class SandboxManager {
           onRestart: (reason) => this.#recordRestart(id, reason),
           onFatal: (reason) => void this.#onFatal(id, reason),
         });
+        const t2 = performance.now();
         const runtime = await this.#runtimes.get(row.runtime);
         instance = await runtime.start({
           sandboxId: id,
@@ -247,7 +250,15 @@ export class SandboxManager {
         });
         this.#live.set(id, { supervisor, instance, audit });
         this.#store.update(id, { state: 'RUNNING', state_reason: null, started_at: Date.now() });
-        this.#logger.info({ sandboxId: id, worker: supervisor.pid }, 'sandbox started');
+        const t3 = performance.now();
+        this.#logger.info(
+          {
+            sandboxId: id,
+            worker: supervisor.pid,
+            ms: { mounts: t1 - t0, worker: t2 - t1, runtime: t3 - t2 },
+          },
+          'sandbox started',
+        );
         return this.get(id);
       } catch (err) {
         const error = toAgentFenseError(err, `starting sandbox ${id}`);
