@@ -36,6 +36,10 @@ export { SETUP_COMMAND, engineError, isEngineUnreachable } from './engine.js';
 export { maskArgv, maskHostPaths } from './audit.js';
 export type { PathPlaceholder, MaskArgvOptions } from './audit.js';
 
+// --- The workspace relay (a remounted worker propagates into a running container) ---
+export { clearWorkspaceRelays, createWorkspaceRelay, propagationOf } from './relay.js';
+export type { WorkspaceRelay } from './relay.js';
+
 // --- Host view of a container (OOM counter, session kills) ---
 export { parseCgroupMounts, parseOomKills, parseProcCgroup, resolveContainerCgroup } from './cgroup.js';
 export type { ContainerCgroup } from './cgroup.js';

@@ -68,6 +68,28 @@ async function mount(args: string[]): Promise<void> {
 const RELAY_PREFIX = 'relay-';
 
 /**
+ * Never `rm -r` a relay: while mounted, it IS the workspace's parent. Unmount, then rmdir (which fails on
+ * a directory that is still a mount point or not empty, deleting nothing).
+ */
+function rmdirIfPresent(dir: string): Promise<void> {
+  return rmdir(dir).catch((err: unknown) => {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+  });
+}
+
+/**
+ * Unmounts and removes every workspace relay under a sandbox's docker scratch directory
+ * (`<stateDir>/docker`). A control plane that recovers from a crash must call this (or unmount everything
+ * below the state directory) before it removes a sandbox's state directory recursively.
+ */
+export async function clearWorkspaceRelays(scratchDir: string): Promise<void> {
+  await unmountBelow(scratchDir);
+  for (const entry of await readdir(scratchDir).catch(() => [] as string[])) {
+    if (entry.startsWith(RELAY_PREFIX)) await rmdirIfPresent(posix.join(scratchDir, entry));
+  }
+}
+
+/**
  * Builds the relay for `workspaceHostPath` in a new directory under `scratchDir` (step 1 above), after
  * clearing relays a crashed control plane left there; refuses a parent that is not on a shared mount.
  */
@@ -85,18 +107,8 @@ export async function createWorkspaceRelay(options: {
         `it is on ${propagation?.mountPoint ?? '?'} with propagation ${propagation?.fields.join(' ') || 'private'}`,
     );
   }
-  // Never `rm -r` here: while mounted, the relay IS the workspace's parent. Unmount, then rmdir (which
-  // fails on a directory that is still a mount point or not empty, deleting nothing).
-  const rmdirIfPresent = (dir: string): Promise<void> =>
-    rmdir(dir).catch((err: unknown) => {
-      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
-    });
-  // Relays left by a crashed control plane for this sandbox: clear them first.
   const scratch = options.scratchDir;
-  await unmountBelow(scratch);
-  for (const entry of await readdir(scratch).catch(() => [] as string[])) {
-    if (entry.startsWith(RELAY_PREFIX)) await rmdirIfPresent(posix.join(scratch, entry));
-  }
+  await clearWorkspaceRelays(scratch); // relays a crashed control plane left for this sandbox
   const dir = posix.join(scratch, `${RELAY_PREFIX}${randomUUID()}`);
   await mkdir(dir, { recursive: true, mode: 0o700 });
   let released: Promise<void> | undefined;
