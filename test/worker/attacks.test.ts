@@ -69,6 +69,36 @@ describe.each(['sandbox', 'host'] as const)('attacks as %s', (who) => {
     expect(await probe(f[who], [['read', 'output/made/note.txt']])).toEqual(['ok:n']);
   });
 
+  it('a directory cannot be moved where its entries would land on paths the sandbox may not write', async () => {
+    const rules = [
+      ...AGENT_SAFE,
+      { pattern: '/output/e/f.txt', permission: 'read' as const, priority: 50 },
+      { pattern: '/output/h/f.txt', permission: 'none' as const, priority: 50 },
+      { pattern: '/output/d/ro.txt', permission: 'read' as const, priority: 50 },
+    ];
+    const f = await mountFixture({ tree: TREE, rules });
+    expect(
+      await probe(f[who], [
+        ['mkdir', 'output/d'],
+        ['write', 'output/d/f.txt', 'mine'],
+        ['rename', 'output/d', 'output/e'],
+        ['rename', 'output/d', 'output/h'],
+        ['rename', 'output/d', 'output/ok'],
+        ['mkdir', 'output/d'],
+        ['read', 'output/ok/f.txt'],
+      ]),
+    ).toEqual(['ok', 'ok', 'EACCES', 'EACCES', 'ok', 'ok', 'ok:mine']);
+    // A read-only entry inside a directory the sandbox made (a rule added later) pins the directory too.
+    expect(await probe(f[who], [['write', 'output/ok/ro.txt', 'x']])).toEqual(['ok']);
+    await f.worker.client.request('setRules', {
+      rules: [...rules, { pattern: '/output/ok/ro.txt', permission: 'read', priority: 50 }],
+    });
+    expect(await probe(f[who], [['rename', 'output/ok', 'output/ok2']])).toEqual(['EACCES']);
+    await f.worker.client.request('commit', { mode: 'last-writer-wins' });
+    const { readdir: list } = await import('node:fs/promises');
+    expect((await list(join(f.lower, 'output'))).sort()).toEqual(['d', 'keys', 'mixed', 'ok', 'plain.txt']);
+  });
+
   it('hidden and read-only files cannot be renamed or linked into a write area', async () => {
     const f = await mountFixture({ tree: TREE, rules: AGENT_SAFE });
     expect(

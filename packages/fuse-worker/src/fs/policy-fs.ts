@@ -316,8 +316,13 @@ export class PolicyFs {
       await this.#keepOpenable(replaced, to);
     }
     try {
-      // SPEC §2: a directory holding entries the sandbox cannot see never moves (hidden content stays put).
-      await this.#delta.rename(from, to, { refuse: (p) => this.#rules.permissionOf(p) === 'none' });
+      // A directory moves only if everything in it may be written both where it is and where it lands
+      // (SPEC §2: rename needs write at both paths, for each entry): hidden content never moves, and no
+      // entry lands on a path the sandbox could not have created (commit would write it there).
+      const landing = (p: string): string => to + p.slice(from.length);
+      const refuse = (p: string): boolean =>
+        this.#rules.permissionOf(p) !== 'write' || this.#rules.permissionOf(landing(p)) !== 'write';
+      await this.#delta.rename(from, to, { refuse });
     } catch (err) {
       if (err instanceof FsError && err.errnoName === 'EACCES') {
         throw this.#deny('rename', from, 'write', 'EACCES', caller, to);
