@@ -5,7 +5,7 @@ import { realpath, rm, stat } from 'node:fs/promises';
 import { basename } from 'node:path';
 import type { Readable } from 'node:stream';
 import type { Logger } from 'pino';
-import { InvalidArgumentError, WrongStateError } from '@agentfense/protocol';
+import { InvalidArgumentError, NotFoundError, WrongStateError } from '@agentfense/protocol';
 import { newId, validateId } from '../ids.js';
 import { ensurePrivateDir } from '../paths.js';
 import type { DataLayout } from '../paths.js';
@@ -128,6 +128,18 @@ export class CodebaseService {
   /** The directory a sandbox mounts as its lower layer. */
   lowerDir(id: string): string {
     return this.get(id).path;
+  }
+
+  /** lowerDir(), checked to exist as a directory (a linked directory may have been removed since). */
+  async existingLowerDir(id: string): Promise<string> {
+    const dir = this.lowerDir(id);
+    const st = await stat(dir).catch(() => undefined);
+    if (st?.isDirectory() !== true) {
+      throw new NotFoundError(`the directory of codebase ${id} (${dir}) does not exist any more`, {
+        details: { id, path: dir },
+      });
+    }
+    return dir;
   }
 
   /**

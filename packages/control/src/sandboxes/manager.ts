@@ -219,7 +219,7 @@ export class SandboxManager {
         await makeSharedBind(paths.mnt);
         await ensurePrivateDir(paths.workspace);
         const t1 = performance.now();
-        const lowerDir = this.#codebases.lowerDir(row.codebase_id);
+        const lowerDir = await this.#codebases.existingLowerDir(row.codebase_id);
         supervisor = await WorkerSupervisor.start({
           sandboxId: id,
           mount: {
