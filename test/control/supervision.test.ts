@@ -36,6 +36,14 @@ describe('worker supervision', () => {
     const id = await running();
     const other = await running();
     await cp.exec(id, 'echo before > /workspace/output/before.txt');
+    // Rules changed at run time must survive the restart.
+    await cp.setRules(id, {
+      rules: [
+        { pattern: '**', permission: 'read' },
+        { pattern: '/output/**', permission: 'write' },
+        { pattern: '/docs/', permission: 'none' },
+      ],
+    });
     const pid = cp.sandboxes.workerPid(id) as number;
     const killedAt = Date.now();
     process.kill(pid, 'SIGKILL');
@@ -51,6 +59,7 @@ describe('worker supervision', () => {
     const r = await cp.exec(id, 'cat /workspace/README.md /workspace/output/before.txt');
     expect(r.stderr.toString()).toBe('');
     expect(r.stdout.toString()).toBe('# demo\nbefore\n'); // the delta survived the crash
+    expect((await cp.exec(id, 'ls /workspace')).stdout.toString()).not.toContain('docs');
     // The other sandbox never noticed.
     expect((await cp.exec(other, 'cat /workspace/README.md')).exitCode).toBe(0);
     expect(cp.getSandbox(other).restartCount).toBe(0);

@@ -439,6 +439,8 @@ export class SandboxManager {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
+    // Operations already under way finish first (a start in flight would otherwise outlive close).
+    await Promise.all([...this.#locks.values()]);
     await Promise.all(
       [...this.#live.keys()].map((id) =>
         this.#withLock(id, () => this.#stopLocked(id, 'control plane closed')).catch((err: unknown) =>
