@@ -1,9 +1,13 @@
 // The `agentfense` command line: builds the commander program and maps errors to exit statuses once.
 import { Command, CommanderError } from 'commander';
 import { AgentFenseError, InvalidArgumentError } from '@agentfense/protocol';
+import { registerCodebases } from './commands/codebases.js';
 import { registerExplain } from './commands/explain.js';
+import { registerLogs } from './commands/logs.js';
 import { registerMount } from './commands/mount.js';
 import { registerPresets } from './commands/presets.js';
+import { registerRun } from './commands/run.js';
+import { registerSandboxes } from './commands/sandboxes.js';
 import { registerServe } from './commands/serve.js';
 import { processIo } from './io.js';
 import type { CliIo, CliResult } from './io.js';
@@ -31,7 +35,11 @@ export function createProgram(io: CliIo = processIo, result: CliResult = { exitC
   const context = { io, result };
   registerExplain(program, context);
   registerPresets(program, context);
+  registerRun(program, context);
   registerMount(program, context);
+  registerLogs(program, context);
+  registerSandboxes(program, context);
+  registerCodebases(program, context);
   registerServe(program, context);
   for (const command of program.commands) command.exitOverride().configureOutput(program.configureOutput());
   return program;

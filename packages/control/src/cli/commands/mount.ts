@@ -9,6 +9,7 @@ import { isFuseMounted, spawnWorker } from '@agentfense/fuse-worker';
 import { InvalidArgumentError, WorkerExitedError } from '@agentfense/protocol';
 import type { CliContext } from '../io.js';
 import { addPolicyOptions, policyFromFlags } from '../policy-options.js';
+import { untilSignal } from '../signals.js';
 import type { PolicyFlags } from '../policy-options.js';
 
 interface MountFlags extends PolicyFlags {
@@ -22,21 +23,6 @@ async function requireDir(path: string, what: string): Promise<void> {
   const info = await stat(path).catch(() => null);
   if (info === null) throw new InvalidArgumentError(`${what} ${path} does not exist`);
   if (!info.isDirectory()) throw new InvalidArgumentError(`${what} ${path} is not a directory`);
-}
-
-/** Resolves on the first SIGINT or SIGTERM. */
-function untilSignal(): { promise: Promise<string>; dispose(): void } {
-  let onSignal: (signal: string) => void = () => undefined;
-  const promise = new Promise<string>((done) => (onSignal = done));
-  process.once('SIGINT', onSignal);
-  process.once('SIGTERM', onSignal);
-  return {
-    promise,
-    dispose: () => {
-      process.off('SIGINT', onSignal);
-      process.off('SIGTERM', onSignal);
-    },
-  };
 }
 
 /** Registers `mount` on the program. */

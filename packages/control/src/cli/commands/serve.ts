@@ -8,26 +8,12 @@ import { assertListenAllowed, parseListen, readTokenFile } from '../../http/auth
 import { controlPlaneBackend } from '../../http/backend.js';
 import { createHttpServer } from '../../http/server.js';
 import type { CliContext } from '../io.js';
+import { untilSignal } from '../signals.js';
 
 interface ServeFlags {
   readonly listen: string;
   readonly data?: string;
   readonly tokenFile?: string;
-}
-
-/** Resolves on the first SIGINT or SIGTERM. */
-function untilSignal(): { promise: Promise<string>; dispose(): void } {
-  let onSignal: (signal: string) => void = () => undefined;
-  const promise = new Promise<string>((done) => (onSignal = done));
-  process.once('SIGINT', onSignal);
-  process.once('SIGTERM', onSignal);
-  return {
-    promise,
-    dispose: () => {
-      process.off('SIGINT', onSignal);
-      process.off('SIGTERM', onSignal);
-    },
-  };
 }
 
 /** Registers `serve` on the program. */

@@ -1,0 +1,246 @@
+// `agentfense run <dir> [options] -- <cmd…>`: one command in a fresh sandbox over <dir> (linked in place,
+// nothing copied), with its output streamed live and its exit status passed through (SPEC §7).
+// Afterwards --diff prints the change set, --commit applies it to <dir>; the sandbox is destroyed unless
+// --keep (then `agentfense logs|audit|sandbox inspect <id>` work on it later).
+import { resolve } from 'node:path';
+import type { Command } from 'commander';
+import { InvalidArgumentError } from '@agentfense/protocol';
+import type { ChangeEntry, CommitResult, ExecResult } from '@agentfense/protocol';
+import type { ControlPlane } from '../../control-plane.js';
+import { addDataOption, openControlPlane } from '../control-options.js';
+import type { DataFlags } from '../control-options.js';
+import { printJson } from '../io.js';
+import type { CliContext, CliIo } from '../io.js';
+import { parseEnvPairs, parseLabels, parseSeconds } from '../parse.js';
+import { addPolicyOptions, policyFromFlags } from '../policy-options.js';
+import type { PolicyFlags } from '../policy-options.js';
+
+/** Status when the command was killed by --timeout (as timeout(1) does). */
+export const EXIT_TIMEOUT = 124;
+/** Status when the command succeeded but --commit found conflicts (nothing conflicting was written). */
+export const EXIT_CONFLICT = 3;
+
+interface RunFlags extends PolicyFlags, DataFlags {
+  readonly runtime?: string;
+  readonly network?: boolean;
+  readonly timeout?: string;
+  readonly env: string[];
+  readonly label: string[];
+  readonly cwd?: string;
+  readonly stdin?: boolean;
+  readonly diff?: boolean;
+  readonly commit?: boolean;
+  readonly lastWriterWins?: boolean;
+  readonly keep?: boolean;
+  readonly json?: boolean;
+  readonly verbose?: boolean;
+}
+
+const collect = (value: string, previous: string[]): string[] => [...previous, value];
+
+async function readStdin(): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks);
+}
+
+function summarize(changes: readonly ChangeEntry[]): string {
+  if (changes.length === 0) return 'no changes\n';
+  const mark = { added: 'A', modified: 'M', deleted: 'D' } as const;
+  return changes.map((c) => `${mark[c.kind]} ${c.path}${c.type === 'directory' ? '/' : ''}\n`).join('');
+}
+
+function exitStatusOf(result: ExecResult): number {
+  if (result.timedOut) return EXIT_TIMEOUT;
+  if (result.exitCode !== null) return result.exitCode;
+  return 128 + 9; // killed by a signal outside the sandbox (stop, cancel): report it like a shell does
+}
+
+/** Registers `run` on the program. */
+export function registerRun(program: Command, { io, result }: CliContext): void {
+  addDataOption(
+    addPolicyOptions(
+      program
+        .command('run')
+        .description("run one command in a fresh sandbox over <dir>; exits with the command's status")
+        .argument('<dir>', 'the codebase directory, seen as /workspace (used in place, nothing copied)')
+        .argument(
+          '<command...>',
+          'the command and its arguments (after --); use `sh -c "..."` for a shell line',
+        )
+        .usage('<dir> [options] -- <command...>'),
+    ),
+  )
+    .option('--runtime <name>', 'bwrap (default) or docker')
+    .option('--network', 'give the sandbox network access (off by default: loopback only)')
+    .option('--timeout <seconds>', 'kill the command and everything it started after this long (status 124)')
+    .option('--env <K=V>', 'environment variable for the command (repeatable)', collect, [])
+    .option('--label <k=v>', 'label stored on the sandbox (repeatable)', collect, [])
+    .option('--cwd <dir>', 'working directory inside the sandbox (default /workspace)')
+    .option('--stdin', "pass this process's standard input to the command (default: empty stdin)")
+    .option('--diff', 'after the command, print the change set and a unified diff of text files')
+    .option('--commit', 'after the command, apply the changes to <dir> (conflicts are reported, status 3)')
+    .option(
+      '--last-writer-wins',
+      'with --commit: overwrite files changed in <dir> meanwhile instead of reporting them',
+    )
+    .option('--keep', 'keep the sandbox (stopped, with its changes, logs and audit trail) and print its id')
+    .option('--json', 'print one JSON object: exit status, output, changes, diff, commit result')
+    .option('-v, --verbose', 'print each step with its duration on stderr')
+    .action(async (dir: string, command: string[], flags: RunFlags) => {
+      const rules = await policyFromFlags(flags);
+      const env = parseEnvPairs(flags.env);
+      const labels = parseLabels(flags.label);
+      const timeoutMs =
+        flags.timeout === undefined ? undefined : parseSeconds(flags.timeout, '--timeout') * 1000;
+      if (flags.lastWriterWins === true && flags.commit !== true) {
+        throw new InvalidArgumentError('--last-writer-wins only makes sense with --commit');
+      }
+      const stdin = flags.stdin === true ? await readStdin() : undefined;
+      const step = stepper(io, flags.verbose === true);
+
+      const plane = await openControlPlane(flags);
+      let outcome: RunOutcome | undefined;
+      try {
+        outcome = await runInSandbox(plane, {
+          dir: resolve(dir),
+          rules,
+          command,
+          env,
+          labels,
+          flags,
+          step,
+          io,
+          ...(timeoutMs === undefined ? {} : { timeoutMs }),
+          ...(stdin === undefined ? {} : { stdin }),
+        });
+      } finally {
+        await plane.close();
+      }
+      const { exec, changes, diff, commit, sandboxId } = outcome;
+      if (flags.json === true) {
+        printJson(io, {
+          sandboxId: flags.keep === true ? sandboxId : null,
+          exitCode: exec.exitCode,
+          signal: exec.signal,
+          timedOut: exec.timedOut,
+          oomKilled: exec.oomKilled,
+          durationMs: Math.round(exec.durationMs),
+          stdout: exec.stdout.toString('utf8'),
+          stderr: exec.stderr.toString('utf8'),
+          changes,
+          diff: diff ?? null,
+          commit: commit ?? null,
+        });
+      }
+      if (exec.timedOut)
+        io.stderr.write(`agentfense: the command timed out after ${flags.timeout} s and was killed\n`);
+      if (exec.oomKilled)
+        io.stderr.write('agentfense: the command was killed for exceeding its memory limit\n');
+      const status = exitStatusOf(exec);
+      result.exitCode =
+        status === 0 && commit !== undefined && commit.conflicts.length > 0 ? EXIT_CONFLICT : status;
+    });
+}
+
+interface RunRequest {
+  readonly dir: string;
+  readonly rules: readonly unknown[];
+  readonly command: readonly string[];
+  readonly env: Record<string, string>;
+  readonly labels: Record<string, string>;
+  readonly flags: RunFlags;
+  readonly timeoutMs?: number;
+  readonly stdin?: Buffer;
+  readonly step: (what: string) => void;
+  readonly io: CliIo;
+}
+
+interface RunOutcome {
+  readonly sandboxId: string;
+  readonly exec: ExecResult;
+  readonly changes: readonly ChangeEntry[];
+  readonly diff?: { diff: string; binary: readonly string[] };
+  readonly commit?: CommitResult;
+}
+
+async function runInSandbox(plane: ControlPlane, request: RunRequest): Promise<RunOutcome> {
+  const { flags, io, step } = request;
+  const json = flags.json === true;
+  const codebase = await plane.linkCodebase({ path: request.dir });
+  let sandboxId: string | undefined;
+  try {
+    const sandbox = await plane.createSandbox({
+      codebaseId: codebase.id,
+      rules: request.rules,
+      network: flags.network === true,
+      labels: request.labels,
+      ...(flags.runtime === undefined ? {} : { runtime: flags.runtime }),
+    });
+    sandboxId = sandbox.id;
+    step(`created ${sandbox.id}`);
+    await plane.startSandbox(sandbox.id);
+    step('started (worker mounted, runtime ready)');
+    const exec = await plane.exec(sandbox.id, request.command, {
+      env: request.env,
+      ...(flags.cwd === undefined ? {} : { cwd: flags.cwd }),
+      ...(request.timeoutMs === undefined ? {} : { timeoutMs: request.timeoutMs }),
+      ...(request.stdin === undefined ? {} : { stdin: request.stdin }),
+      // Live output, except with --json where everything goes into one object at the end.
+      ...(json
+        ? {}
+        : {
+            onStdout: (chunk: Buffer) => io.stdout.write(chunk),
+            onStderr: (chunk: Buffer) => io.stderr.write(chunk),
+          }),
+    });
+    step(`command finished (status ${exec.exitCode ?? exec.signal})`);
+    const changes = await plane.changes(sandbox.id);
+    let diff: { diff: string; binary: readonly string[] } | undefined;
+    if (flags.diff === true) {
+      diff = await plane.diff(sandbox.id);
+      if (!json) {
+        io.stderr.write(`agentfense: changes in the sandbox:\n${summarize(changes)}`);
+        io.stdout.write(diff.diff);
+        for (const path of diff.binary) io.stdout.write(`Binary file ${path} differs\n`);
+      }
+    }
+    let commit: CommitResult | undefined;
+    if (flags.commit === true) {
+      commit = await plane.commit(sandbox.id, {
+        mode: flags.lastWriterWins === true ? 'last-writer-wins' : 'detect-conflicts',
+      });
+      if (!json) reportCommit(io, commit, request.dir);
+    }
+    if (flags.keep === true) {
+      await plane.stopSandbox(sandbox.id, { reason: 'agentfense run --keep' });
+      if (!json)
+        io.stderr.write(`agentfense: kept sandbox ${sandbox.id} (stopped; changes, logs and audit kept)\n`);
+    }
+    return { sandboxId: sandbox.id, exec, changes, ...(diff && { diff }), ...(commit && { commit }) };
+  } finally {
+    if (flags.keep !== true) {
+      if (sandboxId !== undefined) await plane.destroySandbox(sandboxId);
+      await plane.deleteCodebase(codebase.id);
+      step('sandbox destroyed');
+    }
+  }
+}
+
+function reportCommit(io: CliIo, commit: CommitResult, dir: string): void {
+  io.stderr.write(`agentfense: committed ${commit.applied.length} change(s) to ${dir}\n`);
+  for (const conflict of commit.conflicts) {
+    io.stderr.write(`agentfense: conflict, not written: ${conflict.path}: ${conflict.reason}\n`);
+  }
+}
+
+/** `--verbose` progress: each step with the time since the previous one. */
+function stepper(io: CliIo, verbose: boolean): (what: string) => void {
+  let last = performance.now();
+  return (what) => {
+    if (!verbose) return;
+    const now = performance.now();
+    io.stderr.write(`agentfense: ${what} (+${Math.round(now - last)} ms)\n`);
+    last = now;
+  };
+}

@@ -1,0 +1,126 @@
+// `agentfense sandbox list|inspect|stop|destroy`: the sandboxes recorded in the data directory.
+import type { Command } from 'commander';
+import type { SandboxInfo, SandboxState } from '../../sandboxes/types.js';
+import { SANDBOX_STATES } from '../../sandboxes/types.js';
+import { InvalidArgumentError } from '@agentfense/protocol';
+import { addDataOption, openControlPlane } from '../control-options.js';
+import type { DataFlags } from '../control-options.js';
+import { formatTable, printJson } from '../io.js';
+import type { CliContext } from '../io.js';
+import { parseLabels } from '../parse.js';
+
+interface ListFlags extends DataFlags {
+  readonly codebase?: string;
+  readonly state?: string;
+  readonly label: string[];
+  readonly json?: boolean;
+}
+
+const collect = (value: string, previous: string[]): string[] => [...previous, value];
+
+function parseState(value: string | undefined): SandboxState | undefined {
+  if (value === undefined) return undefined;
+  const state = value.toUpperCase();
+  if (!(SANDBOX_STATES as readonly string[]).includes(state)) {
+    throw new InvalidArgumentError(
+      `--state ${JSON.stringify(value)}: expected one of ${SANDBOX_STATES.join(', ')}`,
+    );
+  }
+  return state as SandboxState;
+}
+
+function describe(sb: SandboxInfo): string {
+  const rows: string[][] = [
+    ['id', sb.id],
+    ['state', sb.stateReason === null ? sb.state : `${sb.state} (${sb.stateReason})`],
+    ['codebase', sb.codebaseId],
+    ['runtime', sb.runtime],
+    ['network', sb.network ? 'on' : 'off'],
+    [
+      'labels',
+      Object.entries(sb.labels)
+        .map(([k, v]) => `${k}=${v}`)
+        .join(', ') || '-',
+    ],
+    ['created', sb.createdAt],
+    ['started', sb.startedAt ?? '-'],
+    ['stopped', sb.stoppedAt ?? '-'],
+    ['expires', sb.expiresAt ?? 'never'],
+    [
+      'worker restarts',
+      sb.lastRestartReason === null
+        ? String(sb.restartCount)
+        : `${sb.restartCount} (last: ${sb.lastRestartReason})`,
+    ],
+    ['rules', sb.rules.map((r) => `${r.pattern} -> ${r.permission}`).join('; ')],
+  ];
+  return `${formatTable(rows)}\n`;
+}
+
+/** Registers `sandbox` and its subcommands on the program. */
+export function registerSandboxes(program: Command, { io }: CliContext): void {
+  const sandbox = program.command('sandbox').description('list, inspect, stop and destroy sandboxes');
+
+  addDataOption(sandbox.command('list').description('list sandboxes (newest first)'))
+    .option('--codebase <id>', 'only sandboxes of this codebase')
+    .option('--state <state>', `only sandboxes in this state (${SANDBOX_STATES.join(', ')})`)
+    .option('--label <k=v>', 'only sandboxes with this label (repeatable: all must match)', collect, [])
+    .option('--json', 'print a JSON array')
+    .action(async (flags: ListFlags) => {
+      const state = parseState(flags.state);
+      const labels = parseLabels(flags.label);
+      const plane = await openControlPlane(flags);
+      try {
+        const all: SandboxInfo[] = [];
+        let pageToken: string | undefined;
+        do {
+          const page = plane.listSandboxes({
+            labels,
+            ...(flags.codebase === undefined ? {} : { codebaseId: flags.codebase }),
+            ...(state === undefined ? {} : { state }),
+            ...(pageToken === undefined ? {} : { pageToken }),
+          });
+          all.push(...page.items);
+          pageToken = page.nextPageToken ?? undefined;
+        } while (pageToken !== undefined);
+        if (flags.json === true) printJson(io, all);
+        else if (all.length === 0) io.stderr.write('agentfense: no sandboxes\n');
+        else
+          io.stdout.write(
+            `${formatTable([['ID', 'STATE', 'CODEBASE', 'RUNTIME', 'CREATED'], ...all.map((s) => [s.id, s.state, s.codebaseId, s.runtime, s.createdAt])])}\n`,
+          );
+      } finally {
+        await plane.close();
+      }
+    });
+
+  addDataOption(sandbox.command('inspect').description('show one sandbox').argument('<id>', 'sandbox id'))
+    .option('--json', 'print the sandbox as JSON')
+    .action(async (id: string, flags: DataFlags & { json?: boolean }) => {
+      const plane = await openControlPlane(flags);
+      try {
+        const info = plane.getSandbox(id);
+        if (flags.json === true) printJson(io, info);
+        else io.stdout.write(describe(info));
+      } finally {
+        await plane.close();
+      }
+    });
+
+  addDataOption(
+    sandbox
+      .command('destroy')
+      .description('destroy sandboxes (their uncommitted changes are dropped)')
+      .argument('<id...>', 'sandbox ids'),
+  ).action(async (ids: string[], flags: DataFlags) => {
+    const plane = await openControlPlane(flags);
+    try {
+      for (const id of ids) {
+        await plane.destroySandbox(id);
+        io.stderr.write(`agentfense: destroyed ${id}\n`);
+      }
+    } finally {
+      await plane.close();
+    }
+  });
+}

@@ -1,0 +1,20 @@
+// The `--data DIR` option shared by every command that opens the control plane, and opening it.
+import type { Command } from 'commander';
+import { ControlPlane } from '../control-plane.js';
+
+export interface DataFlags {
+  readonly data?: string;
+}
+
+/** Adds `--data <dir>` to a command. */
+export function addDataOption(command: Command): Command {
+  return command.option(
+    '--data <dir>',
+    'the data directory (default $AGENTFENSE_DATA_DIR, else ~/.local/share/agentfense)',
+  );
+}
+
+/** Opens the control plane of the selected data directory. */
+export function openControlPlane(flags: DataFlags): Promise<ControlPlane> {
+  return ControlPlane.open(flags.data === undefined ? {} : { dataDir: flags.data });
+}

@@ -1,0 +1,31 @@
+// Parsing of repeated CLI values (K=V pairs, durations) with errors that name the flag and the fix.
+import { InvalidArgumentError } from '@agentfense/protocol';
+
+function pairs(values: readonly string[], flag: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const value of values) {
+    const eq = value.indexOf('=');
+    if (eq <= 0) throw new InvalidArgumentError(`${flag} ${JSON.stringify(value)}: expected KEY=VALUE`);
+    out[value.slice(0, eq)] = value.slice(eq + 1);
+  }
+  return out;
+}
+
+/** `--env K=V` values (names are validated again by the runtime). */
+export function parseEnvPairs(values: readonly string[]): Record<string, string> {
+  return pairs(values, '--env');
+}
+
+/** `--label k=v` values. */
+export function parseLabels(values: readonly string[]): Record<string, string> {
+  return pairs(values, '--label');
+}
+
+/** A positive number of seconds (fractions allowed). */
+export function parseSeconds(value: string, flag: string): number {
+  const seconds = Number(value);
+  if (!Number.isFinite(seconds) || seconds <= 0) {
+    throw new InvalidArgumentError(`${flag} ${JSON.stringify(value)}: expected a positive number of seconds`);
+  }
+  return seconds;
+}
