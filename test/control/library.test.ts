@@ -205,6 +205,16 @@ describe('other policies', () => {
     expect(session.closedReason).toBe('sandbox-stopped');
   });
 
+  it('reports the resource limits in force', async () => {
+    await using sb = await Sandbox.fromLocal(dirs.repo, {
+      controlPlane: cp,
+      resources: { pidsLimit: 64, memoryBytes: 256 * 1024 * 1024 },
+    });
+    const { limits } = sb.info();
+    expect(limits).toMatchObject({ pidsLimit: 64, memoryBytes: 256 * 1024 * 1024 });
+    expect(limits?.mechanism).toMatch(/cgroup/);
+  });
+
   it('dispose removes the sandbox, the codebase record and its data, not the directory', async () => {
     let id = '';
     {

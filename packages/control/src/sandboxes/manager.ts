@@ -249,7 +249,12 @@ export class SandboxManager {
           env: JSON.parse(row.env) as Record<string, string>,
         });
         this.#live.set(id, { supervisor, instance, audit });
-        this.#store.update(id, { state: 'RUNNING', state_reason: null, started_at: Date.now() });
+        this.#store.update(id, {
+          state: 'RUNNING',
+          state_reason: null,
+          started_at: Date.now(),
+          limits: JSON.stringify(instance.limits),
+        });
         const t3 = performance.now();
         this.#logger.info(
           {

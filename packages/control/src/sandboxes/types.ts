@@ -1,5 +1,5 @@
 // Public shapes of sandboxes: states, create options, records and exec options.
-import type { ExecOptions, PermissionRule, ResourceLimits } from '@agentfense/protocol';
+import type { EnforcedLimits, ExecOptions, PermissionRule, ResourceLimits } from '@agentfense/protocol';
 
 /** SPEC §6: PENDING → RUNNING ⇄ STOPPED; any → ERROR. */
 export const SANDBOX_STATES = ['PENDING', 'RUNNING', 'STOPPED', 'ERROR'] as const;
@@ -37,6 +37,8 @@ export interface SandboxInfo {
   readonly rules: readonly PermissionRule[];
   readonly network: boolean;
   readonly resources: ResourceLimits;
+  /** The limits the runtime enforced at the last start, and how (null before the first start). */
+  readonly limits: EnforcedLimits | null;
   readonly labels: Readonly<Record<string, string>>;
   readonly auditAllowed: boolean;
   readonly expiresAt: string | null;

@@ -1,5 +1,6 @@
 // The metadata database (SQLite through better-sqlite3): opened in WAL mode so several control-plane
 // processes can share one data directory, with numbered migrations recorded in `schema_migrations`.
+import { chmodSync } from 'node:fs';
 import Database from 'better-sqlite3';
 import { UnavailableError } from '@agentfense/protocol';
 
@@ -58,6 +59,11 @@ export const MIGRATIONS: readonly { readonly version: number; readonly sql: stri
       CREATE INDEX sandbox_labels_by_kv ON sandbox_labels (key, value);
     `,
   },
+  {
+    // The limits the runtime reported as enforced at the last start (SPEC §4), as JSON.
+    version: 2,
+    sql: 'ALTER TABLE sandboxes ADD COLUMN limits TEXT',
+  },
 ];
 
 /** How long a writer waits for another process's transaction before failing (ms). */
@@ -73,6 +79,8 @@ export function openDatabase(file: string): Db {
       cause: err,
     });
   }
+  // Sandbox env (which may hold tokens) is stored here: owner-only, like the data directory.
+  if (file !== ':memory:') chmodSync(file, 0o600);
   db.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
   db.pragma('journal_mode = WAL');
   db.pragma('foreign_keys = ON');

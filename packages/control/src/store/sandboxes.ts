@@ -1,7 +1,7 @@
 // Sandbox rows: prepared statements over `sandboxes` and `sandbox_labels`.
 import type { Statement } from 'better-sqlite3';
 import { NotFoundError } from '@agentfense/protocol';
-import type { PermissionRule, ResourceLimits } from '@agentfense/protocol';
+import type { EnforcedLimits, PermissionRule, ResourceLimits } from '@agentfense/protocol';
 import type { SandboxInfo, SandboxState } from '../sandboxes/types.js';
 import type { Db } from './db.js';
 import type { PageCursor } from './pagination.js';
@@ -33,6 +33,8 @@ export interface SandboxRow {
   readonly restart_count: number;
   readonly last_restart_at: number | null;
   readonly last_restart_reason: string | null;
+  /** JSON of the runtime's EnforcedLimits at the last start; null before. */
+  readonly limits: string | null;
 }
 
 /** Columns a caller may update, by name. */
@@ -59,6 +61,7 @@ const PATCHABLE = new Set<string>([
   'restart_count',
   'last_restart_at',
   'last_restart_reason',
+  'limits',
 ]);
 
 export interface SandboxQuery {
@@ -215,6 +218,7 @@ export function sandboxInfo(row: SandboxRow): SandboxInfo {
     rules: JSON.parse(row.rules) as PermissionRule[],
     network: row.network !== 0,
     resources: JSON.parse(row.resources) as ResourceLimits,
+    limits: row.limits === null ? null : (JSON.parse(row.limits) as EnforcedLimits),
     labels: JSON.parse(row.labels) as Record<string, string>,
     auditAllowed: row.audit_allowed !== 0,
     expiresAt: iso(row.expires_at),
