@@ -57,6 +57,21 @@ describe('metadata database', () => {
     );
   });
 
+  it('upgrades a database made by an older release, keeping its rows', async () => {
+    db.close();
+    const file = join(dir, 'old.db');
+    const { default: Database } = await import('better-sqlite3');
+    const old = new Database(file);
+    old.exec('CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)');
+    old.exec(MIGRATIONS[0]!.sql);
+    old.prepare('INSERT INTO schema_migrations VALUES (1, 0)').run();
+    old.close();
+    db = openDatabase(file);
+    expect(schemaVersion(db)).toBe(MIGRATIONS.at(-1)?.version);
+    const columns = db.prepare('PRAGMA table_info(sandboxes)').all() as { name: string }[];
+    expect(columns.map((c) => c.name)).toContain('limits');
+  });
+
   it('refuses a database from a newer release', () => {
     db.prepare('INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)').run(999, Date.now());
     db.close();
