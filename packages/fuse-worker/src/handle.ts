@@ -42,6 +42,18 @@ export interface WorkerExit {
   readonly signal: string | null;
 }
 
+/**
+ * Node/V8 flags of the worker process, chosen by measuring PSS and per-op CPU (bench/README.md):
+ * - `--max-semi-space-size=1` (MiB): V8's young generation otherwise grows to 3 x 16 MiB under a burst
+ *   of FUSE requests (every request allocates a little) and keeps it: 70 -> 40 MiB PSS after a
+ *   `grep -r` over 10,000 files, with no measurable cost per op (scavenges of 1 MiB are short).
+ * - `--v8-pool-size=1`: one V8 background thread instead of one per core; each thread's malloc arena
+ *   and stack cost ~1-2 MiB, and the worker's JS is short request handlers, not heavy compilation.
+ * Not used: `--optimize-for-size` (another ~1-3 MiB, but +10-25 % CPU per lookup) and
+ * `--jitless`/`--lite-mode` (27-45 % slower, MACHINE-NOTES).
+ */
+export const WORKER_NODE_FLAGS: readonly string[] = ['--max-semi-space-size=1', '--v8-pool-size=1'];
+
 /** Keep this much of the worker's stderr to explain a crash. */
 const STDERR_TAIL_BYTES = 4096;
 
@@ -108,7 +120,14 @@ export class WorkerHandle {
 
 /** Starts a worker process and completes the protocol handshake with it. */
 export async function spawnWorker(options: SpawnWorkerOptions): Promise<WorkerHandle> {
-  const argv = [WORKER_ENTRY, '--log-file', options.logFile, '--log-level', options.logLevel ?? 'info'];
+  const argv = [
+    ...WORKER_NODE_FLAGS,
+    WORKER_ENTRY,
+    '--log-file',
+    options.logFile,
+    '--log-level',
+    options.logLevel ?? 'info',
+  ];
   if (options.name !== undefined) argv.push('--name', options.name);
   // fd 3 'pipe' is a socketpair on Unix (libuv): the worker opens it as its control connection.
   const child = spawn(process.execPath, argv, { stdio: ['ignore', 'ignore', 'pipe', 'pipe'] });
