@@ -9,6 +9,7 @@ import type {
   CommitResult,
   ExecResult,
   RuntimeInstance,
+  WorkerStats,
 } from '@agentfense/protocol';
 import { createBwrapRuntime } from '@agentfense/runtime-bwrap';
 import { CodebaseService } from './codebases/service.js';
@@ -232,6 +233,10 @@ export class ControlPlane implements AsyncDisposable {
   }
   audit(id: string, query?: AuditQuery): Promise<AuditEvent[]> {
     return this.sandboxes.audit(id, query);
+  }
+  /** The worker's memory and per-op statistics of a sandbox this process runs. */
+  workerStats(id: string): Promise<WorkerStats> {
+    return this.sandboxes.workerStats(id);
   }
   /** The runtime instance of a sandbox this process runs (sessions are built on it). */
   runtimeInstance(id: string): RuntimeInstance {

@@ -24,6 +24,7 @@ import type {
   WorkerMethod,
   WorkerParams,
   WorkerResult,
+  WorkerStats,
 } from '@agentfense/protocol';
 import { validateEnv } from '@agentfense/runtime-bwrap';
 import type { CodebaseService } from '../codebases/service.js';
@@ -331,6 +332,11 @@ export class SandboxManager {
     const live = this.#requireLive(id);
     await live.supervisor.worker();
     return live.instance.exec({ ...options, command });
+  }
+
+  /** The worker's resource and activity report (running sandboxes of this process). */
+  workerStats(id: string): Promise<WorkerStats> {
+    return this.#requireLive(id).supervisor.request('stats', {});
   }
 
   /** The runtime instance of a running sandbox (sessions spawn their shells through it). */
