@@ -1,32 +1,92 @@
 #!/usr/bin/env node
-// The README's demo: what an agent would see of the bundled example codebase under the agent-safe preset.
-// Grows with the product: today it walks the example and explains every path; once sandboxes run it also
-// executes commands in a real sandbox (hidden secrets, a denied write, an allowed write, diff, audit).
-import { readdir } from 'node:fs/promises';
+// The README's demo: a real sandbox (worker FUSE mount + bubblewrap) over the bundled example codebase
+// under the agent-safe preset. It shows hidden secrets, a denied write, an allowed write, the delta's
+// diff and the audit trail, then destroys the sandbox; examples/demo-repo is never modified.
+import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { compileRules, getPreset } from '@agentfense/control';
+import { Sandbox, compileRules, getPreset } from '@agentfense/control';
 
-const root = fileURLToPath(new URL('../examples/demo-repo', import.meta.url));
-const rules = compileRules(getPreset('agent-safe').rules);
+const repo = fileURLToPath(new URL('../examples/demo-repo', import.meta.url));
+// A throwaway data directory unless the user points at one.
+const dataDir = process.env.AGENTFENSE_DATA_DIR ?? (await mkdtemp(join(tmpdir(), 'agentfense-demo-')));
 
-/** Every path of the example codebase, depth first, as codebase paths. */
-async function walk(dir, prefix) {
+const bold = (text) => (process.stdout.isTTY ? `\x1b[1m${text}\x1b[0m` : text);
+const section = (title) => console.log(`\n${bold(`== ${title}`)}`);
+
+async function show(sb, command) {
+  console.log(`$ ${command}`);
+  const r = await sb.run(['sh', '-c', command]);
+  const out = `${r.stdout}${r.stderr}`;
+  if (out !== '') console.log(out.trimEnd().replace(/^/gm, '  '));
+  console.log(`  [exit ${r.exitCode}]`);
+  return r;
+}
+
+async function walk(dir, prefix = '') {
   const entries = (await readdir(dir, { withFileTypes: true })).sort((a, b) => a.name.localeCompare(b.name));
   const out = [];
-  for (const entry of entries) {
-    const path = `${prefix}/${entry.name}`;
-    out.push({ path, isDirectory: entry.isDirectory() });
-    if (entry.isDirectory()) out.push(...(await walk(`${dir}/${entry.name}`, path)));
+  for (const e of entries) {
+    out.push({ path: `${prefix}/${e.name}`, dir: e.isDirectory() });
+    if (e.isDirectory()) out.push(...(await walk(join(dir, e.name), `${prefix}/${e.name}`)));
   }
   return out;
 }
 
-const mark = { none: 'hidden  ', view: 'names   ', read: 'read    ', write: 'writable' };
-console.log('AgentFense demo — examples/demo-repo under the agent-safe preset\n');
-for (const { path, isDirectory } of await walk(root, '')) {
-  const { permission, rule, traversable } = rules.explain(path);
-  const shown = permission === 'none' && isDirectory && traversable ? 'view' : permission;
-  const why = rule === null ? 'no rule (default deny)' : `${rule.pattern} (priority ${rule.priority})`;
-  console.log(`  ${mark[shown]}  ${(path + (isDirectory ? '/' : '')).padEnd(30)} ${why}`);
+console.log(bold('AgentFense demo: an agent in a sandbox over examples/demo-repo, preset agent-safe'));
+
+section('The policy: what agent-safe makes of each path (agentfense explain)');
+const rules = compileRules(getPreset('agent-safe').rules);
+const label = { none: 'hidden', view: 'names only', read: 'read', write: 'writable' };
+for (const { path, dir } of await walk(repo)) {
+  const { permission, rule } = rules.explain(path);
+  console.log(
+    `  ${label[permission].padEnd(10)} ${(path + (dir ? '/' : '')).padEnd(28)} ${rule ? rule.pattern : '(default deny)'}`,
+  );
 }
-console.log('\nHidden paths are absent from ls/find and return ENOENT inside the sandbox.');
+
+const started = performance.now();
+const sb = await Sandbox.fromLocal(repo, { preset: 'agent-safe', dataDir });
+try {
+  console.log(
+    `\nsandbox ${sb.id} running (${Math.round(performance.now() - started)} ms to create and start)`,
+  );
+
+  section('1. Hidden secrets: absent from ls and find, ENOENT when named');
+  await show(sb, 'ls -la /workspace');
+  await show(sb, 'find /workspace | sort');
+  await show(sb, 'cat /workspace/.env; cat /workspace/secrets/deploy.pem');
+
+  section('2. Denied writes: the source tree is read-only for the agent');
+  await show(sb, 'echo \'print("pwned")\' >> /workspace/src/app.py');
+  await show(sb, 'echo notes > /workspace/NOTES.md');
+
+  section("3. An allowed write: /output is the agent's write area");
+  await show(
+    sb,
+    'echo "report: all good" > /workspace/output/report.txt && cat /workspace/output/report.txt',
+  );
+
+  section('4. The delta: what the agent changed, as a unified diff (nothing is in the repo yet)');
+  for (const c of await sb.changes()) console.log(`  ${c.kind.padEnd(8)} ${c.path} (${c.size ?? 0} bytes)`);
+  console.log((await sb.diff()).diff.trimEnd().replace(/^/gm, '  '));
+
+  section('5. The audit trail: every denial the worker saw');
+  for (const e of await sb.audit({ decision: 'deny' })) {
+    console.log(
+      `  ${new Date(e.time).toISOString()}  ${e.decision.toUpperCase()}  ${e.op.padEnd(7)} ${e.path.padEnd(24)} ${e.errno}`,
+    );
+  }
+  console.log(
+    '  (writes to read-only files are refused by the kernel from the mode bits the worker publishes, so they\n' +
+      '   never reach the worker: the shell shows them as "Permission denied" above; see docs/decisions.md)',
+  );
+} finally {
+  await sb.destroy();
+  if (process.env.AGENTFENSE_DATA_DIR === undefined) await rm(dataDir, { recursive: true, force: true });
+}
+section('Done');
+console.log(
+  '  sandbox destroyed; examples/demo-repo is unchanged (commit with sb.commit() or `agentfense run --commit`)',
+);
