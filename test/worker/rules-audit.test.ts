@@ -1,5 +1,7 @@
 // Live rule changes (setRules) take effect at once, even for what the kernel has cached; control-plane
 // writes and discards are seen at once too; audit events report denials (and allowed accesses on request).
+import { stat } from 'node:fs/promises';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { PermissionRule } from '@agentfense/protocol';
 import { AGENT_SAFE, mountFixture, useMountHygiene } from './helpers/fixture.js';
@@ -134,6 +136,64 @@ describe.each(['sandbox', 'host'] as const)('live rules as %s', (who) => {
         ['listdir', 'output'],
       ]),
     ).toEqual(['ok:o\n', 'ENOENT', 'ENOENT', 'ok:o.txt']);
+  });
+
+  it('a file hidden while a process holds it open: fstat, fchmod, fchown and read answer ENOENT', async () => {
+    const f = await mountFixture({
+      tree: TREE,
+      rules: withRule({ pattern: '/src/**', permission: 'write', priority: 20 }),
+    });
+    const script = String.raw`
+import errno, os, time
+fd = os.open('src/a.txt', os.O_RDWR)
+open('output/ready', 'w').close()
+while not os.path.exists('output/go'): time.sleep(0.02)
+out = []
+for name, fn in [('fstat', lambda: os.fstat(fd)), ('fchmod', lambda: os.fchmod(fd, 0o600)),
+                 ('fchown', lambda: os.fchown(fd, os.getuid(), os.getgid())), ('pread', lambda: os.pread(fd, 10, 0)),
+                 ('pwrite', lambda: os.pwrite(fd, b'x', 0))]:
+    try: fn(); out.append(name + ':ok')
+    except OSError as e: out.append(name + ':' + errno.errorcode[e.errno])
+print(' '.join(out))
+`;
+    const running = f[who]('python3 -', { stdin: script });
+    const deadline = Date.now() + 10_000;
+    while ((await stat(join(f.delta, 'upper/output/ready')).catch(() => null)) === null) {
+      if (Date.now() > deadline) throw new Error('the holder never started');
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    await f.worker.client.request('setRules', {
+      rules: withRule(
+        { pattern: '/src/**', permission: 'write', priority: 20 },
+        { pattern: '/src/a.txt', permission: 'none', priority: 200 },
+      ),
+    });
+    await f.worker.client.request('writeFile', { path: '/output/go', data: Buffer.from('') });
+    const r = await running;
+    expect(r.stderr).toBe('');
+    expect(r.stdout).toBe('fstat:ENOENT fchmod:ENOENT fchown:ENOENT pread:ENOENT pwrite:ENOENT\n');
+    const chown = await f.waitAudit((e) => e.op === 'setattr' && e.path === '/src/a.txt');
+    expect(chown).toMatchObject({ decision: 'deny', errno: 'ENOENT', permission: 'none' });
+  });
+
+  it('a lookup racing a control-plane write never leaves a stale negative entry (20 rounds)', async () => {
+    const f = await mountFixture({ tree: TREE, rules: AGENT_SAFE, cacheTtlSeconds: 3600 });
+    // The poller looks the name up in a tight loop, so lookups are in flight while writeFile invalidates.
+    const script = String.raw`
+import os, sys, time
+for i in range(20):
+    deadline = time.time() + 5
+    while not os.path.exists('output/go-%d' % i):
+        if time.time() > deadline: print('stuck at', i); sys.exit(1)
+print('all seen')
+`;
+    const running = f[who]('python3 -', { stdin: script });
+    for (let i = 0; i < 20; i++) {
+      await new Promise((r) => setTimeout(r, 30));
+      await f.worker.client.request('writeFile', { path: `/output/go-${i}`, data: Buffer.from('') });
+    }
+    const r = await running;
+    expect(r.stdout).toBe('all seen\n');
   });
 
   it('audit: denials arrive with op, path and errno; allowed accesses only when asked', async () => {

@@ -105,6 +105,8 @@ const S_IFIFO = constants.S_IFIFO;
 const S_IFREG = constants.S_IFREG;
 const S_IFSOCK = constants.S_IFSOCK;
 const O_ACCMODE = 0o3; // not exported by node:fs constants
+/** Bound on remembered negative entries (see #negativeTtl): a few MB at most. */
+const MAX_NEGATIVES = 20_000;
 
 /** The policy-enforcing copy-on-write filesystem of one sandbox. */
 export class PolicyFs {
@@ -120,6 +122,10 @@ export class PolicyFs {
   #hints: WriteHints;
   /** Merged, filtered listings by directory node, so offset > 0 continues the same snapshot. */
   readonly #listings = new Map<number, DirEntryOut[]>();
+  /** Bumped when an invalidation of the kernel's caches starts; lookups that straddle one are not cached. */
+  #generation = 0;
+  /** Names answered with a cached negative entry since the last invalidateAll (parent node id + name). */
+  readonly #negatives = new Map<string, { readonly parent: number; readonly name: string }>();
   /**
    * The identity and version (ino, size, mtime, ctime) last reported for nodes served from the codebase.
    * When it moves, the codebase file was replaced or changed behind this sandbox (another sandbox's
@@ -158,19 +164,44 @@ export class PolicyFs {
 
   /** LOOKUP: a visible entry, null for a name that does not exist (cacheable), ENOENT for a hidden one. */
   async lookup(parent: number, name: string, caller: Caller): Promise<EntryReply | NegativeEntry> {
+    const generation = this.#generation;
     const path = this.#childPath(parent, name);
-    const permission = this.#rules.permissionOf(path);
-    if (permission === 'none' && !this.#rules.isTraversable(path)) {
-      // Hidden: never cached by the kernel (a rule change may reveal it), answered like a missing name.
-      throw this.#deny('lookup', path, permission, 'ENOENT', caller);
-    }
+    this.#lookupPermission(path, null, caller);
     const found = await this.#delta.lookup(path);
-    if (found === null) return { ino: 0, entryTimeout: this.#ttl };
-    const isDir = found.type === 'directory';
-    if (permission === 'none' && !isDir) throw this.#deny('lookup', path, permission, 'ENOENT', caller);
-    const node = this.inodes.remember(parent, name, isDir);
+    // Decided after the await, with the rules in force now (setRules may have run meanwhile).
+    const permission = this.#lookupPermission(path, found, caller);
+    // An invalidation that started while we looked (rule change, discard, commit, writeFile) may already
+    // have been processed by the kernel: an answer cached now could outlive it, so cache nothing.
+    const ttl = generation === this.#generation ? this.#ttl : 0;
+    if (found === null) return { ino: 0, entryTimeout: this.#negativeTtl(parent, name, ttl) };
+    const node = this.inodes.remember(parent, name, found.type === 'directory');
     this.#allow('lookup', path, permission, caller);
-    return this.#entry(node, path, found, permission);
+    return this.#entry(node, path, found, permission, ttl);
+  }
+
+  /**
+   * The kernel keeps a negative entry for the TTL, and pruning its parent does not reliably drop it (a
+   * directory's dentry is spliced back with its children), so invalidateAll names each one it may hold.
+   * Past MAX_NEGATIVES remembered names, further negative answers are not cached at all.
+   */
+  #negativeTtl(parent: number, name: string, ttl: number): number {
+    if (ttl === 0) return 0;
+    const key = `${parent}/${name}`;
+    if (!this.#negatives.has(key)) {
+      if (this.#negatives.size >= MAX_NEGATIVES) return 0;
+      this.#negatives.set(key, { parent, name });
+    }
+    return ttl;
+  }
+
+  /** The permission a lookup answers with; hidden names throw ENOENT (never cached: a rule may reveal them). */
+  #lookupPermission(path: string, found: DeltaLookup | null, caller: Caller): Permission {
+    const permission = this.#rules.permissionOf(path);
+    if (permission !== 'none') return permission;
+    const traversable =
+      found === null || found.type === 'directory' ? this.#rules.isTraversable(path) : false;
+    if (!traversable) throw this.#deny('lookup', path, permission, 'ENOENT', caller);
+    return permission;
   }
 
   /** FORGET: the kernel dropped references; the node's host handle goes with it. */
@@ -188,22 +219,23 @@ export class PolicyFs {
     const node = this.#node(ino);
     const path = this.inodes.pathOf(ino);
     if (path === null) return this.#orphanAttr(node);
-    const permission = this.#visiblePermission(path, node.isDir, caller, 'getattr');
+    this.#visiblePermission(path, node.isDir, caller, 'getattr');
     const found = await this.#mustFind(path);
-    return this.#attr(node, path, found, permission);
+    // The mode bits follow the rules in force when we answer, not when we started (setRules may run).
+    return this.#attr(node, path, found, this.#visiblePermission(path, node.isDir, caller, 'getattr'));
   }
 
   /** SETATTR: chmod, truncate, utimens need write; chown is refused (EPERM). */
   async setattr(ino: number, changes: SetattrChanges, caller: Caller): Promise<FuseAttr> {
     const node = this.#node(ino);
     const path = this.inodes.pathOf(ino);
-    if (changes.uid !== undefined || changes.gid !== undefined) {
-      throw this.#deny('chown', path ?? `<unlinked #${ino}>`, 'write', 'EPERM', caller);
-    }
+    const chown = changes.uid !== undefined || changes.gid !== undefined;
+    // Visibility first: a node the rules now hide is ENOENT for chown too (and its audit says so).
+    const permission = path === null ? 'write' : this.#visiblePermission(path, node.isDir, caller, 'setattr');
+    if (chown) throw this.#deny('chown', path ?? `<unlinked #${ino}>`, permission, 'EPERM', caller);
     const atime = toSeconds(changes.atime);
     const mtime = toSeconds(changes.mtime);
     if (path === null) return this.#orphanSetattr(node, changes, atime, mtime);
-    const permission = this.#visiblePermission(path, node.isDir, caller, 'setattr');
     if (permission !== 'write') throw this.#deny('setattr', path, permission, 'EACCES', caller);
     await this.#delta.setattr(path, {
       ...(changes.mode === undefined ? {} : { mode: changes.mode & 0o7777 }),
@@ -489,6 +521,7 @@ export class PolicyFs {
    * discard, or a write that did not come through the mount). Resolves when the kernel has them.
    */
   async invalidateAll(): Promise<void> {
+    this.#generation++;
     this.#listings.clear();
     this.handles.closeUnpinned();
     const invalidator = this.invalidator;
@@ -497,7 +530,11 @@ export class PolicyFs {
     for (const node of this.inodes.entries()) {
       pending.push(invalidator.inode(node.ino));
       if (node.parent !== 0) pending.push(invalidator.entry(node.parent, node.name));
+      for (const link of node.links) pending.push(invalidator.entry(link.parent, link.name));
     }
+    // Names that did not exist may exist now (discard, commit, writeFile): drop the negative entries too.
+    for (const { parent, name } of this.#negatives.values()) pending.push(invalidator.entry(parent, name));
+    this.#negatives.clear();
     await Promise.all(pending);
   }
 
@@ -579,12 +616,12 @@ export class PolicyFs {
     return found;
   }
 
-  #entry(node: Inode, path: string, found: DeltaLookup, permission: Permission): EntryReply {
+  #entry(node: Inode, path: string, found: DeltaLookup, permission: Permission, ttl = this.#ttl): EntryReply {
     return {
       ino: node.ino,
       attr: this.#attr(node, path, found, permission),
-      entryTimeout: this.#ttl,
-      attrTimeout: this.#ttl,
+      entryTimeout: ttl,
+      attrTimeout: ttl,
     };
   }
 
