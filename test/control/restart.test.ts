@@ -62,7 +62,12 @@ describe('control-plane restart', () => {
     owner.child.kill('SIGKILL');
     await owner.child;
 
-    const cp = await ControlPlane.open({ dataDir: dirs.dataDir });
+    // Two processes' worth of control planes open at once: exactly one recovers the sandbox.
+    const [cp, other] = await Promise.all([
+      ControlPlane.open({ dataDir: dirs.dataDir }),
+      ControlPlane.open({ dataDir: dirs.dataDir }),
+    ]);
+    await other.close();
     try {
       const info = cp.getSandbox(owner.sandboxId);
       expect(info.state).toBe('STOPPED');

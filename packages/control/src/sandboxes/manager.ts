@@ -306,7 +306,7 @@ export class SandboxManager {
         throw new WrongStateError(`sandbox ${id} is in use by control-plane process ${row.owner_pid}`, {
           details: { id, ownerPid: row.owner_pid },
         });
-      } else if (row.owner_pid !== null) await this.#cleanupStale(row);
+      } else if (row.owner_pid !== null) await this.#claim(id); // a dead owner's leftovers: cleared
       const paths = this.#layout.sandbox(id);
       await clearStaleMounts(paths);
       this.#store.delete(id);
@@ -415,17 +415,16 @@ export class SandboxManager {
     for (const row of this.#store.all()) {
       if (row.owner_pid === null || this.#isMine(row) || this.#ownedElsewhere(row)) continue;
       await this.#withLock(row.id, async () => {
+        // Claiming is atomic across processes: of several processes opening at once, one recovers it.
         const fresh = this.#store.find(row.id);
-        if (
-          fresh === undefined ||
-          fresh.owner_pid === null ||
-          this.#isMine(fresh) ||
-          this.#ownedElsewhere(fresh)
-        )
-          return;
-        await this.#cleanupStale(fresh);
+        if (fresh === undefined || fresh.owner_pid === null || this.#ownedElsewhere(fresh)) return;
+        await this.#claim(row.id);
+        this.#release(row.id);
         recovered.push(row.id);
-      }).catch((err: unknown) => this.#logger.error({ err, sandboxId: row.id }, 'recovery failed'));
+      }).catch((err: unknown) => {
+        if (!(err instanceof WrongStateError))
+          this.#logger.error({ err, sandboxId: row.id }, 'recovery failed');
+      });
     }
     return recovered;
   }
@@ -534,7 +533,10 @@ export class SandboxManager {
     });
   }
 
-  /** Clears what a dead owner left: its worker, the FUSE mount, the shared bind. Marks the sandbox STOPPED. */
+  /**
+   * Clears what a dead owner left: its worker, the FUSE mount, the shared bind; a RUNNING sandbox becomes
+   * STOPPED. Called by #claim only, so the caller already holds the claim (ownership stays with it).
+   */
   async #cleanupStale(row: SandboxRow): Promise<void> {
     const paths = this.#layout.sandbox(row.id);
     if (row.worker_pid !== null && isSameProcess(row.worker_pid, row.worker_start)) {
@@ -555,9 +557,6 @@ export class SandboxManager {
             stopped_at: Date.now(),
           }
         : {}),
-      owner_pid: null,
-      owner_start: null,
-      owner_instance: null,
       worker_pid: null,
       worker_start: null,
     });
@@ -577,7 +576,8 @@ export class SandboxManager {
           details: { id, ownerPid: row.owner_pid },
         });
       }
-      await this.#cleanupStale(row);
+      await this.#claim(id); // the owner died: its leftovers are cleared, the sandbox marked STOPPED
+      this.#release(id);
       return;
     }
     this.#live.delete(id);
