@@ -195,6 +195,13 @@ describe.skipIf(docker.unavailable !== null)(
           ]);
         });
 
+        it('commands start with SIGINT and SIGQUIT at their defaults (the wrapper backgrounds them)', async () => {
+          const { sb } = await start();
+          const r = await sb.exec({ command: 'grep SigIgn /proc/$$/status' });
+          const mask = BigInt(`0x${/SigIgn:\s+([0-9a-f]+)/.exec(r.stdout.toString())?.[1] ?? 'ff'}`);
+          expect(mask & 0b110n).toBe(0n); // bit 1: SIGINT, bit 2: SIGQUIT
+        });
+
         it('is created with the promised flags (inspected from the engine)', async () => {
           const { sb } = await start({
             resources: { memoryBytes: 96 * 1024 * 1024, pidsLimit: 64, cpuQuota: 50_000, cpuShares: 512 },

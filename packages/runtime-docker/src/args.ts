@@ -41,13 +41,24 @@ export const BASE_ENV: Readonly<Record<string, string>> = {
 export const SESSION_HEADER_PREFIX = 'AGENTFENSE-SESSION=';
 
 /**
+ * sh starts a background job with SIGINT and SIGQUIT ignored (no job control), and a shell cannot reset a
+ * signal ignored on entry: GNU env's --default-signal (coreutils >= 8.31) can. Where it is missing
+ * (busybox images) the command runs with them ignored. An argv[0] holding `=` would read as an assignment
+ * to env, so such a command is exec'd directly.
+ */
+const RESTORE_SIGNALS =
+  'case $1 in *=*) ;; *) /usr/bin/env --default-signal=INT,QUIT true 2>/dev/null && ' +
+  'exec /usr/bin/env --default-signal=INT,QUIT -- "$@";; esac; ';
+
+/**
  * Runs "$@" (the command) as the leader of a new session, so its whole tree can be found and killed:
  *  - `setsid` makes the command a session and process-group leader (docker exec itself already makes the
  *    wrapper a session leader, so the command is started as a background job, which never is one, and
  *    setsid does not fork: the pid it prints is the command's own);
  *  - before exec'ing the command it prints SESSION_HEADER_PREFIX + that id on stderr: always the first bytes
  *    of the container side's stderr, so the host learns which session to kill on a timeout;
- *  - stdin is passed through fd 3 (sh gives background jobs /dev/null otherwise);
+ *  - stdin is passed through fd 3 (sh gives background jobs /dev/null otherwise), and SIGINT/SIGQUIT are
+ *    reset to their defaults (RESTORE_SIGNALS);
  *  - PATH is pinned for the wrapper's own `setsid` lookup and restored for the command, so a caller's PATH
  *    cannot break the wrapper;
  *  - when the command exits, whatever it left running in its process group is killed (background jobs die
@@ -60,7 +71,7 @@ export const WRAPPER_SCRIPT = [
   'PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
   'exec 3<&0',
   'setsid /bin/sh -c ' +
-    `'PATH=$1; shift; printf "${SESSION_HEADER_PREFIX}%s\\n" "$$" >&2; exec "$@"' agentfense-exec "$p" "$@" <&3 3<&- &`,
+    `'PATH=$1; shift; printf "${SESSION_HEADER_PREFIX}%s\\n" "$$" >&2; ${RESTORE_SIGNALS}exec "$@"' agentfense-exec "$p" "$@" <&3 3<&- &`,
   'exec 3<&-',
   'wait "$!"',
   's=$?',

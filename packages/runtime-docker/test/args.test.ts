@@ -194,6 +194,13 @@ describe('WRAPPER_SCRIPT under the host shell', () => {
     expect(r.exitCode).toBe(0);
   });
 
+  it('gives the command SIGINT and SIGQUIT at their defaults although it starts as a background job', async () => {
+    const r = await wrap(['/bin/sh', '-c', 'grep SigIgn /proc/$$/status']);
+    const mask = BigInt(`0x${/SigIgn:\s+([0-9a-f]+)/.exec(String(r.stdout))?.[1] ?? 'ff'}`);
+    expect(mask & 0b110n).toBe(0n); // bit 1: SIGINT, bit 2: SIGQUIT
+    expect((await wrap(['A=b'])).exitCode).toBe(127); // never read as an env assignment
+  });
+
   it('reports a signal death as 128 + n and kills background jobs the command left', async () => {
     expect((await wrap(['/bin/sh', '-c', 'kill -TERM $$'])).exitCode).toBe(143);
     const marker = `af_wrap_${process.pid}_${Date.now()}`;
