@@ -300,13 +300,10 @@ export class SandboxManager {
   destroy(id: string, options: { keepDelta?: boolean } = {}): Promise<void> {
     validateId('sandbox', id);
     return this.#withLock(id, async () => {
-      const row = this.#store.get(id);
       if (this.#live.has(id)) await this.#stopLocked(id, 'destroyed');
-      else if (this.#ownedElsewhere(row)) {
-        throw new WrongStateError(`sandbox ${id} is in use by control-plane process ${row.owner_pid}`, {
-          details: { id, ownerPid: row.owner_pid },
-        });
-      } else if (row.owner_pid !== null) await this.#claim(id); // a dead owner's leftovers: cleared
+      // Claiming refuses a sandbox another live process runs, clears a dead owner's leftovers, and keeps
+      // any other process from starting it while it is being removed.
+      await this.#claim(id);
       const paths = this.#layout.sandbox(id);
       await clearStaleMounts(paths);
       this.#store.delete(id);
