@@ -3,7 +3,7 @@
 import { stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { AGENT_SAFE, mountFixture, useMountHygiene } from './helpers/fixture.js';
+import { AGENT_SAFE, leftoverMounts, mountFixture, useMountHygiene } from './helpers/fixture.js';
 
 const TREE = {
   'src/a.txt': 'a\n',
@@ -58,6 +58,28 @@ describe('file data through the mount', () => {
     expect(r.stderr).toBe('');
     expect(r.stdout).toBe('gone\nbase\nreplaced\n');
   });
+
+  it('a removed directory that is still the cwd can be stat()ed and listed (empty), as on a disk', async () => {
+    const f = await mountFixture({ tree: TREE, rules: AGENT_SAFE });
+    const r = await f.sandbox(
+      'mkdir output/d && cd output/d && rmdir ../d && ls -a | wc -l && stat -c %h . && pwd',
+    );
+    expect(r.stderr).toBe('');
+    expect(r.stdout).toBe('0\n0\n/workspace/output/d\n'); // ext4 shows the same
+  });
+
+  // The worker cannot exit cleanly while a process holds the (lazily detached) mount: its FUSE session
+  // only ends when the last user goes, so stop() escalates to SIGKILL after its grace period. The mount
+  // is gone either way; the busy process sees ENOTCONN.
+  it('stop() leaves no mount and no worker while a sandbox process still sits in the mount', async () => {
+    const f = await mountFixture({ tree: TREE, rules: AGENT_SAFE });
+    const busy = f.sandbox('cd output && exec 3< base.txt && sleep 8');
+    await new Promise((r) => setTimeout(r, 300));
+    await f.stop();
+    expect(await leftoverMounts()).toEqual([]);
+    expect(f.worker.alive).toBe(false);
+    await busy;
+  }, 60_000);
 
   it('a hard link keeps working for reads, writes and chmod after its first name is removed', async () => {
     const f = await mountFixture({ tree: TREE, rules: AGENT_SAFE });

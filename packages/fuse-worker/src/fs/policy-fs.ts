@@ -650,6 +650,24 @@ export class PolicyFs {
   }
 
   async #orphanAttr(node: Inode): Promise<FuseAttr> {
+    if (node.isDir) {
+      // A removed directory still someone's cwd: empty, no links, as a disk reports it.
+      const now = Date.now();
+      return {
+        ino: node.stIno,
+        mode: S_IFDIR | 0o755,
+        nlink: 0,
+        uid: this.#uid,
+        gid: this.#gid,
+        rdev: 0,
+        size: 0,
+        blocks: 0,
+        blksize: 4096,
+        atimeMs: now,
+        mtimeMs: now,
+        ctimeMs: now,
+      };
+    }
     const handle = this.handles.get(node.ino, false);
     if (handle === undefined) throw new FsError('ENOENT', `inode ${node.ino} was removed`);
     const stat = await handle.stat({ bigint: true });
