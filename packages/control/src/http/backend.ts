@@ -1,14 +1,13 @@
 // What the HTTP server needs from the control plane, as one interface, and its implementation over a
 // ControlPlane. Routes only ever talk to an HttpBackend, so this file is the only one that follows the
-// control plane's API; it also owns the server's sessions (a SessionManager over the sandboxes' runtime
-// instances) and the few listings the control plane does not page itself.
+// control plane's API; it also pages the one listing the control plane does not page itself (codebases)
+// and reads a sandbox's log.
 import { open, stat } from 'node:fs/promises';
 import type { Readable } from 'node:stream';
 import type { AuditEvent, ChangeEntry, CommitMode, CommitResult, ExecResult } from '@agentfense/protocol';
 import { InvalidArgumentError } from '@agentfense/protocol';
 import type { CodebaseInfo, FileEntry } from '../codebases/types.js';
 import type { ControlPlane } from '../control-plane.js';
-import { validateId } from '../ids.js';
 import type { AuditQuery } from '../sandboxes/audit-log.js';
 import type {
   CreateSandboxOptions,
@@ -17,7 +16,6 @@ import type {
   SandboxExecOptions,
   SandboxInfo,
 } from '../sandboxes/types.js';
-import { SessionManager } from '../sessions/manager.js';
 import type { CreateSessionOptions, SessionExecOptions, SessionExecResult } from '../sessions/options.js';
 import type { SessionInfo } from '../sessions/session.js';
 import { decodePageToken, encodePageToken, pageSize } from '../store/pagination.js';
@@ -78,11 +76,8 @@ export interface HttpBackend {
 /** Longest piece of a log file read for a `logs` request (the tail is cut from it). */
 const MAX_LOG_READ_BYTES = 16 * 1024 * 1024;
 
-/** An HttpBackend over a ControlPlane; sessions live in a SessionManager owned here. */
+/** An HttpBackend over a ControlPlane (which closes a sandbox's sessions before it stops). */
 export function controlPlaneBackend(plane: ControlPlane): HttpBackend {
-  const sessions = new SessionManager({
-    logger: plane.logger.child({ component: 'sessions' }),
-  });
   return {
     createCodebase: (options) => plane.createCodebase(options),
     getCodebase: (id) => plane.getCodebase(id),
@@ -102,16 +97,8 @@ export function controlPlaneBackend(plane: ControlPlane): HttpBackend {
     getSandbox: (id) => plane.getSandbox(id),
     listSandboxes: (options) => plane.listSandboxes(options),
     startSandbox: (id) => plane.startSandbox(id),
-    stopSandbox: async (id) => {
-      validateId('sandbox', id);
-      await sessions.closeSandbox(id);
-      return plane.stopSandbox(id);
-    },
-    destroySandbox: async (id) => {
-      validateId('sandbox', id);
-      await sessions.closeSandbox(id);
-      await plane.destroySandbox(id);
-    },
+    stopSandbox: (id) => plane.stopSandbox(id),
+    destroySandbox: (id) => plane.destroySandbox(id),
     exec: (id, command, options) => plane.exec(id, command, options),
     changes: (id) => plane.changes(id),
     diff: (id, options) => plane.diff(id, options),
@@ -125,21 +112,17 @@ export function controlPlaneBackend(plane: ControlPlane): HttpBackend {
 
     createSession: async (sandboxId, options) => {
       plane.getSandbox(sandboxId); // 404 for an unknown sandbox before "not running"
-      const session = await sessions.create(plane.runtimeInstance(sandboxId), options);
-      return session.info();
+      return (await plane.createSession(sandboxId, options)).info();
     },
-    getSession: (id) => sessions.get(id).info(),
+    getSession: (id) => plane.getSession(id).info(),
     listSessions: (sandboxId) => {
       plane.getSandbox(sandboxId);
-      return sessions.list({ sandboxId }).map((s) => s.info());
+      return plane.listSessions({ sandboxId }).map((s) => s.info());
     },
-    sessionExec: (id, command, options) => sessions.get(id).exec(command, options),
-    closeSession: (id) => sessions.close(id),
+    sessionExec: (id, command, options) => plane.getSession(id).exec(command, options),
+    closeSession: (id) => plane.closeSession(id),
 
-    close: async () => {
-      await sessions.closeAll();
-      await plane.close();
-    },
+    close: () => plane.close(),
   };
 }
 

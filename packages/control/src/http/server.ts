@@ -26,6 +26,8 @@ export const API_VERSION = '0.1.0';
  * for large stdin while keeping one request from pinning much memory. Files go through PUT, unlimited here.
  */
 export const DEFAULT_BODY_LIMIT = 16 * 1024 * 1024;
+/** While closing, how often connections that became idle are dropped. */
+const CLOSE_SWEEP_MS = 50;
 /** Longest URL parameter: a file path may be PATH_MAX (4096 bytes), percent-encoded up to three times longer. */
 const MAX_PARAM_LENGTH = 3 * 4096 + 64;
 
@@ -131,9 +133,17 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
     });
   }
 
-  // Commands in flight end now rather than holding the shutdown for their full duration.
+  // Commands in flight end now rather than holding the shutdown for their full duration. Closing only
+  // drops the connections idle at that moment; a keep-alive connection whose response finishes later
+  // would hold the close for the whole keep-alive timeout (72 s), so idle ones are dropped until closed.
+  let sweeper: NodeJS.Timeout | undefined;
   app.addHook('preClose', (done) => {
     shutdown.abort();
+    sweeper = setInterval(() => app.server.closeIdleConnections(), CLOSE_SWEEP_MS);
+    done();
+  });
+  app.addHook('onClose', (_instance, done) => {
+    clearInterval(sweeper);
     done();
   });
 

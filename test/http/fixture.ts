@@ -1,0 +1,253 @@
+// Shared by the HTTP API tests: `agentfense serve` as a real process on loopback over a fresh data
+// directory, a small JSON client (fetch), raw requests for URLs fetch would normalise, response checks
+// against the served OpenAPI document, and leak checks (mounts, processes) for the data directory.
+import { mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
+import { request as httpRequest } from 'node:http';
+import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { execa } from 'execa';
+import type { ResultPromise } from 'execa';
+import { expect, onTestFinished } from 'vitest';
+
+const root = fileURLToPath(new URL('../..', import.meta.url));
+export const bin = `${root}packages/control/bin/agentfense.js`;
+
+export interface Served {
+  readonly url: string;
+  readonly dataDir: string;
+  readonly child: ResultPromise<{ reject: false; all: true }>;
+  /** Everything the server printed so far. */
+  output(): string;
+  /** Sends `signal` and resolves with the exit status and output once the process is gone. */
+  stop(signal?: 'SIGTERM' | 'SIGINT'): Promise<{ exitCode: number | undefined; output: string }>;
+}
+
+/** A scratch directory removed when the test finishes. */
+export async function scratch(prefix = 'af-http-'): Promise<string> {
+  const dir = await mkdtemp(join(tmpdir(), prefix));
+  onTestFinished(() => rm(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+/** Writes a token file and returns its path and the token. */
+export async function tokenFile(dir: string, token = 'a'.repeat(16) + 'b'.repeat(16) + 'c'.repeat(8)) {
+  const file = join(dir, 'token');
+  await writeFile(file, `${token}\n`, { mode: 0o600 });
+  return { file, token };
+}
+
+/**
+ * Starts `agentfense serve` on an ephemeral loopback port and resolves once it listens. The caller stops
+ * it with `stopAndCheck` (startServer does that when the test finishes).
+ */
+export async function launchServer(args: readonly string[], dataDir: string): Promise<Served> {
+  const child = execa(
+    process.execPath,
+    [bin, 'serve', '--listen', '127.0.0.1:0', '--data', dataDir, ...args],
+    {
+      reject: false,
+      all: true,
+    },
+  );
+  let seen = '';
+  child.all.on('data', (chunk: Buffer) => (seen += chunk.toString()));
+  const url = await new Promise<string>((resolve, reject) => {
+    const onData = (): void => {
+      const match = /serving (http:\/\/\S+) /.exec(seen);
+      if (match !== null) {
+        child.all.off('data', onData);
+        resolve(match[1] as string);
+      }
+    };
+    child.all.on('data', onData);
+    void child.then((r) => reject(new Error(`serve exited early (${r.exitCode}): ${r.all}`)));
+  });
+  let stopped: Promise<{ exitCode: number | undefined; output: string }> | undefined;
+  return {
+    url,
+    dataDir,
+    child,
+    output: () => seen,
+    stop: (signal = 'SIGTERM') =>
+      (stopped ??= (async () => {
+        child.kill(signal);
+        const result = await child;
+        return { exitCode: result.exitCode, output: seen };
+      })()),
+  };
+}
+
+/** Stops the server; it must exit 0 and leave no mount and no process behind in its data directory. */
+export async function stopAndCheck(
+  served: Served,
+  signal: 'SIGTERM' | 'SIGINT' = 'SIGTERM',
+): Promise<string> {
+  const { exitCode, output } = await served.stop(signal);
+  expect(exitCode, output).toBe(0);
+  expect(await mountsUnder(served.dataDir)).toEqual([]);
+  expect(await processesMentioning(served.dataDir)).toEqual([]);
+  return output;
+}
+
+/** launchServer over a scratch data directory, stopped and checked when the test finishes. */
+export async function startServer(args: readonly string[] = []): Promise<Served> {
+  const served = await launchServer(args, join(await scratch(), 'data'));
+  onTestFinished(async () => {
+    await stopAndCheck(served);
+  });
+  return served;
+}
+
+/** FUSE and bind mounts whose mountpoint is under `dir`. */
+export async function mountsUnder(dir: string): Promise<string[]> {
+  const text = await readFile('/proc/self/mountinfo', 'utf8');
+  return text
+    .split('\n')
+    .map((line) => line.split(' ')[4] ?? '')
+    .filter((mountpoint) => mountpoint.startsWith(dir));
+}
+
+/** Pids of processes whose command line mentions `text` (workers, sandboxed commands of a data dir). */
+export async function processesMentioning(text: string): Promise<number[]> {
+  const out: number[] = [];
+  for (const name of await readdir('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    const cmdline = await readFile(`/proc/${name}/cmdline`, 'utf8').catch(() => '');
+    if (cmdline.includes(text) && !cmdline.split('\0').includes('serve')) {
+      out.push(Number(name));
+    }
+  }
+  return out;
+}
+
+export interface Answer {
+  readonly status: number;
+  readonly headers: Headers;
+  readonly text: string;
+  // Parsed JSON body (undefined when not JSON); tests index into it freely.
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  readonly json: any;
+}
+
+/** A JSON client: `call('POST', '/v1/codebases', { name })`. Bodies that are strings or Buffers go as they are. */
+export function client(url: string, token?: string) {
+  return async (
+    method: string,
+    path: string,
+    body?: unknown,
+    headers: Record<string, string> = {},
+  ): Promise<Answer> => {
+    const raw = typeof body === 'string' || body instanceof Uint8Array;
+    const response = await fetch(`${url}${path}`, {
+      method,
+      headers: {
+        ...(body === undefined || raw ? {} : { 'content-type': 'application/json' }),
+        ...(token === undefined ? {} : { authorization: `Bearer ${token}` }),
+        ...headers,
+      },
+      ...(body === undefined ? {} : { body: raw ? body : JSON.stringify(body) }),
+    });
+    const text = await response.text();
+    let json: unknown;
+    try {
+      json = JSON.parse(text);
+    } catch {
+      json = undefined;
+    }
+    return { status: response.status, headers: response.headers, text, json };
+  };
+}
+
+/**
+ * A request with the path sent exactly as given (fetch would resolve `..` and encode other bytes). It
+ * resolves as soon as the answer is complete, even when the server answered before reading the whole body
+ * (a 413) and the rest of the upload then fails to write.
+ */
+export function rawRequest(
+  url: string,
+  method: string,
+  path: string,
+  body?: string | Buffer,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; json: { code: string; message: string } }> {
+  const { hostname, port } = new URL(url);
+  return new Promise((resolve, reject) => {
+    let answered = false;
+    const req = httpRequest({ host: hostname, port, method, path, headers }, (res) => {
+      answered = true;
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => (text += chunk));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, json: JSON.parse(text) as never }));
+    });
+    req.on('error', (err) => {
+      if (!answered) reject(err);
+    });
+    req.end(body);
+  });
+}
+
+/**
+ * Sends only the request head (declaring a body of `length` bytes) and resolves with the answer: a server
+ * that refuses an oversized body must do so from the head, before reading any of it.
+ */
+export function sendHeadOnly(
+  url: string,
+  path: string,
+  headers: Record<string, string>,
+): Promise<{ status: number; json: { code: string; message: string } }> {
+  const { hostname, port } = new URL(url);
+  return new Promise((resolve, reject) => {
+    const req = httpRequest({ host: hostname, port, method: 'POST', path, headers }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => (text += chunk));
+      res.on('end', () => {
+        resolve({ status: res.statusCode ?? 0, json: JSON.parse(text) as never });
+        req.destroy();
+      });
+    });
+    req.on('error', reject);
+    req.flushHeaders();
+  });
+}
+
+/** The part of ajv's API used here (the test package does not depend on ajv itself). */
+interface MiniAjv {
+  compile(schema: object): ((data: unknown) => boolean) & { errors?: unknown };
+  errorsText(errors: unknown): string;
+}
+
+/**
+ * Checks JSON answers against the response schemas of the server's own OpenAPI document (ajv is resolved
+ * from the control package, which depends on it).
+ */
+export async function responseChecker(url: string): Promise<(operationId: string, answer: Answer) => void> {
+  const doc = (await (await fetch(`${url}/v1/openapi.json`)).json()) as {
+    paths: Record<string, Record<string, { operationId: string; responses: Record<string, unknown> }>>;
+  };
+  const requireFromControl = createRequire(
+    fileURLToPath(import.meta.resolve('@agentfense/control/package.json')),
+  );
+  const { Ajv } = requireFromControl('ajv') as { Ajv: new (options: object) => MiniAjv };
+  const ajv = new Ajv({ allowUnionTypes: true, strict: true });
+  const operations = new Map<string, Record<string, unknown>>();
+  for (const methods of Object.values(doc.paths)) {
+    for (const op of Object.values(methods)) operations.set(op.operationId, op.responses);
+  }
+  return (operationId, answer) => {
+    const responses = operations.get(operationId);
+    expect(responses, `operation ${operationId} is documented`).toBeDefined();
+    const key = answer.status < 300 ? String(answer.status) : 'default';
+    const schema = (responses as Record<string, { content: Record<string, { schema: object }> }>)[key]
+      ?.content['application/json']?.schema;
+    expect(schema, `${operationId} documents ${key} as JSON`).toBeDefined();
+    const validate = ajv.compile(schema as object);
+    expect(
+      validate(answer.json),
+      `${operationId} ${answer.status}: ${ajv.errorsText(validate.errors)}\n${answer.text}`,
+    ).toBe(true);
+  };
+}

@@ -1,0 +1,347 @@
+// The HTTP API's handling of bad and edge-case requests over real HTTP on loopback (`agentfense serve`
+// as a process): malformed JSON, unknown routes, oversized bodies, bad ids, path traversal in uploads,
+// validation messages, enum spellings both ways, pagination, raw file transfer of a large file.
+/* eslint-disable @typescript-eslint/no-unsafe-member-access, @typescript-eslint/no-unsafe-assignment --
+   Answers are parsed JSON (`any`); each one's shape is checked against the served OpenAPI schema (check()). */
+import { createHash, randomUUID } from 'node:crypto';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { client, launchServer, rawRequest, responseChecker, sendHeadOnly, stopAndCheck } from './fixture.js';
+import type { Answer, Served } from './fixture.js';
+
+let served: Served;
+let dir: string;
+let call: ReturnType<typeof client>;
+let check: Awaited<ReturnType<typeof responseChecker>>;
+
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'af-http-requests-'));
+  served = await launchServer([], join(dir, 'data'));
+  call = client(served.url);
+  check = await responseChecker(served.url);
+});
+
+afterAll(async () => {
+  if (served !== undefined) await stopAndCheck(served);
+  await rm(dir, { recursive: true, force: true });
+});
+
+function expectError(answer: Answer, status: number, code: string, message?: RegExp): void {
+  expect(answer.status, answer.text).toBe(status);
+  expect(answer.json).toMatchObject({ code });
+  expect(typeof answer.json.message).toBe('string');
+  if (message !== undefined) expect(answer.json.message).toMatch(message);
+}
+
+async function newCodebase(owner = 'tester'): Promise<string> {
+  const answer = await call('POST', '/v1/codebases', { name: 'repo', owner_id: owner });
+  expect(answer.status, answer.text).toBe(200);
+  check('CreateCodebase', answer);
+  return answer.json.id as string;
+}
+
+describe('malformed requests', () => {
+  it('answers malformed JSON with 400 AF_INVALID_ARGUMENT', async () => {
+    const answer = await call('POST', '/v1/codebases', '{"name": "x"', {
+      'content-type': 'application/json',
+    });
+    expectError(answer, 400, 'AF_INVALID_ARGUMENT', /malformed JSON/);
+    check('CreateCodebase', answer);
+  });
+
+  it('answers an unsupported content type with 415', async () => {
+    const answer = await call('POST', '/v1/codebases', 'name=x', {
+      'content-type': 'application/x-www-form-urlencoded',
+    });
+    expectError(answer, 415, 'AF_INVALID_ARGUMENT');
+  });
+
+  it('validates bodies strictly, naming the field', async () => {
+    expectError(await call('POST', '/v1/codebases', {}), 400, 'AF_INVALID_ARGUMENT', /name/);
+    expectError(await call('POST', '/v1/codebases', { name: 5 }), 400, 'AF_INVALID_ARGUMENT', /name.*string/);
+    expectError(
+      await call('POST', '/v1/codebases', { name: 'x', colour: 'red' }),
+      400,
+      'AF_INVALID_ARGUMENT',
+      /additional properties/,
+    );
+    expectError(await call('POST', '/v1/codebases', [1, 2]), 400, 'AF_INVALID_ARGUMENT', /object/);
+    expectError(await call('POST', '/v1/codebases'), 400, 'AF_INVALID_ARGUMENT', /body/);
+  });
+
+  it('answers an unknown route or method with 404 AF_NOT_FOUND naming it', async () => {
+    expectError(
+      await call('GET', '/v1/nothing-here'),
+      404,
+      'AF_NOT_FOUND',
+      /no route GET \/v1\/nothing-here/,
+    );
+    expectError(await call('GET', '/'), 404, 'AF_NOT_FOUND');
+    expectError(await call('PATCH', '/v1/codebases'), 404, 'AF_NOT_FOUND', /PATCH/);
+    expectError(await call('POST', '/v1/sandboxes/x/explode', {}), 404, 'AF_NOT_FOUND');
+  });
+
+  it('answers a JSON body declared over the limit with 413 before reading any of it', async () => {
+    const answer = await sendHeadOnly(served.url, '/v1/codebases', {
+      'content-type': 'application/json',
+      'content-length': String(16 * 1024 * 1024 + 1),
+    });
+    expect(answer.status).toBe(413);
+    expect(answer.json).toMatchObject({
+      code: 'AF_INVALID_ARGUMENT',
+      message: expect.stringMatching(/too large/),
+    });
+  });
+});
+
+describe('ids', () => {
+  it('answers malformed ids with 400 and unknown well-formed ids with 404, for every kind', async () => {
+    for (const path of ['/v1/codebases/', '/v1/sandboxes/', '/v1/sessions/']) {
+      expectError(await call('GET', `${path}nope`), 400, 'AF_INVALID_ARGUMENT', /invalid .* id "nope"/);
+    }
+    expectError(await call('GET', '/v1/codebases/sb_' + randomUUID()), 400, 'AF_INVALID_ARGUMENT');
+    expectError(await call('GET', `/v1/codebases/cb_${randomUUID()}`), 404, 'AF_NOT_FOUND', /not found/);
+    expectError(await call('GET', `/v1/sandboxes/sb_${randomUUID()}`), 404, 'AF_NOT_FOUND');
+    expectError(await call('GET', `/v1/sessions/ses_${randomUUID()}`), 404, 'AF_NOT_FOUND');
+    expectError(await call('DELETE', `/v1/sandboxes/sb_${randomUUID()}`), 404, 'AF_NOT_FOUND');
+    expectError(
+      await call('POST', `/v1/sandboxes/sb_${randomUUID()}/exec`, { command: 'true' }),
+      404,
+      'AF_NOT_FOUND',
+    );
+    expectError(
+      await call('POST', '/v1/sandboxes', { codebase_id: `cb_${randomUUID()}` }),
+      404,
+      'AF_NOT_FOUND',
+    );
+    // An id is never used as a path: a traversal attempt is just a malformed id.
+    const answer = await rawRequest(served.url, 'GET', '/v1/codebases/..%2F..%2Fetc');
+    expect(answer.status).toBe(400);
+  });
+});
+
+describe('raw file transfer', () => {
+  it('refuses traversal, absolute paths, NUL bytes and unnormalised paths with 400, writing nothing', async () => {
+    const id = await newCodebase();
+    const bad = [
+      '/../escape.txt',
+      '/a/../../escape.txt',
+      '/%2e%2e/escape.txt',
+      '/a/%2E%2E/%2e%2e/escape.txt',
+      '/..%2Fescape.txt',
+      '//etc/passwd',
+      '/%2Fetc%2Fpasswd',
+      '/a%00b',
+      '/a//b',
+      '/a/./b',
+      '/dir/',
+    ];
+    for (const path of bad) {
+      const answer = await rawRequest(served.url, 'PUT', `/v1/codebases/${id}/files${path}`, 'x');
+      expect(answer.status, `${path}: ${JSON.stringify(answer.json)}`).toBe(400);
+      expect(answer.json.code).toBe('AF_INVALID_ARGUMENT');
+      const get = await rawRequest(served.url, 'GET', `/v1/codebases/${id}/files${path}`);
+      expect(get.status, path).toBe(400);
+    }
+    const listing = await call('GET', `/v1/codebases/${id}/files?recursive=true`);
+    expect(listing.json).toEqual({ files: [] });
+    expectError(await call('GET', `/v1/codebases/${id}/files?path=../..`), 400, 'AF_INVALID_ARGUMENT');
+    expect((await call('GET', `/v1/codebases/${id}`)).json).toMatchObject({ file_count: 0, size: 0 });
+  });
+
+  it('streams a 64 MiB upload and download byte for byte, and updates the metadata', async () => {
+    const id = await newCodebase();
+    const content = Buffer.alloc(64 * 1024 * 1024);
+    for (let i = 0; i < content.length; i += 4096) content.writeUInt32LE(i ^ 0x5bd1e995, i);
+    const upload = await call('PUT', `/v1/codebases/${id}/files/data/big%20file.bin`, content);
+    expect(upload.status, upload.text).toBe(200);
+    check('UploadFile', upload);
+    expect(upload.json).toMatchObject({ path: 'data/big file.bin', size: content.length, is_dir: false });
+    const response = await fetch(`${served.url}/v1/codebases/${id}/files/data/big%20file.bin`);
+    expect(response.status).toBe(200);
+    expect(response.headers.get('content-type')).toBe('application/octet-stream');
+    expect(Number(response.headers.get('content-length'))).toBe(content.length);
+    const back = Buffer.from(await response.arrayBuffer());
+    const digest = (b: Buffer): string => createHash('sha256').update(b).digest('hex');
+    expect(digest(back)).toBe(digest(content));
+    const info = await call('GET', `/v1/codebases/${id}`);
+    check('GetCodebase', info);
+    expect(info.json).toMatchObject({ file_count: 1, size: content.length });
+    const files = await call('GET', `/v1/codebases/${id}/files?path=/data`);
+    check('ListFiles', files);
+    expect(files.json.files).toEqual([
+      { path: 'data/big file.bin', size: content.length, is_dir: false, modified_at: expect.any(String) },
+    ]);
+    // Empty files, files without a content type, and replacing a file.
+    expect((await call('PUT', `/v1/codebases/${id}/files/empty`, '')).json).toMatchObject({ size: 0 });
+    await call('PUT', `/v1/codebases/${id}/files/data/big%20file.bin`, 'small');
+    expect((await call('GET', `/v1/codebases/${id}`)).json).toMatchObject({ file_count: 2, size: 5 });
+    expectError(await call('GET', `/v1/codebases/${id}/files/missing.txt`), 404, 'AF_NOT_FOUND');
+    expectError(await call('GET', `/v1/codebases/${id}/files/data`), 400, 'AF_INVALID_ARGUMENT');
+  });
+});
+
+describe('listings', () => {
+  it('pages codebases by owner with next_page_token', async () => {
+    const owner = `owner-${randomUUID()}`;
+    const ids = [await newCodebase(owner), await newCodebase(owner), await newCodebase(owner)];
+    const seen: string[] = [];
+    let token = '';
+    let pages = 0;
+    do {
+      const page = await call('GET', `/v1/codebases?owner_id=${owner}&page_size=2&page_token=${token}`);
+      check('ListCodebases', page);
+      seen.push(...(page.json.codebases as { id: string }[]).map((c) => c.id));
+      token = page.json.next_page_token as string;
+      pages += 1;
+    } while (token !== '');
+    expect(pages).toBe(2);
+    expect(seen).toEqual(ids);
+    expectError(await call('GET', '/v1/codebases?page_size=0'), 400, 'AF_INVALID_ARGUMENT');
+    expectError(await call('GET', '/v1/codebases?page_size=ten'), 400, 'AF_INVALID_ARGUMENT');
+    expectError(
+      await call('GET', '/v1/codebases?page_token=garbage'),
+      400,
+      'AF_INVALID_ARGUMENT',
+      /page token/,
+    );
+  });
+
+  it('filters sandboxes by codebase, labels and status in either spelling', async () => {
+    const cb = await newCodebase();
+    const make = async (labels: Record<string, string>): Promise<string> => {
+      const answer = await call('POST', '/v1/sandboxes', { codebase_id: cb, labels });
+      check('CreateSandbox', answer);
+      return answer.json.id as string;
+    };
+    const a = await make({ team: 'red', tier: 'gold' });
+    const b = await make({ team: 'red' });
+    await make({ team: 'blue' });
+    const ids = async (query: string): Promise<string[]> => {
+      const answer = await call('GET', `/v1/sandboxes?codebase_id=${cb}&${query}`);
+      expect(answer.status, answer.text).toBe(200);
+      check('ListSandboxes', answer);
+      return (answer.json.sandboxes as { id: string }[]).map((s) => s.id);
+    };
+    expect(await ids('labels=team:red')).toEqual([a, b]);
+    expect(await ids('labels=team:red,tier:gold')).toEqual([a]);
+    expect(await ids('labels=team:red&labels=tier:gold')).toEqual([a]);
+    expect(await ids('status=pending&labels=team:red')).toEqual([a, b]);
+    expect(await ids('status=SANDBOX_STATUS_PENDING&page_size=1')).toEqual([a]);
+    expect(await ids('status=running')).toEqual([]);
+    expectError(await call('GET', '/v1/sandboxes?status=sleeping'), 400, 'AF_INVALID_ARGUMENT', /status/);
+    expectError(await call('GET', '/v1/sandboxes?labels=nocolon'), 400, 'AF_INVALID_ARGUMENT', /key:value/);
+    // Clean up: a codebase in use cannot be deleted (409), then it can.
+    expectError(await call('DELETE', `/v1/codebases/${cb}`), 409, 'AF_WRONG_STATE', /destroy them first/);
+    for (const id of await ids('')) expect((await call('DELETE', `/v1/sandboxes/${id}`)).json).toEqual({});
+    const deleted = await call('DELETE', `/v1/codebases/${cb}`);
+    check('DeleteCodebase', deleted);
+    expectError(await call('GET', `/v1/codebases/${cb}`), 404, 'AF_NOT_FOUND');
+  });
+});
+
+describe('enum mapping', () => {
+  it('accepts long and short spellings on input and answers with the long ones', async () => {
+    const cb = await newCodebase();
+    const answer = await call('POST', '/v1/sandboxes', {
+      codebase_id: cb,
+      runtime: 'RUNTIME_TYPE_BWRAP',
+      permissions: [
+        { pattern: '**', type: 'PATTERN_TYPE_GLOB', permission: 'PERMISSION_READ' },
+        { pattern: '/out/', type: 'directory', permission: 'write', priority: 10 },
+        { pattern: '/secret.txt', type: 'PATTERN_TYPE_FILE', permission: 'none', priority: 100 },
+        { pattern: '/docs/', permission: 'PERMISSION_VIEW' },
+        { pattern: '*.md', type: 'PATTERN_TYPE_UNSPECIFIED', permission: 'read' },
+      ],
+      resources: { memory_bytes: 256 * 1024 * 1024, pids_limit: 64 },
+      expires_in: '3600s',
+    });
+    expect(answer.status, answer.text).toBe(200);
+    check('CreateSandbox', answer);
+    expect(answer.json).toMatchObject({
+      status: 'SANDBOX_STATUS_PENDING',
+      runtime: 'RUNTIME_TYPE_BWRAP',
+      resources: { memory_bytes: 256 * 1024 * 1024, pids_limit: 64 },
+      permissions: [
+        { pattern: '**', type: 'PATTERN_TYPE_GLOB', permission: 'PERMISSION_READ', priority: 0 },
+        { pattern: '/out/', type: 'PATTERN_TYPE_DIRECTORY', permission: 'PERMISSION_WRITE', priority: 10 },
+        { pattern: '/secret.txt', type: 'PATTERN_TYPE_FILE', permission: 'PERMISSION_NONE', priority: 100 },
+        { pattern: '/docs/', permission: 'PERMISSION_VIEW', priority: 0 },
+        { pattern: '*.md', permission: 'PERMISSION_READ', priority: 0 },
+      ],
+    });
+    const expires =
+      Date.parse(answer.json.expires_at as string) - Date.parse(answer.json.created_at as string);
+    expect(expires).toBe(3_600_000);
+    const short = await call('POST', '/v1/sandboxes', {
+      codebase_id: cb,
+      runtime: 'bwrap',
+      preset: 'read-only',
+    });
+    expect(short.json).toMatchObject({ runtime: 'RUNTIME_TYPE_BWRAP', status: 'SANDBOX_STATUS_PENDING' });
+    expect(short.json.permissions.length).toBeGreaterThan(0);
+    for (const rule of short.json.permissions as { permission: string }[]) {
+      expect(rule.permission).toMatch(/^PERMISSION_(NONE|VIEW|READ|WRITE)$/);
+    }
+    for (const id of [answer.json.id as string, short.json.id as string])
+      await call('DELETE', `/v1/sandboxes/${id}`);
+  });
+
+  it('refuses unknown spellings, naming what is accepted', async () => {
+    const cb = await newCodebase();
+    const bad = async (body: Record<string, unknown>, message: RegExp): Promise<void> =>
+      expectError(
+        await call('POST', '/v1/sandboxes', { codebase_id: cb, ...body }),
+        400,
+        'AF_INVALID_ARGUMENT',
+        message,
+      );
+    await bad({ permissions: [{ pattern: '**', permission: 'PERMISSION_ADMIN' }] }, /permission/);
+    await bad({ permissions: [{ pattern: '**', permission: 'READ' }] }, /permission/);
+    await bad({ permissions: [{ pattern: '**', permission: 'read', type: 'regex' }] }, /type/);
+    await bad({ permissions: [{ pattern: '**', permission: 'PERMISSION_UNSPECIFIED' }] }, /permission/);
+    await bad({ runtime: 'RUNTIME_TYPE_FIRECRACKER' }, /runtime/);
+    await bad({ permissions: [{ pattern: '**', permission: 'read' }], preset: 'read-only' }, /preset|rules/);
+    await bad({ expires_in: '10 minutes' }, /expires_in/);
+    await bad({ expires_in: -5 }, /expires_in/);
+    await bad({ resources: { memory_bytes: 0 } }, /memory_bytes/);
+    await bad({ resources: { swap: 1 } }, /additional properties/);
+    await bad({ labels: { a: 1 } }, /labels/);
+    await bad({ image: 'debian:12' }, /image/);
+    const preset = await call('POST', '/v1/sandboxes', { codebase_id: cb, preset: 'no-such-preset' });
+    expectError(preset, 404, 'AF_NOT_FOUND', /no-such-preset.*agent-safe/);
+    expect((await call('GET', `/v1/sandboxes?codebase_id=${cb}`)).json.sandboxes).toEqual([]);
+  });
+});
+
+describe('state errors', () => {
+  it('answers operations on a sandbox that is not running with 409 AF_WRONG_STATE', async () => {
+    const cb = await newCodebase();
+    const sb = (await call('POST', '/v1/sandboxes', { codebase_id: cb })).json.id as string;
+    const exec = await call('POST', `/v1/sandboxes/${sb}/exec`, { command: 'true' });
+    expectError(exec, 409, 'AF_WRONG_STATE', /PENDING/);
+    check('Exec', exec);
+    expectError(
+      await call('POST', `/v1/sandboxes/${sb}/exec/stream`, { command: 'true' }),
+      409,
+      'AF_WRONG_STATE',
+    );
+    expectError(await call('POST', `/v1/sandboxes/${sb}/sessions`, {}), 409, 'AF_WRONG_STATE');
+    expectError(await call('POST', `/v1/sandboxes/${sb}/exec`, { command: [] }), 400, 'AF_INVALID_ARGUMENT');
+    expectError(
+      await call('POST', `/v1/sandboxes/${sb}/exec`, { command: 'x', timeout: '1m' }),
+      400,
+      'AF_INVALID_ARGUMENT',
+    );
+    const logs = await call('GET', `/v1/sandboxes/${sb}/logs`);
+    check('Logs', logs);
+    expect(logs.json).toEqual({ lines: [] });
+    const audit = await call('GET', `/v1/sandboxes/${sb}/audit`);
+    check('Audit', audit);
+    expect(audit.json).toEqual({ events: [] });
+    expect((await call('GET', `/v1/sandboxes/${sb}/sessions`)).json).toEqual({ sessions: [] });
+    await call('DELETE', `/v1/sandboxes/${sb}`);
+  });
+});
