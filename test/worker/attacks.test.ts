@@ -259,6 +259,21 @@ describe.each(['sandbox', 'host'] as const)('attacks as %s', (who) => {
     expect(await readFile(join(outside, 'x.txt'), 'utf8')).toBe('outside\n');
   });
 
+  it('set-id bits never reach the upper layer or the codebase (commit cannot plant a setuid program)', async () => {
+    const f = await mountFixture({ tree: TREE, rules: AGENT_SAFE });
+    const r = await f[who](
+      'chmod 4755 output/plain.txt && printf "#!/bin/sh\\n" > output/new && chmod 6755 output/new && mkdir -m 2775 output/sgid-dir && stat -c %a output/plain.txt output/new',
+    );
+    expect(r.stderr).toBe('');
+    expect(r.stdout).toBe('755\n755\n');
+    const { stat: hostStat } = await import('node:fs/promises');
+    expect((await hostStat(join(f.delta, 'upper/output/new'))).mode & 0o7777).toBe(0o755);
+    expect((await f.worker.client.request('commit', { mode: 'detect-conflicts' })).conflicts).toEqual([]);
+    for (const name of ['plain.txt', 'new']) {
+      expect(((await hostStat(join(f.lower, 'output', name))).mode & 0o7777).toString(8)).toBe('755');
+    }
+  });
+
   it('race: a rename loop in a write area never exposes a hidden file', async () => {
     const f = await mountFixture({ tree: TREE, rules: AGENT_SAFE });
     const loop = [

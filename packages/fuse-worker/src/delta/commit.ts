@@ -10,6 +10,7 @@ import { relBase, relJoin, relParent } from '../host/rel-path.js';
 import { computeChanges, type DeltaChange } from './changes.js';
 import { nsToSeconds, tempName, type DeltaContext } from './context.js';
 import { baseMismatch } from './identity.js';
+import { FILE_MODE_BITS } from './modes.js';
 import { selected } from './paths.js';
 import type { CommitOptions, DeltaCommitResult } from './types.js';
 
@@ -78,7 +79,8 @@ async function applyChange(ctx: DeltaContext, change: DeltaChange, lastWriterWin
       await ctx.lower.symlink(await ctx.upper.readlink(rel), tmp);
     } else {
       await copyToCodebase(ctx, rel, tmp, now ?? (await ctx.lower.lstat(relParent(rel))));
-      await ctx.lower.chmod(tmp, Number(upperSt.mode));
+      // Never set-id bits in the codebase, whatever the upper file holds (see FILE_MODE_BITS).
+      await ctx.lower.chmod(tmp, Number(upperSt.mode) & FILE_MODE_BITS);
     }
     await ctx.lower.utimes(tmp, nsToSeconds(upperSt.atimeNs), nsToSeconds(upperSt.mtimeNs));
     if (now?.isDirectory() === true) await removeFromCodebase(ctx, rel, now, lastWriterWins);

@@ -19,6 +19,7 @@ import {
   type DeltaContext,
 } from './context.js';
 import { copyUp } from './copy-up.js';
+import { FILE_MODE_BITS } from './modes.js';
 import { buildDiff } from './diff.js';
 import { ABSENT, baseOf, type BaseRecord } from './identity.js';
 import { COMPACT_AFTER_RECORDS, MetaJournal } from './journal.js';
@@ -170,7 +171,7 @@ export class Delta {
       const rel = await this.prepareCreate(path);
       const fh = await this.ctx.upper.open(rel, flags | constants.O_CREAT | constants.O_EXCL, 0o600);
       try {
-        await fh.chmod(mode & 0o7777);
+        await fh.chmod(mode & FILE_MODE_BITS);
       } catch (err) {
         await fh.close();
         throw err;
@@ -322,7 +323,9 @@ export class Delta {
       if (attrs.size !== undefined && found.type !== 'file') throw new FsError('EINVAL', path);
       await copyUp(this.ctx, rel, { content: attrs.size !== 0 });
       const { upper } = this.ctx;
-      if (attrs.mode !== undefined) await upper.chmod(rel, attrs.mode);
+      if (attrs.mode !== undefined) {
+        await upper.chmod(rel, found.type === 'directory' ? attrs.mode : attrs.mode & FILE_MODE_BITS);
+      }
       if (attrs.size !== undefined) await upper.truncate(rel, attrs.size);
       if (attrs.atime !== undefined || attrs.mtime !== undefined) {
         const st = await upper.lstat(rel);
