@@ -63,12 +63,15 @@ export function parseListen(value: string): ListenAddress {
       `invalid --listen ${JSON.stringify(value)}: expected host:port, [ipv6]:port or port (e.g. 127.0.0.1:9000)`,
     );
   };
-  const match = /^(?:\[([^\]]+)\]|([^:[\]]*)):(\d+)$/.exec(value) ?? /^()()(\d+)$/.exec(value);
-  if (match === null) return bad();
-  const host = match[1] ?? (match[2] === '' || match[2] === undefined ? '127.0.0.1' : match[2]);
-  const port = Number(match[3]);
+  const bare = /^(\d+)$/.exec(value);
+  const match = bare === null ? /^(?:\[([^\]]+)\]|([^:[\]]*)):(\d+)$/.exec(value) : null;
+  if (bare === null && match === null) return bad();
+  const v6 = match?.[1];
+  const named = match?.[2];
+  const host = v6 ?? (named === undefined || named === '' ? '127.0.0.1' : named);
+  const port = Number(bare?.[1] ?? match?.[3]);
   if (!Number.isSafeInteger(port) || port > 65535) return bad();
-  if (match[1] !== undefined && isIP(match[1]) !== 6) return bad();
+  if (v6 !== undefined && isIP(v6) !== 6) return bad();
   return { host, port };
 }
 

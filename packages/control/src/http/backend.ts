@@ -5,7 +5,6 @@
 import { open, stat } from 'node:fs/promises';
 import type { Readable } from 'node:stream';
 import type { AuditEvent, ChangeEntry, CommitMode, CommitResult, ExecResult } from '@agentfense/protocol';
-import { InvalidArgumentError } from '@agentfense/protocol';
 import type { CodebaseInfo, FileEntry } from '../codebases/types.js';
 import type { ControlPlane } from '../control-plane.js';
 import type { AuditQuery } from '../sandboxes/audit-log.js';
@@ -87,13 +86,8 @@ export function controlPlaneBackend(plane: ControlPlane): HttpBackend {
     listFiles: (id, options) => plane.listFiles(id, options),
     downloadFile: (id, path) => plane.downloadFile(id, path),
 
-    createSandbox: (options) => {
-      const { image, ...rest } = options;
-      if (image !== undefined) {
-        throw new InvalidArgumentError('image is not supported yet: no container runtime is configured');
-      }
-      return plane.createSandbox(rest);
-    },
+    // The control plane refuses an image for a runtime other than docker.
+    createSandbox: (options) => plane.createSandbox(options),
     getSandbox: (id) => plane.getSandbox(id),
     listSandboxes: (options) => plane.listSandboxes(options),
     startSandbox: (id) => plane.startSandbox(id),
