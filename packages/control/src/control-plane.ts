@@ -12,6 +12,7 @@ import type {
   WorkerStats,
 } from '@agentfense/protocol';
 import { createBwrapRuntime } from '@agentfense/runtime-bwrap';
+import { createDockerRuntime } from '@agentfense/runtime-docker';
 import { CodebaseService } from './codebases/service.js';
 import type { UploadSource } from './codebases/service.js';
 import type { CodebaseInfo, FileEntry } from './codebases/types.js';
@@ -122,6 +123,14 @@ export class ControlPlane implements AsyncDisposable {
     });
     const runtimes = new RuntimeRegistry({
       bwrap: () => createBwrapRuntime({ dataDir, logger: logger.child({ component: 'runtime-bwrap' }) }),
+      // Network on means the host's network namespace, as with bwrap (`agentfense setup docker` starts an
+      // engine without a bridge). The engine is found through DOCKER_HOST or docker's default socket.
+      docker: () =>
+        createDockerRuntime({
+          dataDir,
+          networkMode: 'host',
+          logger: logger.child({ component: 'runtime-docker' }),
+        }),
       ...options.runtimes,
     });
     const sessions = new SessionManager({ logger: logger.child({ component: 'sessions' }) });

@@ -103,6 +103,7 @@ describe('metadata database', () => {
         {
           id,
           codebase_id: cb,
+          image: null,
           state: i === 0 ? 'RUNNING' : 'PENDING',
           state_reason: null,
           runtime: 'bwrap',

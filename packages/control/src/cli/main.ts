@@ -9,6 +9,7 @@ import { registerPresets } from './commands/presets.js';
 import { registerRun } from './commands/run.js';
 import { registerSandboxes } from './commands/sandboxes.js';
 import { registerServe } from './commands/serve.js';
+import { registerSetup } from './commands/setup.js';
 import { registerSessions } from './commands/sessions.js';
 import { processIo } from './io.js';
 import type { CliIo, CliResult } from './io.js';
@@ -43,6 +44,7 @@ export function createProgram(io: CliIo = processIo, result: CliResult = { exitC
   registerCodebases(program, context);
   registerServe(program, context);
   registerSessions(program, context);
+  registerSetup(program, context);
   for (const command of program.commands) command.exitOverride().configureOutput(program.configureOutput());
   return program;
 }

@@ -26,6 +26,8 @@ export interface FromLocalOptions {
   readonly rules?: readonly unknown[];
   /** Default 'bwrap'. */
   readonly runtime?: string;
+  /** Container image (docker runtime only). */
+  readonly image?: string;
   readonly network?: boolean;
   readonly resources?: ResourceLimits;
   readonly env?: Readonly<Record<string, string>>;
@@ -90,6 +92,7 @@ export class Sandbox implements AsyncDisposable {
             'preset',
             'rules',
             'runtime',
+            'image',
             'network',
             'resources',
             'env',

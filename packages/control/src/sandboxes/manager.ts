@@ -4,6 +4,7 @@
 // sandbox whose owner has died is recovered (mounts cleared, worker killed, marked STOPPED, delta kept).
 import { randomUUID } from 'node:crypto';
 import { rm, readdir } from 'node:fs/promises';
+import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { clearFuseMount, spawnWorker } from '@agentfense/fuse-worker';
 import type { WorkerHandle } from '@agentfense/fuse-worker';
@@ -27,6 +28,7 @@ import type {
   WorkerStats,
 } from '@agentfense/protocol';
 import { validateEnv } from '@agentfense/runtime-bwrap';
+import { SANDBOX_USER, clearWorkspaceRelays } from '@agentfense/runtime-docker';
 import type { CodebaseService } from '../codebases/service.js';
 import { newId, validateId } from '../ids.js';
 import { ensurePrivateDir } from '../paths.js';
@@ -117,6 +119,7 @@ export class SandboxManager {
       ...(this.#presets === undefined ? {} : { registry: this.#presets }),
     });
     const runtime = this.#runtimes.check(options.runtime ?? this.#defaultRuntime);
+    const image = checkImage(runtime, options.image);
     const labels = checkLabels(options.labels ?? {});
     const env = validateEnv(options.env ?? {});
     const resources = checkResources(options.resources ?? {});
@@ -140,6 +143,7 @@ export class SandboxManager {
         state: 'PENDING',
         state_reason: null,
         runtime,
+        image,
         rules: JSON.stringify(rules),
         network: options.network === true ? 1 : 0,
         resources: JSON.stringify(resources),
@@ -229,6 +233,11 @@ export class SandboxManager {
             mountpoint: paths.workspace,
             rules: JSON.parse(row.rules) as PermissionRule[],
             auditAllowed: row.audit_allowed !== 0,
+            // A container's user (uid 1000 inside, a different uid outside) is not the mounter: it
+            // needs allow_other. bwrap's user maps to the mounter's uid and does not.
+            allowOther: row.runtime === 'docker',
+            // ... and owns the files it sees, so the owner mode bits carry the rules for it too.
+            ...(row.runtime === 'docker' ? dockerOwner() : {}),
           },
           logFile: paths.workerLog,
           logger: this.#logger.child({ sandboxId: id }),
@@ -245,6 +254,7 @@ export class SandboxManager {
           sandboxId: id,
           workspaceHostPath: paths.workspace,
           stateDir: paths.state,
+          ...(row.image === null ? {} : { image: row.image }),
           network: row.network !== 0,
           resources: JSON.parse(row.resources) as Record<string, number>,
           env: JSON.parse(row.env) as Record<string, string>,
@@ -715,7 +725,29 @@ export class SandboxManager {
 /** Clears the FUSE mount (aborting a hung daemon first) and then the shared bind of a sandbox. */
 async function clearStaleMounts(paths: SandboxPaths): Promise<void> {
   await clearFuseMount(paths.workspace);
+  // The docker runtime's relay (a bind of mnt under state/docker) outlives a crashed control plane.
+  await clearWorkspaceRelays(join(paths.state, 'docker'));
   await unmountAll(paths.mnt);
+}
+
+/** The host uid/gid of a docker sandbox's user (containers run without a user-namespace remap). */
+function dockerOwner(): { ownerUid: number; ownerGid: number } {
+  const [uid, gid] = SANDBOX_USER.split(':').map(Number);
+  return { ownerUid: uid ?? 1000, ownerGid: gid ?? 1000 };
+}
+
+/** An image is a docker notion: refused for other runtimes rather than silently ignored. */
+function checkImage(runtime: string, image: unknown): string | null {
+  if (image === undefined || image === null) return null;
+  if (runtime !== 'docker') {
+    throw new InvalidArgumentError(`image applies to the docker runtime only (this sandbox uses ${runtime})`);
+  }
+  if (typeof image !== 'string' || !/^[A-Za-z0-9][A-Za-z0-9._/:@-]{0,254}$/.test(image)) {
+    throw new InvalidArgumentError(
+      `image must be an image reference like agentfense/base:latest, got ${JSON.stringify(image)}`,
+    );
+  }
+  return image;
 }
 
 function checkLabels(labels: unknown): Record<string, string> {

@@ -14,6 +14,8 @@ export interface CreateSandboxOptions {
   readonly preset?: string;
   /** A key of the control plane's `runtimes` map; default 'bwrap'. */
   readonly runtime?: string;
+  /** Container image (docker runtime only); default the runtime's base image. */
+  readonly image?: string;
   readonly network?: boolean;
   readonly resources?: ResourceLimits;
   /** Stored and filterable; keys and values are strings. */
@@ -34,6 +36,8 @@ export interface SandboxInfo {
   /** Why it is in this state (the ERROR reason, what stopped it); null when nothing to say. */
   readonly stateReason: string | null;
   readonly runtime: string;
+  /** Container image (docker); null: the runtime's default. */
+  readonly image: string | null;
   readonly rules: readonly PermissionRule[];
   readonly network: boolean;
   readonly resources: ResourceLimits;

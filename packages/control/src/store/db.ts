@@ -64,6 +64,11 @@ export const MIGRATIONS: readonly { readonly version: number; readonly sql: stri
     version: 2,
     sql: 'ALTER TABLE sandboxes ADD COLUMN limits TEXT',
   },
+  {
+    // Container image of a docker sandbox (null: the runtime's default image).
+    version: 3,
+    sql: 'ALTER TABLE sandboxes ADD COLUMN image TEXT',
+  },
 ];
 
 /** How long a writer waits for another process's transaction before failing (ms). */

@@ -13,6 +13,8 @@ export interface SandboxRow {
   readonly state: SandboxState;
   readonly state_reason: string | null;
   readonly runtime: string;
+  /** Container image (docker); null for the runtime's default. */
+  readonly image: string | null;
   readonly rules: string;
   readonly network: number;
   readonly resources: string;
@@ -85,9 +87,9 @@ export class SandboxStore {
   constructor(db: Db) {
     this.#db = db;
     this.#insert = db.prepare(
-      `INSERT INTO sandboxes (id, codebase_id, state, state_reason, runtime, rules, network, resources, env,
+      `INSERT INTO sandboxes (id, codebase_id, state, state_reason, runtime, image, rules, network, resources, env,
          audit_allowed, labels, expires_at, created_at, updated_at)
-       VALUES (@id, @codebase_id, @state, @state_reason, @runtime, @rules, @network, @resources, @env,
+       VALUES (@id, @codebase_id, @state, @state_reason, @runtime, @image, @rules, @network, @resources, @env,
          @audit_allowed, @labels, @expires_at, @created_at, @updated_at)`,
     );
     this.#insertLabel = db.prepare('INSERT INTO sandbox_labels (sandbox_id, key, value) VALUES (?, ?, ?)');
@@ -109,6 +111,7 @@ export class SandboxStore {
       | 'state'
       | 'state_reason'
       | 'runtime'
+      | 'image'
       | 'rules'
       | 'network'
       | 'resources'
@@ -215,6 +218,7 @@ export function sandboxInfo(row: SandboxRow): SandboxInfo {
     state: row.state,
     stateReason: row.state_reason,
     runtime: row.runtime,
+    image: row.image,
     rules: JSON.parse(row.rules) as PermissionRule[],
     network: row.network !== 0,
     resources: JSON.parse(row.resources) as ResourceLimits,

@@ -112,8 +112,8 @@ export class WorkerService {
         rules,
         audit: this.#audit,
         cacheTtlSeconds: ttl,
-        uid: process.getuid?.() ?? 0,
-        gid: process.getgid?.() ?? 0,
+        uid: params.ownerUid ?? process.getuid?.() ?? 0,
+        gid: params.ownerGid ?? process.getgid?.() ?? 0,
         statfsPath: params.deltaDir,
       });
       const handlers = createHandlers({

@@ -46,6 +46,12 @@ export interface MountParams {
   readonly rules: readonly PermissionRule[];
   /** Let other uids use the mount (Docker with a non-root user inside). Default false. */
   readonly allowOther?: boolean;
+  /**
+   * Host uid/gid reported as the owner of every entry: the sandbox user's host identity, so the owner
+   * mode bits (where the rules live) apply to it. Default: the worker's own (bwrap maps its user to it).
+   */
+  readonly ownerUid?: number;
+  readonly ownerGid?: number;
   /** Seconds the kernel may cache entries and attributes (rule changes invalidate explicitly). */
   readonly cacheTtlSeconds?: number;
   /** Audit allowed accesses too (denials always are). */
@@ -181,6 +187,8 @@ export const WORKER_METHOD_GUARDS: {
       mountpoint: g.string,
       rules: g.arrayOf(permissionRule),
       allowOther: g.optional(g.boolean),
+      ownerUid: g.optional(g.count),
+      ownerGid: g.optional(g.count),
       cacheTtlSeconds: g.optional(g.number),
       auditAllowed: g.optional(g.boolean),
     }),

@@ -22,6 +22,7 @@ export const EXIT_CONFLICT = 3;
 
 interface RunFlags extends PolicyFlags, DataFlags {
   readonly runtime?: string;
+  readonly image?: string;
   readonly network?: boolean;
   readonly timeout?: string;
   readonly env: string[];
@@ -72,6 +73,7 @@ export function registerRun(program: Command, { io, result }: CliContext): void 
     ),
   )
     .option('--runtime <name>', 'bwrap (default) or docker')
+    .option('--image <image>', 'container image (docker runtime; default agentfense/base:latest)')
     .option('--network', 'give the sandbox network access (off by default: loopback only)')
     .option('--timeout <seconds>', 'kill the command and everything it started after this long (status 124)')
     .option('--env <K=V>', 'environment variable for the command (repeatable)', collect, [])
@@ -176,6 +178,7 @@ async function runInSandbox(plane: ControlPlane, request: RunRequest): Promise<R
       network: flags.network === true,
       labels: request.labels,
       ...(flags.runtime === undefined ? {} : { runtime: flags.runtime }),
+      ...(flags.image === undefined ? {} : { image: flags.image }),
     });
     sandboxId = sandbox.id;
     step(`created ${sandbox.id}`);

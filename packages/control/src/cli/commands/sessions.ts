@@ -35,9 +35,7 @@ interface WireSessionResult {
 
 /** What the shell loop needs of a session, local or remote. */
 interface ShellSession {
-  exec(
-    command: string,
-  ): Promise<{
+  exec(command: string): Promise<{
     stdout: Uint8Array | string;
     stderr: Uint8Array | string;
     exitCode: number | null;
@@ -204,7 +202,7 @@ export function registerSessions(program: Command, { io, result }: CliContext): 
         flags: PolicyFlags & ServerFlags & DataFlags & { shell?: string; network?: boolean },
       ) => {
         // The session validates the shell and names the allowed ones.
-      const shell = flags.shell === undefined ? {} : { shell: flags.shell as SessionShell };
+        const shell = flags.shell === undefined ? {} : { shell: flags.shell as SessionShell };
         if (target.startsWith('sb_')) {
           if (flags.preset !== undefined || flags.rules !== undefined || flags.network === true) {
             throw new InvalidArgumentError(
