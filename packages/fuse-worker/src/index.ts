@@ -2,5 +2,5 @@
 // helpers the control plane needs to clear dead mounts.
 export { WORKER_ENTRY, WorkerHandle, spawnWorker } from './handle.js';
 export type { SpawnWorkerOptions, WorkerExit } from './handle.js';
-export { clearFuseMount, fuseMountsAt, isFuseMounted, listMounts } from './mounts.js';
+export { abortFuseConnection, clearFuseMount, fuseMountsAt, isFuseMounted, listMounts } from './mounts.js';
 export type { MountInfo } from './mounts.js';

@@ -63,6 +63,19 @@ async function ensureFusectl(): Promise<boolean> {
 }
 
 /**
+ * Aborts the kernel connection of a FUSE mount (fusectl `<minor>/abort`): every pending and later request
+ * fails with ENOTCONN, and a daemon blocked on a lazily detached but still busy mount can finish. Returns
+ * false when there was nothing to abort.
+ */
+export async function abortFuseConnection(minor: number): Promise<boolean> {
+  if (!(await ensureFusectl())) return false;
+  return writeFile(`${FUSECTL_DIR}/${minor}/abort`, '1').then(
+    () => true,
+    () => false,
+  );
+}
+
+/**
  * Clears every FUSE mount at `mountpoint`, whatever state its daemon is in: aborts the kernel connection
  * first (a hung daemon would otherwise block the unmount's own path lookups), then detaches the mount
  * lazily. Returns how many mounts were cleared. Safe to call when nothing is mounted.

@@ -17,9 +17,12 @@ import { Delta } from '../delta/delta.js';
 import { createHandlers } from '../fs/binding.js';
 import { OpStats } from '../fs/op-stats.js';
 import { PolicyFs } from '../fs/policy-fs.js';
+import { abortFuseConnection, fuseMountsAt } from '../mounts.js';
 
 /** Default seconds the kernel caches entries and attributes (rule changes and discards invalidate). */
 export const DEFAULT_CACHE_TTL_SECONDS = 60;
+/** How long a lazy unmount may wait for a busy mount before its connection is aborted. */
+export const UNMOUNT_GRACE_MS = 1000;
 /** How often the worker tells the control plane it is alive. */
 export const HEALTH_INTERVAL_MS = 1000;
 
@@ -72,10 +75,21 @@ export class WorkerService {
     const mounted = this.#mounted;
     this.#mounted = undefined;
     if (mounted !== undefined) {
-      // Lazy: a process still inside the mount (a shell cd'ed there) must not keep us from exiting.
-      await mounted.fuse.unmount({ lazy: true }).catch((err: unknown) => {
+      // Lazy: a process still inside the mount (a shell cd'ed there) must not keep us from exiting. The
+      // kernel keeps a detached mount's connection while it is busy, so abort it if the unmount lags.
+      const minor = (await fuseMountsAt(mounted.mountpoint)).at(-1)?.minor;
+      const unmounted = mounted.fuse.unmount({ lazy: true }).catch((err: unknown) => {
         this.#logger.error({ err }, 'unmount failed');
       });
+      const lagging = await Promise.race([
+        unmounted.then(() => false),
+        new Promise<boolean>((done) => setTimeout(() => done(true), UNMOUNT_GRACE_MS)),
+      ]);
+      if (lagging && minor !== undefined) {
+        this.#logger.warn({ minor }, 'mount still busy after the lazy unmount: aborting the connection');
+        await abortFuseConnection(minor);
+      }
+      await unmounted;
       await mounted.fs.close();
       await mounted.delta.close();
       this.#logger.info({ mountpoint: mounted.mountpoint, ops: this.#stats.total() }, 'unmounted');
