@@ -3,6 +3,7 @@
 // control plane's API; it also pages the one listing the control plane does not page itself (codebases)
 // and reads a sandbox's log.
 import { open, stat } from 'node:fs/promises';
+import { availableParallelism } from 'node:os';
 import type { Readable } from 'node:stream';
 import type { AuditEvent, ChangeEntry, CommitMode, CommitResult, ExecResult } from '@agentfense/protocol';
 import type { CodebaseInfo, FileEntry } from '../codebases/types.js';
@@ -18,6 +19,7 @@ import type {
 import type { CreateSessionOptions, SessionExecOptions, SessionExecResult } from '../sessions/options.js';
 import type { SessionInfo } from '../sessions/session.js';
 import { decodePageToken, encodePageToken, pageSize } from '../store/pagination.js';
+import { ConcurrencyLimit } from './limit.js';
 
 type MaybePromise<T> = T | Promise<T>;
 
@@ -28,11 +30,8 @@ export interface ListCodebasesOptions {
   readonly pageToken?: string;
 }
 
-/** Create options of a sandbox as the HTTP API takes them. */
-export interface HttpCreateSandboxOptions extends CreateSandboxOptions {
-  /** Container image (docker only). */
-  readonly image?: string;
-}
+/** Create options of a sandbox as the HTTP API takes them (the control plane's own). */
+export type HttpCreateSandboxOptions = CreateSandboxOptions;
 
 /** The operations the HTTP API exposes, in the control plane's camelCase shapes. */
 export interface HttpBackend {
@@ -75,8 +74,26 @@ export interface HttpBackend {
 /** Longest piece of a log file read for a `logs` request (the tail is cut from it). */
 const MAX_LOG_READ_BYTES = 16 * 1024 * 1024;
 
+export interface ControlPlaneBackendOptions {
+  /**
+   * Sandbox starts run at most this many at a time; the others queue. A start spawns a worker process and
+   * mounts it, which is CPU-bound: fifty at once on two cores take so long that workers miss their
+   * handshake deadline, while queued they all succeed sooner. Default: the number of CPUs (at least 2).
+   */
+  readonly maxConcurrentStarts?: number;
+}
+
+/** Default of `maxConcurrentStarts`. */
+export function defaultMaxConcurrentStarts(): number {
+  return Math.max(2, availableParallelism());
+}
+
 /** An HttpBackend over a ControlPlane (which closes a sandbox's sessions before it stops). */
-export function controlPlaneBackend(plane: ControlPlane): HttpBackend {
+export function controlPlaneBackend(
+  plane: ControlPlane,
+  options: ControlPlaneBackendOptions = {},
+): HttpBackend {
+  const starts = new ConcurrencyLimit(options.maxConcurrentStarts ?? defaultMaxConcurrentStarts());
   return {
     createCodebase: (options) => plane.createCodebase(options),
     getCodebase: (id) => plane.getCodebase(id),
@@ -90,7 +107,7 @@ export function controlPlaneBackend(plane: ControlPlane): HttpBackend {
     createSandbox: (options) => plane.createSandbox(options),
     getSandbox: (id) => plane.getSandbox(id),
     listSandboxes: (options) => plane.listSandboxes(options),
-    startSandbox: (id) => plane.startSandbox(id),
+    startSandbox: (id) => starts.run(() => plane.startSandbox(id)),
     stopSandbox: (id) => plane.stopSandbox(id),
     destroySandbox: (id) => plane.destroySandbox(id),
     exec: (id, command, options) => plane.exec(id, command, options),

@@ -208,7 +208,7 @@ export function ruleToWire(rule: PermissionRule): Record<string, unknown> {
   };
 }
 
-export function sandboxToWire(s: SandboxInfo & { readonly image?: string | null }): Record<string, unknown> {
+export function sandboxToWire(s: SandboxInfo): Record<string, unknown> {
   return {
     id: s.id,
     codebase_id: s.codebaseId,
@@ -222,7 +222,7 @@ export function sandboxToWire(s: SandboxInfo & { readonly image?: string | null 
     stopped_at: s.stoppedAt,
     expires_at: s.expiresAt,
     runtime: s.runtime in RUNTIME_TYPE.long ? RUNTIME_TYPE.format(s.runtime) : s.runtime,
-    image: s.image ?? null,
+    image: s.image,
     resources: resourcesToWire(s.resources),
     network: s.network,
     audit_allowed: s.auditAllowed,

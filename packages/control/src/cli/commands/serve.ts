@@ -2,10 +2,10 @@
 // HTTP service (SPEC §7) in the foreground. SIGINT/SIGTERM stop accepting, abort running commands, stop
 // every sandbox's worker and unmount everything before the process exits.
 import type { Command } from 'commander';
-import { UnavailableError } from '@agentfense/protocol';
+import { InvalidArgumentError, UnavailableError } from '@agentfense/protocol';
 import { ControlPlane } from '../../control-plane.js';
 import { assertListenAllowed, parseListen, readTokenFile } from '../../http/auth.js';
-import { controlPlaneBackend } from '../../http/backend.js';
+import { controlPlaneBackend, defaultMaxConcurrentStarts } from '../../http/backend.js';
 import { createHttpServer } from '../../http/server.js';
 import type { CliContext } from '../io.js';
 import { untilSignal } from '../signals.js';
@@ -14,6 +14,7 @@ interface ServeFlags {
   readonly listen: string;
   readonly data?: string;
   readonly tokenFile?: string;
+  readonly maxStarts?: string;
 }
 
 /** Registers `serve` on the program. */
@@ -27,15 +28,26 @@ export function registerServe(program: Command, { io, result }: CliContext): voi
       '--token-file <file>',
       'require "Authorization: Bearer <token>" with the token in this file (needed to listen beyond loopback)',
     )
+    .option(
+      '--max-starts <n>',
+      `sandbox starts run at most n at a time, the rest queue (default: the CPU count, ${defaultMaxConcurrentStarts()} here)`,
+    )
     .action(async (flags: ServeFlags) => {
       const address = parseListen(flags.listen);
+      const maxStarts = flags.maxStarts === undefined ? undefined : Number(flags.maxStarts);
+      if (maxStarts !== undefined && !(Number.isSafeInteger(maxStarts) && maxStarts >= 1)) {
+        throw new InvalidArgumentError(`--max-starts must be a positive integer, got ${flags.maxStarts}`);
+      }
       const token = flags.tokenFile === undefined ? undefined : await readTokenFile(flags.tokenFile);
       assertListenAllowed(address, token !== undefined); // before anything is opened
       const signal = untilSignal();
       try {
         const plane = await ControlPlane.open(flags.data === undefined ? {} : { dataDir: flags.data });
         const server = createHttpServer({
-          backend: controlPlaneBackend(plane),
+          backend: controlPlaneBackend(
+            plane,
+            maxStarts === undefined ? {} : { maxConcurrentStarts: maxStarts },
+          ),
           ...(token === undefined ? {} : { token }),
           logger: plane.logger.child({ component: 'http' }),
         });
