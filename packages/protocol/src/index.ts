@@ -1,4 +1,5 @@
-// Public API of @agentfense/protocol: error kinds, the permission engine, the worker wire protocol.
+// Public API of @agentfense/protocol: error kinds, the runtime contract and its shared helpers, the permission
+// engine, the worker wire protocol.
 
 // --- Errors ---
 export {
@@ -35,6 +36,18 @@ export type {
   RuntimeInstance,
   SandboxRuntime,
 } from './runtime.js';
+
+// --- Runtime helpers shared by both runtimes (pure): input validation, audit argv masking ---
+export {
+  validateCommand,
+  validateCwd,
+  validateEnv,
+  validateHostPath,
+  validateSandboxId,
+  validateTimeoutMs,
+} from './runtime/input.js';
+export { HOST_PATH_BOUNDARY, REDACTED, maskEnvValue, maskHostPaths } from './runtime/audit-mask.js';
+export type { MaskArgvOptions, PathPlaceholder } from './runtime/audit-mask.js';
 
 // --- Permission rules ---
 export { PERMISSIONS, PATTERN_TYPES } from './permissions/types.js';
