@@ -4,12 +4,13 @@
 // leaked: no mount left under the data directory, no process left under the server, and the server's
 // open file descriptors back to what they were after the warm-up. Run as root after `pnpm build`:
 // `node packages/control/bench/http.bench.js` (AF_BENCH_HTTP_CLIENTS, AF_BENCH_HTTP_ROUNDS change the
-// load). Exits 1 when a request failed or something leaked.
+// load; AF_BENCH_HTTP_MAX_STARTS the server's --max-starts). Exits 1 when a request failed or something
+// leaked.
 import { spawn } from 'node:child_process';
 import console from 'node:console';
 import { mkdtemp, readFile, readdir, rm } from 'node:fs/promises';
 import { Agent, request } from 'node:http';
-import { tmpdir } from 'node:os';
+import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import process from 'node:process';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -18,6 +19,8 @@ import { fileURLToPath } from 'node:url';
 const BIN = fileURLToPath(new URL('../bin/agentfense.js', import.meta.url));
 const CLIENTS = Number(process.env.AF_BENCH_HTTP_CLIENTS ?? 50);
 const ROUNDS = Number(process.env.AF_BENCH_HTTP_ROUNDS ?? 4);
+/** Passed to `serve --max-starts` when set (default: the server's, the CPU count). */
+const MAX_STARTS = process.env.AF_BENCH_HTTP_MAX_STARTS;
 const WARMUP = 3;
 /** How long descriptors and processes get to go back to their baseline after the load. */
 const SETTLE_MS = 10_000;
@@ -64,7 +67,9 @@ function call(base, agent, method, path, body) {
 
 /** Starts the server and resolves with its URL and process once it listens. */
 async function startServer(dataDir) {
-  const child = spawn(process.execPath, [BIN, 'serve', '--listen', '127.0.0.1:0', '--data', dataDir], {
+  const args = [BIN, 'serve', '--listen', '127.0.0.1:0', '--data', dataDir];
+  if (MAX_STARTS !== undefined) args.push('--max-starts', MAX_STARTS);
+  const child = spawn(process.execPath, args, {
     stdio: ['ignore', 'inherit', 'pipe'],
   });
   let seen = '';
@@ -198,7 +203,10 @@ try {
   const baseFds = await openFds(pid);
   const baseProcs = (await descendants(pid)).length;
 
-  console.log(`HTTP load: ${CLIENTS} concurrent clients × ${ROUNDS} cycles of create+start → exec → destroy`);
+  console.log(
+    `HTTP load: ${CLIENTS} concurrent clients × ${ROUNDS} cycles of create+start → exec → destroy` +
+      ` (server --max-starts ${MAX_STARTS ?? 'default'}, ${availableParallelism()} CPUs, load ${loadavg()[0].toFixed(1)})`,
+  );
   const agents = Array.from({ length: CLIENTS }, () => new Agent({ keepAlive: true, maxSockets: 1 }));
   const began = performance.now();
   await Promise.all(
