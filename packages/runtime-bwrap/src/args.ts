@@ -11,7 +11,7 @@
 //     `--clearenv`, so a `--setenv` before it would be lost.
 //  4. `--info-fd`/`--block-fd` (the cgroup handshake) may sit anywhere before the command.
 //  5. `--` ends bwrap's options, so a command whose argv[0] starts with `-` is never read as an option.
-import { validateCommand, validateCwd, validateEnv } from './validate.js';
+import { validateCommand, validateCwd, validateEnv } from '@agentfense/protocol';
 
 /** The uid/gid the command runs as inside the sandbox (an unprivileged user without capabilities). */
 export const SANDBOX_UID = 1000;

@@ -20,11 +20,14 @@ export { DEFAULT_SYSTEM_DIRS, resolveSystemMounts } from './system-mounts.js';
 export type { ResolveSystemMountsOptions } from './system-mounts.js';
 export { DEFAULT_ETC_ENTRIES, generatedEtcContents, prepareSandboxEtc } from './etc-files.js';
 export type { PrepareEtcOptions } from './etc-files.js';
-export { validateCwd, validateEnv } from './validate.js';
+// Input validation is shared with runtime-docker (from @agentfense/protocol, re-exported for callers).
+export { validateCwd, validateEnv } from '@agentfense/protocol';
 
 // --- Audit records ---
-export { maskArgv, maskHostPaths } from './audit.js';
-export type { PathPlaceholder, MaskArgvOptions } from './audit.js';
+export { maskArgv } from './audit.js';
+// The masking core, with bwrap's path boundaries (its default).
+export { maskHostPaths } from '@agentfense/protocol';
+export type { PathPlaceholder, MaskArgvOptions } from '@agentfense/protocol';
 
 // --- Cgroups ---
 export { createSandboxCgroup, DEFAULT_CGROUP_PARENT } from './cgroups.js';

@@ -6,21 +6,20 @@ import type {
   ExecOptions,
   ExecResult,
   RuntimeInstance,
+  PathPlaceholder,
   SandboxProcess,
   SpawnOptions,
 } from '@agentfense/protocol';
-import { InvalidArgumentError, WrongStateError } from '@agentfense/protocol';
+import { InvalidArgumentError, WrongStateError, validateEnv } from '@agentfense/protocol';
 import { buildBwrapArgs } from './args.js';
 import type { SystemMount } from './args.js';
 import { maskArgv } from './audit.js';
-import type { PathPlaceholder } from './audit.js';
 import type { SandboxCgroup } from './cgroups/types.js';
 import { runExec } from './exec.js';
 import { HANDSHAKE_FDS } from './launch.js';
 import type { LaunchedBwrap } from './launch.js';
 import type { RuntimeLogger } from './logger.js';
 import { runSpawn } from './spawn.js';
-import { validateEnv } from './validate.js';
 
 export interface BwrapInstanceOptions {
   readonly sandboxId: string;

@@ -2,7 +2,7 @@
 import { rm, stat } from 'node:fs/promises';
 import { posix } from 'node:path';
 import type { RuntimeInstance, RuntimeStartOptions, SandboxRuntime } from '@agentfense/protocol';
-import { InvalidArgumentError } from '@agentfense/protocol';
+import { InvalidArgumentError, validateEnv, validateHostPath, validateSandboxId } from '@agentfense/protocol';
 import { checkFuseDevice, probeBwrap, resolveBwrapPath } from './check.js';
 import { createSandboxCgroup } from './cgroups.js';
 import { NO_LIMITS } from './cgroups/plan.js';
@@ -12,7 +12,6 @@ import { BwrapInstance } from './instance.js';
 import { createStderrLogger } from './logger.js';
 import type { RuntimeLogger } from './logger.js';
 import { resolveSystemMounts } from './system-mounts.js';
-import { validateEnv, validateHostPath, validateSandboxId } from './validate.js';
 
 /** Configuration of the bwrap runtime (all optional; defaults suit Debian 12 hosts). */
 export interface BwrapRuntimeOptions {

@@ -1,6 +1,8 @@
-// Audit argv masking: host paths become placeholders at path boundaries; caller env values are redacted.
+// bwrap's audit argv: `--setenv NAME VALUE` values redacted, host paths masked everywhere (the masking core
+// itself is tested in packages/protocol/test/runtime/audit-mask.test.ts).
 import { describe, expect, it } from 'vitest';
-import { maskArgv, maskHostPaths } from '../src/audit.js';
+import { maskArgv } from '../src/audit.js';
+import { maskHostPaths } from '../src/index.js';
 
 const placeholders = [
   { hostPath: '/srv/af/ws/sb_1', placeholder: '<workspace>' },
@@ -8,15 +10,12 @@ const placeholders = [
   { hostPath: '/srv/af', placeholder: '<data>' },
 ];
 
-describe('maskHostPaths', () => {
-  it('replaces the longest matching host path first, only at path boundaries', () => {
-    expect(maskHostPaths('/srv/af/ws/sb_1', placeholders)).toBe('<workspace>');
-    expect(maskHostPaths('/srv/af/state/sb_1/bwrap/etc', placeholders)).toBe('<state>/bwrap/etc');
-    expect(maskHostPaths('/srv/af/other', placeholders)).toBe('<data>/other');
-    expect(maskHostPaths('/srv/afx', placeholders)).toBe('/srv/afx');
+describe('maskHostPaths (the package export)', () => {
+  it("uses bwrap's path boundaries", () => {
     expect(maskHostPaths('a=/srv/af/ws/sb_1:/srv/af/ws/sb_1', placeholders)).toBe(
       'a=<workspace>:<workspace>',
     );
+    expect(maskHostPaths('/srv/af,x', placeholders)).toBe('/srv/af,x');
   });
 });
 
@@ -32,6 +31,9 @@ describe('maskArgv', () => {
       '--setenv',
       'PATH',
       '/usr/bin',
+      '--setenv',
+      'DATA',
+      '/srv/af/state/sb_1',
       '--',
       'cat',
       '/srv/af/x',
@@ -46,6 +48,9 @@ describe('maskArgv', () => {
       '--setenv',
       'PATH',
       '/usr/bin',
+      '--setenv',
+      'DATA',
+      '<state>',
       '--',
       'cat',
       '<data>/x',
@@ -54,6 +59,11 @@ describe('maskArgv', () => {
 
   it('does not treat a `--setenv` word inside the command as an option', () => {
     const argv = ['--', 'echo', '--setenv', 'TOKEN', 'x'];
+    expect(maskArgv({ argv, placeholders, redactEnv: new Set(['TOKEN']) })).toEqual(argv);
+  });
+
+  it('leaves a trailing `--setenv` without its two words as it is', () => {
+    const argv = ['--setenv', 'TOKEN'];
     expect(maskArgv({ argv, placeholders, redactEnv: new Set(['TOKEN']) })).toEqual(argv);
   });
 });
