@@ -254,8 +254,9 @@ export function registerSandboxRoutes(
         onStdout: chunker('stdout'),
         onStderr: chunker('stderr'),
       });
-      void backend
-        .exec(id, req.body.command, options)
+      // Through a promise chain, so even a synchronous throw ends the stream with an error line.
+      void Promise.resolve()
+        .then(() => backend.exec(id, req.body.command, options))
         .then(
           (result) => write({ done: true, ...finalLine(result) }),
           (err: unknown) => write({ done: true, error: toHttpError(toAgentFenseError(err)).body }),
