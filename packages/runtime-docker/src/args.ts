@@ -12,7 +12,7 @@
 //  4. The container's pid 1 is docker's init (`--init`, tini) running `sleep infinity`: it reaps the orphans
 //     of killed commands and never exits on its own.
 import type { EnforcedLimits } from '@agentfense/protocol';
-import { validateCommand, validateCwd, validateEnv } from './validate.js';
+import { validateCommand, validateCwd, validateEnv } from '@agentfense/protocol';
 
 /** The uid:gid every process runs as inside the container (an unprivileged user, no capabilities). */
 export const SANDBOX_USER = '1000:1000';

@@ -24,7 +24,9 @@ export {
   SESSION_HEADER_PREFIX,
 } from './args.js';
 export type { DockerRunSpec, DockerExecSpec } from './args.js';
-export { validateCwd, validateEnv, validateLimits } from './validate.js';
+// cwd/env validation is shared with runtime-bwrap (from @agentfense/protocol, re-exported for callers).
+export { validateCwd, validateEnv } from '@agentfense/protocol';
+export { validateLimits } from './validate.js';
 export { planLimits, parseEngineCapabilities, NO_LIMITS } from './limits.js';
 export type { EngineCapabilities } from './limits.js';
 export { SessionHeaderParser } from './header.js';
@@ -34,7 +36,7 @@ export { SETUP_COMMAND, engineError, isEngineUnreachable } from './engine.js';
 
 // --- Audit records ---
 export { maskArgv, maskHostPaths } from './audit.js';
-export type { PathPlaceholder, MaskArgvOptions } from './audit.js';
+export type { PathPlaceholder, MaskArgvOptions } from '@agentfense/protocol';
 
 // --- The workspace relay (a remounted worker propagates into a running container) ---
 export { clearWorkspaceRelays, createWorkspaceRelay, propagationOf } from './relay.js';

@@ -6,13 +6,13 @@ import type {
   ExecOptions,
   ExecResult,
   RuntimeInstance,
+  PathPlaceholder,
   SandboxProcess,
   SpawnOptions,
 } from '@agentfense/protocol';
-import { InvalidArgumentError, WrongStateError } from '@agentfense/protocol';
+import { WrongStateError, validateEnv, validateTimeoutMs } from '@agentfense/protocol';
 import { buildExecArgs, buildKillArgs } from './args.js';
 import { maskArgv } from './audit.js';
-import type { PathPlaceholder } from './audit.js';
 import type { ContainerCgroup } from './cgroup.js';
 import { engineError, runDocker } from './engine.js';
 import type { DockerCli } from './engine.js';
@@ -21,7 +21,6 @@ import type { LaunchedExec } from './launch.js';
 import type { RuntimeLogger } from './logger.js';
 import type { WorkspaceRelay } from './relay.js';
 import { runSpawn } from './spawn.js';
-import { validateEnv } from './validate.js';
 
 /** How long the in-container kill script may take (it normally takes one `docker exec`, ~50-100 ms). */
 const KILL_EXEC_TIMEOUT_MS = 30_000;
@@ -81,14 +80,7 @@ export class DockerInstance implements RuntimeInstance {
 
   async exec(options: ExecOptions): Promise<ExecResult> {
     this.#assertRunning();
-    if (
-      options.timeoutMs !== undefined &&
-      (!Number.isSafeInteger(options.timeoutMs) || options.timeoutMs <= 0)
-    ) {
-      throw new InvalidArgumentError(
-        `timeoutMs must be a positive integer, got ${String(options.timeoutMs)}`,
-      );
-    }
+    validateTimeoutMs(options.timeoutMs);
     const stdin = typeof options.stdin === 'string' ? Buffer.from(options.stdin) : options.stdin;
     const { args, audit } = this.#prepare({
       command: options.command,

@@ -2,7 +2,13 @@
 import { stat } from 'node:fs/promises';
 import { posix } from 'node:path';
 import type { RuntimeInstance, RuntimeStartOptions, SandboxRuntime } from '@agentfense/protocol';
-import { InternalError, InvalidArgumentError, UnavailableError } from '@agentfense/protocol';
+import {
+  InternalError,
+  InvalidArgumentError,
+  UnavailableError,
+  validateEnv,
+  validateSandboxId,
+} from '@agentfense/protocol';
 import { BASE_ENV, DEFAULT_IMAGE, buildRunArgs } from './args.js';
 import { resolveContainerCgroup } from './cgroup.js';
 import type { ContainerCgroup } from './cgroup.js';
@@ -15,7 +21,7 @@ import { parseEngineCapabilities, planLimits } from './limits.js';
 import type { EngineCapabilities } from './limits.js';
 import { createStderrLogger } from './logger.js';
 import type { RuntimeLogger } from './logger.js';
-import { validateEnv, validateHostPath, validateLimits, validateSandboxId } from './validate.js';
+import { validateHostPath, validateLimits } from './validate.js';
 
 /** Configuration of the docker runtime (all optional). */
 export interface DockerRuntimeOptions {
