@@ -124,9 +124,7 @@ export function createHandlers(options: BindingOptions): LowLevelHandlers {
         req.replyEntry(await fs.link(ino, newParent, nameOf(newName), callerOf(req)));
       }),
     read: (req, ino, size, offset) =>
-      serve('read', req, async () => {
-        req.replyBuf(await fs.read(ino, size, offset, callerOf(req)));
-      }),
+      serve('read', req, () => fs.readReply(ino, size, offset, callerOf(req), (data) => req.replyBuf(data))),
     write: (req, ino, data, offset) =>
       serve('write', req, async () => {
         req.replyWrite(await fs.write(ino, data, offset, callerOf(req)));
