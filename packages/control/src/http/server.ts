@@ -72,7 +72,8 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
     logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: options.bodyLimit ?? DEFAULT_BODY_LIMIT,
     exposeHeadRoutes: false,
-    return503OnClosing: true,
+    // Requests arriving while closing get our own 503 `{code, message}` (the hook below), not fastify's.
+    return503OnClosing: false,
     forceCloseConnections: 'idle',
     routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
   });
@@ -117,6 +118,17 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
   app.setNotFoundHandler((request, reply) => {
     const { status, body } = unknownRouteError(request.method, request.url);
     return reply.status(status).send(body);
+  });
+
+  app.addHook('onRequest', (_request: FastifyRequest, reply: FastifyReply, done: () => void) => {
+    if (!shutdown.signal.aborted) {
+      done();
+      return;
+    }
+    void reply
+      .status(503)
+      .header('connection', 'close')
+      .send({ code: 'AF_UNAVAILABLE', message: 'the server is shutting down' });
   });
 
   if (auth !== undefined) {
