@@ -18,3 +18,16 @@ export function addDataOption(command: Command): Command {
 export function openControlPlane(flags: DataFlags): Promise<ControlPlane> {
   return ControlPlane.open(flags.data === undefined ? {} : { dataDir: flags.data });
 }
+
+/** Runs `work` with the control plane of the selected data directory, closing it afterwards. */
+export async function withControlPlane<T>(
+  flags: DataFlags,
+  work: (plane: ControlPlane) => Promise<T> | T,
+): Promise<T> {
+  const plane = await openControlPlane(flags);
+  try {
+    return await work(plane);
+  } finally {
+    await plane.close();
+  }
+}

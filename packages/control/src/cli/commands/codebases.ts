@@ -7,7 +7,7 @@ import type { Command } from 'commander';
 import { InvalidArgumentError } from '@agentfense/protocol';
 import type { ControlPlane } from '../../control-plane.js';
 import type { CodebaseInfo } from '../../codebases/types.js';
-import { addDataOption, openControlPlane } from '../control-options.js';
+import { addDataOption, withControlPlane } from '../control-options.js';
 import type { DataFlags } from '../control-options.js';
 import { formatTable, printJson } from '../io.js';
 import type { CliContext, CliIo } from '../io.js';
@@ -66,12 +66,16 @@ async function uploadTree(
   };
   for (const file of files) {
     const target = prefix === '' ? file.rel : `${prefix.replace(/\/+$/, '')}/${file.rel}`;
-    const stream = createReadStream(file.path);
-    stream.on('data', (chunk) => {
-      done += chunk.length;
-      report(false);
-    });
-    await plane.uploadFile(id, target, stream);
+    // Count bytes as the upload consumes them (a 'data' listener would switch the stream to flowing
+    // mode and race the upload's own reader for the chunks).
+    async function* counted(): AsyncGenerator<Buffer> {
+      for await (const chunk of createReadStream(file.path)) {
+        done += (chunk as Buffer).length;
+        report(false);
+        yield chunk as Buffer;
+      }
+    }
+    await plane.uploadFile(id, target, counted());
   }
   report(true);
   if (tty) io.stderr.write('\n');
@@ -111,16 +115,13 @@ export function registerCodebases(program: Command, { io }: CliContext): void {
     .option('--from <dir>', 'upload this directory into it (symlinks are skipped)')
     .option('--json', 'print the codebase as JSON')
     .action(async (flags: DataFlags & { name: string; owner?: string; from?: string; json?: boolean }) => {
-      const plane = await openControlPlane(flags);
-      try {
+      await withControlPlane(flags, async (plane) => {
         const created = await plane.createCodebase({ name: flags.name, ownerId: flags.owner ?? null });
         if (flags.from !== undefined) await uploadTree(io, plane, created.id, flags.from, '');
         const info = plane.getCodebase(created.id);
         if (flags.json === true) printJson(io, info);
         else io.stdout.write(`${info.id}\n`);
-      } finally {
-        await plane.close();
-      }
+      });
     });
 
   addDataOption(
@@ -132,20 +133,16 @@ export function registerCodebases(program: Command, { io }: CliContext): void {
   )
     .option('--to <path>', 'codebase directory to upload into (default: the root)', '')
     .action(async (id: string, source: string, flags: DataFlags & { to: string }) => {
-      const plane = await openControlPlane(flags);
-      try {
+      await withControlPlane(flags, async (plane) => {
         plane.getCodebase(id);
         await uploadTree(io, plane, id, source, flags.to.replace(/^\/+/, ''));
-      } finally {
-        await plane.close();
-      }
+      });
     });
 
   addDataOption(codebase.command('list').description('list codebases'))
     .option('--json', 'print a JSON array')
     .action(async (flags: DataFlags & { json?: boolean }) => {
-      const plane = await openControlPlane(flags);
-      try {
+      await withControlPlane(flags, (plane) => {
         const all = plane.listCodebases();
         if (flags.json === true) printJson(io, all);
         else if (all.length === 0) io.stderr.write('agentfense: no codebases\n');
@@ -153,22 +150,17 @@ export function registerCodebases(program: Command, { io }: CliContext): void {
           io.stdout.write(
             `${formatTable([['ID', 'NAME', 'KIND', 'FILES', 'PATH'], ...all.map((c) => [c.id, c.name, c.kind, c.fileCount === null ? '-' : String(c.fileCount), c.path])])}\n`,
           );
-      } finally {
-        await plane.close();
-      }
+      });
     });
 
   addDataOption(codebase.command('inspect').description('show one codebase').argument('<id>', 'codebase id'))
     .option('--json', 'print the codebase as JSON')
     .action(async (id: string, flags: DataFlags & { json?: boolean }) => {
-      const plane = await openControlPlane(flags);
-      try {
+      await withControlPlane(flags, (plane) => {
         const info = plane.getCodebase(id);
         if (flags.json === true) printJson(io, info);
         else io.stdout.write(describe(info));
-      } finally {
-        await plane.close();
-      }
+      });
     });
 
   addDataOption(
@@ -178,17 +170,14 @@ export function registerCodebases(program: Command, { io }: CliContext): void {
     .option('-r, --recursive', 'list everything below it')
     .option('--json', 'print a JSON array')
     .action(async (id: string, flags: DataFlags & { path?: string; recursive?: boolean; json?: boolean }) => {
-      const plane = await openControlPlane(flags);
-      try {
+      await withControlPlane(flags, async (plane) => {
         const files = await plane.listFiles(id, {
           recursive: flags.recursive === true,
           ...(flags.path === undefined ? {} : { path: flags.path }),
         });
         if (flags.json === true) printJson(io, files);
         else io.stdout.write(files.map((f) => `${f.path}${f.isDir ? '/' : ''}\n`).join(''));
-      } finally {
-        await plane.close();
-      }
+      });
     });
 
   addDataOption(
@@ -197,14 +186,11 @@ export function registerCodebases(program: Command, { io }: CliContext): void {
       .description('delete codebases (refused while sandboxes use them)')
       .argument('<id...>', 'codebase ids'),
   ).action(async (ids: string[], flags: DataFlags) => {
-    const plane = await openControlPlane(flags);
-    try {
+    await withControlPlane(flags, async (plane) => {
       for (const id of ids) {
         await plane.deleteCodebase(id);
         io.stderr.write(`agentfense: deleted ${id}\n`);
       }
-    } finally {
-      await plane.close();
-    }
+    });
   });
 }

@@ -5,7 +5,7 @@ import { open, stat } from 'node:fs/promises';
 import type { Command } from 'commander';
 import { InvalidArgumentError } from '@agentfense/protocol';
 import type { AuditEvent } from '@agentfense/protocol';
-import { addDataOption, openControlPlane } from '../control-options.js';
+import { addDataOption, withControlPlane } from '../control-options.js';
 import type { DataFlags } from '../control-options.js';
 import { formatTable, printJson } from '../io.js';
 import type { CliContext, CliIo } from '../io.js';
@@ -82,14 +82,10 @@ export function registerLogs(program: Command, { io }: CliContext): void {
     .option('-f, --follow', 'keep printing new lines until Ctrl-C')
     .option('--json', 'print the raw JSON lines')
     .action(async (id: string, flags: DataFlags & { follow?: boolean; json?: boolean }) => {
-      const plane = await openControlPlane(flags);
-      let file: string;
-      try {
+      const file = await withControlPlane(flags, (plane) => {
         plane.getSandbox(id); // NotFoundError naming the id
-        file = plane.layout.sandbox(id).workerLog;
-      } finally {
-        await plane.close();
-      }
+        return plane.layout.sandbox(id).workerLog;
+      });
       const json = flags.json === true;
       let offset = await printFrom(io, file, 0, json);
       if (flags.follow !== true) {
@@ -137,15 +133,12 @@ export function registerLogs(program: Command, { io }: CliContext): void {
           );
         }
         const decision = flags.denied === true ? 'deny' : flags.allowed === true ? 'allow' : undefined;
-        const plane = await openControlPlane(flags);
-        try {
+        await withControlPlane(flags, async (plane) => {
           const events = await plane.audit(id, { limit, ...(decision === undefined ? {} : { decision }) });
           if (flags.json === true) printJson(io, events);
           else if (events.length === 0) io.stderr.write(`agentfense: no audit events for ${id}\n`);
           else io.stdout.write(`${formatAudit(events)}\n`);
-        } finally {
-          await plane.close();
-        }
+        });
       },
     );
 }

@@ -7,7 +7,7 @@ import type { Command } from 'commander';
 import { InvalidArgumentError } from '@agentfense/protocol';
 import type { ChangeEntry, CommitResult, ExecResult } from '@agentfense/protocol';
 import type { ControlPlane } from '../../control-plane.js';
-import { addDataOption, openControlPlane } from '../control-options.js';
+import { addDataOption, withControlPlane } from '../control-options.js';
 import type { DataFlags } from '../control-options.js';
 import { printJson } from '../io.js';
 import type { CliContext, CliIo } from '../io.js';
@@ -101,10 +101,8 @@ export function registerRun(program: Command, { io, result }: CliContext): void 
       const stdin = flags.stdin === true ? await readStdin() : undefined;
       const step = stepper(io, flags.verbose === true);
 
-      const plane = await openControlPlane(flags);
-      let outcome: RunOutcome | undefined;
-      try {
-        outcome = await runInSandbox(plane, {
+      const outcome = await withControlPlane(flags, (plane) =>
+        runInSandbox(plane, {
           dir: resolve(dir),
           rules,
           command,
@@ -115,10 +113,8 @@ export function registerRun(program: Command, { io, result }: CliContext): void 
           io,
           ...(timeoutMs === undefined ? {} : { timeoutMs }),
           ...(stdin === undefined ? {} : { stdin }),
-        });
-      } finally {
-        await plane.close();
-      }
+        }),
+      );
       const { exec, changes, diff, commit, sandboxId } = outcome;
       if (flags.json === true) {
         printJson(io, {

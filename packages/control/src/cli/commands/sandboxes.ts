@@ -3,7 +3,7 @@ import type { Command } from 'commander';
 import type { SandboxInfo, SandboxState } from '../../sandboxes/types.js';
 import { SANDBOX_STATES } from '../../sandboxes/types.js';
 import { InvalidArgumentError } from '@agentfense/protocol';
-import { addDataOption, openControlPlane } from '../control-options.js';
+import { addDataOption, withControlPlane } from '../control-options.js';
 import type { DataFlags } from '../control-options.js';
 import { formatTable, printJson } from '../io.js';
 import type { CliContext } from '../io.js';
@@ -69,8 +69,7 @@ export function registerSandboxes(program: Command, { io }: CliContext): void {
     .action(async (flags: ListFlags) => {
       const state = parseState(flags.state);
       const labels = parseLabels(flags.label);
-      const plane = await openControlPlane(flags);
-      try {
+      await withControlPlane(flags, (plane) => {
         const all: SandboxInfo[] = [];
         let pageToken: string | undefined;
         do {
@@ -89,22 +88,17 @@ export function registerSandboxes(program: Command, { io }: CliContext): void {
           io.stdout.write(
             `${formatTable([['ID', 'STATE', 'CODEBASE', 'RUNTIME', 'CREATED'], ...all.map((s) => [s.id, s.state, s.codebaseId, s.runtime, s.createdAt])])}\n`,
           );
-      } finally {
-        await plane.close();
-      }
+      });
     });
 
   addDataOption(sandbox.command('inspect').description('show one sandbox').argument('<id>', 'sandbox id'))
     .option('--json', 'print the sandbox as JSON')
     .action(async (id: string, flags: DataFlags & { json?: boolean }) => {
-      const plane = await openControlPlane(flags);
-      try {
+      await withControlPlane(flags, (plane) => {
         const info = plane.getSandbox(id);
         if (flags.json === true) printJson(io, info);
         else io.stdout.write(describe(info));
-      } finally {
-        await plane.close();
-      }
+      });
     });
 
   addDataOption(
@@ -113,14 +107,11 @@ export function registerSandboxes(program: Command, { io }: CliContext): void {
       .description('destroy sandboxes (their uncommitted changes are dropped)')
       .argument('<id...>', 'sandbox ids'),
   ).action(async (ids: string[], flags: DataFlags) => {
-    const plane = await openControlPlane(flags);
-    try {
+    await withControlPlane(flags, async (plane) => {
       for (const id of ids) {
         await plane.destroySandbox(id);
         io.stderr.write(`agentfense: destroyed ${id}\n`);
       }
-    } finally {
-      await plane.close();
-    }
+    });
   });
 }
