@@ -1,4 +1,4 @@
-// The sandbox's /etc: a small directory prepared once per sandbox in its scratch space and bound read-only
+// The sandbox's /etc: a small directory prepared once per runtime and process (runtime.ts) and bound read-only
 // as a whole. It holds copies of the few host /etc entries programs need (symlinks kept as symlinks) and
 // our own passwd, group and hosts, which name the sandbox user and reveal none of the host's users or
 // host names.

@@ -1,10 +1,14 @@
 // The bwrap SandboxRuntime: checks the host once, then starts sandboxes (scratch files, cgroups, argv).
-import { rm, stat } from 'node:fs/promises';
+import { rmSync } from 'node:fs';
+import { chmod, mkdir, mkdtemp, readdir, rm, stat } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { posix } from 'node:path';
 import type { RuntimeInstance, RuntimeStartOptions, SandboxRuntime } from '@agentfense/protocol';
 import { InvalidArgumentError, validateEnv, validateHostPath, validateSandboxId } from '@agentfense/protocol';
 import { checkFuseDevice, probeBwrap, resolveBwrapPath } from './check.js';
 import { createSandboxCgroup } from './cgroups.js';
+import { detectCgroupHost } from './cgroups/detect.js';
+import type { CgroupHost } from './cgroups/detect.js';
 import { NO_LIMITS } from './cgroups/plan.js';
 import { prepareSandboxEtc } from './etc-files.js';
 import { DEFAULT_MAX_OUTPUT_BYTES, MAX_OUTPUT_BYTES_LIMIT } from './launch.js';
@@ -37,6 +41,71 @@ export interface BwrapRuntimeOptions {
 /** Name of the runtime's scratch directory inside each sandbox's stateDir. */
 const SCRATCH_DIR = 'bwrap';
 
+/** Prefix of the shared /etc directories (one per runtime and process; `<prefix><pid>-<random>`). */
+const SHARED_ETC_PREFIX = 'bwrap-etc-';
+
+/** Shared /etc directories of this process, removed when it exits. */
+const sharedEtcDirs = new Set<string>();
+let exitHookInstalled = false;
+
+/**
+ * Prepares the sandbox /etc once for a runtime and process, shared read-only by all of its sandboxes: it
+ * holds copies of host entries and our generated passwd/group/hosts, nothing per sandbox, and each
+ * sandbox binds it with --ro-bind (so no sandbox can change what another sees). It lives in
+ * `<dataDir>/run` (else the system temp dir), is removed when the process exits, and directories left by
+ * processes that died without exiting cleanly are removed the next time one is prepared.
+ */
+async function prepareSharedEtc(options: {
+  dataDir: string | undefined;
+  entries: readonly string[] | undefined;
+  logger: RuntimeLogger;
+}): Promise<string> {
+  const base = options.dataDir === undefined ? tmpdir() : posix.join(options.dataDir, 'run');
+  await mkdir(base, { recursive: true, mode: 0o700 });
+  await removeStaleSharedEtc(base);
+  const dir = await mkdtemp(posix.join(base, `${SHARED_ETC_PREFIX}${process.pid}-`));
+  sharedEtcDirs.add(dir);
+  if (!exitHookInstalled) {
+    exitHookInstalled = true;
+    process.once('exit', () => {
+      for (const d of sharedEtcDirs) rmSync(d, { recursive: true, force: true });
+    });
+  }
+  try {
+    await chmod(dir, 0o755);
+    const etcDir = posix.join(dir, 'etc');
+    await prepareSandboxEtc({
+      dir: etcDir,
+      logger: options.logger,
+      ...(options.entries === undefined ? {} : { entries: options.entries }),
+    });
+    return etcDir;
+  } catch (err) {
+    sharedEtcDirs.delete(dir);
+    await rm(dir, { recursive: true, force: true });
+    throw err;
+  }
+}
+
+/** Removes shared /etc directories in `base` whose process is gone. */
+async function removeStaleSharedEtc(base: string): Promise<void> {
+  for (const name of await readdir(base).catch(() => [] as string[])) {
+    if (!name.startsWith(SHARED_ETC_PREFIX)) continue;
+    const pid = Number(name.slice(SHARED_ETC_PREFIX.length).split('-')[0]);
+    if (!Number.isSafeInteger(pid) || pid <= 0 || pid === process.pid || isAlive(pid)) continue;
+    await rm(posix.join(base, name), { recursive: true, force: true });
+  }
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
 /** Creates the bwrap runtime. Holds no global state: two runtimes are fully independent. */
 export function createBwrapRuntime(options: BwrapRuntimeOptions = {}): SandboxRuntime {
   const logger = options.logger ?? createStderrLogger();
@@ -65,6 +134,30 @@ export function createBwrapRuntime(options: BwrapRuntimeOptions = {}): SandboxRu
     return checked;
   };
 
+  // Host facts that do not change per sandbox, computed once (a failure is retried by the next start).
+  const once = <T>(make: () => Promise<T>): (() => Promise<T>) => {
+    let value: Promise<T> | undefined;
+    return () => {
+      value ??= make();
+      value.catch(() => {
+        value = undefined;
+      });
+      return value;
+    };
+  };
+  const sharedEtc = once(() =>
+    prepareSharedEtc({ dataDir: options.dataDir, entries: options.etcEntries, logger }),
+  );
+  const systemMountsOnce = once(async () =>
+    resolveSystemMounts({
+      etcDir: await sharedEtc(),
+      ...(options.systemDirs === undefined ? {} : { systemDirs: options.systemDirs }),
+    }),
+  );
+  const cgroupHost = once<CgroupHost>(() =>
+    detectCgroupHost(options.cgroupRoot === undefined ? {} : { root: options.cgroupRoot }),
+  );
+
   const start = async (start: RuntimeStartOptions): Promise<RuntimeInstance> => {
     const sandboxId = validateSandboxId(start.sandboxId);
     const workspaceHostPath = validateHostPath(start.workspaceHostPath, 'workspaceHostPath');
@@ -81,33 +174,21 @@ export function createBwrapRuntime(options: BwrapRuntimeOptions = {}): SandboxRu
       throw new InvalidArgumentError(`workspace ${workspaceHostPath} is not a directory`);
 
     const scratchDir = posix.join(stateDir, SCRATCH_DIR);
-    // A scratch dir left by a crashed control plane would make the /etc copy fail: start from nothing.
+    // Left by an older version or a crashed control plane: nothing of it is used any more.
     await rm(scratchDir, { recursive: true, force: true });
-    const etcDir = posix.join(scratchDir, 'etc');
-    let systemMounts: Awaited<ReturnType<typeof resolveSystemMounts>>;
-    let cgroup: Awaited<ReturnType<typeof createSandboxCgroup>>;
-    try {
-      await prepareSandboxEtc({
-        dir: etcDir,
-        logger,
-        ...(options.etcEntries === undefined ? {} : { entries: options.etcEntries }),
-      });
-      systemMounts = await resolveSystemMounts({
-        etcDir,
-        ...(options.systemDirs === undefined ? {} : { systemDirs: options.systemDirs }),
-      });
-      cgroup = await createSandboxCgroup({
-        sandboxId,
-        limits: start.resources ?? {},
-        logger,
-        ...(options.cgroupRoot === undefined ? {} : { root: options.cgroupRoot }),
-        ...(options.cgroupParent === undefined ? {} : { parent: options.cgroupParent }),
-      });
-    } catch (err) {
-      // A failed start leaves nothing behind (createSandboxCgroup cleans up its own partial work).
-      await rm(scratchDir, { recursive: true, force: true });
-      throw err;
-    }
+    const limits = start.resources ?? {};
+    // Only a sandbox with limits gets cgroups (the host's hierarchies are detected once per runtime).
+    const hasLimits = Object.values(limits).some((v) => v !== undefined);
+    const systemMounts = await systemMountsOnce();
+    const cgroup = hasLimits
+      ? await createSandboxCgroup({
+          sandboxId,
+          limits,
+          logger,
+          host: await cgroupHost(),
+          ...(options.cgroupParent === undefined ? {} : { parent: options.cgroupParent }),
+        })
+      : null;
     const placeholders = [
       { hostPath: workspaceHostPath, placeholder: '<workspace>' },
       { hostPath: stateDir, placeholder: '<state>' },
