@@ -1,5 +1,6 @@
-// Starts one bwrap process with execa and, when the sandbox has cgroups, holds the command until bwrap's
-// pid 1 has joined them.
+// Starts one bwrap process and, when the sandbox has cgroups, holds the command until bwrap's pid 1 has
+// joined them. Plain child_process.spawn, not execa: execa's per-call machinery measured ~6 ms of the
+// ~30 ms of an exec of `true` on a loaded 2-core host (bench/README.md of the control package).
 //
 // Why a handshake instead of a launcher: a process must be in its cgroup BEFORE it forks the command, or
 // the command (and a fork bomb) would start outside the limits. bwrap can report and wait by itself:
@@ -13,23 +14,21 @@
 // (timeout, abort, kill(), stop(), a crash) also SIGKILLs the sandbox's pid 1, which makes the kernel kill
 // every process of its pid namespace. --die-with-parent alone is not enough: a bwrap killed right after
 // clone(), before its child armed PR_SET_PDEATHSIG, leaves the namespace running (seen under load).
+import { spawn } from 'node:child_process';
+import type { ChildProcess, StdioOptions } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import type { Readable, Writable } from 'node:stream';
-import { execa } from 'execa';
-import type { ResultPromise } from 'execa';
 import { InternalError } from '@agentfense/protocol';
 import type { CgroupHandshakeFds } from './args.js';
 import type { SandboxCgroup } from './cgroups/types.js';
 import type { RuntimeLogger } from './logger.js';
 
-/** The fds the handshake uses (execa's stdio[3] and stdio[4]). */
+/** The fds the handshake uses (the child's stdio[3] and stdio[4]). */
 export const HANDSHAKE_FDS: CgroupHandshakeFds = { infoFd: 3, blockFd: 4 };
 
 /**
  * Default cap on each of stdout/stderr of a buffered command; the command is killed when it is exceeded.
- * Hard maximum: execa 9 copies the whole output into its error message when the cap is hit, and at
- * 64 MiB that crashes V8 (measured: "invalid size error" in a regexp over the message), so we stay well
- * below it.
+ * Hard maximum: the output is held in memory twice at most (chunks, then one Buffer) per stream.
  */
 export const DEFAULT_MAX_OUTPUT_BYTES = 16 * 1024 * 1024;
 export const MAX_OUTPUT_BYTES_LIMIT = 32 * 1024 * 1024;
@@ -57,12 +56,127 @@ export interface LaunchOptions {
   readonly onStderr?: (chunk: Buffer) => void;
 }
 
-/** A started bwrap, already in its cgroups (if any) and released. */
-export type BwrapSubprocess = ResultPromise<{
-  reject: false;
-  encoding: 'buffer';
-  stripFinalNewline: false;
-}>;
+/** How a bwrap process ended (never a rejection). */
+export interface BwrapResult {
+  /** Undefined when it did not exit normally (killed by a signal, or never started). */
+  readonly exitCode: number | undefined;
+  readonly signal: NodeJS.Signals | undefined;
+  /** Collected output (exec mode; empty in spawn mode, whose caller reads the streams). */
+  readonly stdout: Buffer;
+  readonly stderr: Buffer;
+  /** Not a clean exit 0: non-zero, a signal, a spawn error or the output cap. */
+  readonly failed: boolean;
+  /** The spawn error (ENOENT, EACCES, EMFILE, ...), if bwrap could not be started. */
+  readonly cause: Error | undefined;
+  readonly shortMessage: string;
+  /** An output stream exceeded its cap (bwrap was then killed). */
+  readonly isMaxBuffer: boolean;
+  readonly durationMs: number;
+}
+
+/** A started bwrap: resolves (never rejects) with its result once it exited and its streams closed. */
+export type BwrapSubprocess = Promise<BwrapResult> & {
+  readonly pid: number | undefined;
+  readonly stdin: Writable | null;
+  readonly stdout: Readable | null;
+  readonly stderr: Readable | null;
+};
+
+/** Every bwrap still running in this process: SIGKILLed if the process exits (bwrap then tears down). */
+const running = new Set<ChildProcess>();
+let exitHookInstalled = false;
+
+/** Spawns bwrap with an empty environment and collects its result. */
+function startBwrap(
+  options: LaunchOptions,
+  stdio: StdioOptions,
+): { child: ChildProcess; subprocess: BwrapSubprocess } {
+  const started = performance.now();
+  // bwrap itself gets an empty environment; the sandbox's is built with --clearenv/--setenv anyway.
+  const child = spawn(options.bwrapPath, options.args, { stdio, env: {} });
+  if (!exitHookInstalled) {
+    exitHookInstalled = true;
+    process.once('exit', () => {
+      for (const c of running) c.kill('SIGKILL');
+    });
+  }
+  running.add(child);
+  const buffered = options.mode === 'exec';
+  const cap = options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES;
+  let isMaxBuffer = false;
+  const collect = (stream: Readable | null): (() => Buffer) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    if (stream !== null && buffered) {
+      stream.on('data', (chunk: Buffer) => {
+        if (isMaxBuffer) return;
+        if (size + chunk.length > cap) {
+          chunks.push(chunk.subarray(0, cap - size));
+          size = cap;
+          isMaxBuffer = true;
+          child.kill('SIGTERM');
+          return;
+        }
+        chunks.push(chunk);
+        size += chunk.length;
+      });
+    }
+    return () => Buffer.concat(chunks, size);
+  };
+  const stdout = collect(child.stdout);
+  const stderr = collect(child.stderr);
+  if (options.stdin !== undefined && child.stdin !== null) {
+    // A command that does not read its stdin closes the pipe early: EPIPE is not an error of ours.
+    child.stdin.on('error', () => undefined);
+    child.stdin.end(options.stdin);
+  }
+  const result = new Promise<BwrapResult>((resolve) => {
+    let spawnError: Error | undefined;
+    const finish = (code: number | null, signal: NodeJS.Signals | null): void => {
+      running.delete(child);
+      const exitCode = code ?? undefined;
+      const sig = signal ?? undefined;
+      resolve({
+        exitCode,
+        signal: sig,
+        stdout: stdout(),
+        stderr: stderr(),
+        failed: spawnError !== undefined || isMaxBuffer || exitCode !== 0,
+        cause: spawnError,
+        shortMessage:
+          spawnError !== undefined
+            ? `Command failed: ${spawnError.message}`
+            : isMaxBuffer
+              ? `Command's output exceeded ${cap} bytes`
+              : sig !== undefined
+                ? `Command was killed with ${sig}`
+                : `Command failed with exit code ${String(exitCode)}`,
+        isMaxBuffer,
+        durationMs: performance.now() - started,
+      });
+    };
+    child.once('error', (err) => {
+      spawnError ??= err;
+      // No process was created: no 'exit' will come.
+      if (child.pid === undefined) finish(null, null);
+    });
+    // Settles once bwrap exited and its output streams ended (all output collected). Not the child's
+    // 'close': that also waits for the handshake fds, which nobody reads once the pid is known.
+    child.once('exit', (code, signal) => {
+      void Promise.all([closed(child.stdout), closed(child.stderr)]).then(() => {
+        for (const extra of child.stdio.slice(3)) extra?.destroy();
+        finish(code, signal);
+      });
+    });
+  });
+  const subprocess = Object.assign(result, {
+    pid: child.pid,
+    stdin: child.stdin,
+    stdout: child.stdout,
+    stderr: child.stderr,
+  });
+  return { child, subprocess };
+}
 
 /** Why we ended a command ourselves (null: it ended on its own or was killed from inside). */
 export type TerminationReason = 'timeout' | 'abort' | 'kill' | null;
@@ -87,30 +201,18 @@ export interface LaunchedBwrap {
  */
 export async function launchBwrap(options: LaunchOptions): Promise<LaunchedBwrap> {
   const { cgroup, mode } = options;
-  const stdin = mode === 'spawn' ? 'pipe' : (options.stdin ?? 'ignore');
-  const stdio = cgroup === null ? [stdin, 'pipe', 'pipe', 'pipe'] : [stdin, 'pipe', 'pipe', 'pipe', 'pipe'];
-  const subprocess = execa(options.bwrapPath, options.args, {
-    stdio: stdio as ['pipe', 'pipe', 'pipe'],
-    reject: false,
-    encoding: 'buffer',
-    stripFinalNewline: false,
-    // bwrap itself gets an empty environment; the sandbox's is built with --clearenv/--setenv anyway.
-    env: {},
-    extendEnv: false,
-    // Kill bwrap if the control plane exits (the exit hook below then takes the namespace down).
-    cleanup: true,
-    // Never let execa hold the handshake fds as outputs.
-    buffer: mode === 'spawn' ? false : { stdout: true, stderr: true, fd3: false, fd4: false },
-    maxBuffer: options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES,
-  }) as unknown as BwrapSubprocess;
+  const stdin = mode === 'spawn' || options.stdin !== undefined ? 'pipe' : 'ignore';
+  const stdio: StdioOptions =
+    cgroup === null ? [stdin, 'pipe', 'pipe', 'pipe'] : [stdin, 'pipe', 'pipe', 'pipe', 'pipe'];
+  const { child, subprocess } = startBwrap(options, stdio);
 
-  const namespace = readChildPid(subprocess.stdio[3] as Readable).then(async (pid) => ({
+  const namespace = readChildPid(child.stdio[3] as Readable).then(async (pid) => ({
     pid,
     startTime: await processStartTime(pid),
   }));
-  // Whatever ends the outer bwrap (a crash, execa's cleanup, maxBuffer) also ends the namespace.
+  // Whatever ends the outer bwrap (a crash, the exit hook, the output cap) also ends the namespace.
   // Attached before anything is awaited, so no exit can be missed.
-  subprocess.once('exit', () => {
+  child.once('exit', () => {
     namespace
       .then(killNamespace, () => undefined)
       .catch((err: unknown) => {
@@ -125,7 +227,7 @@ export async function launchBwrap(options: LaunchOptions): Promise<LaunchedBwrap
     terminating ??= (async () => {
       const ns = await namespace.catch(() => null); // no pid: bwrap never got to clone()
       if (ns !== null) await killNamespace(ns);
-      subprocess.kill('SIGKILL');
+      child.kill('SIGKILL');
     })();
     return terminating;
   };
@@ -148,12 +250,12 @@ export async function launchBwrap(options: LaunchOptions): Promise<LaunchedBwrap
   forward(subprocess.stderr, options.onStderr, options.logger);
   if (cgroup === null) {
     // bwrap writes the pid right after clone(), so this costs ~nothing; a bwrap that never started
-    // (missing binary) is reported by the caller from execa's result.
+    // (missing binary) is reported by the caller from the result.
     await namespace.catch((err: unknown) => options.logger.debug({ err }, 'bwrap sent no child pid'));
     return launched;
   }
 
-  const block = subprocess.stdio[4] as Writable;
+  const block = child.stdio[4] as Writable;
   try {
     const childPid = (await namespace).pid;
     await cgroup.attach(childPid);
@@ -209,6 +311,12 @@ function readChildPid(info: Readable): Promise<number> {
     };
     info.on('data', onData).on('end', onEnd).on('error', onError);
   });
+}
+
+/** Resolves when `stream` has closed (at once for none). */
+function closed(stream: Readable | null): Promise<void> {
+  if (stream === null || stream.closed) return Promise.resolve();
+  return new Promise((resolve) => stream.once('close', () => resolve()));
 }
 
 /** Calls `callback` with each chunk; a throwing callback is logged, never allowed to crash the process. */
