@@ -36,15 +36,27 @@ async function main(): Promise<void> {
   const name = values.name ?? 'worker';
   process.title = `agentfense-worker ${name}`;
 
-  const logger = pino(
-    { level: values['log-level'], base: { pid: process.pid, sandbox: name } },
-    pino.destination({ dest: logFile, mkdir: true, sync: false }),
-  );
+  const destination = pino.destination({ dest: logFile, mkdir: true, sync: false });
+  const root = pino({ level: values['log-level'], base: { pid: process.pid } }, destination);
+  // A worker spawned ahead of time (the control plane's pool) learns its sandbox at mount: it then logs
+  // to that sandbox's file, under its name.
+  let logger = root.child({ sandbox: name });
   const socket = new Socket({ fd: CONTROL_FD, readable: true, writable: true });
   const transport = createSocketTransport(socket);
   await serverHandshake(transport, { info: { pid: process.pid } });
   const peer = new RpcPeer({ transport });
-  const service = new WorkerService({ peer, logger });
+  const service = new WorkerService({
+    peer,
+    logger,
+    onAssigned: ({ logFile: file, name: assigned }) => {
+      if (assigned !== undefined) {
+        process.title = `agentfense-worker ${assigned}`;
+        logger = root.child({ sandbox: assigned });
+      }
+      if (file !== undefined && file !== logFile) destination.reopen(file);
+      return logger;
+    },
+  });
   logger.info('worker ready');
 
   const exit = (reason: string, code: number): void => {

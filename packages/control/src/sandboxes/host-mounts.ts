@@ -20,8 +20,10 @@ export async function isMountPoint(path: string): Promise<boolean> {
  */
 export async function makeSharedBind(path: string): Promise<void> {
   try {
-    if (!(await isMountPoint(path))) await execa('mount', ['--bind', '--', path, path]);
-    await execa('mount', ['--make-private', '--make-shared', '--', path]);
+    // One mount(8) run: it applies the propagation changes, in order, right after the bind.
+    if (!(await isMountPoint(path)))
+      await execa('mount', ['--bind', '--make-private', '--make-shared', '--', path, path]);
+    else await execa('mount', ['--make-private', '--make-shared', '--', path]);
   } catch (err) {
     throw new UnavailableError(
       `cannot make ${path} a shared bind mount (needs root and mount(8)): ${(err as Error).message}`,

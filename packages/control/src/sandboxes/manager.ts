@@ -46,6 +46,7 @@ import type { RuntimeRegistry } from './runtimes.js';
 import { assertTransition } from './state.js';
 import { WorkerSupervisor } from './supervisor.js';
 import type { SupervisionOptions } from './supervisor.js';
+import { DEFAULT_WORKER_POOL_SIZE, WorkerPool } from './worker-pool.js';
 import type {
   CreateSandboxOptions,
   ListSandboxesOptions,
@@ -77,6 +78,8 @@ export interface SandboxManagerOptions {
   readonly defaultRuntime?: string | undefined;
   /** Called before a running sandbox's runtime stops (stop, destroy, ERROR): sessions close here. */
   readonly onStopping?: ((id: string) => Promise<void>) | undefined;
+  /** Idle workers kept spawned ahead of time once a sandbox has started (default 1; 0: none). */
+  readonly workerPoolSize?: number | undefined;
 }
 
 export class SandboxManager {
@@ -92,6 +95,7 @@ export class SandboxManager {
   readonly #self = { ...selfIdentity(), instance: randomUUID() };
   readonly #live = new Map<string, Live>();
   readonly #locks = new Map<string, Promise<unknown>>();
+  readonly #pool: WorkerPool;
   #closed = false;
 
   constructor(options: SandboxManagerOptions) {
@@ -104,6 +108,11 @@ export class SandboxManager {
     this.#supervision = options.supervision;
     this.#defaultRuntime = options.defaultRuntime ?? 'bwrap';
     this.#onStopping = options.onStopping ?? (() => Promise.resolve());
+    this.#pool = new WorkerPool({
+      size: options.workerPoolSize ?? DEFAULT_WORKER_POOL_SIZE,
+      logFile: join(options.layout.logsDir, 'worker-pool.log'),
+      logger: this.#logger.child({ component: 'worker-pool' }),
+    });
   }
 
   // --- Records -----------------------------------------------------------------------------------
@@ -225,7 +234,9 @@ export class SandboxManager {
         await ensurePrivateDir(paths.workspace);
         const t1 = performance.now();
         const lowerDir = await this.#codebases.existingLowerDir(row.codebase_id);
-        supervisor = await WorkerSupervisor.start({
+        let tWorker = t1;
+        let tRuntime = t1;
+        const supervising = WorkerSupervisor.start({
           sandboxId: id,
           mount: {
             lowerDir,
@@ -242,23 +253,44 @@ export class SandboxManager {
           logFile: paths.workerLog,
           logger: this.#logger.child({ sandboxId: id }),
           supervision: this.#supervision,
+          spawn: () => this.#pool.take(),
           onAudit: (events) => audit.append(events),
           onWorker: (pid) =>
             this.#store.update(id, { worker_pid: pid, worker_start: processStartTime(pid) ?? null }),
           onRestart: (reason) => this.#recordRestart(id, reason),
           onFatal: (reason) => void this.#onFatal(id, reason),
+        }).then((started) => {
+          tWorker = performance.now();
+          return started;
         });
-        const t2 = performance.now();
-        const runtime = await this.#runtimes.get(row.runtime);
-        instance = await runtime.start({
-          sandboxId: id,
-          workspaceHostPath: paths.workspace,
-          stateDir: paths.state,
-          ...(row.image === null ? {} : { image: row.image }),
-          network: row.network !== 0,
-          resources: JSON.parse(row.resources) as Record<string, number>,
-          env: JSON.parse(row.env) as Record<string, string>,
-        });
+        const startRuntime = async (): Promise<RuntimeInstance> => {
+          const runtime = await this.#runtimes.get(row.runtime);
+          const started = await runtime.start({
+            sandboxId: id,
+            workspaceHostPath: paths.workspace,
+            stateDir: paths.state,
+            ...(row.image === null ? {} : { image: row.image }),
+            network: row.network !== 0,
+            resources: JSON.parse(row.resources) as Record<string, number>,
+            env: JSON.parse(row.env) as Record<string, string>,
+          });
+          tRuntime = performance.now();
+          return started;
+        };
+        // bwrap binds the workspace path when each command starts, never at start(): its start runs
+        // while the worker spawns and mounts, and both are done before start() returns (so before any
+        // command). Other runtimes (docker binds the path into its relay at start) wait for the mount.
+        if (row.runtime === 'bwrap') {
+          const [worker, runtime] = await Promise.allSettled([supervising, startRuntime()]);
+          if (worker.status === 'fulfilled') supervisor = worker.value;
+          if (runtime.status === 'fulfilled') instance = runtime.value;
+          if (worker.status === 'rejected') throw worker.reason;
+          if (runtime.status === 'rejected') throw runtime.reason;
+        } else {
+          supervisor = await supervising;
+          instance = await startRuntime();
+        }
+        if (supervisor === undefined || instance === undefined) throw new Error('unreachable');
         this.#live.set(id, { supervisor, instance, audit });
         this.#store.update(id, {
           state: 'RUNNING',
@@ -271,7 +303,8 @@ export class SandboxManager {
           {
             sandboxId: id,
             worker: supervisor.pid,
-            ms: { mounts: t1 - t0, worker: t2 - t1, runtime: t3 - t2 },
+            // worker and runtime overlap for bwrap (each measured from the end of mounts).
+            ms: { mounts: t1 - t0, worker: tWorker - t1, runtime: tRuntime - t1, total: t3 - t0 },
           },
           'sandbox started',
         );
@@ -465,6 +498,12 @@ export class SandboxManager {
         ),
       ),
     );
+    await this.#pool.close();
+  }
+
+  /** Pids of the idle workers spawned ahead of time (memory accounting). */
+  get idleWorkerPids(): number[] {
+    return this.#pool.idlePids;
   }
 
   /** Sandboxes this process currently runs. */

@@ -53,6 +53,11 @@ export interface WorkerSupervisorOptions {
   readonly logFile: string;
   readonly logger: Logger;
   readonly supervision?: SupervisionOptions | undefined;
+  /**
+   * Where unmounted workers come from (a pool of workers spawned ahead of time); default spawnWorker().
+   * The mount request names the sandbox and its log file, so a pooled worker takes them on.
+   */
+  readonly spawn?: (() => Promise<WorkerHandle>) | undefined;
   /** Audit batches from whichever worker is current. */
   readonly onAudit: (events: readonly AuditEvent[]) => void;
   /** A new worker process serves the mount (first start and every restart). */
@@ -253,7 +258,8 @@ export class WorkerSupervisor {
 
 /** One worker, mounted; killed and its mount cleared if the mount fails. */
 async function spawnAndMount(options: WorkerSupervisorOptions): Promise<WorkerHandle> {
-  const worker = await spawnWorker({ logFile: options.logFile, name: options.sandboxId });
+  const worker = await (options.spawn?.() ??
+    spawnWorker({ logFile: options.logFile, name: options.sandboxId }));
   try {
     // A mount that never completes (a wedged kernel) must not hang start forever.
     let timer: NodeJS.Timeout | undefined;
@@ -264,7 +270,10 @@ async function spawnAndMount(options: WorkerSupervisorOptions): Promise<WorkerHa
       );
     });
     try {
-      await Promise.race([worker.mount(options.mount), timeout]);
+      await Promise.race([
+        worker.mount({ ...options.mount, logFile: options.logFile, name: options.sandboxId }),
+        timeout,
+      ]);
     } finally {
       clearTimeout(timer);
     }

@@ -39,12 +39,18 @@ interface Mounted {
 export interface WorkerServerOptions {
   readonly peer: RpcPeer;
   readonly logger: Logger;
+  /**
+   * The mount named this worker's sandbox and log file (a worker spawned ahead of time learns them
+   * then): switches the log over and returns the logger to use from now on.
+   */
+  readonly onAssigned?: (assigned: { logFile?: string; name?: string }) => Logger;
 }
 
 /** One worker's state machine: idle -> mounted -> closed. */
 export class WorkerService {
   readonly #peer: RpcPeer;
-  readonly #logger: Logger;
+  readonly #onAssigned: WorkerServerOptions['onAssigned'];
+  #logger: Logger;
   readonly #stats = new OpStats();
   readonly #started = Date.now();
   readonly #server: WorkerServer;
@@ -58,6 +64,7 @@ export class WorkerService {
   constructor(options: WorkerServerOptions) {
     this.#peer = options.peer;
     this.#logger = options.logger;
+    this.#onAssigned = options.onAssigned;
     this.#audit = new AuditLog({ emit: (events) => this.#server.emit('audit', events) });
     this.#server = serveWorkerApi(this.#peer, this.#handlers());
   }
@@ -108,6 +115,12 @@ export class WorkerService {
     }
     this.#mounting = true;
     try {
+      if (this.#onAssigned !== undefined && (params.logFile !== undefined || params.name !== undefined)) {
+        this.#logger = this.#onAssigned({
+          ...(params.logFile === undefined ? {} : { logFile: params.logFile }),
+          ...(params.name === undefined ? {} : { name: params.name }),
+        });
+      }
       const rules = compileRules(params.rules);
       const ttl = params.cacheTtlSeconds ?? DEFAULT_CACHE_TTL_SECONDS;
       if (!(ttl >= 0 && ttl <= 86_400)) {

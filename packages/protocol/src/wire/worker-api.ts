@@ -56,6 +56,12 @@ export interface MountParams {
   readonly cacheTtlSeconds?: number;
   /** Audit allowed accesses too (denials always are). */
   readonly auditAllowed?: boolean;
+  /**
+   * The worker's log file from now on (it is reopened there), and the name shown in its process title and
+   * log lines: a worker spawned ahead of time, before its sandbox was known, takes them on at mount.
+   */
+  readonly logFile?: string;
+  readonly name?: string;
 }
 
 /** Methods the control plane calls on a worker, with their params and result types. */
@@ -191,6 +197,8 @@ export const WORKER_METHOD_GUARDS: {
       ownerGid: g.optional(g.count),
       cacheTtlSeconds: g.optional(g.number),
       auditAllowed: g.optional(g.boolean),
+      logFile: g.optional(g.string),
+      name: g.optional(g.string),
     }),
     result: g.shape({ mountpoint: g.string, pid: g.count }),
   },

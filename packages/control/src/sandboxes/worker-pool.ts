@@ -1,0 +1,114 @@
+// A few worker processes spawned ahead of time, so starting a sandbox pays only for the mount. A pooled
+// worker is spawned and has shaken hands but has mounted nothing and holds no sandbox's data: it learns
+// its sandbox, log file and rules from the `mount` request (one mount per worker, as always). The pool
+// refills in the background after each take, spawns at most a few workers at once (node start-up is
+// CPU-bound: twenty at once on two cores would miss the handshake timeout), and kills its idle workers
+// on close(). Idle workers exit on their own if this process dies (their control connection closes).
+import { cpus } from 'node:os';
+import type { Logger } from 'pino';
+import { spawnWorker } from '@agentfense/fuse-worker';
+import type { WorkerHandle } from '@agentfense/fuse-worker';
+import { WrongStateError } from '@agentfense/protocol';
+
+/** Idle workers kept by default. */
+export const DEFAULT_WORKER_POOL_SIZE = 1;
+
+export interface WorkerPoolOptions {
+  /** Idle workers to keep ready; 0 spawns every worker on demand. */
+  readonly size: number;
+  /** Where pooled workers log until their mount names their sandbox's log file. */
+  readonly logFile: string;
+  readonly logger: Logger;
+  /** Most worker spawns in flight at once; default max(2, CPUs). */
+  readonly maxConcurrentSpawns?: number;
+}
+
+export class WorkerPool {
+  readonly #options: WorkerPoolOptions;
+  readonly #maxSpawns: number;
+  /** Ready workers, oldest first. */
+  readonly #idle: WorkerHandle[] = [];
+  /** Spawns for the pool in flight (each adds its worker to #idle when done). */
+  #refilling = 0;
+  #spawning = 0;
+  readonly #waiters: (() => void)[] = [];
+  readonly #inFlight = new Set<Promise<unknown>>();
+  #closed = false;
+
+  constructor(options: WorkerPoolOptions) {
+    this.#options = options;
+    this.#maxSpawns = options.maxConcurrentSpawns ?? Math.max(2, cpus().length);
+  }
+
+  /** An unmounted worker: an idle one if ready, else a fresh one. The pool refills in the background. */
+  async take(): Promise<WorkerHandle> {
+    if (this.#closed) throw new WrongStateError('the worker pool is closed');
+    let worker: WorkerHandle | undefined;
+    for (;;) {
+      while ((worker = this.#idle.shift()) !== undefined && !worker.alive);
+      if (worker !== undefined || this.#inFlight.size === 0 || this.#closed) break;
+      // A refill is under way and probably further along than a new spawn would be: wait for it.
+      await Promise.race(this.#inFlight);
+    }
+    if (this.#closed) {
+      worker?.kill();
+      throw new WrongStateError('the worker pool is closed');
+    }
+    worker ??= await this.#spawn();
+    this.#refill();
+    return worker;
+  }
+
+  /** Kills the idle workers and any spawned later by refills in flight. Idempotent. */
+  async close(): Promise<void> {
+    this.#closed = true;
+    const idle = this.#idle.splice(0);
+    await Promise.all([
+      ...idle.map((w) => w.stop({ graceMs: 1000 }).catch(() => undefined)),
+      ...[...this.#inFlight].map((p) => p.catch(() => undefined)),
+    ]);
+  }
+
+  /** Pids of the idle workers (memory accounting). */
+  get idlePids(): number[] {
+    return this.#idle.filter((w) => w.alive).map((w) => w.pid);
+  }
+
+  #refill(): void {
+    while (!this.#closed && this.#idle.length + this.#refilling < this.#options.size) {
+      this.#refilling++;
+      const spawned = this.#spawn().then(
+        (worker) => {
+          if (this.#closed) return worker.stop({ graceMs: 1000 }).then(() => undefined);
+          this.#idle.push(worker);
+          void worker.exited.then(() => {
+            const i = this.#idle.indexOf(worker);
+            if (i >= 0) this.#idle.splice(i, 1);
+          });
+          return undefined;
+        },
+        // Not retried here (a broken host would spin): the next take() spawns on demand and refills.
+        (err: unknown) => this.#options.logger.warn({ err }, 'could not spawn a pooled worker'),
+      );
+      const tracked = spawned.finally(() => {
+        this.#refilling--;
+        this.#inFlight.delete(tracked);
+      });
+      this.#inFlight.add(tracked);
+    }
+  }
+
+  /** Spawns one worker, waiting for a slot when too many spawns are under way. */
+  async #spawn(): Promise<WorkerHandle> {
+    while (this.#spawning >= this.#maxSpawns) {
+      await new Promise<void>((resolve) => this.#waiters.push(resolve));
+    }
+    this.#spawning++;
+    try {
+      return await spawnWorker({ logFile: this.#options.logFile, name: 'pool' });
+    } finally {
+      this.#spawning--;
+      this.#waiters.shift()?.();
+    }
+  }
+}
