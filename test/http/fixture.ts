@@ -197,10 +197,11 @@ export function sendHeadOnly(
   url: string,
   path: string,
   headers: Record<string, string>,
+  method = 'POST',
 ): Promise<{ status: number; json: { code: string; message: string } }> {
   const { hostname, port } = new URL(url);
   return new Promise((resolve, reject) => {
-    const req = httpRequest({ host: hostname, port, method: 'POST', path, headers }, (res) => {
+    const req = httpRequest({ host: hostname, port, method, path, headers }, (res) => {
       let text = '';
       res.setEncoding('utf8');
       res.on('data', (chunk: string) => (text += chunk));

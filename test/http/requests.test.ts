@@ -8,7 +8,15 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { client, launchServer, rawRequest, responseChecker, sendHeadOnly, stopAndCheck } from './fixture.js';
+import {
+  client,
+  launchServer,
+  rawRequest,
+  responseChecker,
+  sendHeadOnly,
+  startServer,
+  stopAndCheck,
+} from './fixture.js';
 import type { Answer, Served } from './fixture.js';
 
 let served: Served;
@@ -180,6 +188,41 @@ describe('raw file transfer', () => {
     expect((await call('GET', `/v1/codebases/${id}`)).json).toMatchObject({ file_count: 2, size: 5 });
     expectError(await call('GET', `/v1/codebases/${id}/files/missing.txt`), 404, 'AF_NOT_FOUND');
     expectError(await call('GET', `/v1/codebases/${id}/files/data`), 400, 'AF_INVALID_ARGUMENT');
+  });
+});
+
+describe('upload limit', () => {
+  it('refuses a file over --max-upload-bytes with 413, from its length or while streaming, writing nothing', async () => {
+    const limited = await startServer(['--max-upload-bytes', String(1024 * 1024)]);
+    const own = client(limited.url);
+    const id = (await own('POST', '/v1/codebases', { name: 'small' })).json.id as string;
+    const declared = await sendHeadOnly(
+      limited.url,
+      `/v1/codebases/${id}/files/big.bin`,
+      { 'content-length': String(2 * 1024 * 1024) },
+      'PUT',
+    );
+    expect(declared.status).toBe(413);
+    expect(declared.json).toMatchObject({
+      code: 'AF_INVALID_ARGUMENT',
+      message: expect.stringMatching(/upload limit of 1048576 bytes/),
+    });
+    // Without a length, the limit is found while streaming.
+    const streamed = await rawRequest(
+      limited.url,
+      'PUT',
+      `/v1/codebases/${id}/files/big.bin`,
+      Buffer.alloc(1024 * 1024 + 1),
+      { 'transfer-encoding': 'chunked' },
+    );
+    expect(streamed.status).toBe(413);
+    expect((await own('GET', `/v1/codebases/${id}/files`)).json).toEqual({ files: [] });
+    const exact = await own('PUT', `/v1/codebases/${id}/files/ok.bin`, Buffer.alloc(1024 * 1024));
+    expect(exact.status, exact.text).toBe(200);
+    expect((await own('GET', `/v1/codebases/${id}`)).json).toMatchObject({
+      file_count: 1,
+      size: 1024 * 1024,
+    });
   });
 });
 

@@ -6,6 +6,7 @@ import { Ajv } from 'ajv';
 import { LogController, fastify } from 'fastify';
 import type { FastifyBaseLogger, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
+import { DEFAULT_MAX_UPLOAD_BYTES } from '../codebases/service.js';
 import { BearerAuth, assertListenAllowed } from './auth.js';
 import type { ListenAddress } from './auth.js';
 import type { HttpBackend } from './backend.js';
@@ -37,6 +38,8 @@ export interface HttpServerOptions {
   readonly token?: string;
   readonly logger?: Logger;
   readonly bodyLimit?: number;
+  /** Largest uploaded file (bytes); default the control plane's, 1 GiB. Give the plane the same value. */
+  readonly maxUploadBytes?: number;
 }
 
 /** A built server: the fastify instance, the routes it registered, and its lifecycle. */
@@ -183,7 +186,9 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
     doc: { auth: false },
     handler: () => Promise.resolve(openApi()),
   });
-  registerCodebaseRoutes(app, backend);
+  registerCodebaseRoutes(app, backend, {
+    maxUploadBytes: options.maxUploadBytes ?? DEFAULT_MAX_UPLOAD_BYTES,
+  });
   registerSandboxRoutes(app, backend, { shutdown: shutdown.signal });
   registerSessionRoutes(app, backend);
 

@@ -15,6 +15,7 @@ interface ServeFlags {
   readonly data?: string;
   readonly tokenFile?: string;
   readonly maxStarts?: string;
+  readonly maxUploadBytes?: string;
 }
 
 /** Registers `serve` on the program. */
@@ -32,23 +33,37 @@ export function registerServe(program: Command, { io, result }: CliContext): voi
       '--max-starts <n>',
       `sandbox starts run at most n at a time, the rest queue (default: the CPU count, ${defaultMaxConcurrentStarts()} here)`,
     )
+    .option(
+      '--max-upload-bytes <n>',
+      'largest uploaded file; larger uploads are refused with 413 (default 1 GiB)',
+    )
     .action(async (flags: ServeFlags) => {
       const address = parseListen(flags.listen);
       const maxStarts = flags.maxStarts === undefined ? undefined : Number(flags.maxStarts);
       if (maxStarts !== undefined && !(Number.isSafeInteger(maxStarts) && maxStarts >= 1)) {
         throw new InvalidArgumentError(`--max-starts must be a positive integer, got ${flags.maxStarts}`);
       }
+      const maxUploadBytes = flags.maxUploadBytes === undefined ? undefined : Number(flags.maxUploadBytes);
+      if (maxUploadBytes !== undefined && !(Number.isSafeInteger(maxUploadBytes) && maxUploadBytes >= 1)) {
+        throw new InvalidArgumentError(
+          `--max-upload-bytes must be a positive integer, got ${flags.maxUploadBytes}`,
+        );
+      }
       const token = flags.tokenFile === undefined ? undefined : await readTokenFile(flags.tokenFile);
       assertListenAllowed(address, token !== undefined); // before anything is opened
       const signal = untilSignal();
       try {
-        const plane = await ControlPlane.open(flags.data === undefined ? {} : { dataDir: flags.data });
+        const plane = await ControlPlane.open({
+          ...(flags.data === undefined ? {} : { dataDir: flags.data }),
+          ...(maxUploadBytes === undefined ? {} : { maxUploadBytes }),
+        });
         const server = createHttpServer({
           backend: controlPlaneBackend(
             plane,
             maxStarts === undefined ? {} : { maxConcurrentStarts: maxStarts },
           ),
           ...(token === undefined ? {} : { token }),
+          ...(maxUploadBytes === undefined ? {} : { maxUploadBytes }),
           logger: plane.logger.child({ component: 'http' }),
         });
         try {

@@ -1,6 +1,7 @@
 // Codebase routes: create/get/list/delete, file listing, and raw file transfer (PUT streams the request
 // body into the codebase, GET streams a file back), any size, with the path checked before any byte moves.
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply } from 'fastify';
+import { InvalidArgumentError } from '@agentfense/protocol';
 import { splitCodebasePath } from '../../codebases/upload-path.js';
 import { validateId } from '../../ids.js';
 import type { HttpBackend } from '../backend.js';
@@ -30,7 +31,29 @@ interface FileParam {
   '*': string;
 }
 
-export function registerCodebaseRoutes(app: FastifyInstance, backend: HttpBackend): void {
+/** What the codebase routes need besides the backend. */
+export interface CodebaseRouteOptions {
+  /** Largest uploaded file: a larger declared Content-Length is refused before reading, 413. */
+  readonly maxUploadBytes: number;
+}
+
+/** A 413 `{code, message}`; the connection closes, since the rest of the body is not read. */
+function tooLarge(reply: FastifyReply, path: string, maxBytes: number): FastifyReply {
+  return reply
+    .status(413)
+    .header('connection', 'close')
+    .send({
+      code: 'AF_INVALID_ARGUMENT',
+      message: `${path} is larger than the upload limit of ${maxBytes} bytes`,
+      details: { path, maxBytes },
+    });
+}
+
+export function registerCodebaseRoutes(
+  app: FastifyInstance,
+  backend: HttpBackend,
+  options: CodebaseRouteOptions,
+): void {
   defineRoute<{ name: string; owner_id?: string }>(app, {
     method: 'POST',
     url: '/v1/codebases',
@@ -121,18 +144,30 @@ export function registerCodebaseRoutes(app: FastifyInstance, backend: HttpBacken
       method: 'PUT',
       url: '/v1/codebases/:id/files/*',
       operationId: 'UploadFile',
-      summary: 'Upload one file: the request body is its content, streamed (any size up to the server limit)',
+      summary:
+        'Upload one file: the request body is its content, streamed (any size up to the upload limit, else 413)',
       description:
         'Parent directories are created. The path must be relative and normalised: `..`, `.`, empty components, an absolute path or a NUL byte are a 400 before any byte is written. The file appears atomically.',
       tags,
       params: FileParams,
       response: FileEntry,
       doc: { requestContentType: 'application/octet-stream' },
-      handler: async (req) => {
+      handler: async (req, reply) => {
         const id = validateId('codebase', req.params.id);
         const path = req.params['*'];
         splitCodebasePath(path);
-        return fileToWire(await backend.uploadFile(id, path, req.raw));
+        const declared = Number(req.headers['content-length']);
+        if (Number.isFinite(declared) && declared > options.maxUploadBytes) {
+          return tooLarge(reply, path, options.maxUploadBytes);
+        }
+        try {
+          return fileToWire(await backend.uploadFile(id, path, req.raw));
+        } catch (err) {
+          // The control plane's own cap, found while streaming a body sent without a length.
+          const maxBytes = err instanceof InvalidArgumentError ? err.details?.maxBytes : undefined;
+          if (typeof maxBytes === 'number') return tooLarge(reply, path, maxBytes);
+          throw err;
+        }
       },
     });
 
