@@ -162,7 +162,12 @@ function opDelta(before, after, runs = 1) {
   const out = {};
   for (const [op, s] of Object.entries(after.ops)) {
     const n = s.count - (before?.ops[op]?.count ?? 0);
-    if (n > 0) out[op] = { count: Math.round(n / runs), p50Us: s.p50Us };
+    // Fewer than one per run is shown with a decimal (e.g. one READDIR over five runs: 0.2).
+    if (n > 0)
+      out[op] = {
+        count: n >= runs ? Math.round(n / runs) : Math.round((10 * n) / runs) / 10,
+        p50Us: s.p50Us,
+      };
   }
   return out;
 }
