@@ -70,8 +70,12 @@ export async function runExec(options: RunExecOptions): Promise<ExecResult> {
     if (cgroup !== null) await cgroup.killSession(session);
   }
 
-  const exitCode = result.exitCode ?? null;
-  const signal = result.signal ?? null;
+  // A command we killed (timeout, abort) has no exit status of its own, whatever its shell managed to
+  // return while its processes were being killed (a `wait` whose children died first returns 0). Report
+  // it as bwrap does: killed by SIGKILL.
+  const killed = launched.reason() !== null;
+  const exitCode = killed ? null : (result.exitCode ?? null);
+  const signal = killed ? 'SIGKILL' : (result.signal ?? null);
   const before = await oomBefore;
   const oomKilled =
     options.watchOom &&
