@@ -661,6 +661,8 @@ describe('fuse-native low-level binding', () => {
     );
 
     const m = await mountMemFs();
+    // Each thread names itself once it runs, which may be just after mount() resolves: poll briefly.
+    for (let i = 0; i < 50 && ourThreads().length < 2; i++) await new Promise((r) => setTimeout(r, 20));
     expect(ourThreads().sort()).toEqual(['fuse-ll-notify', 'fuse-ll-session']);
     await m.fuse.unmount();
     live.splice(live.indexOf(m), 1);
