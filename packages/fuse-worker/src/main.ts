@@ -4,8 +4,8 @@
 // SIGTERM/SIGINT — unmounting first every time.
 import { Socket } from 'node:net';
 import { parseArgs } from 'node:util';
-import { pino } from 'pino';
 import { RpcPeer, createSocketTransport, serverHandshake } from '@agentfense/protocol';
+import { LogFile, createWorkerLogger } from './worker/log.js';
 import { WorkerService } from './worker/server.js';
 
 const CONTROL_FD = 3;
@@ -36,8 +36,8 @@ async function main(): Promise<void> {
   const name = values.name ?? 'worker';
   process.title = `agentfense-worker ${name}`;
 
-  const destination = pino.destination({ dest: logFile, mkdir: true, sync: false });
-  const root = pino({ level: values['log-level'], base: { pid: process.pid } }, destination);
+  const destination = new LogFile(logFile);
+  const root = createWorkerLogger(destination, values['log-level'], { pid: process.pid });
   // A worker spawned ahead of time (the control plane's pool) learns its sandbox at mount: it then logs
   // to that sandbox's file, under its name.
   let logger = root.child({ sandbox: name });

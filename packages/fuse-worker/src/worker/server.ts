@@ -3,7 +3,6 @@
 // `unmount`, from the control plane hanging up, and from SIGTERM/SIGINT.
 import { mkdir, readFile } from 'node:fs/promises';
 import { LowLevelFuse } from 'fuse-native/lowlevel.js';
-import type { Logger } from 'pino';
 import {
   InvalidArgumentError,
   WrongStateError,
@@ -18,6 +17,7 @@ import { createHandlers } from '../fs/binding.js';
 import { OpStats } from '../fs/op-stats.js';
 import { PolicyFs } from '../fs/policy-fs.js';
 import { abortFuseConnection, fuseMountsAt } from '../mounts.js';
+import type { WorkerLogger as Logger } from './log.js';
 
 /** Default seconds the kernel caches entries and attributes (rule changes and discards invalidate). */
 export const DEFAULT_CACHE_TTL_SECONDS = 60;
