@@ -68,6 +68,20 @@ describe('worker supervision', () => {
     expect(await mountsUnder(dirs.dataDir)).toEqual([]);
   });
 
+  it('closes a bwrap session whose worker was replaced, with a reason that says so; a new one works', async () => {
+    const id = await running();
+    const session = await cp.createSession(id);
+    expect((await session.exec('cd /workspace && cat README.md')).stdout.toString()).toBe('# demo\n');
+    process.kill(cp.sandboxes.workerPid(id) as number, 'SIGKILL');
+    await waitFor('the session to close', () => (session.status === 'closed' ? true : undefined));
+    expect(session.closedReason).toBe('worker-restarted');
+    await expect(session.exec('true')).rejects.toThrow(/closed \(worker-restarted\)/);
+    const fresh = await cp.createSession(id);
+    expect((await fresh.exec('cat /workspace/README.md')).stdout.toString()).toBe('# demo\n');
+    await fresh.close();
+    await cp.destroySandbox(id);
+  });
+
   it('detects a hung (SIGSTOPped) worker within seconds and recovers', async () => {
     const id = await running();
     const other = await running();

@@ -144,6 +144,11 @@ export class ControlPlane implements AsyncDisposable {
       supervision: options.supervision,
       defaultRuntime: options.defaultRuntime,
       onStopping: (id) => sessions.closeSandbox(id),
+      // A bwrap session's shell bound /workspace to the dead mount and never sees the new one (each exec is
+      // a new bwrap, so execs are fine); close it with a reason that says so. Docker's relay propagates the
+      // new mount into the running container, so its sessions carry on.
+      onWorkerRestart: (id, runtime) =>
+        runtime === 'docker' ? Promise.resolve() : sessions.closeSandbox(id, 'worker-restarted'),
     });
     const plane = new ControlPlane({
       dataDir,

@@ -78,6 +78,8 @@ export interface SandboxManagerOptions {
   readonly defaultRuntime?: string | undefined;
   /** Called before a running sandbox's runtime stops (stop, destroy, ERROR): sessions close here. */
   readonly onStopping?: ((id: string) => Promise<void>) | undefined;
+  /** Called after a worker was replaced under a running sandbox (with the sandbox's runtime name). */
+  readonly onWorkerRestart?: ((id: string, runtime: string) => Promise<void>) | undefined;
   /** Idle workers kept spawned ahead of time once a sandbox has started (default 1; 0: none). */
   readonly workerPoolSize?: number | undefined;
 }
@@ -92,6 +94,7 @@ export class SandboxManager {
   readonly #supervision: SupervisionOptions | undefined;
   readonly #defaultRuntime: string;
   readonly #onStopping: (id: string) => Promise<void>;
+  readonly #onWorkerRestart: (id: string, runtime: string) => Promise<void>;
   readonly #self = { ...selfIdentity(), instance: randomUUID() };
   readonly #live = new Map<string, Live>();
   readonly #locks = new Map<string, Promise<unknown>>();
@@ -108,6 +111,7 @@ export class SandboxManager {
     this.#supervision = options.supervision;
     this.#defaultRuntime = options.defaultRuntime ?? 'bwrap';
     this.#onStopping = options.onStopping ?? (() => Promise.resolve());
+    this.#onWorkerRestart = options.onWorkerRestart ?? (() => Promise.resolve());
     this.#pool = new WorkerPool({
       size: options.workerPoolSize ?? DEFAULT_WORKER_POOL_SIZE,
       logFile: join(options.layout.logsDir, 'worker-pool.log'),
@@ -655,6 +659,9 @@ export class SandboxManager {
       last_restart_at: Date.now(),
       last_restart_reason: reason,
     });
+    void this.#onWorkerRestart(id, row.runtime).catch((err: unknown) =>
+      this.#logger.warn({ err, sandboxId: id }, 'after-restart hook failed'),
+    );
   }
 
   /** Supervision gave up: tear the sandbox down and record ERROR with the reason. */

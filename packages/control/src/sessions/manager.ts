@@ -4,7 +4,7 @@ import type { RuntimeInstance } from '@agentfense/protocol';
 import { NotFoundError } from '@agentfense/protocol';
 import { createSession } from './create.js';
 import { assertSessionId } from './ids.js';
-import type { CreateSessionOptions } from './options.js';
+import type { CreateSessionOptions, SessionCloseReason } from './options.js';
 import type { Session } from './session.js';
 
 export interface SessionManagerOptions {
@@ -61,8 +61,8 @@ export class SessionManager {
   }
 
   /** Closes every session of a sandbox that is stopping or being destroyed. */
-  async closeSandbox(sandboxId: string): Promise<void> {
-    await Promise.all(this.list({ sandboxId }).map((s) => s.close({ reason: 'sandbox-stopped' })));
+  async closeSandbox(sandboxId: string, reason: SessionCloseReason = 'sandbox-stopped'): Promise<void> {
+    await Promise.all(this.list({ sandboxId }).map((s) => s.close({ reason })));
   }
 
   /** Closes every session (control plane shutdown). */

@@ -16,7 +16,9 @@ export type SessionCloseReason =
   /** a timed-out command could not be interrupted, so the shell was killed */
   | 'timeout'
   /** its sandbox stopped or was destroyed (SessionManager.closeSandbox) */
-  | 'sandbox-stopped';
+  | 'sandbox-stopped'
+  /** the sandbox's worker was restarted and this shell's /workspace cannot follow (bwrap); open a new one */
+  | 'worker-restarted';
 
 /** What a session logs (pino's `debug` fits). */
 export interface SessionLogger {
