@@ -4,7 +4,9 @@
 // mechanisms: requests, events, exit notification, graceful stop, kill.
 import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
+import { readdirSync } from 'node:fs';
 import type { Socket } from 'node:net';
+import os from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import {
@@ -34,6 +36,13 @@ export interface SpawnWorkerOptions {
   readonly requestTimeoutMs?: number;
   /** How long to wait for the worker to start and answer the handshake. Default 10 s. */
   readonly startTimeoutMs?: number;
+  /**
+   * Nice value set right after the spawn (best effort): a worker spawned ahead of time starts at a low
+   * priority so its start-up does not compete with sandboxes at work (raise it back with setPriority).
+   */
+  readonly priority?: number;
+  /** Called with the pid as soon as the process exists (before the handshake). */
+  readonly onSpawn?: (pid: number) => void;
 }
 
 /** How a worker process ended. */
@@ -126,6 +135,26 @@ export class WorkerHandle {
   }
 }
 
+/**
+ * Sets the nice value of every thread of a process (Linux keeps one per thread; threads started later
+ * inherit their creator's). Failures (a gone pid, no CAP_SYS_NICE to raise it) are ignored.
+ */
+export function setPriority(pid: number, priority: number): void {
+  let tids: number[];
+  try {
+    tids = readdirSync(`/proc/${pid}/task`).map(Number);
+  } catch {
+    tids = [pid];
+  }
+  for (const tid of tids) {
+    try {
+      os.setPriority(tid, priority);
+    } catch {
+      // Best effort: the priority only affects speed.
+    }
+  }
+}
+
 /** Starts a worker process and completes the protocol handshake with it. */
 export async function spawnWorker(options: SpawnWorkerOptions): Promise<WorkerHandle> {
   const argv = [
@@ -142,6 +171,10 @@ export async function spawnWorker(options: SpawnWorkerOptions): Promise<WorkerHa
     stdio: ['ignore', 'ignore', 'pipe', 'pipe'],
     env: { ...WORKER_ENV, ...process.env },
   });
+  if (child.pid !== undefined) {
+    if (options.priority !== undefined) setPriority(child.pid, options.priority);
+    options.onSpawn?.(child.pid);
+  }
   let stderr = '';
   child.stderr?.setEncoding('utf8');
   child.stderr?.on('data', (chunk: string) => {

@@ -6,9 +6,12 @@
 // on close(). Idle workers exit on their own if this process dies (their control connection closes).
 import { cpus } from 'node:os';
 import type { Logger } from 'pino';
-import { spawnWorker } from '@agentfense/fuse-worker';
+import { setPriority, spawnWorker } from '@agentfense/fuse-worker';
 import type { WorkerHandle } from '@agentfense/fuse-worker';
 import { WrongStateError } from '@agentfense/protocol';
+
+/** Nice value of workers spawned for the pool until they are taken (then 0, like on-demand ones). */
+const POOL_PRIORITY = 10;
 
 /** Idle workers kept by default. */
 export const DEFAULT_WORKER_POOL_SIZE = 1;
@@ -30,6 +33,8 @@ export class WorkerPool {
   readonly #idle: WorkerHandle[] = [];
   /** Spawns for the pool in flight (each adds its worker to #idle when done). */
   #refilling = 0;
+  /** Pids of refill spawns still starting (reniced when a take() waits for them). */
+  readonly #starting = new Set<number>();
   #spawning = 0;
   readonly #waiters: (() => void)[] = [];
   readonly #inFlight = new Set<Promise<unknown>>();
@@ -47,14 +52,17 @@ export class WorkerPool {
     for (;;) {
       while ((worker = this.#idle.shift()) !== undefined && !worker.alive);
       if (worker !== undefined || this.#inFlight.size === 0 || this.#closed) break;
-      // A refill is under way and probably further along than a new spawn would be: wait for it.
+      // A refill is under way and probably further along than a new spawn would be: wait for it, at
+      // full priority now that someone needs it.
+      for (const pid of this.#starting) setPriority(pid, 0);
       await Promise.race(this.#inFlight);
     }
     if (this.#closed) {
       worker?.kill();
       throw new WrongStateError('the worker pool is closed');
     }
-    worker ??= await this.#spawn();
+    if (worker === undefined) worker = await this.#spawn();
+    else setPriority(worker.pid, 0);
     this.#refill();
     return worker;
   }
@@ -77,7 +85,14 @@ export class WorkerPool {
   #refill(): void {
     while (!this.#closed && this.#idle.length + this.#refilling < this.#options.size) {
       this.#refilling++;
-      const spawned = this.#spawn().then(
+      let pid: number | undefined;
+      const spawned = this.#spawn({
+        priority: POOL_PRIORITY,
+        onSpawn: (p) => {
+          pid = p;
+          this.#starting.add(p);
+        },
+      }).then(
         (worker) => {
           if (this.#closed) return worker.stop({ graceMs: 1000 }).then(() => undefined);
           this.#idle.push(worker);
@@ -91,6 +106,7 @@ export class WorkerPool {
         (err: unknown) => this.#options.logger.warn({ err }, 'could not spawn a pooled worker'),
       );
       const tracked = spawned.finally(() => {
+        if (pid !== undefined) this.#starting.delete(pid);
         this.#refilling--;
         this.#inFlight.delete(tracked);
       });
@@ -99,13 +115,13 @@ export class WorkerPool {
   }
 
   /** Spawns one worker, waiting for a slot when too many spawns are under way. */
-  async #spawn(): Promise<WorkerHandle> {
+  async #spawn(extra: { priority?: number; onSpawn?: (pid: number) => void } = {}): Promise<WorkerHandle> {
     while (this.#spawning >= this.#maxSpawns) {
       await new Promise<void>((resolve) => this.#waiters.push(resolve));
     }
     this.#spawning++;
     try {
-      return await spawnWorker({ logFile: this.#options.logFile, name: 'pool' });
+      return await spawnWorker({ logFile: this.#options.logFile, name: 'pool', ...extra });
     } finally {
       this.#spawning--;
       this.#waiters.shift()?.();
