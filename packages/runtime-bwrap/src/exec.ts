@@ -21,7 +21,7 @@ export async function runExec(options: RunExecOptions): Promise<ExecResult> {
   const signal = result.signal ?? null;
   if (result.failed && exitCode === null && signal === null && reason === null) {
     // bwrap never ran (ENOENT, EACCES, EMFILE, ...): the host is at fault, not the command.
-    const code = (result.cause as NodeJS.ErrnoException | undefined)?.code;
+    const code = result.cause?.code;
     const message = `could not start bwrap (${options.bwrapPath}): ${result.shortMessage}`;
     if (code === 'ENOENT' || code === 'EACCES') {
       throw new UnavailableError(`${message}; install it with \`apt-get install bubblewrap\``, {

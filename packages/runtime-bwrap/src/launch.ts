@@ -67,7 +67,7 @@ export interface BwrapResult {
   /** Not a clean exit 0: non-zero, a signal, a spawn error or the output cap. */
   readonly failed: boolean;
   /** The spawn error (ENOENT, EACCES, EMFILE, ...), if bwrap could not be started. */
-  readonly cause: Error | undefined;
+  readonly cause: NodeJS.ErrnoException | undefined;
   readonly shortMessage: string;
   /** An output stream exceeded its cap (bwrap was then killed). */
   readonly isMaxBuffer: boolean;
@@ -131,7 +131,7 @@ function startBwrap(
     child.stdin.end(options.stdin);
   }
   const result = new Promise<BwrapResult>((resolve) => {
-    let spawnError: Error | undefined;
+    let spawnError: NodeJS.ErrnoException | undefined;
     const finish = (code: number | null, signal: NodeJS.Signals | null): void => {
       running.delete(child);
       const exitCode = code ?? undefined;
