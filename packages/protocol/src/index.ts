@@ -49,6 +49,10 @@ export {
 export { HOST_PATH_BOUNDARY, REDACTED, maskEnvValue, maskHostPaths } from './runtime/audit-mask.js';
 export type { MaskArgvOptions, PathPlaceholder } from './runtime/audit-mask.js';
 
+// --- Runtime logging surface (shared by both runtimes) ---
+export { createStderrLogger } from './runtime/logger.js';
+export type { RuntimeLogger } from './runtime/logger.js';
+
 // --- Permission rules ---
 export { PERMISSIONS, PATTERN_TYPES } from './permissions/types.js';
 export type { Permission, PatternType, PermissionRule } from './permissions/types.js';
