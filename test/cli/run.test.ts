@@ -186,6 +186,36 @@ describe('agentfense run', () => {
     expect(gone.stderr).toContain(sandboxId);
   });
 
+  it('passes no fd it inherited to the sandboxed command', async () => {
+    // bash's `exec 200<file` opens fd 200 without close-on-exec and `exec node …` hands it to the CLI, as a
+    // careless parent would; bwrap would pass it on to the command unless the CLI closes it first. (Node
+    // itself marks low inherited fds close-on-exec, not high ones: fd 200.)
+    const secret = join(scratch, 'host-secret.txt');
+    await writeFile(secret, 'host only\n');
+    const r = await execa(
+      'bash',
+      [
+        '-c',
+        'exec 200<"$1"; shift; exec "$@"',
+        'bash',
+        secret,
+        process.execPath,
+        bin,
+        'run',
+        repo,
+        '--data',
+        data,
+        '--',
+        'sh',
+        '-c',
+        'ls /proc/self/fd; cat /proc/self/fd/200',
+      ],
+      { reject: false },
+    );
+    expect(r.stdout.split('\n')).toEqual(['0', '1', '2', '3']); // 3: ls's own directory fd
+    expect(r.stderr).toContain('/proc/self/fd/200: No such file or directory');
+  });
+
   it('refuses bad input with status 2 and a message naming the problem', async () => {
     const badEnv = await agentfense(['run', repo, '--data', data, '--env', 'NOEQUALS', '--', 'true']);
     expect(badEnv.exitCode).toBe(2);
