@@ -6,6 +6,7 @@ import type { ChangeEntry } from '@agentfense/protocol';
 
 import { asFsError, FsError } from '../errors.js';
 import { HostDir } from '../host/host-dir.js';
+import { RawFile, type HostFile } from '../host/raw-file.js';
 import { relIsWithin, relJoin, relParent } from '../host/rel-path.js';
 import { computeChanges } from './changes.js';
 import { commitChanges } from './commit.js';
@@ -135,6 +136,20 @@ export class Delta {
       const found = await mustResolve(this.ctx, rel);
       const layer = found.layer === 'upper' ? this.ctx.upper : this.ctx.lower;
       return layer.open(rel, flags & ~(constants.O_CREAT | constants.O_TRUNC));
+    });
+  }
+
+  /**
+   * Opens the serving layer's file read-only for the worker's data ops: synchronously when the host
+   * layer has the parent directory's fd cached (a RawFile), else through the thread pool.
+   */
+  async openReadHandle(path: string): Promise<HostFile> {
+    return guard(`open ${path}`, async () => {
+      const rel = toRel(path);
+      const found = await mustResolve(this.ctx, rel);
+      const layer = found.layer === 'upper' ? this.ctx.upper : this.ctx.lower;
+      const fd = layer.openSyncIfCached(rel, constants.O_RDONLY);
+      return fd === undefined ? layer.open(rel, constants.O_RDONLY) : new RawFile(fd);
     });
   }
 

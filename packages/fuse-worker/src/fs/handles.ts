@@ -3,13 +3,15 @@
 // on first use, closed on FORGET or when the LRU bound evicts it.
 import type { FileHandle } from 'node:fs/promises';
 
+import type { HostFile } from '../host/raw-file.js';
+
 /** Upper bound on host fds held for data ops (each is one fd of the worker). */
 export const MAX_OPEN_HANDLES = 512;
 
-interface Entry {
-  readonly handle: FileHandle;
-  readonly writable: boolean;
-}
+/** Writable handles are always FileHandles (the setattr path of unlinked files needs chmod/truncate). */
+type Entry =
+  | { readonly handle: FileHandle; readonly writable: true }
+  | { readonly handle: HostFile; readonly writable: false };
 
 /** LRU of host file handles keyed by node id. */
 export class HandleCache {
@@ -21,7 +23,9 @@ export class HandleCache {
   }
 
   /** A cached handle usable for the access asked for, or undefined. */
-  get(ino: number, needWrite: boolean): FileHandle | undefined {
+  get(ino: number, needWrite: true): FileHandle | undefined;
+  get(ino: number, needWrite: boolean): HostFile | undefined;
+  get(ino: number, needWrite: boolean): HostFile | undefined {
     const entry = this.#entries.get(ino);
     if (entry === undefined || (needWrite && !entry.writable)) return undefined;
     // Refresh LRU position (Map keeps insertion order).
@@ -31,9 +35,12 @@ export class HandleCache {
   }
 
   /** Stores a handle for a node, closing the one it replaces and evicting the least recently used. */
-  set(ino: number, handle: FileHandle, writable: boolean): void {
+  set(ino: number, handle: FileHandle, writable: true): void;
+  set(ino: number, handle: HostFile, writable: false): void;
+  set(ino: number, handle: FileHandle | HostFile, writable: boolean): void {
     this.drop(ino);
-    this.#entries.set(ino, { handle, writable });
+    // The overloads guarantee that a writable entry holds a FileHandle.
+    this.#entries.set(ino, { handle, writable } as Entry);
     for (const [victim] of this.#entries) {
       if (this.#entries.size <= MAX_OPEN_HANDLES) break;
       if (this.#pinned.has(victim)) continue;

@@ -11,12 +11,12 @@
 //   the kernel enforces there is the mode bits we report (attrs.ts), and rule changes invalidate them.
 import { constants, readSync, writeSync } from 'node:fs';
 import { statfs } from 'node:fs/promises';
-import type { FileHandle } from 'node:fs/promises';
 import { atLeast } from '@agentfense/protocol';
 import type { Permission, RuleSet } from '@agentfense/protocol';
 import type { AuditLog } from '../audit.js';
 import type { Delta } from '../delta/delta.js';
 import type { DeltaLookup } from '../delta/types.js';
+import type { HostFile } from '../host/raw-file.js';
 import { FsError } from '../errors.js';
 import { stableIno, toAttr } from './attrs.js';
 import type { FuseAttr } from './attrs.js';
@@ -735,7 +735,7 @@ export class PolicyFs {
   }
 
   /** The host handle for a data op, after the permission check; opening for write copies up. */
-  async #handle(ino: number, needWrite: boolean, caller: Caller, op: 'read' | 'write'): Promise<FileHandle> {
+  async #handle(ino: number, needWrite: boolean, caller: Caller, op: 'read' | 'write'): Promise<HostFile> {
     const cached = this.handles.get(ino, needWrite);
     const path = this.inodes.pathOf(ino);
     if (path === null) {
@@ -749,10 +749,15 @@ export class PolicyFs {
       throw this.#deny(op, path, permission, permission === 'none' ? 'ENOENT' : 'EACCES', caller);
     }
     if (cached !== undefined) return cached;
-    const handle = needWrite
-      ? await this.#delta.openForWrite(path, constants.O_RDWR)
-      : await this.#delta.openForRead(path);
-    this.handles.set(ino, handle, needWrite);
+    let handle: HostFile;
+    if (needWrite) {
+      const writable = await this.#delta.openForWrite(path, constants.O_RDWR);
+      this.handles.set(ino, writable, true);
+      handle = writable;
+    } else {
+      handle = await this.#delta.openReadHandle(path);
+      this.handles.set(ino, handle, false);
+    }
     this.#allow(op, path, permission, caller);
     return handle;
   }
@@ -766,7 +771,8 @@ export class PolicyFs {
     if (node.isDir) return;
     if (this.handles.get(node.ino, true) === undefined) {
       const kept = await this.#delta.openToKeep(path).catch(() => undefined);
-      if (kept !== undefined) this.handles.set(node.ino, kept.handle, kept.writable);
+      if (kept?.writable === true) this.handles.set(node.ino, kept.handle, true);
+      else if (kept !== undefined) this.handles.set(node.ino, kept.handle, false);
     }
     this.handles.pin(node.ino);
   }

@@ -3,7 +3,7 @@ import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { createServer } from 'node:net';
 import type { BigIntStats } from 'node:fs';
-import { constants, lstatSync } from 'node:fs';
+import { constants, lstatSync, openSync } from 'node:fs';
 import fsp from 'node:fs/promises';
 import type { FileHandle } from 'node:fs/promises';
 import { promisify } from 'node:util';
@@ -144,6 +144,27 @@ export class HostDir {
     const open = (): Promise<FileHandle> =>
       this.inParent(rel, (at) => fsp.open(at, flags | constants.O_NOFOLLOW, mode));
     return (flags & constants.O_CREAT) === 0 ? open() : this.changing(open);
+  }
+
+  /**
+   * open(2) of `rel` without creating, synchronously, when its parent's fd is cached (the common case
+   * right after a lookup); undefined on a cache miss, where `open` walks asynchronously. O_NOFOLLOW is
+   * always added. The caller owns the returned fd (see RawFile). Why: an open through the thread pool
+   * costs 30-40 µs here, a synchronous openat in a cached directory a few µs.
+   */
+  openSyncIfCached(rel: string, flags: number): number | undefined {
+    if (this.closed || (flags & constants.O_CREAT) !== 0) return undefined;
+    const parts = splitRel(rel);
+    const name = parts.pop();
+    if (name === undefined) return undefined;
+    const dir = parts.length === 0 ? this.root : this.cache.acquire(parts.join('/'));
+    if (dir === undefined) return undefined;
+    try {
+      return openSync(`${fdPath(dir.handle.fd)}/${name}`, flags | constants.O_NOFOLLOW);
+    } finally {
+      // Releasing only closes a directory fd evicted meanwhile; that close failing would be our bug.
+      if (dir !== this.root) this.cache.release(dir).catch(() => undefined);
+    }
   }
 
   /** Entries of directory `rel` ('' is the root) with their d_type, unsorted. */
