@@ -1,6 +1,8 @@
 // Data paths on a real mount: files above 4 GiB (sparse), open files that lose their name, hard links
-// whose first name goes away, and parallel readers, writers and renames.
+// whose first name goes away, parallel readers, writers and renames, and read-ahead across files.
+import { execFile } from 'node:child_process';
 import { stat } from 'node:fs/promises';
+import { promisify } from 'node:util';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { AGENT_SAFE, leftoverMounts, mountFixture, useMountHygiene } from './helpers/fixture.js';
@@ -168,4 +170,34 @@ for fn in (lambda: os.mknod('src/reg'), lambda: socket.socket(socket.AF_UNIX).bi
     const { changes } = await f.worker.client.request('changes', {});
     expect(changes.filter((c) => c.path.startsWith('/output/d')).length).toBe(16);
   }, 120_000);
+
+  it('reads ahead for a walker that reads what it looks up, never for a stat-only walk', async () => {
+    const tree: Record<string, string> = { 'w/app.key': 'hidden needle\n' };
+    for (let i = 0; i < 40; i++) {
+      tree[`w/f${String(i).padStart(2, '0')}.txt`] = `file ${i} needle\n`;
+      tree[`s/g${String(i).padStart(2, '0')}.txt`] = `stat only ${i}\n`;
+    }
+    const f = await mountFixture({ tree, rules: AGENT_SAFE });
+    // A FIFO among the files: it must be neither warmed nor waited for.
+    await promisify(execFile)('mkfifo', [join(f.lower, 'w/pipe')]);
+    const readaheads = async (): Promise<number> => {
+      const { ops } = await f.worker.client.request('stats', {});
+      return ops.readahead?.count ?? 0;
+    };
+
+    const listed = await f.sandbox('ls -l s | wc -l');
+    expect(listed.stdout.trim()).toBe('41'); // "total" + 40 files, each looked up
+    expect(await readaheads()).toBe(0);
+
+    const grep = await f.sandbox('grep -r needle w | sort');
+    expect(grep.stderr).toBe('');
+    const expected = Array.from(
+      { length: 40 },
+      (_, i) => `w/f${String(i).padStart(2, '0')}.txt:file ${i} needle`,
+    );
+    expect(grep.stdout.trim().split('\n')).toEqual(expected.sort());
+    const warmed = await readaheads();
+    expect(warmed).toBeGreaterThan(10); // the predictor needs 8 looked-up files that were read first
+    expect(warmed).toBeLessThanOrEqual(40); // only the readable regular files: not app.key, not the FIFO
+  }, 60_000);
 });

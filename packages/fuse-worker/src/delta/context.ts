@@ -67,6 +67,11 @@ function knownAbsent(set: AbsentSet, rel: string): boolean {
   return paths.has(rel);
 }
 
+/** True when `rel` is known, without a syscall, to be absent from the upper layer (see AbsentSet). */
+export function upperKnownAbsent(ctx: DeltaContext, rel: string): boolean {
+  return knownAbsent(absentSet(ctx.upper), rel);
+}
+
 /**
  * lstat in the upper layer. 'missing' (ENOENT) means "ask the lower layer"; 'blocked' (ENOTDIR/ELOOP)
  * means an upper ancestor is not a directory, which hides the whole lower subtree too.

@@ -14,6 +14,7 @@ import {
   ensureUpperDir,
   mergedEntries,
   mustResolve,
+  upperKnownAbsent,
   requireDir,
   resolve,
   tempName,
@@ -137,6 +138,18 @@ export class Delta {
       const layer = found.layer === 'upper' ? this.ctx.upper : this.ctx.lower;
       return layer.open(rel, flags & ~(constants.O_CREAT | constants.O_TRUNC));
     });
+  }
+
+  /**
+   * Reads up to `sink.length` bytes from the start of the file at `path` into the host page cache,
+   * entirely in the thread pool, and discards them (ReadAhead). Only when the codebase layer serves the
+   * path: known absent from the upper layer (no syscall to find out) and not whited out; anything else
+   * is left alone. Never rejects.
+   */
+  async warm(path: string, sink: Buffer): Promise<void> {
+    const rel = toRel(path);
+    if (!upperKnownAbsent(this.ctx, rel) || this.ctx.meta.isHidden(rel)) return;
+    await this.ctx.lower.warmRead(rel, sink);
   }
 
   /**

@@ -22,6 +22,9 @@ import { stableIno, toAttr } from './attrs.js';
 import type { FuseAttr } from './attrs.js';
 import { HandleCache } from './handles.js';
 import { InodeTable, ROOT_INO } from './inodes.js';
+import type { OpStats } from './op-stats.js';
+import { ReadAhead } from './read-ahead.js';
+import { ReadPredictor } from './read-predictor.js';
 import type { Inode } from './inodes.js';
 import { WriteHints } from './write-hints.js';
 
@@ -97,6 +100,8 @@ export interface PolicyFsOptions {
   readonly gid: number;
   /** A host path on the delta's filesystem, for statfs. */
   readonly statfsPath: string;
+  /** Where read-ahead warm-ups are counted (as op `readahead`), next to the requests. */
+  readonly stats?: OpStats;
 }
 
 const S_IFMT = constants.S_IFMT;
@@ -110,6 +115,8 @@ const SYNC_READ_MAX = 32 * 1024;
 /** Size of the pooled buffers for bigger READs (the kernel's max_read with libfuse2) and how many to keep. */
 const BIG_READ_BYTES = 128 * 1024;
 const BIG_READ_POOL = 8;
+/** How much of each file ReadAhead warms, and where that data lands (only the host page cache wants it). */
+const WARM_SINK = Buffer.allocUnsafeSlow(64 * 1024);
 /** Bound on remembered negative entries (see #negativeTtl): a few MB at most. */
 const MAX_NEGATIVES = 20_000;
 
@@ -123,6 +130,7 @@ export class PolicyFs {
   readonly #uid: number;
   readonly #gid: number;
   readonly #statfsPath: string;
+  readonly #stats: OpStats | undefined;
   #rules: RuleSet;
   #hints: WriteHints;
   /** Merged, filtered listings by directory node, so offset > 0 continues the same snapshot. */
@@ -138,6 +146,11 @@ export class PolicyFs {
    * kernel's pages must go. Seen at the next getattr/lookup, i.e. within the attribute timeout.
    */
   readonly #lowerVersions = new Map<number, string>();
+  readonly #predictor = new ReadPredictor();
+  readonly #readAhead = new ReadAhead({
+    listing: (dir) => this.#listings.get(dir),
+    warm: (dir, name) => this.#warm(dir, name),
+  });
   invalidator: Invalidator | undefined;
   /** Scratch space of readReply's synchronous small reads. */
   #readBuffer = Buffer.allocUnsafeSlow(SYNC_READ_MAX);
@@ -153,6 +166,7 @@ export class PolicyFs {
     this.#uid = options.uid;
     this.#gid = options.gid;
     this.#statfsPath = options.statfsPath;
+    this.#stats = options.stats;
   }
 
   get rules(): RuleSet {
@@ -185,7 +199,21 @@ export class PolicyFs {
     if (found === null) return { ino: 0, entryTimeout: this.#negativeTtl(parent, name, ttl) };
     const node = this.inodes.remember(parent, name, found.type === 'directory');
     this.#allow('lookup', path, permission, caller);
-    return this.#entry(node, path, found, permission, ttl);
+    const entry = this.#entry(node, path, found, permission, ttl);
+    if (found.type === 'file' && atLeast(permission, 'read')) {
+      this.#predictor.noteLookup(node.ino);
+      if (this.#predictor.readsFollowLookups) this.#readAhead.onLookup(parent, name);
+    }
+    return entry;
+  }
+
+  /** ReadAhead's warm-up of a listed file: only content the sandbox may read now, never rejects. */
+  async #warm(dir: number, name: string): Promise<void> {
+    const path = this.inodes.childPath(dir, name);
+    if (path === null || !atLeast(this.#rules.permissionOf(path), 'read')) return;
+    const started = performance.now();
+    await this.#delta.warm(path, WARM_SINK);
+    this.#stats?.record('readahead', (performance.now() - started) * 1000, false);
   }
 
   /**
@@ -219,6 +247,7 @@ export class PolicyFs {
     if (this.inodes.get(ino) === undefined) {
       this.handles.drop(ino);
       this.#listings.delete(ino);
+      this.#readAhead.forget(ino);
       this.#lowerVersions.delete(ino);
     }
   }
@@ -419,6 +448,7 @@ export class PolicyFs {
 
   /** READ: needs read; served from a per-node host handle. */
   async read(ino: number, size: number, offset: number, caller: Caller): Promise<Buffer> {
+    this.#predictor.noteRead(ino);
     const fd = await this.#fd(ino, false, caller, 'read');
     const buffer = Buffer.allocUnsafe(size);
     // Synchronous pread (see #fd): from the page cache it takes a few µs, an async one 40+ µs.
@@ -438,6 +468,7 @@ export class PolicyFs {
     caller: Caller,
     reply: (data: Uint8Array) => void,
   ): Promise<void> {
+    this.#predictor.noteRead(ino);
     if (size > SYNC_READ_MAX) {
       // Big reads are the kernel's readahead of a large file, several in flight at once: done in the
       // thread pool they overlap with each other and with the disk; done synchronously they queue up on
@@ -566,6 +597,7 @@ export class PolicyFs {
   async invalidateAll(): Promise<void> {
     this.#generation++;
     this.#listings.clear();
+    this.#readAhead.clear();
     this.handles.closeUnpinned();
     const invalidator = this.invalidator;
     if (invalidator === undefined) return;

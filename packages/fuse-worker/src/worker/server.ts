@@ -142,6 +142,7 @@ export class WorkerService {
         uid: params.ownerUid ?? process.getuid?.() ?? 0,
         gid: params.ownerGid ?? process.getgid?.() ?? 0,
         statfsPath: params.deltaDir,
+        stats: this.#stats,
       });
       const handlers = createHandlers({
         fs,

@@ -1,0 +1,92 @@
+// Read-ahead across files. On a cold tree every file a walker reads costs the worker a synchronous disk
+// read inside its READ, one file after another, because the kernel sends one request at a time for a
+// sequential reader. Walkers (`grep -r`, `tar`, `cp -r`, indexers) look files up in the order of the
+// listing we served, so when file i is looked up, files i+1..i+DEPTH are about to be: reading their first
+// bytes into the host page cache from the thread pool, while the walker and the kernel are busy with
+// file i, overlaps the disk with everything else. Only while reads follow lookups (ReadPredictor), so a
+// stat-only walk (`ls -l`, `git status`) costs no extra disk reads.
+import { constants } from 'node:fs';
+
+/** How far ahead of the current lookup files are warmed. */
+const DEPTH = 8;
+/** Warm-ups in the thread pool at once (libuv has 4 threads; big READs need them too). */
+const IN_FLIGHT = 2;
+/** Directories whose position is remembered (a depth-first walk returns to its parents). */
+const DIRS = 8;
+
+/** One listed entry: its name and file type bits. */
+export interface ListedEntry {
+  readonly name: string;
+  readonly mode: number;
+}
+
+interface DirState {
+  readonly entries: readonly ListedEntry[];
+  readonly index: Map<string, number>;
+  /** Entries before this one have been warmed or skipped. */
+  next: number;
+  /** Index of the latest lookup. */
+  cursor: number;
+}
+
+export interface ReadAheadOptions {
+  /** The directory's listing as served to the kernel, if still known. */
+  readonly listing: (dir: number) => readonly ListedEntry[] | undefined;
+  /** Reads the start of `name` in `dir` into the host page cache; must never reject. */
+  readonly warm: (dir: number, name: string) => Promise<void>;
+}
+
+export class ReadAhead {
+  readonly #options: ReadAheadOptions;
+  readonly #dirs = new Map<number, DirState>();
+  #inFlight = 0;
+
+  constructor(options: ReadAheadOptions) {
+    this.#options = options;
+  }
+
+  /** The walker looked up `name` in directory `dir`: warm the regular files listed after it. */
+  onLookup(dir: number, name: string): void {
+    let state = this.#dirs.get(dir);
+    if (state === undefined) {
+      const entries = this.#options.listing(dir);
+      if (entries === undefined) return;
+      state = { entries, index: new Map(entries.map((e, i) => [e.name, i])), next: 0, cursor: 0 };
+      if (this.#dirs.size >= DIRS) this.#dirs.delete(this.#dirs.keys().next().value!);
+    } else {
+      this.#dirs.delete(dir); // re-inserted below: most recently used last
+    }
+    this.#dirs.set(dir, state);
+    const at = state.index.get(name);
+    if (at === undefined) return;
+    state.cursor = at;
+    if (state.next <= at) state.next = at + 1;
+    this.#pump(dir, state);
+  }
+
+  /** Forgets a directory (its listing changed or the kernel forgot it). */
+  forget(dir: number): void {
+    this.#dirs.delete(dir);
+  }
+
+  /** Forgets everything (rules changed, discard, commit). */
+  clear(): void {
+    this.#dirs.clear();
+  }
+
+  #pump(dir: number, state: DirState): void {
+    while (
+      this.#inFlight < IN_FLIGHT &&
+      state.next < state.entries.length &&
+      state.next <= state.cursor + DEPTH
+    ) {
+      const entry = state.entries[state.next++]!;
+      if ((entry.mode & constants.S_IFMT) !== constants.S_IFREG) continue;
+      this.#inFlight++;
+      void this.#options.warm(dir, entry.name).finally(() => {
+        this.#inFlight--;
+        if (this.#dirs.get(dir) === state) this.#pump(dir, state);
+      });
+    }
+  }
+}
