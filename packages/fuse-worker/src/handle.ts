@@ -65,9 +65,10 @@ export const WORKER_NODE_FLAGS: readonly string[] = ['--max-semi-space-size=1', 
 
 /**
  * glibc malloc tuning of the worker. A fixed mmap threshold of 128 KiB keeps every WRITE payload
- * (128 KiB + header, malloc'd by the binding's session thread, freed on the JS thread) in its own
+ * (128 KiB + header, malloc'd by the binding per request, freed when JS drops the Buffer) in its own
  * mapping that goes back to the kernel when freed; by default glibc raises the threshold after the first
- * free and the payloads then stay in the session thread's arena: ~30 MiB more PSS after a 100 MB write.
+ * free and the payloads then come from an arena, where they stayed resident: ~30 MiB more PSS after a
+ * 100 MB write (measured when the binding still had a session thread with its own arena).
  */
 export const WORKER_ENV: Readonly<Record<string, string>> = { MALLOC_MMAP_THRESHOLD_: '131072' };
 
