@@ -241,6 +241,48 @@ describe('streaming exec', () => {
     await destroy(ids);
   });
 
+  it("follows the sandbox's log as NDJSON until the sandbox is destroyed", async () => {
+    expect(
+      (await call('GET', '/v1/sandboxes/sb_00000000-0000-4000-8000-000000000000/logs/stream')).status,
+    ).toBe(404);
+    const ids = await runningSandbox();
+    const response = await fetch(`${served.url}/v1/sandboxes/${ids.sb}/logs/stream?tail=5`);
+    expect(response.status).toBe(200);
+    expect(response.headers.get('content-type')).toBe('application/x-ndjson');
+    const reader = response.body!.getReader();
+    const decoder = new TextDecoder();
+    const lines: Record<string, unknown>[] = [];
+    let pending = '';
+    let ended = false;
+    const readUntil = async (pred: (l: Record<string, unknown>) => boolean): Promise<void> => {
+      while (!lines.some(pred) && !ended) {
+        const chunk = (await reader.read()) as { done: boolean; value?: Uint8Array };
+        if (chunk.done) ended = true;
+        pending += decoder.decode(chunk.value, { stream: !chunk.done });
+        for (let i = pending.indexOf('\n'); i >= 0; i = pending.indexOf('\n')) {
+          lines.push(JSON.parse(pending.slice(0, i)) as Record<string, unknown>);
+          pending = pending.slice(i + 1);
+        }
+      }
+    };
+    const msgOf = (l: Record<string, unknown>): unknown =>
+      typeof l.line === 'string' ? (JSON.parse(l.line) as { msg?: unknown }).msg : undefined;
+
+    // The tail first: what the worker has logged so far ends with 'mounted'.
+    await readUntil((l) => msgOf(l) === 'mounted');
+    const before = lines.length;
+    // Then what the worker logs while we watch: a discard is logged as 'discard'.
+    expect((await call('POST', `/v1/sandboxes/${ids.sb}/discard`)).status).toBe(200);
+    await readUntil((l) => msgOf(l) === 'discard');
+    expect(lines.slice(before).map(msgOf)).toContain('discard');
+    // Destroying the sandbox ends the stream with a final line.
+    await destroy(ids);
+    await readUntil((l) => l.done === true);
+    expect(lines.at(-1)).toEqual({ done: true, reason: 'sandbox destroyed' });
+    await readUntil(() => false); // and the response ends
+    expect(ended).toBe(true);
+  });
+
   it('kills the command when the client disconnects', async () => {
     const ids = await runningSandbox();
     const marker = `af-http-cancel-${process.pid}`;

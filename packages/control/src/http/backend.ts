@@ -2,13 +2,13 @@
 // ControlPlane. Routes only ever talk to an HttpBackend, so this file is the only one that follows the
 // control plane's API; it also pages the one listing the control plane does not page itself (codebases)
 // and reads a sandbox's log.
-import { open, stat } from 'node:fs/promises';
 import { availableParallelism } from 'node:os';
 import type { Readable } from 'node:stream';
 import type { AuditEvent, ChangeEntry, CommitMode, CommitResult, ExecResult } from '@agentfense/protocol';
 import type { CodebaseInfo, FileEntry } from '../codebases/types.js';
 import type { ControlPlane } from '../control-plane.js';
 import type { AuditQuery } from '../sandboxes/audit-log.js';
+import { tailLog } from '../sandboxes/log-file.js';
 import type {
   CreateSandboxOptions,
   ListSandboxesOptions,
@@ -57,8 +57,10 @@ export interface HttpBackend {
   ): Promise<{ diff: string; binary: readonly string[] }>;
   commit(id: string, options: { mode?: CommitMode; paths?: readonly string[] }): Promise<CommitResult>;
   discard(id: string, options: { paths?: readonly string[] }): Promise<void>;
-  /** The sandbox's own log, last `tail` lines, oldest first. */
+  /** The sandbox's own log, last `tail` whole lines, oldest first. */
   logs(id: string, options: { tail: number }): Promise<string[]>;
+  /** Where the sandbox's log is (NotFoundError for an unknown sandbox), for following it. */
+  logFile(id: string): MaybePromise<string>;
   audit(id: string, query: AuditQuery): Promise<AuditEvent[]>;
 
   createSession(sandboxId: string, options: CreateSessionOptions): Promise<SessionInfo>;
@@ -70,9 +72,6 @@ export interface HttpBackend {
   /** Closes every session, stops every sandbox this process runs and unmounts everything. */
   close(): Promise<void>;
 }
-
-/** Longest piece of a log file read for a `logs` request (the tail is cut from it). */
-const MAX_LOG_READ_BYTES = 16 * 1024 * 1024;
 
 export interface ControlPlaneBackendOptions {
   /**
@@ -117,7 +116,11 @@ export function controlPlaneBackend(
     discard: (id, options) => plane.discard(id, options),
     logs: async (id, { tail }) => {
       plane.getSandbox(id); // NotFoundError / InvalidArgumentError
-      return tailLines(plane.layout.sandbox(id).workerLog, tail);
+      return (await tailLog(plane.layout.sandbox(id).workerLog, tail)).lines;
+    },
+    logFile: (id) => {
+      plane.getSandbox(id);
+      return plane.layout.sandbox(id).workerLog;
     },
     audit: (id, query) => plane.audit(id, query),
 
@@ -166,28 +169,4 @@ export function pageCodebases(
         ? encodePageToken({ createdAt: Date.parse(last.createdAt), id: last.id })
         : null,
   };
-}
-
-/** The last `count` lines of a text file (reading at most its last MAX_LOG_READ_BYTES); [] when absent. */
-export async function tailLines(file: string, count: number): Promise<string[]> {
-  const size = await stat(file).then(
-    (s) => s.size,
-    (err: NodeJS.ErrnoException) => {
-      if (err.code === 'ENOENT') return -1;
-      throw err;
-    },
-  );
-  if (size <= 0) return [];
-  const length = Math.min(size, MAX_LOG_READ_BYTES);
-  const handle = await open(file, 'r');
-  try {
-    const buffer = Buffer.alloc(length);
-    const { bytesRead } = await handle.read(buffer, 0, length, size - length);
-    const lines = buffer.subarray(0, bytesRead).toString('utf8').split('\n');
-    if (length < size) lines.shift(); // a partial first line
-    if (lines.at(-1) === '') lines.pop();
-    return lines.slice(-count);
-  } finally {
-    await handle.close();
-  }
 }

@@ -312,6 +312,13 @@ export const LogsResult = outObject('LogsResponse', {
   lines: { type: 'array', items: str, description: 'JSON log lines of the sandbox, oldest first' },
 });
 
+export const LogStreamLine: Schema = {
+  title: 'LogStreamLine',
+  description:
+    'One line of the NDJSON stream: `{"line": "..."}` per log line (the worker\'s JSON line, as a string), oldest first; when the sandbox is destroyed or the server shuts down, a final `{"done": true, "reason": "..."}`.',
+  type: 'object',
+};
+
 export const AuditQuery = object('AuditQuery', {
   decision: { type: 'string', enum: ['allow', 'deny'] },
   limit: {

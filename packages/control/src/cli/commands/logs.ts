@@ -1,14 +1,15 @@
 // `agentfense logs <sandbox> [-f]` and `agentfense audit <sandbox>`: what a sandbox's worker logged, and
 // the access decisions it recorded (SPEC §6). Both read files under the data directory, so they work for
 // sandboxes run by another process (`serve`, a `run --keep`), running or stopped.
-import { open, stat } from 'node:fs/promises';
+import { stat } from 'node:fs/promises';
 import type { Command } from 'commander';
 import { InvalidArgumentError } from '@agentfense/protocol';
 import type { AuditEvent } from '@agentfense/protocol';
+import { followLog, readNewLines } from '../../sandboxes/log-file.js';
 import { addDataOption, withControlPlane } from '../control-options.js';
 import type { DataFlags } from '../control-options.js';
 import { formatTable, printJson } from '../io.js';
-import type { CliContext, CliIo } from '../io.js';
+import type { CliContext } from '../io.js';
 import { untilSignal } from '../signals.js';
 
 const LEVELS: Record<number, string> = {
@@ -35,27 +36,6 @@ export function formatLogLine(line: string): string {
     .map(([k, v]) => `${k}=${typeof v === 'string' ? v : JSON.stringify(v)}`)
     .join(' ');
   return `${when} ${(LEVELS[Number(level)] ?? String(level)).padEnd(5)} ${typeof msg === 'string' ? msg : JSON.stringify(msg ?? '')}${fields === '' ? '' : ` ${fields}`}`;
-}
-
-/** Prints the file from `offset`; returns the new offset (only whole lines are printed). */
-async function printFrom(io: CliIo, file: string, offset: number, json: boolean): Promise<number> {
-  const handle = await open(file, 'r').catch(() => null);
-  if (handle === null) return offset;
-  try {
-    const { size } = await handle.stat();
-    if (size < offset) offset = 0; // truncated or replaced: start over
-    if (size === offset) return offset;
-    const buffer = Buffer.alloc(size - offset);
-    const { bytesRead } = await handle.read(buffer, 0, buffer.length, offset);
-    const text = buffer.subarray(0, bytesRead).toString('utf8');
-    const end = text.lastIndexOf('\n') + 1;
-    for (const line of text.slice(0, end).split('\n')) {
-      if (line !== '') io.stdout.write(`${json ? line : formatLogLine(line)}\n`);
-    }
-    return offset + Buffer.byteLength(text.slice(0, end));
-  } finally {
-    await handle.close();
-  }
 }
 
 function formatAudit(events: readonly AuditEvent[]): string {
@@ -87,22 +67,27 @@ export function registerLogs(program: Command, { io }: CliContext): void {
         return plane.layout.sandbox(id).workerLog;
       });
       const json = flags.json === true;
-      let offset = await printFrom(io, file, 0, json);
+      const print = (lines: readonly string[]): void => {
+        for (const line of lines) if (line !== '') io.stdout.write(`${json ? line : formatLogLine(line)}\n`);
+      };
+      // Everything there now (in pieces of at most MAX_LOG_READ_BYTES), then, with -f, what follows.
+      let offset = 0;
+      for (;;) {
+        const chunk = await readNewLines(file, offset);
+        print(chunk.lines);
+        if (chunk.offset === offset) break;
+        offset = chunk.offset;
+      }
       if (flags.follow !== true) {
         if ((await stat(file).catch(() => null)) === null)
           io.stderr.write(`agentfense: ${id} has no log yet\n`);
         return;
       }
       const signal = untilSignal();
+      const stop = new AbortController();
+      void signal.promise.then(() => stop.abort());
       try {
-        for (;;) {
-          const ended = await Promise.race([
-            signal.promise,
-            new Promise<null>((done) => setTimeout(() => done(null), FOLLOW_POLL_MS)),
-          ]);
-          if (ended !== null) return;
-          offset = await printFrom(io, file, offset, json);
-        }
+        await followLog(file, { offset, signal: stop.signal, onLines: print, pollMs: FOLLOW_POLL_MS });
       } finally {
         signal.dispose();
       }

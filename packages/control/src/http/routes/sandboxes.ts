@@ -6,6 +6,7 @@ import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { ExecResult } from '@agentfense/protocol';
 import { WrongStateError, toAgentFenseError } from '@agentfense/protocol';
 import { validateId } from '../../ids.js';
+import { followLog, tailLog } from '../../sandboxes/log-file.js';
 import type { SandboxExecOptions } from '../../sandboxes/types.js';
 import type { HttpBackend, HttpCreateSandboxOptions } from '../backend.js';
 import { defineRoute } from '../define.js';
@@ -42,6 +43,7 @@ import {
   ExecStreamChunk,
   IdParams,
   ListSandboxesQuery,
+  LogStreamLine,
   LogsQuery,
   LogsResult,
   Sandbox,
@@ -349,6 +351,57 @@ export function registerSandboxRoutes(
     handler: async (req) => ({
       lines: await backend.logs(validateId('sandbox', req.params.id), { tail: req.query.tail ?? 1000 }),
     }),
+  });
+
+  defineRoute<unknown, { tail?: number }, IdParam>(app, {
+    method: 'GET',
+    url: '/v1/sandboxes/:id/logs/stream',
+    operationId: 'LogsStream',
+    summary: "Follow the sandbox's own log as newline-delimited JSON (like tail -f)",
+    description:
+      'Content type application/x-ndjson. First the last `tail` lines (default 1000), then each new line as the worker writes it, each as `{"line": "..."}`. Ends with `{"done": true, "reason": "..."}` when the sandbox is destroyed or the server shuts down; otherwise runs until the client disconnects. An unknown sandbox is an ordinary 404.',
+    tags,
+    params,
+    querystring: LogsQuery,
+    response: LogStreamLine,
+    doc: { responseContentType: 'application/x-ndjson' },
+    handler: async (req, reply) => {
+      const id = validateId('sandbox', req.params.id);
+      const file = await backend.logFile(id);
+      const first = await tailLog(file, req.query.tail ?? 1000);
+      const out = new PassThrough();
+      const write = (line: Record<string, unknown>): void => void out.write(`${JSON.stringify(line)}\n`);
+      const controller = new AbortController();
+      const stop = (): void => controller.abort();
+      reply.raw.on('close', stop);
+      context.shutdown.addEventListener('abort', stop, { once: true });
+      let reason: string | undefined;
+      const gone = async (): Promise<boolean> => {
+        try {
+          await backend.getSandbox(id);
+          return false;
+        } catch {
+          reason = 'sandbox destroyed';
+          return true;
+        }
+      };
+      for (const line of first.lines) write({ line });
+      void followLog(file, {
+        offset: first.offset,
+        signal: controller.signal,
+        onLines: (lines) => lines.forEach((line) => write({ line })),
+        done: gone,
+      })
+        .catch((err: unknown) => (reason = `reading the log failed: ${toAgentFenseError(err).message}`))
+        .finally(() => {
+          reply.raw.off('close', stop);
+          context.shutdown.removeEventListener('abort', stop);
+          if (reason === undefined && context.shutdown.aborted) reason = 'server shutting down';
+          if (reason !== undefined) write({ done: true, reason });
+          out.end();
+        });
+      return reply.type('application/x-ndjson').send(out);
+    },
   });
 
   defineRoute<unknown, { decision?: 'allow' | 'deny'; limit?: number }, IdParam>(app, {
