@@ -59,4 +59,27 @@ describe('worker pool', () => {
     for (const pid of idle)
       await waitFor(`pooled worker ${pid} to exit`, () => (pidExists(pid) ? undefined : true));
   });
+
+  it('keeps no idle worker with workerPoolSize 0: every start spawns its own', async () => {
+    for (const bad of [-1, 1.5, 17]) {
+      await expect(ControlPlane.open({ dataDir: dirs.dataDir, workerPoolSize: bad })).rejects.toThrow(
+        /workerPoolSize must be an integer from 0 to 16/,
+      );
+    }
+    const plane = await ControlPlane.open({ dataDir: dirs.dataDir, reapIntervalMs: 0, workerPoolSize: 0 });
+    try {
+      const { id: codebaseId } = await plane.linkCodebase({ path: dirs.repo });
+      const a = await plane.createSandbox({ codebaseId, preset: 'agent-safe' });
+      await plane.startSandbox(a.id);
+      expect((await plane.exec(a.id, 'cat /workspace/README.md')).stdout.toString()).toBe('# demo\n');
+      const b = await plane.createSandbox({ codebaseId, preset: 'agent-safe' });
+      await plane.startSandbox(b.id);
+      // Given time to refill, the default pool would have one by now (see above); this one stays empty.
+      await new Promise((r) => setTimeout(r, 1500));
+      expect(plane.sandboxes.idleWorkerPids).toEqual([]);
+      expect(plane.sandboxes.workerPid(b.id)).not.toBe(plane.sandboxes.workerPid(a.id));
+    } finally {
+      await plane.close();
+    }
+  });
 });

@@ -11,6 +11,7 @@ import type {
   RuntimeInstance,
   WorkerStats,
 } from '@agentfense/protocol';
+import { InvalidArgumentError } from '@agentfense/protocol';
 import { createBwrapRuntime } from '@agentfense/runtime-bwrap';
 import { createDockerRuntime } from '@agentfense/runtime-docker';
 import { CodebaseService } from './codebases/service.js';
@@ -58,7 +59,15 @@ export interface ControlPlaneOptions {
   readonly maxUploadBytes?: number;
   /** Period of the expired-sandbox reaper (ms); 0 turns it off. */
   readonly reapIntervalMs?: number;
+  /**
+   * Idle workers kept spawned ahead of time once a sandbox has started (default 1): a start then costs a
+   * mount, not a process start. 0 spawns every worker on demand (about 15 MiB less while idle).
+   */
+  readonly workerPoolSize?: number;
 }
+
+/** Largest `workerPoolSize`: each idle worker is a process of ~15 MiB. */
+const MAX_WORKER_POOL_SIZE = 16;
 
 /** The control plane of one data directory, as used by a process. Open with `ControlPlane.open()`. */
 export class ControlPlane implements AsyncDisposable {
@@ -105,6 +114,12 @@ export class ControlPlane implements AsyncDisposable {
    * RUNNING by control-plane processes that are gone (their mounts cleared, deltas kept).
    */
   static async open(options: ControlPlaneOptions = {}): Promise<ControlPlane> {
+    const pool = options.workerPoolSize;
+    if (pool !== undefined && !(Number.isInteger(pool) && pool >= 0 && pool <= MAX_WORKER_POOL_SIZE)) {
+      throw new InvalidArgumentError(
+        `workerPoolSize must be an integer from 0 to ${MAX_WORKER_POOL_SIZE} (idle workers kept ahead), got ${String(pool)}`,
+      );
+    }
     const dataDir = resolveDataDir({ dataDir: options.dataDir });
     const layout = new DataLayout(dataDir);
     for (const dir of [layout.root, layout.logsDir, layout.codebasesDir, layout.sandboxesDir]) {
@@ -143,6 +158,7 @@ export class ControlPlane implements AsyncDisposable {
       presets: options.presets,
       supervision: options.supervision,
       defaultRuntime: options.defaultRuntime,
+      workerPoolSize: options.workerPoolSize,
       onStopping: (id) => sessions.closeSandbox(id),
       // A bwrap session's shell bound /workspace to the dead mount and never sees the new one (each exec is
       // a new bwrap, so execs are fine); close it with a reason that says so. Docker's relay propagates the
