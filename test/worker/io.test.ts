@@ -200,4 +200,29 @@ for fn in (lambda: os.mknod('src/reg'), lambda: socket.socket(socket.AF_UNIX).bi
     expect(warmed).toBeGreaterThan(10); // the predictor needs 8 looked-up files that were read first
     expect(warmed).toBeLessThanOrEqual(40); // only the readable regular files: not app.key, not the FIFO
   }, 60_000);
+
+  it('a READ whose name now leads to a FIFO fails with EIO instead of hanging the worker', async () => {
+    // The sandbox replaces a FIFO of the codebase with a file and keeps it open; a discard then brings
+    // the FIFO back under the name while the kernel still holds the regular-file node.
+    const f = await mountFixture({ tree: { 'output/keep.txt': 'k\n' }, rules: AGENT_SAFE });
+    await promisify(execFile)('mkfifo', [join(f.lower, 'output/p')]);
+    const script = [
+      'rm output/p && printf data > output/p',
+      'exec 3< output/p',
+      'touch output/ready',
+      'sleep 2',
+      // os.read: a bare read(2); a stat would find the type changed, and the kernel would fail it by itself.
+      `python3 -c 'import os, sys\ntry: os.read(3, 4)\nexcept OSError as e: sys.exit(e.strerror)'; echo " rc=$?"`,
+    ].join('\n');
+    const running = f.sandbox(script);
+    for (let i = 0; i < 100 && (await f.host('test -e output/ready')).code !== 0; i++) {
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    await f.worker.client.request('discard', {});
+    const r = await running;
+    expect(r.stdout).toBe(' rc=1\n');
+    expect(r.stderr).toBe('Input/output error\n');
+    // The worker still answers.
+    expect((await f.host('cat output/keep.txt')).stdout).toBe('k\n');
+  }, 60_000);
 });

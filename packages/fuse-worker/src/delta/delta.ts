@@ -1,5 +1,5 @@
 // The copy-on-write overlay of one sandbox: a read-only codebase (lower) plus this sandbox's delta.
-import { constants } from 'node:fs';
+import { closeSync, constants, fstatSync } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
 
 import type { ChangeEntry } from '@agentfense/protocol';
@@ -154,15 +154,32 @@ export class Delta {
 
   /**
    * Opens the serving layer's file read-only for the worker's data ops: synchronously when the host
-   * layer has the parent directory's fd cached (a RawFile), else through the thread pool.
+   * layer has the parent directory's fd cached (a RawFile), else through the thread pool. Only a regular
+   * file: the kernel may still hold a node for a name that is now a FIFO or device (a discard, a change
+   * behind the mount), and opening one of those could block the mount's only JS thread. O_NONBLOCK
+   * makes that open return at once, and the fstat after it closes the check-then-open race.
    */
   async openReadHandle(path: string): Promise<HostFile> {
     return guard(`open ${path}`, async () => {
       const rel = toRel(path);
       const found = await mustResolve(this.ctx, rel);
+      if (found.type !== 'file') throw new FsError('EIO', `${path} is no longer a regular file`);
       const layer = found.layer === 'upper' ? this.ctx.upper : this.ctx.lower;
-      const fd = layer.openSyncIfCached(rel, constants.O_RDONLY);
-      return fd === undefined ? layer.open(rel, constants.O_RDONLY) : new RawFile(fd);
+      const flags = constants.O_RDONLY | constants.O_NONBLOCK;
+      const fd = layer.openSyncIfCached(rel, flags);
+      if (fd !== undefined) {
+        if (!fstatSync(fd).isFile()) {
+          closeSync(fd);
+          throw new FsError('EIO', `${path} is no longer a regular file`);
+        }
+        return new RawFile(fd);
+      }
+      const handle = await layer.open(rel, flags);
+      if (!(await handle.stat()).isFile()) {
+        await handle.close();
+        throw new FsError('EIO', `${path} is no longer a regular file`);
+      }
+      return handle;
     });
   }
 

@@ -246,8 +246,7 @@ export class PolicyFs {
     this.inodes.forget(ino, count);
     if (this.inodes.get(ino) === undefined) {
       this.handles.drop(ino);
-      this.#listings.delete(ino);
-      this.#readAhead.forget(ino);
+      this.#forgetListing(ino);
       this.#lowerVersions.delete(ino);
     }
   }
@@ -353,7 +352,7 @@ export class PolicyFs {
     if (node !== undefined) await this.#keepOpenable(node, path);
     await this.#delta.unlink(path);
     this.inodes.unlink(parent, name);
-    this.#listings.delete(parent);
+    this.#forgetListing(parent);
     this.#allow('unlink', path, 'write', caller);
   }
 
@@ -363,7 +362,7 @@ export class PolicyFs {
     this.#removable(path, 'rmdir', caller);
     await this.#delta.rmdir(path);
     this.inodes.unlink(parent, name);
-    this.#listings.delete(parent);
+    this.#forgetListing(parent);
     this.#allow('rmdir', path, 'write', caller);
   }
 
@@ -401,8 +400,8 @@ export class PolicyFs {
     }
     const moved = this.inodes.child(parent, name);
     this.inodes.rename(parent, name, newParent, newName);
-    this.#listings.delete(parent);
-    this.#listings.delete(newParent);
+    this.#forgetListing(parent);
+    this.#forgetListing(newParent);
     if (moved !== undefined) {
       // Copy-up may have happened (a codebase file is renamed through the delta).
       if (!moved.isDir) this.#forgetHandleUnlessWritable(moved.ino);
@@ -427,7 +426,7 @@ export class PolicyFs {
     await this.#delta.link(from, to);
     this.#forgetHandleUnlessWritable(ino);
     this.inodes.alias(ino, newParent, newName);
-    this.#listings.delete(newParent);
+    this.#forgetListing(newParent);
     this.#allow('link', from, 'write', caller, to);
     return this.#entry(node, to, await this.#mustFind(to), 'write');
   }
@@ -449,11 +448,12 @@ export class PolicyFs {
   /** READ: needs read; served from a per-node host handle. */
   async read(ino: number, size: number, offset: number, caller: Caller): Promise<Buffer> {
     this.#predictor.noteRead(ino);
-    const fd = await this.#fd(ino, false, caller, 'read');
-    const buffer = Buffer.allocUnsafe(size);
-    // Synchronous pread (see #fd): from the page cache it takes a few µs, an async one 40+ µs.
-    const bytesRead = readSync(fd, buffer, 0, size, offset);
-    return bytesRead === size ? buffer : buffer.subarray(0, bytesRead);
+    // Synchronous pread (see #withFd): from the page cache it takes a few µs, an async one 40+ µs.
+    return this.#withFd(ino, false, caller, 'read', (fd) => {
+      const buffer = Buffer.allocUnsafe(size);
+      const bytesRead = readSync(fd, buffer, 0, size, offset);
+      return bytesRead === size ? buffer : buffer.subarray(0, bytesRead);
+    });
   }
 
   /**
@@ -485,16 +485,15 @@ export class PolicyFs {
       }
       return;
     }
-    const fd = await this.#fd(ino, false, caller, 'read');
-    const buffer = this.#readBuffer;
-    const bytesRead = readSync(fd, buffer, 0, size, offset);
-    reply(buffer.subarray(0, bytesRead));
+    await this.#withFd(ino, false, caller, 'read', (fd) => {
+      const buffer = this.#readBuffer;
+      reply(buffer.subarray(0, readSync(fd, buffer, 0, size, offset)));
+    });
   }
 
   /** WRITE: needs write; the first write copies the file up into the delta. */
   async write(ino: number, data: Buffer, offset: number, caller: Caller): Promise<number> {
-    const fd = await this.#fd(ino, true, caller, 'write');
-    return writeSync(fd, data, 0, data.length, offset);
+    return this.#withFd(ino, true, caller, 'write', (fd) => writeSync(fd, data, 0, data.length, offset));
   }
 
   /** FSYNC: flushes the host file if we hold one. */
@@ -680,7 +679,7 @@ export class PolicyFs {
   ): Promise<EntryReply> {
     const found = await this.#mustFind(path);
     const node = this.inodes.remember(parent, name, found.type === 'directory');
-    this.#listings.delete(parent);
+    this.#forgetListing(parent);
     this.#allow(op, path, 'write', caller);
     return this.#entry(node, path, found, 'write');
   }
@@ -810,17 +809,33 @@ export class PolicyFs {
   }
 
   /**
-   * The host fd for a data op, for synchronous use right away. A FileHandle's `fd` turns -1 the moment
-   * its close begins (HandleCache.drop), so an fd read here and used in the same synchronous step can
-   * never be a closed or reused number; if a drop won the race, the handle is looked up again.
+   * Runs the synchronous `io` on the host fd of a data op. The fd is read from its handle and used in
+   * ONE synchronous step, after the last await: a handle's `fd` turns -1 the moment its close begins
+   * (HandleCache.drop; FileHandle and RawFile alike), and the number may be reused by the next open at
+   * once (RawFile closes synchronously), so an fd carried across an await could name another file (other
+   * requests run in between). If a drop won the race, the handle is looked up again.
    * Data ops run synchronously on purpose: one FUSE request is served at a time from the JS thread
    * anyway, and a thread-pool round trip costs more than a page-cache copy of 128 KiB.
    */
-  async #fd(ino: number, needWrite: boolean, caller: Caller, op: 'read' | 'write'): Promise<number> {
-    for (let attempt = 0; ; attempt++) {
-      const fd = (await this.#handle(ino, needWrite, caller, op)).fd;
-      if (fd !== -1 || attempt > 0) return fd;
+  async #withFd<T>(
+    ino: number,
+    needWrite: boolean,
+    caller: Caller,
+    op: 'read' | 'write',
+    io: (fd: number) => T,
+  ): Promise<T> {
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const handle = await this.#handle(ino, needWrite, caller, op);
+      const fd = handle.fd; // no await from here to the syscall
+      if (fd !== -1) return io(fd);
     }
+    throw new FsError('EIO', `inode ${ino}: its host file kept being closed during a ${op}`);
+  }
+
+  /** Drops a directory's cached listing (its entries changed), and ReadAhead's position in it. */
+  #forgetListing(dir: number): void {
+    this.#listings.delete(dir);
+    this.#readAhead.forget(dir);
   }
 
   #forgetHandleUnlessWritable(ino: number): void {
