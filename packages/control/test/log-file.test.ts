@@ -24,6 +24,17 @@ describe('log files', () => {
     expect(await readNewLines(file, 16)).toEqual({ lines: [], offset: 16 });
   });
 
+  it('counts offsets in bytes when the tail window starts inside a multi-byte character', async () => {
+    const file = await logFile();
+    // 'é' is 2 bytes; the 7-byte ending puts the start of the 16 MiB window in the middle of one.
+    await writeFile(file, `ab\n${'é'.repeat(8 * 1024 * 1024)}\nlast!\n`);
+    const size = 3 + 16 * 1024 * 1024 + 7;
+    const tail = await tailLog(file, 5);
+    expect(tail).toEqual({ lines: ['last!'], offset: size });
+    await appendFile(file, 'more\n');
+    expect(await readNewLines(file, tail.offset)).toEqual({ lines: ['more'], offset: size + 5 });
+  });
+
   it('starts over when the file was replaced by a shorter one', async () => {
     const file = await logFile();
     await writeFile(file, 'x\n');

@@ -22,48 +22,65 @@ async function sizeOf(file: string): Promise<number> {
   );
 }
 
-async function readRange(file: string, from: number, length: number): Promise<string> {
-  const handle = await open(file, 'r');
+/** `length` bytes of `file` from `from`; null when the file is gone (a sandbox destroyed meanwhile). */
+async function readRange(file: string, from: number, length: number): Promise<Buffer | null> {
+  const handle = await open(file, 'r').catch((err: NodeJS.ErrnoException) => {
+    if (err.code === 'ENOENT') return null;
+    throw err;
+  });
+  if (handle === null) return null;
   try {
     const buffer = Buffer.alloc(length);
     const { bytesRead } = await handle.read(buffer, 0, length, from);
-    return buffer.subarray(0, bytesRead).toString('utf8');
+    return buffer.subarray(0, bytesRead);
   } finally {
     await handle.close();
   }
 }
 
+const NEWLINE = 0x0a;
+
+/** The lines of `bytes`, which end with a newline (or are a piece of an overlong line). */
+function splitLines(bytes: Buffer): string[] {
+  if (bytes.length === 0) return [];
+  const lines = bytes.toString('utf8').split('\n');
+  if (lines.at(-1) === '') lines.pop();
+  return lines;
+}
+
 /**
  * The last `count` whole lines of `file` (reading at most its last MAX_LOG_READ_BYTES) and the offset to
  * follow it from; no lines and offset 0 when the file does not exist yet. A line still being written is
- * left for the follower.
+ * left for the follower. Offsets are byte positions of newlines, never lengths of decoded text.
  */
 export async function tailLog(file: string, count: number): Promise<LogChunk> {
   const size = await sizeOf(file);
   if (size <= 0) return { lines: [], offset: 0 };
   const length = Math.min(size, MAX_LOG_READ_BYTES);
-  const text = await readRange(file, size - length, length);
-  const end = text.lastIndexOf('\n') + 1;
-  const lines = text.slice(0, end).split('\n');
-  lines.pop(); // after the last newline
-  if (length < size) lines.shift(); // a partial first line
-  return { lines: lines.slice(-count), offset: size - length + Buffer.byteLength(text.slice(0, end)) };
+  const bytes = await readRange(file, size - length, length);
+  if (bytes === null) return { lines: [], offset: 0 };
+  const end = bytes.lastIndexOf(NEWLINE) + 1;
+  // A window that starts inside the file starts inside a line: drop that piece.
+  const start = length < size ? bytes.indexOf(NEWLINE) + 1 : 0;
+  const lines = end > start ? splitLines(bytes.subarray(start, end)) : [];
+  return { lines: lines.slice(-count), offset: size - length + end };
 }
 
 /**
  * The whole lines appended since `offset`. A file now shorter than `offset` was replaced or truncated:
- * it is read from the start again.
+ * it is read from the start again. A line longer than MAX_LOG_READ_BYTES is handed over in pieces
+ * rather than never.
  */
 export async function readNewLines(file: string, offset: number): Promise<LogChunk> {
   const size = await sizeOf(file);
   if (size < 0) return { lines: [], offset };
   const from = size < offset ? 0 : offset;
   if (size === from) return { lines: [], offset: from };
-  const text = await readRange(file, from, Math.min(size - from, MAX_LOG_READ_BYTES));
-  const end = text.lastIndexOf('\n') + 1;
-  const lines = text.slice(0, end).split('\n');
-  lines.pop();
-  return { lines, offset: from + Buffer.byteLength(text.slice(0, end)) };
+  const bytes = await readRange(file, from, Math.min(size - from, MAX_LOG_READ_BYTES));
+  if (bytes === null) return { lines: [], offset };
+  let end = bytes.lastIndexOf(NEWLINE) + 1;
+  if (end === 0 && bytes.length === MAX_LOG_READ_BYTES) end = bytes.length;
+  return { lines: splitLines(bytes.subarray(0, end)), offset: from + end };
 }
 
 export interface FollowLogOptions {
@@ -71,8 +88,8 @@ export interface FollowLogOptions {
   readonly offset: number;
   /** Stops following when it aborts. */
   readonly signal: AbortSignal;
-  /** Called with each batch of new whole lines, oldest first. */
-  readonly onLines: (lines: readonly string[]) => void;
+  /** Called with each batch of new whole lines, oldest first; the next poll waits for it to settle. */
+  readonly onLines: (lines: readonly string[]) => void | Promise<void>;
   /** Checked after each poll: stop when it returns true (the sandbox is gone). */
   readonly done?: () => boolean | Promise<boolean>;
   /** Poll interval (default 200 ms). */
@@ -96,7 +113,7 @@ export async function followLog(file: string, options: FollowLogOptions): Promis
     if (options.signal.aborted) return;
     const chunk = await readNewLines(file, offset);
     offset = chunk.offset;
-    if (chunk.lines.length > 0) options.onLines(chunk.lines);
+    if (chunk.lines.length > 0) await options.onLines(chunk.lines);
     if ((await options.done?.()) === true) return;
   }
 }

@@ -1,5 +1,6 @@
 // Sandbox routes: lifecycle, exec (whole and streamed), the delta (changes, diff, commit, discard), logs
 // and audit. Bodies arrive validated by the schemas; conversion to the control plane's shapes is mapping.ts.
+import { once } from 'node:events';
 import { PassThrough } from 'node:stream';
 import { StringDecoder } from 'node:string_decoder';
 import type { FastifyInstance, FastifyReply } from 'fastify';
@@ -367,14 +368,36 @@ export function registerSandboxRoutes(
     doc: { responseContentType: 'application/x-ndjson' },
     handler: async (req, reply) => {
       const id = validateId('sandbox', req.params.id);
-      const file = await backend.logFile(id);
-      const first = await tailLog(file, req.query.tail ?? 1000);
-      const out = new PassThrough();
-      const write = (line: Record<string, unknown>): void => void out.write(`${JSON.stringify(line)}\n`);
       const controller = new AbortController();
       const stop = (): void => controller.abort();
-      reply.raw.on('close', stop);
+      // Watched before any await: a client that leaves while the tail is read must not leave a poller.
+      reply.raw.once('close', stop);
       context.shutdown.addEventListener('abort', stop, { once: true });
+      if (context.shutdown.aborted) stop();
+      const release = (): void => {
+        reply.raw.off('close', stop);
+        context.shutdown.removeEventListener('abort', stop);
+      };
+      let file: string;
+      let first: Awaited<ReturnType<typeof tailLog>>;
+      try {
+        file = await backend.logFile(id);
+        first = await tailLog(file, req.query.tail ?? 1000);
+      } catch (err) {
+        release();
+        throw err;
+      }
+      const out = new PassThrough();
+      out.once('close', stop);
+      // Backpressure: a client that reads slowly holds the poll back instead of growing our memory.
+      const send = async (lines: readonly string[]): Promise<void> => {
+        for (const line of lines) {
+          if (!out.write(`${JSON.stringify({ line })}\n`)) {
+            await once(out, 'drain', { signal: controller.signal }).catch(() => undefined);
+          }
+          if (controller.signal.aborted) return;
+        }
+      };
       let reason: string | undefined;
       const gone = async (): Promise<boolean> => {
         try {
@@ -385,19 +408,15 @@ export function registerSandboxRoutes(
           return true;
         }
       };
-      for (const line of first.lines) write({ line });
-      void followLog(file, {
-        offset: first.offset,
-        signal: controller.signal,
-        onLines: (lines) => lines.forEach((line) => write({ line })),
-        done: gone,
-      })
+      void send(first.lines)
+        .then(() =>
+          followLog(file, { offset: first.offset, signal: controller.signal, onLines: send, done: gone }),
+        )
         .catch((err: unknown) => (reason = `reading the log failed: ${toAgentFenseError(err).message}`))
         .finally(() => {
-          reply.raw.off('close', stop);
-          context.shutdown.removeEventListener('abort', stop);
+          release();
           if (reason === undefined && context.shutdown.aborted) reason = 'server shutting down';
-          if (reason !== undefined) write({ done: true, reason });
+          if (reason !== undefined) out.write(`${JSON.stringify({ done: true, reason })}\n`);
           out.end();
         });
       return reply.type('application/x-ndjson').send(out);
