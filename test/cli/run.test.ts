@@ -33,18 +33,14 @@ function agentfense(args: string[], options: { input?: string } = {}) {
   return execa(process.execPath, [bin, ...args], { reject: false, ...options });
 }
 
+/** `agentfense run <repo> --data <data> <flags> -- sh -c <script>`. */
+function runSh(flags: string[], script: string, options: { input?: string } = {}) {
+  return agentfense(['run', repo, '--data', data, ...flags, '--', 'sh', '-c', script], options);
+}
+
 describe('agentfense run', () => {
   it("passes the command's output and exit status through; secrets are invisible", async () => {
-    const r = await agentfense([
-      'run',
-      repo,
-      '--data',
-      data,
-      '--',
-      'sh',
-      '-c',
-      'ls /workspace; cat /workspace/secrets/deploy.pem; exit 7',
-    ]);
+    const r = await runSh([], 'ls /workspace; cat /workspace/secrets/deploy.pem; exit 7');
     expect(r.exitCode).toBe(7);
     expect(r.stdout.split('\n')).toEqual(['README.md', 'config', 'docs', 'output', 'src']);
     expect(r.stderr).toContain('/workspace/secrets/deploy.pem: No such file or directory');
@@ -53,17 +49,10 @@ describe('agentfense run', () => {
   });
 
   it('--diff prints the change set; the directory is untouched without --commit', async () => {
-    const r = await agentfense([
-      'run',
-      repo,
-      '--data',
-      data,
-      '--diff',
-      '--',
-      'sh',
-      '-c',
+    const r = await runSh(
+      ['--diff'],
       'echo report > /workspace/output/report.txt; echo no >> /workspace/src/app.py',
-    ]);
+    );
     expect(r.exitCode).not.toBe(0); // the denied append fails the shell line
     expect(r.stderr).toContain('Permission denied');
     expect(r.stderr).toContain('A /output/report.txt');
@@ -73,32 +62,12 @@ describe('agentfense run', () => {
   });
 
   it('--commit writes the changes into the directory, and reports a conflict with status 3', async () => {
-    const ok = await agentfense([
-      'run',
-      repo,
-      '--data',
-      data,
-      '--commit',
-      '--',
-      'sh',
-      '-c',
-      'echo v1 > /workspace/output/c.txt',
-    ]);
+    const ok = await runSh(['--commit'], 'echo v1 > /workspace/output/c.txt');
     expect(ok.exitCode).toBe(0);
     expect(await readFile(join(repo, 'output/c.txt'), 'utf8')).toBe('v1\n');
 
     // The sandbox rewrites c.txt; meanwhile the directory's copy changes behind its back.
-    const sandboxRun = agentfense([
-      'run',
-      repo,
-      '--data',
-      data,
-      '--commit',
-      '--',
-      'sh',
-      '-c',
-      'echo sandbox > /workspace/output/c.txt; echo written; sleep 3',
-    ]);
+    const sandboxRun = runSh(['--commit'], 'echo sandbox > /workspace/output/c.txt; echo written; sleep 3');
     // Output is streamed live: once the sandbox has written its copy, edit the directory's.
     await new Promise<void>((done) => {
       sandboxRun.stdout.on('data', (chunk: Buffer) => {
@@ -113,21 +82,10 @@ describe('agentfense run', () => {
   });
 
   it('--json prints one object with status, output and changes', async () => {
-    const r = await agentfense([
-      'run',
-      repo,
-      '--data',
-      data,
-      '--json',
-      '--env',
-      'GREETING=hi',
-      '--cwd',
-      '/workspace/src',
-      '--',
-      'sh',
-      '-c',
+    const r = await runSh(
+      ['--json', '--env', 'GREETING=hi', '--cwd', '/workspace/src'],
       'echo $GREETING; pwd; echo x > /workspace/output/j.txt',
-    ]);
+    );
     expect(r.exitCode).toBe(0);
     const out = JSON.parse(r.stdout) as Record<string, unknown>;
     expect(out).toMatchObject({

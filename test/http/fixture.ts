@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { execa } from 'execa';
 import type { ResultPromise } from 'execa';
-import { expect, onTestFinished } from 'vitest';
+import { afterAll, beforeAll, expect, onTestFinished } from 'vitest';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 export const bin = `${root}packages/control/bin/agentfense.js`;
@@ -250,5 +250,42 @@ export async function responseChecker(url: string): Promise<(operationId: string
       validate(answer.json),
       `${operationId} ${answer.status}: ${ajv.errorsText(validate.errors)}\n${answer.text}`,
     ).toBe(true);
+  };
+}
+
+/** What a test file gets from useServer: the server, a JSON client for it and its schema checker. */
+export interface ServerForSuite {
+  readonly served: Served;
+  readonly call: ReturnType<typeof client>;
+  readonly check: Awaited<ReturnType<typeof responseChecker>>;
+}
+
+/**
+ * One `agentfense serve` process for a whole test file, on a fresh data directory: launched before the
+ * file's tests, then stopped and checked (exit 0, no mount, no process left) after them. The fields are
+ * usable inside tests (after beforeAll ran).
+ */
+export function useServer(prefix: string): ServerForSuite {
+  let dir: string | undefined;
+  let parts: ServerForSuite | undefined;
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), prefix));
+    const served = await launchServer([], join(dir, 'data'));
+    parts = { served, call: client(served.url), check: await responseChecker(served.url) };
+  });
+  afterAll(async () => {
+    if (parts !== undefined) await stopAndCheck(parts.served);
+    if (dir !== undefined) await rm(dir, { recursive: true, force: true });
+  });
+  const get = (): ServerForSuite => {
+    if (parts === undefined) throw new Error('useServer: used before its beforeAll ran');
+    return parts;
+  };
+  return {
+    get served() {
+      return get().served;
+    },
+    call: (...args) => get().call(...args),
+    check: (...args) => get().check(...args),
   };
 }

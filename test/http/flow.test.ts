@@ -3,37 +3,11 @@
 // client goes away, and a shutdown that leaves no mount and no process behind.
 /* eslint-disable @typescript-eslint/no-unsafe-member-access, @typescript-eslint/no-unsafe-assignment, @typescript-eslint/no-unsafe-call --
    Answers are parsed JSON (`any`); each one's shape is checked against the served OpenAPI schema (check()). */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import {
-  client,
-  launchServer,
-  mountsUnder,
-  processesMentioning,
-  responseChecker,
-  startServer,
-  stopAndCheck,
-} from './fixture.js';
-import type { Served } from './fixture.js';
+import { describe, expect, it } from 'vitest';
+import { client, mountsUnder, processesMentioning, startServer, stopAndCheck, useServer } from './fixture.js';
 
-let served: Served;
-let dir: string;
-let call: ReturnType<typeof client>;
-let check: Awaited<ReturnType<typeof responseChecker>>;
-
-beforeAll(async () => {
-  dir = await mkdtemp(join(tmpdir(), 'af-http-flow-'));
-  served = await launchServer([], join(dir, 'data'));
-  call = client(served.url);
-  check = await responseChecker(served.url);
-});
-
-afterAll(async () => {
-  if (served !== undefined) await stopAndCheck(served);
-  await rm(dir, { recursive: true, force: true });
-});
+const api = useServer('af-http-flow-');
+const { call, check } = api;
 
 /** A codebase with a few files, and a started sandbox over it under `permissions` (agent-safe if absent). */
 async function runningSandbox(permissions?: unknown[]): Promise<{ cb: string; sb: string }> {
@@ -135,7 +109,7 @@ describe('full flow', () => {
       applied: [{ path: '/src/app.py', kind: 'modified', type: 'file', size: 17 }],
       conflicts: [],
     });
-    const download = await fetch(`${served.url}/v1/codebases/${cb}/files/src/app.py`);
+    const download = await fetch(`${api.served.url}/v1/codebases/${cb}/files/src/app.py`);
     expect(await download.text()).toBe('print("changed")\n');
     expect((await call('GET', `/v1/sandboxes/${sb}/changes`)).json.changes).toEqual([]);
 
@@ -174,7 +148,7 @@ describe('full flow', () => {
 
     const destroyed = await call('DELETE', `/v1/sandboxes/${sb}`);
     check('DestroySandbox', destroyed);
-    expect(await mountsUnder(served.dataDir)).toEqual([]);
+    expect(await mountsUnder(api.served.dataDir)).toEqual([]);
     expect((await call('GET', `/v1/sandboxes/${sb}`)).status).toBe(404);
     expect((await call('DELETE', `/v1/codebases/${cb}`)).json).toEqual({});
   });
@@ -203,7 +177,7 @@ describe('full flow', () => {
 describe('streaming exec', () => {
   it('streams output as NDJSON lines, then one final line with the status', async () => {
     const ids = await runningSandbox();
-    const response = await fetch(`${served.url}/v1/sandboxes/${ids.sb}/exec/stream`, {
+    const response = await fetch(`${api.served.url}/v1/sandboxes/${ids.sb}/exec/stream`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ command: 'echo one; sleep 0.3; echo two >&2; printf "\\303\\251"; exit 3' }),
@@ -223,7 +197,7 @@ describe('streaming exec', () => {
     expect(joined('stderr')).toBe('two\n');
     // utf8 output: text chunks, never a split character.
     const text = await ndjson(
-      await fetch(`${served.url}/v1/sandboxes/${ids.sb}/exec/stream`, {
+      await fetch(`${api.served.url}/v1/sandboxes/${ids.sb}/exec/stream`, {
         method: 'POST',
         headers: { 'content-type': 'application/json' },
         body: JSON.stringify({
@@ -246,7 +220,7 @@ describe('streaming exec', () => {
       (await call('GET', '/v1/sandboxes/sb_00000000-0000-4000-8000-000000000000/logs/stream')).status,
     ).toBe(404);
     const ids = await runningSandbox();
-    const response = await fetch(`${served.url}/v1/sandboxes/${ids.sb}/logs/stream?tail=5`);
+    const response = await fetch(`${api.served.url}/v1/sandboxes/${ids.sb}/logs/stream?tail=5`);
     expect(response.status).toBe(200);
     expect(response.headers.get('content-type')).toBe('application/x-ndjson');
     const reader = response.body!.getReader();
@@ -287,7 +261,7 @@ describe('streaming exec', () => {
     const ids = await runningSandbox();
     const marker = `af-http-cancel-${process.pid}`;
     const controller = new AbortController();
-    const response = await fetch(`${served.url}/v1/sandboxes/${ids.sb}/exec/stream`, {
+    const response = await fetch(`${api.served.url}/v1/sandboxes/${ids.sb}/exec/stream`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
       // The marker is in the command text, so in the argv of bwrap and of the sandboxed shell.

@@ -4,37 +4,12 @@
 /* eslint-disable @typescript-eslint/no-unsafe-member-access, @typescript-eslint/no-unsafe-assignment --
    Answers are parsed JSON (`any`); each one's shape is checked against the served OpenAPI schema (check()). */
 import { createHash, randomUUID } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  client,
-  launchServer,
-  rawRequest,
-  responseChecker,
-  sendHeadOnly,
-  startServer,
-  stopAndCheck,
-} from './fixture.js';
-import type { Answer, Served } from './fixture.js';
+import { describe, expect, it } from 'vitest';
+import { client, rawRequest, sendHeadOnly, startServer, useServer } from './fixture.js';
+import type { Answer } from './fixture.js';
 
-let served: Served;
-let dir: string;
-let call: ReturnType<typeof client>;
-let check: Awaited<ReturnType<typeof responseChecker>>;
-
-beforeAll(async () => {
-  dir = await mkdtemp(join(tmpdir(), 'af-http-requests-'));
-  served = await launchServer([], join(dir, 'data'));
-  call = client(served.url);
-  check = await responseChecker(served.url);
-});
-
-afterAll(async () => {
-  if (served !== undefined) await stopAndCheck(served);
-  await rm(dir, { recursive: true, force: true });
-});
+const api = useServer('af-http-requests-');
+const { call, check } = api;
 
 function expectError(answer: Answer, status: number, code: string, message?: RegExp): void {
   expect(answer.status, answer.text).toBe(status);
@@ -92,7 +67,7 @@ describe('malformed requests', () => {
   });
 
   it('answers a JSON body declared over the limit with 413 before reading any of it', async () => {
-    const answer = await sendHeadOnly(served.url, '/v1/codebases', {
+    const answer = await sendHeadOnly(api.served.url, '/v1/codebases', {
       'content-type': 'application/json',
       'content-length': String(16 * 1024 * 1024 + 1),
     });
@@ -125,7 +100,7 @@ describe('ids', () => {
       'AF_NOT_FOUND',
     );
     // An id is never used as a path: a traversal attempt is just a malformed id.
-    const answer = await rawRequest(served.url, 'GET', '/v1/codebases/..%2F..%2Fetc');
+    const answer = await rawRequest(api.served.url, 'GET', '/v1/codebases/..%2F..%2Fetc');
     expect(answer.status).toBe(400);
   });
 });
@@ -147,10 +122,10 @@ describe('raw file transfer', () => {
       '/dir/',
     ];
     for (const path of bad) {
-      const answer = await rawRequest(served.url, 'PUT', `/v1/codebases/${id}/files${path}`, 'x');
+      const answer = await rawRequest(api.served.url, 'PUT', `/v1/codebases/${id}/files${path}`, 'x');
       expect(answer.status, `${path}: ${JSON.stringify(answer.json)}`).toBe(400);
       expect(answer.json.code).toBe('AF_INVALID_ARGUMENT');
-      const get = await rawRequest(served.url, 'GET', `/v1/codebases/${id}/files${path}`);
+      const get = await rawRequest(api.served.url, 'GET', `/v1/codebases/${id}/files${path}`);
       expect(get.status, path).toBe(400);
     }
     const listing = await call('GET', `/v1/codebases/${id}/files?recursive=true`);
@@ -167,7 +142,7 @@ describe('raw file transfer', () => {
     expect(upload.status, upload.text).toBe(200);
     check('UploadFile', upload);
     expect(upload.json).toMatchObject({ path: 'data/big file.bin', size: content.length, is_dir: false });
-    const response = await fetch(`${served.url}/v1/codebases/${id}/files/data/big%20file.bin`);
+    const response = await fetch(`${api.served.url}/v1/codebases/${id}/files/data/big%20file.bin`);
     expect(response.status).toBe(200);
     expect(response.headers.get('content-type')).toBe('application/octet-stream');
     expect(Number(response.headers.get('content-length'))).toBe(content.length);
