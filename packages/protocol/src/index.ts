@@ -53,6 +53,9 @@ export type { MaskArgvOptions, PathPlaceholder } from './runtime/audit-mask.js';
 export { createStderrLogger } from './runtime/logger.js';
 export type { RuntimeLogger } from './runtime/logger.js';
 
+// --- Text from a sandbox, printed on an operator's terminal ---
+export { escapeControls, escapeJsonText, escapeLine, quotePath } from './text/terminal.js';
+
 // --- Permission rules ---
 export { PERMISSIONS, PATTERN_TYPES } from './permissions/types.js';
 export type { Permission, PatternType, PermissionRule } from './permissions/types.js';

@@ -1,4 +1,5 @@
 // Where the CLI writes: injectable so commands can be tested in-process, and one place for --json.
+import { escapeJsonText } from '@agentfense/protocol';
 
 /** The CLI's output channels. */
 export interface CliIo {
@@ -21,9 +22,14 @@ export interface CliContext {
 /** Process stdio. */
 export const processIo: CliIo = { stdout: process.stdout, stderr: process.stderr };
 
+/** True when `stream` is a terminal (a person reads it), false for files, pipes and test buffers. */
+export function isTerminal(stream: CliIo['stdout']): boolean {
+  return (stream as { isTTY?: boolean }).isTTY === true;
+}
+
 /** Writes `value` as pretty JSON followed by a newline. */
 export function printJson(io: CliIo, value: unknown): void {
-  io.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
+  io.stdout.write(`${escapeJsonText(JSON.stringify(value, null, 2))}\n`);
 }
 
 /** Formats rows as left-aligned columns separated by two spaces. */

@@ -1,6 +1,7 @@
 // The diff view of a change set: unified diffs of text files, a list of binary ones.
 import { constants } from 'node:fs';
 
+import { quotePath } from '@agentfense/protocol';
 import type { HostDir } from '../host/host-dir.js';
 import type { DeltaChange } from './changes.js';
 import type { DeltaContext } from './context.js';
@@ -32,8 +33,9 @@ export async function buildDiff(ctx: DeltaContext, changes: readonly DeltaChange
     diff += unifiedDiff({
       oldText,
       newText,
-      oldName: change.entry.kind === 'added' ? '/dev/null' : `a/${name}`,
-      newName: change.entry.kind === 'deleted' ? '/dev/null' : `b/${name}`,
+      // Header names quoted as git does when they hold control characters: the diff is printed on terminals.
+      oldName: change.entry.kind === 'added' ? '/dev/null' : quotePath(`a/${name}`),
+      newName: change.entry.kind === 'deleted' ? '/dev/null' : quotePath(`b/${name}`),
     });
   }
   return { diff, binary };

@@ -4,7 +4,7 @@ import { lstat, opendir } from 'node:fs/promises';
 import { createReadStream } from 'node:fs';
 import { join, relative, resolve } from 'node:path';
 import type { Command } from 'commander';
-import { InvalidArgumentError } from '@agentfense/protocol';
+import { InvalidArgumentError, quotePath } from '@agentfense/protocol';
 import type { ControlPlane } from '../../control-plane.js';
 import type { CodebaseInfo } from '../../codebases/types.js';
 import { addDataOption, withControlPlane } from '../control-options.js';
@@ -176,7 +176,7 @@ export function registerCodebases(program: Command, { io }: CliContext): void {
           ...(flags.path === undefined ? {} : { path: flags.path }),
         });
         if (flags.json === true) printJson(io, files);
-        else io.stdout.write(files.map((f) => `${f.path}${f.isDir ? '/' : ''}\n`).join(''));
+        else io.stdout.write(files.map((f) => `${quotePath(`${f.path}${f.isDir ? '/' : ''}`)}\n`).join(''));
       });
     });
 

@@ -1,6 +1,6 @@
 // `agentfense explain`: which permission applies to each path and which rule decided it (SPEC §1, §7).
 import type { Command } from 'commander';
-import { compileRules } from '@agentfense/protocol';
+import { compileRules, quotePath } from '@agentfense/protocol';
 import { formatTable, printJson } from '../io.js';
 import type { CliContext } from '../io.js';
 import { addPolicyOptions, policyFromFlags } from '../policy-options.js';
@@ -26,13 +26,13 @@ export function registerExplain(program: Command, { io }: CliContext): void {
         return;
       }
       const rows = results.map(({ path, permission, rule, traversable }) => [
-        path,
+        quotePath(path),
         permission === 'none' && traversable
           ? 'none (a directory here stays traversable: visible entries inside)'
           : permission,
         rule === null
           ? 'no rule matched (default deny)'
-          : `rule #${rule.index} ${rule.type} ${rule.pattern} -> ${rule.permission} (priority ${rule.priority})`,
+          : `rule #${rule.index} ${rule.type} ${quotePath(rule.pattern)} -> ${rule.permission} (priority ${rule.priority})`,
       ]);
       io.stdout.write(`${formatTable(rows)}\n`);
     });

@@ -3,7 +3,7 @@
 // sandboxes run by another process (`serve`, a `run --keep`), running or stopped.
 import { stat } from 'node:fs/promises';
 import type { Command } from 'commander';
-import { InvalidArgumentError } from '@agentfense/protocol';
+import { InvalidArgumentError, escapeJsonText, escapeLine, quotePath } from '@agentfense/protocol';
 import type { AuditEvent } from '@agentfense/protocol';
 import { followLog, readNewLines } from '../../sandboxes/log-file.js';
 import { addDataOption, withControlPlane } from '../control-options.js';
@@ -28,14 +28,17 @@ export function formatLogLine(line: string): string {
   try {
     record = JSON.parse(line) as Record<string, unknown>;
   } catch {
-    return line;
+    return escapeLine(line);
   }
   const { time, level, msg, pid: _pid, sandbox: _sandbox, hostname: _host, ...rest } = record;
   const when = typeof time === 'number' ? new Date(time).toISOString() : '-';
   const fields = Object.entries(rest)
-    .map(([k, v]) => `${k}=${typeof v === 'string' ? v : JSON.stringify(v)}`)
+    .map(
+      ([k, v]) =>
+        `${escapeLine(k)}=${typeof v === 'string' ? quotePath(v) : escapeJsonText(JSON.stringify(v))}`,
+    )
     .join(' ');
-  return `${when} ${(LEVELS[Number(level)] ?? String(level)).padEnd(5)} ${typeof msg === 'string' ? msg : JSON.stringify(msg ?? '')}${fields === '' ? '' : ` ${fields}`}`;
+  return `${when} ${(LEVELS[Number(level)] ?? String(level)).padEnd(5)} ${typeof msg === 'string' ? escapeLine(msg) : escapeJsonText(JSON.stringify(msg ?? ''))}${fields === '' ? '' : ` ${fields}`}`;
 }
 
 function formatAudit(events: readonly AuditEvent[]): string {
@@ -44,7 +47,7 @@ function formatAudit(events: readonly AuditEvent[]): string {
       new Date(e.time).toISOString(),
       e.decision.toUpperCase(),
       e.op,
-      e.target === undefined ? e.path : `${e.path} -> ${e.target}`,
+      e.target === undefined ? quotePath(e.path) : `${quotePath(e.path)} -> ${quotePath(e.target)}`,
       e.errno ?? '',
       `permission=${e.permission}`,
     ]),
@@ -68,7 +71,8 @@ export function registerLogs(program: Command, { io }: CliContext): void {
       });
       const json = flags.json === true;
       const print = (lines: readonly string[]): void => {
-        for (const line of lines) if (line !== '') io.stdout.write(`${json ? line : formatLogLine(line)}\n`);
+        for (const line of lines)
+          if (line !== '') io.stdout.write(`${json ? escapeJsonText(line) : formatLogLine(line)}\n`);
       };
       // Everything there now (in pieces of at most MAX_LOG_READ_BYTES), then, with -f, what follows.
       let offset = 0;

@@ -4,12 +4,12 @@
 // --keep (then `agentfense logs|audit|sandbox inspect <id>` work on it later).
 import { resolve } from 'node:path';
 import type { Command } from 'commander';
-import { InvalidArgumentError } from '@agentfense/protocol';
+import { InvalidArgumentError, escapeControls, quotePath } from '@agentfense/protocol';
 import type { ChangeEntry, CommitResult, ExecResult } from '@agentfense/protocol';
 import type { ControlPlane } from '../../control-plane.js';
 import { addDataOption, withControlPlane } from '../control-options.js';
 import type { DataFlags } from '../control-options.js';
-import { printJson } from '../io.js';
+import { isTerminal, printJson } from '../io.js';
 import type { CliContext, CliIo } from '../io.js';
 import { parseEnvPairs, parseLabels, parseSeconds } from '../parse.js';
 import { addPolicyOptions, policyFromFlags } from '../policy-options.js';
@@ -48,7 +48,9 @@ async function readStdin(): Promise<Buffer> {
 function summarize(changes: readonly ChangeEntry[]): string {
   if (changes.length === 0) return 'no changes\n';
   const mark = { added: 'A', modified: 'M', deleted: 'D' } as const;
-  return changes.map((c) => `${mark[c.kind]} ${c.path}${c.type === 'directory' ? '/' : ''}\n`).join('');
+  return changes
+    .map((c) => `${mark[c.kind]} ${quotePath(`${c.path}${c.type === 'directory' ? '/' : ''}`)}\n`)
+    .join('');
 }
 
 function exitStatusOf(result: ExecResult): number {
@@ -200,8 +202,9 @@ async function runInSandbox(plane: ControlPlane, request: RunRequest): Promise<R
       diff = await plane.diff(sandbox.id);
       if (!json) {
         io.stderr.write(`agentfense: changes in the sandbox:\n${summarize(changes)}`);
-        io.stdout.write(diff.diff);
-        for (const path of diff.binary) io.stdout.write(`Binary file ${path} differs\n`);
+        // File contents are the agent's: on a terminal their control characters are shown, not obeyed.
+        io.stdout.write(isTerminal(io.stdout) ? escapeControls(diff.diff) : diff.diff);
+        for (const path of diff.binary) io.stdout.write(`Binary file ${quotePath(path)} differs\n`);
       }
     }
     let commit: CommitResult | undefined;
@@ -229,7 +232,7 @@ async function runInSandbox(plane: ControlPlane, request: RunRequest): Promise<R
 function reportCommit(io: CliIo, commit: CommitResult, dir: string): void {
   io.stderr.write(`agentfense: committed ${commit.applied.length} change(s) to ${dir}\n`);
   for (const conflict of commit.conflicts) {
-    io.stderr.write(`agentfense: conflict, not written: ${conflict.path}: ${conflict.reason}\n`);
+    io.stderr.write(`agentfense: conflict, not written: ${quotePath(conflict.path)}: ${conflict.reason}\n`);
   }
 }
 

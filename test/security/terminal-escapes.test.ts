@@ -1,0 +1,130 @@
+// Attack: the agent names files (and makes the worker log and audit paths) with terminal control
+// sequences and newlines, hoping the operator's terminal obeys them when `run --diff`, `audit`, `logs` or
+// `explain` prints them — clearing the screen, setting the title, or forging a line such as
+// "committed 0 change(s)". Defence: every path the CLI prints is quoted git-style when it holds control
+// characters (protocol's quotePath), log lines are escaped, and a diff's contents are escaped when
+// stdout is a terminal. Without the defence the raw ESC/BEL/newline bytes below reach stdout/stderr.
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { execa } from 'execa';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { listMounts } from '@agentfense/fuse-worker';
+
+const root = fileURLToPath(new URL('../..', import.meta.url));
+const bin = `${root}packages/control/bin/agentfense.js`;
+const ESC = '\u001b';
+const BEL = '\u0007';
+
+let scratch: string;
+let repo: string;
+let data: string;
+
+beforeAll(async () => {
+  scratch = await mkdtemp(join(tmpdir(), 'af-sec-term-'));
+  repo = join(scratch, 'repo');
+  data = join(scratch, 'data');
+  await execa('cp', ['-a', `${root}examples/demo-repo`, repo]);
+});
+
+afterAll(async () => {
+  const left = (await listMounts()).filter((m) => m.mountpoint.startsWith(scratch));
+  await rm(scratch, { recursive: true, force: true });
+  expect(left).toEqual([]);
+});
+
+function agentfense(args: string[]) {
+  return execa(process.execPath, [bin, ...args], { reject: false });
+}
+
+// printf-style escapes, expanded by the sandbox's shell: a newline, a clear-screen CSI, a title OSC.
+const EVIL_NAME = String.raw`evil\n\033[2J\033]0;pwned\007`;
+const EVIL_CONTENT = String.raw`line\033[2J\033]0;pwned\007\n`;
+
+describe('terminal safety of what the CLI prints', () => {
+  it('run --diff quotes hostile file names in the change list and the diff headers', async () => {
+    const r = await agentfense([
+      'run',
+      repo,
+      '--data',
+      data,
+      '--diff',
+      '--',
+      'sh',
+      '-c',
+      `printf '${EVIL_CONTENT}' > "/workspace/output/$(printf '${EVIL_NAME}')"`,
+    ]);
+    expect(r.exitCode).toBe(0);
+    // The change list (stderr) shows the name escaped and quoted on one line.
+    expect(r.stderr).toContain(String.raw`A "/output/evil\n\x1b[2J\x1b]0;pwned\a"`);
+    expect(r.stderr).not.toContain(ESC);
+    expect(r.stderr).not.toContain(BEL);
+    // Diff headers are quoted as git quotes them; piped output keeps the file's exact contents.
+    expect(r.stdout).toContain(String.raw`+++ "b/output/evil\n\x1b[2J\x1b]0;pwned\a"`);
+    expect(r.stdout.split('\n').filter((l) => l.startsWith('+++'))).toHaveLength(1);
+    expect(r.stdout).toContain(`+line${ESC}[2J${ESC}]0;pwned${BEL}`);
+  });
+
+  it("on a terminal, a diff's contents are shown escaped, not obeyed", async () => {
+    // script(1) gives the CLI a pseudo-terminal as stdout.
+    const command = [
+      process.execPath,
+      bin,
+      'run',
+      repo,
+      '--data',
+      data,
+      '--diff',
+      '--',
+      'sh',
+      '-c',
+      `printf '${EVIL_CONTENT}' > /workspace/output/note.txt`,
+    ]
+      .map((a) => `'${a.replaceAll("'", `'\\''`)}'`)
+      .join(' ');
+    const r = await execa('script', ['-qec', command, '/dev/null'], { reject: false });
+    expect(r.exitCode).toBe(0);
+    expect(r.stdout).toContain(String.raw`+line\x1b[2J\x1b]0;pwned\a`);
+    expect(r.stdout).not.toContain(ESC);
+    expect(r.stdout).not.toContain(BEL);
+  });
+
+  it('audit and explain quote hostile paths', async () => {
+    // A hidden name (.env* is hidden by agent-safe) looked up with control characters in it: a denial
+    // the worker audits with the agent's chosen path.
+    const run = await agentfense([
+      'run',
+      repo,
+      '--data',
+      data,
+      '--keep',
+      '--json',
+      '--',
+      'sh',
+      '-c',
+      `cat "/workspace/.env$(printf '\\033]0;pwned\\007')" 2>/dev/null; true`,
+    ]);
+    expect(run.exitCode).toBe(0);
+    const id = (JSON.parse(run.stdout) as { sandboxId: string }).sandboxId;
+    try {
+      const audit = await agentfense(['audit', id, '--data', data, '--denied']);
+      expect(audit.exitCode).toBe(0);
+      expect(audit.stdout).toContain(String.raw`"/.env\x1b]0;pwned\a"`);
+      expect(audit.stdout).not.toContain(ESC);
+      expect(audit.stdout).not.toContain(BEL);
+      const json = await agentfense(['audit', id, '--data', data, '--denied', '--json']);
+      expect(json.stdout).not.toContain(ESC);
+      expect(JSON.parse(json.stdout)).toEqual(
+        expect.arrayContaining([expect.objectContaining({ path: `/.env${ESC}]0;pwned${BEL}` })]),
+      );
+    } finally {
+      await agentfense(['sandbox', 'destroy', id, '--data', data]);
+    }
+
+    const explain = await agentfense(['explain', `/src/a\nrule #0 glob ** -> write`]);
+    expect(explain.exitCode).toBe(0);
+    expect(explain.stdout.trim().split('\n')).toHaveLength(1);
+    expect(explain.stdout).toContain(String.raw`"/src/a\nrule #0 glob ** -> write"`);
+  });
+});
