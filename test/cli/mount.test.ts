@@ -76,6 +76,24 @@ describe('agentfense mount', () => {
     expect(await isFuseMounted(mnt)).toBe(false);
   });
 
+  it('--disk caps the delta (ENOSPC past it) and a bad size is refused with status 2', async () => {
+    const dir = await scratch();
+    const mnt = join(dir, 'mnt');
+    await mkdir(mnt);
+    const bad = await execa(process.execPath, [bin, 'mount', demo, mnt, '--disk', 'lots'], { reject: false });
+    expect(bad.exitCode).toBe(2);
+    expect(bad.stderr).toMatch(/--disk "lots": expected a size such as 512M/);
+    const { child } = await startMount([demo, mnt, '--disk', '1M']);
+    await writeFile(join(mnt, 'output/small.bin'), Buffer.alloc(256 * 1024));
+    await expect(writeFile(join(mnt, 'output/big.bin'), Buffer.alloc(2 * 1024 * 1024))).rejects.toMatchObject(
+      {
+        code: 'ENOSPC',
+      },
+    );
+    child.kill('SIGTERM');
+    expect((await child).exitCode).toBe(0);
+  });
+
   it('refuses a non-empty mountpoint and a missing directory with status 2', async () => {
     const dir = await scratch();
     await writeFile(join(dir, 'file'), 'x');

@@ -44,6 +44,8 @@ export interface FixtureOptions {
   readonly rules: readonly PermissionRule[];
   readonly auditAllowed?: boolean;
   readonly cacheTtlSeconds?: number;
+  /** MountParams.diskQuotaBytes: the delta's disk quota. */
+  readonly diskQuotaBytes?: number;
   /** Reuse these host directories (a second worker on the same codebase and delta). */
   readonly lowerDir?: string;
   readonly deltaDir?: string;
@@ -244,6 +246,7 @@ export async function mountFixture(options: FixtureOptions): Promise<MountedFixt
       rules: options.rules,
       ...(options.auditAllowed === undefined ? {} : { auditAllowed: options.auditAllowed }),
       ...(options.cacheTtlSeconds === undefined ? {} : { cacheTtlSeconds: options.cacheTtlSeconds }),
+      ...(options.diskQuotaBytes === undefined ? {} : { diskQuotaBytes: options.diskQuotaBytes }),
     });
   } catch (err) {
     await fixture.stop();

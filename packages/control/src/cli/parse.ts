@@ -29,3 +29,23 @@ export function parseSeconds(value: string, flag: string): number {
   }
   return seconds;
 }
+
+const SIZE_UNITS: Readonly<Record<string, number>> = {
+  '': 1,
+  k: 2 ** 10,
+  m: 2 ** 20,
+  g: 2 ** 30,
+  t: 2 ** 40,
+};
+
+/** A size in bytes: `1048576`, `512K`, `100M`, `10G`, `1T` (binary units; an optional trailing B/iB). */
+export function parseByteSize(value: string, flag: string): number {
+  const match = /^(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?$/i.exec(value.trim());
+  const bytes = match === null ? NaN : Number(match[1]) * (SIZE_UNITS[(match[2] ?? '').toLowerCase()] ?? NaN);
+  if (!Number.isFinite(bytes) || bytes < 1 || !Number.isSafeInteger(Math.floor(bytes))) {
+    throw new InvalidArgumentError(
+      `${flag} ${JSON.stringify(value)}: expected a size such as 512M, 10G or a number of bytes`,
+    );
+  }
+  return Math.floor(bytes);
+}

@@ -8,6 +8,7 @@ import { isMissing } from '../host/host-dir.js';
 import { relJoin, relParent } from '../host/rel-path.js';
 import type { MetaJournal } from './journal.js';
 import type { MetaState } from './meta-state.js';
+import type { DiskQuota } from './quota.js';
 import { typeOf } from './identity.js';
 import type { DeltaLogger, DeltaLookup } from './types.js';
 
@@ -22,6 +23,8 @@ export interface DeltaContext {
   readonly meta: MetaState;
   readonly journal: MetaJournal;
   readonly logger: DeltaLogger;
+  /** The disk quota on the upper layer, when the sandbox has one. */
+  readonly quota: DiskQuota | null;
 }
 
 /** A name no concurrent operation will pick. */
@@ -186,7 +189,7 @@ export async function ensureUpperDir(ctx: DeltaContext, rel: string): Promise<vo
   const lo = await visibleLowerStat(ctx, rel);
   if (lo === null) throw new FsError('ENOENT', `/${rel}`);
   if (!lo.isDirectory()) throw new FsError('ENOTDIR', `/${rel}`);
-  await ctx.upper.mkdir(rel, 0o700);
+  await chargeNew(ctx, rel, 0, () => ctx.upper.mkdir(rel, 0o700));
   await ctx.upper.chmod(rel, Number(lo.mode));
   await ctx.upper.utimes(rel, nsToSeconds(lo.atimeNs), nsToSeconds(lo.mtimeNs));
 }
@@ -194,4 +197,30 @@ export async function ensureUpperDir(ctx: DeltaContext, rel: string): Promise<vo
 /** Nanoseconds as the fractional seconds Node's utimes takes (sub-microsecond precision is lost). */
 export function nsToSeconds(ns: bigint): number {
   return Number(ns / 1000n) / 1e6;
+}
+
+/**
+ * Runs `make`, which creates the upper entry `rel` expected to cost `bytes`, within the disk quota:
+ * ENOSPC before anything is created when it does not fit, the real cost recorded after.
+ */
+export async function chargeNew(
+  ctx: DeltaContext,
+  rel: string,
+  bytes: number,
+  make: () => Promise<void>,
+): Promise<void> {
+  const quota = ctx.quota;
+  if (quota === null) return make();
+  await quota.whenReady();
+  quota.check(null, bytes, `/${rel}`);
+  await make();
+  const st = await ctx.upper.lstatOrNull(rel);
+  if (st !== null) quota.record(st);
+}
+
+/** The upper entry at `rel` is about to lose a name: when it was the last one, it costs nothing more. */
+export async function releaseUpper(ctx: DeltaContext, rel: string): Promise<void> {
+  if (ctx.quota === null) return;
+  const st = await ctx.upper.lstatOrNull(rel);
+  if (st !== null && (st.isDirectory() || st.nlink <= 1n)) ctx.quota.release(st.ino);
 }

@@ -33,12 +33,18 @@ export async function copyUp(ctx: DeltaContext, rel: string, options: CopyUpOpti
   const lo = await visibleLowerStat(ctx, rel);
   if (lo === null) throw new FsError('ENOENT', `/${rel}`);
   await ensureUpperDir(ctx, relParent(rel));
+  // A copy costs the whole file before the sandbox writes a byte of it: checked before copying.
+  if (ctx.quota !== null) {
+    await ctx.quota.whenReady();
+    ctx.quota.check(null, lo.isFile() && options.content !== false ? Number(lo.size) : 0, `/${rel}`);
+  }
   await ctx.journal.append([{ op: 'base', path: rel, base: baseOf(lo) }]);
   ctx.meta.apply({ op: 'base', path: rel, base: baseOf(lo) });
   const atime = nsToSeconds(lo.atimeNs);
   const mtime = nsToSeconds(lo.mtimeNs);
   if (lo.isDirectory()) {
     await ctx.upper.mkdir(rel, 0o700);
+    if (ctx.quota !== null) ctx.quota.record(await ctx.upper.lstat(rel));
     await ctx.upper.chmod(rel, Number(lo.mode));
     await ctx.upper.utimes(rel, atime, mtime);
     return;
@@ -57,6 +63,8 @@ export async function copyUp(ctx: DeltaContext, rel: string, options: CopyUpOpti
     }
     await ctx.work.utimes(tmp, atime, mtime);
     await ctx.work.rename(tmp, { dir: ctx.upper, rel });
+    const st = await ctx.upper.lstatOrNull(rel);
+    if (st !== null) ctx.quota?.record(st);
   } catch (err) {
     await ctx.work.removeTree(tmp);
     throw err;

@@ -11,10 +11,12 @@ import { relIsWithin, relJoin, relParent } from '../host/rel-path.js';
 import { computeChanges } from './changes.js';
 import { commitChanges } from './commit.js';
 import {
+  chargeNew,
   ensureUpperDir,
   mergedEntries,
   mustResolve,
   upperKnownAbsent,
+  releaseUpper,
   requireDir,
   resolve,
   tempName,
@@ -26,6 +28,7 @@ import { buildDiff } from './diff.js';
 import { ABSENT, baseOf, type BaseRecord } from './identity.js';
 import { COMPACT_AFTER_RECORDS, MetaJournal } from './journal.js';
 import { AsyncLock } from './lock.js';
+import { DiskQuota } from './quota.js';
 import type { MetaRecord } from './meta-state.js';
 import { selected, toCodebase, toRel } from './paths.js';
 import type {
@@ -88,12 +91,20 @@ export class Delta {
       for (const e of await work.readdir('')) await work.removeTree(e.name);
       const { journal, state } = await MetaJournal.open({ dir: metaDir, logger });
       if (journal.pending > COMPACT_AFTER_RECORDS) await journal.compact(state);
-      const ctx: DeltaContext = { lower, upper, work, meta: state, journal, logger };
+      const quota = options.diskQuotaBytes === undefined ? null : new DiskQuota(options.diskQuotaBytes);
+      const ctx: DeltaContext = { lower, upper, work, meta: state, journal, logger, quota };
+      // Recounted in the background: a huge delta must not hold up the mount (growth waits for it).
+      void quota?.rescan(upper, (err) => logger.warn({ err }, 'disk quota: counting the delta failed'));
       return new Delta(ctx, opened);
     } catch (err) {
       for (const dir of opened) await dir.close();
       throw asFsError(err, 'opening the delta');
     }
+  }
+
+  /** The disk quota on this delta, or null (no limit). */
+  get quota(): DiskQuota | null {
+    return this.ctx.quota;
   }
 
   /** Closes the journal and every fd. Not required for durability (see journal.ts). */
@@ -214,7 +225,11 @@ export class Delta {
   async create(path: string, mode: number, flags: number = constants.O_RDWR): Promise<FileHandle> {
     return this.mutate(`create ${path}`, async () => {
       const rel = await this.prepareCreate(path);
-      const fh = await this.ctx.upper.open(rel, flags | constants.O_CREAT | constants.O_EXCL, 0o600);
+      let opened: FileHandle | undefined;
+      await chargeNew(this.ctx, rel, 0, async () => {
+        opened = await this.ctx.upper.open(rel, flags | constants.O_CREAT | constants.O_EXCL, 0o600);
+      });
+      const fh = opened as FileHandle;
       try {
         await fh.chmod(mode & FILE_MODE_BITS);
       } catch (err) {
@@ -229,7 +244,7 @@ export class Delta {
   async mkdir(path: string, mode: number): Promise<void> {
     await this.mutate(`mkdir ${path}`, async () => {
       const rel = await this.prepareCreate(path);
-      await this.ctx.upper.mkdir(rel, 0o700);
+      await chargeNew(this.ctx, rel, 0, () => this.ctx.upper.mkdir(rel, 0o700));
       await this.ctx.upper.chmod(rel, mode);
     });
   }
@@ -240,7 +255,7 @@ export class Delta {
       if ((mode & S_IFMT) !== S_IFIFO && (mode & S_IFMT) !== 0)
         throw new FsError('EPERM', `only FIFOs: ${path}`);
       const rel = await this.prepareCreate(path);
-      await this.ctx.upper.mkfifo(rel, mode);
+      await chargeNew(this.ctx, rel, 0, () => this.ctx.upper.mkfifo(rel, mode));
     });
   }
 
@@ -249,8 +264,10 @@ export class Delta {
     await this.mutate(`mksock ${path}`, async () => {
       const rel = await this.prepareCreate(path);
       const tmp = tempName('sock');
-      await this.ctx.work.mksock(tmp, mode);
-      await this.ctx.work.rename(tmp, { dir: this.ctx.upper, rel });
+      await chargeNew(this.ctx, rel, 0, async () => {
+        await this.ctx.work.mksock(tmp, mode);
+        await this.ctx.work.rename(tmp, { dir: this.ctx.upper, rel });
+      });
     });
   }
 
@@ -258,7 +275,7 @@ export class Delta {
   async symlink(target: string, path: string): Promise<void> {
     await this.mutate(`symlink ${path}`, async () => {
       const rel = await this.prepareCreate(path);
-      await this.ctx.upper.symlink(target, rel);
+      await chargeNew(this.ctx, rel, target.length, () => this.ctx.upper.symlink(target, rel));
     });
   }
 
@@ -354,6 +371,7 @@ export class Delta {
       records.push(...this.goneRecords(src));
       if (srcFound.type === 'directory') records.push({ op: 'move', from: src, to: dst });
       await this.record(records);
+      if (dstFound?.layer === 'upper') await releaseUpper(this.ctx, dst);
       await this.ctx.upper.rename(src, { dir: this.ctx.upper, rel: dst });
     });
   }
@@ -371,7 +389,15 @@ export class Delta {
       if (attrs.mode !== undefined) {
         await upper.chmod(rel, found.type === 'directory' ? attrs.mode : attrs.mode & FILE_MODE_BITS);
       }
-      if (attrs.size !== undefined) await upper.truncate(rel, attrs.size);
+      if (attrs.size !== undefined) {
+        const quota = this.ctx.quota;
+        if (quota !== null) {
+          await quota.whenReady();
+          quota.check((await upper.lstat(rel)).ino, attrs.size, path);
+        }
+        await upper.truncate(rel, attrs.size);
+        if (quota !== null) quota.record(await upper.lstat(rel));
+      }
       if (attrs.atime !== undefined || attrs.mtime !== undefined) {
         const st = await upper.lstat(rel);
         await upper.utimes(
@@ -407,6 +433,7 @@ export class Delta {
     return this.mutate('commit', async () => {
       const result = await commitChanges(this.ctx, options);
       await this.ctx.journal.compact(this.ctx.meta);
+      await this.recount();
       return result;
     });
   }
@@ -428,7 +455,14 @@ export class Delta {
         }
       }
       await this.ctx.journal.compact(this.ctx.meta);
+      await this.recount();
     });
+  }
+
+  /** Recounts the quota from the upper tree after commit/discard removed entries wholesale. */
+  private async recount(): Promise<void> {
+    const { quota, upper, logger } = this.ctx;
+    await quota?.rescan(upper, (err) => logger.warn({ err }, 'disk quota: counting the delta failed'));
   }
 
   /** Validates a create at `path`: nothing there (EEXIST), parent a directory; records the base of the add. */
@@ -464,6 +498,7 @@ export class Delta {
     }
     // Metadata first: a crash in between leaves the entry visible (upper wins), never a lost whiteout.
     await this.record(records);
+    await releaseUpper(this.ctx, rel);
     if (found.type === 'directory') await this.ctx.upper.rmdir(rel);
     else await this.ctx.upper.unlink(rel);
   }

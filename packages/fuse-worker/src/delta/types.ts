@@ -75,6 +75,8 @@ export interface DeltaOpenOptions {
    * another sandbox's commit stays stale in this one (default 2000 ms).
    */
   readonly lowerCacheMaxAgeMs?: number;
+  /** Bytes the upper layer may hold (see quota.ts); undefined = no limit. */
+  readonly diskQuotaBytes?: number;
 }
 
 /** Restricts diff/commit/discard to these codebase paths and everything below them. */

@@ -16,6 +16,7 @@ import type { Permission, RuleSet } from '@agentfense/protocol';
 import type { AuditLog } from '../audit.js';
 import type { Delta } from '../delta/delta.js';
 import type { DeltaLookup } from '../delta/types.js';
+import { quotaStatfs, writeWithin } from '../delta/quota.js';
 import type { HostFile } from '../host/raw-file.js';
 import { FsError } from '../errors.js';
 import { stableIno, toAttr } from './attrs.js';
@@ -199,7 +200,9 @@ export class PolicyFs {
     if (found === null) return { ino: 0, entryTimeout: this.#negativeTtl(parent, name, ttl) };
     const node = this.inodes.remember(parent, name, found.type === 'directory');
     this.#allow('lookup', path, permission, caller);
-    const entry = this.#entry(node, path, found, permission, ttl);
+    let entry = this.#entry(node, path, found, permission, ttl);
+    if (found.type === 'directory')
+      entry = { ...entry, attr: { ...entry.attr, nlink: await this.#links(path) } };
     if (found.type === 'file' && atLeast(permission, 'read')) {
       this.#predictor.noteLookup(node.ino);
       if (this.#predictor.readsFollowLookups) this.#readAhead.onLookup(parent, name);
@@ -258,8 +261,26 @@ export class PolicyFs {
     if (path === null) return this.#orphanAttr(node);
     this.#visiblePermission(path, node.isDir, caller, 'getattr');
     const found = await this.#mustFind(path);
+    const nlink = found.type === 'directory' ? await this.#links(path) : null;
     // The mode bits follow the rules in force when we answer, not when we started (setRules may run).
-    return this.#attr(node, path, found, this.#visiblePermission(path, node.isDir, caller, 'getattr'));
+    const fresh = this.#attr(node, path, found, this.#visiblePermission(path, node.isDir, caller, 'getattr'));
+    return nlink === null ? fresh : { ...fresh, nlink };
+  }
+
+  /**
+   * A directory's link count from what the sandbox may see: 2 + its visible subdirectories (the host's
+   * count would reveal hidden and whited-out ones through `stat -c %h`). Costs a merged listing, once per
+   * attribute timeout.
+   */
+  async #links(path: string): Promise<number> {
+    let subdirs = 0;
+    for (const entry of await this.#delta.readdir(path)) {
+      if (entry.type !== 'directory') continue;
+      const child = path === '/' ? `/${entry.name}` : `${path}/${entry.name}`;
+      if (this.#rules.permissionOf(child) === 'none' && !this.#rules.isTraversable(child)) continue;
+      subdirs++;
+    }
+    return 2 + subdirs;
   }
 
   /** SETATTR: chmod, truncate, utimens need write; chown is refused (EPERM). */
@@ -493,7 +514,16 @@ export class PolicyFs {
 
   /** WRITE: needs write; the first write copies the file up into the delta. */
   async write(ino: number, data: Buffer, offset: number, caller: Caller): Promise<number> {
-    return this.#withFd(ino, true, caller, 'write', (fd) => writeSync(fd, data, 0, data.length, offset));
+    const quota = this.#delta.quota;
+    if (quota === null) {
+      return this.#withFd(ino, true, caller, 'write', (fd) => writeSync(fd, data, 0, data.length, offset));
+    }
+    if (!quota.ready) await quota.whenReady();
+    return this.#withFd(ino, true, caller, 'write', (fd) =>
+      writeWithin(quota, fd, { offset, length: data.length }, `write #${ino}`, () =>
+        writeSync(fd, data, 0, data.length, offset),
+      ),
+    );
   }
 
   /** FSYNC: flushes the host file if we hold one. */
@@ -508,7 +538,8 @@ export class PolicyFs {
   /** STATFS: the numbers of the filesystem holding the delta (where writes go). */
   async statfs(): Promise<StatfsReply> {
     const s = await statfs(this.#statfsPath);
-    return {
+    const quota = this.#delta.quota;
+    const host = {
       bsize: s.bsize,
       frsize: s.bsize,
       blocks: s.blocks,
@@ -519,6 +550,8 @@ export class PolicyFs {
       favail: s.ffree,
       namemax: 255,
     };
+    // With a quota, `df` inside shows the quota as the disk: its size and what is left of it.
+    return quota === null ? host : quotaStatfs(quota, host);
   }
 
   /** ACCESS (only sent without default_permissions): answered from the rules, not only mode bits. */
@@ -580,7 +613,14 @@ export class PolicyFs {
         ? await this.#delta.create(path, 0o644, constants.O_RDWR | constants.O_TRUNC)
         : await this.#delta.openForWrite(path, constants.O_RDWR | constants.O_TRUNC);
     try {
+      const quota = this.#delta.quota;
+      if (quota !== null) {
+        await quota.whenReady();
+        const st = await handle.stat({ bigint: true });
+        quota.check(st.ino, data.byteLength, path);
+      }
       await handle.writeFile(data);
+      if (quota !== null) quota.record(await handle.stat({ bigint: true }));
     } finally {
       await handle.close();
     }

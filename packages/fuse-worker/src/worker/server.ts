@@ -133,6 +133,7 @@ export class WorkerService {
         lowerDir: params.lowerDir,
         deltaDir: params.deltaDir,
         logger: this.#logger,
+        ...(params.diskQuotaBytes === undefined ? {} : { diskQuotaBytes: params.diskQuotaBytes }),
       });
       const fs = new PolicyFs({
         delta,

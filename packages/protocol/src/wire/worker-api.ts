@@ -57,6 +57,11 @@ export interface MountParams {
   /** Audit allowed accesses too (denials always are). */
   readonly auditAllowed?: boolean;
   /**
+   * Bytes this sandbox's delta may hold (file sizes, at least 4 KiB per entry); writes, creates, copies,
+   * truncates and fallocate beyond it fail with ENOSPC and `df` shows it as the disk's size. Absent: no quota.
+   */
+  readonly diskQuotaBytes?: number;
+  /**
    * The worker's log file from now on (it is reopened there), and the name shown in its process title and
    * log lines: a worker spawned ahead of time, before its sandbox was known, takes them on at mount.
    */
@@ -197,6 +202,7 @@ export const WORKER_METHOD_GUARDS: {
       ownerGid: g.optional(g.count),
       cacheTtlSeconds: g.optional(g.number),
       auditAllowed: g.optional(g.boolean),
+      diskQuotaBytes: g.optional(g.count),
       logFile: g.optional(g.string),
       name: g.optional(g.string),
     }),

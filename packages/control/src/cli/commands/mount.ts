@@ -8,6 +8,7 @@ import type { Command } from 'commander';
 import { isFuseMounted, spawnWorker } from '@agentfense/fuse-worker';
 import { InvalidArgumentError, WorkerExitedError } from '@agentfense/protocol';
 import type { CliContext } from '../io.js';
+import { parseByteSize } from '../parse.js';
 import { addPolicyOptions, policyFromFlags } from '../policy-options.js';
 import { untilSignal } from '../signals.js';
 import type { PolicyFlags } from '../policy-options.js';
@@ -17,6 +18,7 @@ interface MountFlags extends PolicyFlags {
   readonly log?: string;
   readonly allowOther?: boolean;
   readonly audit?: boolean;
+  readonly disk?: string;
 }
 
 async function requireDir(path: string, what: string): Promise<void> {
@@ -40,11 +42,13 @@ export function registerMount(program: Command, { io, result }: CliContext): voi
     )
     .option('--log <file>', "the worker's JSON log file (default: a file in the temporary directory)")
     .option('--allow-other', 'let other users use the mount (needs user_allow_other for non-root)')
+    .option('--disk <size>', 'cap what the delta may hold (e.g. 2G); writes past it fail with ENOSPC')
     .option('--audit', 'print every access decision (denials and allowed accesses) to stderr as JSON lines')
     .action(async (dir: string, mountpoint: string, flags: MountFlags) => {
       const lowerDir = resolve(dir);
       const target = resolve(mountpoint);
       const rules = await policyFromFlags(flags);
+      const diskQuotaBytes = flags.disk === undefined ? undefined : parseByteSize(flags.disk, '--disk');
       await requireDir(lowerDir, 'codebase directory');
       await requireDir(target, 'mountpoint');
       if (await isFuseMounted(target)) throw new InvalidArgumentError(`${target} is already a FUSE mount`);
@@ -69,6 +73,7 @@ export function registerMount(program: Command, { io, result }: CliContext): voi
           rules,
           allowOther: flags.allowOther === true,
           auditAllowed: flags.audit === true,
+          ...(diskQuotaBytes === undefined ? {} : { diskQuotaBytes }),
         });
         io.stderr.write(
           `agentfense: ${lowerDir} mounted at ${target} (delta ${deltaDir}, log ${logFile}); Ctrl-C unmounts\n`,

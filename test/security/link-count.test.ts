@@ -1,0 +1,28 @@
+// Issue 12 row 9: `stat -c %h` of a directory counted hidden subdirectories (host link count), telling
+// the agent that something it cannot see is there. The count must be 2 + visible subdirectories.
+import { describe, expect, it } from 'vitest';
+import { AGENT_SAFE, mountFixture, useMountHygiene } from '../worker/helpers/fixture.js';
+
+describe('directory link counts', () => {
+  useMountHygiene();
+
+  it('count only the subdirectories the sandbox can see', async () => {
+    const f = await mountFixture({
+      tree: {
+        'src/a.txt': 'a\n',
+        'secrets/k.txt': 'k\n',
+        'output/secrets/deep.txt': 'd\n',
+        'output/visible/x.txt': 'x\n',
+        'lib/one/a': 'a',
+        'lib/two/b': 'b',
+      },
+      rules: AGENT_SAFE,
+    });
+    const r = await f.sandbox('stat -c %h . output lib src');
+    // root: src, output, lib (secrets hidden); output: visible (secrets hidden); lib: one, two; src: none.
+    expect(r.stdout).toBe('5\n3\n4\n2\n');
+    // A directory the sandbox deletes stops counting as well (whited-out codebase directories).
+    const g = await f.sandbox('rm -rf output/visible && stat -c %h output');
+    expect(g.stdout).toBe('2\n');
+  });
+});
