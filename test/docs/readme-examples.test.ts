@@ -91,7 +91,7 @@ describe('Markdown examples', () => {
       cwd: root,
     }).then(
       () => '',
-      (err: { stdout?: string }) => err.stdout ?? String(err),
+      (err: Error & { stdout?: string }) => err.stdout ?? err.message,
     );
     // Name the Markdown file and line of each error instead of the generated file.
     const report = result
