@@ -21,6 +21,8 @@ describe('start failures', () => {
     // A runtime that fails until told otherwise, then delegates to bwrap.
     const flaky: SandboxRuntime = {
       name: 'bwrap',
+      traits: bwrap.traits,
+      clearLeftovers: (stateDir) => bwrap.clearLeftovers(stateDir),
       check: () => bwrap.check(),
       start: (options) => {
         started.push(options);

@@ -8,6 +8,7 @@ import type {
   CommitMode,
   CommitResult,
   ExecResult,
+  ResourceLimits,
   RuntimeInstance,
   WorkerStats,
 } from '@agentfense/protocol';
@@ -64,6 +65,11 @@ export interface ControlPlaneOptions {
    * mount, not a process start. 0 spawns every worker on demand (about 15 MiB less while idle).
    */
   readonly workerPoolSize?: number;
+  /**
+   * Limits of sandboxes that do not set them, field by field over DEFAULT_RESOURCES (pids 1024, memory
+   * 4 GiB, all CPUs but one, disk 10 GiB, /tmp 1 GiB).
+   */
+  readonly defaultResources?: ResourceLimits;
 }
 
 /** Largest `workerPoolSize`: each idle worker is a process of ~15 MiB. */
@@ -159,12 +165,15 @@ export class ControlPlane implements AsyncDisposable {
       supervision: options.supervision,
       defaultRuntime: options.defaultRuntime,
       workerPoolSize: options.workerPoolSize,
+      defaultResources: options.defaultResources,
       onStopping: (id) => sessions.closeSandbox(id),
-      // A bwrap session's shell bound /workspace to the dead mount and never sees the new one (each exec is
-      // a new bwrap, so execs are fine); close it with a reason that says so. Docker's relay propagates the
-      // new mount into the running container, so its sessions carry on.
-      onWorkerRestart: (id, runtime) =>
-        runtime === 'docker' ? Promise.resolve() : sessions.closeSandbox(id, 'worker-restarted'),
+      // A session whose shell bound /workspace to the dead mount never sees the new one (bwrap; each exec
+      // is a new bwrap, so execs are fine): close it with a reason that says so. A runtime whose sessions
+      // see the remount (docker's relay propagates it into the running container) keeps them.
+      onWorkerRestart: async (id, runtime) => {
+        if (!(await runtimes.get(runtime)).traits.sessionsSurviveWorkerRestart)
+          await sessions.closeSandbox(id, 'worker-restarted');
+      },
     });
     const plane = new ControlPlane({
       dataDir,

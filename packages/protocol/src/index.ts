@@ -35,7 +35,22 @@ export type {
   SandboxProcess,
   RuntimeInstance,
   SandboxRuntime,
+  RuntimeTraits,
+  DefaultResources,
 } from './runtime.js';
+export { CPU_PERIOD_US, DEFAULT_RESOURCES, defaultResources } from './runtime.js';
+export {
+  NAMESPACE_FLAGS,
+  SECCOMP_ARG_RULES,
+  SECCOMP_DENIED_SYSCALLS,
+  SECCOMP_DENY_ERRNO,
+  SECCOMP_DENY_GROUPS,
+  SECCOMP_ENOSYS_ERRNO,
+  SECCOMP_ENOSYS_SYSCALLS,
+  seccompRuleLines,
+} from './runtime/seccomp.js';
+export type { SeccompArgRule, SeccompDenyGroup } from './runtime/seccomp.js';
+export { formatByteSize, parseByteSize, parseCpus } from './runtime/sizes.js';
 
 // --- Runtime helpers shared by both runtimes (pure): input validation, audit argv masking ---
 export {

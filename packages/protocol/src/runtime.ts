@@ -1,6 +1,7 @@
 // The runtime contract shared by bwrap and Docker: how the control plane starts an isolated environment
 // around a sandbox's /workspace and runs processes in it. Both runtimes pass one contract test suite
 // (test/runtime/contract.ts); anything a caller can observe is specified here.
+import { availableParallelism } from 'node:os';
 
 /** Resource limits of a sandbox; every field optional (absent = no limit). Same names as the HTTP API. */
 export interface ResourceLimits {
@@ -12,7 +13,44 @@ export interface ResourceLimits {
   readonly cpuShares?: number;
   /** Maximum number of processes/threads. */
   readonly pidsLimit?: number;
+  /**
+   * Bytes the sandbox's delta (its writes under /workspace) may hold; enforced by the worker (ENOSPC /
+   * EDQUOT), passed to it as MountParams.diskQuotaBytes.
+   */
+  readonly diskBytes?: number;
+  /** Size of the sandbox's private /tmp (a tmpfs; its pages count against memoryBytes too). */
+  readonly tmpBytes?: number;
 }
+
+const GiB = 1024 ** 3;
+
+/**
+ * The limits every sandbox gets unless it asks otherwise (docs/contract.md §5; ControlPlane option
+ * `defaultResources` and `serve --default-*` flags replace them):
+ * - pidsLimit 1024: a build with `make -j` and a language server fit; a fork bomb does not.
+ * - memoryBytes 4 GiB: a TypeScript or Rust build fits; one sandbox cannot push the host into swap/OOM.
+ * - cpuQuota: all host CPUs but one (at least one core), so the control plane and workers stay responsive.
+ * - diskBytes 10 GiB: a node_modules or a target/ directory fits; the host disk does not fill up.
+ * - tmpBytes 1 GiB: /tmp is RAM (tmpfs), charged to the memory limit as well.
+ */
+export function defaultResources(hostCpus: number = availableParallelism()): DefaultResources {
+  return {
+    pidsLimit: 1024,
+    memoryBytes: 4 * GiB,
+    cpuQuota: Math.max(1, hostCpus - 1) * CPU_PERIOD_US,
+    diskBytes: 10 * GiB,
+    tmpBytes: 1 * GiB,
+  };
+}
+
+/** The CFS period the contract's cpuQuota is expressed against (µs): 100_000 = one full core. */
+export const CPU_PERIOD_US = 100_000;
+
+/** The limits that have a default (cpuShares has none: the kernel's 1024 is the default weight). */
+export type DefaultResources = Required<Omit<ResourceLimits, 'cpuShares'>>;
+
+/** The defaults on this host (computed once when the module loads). */
+export const DEFAULT_RESOURCES: DefaultResources = defaultResources();
 
 /** Which limits a runtime actually enforces for a sandbox, and how (reported back to the user). */
 export interface EnforcedLimits {
@@ -20,6 +58,10 @@ export interface EnforcedLimits {
   readonly cpuQuota: number | null;
   readonly cpuShares: number | null;
   readonly pidsLimit: number | null;
+  /** Size of the private /tmp tmpfs (absent: the runtime does not report it). */
+  readonly tmpBytes?: number | null;
+  /** The delta's quota (enforced by the worker; filled in by the control plane). */
+  readonly diskBytes?: number | null;
   /** How they are enforced, e.g. 'cgroup-v1', 'cgroup-v2', 'docker', or 'none'. */
   readonly mechanism: string;
 }
@@ -117,10 +159,46 @@ export interface RuntimeInstance {
   stop(): Promise<void>;
 }
 
+/**
+ * What the control plane must know about a runtime to drive it, so it never branches on runtime names
+ * (a runtime an embedder registers states its own needs).
+ */
+export interface RuntimeTraits {
+  /**
+   * The sandbox's processes reach the workspace with a host uid other than the worker's (root): the FUSE
+   * mount needs `allow_other`.
+   */
+  readonly needsAllowOther: boolean;
+  /**
+   * The host uid/gid the worker reports as owner of every file, so the kernel's mode-bit checks apply to
+   * the sandbox's user as the owner; null: the worker's own uid/gid (a runtime that maps its user to it).
+   */
+  readonly hostOwner: { readonly uid: number; readonly gid: number } | null;
+  /**
+   * start() does not touch the workspace path (each command binds it when it starts), so the control
+   * plane may start the runtime while the worker is still mounting; false: start after the mount.
+   */
+  readonly startsBeforeMount: boolean;
+  /** Takes RuntimeStartOptions.image; a sandbox asking another runtime for an image is refused. */
+  readonly acceptsImage: boolean;
+  /**
+   * Long-lived processes (sessions) see a worker that was restarted and remounted under them; false:
+   * the control plane closes them (reason `worker-restarted`) when the worker restarts.
+   */
+  readonly sessionsSurviveWorkerRestart: boolean;
+}
+
 /** A way of isolating commands (bwrap, docker). */
 export interface SandboxRuntime {
   readonly name: 'bwrap' | 'docker';
+  readonly traits: RuntimeTraits;
   /** Throws UnavailableError naming what is missing and how to fix it. */
   check(): Promise<void>;
   start(options: RuntimeStartOptions): Promise<RuntimeInstance>;
+  /**
+   * Removes what a crashed control plane may have left of this runtime in a sandbox's stateDir (mounts
+   * in particular), so the directory can be removed recursively. Called before any unmount/removal of a
+   * sandbox's directories, whether or not this process started it. Idempotent; no-op when clean.
+   */
+  clearLeftovers(stateDir: string): Promise<void>;
 }

@@ -215,9 +215,20 @@ export function createBwrapRuntime(options: BwrapRuntimeOptions = {}): SandboxRu
 
   return {
     name: 'bwrap',
+    traits: {
+      needsAllowOther: false,
+      hostOwner: null,
+      // Each command binds the workspace when it starts; start() never touches it.
+      startsBeforeMount: true,
+      acceptsImage: false,
+      // A session's shell bound /workspace to the mount that died and never sees the new one.
+      sessionsSurviveWorkerRestart: false,
+    },
     check: async () => {
       await check();
     },
     start,
+    // bwrap mounts nothing on the host: its scratch directory holds plain files only.
+    clearLeftovers: () => Promise.resolve(),
   };
 }

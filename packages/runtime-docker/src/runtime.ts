@@ -9,14 +9,14 @@ import {
   validateEnv,
   validateSandboxId,
 } from '@agentfense/protocol';
-import { BASE_ENV, DEFAULT_IMAGE, buildRunArgs } from './args.js';
+import { BASE_ENV, DEFAULT_IMAGE, SANDBOX_USER, buildRunArgs } from './args.js';
 import { resolveContainerCgroup } from './cgroup.js';
 import type { ContainerCgroup } from './cgroup.js';
 import { createDockerCli, engineError, runDocker } from './engine.js';
 import type { DockerCli } from './engine.js';
 import { DEFAULT_MAX_OUTPUT_BYTES, MAX_OUTPUT_BYTES_LIMIT } from './exec.js';
 import { DockerInstance } from './instance.js';
-import { createWorkspaceRelay } from './relay.js';
+import { clearWorkspaceRelays, createWorkspaceRelay } from './relay.js';
 import { parseEngineCapabilities, planLimits } from './limits.js';
 import type { EngineCapabilities } from './limits.js';
 import { createStderrLogger } from './logger.js';
@@ -209,12 +209,26 @@ export function createDockerRuntime(options: DockerRuntimeOptions = {}): Sandbox
     });
   };
 
+  const [ownerUid, ownerGid] = SANDBOX_USER.split(':').map(Number);
   return {
     name: 'docker',
+    traits: {
+      // The container's user (uid 1000, no user-namespace remap) is not the mounter (root).
+      needsAllowOther: true,
+      // ... and owns the files it sees, so the owner mode bits carry the rules for it too.
+      hostOwner: { uid: ownerUid ?? 1000, gid: ownerGid ?? 1000 },
+      // The container binds the workspace (through its relay) when it is created.
+      startsBeforeMount: false,
+      acceptsImage: true,
+      // The relay propagates a remounted worker into the running container.
+      sessionsSurviveWorkerRestart: true,
+    },
     check: async () => {
       await check();
     },
     start,
+    // The workspace relay (a bind of the sandbox's mnt under <stateDir>/docker) outlives a crash.
+    clearLeftovers: (stateDir) => clearWorkspaceRelays(posix.join(stateDir, SCRATCH_DIR)),
   };
 }
 

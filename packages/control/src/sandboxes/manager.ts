@@ -9,10 +9,12 @@ import type { Logger } from 'pino';
 import { clearFuseMount, spawnWorker } from '@agentfense/fuse-worker';
 import type { WorkerHandle } from '@agentfense/fuse-worker';
 import {
+  DEFAULT_RESOURCES,
   InvalidArgumentError,
   NotFoundError,
   WrongStateError,
   toAgentFenseError,
+  validateEnv,
 } from '@agentfense/protocol';
 import type {
   AuditEvent,
@@ -21,14 +23,14 @@ import type {
   ChangeEntry,
   ExecResult,
   PermissionRule,
+  ResourceLimits,
   RuntimeInstance,
+  RuntimeTraits,
   WorkerMethod,
   WorkerParams,
   WorkerResult,
   WorkerStats,
 } from '@agentfense/protocol';
-import { validateEnv } from '@agentfense/runtime-bwrap';
-import { SANDBOX_USER, clearWorkspaceRelays } from '@agentfense/runtime-docker';
 import type { CodebaseService } from '../codebases/service.js';
 import { newId, validateId } from '../ids.js';
 import { ensurePrivateDir } from '../paths.js';
@@ -82,6 +84,8 @@ export interface SandboxManagerOptions {
   readonly onWorkerRestart?: ((id: string, runtime: string) => Promise<void>) | undefined;
   /** Idle workers kept spawned ahead of time once a sandbox has started (default 1; 0: none). */
   readonly workerPoolSize?: number | undefined;
+  /** Limits of sandboxes that do not set them (default DEFAULT_RESOURCES; each field replaceable). */
+  readonly defaultResources?: ResourceLimits | undefined;
 }
 
 export class SandboxManager {
@@ -99,6 +103,7 @@ export class SandboxManager {
   readonly #live = new Map<string, Live>();
   readonly #locks = new Map<string, Promise<unknown>>();
   readonly #pool: WorkerPool;
+  readonly #defaultResources: ResourceLimits;
   #closed = false;
 
   constructor(options: SandboxManagerOptions) {
@@ -112,6 +117,7 @@ export class SandboxManager {
     this.#defaultRuntime = options.defaultRuntime ?? 'bwrap';
     this.#onStopping = options.onStopping ?? (() => Promise.resolve());
     this.#onWorkerRestart = options.onWorkerRestart ?? (() => Promise.resolve());
+    this.#defaultResources = checkResources({ ...DEFAULT_RESOURCES, ...options.defaultResources });
     this.#pool = new WorkerPool({
       size: options.workerPoolSize ?? DEFAULT_WORKER_POOL_SIZE,
       logFile: join(options.layout.logsDir, 'worker-pool.log'),
@@ -132,10 +138,11 @@ export class SandboxManager {
       ...(this.#presets === undefined ? {} : { registry: this.#presets }),
     });
     const runtime = this.#runtimes.check(options.runtime ?? this.#defaultRuntime);
-    const image = checkImage(runtime, options.image);
+    const image = checkImage(runtime, (await this.#runtimes.get(runtime)).traits, options.image);
     const labels = checkLabels(options.labels ?? {});
     const env = validateEnv(options.env ?? {});
-    const resources = checkResources(options.resources ?? {});
+    // Every sandbox gets limits: what it asks for, the configured defaults for the rest.
+    const resources = { ...this.#defaultResources, ...checkResources(options.resources ?? {}) };
     const expiresIn = options.expiresIn;
     if (
       expiresIn !== undefined &&
@@ -233,7 +240,10 @@ export class SandboxManager {
       try {
         const t0 = performance.now();
         for (const dir of [paths.dir, paths.delta, paths.mnt, paths.state]) await ensurePrivateDir(dir);
-        await clearStaleMounts(paths);
+        const runtime = await this.#runtimes.get(row.runtime);
+        const { traits } = runtime;
+        const resources = JSON.parse(row.resources) as ResourceLimits;
+        await this.#clearMounts(paths, row.runtime);
         await makeSharedBind(paths.mnt);
         await ensurePrivateDir(paths.workspace);
         const t1 = performance.now();
@@ -248,11 +258,13 @@ export class SandboxManager {
             mountpoint: paths.workspace,
             rules: JSON.parse(row.rules) as PermissionRule[],
             auditAllowed: row.audit_allowed !== 0,
-            // A container's user (uid 1000 inside, a different uid outside) is not the mounter: it
-            // needs allow_other. bwrap's user maps to the mounter's uid and does not.
-            allowOther: row.runtime === 'docker',
+            // A sandbox user whose host uid is not the mounter's needs allow_other ...
+            allowOther: traits.needsAllowOther,
             // ... and owns the files it sees, so the owner mode bits carry the rules for it too.
-            ...(row.runtime === 'docker' ? dockerOwner() : {}),
+            ...(traits.hostOwner === null
+              ? {}
+              : { ownerUid: traits.hostOwner.uid, ownerGid: traits.hostOwner.gid }),
+            ...(resources.diskBytes === undefined ? {} : { diskQuotaBytes: resources.diskBytes }),
           },
           logFile: paths.workerLog,
           logger: this.#logger.child({ sandboxId: id }),
@@ -268,23 +280,22 @@ export class SandboxManager {
           return started;
         });
         const startRuntime = async (): Promise<RuntimeInstance> => {
-          const runtime = await this.#runtimes.get(row.runtime);
           const started = await runtime.start({
             sandboxId: id,
             workspaceHostPath: paths.workspace,
             stateDir: paths.state,
             ...(row.image === null ? {} : { image: row.image }),
             network: row.network !== 0,
-            resources: JSON.parse(row.resources) as Record<string, number>,
+            resources,
             env: JSON.parse(row.env) as Record<string, string>,
           });
           tRuntime = performance.now();
           return started;
         };
-        // bwrap binds the workspace path when each command starts, never at start(): its start runs
-        // while the worker spawns and mounts, and both are done before start() returns (so before any
-        // command). Other runtimes (docker binds the path into its relay at start) wait for the mount.
-        if (row.runtime === 'bwrap') {
+        // A runtime that binds the workspace path only when each command starts (bwrap) starts while the
+        // worker spawns and mounts; both are done before start() returns (so before any command). Others
+        // (docker binds the path into its relay at start) wait for the mount.
+        if (traits.startsBeforeMount) {
           const [worker, runtime] = await Promise.allSettled([supervising, startRuntime()]);
           if (worker.status === 'fulfilled') supervisor = worker.value;
           if (runtime.status === 'fulfilled') instance = runtime.value;
@@ -300,7 +311,7 @@ export class SandboxManager {
           state: 'RUNNING',
           state_reason: null,
           started_at: Date.now(),
-          limits: JSON.stringify(instance.limits),
+          limits: JSON.stringify({ ...instance.limits, diskBytes: resources.diskBytes ?? null }),
         });
         const t3 = performance.now();
         this.#logger.info(
@@ -317,7 +328,9 @@ export class SandboxManager {
         const error = toAgentFenseError(err, `starting sandbox ${id}`);
         await instance?.stop().catch((e: unknown) => this.#logger.warn({ err: e }, 'runtime stop failed'));
         await supervisor?.stop().catch((e: unknown) => this.#logger.warn({ err: e }, 'worker stop failed'));
-        await clearStaleMounts(paths).catch((e: unknown) => this.#logger.warn({ err: e }, 'unmount failed'));
+        await this.#clearMounts(paths, row.runtime).catch((e: unknown) =>
+          this.#logger.warn({ err: e }, 'unmount failed'),
+        );
         await audit.flush();
         this.#store.update(id, {
           state: 'ERROR',
@@ -350,9 +363,9 @@ export class SandboxManager {
       if (this.#live.has(id)) await this.#stopLocked(id, 'destroyed');
       // Claiming refuses a sandbox another live process runs, clears a dead owner's leftovers, and keeps
       // any other process from starting it while it is being removed.
-      await this.#claim(id);
+      const claimed = await this.#claim(id);
       const paths = this.#layout.sandbox(id);
-      await clearStaleMounts(paths);
+      await this.#clearMounts(paths, claimed.runtime);
       this.#store.delete(id);
       if (options.keepDelta === true) {
         for (const name of await readdir(paths.dir).catch(() => [] as string[])) {
@@ -596,7 +609,7 @@ export class SandboxManager {
         this.#logger.debug({ err, pid: row.worker_pid }, 'leftover worker already gone');
       }
     }
-    await clearStaleMounts(paths);
+    await this.#clearMounts(paths, row.runtime);
     const ownerPid = row.owner_pid ?? 'unknown';
     // A temporary worker on a stopped sandbox also records an owner: only RUNNING changes state.
     this.#store.update(row.id, {
@@ -640,7 +653,7 @@ export class SandboxManager {
     await live.supervisor
       .stop()
       .catch((err: unknown) => this.#logger.warn({ err, sandboxId: id }, 'worker stop failed'));
-    await clearStaleMounts(this.#layout.sandbox(id));
+    await this.#clearMounts(this.#layout.sandbox(id), row.runtime);
     await live.audit.flush();
     const current = this.#store.get(id);
     this.#store.update(id, {
@@ -675,7 +688,8 @@ export class SandboxManager {
       );
       await live.instance.stop().catch((err: unknown) => this.#logger.warn({ err }, 'runtime stop failed'));
       await live.supervisor.stop().catch((err: unknown) => this.#logger.warn({ err }, 'worker stop failed'));
-      await clearStaleMounts(this.#layout.sandbox(id)).catch((err: unknown) =>
+      const runtimeName = this.#store.find(id)?.runtime;
+      await this.#clearMounts(this.#layout.sandbox(id), runtimeName).catch((err: unknown) =>
         this.#logger.warn({ err }, 'unmount failed'),
       );
       await live.audit.flush();
@@ -683,6 +697,21 @@ export class SandboxManager {
       this.#release(id);
       this.#logger.error({ sandboxId: id, reason }, 'sandbox in ERROR');
     });
+  }
+
+  /**
+   * Clears a sandbox's mounts: what its runtime left in the state directory (e.g. docker's relay, which
+   * outlives a crashed control plane), the FUSE mount (aborting a hung daemon first), the shared bind.
+   */
+  async #clearMounts(paths: SandboxPaths, runtimeName: string | undefined): Promise<void> {
+    if (runtimeName !== undefined && this.#runtimes.names.includes(runtimeName)) {
+      const runtime = await this.#runtimes.get(runtimeName);
+      await runtime.clearLeftovers(paths.state);
+    } else {
+      this.#logger.warn({ runtime: runtimeName }, 'runtime not registered: its leftovers are not cleared');
+    }
+    await clearFuseMount(paths.workspace);
+    await unmountAll(paths.mnt);
   }
 
   #requireLive(id: string): Live {
@@ -738,7 +767,7 @@ export class SandboxManager {
       let worker: WorkerHandle | undefined;
       try {
         for (const dir of [paths.dir, paths.delta, paths.mnt]) await ensurePrivateDir(dir);
-        await clearStaleMounts(paths);
+        await this.#clearMounts(paths, row.runtime);
         await ensurePrivateDir(paths.workspace);
         worker = await spawnWorker({ logFile: paths.workerLog, name: id });
         worker.client.onEvent('audit', (events) => audit.append(events));
@@ -752,6 +781,7 @@ export class SandboxManager {
           mountpoint: paths.workspace,
           rules: JSON.parse(row.rules) as PermissionRule[],
           auditAllowed: row.audit_allowed !== 0,
+          ...diskQuota(row),
         });
         return await worker.client.request(method, params);
       } finally {
@@ -760,7 +790,9 @@ export class SandboxManager {
             .stop()
             .catch((err: unknown) => this.#logger.warn({ err }, 'temporary worker stop failed'));
         }
-        await clearStaleMounts(paths).catch((err: unknown) => this.#logger.warn({ err }, 'unmount failed'));
+        await this.#clearMounts(paths, row.runtime).catch((err: unknown) =>
+          this.#logger.warn({ err }, 'unmount failed'),
+        );
         await audit.flush();
         this.#release(id);
       }
@@ -768,25 +800,19 @@ export class SandboxManager {
   }
 }
 
-/** Clears the FUSE mount (aborting a hung daemon first) and then the shared bind of a sandbox. */
-async function clearStaleMounts(paths: SandboxPaths): Promise<void> {
-  await clearFuseMount(paths.workspace);
-  // The docker runtime's relay (a bind of mnt under state/docker) outlives a crashed control plane.
-  await clearWorkspaceRelays(join(paths.state, 'docker'));
-  await unmountAll(paths.mnt);
+/** The delta quota of a stored sandbox (its resources.diskBytes), as MountParams. */
+function diskQuota(row: SandboxRow): { diskQuotaBytes?: number } {
+  const { diskBytes } = JSON.parse(row.resources) as ResourceLimits;
+  return diskBytes === undefined ? {} : { diskQuotaBytes: diskBytes };
 }
 
-/** The host uid/gid of a docker sandbox's user (containers run without a user-namespace remap). */
-function dockerOwner(): { ownerUid: number; ownerGid: number } {
-  const [uid, gid] = SANDBOX_USER.split(':').map(Number);
-  return { ownerUid: uid ?? 1000, ownerGid: gid ?? 1000 };
-}
-
-/** An image is a docker notion: refused for other runtimes rather than silently ignored. */
-function checkImage(runtime: string, image: unknown): string | null {
+/** An image is refused by runtimes that take none rather than silently ignored. */
+function checkImage(runtime: string, traits: RuntimeTraits, image: unknown): string | null {
   if (image === undefined || image === null) return null;
-  if (runtime !== 'docker') {
-    throw new InvalidArgumentError(`image applies to the docker runtime only (this sandbox uses ${runtime})`);
+  if (!traits.acceptsImage) {
+    throw new InvalidArgumentError(
+      `image applies to runtimes that run images, like docker (this sandbox uses ${runtime})`,
+    );
   }
   if (typeof image !== 'string' || !/^[A-Za-z0-9][A-Za-z0-9._/:@-]{0,254}$/.test(image)) {
     throw new InvalidArgumentError(
@@ -821,7 +847,7 @@ function checkResources(resources: unknown): Record<string, number> {
   if (resources === null || typeof resources !== 'object' || Array.isArray(resources)) {
     throw new InvalidArgumentError('resources must be an object');
   }
-  const allowed = new Set(['memoryBytes', 'cpuQuota', 'cpuShares', 'pidsLimit']);
+  const allowed = new Set(['memoryBytes', 'cpuQuota', 'cpuShares', 'pidsLimit', 'diskBytes', 'tmpBytes']);
   const out: Record<string, number> = {};
   for (const [key, value] of Object.entries(resources)) {
     if (!allowed.has(key)) throw new InvalidArgumentError(`unknown resource limit ${JSON.stringify(key)}`);
