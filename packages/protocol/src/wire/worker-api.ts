@@ -56,8 +56,6 @@ export interface MountParams {
   readonly cacheTtlSeconds?: number;
   /** Audit allowed accesses too (denials always are). */
   readonly auditAllowed?: boolean;
-  /** Bytes the delta may hold (writes beyond it get ENOSPC/EDQUOT); absent = no quota. */
-  readonly diskQuotaBytes?: number;
   /**
    * Bytes this sandbox's delta may hold (file sizes, at least 4 KiB per entry); writes, creates, copies,
    * truncates and fallocate beyond it fail with ENOSPC and `df` shows it as the disk's size. Absent: no quota.
