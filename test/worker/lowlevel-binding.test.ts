@@ -41,7 +41,9 @@ const EEXIST = 17;
 const ENOTEMPTY = 39;
 const ENODATA = 61;
 const ERANGE = 34;
+const EFBIG = 27;
 const S_IFMT = 0o170000;
+const nowNs = (): bigint => BigInt(Date.now()) * 1_000_000n;
 const S_IFDIR = 0o040000;
 const S_IFREG = 0o100000;
 const S_IFLNK = 0o120000;
@@ -55,9 +57,9 @@ interface Node {
   uid: number;
   gid: number;
   size: number;
-  atimeMs: number;
-  mtimeMs: number;
-  ctimeMs: number;
+  atimeNs: bigint;
+  mtimeNs: bigint;
+  ctimeNs: bigint;
   chunks: Map<number, Buffer>;
   children: Map<string, number>;
   target: Buffer | null;
@@ -71,6 +73,8 @@ interface FsConfig {
   negativeTimeout?: number;
   /** handlers to leave out (the C side then answers ENOSYS or its default) */
   omit?: (keyof LL.LowLevelHandlers)[];
+  /** handlers to add or replace */
+  extra?: Partial<LL.LowLevelHandlers>;
 }
 
 // Names are keyed by their raw bytes (latin1 maps each byte to one char), so non-UTF-8 names work.
@@ -89,10 +93,11 @@ class MemFs {
     this.nodes.get(1)!.nlink = 2;
     this.handlers = MemFs.handlersFor(this);
     for (const name of cfg.omit ?? []) delete this.handlers[name];
+    Object.assign(this.handlers, cfg.extra ?? {});
   }
 
   private makeNode(ino: number, mode: number): Node {
-    const now = Date.now();
+    const now = nowNs();
     return {
       ino,
       mode,
@@ -100,9 +105,9 @@ class MemFs {
       uid: 0,
       gid: 0,
       size: 0,
-      atimeMs: now,
-      mtimeMs: now,
-      ctimeMs: now,
+      atimeNs: now,
+      mtimeNs: now,
+      ctimeNs: now,
       chunks: new Map(),
       children: new Map(),
       target: null,
@@ -127,9 +132,9 @@ class MemFs {
       size: n.size,
       blocks: Math.ceil(n.size / 512),
       blksize: 4096,
-      atimeMs: n.atimeMs,
-      mtimeMs: n.mtimeMs,
-      ctimeMs: n.ctimeMs,
+      atimeNs: n.atimeNs,
+      mtimeNs: n.mtimeNs,
+      ctimeNs: n.ctimeNs,
     };
   }
 
@@ -172,7 +177,7 @@ class MemFs {
       done += len;
     }
     n.size = Math.max(n.size, off + data.length);
-    n.mtimeMs = n.ctimeMs = Date.now();
+    n.mtimeNs = n.ctimeNs = nowNs();
   }
 
   truncateData(n: Node, size: number): void {
@@ -205,7 +210,7 @@ class MemFs {
       n.gid = req.gid;
       fs.nodes.set(n.ino, n);
       p.children.set(key(name), n.ino);
-      p.mtimeMs = p.ctimeMs = Date.now();
+      p.mtimeNs = p.ctimeNs = nowNs();
       return n;
     };
     return {
@@ -233,14 +238,14 @@ class MemFs {
       setattr(req, ino, changes) {
         fs.count('setattr');
         const n = get(ino);
-        const now = Date.now();
+        const now = nowNs();
         if (changes.mode !== undefined) n.mode = (n.mode & S_IFMT) | (changes.mode & 0o7777);
         if (changes.uid !== undefined) n.uid = changes.uid;
         if (changes.gid !== undefined) n.gid = changes.gid;
-        if (changes.size !== undefined) fs.truncateData(n, changes.size);
-        if (changes.atime !== undefined) n.atimeMs = changes.atime === 'now' ? now : changes.atime;
-        if (changes.mtime !== undefined) n.mtimeMs = changes.mtime === 'now' ? now : changes.mtime;
-        n.ctimeMs = now;
+        if (changes.size !== undefined) fs.truncateData(n, Number(changes.size));
+        if (changes.atime !== undefined) n.atimeNs = changes.atime === 'now' ? now : changes.atime;
+        if (changes.mtime !== undefined) n.mtimeNs = changes.mtime === 'now' ? now : changes.mtime;
+        n.ctimeNs = now;
         req.replyAttr(fs.attr(n), fs.cfg.attrTimeout ?? 1);
       },
       readlink(req, ino) {
@@ -309,12 +314,12 @@ class MemFs {
       read(req, ino, size, offset) {
         fs.count('read');
         // answered later, from another macrotask: replies are asynchronous by design
-        setImmediate(() => req.replyBuf(fs.readData(get(ino), size, offset)));
+        setImmediate(() => req.replyBuf(fs.readData(get(ino), size, Number(offset))));
       },
       write(req, ino, data, offset) {
         fs.count('write');
         fs.writeSizes.push(data.length);
-        fs.writeData(get(ino), data, offset);
+        fs.writeData(get(ino), data, Number(offset));
         req.replyWrite(data.length);
       },
       opendir(req) {
@@ -568,6 +573,61 @@ describe('fuse-native low-level binding', () => {
     ]);
     expect(stdout).toBe(payload.toString());
     expect(fs.nodes.size).toBe(2);
+  });
+
+  it('passes offsets above 2^53 exactly (bigint), FALLOCATE, and nanosecond timespecs both ways', async () => {
+    const seen: { op: string; args: unknown[] }[] = [];
+    // eslint-disable-next-line prefer-const -- assigned once mounted, used by the handler later
+    let memfs: MemFs;
+    const { fs, mnt } = await mountMemFs({
+      extra: {
+        write(req, ino, data, offset) {
+          if (typeof offset === 'number') {
+            memfs.writeData(memfs.nodes.get(ino)!, data, offset);
+            req.replyWrite(data.length);
+            return;
+          }
+          seen.push({ op: 'write', args: [offset, data.length] });
+          req.replyErr(EFBIG); // this in-memory fs stores nothing that far out
+        },
+        fallocate(req, _ino, mode, offset, length, fh) {
+          seen.push({ op: 'fallocate', args: [mode, offset, length, typeof fh] });
+          req.replyErr(0);
+        },
+      },
+    });
+    memfs = fs;
+    const path = join(mnt, 'f');
+    await writeFile(path, 'hello world');
+    const py = [
+      'import os, sys',
+      'fd = os.open(sys.argv[1], os.O_RDWR)',
+      'for off in (2**53, 2**53 + 1, 2**62 + 3):',
+      '    try:',
+      '        os.pwrite(fd, b"XY", off); print("written")',
+      '    except OSError as e:',
+      '        print(e.errno)',
+      'os.posix_fallocate(fd, 2**53 + 1, 2**40 + 7)',
+      'os.utime(sys.argv[1], ns=(1_000_000_000_123_456_789, 2_000_000_000_987_654_321))',
+      'st = os.stat(sys.argv[1]); print(st.st_atime_ns, st.st_mtime_ns)',
+    ].join('\n');
+    const { stdout } = await run('python3', ['-c', py, path]);
+    expect(stdout.trim().split('\n')).toEqual([
+      String(EFBIG),
+      String(EFBIG),
+      String(EFBIG),
+      '1000000000123456789 2000000000987654321',
+    ]);
+    expect(seen).toEqual([
+      { op: 'write', args: [2n ** 53n, 2] },
+      { op: 'write', args: [2n ** 53n + 1n, 2] },
+      { op: 'write', args: [2n ** 62n + 3n, 2] },
+      { op: 'fallocate', args: [0, 2n ** 53n + 1n, 2 ** 40 + 7, 'number'] },
+    ]);
+    const node = [...fs.nodes.values()].find((n) => n.ino !== 1)!;
+    expect(node.atimeNs).toBe(1_000_000_000_123_456_789n);
+    expect(node.mtimeNs).toBe(2_000_000_000_987_654_321n);
+    expect(await readFile(path, 'utf8')).toBe('hello world');
   });
 
   it('receives a 1 MiB dd write as 128 KiB requests (big_writes)', async () => {

@@ -8,7 +8,7 @@ import type { ChangeEntry, CommitConflict } from '@agentfense/protocol';
 import { fdPath } from '../host/flags.js';
 import { relBase, relJoin, relParent } from '../host/rel-path.js';
 import { computeChanges, type DeltaChange } from './changes.js';
-import { nsToSeconds, tempName, type DeltaContext } from './context.js';
+import { tempName, type DeltaContext } from './context.js';
 import { baseMismatch } from './identity.js';
 import { FILE_MODE_BITS } from './modes.js';
 import { selected } from './paths.js';
@@ -82,7 +82,7 @@ async function applyChange(ctx: DeltaContext, change: DeltaChange, lastWriterWin
       // Never set-id bits in the codebase, whatever the upper file holds (see FILE_MODE_BITS).
       await ctx.lower.chmod(tmp, Number(upperSt.mode) & FILE_MODE_BITS);
     }
-    await ctx.lower.utimes(tmp, nsToSeconds(upperSt.atimeNs), nsToSeconds(upperSt.mtimeNs));
+    await ctx.lower.utimes(tmp, upperSt.atimeNs, upperSt.mtimeNs);
     if (now?.isDirectory() === true) await removeFromCodebase(ctx, rel, now, lastWriterWins);
     await ctx.lower.rename(tmp, { dir: ctx.lower, rel });
   } catch (err) {

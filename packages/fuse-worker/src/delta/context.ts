@@ -191,12 +191,7 @@ export async function ensureUpperDir(ctx: DeltaContext, rel: string): Promise<vo
   if (!lo.isDirectory()) throw new FsError('ENOTDIR', `/${rel}`);
   await chargeNew(ctx, rel, 0, () => ctx.upper.mkdir(rel, 0o700));
   await ctx.upper.chmod(rel, Number(lo.mode));
-  await ctx.upper.utimes(rel, nsToSeconds(lo.atimeNs), nsToSeconds(lo.mtimeNs));
-}
-
-/** Nanoseconds as the fractional seconds Node's utimes takes (sub-microsecond precision is lost). */
-export function nsToSeconds(ns: bigint): number {
-  return Number(ns / 1000n) / 1e6;
+  await ctx.upper.utimes(rel, lo.atimeNs, lo.mtimeNs);
 }
 
 /**

@@ -5,14 +5,7 @@ import fsp from 'node:fs/promises';
 import { FsError } from '../errors.js';
 import { fdPath } from '../host/flags.js';
 import { relParent } from '../host/rel-path.js';
-import {
-  ensureUpperDir,
-  nsToSeconds,
-  tempName,
-  upperStat,
-  visibleLowerStat,
-  type DeltaContext,
-} from './context.js';
+import { ensureUpperDir, tempName, upperStat, visibleLowerStat, type DeltaContext } from './context.js';
 import { baseOf } from './identity.js';
 
 export interface CopyUpOptions {
@@ -40,8 +33,8 @@ export async function copyUp(ctx: DeltaContext, rel: string, options: CopyUpOpti
   }
   await ctx.journal.append([{ op: 'base', path: rel, base: baseOf(lo) }]);
   ctx.meta.apply({ op: 'base', path: rel, base: baseOf(lo) });
-  const atime = nsToSeconds(lo.atimeNs);
-  const mtime = nsToSeconds(lo.mtimeNs);
+  const atime = lo.atimeNs;
+  const mtime = lo.mtimeNs;
   if (lo.isDirectory()) {
     await ctx.upper.mkdir(rel, 0o700);
     if (ctx.quota !== null) ctx.quota.record(await ctx.upper.lstat(rel));

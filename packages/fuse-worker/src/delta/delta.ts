@@ -393,18 +393,13 @@ export class Delta {
         const quota = this.ctx.quota;
         if (quota !== null) {
           await quota.whenReady();
-          quota.check((await upper.lstat(rel)).ino, attrs.size, path);
+          quota.check((await upper.lstat(rel)).ino, Number(attrs.size), path); // rounds only far above any quota
         }
         await upper.truncate(rel, attrs.size);
         if (quota !== null) quota.record(await upper.lstat(rel));
       }
       if (attrs.atime !== undefined || attrs.mtime !== undefined) {
-        const st = await upper.lstat(rel);
-        await upper.utimes(
-          rel,
-          attrs.atime ?? Number(st.atimeNs / 1000n) / 1e6,
-          attrs.mtime ?? Number(st.mtimeNs / 1000n) / 1e6,
-        );
+        await upper.utimes(rel, attrs.atime, attrs.mtime);
       }
     });
   }

@@ -52,10 +52,11 @@ export interface RenameOptions {
 /** Attributes `Delta.setattr` may change (chown is refused by the caller). */
 export interface SetattrOptions {
   readonly mode?: number;
-  readonly size?: number;
-  /** Seconds since the epoch (fractions allowed) or a Date. */
-  readonly atime?: number | Date;
-  readonly mtime?: number | Date;
+  /** Exact: a bigint above 2^53 - 1. */
+  readonly size?: number | bigint;
+  /** Nanoseconds since the epoch, or 'now' (set exactly, utimensat). */
+  readonly atime?: bigint | 'now';
+  readonly mtime?: bigint | 'now';
 }
 
 /** The subset of a pino logger the delta layer uses. */

@@ -13,12 +13,14 @@ export interface FuseAttr {
   readonly uid: number;
   readonly gid: number;
   readonly rdev: number;
-  readonly size: number;
+  /** Exact: a bigint above 2^53 - 1. */
+  readonly size: number | bigint;
   readonly blocks: number;
   readonly blksize: number;
-  readonly atimeMs: number;
-  readonly mtimeMs: number;
-  readonly ctimeMs: number;
+  /** Nanoseconds since the epoch; the binding sends them to the kernel as exact timespecs. */
+  readonly atimeNs: bigint;
+  readonly mtimeNs: bigint;
+  readonly ctimeNs: bigint;
 }
 
 const S_IFMT = constants.S_IFMT;
@@ -76,11 +78,18 @@ export function toAttr(stat: BigIntStats, options: AttrOptions): FuseAttr {
     uid: options.uid,
     gid: options.gid,
     rdev: Number(stat.rdev),
-    size: Number(stat.size),
+    size: exactSize(stat.size),
     blocks: Number(stat.blocks),
     blksize: Number(stat.blksize),
-    atimeMs: Number(stat.atimeNs / 1_000_000n),
-    mtimeMs: Number(stat.mtimeNs / 1_000_000n),
-    ctimeMs: Number(stat.ctimeNs / 1_000_000n),
+    atimeNs: stat.atimeNs,
+    mtimeNs: stat.mtimeNs,
+    ctimeNs: stat.ctimeNs,
   };
+}
+
+const MAX_SAFE = BigInt(Number.MAX_SAFE_INTEGER);
+
+/** A size as a number while that is exact, else the bigint itself (never rounded). */
+export function exactSize(size: bigint): number | bigint {
+  return size <= MAX_SAFE ? Number(size) : size;
 }

@@ -10,6 +10,7 @@
 //   them), so their checks are exact. Data on the warm path may be served by the kernel's caches; what
 //   the kernel enforces there is the mode bits we report (attrs.ts), and rule changes invalidate them.
 import { constants, readSync, writeSync } from 'node:fs';
+import { hostIo } from 'fuse-native/lowlevel.js';
 import { statfs } from 'node:fs/promises';
 import { atLeast } from '@agentfense/protocol';
 import type { Permission, RuleSet } from '@agentfense/protocol';
@@ -17,6 +18,7 @@ import type { AuditLog } from '../audit.js';
 import type { Delta } from '../delta/delta.js';
 import type { DeltaLookup } from '../delta/types.js';
 import { quotaStatfs, writeWithin } from '../delta/quota.js';
+import { timespec } from '../host/host-dir.js';
 import type { HostFile } from '../host/raw-file.js';
 import { FsError } from '../errors.js';
 import { stableIno, toAttr } from './attrs.js';
@@ -60,15 +62,18 @@ export interface DirEntryOut {
   readonly nextOffset: number;
 }
 
-/** SETATTR fields (absent = unchanged); times in ms since the epoch or 'now'. */
+/** SETATTR fields (absent = unchanged); sizes exact (bigint above 2^53 - 1), times in ns or 'now'. */
 export interface SetattrChanges {
   readonly mode?: number;
   readonly uid?: number;
   readonly gid?: number;
-  readonly size?: number;
-  readonly atime?: number | 'now';
-  readonly mtime?: number | 'now';
+  readonly size?: number | bigint;
+  readonly atime?: bigint | 'now';
+  readonly mtime?: bigint | 'now';
 }
+
+/** A file offset exactly as the kernel sent it: a bigint above 2^53 - 1 (see docs/fuse-native.md). */
+export type Offset = number | bigint;
 
 export interface StatfsReply {
   readonly bsize: number;
@@ -291,8 +296,8 @@ export class PolicyFs {
     // Visibility first: a node the rules now hide is ENOENT for chown too (and its audit says so).
     const permission = path === null ? 'write' : this.#visiblePermission(path, node.isDir, caller, 'setattr');
     if (chown) throw this.#deny('chown', path ?? `<unlinked #${ino}>`, permission, 'EPERM', caller);
-    const atime = toSeconds(changes.atime);
-    const mtime = toSeconds(changes.mtime);
+    const atime = changes.atime;
+    const mtime = changes.mtime;
     if (path === null) return this.#orphanSetattr(node, changes, atime, mtime);
     if (permission !== 'write') throw this.#deny('setattr', path, permission, 'EACCES', caller);
     await this.#delta.setattr(path, {
@@ -467,7 +472,7 @@ export class PolicyFs {
   // --- data ------------------------------------------------------------------------------------------
 
   /** READ: needs read; served from a per-node host handle. */
-  async read(ino: number, size: number, offset: number, caller: Caller): Promise<Buffer> {
+  async read(ino: number, size: number, offset: Offset, caller: Caller): Promise<Buffer> {
     this.#predictor.noteRead(ino);
     // Synchronous pread (see #withFd): from the page cache it takes a few µs, an async one 40+ µs.
     return this.#withFd(ino, false, caller, 'read', (fd) => {
@@ -485,7 +490,7 @@ export class PolicyFs {
   async readReply(
     ino: number,
     size: number,
-    offset: number,
+    offset: Offset,
     caller: Caller,
     reply: (data: Uint8Array) => void,
   ): Promise<void> {
@@ -512,17 +517,22 @@ export class PolicyFs {
     });
   }
 
-  /** WRITE: needs write; the first write copies the file up into the delta. */
-  async write(ino: number, data: Buffer, offset: number, caller: Caller): Promise<number> {
+  /**
+   * WRITE: needs write; the first write copies the file up into the delta. An offset above 2^53 - 1
+   * arrives as a bigint and goes to pwrite(2) exactly (hostIo): Node's writeSync would take it as "the
+   * current position" and write elsewhere. The host filesystem answers EFBIG past its own limit.
+   */
+  async write(ino: number, data: Buffer, offset: Offset, caller: Caller): Promise<number> {
+    const put = (fd: number): number =>
+      typeof offset === 'bigint'
+        ? hostIo.pwrite(fd, data, offset)
+        : writeSync(fd, data, 0, data.length, offset);
     const quota = this.#delta.quota;
-    if (quota === null) {
-      return this.#withFd(ino, true, caller, 'write', (fd) => writeSync(fd, data, 0, data.length, offset));
-    }
+    if (quota === null) return this.#withFd(ino, true, caller, 'write', put);
     if (!quota.ready) await quota.whenReady();
+    // Number(offset) only rounds above 2^53, far beyond any quota: such a write is refused either way.
     return this.#withFd(ino, true, caller, 'write', (fd) =>
-      writeWithin(quota, fd, { offset, length: data.length }, `write #${ino}`, () =>
-        writeSync(fd, data, 0, data.length, offset),
-      ),
+      writeWithin(quota, fd, { offset: Number(offset), length: data.length }, `write #${ino}`, () => put(fd)),
     );
   }
 
@@ -766,7 +776,7 @@ export class PolicyFs {
   async #orphanAttr(node: Inode): Promise<FuseAttr> {
     if (node.isDir) {
       // A removed directory still someone's cwd: empty, no links, as a disk reports it.
-      const now = Date.now();
+      const now = BigInt(Date.now()) * 1_000_000n;
       return {
         ino: node.stIno,
         mode: S_IFDIR | 0o755,
@@ -777,9 +787,9 @@ export class PolicyFs {
         size: 0,
         blocks: 0,
         blksize: 4096,
-        atimeMs: now,
-        mtimeMs: now,
-        ctimeMs: now,
+        atimeNs: now,
+        mtimeNs: now,
+        ctimeNs: now,
       };
     }
     const handle = this.handles.get(node.ino, false);
@@ -791,16 +801,17 @@ export class PolicyFs {
   async #orphanSetattr(
     node: Inode,
     changes: SetattrChanges,
-    atime: number | undefined,
-    mtime: number | undefined,
+    atime: bigint | 'now' | undefined,
+    mtime: bigint | 'now' | undefined,
   ): Promise<FuseAttr> {
     const handle = this.handles.get(node.ino, true);
     if (handle === undefined) throw new FsError('ENOENT', `inode ${node.ino} was removed`);
     if (changes.mode !== undefined) await handle.chmod(changes.mode & 0o7777);
-    if (changes.size !== undefined) await handle.truncate(changes.size);
+    if (changes.size !== undefined) hostIo.ftruncate(handle.fd, changes.size);
     if (atime !== undefined || mtime !== undefined) {
-      const stat = await handle.stat();
-      await handle.utimes(atime ?? stat.atimeMs / 1000, mtime ?? stat.mtimeMs / 1000);
+      const [aSec, aNsec] = timespec(atime);
+      const [mSec, mNsec] = timespec(mtime);
+      hostIo.futimens(handle.fd, aSec, aNsec, mSec, mNsec);
     }
     return this.#orphanAttr(node);
   }
@@ -946,11 +957,6 @@ export class PolicyFs {
       pid: caller.pid,
     });
   }
-}
-
-function toSeconds(time: number | 'now' | undefined): number | undefined {
-  if (time === undefined) return undefined;
-  return (time === 'now' ? Date.now() : time) / 1000;
 }
 
 function typeBits(type: string): number {

@@ -8,6 +8,8 @@ import fsp from 'node:fs/promises';
 import type { FileHandle } from 'node:fs/promises';
 import { promisify } from 'node:util';
 
+import { hostIo } from 'fuse-native/lowlevel.js';
+
 import { DirFdCache, type CachedDir } from './dir-fd-cache.js';
 import { fdPath, PATH_ONLY_FLAGS, WALK_DIR_FLAGS } from './flags.js';
 import { relJoin, splitRel } from './rel-path.js';
@@ -273,20 +275,30 @@ export class HostDir {
     }
   }
 
-  /** Sets atime/mtime with utimensat(AT_SYMLINK_NOFOLLOW) (works on symlinks; seconds as fractions). */
-  async utimes(rel: string, atime: number | Date, mtime: number | Date): Promise<void> {
+  /**
+   * Sets atime/mtime (nanoseconds since the epoch, 'now', or undefined = unchanged) with
+   * utimensat(AT_SYMLINK_NOFOLLOW): exact to the nanosecond (Node's utimes takes fractional seconds, which
+   * a double cannot hold to the nanosecond), and works on symlinks.
+   */
+  async utimes(rel: string, atime: TimeSpec, mtime: TimeSpec): Promise<void> {
+    const [aSec, aNsec] = timespec(atime);
+    const [mSec, mNsec] = timespec(mtime);
     if (rel === '') {
-      await fsp.utimes(fdPath(this.root.handle.fd), atime, mtime);
+      hostIo.lutimens(fdPath(this.root.handle.fd), aSec, aNsec, mSec, mNsec);
       return;
     }
-    await this.inParent(rel, (at) => fsp.lutimes(at, atime, mtime));
+    await this.inParent(rel, (at) => {
+      hostIo.lutimens(at, aSec, aNsec, mSec, mNsec);
+      return Promise.resolve();
+    });
   }
 
-  /** ftruncate through an fd opened O_WRONLY|O_NOFOLLOW. */
-  async truncate(rel: string, size: number): Promise<void> {
+  /** ftruncate through an fd opened O_WRONLY|O_NOFOLLOW; sizes above 2^53 exact (bigint). */
+  async truncate(rel: string, size: number | bigint): Promise<void> {
     const handle = await this.open(rel, constants.O_WRONLY);
     try {
-      await handle.truncate(size);
+      if (typeof size === 'bigint') hostIo.ftruncate(handle.fd, size);
+      else await handle.truncate(size);
     } finally {
       await handle.close();
     }
@@ -399,4 +411,22 @@ function direntType(entry: {
   if (entry.isSymbolicLink()) return 'symlink';
   if (entry.isFIFO()) return 'fifo';
   return 'other';
+}
+
+/** A time to set: nanoseconds since the epoch, 'now', or undefined (left unchanged). */
+export type TimeSpec = bigint | 'now' | undefined;
+
+const NS_PER_S = 1_000_000_000n;
+
+/** (seconds, nanoseconds) for utimensat: floored, so times before 1970 keep 0 <= nsec < 1e9. */
+export function timespec(time: TimeSpec): [bigint | number, number] {
+  if (time === undefined) return [0, hostIo.UTIME_OMIT];
+  if (time === 'now') return [0, hostIo.UTIME_NOW];
+  let sec = time / NS_PER_S;
+  let nsec = time - sec * NS_PER_S;
+  if (nsec < 0n) {
+    sec -= 1n;
+    nsec += NS_PER_S;
+  }
+  return [sec, Number(nsec)];
 }

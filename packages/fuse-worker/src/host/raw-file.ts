@@ -7,7 +7,12 @@ export interface HostFile {
   /** The descriptor, or -1 from the moment close() is called. */
   readonly fd: number;
   close(): Promise<void>;
-  read(buffer: Buffer, offset: number, length: number, position: number): Promise<{ bytesRead: number }>;
+  read(
+    buffer: Buffer,
+    offset: number,
+    length: number,
+    position: number | bigint,
+  ): Promise<{ bytesRead: number }>;
   stat(options: { bigint: true }): Promise<BigIntStats>;
   sync(): Promise<void>;
   datasync(): Promise<void>;
@@ -48,7 +53,12 @@ export class RawFile implements HostFile {
     return this.#closed;
   }
 
-  read(buffer: Buffer, offset: number, length: number, position: number): Promise<{ bytesRead: number }> {
+  read(
+    buffer: Buffer,
+    offset: number,
+    length: number,
+    position: number | bigint,
+  ): Promise<{ bytesRead: number }> {
     return this.#run((fd, done: Callback<{ bytesRead: number }>) =>
       read(fd, buffer, offset, length, position, (err, bytesRead) => done(err, { bytesRead })),
     );

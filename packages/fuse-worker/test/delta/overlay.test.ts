@@ -134,11 +134,16 @@ describe('Delta overlay', () => {
 
   it('setattr copies up and changes mode, size and times', async () => {
     const f = await fixture({ a: 'abcdef', 'd/': '' });
-    await f.delta.setattr('/a', { mode: 0o600, size: 3, mtime: 2000, atime: 1000 });
+    await f.delta.setattr('/a', {
+      mode: 0o600,
+      size: 3,
+      mtime: 2_000_000_000_123n,
+      atime: 1_000_000_000_000n,
+    });
     const st = (await f.delta.lookup('/a'))?.stat;
     expect(Number(st?.mode) & 0o777).toBe(0o600);
     expect(st?.size).toBe(3n);
-    expect(st?.mtimeNs).toBe(2_000_000_000_000n);
+    expect(st?.mtimeNs).toBe(2_000_000_000_123n); // exact to the nanosecond
     expect(await read(f.delta, '/a')).toBe('abc');
     await f.delta.setattr('/d', { mode: 0o700 });
     expect(Number((await f.delta.lookup('/d'))?.stat.mode) & 0o777).toBe(0o700);

@@ -33,9 +33,9 @@ describe('HostDir basics', () => {
     expect((await dir.lstat('c/f')).nlink).toBe(2n);
     await dir.chmod('c/f', 0o600);
     expect((await stat(join(root, 'c/f'))).mode & 0o777).toBe(0o600);
-    await dir.utimes('c/f', 1000, 2000);
-    expect((await stat(join(root, 'c/f'))).mtimeMs).toBe(2_000_000);
-    await dir.utimes('a/l', 1, 3);
+    await dir.utimes('c/f', 1_000_000_000_000n, 2_000_000_000_001n);
+    expect((await stat(join(root, 'c/f'), { bigint: true })).mtimeNs).toBe(2_000_000_000_001n);
+    await dir.utimes('a/l', 1_000_000_000n, 3_000_000_000n);
     expect((await lstat(join(root, 'a/l'))).mtimeMs).toBe(3000);
     await dir.truncate('c/f', 2);
     expect(await readFile(join(root, 'c/f'), 'utf8')).toBe('he');
