@@ -5,7 +5,16 @@ import n from 'eslint-plugin-n';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['**/dist/**', '**/node_modules/**', 'coverage/**', 'patches/**'] },
+  {
+    ignores: [
+      '**/dist/**',
+      '**/node_modules/**',
+      'coverage/**',
+      'patches/**',
+      // Generated from the .proto files at build time (packages/control/scripts/gen-proto.js).
+      'packages/control/src/grpc/gen/**',
+    ],
+  },
   js.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
   {
@@ -18,6 +27,7 @@ export default tseslint.config(
             'scripts/*.js',
             'packages/*/bin/*.js',
             'packages/*/bench/*.js',
+            'packages/*/scripts/*.js',
           ],
           // One bench script per package plus scripts and configs: more than the default cap of 8.
           maximumDefaultProjectFileMatchCount_THIS_WILL_SLOW_DOWN_LINTING: 32,

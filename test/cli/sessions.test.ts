@@ -63,7 +63,7 @@ describe('agentfense session (through agentfense serve)', () => {
   beforeAll(async () => {
     server = execa(
       process.execPath,
-      [bin, 'serve', '--listen', '127.0.0.1:0', '--data', join(scratch, 'served')],
+      [bin, 'serve', '--listen', '127.0.0.1:0', '--grpc-listen', '', '--data', join(scratch, 'served')],
       {
         reject: false,
       },

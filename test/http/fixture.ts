@@ -45,7 +45,7 @@ export async function tokenFile(dir: string, token = 'a'.repeat(16) + 'b'.repeat
 export async function launchServer(args: readonly string[], dataDir: string): Promise<Served> {
   const child = execa(
     process.execPath,
-    [bin, 'serve', '--listen', '127.0.0.1:0', '--data', dataDir, ...args],
+    [bin, 'serve', '--listen', '127.0.0.1:0', '--grpc-listen', '', '--data', dataDir, ...args],
     {
       reject: false,
       all: true,

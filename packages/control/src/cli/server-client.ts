@@ -6,7 +6,7 @@ import type { Command } from 'commander';
 import { UnavailableError, fromWire } from '@agentfense/protocol';
 
 /** The server the CLI talks to when none is named. */
-export const DEFAULT_SERVER = 'http://127.0.0.1:9000';
+export const DEFAULT_SERVER = 'http://127.0.0.1:8080';
 /** Environment variables that name the server and its token file. */
 export const SERVER_ENV = 'AGENTFENSE_SERVER';
 export const TOKEN_FILE_ENV = 'AGENTFENSE_TOKEN_FILE';

@@ -1,17 +1,21 @@
-// `agentfense serve [--listen 127.0.0.1:9000] [--data DIR] [--token-file F]`: the control plane as an
-// HTTP service (SPEC §7) in the foreground. SIGINT/SIGTERM stop accepting, abort running commands, stop
-// every sandbox's worker and unmount everything before the process exits.
+// `agentfense serve [--listen 127.0.0.1:8080] [--grpc-listen 127.0.0.1:9000] [--data DIR] [--token-file F]`:
+// the control plane as an HTTP service (docs/contract.md §7) and a gRPC service (sandbox.v1, the original's
+// wire API, issue 14) in the foreground, both over one backend and one token; an empty address disables a
+// face. SIGINT/SIGTERM stop accepting on both, abort running commands, stop every sandbox's worker and
+// unmount everything before the process exits.
 import type { Command } from 'commander';
 import { InvalidArgumentError, UnavailableError } from '@agentfense/protocol';
 import { ControlPlane } from '../../control-plane.js';
 import { assertListenAllowed, parseListen, readTokenFile } from '../../http/auth.js';
 import { controlPlaneBackend, defaultMaxConcurrentStarts } from '../../http/backend.js';
 import { createHttpServer } from '../../http/server.js';
+import { createGrpcServer } from '../../grpc/server.js';
 import type { CliContext } from '../io.js';
 import { untilSignal } from '../signals.js';
 
 interface ServeFlags {
   readonly listen: string;
+  readonly grpcListen: string;
   readonly data?: string;
   readonly tokenFile?: string;
   readonly maxStarts?: string;
@@ -22,8 +26,19 @@ interface ServeFlags {
 export function registerServe(program: Command, { io, result }: CliContext): void {
   program
     .command('serve')
-    .description('serve the HTTP API (JSON over HTTP, routes in GET /v1/openapi.json) until SIGINT/SIGTERM')
-    .option('--listen <host:port>', 'address to listen on (port 0: any free port)', '127.0.0.1:9000')
+    .description(
+      'serve the HTTP API (JSON over HTTP, routes in GET /v1/openapi.json) and the gRPC API (sandbox.v1) until SIGINT/SIGTERM',
+    )
+    .option(
+      '--listen <host:port>',
+      'HTTP address (port 0: any free port; "" disables HTTP)',
+      '127.0.0.1:8080',
+    )
+    .option(
+      '--grpc-listen <host:port>',
+      'gRPC address, sandbox.v1 as the original\'s SDK speaks it (port 0: any free port; "" disables gRPC)',
+      '127.0.0.1:9000',
+    )
     .option('--data <dir>', 'the data directory (default $AGENTFENSE_DATA_DIR or ~/.local/share/agentfense)')
     .option(
       '--token-file <file>',
@@ -38,7 +53,11 @@ export function registerServe(program: Command, { io, result }: CliContext): voi
       'largest uploaded file; larger uploads are refused with 413 (default 1 GiB)',
     )
     .action(async (flags: ServeFlags) => {
-      const address = parseListen(flags.listen);
+      const httpAddress = flags.listen === '' ? undefined : parseListen(flags.listen);
+      const grpcAddress = flags.grpcListen === '' ? undefined : parseGrpcListen(flags.grpcListen);
+      if (httpAddress === undefined && grpcAddress === undefined) {
+        throw new InvalidArgumentError('--listen and --grpc-listen are both empty: nothing to serve');
+      }
       const maxStarts = flags.maxStarts === undefined ? undefined : Number(flags.maxStarts);
       if (maxStarts !== undefined && !(Number.isSafeInteger(maxStarts) && maxStarts >= 1)) {
         throw new InvalidArgumentError(`--max-starts must be a positive integer, got ${flags.maxStarts}`);
@@ -50,41 +69,60 @@ export function registerServe(program: Command, { io, result }: CliContext): voi
         );
       }
       const token = flags.tokenFile === undefined ? undefined : await readTokenFile(flags.tokenFile);
-      assertListenAllowed(address, token !== undefined); // before anything is opened
+      // Before anything is opened: neither face may be reachable from elsewhere without a token.
+      for (const address of [httpAddress, grpcAddress]) {
+        if (address !== undefined) assertListenAllowed(address, token !== undefined);
+      }
       const signal = untilSignal();
       try {
         const plane = await ControlPlane.open({
           ...(flags.data === undefined ? {} : { dataDir: flags.data }),
           ...(maxUploadBytes === undefined ? {} : { maxUploadBytes }),
         });
-        const server = createHttpServer({
-          backend: controlPlaneBackend(
-            plane,
-            maxStarts === undefined ? {} : { maxConcurrentStarts: maxStarts },
-          ),
-          ...(token === undefined ? {} : { token }),
-          ...(maxUploadBytes === undefined ? {} : { maxUploadBytes }),
-          logger: plane.logger.child({ component: 'http' }),
-        });
+        // One backend behind both faces: the same sandboxes, sessions and start queue.
+        const backend = controlPlaneBackend(
+          plane,
+          maxStarts === undefined ? {} : { maxConcurrentStarts: maxStarts },
+        );
+        const http =
+          httpAddress === undefined
+            ? undefined
+            : createHttpServer({
+                backend,
+                ...(token === undefined ? {} : { token }),
+                ...(maxUploadBytes === undefined ? {} : { maxUploadBytes }),
+                logger: plane.logger.child({ component: 'http' }),
+              });
+        const grpc =
+          grpcAddress === undefined
+            ? undefined
+            : createGrpcServer({
+                backend,
+                ...(token === undefined ? {} : { token }),
+                logger: plane.logger.child({ component: 'grpc' }),
+              });
         try {
-          let bound;
-          try {
-            bound = await server.listen(address);
-          } catch (err) {
-            throw new UnavailableError(`cannot listen on ${flags.listen}: ${(err as Error).message}`, {
-              cause: err,
-            });
+          const served: string[] = [];
+          if (http !== undefined && httpAddress !== undefined) {
+            const bound = await listening(flags.listen, () => http.listen(httpAddress));
+            served.push(`http://${hostPort(bound)}`);
           }
-          const host = bound.host.includes(':') ? `[${bound.host}]` : bound.host;
+          if (grpc !== undefined && grpcAddress !== undefined) {
+            const bound = await listening(flags.grpcListen, () => grpc.listen(grpcAddress));
+            served.push(`grpc://${hostPort(bound)}`);
+          }
           io.stderr.write(
-            `agentfense: serving http://${host}:${bound.port} (data ${plane.dataDir}, ${
+            `agentfense: serving ${served.join(' and ')} (data ${plane.dataDir}, ${
               token === undefined ? 'no authentication' : 'bearer token required'
             }); Ctrl-C stops\n`,
           );
           const ended = await signal.promise;
           io.stderr.write(`agentfense: ${ended}: stopping sandboxes and unmounting\n`);
         } finally {
-          await server.close();
+          // gRPC first: its close aborts its commands and ends its calls at once, so the HTTP close,
+          // which closes the backend after its own requests end, never pulls it from under a gRPC call.
+          await grpc?.close();
+          await (http === undefined ? backend.close() : http.close());
         }
       } finally {
         signal.dispose();
@@ -92,4 +130,26 @@ export function registerServe(program: Command, { io, result }: CliContext): voi
       io.stderr.write('agentfense: stopped\n');
       result.exitCode = 0;
     });
+}
+
+async function listening<T>(flag: string, listen: () => Promise<T>): Promise<T> {
+  try {
+    return await listen();
+  } catch (err) {
+    throw new UnavailableError(`cannot listen on ${flag}: ${(err as Error).message}`, { cause: err });
+  }
+}
+
+function hostPort(address: { host: string; port: number }): string {
+  return `${address.host.includes(':') ? `[${address.host}]` : address.host}:${address.port}`;
+}
+
+/** parseListen, with the error naming the flag that was wrong. */
+function parseGrpcListen(value: string): ReturnType<typeof parseListen> {
+  try {
+    return parseListen(value);
+  } catch (err) {
+    if (!(err instanceof InvalidArgumentError)) throw err;
+    throw new InvalidArgumentError(err.message.replace('--listen', '--grpc-listen'));
+  }
 }
