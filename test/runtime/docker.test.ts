@@ -92,10 +92,20 @@ describe.skipIf(docker.unavailable !== null)(
           ).rejects.toThrow(/agentfense setup docker/);
         });
 
-        it('no docker CLI: UnavailableError saying how to install it', async () => {
+        it('needs no docker CLI at run time: the Engine API over the socket is enough', async () => {
+          // A docker CLI that does not exist: check(), start() and exec() never look for one.
           const rt = createDockerRuntime({ ...base, dockerPath: '/nonexistent/docker' });
-          await expect(rt.check()).rejects.toThrow(UnavailableError);
-          await expect(rt.check()).rejects.toThrow(/apt-get install docker\.io/);
+          await rt.check();
+          const fx = await fixture();
+          onTestFinished(() => fx.cleanup());
+          const sb = await rt.start({
+            sandboxId: 'sb_nocli',
+            workspaceHostPath: fx.workspaceHostPath,
+            stateDir: fx.stateDir,
+          });
+          onTestFinished(() => sb.stop());
+          const r = await sb.exec({ command: ['sh', '-c', 'echo out; echo err >&2; exit 3'] });
+          expect([r.stdout.toString(), r.stderr.toString(), r.exitCode]).toEqual(['out\n', 'err\n', 3]);
         });
 
         it('missing default image: check() names `agentfense setup docker`', async () => {

@@ -26,6 +26,8 @@ export const SANDBOX_HOSTNAME = 'agentfense';
 export const DEFAULT_IMAGE = 'agentfense/base:latest';
 /** Label carrying the sandbox id on every container we create (used to find leftovers). */
 export const SANDBOX_LABEL = 'io.agentfense.sandbox';
+/** Label carrying the sandbox's state directory (under the data dir): recovery removes containers by it. */
+export const STATE_LABEL = 'io.agentfense.state-dir';
 
 /**
  * The environment every command starts from (PATH comes from the image, or docker's standard PATH when the
@@ -124,7 +126,18 @@ export interface DockerRunSpec {
   readonly swapLimit: boolean;
   /** Mount the image read-only (default true); /tmp and HOME are tmpfs either way. */
   readonly readOnlyRootfs?: boolean;
+  /** uid:gid of the container's processes; default SANDBOX_USER. */
+  readonly user?: string;
+  /** More labels (e.g. the data directory), besides SANDBOX_LABEL. */
+  readonly labels?: Readonly<Record<string, string>>;
+  /** A seccomp profile (Docker's JSON) replacing the engine's default; absent: the engine's default. */
+  readonly seccompProfile?: string;
+  /** Size of /tmp (bytes); absent: the tmpfs default (half the RAM, charged to the memory limit). */
+  readonly tmpBytes?: number | null;
 }
+
+/** Stands for the seccomp profile's JSON in audit records (it is long and constant). */
+export const SECCOMP_PLACEHOLDER = '<agentfense-seccomp-profile>';
 
 /** Quotes one CSV field the way docker's `--mount` parser (encoding/csv) reads it. */
 export function csvField(value: string): string {
@@ -144,6 +157,7 @@ export function buildRunArgs(spec: DockerRunSpec): string[] {
     spec.containerName,
     '--label',
     `${SANDBOX_LABEL}=${spec.sandboxId}`,
+    ...Object.entries(spec.labels ?? {}).flatMap(([k, v]) => ['--label', `${k}=${v}`]),
     // --- process model: docker's init (tini) as pid 1 reaps orphans; nothing is logged by pid 1 ---
     '--init',
     '--log-driver',
@@ -152,11 +166,12 @@ export function buildRunArgs(spec: DockerRunSpec): string[] {
     SANDBOX_HOSTNAME,
     // --- privileges: an unprivileged user, no capabilities, no way to gain any (setuid binaries included) ---
     '--user',
-    SANDBOX_USER,
+    spec.user ?? SANDBOX_USER,
     '--cap-drop',
     'ALL',
     '--security-opt',
     'no-new-privileges',
+    ...(spec.seccompProfile === undefined ? [] : ['--security-opt', `seccomp=${SECCOMP_PLACEHOLDER}`]),
     // --- namespaces: private IPC and cgroup views; network off unless asked for ---
     '--ipc',
     'private',
@@ -167,9 +182,9 @@ export function buildRunArgs(spec: DockerRunSpec): string[] {
     // --- filesystem: read-only image, private tmpfs /tmp and HOME, the workspace last ---
     ...(spec.readOnlyRootfs === false ? [] : ['--read-only']),
     '--tmpfs',
-    '/tmp:rw,nosuid,nodev,mode=1777',
+    `/tmp:rw,nosuid,nodev,mode=1777${spec.tmpBytes == null ? '' : `,size=${String(spec.tmpBytes)}`}`,
     '--tmpfs',
-    `${SANDBOX_HOME}:rw,nosuid,nodev,uid=1000,gid=1000,mode=0700`,
+    `${SANDBOX_HOME}:rw,nosuid,nodev,uid=${userPart(spec.user, 0)},gid=${userPart(spec.user, 1)},mode=0700`,
     // rslave: a mount made later under the workspace on the host (a worker remounted after a crash) shows up
     // inside the running container. Docker requires the source to be on a shared or slave mount.
     '--mount',
@@ -192,6 +207,11 @@ export function buildRunArgs(spec: DockerRunSpec): string[] {
     'infinity',
   ];
   return args;
+}
+
+/** The uid (0) or gid (1) of `user` (default SANDBOX_USER). */
+export function userPart(user: string | undefined, index: 0 | 1): string {
+  return (user ?? SANDBOX_USER).split(':')[index] ?? '1000';
 }
 
 /** `--memory`, `--pids-limit`, `--cpu-*` for the limits that are in force. */
@@ -220,6 +240,8 @@ export interface DockerExecSpec {
   readonly command: string | readonly string[];
   /** Attach stdin (`--interactive`): when the caller passes stdin bytes, or for spawn's raw pipes. */
   readonly interactive: boolean;
+  /** uid:gid the command runs as; default SANDBOX_USER. */
+  readonly user?: string;
 }
 
 /** The `docker exec` arguments (without the leading `docker`) that run one command under the wrapper. */
@@ -232,7 +254,7 @@ export function buildExecArgs(spec: DockerExecSpec): string[] {
     'exec',
     ...(spec.interactive ? ['--interactive'] : []),
     '--user',
-    SANDBOX_USER,
+    spec.user ?? SANDBOX_USER,
     '--workdir',
     cwd,
     ...Object.entries(env).flatMap(([name, value]) => ['--env', `${name}=${value}`]),

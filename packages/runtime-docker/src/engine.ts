@@ -4,8 +4,14 @@ import { constants } from 'node:fs';
 import { access } from 'node:fs/promises';
 import { posix } from 'node:path';
 import { execa } from 'execa';
-import type { AgentFenseError } from '@agentfense/protocol';
-import { InternalError, InvalidArgumentError, UnavailableError, WrongStateError } from '@agentfense/protocol';
+import {
+  AgentFenseError,
+  InternalError,
+  InvalidArgumentError,
+  UnavailableError,
+  WrongStateError,
+} from '@agentfense/protocol';
+import { EngineApiError, EngineUnreachableError, unreachableEngine } from './api.js';
 import { DEFAULT_IMAGE } from './args.js';
 
 /** Where `docker` is looked for when no path is configured (PATH of the control plane, then Debian's). */
@@ -117,7 +123,8 @@ export async function runDocker(
 export interface EngineErrorContext {
   /** e.g. `starting the sandbox container`. */
   readonly action: string;
-  readonly cli: DockerCli;
+  /** Where the engine is (a DockerCli or an EngineApi: both carry `host`). */
+  readonly cli: { readonly host: string };
   /** The image involved, if any (named in missing-image errors). */
   readonly image?: string;
 }
@@ -132,13 +139,7 @@ export function isEngineUnreachable(stderr: string): boolean {
 /** Turns the engine's stderr into an AgentFense error with a stable code and a message that says what to do. */
 export function engineError(stderr: string, context: EngineErrorContext): AgentFenseError {
   const said = stderr.trim().split('\n').filter(Boolean).slice(0, 3).join(' / ') || 'no message';
-  if (isEngineUnreachable(stderr)) {
-    return new UnavailableError(
-      `no Docker engine answers at ${context.cli.host} (${said}): start one — \`${SETUP_COMMAND}\` can start ` +
-        `Debian's dockerd with safe flags — or point DOCKER_HOST at a running engine`,
-      { details: { engine: context.cli.host } },
-    );
-  }
+  if (isEngineUnreachable(stderr)) return unreachableEngine(context.cli.host, said, SETUP_COMMAND);
   if (/No such image|Unable to find image|pull access denied|manifest unknown/i.test(stderr)) {
     const image = context.image ?? 'the image';
     const fix =
@@ -159,4 +160,26 @@ export function engineError(stderr: string, context: EngineErrorContext): AgentF
     return new WrongStateError(`the sandbox's container is not running (${said}) while ${context.action}`);
   }
   return new InternalError(`docker failed while ${context.action}: ${said}`);
+}
+
+/**
+ * Turns a failed Engine API call into an AgentFense error: no engine → unavailable (with the fix), the
+ * engine's own message mapped like the CLI's (missing image, container gone, …), a 400 → invalid argument.
+ * AgentFense errors pass through unchanged.
+ */
+export function apiError(err: unknown, context: EngineErrorContext): AgentFenseError {
+  if (err instanceof AgentFenseError) return err;
+  if (err instanceof EngineUnreachableError) {
+    return unreachableEngine(context.cli.host, err.message, SETUP_COMMAND);
+  }
+  if (err instanceof EngineApiError) {
+    const mapped = engineError(err.message, context);
+    if (mapped instanceof InternalError && err.status === 400) {
+      return new InvalidArgumentError(`the Docker engine refused ${context.action}: ${err.message}`);
+    }
+    return mapped;
+  }
+  return new InternalError(`docker failed while ${context.action}: ${(err as Error).message}`, {
+    cause: err,
+  });
 }

@@ -1,4 +1,4 @@
-// One buffered command: launch `docker exec`, collect output (capped), and turn how it ended into the
+// One buffered command: launch an exec, collect output (capped), and turn how it ended into the
 // contract's ExecResult — or into an error when the command never started (engine gone, container gone,
 // an image without /bin/sh or setsid).
 import { finished } from 'node:stream/promises';
@@ -39,30 +39,21 @@ export async function runExec(options: RunExecOptions): Promise<ExecResult> {
     ? options.cgroup.then((cg) => cg?.oomKills() ?? null)
     : Promise.resolve(null);
   const started = performance.now();
-  const launched = launchExec({ ...options, mode: 'exec' });
+  const launched = await launchExec({ ...options, mode: 'exec' });
   const stdout = collect(launched.stdout, options, launched);
   const stderr = collect(launched.stderr, options, launched);
-  const result = await launched.subprocess;
-  // The parser re-emits stderr after the CLI's pipe ended: wait until both streams have delivered everything.
+  await launched.exited;
+  // The parser re-emits stderr after the stream ended: wait until both have delivered everything.
   await Promise.all([launched.stdout, launched.stderr].map((s) => finished(s).catch(() => undefined)));
+  const exitCode0 = await launched.exitCode;
   const durationMs = performance.now() - started;
   const session = await launched.session;
-  if (launched.stderr.preamble.length > 0) {
-    logger.warn({ said: launched.stderr.preamble.toString() }, 'the docker CLI printed a warning');
-  }
-  const errText = Buffer.concat(stderr.chunks).toString();
-
   if (session === null) {
-    // The wrapper never ran: the CLI could not start, or the engine refused the exec.
-    if (result.exitCode === undefined && result.signal === undefined) {
-      throw new UnavailableError(
-        `could not run the docker CLI (${options.cli.path}): ${result.shortMessage}`,
-        {
-          cause: result.cause,
-        },
-      );
-    }
-    notStarted(errText, options);
+    // The wrapper never ran: the engine could not start the exec (it says why in the stream).
+    const said = [launched.stderr.preamble, ...stdout.chunks, ...stderr.chunks].map(String).join('');
+    notStarted(said, options);
+  } else if (launched.stderr.preamble.length > 0) {
+    logger.warn({ said: launched.stderr.preamble.toString() }, 'the engine printed a warning');
   }
   if (session !== null) {
     // Anything of the session that left the command's process group (the wrapper killed the group).
@@ -74,8 +65,8 @@ export async function runExec(options: RunExecOptions): Promise<ExecResult> {
   // return while its processes were being killed (a `wait` whose children died first returns 0). Report
   // it as bwrap does: killed by SIGKILL.
   const killed = launched.reason() !== null;
-  const exitCode = killed ? null : (result.exitCode ?? null);
-  const signal = killed ? 'SIGKILL' : (result.signal ?? null);
+  const exitCode = killed ? null : exitCode0;
+  const signal = killed ? 'SIGKILL' : null;
   const before = await oomBefore;
   const oomKilled =
     options.watchOom &&
@@ -100,7 +91,7 @@ export async function runExec(options: RunExecOptions): Promise<ExecResult> {
  * failure to start (e.g. the pids limit is exhausted: the result then carries the engine's message).
  */
 function notStarted(stderr: string, options: RunExecOptions): void {
-  const context = { action: 'running a command', cli: options.cli, image: options.image };
+  const context = { action: 'running a command', cli: options.api, image: options.image };
   if (isEngineUnreachable(stderr)) throw engineError(stderr, context);
   if (/No such container|is not running|is paused|marked for removal/i.test(stderr)) {
     throw engineError(stderr, context);

@@ -11,23 +11,24 @@ import type {
   SpawnOptions,
 } from '@agentfense/protocol';
 import { WrongStateError, validateEnv, validateTimeoutMs } from '@agentfense/protocol';
-import { buildExecArgs, buildKillArgs } from './args.js';
+import { buildExecArgs } from './args.js';
+import type { EngineApi } from './api.js';
+import { buildExecBody, buildKillBody } from './bodies.js';
 import { maskArgv } from './audit.js';
 import type { ContainerCgroup } from './cgroup.js';
-import { engineError, runDocker } from './engine.js';
-import type { DockerCli } from './engine.js';
+import { apiError } from './engine.js';
+import { EngineApiError } from './api.js';
 import { runExec } from './exec.js';
+import { launchExec } from './launch.js';
 import type { LaunchedExec } from './launch.js';
 import type { RuntimeLogger } from './logger.js';
 import type { WorkspaceRelay } from './relay.js';
 import { runSpawn } from './spawn.js';
 
-/** How long the in-container kill script may take (it normally takes one `docker exec`, ~50-100 ms). */
-const KILL_EXEC_TIMEOUT_MS = 30_000;
-/** How long `docker rm --force` may take before stop() reports the engine as unresponsive. */
+/** How long a forced removal may take before stop() reports the engine as unresponsive. */
 const REMOVE_TIMEOUT_MS = 60_000;
-/** How long each command's CLI gets to exit after its container was removed before it is SIGKILLed. */
-const CLI_EXIT_AFTER_REMOVE_MS = 5_000;
+/** How long each command's stream gets to end after its container was removed before it is dropped. */
+const STREAM_END_AFTER_REMOVE_MS = 5_000;
 
 export interface DockerInstanceOptions {
   readonly sandboxId: string;
@@ -39,7 +40,9 @@ export interface DockerInstanceOptions {
   /** The workspace relay (relay.ts), released after the container is removed. */
   readonly relay: WorkspaceRelay;
   readonly image: string;
-  readonly cli: DockerCli;
+  readonly api: EngineApi;
+  /** uid:gid of the container's processes. */
+  readonly user: string;
   /** The sandbox-wide environment (validated; already in the container's config). */
   readonly env: Readonly<Record<string, string>>;
   readonly limits: EnforcedLimits;
@@ -82,7 +85,7 @@ export class DockerInstance implements RuntimeInstance {
     this.#assertRunning();
     validateTimeoutMs(options.timeoutMs);
     const stdin = typeof options.stdin === 'string' ? Buffer.from(options.stdin) : options.stdin;
-    const { args, audit } = this.#prepare({
+    const { body, audit } = this.#prepare({
       command: options.command,
       env: options.env,
       cwd: options.cwd,
@@ -92,7 +95,7 @@ export class DockerInstance implements RuntimeInstance {
     return this.#unlessStopped(
       runExec({
         ...this.#launchBase(),
-        args,
+        body,
         audit,
         image: o.image,
         maxOutputBytes: o.maxOutputBytes,
@@ -109,13 +112,13 @@ export class DockerInstance implements RuntimeInstance {
 
   async spawn(options: SpawnOptions): Promise<SandboxProcess> {
     this.#assertRunning();
-    const { args, audit } = this.#prepare({
+    const { body, audit } = this.#prepare({
       command: options.argv,
       env: options.env,
       cwd: options.cwd,
       interactive: true,
     });
-    return this.#unlessStopped(runSpawn({ ...this.#launchBase(), args, audit, image: this.#options.image }));
+    return this.#unlessStopped(runSpawn({ ...this.#launchBase(), body, audit, image: this.#options.image }));
   }
 
   stop(): Promise<void> {
@@ -142,13 +145,15 @@ export class DockerInstance implements RuntimeInstance {
   }
 
   #launchBase(): {
-    cli: DockerCli;
+    api: EngineApi;
+    containerId: string;
     logger: RuntimeLogger;
     killSession: (sessionId: number) => Promise<void>;
     onSpawned: (launched: LaunchedExec) => void;
   } {
     return {
-      cli: this.#options.cli,
+      api: this.#options.api,
+      containerId: this.#options.containerId,
       logger: this.#options.logger,
       killSession: (sessionId) => this.#killSession(sessionId),
       onSpawned: (launched) => this.#track(launched),
@@ -160,16 +165,19 @@ export class DockerInstance implements RuntimeInstance {
     env: Readonly<Record<string, string>> | undefined;
     cwd: string | undefined;
     interactive: boolean;
-  }): { args: string[]; audit: ExecAudit } {
+  }): { body: ReturnType<typeof buildExecBody>; audit: ExecAudit } {
     const o = this.#options;
     const env = validateEnv(command.env ?? {});
-    const args = buildExecArgs({
-      container: o.containerId,
+    const spec = {
       env,
       command: command.command,
       interactive: command.interactive,
+      user: o.user,
       ...(command.cwd === undefined ? {} : { cwd: command.cwd }),
-    });
+    };
+    const body = buildExecBody(spec);
+    // The audit record says it in the docker CLI's words (what an operator would type to reproduce it).
+    const args = buildExecArgs({ ...spec, container: o.containerId });
     const audit: ExecAudit = {
       runtime: 'docker',
       // How it ran: the container it ran in (created once per sandbox), then the exec itself.
@@ -185,7 +193,7 @@ export class DockerInstance implements RuntimeInstance {
       ],
       limits: this.limits,
     };
-    return { args, audit };
+    return { body, audit };
   }
 
   /**
@@ -197,14 +205,25 @@ export class DockerInstance implements RuntimeInstance {
     const o = this.#options;
     const cgroup = await o.cgroup;
     if (cgroup !== null && (await cgroup.killSession(sessionId))) return;
-    const result = await runDocker(o.cli, buildKillArgs(o.containerId, sessionId), {
-      timeoutMs: KILL_EXEC_TIMEOUT_MS,
-    });
-    if (result.failed && this.#stopped === undefined) {
-      o.logger.warn(
-        { sandboxId: this.sandboxId, sessionId, stderr: result.stderr },
-        'could not kill a command session inside the container',
-      );
+    try {
+      const kill = await launchExec({
+        api: o.api,
+        containerId: o.containerId,
+        body: buildKillBody(sessionId, o.user),
+        mode: 'exec',
+        killSession: () => Promise.resolve(),
+        logger: o.logger,
+      });
+      kill.stdout.resume();
+      kill.stderr.resume();
+      if ((await kill.exitCode) !== 0) throw new Error('the kill script gave up');
+    } catch (err) {
+      if (this.#stopped === undefined) {
+        o.logger.warn(
+          { sandboxId: this.sandboxId, sessionId, err },
+          'could not kill a command session inside the container',
+        );
+      }
     }
   }
 
@@ -215,13 +234,8 @@ export class DockerInstance implements RuntimeInstance {
 
   async #teardown(): Promise<void> {
     const o = this.#options;
-    // Removing the container SIGKILLs every process in it; each `docker exec` client then exits.
-    const removed = await runDocker(o.cli, ['rm', '--force', '--volumes', o.containerId], {
-      timeoutMs: REMOVE_TIMEOUT_MS,
-    });
-    if (removed.failed && !/No such container/i.test(removed.stderr)) {
-      throw engineError(removed.stderr, { action: 'removing the sandbox container', cli: o.cli });
-    }
+    // Removing the container SIGKILLs every process in it; each exec stream then ends.
+    await removeContainer(o.api, o.containerId);
     await o.relay.release();
     const live = [...this.#live];
     await Promise.all(
@@ -229,15 +243,31 @@ export class DockerInstance implements RuntimeInstance {
         const gone = await Promise.race([
           launched.exited.then(() => true),
           new Promise<boolean>((resolve) =>
-            setTimeout(() => resolve(false), CLI_EXIT_AFTER_REMOVE_MS).unref(),
+            setTimeout(() => resolve(false), STREAM_END_AFTER_REMOVE_MS).unref(),
           ),
         ]);
         if (!gone) {
-          launched.subprocess.kill('SIGKILL');
+          launched.abandon();
           await launched.exited;
         }
       }),
     );
     o.logger.debug({ sandboxId: this.sandboxId }, 'sandbox stopped');
+  }
+}
+
+/**
+ * Force-removes a container (SIGKILL to everything in it, then removal, anonymous volumes too) and checks
+ * it is gone. "No such container" is success: stop() and recovery are idempotent.
+ */
+export async function removeContainer(api: EngineApi, containerId: string): Promise<void> {
+  const context = { action: 'removing the sandbox container', cli: api };
+  try {
+    await api.request('DELETE', `/containers/${containerId}`, {
+      query: { force: true, v: true },
+      timeoutMs: REMOVE_TIMEOUT_MS,
+    });
+  } catch (err) {
+    if (!(err instanceof EngineApiError && err.status === 404)) throw apiError(err, context);
   }
 }

@@ -9,13 +9,17 @@ import {
   validateEnv,
   validateSandboxId,
 } from '@agentfense/protocol';
-import { BASE_ENV, DEFAULT_IMAGE, SANDBOX_USER, buildRunArgs } from './args.js';
+import type { ContainerInspectInfo } from 'dockerode';
+import { createEngineApi, EngineApiError } from './api.js';
+import type { EngineApi } from './api.js';
+import { BASE_ENV, DEFAULT_IMAGE, SANDBOX_USER, STATE_LABEL, buildRunArgs } from './args.js';
+import type { DockerRunSpec } from './args.js';
+import { buildCreateBody } from './bodies.js';
 import { resolveContainerCgroup } from './cgroup.js';
 import type { ContainerCgroup } from './cgroup.js';
-import { createDockerCli, engineError, runDocker } from './engine.js';
-import type { DockerCli } from './engine.js';
+import { apiError, engineError } from './engine.js';
 import { DEFAULT_MAX_OUTPUT_BYTES, MAX_OUTPUT_BYTES_LIMIT } from './exec.js';
-import { DockerInstance } from './instance.js';
+import { DockerInstance, removeContainer } from './instance.js';
 import { clearWorkspaceRelays, createWorkspaceRelay } from './relay.js';
 import { parseEngineCapabilities, planLimits } from './limits.js';
 import type { EngineCapabilities } from './limits.js';
@@ -25,7 +29,7 @@ import { validateHostPath, validateLimits } from './validate.js';
 
 /** Configuration of the docker runtime (all optional). */
 export interface DockerRuntimeOptions {
-  /** The docker CLI; default: `docker` found on PATH or in /usr/bin. */
+  /** Unused at run time (the runtime speaks the Engine API); kept so existing configurations still load. */
   readonly dockerPath?: string;
   /** The engine's address (e.g. `unix:///run/agentfense/docker.sock`); default: DOCKER_HOST, else docker's default. */
   readonly dockerHost?: string;
@@ -54,7 +58,7 @@ export interface DockerRuntimeOptions {
 
 /** What check() learned about the engine (cached). */
 interface EngineState {
-  readonly cli: DockerCli;
+  readonly api: EngineApi;
   readonly caps: EngineCapabilities;
 }
 
@@ -91,33 +95,28 @@ export function createDockerRuntime(options: DockerRuntimeOptions = {}): Sandbox
     throw new InvalidArgumentError(`invalid networkMode ${JSON.stringify(networkMode)}`);
   }
 
+  // One connection pool per runtime (undici keeps its connections alive between requests).
+  const api = createEngineApi(options.dockerHost);
   // The successful check is cached (the engine does not change its cgroup support under us); a failed one
   // is retried next time, so starting the engine does not need a restart.
   let checked: Promise<EngineState> | undefined;
   const check = (): Promise<EngineState> => {
     checked ??= (async () => {
-      const cli = await createDockerCli({
-        ...(options.dockerPath === undefined ? {} : { dockerPath: options.dockerPath }),
-        ...(options.dockerHost === undefined ? {} : { dockerHost: options.dockerHost }),
-      });
-      const info = await runDocker(cli, ['info', '--format', '{{json .}}'], { timeoutMs: QUERY_TIMEOUT_MS });
-      const parsed = parseInfo(info.stdout);
-      const serverErrors = Array.isArray(parsed?.['ServerErrors']) ? parsed['ServerErrors'].join('; ') : '';
-      if (
-        info.failed ||
-        parsed === null ||
-        serverErrors !== '' ||
-        typeof parsed['ServerVersion'] !== 'string'
-      ) {
-        throw engineError(`${info.stderr}\n${serverErrors}`, { action: 'checking the engine', cli });
+      const context = { action: 'checking the engine', cli: api };
+      const info = await api
+        .request<Record<string, unknown>>('GET', '/info', { timeoutMs: QUERY_TIMEOUT_MS })
+        .catch((err: unknown) => {
+          throw apiError(err, context);
+        });
+      if (typeof info['ServerVersion'] !== 'string') {
+        throw engineError(`no server version in ${JSON.stringify(info).slice(0, 200)}`, context);
       }
-      const image = await runDocker(cli, ['image', 'inspect', '--format', '{{.Id}}', defaultImage], {
-        timeoutMs: QUERY_TIMEOUT_MS,
-      });
-      if (image.failed) {
-        throw engineError(image.stderr, { action: 'checking the image', cli, image: defaultImage });
-      }
-      return { cli, caps: parseEngineCapabilities(parsed) };
+      await api
+        .request('GET', `/images/${encodeURIComponent(defaultImage)}/json`, { timeoutMs: QUERY_TIMEOUT_MS })
+        .catch((err: unknown) => {
+          throw apiError(err, { action: 'checking the image', cli: api, image: defaultImage });
+        });
+      return { api, caps: parseEngineCapabilities(info) };
     })();
     // Not a swallowed error: callers still get the rejection; this only forgets it so the next call retries.
     checked.catch(() => {
@@ -134,7 +133,7 @@ export function createDockerRuntime(options: DockerRuntimeOptions = {}): Sandbox
     const resources = start.resources ?? {};
     validateLimits(resources);
     const image = validateImage(start.image ?? defaultImage);
-    const { cli, caps } = await check();
+    const { caps } = await check();
     const workspace = await stat(workspaceHostPath).catch((err: unknown) => {
       throw new InvalidArgumentError(
         `workspace ${workspaceHostPath} is not accessible: ${(err as Error).message}`,
@@ -145,12 +144,13 @@ export function createDockerRuntime(options: DockerRuntimeOptions = {}): Sandbox
       throw new InvalidArgumentError(`workspace ${workspaceHostPath} is not a directory`);
 
     const name = containerName(sandboxId);
+    const user = SANDBOX_USER;
     const limits = planLimits(resources, caps);
     const relay = await createWorkspaceRelay({
       workspaceHostPath,
       scratchDir: posix.join(stateDir, SCRATCH_DIR),
     });
-    const runArgs = buildRunArgs({
+    const spec: DockerRunSpec = {
       containerName: name,
       sandboxId,
       image,
@@ -160,15 +160,20 @@ export function createDockerRuntime(options: DockerRuntimeOptions = {}): Sandbox
       env: { ...BASE_ENV, ...env },
       limits,
       swapLimit: caps.swapLimit,
+      user,
+      // Recovery finds a crashed control plane's containers by the sandbox's state directory.
+      labels: { [STATE_LABEL]: stateDir },
       ...(options.readOnlyRootfs === undefined ? {} : { readOnlyRootfs: options.readOnlyRootfs }),
-    });
-    let containerId: string;
+    };
+    // The audit record shows the container in the docker CLI's words; the engine gets the API body.
+    const runArgs = buildRunArgs(spec);
+    let containerId: string | undefined;
     try {
-      containerId = await runContainer({ cli, runArgs, name, image, logger });
+      containerId = await runContainer({ api, body: buildCreateBody(spec), name, image, logger });
       await relay.attach();
     } catch (err) {
-      await runDocker(cli, ['rm', '--force', '--volumes', name], { timeoutMs: QUERY_TIMEOUT_MS }).catch(
-        (e: unknown) => logger.warn({ err: e }, 'could not remove the container of a failed start'),
+      await removeContainer(api, containerId ?? name).catch((e: unknown) =>
+        logger.warn({ err: e }, 'could not remove the container of a failed start'),
       );
       await relay.release();
       throw err;
@@ -185,7 +190,7 @@ export function createDockerRuntime(options: DockerRuntimeOptions = {}): Sandbox
     const cgroup =
       options.hostCgroup === false
         ? Promise.resolve(null)
-        : locateCgroup(cli, containerId).catch((err: unknown) => {
+        : locateCgroup(api, containerId).catch((err: unknown) => {
             logger.warn(
               { err, sandboxId },
               'cannot see the container from the host: no OOM reports, slower kills',
@@ -198,7 +203,8 @@ export function createDockerRuntime(options: DockerRuntimeOptions = {}): Sandbox
       containerId,
       relay,
       image,
-      cli,
+      api,
+      user,
       env,
       limits,
       runArgs,
@@ -228,7 +234,19 @@ export function createDockerRuntime(options: DockerRuntimeOptions = {}): Sandbox
     },
     start,
     // The workspace relay (a bind of the sandbox's mnt under <stateDir>/docker) outlives a crash.
-    clearLeftovers: (stateDir) => clearWorkspaceRelays(posix.join(stateDir, SCRATCH_DIR)),
+    // What a crashed control plane (or a killed `run`) left: the sandbox's containers, found by the label
+    // of its state directory, then the workspace relay (a bind of the sandbox's mnt under <stateDir>/docker).
+    clearLeftovers: async (stateDir) => {
+      try {
+        const removed = await removeContainersOf(api, validateHostPath(stateDir, 'stateDir'));
+        if (removed.length > 0) logger.warn({ stateDir, removed }, 'removed leftover sandbox containers');
+      } catch (err) {
+        // No engine: nothing of ours can be running in it. The next start of the sandbox retries this.
+        if (!(err instanceof UnavailableError)) throw err;
+        logger.warn({ err, stateDir }, 'no engine to look for leftover containers in');
+      }
+      await clearWorkspaceRelays(posix.join(stateDir, SCRATCH_DIR));
+    },
   };
 }
 
@@ -240,55 +258,74 @@ function validateImage(image: string): string {
   return image;
 }
 
-/** `docker info --format '{{json .}}'` as an object, or null if it is not JSON. */
-function parseInfo(stdout: string): Record<string, unknown> | null {
-  try {
-    const parsed: unknown = JSON.parse(stdout);
-    return parsed !== null && typeof parsed === 'object' ? (parsed as Record<string, unknown>) : null;
-  } catch {
-    return null; // not JSON: the engine did not answer (the caller reports stderr)
-  }
-}
-
 /**
- * `docker run`, resolving to the container's id; a container left under the same name by a crashed control plane is removed and the run
- * retried once. A container created but not started (e.g. the mount was refused) is removed before the
- * error is reported, so a failed start leaves nothing behind.
+ * Creates and starts the container, resolving to its id. A container left under the same name by a
+ * crashed control plane is removed and the create retried once. A container created but not started
+ * (e.g. the mount was refused) is removed before the error is reported: a failed start leaves nothing.
  */
 async function runContainer(options: {
-  cli: DockerCli;
-  runArgs: readonly string[];
+  api: EngineApi;
+  body: ReturnType<typeof buildCreateBody>;
   name: string;
   image: string;
   logger: RuntimeLogger;
 }): Promise<string> {
-  const { cli, name, image, logger } = options;
+  const { api, name, image, logger } = options;
+  const context = { action: 'starting the sandbox container', cli: api, image };
   for (let attempt = 0; ; attempt++) {
-    const result = await runDocker(cli, options.runArgs, { timeoutMs: RUN_TIMEOUT_MS });
-    const id = result.stdout.trim().split('\n').pop() ?? '';
-    if (!result.failed && /^[0-9a-f]{64}$/.test(id)) return id;
-    if (!result.failed) throw new InternalError(`docker run printed no container id: ${result.stdout}`);
-    const remove = (): Promise<unknown> =>
-      runDocker(cli, ['rm', '--force', '--volumes', name], { timeoutMs: QUERY_TIMEOUT_MS });
-    if (attempt === 0 && /Conflict\. The container name/i.test(result.stderr)) {
-      logger.warn({ container: name }, 'removing a stale container with the same sandbox id');
-      await remove();
-      continue;
+    let id: string;
+    try {
+      ({ Id: id } = await api.request<{ Id: string }>('POST', '/containers/create', {
+        query: { name },
+        body: options.body,
+        timeoutMs: RUN_TIMEOUT_MS,
+      }));
+    } catch (err) {
+      if (attempt === 0 && err instanceof EngineApiError && err.status === 409) {
+        logger.warn({ container: name }, 'removing a stale container with the same sandbox id');
+        await removeContainer(api, name);
+        continue;
+      }
+      throw apiError(err, context);
     }
-    const err = engineError(result.stderr, { action: 'starting the sandbox container', cli, image });
-    if (!(err instanceof UnavailableError && /no Docker engine answers/.test(err.message))) await remove();
-    throw err;
+    try {
+      await api.request('POST', `/containers/${id}/start`, { timeoutMs: RUN_TIMEOUT_MS });
+    } catch (err) {
+      await removeContainer(api, id).catch(() => undefined);
+      throw apiError(err, context);
+    }
+    return id;
   }
 }
 
 /** The container's cgroups as the host sees them, from its init's host pid; null if not visible. */
-async function locateCgroup(cli: DockerCli, containerId: string): Promise<ContainerCgroup | null> {
-  const result = await runDocker(cli, ['inspect', '--format', '{{.State.Pid}}', containerId], {
-    timeoutMs: QUERY_TIMEOUT_MS,
-  });
-  const pid = Number(result.stdout.trim());
-  if (result.failed || !Number.isSafeInteger(pid) || pid <= 0) {
-    throw engineError(result.stderr, { action: 'locating the container', cli });
+async function locateCgroup(api: EngineApi, containerId: string): Promise<ContainerCgroup | null> {
+  const info = await api
+    .request<ContainerInspectInfo>('GET', `/containers/${containerId}/json`, { timeoutMs: QUERY_TIMEOUT_MS })
+    .catch((err: unknown) => {
+      throw apiError(err, { action: 'locating the container', cli: api });
+    });
+  const pid = info.State.Pid;
+  if (!Number.isSafeInteger(pid) || pid <= 0) {
+    throw new InternalError(`the engine reports no process for container ${containerId}`);
   }
   return resolveContainerCgroup({ initPid: pid });
+}
+
+/**
+ * Force-removes every container labelled with `stateDir` (what a crashed control plane left of a sandbox),
+ * and returns their ids. Idempotent.
+ */
+export async function removeContainersOf(api: EngineApi, stateDir: string): Promise<string[]> {
+  const filters = JSON.stringify({ label: [`${STATE_LABEL}=${stateDir}`] });
+  const found = await api
+    .request<{ Id: string }[]>('GET', '/containers/json', {
+      query: { all: true, filters },
+      timeoutMs: QUERY_TIMEOUT_MS,
+    })
+    .catch((err: unknown) => {
+      throw apiError(err, { action: 'listing sandbox containers', cli: api });
+    });
+  for (const { Id } of found) await removeContainer(api, Id);
+  return found.map((c) => c.Id);
 }

@@ -1,6 +1,6 @@
 // A long-lived process in the container (sessions): raw pipes, no buffering, kill() takes the whole tree.
 import type { ExecAudit, SandboxProcess } from '@agentfense/protocol';
-import { InternalError, UnavailableError } from '@agentfense/protocol';
+import { InternalError } from '@agentfense/protocol';
 import { engineError } from './engine.js';
 import { launchExec } from './launch.js';
 import type { LaunchOptions } from './launch.js';
@@ -12,36 +12,27 @@ export interface RunSpawnOptions extends Omit<LaunchOptions, 'mode' | 'stdin' | 
 
 /** Starts the process and returns its handle once it runs (its session header has arrived). */
 export async function runSpawn(options: RunSpawnOptions): Promise<SandboxProcess> {
-  const launched = launchExec({ ...options, mode: 'spawn' });
-  const { subprocess, stdout, stderr } = launched;
-  const { pid, stdin } = subprocess;
+  const launched = await launchExec({ ...options, mode: 'spawn' });
+  const { stdin, stdout, stderr } = launched;
   const session = await launched.session;
-  if (pid === undefined || stdin === null || session === null) {
-    // It never ran: read what the CLI said and explain.
-    const said: Buffer[] = [];
+  if (stdin === null || session === null) {
+    // It never ran: read what the engine said and explain.
+    const said: Buffer[] = [stderr.preamble];
     stderr.on('data', (chunk: Buffer) => said.push(chunk));
-    stdout.resume();
-    const result = await subprocess;
-    if (result.exitCode === undefined && result.signal === undefined) {
-      throw new UnavailableError(
-        `could not run the docker CLI (${options.cli.path}): ${result.shortMessage}`,
-        {
-          cause: result.cause,
-        },
-      );
-    }
+    stdout.on('data', (chunk: Buffer) => said.push(chunk));
+    await launched.exited;
     const text = Buffer.concat(said).toString();
-    const err = engineError(text, { action: 'starting a process', cli: options.cli, image: options.image });
+    const err = engineError(text, { action: 'starting a process', cli: options.api, image: options.image });
     throw err instanceof InternalError ? new InternalError(`could not start a process: ${text.trim()}`) : err;
   }
-  // execa settles (reject: false) when the CLI exits, which is when the wrapper has exited, after killing
-  // what the command left in its process group.
-  const exited = subprocess.then((result) => ({
-    exitCode: result.exitCode ?? null,
-    signal: result.signal ?? null,
+  // The stream ends when the wrapper has exited, after killing what the command left in its process group.
+  const exited = launched.exitCode.then((exitCode) => ({
+    exitCode,
+    signal: exitCode === null ? 'SIGKILL' : null,
   }));
   return {
-    pid,
+    // The command's pid inside the container (its session id): the host never sees a client process.
+    pid: session,
     stdin,
     stdout,
     stderr,
@@ -49,7 +40,7 @@ export async function runSpawn(options: RunSpawnOptions): Promise<SandboxProcess
     wait: () => exited,
     kill: async () => {
       await launched.terminate('kill');
-      // The caller no longer wants the output: drain what is left so the streams can end and execa settle.
+      // The caller no longer wants the output: drain what is left so the streams can end.
       stdout.resume();
       stderr.resume();
       await exited;
