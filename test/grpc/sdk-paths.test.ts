@@ -35,10 +35,23 @@ async function fromLocal(c: GrpcClient, files: Record<string, Buffer>, permissio
   return { codebase, sandbox: started };
 }
 
+// The SDK's `agent-safe` preset exactly as it sends it (every rule a glob, priorities as numbers).
+const glob = (pattern: string, permission: string, priority: number): Message => ({
+  pattern,
+  type: 'PATTERN_TYPE_GLOB',
+  permission: `PERMISSION_${permission.toUpperCase()}`,
+  priority,
+});
 const RULES = [
-  { pattern: '**', type: 'PATTERN_TYPE_GLOB', permission: 'PERMISSION_READ', priority: 0 },
-  { pattern: '/secrets/', type: 'PATTERN_TYPE_DIRECTORY', permission: 'PERMISSION_NONE', priority: 100 },
-  { pattern: '/output/', type: 'PATTERN_TYPE_DIRECTORY', permission: 'PERMISSION_WRITE', priority: 50 },
+  glob('**/*', 'read', 0),
+  glob('/output/**', 'write', 10),
+  glob('/tmp/**', 'write', 10),
+  glob('**/.env*', 'none', 100),
+  glob('**/secrets/**', 'none', 100),
+  glob('**/*.key', 'none', 100),
+  glob('**/*.pem', 'none', 100),
+  glob('**/credentials*', 'none', 100),
+  glob('**/.git/**', 'none', 50),
 ];
 
 describe('gRPC sandbox.v1: the SDK main paths', () => {
@@ -60,8 +73,9 @@ describe('gRPC sandbox.v1: the SDK main paths', () => {
     expect(sandbox.codebase_id).toBe(codebase.id);
     expect(sandbox.labels).toEqual({ app: 'test' });
     expect(sandbox.runtime).toBe('RUNTIME_TYPE_BWRAP');
-    expect(sandbox.permissions[1]).toMatchObject({
-      pattern: '/secrets/',
+    expect(sandbox.permissions[4]).toMatchObject({
+      pattern: '**/secrets/**',
+      type: 'PATTERN_TYPE_GLOB',
       permission: 'PERMISSION_NONE',
       priority: 100,
     });
@@ -88,6 +102,12 @@ describe('gRPC sandbox.v1: the SDK main paths', () => {
     expect(hidden.exit_code).toBe(3);
     expect(hidden.stdout).toBe('');
     expect(hidden.stderr).toMatch(/No such file or directory/);
+    const refused = await c.unary('sandbox', 'Exec', {
+      sandbox_id: sandbox.id,
+      command: 'echo changed > /workspace/src/app.py',
+    });
+    expect(refused.exit_code).not.toBe(0);
+    expect(refused.stderr).toMatch(/Permission denied|Read-only/);
     // A command that outlives its timeout is DEADLINE_EXCEEDED, as the original answers.
     expect(
       await codeOf(
@@ -224,6 +244,9 @@ describe('gRPC sandbox.v1: the SDK main paths', () => {
 
     const all = await c.unary('sandbox', 'ListSandboxes', { codebase_id: codebase.id });
     expect(all.sandboxes.map((s: Message) => s.id)).toEqual([sandbox.id]);
+    // A filter naming a codebase in the original's id format matches nothing, as there.
+    const none = await c.unary('sandbox', 'ListSandboxes', { codebase_id: 'cb_0123456789abcdef' });
+    expect(none.sandboxes).toEqual([]);
     await c.unary('sandbox', 'DestroySandbox', { sandbox_id: sandbox.id });
     expect(await codeOf(c.unary('sandbox', 'GetSandbox', { sandbox_id: sandbox.id }))).toBe(status.NOT_FOUND);
     await c.unary('codebase', 'DeleteCodebase', { codebase_id: codebase.id });

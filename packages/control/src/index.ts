@@ -90,7 +90,7 @@ export type { ListenAddress } from './http/auth.js';
 // --- gRPC API (sandbox.v1, issue 14): the original's wire API, over the same backend as HTTP ---
 export { MAX_RECEIVE_BYTES, createGrpcServer } from './grpc/server.js';
 export type { GrpcServer, GrpcServerOptions } from './grpc/server.js';
-export { GRPC_STATUS, ERROR_CODE_KEY } from './grpc/status.js';
+export { ERROR_CODE_KEY } from './grpc/status.js';
 export { EXIT_CODE_KEY } from './grpc/sandbox-service.js';
 
 // --- Data directory, ids, paths ---

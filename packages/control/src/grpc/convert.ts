@@ -8,7 +8,7 @@ import type {
 } from '@agentfense/protocol';
 import { InvalidArgumentError, NotFoundError } from '@agentfense/protocol';
 import type { CodebaseInfo, FileEntry } from '../codebases/types.js';
-import { ID_PREFIXES, validateId, type IdKind } from '../ids.js';
+import { validateId, type IdKind } from '../ids.js';
 import type { SandboxInfo, SandboxState } from '../sandboxes/types.js';
 import type { SessionExecResult } from '../sessions/options.js';
 import type { SessionInfo } from '../sessions/session.js';
@@ -40,13 +40,13 @@ const ORIGINAL_IDS: Record<IdKind, RegExp> = {
  */
 export function requestId(kind: IdKind, field: string, value: string): string {
   if (value === '') throw new InvalidArgumentError(`${field} is required`);
-  if (ORIGINAL_IDS[kind].test(value)) throw new NotFoundError(`${kind} ${value} not found`);
+  if (isOriginalId(kind, value)) throw new NotFoundError(`${kind} ${value} not found`);
   return validateId(kind, value);
 }
 
-/** The id prefix of a kind, for messages. */
-export function idPrefix(kind: IdKind): string {
-  return ID_PREFIXES[kind];
+/** True for an id in the original's format, which never names anything here. */
+export function isOriginalId(kind: IdKind, value: string): boolean {
+  return ORIGINAL_IDS[kind].test(value);
 }
 
 // --- Scalars --------------------------------------------------------------------------------------

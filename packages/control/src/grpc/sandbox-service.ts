@@ -12,6 +12,7 @@ import {
   durationMs,
   execResultToProto,
   exitCode,
+  isOriginalId,
   optional,
   requestId,
   resourcesFromProto,
@@ -59,6 +60,9 @@ export function sandboxService(backend: Backend, context: HandlerContext): Sandb
     ),
     listSandboxes: unary(context, 'ListSandboxes', async (req) => {
       const codebaseId = optional(req.codebaseId);
+      // The original filters by plain comparison: a codebase id in its format matches nothing here.
+      if (codebaseId !== undefined && isOriginalId('codebase', codebaseId))
+        return { sandboxes: [], nextPageToken: '' };
       const pageToken = optional(req.pageToken);
       const page = await backend.listSandboxes({
         ...(codebaseId === undefined ? {} : { codebaseId }),
