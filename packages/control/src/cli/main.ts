@@ -4,6 +4,7 @@ import { AgentFenseError, InvalidArgumentError } from '@agentfense/protocol';
 import { registerCodebases } from './commands/codebases.js';
 import { registerExplain } from './commands/explain.js';
 import { registerLogs } from './commands/logs.js';
+import { registerMcp } from './commands/mcp.js';
 import { registerMount } from './commands/mount.js';
 import { registerPresets } from './commands/presets.js';
 import { registerRun } from './commands/run.js';
@@ -45,6 +46,7 @@ export function createProgram(io: CliIo = processIo, result: CliResult = { exitC
   registerServe(program, context);
   registerSessions(program, context);
   registerSetup(program, context);
+  registerMcp(program, context);
   for (const command of program.commands) command.exitOverride().configureOutput(program.configureOutput());
   return program;
 }

@@ -57,6 +57,10 @@ export interface HttpBackend {
   ): Promise<{ diff: string; binary: readonly string[] }>;
   commit(id: string, options: { mode?: CommitMode; paths?: readonly string[] }): Promise<CommitResult>;
   discard(id: string, options: { paths?: readonly string[] }): Promise<void>;
+  /** A file as the sandbox sees it, through its rules (`path` is a codebase path, `/src/a.ts`). */
+  readFile(id: string, path: string): Promise<Buffer>;
+  /** Writes a file into the sandbox's delta, through its rules. */
+  writeFile(id: string, path: string, data: Uint8Array | string): Promise<void>;
   /** The sandbox's own log, last `tail` whole lines, oldest first. */
   logs(id: string, options: { tail: number }): Promise<string[]>;
   /** Where the sandbox's log is (NotFoundError for an unknown sandbox), for following it. */
@@ -114,6 +118,8 @@ export function controlPlaneBackend(
     diff: (id, options) => plane.diff(id, options),
     commit: (id, options) => plane.commit(id, options),
     discard: (id, options) => plane.discard(id, options),
+    readFile: (id, path) => plane.readFile(id, path),
+    writeFile: (id, path, data) => plane.writeFile(id, path, data),
     logs: async (id, { tail }) => {
       plane.getSandbox(id); // NotFoundError / InvalidArgumentError
       return (await tailLog(plane.layout.sandbox(id).workerLog, tail)).lines;
