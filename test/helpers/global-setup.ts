@@ -4,6 +4,11 @@ import { fileURLToPath } from 'node:url';
 
 export default function setup(): void {
   const root = fileURLToPath(new URL('../..', import.meta.url));
+  // The gRPC face's TypeScript is generated from its .proto files first (as `pnpm build` does).
+  execFileSync(process.execPath, [`${root}packages/control/scripts/gen-proto.js`], {
+    cwd: root,
+    stdio: 'inherit',
+  });
   execFileSync(process.execPath, [`${root}node_modules/typescript/bin/tsc`, '-b'], {
     cwd: root,
     stdio: 'inherit',
