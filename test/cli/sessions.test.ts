@@ -143,7 +143,7 @@ describe('agentfense session (through agentfense serve)', () => {
 
     const list = await agentfense(['session', 'list', sandbox, '--server', url, '--json']);
     expect(JSON.parse(list.stdout)).toContainEqual(
-      expect.objectContaining({ id: session, sandbox_id: sandbox }),
+      expect.objectContaining({ id: session, sandboxId: sandbox }),
     );
     expect((await agentfense(['session', 'close', session, '--server', url])).exitCode).toBe(0);
     const closed = await agentfense(['session', 'exec', session, '--server', url, '--', 'true']);

@@ -233,7 +233,8 @@ export async function responseChecker(url: string): Promise<(operationId: string
     fileURLToPath(import.meta.resolve('@agentfense/control/package.json')),
   );
   const { Ajv } = requireFromControl('ajv') as { Ajv: new (options: object) => MiniAjv };
-  const ajv = new Ajv({ allowUnionTypes: true, strict: true });
+  // `format: int64` marks int64 fields (strings in answers); it is documentation, not checked here.
+  const ajv = new Ajv({ allowUnionTypes: true, strict: true, validateFormats: false });
   const operations = new Map<string, Record<string, unknown>>();
   for (const methods of Object.values(doc.paths)) {
     for (const op of Object.values(methods)) operations.set(op.operationId, op.responses);
@@ -288,4 +289,39 @@ export function useServer(prefix: string): ServerForSuite {
     call: (...args) => get().call(...args),
     check: (...args) => get().check(...args),
   };
+}
+
+/** The gRPC code grpc-gateway clients see for each of our error kinds (docs: api/status.ts). */
+export const GRPC_CODE: Readonly<Record<string, number>> = {
+  AF_INVALID_ARGUMENT: 3,
+  AF_NOT_FOUND: 5,
+  AF_ALREADY_EXISTS: 6,
+  AF_WRONG_STATE: 9,
+  AF_CONFLICT: 10,
+  AF_PERMISSION_DENIED: 7,
+  AF_TIMEOUT: 4,
+  AF_CANCELLED: 1,
+  AF_UNAVAILABLE: 14,
+  AF_PROTOCOL: 13,
+  AF_WORKER_EXITED: 14,
+  AF_INTERNAL: 13,
+};
+
+/**
+ * An error answer as grpc-gateway writes it: `status`, google.rpc.Status `{code, message, details}` with
+ * the gRPC code of `reason` (our error kind, carried as the google.rpc.ErrorInfo reason).
+ */
+export function expectError(
+  answer: { status: number; json: unknown; text?: string },
+  status: number,
+  reason: string,
+  message?: RegExp,
+  grpcCode: number | undefined = GRPC_CODE[reason],
+): void {
+  const body = answer.json as { code: unknown; message: unknown; details: { reason?: unknown }[] };
+  expect(answer.status, answer.text ?? JSON.stringify(answer.json)).toBe(status);
+  expect(body.code, answer.text).toBe(grpcCode);
+  expect(typeof body.message).toBe('string');
+  expect(body.details?.[0]?.reason, answer.text).toBe(reason);
+  if (message !== undefined) expect(body.message).toMatch(message);
 }

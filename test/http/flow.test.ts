@@ -4,7 +4,15 @@
 /* eslint-disable @typescript-eslint/no-unsafe-member-access, @typescript-eslint/no-unsafe-assignment, @typescript-eslint/no-unsafe-call --
    Answers are parsed JSON (`any`); each one's shape is checked against the served OpenAPI schema (check()). */
 import { describe, expect, it } from 'vitest';
-import { client, mountsUnder, processesMentioning, startServer, stopAndCheck, useServer } from './fixture.js';
+import {
+  client,
+  expectError,
+  mountsUnder,
+  processesMentioning,
+  startServer,
+  stopAndCheck,
+  useServer,
+} from './fixture.js';
 
 const api = useServer('af-http-flow-');
 const { call, check } = api;
@@ -58,7 +66,7 @@ describe('full flow', () => {
     check('GetSandbox', got);
     expect(got.json).toMatchObject({
       id: sb,
-      codebase_id: cb,
+      codebaseId: cb,
       status: 'SANDBOX_STATUS_RUNNING',
       labels: { suite: 'flow' },
     });
@@ -71,8 +79,8 @@ describe('full flow', () => {
     expect(exec.status, exec.text).toBe(200);
     check('Exec', exec);
     expect(exec.json).toMatchObject({
-      exit_code: 0,
-      timed_out: false,
+      exitCode: 0,
+      timedOut: false,
       stderr: 'hi there\n',
       encoding: 'utf8',
     });
@@ -91,11 +99,13 @@ describe('full flow', () => {
     });
     expect(write.json.stdout).toBe('done\n');
     expect(write.json.stderr).toMatch(/Permission denied|Read-only/);
-    expect(write.json.exit_code).not.toBe(0);
+    expect(write.json.exitCode).not.toBe(0);
 
     const changes = await call('GET', `/v1/sandboxes/${sb}/changes`);
     check('ListChanges', changes);
-    expect(changes.json.changes).toEqual([{ path: '/src/app.py', kind: 'modified', type: 'file', size: 17 }]);
+    expect(changes.json.changes).toEqual([
+      { path: '/src/app.py', kind: 'modified', type: 'file', size: '17' },
+    ]);
     const diff = await call('GET', `/v1/sandboxes/${sb}/diff`);
     check('Diff', diff);
     expect(diff.json.diff).toContain('-print("hello")');
@@ -106,7 +116,7 @@ describe('full flow', () => {
     expect(commit.status, commit.text).toBe(200);
     check('Commit', commit);
     expect(commit.json).toEqual({
-      applied: [{ path: '/src/app.py', kind: 'modified', type: 'file', size: 17 }],
+      applied: [{ path: '/src/app.py', kind: 'modified', type: 'file', size: '17' }],
       conflicts: [],
     });
     const download = await fetch(`${api.served.url}/v1/codebases/${cb}/files/src/app.py`);
@@ -137,11 +147,17 @@ describe('full flow', () => {
     // Stop and start again: the sandbox comes back RUNNING.
     const stopped = await call('POST', `/v1/sandboxes/${sb}/stop`);
     check('StopSandbox', stopped);
-    expect(stopped.json).toMatchObject({ status: 'SANDBOX_STATUS_STOPPED', stopped_at: expect.any(String) });
-    expect((await call('POST', `/v1/sandboxes/${sb}/exec`, { command: 'true' })).status).toBe(409);
+    expect(stopped.json).toMatchObject({ status: 'SANDBOX_STATUS_STOPPED', stoppedAt: expect.any(String) });
+    expectError(await call('POST', `/v1/sandboxes/${sb}/exec`, { command: 'true' }), 400, 'AF_WRONG_STATE');
+    // A repeated stop is refused as the original refuses it (FAILED_PRECONDITION), and changes nothing.
+    expectError(await call('POST', `/v1/sandboxes/${sb}/stop`), 400, 'AF_WRONG_STATE', /not running/);
+    expect((await call('GET', `/v1/sandboxes/${sb}`)).json.status).toBe('SANDBOX_STATUS_STOPPED');
     const started = await call('POST', `/v1/sandboxes/${sb}/start`);
     check('StartSandbox', started);
     expect(started.json.status).toBe('SANDBOX_STATUS_RUNNING');
+    const again = await call('POST', `/v1/sandboxes/${sb}/start`);
+    expectError(again, 400, 'AF_WRONG_STATE', /already running/);
+    check('StartSandbox', again);
     expect((await call('POST', `/v1/sandboxes/${sb}/exec`, { command: 'cat src/app.py' })).json.stdout).toBe(
       'print("changed")\n',
     );
@@ -159,11 +175,12 @@ describe('full flow', () => {
       command: 'sleep 30',
       timeout: '0.5s',
     });
-    expect(timedOut.json).toMatchObject({ timed_out: true });
-    expect(timedOut.json.duration_ms).toBeLessThan(10_000);
-    expect((await call('POST', `/v1/sandboxes/${ids.sb}/exec`, { command: 'exit 7' })).json.exit_code).toBe(
-      7,
-    );
+    // DEADLINE_EXCEEDED, as the original answers; what the result said is in the ErrorInfo metadata.
+    expectError(timedOut, 504, 'AF_TIMEOUT', /timed out/);
+    check('Exec', timedOut);
+    expect(timedOut.json.details[0].metadata).toMatchObject({ timedOut: 'true', exitCode: 'null' });
+    expect(Number(timedOut.json.details[0].metadata.durationMs)).toBeLessThan(10_000);
+    expect((await call('POST', `/v1/sandboxes/${ids.sb}/exec`, { command: 'exit 7' })).json.exitCode).toBe(7);
     const bytes = await call('POST', `/v1/sandboxes/${ids.sb}/exec`, {
       command: "printf '\\377\\000\\001'",
       output_encoding: 'base64',
@@ -186,7 +203,7 @@ describe('streaming exec', () => {
     expect(response.headers.get('content-type')).toBe('application/x-ndjson');
     const lines = await ndjson(response);
     const final = lines.at(-1) as Record<string, unknown>;
-    expect(final).toMatchObject({ done: true, exit_code: 3, timed_out: false });
+    expect(final).toMatchObject({ done: true, exitCode: 3, timedOut: false });
     const chunks = lines.slice(0, -1) as { stream: string; data: string }[];
     for (const chunk of chunks) expect(['stdout', 'stderr']).toContain(chunk.stream);
     const joined = (stream: string): string =>
@@ -292,19 +309,20 @@ describe('sessions', () => {
     check('CreateSession', created);
     const ses = created.json.id as string;
     expect(created.json).toMatchObject({
-      sandbox_id: ids.sb,
+      sandboxId: ids.sb,
       status: 'SESSION_STATUS_ACTIVE',
       shell: '/bin/sh',
-      closed_at: null,
+      closedAt: null,
     });
 
     const first = await call('POST', `/v1/sessions/${ses}/exec`, { command: 'cd src && export B=2' });
     check('SessionExec', first);
-    expect(first.json).toMatchObject({ exit_code: 0, timed_out: false });
+    expect(first.json).toMatchObject({ exitCode: 0, timedOut: false });
     const second = await call('POST', `/v1/sessions/${ses}/exec`, { command: 'pwd; echo $A$B' });
     expect(second.json.stdout).toBe('/workspace/src\n12\n');
     const slow = await call('POST', `/v1/sessions/${ses}/exec`, { command: 'sleep 30', timeout: '0.5s' });
-    expect(slow.json).toMatchObject({ timed_out: true });
+    expectError(slow, 504, 'AF_TIMEOUT', /timed out/);
+    expect(slow.json.details[0].metadata).toMatchObject({ timedOut: 'true', sessionClosed: 'false' });
     expect((await call('POST', `/v1/sessions/${ses}/exec`, { command: 'echo still here' })).json.stdout).toBe(
       'still here\n',
     );

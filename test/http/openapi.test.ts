@@ -6,7 +6,7 @@
    Answers are parsed JSON (`any`); the document's own tests check their shapes. */
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { HTTP_STATUS, createHttpServer } from '@agentfense/control';
+import { GRPC_CODE_OF_ERROR, createHttpServer, httpStatusFromGrpcCode } from '@agentfense/control';
 import type { HttpBackend, HttpServer } from '@agentfense/control';
 import { ERROR_CODES, NotFoundError, fromWire } from '@agentfense/protocol';
 import { client } from './fixture.js';
@@ -117,7 +117,7 @@ describe('the OpenAPI document', () => {
       ).toEqual(pathParams);
       expect(Object.keys(op.responses).sort(), key).toEqual(['200', 'default']);
       expect(op.responses.default?.content['application/json']?.schema, key).toMatchObject({
-        required: ['code', 'message'],
+        required: ['code', 'message', 'details'],
       });
       if (key.startsWith('POST') || key.startsWith('PUT')) {
         const noBody = ['/start', '/stop'].some((suffix) => key.endsWith(suffix));
@@ -139,7 +139,7 @@ describe('the OpenAPI document', () => {
     };
     const bodies: Record<string, unknown> = {
       CreateCodebase: { name: 'x' },
-      CreateSandbox: { codebase_id: ids.codebases },
+      CreateSandbox: { codebaseId: ids.codebases },
       Exec: { command: 'true' },
       ExecStream: { command: 'true' },
       SessionExec: { command: 'true' },
@@ -160,36 +160,54 @@ describe('the OpenAPI document', () => {
   });
 });
 
+/** The google.rpc.ErrorInfo every error carries, with our error kind as its reason. */
+const info = (reason: string, metadata: Record<string, string> = {}) => ({
+  '@type': 'type.googleapis.com/google.rpc.ErrorInfo',
+  reason,
+  domain: 'agentfense',
+  metadata,
+});
+
 describe('errors', () => {
-  it.each(ERROR_CODES.map((code) => [code, HTTP_STATUS[code]] as const))(
-    '%s answers %i with { code, message }',
-    async (code, status) => {
-      failure = fromWire({ code, message: `a ${code} happened`, details: { why: 'test' } });
+  // What grpc-gateway answers for each gRPC code the original uses (runtime.HTTPStatusFromCode).
+  const expected: Record<string, [grpc: number, http: number]> = {
+    AF_INVALID_ARGUMENT: [3, 400],
+    AF_NOT_FOUND: [5, 404],
+    AF_ALREADY_EXISTS: [6, 409],
+    AF_WRONG_STATE: [9, 400],
+    AF_CONFLICT: [10, 409],
+    AF_PERMISSION_DENIED: [7, 403],
+    AF_TIMEOUT: [4, 504],
+    AF_CANCELLED: [1, 499],
+    AF_UNAVAILABLE: [14, 503],
+    AF_PROTOCOL: [13, 500],
+    AF_WORKER_EXITED: [14, 503],
+    AF_INTERNAL: [13, 500],
+  };
+
+  it.each(ERROR_CODES.map((code) => [code, ...(expected[code] ?? [0, 0])] as const))(
+    '%s answers gRPC code %i with HTTP %i as google.rpc.Status',
+    async (code, grpc, status) => {
+      expect(GRPC_CODE_OF_ERROR[code]).toBe(grpc);
+      expect(httpStatusFromGrpcCode(grpc)).toBe(status);
+      failure = fromWire({ code, message: `a ${code} happened`, details: { why: 'test', n: 2 } });
       const answer = await client(url)('GET', `/v1/codebases/cb_${randomUUID()}`);
       expect(answer.status).toBe(status);
-      expect(answer.json).toEqual({ code, message: `a ${code} happened`, details: { why: 'test' } });
+      const message = code === 'AF_INTERNAL' ? 'internal error (see the server log)' : `a ${code} happened`;
+      expect(answer.json).toEqual({
+        code: grpc,
+        message,
+        details: [info(code, { why: 'test', n: '2' })],
+      });
     },
   );
 
-  it('maps each kind to the status the issue asks for', () => {
-    expect(HTTP_STATUS).toMatchObject({
-      AF_NOT_FOUND: 404,
-      AF_INVALID_ARGUMENT: 400,
-      AF_WRONG_STATE: 409,
-      AF_CONFLICT: 409,
-      AF_ALREADY_EXISTS: 409,
-      AF_TIMEOUT: 504,
-      AF_UNAVAILABLE: 503,
-      AF_PERMISSION_DENIED: 403,
-      AF_INTERNAL: 500,
-    });
-  });
-
-  it('answers an unexpected failure with 500 AF_INTERNAL without its message', async () => {
+  it('answers an unexpected failure with 500 INTERNAL without its message', async () => {
     failure = new Error('secret internal detail /root/.ssh');
     const answer = await client(url)('GET', `/v1/sandboxes/sb_${randomUUID()}`);
     expect(answer.status).toBe(500);
-    expect(answer.json.code).toBe('AF_INTERNAL');
+    expect(answer.json.code).toBe(13);
+    expect(answer.json.details[0].reason).toBe('AF_INTERNAL');
     expect(answer.text).not.toContain('secret');
   });
 
@@ -220,7 +238,9 @@ describe('errors', () => {
           .trim()
           .split('\n')
           .map((l) => JSON.parse(l) as unknown),
-      ).toEqual([{ done: true, error: { code: 'AF_WORKER_EXITED', message: 'worker died' } }]);
+      ).toEqual([
+        { done: true, error: { code: 14, message: 'worker died', details: [info('AF_WORKER_EXITED')] } },
+      ]);
     } finally {
       await own.close();
     }

@@ -5,18 +5,10 @@
    Answers are parsed JSON (`any`); each one's shape is checked against the served OpenAPI schema (check()). */
 import { createHash, randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { client, rawRequest, sendHeadOnly, startServer, useServer } from './fixture.js';
-import type { Answer } from './fixture.js';
+import { client, expectError, rawRequest, sendHeadOnly, startServer, useServer } from './fixture.js';
 
 const api = useServer('af-http-requests-');
 const { call, check } = api;
-
-function expectError(answer: Answer, status: number, code: string, message?: RegExp): void {
-  expect(answer.status, answer.text).toBe(status);
-  expect(answer.json).toMatchObject({ code });
-  expect(typeof answer.json.message).toBe('string');
-  if (message !== undefined) expect(answer.json.message).toMatch(message);
-}
 
 async function newCodebase(owner = 'tester'): Promise<string> {
   const answer = await call('POST', '/v1/codebases', { name: 'repo', owner_id: owner });
@@ -34,21 +26,27 @@ describe('malformed requests', () => {
     check('CreateCodebase', answer);
   });
 
-  it('answers an unsupported content type with 415', async () => {
-    const answer = await call('POST', '/v1/codebases', 'name=x', {
+  it('reads a body as JSON whatever its content type says (curl -d sends a form type), as the gateway', async () => {
+    const form = await call('POST', '/v1/codebases', 'name=x', {
       'content-type': 'application/x-www-form-urlencoded',
     });
-    expectError(answer, 415, 'AF_INVALID_ARGUMENT');
+    expectError(form, 400, 'AF_INVALID_ARGUMENT', /malformed JSON/);
+    const json = await call('POST', '/v1/codebases', '{"name":"typed-as-form"}', {
+      'content-type': 'application/x-www-form-urlencoded',
+    });
+    expect(json.status, json.text).toBe(200);
+    expect(json.json.name).toBe('typed-as-form');
+    await call('DELETE', `/v1/codebases/${json.json.id as string}`);
   });
 
   it('validates bodies strictly, naming the field', async () => {
     expectError(await call('POST', '/v1/codebases', {}), 400, 'AF_INVALID_ARGUMENT', /name/);
     expectError(await call('POST', '/v1/codebases', { name: 5 }), 400, 'AF_INVALID_ARGUMENT', /name.*string/);
     expectError(
-      await call('POST', '/v1/codebases', { name: 'x', colour: 'red' }),
+      await call('POST', '/v1/codebases', { name: 'x', ownerId: 5 }),
       400,
       'AF_INVALID_ARGUMENT',
-      /additional properties/,
+      /owner_id.*string/,
     );
     expectError(await call('POST', '/v1/codebases', [1, 2]), 400, 'AF_INVALID_ARGUMENT', /object/);
     expectError(await call('POST', '/v1/codebases'), 400, 'AF_INVALID_ARGUMENT', /body/);
@@ -72,19 +70,19 @@ describe('malformed requests', () => {
       'content-length': String(16 * 1024 * 1024 + 1),
     });
     expect(answer.status).toBe(413);
-    expect(answer.json).toMatchObject({
-      code: 'AF_INVALID_ARGUMENT',
-      message: expect.stringMatching(/too large/),
-    });
+    expectError(answer, 413, 'AF_INVALID_ARGUMENT', /too large/);
   });
 });
 
 describe('ids', () => {
-  it('answers malformed ids with 400 and unknown well-formed ids with 404, for every kind', async () => {
+  it("answers any unknown id with 404, ours or the original's format or garbage, for every kind", async () => {
     for (const path of ['/v1/codebases/', '/v1/sandboxes/', '/v1/sessions/']) {
-      expectError(await call('GET', `${path}nope`), 400, 'AF_INVALID_ARGUMENT', /invalid .* id "nope"/);
+      expectError(await call('GET', `${path}nope`), 404, 'AF_NOT_FOUND', / "nope" not found/);
     }
-    expectError(await call('GET', '/v1/codebases/sb_' + randomUUID()), 400, 'AF_INVALID_ARGUMENT');
+    expectError(await call('GET', '/v1/sandboxes/sb_0123456789abcdef'), 404, 'AF_NOT_FOUND');
+    expectError(await call('GET', '/v1/codebases/cb_0123456789abcdef'), 404, 'AF_NOT_FOUND');
+    expectError(await call('POST', '/v1/sandboxes/sb_0123456789abcdef/start'), 404, 'AF_NOT_FOUND');
+    expectError(await call('GET', '/v1/codebases/sb_' + randomUUID()), 404, 'AF_NOT_FOUND');
     expectError(await call('GET', `/v1/codebases/cb_${randomUUID()}`), 404, 'AF_NOT_FOUND', /not found/);
     expectError(await call('GET', `/v1/sandboxes/sb_${randomUUID()}`), 404, 'AF_NOT_FOUND');
     expectError(await call('GET', `/v1/sessions/ses_${randomUUID()}`), 404, 'AF_NOT_FOUND');
@@ -99,9 +97,9 @@ describe('ids', () => {
       404,
       'AF_NOT_FOUND',
     );
-    // An id is never used as a path: a traversal attempt is just a malformed id.
+    // An id is never used as a path: a traversal attempt is just an id that names nothing.
     const answer = await rawRequest(api.served.url, 'GET', '/v1/codebases/..%2F..%2Fetc');
-    expect(answer.status).toBe(400);
+    expect(answer.status).toBe(404);
   });
 });
 
@@ -124,14 +122,14 @@ describe('raw file transfer', () => {
     for (const path of bad) {
       const answer = await rawRequest(api.served.url, 'PUT', `/v1/codebases/${id}/files${path}`, 'x');
       expect(answer.status, `${path}: ${JSON.stringify(answer.json)}`).toBe(400);
-      expect(answer.json.code).toBe('AF_INVALID_ARGUMENT');
+      expectError(answer, 400, 'AF_INVALID_ARGUMENT');
       const get = await rawRequest(api.served.url, 'GET', `/v1/codebases/${id}/files${path}`);
       expect(get.status, path).toBe(400);
     }
     const listing = await call('GET', `/v1/codebases/${id}/files?recursive=true`);
     expect(listing.json).toEqual({ files: [] });
     expectError(await call('GET', `/v1/codebases/${id}/files?path=../..`), 400, 'AF_INVALID_ARGUMENT');
-    expect((await call('GET', `/v1/codebases/${id}`)).json).toMatchObject({ file_count: 0, size: 0 });
+    expect((await call('GET', `/v1/codebases/${id}`)).json).toMatchObject({ fileCount: 0, size: '0' });
   });
 
   it('streams a 64 MiB upload and download byte for byte, and updates the metadata', async () => {
@@ -141,7 +139,11 @@ describe('raw file transfer', () => {
     const upload = await call('PUT', `/v1/codebases/${id}/files/data/big%20file.bin`, content);
     expect(upload.status, upload.text).toBe(200);
     check('UploadFile', upload);
-    expect(upload.json).toMatchObject({ path: 'data/big file.bin', size: content.length, is_dir: false });
+    expect(upload.json).toMatchObject({
+      path: 'data/big file.bin',
+      size: String(content.length),
+      isDir: false,
+    });
     const response = await fetch(`${api.served.url}/v1/codebases/${id}/files/data/big%20file.bin`);
     expect(response.status).toBe(200);
     expect(response.headers.get('content-type')).toBe('application/octet-stream');
@@ -151,16 +153,21 @@ describe('raw file transfer', () => {
     expect(digest(back)).toBe(digest(content));
     const info = await call('GET', `/v1/codebases/${id}`);
     check('GetCodebase', info);
-    expect(info.json).toMatchObject({ file_count: 1, size: content.length });
+    expect(info.json).toMatchObject({ fileCount: 1, size: String(content.length) });
     const files = await call('GET', `/v1/codebases/${id}/files?path=/data`);
     check('ListFiles', files);
     expect(files.json.files).toEqual([
-      { path: 'data/big file.bin', size: content.length, is_dir: false, modified_at: expect.any(String) },
+      {
+        path: 'data/big file.bin',
+        size: String(content.length),
+        isDir: false,
+        modifiedAt: expect.any(String),
+      },
     ]);
     // Empty files, files without a content type, and replacing a file.
-    expect((await call('PUT', `/v1/codebases/${id}/files/empty`, '')).json).toMatchObject({ size: 0 });
+    expect((await call('PUT', `/v1/codebases/${id}/files/empty`, '')).json).toMatchObject({ size: '0' });
     await call('PUT', `/v1/codebases/${id}/files/data/big%20file.bin`, 'small');
-    expect((await call('GET', `/v1/codebases/${id}`)).json).toMatchObject({ file_count: 2, size: 5 });
+    expect((await call('GET', `/v1/codebases/${id}`)).json).toMatchObject({ fileCount: 2, size: '5' });
     expectError(await call('GET', `/v1/codebases/${id}/files/missing.txt`), 404, 'AF_NOT_FOUND');
     expectError(await call('GET', `/v1/codebases/${id}/files/data`), 400, 'AF_INVALID_ARGUMENT');
   });
@@ -178,10 +185,7 @@ describe('upload limit', () => {
       'PUT',
     );
     expect(declared.status).toBe(413);
-    expect(declared.json).toMatchObject({
-      code: 'AF_INVALID_ARGUMENT',
-      message: expect.stringMatching(/upload limit of 1048576 bytes/),
-    });
+    expectError(declared, 413, 'AF_INVALID_ARGUMENT', /upload limit of 1048576 bytes/);
     // Without a length, the limit is found while streaming.
     const streamed = await rawRequest(
       limited.url,
@@ -195,29 +199,34 @@ describe('upload limit', () => {
     const exact = await own('PUT', `/v1/codebases/${id}/files/ok.bin`, Buffer.alloc(1024 * 1024));
     expect(exact.status, exact.text).toBe(200);
     expect((await own('GET', `/v1/codebases/${id}`)).json).toMatchObject({
-      file_count: 1,
-      size: 1024 * 1024,
+      fileCount: 1,
+      size: String(1024 * 1024),
     });
   });
 });
 
 describe('listings', () => {
-  it('pages codebases by owner with next_page_token', async () => {
+  it('pages codebases by owner with nextPageToken (query names in either spelling)', async () => {
     const owner = `owner-${randomUUID()}`;
     const ids = [await newCodebase(owner), await newCodebase(owner), await newCodebase(owner)];
     const seen: string[] = [];
     let token = '';
     let pages = 0;
     do {
-      const page = await call('GET', `/v1/codebases?owner_id=${owner}&page_size=2&page_token=${token}`);
+      const query =
+        pages === 0
+          ? `owner_id=${owner}&page_size=2&page_token=${token}`
+          : `ownerId=${owner}&pageSize=2&pageToken=${token}`;
+      const page = await call('GET', `/v1/codebases?${query}`);
       check('ListCodebases', page);
       seen.push(...(page.json.codebases as { id: string }[]).map((c) => c.id));
-      token = page.json.next_page_token as string;
+      token = page.json.nextPageToken as string;
       pages += 1;
     } while (token !== '');
     expect(pages).toBe(2);
     expect(seen).toEqual(ids);
-    expectError(await call('GET', '/v1/codebases?page_size=0'), 400, 'AF_INVALID_ARGUMENT');
+    expectError(await call('GET', '/v1/codebases?page_size=-1'), 400, 'AF_INVALID_ARGUMENT');
+    expectError(await call('GET', '/v1/codebases?pageSize=1001'), 400, 'AF_INVALID_ARGUMENT');
     expectError(await call('GET', '/v1/codebases?page_size=ten'), 400, 'AF_INVALID_ARGUMENT');
     expectError(
       await call('GET', '/v1/codebases?page_token=garbage'),
@@ -249,10 +258,12 @@ describe('listings', () => {
     expect(await ids('status=pending&labels=team:red')).toEqual([a, b]);
     expect(await ids('status=SANDBOX_STATUS_PENDING&page_size=1')).toEqual([a]);
     expect(await ids('status=running')).toEqual([]);
+    expect(await ids('status=1&labels=team:red')).toEqual([a, b]);
+    expect(await ids('status=SANDBOX_STATUS_UNSPECIFIED&labels=team:red')).toEqual([a, b]);
     expectError(await call('GET', '/v1/sandboxes?status=sleeping'), 400, 'AF_INVALID_ARGUMENT', /status/);
     expectError(await call('GET', '/v1/sandboxes?labels=nocolon'), 400, 'AF_INVALID_ARGUMENT', /key:value/);
-    // Clean up: a codebase in use cannot be deleted (409), then it can.
-    expectError(await call('DELETE', `/v1/codebases/${cb}`), 409, 'AF_WRONG_STATE', /destroy them first/);
+    // Clean up: a codebase in use cannot be deleted (FAILED_PRECONDITION), then it can.
+    expectError(await call('DELETE', `/v1/codebases/${cb}`), 400, 'AF_WRONG_STATE', /destroy them first/);
     for (const id of await ids('')) expect((await call('DELETE', `/v1/sandboxes/${id}`)).json).toEqual({});
     const deleted = await call('DELETE', `/v1/codebases/${cb}`);
     check('DeleteCodebase', deleted);
@@ -281,7 +292,13 @@ describe('enum mapping', () => {
     expect(answer.json).toMatchObject({
       status: 'SANDBOX_STATUS_PENDING',
       runtime: 'RUNTIME_TYPE_BWRAP',
-      resources: { memory_bytes: 256 * 1024 * 1024, pids_limit: 64 },
+      resources: {
+        memoryBytes: String(256 * 1024 * 1024),
+        pidsLimit: '64',
+        cpuQuota: '0',
+        cpuShares: '0',
+        diskBytes: '0',
+      },
       permissions: [
         { pattern: '**', type: 'PATTERN_TYPE_GLOB', permission: 'PERMISSION_READ', priority: 0 },
         { pattern: '/out/', type: 'PATTERN_TYPE_DIRECTORY', permission: 'PERMISSION_WRITE', priority: 10 },
@@ -290,8 +307,7 @@ describe('enum mapping', () => {
         { pattern: '*.md', permission: 'PERMISSION_READ', priority: 0 },
       ],
     });
-    const expires =
-      Date.parse(answer.json.expires_at as string) - Date.parse(answer.json.created_at as string);
+    const expires = Date.parse(answer.json.expiresAt as string) - Date.parse(answer.json.createdAt as string);
     expect(expires).toBe(3_600_000);
     const short = await call('POST', '/v1/sandboxes', {
       codebase_id: cb,
@@ -320,12 +336,13 @@ describe('enum mapping', () => {
     await bad({ permissions: [{ pattern: '**', permission: 'READ' }] }, /permission/);
     await bad({ permissions: [{ pattern: '**', permission: 'read', type: 'regex' }] }, /type/);
     await bad({ permissions: [{ pattern: '**', permission: 'PERMISSION_UNSPECIFIED' }] }, /permission/);
+    await bad({ permissions: [{ pattern: '**', permission: 9 }] }, /permission/);
     await bad({ runtime: 'RUNTIME_TYPE_FIRECRACKER' }, /runtime/);
     await bad({ permissions: [{ pattern: '**', permission: 'read' }], preset: 'read-only' }, /preset|rules/);
     await bad({ expires_in: '10 minutes' }, /expires_in/);
     await bad({ expires_in: -5 }, /expires_in/);
-    await bad({ resources: { memory_bytes: 0 } }, /memory_bytes/);
-    await bad({ resources: { swap: 1 } }, /additional properties/);
+    await bad({ resources: { memory_bytes: -1 } }, /memory_bytes/);
+    await bad({ resources: { memoryBytes: '12abc' } }, /memory_bytes/);
     await bad({ labels: { a: 1 } }, /labels/);
     await bad({ image: 'debian:12' }, /image/);
     const preset = await call('POST', '/v1/sandboxes', { codebase_id: cb, preset: 'no-such-preset' });
@@ -335,18 +352,18 @@ describe('enum mapping', () => {
 });
 
 describe('state errors', () => {
-  it('answers operations on a sandbox that is not running with 409 AF_WRONG_STATE', async () => {
+  it('answers operations on a sandbox that is not running with 400 FAILED_PRECONDITION', async () => {
     const cb = await newCodebase();
     const sb = (await call('POST', '/v1/sandboxes', { codebase_id: cb })).json.id as string;
     const exec = await call('POST', `/v1/sandboxes/${sb}/exec`, { command: 'true' });
-    expectError(exec, 409, 'AF_WRONG_STATE', /PENDING/);
+    expectError(exec, 400, 'AF_WRONG_STATE', /PENDING/);
     check('Exec', exec);
     expectError(
       await call('POST', `/v1/sandboxes/${sb}/exec/stream`, { command: 'true' }),
-      409,
+      400,
       'AF_WRONG_STATE',
     );
-    expectError(await call('POST', `/v1/sandboxes/${sb}/sessions`, {}), 409, 'AF_WRONG_STATE');
+    expectError(await call('POST', `/v1/sandboxes/${sb}/sessions`, {}), 400, 'AF_WRONG_STATE');
     expectError(await call('POST', `/v1/sandboxes/${sb}/exec`, { command: [] }), 400, 'AF_INVALID_ARGUMENT');
     expectError(
       await call('POST', `/v1/sandboxes/${sb}/exec`, { command: 'x', timeout: '1m' }),

@@ -187,7 +187,7 @@ try {
       command: 'cat src/app.py',
     });
     lap('exec');
-    if (exec.status !== 200 || exec.body.exit_code !== 0 || exec.body.stdout !== 'print("hello")\n')
+    if (exec.status !== 200 || exec.body.exitCode !== 0 || exec.body.stdout !== 'print("hello")\n')
       failure('exec', exec);
     const destroyed = await call(server.url, agent, 'DELETE', `/v1/sandboxes/${id}`);
     lap('destroy');

@@ -82,7 +82,10 @@ export { API_VERSION, DEFAULT_BODY_LIMIT, createHttpServer } from './http/server
 export type { HttpServer, HttpServerOptions } from './http/server.js';
 export { controlPlaneBackend } from './http/backend.js';
 export type { HttpBackend, HttpCreateSandboxOptions, ListCodebasesOptions } from './http/backend.js';
-export { HTTP_STATUS, toHttpStatus } from './http/errors.js';
+export { toHttpStatus, toHttpError } from './http/errors.js';
+export type { GatewayError } from './http/errors.js';
+export { GrpcCode, GRPC_CODE_OF_ERROR, httpStatusFromGrpcCode, statusOf } from './api/status.js';
+export type { ApiStatus } from './api/status.js';
 export type { RegisteredRoute } from './http/openapi.js';
 export { isLoopback, parseListen } from './http/auth.js';
 export type { ListenAddress } from './http/auth.js';

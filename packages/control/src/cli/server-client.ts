@@ -61,8 +61,19 @@ export class ServerClient {
     const text = await response.text();
     const json: unknown = text === '' ? {} : JSON.parse(text);
     if (!response.ok) {
-      const error = json as { code?: unknown; message?: unknown };
-      throw fromWire({ code: error.code, message: error.message ?? `HTTP ${response.status}` });
+      // google.rpc.Status: our error kind is the ErrorInfo reason, its details the metadata.
+      const error = json as {
+        message?: unknown;
+        details?: { reason?: unknown; metadata?: Record<string, unknown> }[];
+      };
+      const info = error.details?.find((d) => typeof d.reason === 'string');
+      throw fromWire({
+        code: info?.reason,
+        message: error.message ?? `HTTP ${response.status}`,
+        ...(info?.metadata === undefined || Object.keys(info.metadata).length === 0
+          ? {}
+          : { details: info.metadata }),
+      });
     }
     return json as T;
   }

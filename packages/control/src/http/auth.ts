@@ -60,7 +60,7 @@ export interface ListenAddress {
 export function parseListen(value: string): ListenAddress {
   const bad = (): never => {
     throw new InvalidArgumentError(
-      `invalid --listen ${JSON.stringify(value)}: expected host:port, [ipv6]:port or port (e.g. 127.0.0.1:9000)`,
+      `invalid --listen ${JSON.stringify(value)}: expected host:port, [ipv6]:port or port (e.g. 127.0.0.1:8080)`,
     );
   };
   const bare = /^(\d+)$/.exec(value);
@@ -93,4 +93,38 @@ export function assertListenAllowed(address: ListenAddress, hasToken: boolean): 
       `refusing to listen on ${address.host} without authentication: anyone who can reach it could run commands; give --token-file or listen on 127.0.0.1`,
     );
   }
+}
+
+/** The host part of a Host header value (`[::1]:8080` → `::1`, `localhost:8080` → `localhost`). */
+function hostOfHeader(value: string): string | undefined {
+  const match = /^(?:\[([^\]]+)\]|([^:[\]]+))(?::\d+)?$/.exec(value.trim());
+  return match === null ? undefined : (match[1] ?? match[2])?.toLowerCase();
+}
+
+/**
+ * DNS-rebinding defence for a server without a token: a web page on evil.example whose name was
+ * re-pointed at 127.0.0.1 reaches our socket with `Host: evil.example` (and its own Origin), so only
+ * loopback names are accepted in Host, and in Origin when a browser sends one. Returns why a request is
+ * refused, or undefined when it may proceed.
+ */
+export function refuseNonLoopback(headers: {
+  host?: string | undefined;
+  origin?: string | undefined;
+}): string | undefined {
+  const host = headers.host === undefined ? undefined : hostOfHeader(headers.host);
+  if (host === undefined || !isLoopback(host)) {
+    return `Host ${JSON.stringify(headers.host ?? '')} is not a loopback name: a server without a token answers only requests addressed to localhost, 127.0.0.1 or [::1] (start it with --token-file to serve other names)`;
+  }
+  if (headers.origin !== undefined) {
+    let origin: string | undefined;
+    try {
+      origin = new URL(headers.origin).hostname.replace(/^\[|\]$/g, '').toLowerCase();
+    } catch {
+      origin = undefined;
+    }
+    if (origin === undefined || !isLoopback(origin)) {
+      return `Origin ${JSON.stringify(headers.origin)} is not a loopback origin: a server without a token refuses requests from web pages of other sites`;
+    }
+  }
+  return undefined;
 }

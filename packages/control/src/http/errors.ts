@@ -1,80 +1,95 @@
-// Every failure an HTTP client can see, as `{ code, message }` with one status per error kind. The map
-// from our closed set of error codes to statuses lives here and nowhere else (STYLE: one mapping per
-// boundary); fastify's own errors (bad JSON, oversized bodies, validation) are translated here too.
-import { AgentFenseError, InternalError, type ErrorCode, type WireError } from '@agentfense/protocol';
+// Every failure an HTTP client can see, as grpc-gateway writes it: google.rpc.Status JSON
+// `{ code, message, details }` where `code` is the gRPC status code, with the HTTP status the gateway
+// gives that code. The mapping itself lives in ../api/status.ts (shared with the gRPC face); this file
+// adds the body, and translates fastify's own errors (bad JSON, oversized bodies, validation).
+import { AgentFenseError } from '@agentfense/protocol';
+import type { ErrorCode } from '@agentfense/protocol';
+import { GrpcCode, httpStatusFromGrpcCode, statusOf } from '../api/status.js';
+import type { ApiStatus } from '../api/status.js';
 
-/** The status of each error kind. Closed: adding an error code without a status fails to compile. */
-export const HTTP_STATUS: Readonly<Record<ErrorCode, number>> = {
-  AF_INVALID_ARGUMENT: 400,
-  AF_PERMISSION_DENIED: 403,
-  AF_NOT_FOUND: 404,
-  AF_ALREADY_EXISTS: 409,
-  AF_WRONG_STATE: 409,
-  AF_CONFLICT: 409,
-  // 499 is nginx's "client closed request": a cancelled operation is nobody's server error.
-  AF_CANCELLED: 499,
-  AF_INTERNAL: 500,
-  // A worker that broke the protocol or died under a request is an upstream failure.
-  AF_PROTOCOL: 502,
-  AF_WORKER_EXITED: 502,
-  AF_UNAVAILABLE: 503,
-  AF_TIMEOUT: 504,
-};
+/** Where the ErrorInfo in every error's details says the reason comes from. */
+export const ERROR_DOMAIN = 'agentfense';
+const ERROR_INFO_TYPE = 'type.googleapis.com/google.rpc.ErrorInfo';
 
-/** The HTTP status for an AgentFense error. */
-export function toHttpStatus(err: AgentFenseError): number {
-  return HTTP_STATUS[err.code];
+/** The error body: google.rpc.Status in protojson, as the gateway sends it. */
+export interface GatewayError {
+  readonly code: number;
+  readonly message: string;
+  readonly details: readonly Record<string, unknown>[];
 }
 
-/** A response to send for an error: the status and the `{ code, message[, details] }` body. */
+/** A response to send for an error: the HTTP status and the body. */
 export interface HttpError {
   readonly status: number;
-  readonly body: WireError;
+  readonly body: GatewayError;
 }
 
-/** Fastify's error codes that are the client's fault, with the status fastify gives them. */
-const CLIENT_FAULTS: Readonly<Record<string, { status: number; message?: string }>> = {
-  FST_ERR_CTP_INVALID_JSON_BODY: { status: 400 },
-  FST_ERR_CTP_EMPTY_JSON_BODY: { status: 400 },
-  FST_ERR_CTP_BODY_TOO_LARGE: { status: 413 },
-  FST_ERR_CTP_INVALID_MEDIA_TYPE: { status: 415 },
-  FST_ERR_CTP_INVALID_CONTENT_LENGTH: { status: 400 },
-  FST_ERR_CTP_INVALID_TYPE: { status: 400 },
-  FST_ERR_VALIDATION: { status: 400 },
-  FST_ERR_BAD_URL: { status: 400 },
-  FST_ERR_ASYNC_CONSTRAINT: { status: 400 },
+/**
+ * The body for a status. Our stable error code travels as a google.rpc.ErrorInfo `reason` (the standard
+ * place for a machine-readable cause), its details as the ErrorInfo's string metadata.
+ */
+export function gatewayBody(
+  grpcCode: number,
+  message: string,
+  errorCode: ErrorCode,
+  details?: Record<string, unknown>,
+): GatewayError {
+  const metadata = Object.fromEntries(
+    Object.entries(details ?? {}).map(([k, v]) => [k, typeof v === 'string' ? v : JSON.stringify(v)]),
+  );
+  return {
+    code: grpcCode,
+    message,
+    details: [{ '@type': ERROR_INFO_TYPE, reason: errorCode, domain: ERROR_DOMAIN, metadata }],
+  };
+}
+
+function fromStatus(s: ApiStatus): HttpError {
+  return { status: s.httpStatus, body: gatewayBody(s.grpcCode, s.message, s.errorCode, s.details) };
+}
+
+/** A request-level failure: INVALID_ARGUMENT with a more precise HTTP status where one exists. */
+function invalid(status: number, message: string): HttpError {
+  return { status, body: gatewayBody(GrpcCode.INVALID_ARGUMENT, message, 'AF_INVALID_ARGUMENT') };
+}
+
+/** Fastify's error codes that are the client's fault, with the status to answer. */
+const CLIENT_FAULTS: Readonly<Record<string, number>> = {
+  FST_ERR_CTP_INVALID_JSON_BODY: 400,
+  FST_ERR_CTP_EMPTY_JSON_BODY: 400,
+  // Not a gateway status (it has none for this), but the precise one: the body was refused unread.
+  FST_ERR_CTP_BODY_TOO_LARGE: 413,
+  FST_ERR_CTP_INVALID_MEDIA_TYPE: 415,
+  FST_ERR_CTP_INVALID_CONTENT_LENGTH: 400,
+  FST_ERR_CTP_INVALID_TYPE: 400,
+  FST_ERR_VALIDATION: 400,
+  FST_ERR_BAD_URL: 400,
+  FST_ERR_ASYNC_CONSTRAINT: 400,
 };
 
 /**
- * Translates anything a handler or fastify threw into a response. AgentFense errors keep their code and
- * details; fastify's client errors become AF_INVALID_ARGUMENT with fastify's status (400, 413, 415); a
- * JSON syntax error is a 400; anything else is a 500 AF_INTERNAL whose message names no internals.
+ * Translates anything a handler or fastify threw into a response. AgentFense errors keep their kind;
+ * fastify's client errors become INVALID_ARGUMENT; a JSON syntax error is a 400; anything else is a 500
+ * INTERNAL whose message names no internals.
  */
 export function toHttpError(err: unknown): HttpError {
-  if (err instanceof AgentFenseError) return { status: toHttpStatus(err), body: err.toWire() };
+  if (err instanceof AgentFenseError) return fromStatus(statusOf(err));
   const fastifyCode = (err as { code?: unknown } | null)?.code;
   if (typeof fastifyCode === 'string' && fastifyCode in CLIENT_FAULTS) {
-    const fault = CLIENT_FAULTS[fastifyCode] as { status: number };
-    return {
-      status: fault.status,
-      body: { code: 'AF_INVALID_ARGUMENT', message: clientMessage(err, fastifyCode) },
-    };
+    return invalid(CLIENT_FAULTS[fastifyCode] as number, clientMessage(err, fastifyCode));
   }
-  if (err instanceof SyntaxError) {
-    return {
-      status: 400,
-      body: { code: 'AF_INVALID_ARGUMENT', message: `malformed JSON body: ${err.message}` },
-    };
-  }
+  if (err instanceof SyntaxError) return invalid(400, `malformed JSON body: ${err.message}`);
   // Any other error with a 4xx status set by fastify or a plugin is still the client's fault.
   const status = (err as { statusCode?: unknown } | null)?.statusCode;
   if (typeof status === 'number' && status >= 400 && status < 500) {
-    return {
-      status,
-      body: { code: 'AF_INVALID_ARGUMENT', message: err instanceof Error ? err.message : String(err) },
-    };
+    return invalid(status, err instanceof Error ? err.message : String(err));
   }
-  return { status: 500, body: new InternalError('internal error (see the server log)').toWire() };
+  return fromStatus(statusOf(err));
+}
+
+/** The HTTP status for an error as this face answers it (for callers that only need the number). */
+export function toHttpStatus(err: unknown): number {
+  return toHttpError(err).status;
 }
 
 function clientMessage(err: unknown, code: string): string {
@@ -85,14 +100,25 @@ function clientMessage(err: unknown, code: string): string {
   return message;
 }
 
-/** `{ code, message }` for a route nobody registered. */
+/** A body for a status decided here (auth, shutdown, upload limits): kind, message, details. */
+export function errorReply(
+  errorCode: ErrorCode,
+  grpcCode: number,
+  message: string,
+  details?: Record<string, unknown>,
+): GatewayError {
+  return gatewayBody(grpcCode, message, errorCode, details);
+}
+
+/** The body for a route nobody registered (NOT_FOUND, as the gateway answers unknown paths). */
 export function unknownRouteError(method: string, url: string): HttpError {
   const path = url.split('?', 1)[0] ?? url;
   return {
-    status: 404,
-    body: {
-      code: 'AF_NOT_FOUND',
-      message: `no route ${method} ${path.slice(0, 200)} (see GET /v1/openapi.json)`,
-    },
+    status: httpStatusFromGrpcCode(GrpcCode.NOT_FOUND),
+    body: gatewayBody(
+      GrpcCode.NOT_FOUND,
+      `no route ${method} ${path.slice(0, 200)} (see GET /v1/openapi.json)`,
+      'AF_NOT_FOUND',
+    ),
   };
 }

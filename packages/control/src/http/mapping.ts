@@ -11,7 +11,9 @@ import type {
   PermissionRule,
   ResourceLimits,
 } from '@agentfense/protocol';
-import { InvalidArgumentError } from '@agentfense/protocol';
+import { InvalidArgumentError, NotFoundError } from '@agentfense/protocol';
+import { isId } from '../ids.js';
+import type { IdKind } from '../ids.js';
 import type { CodebaseInfo, FileEntry } from '../codebases/types.js';
 import type { SandboxInfo, SandboxState } from '../sandboxes/types.js';
 import type { SessionInfo } from '../sessions/session.js';
@@ -25,6 +27,8 @@ export interface WireEnum<T extends string> {
   readonly long: Readonly<Record<T, string>>;
   /** Every accepted input spelling: long forms, then short forms (`running`). */
   readonly accepted: readonly string[];
+  /** The original's names by enum number (0 is `*_UNSPECIFIED`): numbers on input map through this. */
+  readonly numbered: readonly string[];
   /** Input spelling → value; the `_UNSPECIFIED` form, where the original had one, maps to undefined. */
   parse(value: string): T | undefined;
   /** Value → output spelling. */
@@ -49,6 +53,7 @@ function wireEnum<T extends string>(
   return {
     long,
     accepted: [...byInput.keys()],
+    numbered: [`${prefix}_UNSPECIFIED`, ...values.map((v) => long[v])],
     parse(value) {
       if (!byInput.has(value)) {
         throw new InvalidArgumentError(
@@ -141,6 +146,7 @@ export interface WireResources {
   readonly cpu_quota?: number;
   readonly cpu_shares?: number;
   readonly pids_limit?: number;
+  readonly disk_bytes?: number;
 }
 
 export function resourcesFromWire(r: WireResources): ResourceLimits {
@@ -149,15 +155,18 @@ export function resourcesFromWire(r: WireResources): ResourceLimits {
     ...(r.cpu_quota === undefined ? {} : { cpuQuota: r.cpu_quota }),
     ...(r.cpu_shares === undefined ? {} : { cpuShares: r.cpu_shares }),
     ...(r.pids_limit === undefined ? {} : { pidsLimit: r.pids_limit }),
+    ...(r.disk_bytes === undefined ? {} : { diskBytes: r.disk_bytes }),
   };
 }
 
-export function resourcesToWire(r: ResourceLimits): WireResources {
+/** Every limit, 0 where none is set (the original's "no limit", and protojson emits defaults). */
+export function resourcesToWire(r: ResourceLimits): Required<WireResources> {
   return {
-    ...(r.memoryBytes === undefined ? {} : { memory_bytes: r.memoryBytes }),
-    ...(r.cpuQuota === undefined ? {} : { cpu_quota: r.cpuQuota }),
-    ...(r.cpuShares === undefined ? {} : { cpu_shares: r.cpuShares }),
-    ...(r.pidsLimit === undefined ? {} : { pids_limit: r.pidsLimit }),
+    memory_bytes: r.memoryBytes ?? 0,
+    cpu_quota: r.cpuQuota ?? 0,
+    cpu_shares: r.cpuShares ?? 0,
+    pids_limit: r.pidsLimit ?? 0,
+    disk_bytes: r.diskBytes ?? 0,
   };
 }
 
@@ -185,7 +194,8 @@ export function codebaseToWire(c: CodebaseInfo): Record<string, unknown> {
   return {
     id: c.id,
     name: c.name,
-    owner_id: c.ownerId,
+    // A string field of the original: "" when unset, as protojson emits it.
+    owner_id: c.ownerId ?? '',
     // Null for a linked codebase (a host directory used in place is never walked).
     size: c.sizeBytes,
     file_count: c.fileCount,
@@ -222,7 +232,7 @@ export function sandboxToWire(s: SandboxInfo): Record<string, unknown> {
     stopped_at: s.stoppedAt,
     expires_at: s.expiresAt,
     runtime: s.runtime in RUNTIME_TYPE.long ? RUNTIME_TYPE.format(s.runtime) : s.runtime,
-    image: s.image,
+    image: s.image ?? '',
     resources: resourcesToWire(s.resources),
     network: s.network,
     audit_allowed: s.auditAllowed,
@@ -300,4 +310,19 @@ export function auditToWire(e: AuditEvent): Record<string, unknown> {
     errno: e.errno ?? null,
     pid: e.pid ?? null,
   };
+}
+
+// --- Ids in URLs ----------------------------------------------------------------------------------
+
+/**
+ * An id from a URL. One that is not in our format names nothing we have: NOT_FOUND, as the original
+ * answers for any unknown id (its own ids, `sb_0123456789abcdef`, included), never a 400. The check still
+ * runs before the id reaches a path or a query.
+ */
+export function pathId(kind: IdKind, value: string): string {
+  const shown = value.slice(0, 80);
+  if (!isId(kind, value)) {
+    throw new NotFoundError(`${kind} ${JSON.stringify(shown)} not found`, { details: { id: shown } });
+  }
+  return value;
 }

@@ -1,6 +1,7 @@
 // The OpenAPI 3.1 document, built from the routes fastify registered (collected by an onRoute hook), so
 // it cannot drift from what the server serves. OpenAPI 3.1 schemas are JSON Schema: ours go in unchanged.
 import type { RouteConfig } from './define.js';
+import { documented } from './protojson.js';
 import type { Schema } from './schemas.js';
 
 /** A route as the onRoute hook saw it. */
@@ -61,15 +62,20 @@ export function buildOpenApi(
       const content =
         contentType === 'application/octet-stream'
           ? { schema: { type: 'string', contentMediaType: 'application/octet-stream' } }
-          : { schema: body };
+          : { schema: documented(body, 'output') };
       responses[status] = {
-        description: isError ? 'Error: `{ code, message }` with the status of the error kind' : 'Success',
+        description: isError
+          ? 'Error: google.rpc.Status `{ code, message, details }` (code: the gRPC code), with the HTTP status grpc-gateway gives that code'
+          : 'Success',
         content: { [contentType]: content },
       };
     }
     const requestBody =
       schema.body !== undefined
-        ? { required: true, content: { 'application/json': { schema: schema.body } } }
+        ? {
+            required: true,
+            content: { 'application/json': { schema: documented(schema.body as Schema, 'input') } },
+          }
         : doc.requestContentType !== undefined
           ? {
               required: true,
@@ -85,7 +91,13 @@ export function buildOpenApi(
       summary: schema.summary,
       ...(schema.description === undefined ? {} : { description: schema.description }),
       tags: schema.tags,
-      parameters: [...parameters('path', schema.params), ...parameters('query', schema.querystring)],
+      parameters: [
+        ...parameters('path', schema.params),
+        ...parameters(
+          'query',
+          schema.querystring === undefined ? undefined : documented(schema.querystring as Schema, 'input'),
+        ),
+      ],
       ...(requestBody === undefined ? {} : { requestBody }),
       responses,
       ...(doc.auth === false ? { security: [] } : {}),
@@ -99,7 +111,7 @@ export function buildOpenApi(
       title: 'AgentFense',
       version: info.version,
       description:
-        'Codebases, sandboxes and sessions over JSON (snake_case). Errors are `{ code, message }`. See packages/control/src/http/README.md.',
+        "Codebases, sandboxes and sessions in grpc-gateway's JSON mapping (protojson), compatible with the original AgentFense REST gateway: answers use lowerCamelCase names with every field present and int64 values as strings; requests may use lowerCamelCase or the proto (snake_case) names, enums by name or number, and unknown fields are ignored; a JSON body needs no Content-Type. Errors are google.rpc.Status `{ code, message, details }`. See packages/control/src/http/README.md.",
     },
     paths,
     components: {

@@ -1,7 +1,6 @@
 // JSON Schemas of the HTTP API's requests and responses. Fastify validates requests with them (ajv),
 // and the OpenAPI document is built from them, so the documentation is the validation. Responses are
 // serialized with plain JSON.stringify; the response schemas are documentation, checked by the tests.
-import { ERROR_CODES } from '@agentfense/protocol';
 import {
   COMMIT_MODE,
   PATTERN_TYPE,
@@ -24,6 +23,7 @@ const nullableTime = {
 const stringMap = { type: 'object', additionalProperties: { type: 'string' } } as const;
 const duration = {
   type: ['number', 'string'],
+  'x-duration': true,
   description:
     'Seconds, as a number (`30`, `1.5`) or as protobuf JSON spells a Duration (`"30s"`, `"1.5s"`).',
 } as const;
@@ -51,17 +51,40 @@ function outObject(title: string, properties: Record<string, Schema>): Schema {
 
 // --- Common -----------------------------------------------------------------------------------------
 
+/** google.rpc.Status as grpc-gateway writes it. */
 export const ErrorBody: Schema = {
-  title: 'Error',
+  title: 'Status',
   type: 'object',
   properties: {
-    code: { type: 'string', enum: [...ERROR_CODES] },
+    code: { type: 'integer', description: 'the gRPC status code (5 NOT_FOUND, 3 INVALID_ARGUMENT, ...)' },
     message: str,
-    details: { type: 'object' },
+    details: {
+      type: 'array',
+      description:
+        'google.protobuf.Any values; always one google.rpc.ErrorInfo whose `reason` is the AgentFense error code (AF_NOT_FOUND, ...) and whose `metadata` carries the error details',
+      items: { type: 'object' },
+    },
   },
-  required: ['code', 'message'],
+  required: ['code', 'message', 'details'],
   additionalProperties: false,
 };
+
+/** An int64 field: a string in answers, a string or a number in requests. */
+const int64 = (extra: Record<string, unknown> = {}): Schema => ({
+  type: 'integer',
+  'x-int64': true,
+  ...extra,
+});
+/** An enum field: the original's names (and our short forms) or its numbers. */
+const enumIn = (
+  e: { accepted: readonly string[]; numbered: readonly string[] },
+  extra: Record<string, unknown> = {},
+): Schema => ({
+  type: 'string',
+  enum: [...e.accepted],
+  'x-enum': [...e.numbered],
+  ...extra,
+});
 
 export const Empty: Schema = { title: 'Empty', type: 'object', properties: {}, additionalProperties: false };
 
@@ -91,6 +114,7 @@ export const Codebase = outObject('Codebase', {
   owner_id: nullableStr,
   size: {
     type: ['integer', 'null'],
+    'x-int64': true,
     description: 'total bytes of regular files (null for a linked codebase)',
   },
   file_count: { type: ['integer', 'null'], description: 'regular files (null for a linked codebase)' },
@@ -108,7 +132,7 @@ export const CodebaseList = outObject('ListCodebasesResponse', {
 
 export const FileEntry = outObject('FileInfo', {
   path: { type: 'string', description: 'relative to the codebase root' },
-  size: { type: 'integer' },
+  size: int64(),
   is_dir: { type: 'boolean' },
   modified_at: time,
 });
@@ -136,12 +160,8 @@ const PermissionRuleIn = object(
   'PermissionRuleInput',
   {
     pattern: { type: 'string', minLength: 1 },
-    type: {
-      type: 'string',
-      enum: [...PATTERN_TYPE.accepted],
-      description: 'inferred from the pattern when absent',
-    },
-    permission: { type: 'string', enum: [...PERMISSION.accepted] },
+    type: enumIn(PATTERN_TYPE, { description: 'inferred from the pattern when absent' }),
+    permission: enumIn(PERMISSION),
     priority: { type: 'integer' },
   },
   ['pattern', 'permission'],
@@ -160,12 +180,13 @@ const PermissionRuleOut: Schema = {
   additionalProperties: false,
 };
 
-const positiveInt = { type: 'integer', minimum: 1 } as const;
+const positiveInt = { type: 'integer', minimum: 1, 'x-int64': true } as const;
 const Resources = object('ResourceLimits', {
   memory_bytes: positiveInt,
   cpu_quota: { ...positiveInt, description: 'microseconds per 100 ms period (50000 = half a core)' },
   cpu_shares: { ...positiveInt, description: 'relative weight, 1024 = default' },
   pids_limit: positiveInt,
+  disk_bytes: { ...positiveInt, description: "bytes the sandbox's changes may take on disk" },
 });
 
 export const CreateSandboxBody = object(
@@ -174,7 +195,7 @@ export const CreateSandboxBody = object(
     codebase_id: str,
     permissions: { type: 'array', items: PermissionRuleIn, description: 'exclusive with preset' },
     preset: { type: 'string', description: 'a preset name (default agent-safe when neither is given)' },
-    runtime: { type: 'string', enum: [...RUNTIME_TYPE.accepted] },
+    runtime: enumIn(RUNTIME_TYPE),
     image: { type: 'string', description: 'container image (docker runtime only)' },
     resources: Resources,
     labels: stringMap,
@@ -211,7 +232,7 @@ export const Sandbox = outObject('Sandbox', {
 
 export const ListSandboxesQuery = object('ListSandboxesQuery', {
   codebase_id: str,
-  status: { type: 'string', enum: [...SANDBOX_STATUS.accepted] },
+  status: enumIn(SANDBOX_STATUS),
   labels: {
     type: 'array',
     items: str,
@@ -267,7 +288,7 @@ const Change = outObject('Change', {
   path: str,
   kind: { type: 'string', enum: ['added', 'modified', 'deleted'] },
   type: { type: 'string', enum: ['file', 'directory', 'symlink', 'other'] },
-  size: { type: ['integer', 'null'] },
+  size: { type: ['integer', 'null'], 'x-int64': true },
 });
 
 export const ChangeList = outObject('ListChangesResponse', { changes: { type: 'array', items: Change } });

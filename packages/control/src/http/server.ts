@@ -7,18 +7,21 @@ import { LogController, fastify } from 'fastify';
 import type { FastifyBaseLogger, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
 import { DEFAULT_MAX_UPLOAD_BYTES } from '../codebases/service.js';
-import { BearerAuth, assertListenAllowed } from './auth.js';
+import { GrpcCode } from '../api/status.js';
+import { BearerAuth, assertListenAllowed, refuseNonLoopback } from './auth.js';
 import type { ListenAddress } from './auth.js';
 import type { HttpBackend } from './backend.js';
 import { defineRoute } from './define.js';
 import type { RouteConfig } from './define.js';
-import { toHttpError, unknownRouteError } from './errors.js';
+import { errorReply, toHttpError, unknownRouteError } from './errors.js';
 import { buildOpenApi } from './openapi.js';
 import type { RegisteredRoute } from './openapi.js';
 import { registerCodebaseRoutes } from './routes/codebases.js';
 import { registerSandboxRoutes } from './routes/sandboxes.js';
 import { registerSessionRoutes } from './routes/sessions.js';
 import { Health } from './schemas.js';
+import type { Schema } from './schemas.js';
+import { PROTO_KEYWORDS, normalizeInput, toJsonOutput } from './protojson.js';
 
 /** The API's version as the OpenAPI document and /v1/health report it. */
 export const API_VERSION = '0.1.0';
@@ -58,10 +61,13 @@ export interface HttpServer {
 /** Body validation is strict (no coercion: `"1"` is not a number); query strings are coerced. */
 function validators(): { body: Ajv; other: Ajv } {
   const common = { allErrors: false, removeAdditional: false, allowUnionTypes: true, strict: true } as const;
-  return {
-    body: new Ajv({ ...common, coerceTypes: false, useDefaults: false }),
-    other: new Ajv({ ...common, coerceTypes: 'array', useDefaults: true }),
-  };
+  const body = new Ajv({ ...common, coerceTypes: false, useDefaults: false });
+  const other = new Ajv({ ...common, coerceTypes: 'array', useDefaults: true });
+  for (const keyword of PROTO_KEYWORDS) {
+    body.addKeyword(keyword);
+    other.addKeyword(keyword);
+  }
+  return { body, other };
 }
 
 export function createHttpServer(options: HttpServerOptions): HttpServer {
@@ -98,19 +104,45 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
   app.setValidatorCompiler(({ schema, httpPart }) =>
     (httpPart === 'body' ? ajv.body : ajv.other).compile(schema),
   );
-  // Response schemas document; they never filter what is sent (tests check responses against them).
-  app.setSerializerCompiler(() => (data) => JSON.stringify(data));
+  // Answers in the gateway's JSON (camelCase names, int64 as strings), driven by the response schema;
+  // the schemas never filter what is sent (tests check responses against the served document).
+  app.setSerializerCompiler(
+    ({ schema }) =>
+      (data) =>
+        JSON.stringify(toJsonOutput(data, schema as Schema)),
+  );
 
-  // JSON bodies: an empty body is "no body" (POST …/start with Content-Type: application/json and nothing).
+  // JSON bodies whatever the Content-Type says, or without one, as the gateway reads them (the
+  // original's README curls send none, or curl's form type). An empty body is "no body" (POST …/start).
+  // Raw uploads have their own parser in their scope.
   const parseJson = app.getDefaultJsonParser('error', 'error');
-  app.removeContentTypeParser('application/json');
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+  app.removeAllContentTypeParsers();
+  const jsonParser = (
+    request: FastifyRequest,
+    body: string | Buffer,
+    done: (err: Error | null, body?: unknown) => void,
+  ): void => {
     const text = body as string; // parseAs: 'string'
     if (text === '') {
       done(null, undefined);
       return;
     }
     void parseJson(request, text, done);
+  };
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, jsonParser);
+  app.addContentTypeParser('*', { parseAs: 'string' }, jsonParser);
+
+  // Requests in the gateway's JSON (either field name, enums by number, int64 strings, unknown fields
+  // ignored) become what the validators and handlers expect, before validation.
+  app.addHook('preValidation', (request, _reply, done) => {
+    const schema = request.routeOptions.schema as { body?: Schema; querystring?: Schema } | undefined;
+    if (schema?.body !== undefined && request.body !== undefined && request.body !== null) {
+      request.body = normalizeInput(request.body, schema.body);
+    }
+    if (schema?.querystring !== undefined) {
+      request.query = normalizeInput(request.query, schema.querystring);
+    }
+    done();
   });
 
   app.setErrorHandler((err, request, reply) => {
@@ -131,8 +163,20 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
     void reply
       .status(503)
       .header('connection', 'close')
-      .send({ code: 'AF_UNAVAILABLE', message: 'the server is shutting down' });
+      .send(errorReply('AF_UNAVAILABLE', GrpcCode.UNAVAILABLE, 'the server is shutting down'));
   });
+
+  if (auth === undefined) {
+    // Without a token, loopback is the only protection: refuse requests addressed to other names.
+    app.addHook('onRequest', (request: FastifyRequest, reply: FastifyReply, done: () => void) => {
+      const refused = refuseNonLoopback(request.headers);
+      if (refused === undefined) {
+        done();
+        return;
+      }
+      void reply.status(403).send(errorReply('AF_PERMISSION_DENIED', GrpcCode.PERMISSION_DENIED, refused));
+    });
+  }
 
   if (auth !== undefined) {
     app.addHook('onRequest', (request: FastifyRequest, reply: FastifyReply, done: () => void) => {
@@ -144,7 +188,9 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
       void reply
         .status(401)
         .header('www-authenticate', 'Bearer realm="agentfense"')
-        .send({ code: 'AF_PERMISSION_DENIED', message: 'missing or invalid bearer token' });
+        .send(
+          errorReply('AF_PERMISSION_DENIED', GrpcCode.UNAUTHENTICATED, 'missing or invalid bearer token'),
+        );
     });
   }
 

@@ -4,7 +4,7 @@
 import { createInterface } from 'node:readline';
 import { stat } from 'node:fs/promises';
 import type { Command } from 'commander';
-import { InvalidArgumentError } from '@agentfense/protocol';
+import { InvalidArgumentError, TimeoutError } from '@agentfense/protocol';
 import { Sandbox } from '../../library/sandbox.js';
 import { addDataOption } from '../control-options.js';
 import type { DataFlags } from '../control-options.js';
@@ -19,18 +19,18 @@ import type { ServerFlags } from '../server-client.js';
 
 interface WireSession {
   readonly id: string;
-  readonly sandbox_id: string;
+  readonly sandboxId: string;
   readonly status: string;
   readonly shell: string;
-  readonly created_at: string;
+  readonly createdAt: string;
 }
 
 interface WireSessionResult {
   readonly stdout: string;
   readonly stderr: string;
-  readonly exit_code: number | null;
-  readonly timed_out: boolean;
-  readonly session_closed: boolean;
+  readonly exitCode: number | null;
+  readonly timedOut: boolean;
+  readonly sessionClosed: boolean;
 }
 
 /** What the shell loop needs of a session, local or remote. */
@@ -44,13 +44,29 @@ interface ShellSession {
   close(): Promise<void>;
 }
 
+/**
+ * A timed-out command is a DEADLINE_EXCEEDED answer (as the original's gateway gives); its result, with
+ * the output so far, is in the error's details.
+ */
+function timedOutResult(err: unknown): WireSessionResult {
+  if (!(err instanceof TimeoutError) || err.details === undefined) throw err;
+  const d = err.details;
+  return {
+    stdout: typeof d.stdout === 'string' ? d.stdout : '',
+    stderr: typeof d.stderr === 'string' ? d.stderr : '',
+    exitCode: null,
+    timedOut: true,
+    sessionClosed: d.sessionClosed === 'true',
+  };
+}
+
 const collect = (value: string, previous: string[]): string[] => [...previous, value];
 
 function remoteSession(client: ServerClient, id: string): ShellSession {
   return {
     exec: async (command) => {
       const r = await client.call<WireSessionResult>('POST', `/v1/sessions/${id}/exec`, { command });
-      return { stdout: r.stdout, stderr: r.stderr, exitCode: r.exit_code, closed: r.session_closed };
+      return { stdout: r.stdout, stderr: r.stderr, exitCode: r.exitCode, closed: r.sessionClosed };
     },
     close: async () => {
       await client.call('DELETE', `/v1/sessions/${id}`).catch(() => undefined);
@@ -131,20 +147,18 @@ export function registerSessions(program: Command, { io, result }: CliContext): 
       async (id: string, words: string[], flags: ServerFlags & { timeout?: string; json?: boolean }) => {
         const client = await ServerClient.fromFlags(flags);
         const timeout = flags.timeout === undefined ? undefined : parseSeconds(flags.timeout, '--timeout');
-        const r = await client.call<WireSessionResult>(
-          'POST',
-          `/v1/sessions/${encodeURIComponent(id)}/exec`,
-          {
+        const r = await client
+          .call<WireSessionResult>('POST', `/v1/sessions/${encodeURIComponent(id)}/exec`, {
             command: words.join(' '),
             ...(timeout === undefined ? {} : { timeout }),
-          },
-        );
+          })
+          .catch(timedOutResult);
         if (flags.json === true) printJson(io, r);
         else {
           io.stdout.write(r.stdout);
           io.stderr.write(r.stderr);
         }
-        result.exitCode = r.timed_out ? 124 : (r.exit_code ?? 1);
+        result.exitCode = r.timedOut ? 124 : (r.exitCode ?? 1);
       },
     );
 
@@ -162,7 +176,7 @@ export function registerSessions(program: Command, { io, result }: CliContext): 
       else if (sessions.length === 0) io.stderr.write('agentfense: no sessions\n');
       else
         io.stdout.write(
-          `${formatTable([['ID', 'STATUS', 'SHELL', 'CREATED'], ...sessions.map((s) => [s.id, s.status, s.shell, s.created_at])])}\n`,
+          `${formatTable([['ID', 'STATUS', 'SHELL', 'CREATED'], ...sessions.map((s) => [s.id, s.status, s.shell, s.createdAt])])}\n`,
         );
     });
 

@@ -3,10 +3,11 @@
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { InvalidArgumentError } from '@agentfense/protocol';
 import { splitCodebasePath } from '../../codebases/upload-path.js';
-import { validateId } from '../../ids.js';
 import type { HttpBackend } from '../backend.js';
+import { GrpcCode } from '../../api/status.js';
 import { defineRoute } from '../define.js';
-import { codebaseToWire, fileToWire } from '../mapping.js';
+import { errorReply } from '../errors.js';
+import { codebaseToWire, fileToWire, pathId } from '../mapping.js';
 import {
   Codebase,
   CodebaseList,
@@ -42,11 +43,14 @@ function tooLarge(reply: FastifyReply, path: string, maxBytes: number): FastifyR
   return reply
     .status(413)
     .header('connection', 'close')
-    .send({
-      code: 'AF_INVALID_ARGUMENT',
-      message: `${path} is larger than the upload limit of ${maxBytes} bytes`,
-      details: { path, maxBytes },
-    });
+    .send(
+      errorReply(
+        'AF_INVALID_ARGUMENT',
+        GrpcCode.INVALID_ARGUMENT,
+        `${path} is larger than the upload limit of ${maxBytes} bytes`,
+        { path, maxBytes },
+      ),
+    );
 }
 
 export function registerCodebaseRoutes(
@@ -99,7 +103,7 @@ export function registerCodebaseRoutes(
     tags,
     params,
     response: Codebase,
-    handler: async (req) => codebaseToWire(await backend.getCodebase(validateId('codebase', req.params.id))),
+    handler: async (req) => codebaseToWire(await backend.getCodebase(pathId('codebase', req.params.id))),
   });
 
   defineRoute<unknown, unknown, IdParam>(app, {
@@ -111,7 +115,7 @@ export function registerCodebaseRoutes(
     params,
     response: Empty,
     handler: async (req) => {
-      await backend.deleteCodebase(validateId('codebase', req.params.id));
+      await backend.deleteCodebase(pathId('codebase', req.params.id));
       return {};
     },
   });
@@ -126,7 +130,7 @@ export function registerCodebaseRoutes(
     querystring: ListFilesQuery,
     response: FileList,
     handler: async (req) => {
-      const id = validateId('codebase', req.params.id);
+      const id = pathId('codebase', req.params.id);
       // Listings accept "/src" too: the original's paths were absolute within the codebase.
       const path = (req.query.path ?? '').replace(/^\/+/, '').replace(/\/+$/, '');
       splitCodebasePath(path, { allowRoot: true });
@@ -153,7 +157,7 @@ export function registerCodebaseRoutes(
       response: FileEntry,
       doc: { requestContentType: 'application/octet-stream' },
       handler: async (req, reply) => {
-        const id = validateId('codebase', req.params.id);
+        const id = pathId('codebase', req.params.id);
         const path = req.params['*'];
         splitCodebasePath(path);
         const declared = Number(req.headers['content-length']);
@@ -181,7 +185,7 @@ export function registerCodebaseRoutes(
       response: { type: 'string' },
       doc: { responseContentType: 'application/octet-stream' },
       handler: async (req, reply) => {
-        const id = validateId('codebase', req.params.id);
+        const id = pathId('codebase', req.params.id);
         const path = req.params['*'];
         splitCodebasePath(path);
         const { stream, size } = await backend.downloadFile(id, path);

@@ -5,13 +5,13 @@ import { PassThrough } from 'node:stream';
 import { StringDecoder } from 'node:string_decoder';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { ExecResult } from '@agentfense/protocol';
-import { WrongStateError, toAgentFenseError } from '@agentfense/protocol';
-import { validateId } from '../../ids.js';
+import { TimeoutError, WrongStateError, toAgentFenseError } from '@agentfense/protocol';
 import { followLog, tailLog } from '../../sandboxes/log-file.js';
 import type { SandboxExecOptions } from '../../sandboxes/types.js';
 import type { HttpBackend, HttpCreateSandboxOptions } from '../backend.js';
 import { defineRoute } from '../define.js';
 import { toHttpError } from '../errors.js';
+import { camelKeys } from '../protojson.js';
 import {
   COMMIT_MODE,
   RUNTIME_TYPE,
@@ -26,6 +26,7 @@ import {
   resourcesFromWire,
   rulesFromWire,
   sandboxToWire,
+  pathId,
 } from '../mapping.js';
 import type { OutputEncoding, WireDuration, WireResources, WireRuleIn } from '../mapping.js';
 import {
@@ -162,7 +163,7 @@ export function registerSandboxRoutes(
     tags,
     params,
     response: Sandbox,
-    handler: async (req) => sandboxToWire(await backend.getSandbox(validateId('sandbox', req.params.id))),
+    handler: async (req) => sandboxToWire(await backend.getSandbox(pathId('sandbox', req.params.id))),
   });
 
   defineRoute<unknown, unknown, IdParam>(app, {
@@ -173,7 +174,14 @@ export function registerSandboxRoutes(
     tags,
     params,
     response: Sandbox,
-    handler: async (req) => sandboxToWire(await backend.startSandbox(validateId('sandbox', req.params.id))),
+    handler: async (req) => {
+      const id = pathId('sandbox', req.params.id);
+      // The original refuses a repeated start (FAILED_PRECONDITION) rather than answering it again.
+      if ((await backend.getSandbox(id)).state === 'RUNNING') {
+        throw new WrongStateError(`sandbox ${id} is already running`, { details: { id } });
+      }
+      return sandboxToWire(await backend.startSandbox(id));
+    },
   });
 
   defineRoute<unknown, unknown, IdParam>(app, {
@@ -184,7 +192,16 @@ export function registerSandboxRoutes(
     tags,
     params,
     response: Sandbox,
-    handler: async (req) => sandboxToWire(await backend.stopSandbox(validateId('sandbox', req.params.id))),
+    handler: async (req) => {
+      const id = pathId('sandbox', req.params.id);
+      const state = (await backend.getSandbox(id)).state;
+      if (state !== 'RUNNING') {
+        throw new WrongStateError(`sandbox ${id} is not running (it is ${state})`, {
+          details: { id, state },
+        });
+      }
+      return sandboxToWire(await backend.stopSandbox(id));
+    },
   });
 
   defineRoute<unknown, unknown, IdParam>(app, {
@@ -196,7 +213,7 @@ export function registerSandboxRoutes(
     params,
     response: Empty,
     handler: async (req) => {
-      await backend.destroySandbox(validateId('sandbox', req.params.id));
+      await backend.destroySandbox(pathId('sandbox', req.params.id));
       return {};
     },
   });
@@ -207,17 +224,19 @@ export function registerSandboxRoutes(
     operationId: 'Exec',
     summary: 'Run one command in a running sandbox and return its output',
     description:
-      'A command still running when the client disconnects is killed. `timeout` kills the whole process tree; the result then says `timed_out`.',
+      'A command still running when the client disconnects is killed. `timeout` kills the whole process tree and the answer is 504 DEADLINE_EXCEEDED (code 4), as the original answers; the output so far is in the ErrorInfo metadata (`stdout`, `stderr`).',
     tags,
     params,
     body: ExecBody,
     response: ExecResultSchema,
     handler: async (req, reply) => {
-      const id = validateId('sandbox', req.params.id);
+      const id = pathId('sandbox', req.params.id);
       const { options, abort } = execOptions(req.body, reply, context.shutdown);
       try {
         const result = await backend.exec(id, req.body.command, options);
-        return execResultToWire(result, req.body.output_encoding ?? 'utf8');
+        const wire = execResultToWire(result, req.body.output_encoding ?? 'utf8');
+        if (result.timedOut) throw timedOut(wire);
+        return wire;
       } finally {
         abort.dispose();
       }
@@ -237,7 +256,7 @@ export function registerSandboxRoutes(
     response: ExecStreamChunk,
     doc: { responseContentType: 'application/x-ndjson' },
     handler: async (req, reply) => {
-      const id = validateId('sandbox', req.params.id);
+      const id = pathId('sandbox', req.params.id);
       const sandbox = await backend.getSandbox(id);
       if (sandbox.state !== 'RUNNING') {
         throw new WrongStateError(`sandbox ${id} is ${sandbox.state}, not RUNNING`, { details: { id } });
@@ -261,7 +280,10 @@ export function registerSandboxRoutes(
       void Promise.resolve()
         .then(() => backend.exec(id, req.body.command, options))
         .then(
-          (result) => write({ done: true, ...finalLine(result) }),
+          (result) =>
+            result.timedOut
+              ? write({ done: true, error: toHttpError(timedOut(finalLine(result))).body })
+              : write({ done: true, ...camelKeys(finalLine(result)) }),
           (err: unknown) => write({ done: true, error: toHttpError(toAgentFenseError(err)).body }),
         )
         .finally(() => {
@@ -281,7 +303,7 @@ export function registerSandboxRoutes(
     params,
     response: ChangeList,
     handler: async (req) => ({
-      changes: (await backend.changes(validateId('sandbox', req.params.id))).map(changeToWire),
+      changes: (await backend.changes(pathId('sandbox', req.params.id))).map(changeToWire),
     }),
   });
 
@@ -295,7 +317,7 @@ export function registerSandboxRoutes(
     querystring: DiffQuery,
     response: DiffResult,
     handler: async (req) => {
-      const id = validateId('sandbox', req.params.id);
+      const id = pathId('sandbox', req.params.id);
       const result = await backend.diff(id, req.query.paths === undefined ? {} : { paths: req.query.paths });
       return { diff: result.diff, binary: [...result.binary] };
     },
@@ -312,7 +334,7 @@ export function registerSandboxRoutes(
     optionalBody: true,
     response: CommitResultSchema,
     handler: async (req) => {
-      const id = validateId('sandbox', req.params.id);
+      const id = pathId('sandbox', req.params.id);
       const body = req.body;
       const result = await backend.commit(id, {
         ...(body.mode === undefined ? {} : { mode: COMMIT_MODE.parse(body.mode) }),
@@ -333,7 +355,7 @@ export function registerSandboxRoutes(
     optionalBody: true,
     response: Empty,
     handler: async (req) => {
-      const id = validateId('sandbox', req.params.id);
+      const id = pathId('sandbox', req.params.id);
       const paths = req.body.paths;
       await backend.discard(id, paths === undefined ? {} : { paths });
       return {};
@@ -350,7 +372,7 @@ export function registerSandboxRoutes(
     querystring: LogsQuery,
     response: LogsResult,
     handler: async (req) => ({
-      lines: await backend.logs(validateId('sandbox', req.params.id), { tail: req.query.tail ?? 1000 }),
+      lines: await backend.logs(pathId('sandbox', req.params.id), { tail: req.query.tail ?? 1000 }),
     }),
   });
 
@@ -367,7 +389,7 @@ export function registerSandboxRoutes(
     response: LogStreamLine,
     doc: { responseContentType: 'application/x-ndjson' },
     handler: async (req, reply) => {
-      const id = validateId('sandbox', req.params.id);
+      const id = pathId('sandbox', req.params.id);
       const controller = new AbortController();
       const stop = (): void => controller.abort();
       // Watched before any await: a client that leaves while the tail is read must not leave a poller.
@@ -433,7 +455,7 @@ export function registerSandboxRoutes(
     querystring: AuditQuery,
     response: AuditResult,
     handler: async (req) => {
-      const id = validateId('sandbox', req.params.id);
+      const id = pathId('sandbox', req.params.id);
       const events = await backend.audit(id, {
         ...(req.query.decision === undefined ? {} : { decision: req.query.decision }),
         ...(req.query.limit === undefined ? {} : { limit: req.query.limit }),
@@ -441,6 +463,14 @@ export function registerSandboxRoutes(
       return { events: events.map(auditToWire) };
     },
   });
+}
+
+/**
+ * The error for a command that ran out of time: DEADLINE_EXCEEDED, as the original answers, with what
+ * the result said (output so far, duration) in its details so nothing is lost.
+ */
+export function timedOut(wire: Record<string, unknown>): TimeoutError {
+  return new TimeoutError('command timed out', { details: camelKeys(wire) });
 }
 
 /** The final NDJSON line: the result without its output (already streamed). */

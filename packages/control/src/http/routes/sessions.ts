@@ -1,11 +1,11 @@
 // Session routes (persistent shells in a running sandbox): create and list under a sandbox, then get,
 // exec and destroy by session id, as the original's REST gateway had them.
 import type { FastifyInstance } from 'fastify';
-import { validateId } from '../../ids.js';
 import type { SessionShell } from '../../sessions/script.js';
 import type { HttpBackend } from '../backend.js';
 import { defineRoute } from '../define.js';
-import { parseDuration, sessionExecResultToWire, sessionToWire } from '../mapping.js';
+import { timedOut } from './sandboxes.js';
+import { parseDuration, sessionExecResultToWire, sessionToWire, pathId } from '../mapping.js';
 import type { OutputEncoding, WireDuration } from '../mapping.js';
 import {
   CreateSessionBody,
@@ -40,7 +40,7 @@ export function registerSessionRoutes(app: FastifyInstance, backend: HttpBackend
     response: SessionSchema,
     handler: async (req) => {
       const b = req.body;
-      const info = await backend.createSession(validateId('sandbox', req.params.id), {
+      const info = await backend.createSession(pathId('sandbox', req.params.id), {
         // The shell is checked against the allowed list by the session layer (400 with the list).
         ...(b.shell === undefined ? {} : { shell: b.shell as SessionShell }),
         ...(b.env === undefined ? {} : { env: b.env }),
@@ -62,9 +62,7 @@ export function registerSessionRoutes(app: FastifyInstance, backend: HttpBackend
     params: IdParams('sandbox', 'sb'),
     response: SessionList,
     handler: async (req) => ({
-      sessions: (await backend.listSessions(validateId('sandbox', req.params.id))).map((s) =>
-        sessionToWire(s),
-      ),
+      sessions: (await backend.listSessions(pathId('sandbox', req.params.id))).map((s) => sessionToWire(s)),
     }),
   });
 
@@ -76,7 +74,7 @@ export function registerSessionRoutes(app: FastifyInstance, backend: HttpBackend
     tags,
     params: IdParams('session', 'ses'),
     response: SessionSchema,
-    handler: async (req) => sessionToWire(await backend.getSession(validateId('session', req.params.id))),
+    handler: async (req) => sessionToWire(await backend.getSession(pathId('session', req.params.id))),
   });
 
   defineRoute<unknown, unknown, IdParam>(app, {
@@ -88,7 +86,7 @@ export function registerSessionRoutes(app: FastifyInstance, backend: HttpBackend
     params: IdParams('session', 'ses'),
     response: Empty,
     handler: async (req) => {
-      await backend.closeSession(validateId('session', req.params.id));
+      await backend.closeSession(pathId('session', req.params.id));
       return {};
     },
   });
@@ -102,13 +100,13 @@ export function registerSessionRoutes(app: FastifyInstance, backend: HttpBackend
     url: '/v1/sessions/:id/exec',
     operationId: 'SessionExec',
     summary:
-      'Run a command in the session (after any queued before it); a timeout interrupts it, the session stays',
+      'Run a command in the session (after any queued before it); a timeout interrupts it (504 DEADLINE_EXCEEDED, output so far in the error details), the session stays',
     tags,
     params: IdParams('session', 'ses'),
     body: SessionExecBody,
     response: SessionExecResultSchema,
     handler: async (req) => {
-      const id = validateId('session', req.params.id);
+      const id = pathId('session', req.params.id);
       const b = req.body;
       const result = await backend.sessionExec(id, b.command, {
         ...(b.stdin === undefined ? {} : { stdin: b.stdin }),
@@ -116,7 +114,9 @@ export function registerSessionRoutes(app: FastifyInstance, backend: HttpBackend
           ? {}
           : { timeoutMs: Math.ceil(parseDuration('timeout', b.timeout) * 1000) }),
       });
-      return sessionExecResultToWire(result, b.output_encoding ?? 'utf8');
+      const wire = sessionExecResultToWire(result, b.output_encoding ?? 'utf8');
+      if (result.timedOut) throw timedOut(wire);
+      return wire;
     },
   });
 }
