@@ -55,7 +55,13 @@ describe('grpc-gateway JSON', () => {
       image: '',
       labels: { owner_team: 'x' },
       startedAt: null,
-      resources: { memoryBytes: '0', cpuQuota: '0', cpuShares: '0', pidsLimit: '0', diskBytes: '0' },
+      // Every limit, each an int64 string (the defaults every sandbox gets; 0 = none).
+      resources: Object.fromEntries(
+        ['memoryBytes', 'cpuQuota', 'cpuShares', 'pidsLimit', 'diskBytes', 'tmpBytes'].map((k) => [
+          k,
+          expect.stringMatching(/^\d+$/),
+        ]),
+      ),
     });
     const list = await call('GET', `/v1/sandboxes?codebaseId=${cb}`);
     check('ListSandboxes', list);

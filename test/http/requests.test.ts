@@ -295,9 +295,6 @@ describe('enum mapping', () => {
       resources: {
         memoryBytes: String(256 * 1024 * 1024),
         pidsLimit: '64',
-        cpuQuota: '0',
-        cpuShares: '0',
-        diskBytes: '0',
       },
       permissions: [
         { pattern: '**', type: 'PATTERN_TYPE_GLOB', permission: 'PERMISSION_READ', priority: 0 },

@@ -147,6 +147,7 @@ export interface WireResources {
   readonly cpu_shares?: number;
   readonly pids_limit?: number;
   readonly disk_bytes?: number;
+  readonly tmp_bytes?: number;
 }
 
 export function resourcesFromWire(r: WireResources): ResourceLimits {
@@ -156,6 +157,7 @@ export function resourcesFromWire(r: WireResources): ResourceLimits {
     ...(r.cpu_shares === undefined ? {} : { cpuShares: r.cpu_shares }),
     ...(r.pids_limit === undefined ? {} : { pidsLimit: r.pids_limit }),
     ...(r.disk_bytes === undefined ? {} : { diskBytes: r.disk_bytes }),
+    ...(r.tmp_bytes === undefined ? {} : { tmpBytes: r.tmp_bytes }),
   };
 }
 
@@ -167,6 +169,7 @@ export function resourcesToWire(r: ResourceLimits): Required<WireResources> {
     cpu_shares: r.cpuShares ?? 0,
     pids_limit: r.pidsLimit ?? 0,
     disk_bytes: r.diskBytes ?? 0,
+    tmp_bytes: r.tmpBytes ?? 0,
   };
 }
 

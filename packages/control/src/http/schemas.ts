@@ -187,6 +187,7 @@ const Resources = object('ResourceLimits', {
   cpu_shares: { ...positiveInt, description: 'relative weight, 1024 = default' },
   pids_limit: positiveInt,
   disk_bytes: { ...positiveInt, description: "bytes the sandbox's changes may take on disk" },
+  tmp_bytes: { ...positiveInt, description: 'size of the private /tmp (RAM, counted in memory_bytes too)' },
 });
 
 export const CreateSandboxBody = object(
