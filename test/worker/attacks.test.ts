@@ -259,19 +259,29 @@ describe.each(['sandbox', 'host'] as const)('attacks as %s', (who) => {
     expect(await readFile(join(outside, 'x.txt'), 'utf8')).toBe('outside\n');
   });
 
-  it('set-id bits never reach the upper layer or the codebase (commit cannot plant a setuid program)', async () => {
+  it('set-id bits stay in the delta and never reach the codebase (commit strips them and says so)', async () => {
     const f = await mountFixture({ tree: TREE, rules: AGENT_SAFE });
     const r = await f[who](
-      'chmod 4755 output/plain.txt && printf "#!/bin/sh\\n" > output/new && chmod 6755 output/new && mkdir -m 2775 output/sgid-dir && stat -c %a output/plain.txt output/new',
+      'chmod 4755 output/plain.txt && printf "#!/bin/sh\\n" > output/new && chmod 6755 output/new && mkdir -m 2775 output/sgid-dir && stat -c %a output/plain.txt output/new output/sgid-dir',
     );
     expect(r.stderr).toBe('');
-    expect(r.stdout).toBe('755\n755\n');
+    // Stored and shown exactly (issue 13); the mount is nosuid, so they grant nothing inside.
+    expect(r.stdout).toBe('4755\n6755\n2775\n');
     const { stat: hostStat } = await import('node:fs/promises');
-    expect((await hostStat(join(f.delta, 'upper/output/new'))).mode & 0o7777).toBe(0o755);
-    expect((await f.worker.client.request('commit', { mode: 'detect-conflicts' })).conflicts).toEqual([]);
+    // The delta's upper tree is root-only: nobody on the host can reach a set-id file in it.
+    expect((await hostStat(join(f.delta, 'upper'))).mode & 0o777).toBe(0o700);
+    const result = await f.worker.client.request('commit', { mode: 'detect-conflicts' });
+    expect(result.conflicts).toEqual([]);
+    expect(result.changed?.map((c) => c.path).sort()).toEqual([
+      '/output/new',
+      '/output/plain.txt',
+      '/output/sgid-dir',
+    ]);
+    expect(result.changed?.[0]?.reason).toMatch(/set-uid\/set-gid bits removed/);
     for (const name of ['plain.txt', 'new']) {
       expect(((await hostStat(join(f.lower, 'output', name))).mode & 0o7777).toString(8)).toBe('755');
     }
+    expect(((await hostStat(join(f.lower, 'output/sgid-dir'))).mode & 0o7777).toString(8)).toBe('775');
   });
 
   it('race: a rename loop in a write area never exposes a hidden file', async () => {

@@ -19,11 +19,21 @@ export interface CommitConflict {
   readonly reason: string;
 }
 
+/** An entry commit did not write exactly as the sandbox had it, and why (never silent). */
+export interface CommitNote {
+  readonly path: string;
+  readonly reason: string;
+}
+
 export interface CommitResult {
   /** Changes written to the codebase. */
   readonly applied: readonly ChangeEntry[];
   /** Changes not written because of a conflict (kept in the delta). Empty in last-writer-wins mode. */
   readonly conflicts: readonly CommitConflict[];
+  /** Entries never written to the codebase: device nodes, FIFOs, sockets (kept in the delta). */
+  readonly skipped?: readonly CommitNote[];
+  /** Entries written with a change, e.g. set-uid/set-gid bits removed (also listed in `applied`). */
+  readonly changed?: readonly CommitNote[];
 }
 
 /** One access decision made by the worker. */

@@ -86,7 +86,14 @@ export { normalizePath } from './permissions/normalize.js';
 export type { Decision, Explanation, NormalizedRule, Visibility } from './permissions/types.js';
 
 // --- Delta and audit data ---
-export type { ChangeEntry, CommitMode, CommitConflict, CommitResult, AuditEvent } from './delta-types.js';
+export type {
+  ChangeEntry,
+  CommitMode,
+  CommitConflict,
+  CommitNote,
+  CommitResult,
+  AuditEvent,
+} from './delta-types.js';
 
 // --- Wire protocol ---
 export { DEFAULT_MAX_FRAME_BYTES, FRAME_HEADER_BYTES, FrameDecoder, encodeFrame } from './wire/frames.js';

@@ -46,6 +46,8 @@ export interface FixtureOptions {
   readonly cacheTtlSeconds?: number;
   /** MountParams.diskQuotaBytes: the delta's disk quota. */
   readonly diskQuotaBytes?: number;
+  /** Let other host uids use the mount (tests acting as an unprivileged user). */
+  readonly allowOther?: boolean;
   /** Reuse these host directories (a second worker on the same codebase and delta). */
   readonly lowerDir?: string;
   readonly deltaDir?: string;
@@ -247,6 +249,7 @@ export async function mountFixture(options: FixtureOptions): Promise<MountedFixt
       ...(options.auditAllowed === undefined ? {} : { auditAllowed: options.auditAllowed }),
       ...(options.cacheTtlSeconds === undefined ? {} : { cacheTtlSeconds: options.cacheTtlSeconds }),
       ...(options.diskQuotaBytes === undefined ? {} : { diskQuotaBytes: options.diskQuotaBytes }),
+      ...(options.allowOther === undefined ? {} : { allowOther: options.allowOther }),
     });
   } catch (err) {
     await fixture.stop();

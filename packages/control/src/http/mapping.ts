@@ -298,7 +298,12 @@ export function changeToWire(c: ChangeEntry): Record<string, unknown> {
 }
 
 export function commitToWire(r: CommitResult): Record<string, unknown> {
-  return { applied: r.applied.map(changeToWire), conflicts: r.conflicts.map((c) => ({ ...c })) };
+  return {
+    applied: r.applied.map(changeToWire),
+    conflicts: r.conflicts.map((c) => ({ ...c })),
+    skipped: (r.skipped ?? []).map((c) => ({ ...c })),
+    changed: (r.changed ?? []).map((c) => ({ ...c })),
+  };
 }
 
 export function auditToWire(e: AuditEvent): Record<string, unknown> {

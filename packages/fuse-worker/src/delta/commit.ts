@@ -3,14 +3,15 @@ import type { BigIntStats } from 'node:fs';
 import { constants } from 'node:fs';
 import fsp from 'node:fs/promises';
 
-import type { ChangeEntry, CommitConflict } from '@agentfense/protocol';
+import type { ChangeEntry, CommitConflict, CommitNote } from '@agentfense/protocol';
 
 import { fdPath } from '../host/flags.js';
 import { relBase, relJoin, relParent } from '../host/rel-path.js';
 import { computeChanges, type DeltaChange } from './changes.js';
 import { tempName, type DeltaContext } from './context.js';
 import { baseMismatch } from './identity.js';
-import { FILE_MODE_BITS } from './modes.js';
+/** S_ISUID | S_ISGID: never written to the codebase. */
+const SET_ID = 0o6000;
 import { selected } from './paths.js';
 import type { CommitOptions, DeltaCommitResult } from './types.js';
 
@@ -24,7 +25,8 @@ class Refused extends Error {}
  * not a directory) is refused in every mode. In 'detect-conflicts' mode a change whose codebase entry no
  * longer matches its base record is refused too. Applied changes leave the delta (metadata first, then the
  * upper entry: a crash in between only makes the change look uncommitted); refused ones stay.
- * FIFOs and devices are never synced back: reported as skipped, kept in the delta.
+ * Device nodes, FIFOs and sockets are never synced back: reported as skipped, kept in the delta. Set-id
+ * bits are never written to the codebase: such files are written without them and reported as changed.
  */
 export async function commitChanges(ctx: DeltaContext, options: CommitOptions): Promise<DeltaCommitResult> {
   // Walk the codebase afresh: a cached directory fd could name a directory someone moved since.
@@ -32,16 +34,18 @@ export async function commitChanges(ctx: DeltaContext, options: CommitOptions): 
   const all = (await computeChanges(ctx)).filter((c) => selected(c.rel, options.paths));
   const applied: ChangeEntry[] = [];
   const conflicts: CommitConflict[] = [];
-  const skipped: ChangeEntry[] = [];
+  const skipped: CommitNote[] = [];
+  const changed: CommitNote[] = [];
   const deletions = all.filter((c) => c.entry.kind === 'deleted').sort((a, b) => depth(b.rel) - depth(a.rel));
   const writes = all.filter((c) => c.entry.kind !== 'deleted');
   for (const change of [...deletions, ...writes]) {
     if (change.upperType === 'fifo' || change.upperType === 'other') {
-      skipped.push(change.entry);
+      skipped.push({ path: change.entry.path, reason: await skipReason(ctx, change.rel) });
       continue;
     }
     try {
-      await applyChange(ctx, change, options.mode === 'last-writer-wins');
+      const stripped = await applyChange(ctx, change, options.mode === 'last-writer-wins');
+      if (stripped !== null) changed.push({ path: change.entry.path, reason: stripped });
       await forget(ctx, change);
       applied.push(change.entry);
     } catch (err) {
@@ -51,10 +55,35 @@ export async function commitChanges(ctx: DeltaContext, options: CommitOptions): 
     }
   }
   await pruneUpperDirs(ctx, '');
-  return { applied, conflicts, skipped };
+  return { applied, conflicts, skipped, changed };
 }
 
-async function applyChange(ctx: DeltaContext, change: DeltaChange, lastWriterWins: boolean): Promise<void> {
+/** Why an entry is not committed (what it is: devices, FIFOs and sockets have no place in a codebase). */
+async function skipReason(ctx: DeltaContext, rel: string): Promise<string> {
+  const st = await ctx.upper.lstatOrNull(rel);
+  const what =
+    st === null
+      ? 'special file'
+      : st.isCharacterDevice()
+        ? 'character device'
+        : st.isBlockDevice()
+          ? 'block device'
+          : st.isFIFO()
+            ? 'FIFO'
+            : st.isSocket()
+              ? 'socket'
+              : 'special file';
+  return `${what}: never written to the codebase (kept in the sandbox)`;
+}
+
+/**
+ * Applies one change; returns a note when the file was written with set-id bits removed, else null.
+ */
+async function applyChange(
+  ctx: DeltaContext,
+  change: DeltaChange,
+  lastWriterWins: boolean,
+): Promise<string | null> {
   const { rel } = change;
   const now = await codebaseStat(ctx, rel);
   if (!lastWriterWins && change.base !== undefined) {
@@ -63,15 +92,22 @@ async function applyChange(ctx: DeltaContext, change: DeltaChange, lastWriterWin
   }
   if (change.upperType === null) {
     await removeFromCodebase(ctx, rel, now, lastWriterWins);
-    return;
+    return null;
   }
   await ensureCodebaseDir(ctx, relParent(rel));
   const upperSt = await ctx.upper.lstat(rel);
+  // Never set-id bits in the codebase (a sandbox must not plant a set-uid program there): the entry is
+  // written without them and the commit result says so.
+  const mode = Number(upperSt.mode) & 0o7777;
+  const stripped =
+    (mode & SET_ID) === 0 || change.upperType === 'symlink'
+      ? null
+      : `set-uid/set-gid bits removed (mode ${mode.toString(8)} written as ${(mode & ~SET_ID).toString(8)})`;
   if (change.upperType === 'directory') {
     if (now !== null && !now.isDirectory()) await removeFromCodebase(ctx, rel, now, lastWriterWins);
     if (now === null || !now.isDirectory()) await ctx.lower.mkdir(rel, 0o700);
-    await ctx.lower.chmod(rel, Number(upperSt.mode));
-    return;
+    await ctx.lower.chmod(rel, mode & ~SET_ID);
+    return stripped;
   }
   const tmp = relJoin(relParent(rel), tempName(`.${relBase(rel)}.af-commit`));
   try {
@@ -79,8 +115,7 @@ async function applyChange(ctx: DeltaContext, change: DeltaChange, lastWriterWin
       await ctx.lower.symlink(await ctx.upper.readlink(rel), tmp);
     } else {
       await copyToCodebase(ctx, rel, tmp, now ?? (await ctx.lower.lstat(relParent(rel))));
-      // Never set-id bits in the codebase, whatever the upper file holds (see FILE_MODE_BITS).
-      await ctx.lower.chmod(tmp, Number(upperSt.mode) & FILE_MODE_BITS);
+      await ctx.lower.chmod(tmp, mode & ~SET_ID);
     }
     await ctx.lower.utimes(tmp, upperSt.atimeNs, upperSt.mtimeNs);
     if (now?.isDirectory() === true) await removeFromCodebase(ctx, rel, now, lastWriterWins);
@@ -89,6 +124,7 @@ async function applyChange(ctx: DeltaContext, change: DeltaChange, lastWriterWin
     await ctx.lower.removeTree(tmp);
     throw err;
   }
+  return stripped;
 }
 
 /** Copies the upper file's content into a new codebase file owned like `owner` (the old file or the dir). */

@@ -25,6 +25,12 @@ export interface DeltaContext {
   readonly logger: DeltaLogger;
   /** The disk quota on the upper layer, when the sandbox has one. */
   readonly quota: DiskQuota | null;
+  /**
+   * Owner given to upper copies of codebase entries (copy-up, directories made to hold a child): the owner
+   * the FUSE layer shows for codebase entries, so a copy-up never changes who owns a file. Null: left as
+   * the worker made them (its own uid).
+   */
+  readonly owner: { readonly uid: number; readonly gid: number } | null;
 }
 
 /** A name no concurrent operation will pick. */
@@ -190,6 +196,7 @@ export async function ensureUpperDir(ctx: DeltaContext, rel: string): Promise<vo
   if (lo === null) throw new FsError('ENOENT', `/${rel}`);
   if (!lo.isDirectory()) throw new FsError('ENOTDIR', `/${rel}`);
   await chargeNew(ctx, rel, 0, () => ctx.upper.mkdir(rel, 0o700));
+  if (ctx.owner !== null) await ctx.upper.lchown(rel, ctx.owner.uid, ctx.owner.gid);
   await ctx.upper.chmod(rel, Number(lo.mode));
   await ctx.upper.utimes(rel, lo.atimeNs, lo.mtimeNs);
 }

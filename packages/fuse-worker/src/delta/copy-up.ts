@@ -35,9 +35,12 @@ export async function copyUp(ctx: DeltaContext, rel: string, options: CopyUpOpti
   ctx.meta.apply({ op: 'base', path: rel, base: baseOf(lo) });
   const atime = lo.atimeNs;
   const mtime = lo.mtimeNs;
+  // chown before chmod: a chown clears set-id bits on the host, the chmod restores the codebase's mode.
+  const own = ctx.owner;
   if (lo.isDirectory()) {
     await ctx.upper.mkdir(rel, 0o700);
     if (ctx.quota !== null) ctx.quota.record(await ctx.upper.lstat(rel));
+    if (own !== null) await ctx.upper.lchown(rel, own.uid, own.gid);
     await ctx.upper.chmod(rel, Number(lo.mode));
     await ctx.upper.utimes(rel, atime, mtime);
     return;
@@ -46,11 +49,14 @@ export async function copyUp(ctx: DeltaContext, rel: string, options: CopyUpOpti
   try {
     if (lo.isFile()) {
       await copyFileContent(ctx, rel, tmp, options.content ?? true);
+      if (own !== null) await ctx.work.lchown(tmp, own.uid, own.gid);
       await ctx.work.chmod(tmp, Number(lo.mode));
     } else if (lo.isSymbolicLink()) {
       await ctx.work.symlink(await ctx.lower.readlink(rel), tmp);
+      if (own !== null) await ctx.work.lchown(tmp, own.uid, own.gid);
     } else if (lo.isFIFO()) {
-      await ctx.work.mkfifo(tmp, Number(lo.mode));
+      await ctx.work.mknod(tmp, Number(lo.mode), 0);
+      if (own !== null) await ctx.work.lchown(tmp, own.uid, own.gid);
     } else {
       throw new FsError('EPERM', `cannot copy up device or socket /${rel}`);
     }

@@ -23,7 +23,6 @@ import {
   type DeltaContext,
 } from './context.js';
 import { copyUp } from './copy-up.js';
-import { FILE_MODE_BITS } from './modes.js';
 import { buildDiff } from './diff.js';
 import { ABSENT, baseOf, type BaseRecord } from './identity.js';
 import { COMPACT_AFTER_RECORDS, MetaJournal } from './journal.js';
@@ -48,6 +47,8 @@ import type {
 const NO_LOG: DeltaLogger = { warn: () => undefined, debug: () => undefined };
 const S_IFMT = 0o170000;
 const S_IFIFO = 0o010000;
+const S_IFCHR = 0o020000;
+const S_IFBLK = 0o060000;
 
 /**
  * One sandbox's overlay. All paths are codebase paths ('/' is the root), already validated and
@@ -92,7 +93,8 @@ export class Delta {
       const { journal, state } = await MetaJournal.open({ dir: metaDir, logger });
       if (journal.pending > COMPACT_AFTER_RECORDS) await journal.compact(state);
       const quota = options.diskQuotaBytes === undefined ? null : new DiskQuota(options.diskQuotaBytes);
-      const ctx: DeltaContext = { lower, upper, work, meta: state, journal, logger, quota };
+      const owner = options.owner ?? null;
+      const ctx: DeltaContext = { lower, upper, work, meta: state, journal, logger, quota, owner };
       // Recounted in the background: a huge delta must not hold up the mount (growth waits for it).
       void quota?.rescan(upper, (err) => logger.warn({ err }, 'disk quota: counting the delta failed'));
       return new Delta(ctx, opened);
@@ -231,7 +233,7 @@ export class Delta {
       });
       const fh = opened as FileHandle;
       try {
-        await fh.chmod(mode & FILE_MODE_BITS);
+        await fh.chmod(mode & 0o7777);
       } catch (err) {
         await fh.close();
         throw err;
@@ -249,13 +251,21 @@ export class Delta {
     });
   }
 
-  /** Creates a FIFO (the only node type allowed; never synced back on commit). */
-  async mknod(path: string, mode: number): Promise<void> {
+  /**
+   * Creates a FIFO or a character/block device node. A device node is inert metadata: it lives only in
+   * the delta's root-only upper tree, the worker never opens anything but regular files, the mount is
+   * nodev, and commit never writes it to the codebase (reported as skipped).
+   */
+  async mknod(path: string, mode: number, rdev: number | bigint = 0): Promise<void> {
     await this.mutate(`mknod ${path}`, async () => {
-      if ((mode & S_IFMT) !== S_IFIFO && (mode & S_IFMT) !== 0)
-        throw new FsError('EPERM', `only FIFOs: ${path}`);
+      const type = mode & S_IFMT;
+      if (type !== S_IFIFO && type !== S_IFCHR && type !== S_IFBLK)
+        throw new FsError('EPERM', `mknod of type ${type.toString(8)}: ${path}`);
       const rel = await this.prepareCreate(path);
-      await chargeNew(this.ctx, rel, 0, () => this.ctx.upper.mkfifo(rel, mode));
+      await chargeNew(this.ctx, rel, 0, async () => {
+        await this.ctx.upper.mknod(rel, type | 0o600, type === S_IFIFO ? 0 : rdev);
+        await this.ctx.upper.chmod(rel, mode & 0o7777); // exact: the worker's umask is not the caller's
+      });
     });
   }
 
@@ -386,9 +396,11 @@ export class Delta {
       if (attrs.size !== undefined && found.type !== 'file') throw new FsError('EINVAL', path);
       await copyUp(this.ctx, rel, { content: attrs.size !== 0 });
       const { upper } = this.ctx;
-      if (attrs.mode !== undefined) {
-        await upper.chmod(rel, found.type === 'directory' ? attrs.mode : attrs.mode & FILE_MODE_BITS);
+      if (attrs.uid !== undefined || attrs.gid !== undefined) {
+        await upper.lchown(rel, attrs.uid ?? -1, attrs.gid ?? -1);
       }
+      // Linux has no lchmod: a symlink's mode is always 0777 and never changes.
+      if (attrs.mode !== undefined && found.type !== 'symlink') await upper.chmod(rel, attrs.mode & 0o7777);
       if (attrs.size !== undefined) {
         const quota = this.ctx.quota;
         if (quota !== null) {

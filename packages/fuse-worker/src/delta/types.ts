@@ -1,7 +1,7 @@
 // Public types of the delta layer (what the FUSE handlers receive and pass).
 import type { BigIntStats } from 'node:fs';
 
-import type { ChangeEntry, CommitMode, CommitResult } from '@agentfense/protocol';
+import type { CommitMode, CommitNote, CommitResult } from '@agentfense/protocol';
 
 import type { HostEntryType } from '../host/host-dir.js';
 
@@ -49,9 +49,13 @@ export interface RenameOptions {
   readonly refuse?: (path: string, type: DeltaEntryType) => boolean;
 }
 
-/** Attributes `Delta.setattr` may change (chown is refused by the caller). */
+/** Attributes `Delta.setattr` may change (the caller decided who may change what). */
 export interface SetattrOptions {
+  /** All 12 permission bits; set-id bits are kept in the delta (commit strips them). */
   readonly mode?: number;
+  /** New owner / group (absent = unchanged); applied before `mode`, as a chown clears set-id bits. */
+  readonly uid?: number;
+  readonly gid?: number;
   /** Exact: a bigint above 2^53 - 1. */
   readonly size?: number | bigint;
   /** Nanoseconds since the epoch, or 'now' (set exactly, utimensat). */
@@ -71,6 +75,8 @@ export interface DeltaOpenOptions {
   /** This sandbox's delta directory (created if missing; its parent must exist). */
   readonly deltaDir: string;
   readonly logger?: DeltaLogger;
+  /** Owner of upper copies of codebase entries (see DeltaContext.owner); default: left as made. */
+  readonly owner?: { readonly uid: number; readonly gid: number };
   /**
    * Cached lower directory fds older than this are re-opened, bounding how long a directory replaced by
    * another sandbox's commit stays stale in this one (default 2000 ms).
@@ -89,9 +95,13 @@ export interface CommitOptions extends PathFilter {
   readonly mode: CommitMode;
 }
 
-/** A commit's outcome; `skipped` lists FIFOs and devices, which are never synced back (they stay in the delta). */
+/**
+ * A commit's outcome: `skipped` lists device nodes, FIFOs and sockets, which are never written to the
+ * codebase (they stay in the delta); `changed` lists files written without their set-id bits.
+ */
 export interface DeltaCommitResult extends CommitResult {
-  readonly skipped: readonly ChangeEntry[];
+  readonly skipped: readonly CommitNote[];
+  readonly changed: readonly CommitNote[];
 }
 
 /** Unified diff of the text files in the change set, and the paths of changed binary files. */

@@ -26,15 +26,12 @@ export interface FuseAttr {
 const S_IFMT = constants.S_IFMT;
 const S_IFDIR = constants.S_IFDIR;
 const S_IFLNK = constants.S_IFLNK;
-// setuid/setgid never survive into the sandbox (the mount is nosuid too; this keeps `ls -l` honest).
-const S_ISUID = 0o4000;
-const S_ISGID = 0o2000;
-const STRIP_SUID = ~(S_ISUID | S_ISGID);
 
 /** Mode bits for an entry under a permission (`traversable` = a `none` directory holding exceptions). */
 export function modeFor(rawMode: number, permission: Permission): number {
   const type = rawMode & S_IFMT;
-  const perms = rawMode & 0o7777 & STRIP_SUID;
+  // All 12 bits, set-id included: they are stored exactly (the mount is nosuid, and commit strips them).
+  const perms = rawMode & 0o7777;
   if (type === S_IFLNK) return type | 0o777; // the kernel ignores symlink modes; readlink is checked by us
   if (type === S_IFDIR) {
     // Directories below write can still be listed and entered (view lists names, SPEC §2).

@@ -92,9 +92,9 @@ export function createHandlers(options: BindingOptions): LowLevelHandlers {
       serve('readlink', req, async () => {
         req.replyReadlink(await fs.readlink(ino, callerOf(req)));
       }),
-    mknod: (req, parent, name, mode) =>
+    mknod: (req, parent, name, mode, rdev) =>
       serve('mknod', req, async () => {
-        req.replyEntry(await fs.mknod(parent, nameOf(name), mode, callerOf(req)));
+        req.replyEntry(await fs.mknod(parent, nameOf(name), mode, rdev, callerOf(req)));
       }),
     mkdir: (req, parent, name, mode) =>
       serve('mkdir', req, async () => {

@@ -30,6 +30,7 @@ import { ReadAhead } from './read-ahead.js';
 import { ReadPredictor } from './read-predictor.js';
 import type { Inode } from './inodes.js';
 import { WriteHints } from './write-hints.js';
+import { checkChown, newEntryOwner, type Owner } from './ownership.js';
 
 /** Who asked (from the FUSE request header). */
 export interface Caller {
@@ -115,6 +116,8 @@ const S_IFDIR = constants.S_IFDIR;
 const S_IFIFO = constants.S_IFIFO;
 const S_IFREG = constants.S_IFREG;
 const S_IFSOCK = constants.S_IFSOCK;
+const S_IFCHR = constants.S_IFCHR;
+const S_IFBLK = constants.S_IFBLK;
 const O_ACCMODE = 0o3; // not exported by node:fs constants
 /** READs up to this size are served with a synchronous pread (small files, single pages). */
 const SYNC_READ_MAX = 32 * 1024;
@@ -288,19 +291,34 @@ export class PolicyFs {
     return 2 + subdirs;
   }
 
-  /** SETATTR: chmod, truncate, utimens need write; chown is refused (EPERM). */
+  /**
+   * SETATTR: chmod, chown, truncate, utimens need write (rules); chown then follows POSIX with the
+   * caller's credentials (ownership.ts). The kernel has already applied Linux's other rules with the
+   * caller's full credentials (default_permissions): owner-only chmod/utimes, set-gid dropped by chmod
+   * for non-members, and set-id bits cleared on write, truncate and chown (it sends us the new mode).
+   */
   async setattr(ino: number, changes: SetattrChanges, caller: Caller): Promise<FuseAttr> {
     const node = this.#node(ino);
     const path = this.inodes.pathOf(ino);
     const chown = changes.uid !== undefined || changes.gid !== undefined;
     // Visibility first: a node the rules now hide is ENOENT for chown too (and its audit says so).
     const permission = path === null ? 'write' : this.#visiblePermission(path, node.isDir, caller, 'setattr');
-    if (chown) throw this.#deny('chown', path ?? `<unlinked #${ino}>`, permission, 'EPERM', caller);
     const atime = changes.atime;
     const mtime = changes.mtime;
-    if (path === null) return this.#orphanSetattr(node, changes, atime, mtime);
-    if (permission !== 'write') throw this.#deny('setattr', path, permission, 'EACCES', caller);
+    if (path === null) return this.#orphanSetattr(node, changes, atime, mtime, caller);
+    if (permission !== 'write')
+      throw this.#deny(chown ? 'chown' : 'setattr', path, permission, 'EACCES', caller);
+    if (chown) {
+      const current = this.#ownerOf(await this.#mustFind(path));
+      try {
+        checkChown(caller, current, changes.uid, changes.gid);
+      } catch {
+        throw this.#deny('chown', path, permission, 'EPERM', caller);
+      }
+    }
     await this.#delta.setattr(path, {
+      ...(changes.uid === undefined ? {} : { uid: changes.uid }),
+      ...(changes.gid === undefined ? {} : { gid: changes.gid }),
       ...(changes.mode === undefined ? {} : { mode: changes.mode & 0o7777 }),
       ...(changes.size === undefined ? {} : { size: changes.size }),
       ...(atime === undefined ? {} : { atime }),
@@ -324,35 +342,52 @@ export class PolicyFs {
   /** MKDIR. */
   async mkdir(parent: number, name: string, mode: number, caller: Caller): Promise<EntryReply> {
     const path = this.#creatable(parent, name, 'mkdir', caller);
-    await this.#delta.mkdir(path, mode & 0o7777);
-    return this.#created(parent, name, path, caller, 'mkdir');
+    const made = await this.#newOwner(parent, caller, true, mode & 0o7777);
+    await this.#delta.mkdir(path, made.mode);
+    return this.#created(parent, name, path, caller, 'mkdir', made);
   }
 
   /**
-   * MKNOD: regular files, FIFOs and Unix sockets (bind(2)), in write areas; FIFOs and sockets are never
-   * synced back on commit. Device nodes are refused (EPERM, as for any unprivileged user; the mount is nodev).
+   * MKNOD: regular files, FIFOs, Unix sockets (bind(2)) and device nodes, in write areas. Devices need
+   * root (CAP_MKNOD; EPERM otherwise, as on any disk) and are inert metadata: the mount is nodev and they
+   * stay in the delta's root-only upper tree. FIFOs, sockets and devices are never committed (skipped).
    */
-  async mknod(parent: number, name: string, mode: number, caller: Caller): Promise<EntryReply> {
+  async mknod(
+    parent: number,
+    name: string,
+    mode: number,
+    rdev: number | bigint,
+    caller: Caller,
+  ): Promise<EntryReply> {
     const path = this.#creatable(parent, name, 'mknod', caller);
     const type = mode & S_IFMT;
-    const perms = mode & 0o7777;
+    const made = await this.#newOwner(parent, caller, false, mode & 0o7777);
     if (type === S_IFREG || type === 0) {
-      await (await this.#delta.create(path, perms)).close();
+      await (await this.#delta.create(path, made.mode)).close();
     } else if (type === S_IFIFO) {
-      await this.#delta.mknod(path, perms | S_IFIFO);
+      await this.#delta.mknod(path, made.mode | S_IFIFO);
     } else if (type === S_IFSOCK) {
-      await this.#delta.mksock(path, perms);
+      await this.#delta.mksock(path, made.mode);
+    } else if ((type === S_IFCHR || type === S_IFBLK) && caller.uid === 0) {
+      await this.#delta.mknod(path, made.mode | type, rdev);
     } else {
-      throw this.#deny('mknod', path, 'write', 'EPERM', caller);
+      throw this.#deny(
+        'mknod',
+        path,
+        'write',
+        type === S_IFCHR || type === S_IFBLK ? 'EPERM' : 'EINVAL',
+        caller,
+      );
     }
-    return this.#created(parent, name, path, caller, 'mknod');
+    return this.#created(parent, name, path, caller, 'mknod', made);
   }
 
   /** SYMLINK: stored as a symlink; only the kernel inside the sandbox ever resolves it. */
   async symlink(target: string, parent: number, name: string, caller: Caller): Promise<EntryReply> {
     const path = this.#creatable(parent, name, 'symlink', caller);
+    const made = await this.#newOwner(parent, caller, false, 0o777);
     await this.#delta.symlink(target, path);
-    return this.#created(parent, name, path, caller, 'symlink');
+    return this.#created(parent, name, path, caller, 'symlink', made);
   }
 
   /** CREATE: a new regular file, kept open for the writes that follow. */
@@ -364,8 +399,9 @@ export class PolicyFs {
     caller: Caller,
   ): Promise<EntryReply> {
     const path = this.#creatable(parent, name, 'create', caller);
-    const handle = await this.#delta.create(path, mode & 0o7777, (flags & ~O_ACCMODE) | constants.O_RDWR);
-    const reply = await this.#created(parent, name, path, caller, 'create');
+    const made = await this.#newOwner(parent, caller, false, mode & 0o7777);
+    const handle = await this.#delta.create(path, made.mode, (flags & ~O_ACCMODE) | constants.O_RDWR);
+    const reply = await this.#created(parent, name, path, caller, 'create', made);
     this.handles.set(reply.ino, handle, true);
     return reply;
   }
@@ -720,14 +756,49 @@ export class PolicyFs {
     throw this.#deny(op, path, permission, errno, caller, target);
   }
 
+  /** Owner and mode of a new entry in directory `parent` (ownership.ts: set-gid directories). */
+  async #newOwner(
+    parent: number,
+    caller: Caller,
+    isDir: boolean,
+    mode: number,
+  ): Promise<{ readonly owner: Owner; readonly mode: number }> {
+    const parentPath = this.inodes.pathOf(parent);
+    const found = parentPath === null ? null : await this.#delta.lookup(parentPath);
+    return newEntryOwner(
+      caller,
+      found === null ? null : { stat: found.stat, owner: this.#ownerOf(found) },
+      isDir,
+      mode,
+    );
+  }
+
+  /** The owner shown for an entry: stored on upper entries, the sandbox owner for codebase ones. */
+  #ownerOf(found: DeltaLookup): Owner {
+    if (found.layer === 'lower') return { uid: this.#uid, gid: this.#gid };
+    return { uid: Number(found.stat.uid), gid: Number(found.stat.gid) };
+  }
+
   async #created(
     parent: number,
     name: string,
     path: string,
     caller: Caller,
     op: string,
+    made: { readonly owner: Owner; readonly mode: number },
   ): Promise<EntryReply> {
-    const found = await this.#mustFind(path);
+    let found = await this.#mustFind(path);
+    const { owner } = made;
+    if (Number(found.stat.uid) !== owner.uid || Number(found.stat.gid) !== owner.gid) {
+      // The worker made it as itself: hand it to the caller. The mode again after the chown, which
+      // clears set-id bits on the host (a symlink has no mode of its own).
+      await this.#delta.setattr(path, {
+        uid: owner.uid,
+        gid: owner.gid,
+        ...(found.type === 'symlink' ? {} : { mode: made.mode }),
+      });
+      found = await this.#mustFind(path);
+    }
     const node = this.inodes.remember(parent, name, found.type === 'directory');
     this.#forgetListing(parent);
     this.#allow(op, path, 'write', caller);
@@ -759,7 +830,8 @@ export class PolicyFs {
       if (effective === 'none') effective = 'view';
       if (effective !== 'write' && this.#hints.mayWriteInside(path)) effective = 'write';
     }
-    return toAttr(found.stat, { ino: node.stIno, permission: effective, uid: this.#uid, gid: this.#gid });
+    const owner = this.#ownerOf(found);
+    return toAttr(found.stat, { ino: node.stIno, permission: effective, uid: owner.uid, gid: owner.gid });
   }
 
   #checkLowerVersion(node: Inode, found: DeltaLookup): void {
@@ -795,7 +867,12 @@ export class PolicyFs {
     const handle = this.handles.get(node.ino, false);
     if (handle === undefined) throw new FsError('ENOENT', `inode ${node.ino} was removed`);
     const stat = await handle.stat({ bigint: true });
-    return toAttr(stat, { ino: node.stIno, permission: 'write', uid: this.#uid, gid: this.#gid });
+    return toAttr(stat, {
+      ino: node.stIno,
+      permission: 'write',
+      uid: Number(stat.uid),
+      gid: Number(stat.gid),
+    });
   }
 
   async #orphanSetattr(
@@ -803,9 +880,15 @@ export class PolicyFs {
     changes: SetattrChanges,
     atime: bigint | 'now' | undefined,
     mtime: bigint | 'now' | undefined,
+    caller: Caller,
   ): Promise<FuseAttr> {
     const handle = this.handles.get(node.ino, true);
     if (handle === undefined) throw new FsError('ENOENT', `inode ${node.ino} was removed`);
+    if (changes.uid !== undefined || changes.gid !== undefined) {
+      const st = await handle.stat({ bigint: true });
+      checkChown(caller, { uid: Number(st.uid), gid: Number(st.gid) }, changes.uid, changes.gid);
+      await handle.chown(changes.uid ?? -1, changes.gid ?? -1);
+    }
     if (changes.mode !== undefined) await handle.chmod(changes.mode & 0o7777);
     if (changes.size !== undefined) hostIo.ftruncate(handle.fd, changes.size);
     if (atime !== undefined || mtime !== undefined) {

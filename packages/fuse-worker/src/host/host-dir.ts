@@ -206,6 +206,28 @@ export class HostDir {
     await this.changing(() => this.inParent(rel, (at) => fsp.mkdir(at, { mode })));
   }
 
+  /**
+   * mknod(2) of a FIFO, socket or device node (hostIo: Node has no mknod). Device nodes are only ever made
+   * inside the delta's root-only upper tree and never opened by the worker (see delta/README.md).
+   */
+  async mknod(rel: string, mode: number, rdev: number | bigint): Promise<void> {
+    await this.changing(() =>
+      this.inParent(rel, (at) => {
+        hostIo.mknod(at, mode, rdev);
+        return Promise.resolve();
+      }),
+    );
+  }
+
+  /** lchown(2) of `rel` itself (a symlink is changed, not followed); -1 leaves an id unchanged. */
+  async lchown(rel: string, uid: number, gid: number): Promise<void> {
+    if (rel === '') {
+      await fsp.chown(fdPath(this.root.handle.fd), uid, gid);
+      return;
+    }
+    await this.inParent(rel, (at) => fsp.lchown(at, uid, gid));
+  }
+
   /** mkfifo(3) through the coreutils binary (Node has no mknod); the child sees our fds via /proc/<pid>. */
   async mkfifo(rel: string, mode: number): Promise<void> {
     await this.changing(() => this.#mkfifo(rel, mode));

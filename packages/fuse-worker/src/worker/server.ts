@@ -129,19 +129,23 @@ export class WorkerService {
       this.#audit.allowed = params.auditAllowed ?? false;
       // The control plane's own path (trusted); the delta layer opens it without following symlinks.
       await mkdir(params.deltaDir, { recursive: true, mode: 0o700 });
+      const ownerUid = params.ownerUid ?? process.getuid?.() ?? 0;
+      const ownerGid = params.ownerGid ?? process.getgid?.() ?? 0;
       const delta = await Delta.open({
         lowerDir: params.lowerDir,
         deltaDir: params.deltaDir,
         logger: this.#logger,
         ...(params.diskQuotaBytes === undefined ? {} : { diskQuotaBytes: params.diskQuotaBytes }),
+        // Copy-ups keep the owner the sandbox saw on the codebase entry (see README: owners).
+        owner: { uid: ownerUid, gid: ownerGid },
       });
       const fs = new PolicyFs({
         delta,
         rules,
         audit: this.#audit,
         cacheTtlSeconds: ttl,
-        uid: params.ownerUid ?? process.getuid?.() ?? 0,
-        gid: params.ownerGid ?? process.getgid?.() ?? 0,
+        uid: ownerUid,
+        gid: ownerGid,
         statfsPath: params.deltaDir,
         stats: this.#stats,
       });
@@ -220,14 +224,22 @@ export class WorkerService {
       },
       commit: async ({ mode, paths }) => {
         const mounted = this.#need();
-        const { applied, conflicts, skipped } = await mounted.delta.commit({ mode, ...pathFilter(paths) });
+        const { applied, conflicts, skipped, changed } = await mounted.delta.commit({
+          mode,
+          ...pathFilter(paths),
+        });
         // Committed files moved from the delta to the codebase: host handles we hold may point at them.
         await mounted.fs.invalidateAll();
         this.#logger.info(
-          { applied: applied.length, conflicts: conflicts.length, skipped: skipped.length },
+          {
+            applied: applied.length,
+            conflicts: conflicts.length,
+            skipped: skipped.length,
+            changed: changed.length,
+          },
           'commit',
         );
-        return { applied, conflicts };
+        return { applied, conflicts, skipped, changed };
       },
       discard: async ({ paths }) => {
         const mounted = this.#need();

@@ -131,7 +131,9 @@ describe('Delta commit', () => {
     await f.delta.mknod('/pipe', 0o010644);
     await write(f.delta, '/file', 'x');
     const result = await f.delta.commit({ mode: 'detect-conflicts' });
-    expect(result.skipped).toEqual([{ path: '/pipe', kind: 'added', type: 'other', size: 0 }]);
+    expect(result.skipped).toEqual([
+      { path: '/pipe', reason: 'FIFO: never written to the codebase (kept in the sandbox)' },
+    ]);
     expect(result.applied.map((c) => c.path)).toEqual(['/file']);
     await expect(lstat(join(f.lower, 'pipe'))).rejects.toMatchObject({ code: 'ENOENT' });
     expect((await f.delta.lookup('/pipe'))?.type).toBe('fifo');

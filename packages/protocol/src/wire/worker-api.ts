@@ -225,7 +225,12 @@ export const WORKER_METHOD_GUARDS: {
   diff: { params: g.shape({ paths }), result: g.shape({ diff: g.string, binary: g.arrayOf(g.string) }) },
   commit: {
     params: g.shape({ mode: g.oneOf(['detect-conflicts', 'last-writer-wins']), paths }),
-    result: g.shape({ applied: g.arrayOf(changeEntry), conflicts: g.arrayOf(commitConflict) }),
+    result: g.shape({
+      applied: g.arrayOf(changeEntry),
+      conflicts: g.arrayOf(commitConflict),
+      skipped: g.optional(g.arrayOf(commitConflict)),
+      changed: g.optional(g.arrayOf(commitConflict)),
+    }),
   },
   discard: { params: g.shape({ paths }), result: empty },
   readFile: { params: g.shape({ path: g.string }), result: g.shape({ data: g.bytes }) },

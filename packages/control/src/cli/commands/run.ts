@@ -234,6 +234,12 @@ function reportCommit(io: CliIo, commit: CommitResult, dir: string): void {
   for (const conflict of commit.conflicts) {
     io.stderr.write(`agentfense: conflict, not written: ${quotePath(conflict.path)}: ${conflict.reason}\n`);
   }
+  for (const note of commit.skipped ?? []) {
+    io.stderr.write(`agentfense: skipped, not written: ${quotePath(note.path)}: ${note.reason}\n`);
+  }
+  for (const note of commit.changed ?? []) {
+    io.stderr.write(`agentfense: written with a change: ${quotePath(note.path)}: ${note.reason}\n`);
+  }
 }
 
 /** `--verbose` progress: each step with the time since the previous one. */
