@@ -1,0 +1,151 @@
+// One-shot CLI benchmark (issue 19): the wall time of single `agentfense` invocations, as an agent or a
+// script calling the CLI once per command pays it, against baselines measured in the same run:
+//   - `node -e 0` (what any Node CLI pays to exist);
+//   - a bare bwrap wrapper equivalent to Anthropic's sandbox-runtime (`srt`, also a Node program around
+//     bwrap): a Node script that spawns bwrap with the network and the filesystem unshared (read-only
+//     host root, the codebase bound writable, new /proc and /dev, new pid namespace) and passes the
+//     command's status through (bench/bwrap-wrapper.js); the same bwrap argv from a shell script is
+//     printed for reference;
+//   - `agentfense run DIR -- true`, `agentfense explain /a`, `agentfense --help`.
+// Rounds are paired (every command once per round, in the same order), figures are medians, and the
+// targets are ratios against the baselines of the same run: run ≤ 1.2× the wrapper and ≤ 350 ms,
+// explain ≤ 3× node, --help ≤ 2× node. The step breakdown of `run` comes from `run -v` and the control
+// plane's own `sandbox started` log record. Run as root: `pnpm bench:cli` (builds first). The temporary
+// directory is removed on success, failure and SIGINT/SIGTERM; exits 1 when a command fails.
+import { spawn } from 'node:child_process';
+import console from 'node:console';
+import { mkdir, mkdtemp, readFile, rm, writeFile, chmod } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import process from 'node:process';
+import { fileURLToPath } from 'node:url';
+
+const ROUNDS = Number(process.env['BENCH_CLI_ROUNDS'] ?? 10);
+const here = dirname(fileURLToPath(import.meta.url));
+const CLI = join(here, '..', 'bin', 'agentfense.js');
+const WRAPPER = join(here, 'bwrap-wrapper.js');
+
+const median = (values) => {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+};
+const ms = (n) => `${n.toFixed(0)} ms`;
+
+/** Runs argv to completion; resolves with wall time and output, rejects on a non-zero status. */
+function timed(argv, env) {
+  return new Promise((resolve, reject) => {
+    const started = performance.now();
+    const child = spawn(argv[0], argv.slice(1), {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, ...env },
+    });
+    const out = [];
+    const err = [];
+    child.stdout.on('data', (c) => out.push(c));
+    child.stderr.on('data', (c) => err.push(c));
+    child.once('error', reject);
+    child.once('close', (code) => {
+      const wall = performance.now() - started;
+      const stderr = Buffer.concat(err).toString();
+      if (code === 0) resolve({ wall, stdout: Buffer.concat(out).toString(), stderr });
+      else reject(new Error(`${argv.join(' ')} exited ${code}: ${stderr.trim()}`));
+    });
+  });
+}
+
+/** `run -v` prints "agentfense: <step> (+N ms)" lines. */
+function parseSteps(stderr) {
+  const steps = {};
+  for (const m of stderr.matchAll(/^agentfense: (.+?) \(\+(\d+) ms\)$/gm)) {
+    const name = m[1].startsWith('created') ? 'created' : m[1].replace(/ \(.*$/, '');
+    steps[name] = Number(m[2]);
+  }
+  return steps;
+}
+
+let work;
+async function cleanup() {
+  if (work !== undefined) await rm(work, { recursive: true, force: true });
+}
+for (const signal of ['SIGINT', 'SIGTERM']) {
+  process.once(signal, () => {
+    void cleanup().finally(() => process.exit(130));
+  });
+}
+
+try {
+  work = await mkdtemp(join(tmpdir(), 'agentfense-cli-bench-'));
+  const repo = join(work, 'repo');
+  const data = join(work, 'data');
+  await mkdir(join(repo, 'src'), { recursive: true });
+  await writeFile(join(repo, 'README.md'), '# bench repo\n');
+  await writeFile(join(repo, 'src', 'a.ts'), 'export const a = 1;\n');
+  const shellWrapper = join(work, 'bwrap-wrapper.sh');
+  await writeFile(
+    shellWrapper,
+    '#!/bin/sh\nd="$1"; shift\nexec bwrap --new-session --die-with-parent --unshare-net --unshare-pid ' +
+      '--ro-bind / / --bind "$d" "$d" --dev /dev --proc /proc --chdir "$d" -- "$@"\n',
+  );
+  await chmod(shellWrapper, 0o755);
+  const env = { AGENTFENSE_DATA_DIR: data };
+  const commands = {
+    'node -e 0': [process.execPath, '-e', '0'],
+    'bwrap wrapper (node, srt-like)': [process.execPath, WRAPPER, repo, 'true'],
+    'bwrap wrapper (sh)': [shellWrapper, repo, 'true'],
+    'agentfense --help': [process.execPath, CLI, '--help'],
+    'agentfense explain /a': [process.execPath, CLI, 'explain', '/a'],
+    'agentfense run DIR -- true': [process.execPath, CLI, 'run', repo, '-v', '--', 'true'],
+  };
+  // One untimed warm-up round (page cache, the data directory's first open, the runtime's host cache).
+  for (const argv of Object.values(commands)) await timed(argv, env);
+  const walls = Object.fromEntries(Object.keys(commands).map((k) => [k, []]));
+  const steps = [];
+  for (let round = 0; round < ROUNDS; round++) {
+    for (const [name, argv] of Object.entries(commands)) {
+      const r = await timed(argv, env);
+      walls[name].push(r.wall);
+      if (name.startsWith('agentfense run')) {
+        const s = parseSteps(r.stderr);
+        s['before the action (load, open)'] =
+          r.wall - Object.values(s).reduce((a, b) => a + b, 0);
+        steps.push(s);
+      }
+    }
+  }
+  const started = (await readFile(join(data, 'logs', 'control.log'), 'utf8'))
+    .split('\n')
+    .filter((l) => l.includes('"sandbox started"'))
+    .slice(-ROUNDS)
+    .map((l) => JSON.parse(l).ms);
+
+  const load = (await readFile('/proc/loadavg', 'utf8')).split(' ').slice(0, 3).join(' ');
+  console.log(`agentfense CLI, ${ROUNDS} paired rounds, medians (load avg ${load})`);
+  const med = Object.fromEntries(Object.entries(walls).map(([k, v]) => [k, median(v)]));
+  for (const [name, value] of Object.entries(med)) console.log(`  ${name.padEnd(32)} ${ms(value)}`);
+  console.log('run steps (median; from run -v and the "sandbox started" record):');
+  const stepNames = [...new Set(steps.flatMap((s) => Object.keys(s)))];
+  for (const name of stepNames) console.log(`  ${name.padEnd(40)} ${ms(median(steps.map((s) => s[name] ?? 0)))}`);
+  for (const key of ['mounts', 'worker', 'runtime']) {
+    if (started.length > 0)
+      console.log(`  start: ${key.padEnd(33)} ${ms(median(started.map((s) => s[key])))}`);
+  }
+  const node = med['node -e 0'];
+  const wrapper = med['bwrap wrapper (node, srt-like)'];
+  const run = med['agentfense run DIR -- true'];
+  const verdict = (ok) => (ok ? 'ok' : 'OVER TARGET');
+  console.log('targets:');
+  console.log(
+    `  run / bwrap wrapper (node) = ${(run / wrapper).toFixed(2)}× (≤ 1.2×: ${verdict(run <= 1.2 * wrapper)}); ` +
+      `run = ${ms(run)} (≤ 350 ms: ${verdict(run <= 350)}); run / sh wrapper = ${(run / med['bwrap wrapper (sh)']).toFixed(1)}×`,
+  );
+  const explain = med['agentfense explain /a'] / node;
+  const help = med['agentfense --help'] / node;
+  console.log(`  explain / node = ${explain.toFixed(2)}× (≤ 3×: ${verdict(explain <= 3)})`);
+  console.log(`  --help / node = ${help.toFixed(2)}× (≤ 2×: ${verdict(help <= 2)})`);
+  await cleanup();
+} catch (err) {
+  console.error(err);
+  await cleanup();
+  process.exitCode = 1;
+}
