@@ -107,8 +107,7 @@ try {
       walls[name].push(r.wall);
       if (name.startsWith('agentfense run')) {
         const s = parseSteps(r.stderr);
-        s['before the action (load, open)'] =
-          r.wall - Object.values(s).reduce((a, b) => a + b, 0);
+        s['before the action (load, open)'] = r.wall - Object.values(s).reduce((a, b) => a + b, 0);
         steps.push(s);
       }
     }
@@ -125,7 +124,8 @@ try {
   for (const [name, value] of Object.entries(med)) console.log(`  ${name.padEnd(32)} ${ms(value)}`);
   console.log('run steps (median; from run -v and the "sandbox started" record):');
   const stepNames = [...new Set(steps.flatMap((s) => Object.keys(s)))];
-  for (const name of stepNames) console.log(`  ${name.padEnd(40)} ${ms(median(steps.map((s) => s[name] ?? 0)))}`);
+  for (const name of stepNames)
+    console.log(`  ${name.padEnd(40)} ${ms(median(steps.map((s) => s[name] ?? 0)))}`);
   for (const key of ['mounts', 'worker', 'runtime']) {
     if (started.length > 0)
       console.log(`  start: ${key.padEnd(33)} ${ms(median(started.map((s) => s[key])))}`);

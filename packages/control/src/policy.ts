@@ -1,5 +1,5 @@
 // Turning the user's policy choice (a preset name or explicit rules) into one validated rule list.
-import { InvalidArgumentError, validateRules } from '@agentfense/protocol';
+import { InvalidArgumentError, validateRules } from '@agentfense/protocol/core';
 import type { PermissionRule } from '@agentfense/protocol';
 import { DEFAULT_PRESET } from './presets/builtin.js';
 import { defaultPresets } from './presets/registry.js';

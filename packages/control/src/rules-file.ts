@@ -1,6 +1,6 @@
 // Loading a rule file (`--rules FILE.json`: a JSON array of rules, SPEC §7) with errors that say what to fix.
 import { readFile } from 'node:fs/promises';
-import { InvalidArgumentError, NotFoundError, validateRules } from '@agentfense/protocol';
+import { InvalidArgumentError, NotFoundError, validateRules } from '@agentfense/protocol/core';
 import type { PermissionRule } from '@agentfense/protocol';
 
 /** Reads and validates a JSON rule file; every failure names the file and the problem. */

@@ -1,6 +1,6 @@
 // The `--data DIR` option shared by every command that opens the control plane, and opening it.
 import type { Command } from 'commander';
-import { ControlPlane } from '../control-plane.js';
+import type { ControlPlane } from '../control-plane.js';
 
 export interface DataFlags {
   readonly data?: string;
@@ -15,7 +15,9 @@ export function addDataOption(command: Command): Command {
 }
 
 /** Opens the control plane of the selected data directory. */
-export function openControlPlane(flags: DataFlags): Promise<ControlPlane> {
+export async function openControlPlane(flags: DataFlags): Promise<ControlPlane> {
+  // Loaded here, not at the top: commands that never open it (help, explain, presets) skip its modules.
+  const { ControlPlane } = await import('../control-plane.js');
   return ControlPlane.open(flags.data === undefined ? {} : { dataDir: flags.data });
 }
 

@@ -1,6 +1,6 @@
 // The `agentfense` command line: builds the commander program and maps errors to exit statuses once.
 import { Command, CommanderError } from 'commander';
-import { AgentFenseError, InvalidArgumentError } from '@agentfense/protocol';
+import { AgentFenseError, InvalidArgumentError } from '@agentfense/protocol/core';
 import { registerCodebases } from './commands/codebases.js';
 import { registerExplain } from './commands/explain.js';
 import { registerLogs } from './commands/logs.js';

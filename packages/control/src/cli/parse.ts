@@ -1,5 +1,5 @@
 // Parsing of repeated CLI values (K=V pairs, durations) with errors that name the flag and the fix.
-import { InvalidArgumentError } from '@agentfense/protocol';
+import { InvalidArgumentError } from '@agentfense/protocol/core';
 
 function pairs(values: readonly string[], flag: string): Record<string, string> {
   const out: Record<string, string> = {};

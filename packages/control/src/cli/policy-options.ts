@@ -1,6 +1,6 @@
 // The `--preset P | --rules FILE` options shared by every command that takes a policy.
 import type { Command } from 'commander';
-import { InvalidArgumentError } from '@agentfense/protocol';
+import { InvalidArgumentError } from '@agentfense/protocol/core';
 import type { PermissionRule } from '@agentfense/protocol';
 import { resolvePolicy } from '../policy.js';
 import { loadRulesFile } from '../rules-file.js';

@@ -3,7 +3,7 @@
 // classes (from `{ code, message }`), so the CLI maps them to exit statuses exactly like local failures.
 import { readFile } from 'node:fs/promises';
 import type { Command } from 'commander';
-import { UnavailableError, fromWire } from '@agentfense/protocol';
+import { UnavailableError, fromWire } from '@agentfense/protocol/core';
 
 /** The server the CLI talks to when none is named. */
 export const DEFAULT_SERVER = 'http://127.0.0.1:8080';

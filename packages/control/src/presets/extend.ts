@@ -1,5 +1,5 @@
 // extendPreset (SPEC §8): a preset plus additions, with overrides lifted above every base rule.
-import { validateRules } from '@agentfense/protocol';
+import { validateRules } from '@agentfense/protocol/core';
 import type { PermissionRule } from '@agentfense/protocol';
 import { defaultPresets } from './registry.js';
 import type { PresetRegistry } from './registry.js';

@@ -1,5 +1,5 @@
 // Opaque page tokens for keyset pagination over (created_at, id): stable under inserts and deletes.
-import { InvalidArgumentError } from '@agentfense/protocol';
+import { InvalidArgumentError } from '@agentfense/protocol/core';
 
 /** The position after which the next page starts. */
 export interface PageCursor {

@@ -4,7 +4,7 @@ import { lstat, opendir } from 'node:fs/promises';
 import { createReadStream } from 'node:fs';
 import { join, relative, resolve } from 'node:path';
 import type { Command } from 'commander';
-import { InvalidArgumentError, quotePath } from '@agentfense/protocol';
+import { InvalidArgumentError, quotePath } from '@agentfense/protocol/core';
 import type { ControlPlane } from '../../control-plane.js';
 import type { CodebaseInfo } from '../../codebases/types.js';
 import { addDataOption, withControlPlane } from '../control-options.js';

@@ -1,6 +1,6 @@
 // `agentfense explain`: which permission applies to each path and which rule decided it (SPEC §1, §7).
 import type { Command } from 'commander';
-import { compileRules, quotePath } from '@agentfense/protocol';
+import { compileRules, quotePath } from '@agentfense/protocol/core';
 import { formatTable, printJson } from '../io.js';
 import type { CliContext } from '../io.js';
 import { addPolicyOptions, policyFromFlags } from '../policy-options.js';

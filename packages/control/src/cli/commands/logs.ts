@@ -3,7 +3,7 @@
 // sandboxes run by another process (`serve`, a `run --keep`), running or stopped.
 import { stat } from 'node:fs/promises';
 import type { Command } from 'commander';
-import { InvalidArgumentError, escapeJsonText, escapeLine, quotePath } from '@agentfense/protocol';
+import { InvalidArgumentError, escapeJsonText, escapeLine, quotePath } from '@agentfense/protocol/core';
 import type { AuditEvent } from '@agentfense/protocol';
 import { followLog, readNewLines } from '../../sandboxes/log-file.js';
 import { addDataOption, withControlPlane } from '../control-options.js';

@@ -5,8 +5,7 @@ import { mkdtemp, readdir, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { Command } from 'commander';
-import { isFuseMounted, spawnWorker } from '@agentfense/fuse-worker';
-import { InvalidArgumentError, WorkerExitedError } from '@agentfense/protocol';
+import { InvalidArgumentError, UnavailableError, WorkerExitedError } from '@agentfense/protocol/core';
 import type { CliContext } from '../io.js';
 import { parseByteSize } from '../parse.js';
 import { addPolicyOptions, policyFromFlags } from '../policy-options.js';
@@ -19,6 +18,33 @@ interface MountFlags extends PolicyFlags {
   readonly allowOther?: boolean;
   readonly audit?: boolean;
   readonly disk?: string;
+}
+
+/** How often the foreground mount checks that it is still mounted (mountinfo only, never a stat). */
+const MOUNT_CHECK_INTERVAL_MS = 500;
+
+/**
+ * Resolves once `target` is no longer a FUSE mount (someone ran `umount -l` or `fusermount -u` on it):
+ * the worker may keep running on a detached mount, so only the mount table tells. dispose() stops it.
+ */
+function whenUnmounted(
+  target: string,
+  isFuseMounted: (path: string) => Promise<boolean>,
+): { promise: Promise<'unmounted'>; dispose(): void } {
+  let timer: NodeJS.Timeout | undefined;
+  const promise = new Promise<'unmounted'>((done) => {
+    const check = (): void => {
+      isFuseMounted(target).then(
+        (mounted) => {
+          if (!mounted) done('unmounted');
+          else timer = setTimeout(check, MOUNT_CHECK_INTERVAL_MS);
+        },
+        () => (timer = setTimeout(check, MOUNT_CHECK_INTERVAL_MS)),
+      );
+    };
+    timer = setTimeout(check, MOUNT_CHECK_INTERVAL_MS);
+  });
+  return { promise, dispose: () => clearTimeout(timer) };
 }
 
 async function requireDir(path: string, what: string): Promise<void> {
@@ -45,6 +71,7 @@ export function registerMount(program: Command, { io, result }: CliContext): voi
     .option('--disk <size>', 'cap what the delta may hold (e.g. 2G); writes past it fail with ENOSPC')
     .option('--audit', 'print every access decision (denials and allowed accesses) to stderr as JSON lines')
     .action(async (dir: string, mountpoint: string, flags: MountFlags) => {
+      const { isFuseMounted, spawnWorker } = await import('@agentfense/fuse-worker');
       const lowerDir = resolve(dir);
       const target = resolve(mountpoint);
       const rules = await policyFromFlags(flags);
@@ -60,6 +87,7 @@ export function registerMount(program: Command, { io, result }: CliContext): voi
       const logFile = flags.log === undefined ? join(scratch, 'worker.log') : resolve(flags.log);
       const signal = untilSignal();
       const worker = await spawnWorker({ logFile, name: 'mount' });
+      let watch: { promise: Promise<'unmounted'>; dispose(): void } | undefined;
       try {
         if (flags.audit === true) {
           worker.client.onEvent('audit', (events) => {
@@ -78,7 +106,17 @@ export function registerMount(program: Command, { io, result }: CliContext): voi
         io.stderr.write(
           `agentfense: ${lowerDir} mounted at ${target} (delta ${deltaDir}, log ${logFile}); Ctrl-C unmounts\n`,
         );
-        const ended = await Promise.race([signal.promise, worker.exited.then(() => 'worker-exit')]);
+        watch = whenUnmounted(target, isFuseMounted);
+        const ended = await Promise.race([
+          signal.promise,
+          worker.exited.then(() => 'worker-exit'),
+          watch.promise,
+        ]);
+        if (ended === 'unmounted') {
+          throw new UnavailableError(
+            `${target} was unmounted from outside (umount or fusermount -u by someone else); the view is gone, stopping`,
+          );
+        }
         if (ended === 'worker-exit') {
           throw new WorkerExitedError(
             `the worker exited unexpectedly: ${worker.stderrTail.trim() || 'no output'}`,
@@ -87,6 +125,7 @@ export function registerMount(program: Command, { io, result }: CliContext): voi
         io.stderr.write(`agentfense: ${ended}: unmounting ${target}\n`);
       } finally {
         signal.dispose();
+        watch?.dispose();
         await worker.stop();
         if (flags.delta === undefined) await rm(scratch, { recursive: true, force: true });
       }

@@ -1,6 +1,6 @@
 // `agentfense presets`: the available presets, and `presets show <name>` for one preset's rules.
 import type { Command } from 'commander';
-import { compileRules } from '@agentfense/protocol';
+import { compileRules } from '@agentfense/protocol/core';
 import { defaultPresets } from '../../presets/registry.js';
 import { formatTable, printJson } from '../io.js';
 import type { CliContext } from '../io.js';

@@ -4,7 +4,7 @@
 // --keep (then `agentfense logs|audit|sandbox inspect <id>` work on it later).
 import { resolve } from 'node:path';
 import type { Command } from 'commander';
-import { InvalidArgumentError, escapeControls, quotePath } from '@agentfense/protocol';
+import { InvalidArgumentError, escapeControls, quotePath } from '@agentfense/protocol/core';
 import type { ChangeEntry, CommitResult, ExecResult } from '@agentfense/protocol';
 import type { ControlPlane } from '../../control-plane.js';
 import { addDataOption, withControlPlane } from '../control-options.js';

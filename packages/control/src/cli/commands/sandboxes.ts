@@ -2,7 +2,7 @@
 import type { Command } from 'commander';
 import type { SandboxInfo, SandboxState } from '../../sandboxes/types.js';
 import { SANDBOX_STATES } from '../../sandboxes/types.js';
-import { InvalidArgumentError } from '@agentfense/protocol';
+import { InvalidArgumentError } from '@agentfense/protocol/core';
 import { addDataOption, withControlPlane } from '../control-options.js';
 import type { DataFlags } from '../control-options.js';
 import { formatTable, printJson } from '../io.js';

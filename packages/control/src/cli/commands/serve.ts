@@ -4,12 +4,9 @@
 // face. SIGINT/SIGTERM stop accepting on both, abort running commands, stop every sandbox's worker and
 // unmount everything before the process exits.
 import type { Command } from 'commander';
-import { InvalidArgumentError, UnavailableError } from '@agentfense/protocol';
-import { ControlPlane } from '../../control-plane.js';
-import { assertListenAllowed, parseListen, readTokenFile } from '../../http/auth.js';
+import { InvalidArgumentError, UnavailableError } from '@agentfense/protocol/core';
+import type { parseListen } from '../../http/auth.js';
 import { controlPlaneBackend, defaultMaxConcurrentStarts } from '../../http/backend.js';
-import { createHttpServer } from '../../http/server.js';
-import { createGrpcServer } from '../../grpc/server.js';
 import type { CliContext } from '../io.js';
 import { untilSignal } from '../signals.js';
 
@@ -53,8 +50,22 @@ export function registerServe(program: Command, { io, result }: CliContext): voi
       'largest uploaded file; larger uploads are refused with 413 (default 1 GiB)',
     )
     .action(async (flags: ServeFlags) => {
+      // Loaded only by the command that serves: the control plane and both servers are the heaviest
+      // modules of the CLI, which every other command would otherwise pay for at start-up.
+      const [
+        { assertListenAllowed, parseListen, readTokenFile },
+        { ControlPlane },
+        { createHttpServer },
+        { createGrpcServer },
+      ] = await Promise.all([
+        import('../../http/auth.js'),
+        import('../../control-plane.js'),
+        import('../../http/server.js'),
+        import('../../grpc/server.js'),
+      ]);
       const httpAddress = flags.listen === '' ? undefined : parseListen(flags.listen);
-      const grpcAddress = flags.grpcListen === '' ? undefined : parseGrpcListen(flags.grpcListen);
+      const grpcAddress =
+        flags.grpcListen === '' ? undefined : parseGrpcListen(flags.grpcListen, parseListen);
       if (httpAddress === undefined && grpcAddress === undefined) {
         throw new InvalidArgumentError('--listen and --grpc-listen are both empty: nothing to serve');
       }
@@ -145,9 +156,9 @@ function hostPort(address: { host: string; port: number }): string {
 }
 
 /** parseListen, with the error naming the flag that was wrong. */
-function parseGrpcListen(value: string): ReturnType<typeof parseListen> {
+function parseGrpcListen(value: string, parse: typeof parseListen): ReturnType<typeof parseListen> {
   try {
-    return parseListen(value);
+    return parse(value);
   } catch (err) {
     if (!(err instanceof InvalidArgumentError)) throw err;
     throw new InvalidArgumentError(err.message.replace('--listen', '--grpc-listen'));

@@ -4,8 +4,7 @@
 import { createInterface } from 'node:readline';
 import { stat } from 'node:fs/promises';
 import type { Command } from 'commander';
-import { InvalidArgumentError, TimeoutError } from '@agentfense/protocol';
-import { Sandbox } from '../../library/sandbox.js';
+import { InvalidArgumentError, TimeoutError } from '@agentfense/protocol/core';
 import { addDataOption } from '../control-options.js';
 import type { DataFlags } from '../control-options.js';
 import { printJson, formatTable } from '../io.js';
@@ -238,6 +237,7 @@ export function registerSessions(program: Command, { io, result }: CliContext): 
           throw new InvalidArgumentError(`${target} is neither a directory nor a sandbox id (sb_…)`);
         }
         const rules = await policyFromFlags(flags);
+        const { Sandbox } = await import('../../library/sandbox.js');
         const sb = await Sandbox.fromLocal(target, {
           rules,
           network: flags.network === true,

@@ -2,21 +2,14 @@
 // engine (or starts Debian's dockerd with safe flags when asked), then builds the small local base image
 // without any registry (debootstrap from the host's apt mirror, `docker import`).
 import type { Command } from 'commander';
-import { UnavailableError } from '@agentfense/protocol';
-import {
-  DEFAULT_DOCKERD_STATE_DIR,
-  DEFAULT_IMAGE,
-  ensureBaseImage,
-  probeEngine,
-  startDockerd,
-} from '@agentfense/runtime-docker';
+import { UnavailableError } from '@agentfense/protocol/core';
 import { printJson } from '../io.js';
 import type { CliContext } from '../io.js';
 
 interface SetupDockerFlags {
   readonly startEngine?: boolean;
-  readonly stateDir: string;
-  readonly image: string;
+  readonly stateDir?: string;
+  readonly image?: string;
   readonly rebuild?: boolean;
   readonly json?: boolean;
 }
@@ -31,11 +24,22 @@ export function registerSetup(program: Command, { io }: CliContext): void {
       '--start-engine',
       "start Debian's dockerd when no engine answers (no bridge, no iptables, no IP forwarding)",
     )
-    .option('--state-dir <dir>', 'state directory of a dockerd started here', DEFAULT_DOCKERD_STATE_DIR)
-    .option('--image <name>', 'name of the base image to build', DEFAULT_IMAGE)
+    // Defaults applied in the action: the docker runtime's module loads only when this command runs.
+    .option(
+      '--state-dir <dir>',
+      'state directory of a dockerd started here (default /var/lib/agentfense/dockerd)',
+    )
+    .option('--image <name>', 'name of the base image to build (default agentfense/base:latest)')
     .option('--rebuild', 'rebuild the base image even if it exists')
     .option('--json', 'print what was done as JSON')
-    .action(async (flags: SetupDockerFlags) => {
+    .action(async (given: SetupDockerFlags) => {
+      const { DEFAULT_DOCKERD_STATE_DIR, DEFAULT_IMAGE, ensureBaseImage, probeEngine, startDockerd } =
+        await import('@agentfense/runtime-docker');
+      const flags = {
+        ...given,
+        stateDir: given.stateDir ?? DEFAULT_DOCKERD_STATE_DIR,
+        image: given.image ?? DEFAULT_IMAGE,
+      };
       const say = (line: string): void => {
         if (flags.json !== true) io.stderr.write(`agentfense: ${line}\n`);
       };
