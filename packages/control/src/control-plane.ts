@@ -70,6 +70,11 @@ export interface ControlPlaneOptions {
    * 4 GiB, all CPUs but one, disk 10 GiB, /tmp 1 GiB).
    */
   readonly defaultResources?: ResourceLimits;
+  /**
+   * A sandbox of this runtime will be started soon (the one-shot CLI): spawn a worker and check the
+   * runtime's host now, in the background, while the data directory is recovered and the sandbox created.
+   */
+  readonly prewarm?: string;
 }
 
 /** Largest `workerPoolSize`: each idle worker is a process of ~15 MiB. */
@@ -185,6 +190,7 @@ export class ControlPlane implements AsyncDisposable {
       sessions,
       reapIntervalMs: options.reapIntervalMs ?? DEFAULT_REAP_INTERVAL_MS,
     });
+    if (options.prewarm !== undefined) sandboxes.prewarm(options.prewarm);
     const recovered = await sandboxes.recover();
     logger.info({ dataDir, recovered }, 'control plane open');
     return plane;

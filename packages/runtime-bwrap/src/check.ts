@@ -3,7 +3,6 @@
 import { constants } from 'node:fs';
 import { access, stat } from 'node:fs/promises';
 import { posix } from 'node:path';
-import { execa } from 'execa';
 import { UnavailableError } from '@agentfense/protocol';
 
 /** Where bwrap is looked for when no path is configured (PATH of the control plane, then Debian's). */
@@ -34,6 +33,8 @@ export async function resolveBwrapPath(configured: string | undefined): Promise<
 
 /** Runs `true` in a sandbox with the namespaces every command uses; throws UnavailableError if that fails. */
 export async function probeBwrap(bwrapPath: string): Promise<void> {
+  // Loaded only when a probe runs (rarely: its success is cached per host state); execa is ~50 ms to load.
+  const { execa } = await import('execa');
   const result = await execa(
     bwrapPath,
     [

@@ -1,6 +1,6 @@
 // The bwrap SandboxRuntime: checks the host once, then starts sandboxes (scratch files, cgroups, argv).
 import { rmSync } from 'node:fs';
-import { chmod, mkdir, mkdtemp, readdir, rm, stat } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { posix } from 'node:path';
 import type { RuntimeInstance, RuntimeStartOptions, SandboxRuntime } from '@agentfense/protocol';
@@ -10,7 +10,8 @@ import { createSandboxCgroup } from './cgroups.js';
 import { detectCgroupHost } from './cgroups/detect.js';
 import type { CgroupHost } from './cgroups/detect.js';
 import { NO_LIMITS } from './cgroups/plan.js';
-import { prepareSandboxEtc } from './etc-files.js';
+import { DEFAULT_ETC_ENTRIES, generatedEtcContents, prepareSandboxEtc } from './etc-files.js';
+import { cachedEtc, etcFingerprint, probeCached, probeKey, recordProbe } from './host-cache.js';
 import { DEFAULT_MAX_OUTPUT_BYTES, MAX_OUTPUT_BYTES_LIMIT } from './launch.js';
 import { BwrapInstance } from './instance.js';
 import { createStderrLogger } from './logger.js';
@@ -41,69 +42,37 @@ export interface BwrapRuntimeOptions {
 /** Name of the runtime's scratch directory inside each sandbox's stateDir. */
 const SCRATCH_DIR = 'bwrap';
 
-/** Prefix of the shared /etc directories (one per runtime and process; `<prefix><pid>-<random>`). */
-const SHARED_ETC_PREFIX = 'bwrap-etc-';
-
-/** Shared /etc directories of this process, removed when it exits. */
-const sharedEtcDirs = new Set<string>();
-let exitHookInstalled = false;
-
 /**
- * Prepares the sandbox /etc once for a runtime and process, shared read-only by all of its sandboxes: it
- * holds copies of host entries and our generated passwd/group/hosts, nothing per sandbox, and each
- * sandbox binds it with --ro-bind (so no sandbox can change what another sees). It lives in
- * `<dataDir>/run` (else the system temp dir), is removed when the process exits, and directories left by
- * processes that died without exiting cleanly are removed the next time one is prepared.
+ * The sandbox /etc, shared read-only by every sandbox: it holds copies of host entries and our generated
+ * passwd/group/hosts, nothing per sandbox, and each sandbox binds it with --ro-bind (so no sandbox can
+ * change what another sees). With a data directory it is prepared once per host state and reused across
+ * processes (host-cache.ts); without one, once per process in a private temporary directory removed at
+ * exit.
  */
 async function prepareSharedEtc(options: {
   dataDir: string | undefined;
   entries: readonly string[] | undefined;
   logger: RuntimeLogger;
 }): Promise<string> {
-  const base = options.dataDir === undefined ? tmpdir() : posix.join(options.dataDir, 'run');
-  await mkdir(base, { recursive: true, mode: 0o700 });
-  await removeStaleSharedEtc(base);
-  const dir = await mkdtemp(posix.join(base, `${SHARED_ETC_PREFIX}${process.pid}-`));
-  sharedEtcDirs.add(dir);
-  if (!exitHookInstalled) {
-    exitHookInstalled = true;
-    process.once('exit', () => {
-      for (const d of sharedEtcDirs) rmSync(d, { recursive: true, force: true });
-    });
-  }
-  try {
-    await chmod(dir, 0o755);
-    const etcDir = posix.join(dir, 'etc');
-    await prepareSandboxEtc({
-      dir: etcDir,
+  const build = (dir: string): Promise<void> =>
+    prepareSandboxEtc({
+      dir,
       logger: options.logger,
       ...(options.entries === undefined ? {} : { entries: options.entries }),
     });
-    return etcDir;
-  } catch (err) {
-    sharedEtcDirs.delete(dir);
-    await rm(dir, { recursive: true, force: true });
-    throw err;
+  if (options.dataDir !== undefined) {
+    return cachedEtc({
+      runDir: posix.join(options.dataDir, 'run'),
+      fingerprint: etcFingerprint('/etc', options.entries ?? DEFAULT_ETC_ENTRIES, generatedEtcContents()),
+      build,
+    });
   }
-}
-
-/** Removes shared /etc directories in `base` whose process is gone. */
-async function removeStaleSharedEtc(base: string): Promise<void> {
-  for (const name of await readdir(base).catch(() => [] as string[])) {
-    if (!name.startsWith(SHARED_ETC_PREFIX)) continue;
-    const pid = Number(name.slice(SHARED_ETC_PREFIX.length).split('-')[0]);
-    if (!Number.isSafeInteger(pid) || pid <= 0 || pid === process.pid || isAlive(pid)) continue;
-    await rm(posix.join(base, name), { recursive: true, force: true });
-  }
-}
-
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
+  // mkdtemp makes it 0700 and ours alone; removed at exit.
+  const dir = await mkdtemp(posix.join(tmpdir(), 'agentfense-etc-'));
+  process.once('exit', () => rmSync(dir, { recursive: true, force: true }));
+  await chmod(dir, 0o755);
+  await build(posix.join(dir, 'etc'));
+  return posix.join(dir, 'etc');
 }
 
 /** Creates the bwrap runtime. Holds no global state: two runtimes are fully independent. */
@@ -123,7 +92,16 @@ export function createBwrapRuntime(options: BwrapRuntimeOptions = {}): SandboxRu
   const check = (): Promise<string> => {
     checked ??= (async () => {
       const bwrapPath = await resolveBwrapPath(options.bwrapPath);
-      await probeBwrap(bwrapPath);
+      // The probe (a sandbox of its own) runs once per host state, not once per process (host-cache.ts).
+      const runDir = options.dataDir === undefined ? undefined : posix.join(options.dataDir, 'run');
+      const key = runDir === undefined ? undefined : probeKey(bwrapPath);
+      if (runDir === undefined || key === undefined || !(await probeCached(runDir, key))) {
+        await probeBwrap(bwrapPath);
+        if (runDir !== undefined && key !== undefined) {
+          await mkdir(runDir, { recursive: true, mode: 0o700 });
+          await recordProbe(runDir, key);
+        }
+      }
       if (options.requireFuse !== false) await checkFuseDevice();
       return bwrapPath;
     })();

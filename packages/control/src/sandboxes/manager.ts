@@ -518,6 +518,20 @@ export class SandboxManager {
     await this.#pool.close();
   }
 
+  /**
+   * Gets ready for a start that is about to come (the one-shot CLI): a worker spawns and `runtime` checks
+   * the host in the background, overlapping whatever the caller does before start(). Failures surface in
+   * the start itself.
+   */
+  prewarm(runtime: string = this.#defaultRuntime): void {
+    if (this.#closed) return;
+    this.#pool.prewarm();
+    void this.#runtimes
+      .get(runtime)
+      .then((r) => r.check())
+      .catch((err: unknown) => this.#logger.debug({ err, runtime }, 'runtime check ahead failed'));
+  }
+
   /** Pids of the idle workers spawned ahead of time (memory accounting). */
   get idleWorkerPids(): number[] {
     return this.#pool.idlePids;

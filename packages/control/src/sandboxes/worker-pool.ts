@@ -67,6 +67,29 @@ export class WorkerPool {
     return worker;
   }
 
+  /**
+   * Spawns one worker now, at full priority, unless one is idle or on its way: for a process that knows it
+   * is about to start a sandbox (the one-shot CLI), so the spawn overlaps everything before the start.
+   * It is kept even with size 0 (the next take() gets it) and is not refilled.
+   */
+  prewarm(): void {
+    if (this.#closed || this.#idle.length > 0 || this.#inFlight.size > 0) return;
+    this.#refilling++;
+    const spawned = this.#spawn().then(
+      (worker) => {
+        if (this.#closed) return worker.stop({ graceMs: 1000 }).then(() => undefined);
+        this.#idle.push(worker);
+        return undefined;
+      },
+      (err: unknown) => this.#options.logger.warn({ err }, 'could not spawn a worker ahead'),
+    );
+    const tracked = spawned.finally(() => {
+      this.#refilling--;
+      this.#inFlight.delete(tracked);
+    });
+    this.#inFlight.add(tracked);
+  }
+
   /** Kills the idle workers and any spawned later by refills in flight. Idempotent. */
   async close(): Promise<void> {
     this.#closed = true;
