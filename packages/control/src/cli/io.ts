@@ -1,5 +1,5 @@
 // Where the CLI writes: injectable so commands can be tested in-process, and one place for --json.
-import { escapeJsonText } from '@agentfense/protocol';
+import { escapeJsonText } from '@agentfense/protocol/core';
 
 /** The CLI's output channels. */
 export interface CliIo {
