@@ -2,15 +2,17 @@
 // nothing copied), with its output streamed live and its exit status passed through (SPEC §7).
 // Afterwards --diff prints the change set, --commit applies it to <dir>; the sandbox is destroyed unless
 // --keep (then `agentfense logs|audit|sandbox inspect <id>` work on it later).
+import { constants as osConstants } from 'node:os';
 import { resolve } from 'node:path';
 import type { Command } from 'commander';
-import { InvalidArgumentError, escapeControls, quotePath } from '@agentfense/protocol/core';
+import { CancelledError, InvalidArgumentError, escapeControls, quotePath } from '@agentfense/protocol/core';
 import type { ChangeEntry, CommitResult, ExecResult } from '@agentfense/protocol';
 import type { ControlPlane } from '../../control-plane.js';
 import { addDataOption, withControlPlane } from '../control-options.js';
 import type { DataFlags } from '../control-options.js';
 import { isTerminal, printJson } from '../io.js';
 import type { CliContext, CliIo } from '../io.js';
+import { ONE_SHOT_LABEL } from '../../sandboxes/one-shot.js';
 import { parseEnvPairs, parseLabels, parseSeconds } from '../parse.js';
 import { addPolicyOptions, policyFromFlags } from '../policy-options.js';
 import type { PolicyFlags } from '../policy-options.js';
@@ -103,20 +105,44 @@ export function registerRun(program: Command, { io, result }: CliContext): void 
       const stdin = flags.stdin === true ? await readStdin() : undefined;
       const step = stepper(io, flags.verbose === true);
 
-      const outcome = await withControlPlane(flags, (plane) =>
-        runInSandbox(plane, {
-          dir: resolve(dir),
-          rules,
-          command,
-          env,
-          labels,
+      // From here on SIGINT, SIGTERM and SIGHUP stop the command and remove the sandbox (stop it with
+      // --keep) before we exit 128+N, like a shell: nothing is left running or mounted.
+      const interrupt = interruptOnSignals();
+      let outcome: RunOutcome | undefined;
+      try {
+        outcome = await withControlPlane(
           flags,
-          step,
-          io,
-          ...(timeoutMs === undefined ? {} : { timeoutMs }),
-          ...(stdin === undefined ? {} : { stdin }),
-        }),
-      );
+          (plane) =>
+            runInSandbox(plane, {
+              dir: resolve(dir),
+              rules,
+              command,
+              env,
+              labels,
+              flags,
+              step,
+              io,
+              abort: interrupt.signal,
+              ...(timeoutMs === undefined ? {} : { timeoutMs }),
+              ...(stdin === undefined ? {} : { stdin }),
+            }),
+          // One sandbox, started at once: its worker spawns and the runtime checks the host while the
+          // data directory opens and the sandbox is created; no idle worker is kept for later.
+          { workerPoolSize: 0, prewarm: flags.runtime ?? 'bwrap' },
+        );
+      } catch (err) {
+        if (interrupt.received === undefined) throw err;
+      } finally {
+        interrupt.dispose();
+      }
+      if (interrupt.received !== undefined) {
+        io.stderr.write(
+          `agentfense: ${interrupt.received}: the command was stopped and the sandbox ${flags.keep === true ? 'stopped' : 'removed'}\n`,
+        );
+        result.exitCode = 128 + (osConstants.signals[interrupt.received as NodeJS.Signals] ?? 0);
+        return;
+      }
+      if (outcome === undefined) throw new Error('unreachable: run ended without an outcome');
       const { exec, changes, diff, commit, sandboxId } = outcome;
       if (flags.json === true) {
         printJson(io, {
@@ -154,6 +180,8 @@ interface RunRequest {
   readonly stdin?: Buffer;
   readonly step: (what: string) => void;
   readonly io: CliIo;
+  /** Aborted by SIGINT/SIGTERM/SIGHUP: the command is killed and the sandbox removed. */
+  readonly abort: AbortSignal;
 }
 
 interface RunOutcome {
@@ -167,23 +195,30 @@ interface RunOutcome {
 async function runInSandbox(plane: ControlPlane, request: RunRequest): Promise<RunOutcome> {
   const { flags, io, step } = request;
   const json = flags.json === true;
+  const { abort } = request;
   const codebase = await plane.linkCodebase({ path: request.dir });
   let sandboxId: string | undefined;
   try {
+    abort.throwIfAborted();
     const sandbox = await plane.createSandbox({
       codebaseId: codebase.id,
       rules: request.rules,
       network: flags.network === true,
-      labels: request.labels,
+      // Marks a sandbox nobody will ask for again: if this process dies before removing it, recovery and
+      // `agentfense gc` remove it (a --keep sandbox is the user's and stays).
+      labels: flags.keep === true ? request.labels : { ...request.labels, [ONE_SHOT_LABEL]: 'true' },
       ...(flags.runtime === undefined ? {} : { runtime: flags.runtime }),
       ...(flags.image === undefined ? {} : { image: flags.image }),
     });
     sandboxId = sandbox.id;
     step(`created ${sandbox.id}`);
+    abort.throwIfAborted();
     await plane.startSandbox(sandbox.id);
     step('started (worker mounted, runtime ready)');
+    abort.throwIfAborted();
     const exec = await plane.exec(sandbox.id, request.command, {
       env: request.env,
+      signal: abort,
       ...(flags.cwd === undefined ? {} : { cwd: flags.cwd }),
       ...(request.timeoutMs === undefined ? {} : { timeoutMs: request.timeoutMs }),
       ...(request.stdin === undefined ? {} : { stdin: request.stdin }),
@@ -196,6 +231,7 @@ async function runInSandbox(plane: ControlPlane, request: RunRequest): Promise<R
           }),
     });
     step(`command finished (status ${exec.exitCode ?? exec.signal})`);
+    abort.throwIfAborted();
     const changes = await plane.changes(sandbox.id);
     let diff: { diff: string; binary: readonly string[] } | undefined;
     if (flags.diff === true) {
@@ -221,12 +257,45 @@ async function runInSandbox(plane: ControlPlane, request: RunRequest): Promise<R
     }
     return { sandboxId: sandbox.id, exec, changes, ...(diff && { diff }), ...(commit && { commit }) };
   } finally {
+    if (flags.keep === true && abort.aborted && sandboxId !== undefined) {
+      await plane.stopSandbox(sandboxId, { reason: 'agentfense run --keep interrupted' });
+    }
     if (flags.keep !== true) {
       if (sandboxId !== undefined) await plane.destroySandbox(sandboxId);
       await plane.deleteCodebase(codebase.id);
       step('sandbox destroyed');
     }
   }
+}
+
+/** The signals `run` answers by cleaning up and exiting 128+N. */
+const INTERRUPTS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
+
+/**
+ * Aborts `signal` on the first SIGINT/SIGTERM/SIGHUP and records which; a second one is ignored while the
+ * clean-up runs, a third exits at once (whatever is left is cleaned by the next invocation's recovery).
+ */
+function interruptOnSignals(): { signal: AbortSignal; received: string | undefined; dispose(): void } {
+  const controller = new AbortController();
+  let count = 0;
+  const state = {
+    signal: controller.signal,
+    received: undefined as string | undefined,
+    dispose: () => {
+      for (const name of INTERRUPTS) process.off(name, onSignal);
+    },
+  };
+  function onSignal(name: NodeJS.Signals): void {
+    count++;
+    if (count === 1) {
+      state.received = name;
+      controller.abort(new CancelledError(`interrupted by ${name}`));
+    } else if (count >= 3) {
+      process.exit(128 + (osConstants.signals[name] ?? 0));
+    }
+  }
+  for (const name of INTERRUPTS) process.on(name, onSignal);
+  return state;
 }
 
 function reportCommit(io: CliIo, commit: CommitResult, dir: string): void {

@@ -1,0 +1,15 @@
+// Sandboxes made for one command (`agentfense run` without --keep): the CLI removes them itself, and one
+// whose process died before it could (SIGKILL, a crash) is garbage nobody will ask for again, so recovery
+// and `agentfense gc` remove it instead of leaving a STOPPED record and its files behind.
+
+/** Label `run` puts on the sandboxes it will remove itself (value "true"). */
+export const ONE_SHOT_LABEL = 'agentfense.run';
+
+/** True for a sandbox `run` created to remove after its command (from the labels JSON of its record). */
+export function isOneShot(labelsJson: string): boolean {
+  try {
+    return (JSON.parse(labelsJson) as Record<string, unknown>)[ONE_SHOT_LABEL] === 'true';
+  } catch {
+    return false;
+  }
+}
