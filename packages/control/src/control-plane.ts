@@ -22,6 +22,8 @@ import { createControlLogger } from './logger.js';
 import { DataLayout, ensurePrivateDir, resolveDataDir } from './paths.js';
 import type { PresetRegistry } from './presets/registry.js';
 import type { AuditQuery } from './sandboxes/audit-log.js';
+import { collectGarbage } from './sandboxes/gc.js';
+import type { GcOptions, GcReport } from './sandboxes/gc.js';
 import { SandboxManager } from './sandboxes/manager.js';
 import { RuntimeRegistry } from './sandboxes/runtimes.js';
 import type { RuntimeMap } from './sandboxes/runtimes.js';
@@ -92,6 +94,7 @@ export class ControlPlane implements AsyncDisposable {
   /** Open sessions of the sandboxes this process runs (closed when their sandbox stops). */
   readonly sessions: SessionManager;
   readonly #db: Db;
+  readonly #store: SandboxStore;
   readonly #reaper: NodeJS.Timeout | undefined;
   #closing: Promise<void> | undefined;
 
@@ -100,6 +103,7 @@ export class ControlPlane implements AsyncDisposable {
     layout: DataLayout;
     logger: Logger;
     db: Db;
+    store: SandboxStore;
     codebases: CodebaseService;
     sandboxes: SandboxManager;
     sessions: SessionManager;
@@ -109,6 +113,7 @@ export class ControlPlane implements AsyncDisposable {
     this.layout = parts.layout;
     this.logger = parts.logger;
     this.#db = parts.db;
+    this.#store = parts.store;
     this.codebases = parts.codebases;
     this.sandboxes = parts.sandboxes;
     this.sessions = parts.sessions;
@@ -185,6 +190,7 @@ export class ControlPlane implements AsyncDisposable {
       layout,
       logger,
       db,
+      store,
       codebases,
       sandboxes,
       sessions,
@@ -286,6 +292,24 @@ export class ControlPlane implements AsyncDisposable {
   /** The runtime instance of a sandbox this process runs (sessions are built on it). */
   runtimeInstance(id: string): RuntimeInstance {
     return this.sandboxes.runtimeInstance(id);
+  }
+
+  /**
+   * Removes what nothing refers to any more (sandboxes/gc.ts: dead one-shot sandboxes, failed destroys,
+   * orphaned directories and mounts, unreferenced linked codebase records; old stopped sandboxes only
+   * when asked) and reports it. Sandboxes a live process runs are never touched.
+   */
+  gc(options?: GcOptions): Promise<GcReport> {
+    return collectGarbage(
+      {
+        layout: this.layout,
+        store: this.#store,
+        sandboxes: this.sandboxes,
+        codebases: this.codebases,
+        logger: this.logger,
+      },
+      options,
+    );
   }
 
   // --- Sessions ---

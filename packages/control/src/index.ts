@@ -61,6 +61,7 @@ export { CodebaseService, DEFAULT_MAX_UPLOAD_BYTES } from './codebases/service.j
 export type { UploadSource } from './codebases/service.js';
 export type { CodebaseInfo, CodebaseKind, FileEntry } from './codebases/types.js';
 export { SandboxManager } from './sandboxes/manager.js';
+export type { GcOptions, GcReport } from './sandboxes/gc.js';
 export { SANDBOX_STATES } from './sandboxes/types.js';
 export type {
   CreateSandboxOptions,

@@ -92,9 +92,7 @@ export function etcFingerprint(
       hash.update(`${path}\0absent\n`);
       return;
     }
-    hash.update(
-      `${path}\0${info.ino}\0${info.size}\0${info.mode}\0${info.mtimeNs}\0${info.ctimeNs}\n`,
-    );
+    hash.update(`${path}\0${info.ino}\0${info.size}\0${info.mode}\0${info.mtimeNs}\0${info.ctimeNs}\n`);
     if (info.isDirectory()) for (const name of readdirSync(path).sort()) walk(posix.join(path, name));
   };
   for (const entry of entries) walk(posix.join(hostEtc, entry));

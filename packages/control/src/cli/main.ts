@@ -3,6 +3,7 @@ import { Command, CommanderError } from 'commander';
 import { AgentFenseError, InvalidArgumentError } from '@agentfense/protocol/core';
 import { registerCodebases } from './commands/codebases.js';
 import { registerExplain } from './commands/explain.js';
+import { registerGc } from './commands/gc.js';
 import { registerLogs } from './commands/logs.js';
 import { registerMcp } from './commands/mcp.js';
 import { registerMount } from './commands/mount.js';
@@ -47,6 +48,7 @@ export function createProgram(io: CliIo = processIo, result: CliResult = { exitC
   registerSessions(program, context);
   registerSetup(program, context);
   registerMcp(program, context);
+  registerGc(program, context);
   for (const command of program.commands) command.exitOverride().configureOutput(program.configureOutput());
   return program;
 }

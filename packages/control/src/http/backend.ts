@@ -107,7 +107,9 @@ export function controlPlaneBackend(
     downloadFile: (id, path) => plane.downloadFile(id, path),
 
     // The control plane refuses an image for a runtime other than docker.
-    createSandbox: (options) => plane.createSandbox(options),
+    // Owned by this server from creation: if it dies before the start, recovery settles the sandbox
+    // (STOPPED) instead of leaving it PENDING; a clean shutdown hands it back PENDING.
+    createSandbox: (options) => plane.sandboxes.create(options, { own: true }),
     getSandbox: (id) => plane.getSandbox(id),
     listSandboxes: (options) => plane.listSandboxes(options),
     startSandbox: (id) => starts.run(() => plane.startSandbox(id)),

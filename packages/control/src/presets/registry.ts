@@ -1,7 +1,12 @@
 // Named rule sets: the built-ins plus whatever a program registers. Instances, so tests and embedders can
 // keep their own; the library's top-level `registerPreset`/`getPreset` use one default registry (SPEC §7
 // exposes them as plain functions, which implies process-wide state — this is the only such state).
-import { AlreadyExistsError, InvalidArgumentError, NotFoundError, validateRules } from '@agentfense/protocol/core';
+import {
+  AlreadyExistsError,
+  InvalidArgumentError,
+  NotFoundError,
+  validateRules,
+} from '@agentfense/protocol/core';
 import type { PermissionRule } from '@agentfense/protocol';
 import { BUILTIN_PRESETS } from './builtin.js';
 import type { Preset } from './builtin.js';

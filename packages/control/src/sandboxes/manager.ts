@@ -45,6 +45,7 @@ import type { AuditQuery } from './audit-log.js';
 import { makeSharedBind, unmountAll } from './host-mounts.js';
 import { isSameProcess, processStartTime, selfIdentity } from './process-identity.js';
 import type { RuntimeRegistry } from './runtimes.js';
+import { isOneShot } from './one-shot.js';
 import { assertTransition } from './state.js';
 import { WorkerSupervisor } from './supervisor.js';
 import type { SupervisionOptions } from './supervisor.js';
@@ -56,6 +57,12 @@ import type {
   SandboxExecOptions,
   SandboxInfo,
 } from './types.js';
+
+/** Start of the state reason of a sandbox whose destroy failed (the reaper and gc retry those). */
+export const DESTROY_FAILED = 'destroy failed: ';
+
+/** How long the reaper waits before retrying a failed destroy. */
+const DESTROY_RETRY_MS = 60_000;
 
 /** Longest label key / value accepted. */
 const MAX_LABEL_KEY = 128;
@@ -128,7 +135,7 @@ export class SandboxManager {
   // --- Records -----------------------------------------------------------------------------------
 
   /** Creates a sandbox in PENDING; rules, runtime, labels, env and expiry are validated now. */
-  async create(options: CreateSandboxOptions): Promise<SandboxInfo> {
+  async create(options: CreateSandboxOptions, internal: { own?: boolean } = {}): Promise<SandboxInfo> {
     this.#assertOpen();
     const codebaseId = validateId('codebase', options.codebaseId);
     this.#codebases.get(codebaseId); // NotFoundError naming it
@@ -154,8 +161,7 @@ export class SandboxManager {
     }
     const id = newId('sandbox');
     const now = Date.now();
-    await ensurePrivateDir(this.#layout.sandboxesDir);
-    await ensurePrivateDir(this.#layout.sandbox(id).dir);
+    // The record first, then the directory: `agentfense gc` removes directories without a record.
     this.#store.insert(
       {
         id,
@@ -176,6 +182,17 @@ export class SandboxManager {
       },
       labels,
     );
+    await ensurePrivateDir(this.#layout.sandboxesDir);
+    await ensurePrivateDir(this.#layout.sandbox(id).dir);
+    // A caller that starts it at once (the one-shot CLI) owns it from birth: if the process dies before
+    // the start, recovery sees a dead owner and settles the sandbox instead of leaving it PENDING.
+    if (internal.own === true) {
+      this.#store.update(id, {
+        owner_pid: this.#self.pid,
+        owner_start: this.#self.start,
+        owner_instance: this.#self.instance,
+      });
+    }
     this.#logger.info({ sandboxId: id, codebaseId, runtime }, 'sandbox created');
     return this.get(id);
   }
@@ -365,15 +382,30 @@ export class SandboxManager {
       // any other process from starting it while it is being removed.
       const claimed = await this.#claim(id);
       const paths = this.#layout.sandbox(id);
-      await this.#clearMounts(paths, claimed.runtime);
-      this.#store.delete(id);
-      if (options.keepDelta === true) {
-        for (const name of await readdir(paths.dir).catch(() => [] as string[])) {
-          if (name !== 'delta') await rm(`${paths.dir}/${name}`, { recursive: true, force: true });
+      // The record goes last: a destroy that fails half-way leaves the sandbox listed in ERROR with what
+      // is left of its files (never files nobody knows about), and destroying it again, the reaper or
+      // `agentfense gc` retry.
+      try {
+        await this.#clearMounts(paths, claimed.runtime);
+        if (options.keepDelta === true) {
+          for (const name of await readdir(paths.dir).catch(() => [] as string[])) {
+            if (name !== 'delta') await rm(`${paths.dir}/${name}`, { recursive: true, force: true });
+          }
+        } else {
+          await rm(paths.dir, { recursive: true, force: true });
         }
-      } else {
-        await rm(paths.dir, { recursive: true, force: true });
+      } catch (err) {
+        const error = toAgentFenseError(err, `destroying sandbox ${id}`);
+        this.#store.update(id, {
+          state: 'ERROR',
+          state_reason: `${DESTROY_FAILED}${error.message} (its files are kept; destroy it again to retry)`,
+          stopped_at: Date.now(),
+        });
+        this.#release(id);
+        this.#logger.error({ sandboxId: id, err: error }, 'sandbox destroy failed');
+        throw error;
       }
+      this.#store.delete(id);
       this.#logger.info({ sandboxId: id, keepDelta: options.keepDelta === true }, 'sandbox destroyed');
     });
   }
@@ -469,6 +501,7 @@ export class SandboxManager {
    */
   async recover(): Promise<string[]> {
     const recovered: string[] = [];
+    const oneShot: string[] = [];
     for (const row of this.#store.all()) {
       if (row.owner_pid === null || this.#isMine(row) || this.#ownedElsewhere(row)) continue;
       await this.#withLock(row.id, async () => {
@@ -478,10 +511,17 @@ export class SandboxManager {
         await this.#claim(row.id);
         this.#release(row.id);
         recovered.push(row.id);
+        if (isOneShot(fresh.labels)) oneShot.push(row.id);
       }).catch((err: unknown) => {
         if (!(err instanceof WrongStateError))
           this.#logger.error({ err, sandboxId: row.id }, 'recovery failed');
       });
+    }
+    // `run` would have removed these itself: nobody will ask for them again.
+    for (const id of oneShot) {
+      await this.destroy(id).catch((err: unknown) =>
+        this.#logger.error({ err, sandboxId: id }, 'removing a dead one-shot sandbox failed'),
+      );
     }
     return recovered;
   }
@@ -489,7 +529,16 @@ export class SandboxManager {
   /** Destroys expired sandboxes this process may touch. Returns the ids destroyed. */
   async reap(now = Date.now()): Promise<string[]> {
     const reaped: string[] = [];
-    for (const row of this.#store.expired(now)) {
+    // Destroys that failed are retried, at most once a minute each (a failure records stopped_at).
+    const retries = this.#store
+      .all()
+      .filter(
+        (r) =>
+          r.state === 'ERROR' &&
+          r.state_reason?.startsWith(DESTROY_FAILED) === true &&
+          (r.stopped_at ?? 0) <= now - DESTROY_RETRY_MS,
+      );
+    for (const row of [...this.#store.expired(now), ...retries]) {
       if (this.#ownedElsewhere(row)) continue;
       try {
         await this.destroy(row.id);
@@ -516,6 +565,8 @@ export class SandboxManager {
       ),
     );
     await this.#pool.close();
+    // Sandboxes created here and never started stay PENDING for whoever starts them next.
+    for (const row of this.#store.all()) if (this.#isMine(row)) this.#release(row.id);
   }
 
   /**
@@ -625,9 +676,10 @@ export class SandboxManager {
     }
     await this.#clearMounts(paths, row.runtime);
     const ownerPid = row.owner_pid ?? 'unknown';
-    // A temporary worker on a stopped sandbox also records an owner: only RUNNING changes state.
+    // A temporary worker on a stopped sandbox also records an owner: only RUNNING and PENDING (a start
+    // or a one-shot run under way) change state; STOPPED can be started again, so nothing stays PENDING.
     this.#store.update(row.id, {
-      ...(row.state === 'RUNNING'
+      ...(row.state === 'RUNNING' || row.state === 'PENDING'
         ? {
             state: 'STOPPED',
             state_reason: `recovered: control-plane process ${ownerPid} exited while the sandbox was ${row.state}`,
@@ -717,6 +769,25 @@ export class SandboxManager {
    * Clears a sandbox's mounts: what its runtime left in the state directory (e.g. docker's relay, which
    * outlives a crashed control plane), the FUSE mount (aborting a hung daemon first), the shared bind.
    */
+  /**
+   * Clears the mounts in a sandbox directory nobody runs (`agentfense gc`): with `runtimeName` unknown (a
+   * directory without a record), every registered runtime clears what it may have left there.
+   */
+  async clearMountsOf(id: string, runtimeName?: string): Promise<void> {
+    const paths = this.#layout.sandbox(validateId('sandbox', id));
+    if (runtimeName !== undefined) return this.#clearMounts(paths, runtimeName);
+    for (const name of this.#runtimes.names) {
+      const runtime = await this.#runtimes.get(name).catch(() => undefined);
+      await runtime
+        ?.clearLeftovers(paths.state)
+        .catch((err: unknown) =>
+          this.#logger.warn({ err, runtime: name }, 'clearing runtime leftovers failed'),
+        );
+    }
+    await clearFuseMount(paths.workspace);
+    await unmountAll(paths.mnt);
+  }
+
   async #clearMounts(paths: SandboxPaths, runtimeName: string | undefined): Promise<void> {
     if (runtimeName !== undefined && this.#runtimes.names.includes(runtimeName)) {
       const runtime = await this.#runtimes.get(runtimeName);

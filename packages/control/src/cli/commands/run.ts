@@ -200,16 +200,20 @@ async function runInSandbox(plane: ControlPlane, request: RunRequest): Promise<R
   let sandboxId: string | undefined;
   try {
     abort.throwIfAborted();
-    const sandbox = await plane.createSandbox({
-      codebaseId: codebase.id,
-      rules: request.rules,
-      network: flags.network === true,
-      // Marks a sandbox nobody will ask for again: if this process dies before removing it, recovery and
-      // `agentfense gc` remove it (a --keep sandbox is the user's and stays).
-      labels: flags.keep === true ? request.labels : { ...request.labels, [ONE_SHOT_LABEL]: 'true' },
-      ...(flags.runtime === undefined ? {} : { runtime: flags.runtime }),
-      ...(flags.image === undefined ? {} : { image: flags.image }),
-    });
+    // Owned from creation: if this process dies before starting it, recovery settles it.
+    const sandbox = await plane.sandboxes.create(
+      {
+        codebaseId: codebase.id,
+        rules: request.rules,
+        network: flags.network === true,
+        // Marks a sandbox nobody will ask for again: if this process dies before removing it, recovery and
+        // `agentfense gc` remove it (a --keep sandbox is the user's and stays).
+        labels: flags.keep === true ? request.labels : { ...request.labels, [ONE_SHOT_LABEL]: 'true' },
+        ...(flags.runtime === undefined ? {} : { runtime: flags.runtime }),
+        ...(flags.image === undefined ? {} : { image: flags.image }),
+      },
+      { own: true },
+    );
     sandboxId = sandbox.id;
     step(`created ${sandbox.id}`);
     abort.throwIfAborted();

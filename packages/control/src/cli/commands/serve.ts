@@ -90,6 +90,12 @@ export function registerServe(program: Command, { io, result }: CliContext): voi
           ...(flags.data === undefined ? {} : { dataDir: flags.data }),
           ...(maxUploadBytes === undefined ? {} : { maxUploadBytes }),
         });
+        // What earlier processes left behind (dead one-shot sandboxes, failed destroys, orphaned
+        // directories and mounts); linked codebases are kept, API clients may still refer to them.
+        const collected = await plane.gc({ codebases: false });
+        const removed = collected.sandboxes.length + collected.directories.length + collected.mounts.length;
+        if (removed > 0)
+          io.stderr.write(`agentfense: gc: removed ${removed} leftover(s) (see agentfense gc --dry-run)\n`);
         // One backend behind both faces: the same sandboxes, sessions and start queue.
         const backend = controlPlaneBackend(
           plane,
