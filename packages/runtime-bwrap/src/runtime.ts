@@ -1,6 +1,6 @@
 // The bwrap SandboxRuntime: checks the host once, then starts sandboxes (scratch files, cgroups, argv).
 import { rmSync } from 'node:fs';
-import { chmod, mkdir, mkdtemp, rm, stat } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, realpath, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { posix } from 'node:path';
 import type { RuntimeInstance, RuntimeStartOptions, SandboxRuntime } from '@agentfense/protocol';
@@ -12,6 +12,7 @@ import type { CgroupHost } from './cgroups/detect.js';
 import { NO_LIMITS } from './cgroups/plan.js';
 import { DEFAULT_ETC_ENTRIES, generatedEtcContents, prepareSandboxEtc } from './etc-files.js';
 import { cachedEtc, etcFingerprint, probeCached, probeKey, recordProbe } from './host-cache.js';
+import { killSandboxProcesses } from './leftovers.js';
 import { DEFAULT_MAX_OUTPUT_BYTES, MAX_OUTPUT_BYTES_LIMIT } from './launch.js';
 import { BwrapInstance } from './instance.js';
 import { createStderrLogger } from './logger.js';
@@ -206,7 +207,13 @@ export function createBwrapRuntime(options: BwrapRuntimeOptions = {}): SandboxRu
       await check();
     },
     start,
-    // bwrap mounts nothing on the host: its scratch directory holds plain files only.
-    clearLeftovers: () => Promise.resolve(),
+    // bwrap mounts nothing on the host (its scratch directory holds plain files only), but a sandbox whose
+    // control plane was SIGKILLed may still run: recovery kills it (leftovers.ts).
+    clearLeftovers: async (stateDir: string) => {
+      const bwrapPath = await resolveBwrapPath(options.bwrapPath).catch(() => undefined);
+      if (bwrapPath === undefined) return;
+      const killed = await killSandboxProcesses(stateDir, await realpath(bwrapPath).catch(() => bwrapPath));
+      if (killed.length > 0) logger.warn({ stateDir, pids: killed }, 'killed a sandbox left running');
+    },
   };
 }
