@@ -3,7 +3,7 @@
 import { resolve } from 'node:path';
 import { stat } from 'node:fs/promises';
 import type { Command } from 'commander';
-import { InvalidArgumentError } from '@agentfense/protocol';
+import { InvalidArgumentError } from '@agentfense/protocol/core';
 import { addDataOption } from '../control-options.js';
 import type { DataFlags } from '../control-options.js';
 import type { CliContext } from '../io.js';
