@@ -43,7 +43,7 @@ export interface RouteSpec<Body, Query, Params> {
   ) => Promise<unknown>;
 }
 
-/** Registers a documented route. Errors answer `{ code, message }` (the server's error handler). */
+/** Registers a documented route. Errors answer google.rpc.Status `{ code, message, details }` (the server's error handler). */
 export function defineRoute<Body = unknown, Query = unknown, Params = unknown>(
   app: FastifyInstance,
   spec: RouteSpec<Body, Query, Params>,
