@@ -1,5 +1,6 @@
 // Issue 14: bad input on the gRPC face gets the code the original's SDK expects and changes nothing;
-// ids in the original's format are NOT_FOUND (a migrated client's stale id), not INVALID_ARGUMENT.
+// ids in the original's format (a migrated client's stale id) or any other that is not ours are NOT_FOUND,
+// as the original answers, not INVALID_ARGUMENT.
 /* eslint-disable @typescript-eslint/no-unsafe-member-access, @typescript-eslint/no-unsafe-assignment, @typescript-eslint/no-unsafe-call, @typescript-eslint/no-unsafe-argument --
    gRPC messages are loaded from the .proto at run time (as the SDK's are), so they are untyped here. */
 import { describe, expect, it } from 'vitest';
@@ -34,7 +35,7 @@ describe('gRPC sandbox.v1: bad input', () => {
     expect(before.files).toEqual(['a.txt:9']);
 
     const cases: [string, () => Promise<unknown>, number][] = [
-      // Ids: the original's format is unknown here; empty is "required"; anything else is malformed.
+      // Ids: any id that is not ours (the original's format included) is unknown here; empty is "required".
       [
         'GetSandbox original-format id',
         () => c.unary('sandbox', 'GetSandbox', { sandbox_id: 'sb_0123456789abcdef' }),
@@ -76,9 +77,9 @@ describe('gRPC sandbox.v1: bad input', () => {
         status.INVALID_ARGUMENT,
       ],
       [
-        'GetSandbox malformed id',
+        "GetSandbox id that is nobody's format",
         () => c.unary('sandbox', 'GetSandbox', { sandbox_id: '../../etc' }),
-        status.INVALID_ARGUMENT,
+        status.NOT_FOUND,
       ],
       // Requests missing what they need, or carrying values that mean nothing.
       [

@@ -17,15 +17,16 @@ import { PatternType, Permission } from '../src/grpc/gen/sandbox/v1/common.js';
 import { ERROR_CODE_KEY, toGrpcError } from '../src/grpc/status.js';
 
 describe('gRPC conversions', () => {
-  it('takes our ids, answers NOT_FOUND for the original format and INVALID_ARGUMENT otherwise', () => {
+  it('takes our ids, answers NOT_FOUND for any other (the original format too) and requires one', () => {
     const ours = 'sb_00000000-0000-4000-8000-000000000000';
     expect(requestId('sandbox', 'sandbox_id', ours)).toBe(ours);
     expect(() => requestId('sandbox', 'sandbox_id', 'sb_0123456789abcdef')).toThrow(NotFoundError);
     expect(() => requestId('session', 'session_id', 'sess_0123456789abcdef')).toThrow(NotFoundError);
     expect(() => requestId('codebase', 'codebase_id', 'cb_0123456789abcdef')).toThrow(NotFoundError);
     expect(() => requestId('sandbox', 'sandbox_id', '')).toThrow(/sandbox_id is required/);
-    expect(() => requestId('sandbox', 'sandbox_id', 'sb_0123456789ABCDEF')).toThrow(InvalidArgumentError);
-    expect(() => requestId('sandbox', 'sandbox_id', '../x')).toThrow(InvalidArgumentError);
+    expect(() => requestId('sandbox', 'sandbox_id', '')).toThrow(InvalidArgumentError);
+    expect(() => requestId('sandbox', 'sandbox_id', 'sb_0123456789ABCDEF')).toThrow(NotFoundError);
+    expect(() => requestId('sandbox', 'sandbox_id', '../x')).toThrow(NotFoundError);
   });
 
   it('reads Durations (zero = none, sub-millisecond rounds up, negative refused) and writes them', () => {

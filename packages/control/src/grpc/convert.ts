@@ -8,7 +8,7 @@ import type {
 } from '@agentfense/protocol';
 import { InvalidArgumentError, NotFoundError } from '@agentfense/protocol';
 import type { CodebaseInfo, FileEntry } from '../codebases/types.js';
-import { validateId, type IdKind } from '../ids.js';
+import { isId, type IdKind } from '../ids.js';
 import type { SandboxInfo, SandboxState } from '../sandboxes/types.js';
 import type { SessionExecResult } from '../sessions/options.js';
 import type { SessionInfo } from '../sessions/session.js';
@@ -26,27 +26,18 @@ import type {
 
 // --- Ids ------------------------------------------------------------------------------------------
 
-/** The original's id shapes (`sb_` + 16 hex digits; sessions `sess_`): well-formed there, unknown here. */
-const ORIGINAL_IDS: Record<IdKind, RegExp> = {
-  codebase: /^cb_[0-9a-f]{16}$/,
-  sandbox: /^sb_[0-9a-f]{16}$/,
-  session: /^sess_[0-9a-f]{16}$/,
-};
-
 /**
- * An id from a request. Empty: INVALID_ARGUMENT naming the field, as the original says. An id in the
- * original's format names nothing here, so it is NOT_FOUND (what a migrated client's stale id gets there
- * too); anything else that is not one of our ids is INVALID_ARGUMENT saying the expected shape.
+ * An id from a request. Empty: INVALID_ARGUMENT naming the field, as the original says. Any other id
+ * that is not one of ours names nothing here: NOT_FOUND, as the original answers for every unknown id
+ * (its own format, `sb_0123456789abcdef`, included) and as the REST face does (http/mapping.ts pathId).
+ * The check still runs before the id reaches a path or a query.
  */
 export function requestId(kind: IdKind, field: string, value: string): string {
   if (value === '') throw new InvalidArgumentError(`${field} is required`);
-  if (isOriginalId(kind, value)) throw new NotFoundError(`${kind} ${value} not found`);
-  return validateId(kind, value);
-}
-
-/** True for an id in the original's format, which never names anything here. */
-export function isOriginalId(kind: IdKind, value: string): boolean {
-  return ORIGINAL_IDS[kind].test(value);
+  // Sliced before the guard: isId narrows a string it rejects to never.
+  const shown = value.slice(0, 80);
+  if (isId(kind, value)) return value;
+  throw new NotFoundError(`${kind} ${JSON.stringify(shown)} not found`, { details: { id: shown } });
 }
 
 // --- Scalars --------------------------------------------------------------------------------------

@@ -6,13 +6,13 @@ import type { ExecResult as RuntimeExecResult } from '@agentfense/protocol';
 import { Metadata } from '@grpc/grpc-js';
 import type { ServerWritableStream } from '@grpc/grpc-js';
 import type { HttpBackend as Backend } from '../http/backend.js';
+import { isId } from '../ids.js';
 import type { SessionExecResult } from '../sessions/options.js';
 import { SESSION_SHELLS, type SessionShell } from '../sessions/script.js';
 import {
   durationMs,
   execResultToProto,
   exitCode,
-  isOriginalId,
   optional,
   requestId,
   resourcesFromProto,
@@ -60,8 +60,8 @@ export function sandboxService(backend: Backend, context: HandlerContext): Sandb
     ),
     listSandboxes: unary(context, 'ListSandboxes', async (req) => {
       const codebaseId = optional(req.codebaseId);
-      // The original filters by plain comparison: a codebase id in its format matches nothing here.
-      if (codebaseId !== undefined && isOriginalId('codebase', codebaseId))
+      // The original filters by plain comparison: an id that is not one of ours matches nothing.
+      if (codebaseId !== undefined && !isId('codebase', codebaseId))
         return { sandboxes: [], nextPageToken: '' };
       const pageToken = optional(req.pageToken);
       const page = await backend.listSandboxes({
