@@ -4,3 +4,4 @@ export { WORKER_ENTRY, WorkerHandle, setPriority, spawnWorker } from './handle.j
 export type { SpawnWorkerOptions, WorkerExit } from './handle.js';
 export { abortFuseConnection, clearFuseMount, fuseMountsAt, isFuseMounted, listMounts } from './mounts.js';
 export type { MountInfo } from './mounts.js';
+export { removeTree } from './host/walk.js';

@@ -34,6 +34,12 @@ export interface CommitResult {
   readonly skipped?: readonly CommitNote[];
   /** Entries written with a change, e.g. set-uid/set-gid bits removed (also listed in `applied`). */
   readonly changed?: readonly CommitNote[];
+  /**
+   * Set when the commit stopped before the end (the sandbox was stopped or destroyed meanwhile): why.
+   * `applied` then lists exactly what was written (each file completely, none half-written); the rest
+   * stays in the delta.
+   */
+  readonly interrupted?: string;
 }
 
 /** One access decision made by the worker. */

@@ -165,3 +165,5 @@ export type {
   WorkerStats,
 } from './wire/worker-api.js';
 export type { Guard } from './wire/guards.js';
+export { PART_BYTES, collectParts } from './wire/parts.js';
+export type { ResultPart } from './wire/parts.js';

@@ -32,6 +32,7 @@ function handlers(overrides: Partial<WorkerHandlers> = {}): WorkerHandlers {
     changes: () => ({ changes: [{ path: '/gone', kind: 'deleted', type: 'file', size: null }] }),
     diff: ({ paths }) => ({ diff: `diff of ${paths?.join(',') ?? 'all'}`, binary: [] }),
     commit: () => COMMIT_RESULT,
+    more: () => ({}),
     discard: () => ({}),
     readFile: ({ path }) => {
       if (path === '/secret') throw new PermissionDeniedError('read denied: /secret', { details: { path } });

@@ -3,15 +3,16 @@
 // sandbox records its owner (pid + kernel start time); a process only ever drives sandboxes it owns, and a
 // sandbox whose owner has died is recovered (mounts cleared, worker killed, marked STOPPED, delta kept).
 import { randomUUID } from 'node:crypto';
-import { rm, readdir } from 'node:fs/promises';
+import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
-import { clearFuseMount, spawnWorker } from '@agentfense/fuse-worker';
+import { clearFuseMount, removeTree, spawnWorker } from '@agentfense/fuse-worker';
 import type { WorkerHandle } from '@agentfense/fuse-worker';
 import {
   DEFAULT_RESOURCES,
   InvalidArgumentError,
   NotFoundError,
+  collectParts,
   WrongStateError,
   toAgentFenseError,
   validateEnv,
@@ -389,10 +390,12 @@ export class SandboxManager {
         await this.#clearMounts(paths, claimed.runtime);
         if (options.keepDelta === true) {
           for (const name of await readdir(paths.dir).catch(() => [] as string[])) {
-            if (name !== 'delta') await rm(`${paths.dir}/${name}`, { recursive: true, force: true });
+            if (name !== 'delta') await removeTree(`${paths.dir}/${name}`);
           }
         } else {
-          await rm(paths.dir, { recursive: true, force: true });
+          // Directory fds all the way down: a delta 3000 levels deep or with 200-character names is
+          // removed too (paths past 4096 bytes cannot be handed to the kernel).
+          await removeTree(paths.dir);
         }
       } catch (err) {
         const error = toAgentFenseError(err, `destroying sandbox ${id}`);
@@ -835,10 +838,10 @@ export class SandboxManager {
   ): Promise<WorkerResult<M>> {
     validateId('sandbox', id);
     const live = this.#live.get(id);
-    if (live !== undefined) return live.supervisor.request(method, params);
+    if (live !== undefined) return requestWhole((m, p) => live.supervisor.request(m, p), method, params);
     return this.#withLock(id, async () => {
       const again = this.#live.get(id);
-      if (again !== undefined) return again.supervisor.request(method, params);
+      if (again !== undefined) return requestWhole((m, p) => again.supervisor.request(m, p), method, params);
       this.#assertOpen();
       const row = await this.#claim(id);
       if (row.state === 'RUNNING') {
@@ -868,7 +871,8 @@ export class SandboxManager {
           auditAllowed: row.audit_allowed !== 0,
           ...diskQuota(row),
         });
-        return await worker.client.request(method, params);
+        const client = worker.client;
+        return await requestWhole((m, p) => client.request(m, p), method, params);
       } finally {
         if (worker !== undefined) {
           await worker
@@ -883,6 +887,17 @@ export class SandboxManager {
       }
     });
   }
+}
+
+/** Calls a worker method and, for answers in parts (changes, diff, commit), fetches the rest. */
+async function requestWhole<M extends WorkerMethod>(
+  request: <N extends WorkerMethod>(method: N, params: WorkerParams<N>) => Promise<WorkerResult<N>>,
+  method: M,
+  params: WorkerParams<M>,
+): Promise<WorkerResult<M>> {
+  const first = await request(method, params);
+  if (typeof first !== 'object' || first === null || !('next' in first)) return first;
+  return (await collectParts(first, (cursor) => request('more', { cursor }))) as WorkerResult<M>;
 }
 
 /** The delta quota of a stored sandbox (its resources.diskBytes), as MountParams. */

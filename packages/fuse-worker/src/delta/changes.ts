@@ -1,9 +1,12 @@
 // The change set of a delta, derived from the upper tree plus the whiteouts.
 import type { ChangeEntry } from '@agentfense/protocol';
 
-import { relJoin } from '../host/rel-path.js';
+import type { BigIntStats } from 'node:fs';
+
+import { walkTree } from '../host/walk.js';
+import { Yielder } from '../host/yielder.js';
 import type { DeltaContext } from './context.js';
-import type { BaseRecord } from './identity.js';
+import { typeOf, type BaseRecord } from './identity.js';
 import { toCodebase } from './paths.js';
 import type { DeltaEntryType } from './types.js';
 
@@ -26,33 +29,37 @@ export interface DeltaChange {
 export async function computeChanges(ctx: DeltaContext): Promise<DeltaChange[]> {
   const changes: DeltaChange[] = [];
   const inUpper = new Set<string>();
-  const walk = async (dir: string): Promise<void> => {
-    for (const e of await ctx.upper.readdir(dir)) {
-      const rel = relJoin(dir, e.name);
-      inUpper.add(rel);
-      const base = ctx.meta.bases.get(rel);
-      if (base !== undefined || e.type !== 'directory') {
-        const st = await ctx.upper.lstat(rel);
-        let existed = base?.exists;
-        // No base for a non-directory only after a crash between a copy and its record: ask the codebase.
-        if (existed === undefined)
-          existed = !ctx.meta.isHidden(rel) && (await ctx.lower.lstatOrNull(rel)) !== null;
-        changes.push({
-          rel,
-          entry: {
-            path: toCodebase(rel),
-            kind: existed ? 'modified' : 'added',
-            type: publicType(e.type),
-            size: e.type === 'directory' ? null : Number(st.size),
-          },
-          upperType: e.type,
-          base,
-        });
-      }
-      if (e.type === 'directory') await walk(rel);
-    }
+  // No base for a non-directory only after a crash between a copy and its record: ask the codebase later.
+  const unknown: { rel: string; st: BigIntStats; type: DeltaEntryType }[] = [];
+  const push = (rel: string, st: BigIntStats, type: DeltaEntryType, existed: boolean, base?: BaseRecord): void => {
+    changes.push({
+      rel,
+      entry: {
+        path: toCodebase(rel),
+        kind: existed ? 'modified' : 'added',
+        type: publicType(type),
+        size: type === 'directory' ? null : Number(st.size),
+      },
+      upperType: type,
+      base,
+    });
   };
-  await walk('');
+  // Directory fds all the way down: any depth, any name length, and the event loop keeps turning.
+  await walkTree(ctx.upper.path, {
+    onEntry: (st, rel) => {
+      inUpper.add(rel);
+      const type = typeOf(st);
+      const base = ctx.meta.bases.get(rel);
+      if (base !== undefined) push(rel, st, type, base.exists, base);
+      else if (type !== 'directory') unknown.push({ rel, st, type });
+    },
+  });
+  const yielder = new Yielder();
+  for (const { rel, st, type } of unknown) {
+    await yielder.maybe();
+    const existed = !ctx.meta.isHidden(rel) && (await ctx.lower.lstatOrNull(rel)) !== null;
+    push(rel, st, type, existed);
+  }
   for (const rel of ctx.meta.whiteouts) {
     if (inUpper.has(rel)) continue;
     const base = ctx.meta.bases.get(rel);

@@ -7,6 +7,7 @@ import type { ChangeEntry, CommitConflict, CommitNote } from '@agentfense/protoc
 
 import { fdPath } from '../host/flags.js';
 import { relBase, relJoin, relParent } from '../host/rel-path.js';
+import { Yielder } from '../host/yielder.js';
 import { computeChanges, type DeltaChange } from './changes.js';
 import { tempName, type DeltaContext } from './context.js';
 import { baseMismatch } from './identity.js';
@@ -38,7 +39,15 @@ export async function commitChanges(ctx: DeltaContext, options: CommitOptions): 
   const changed: CommitNote[] = [];
   const deletions = all.filter((c) => c.entry.kind === 'deleted').sort((a, b) => depth(b.rel) - depth(a.rel));
   const writes = all.filter((c) => c.entry.kind !== 'deleted');
+  const yielder = new Yielder();
+  let interrupted: string | undefined;
   for (const change of [...deletions, ...writes]) {
+    // Between two changes, never inside one: each file lands whole (temp name, then rename) or not at all.
+    await yielder.maybe();
+    if (options.signal?.aborted === true) {
+      interrupted = stopReason(options.signal);
+      break;
+    }
     if (change.upperType === 'fifo' || change.upperType === 'other') {
       skipped.push({ path: change.entry.path, reason: await skipReason(ctx, change.rel) });
       continue;
@@ -54,8 +63,8 @@ export async function commitChanges(ctx: DeltaContext, options: CommitOptions): 
       conflicts.push({ path: change.entry.path, reason: err instanceof Error ? err.message : String(err) });
     }
   }
-  await pruneUpperDirs(ctx, '');
-  return { applied, conflicts, skipped, changed };
+  await pruneUpperDirs(ctx, '', yielder);
+  return { applied, conflicts, skipped, changed, ...(interrupted === undefined ? {} : { interrupted }) };
 }
 
 /** Why an entry is not committed (what it is: devices, FIFOs and sockets have no place in a codebase). */
@@ -208,11 +217,12 @@ async function forget(ctx: DeltaContext, change: DeltaChange): Promise<void> {
 }
 
 /** Removes upper directories left empty and unrecorded (structure whose content was committed). */
-async function pruneUpperDirs(ctx: DeltaContext, rel: string): Promise<boolean> {
+async function pruneUpperDirs(ctx: DeltaContext, rel: string, yielder: Yielder): Promise<boolean> {
   let empty = true;
   for (const e of await ctx.upper.readdir(rel)) {
+    await yielder.maybe();
     const child = relJoin(rel, e.name);
-    if (e.type === 'directory' && (await pruneUpperDirs(ctx, child))) {
+    if (e.type === 'directory' && (await pruneUpperDirs(ctx, child, yielder))) {
       await ctx.upper.rmdir(child);
     } else {
       empty = false;
@@ -233,4 +243,9 @@ function depth(rel: string): number {
   let n = 0;
   for (const ch of rel) if (ch === '/') n++;
   return n;
+}
+
+function stopReason(signal: AbortSignal): string {
+  const reason: unknown = signal.reason;
+  return reason instanceof Error ? reason.message : typeof reason === 'string' ? reason : 'stopped';
 }

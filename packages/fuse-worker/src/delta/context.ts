@@ -66,14 +66,20 @@ function absentSet(upper: HostDir): AbsentSet {
   return set;
 }
 
+/**
+ * Only paths up to this long are remembered and only ancestors up to it are checked: a cache may say "do
+ * not know", and hashing every prefix of a path 3000 levels deep would cost O(depth x length) per lookup.
+ */
+const MAX_ABSENT_PATH = 1024;
+
 /** True when `rel` or one of its ancestors is known to be absent from the upper layer. */
 function knownAbsent(set: AbsentSet, rel: string): boolean {
   const paths = set.paths;
   if (paths.size === 0) return false;
-  for (let i = rel.indexOf('/'); i >= 0; i = rel.indexOf('/', i + 1)) {
+  for (let i = rel.indexOf('/'); i >= 0 && i <= MAX_ABSENT_PATH; i = rel.indexOf('/', i + 1)) {
     if (paths.has(rel.slice(0, i))) return true;
   }
-  return paths.has(rel);
+  return rel.length <= MAX_ABSENT_PATH && paths.has(rel);
 }
 
 /** True when `rel` is known, without a syscall, to be absent from the upper layer (see AbsentSet). */
@@ -100,7 +106,7 @@ export async function upperStat(
     const code = (err as NodeJS.ErrnoException).code;
     if (code === 'ENOENT') {
       const set = absentSet(upper);
-      if (upper.generation === generation && set.generation === generation) {
+      if (upper.generation === generation && set.generation === generation && rel.length <= MAX_ABSENT_PATH) {
         if (set.paths.size >= MAX_ABSENT) set.paths.clear();
         set.paths.add(rel);
       }

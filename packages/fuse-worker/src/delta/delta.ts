@@ -23,7 +23,7 @@ import {
   type DeltaContext,
 } from './context.js';
 import { copyUp } from './copy-up.js';
-import { buildDiff } from './diff.js';
+import { buildDiff, diffItems, type DiffItem } from './diff.js';
 import { ABSENT, baseOf, type BaseRecord } from './identity.js';
 import { COMPACT_AFTER_RECORDS, MetaJournal } from './journal.js';
 import { AsyncLock } from './lock.js';
@@ -433,6 +433,18 @@ export class Delta {
         all.filter((c) => selected(c.rel, filter.paths)),
       );
     });
+  }
+
+  /**
+   * The diff file by file: the change set is taken under the lock, the texts are read as they are asked
+   * for (a diff of a huge delta is never one string, and the lock is not held while it is sent).
+   */
+  async diffItems(filter: PathFilter = {}): Promise<AsyncIterator<DiffItem>> {
+    const changes = await this.mutate('diff', async () => {
+      const all = await computeChanges(this.ctx);
+      return all.filter((c) => selected(c.rel, filter.paths));
+    });
+    return diffItems(this.ctx, changes);
   }
 
   /** Applies the change set to the codebase, atomically per file; see commit.ts. */

@@ -3,6 +3,7 @@ import { constants } from 'node:fs';
 
 import { quotePath } from '@agentfense/protocol';
 import type { HostDir } from '../host/host-dir.js';
+import { Yielder } from '../host/yielder.js';
 import type { DeltaChange } from './changes.js';
 import type { DeltaContext } from './context.js';
 import type { DeltaDiff } from './types.js';
@@ -13,30 +14,45 @@ const MAX_TEXT_BYTES = 8 * 1024 * 1024;
 /** Like git: a NUL byte in the first 8000 bytes makes a file binary. */
 const SNIFF_BYTES = 8000;
 
+/** One changed file's part of a diff: its unified diff text, or its path when it is binary. */
+export type DiffItem = { readonly text: string } | { readonly binary: string };
+
 /**
- * Diffs each regular-file change against the codebase's current version (what a commit would replace).
+ * Diffs each regular-file change against the codebase's current version (what a commit would replace),
+ * one file at a time (a diff of 200k files is never one string in memory here).
  * Directories, symlinks and special files are not text and are left out.
  */
-export async function buildDiff(ctx: DeltaContext, changes: readonly DeltaChange[]): Promise<DeltaDiff> {
-  let diff = '';
-  const binary: string[] = [];
+export async function* diffItems(ctx: DeltaContext, changes: readonly DeltaChange[]): AsyncGenerator<DiffItem> {
+  const yielder = new Yielder();
   for (const change of changes) {
+    await yielder.maybe();
     const isFile = change.upperType === 'file' || (change.upperType === null && change.entry.type === 'file');
     if (!isFile) continue;
     const oldText = change.entry.kind === 'added' ? '' : await readText(ctx.lower, change.rel);
     const newText = change.upperType === 'file' ? await readText(ctx.upper, change.rel) : '';
     if (oldText === null || newText === null) {
-      binary.push(change.entry.path);
+      yield { binary: change.entry.path };
       continue;
     }
     const name = change.entry.path.slice(1);
-    diff += unifiedDiff({
+    const text = unifiedDiff({
       oldText,
       newText,
       // Header names quoted as git does when they hold control characters: the diff is printed on terminals.
       oldName: change.entry.kind === 'added' ? '/dev/null' : quotePath(`a/${name}`),
       newName: change.entry.kind === 'deleted' ? '/dev/null' : quotePath(`b/${name}`),
     });
+    if (text !== '') yield { text };
+  }
+}
+
+/** The whole diff in one piece (tests and small deltas). */
+export async function buildDiff(ctx: DeltaContext, changes: readonly DeltaChange[]): Promise<DeltaDiff> {
+  let diff = '';
+  const binary: string[] = [];
+  for await (const item of diffItems(ctx, changes)) {
+    if ('binary' in item) binary.push(item.binary);
+    else diff += item.text;
   }
   return { diff, binary };
 }

@@ -93,6 +93,8 @@ export interface PathFilter {
 
 export interface CommitOptions extends PathFilter {
   readonly mode: CommitMode;
+  /** Aborting stops the commit between two changes; the result then says `interrupted`. */
+  readonly signal?: AbortSignal;
 }
 
 /**

@@ -12,7 +12,8 @@ import { hostIo } from 'fuse-native/lowlevel.js';
 
 import { DirFdCache, type CachedDir } from './dir-fd-cache.js';
 import { fdPath, PATH_ONLY_FLAGS, WALK_DIR_FLAGS } from './flags.js';
-import { relJoin, splitRel } from './rel-path.js';
+import { splitRel } from './rel-path.js';
+import { removeTree as removeTreeAt } from './walk.js';
 
 const execFileAsync = promisify(execFile);
 
@@ -346,16 +347,20 @@ export class HostDir {
     );
   }
 
-  /** Removes `rel` and everything below it, never following a symlink; a missing path is not an error. */
+  /**
+   * Removes `rel` and everything below it, never following a symlink; a missing path is not an error.
+   * Walks with directory fds (walk.ts), so no depth or name length is too much.
+   */
   async removeTree(rel: string): Promise<void> {
-    const st = await this.lstatOrNull(rel);
-    if (st === null) return;
-    if (!st.isDirectory()) {
-      await this.unlink(rel);
-      return;
-    }
-    for (const entry of await this.readdir(rel)) await this.removeTree(relJoin(rel, entry.name));
-    if (rel !== '') await this.rmdir(rel);
+    if (rel === '') throw new TypeError('removeTree of the root itself');
+    await this.changing(async () => {
+      try {
+        await this.inParent(rel, (at) => removeTreeAt(at));
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+      }
+    });
+    await this.cache.invalidate(rel);
   }
 
   /**
@@ -393,14 +398,29 @@ export class HostDir {
     if (parts.length === 0) return this.root;
     const hit = this.cache.acquire(parts.join('/'));
     if (hit !== undefined) return hit;
+    // The deepest cached ancestor: the parent or grandparent usually (a walk or a create); past that,
+    // from the root down while the cache hits (a path whose ancestors do not exist here, as in the
+    // codebase layer below a directory the sandbox made). Either way O(depth) cache probes at most, not
+    // O(depth) probes per level: a 3000-level path costs a few probes, not millions of hashed prefixes.
     let depth = parts.length - 1;
     let cur: CachedDir | undefined;
-    for (; depth > 0 && cur === undefined; depth--) cur = this.cache.acquire(parts.slice(0, depth).join('/'));
-    if (cur === undefined) {
+    const nearest = Math.max(1, parts.length - 3);
+    for (; depth >= nearest && cur === undefined; depth--) {
+      cur = this.cache.acquire(parts.slice(0, depth).join('/'));
+    }
+    if (cur !== undefined) {
+      depth++;
+    } else {
       cur = this.root;
       depth = 0;
-    } else {
-      depth++;
+      let prefix = '';
+      for (; depth < nearest; depth++) {
+        prefix = prefix === '' ? (parts[0] as string) : `${prefix}/${parts[depth] as string}`;
+        const next = this.cache.acquire(prefix);
+        if (next === undefined) break;
+        await this.cache.release(cur);
+        cur = next;
+      }
     }
     for (; depth < parts.length; depth++) {
       const parent: CachedDir = cur;

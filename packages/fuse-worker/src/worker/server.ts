@@ -10,13 +10,22 @@ import {
   normalizePath,
   serveWorkerApi,
 } from '@agentfense/protocol';
-import type { MountParams, RpcPeer, WorkerHandlers, WorkerServer, WorkerStats } from '@agentfense/protocol';
+import type {
+  MountParams,
+  RpcPeer,
+  WorkerHandlers,
+  WorkerResult,
+  WorkerServer,
+  WorkerStats,
+} from '@agentfense/protocol';
+import type { CommitOptions } from '../delta/types.js';
 import { AuditLog } from '../audit.js';
 import { Delta } from '../delta/delta.js';
 import { createHandlers } from '../fs/binding.js';
 import { OpStats } from '../fs/op-stats.js';
 import { PolicyFs } from '../fs/policy-fs.js';
 import { abortFuseConnection, fuseMountsAt } from '../mounts.js';
+import { arraySource, changeBytes, conflictBytes, diffSource, PartStore, sequenceSource } from './parts.js';
 import type { WorkerLogger as Logger } from './log.js';
 
 /** Default seconds the kernel caches entries and attributes (rule changes and discards invalidate). */
@@ -60,6 +69,10 @@ export class WorkerService {
   #rulesVersion = 0;
   #teardown: Promise<void> | undefined;
   #health: NodeJS.Timeout | undefined;
+  /** Answers too large for one frame, waiting for `more`. */
+  readonly #parts = new PartStore();
+  /** Commits in progress, so a teardown can end them cleanly between two files. */
+  readonly #commits = new Map<AbortController, Promise<unknown>>();
 
   constructor(options: WorkerServerOptions) {
     this.#peer = options.peer;
@@ -79,6 +92,11 @@ export class WorkerService {
     this.#logger.info({ reason }, 'shutting down');
     if (this.#health !== undefined) clearInterval(this.#health);
     this.#audit.flush();
+    for (const [stop, running] of this.#commits) {
+      stop.abort(new Error(`the worker is shutting down (${reason})`));
+      await running.catch(() => undefined);
+    }
+    this.#parts.clear();
     const mounted = this.#mounted;
     this.#mounted = undefined;
     if (mounted !== undefined) {
@@ -189,6 +207,37 @@ export class WorkerService {
     }
   }
 
+  async #commit(mounted: Mounted, options: CommitOptions): Promise<WorkerResult<'commit'>> {
+    const { applied, conflicts, skipped, changed, interrupted } = await mounted.delta.commit(options);
+    // Committed files moved from the delta to the codebase: host handles we hold may point at them.
+    await mounted.fs.invalidateAll();
+    this.#logger.info(
+      {
+        applied: applied.length,
+        conflicts: conflicts.length,
+        skipped: skipped.length,
+        changed: changed.length,
+        interrupted,
+      },
+      'commit',
+    );
+    const { part, next } = await this.#parts.first(
+      sequenceSource([
+        arraySource('applied', applied, changeBytes),
+        arraySource('conflicts', conflicts, conflictBytes),
+      ]),
+    );
+    return {
+      applied: part.applied ?? [],
+      conflicts: part.conflicts ?? [],
+      // Notes on special files and stripped set-id bits: a few entries, sent whole in the first part.
+      skipped,
+      changed,
+      ...(interrupted === undefined ? {} : { interrupted }),
+      ...(next === undefined ? {} : { next }),
+    };
+  }
+
   async #stats_(): Promise<WorkerStats> {
     return {
       uptimeMs: Date.now() - this.#started,
@@ -217,30 +266,26 @@ export class WorkerService {
         return {};
       },
       stats: () => this.#stats_(),
-      changes: async () => ({ changes: await this.#need().delta.changes() }),
+      changes: async () => {
+        const changes = await this.#need().delta.changes();
+        const { part, next } = await this.#parts.first(arraySource('changes', changes, changeBytes));
+        return { changes: part.changes ?? [], ...(next === undefined ? {} : { next }) };
+      },
       diff: async ({ paths }) => {
-        const { diff, binary } = await this.#need().delta.diff(pathFilter(paths));
-        return { diff, binary };
+        const items = await this.#need().delta.diffItems(pathFilter(paths));
+        const { part, next } = await this.#parts.first(diffSource(items));
+        return { diff: part.diff ?? '', binary: part.binary ?? [], ...(next === undefined ? {} : { next }) };
       },
-      commit: async ({ mode, paths }) => {
+      commit: ({ mode, paths }) => {
         const mounted = this.#need();
-        const { applied, conflicts, skipped, changed } = await mounted.delta.commit({
-          mode,
-          ...pathFilter(paths),
-        });
-        // Committed files moved from the delta to the codebase: host handles we hold may point at them.
-        await mounted.fs.invalidateAll();
-        this.#logger.info(
-          {
-            applied: applied.length,
-            conflicts: conflicts.length,
-            skipped: skipped.length,
-            changed: changed.length,
-          },
-          'commit',
-        );
-        return { applied, conflicts, skipped, changed };
+        // Unmounting (stop, destroy) ends a running commit between two files; it still answers, with
+        // what it applied and why it stopped, before the worker goes.
+        const stop = new AbortController();
+        const answer = this.#commit(mounted, { mode, ...pathFilter(paths), signal: stop.signal });
+        this.#commits.set(stop, answer);
+        return answer.finally(() => this.#commits.delete(stop));
       },
+      more: ({ cursor }) => this.#parts.more(cursor),
       discard: async ({ paths }) => {
         const mounted = this.#need();
         await mounted.delta.discard(pathFilter(paths));

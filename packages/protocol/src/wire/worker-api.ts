@@ -8,6 +8,7 @@ import type { PermissionRule } from '../permissions/types.js';
 import { PERMISSIONS } from '../permissions/types.js';
 import type { Guard } from './guards.js';
 import * as g from './guards.js';
+import type { ResultPart } from './parts.js';
 import type { HandlerContext, RequestOptions, RpcPeer } from './rpc.js';
 import type { Subscription } from './transport.js';
 
@@ -80,15 +81,23 @@ export interface WorkerMethods {
   /** Whether allowed accesses are audited too (denials always are). */
   setAudit: { params: { readonly allowed: boolean }; result: Empty };
   stats: { params: Empty; result: WorkerStats };
-  /** The sandbox's change set against the codebase. */
-  changes: { params: Empty; result: { readonly changes: readonly ChangeEntry[] } };
+  /**
+   * The sandbox's change set against the codebase. This and `diff`/`commit` answer in parts when the
+   * answer would not fit one frame: `next` is then the cursor to pass to `more` (collectParts does it).
+   */
+  changes: { params: Empty; result: { readonly changes: readonly ChangeEntry[]; readonly next?: string } };
   /** Unified diff of text changes; binary files are listed instead of diffed. */
   diff: {
     params: { readonly paths?: readonly string[] };
-    result: { readonly diff: string; readonly binary: readonly string[] };
+    result: { readonly diff: string; readonly binary: readonly string[]; readonly next?: string };
   };
   /** Writes changes (all, or those under `paths`) to the codebase. */
-  commit: { params: { readonly mode: CommitMode; readonly paths?: readonly string[] }; result: CommitResult };
+  commit: {
+    params: { readonly mode: CommitMode; readonly paths?: readonly string[] };
+    result: CommitResult & { readonly next?: string };
+  };
+  /** The next part of a `changes`/`diff`/`commit` answer (its fields are appended to the first part's). */
+  more: { params: { readonly cursor: string }; result: ResultPart };
   /** Drops changes (all, or those under `paths`). */
   discard: { params: { readonly paths?: readonly string[] }; result: Empty };
   /** Reads a file as the sandbox sees it, through the permission rules. */
@@ -140,6 +149,7 @@ const empty: Guard<Empty> = (value, path) => {
   return {};
 };
 const paths = g.optional(g.arrayOf(g.string));
+const next = g.optional(g.string);
 
 /** Only the surface is checked here; the worker's permission engine validates rules in depth. */
 const permissionRule: Guard<PermissionRule> = (value, path) => {
@@ -221,8 +231,11 @@ export const WORKER_METHOD_GUARDS: {
       openHandles: g.count,
     }),
   },
-  changes: { params: empty, result: g.shape({ changes: g.arrayOf(changeEntry) }) },
-  diff: { params: g.shape({ paths }), result: g.shape({ diff: g.string, binary: g.arrayOf(g.string) }) },
+  changes: { params: empty, result: g.shape({ changes: g.arrayOf(changeEntry), next }) },
+  diff: {
+    params: g.shape({ paths }),
+    result: g.shape({ diff: g.string, binary: g.arrayOf(g.string), next }),
+  },
   commit: {
     params: g.shape({ mode: g.oneOf(['detect-conflicts', 'last-writer-wins']), paths }),
     result: g.shape({
@@ -230,6 +243,19 @@ export const WORKER_METHOD_GUARDS: {
       conflicts: g.arrayOf(commitConflict),
       skipped: g.optional(g.arrayOf(commitConflict)),
       changed: g.optional(g.arrayOf(commitConflict)),
+      interrupted: g.optional(g.string),
+      next,
+    }),
+  },
+  more: {
+    params: g.shape({ cursor: g.string }),
+    result: g.shape({
+      changes: g.optional(g.arrayOf(changeEntry)),
+      diff: g.optional(g.string),
+      binary: g.optional(g.arrayOf(g.string)),
+      applied: g.optional(g.arrayOf(changeEntry)),
+      conflicts: g.optional(g.arrayOf(commitConflict)),
+      next,
     }),
   },
   discard: { params: g.shape({ paths }), result: empty },
