@@ -897,7 +897,7 @@ async function requestWhole<M extends WorkerMethod>(
 ): Promise<WorkerResult<M>> {
   const first = await request(method, params);
   if (typeof first !== 'object' || first === null || !('next' in first)) return first;
-  return (await collectParts(first, (cursor) => request('more', { cursor }))) as WorkerResult<M>;
+  return collectParts(first, (cursor) => request('more', { cursor }));
 }
 
 /** The delta quota of a stored sandbox (its resources.diskBytes), as MountParams. */

@@ -31,7 +31,13 @@ export async function computeChanges(ctx: DeltaContext): Promise<DeltaChange[]> 
   const inUpper = new Set<string>();
   // No base for a non-directory only after a crash between a copy and its record: ask the codebase later.
   const unknown: { rel: string; st: BigIntStats; type: DeltaEntryType }[] = [];
-  const push = (rel: string, st: BigIntStats, type: DeltaEntryType, existed: boolean, base?: BaseRecord): void => {
+  const push = (
+    rel: string,
+    st: BigIntStats,
+    type: DeltaEntryType,
+    existed: boolean,
+    base?: BaseRecord,
+  ): void => {
     changes.push({
       rel,
       entry: {

@@ -22,7 +22,10 @@ export type DiffItem = { readonly text: string } | { readonly binary: string };
  * one file at a time (a diff of 200k files is never one string in memory here).
  * Directories, symlinks and special files are not text and are left out.
  */
-export async function* diffItems(ctx: DeltaContext, changes: readonly DeltaChange[]): AsyncGenerator<DiffItem> {
+export async function* diffItems(
+  ctx: DeltaContext,
+  changes: readonly DeltaChange[],
+): AsyncGenerator<DiffItem> {
   const yielder = new Yielder();
   for (const change of changes) {
     await yielder.maybe();
