@@ -7,7 +7,6 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { execa } from 'execa';
-import type { ResultPromise } from 'execa';
 import { afterAll, describe, expect, it } from 'vitest';
 import { isFuseMounted } from '@agentfense/fuse-worker';
 
@@ -44,8 +43,11 @@ async function build(): Promise<string> {
   return dir;
 }
 
-/** Starts `agentfense mount` (its own data dir) and resolves once mounted. */
-async function startMount(src: string, mnt: string, dataDir: string): Promise<ResultPromise> {
+/**
+ * Starts `agentfense mount` (its own data dir) and resolves once mounted. Resolves to nothing: the
+ * subprocess is a thenable, so returning it from an async function would wait for its exit.
+ */
+async function startMount(src: string, mnt: string, dataDir: string): Promise<void> {
   const child = execa(
     process.execPath,
     [bin, 'mount', src, mnt, '--preset', 'full-access', '--allow-other'],
@@ -68,7 +70,6 @@ async function startMount(src: string, mnt: string, dataDir: string): Promise<Re
     });
     void child.then((r) => fail(new Error(`mount exited early (${r.exitCode}): ${String(r.all)}`)));
   });
-  return child;
 }
 
 /** Planned test count and failing `dir/NN.t:N` (TODO tests excluded; a script that died counts as failing). */
