@@ -16,6 +16,7 @@ import type { RouteConfig } from './define.js';
 import { errorReply, toHttpError, unknownRouteError } from './errors.js';
 import { buildOpenApi } from './openapi.js';
 import type { RegisteredRoute } from './openapi.js';
+import { registerMcpRoute } from '../mcp/http-route.js';
 import { registerCodebaseRoutes } from './routes/codebases.js';
 import { registerSandboxRoutes } from './routes/sandboxes.js';
 import { registerSessionRoutes } from './routes/sessions.js';
@@ -237,6 +238,7 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
   });
   registerSandboxRoutes(app, backend, { shutdown: shutdown.signal });
   registerSessionRoutes(app, backend);
+  registerMcpRoute(app, backend, options.logger === undefined ? {} : { logger: options.logger });
 
   let closing: Promise<void> | undefined;
   return {

@@ -1,0 +1,90 @@
+// The `/mcp` route of the HTTP server: MCP's streamable HTTP transport, behind the same bearer token as
+// the rest of the API. This file stays free of the MCP SDK; the session handling (and the SDK with it) is
+// imported on the first request to /mcp, so a server nobody asks for MCP never loads it.
+import type { FastifyInstance } from 'fastify';
+import type { Logger } from 'pino';
+import type { HttpBackend } from '../http/backend.js';
+import { ErrorBody } from '../http/schemas.js';
+import type { McpHttpSessions, McpSessionQuery } from './http-sessions.js';
+
+const QUERY = {
+  type: 'object',
+  properties: {
+    codebase_id: {
+      type: 'string',
+      description: "On the initialize request: the codebase the session's sandbox is created over.",
+    },
+    preset: { type: 'string', description: 'On initialize: the permission preset (default agent-safe).' },
+    runtime: { type: 'string', description: 'On initialize: bwrap (default) or docker.' },
+    allow_commit: { type: 'boolean', description: 'On initialize: offer the commit and discard tools.' },
+  },
+  additionalProperties: true,
+} as const;
+
+/** Registers GET/POST/DELETE /mcp; open sessions are closed (their sandboxes destroyed) when the app closes. */
+export function registerMcpRoute(
+  app: FastifyInstance,
+  backend: HttpBackend,
+  options: { logger?: Logger } = {},
+): void {
+  let sessions: Promise<McpHttpSessions> | undefined;
+  const load = (): Promise<McpHttpSessions> =>
+    (sessions ??= import('./http-sessions.js').then(
+      (m) =>
+        new m.McpHttpSessions({
+          backend,
+          ...(options.logger === undefined ? {} : { logger: options.logger.child({ component: 'mcp' }) }),
+        }),
+    ));
+
+  const operations = { POST: 'McpPost', GET: 'McpGet', DELETE: 'McpDelete' } as const;
+  for (const [method, operationId] of Object.entries(operations)) {
+    app.route({
+      method,
+      url: '/mcp',
+      schema: {
+        operationId,
+        summary: 'The Model Context Protocol (streamable HTTP transport): one sandbox per MCP session',
+        description:
+          'Initialize with POST /mcp?codebase_id=cb_… (optional preset, runtime, allow_commit); the Mcp-Session-Id response header names the session, whose sandbox is destroyed on DELETE, after 30 idle minutes, or at shutdown. Tools as `agentfense mcp`.',
+        tags: ['mcp'],
+        querystring: QUERY,
+        ...(method === 'POST'
+          ? { body: { description: 'A JSON-RPC message of the Model Context Protocol (initialize first)' } }
+          : {}),
+        response: {
+          200: {
+            type: 'object',
+            description: 'A JSON-RPC message (or, with Accept: text/event-stream, an SSE stream of them)',
+          },
+          default: ErrorBody,
+        },
+      },
+      config: { doc: {} },
+      handler: async (request, reply) => {
+        const handler = await load();
+        // The SDK's transport writes the response itself (JSON or an SSE stream).
+        reply.hijack();
+        try {
+          await handler.handle(request.raw, reply.raw, request.body, request.query as McpSessionQuery);
+        } catch (err) {
+          request.log.error({ err }, 'MCP request failed');
+          if (!reply.raw.headersSent) {
+            reply.raw.writeHead(500, { 'content-type': 'application/json' });
+            reply.raw.end(
+              JSON.stringify({
+                jsonrpc: '2.0',
+                error: { code: -32603, message: 'internal error' },
+                id: null,
+              }),
+            );
+          } else reply.raw.end();
+        }
+      },
+    });
+  }
+
+  app.addHook('preClose', async () => {
+    if (sessions !== undefined) await (await sessions).closeAll();
+  });
+}
