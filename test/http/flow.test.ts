@@ -118,6 +118,8 @@ describe('full flow', () => {
     expect(commit.json).toEqual({
       applied: [{ path: '/src/app.py', kind: 'modified', type: 'file', size: '17' }],
       conflicts: [],
+      skipped: [],
+      changed: [],
     });
     const download = await fetch(`${api.served.url}/v1/codebases/${cb}/files/src/app.py`);
     expect(await download.text()).toBe('print("changed")\n');

@@ -322,6 +322,16 @@ export const CommitResultSchema = outObject('CommitResponse', {
     type: 'array',
     items: outObject('CommitConflict', { path: str, reason: str }),
   },
+  skipped: {
+    type: 'array',
+    items: outObject('CommitSkipped', { path: str, reason: str }),
+    description: 'device nodes, FIFOs and sockets: never written to the codebase (kept in the sandbox)',
+  },
+  changed: {
+    type: 'array',
+    items: outObject('CommitChanged', { path: str, reason: str }),
+    description: 'entries written with a change, e.g. set-uid/set-gid bits removed',
+  },
 });
 
 export const DiscardBody = object('DiscardRequest', { paths: pathsFilter });
