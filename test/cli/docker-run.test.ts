@@ -1,6 +1,6 @@
 // The docker runtime through the product's front doors: `agentfense run --runtime docker` and the library,
 // with a real engine (started by test/helpers/docker-setup.ts) and a real worker mount. The container's
-// user (uid 1000) owns what it sees, the rules hold, and a crashed worker is remounted under the running
+// user (a dedicated uid) owns what it sees, the rules hold, and a crashed worker is remounted under the running
 // container.
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -38,7 +38,7 @@ describe.skipIf(docker.dockerHost === null)(
     const agentfense = (args: string[]) =>
       execa(process.execPath, [bin, ...args, '--data', join(scratch, 'data')], { reject: false, env });
 
-    it('runs as uid 1000 over the permission view: secrets hidden, src read-only, output writable', async () => {
+    it('runs as the dedicated sandbox uid over the permission view: secrets hidden, src read-only, output writable', async () => {
       const r = await agentfense([
         'run',
         demo,
@@ -51,7 +51,7 @@ describe.skipIf(docker.dockerHost === null)(
         'id -u; ls /workspace; cat /workspace/.env; echo x >> /workspace/src/app.py; echo ok > /workspace/output/d.txt && cat /workspace/output/d.txt; exit 4',
       ]);
       expect(r.exitCode).toBe(4);
-      expect(r.stdout).toMatch(/^1000\nREADME.md\nconfig\ndocs\noutput\nsrc\nok\n/);
+      expect(r.stdout).toMatch(/^2000000000\nREADME.md\nconfig\ndocs\noutput\nsrc\nok\n/);
       expect(r.stderr).toContain('/workspace/.env: No such file or directory');
       expect(r.stderr).toContain('/workspace/src/app.py: Permission denied');
       expect(r.stdout).toContain('+++ b/output/d.txt');

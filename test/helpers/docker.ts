@@ -4,7 +4,7 @@ import { chown, mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { execa } from 'execa';
-import { SANDBOX_LABEL } from '@agentfense/runtime-docker';
+import { SANDBOX_LABEL, SANDBOX_USER } from '@agentfense/runtime-docker';
 import type { WorkspaceFixture } from '../runtime/contract.js';
 
 /** Provided by test/helpers/docker-setup.ts. */
@@ -44,9 +44,10 @@ export async function createSharedParent(): Promise<SharedParent> {
       const stateDir = join(root, 'state');
       await mkdir(workspaceHostPath, { recursive: true });
       await mkdir(stateDir, { recursive: true });
-      // The container runs as uid 1000. The real workspace is the FUSE mount (allow_other), which lets the
+      // The container runs as SANDBOX_USER. The real workspace is the FUSE mount (allow_other), which lets the
       // sandbox user write where the rules allow; a plain directory stands in for it, owned by that user.
-      await chown(workspaceHostPath, 1000, 1000);
+      const [uid, gid] = SANDBOX_USER.split(':').map(Number);
+      await chown(workspaceHostPath, uid ?? 0, gid ?? 0);
       return { workspaceHostPath, stateDir, cleanup: () => rm(root, { recursive: true, force: true }) };
     },
     cleanup: async () => {

@@ -11,7 +11,7 @@ import { execa } from 'execa';
 import { afterAll, describe, expect, inject, it, onTestFinished } from 'vitest';
 import { InvalidArgumentError, UnavailableError, WrongStateError } from '@agentfense/protocol';
 import type { ResourceLimits, RuntimeInstance, RuntimeStartOptions } from '@agentfense/protocol';
-import { containerName, createDockerRuntime } from '@agentfense/runtime-docker';
+import { SANDBOX_USER, containerName, createDockerRuntime } from '@agentfense/runtime-docker';
 import type { DockerRuntimeOptions } from '@agentfense/runtime-docker';
 import { containersOf, createSharedParent } from '#helpers/docker.js';
 import type { SharedParent } from '#helpers/docker.js';
@@ -173,12 +173,11 @@ describe.skipIf(docker.unavailable !== null)(
       });
 
       describe('the container', () => {
-        it('runs as uid 1000 without capabilities or privilege gain, on a read-only image', async () => {
+        it('runs as the dedicated uid without capabilities or privilege gain, on a read-only image', async () => {
           const { sb } = await start();
           const r = await sb.exec({
             command: [
               'id -u',
-              'id -un',
               'grep -E "^(CapEff|CapPrm|CapBnd|NoNewPrivs)" /proc/self/status | tr -s "\\t " " "',
               'hostname',
               'touch /usr/af-probe 2>/dev/null && echo usr-writable',
@@ -191,8 +190,7 @@ describe.skipIf(docker.unavailable !== null)(
           });
           expect(r.stderr.toString()).toBe('');
           expect(r.stdout.toString().split('\n')).toEqual([
-            '1000',
-            'agent',
+            SANDBOX_USER.split(':')[0],
             'CapPrm: 0000000000000000',
             'CapEff: 0000000000000000',
             'CapBnd: 0000000000000000',

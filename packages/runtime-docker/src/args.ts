@@ -14,8 +14,14 @@
 import type { EnforcedLimits } from '@agentfense/protocol';
 import { validateCommand, validateCwd, validateEnv } from '@agentfense/protocol';
 
-/** The uid:gid every process runs as inside the container (an unprivileged user, no capabilities). */
-export const SANDBOX_USER = '1000:1000';
+/**
+ * The uid:gid every process runs as inside the container (an unprivileged user, no capabilities). There is
+ * no user-namespace remap, so it is also the host uid of the sandbox's processes: a dedicated id far above
+ * login users (1000…), Debian's reserved ranges (60000…65535) and the usual subordinate-id ranges, so no
+ * real host user owns what a sandbox starts (check() refuses a host where one does). Configurable with
+ * the runtime's `user` option.
+ */
+export const SANDBOX_USER = '2000000000:2000000000';
 /** Where the workspace (the FUSE mount) appears inside the container; also the default cwd. */
 export const WORKSPACE_DIR = '/workspace';
 /** HOME inside the container: a private tmpfs owned by the sandbox user (the root filesystem is read-only). */
@@ -211,7 +217,7 @@ export function buildRunArgs(spec: DockerRunSpec): string[] {
 
 /** The uid (0) or gid (1) of `user` (default SANDBOX_USER). */
 export function userPart(user: string | undefined, index: 0 | 1): string {
-  return (user ?? SANDBOX_USER).split(':')[index] ?? '1000';
+  return (user ?? SANDBOX_USER).split(':')[index] ?? '';
 }
 
 /** `--memory`, `--pids-limit`, `--cpu-*` for the limits that are in force. */

@@ -1,5 +1,5 @@
 // The docker SandboxRuntime: checks the engine once, then starts one container per sandbox.
-import { stat } from 'node:fs/promises';
+import { readFile, stat } from 'node:fs/promises';
 import { posix } from 'node:path';
 import type { RuntimeInstance, RuntimeStartOptions, SandboxRuntime } from '@agentfense/protocol';
 import {
@@ -20,6 +20,7 @@ import type { ContainerCgroup } from './cgroup.js';
 import { apiError, engineError } from './engine.js';
 import { DEFAULT_MAX_OUTPUT_BYTES, MAX_OUTPUT_BYTES_LIMIT } from './exec.js';
 import { DockerInstance, removeContainer } from './instance.js';
+import { DOCKER_SECCOMP_PROFILE } from './seccomp.js';
 import { clearWorkspaceRelays, createWorkspaceRelay } from './relay.js';
 import { parseEngineCapabilities, planLimits } from './limits.js';
 import type { EngineCapabilities } from './limits.js';
@@ -49,6 +50,11 @@ export interface DockerRuntimeOptions {
    * script only, and reports no OOM kills.
    */
   readonly hostCgroup?: boolean;
+  /**
+   * uid:gid of the container's processes (numeric; default SANDBOX_USER, a dedicated id). No host user
+   * may have this uid (check() refuses otherwise): it is the host uid of everything the agent starts.
+   */
+  readonly user?: string;
   /** The control plane's data directory: shown as `<data>` in audit records. */
   readonly dataDir?: string;
   /** Cap on each of stdout/stderr of `exec` (bytes; default 16 MiB, at most 32 MiB); exceeding it kills the command. */
@@ -90,6 +96,7 @@ export function createDockerRuntime(options: DockerRuntimeOptions = {}): Sandbox
     throw new InvalidArgumentError(`maxOutputBytes must be an integer in 1..${MAX_OUTPUT_BYTES_LIMIT}`);
   }
   const defaultImage = validateImage(options.image ?? DEFAULT_IMAGE);
+  const user = validateUser(options.user ?? SANDBOX_USER);
   const networkMode = options.networkMode ?? 'bridge';
   if (!/^[A-Za-z0-9][A-Za-z0-9_.:-]*$/.test(networkMode)) {
     throw new InvalidArgumentError(`invalid networkMode ${JSON.stringify(networkMode)}`);
@@ -116,6 +123,7 @@ export function createDockerRuntime(options: DockerRuntimeOptions = {}): Sandbox
         .catch((err: unknown) => {
           throw apiError(err, { action: 'checking the image', cli: api, image: defaultImage });
         });
+      await refuseHostUser(user);
       return { api, caps: parseEngineCapabilities(info) };
     })();
     // Not a swallowed error: callers still get the rejection; this only forgets it so the next call retries.
@@ -144,8 +152,7 @@ export function createDockerRuntime(options: DockerRuntimeOptions = {}): Sandbox
       throw new InvalidArgumentError(`workspace ${workspaceHostPath} is not a directory`);
 
     const name = containerName(sandboxId);
-    const user = SANDBOX_USER;
-    const limits = planLimits(resources, caps);
+    const limits = { ...planLimits(resources, caps), tmpBytes: resources.tmpBytes ?? null };
     const relay = await createWorkspaceRelay({
       workspaceHostPath,
       scratchDir: posix.join(stateDir, SCRATCH_DIR),
@@ -161,6 +168,8 @@ export function createDockerRuntime(options: DockerRuntimeOptions = {}): Sandbox
       limits,
       swapLimit: caps.swapLimit,
       user,
+      seccompProfile: DOCKER_SECCOMP_PROFILE,
+      tmpBytes: resources.tmpBytes ?? null,
       // Recovery finds a crashed control plane's containers by the sandbox's state directory.
       labels: { [STATE_LABEL]: stateDir },
       ...(options.readOnlyRootfs === undefined ? {} : { readOnlyRootfs: options.readOnlyRootfs }),
@@ -215,14 +224,14 @@ export function createDockerRuntime(options: DockerRuntimeOptions = {}): Sandbox
     });
   };
 
-  const [ownerUid, ownerGid] = SANDBOX_USER.split(':').map(Number);
+  const [ownerUid, ownerGid] = user.split(':').map(Number);
   return {
     name: 'docker',
     traits: {
-      // The container's user (uid 1000, no user-namespace remap) is not the mounter (root).
+      // The container's user (a dedicated uid, no user-namespace remap) is not the mounter (root).
       needsAllowOther: true,
       // ... and owns the files it sees, so the owner mode bits carry the rules for it too.
-      hostOwner: { uid: ownerUid ?? 1000, gid: ownerGid ?? 1000 },
+      hostOwner: { uid: ownerUid ?? 0, gid: ownerGid ?? 0 },
       // The container binds the workspace (through its relay) when it is created.
       startsBeforeMount: false,
       acceptsImage: true,
@@ -248,6 +257,31 @@ export function createDockerRuntime(options: DockerRuntimeOptions = {}): Sandbox
       await clearWorkspaceRelays(posix.join(stateDir, SCRATCH_DIR));
     },
   };
+}
+
+/** A numeric, non-root uid:gid. */
+function validateUser(user: string): string {
+  const m = /^(\d{1,10}):(\d{1,10})$/.exec(user);
+  if (m === null || Number(m[1]) === 0 || Number(m[1]) > 4_294_967_294 || Number(m[2]) > 4_294_967_294) {
+    throw new InvalidArgumentError(`user must be a numeric non-root uid:gid, got ${JSON.stringify(user)}`);
+  }
+  return user;
+}
+
+/**
+ * Refuses a container uid that belongs to a host account (/etc/passwd): the sandbox's processes would run
+ * as that user on the host (and could signal its processes, read its files through shared mounts).
+ */
+async function refuseHostUser(user: string): Promise<void> {
+  const uid = user.split(':')[0];
+  const passwd = await readFile('/etc/passwd', 'utf8').catch(() => '');
+  const owner = passwd.split('\n').find((line) => line.split(':')[2] === uid);
+  if (owner !== undefined) {
+    throw new UnavailableError(
+      `the docker sandbox uid ${String(uid)} belongs to host user ${owner.split(':')[0] ?? '?'}: sandboxes must ` +
+        'run under a uid no host user has; choose another with the runtime option `user`',
+    );
+  }
 }
 
 /** Refuses image references docker would not take, or that could be read as an option. */

@@ -178,3 +178,23 @@ describe('API bodies', () => {
     );
   });
 });
+
+describe('seccomp profile', () => {
+  it('is the shared deny list in Docker JSON: EPERM for each listed call, namespace flags by mask', async () => {
+    const { dockerSeccompProfile } = await import('../src/seccomp.js');
+    const { SECCOMP_DENIED_SYSCALLS } = await import('@agentfense/protocol');
+    const profile = dockerSeccompProfile();
+    expect(profile.defaultAction).toBe('SCMP_ACT_ALLOW');
+    expect(profile.syscalls[0]).toMatchObject({ action: 'SCMP_ACT_ERRNO', errnoRet: 1 });
+    expect(profile.syscalls[0]?.names).toEqual(SECCOMP_DENIED_SYSCALLS);
+    expect(SECCOMP_DENIED_SYSCALLS).toEqual(
+      expect.arrayContaining(['mount', 'bpf', 'keyctl', 'io_uring_setup']),
+    );
+    expect(profile.syscalls).toContainEqual({
+      names: ['unshare'],
+      action: 'SCMP_ACT_ERRNO',
+      errnoRet: 1,
+      args: [{ index: 0, value: 0x10000000, valueTwo: 0x10000000, op: 'SCMP_CMP_MASKED_EQ' }],
+    });
+  });
+});

@@ -4,6 +4,7 @@ import { execa } from 'execa';
 import { describe, expect, it } from 'vitest';
 import { InvalidArgumentError } from '@agentfense/protocol';
 import {
+  SANDBOX_USER,
   buildExecArgs,
   buildKillArgs,
   buildRunArgs,
@@ -50,7 +51,7 @@ describe('buildRunArgs', () => {
         "--hostname",
         "agentfense",
         "--user",
-        "1000:1000",
+        "2000000000:2000000000",
         "--cap-drop",
         "ALL",
         "--security-opt",
@@ -65,7 +66,7 @@ describe('buildRunArgs', () => {
         "--tmpfs",
         "/tmp:rw,nosuid,nodev,mode=1777",
         "--tmpfs",
-        "/home/agent:rw,nosuid,nodev,uid=1000,gid=1000,mode=0700",
+        "/home/agent:rw,nosuid,nodev,uid=2000000000,gid=2000000000,mode=0700",
         "--mount",
         "type=bind,source=/srv/af/mnt/sb_1,target=/workspace,bind-propagation=rslave",
         "--workdir",
@@ -128,7 +129,7 @@ describe('buildRunArgs', () => {
 describe('buildExecArgs', () => {
   it('runs a string through /bin/sh -c and an argv as is, under the wrapper, as the sandbox user', () => {
     const args = buildExecArgs({ container: 'c1', command: 'echo hi', interactive: false });
-    expect(args.slice(0, 6)).toEqual(['exec', '--user', '1000:1000', '--workdir', '/workspace', 'c1']);
+    expect(args.slice(0, 6)).toEqual(['exec', '--user', SANDBOX_USER, '--workdir', '/workspace', 'c1']);
     expect(args.slice(6, 9)).toEqual(['/bin/sh', '-c', WRAPPER_SCRIPT]);
     expect(args.slice(10)).toEqual(['/bin/sh', '-c', 'echo hi']);
     const argv = buildExecArgs({ container: 'c1', command: ['printf', '%s', '-x'], interactive: true });
