@@ -11,7 +11,12 @@ import { execa } from 'execa';
 import { afterAll, describe, expect, inject, it, onTestFinished } from 'vitest';
 import { InvalidArgumentError, UnavailableError, WrongStateError } from '@agentfense/protocol';
 import type { ResourceLimits, RuntimeInstance, RuntimeStartOptions } from '@agentfense/protocol';
-import { SANDBOX_USER, containerName, createDockerRuntime } from '@agentfense/runtime-docker';
+import {
+  DOCKER_SECCOMP_PROFILE,
+  SANDBOX_USER,
+  containerName,
+  createDockerRuntime,
+} from '@agentfense/runtime-docker';
 import type { DockerRuntimeOptions } from '@agentfense/runtime-docker';
 import { containersOf, createSharedParent } from '#helpers/docker.js';
 import type { SharedParent } from '#helpers/docker.js';
@@ -221,7 +226,8 @@ describe.skipIf(docker.unavailable !== null)(
             NetworkMode: 'none',
             ReadonlyRootfs: true,
             CapDrop: ['ALL'],
-            SecurityOpt: ['no-new-privileges'],
+            // The shared seccomp deny list replaces the engine's default profile.
+            SecurityOpt: ['no-new-privileges', `seccomp=${DOCKER_SECCOMP_PROFILE}`],
             Init: true,
             Memory: 96 * 1024 * 1024,
             PidsLimit: 64,
@@ -235,6 +241,7 @@ describe.skipIf(docker.unavailable !== null)(
             pidsLimit: 64,
             cpuQuota: 50_000,
             cpuShares: 512,
+            tmpBytes: null,
             mechanism: 'docker',
           });
         });

@@ -30,6 +30,7 @@ export { validateLimits } from './validate.js';
 export { planLimits, parseEngineCapabilities, NO_LIMITS } from './limits.js';
 export type { EngineCapabilities } from './limits.js';
 export { SessionHeaderParser } from './header.js';
+export { DOCKER_SECCOMP_PROFILE, dockerSeccompProfile } from './seccomp.js';
 
 // --- Engine errors ---
 export { SETUP_COMMAND, engineError, isEngineUnreachable } from './engine.js';
