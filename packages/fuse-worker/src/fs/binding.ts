@@ -129,6 +129,11 @@ export function createHandlers(options: BindingOptions): LowLevelHandlers {
       serve('write', req, async () => {
         req.replyWrite(await fs.write(ino, data, offset, callerOf(req)));
       }),
+    fallocate: (req, ino, mode, offset, length) =>
+      serve('fallocate', req, async () => {
+        await fs.fallocate(ino, mode, offset, length, callerOf(req));
+        req.replyErr(0);
+      }),
     fsync: (req, ino, datasync) =>
       serve('fsync', req, async () => {
         await fs.fsync(ino, datasync);

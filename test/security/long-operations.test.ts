@@ -1,0 +1,112 @@
+// Issue 12 row 15: `GET /diff` on a 200k-file delta kept the worker busy for 38 s without answering its
+// health pings (two missed pings restart the worker), and destroying a sandbox during a big commit ended
+// the commit request with a 502. Changes, diff and commit of 100k+ files must keep the worker answering,
+// and a stop during a commit must end it between two files with an answer saying what was applied.
+import { execFileSync } from 'node:child_process';
+import { mkdir, mkdtemp, readFile, readdir } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { removeTree } from '@agentfense/fuse-worker';
+import { collectParts } from '@agentfense/protocol';
+import type { WorkerClient } from '@agentfense/protocol';
+import { mountFixture, useMountHygiene } from '../worker/helpers/fixture.js';
+
+/** The control plane's ping timeout: an answer slower than this counts as a missed health check. */
+const PING_TIMEOUT_MS = 2000;
+
+/** A delta of `files` added files under /output, written straight into the upper layer (as after a crash). */
+async function bigDelta(files: number): Promise<{ base: string; lower: string; delta: string }> {
+  const base = await mkdtemp(join(tmpdir(), 'af-long-ops-'));
+  const lower = join(base, 'lower');
+  const delta = join(base, 'delta');
+  await mkdir(join(lower, 'output'), { recursive: true });
+  await mkdir(join(delta, 'upper', 'output'), { recursive: true });
+  execFileSync('python3', [
+    '-c',
+    'import os,sys\nd=sys.argv[1]\nfor i in range(int(sys.argv[2])):\n' +
+      "    sub=os.path.join(d,'d%03d'%(i%500))\n    os.makedirs(sub,exist_ok=True)\n" +
+      "    with open(os.path.join(sub,'f%06d.txt'%i),'w') as f: f.write('line %d\\n'%i)\n",
+    join(delta, 'upper', 'output'),
+    String(files),
+  ]);
+  return { base, lower, delta };
+}
+
+/** Pings `stats` every 100 ms while `work` runs; returns the slowest answer. */
+async function slowestPing(client: WorkerClient, work: Promise<unknown>): Promise<number> {
+  let done = false;
+  let slowest = 0;
+  const pinger = (async () => {
+    while (!done) {
+      const t0 = performance.now();
+      await client.request('stats', {});
+      slowest = Math.max(slowest, performance.now() - t0);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  })();
+  try {
+    await work;
+  } finally {
+    done = true;
+    await pinger;
+  }
+  return slowest;
+}
+
+describe('long operations on a 100k-file delta', () => {
+  useMountHygiene();
+
+  it('a commit keeps answering pings; a stop during it ends it between two files and answers what was applied', async () => {
+    // Fewer files: each one is copied, renamed into place and recorded (the ping check needs seconds, not 100k).
+    const files = 20_000;
+    const { base, lower, delta } = await bigDelta(files);
+    try {
+      const f = await mountFixture({
+        lowerDir: lower,
+        deltaDir: delta,
+        rules: [{ pattern: '**', permission: 'write' }],
+      });
+      const committing = f.worker.client.request('commit', { mode: 'detect-conflicts' });
+      const slowest = slowestPing(
+        f.worker.client,
+        (async () => {
+          // Let it run for a while, then stop (the control plane's destroy does the same).
+          for (;;) {
+            const dirs = await readdir(join(lower, 'output'));
+            if (dirs.length > 20) break;
+            await new Promise((resolve) => setTimeout(resolve, 50));
+          }
+        })(),
+      );
+      expect(await slowest).toBeLessThan(PING_TIMEOUT_MS);
+      const stopping = f.stop();
+      const result = await committing;
+      await stopping;
+      expect(result.interrupted).toMatch(/shutting down/);
+      const applied = result.applied.filter((c) => c.type === 'file');
+      expect(applied.length).toBeGreaterThan(0);
+      expect(applied.length).toBeLessThan(files);
+      // Every applied file is complete in the codebase; no temporary commit file is left anywhere.
+      for (const c of applied.slice(0, 2000)) {
+        const i = Number(/f(\d+)\.txt$/.exec(c.path)?.[1]);
+        expect(await readFile(join(lower, c.path), 'utf8')).toBe(`line ${i}\n`);
+      }
+      const leftovers = execFileSync('find', [lower, '-name', '*.af-commit*']).toString();
+      expect(leftovers).toBe('');
+      // What was not applied is still in the delta, for a later commit.
+      const g = await mountFixture({
+        lowerDir: lower,
+        deltaDir: delta,
+        rules: [{ pattern: '**', permission: 'write' }],
+      });
+      const rest = await collectParts(await g.worker.client.request('changes', {}), (cursor) =>
+        g.worker.client.request('more', { cursor }),
+      );
+      expect(rest.changes.filter((c) => c.type === 'file').length).toBe(files - applied.length);
+      await g.stop();
+    } finally {
+      await removeTree(base);
+    }
+  }, 600_000);
+});
