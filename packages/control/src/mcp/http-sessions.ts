@@ -96,9 +96,12 @@ export class McpHttpSessions {
     try {
       entry = await this.#open(query);
     } catch (err) {
-      const { status, body: wire } = toHttpError(err);
+      const { status } = toHttpError(err);
       if (!(err instanceof AgentFenseError)) this.#logger?.error({ err }, 'MCP session start failed');
-      reject(res, status, `${wire.code}: ${wire.message}`);
+      // The project's own code (AF_…), as in tool errors, whatever shape the REST errors take.
+      const text =
+        err instanceof AgentFenseError ? `${err.code}: ${err.message}` : 'AF_INTERNAL: internal error';
+      reject(res, status, text);
       return;
     }
     await entry.transport.handleRequest(req, res, body);
