@@ -70,10 +70,23 @@ async function prepareSharedEtc(options: {
   }
   // mkdtemp makes it 0700 and ours alone; removed at exit.
   const dir = await mkdtemp(posix.join(tmpdir(), 'agentfense-etc-'));
-  process.once('exit', () => rmSync(dir, { recursive: true, force: true }));
+  removeAtExit(dir);
   await chmod(dir, 0o755);
   await build(posix.join(dir, 'etc'));
   return posix.join(dir, 'etc');
+}
+
+// Temporary /etc copies of runtimes without a data directory, removed when the process exits. One
+// exit listener for all of them: a listener per runtime would pile up (and trip MaxListeners) in a
+// process that creates many runtimes.
+const tempEtcDirs = new Set<string>();
+function removeAtExit(dir: string): void {
+  if (tempEtcDirs.size === 0) {
+    process.once('exit', () => {
+      for (const d of tempEtcDirs) rmSync(d, { recursive: true, force: true });
+    });
+  }
+  tempEtcDirs.add(dir);
 }
 
 /** Creates the bwrap runtime. Holds no global state: two runtimes are fully independent. */
