@@ -2,7 +2,7 @@
 // need the FUSE mount), plus what only bwrap has: install hints, the argv builder against real bwrap,
 // cgroup placement and cleanup, and the exec latency.
 import { randomUUID } from 'node:crypto';
-import { access, mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { access, chown, mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -30,6 +30,9 @@ async function makeFixture(): Promise<WorkspaceFixture> {
   const stateDir = join(root, 'state');
   await mkdir(workspaceHostPath);
   await mkdir(stateDir);
+  // bwrap runs as the unprivileged sandbox user: it owns the workspace (as the worker reports it).
+  const owner = createBwrapRuntime({ logger: quiet }).traits.hostOwner;
+  if (owner !== null) await chown(workspaceHostPath, owner.uid, owner.gid);
   return { workspaceHostPath, stateDir, cleanup: () => rm(root, { recursive: true, force: true }) };
 }
 

@@ -1,7 +1,7 @@
 // Shared by the session system tests: a real bwrap sandbox over a tmp directory (sessions need no FUSE
 // mount), and sessions in it. Everything a test starts is stopped when the test finishes.
 import { randomUUID } from 'node:crypto';
-import { mkdir, mkdtemp, rm } from 'node:fs/promises';
+import { chown, mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { onTestFinished } from 'vitest';
@@ -25,7 +25,11 @@ export async function startSandbox(): Promise<TestSandbox> {
   const stateDir = join(root, 'state');
   await mkdir(workspace);
   await mkdir(stateDir);
-  const sb = await createBwrapRuntime({ logger: quiet }).start({
+  const runtime = createBwrapRuntime({ logger: quiet });
+  // bwrap runs as the unprivileged sandbox user: it owns the workspace (as the worker reports it).
+  if (runtime.traits.hostOwner !== null)
+    await chown(workspace, runtime.traits.hostOwner.uid, runtime.traits.hostOwner.gid);
+  const sb = await runtime.start({
     sandboxId: `sb_${randomUUID()}`,
     workspaceHostPath: workspace,
     stateDir,

@@ -64,6 +64,15 @@ export interface BwrapSpec {
   readonly cgroupHandshake?: CgroupHandshakeFds;
   /** `--info-fd` alone (no cgroups): bwrap reports its pid 1 so a kill can take the namespace down. */
   readonly infoFd?: number;
+  /** Size of the private /tmp tmpfs in bytes (absent: the kernel's default, half of RAM). */
+  readonly tmpBytes?: number;
+  /** fd from which bwrap loads the seccomp BPF program (seccomp.ts). */
+  readonly seccompFd?: number;
+}
+
+/** The argv of the command itself (after bwrap's `--`): a string runs through `/bin/sh -c`. */
+export function commandArgv(command: string | readonly string[]): string[] {
+  return typeof command === 'string' ? ['/bin/sh', '-c', command] : [...command];
 }
 
 /** Builds the bwrap arguments (without the `bwrap` executable itself) for one command. Pure. */
@@ -76,9 +85,13 @@ export function buildBwrapArgs(spec: BwrapSpec): string[] {
   // --- Namespaces and process flags ---
   // die-with-parent: if the control plane dies, the sandbox dies with it (no orphaned agents).
   // new-session: setsid(), so the command cannot inject input into a controlling terminal (TIOCSTI).
-  // unshare-user + uid/gid 1000: an unprivileged user inside; root outside is never root inside.
+  // unshare-user + uid/gid 1000: an unprivileged user inside. bwrap runs as the unprivileged sandbox user
+  // (sandbox-user.ts), so the namespaces map to that host uid, never to root. (bwrap nests a second user
+  // namespace to mount /dev's devpts as root of the first and then become uid 1000: /proc/self/uid_map
+  // inside reads `1000 0 1`, where 0 is the first namespace's root, itself the sandbox user on the host.)
   // disable-userns: no nested user namespaces, which would hand the command a full capability set in a
   // namespace of its own (a large kernel attack surface) and let it remount its view of the filesystem.
+  // The seccomp filter denies them too (unshare/clone with CLONE_NEWUSER, clone3).
   // unshare-pid: a private pid namespace; the host's processes are invisible, and when bwrap's pid 1 dies
   // the kernel kills every process left in it — this is how a timeout kills the whole tree.
   // unshare-ipc/uts: no shared SysV IPC or POSIX message queues with the host; own hostname.
@@ -102,7 +115,13 @@ export function buildBwrapArgs(spec: BwrapSpec): string[] {
   // proc: a new procfs for the new pid namespace: /proc/1 is bwrap's init, not the host's.
   // dev: a minimal devtmpfs-like /dev (null, zero, full, random, urandom, tty, pts) without host devices.
   // tmpfs /tmp: private and empty for each command; HOME lives inside it.
-  args.push('--proc', '/proc', '--dev', '/dev', '--tmpfs', '/tmp', '--dir', SANDBOX_HOME);
+  // /proc/sys and /proc/sysrq-trigger are covered read-only (bound from the host's, which exist): sysctls
+  // are host-wide state (core_pattern runs a program as host root), never the sandbox's to change.
+  // tmpfs /tmp: capped (its pages also count against the memory cgroup).
+  args.push('--proc', '/proc', '--ro-bind', '/proc/sys', '/proc/sys');
+  args.push('--ro-bind-try', '/proc/sysrq-trigger', '/proc/sysrq-trigger', '--dev', '/dev');
+  if (spec.tmpBytes !== undefined) args.push('--size', String(spec.tmpBytes));
+  args.push('--tmpfs', '/tmp', '--dir', SANDBOX_HOME);
 
   // --- The workspace (last, so nothing shadows it) ---
   // Read-write on purpose: the FUSE layer behind this path enforces the permission rules, so writes must
@@ -119,7 +138,8 @@ export function buildBwrapArgs(spec: BwrapSpec): string[] {
   // No capabilities at all, even inside the user namespace (bwrap would otherwise keep none for a
   // non-root uid, but this makes it explicit and survives a future `--uid 0`).
   args.push('--cap-drop', 'ALL');
-  // Seccomp: out of scope for now (`--seccomp FD` with a libseccomp-exported filter works on this host).
+  // Seccomp: the shared deny list (seccomp.ts), loaded last, just before the command is executed.
+  if (spec.seccompFd !== undefined) args.push('--seccomp', String(spec.seccompFd));
 
   // --- Cgroup handshake ---
   if (spec.cgroupHandshake !== undefined) {
@@ -135,8 +155,6 @@ export function buildBwrapArgs(spec: BwrapSpec): string[] {
   }
 
   // --- Command ---
-  args.push('--');
-  if (typeof spec.command === 'string') args.push('/bin/sh', '-c', spec.command);
-  else args.push(...spec.command);
+  args.push('--', ...commandArgv(spec.command));
   return args;
 }

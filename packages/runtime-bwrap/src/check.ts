@@ -31,8 +31,14 @@ export async function resolveBwrapPath(configured: string | undefined): Promise<
   );
 }
 
-/** Runs `true` in a sandbox with the namespaces every command uses; throws UnavailableError if that fails. */
-export async function probeBwrap(bwrapPath: string): Promise<void> {
+/**
+ * Runs `true` in a sandbox with the namespaces every command uses, as the sandbox user (so an
+ * unprivileged user namespace must be allowed); throws UnavailableError if that fails.
+ */
+export async function probeBwrap(
+  bwrapPath: string,
+  identity: { uid: number; gid: number; name: string } | null = null,
+): Promise<void> {
   // Loaded only when a probe runs (rarely: its success is cached per host state); execa is ~50 ms to load.
   const { execa } = await import('execa');
   const result = await execa(
@@ -57,13 +63,24 @@ export async function probeBwrap(bwrapPath: string): Promise<void> {
       '--',
       'true',
     ],
-    { reject: false, env: {}, extendEnv: false, stdin: 'ignore', timeout: PROBE_TIMEOUT_MS },
+    {
+      reject: false,
+      env: {},
+      extendEnv: false,
+      stdin: 'ignore',
+      cwd: '/',
+      timeout: PROBE_TIMEOUT_MS,
+      ...(identity === null ? {} : { uid: identity.uid, gid: identity.gid }),
+    },
   );
   if (result.exitCode === 0) return;
   const detail = result.stderr.trim() || result.shortMessage;
+  const who = identity === null ? 'this user' : `the unprivileged sandbox user ${identity.name}`;
   throw new UnavailableError(
-    `bubblewrap cannot create a sandbox here (${detail}). User namespaces must be usable: check ` +
-      '`sysctl user.max_user_namespaces` (> 0) and, on Debian, `sysctl kernel.unprivileged_userns_clone=1`; ' +
+    `bubblewrap cannot create a sandbox as ${who} here (${detail}). Unprivileged user namespaces must ` +
+      'be allowed: check `sysctl user.max_user_namespaces` (> 0), on Debian ' +
+      '`sysctl kernel.unprivileged_userns_clone=1`, on Ubuntu 24.04+ ' +
+      '`sysctl kernel.apparmor_restrict_unprivileged_userns=0` (or an AppArmor profile for bwrap); ' +
       'inside a container, run it with seccomp/AppArmor profiles that allow unshare(CLONE_NEWUSER).',
     { details: { exitCode: result.exitCode ?? null } },
   );

@@ -1,13 +1,18 @@
 // Public API of @agentfense/runtime-bwrap: the bwrap SandboxRuntime and the pieces worth testing alone.
 
 // --- Runtime ---
-export { createBwrapRuntime } from './runtime.js';
+export { createBwrapRuntime, DEFAULT_RUN_DIR } from './runtime.js';
+// --- Host identity of sandbox processes (never root), seccomp, workspace relay ---
+export { DEFAULT_SANDBOX_USER, SANDBOX_USER_ENV, resolveSandboxUser } from './sandbox-user.js';
+export type { HostIdentity } from './sandbox-user.js';
+export { DEFAULT_SECCOMP_COMPILER, loadSeccompFilter } from './seccomp.js';
 export type { BwrapRuntimeOptions } from './runtime.js';
 export type { RuntimeLogger } from './logger.js';
 
 // --- bwrap argv (pure) ---
 export {
   buildBwrapArgs,
+  commandArgv,
   BASE_ENV,
   SANDBOX_UID,
   SANDBOX_GID,

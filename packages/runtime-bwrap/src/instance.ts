@@ -11,12 +11,12 @@ import type {
   SpawnOptions,
 } from '@agentfense/protocol';
 import { InvalidArgumentError, WrongStateError, validateEnv } from '@agentfense/protocol';
-import { buildBwrapArgs } from './args.js';
+import { buildBwrapArgs, commandArgv } from './args.js';
 import type { SystemMount } from './args.js';
 import { maskArgv } from './audit.js';
 import type { SandboxCgroup } from './cgroups/types.js';
 import { runExec } from './exec.js';
-import { HANDSHAKE_FDS } from './launch.js';
+import { HANDSHAKE_FDS, SECCOMP_FD } from './launch.js';
 import type { LaunchedBwrap } from './launch.js';
 import type { RuntimeLogger } from './logger.js';
 import { runSpawn } from './spawn.js';
@@ -37,6 +37,14 @@ export interface BwrapInstanceOptions {
   readonly scratchDir: string;
   /** Per-stream cap of exec output. */
   readonly maxOutputBytes: number;
+  /** The host uid/gid bwrap runs as (the sandbox user); null: this process's own. */
+  readonly identity: { readonly uid: number; readonly gid: number } | null;
+  /** The compiled seccomp deny list. */
+  readonly seccomp: Buffer | null;
+  /** Size of /tmp (bytes); absent: the kernel's default. */
+  readonly tmpBytes?: number | undefined;
+  /** Called at the end of stop() (e.g. the workspace relay's removal). */
+  readonly onStop?: (() => Promise<void>) | undefined;
   readonly logger: RuntimeLogger;
 }
 
@@ -65,12 +73,17 @@ export class BwrapInstance implements RuntimeInstance {
         `timeoutMs must be a positive integer, got ${String(options.timeoutMs)}`,
       );
     }
-    const { args, audit } = this.#prepare({ command: options.command, env: options.env, cwd: options.cwd });
+    const { args, commandArgc, audit } = this.#prepare({
+      command: options.command,
+      env: options.env,
+      cwd: options.cwd,
+    });
     const stdin = typeof options.stdin === 'string' ? Buffer.from(options.stdin) : options.stdin;
     return this.#unlessStopped(
       runExec({
         ...this.#launchBase(),
         args,
+        commandArgc,
         audit,
         maxOutputBytes: this.#options.maxOutputBytes,
         ...(stdin === undefined ? {} : { stdin }),
@@ -84,8 +97,12 @@ export class BwrapInstance implements RuntimeInstance {
 
   async spawn(options: SpawnOptions): Promise<SandboxProcess> {
     this.#assertRunning();
-    const { args, audit } = this.#prepare({ command: options.argv, env: options.env, cwd: options.cwd });
-    return this.#unlessStopped(runSpawn({ ...this.#launchBase(), args, audit }));
+    const { args, commandArgc, audit } = this.#prepare({
+      command: options.argv,
+      env: options.env,
+      cwd: options.cwd,
+    });
+    return this.#unlessStopped(runSpawn({ ...this.#launchBase(), args, commandArgc, audit }));
   }
 
   stop(): Promise<void> {
@@ -113,12 +130,16 @@ export class BwrapInstance implements RuntimeInstance {
 
   #launchBase(): {
     bwrapPath: string;
+    identity: BwrapInstanceOptions['identity'];
+    seccomp: Buffer | null;
     cgroup: SandboxCgroup | null;
     logger: RuntimeLogger;
     onSpawned: (launched: LaunchedBwrap) => void;
   } {
     return {
       bwrapPath: this.#options.bwrapPath,
+      identity: this.#options.identity,
+      seccomp: this.#options.seccomp,
       cgroup: this.#options.cgroup,
       logger: this.#options.logger,
       onSpawned: (launched) => this.#track(launched),
@@ -129,7 +150,7 @@ export class BwrapInstance implements RuntimeInstance {
     command: string | readonly string[];
     env: Readonly<Record<string, string>> | undefined;
     cwd: string | undefined;
-  }): { args: string[]; audit: ExecAudit } {
+  }): { args: string[]; commandArgc: number; audit: ExecAudit } {
     const o = this.#options;
     const execEnv = validateEnv(command.env ?? {});
     const env = { ...o.env, ...execEnv };
@@ -141,6 +162,8 @@ export class BwrapInstance implements RuntimeInstance {
       command: command.command,
       ...(command.cwd === undefined ? {} : { cwd: command.cwd }),
       ...(o.cgroup === null ? { infoFd: HANDSHAKE_FDS.infoFd } : { cgroupHandshake: HANDSHAKE_FDS }),
+      ...(o.tmpBytes === undefined ? {} : { tmpBytes: o.tmpBytes }),
+      ...(o.seccomp === null ? {} : { seccompFd: SECCOMP_FD }),
     });
     const audit: ExecAudit = {
       runtime: 'bwrap',
@@ -150,7 +173,7 @@ export class BwrapInstance implements RuntimeInstance {
       ],
       limits: this.limits,
     };
-    return { args, audit };
+    return { args, commandArgc: commandArgv(command.command).length, audit };
   }
 
   #track(launched: LaunchedBwrap): void {
@@ -167,6 +190,7 @@ export class BwrapInstance implements RuntimeInstance {
     await Promise.all(live.map((launched) => launched.terminate('kill')));
     await Promise.all(live.map((launched) => launched.subprocess));
     await cgroup?.destroy();
+    await this.#options.onStop?.();
     await rm(scratchDir, { recursive: true, force: true });
     logger.debug({ sandboxId: this.sandboxId }, 'sandbox stopped');
   }

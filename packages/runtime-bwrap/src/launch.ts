@@ -25,6 +25,13 @@ import type { RuntimeLogger } from './logger.js';
 
 /** The fds the handshake uses (the child's stdio[3] and stdio[4]). */
 export const HANDSHAKE_FDS: CgroupHandshakeFds = { infoFd: 3, blockFd: 4 };
+/**
+ * bwrap reads its options from this fd (`--args 5`), NUL-separated, so its own command line — which every
+ * process of the sandbox can read as /proc/1/cmdline — holds no host path: only `bwrap --args 5 -- CMD`.
+ */
+export const ARGS_FD = 5;
+/** bwrap loads the seccomp program from this fd (`--seccomp 6`). */
+export const SECCOMP_FD = 6;
 
 /**
  * Default cap on each of stdout/stderr of a buffered command; the command is killed when it is exceeded.
@@ -38,8 +45,14 @@ const MAX_INFO_BYTES = 4_096;
 
 export interface LaunchOptions {
   readonly bwrapPath: string;
-  /** bwrap's arguments; built with HANDSHAKE_FDS when `cgroup` is set. */
+  /** bwrap's arguments; built with HANDSHAKE_FDS when `cgroup` is set, ending in `-- <command>`. */
   readonly args: readonly string[];
+  /** How many of `args` are the command (after the `--`): those stay on bwrap's command line. */
+  readonly commandArgc: number;
+  /** The host uid/gid bwrap runs as (never root; sandbox-user.ts); null: this process's own. */
+  readonly identity: { readonly uid: number; readonly gid: number } | null;
+  /** The seccomp BPF program, sent on SECCOMP_FD (when the args hold `--seccomp SECCOMP_FD`). */
+  readonly seccomp: Buffer | null;
   readonly cgroup: SandboxCgroup | null;
   /** 'exec': buffered output, stdin from bytes or /dev/null. 'spawn': raw pipes, nothing buffered. */
   readonly mode: 'exec' | 'spawn';
@@ -92,8 +105,20 @@ function startBwrap(
   stdio: StdioOptions,
 ): { child: ChildProcess; subprocess: BwrapSubprocess } {
   const started = performance.now();
-  // bwrap itself gets an empty environment; the sandbox's is built with --clearenv/--setenv anyway.
-  const child = spawn(options.bwrapPath, options.args, { stdio, env: {} });
+  const split = options.args.length - options.commandArgc - 1;
+  if (options.args[split] !== '--') throw new InternalError('bwrap argv does not end in `-- <command>`');
+  // bwrap itself gets an empty environment; the sandbox's is built with --clearenv/--setenv anyway. Its
+  // cwd is `/` (the control plane's may not be reachable by the sandbox user); uid/gid drop root before
+  // exec (libuv also clears the supplementary groups), so bwrap holds no capability on the host.
+  const child = spawn(options.bwrapPath, ['--args', String(ARGS_FD), ...options.args.slice(split)], {
+    stdio,
+    env: {},
+    cwd: '/',
+    ...(options.identity === null ? {} : { uid: options.identity.uid, gid: options.identity.gid }),
+  });
+  const extra = child.stdio as readonly unknown[];
+  sendAll(extra[ARGS_FD] as Writable | null, Buffer.from(`${options.args.slice(0, split).join('\0')}\0`));
+  if (options.seccomp !== null) sendAll(extra[SECCOMP_FD] as Writable | null, options.seccomp);
   if (!exitHookInstalled) {
     exitHookInstalled = true;
     process.once('exit', () => {
@@ -202,8 +227,15 @@ export interface LaunchedBwrap {
 export async function launchBwrap(options: LaunchOptions): Promise<LaunchedBwrap> {
   const { cgroup, mode } = options;
   const stdin = mode === 'spawn' || options.stdin !== undefined ? 'pipe' : 'ignore';
-  const stdio: StdioOptions =
-    cgroup === null ? [stdin, 'pipe', 'pipe', 'pipe'] : [stdin, 'pipe', 'pipe', 'pipe', 'pipe'];
+  const stdio: StdioOptions = [
+    stdin,
+    'pipe',
+    'pipe',
+    'pipe', // info fd
+    cgroup === null ? 'ignore' : 'pipe', // block fd
+    'pipe', // ARGS_FD
+    options.seccomp === null ? 'ignore' : 'pipe', // SECCOMP_FD
+  ];
   const { child, subprocess } = startBwrap(options, stdio);
 
   const namespace = readChildPid(child.stdio[3] as Readable).then(async (pid) => ({
@@ -311,6 +343,13 @@ function readChildPid(info: Readable): Promise<number> {
     };
     info.on('data', onData).on('end', onEnd).on('error', onError);
   });
+}
+
+/** Writes `data` and closes the stream (bwrap reads to EOF); a bwrap that died early is reported elsewhere. */
+function sendAll(stream: Writable | null, data: Buffer): void {
+  if (stream === null) return;
+  stream.on('error', () => undefined);
+  stream.end(data);
 }
 
 /** Resolves when `stream` has closed (at once for none). */

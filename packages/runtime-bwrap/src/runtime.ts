@@ -18,6 +18,10 @@ import { BwrapInstance } from './instance.js';
 import { createStderrLogger } from './logger.js';
 import type { RuntimeLogger } from './logger.js';
 import { resolveSystemMounts } from './system-mounts.js';
+import { clearRelay, createRelay } from './relay.js';
+import { resolveSandboxUser } from './sandbox-user.js';
+import type { HostIdentity } from './sandbox-user.js';
+import { loadSeccompFilter } from './seccomp.js';
 
 /** Configuration of the bwrap runtime (all optional; defaults suit Debian 12 hosts). */
 export interface BwrapRuntimeOptions {
@@ -37,8 +41,23 @@ export interface BwrapRuntimeOptions {
   readonly requireFuse?: boolean;
   /** Cap on each of stdout/stderr of `exec` (bytes; default 16 MiB, at most 32 MiB); exceeding it kills the command. */
   readonly maxOutputBytes?: number;
+  /**
+   * The unprivileged host user (name or uid) sandbox processes run as when this process is root; default
+   * $AGENTFENSE_SANDBOX_USER, else `agentfense-sandbox` (created by scripts/setup). Never root.
+   */
+  readonly sandboxUser?: string | number;
+  /**
+   * A root-owned directory (created 0711) where the sandbox user reaches each sandbox's workspace and the
+   * shared /etc (the data directory is private to root); default /run/agentfense.
+   */
+  readonly runDir?: string;
+  /** The libseccomp-based filter compiler; default the one scripts/setup builds in this package. */
+  readonly seccompCompiler?: string;
   readonly logger?: RuntimeLogger;
 }
+
+/** Default of BwrapRuntimeOptions.runDir. */
+export const DEFAULT_RUN_DIR = '/run/agentfense';
 
 /** Name of the runtime's scratch directory inside each sandbox's stateDir. */
 const SCRATCH_DIR = 'bwrap';
@@ -52,6 +71,8 @@ const SCRATCH_DIR = 'bwrap';
  */
 async function prepareSharedEtc(options: {
   dataDir: string | undefined;
+  /** Set when bwrap runs as the sandbox user: a directory that user can reach. */
+  runDir: string | undefined;
   entries: readonly string[] | undefined;
   logger: RuntimeLogger;
 }): Promise<string> {
@@ -61,9 +82,14 @@ async function prepareSharedEtc(options: {
       logger: options.logger,
       ...(options.entries === undefined ? {} : { entries: options.entries }),
     });
-  if (options.dataDir !== undefined) {
+  if (options.runDir !== undefined) {
+    // The sandbox user must reach it: the run directory is 0711 (reachable, not listable).
+    await mkdir(options.runDir, { recursive: true, mode: 0o711 });
+    await chmod(options.runDir, 0o711);
+  }
+  if (options.dataDir !== undefined || options.runDir !== undefined) {
     return cachedEtc({
-      runDir: posix.join(options.dataDir, 'run'),
+      runDir: options.runDir ?? posix.join(options.dataDir ?? '', 'run'),
       fingerprint: etcFingerprint('/etc', options.entries ?? DEFAULT_ETC_ENTRIES, generatedEtcContents()),
       build,
     });
@@ -100,24 +126,43 @@ export function createBwrapRuntime(options: BwrapRuntimeOptions = {}): SandboxRu
   ) {
     throw new InvalidArgumentError(`maxOutputBytes must be an integer in 1..${MAX_OUTPUT_BYTES_LIMIT}`);
   }
+  // The sandbox user is resolved now (the traits report it); a missing one fails check() and start().
+  let identity: HostIdentity = null;
+  let identityError: Error | undefined;
+  try {
+    identity = resolveSandboxUser(options.sandboxUser);
+  } catch (err) {
+    identityError = err as Error;
+  }
+  const runDir = identity === null ? undefined : (options.runDir ?? DEFAULT_RUN_DIR);
+  const seccompCacheDir =
+    runDir ?? (options.dataDir === undefined ? tmpdir() : posix.join(options.dataDir, 'run'));
+
   // The successful check is cached (bwrap does not disappear under us); a failed one is retried next time,
   // so fixing the host does not need a restart.
-  let checked: Promise<string> | undefined;
-  const check = (): Promise<string> => {
+  let checked: Promise<{ bwrapPath: string; seccomp: Buffer }> | undefined;
+  const check = (): Promise<{ bwrapPath: string; seccomp: Buffer }> => {
     checked ??= (async () => {
+      if (identityError !== undefined) throw identityError;
       const bwrapPath = await resolveBwrapPath(options.bwrapPath);
       // The probe (a sandbox of its own) runs once per host state, not once per process (host-cache.ts).
-      const runDir = options.dataDir === undefined ? undefined : posix.join(options.dataDir, 'run');
-      const key = runDir === undefined ? undefined : probeKey(bwrapPath);
-      if (runDir === undefined || key === undefined || !(await probeCached(runDir, key))) {
-        await probeBwrap(bwrapPath);
-        if (runDir !== undefined && key !== undefined) {
-          await mkdir(runDir, { recursive: true, mode: 0o700 });
-          await recordProbe(runDir, key);
+      const probeDir = options.dataDir === undefined ? undefined : posix.join(options.dataDir, 'run');
+      const key = probeDir === undefined ? undefined : probeKey(bwrapPath);
+      const probe = async (): Promise<void> => {
+        if (probeDir === undefined || key === undefined || !(await probeCached(probeDir, key))) {
+          await probeBwrap(bwrapPath, identity);
+          if (probeDir !== undefined && key !== undefined) {
+            await mkdir(probeDir, { recursive: true, mode: 0o700 });
+            await recordProbe(probeDir, key);
+          }
         }
-      }
-      if (options.requireFuse !== false) await checkFuseDevice();
-      return bwrapPath;
+      };
+      const [seccomp] = await Promise.all([
+        loadSeccompFilter({ compiler: options.seccompCompiler, cacheDir: seccompCacheDir }),
+        probe(),
+        options.requireFuse !== false ? checkFuseDevice() : Promise.resolve(),
+      ]);
+      return { bwrapPath, seccomp };
     })();
     // Not a swallowed error: callers still get the rejection; this only forgets it so the next call retries.
     checked.catch(() => {
@@ -138,7 +183,7 @@ export function createBwrapRuntime(options: BwrapRuntimeOptions = {}): SandboxRu
     };
   };
   const sharedEtc = once(() =>
-    prepareSharedEtc({ dataDir: options.dataDir, entries: options.etcEntries, logger }),
+    prepareSharedEtc({ dataDir: options.dataDir, runDir, entries: options.etcEntries, logger }),
   );
   const systemMountsOnce = once(async () =>
     resolveSystemMounts({
@@ -155,7 +200,7 @@ export function createBwrapRuntime(options: BwrapRuntimeOptions = {}): SandboxRu
     const workspaceHostPath = validateHostPath(start.workspaceHostPath, 'workspaceHostPath');
     const stateDir = validateHostPath(start.stateDir, 'stateDir');
     const env = validateEnv(start.env ?? {});
-    const bwrapPath = await check();
+    const { bwrapPath, seccomp } = await check();
     const workspace = await stat(workspaceHostPath).catch((err: unknown) => {
       throw new InvalidArgumentError(
         `workspace ${workspaceHostPath} is not accessible: ${(err as Error).message}`,
@@ -168,7 +213,12 @@ export function createBwrapRuntime(options: BwrapRuntimeOptions = {}): SandboxRu
     const scratchDir = posix.join(stateDir, SCRATCH_DIR);
     // Left by an older version or a crashed control plane: nothing of it is used any more.
     await rm(scratchDir, { recursive: true, force: true });
-    const limits = start.resources ?? {};
+    const { tmpBytes, diskBytes: _disk, ...limits } = start.resources ?? {};
+    if (tmpBytes !== undefined && (!Number.isSafeInteger(tmpBytes) || tmpBytes < 1 << 20)) {
+      throw new InvalidArgumentError(
+        `resources.tmpBytes must be an integer >= 1 MiB, got ${String(tmpBytes)}`,
+      );
+    }
     // Only a sandbox with limits gets cgroups (the host's hierarchies are detected once per runtime).
     const hasLimits = Object.values(limits).some((v) => v !== undefined);
     const systemMounts = await systemMountsOnce();
@@ -181,26 +231,41 @@ export function createBwrapRuntime(options: BwrapRuntimeOptions = {}): SandboxRu
           ...(options.cgroupParent === undefined ? {} : { parent: options.cgroupParent }),
         })
       : null;
+    // The sandbox user reaches the workspace through its relay (relay.ts); root reaches it directly.
+    let boundWorkspace = workspaceHostPath;
+    try {
+      if (runDir !== undefined)
+        boundWorkspace = await createRelay({ runDir, sandboxId, workspaceHostPath, stateDir });
+    } catch (err) {
+      await cgroup?.destroy();
+      throw err;
+    }
     const placeholders = [
+      { hostPath: boundWorkspace, placeholder: '<workspace>' },
       { hostPath: workspaceHostPath, placeholder: '<workspace>' },
       { hostPath: stateDir, placeholder: '<state>' },
       ...(options.dataDir === undefined
         ? []
         : [{ hostPath: validateHostPath(options.dataDir, 'dataDir'), placeholder: '<data>' }]),
     ];
-    logger.debug({ sandboxId, limits: cgroup?.limits ?? NO_LIMITS }, 'sandbox started');
+    const enforced = { ...(cgroup?.limits ?? NO_LIMITS), ...(tmpBytes === undefined ? {} : { tmpBytes }) };
+    logger.debug({ sandboxId, limits: enforced }, 'sandbox started');
     return new BwrapInstance({
       sandboxId,
       bwrapPath,
-      workspaceHostPath,
+      workspaceHostPath: boundWorkspace,
       network: start.network === true,
       env,
       systemMounts,
       cgroup,
-      limits: cgroup?.limits ?? NO_LIMITS,
+      limits: enforced,
       placeholders,
       scratchDir,
       maxOutputBytes,
+      identity,
+      seccomp,
+      tmpBytes,
+      ...(runDir === undefined ? {} : { onStop: () => clearRelay(stateDir) }),
       logger,
     });
   };
@@ -208,8 +273,10 @@ export function createBwrapRuntime(options: BwrapRuntimeOptions = {}): SandboxRu
   return {
     name: 'bwrap',
     traits: {
-      needsAllowOther: false,
-      hostOwner: null,
+      // The sandbox user (its host uid) is not the mounter (root) ...
+      needsAllowOther: identity !== null,
+      // ... and owns the files it sees, so the owner mode bits carry the rules for it too.
+      hostOwner: identity === null ? null : { uid: identity.uid, gid: identity.gid },
       // Each command binds the workspace when it starts; start() never touches it.
       startsBeforeMount: true,
       acceptsImage: false,
@@ -220,13 +287,15 @@ export function createBwrapRuntime(options: BwrapRuntimeOptions = {}): SandboxRu
       await check();
     },
     start,
-    // bwrap mounts nothing on the host (its scratch directory holds plain files only), but a sandbox whose
-    // control plane was SIGKILLed may still run: recovery kills it (leftovers.ts).
+    // A sandbox whose control plane was SIGKILLed may still run: recovery kills it (leftovers.ts); then
+    // the workspace relay (a bind mount under runDir) is removed.
     clearLeftovers: async (stateDir: string) => {
       const bwrapPath = await resolveBwrapPath(options.bwrapPath).catch(() => undefined);
-      if (bwrapPath === undefined) return;
-      const killed = await killSandboxProcesses(stateDir, await realpath(bwrapPath).catch(() => bwrapPath));
-      if (killed.length > 0) logger.warn({ stateDir, pids: killed }, 'killed a sandbox left running');
+      if (bwrapPath !== undefined) {
+        const killed = await killSandboxProcesses(stateDir, await realpath(bwrapPath).catch(() => bwrapPath));
+        if (killed.length > 0) logger.warn({ stateDir, pids: killed }, 'killed a sandbox left running');
+      }
+      await clearRelay(stateDir);
     },
   };
 }

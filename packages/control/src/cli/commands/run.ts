@@ -16,13 +16,15 @@ import { ONE_SHOT_LABEL } from '../../sandboxes/one-shot.js';
 import { parseEnvPairs, parseLabels, parseSeconds } from '../parse.js';
 import { addPolicyOptions, policyFromFlags } from '../policy-options.js';
 import type { PolicyFlags } from '../policy-options.js';
+import { addResourceOptions, resourcesFromFlags } from '../resource-options.js';
+import type { ResourceFlags } from '../resource-options.js';
 
 /** Status when the command was killed by --timeout (as timeout(1) does). */
 export const EXIT_TIMEOUT = 124;
 /** Status when the command succeeded but --commit found conflicts (nothing conflicting was written). */
 export const EXIT_CONFLICT = 3;
 
-interface RunFlags extends PolicyFlags, DataFlags {
+interface RunFlags extends PolicyFlags, DataFlags, ResourceFlags {
   readonly runtime?: string;
   readonly image?: string;
   readonly network?: boolean;
@@ -63,17 +65,19 @@ function exitStatusOf(result: ExecResult): number {
 
 /** Registers `run` on the program. */
 export function registerRun(program: Command, { io, result }: CliContext): void {
-  addDataOption(
-    addPolicyOptions(
-      program
-        .command('run')
-        .description("run one command in a fresh sandbox over <dir>; exits with the command's status")
-        .argument('<dir>', 'the codebase directory, seen as /workspace (used in place, nothing copied)')
-        .argument(
-          '<command...>',
-          'the command and its arguments (after --); use `sh -c "..."` for a shell line',
-        )
-        .usage('<dir> [options] -- <command...>'),
+  addResourceOptions(
+    addDataOption(
+      addPolicyOptions(
+        program
+          .command('run')
+          .description("run one command in a fresh sandbox over <dir>; exits with the command's status")
+          .argument('<dir>', 'the codebase directory, seen as /workspace (used in place, nothing copied)')
+          .argument(
+            '<command...>',
+            'the command and its arguments (after --); use `sh -c "..."` for a shell line',
+          )
+          .usage('<dir> [options] -- <command...>'),
+      ),
     ),
   )
     .option('--runtime <name>', 'bwrap (default) or docker')
@@ -206,6 +210,7 @@ async function runInSandbox(plane: ControlPlane, request: RunRequest): Promise<R
         codebaseId: codebase.id,
         rules: request.rules,
         network: flags.network === true,
+        resources: resourcesFromFlags(flags),
         // Marks a sandbox nobody will ask for again: if this process dies before removing it, recovery and
         // `agentfense gc` remove it (a --keep sandbox is the user's and stays).
         labels: flags.keep === true ? request.labels : { ...request.labels, [ONE_SHOT_LABEL]: 'true' },

@@ -1,0 +1,58 @@
+// The seccomp filter of every sandboxed command: the shared deny list (@agentfense/protocol's
+// runtime/seccomp.ts) compiled to BPF by libseccomp through the small `agentfense-seccomp` program that
+// scripts/setup builds (native/seccomp-export.c), handed to `bwrap --seccomp FD`. Compiled once per rule
+// set and cached on disk (the file name carries a hash of the rules), so a one-shot CLI reads ~2 KB
+// instead of running the compiler. No hand-written BPF: libseccomp handles architectures and ABIs.
+import { createHash } from 'node:crypto';
+import { access, mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { posix } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { execa } from 'execa';
+import { UnavailableError, seccompRuleLines } from '@agentfense/protocol';
+
+/** Where scripts/setup puts the compiler (relative to this package). */
+export const DEFAULT_SECCOMP_COMPILER = fileURLToPath(
+  new URL('../native/build/agentfense-seccomp', import.meta.url),
+);
+
+/** Compiles (or reads the cached) BPF program of the shared deny list. */
+export async function loadSeccompFilter(options: {
+  compiler?: string | undefined;
+  cacheDir: string;
+}): Promise<Buffer> {
+  const rules = `${seccompRuleLines().join('\n')}\n`;
+  const hash = createHash('sha256').update(rules).digest('hex').slice(0, 16);
+  const cached = posix.join(options.cacheDir, `seccomp-${hash}.bpf`);
+  const existing = await readFile(cached).catch(() => null);
+  if (existing !== null && existing.length > 0 && existing.length % 8 === 0) return existing;
+  const compiler = options.compiler ?? DEFAULT_SECCOMP_COMPILER;
+  const found = await access(compiler).then(
+    () => true,
+    () => false,
+  );
+  if (!found) {
+    throw new UnavailableError(
+      `the seccomp filter compiler ${compiler} is missing: run \`bash scripts/setup\` (it builds it with ` +
+        'libseccomp: apt-get install libseccomp-dev gcc)',
+    );
+  }
+  const result = await execa(compiler, [], {
+    input: rules,
+    encoding: 'buffer',
+    reject: false,
+    env: {},
+    extendEnv: false,
+  });
+  const bpf = Buffer.from(result.stdout);
+  // A classic BPF program is a whole number of 8-byte instructions.
+  if (result.exitCode !== 0 || bpf.length === 0 || bpf.length % 8 !== 0) {
+    throw new UnavailableError(
+      `could not compile the seccomp filter with ${compiler}: ${Buffer.from(result.stderr).toString().trim() || result.shortMessage}`,
+    );
+  }
+  await mkdir(options.cacheDir, { recursive: true, mode: 0o711 });
+  const tmp = `${cached}.${process.pid}.tmp`;
+  await writeFile(tmp, bpf, { mode: 0o644 });
+  await rename(tmp, cached);
+  return bpf;
+}
