@@ -119,6 +119,8 @@ describe('bwrap only', () => {
   it('the argv builder output runs under real bwrap with the promised view of the system', async () => {
     const fixture = await makeFixture();
     onTestFinished(() => fixture.cleanup());
+    // bwrap runs as this process here (root): the workspace is ours, not the sandbox user's.
+    await chown(fixture.workspaceHostPath, process.getuid?.() ?? 0, process.getgid?.() ?? 0);
     const etcDir = join(fixture.stateDir, 'etc');
     await prepareSandboxEtc({ dir: etcDir, logger: quiet });
     const args = buildBwrapArgs({

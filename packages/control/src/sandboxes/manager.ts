@@ -112,6 +112,7 @@ export class SandboxManager {
   readonly #locks = new Map<string, Promise<unknown>>();
   readonly #pool: WorkerPool;
   readonly #defaultResources: ResourceLimits;
+  #lastCreatedAt = 0;
   #closed = false;
 
   constructor(options: SandboxManagerOptions) {
@@ -161,7 +162,9 @@ export class SandboxManager {
       );
     }
     const id = newId('sandbox');
-    const now = Date.now();
+    // Strictly increasing within this process: listings are in creation order (created_at, then id).
+    const now = Math.max(Date.now(), this.#lastCreatedAt + 1);
+    this.#lastCreatedAt = now;
     // The record first, then the directory: `agentfense gc` removes directories without a record.
     this.#store.insert(
       {
