@@ -1,4 +1,4 @@
-// Stored codebases (SPEC §6): streamed uploads with path validation and no symlink following, listings,
+// Stored codebases (contract §6): streamed uploads with path validation and no symlink following, listings,
 // downloads, metadata, deletion refused while in use, and persistence across a control-plane restart.
 import { mkdir, readFile, readdir, symlink } from 'node:fs/promises';
 import { join } from 'node:path';

@@ -1,4 +1,4 @@
-// What a sandboxed command must not reach (SPEC §4, §6): the control plane's data directory, database,
+// What a sandboxed command must not reach (contract §4, §6): the control plane's data directory, database,
 // sockets and environment, a TCP port the host listens on when the network is off, and other processes'
 // /proc entries and memory.
 import { createServer } from 'node:net';

@@ -1,4 +1,4 @@
-// The library API end to end (SPEC §7) on real bwrap and a real worker mount: the seeds' scenarios,
+// The library API end to end (contract §7) on real bwrap and a real worker mount: the seeds' scenarios,
 // exec's contract (exit codes, stdin, env, cwd, timeouts), streaming, readFile/writeFile through the rules.
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';

@@ -1,4 +1,4 @@
-// Control-plane restarts (SPEC §6): a crashed owner's sandboxes are recovered by the next process that
+// Control-plane restarts (contract §6): a crashed owner's sandboxes are recovered by the next process that
 // opens the data directory (no stale mount, leftover worker killed, delta intact), while sandboxes of a
 // live process sharing the data directory are never touched.
 import { createInterface } from 'node:readline';

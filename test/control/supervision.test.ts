@@ -1,4 +1,4 @@
-// Worker supervision (SPEC §6) with real workers: kill -9 and SIGSTOP of a sandbox's worker are noticed
+// Worker supervision (contract §6) with real workers: kill -9 and SIGSTOP of a sandbox's worker are noticed
 // within seconds, the dead mount is cleared and a new worker mounted under the still-running sandbox;
 // repeated failures put the sandbox in ERROR; other sandboxes carry on throughout.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

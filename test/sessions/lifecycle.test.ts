@@ -1,4 +1,4 @@
-// How sessions end (SPEC §5): `exit`, the shell dying, close(), `await using`, the idle timeout and the
+// How sessions end (contract §5): `exit`, the shell dying, close(), `await using`, the idle timeout and the
 // sandbox stopping; after each, no process of the session is left on the host. Plus the registry.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';

@@ -1,4 +1,4 @@
-// SPEC §3 on a real mount: copy-up, unforgeable whiteouts, opaque directories, rename/link semantics,
+// contract §3 on a real mount: copy-up, unforgeable whiteouts, opaque directories, rename/link semantics,
 // the change set and unified diff, commit (conflicts, last-writer-wins), discard, and a delta that
 // survives a worker's SIGKILL.
 import { lstat, readFile, readdir, writeFile } from 'node:fs/promises';

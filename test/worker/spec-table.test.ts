@@ -1,4 +1,4 @@
-// SPEC §2, row by row, with the errno each row names, on a real mount: once inside bwrap as the
+// contract §2, row by row, with the errno each row names, on a real mount: once inside bwrap as the
 // product's capability-less sandbox user (mode bits + default_permissions answer on the warm path), and
 // once as host root (CAP_DAC_OVERRIDE skips the mode bits, so the worker's own checks must answer).
 import { describe, expect, it } from 'vitest';
@@ -40,7 +40,7 @@ const TREE = {
 
 type Who = 'sandbox' | 'host';
 
-describe.each<Who>(['sandbox', 'host'])('SPEC §2 table as %s', (who) => {
+describe.each<Who>(['sandbox', 'host'])('contract §2 table as %s', (who) => {
   let f: MountedFixture;
   const run = (ops: readonly ProbeOp[]): Promise<string[]> => probe(f[who], ops);
   // One fixture per describe: the hygiene hooks stop it after the first test, so mount per test.

@@ -1,4 +1,4 @@
-// The lower-level client (SPEC §7): one ControlPlane per data directory and process, owning the database,
+// The lower-level client (contract §7): one ControlPlane per data directory and process, owning the database,
 // the logger, the codebase store and the sandboxes it runs. The CLI and the HTTP server are built on it.
 import type { Readable } from 'node:stream';
 import type { Level, Logger } from 'pino';
@@ -314,7 +314,7 @@ export class ControlPlane implements AsyncDisposable {
 
   // --- Sessions ---
 
-  /** Starts a persistent shell in a running sandbox of this process (SPEC §5). */
+  /** Starts a persistent shell in a running sandbox of this process (contract §5). */
   createSession(sandboxId: string, options?: CreateSessionOptions): Promise<Session> {
     return this.sessions.create(this.runtimeInstance(sandboxId), options);
   }

@@ -1,4 +1,4 @@
-// Resource ids (SPEC §6): `cb_<uuid>`, `sb_<uuid>`, `ses_<uuid>`. Every id that comes from a client goes
+// Resource ids (contract §6): `cb_<uuid>`, `sb_<uuid>`, `ses_<uuid>`. Every id that comes from a client goes
 // through validateId() before it reaches a path or a query, so an id can never name anything but itself.
 import { randomUUID } from 'node:crypto';
 import { InvalidArgumentError } from '@agentfense/protocol';

@@ -1,6 +1,7 @@
-// Public API of @agentfense/control: presets and policy today; sandboxes, sessions and the client as they land.
+// Public API of @agentfense/control: the library (Sandbox), the lower-level ControlPlane, presets and
+// policy, sessions, and the servers behind `agentfense serve` (HTTP, gRPC).
 
-// --- Presets (SPEC §8) ---
+// --- Presets (contract §8) ---
 export { BUILTIN_PRESETS, DEFAULT_PRESET, SECRET_PATTERNS } from './presets/builtin.js';
 export type { Preset } from './presets/builtin.js';
 export {
@@ -24,7 +25,7 @@ export { explain, compileRules } from '@agentfense/protocol';
 // --- CLI ---
 export { runCli, createProgram } from './cli/main.js';
 
-// --- Sessions (SPEC §5): persistent shells inside a sandbox ---
+// --- Sessions (contract §5): persistent shells inside a sandbox ---
 export { createSession, STARTUP_TIMEOUT_MS } from './sessions/create.js';
 export { Session, INTERRUPT_GRACE_MS, KILL_GRACE_MS } from './sessions/session.js';
 export type { SessionInfo } from './sessions/session.js';
@@ -48,7 +49,7 @@ export type {
 export { SESSION_SHELLS } from './sessions/script.js';
 export type { SessionShell } from './sessions/script.js';
 
-// --- Library: sandboxes over a local directory (SPEC §7) ---
+// --- Library: sandboxes over a local directory (contract §7) ---
 export { Sandbox } from './library/sandbox.js';
 export type { FromLocalOptions, RunResult } from './library/sandbox.js';
 export { ExecStream } from './library/exec-stream.js';
@@ -78,7 +79,7 @@ export { DEFAULT_SUPERVISION } from './sandboxes/supervisor.js';
 export type { SupervisionOptions } from './sandboxes/supervisor.js';
 export type { AuditQuery } from './sandboxes/audit-log.js';
 
-// --- HTTP API (SPEC §7): the server behind `agentfense serve`, embeddable in another process ---
+// --- HTTP API (contract §7): the server behind `agentfense serve`, embeddable in another process ---
 export { API_VERSION, DEFAULT_BODY_LIMIT, createHttpServer } from './http/server.js';
 export type { HttpServer, HttpServerOptions } from './http/server.js';
 export { controlPlaneBackend } from './http/backend.js';

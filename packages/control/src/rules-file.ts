@@ -1,4 +1,4 @@
-// Loading a rule file (`--rules FILE.json`: a JSON array of rules, SPEC §7) with errors that say what to fix.
+// Loading a rule file (`--rules FILE.json`: a JSON array of rules, contract §7) with errors that say what to fix.
 import { readFile } from 'node:fs/promises';
 import { InvalidArgumentError, NotFoundError, validateRules } from '@agentfense/protocol/core';
 import type { PermissionRule } from '@agentfense/protocol';

@@ -41,7 +41,7 @@ describe('agentfense explain', () => {
     expect(lines[2]).toMatch(/^\/output\/r\.txt\s+write/);
   });
 
-  it('prints the SPEC §7 JSON shape, with rule null where nothing matched', async () => {
+  it('prints the contract §7 JSON shape, with rule null where nothing matched', async () => {
     const rules = join(dir, 'rules.json');
     await writeFile(rules, JSON.stringify([{ pattern: '/src/', permission: 'read' }]));
     const run = await cli('explain', '--rules', rules, '--json', '/src/a.ts', '/other');

@@ -8,7 +8,7 @@ const permissionOf = (rules: readonly PermissionRule[], path: string): Permissio
   compileRules(rules).permissionOf(path);
 const preset = (name: string): readonly PermissionRule[] => registry.get(name).rules;
 
-describe('built-in presets (SPEC §8)', () => {
+describe('built-in presets (contract §8)', () => {
   it('has exactly the five documented presets, agent-safe first', () => {
     expect(BUILTIN_PRESETS.map((p) => p.name)).toEqual([
       'agent-safe',

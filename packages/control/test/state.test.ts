@@ -3,7 +3,7 @@ import { WrongStateError } from '@agentfense/protocol';
 import { SANDBOX_STATES, TRANSITIONS, canTransition } from '../src/index.js';
 import { assertTransition } from '../src/sandboxes/state.js';
 
-describe('sandbox state machine (SPEC §6)', () => {
+describe('sandbox state machine (contract §6)', () => {
   const allowed: [string, string][] = [
     ['PENDING', 'RUNNING'],
     ['PENDING', 'STOPPED'],

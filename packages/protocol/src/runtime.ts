@@ -25,7 +25,7 @@ export interface ResourceLimits {
 const GiB = 1024 ** 3;
 
 /**
- * The limits every sandbox gets unless it asks otherwise (docs/contract.md §5; ControlPlane option
+ * The limits every sandbox gets unless it asks otherwise (docs/contract.md §4; ControlPlane option
  * `defaultResources` and `serve --default-*` flags replace them):
  * - pidsLimit 1024: a build with `make -j` and a language server fit; a fork bomb does not.
  * - memoryBytes 4 GiB: a TypeScript or Rust build fits; one sandbox cannot push the host into swap/OOM.

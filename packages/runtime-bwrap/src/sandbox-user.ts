@@ -1,4 +1,4 @@
-// The host identity sandbox processes run as (docs/contract.md §5): never host root. A control plane
+// The host identity sandbox processes run as (docs/contract.md §4): never host root. A control plane
 // running as root starts bwrap as a dedicated unprivileged system user (created by scripts/setup), so the
 // sandbox's user namespace maps its uid 1000 to that user, not to root, and nothing inside has any
 // capability on the host. A control plane that is not root runs bwrap as itself (already unprivileged).

@@ -1,4 +1,4 @@
-// Codebases (SPEC §6): stored ones live under the data directory and take streamed uploads; linked ones
+// Codebases (contract §6): stored ones live under the data directory and take streamed uploads; linked ones
 // are a user's directory used in place (nothing copied). Metadata is in the database.
 import { randomUUID } from 'node:crypto';
 import { realpath, rm, stat } from 'node:fs/promises';

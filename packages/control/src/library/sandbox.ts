@@ -1,4 +1,4 @@
-// The library's high-level API (SPEC §7): `await using sb = await Sandbox.fromLocal(dir)` links the
+// The library's high-level API (contract §7): `await using sb = await Sandbox.fromLocal(dir)` links the
 // directory as a codebase (nothing copied), creates and starts a sandbox over it, and on dispose destroys
 // both records and the sandbox's data — the user's directory is never touched except by an explicit commit.
 import type { Logger } from 'pino';
@@ -22,7 +22,7 @@ import { ExecStream } from './exec-stream.js';
 export interface FromLocalOptions {
   /** A preset name (default `agent-safe`); exclusive with `rules`. */
   readonly preset?: string;
-  /** Explicit permission rules (SPEC §1). */
+  /** Explicit permission rules (contract §1). */
   readonly rules?: readonly unknown[];
   /** Default 'bwrap'. */
   readonly runtime?: string;

@@ -1,4 +1,4 @@
-// The built-in presets of SPEC §8. Priorities are spaced so users can slot rules between them:
+// The built-in presets of contract §8. Priorities are spaced so users can slot rules between them:
 // base access 0, write areas 10, secrets 100 (a secret inside a write area stays hidden).
 import type { PermissionRule } from '@agentfense/protocol';
 
@@ -16,7 +16,7 @@ export const WRITE_AREA_PRIORITY = 10;
 
 /**
  * Paths that hold secrets in typical repositories: hidden (`none`) by agent-safe and development.
- * SPEC §8's list, plus `/**` twins of the name globs: `**\/.env*` alone hides a file or directory named
+ * contract §8's list, plus `/**` twins of the name globs: `**\/.env*` alone hides a file or directory named
  * `.env*` but would leave the contents of a `.env/` or `credentials/` directory readable.
  */
 export const SECRET_PATTERNS: readonly string[] = [

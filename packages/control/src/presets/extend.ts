@@ -1,4 +1,4 @@
-// extendPreset (SPEC §8): a preset plus additions, with overrides lifted above every base rule.
+// extendPreset (contract §8): a preset plus additions, with overrides lifted above every base rule.
 import { validateRules } from '@agentfense/protocol/core';
 import type { PermissionRule } from '@agentfense/protocol';
 import { defaultPresets } from './registry.js';

@@ -1,5 +1,5 @@
 // Named rule sets: the built-ins plus whatever a program registers. Instances, so tests and embedders can
-// keep their own; the library's top-level `registerPreset`/`getPreset` use one default registry (SPEC §7
+// keep their own; the library's top-level `registerPreset`/`getPreset` use one default registry (contract §7
 // exposes them as plain functions, which implies process-wide state — this is the only such state).
 import {
   AlreadyExistsError,
@@ -60,7 +60,7 @@ export class PresetRegistry {
 /** The registry behind the library's top-level preset functions. */
 export const defaultPresets = new PresetRegistry();
 
-/** Registers a preset in the default registry (SPEC §8): refuses to replace an existing name. */
+/** Registers a preset in the default registry (contract §8): refuses to replace an existing name. */
 export function registerPreset(name: string, rules: readonly PermissionRule[]): Preset {
   return defaultPresets.register(name, rules);
 }

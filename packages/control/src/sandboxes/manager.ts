@@ -1,4 +1,4 @@
-// Sandbox lifecycle (SPEC §6): create, start, stop, destroy, exec and the delta operations, with
+// Sandbox lifecycle (contract §6): create, start, stop, destroy, exec and the delta operations, with
 // ownership across processes. Several control-plane processes may share one data directory: each running
 // sandbox records its owner (pid + kernel start time); a process only ever drives sandboxes it owns, and a
 // sandbox whose owner has died is recovered (mounts cleared, worker killed, marked STOPPED, delta kept).

@@ -1,5 +1,6 @@
-// The runtime registry: sandboxes name a runtime ('bwrap', later 'docker'); the control plane resolves the
-// name through a map given at open time, creating each runtime lazily and once.
+// The runtime registry: sandboxes name a runtime ('bwrap', 'docker', or one an embedder registers); the
+// control plane resolves the name through a map given at open time, creating each runtime lazily and once.
+// Control never branches on the name: what differs between runtimes is in their `traits`.
 import { InvalidArgumentError } from '@agentfense/protocol';
 import type { SandboxRuntime } from '@agentfense/protocol';
 

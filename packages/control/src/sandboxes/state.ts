@@ -1,4 +1,4 @@
-// The sandbox state machine (SPEC §6) as data: which transitions exist, checked in one place.
+// The sandbox state machine (contract §6) as data: which transitions exist, checked in one place.
 import { WrongStateError } from '@agentfense/protocol';
 import type { SandboxState } from './types.js';
 

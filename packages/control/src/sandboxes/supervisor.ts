@@ -1,4 +1,4 @@
-// Worker supervision (SPEC §6): one worker per running sandbox, watched two ways — its exit (kill -9,
+// Worker supervision (contract §6): one worker per running sandbox, watched two ways — its exit (kill -9,
 // crash) and a `stats` ping with a short timeout (a hung or SIGSTOPped worker answers nothing). A dead or
 // hung worker is SIGKILLed, its mount aborted and cleared, and a new worker mounted at the same
 // mountpoint under the still-running sandbox. Too many failures in a window and the sandbox goes to ERROR.

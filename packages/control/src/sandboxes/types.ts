@@ -1,7 +1,7 @@
 // Public shapes of sandboxes: states, create options, records and exec options.
 import type { EnforcedLimits, ExecOptions, PermissionRule, ResourceLimits } from '@agentfense/protocol';
 
-/** SPEC §6: PENDING → RUNNING ⇄ STOPPED; any → ERROR. */
+/** contract §6: PENDING → RUNNING ⇄ STOPPED; any → ERROR. */
 export const SANDBOX_STATES = ['PENDING', 'RUNNING', 'STOPPED', 'ERROR'] as const;
 export type SandboxState = (typeof SANDBOX_STATES)[number];
 

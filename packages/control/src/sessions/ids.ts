@@ -1,4 +1,4 @@
-// Session ids: `ses_<uuid>` (SPEC §6). Ids from callers are validated before use, like every other id.
+// Session ids: `ses_<uuid>` (contract §6). Ids from callers are validated before use, like every other id.
 import { randomUUID } from 'node:crypto';
 import { InvalidArgumentError } from '@agentfense/protocol';
 

@@ -1,5 +1,5 @@
 // A registry of open sessions: ids → sessions, per-sandbox listing, and closing every session of a
-// sandbox when it stops (SPEC §5). Closed sessions leave the registry by themselves (onClose).
+// sandbox when it stops (contract §5). Closed sessions leave the registry by themselves (onClose).
 import type { RuntimeInstance } from '@agentfense/protocol';
 import { NotFoundError } from '@agentfense/protocol';
 import { createSession } from './create.js';

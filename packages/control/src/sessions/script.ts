@@ -3,7 +3,7 @@
 // README.md ("Framing"); the invariants each piece relies on are next to it.
 import { printfFormat, singleQuote } from './quote.js';
 
-/** The shells a session may run (SPEC §5: /bin/sh by default, /bin/bash selectable). */
+/** The shells a session may run (contract §5: /bin/sh by default, /bin/bash selectable). */
 export const SESSION_SHELLS = ['/bin/sh', '/bin/bash'] as const;
 export type SessionShell = (typeof SESSION_SHELLS)[number];
 

@@ -60,7 +60,7 @@ export const MIGRATIONS: readonly { readonly version: number; readonly sql: stri
     `,
   },
   {
-    // The limits the runtime reported as enforced at the last start (SPEC §4), as JSON.
+    // The limits the runtime reported as enforced at the last start (contract §4), as JSON.
     version: 2,
     sql: 'ALTER TABLE sandboxes ADD COLUMN limits TEXT',
   },

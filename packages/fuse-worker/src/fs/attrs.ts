@@ -34,7 +34,7 @@ export function modeFor(rawMode: number, permission: Permission): number {
   const perms = rawMode & 0o7777;
   if (type === S_IFLNK) return type | 0o777; // the kernel ignores symlink modes; readlink is checked by us
   if (type === S_IFDIR) {
-    // Directories below write can still be listed and entered (view lists names, SPEC §2).
+    // Directories below write can still be listed and entered (view lists names, contract §2).
     return permission === 'write' ? type | perms : type | (perms & ~0o222) | 0o555;
   }
   switch (permission) {

@@ -3,7 +3,7 @@
 //
 // GETXATTR and LISTXATTR have no handler either: no attributes are stored, and ENOSYS makes the kernel
 // answer EOPNOTSUPP itself from then on (`ls -l` asks once per file for ACLs and SELinux labels).
-// SETXATTR/REMOVEXATTR stay, so a write-permission denial still reads EACCES (SPEC §2).
+// SETXATTR/REMOVEXATTR stay, so a write-permission denial still reads EACCES (contract §2).
 //
 // OPEN, OPENDIR, FLUSH, RELEASE(DIR) and FSYNCDIR have no handler on purpose: the binding then answers
 // ENOSYS (or success) on its own thread, and the kernel stops sending them (no_open / no_opendir /

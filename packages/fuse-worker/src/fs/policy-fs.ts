@@ -1,5 +1,5 @@
 // The filesystem a sandbox sees: one handler per low-level FUSE op (like libfuse's passthrough_hp).
-// Order inside every op: resolve the node's path -> permission check (SPEC §2, audited on denial) ->
+// Order inside every op: resolve the node's path -> permission check (contract §2, audited on denial) ->
 // copy-on-write resolution in the delta -> host I/O. Handlers return values or throw FsError; the
 // binding adapter (binding.ts) owns the reply conventions.
 //
@@ -449,7 +449,7 @@ export class PolicyFs {
     }
     try {
       // A directory moves only if everything in it may be written both where it is and where it lands
-      // (SPEC §2: rename needs write at both paths, for each entry): hidden content never moves, and no
+      // (contract §2: rename needs write at both paths, for each entry): hidden content never moves, and no
       // entry lands on a path the sandbox could not have created (commit would write it there).
       const landing = (p: string): string => to + p.slice(from.length);
       const refuse = (p: string): boolean =>
@@ -482,7 +482,7 @@ export class PolicyFs {
     const to = this.#creatable(newParent, newName, 'link', caller);
     // One inode has one set of mode bits in the kernel: two names decided by different rules could later
     // (after a rule change) need different ones, and writes through either name would hit the same file.
-    // SPEC §2: such links are EXDEV, so tools fall back to a copy.
+    // contract §2: such links are EXDEV, so tools fall back to a copy.
     if (this.#rules.decide(from).ruleIndex !== this.#rules.decide(to).ruleIndex) {
       throw this.#deny('link', from, 'write', 'EXDEV', caller, to);
     }
@@ -645,7 +645,7 @@ export class PolicyFs {
     }
   }
 
-  /** SETXATTR/REMOVEXATTR: need write (SPEC §2); storing attributes is not supported (ENOTSUP). */
+  /** SETXATTR/REMOVEXATTR: need write (contract §2); storing attributes is not supported (ENOTSUP). */
   xattrSet(ino: number, name: string, caller: Caller): never {
     const path = this.#pathOrStale(ino);
     const permission = this.#visiblePermission(path, this.#node(ino).isDir, caller, 'setxattr');
@@ -765,7 +765,7 @@ export class PolicyFs {
     return permission;
   }
 
-  /** A new entry at `name` in `parent` is allowed only where the rules say write (SPEC §2: else EACCES). */
+  /** A new entry at `name` in `parent` is allowed only where the rules say write (contract §2: else EACCES). */
   #creatable(parent: number, name: string, op: string, caller: Caller): string {
     const path = this.#childPath(parent, name);
     const permission = this.#rules.permissionOf(path);

@@ -1,4 +1,4 @@
-// SPEC §3 overlay rules: reads see the delta first, writes/creates/deletes change only the delta.
+// contract §3 overlay rules: reads see the delta first, writes/creates/deletes change only the delta.
 import { constants } from 'node:fs';
 import { chmod, readdir, readFile, stat, symlink, utimes } from 'node:fs/promises';
 import { join } from 'node:path';

@@ -1,4 +1,4 @@
-// Compiles validated rules once: ranks them in resolution order (SPEC §1) and builds the indexes that let
+// Compiles validated rules once: ranks them in resolution order (contract §1) and builds the indexes that let
 // resolve.ts find the winning rule for a path with a handful of Map lookups instead of a test per rule.
 import { directoryTarget, fileTarget, globMatches, isWithin, planGlob } from './match.js';
 import type { GlobPlan, StringTest } from './match.js';
@@ -65,7 +65,7 @@ export interface RuleIndex {
   readonly generic: readonly GlobEntry[];
 }
 
-/** The decision when no rule matches (SPEC §1 default deny). */
+/** The decision when no rule matches (contract §1 default deny). */
 export const DEFAULT_DENY: Decision = Object.freeze({ permission: 'none', ruleIndex: null });
 
 const TYPE_RANK: Readonly<Record<PatternType, number>> = { file: 3, directory: 2, glob: 1 };

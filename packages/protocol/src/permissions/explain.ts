@@ -1,4 +1,4 @@
-// One-shot explanation for users debugging a denial (SPEC §1 `explain`).
+// One-shot explanation for users debugging a denial (contract §1 `explain`).
 import { compileRules, RuleSet } from './ruleset.js';
 import type { Explanation } from './types.js';
 

@@ -1,4 +1,4 @@
-// How one rule matches one normalised path (SPEC §1 matching), and the static plan of a glob that lets the
+// How one rule matches one normalised path (contract §1 matching), and the static plan of a glob that lets the
 // compiled rule set index it instead of testing every glob against every path.
 import picomatch from 'picomatch';
 import { collapseSlashes } from './normalize.js';

@@ -1,7 +1,7 @@
 // Static facts about rule patterns: type inference, literal prefixes and glob structure.
 import type { PatternType } from './types.js';
 
-/** The characters that make a pattern a glob when its type is omitted (SPEC §1). */
+/** The characters that make a pattern a glob when its type is omitted (contract §1). */
 const INFER_GLOB_CHARS = /[*?[\]{}!]/;
 
 /**
@@ -10,7 +10,7 @@ const INFER_GLOB_CHARS = /[*?[\]{}!]/;
  */
 const SPECIAL_CHARS = /[*?[\]{}()!\\@+|]/;
 
-/** The type SPEC §1 infers for a pattern: glob if it has a glob character, else directory if it ends in `/`, else file. */
+/** The type contract §1 infers for a pattern: glob if it has a glob character, else directory if it ends in `/`, else file. */
 export function inferPatternType(pattern: string): PatternType {
   if (INFER_GLOB_CHARS.test(pattern)) return 'glob';
   return pattern.endsWith('/') ? 'directory' : 'file';

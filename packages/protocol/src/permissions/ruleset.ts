@@ -107,7 +107,7 @@ export class RuleSet {
   }
 }
 
-/** Validates rules (SPEC §1) and compiles them into a RuleSet; throws InvalidArgumentError naming the bad rule. */
+/** Validates rules (contract §1) and compiles them into a RuleSet; throws InvalidArgumentError naming the bad rule. */
 export function compileRules(rules: readonly unknown[], options: RuleSetOptions = {}): RuleSet {
   return new RuleSet(rules, options);
 }

@@ -1,4 +1,4 @@
-// Traversability of directories whose own permission is below `view` (SPEC §1 "Directories and exceptions";
+// Traversability of directories whose own permission is below `view` (contract §1 "Directories and exceptions";
 // the exact rule is in README.md). A directory is traversable when something strictly inside it may be
 // visible. Exceptions named by file/directory rules are checked exactly; globs are checked by whether they
 // can match below the directory at all and are not shadowed there by a stronger rule covering the subtree.

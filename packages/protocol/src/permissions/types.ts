@@ -1,4 +1,4 @@
-// Permission rule types (SPEC §1). The engine that interprets them lives beside this file.
+// Permission rule types (contract §1). The engine that interprets them lives beside this file.
 
 /** Permission levels, weakest first: the index is the order (none < view < read < write). */
 export const PERMISSIONS = ['none', 'view', 'read', 'write'] as const;
@@ -42,6 +42,6 @@ export interface Explanation {
   readonly permission: Permission;
   /** The deciding rule, or null when no rule matched (default deny). */
   readonly rule: NormalizedRule | null;
-  /** Whether the path, taken as a directory, can be entered and listed (SPEC §1 exceptions). */
+  /** Whether the path, taken as a directory, can be entered and listed (contract §1 exceptions). */
   readonly traversable: boolean;
 }

@@ -1,4 +1,4 @@
-// Rule validation (SPEC §1): every problem names the rule's index, says what is wrong and how to fix it.
+// Rule validation (contract §1): every problem names the rule's index, says what is wrong and how to fix it.
 import { InvalidArgumentError } from '../errors.js';
 import { isPermission } from './level.js';
 import { globProblem } from './match.js';
@@ -72,7 +72,7 @@ export function validateRule(value: unknown, index: number): NormalizedRule {
   return { index, pattern, type: resolvedType, permission, priority: priority ?? 0 };
 }
 
-/** Validates a rule list (SPEC §1); throws InvalidArgumentError with `details.ruleIndex` at the first bad rule. */
+/** Validates a rule list (contract §1); throws InvalidArgumentError with `details.ruleIndex` at the first bad rule. */
 export function validateRules(rules: readonly unknown[]): NormalizedRule[] {
   if (!Array.isArray(rules)) {
     throw new InvalidArgumentError(

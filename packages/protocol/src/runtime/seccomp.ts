@@ -1,4 +1,4 @@
-// The seccomp deny list both runtimes apply to every sandboxed process (docs/contract.md §5). Data only:
+// The seccomp deny list both runtimes apply to every sandboxed process (docs/contract.md §4). Data only:
 // runtime-bwrap compiles it to BPF with libseccomp (its `agentfense-seccomp` exporter, built by
 // scripts/setup), runtime-docker turns it into a Docker seccomp profile. Everything not listed is allowed:
 // this is a deny list of what an agent never needs and what reaches kernel state shared with the host.

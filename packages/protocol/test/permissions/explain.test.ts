@@ -1,4 +1,4 @@
-// explain (SPEC §1): which permission applies to a path and which rule decided it.
+// explain (contract §1): which permission applies to a path and which rule decided it.
 import { describe, expect, it } from 'vitest';
 import { compileRules, explain } from '../../src/index.js';
 

@@ -1,4 +1,4 @@
-// Matching semantics of each pattern kind (SPEC §1 "Matching"), one rule at a time plus a default-deny floor.
+// Matching semantics of each pattern kind (contract §1 "Matching"), one rule at a time plus a default-deny floor.
 import picomatch from 'picomatch';
 import { describe, expect, it } from 'vitest';
 import { compileRules } from '../../src/index.js';

@@ -24,7 +24,7 @@ function prng(seed: number): () => number {
   };
 }
 
-// ---- the reference: SPEC §1 and the README decisions, written as plainly as possible ----
+// ---- the reference: contract §1 and the README decisions, written as plainly as possible ----
 
 const TYPE_ORDER = { file: 3, directory: 2, glob: 1 } as const;
 const LEVEL = { none: 0, view: 1, read: 2, write: 3 } as const;

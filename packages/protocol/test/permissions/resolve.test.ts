@@ -1,4 +1,4 @@
-// Resolution order (SPEC §1): priority > type > specificity > later rule; default deny; the seed examples.
+// Resolution order (contract §1): priority > type > specificity > later rule; default deny; the seed examples.
 import { describe, expect, it } from 'vitest';
 import { compileRules } from '../../src/index.js';
 

@@ -1,4 +1,4 @@
-// Directories and exceptions (SPEC §1): traversability and visibility of directories whose own permission is none.
+// Directories and exceptions (contract §1): traversability and visibility of directories whose own permission is none.
 import { describe, expect, it } from 'vitest';
 import { compileRules } from '../../src/index.js';
 

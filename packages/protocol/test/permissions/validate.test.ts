@@ -1,4 +1,4 @@
-// Rule validation and type inference (SPEC §1): every invalid kind is rejected with the rule's index.
+// Rule validation and type inference (contract §1): every invalid kind is rejected with the rule's index.
 import { describe, expect, it } from 'vitest';
 import { InvalidArgumentError, compileRules, inferPatternType, validateRules } from '../../src/index.js';
 

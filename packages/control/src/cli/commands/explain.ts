@@ -1,4 +1,4 @@
-// `agentfense explain`: which permission applies to each path and which rule decided it (SPEC §1, §7).
+// `agentfense explain`: which permission applies to each path and which rule decided it (contract §1, §7).
 import type { Command } from 'commander';
 import { compileRules, quotePath } from '@agentfense/protocol/core';
 import { formatTable, printJson } from '../io.js';

@@ -1,5 +1,5 @@
 // `agentfense logs <sandbox> [-f]` and `agentfense audit <sandbox>`: what a sandbox's worker logged, and
-// the access decisions it recorded (SPEC §6). Both read files under the data directory, so they work for
+// the access decisions it recorded (contract §6). Both read files under the data directory, so they work for
 // sandboxes run by another process (`serve`, a `run --keep`), running or stopped.
 import { stat } from 'node:fs/promises';
 import type { Command } from 'commander';

@@ -1,5 +1,5 @@
 // `agentfense mount <dir> <mountpoint>`: serves the permission view of a directory in the foreground until
-// SIGINT/SIGTERM, which unmount cleanly (SPEC §7). Useful to look at what an agent would see, or to hand
+// SIGINT/SIGTERM, which unmount cleanly (contract §7). Useful to look at what an agent would see, or to hand
 // the view to another tool. Without --delta, changes go to a temporary delta removed at exit.
 import { mkdtemp, readdir, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';

@@ -1,5 +1,5 @@
 // `agentfense run <dir> [options] -- <cmd…>`: one command in a fresh sandbox over <dir> (linked in place,
-// nothing copied), with its output streamed live and its exit status passed through (SPEC §7).
+// nothing copied), with its output streamed live and its exit status passed through (contract §7).
 // Afterwards --diff prints the change set, --commit applies it to <dir>; the sandbox is destroyed unless
 // --keep (then `agentfense logs|audit|sandbox inspect <id>` work on it later).
 import { constants as osConstants } from 'node:os';

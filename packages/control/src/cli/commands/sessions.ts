@@ -1,6 +1,6 @@
 // `agentfense session create|exec|list|close` (through a running `agentfense serve`) and
 // `agentfense shell <dir | sandbox>`: a persistent shell for a person — on a fresh local sandbox over a
-// directory, or as a session of a sandbox the server runs (SPEC §5).
+// directory, or as a session of a sandbox the server runs (contract §5).
 import { createInterface } from 'node:readline';
 import { stat } from 'node:fs/promises';
 import type { Command } from 'commander';
