@@ -2,9 +2,11 @@
 // --die-with-parent does not always take the sandbox down (a pid-namespace init may outlive its monitor,
 // seen with the nested user namespace of --disable-userns), and no control plane is left to SIGKILL its
 // pid 1. Recovery (the next process to open the data directory) calls clearLeftovers(stateDir) and this
-// finds those processes by what only they carry: a bwrap whose argv names a path inside the sandbox's
-// directory (the parent of stateDir: its workspace mount is bound from there). SIGKILL of a namespace's
-// pid 1 makes the kernel kill every process in it.
+// finds those processes by what only they carry: membership of the sandbox's own cgroups (named after
+// the sandbox id, which is the name of stateDir's parent; every process of a sandbox joins them before
+// it runs, and every sandbox has a pids limit by default), or a bwrap whose argv names a path inside the
+// sandbox's directory (bwrap started before it read its options from a file descriptor). SIGKILL of a
+// namespace's pid 1 makes the kernel kill every process in it.
 import { readFile, readdir, readlink } from 'node:fs/promises';
 import { posix } from 'node:path';
 
@@ -12,16 +14,19 @@ import { posix } from 'node:path';
 export async function killSandboxProcesses(stateDir: string, bwrapPath: string): Promise<number[]> {
   const sandboxDir = posix.dirname(stateDir);
   const inside = `${sandboxDir}/`;
+  const sandboxId = posix.basename(sandboxDir);
   const killed: number[] = [];
   for (const name of await readdir('/proc').catch(() => [] as string[])) {
     const pid = Number(name);
     if (!Number.isSafeInteger(pid) || pid <= 1 || pid === process.pid) continue;
-    // Only bwrap itself (the monitor or the namespace's pid 1): never an unrelated process that happens to
-    // mention the path.
-    const exe = await readlink(`/proc/${pid}/exe`).catch(() => null);
-    if (exe !== bwrapPath) continue;
-    const argv = await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '');
-    if (!argv.split('\0').some((arg) => arg.startsWith(inside))) continue;
+    if (!(await inSandboxCgroup(pid, sandboxId))) {
+      // Otherwise only bwrap itself (the monitor or the namespace's pid 1): never an unrelated process
+      // that happens to mention the path.
+      const exe = await readlink(`/proc/${pid}/exe`).catch(() => null);
+      if (exe !== bwrapPath) continue;
+      const argv = await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '');
+      if (!argv.split('\0').some((arg) => arg.startsWith(inside))) continue;
+    }
     try {
       process.kill(pid, 'SIGKILL');
       killed.push(pid);
@@ -30,4 +35,11 @@ export async function killSandboxProcesses(stateDir: string, bwrapPath: string):
     }
   }
   return killed;
+}
+
+/** True when one of `pid`'s cgroups is the sandbox's own (`…/<sandboxId>` in any hierarchy). */
+async function inSandboxCgroup(pid: number, sandboxId: string): Promise<boolean> {
+  if (!/^sb_[0-9a-f-]+$/.test(sandboxId)) return false;
+  const text = await readFile(`/proc/${pid}/cgroup`, 'utf8').catch(() => '');
+  return text.split('\n').some((line) => line.endsWith(`/${sandboxId}`));
 }
