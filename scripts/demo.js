@@ -72,16 +72,12 @@ try {
   for (const c of await sb.changes()) console.log(`  ${c.kind.padEnd(8)} ${c.path} (${c.size ?? 0} bytes)`);
   console.log((await sb.diff()).diff.trimEnd().replace(/^/gm, '  '));
 
-  section('5. The audit trail: every denial the worker saw');
+  section('5. The audit trail: every denial, including the writes the kernel refused from the mode bits');
   for (const e of await sb.audit({ decision: 'deny' })) {
     console.log(
       `  ${new Date(e.time).toISOString()}  ${e.decision.toUpperCase()}  ${e.op.padEnd(7)} ${e.path.padEnd(24)} ${e.errno}`,
     );
   }
-  console.log(
-    '  (writes to read-only files are refused by the kernel from the mode bits the worker publishes, so they\n' +
-      '   never reach the worker: the shell shows them as "Permission denied" above; see docs/decisions.md)',
-  );
 } finally {
   await sb.destroy();
   if (process.env.AGENTFENSE_DATA_DIR === undefined) await rm(dataDir, { recursive: true, force: true });

@@ -229,7 +229,11 @@ export class SandboxManager {
   /** The sandbox's audit trail (denials always; allowed accesses when it was asked for). */
   async audit(id: string, query: AuditQuery = {}): Promise<AuditEvent[]> {
     this.#store.get(validateId('sandbox', id));
-    await this.#live.get(id)?.audit.flush();
+    const live = this.#live.get(id);
+    // The worker batches its events; a stats request flushes them ahead of its answer, so a query right
+    // after a command sees that command's denials. A worker that does not answer changes nothing here.
+    await live?.supervisor.request('stats', {}).catch(() => undefined);
+    await live?.audit.flush();
     return readAudit(this.#layout.sandbox(id).auditLog, query);
   }
 

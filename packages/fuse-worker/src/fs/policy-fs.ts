@@ -31,6 +31,7 @@ import { ReadPredictor } from './read-predictor.js';
 import type { Inode } from './inodes.js';
 import { WriteHints } from './write-hints.js';
 import { checkChown, newEntryOwner, type Owner } from './ownership.js';
+import { pendingAccess } from './kernel-denials.js';
 
 /** Who asked (from the FUSE request header). */
 export interface Caller {
@@ -272,7 +273,11 @@ export class PolicyFs {
     const found = await this.#mustFind(path);
     const nlink = found.type === 'directory' ? await this.#links(path) : null;
     // The mode bits follow the rules in force when we answer, not when we started (setRules may run).
-    const fresh = this.#attr(node, path, found, this.#visiblePermission(path, node.isDir, caller, 'getattr'));
+    const permission = this.#visiblePermission(path, node.isDir, caller, 'getattr');
+    if (!node.isDir && (permission === 'read' || permission === 'view')) {
+      this.#auditKernelDenial(path, permission, caller);
+    }
+    const fresh = this.#attr(node, path, found, permission);
     return nlink === null ? fresh : { ...fresh, nlink };
   }
 
@@ -1055,6 +1060,25 @@ export class PolicyFs {
       errno,
       `${op} ${path}: ${permission === 'none' ? 'no such file or directory' : `permission is ${permission}`}`,
     );
+  }
+
+  /**
+   * A GETATTR of a file the sandbox may not write may be the kernel re-validating it before refusing an
+   * open or truncate from the mode bits (kernel-denials.ts): audit that refusal, with the rule's verdict.
+   */
+  #auditKernelDenial(path: string, permission: 'read' | 'view', caller: Caller): void {
+    const pending = pendingAccess(caller.pid);
+    if (pending === null) return;
+    if (pending.access === 'write' || permission === 'view') {
+      this.#audit.record({
+        op: pending.op,
+        path,
+        decision: 'deny',
+        permission,
+        errno: 'EACCES',
+        pid: caller.pid,
+      });
+    }
   }
 
   #allow(op: string, path: string, permission: Permission, caller: Caller, target?: string): void {

@@ -265,7 +265,12 @@ export class WorkerService {
         this.#audit.allowed = allowed;
         return {};
       },
-      stats: () => this.#stats_(),
+      // A barrier for audit events too: what was recorded before this request reaches the control plane
+      // before its answer (same ordered connection), so an audit query right after a command sees it.
+      stats: () => {
+        this.#audit.flush();
+        return this.#stats_();
+      },
       changes: async () => {
         const changes = await this.#need().delta.changes();
         const { part, next } = await this.#parts.first(arraySource('changes', changes, changeBytes));
