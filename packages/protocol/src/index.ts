@@ -1,27 +1,9 @@
 // Public API of @agentfense/protocol: error kinds, the runtime contract and its shared helpers, the permission
 // engine, the worker wire protocol.
 
-// --- Errors ---
-export {
-  ERROR_CODES,
-  AgentFenseError,
-  InvalidArgumentError,
-  NotFoundError,
-  AlreadyExistsError,
-  WrongStateError,
-  ConflictError,
-  PermissionDeniedError,
-  TimeoutError,
-  CancelledError,
-  UnavailableError,
-  ProtocolError,
-  WorkerExitedError,
-  InternalError,
-  isErrorCode,
-  fromWire,
-  toAgentFenseError,
-} from './errors.js';
-export type { ErrorCode, WireError, AgentFenseErrorOptions } from './errors.js';
+// --- Everything short-lived processes need without the wire protocol (errors, permission engine, input
+// checks, terminal quoting): one list, in core.ts, which the `./core` entry serves on its own ---
+export * from './core.js';
 
 // --- Runtime contract (implemented by @agentfense/runtime-bwrap and @agentfense/runtime-docker) ---
 export type {
@@ -53,37 +35,12 @@ export type { SeccompArgRule, SeccompDenyGroup } from './runtime/seccomp.js';
 export { formatByteSize, parseByteSize, parseCpus } from './runtime/sizes.js';
 
 // --- Runtime helpers shared by both runtimes (pure): input validation, audit argv masking ---
-export {
-  validateCommand,
-  validateCwd,
-  validateEnv,
-  validateHostPath,
-  validateSandboxId,
-  validateTimeoutMs,
-} from './runtime/input.js';
 export { HOST_PATH_BOUNDARY, REDACTED, maskEnvValue, maskHostPaths } from './runtime/audit-mask.js';
 export type { MaskArgvOptions, PathPlaceholder } from './runtime/audit-mask.js';
 
 // --- Runtime logging surface (shared by both runtimes) ---
 export { createStderrLogger } from './runtime/logger.js';
 export type { RuntimeLogger } from './runtime/logger.js';
-
-// --- Text from a sandbox, printed on an operator's terminal ---
-export { escapeControls, escapeJsonText, escapeLine, quotePath } from './text/terminal.js';
-
-// --- Permission rules ---
-export { PERMISSIONS, PATTERN_TYPES } from './permissions/types.js';
-export type { Permission, PatternType, PermissionRule } from './permissions/types.js';
-
-// --- Permission engine ---
-export { compileRules, RuleSet } from './permissions/ruleset.js';
-export type { RuleSetOptions, VisibilityOptions } from './permissions/ruleset.js';
-export { explain } from './permissions/explain.js';
-export { validateRule, validateRules } from './permissions/validate.js';
-export { inferPatternType } from './permissions/pattern.js';
-export { atLeast, isPermission, permissionLevel } from './permissions/level.js';
-export { normalizePath } from './permissions/normalize.js';
-export type { Decision, Explanation, NormalizedRule, Visibility } from './permissions/types.js';
 
 // --- Delta and audit data ---
 export type {
