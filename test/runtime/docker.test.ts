@@ -285,9 +285,12 @@ describe.skipIf(docker.unavailable !== null)(
         it('a timeout kills a fork bomb held at the pids limit, and the sandbox stays usable', async () => {
           const { sb } = await start({ resources: { pidsLimit: 30 } });
           const marker = `af_bomb_${randomUUID()}`;
-          // bash (unlike dash, which exits at the first failed fork) retries forks and keeps looping.
+          // perl's fork returns undef at the limit and the loop goes on. A shell is no good here: dash
+          // exits at the first failed fork, and bash gives up when a fork is interrupted (EINTR), so the
+          // bomb could end on its own before the timeout.
+          const bomb = `while (1) { my $p = fork; exec('sh', '-c', 'sleep 1000; : ${marker}') if defined $p && $p == 0 }`;
           const r = await sb.exec({
-            command: ['bash', '-c', `while :; do sh -c 'sleep 1000; : ${marker}' 2>/dev/null & done`],
+            command: ['perl', '-e', bomb],
             timeoutMs: 2_000,
           });
           expect(r.timedOut).toBe(true);
