@@ -1,6 +1,6 @@
 // Whether the files being looked up are about to be read: `grep -r`, `cat`, `tar`, compilers look a file
 // up and read it right away; `ls -l`, `git status`, `find -size` only look. The worker reads a small file's
-// data ahead (PolicyFs#prefetch) only while the recent history says reads follow lookups, so stat-only
+// data ahead (read-ahead.ts, started from LOOKUP in lookup.ts) only while the recent history says reads follow lookups, so stat-only
 // walks cost no extra disk reads.
 
 /** How many recent lookups of small readable files the prediction looks at. */

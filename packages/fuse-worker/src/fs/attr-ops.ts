@@ -1,0 +1,166 @@
+// Attribute ops on a node the kernel holds: GETATTR, SETATTR (chmod, chown, truncate, utimens),
+// READLINK, ACCESS, SETXATTR/REMOVEXATTR; and the same for nodes that lost their last name but are open.
+import { constants } from 'node:fs';
+import { hostIo } from 'fuse-native/lowlevel.js';
+import { atLeast } from '@agentfense/protocol';
+import type { Permission } from '@agentfense/protocol';
+import { FsError } from '../errors.js';
+import { timespec } from '../host/host-dir.js';
+import { toAttr } from './attrs.js';
+import type { FuseAttr } from './attrs.js';
+import type { FsCore } from './core.js';
+import { allow, auditKernelDenial, deny, visiblePermission } from './decisions.js';
+import type { Inode } from './inodes.js';
+import { checkChown } from './ownership.js';
+import type { Caller, SetattrChanges } from './types.js';
+
+const S_IFDIR = constants.S_IFDIR;
+
+/** GETATTR. */
+export async function getattr(fs: FsCore, ino: number, caller: Caller): Promise<FuseAttr> {
+  const node = fs.node(ino);
+  const path = fs.inodes.pathOf(ino);
+  if (path === null) return orphanAttr(fs, node);
+  visiblePermission(fs, path, node.isDir, caller, 'getattr');
+  const found = await fs.mustFind(path);
+  const nlink = found.type === 'directory' ? await fs.links(path) : null;
+  // The mode bits follow the rules in force when we answer, not when we started (setRules may run).
+  const permission = visiblePermission(fs, path, node.isDir, caller, 'getattr');
+  if (!node.isDir && (permission === 'read' || permission === 'view')) {
+    auditKernelDenial(fs, path, permission, caller);
+  }
+  const fresh = fs.attr(node, path, found, permission);
+  return nlink === null ? fresh : { ...fresh, nlink };
+}
+
+/**
+ * SETATTR: chmod, chown, truncate, utimens need write (rules); chown then follows POSIX with the
+ * caller's credentials (ownership.ts). The kernel has already applied Linux's other rules with the
+ * caller's full credentials (default_permissions): owner-only chmod/utimes, set-gid dropped by chmod
+ * for non-members, and set-id bits cleared on write, truncate and chown (it sends us the new mode).
+ */
+export async function setattr(
+  fs: FsCore,
+  ino: number,
+  changes: SetattrChanges,
+  caller: Caller,
+): Promise<FuseAttr> {
+  const node = fs.node(ino);
+  const path = fs.inodes.pathOf(ino);
+  const chown = changes.uid !== undefined || changes.gid !== undefined;
+  // Visibility first: a node the rules now hide is ENOENT for chown too (and its audit says so).
+  const permission = path === null ? 'write' : visiblePermission(fs, path, node.isDir, caller, 'setattr');
+  const atime = changes.atime;
+  const mtime = changes.mtime;
+  if (path === null) return orphanSetattr(fs, node, changes, atime, mtime, caller);
+  if (permission !== 'write') throw deny(fs, chown ? 'chown' : 'setattr', path, permission, 'EACCES', caller);
+  if (chown) {
+    const current = fs.ownerOf(await fs.mustFind(path));
+    try {
+      checkChown(caller, current, changes.uid, changes.gid);
+    } catch {
+      throw deny(fs, 'chown', path, permission, 'EPERM', caller);
+    }
+  }
+  await fs.delta.setattr(path, {
+    ...(changes.uid === undefined ? {} : { uid: changes.uid }),
+    ...(changes.gid === undefined ? {} : { gid: changes.gid }),
+    ...(changes.mode === undefined ? {} : { mode: changes.mode & 0o7777 }),
+    ...(changes.size === undefined ? {} : { size: changes.size }),
+    ...(atime === undefined ? {} : { atime }),
+    ...(mtime === undefined ? {} : { mtime }),
+  });
+  // A first change copies the file up: any cached handle may still point at the codebase file.
+  if (!node.isDir) fs.forgetHandleUnlessWritable(ino);
+  allow(fs, 'setattr', path, permission, caller);
+  return fs.attr(node, path, await fs.mustFind(path), permission);
+}
+
+/** READLINK: needs read (view shows that the link exists, not where it points). */
+export async function readlink(fs: FsCore, ino: number, caller: Caller): Promise<string> {
+  const path = fs.pathOrStale(ino);
+  const permission = visiblePermission(fs, path, false, caller, 'readlink');
+  if (!atLeast(permission, 'read')) throw deny(fs, 'readlink', path, permission, 'EACCES', caller);
+  allow(fs, 'readlink', path, permission, caller);
+  return fs.delta.readlink(path);
+}
+
+/** ACCESS (only sent without default_permissions): answered from the rules, not only mode bits. */
+export async function access(fs: FsCore, ino: number, mask: number, caller: Caller): Promise<void> {
+  const node = fs.node(ino);
+  const path = fs.pathOrStale(ino);
+  const permission = visiblePermission(fs, path, node.isDir, caller, 'access');
+  const effective: Permission = node.isDir && permission === 'none' ? 'view' : permission;
+  const wantsWrite = (mask & constants.W_OK) !== 0;
+  const wantsRead = (mask & constants.R_OK) !== 0 && !node.isDir;
+  if ((wantsWrite && effective !== 'write') || (wantsRead && !atLeast(effective, 'read'))) {
+    throw deny(fs, 'access', path, permission, 'EACCES', caller);
+  }
+  if ((mask & constants.X_OK) !== 0) {
+    const attr = await getattr(fs, ino, caller);
+    if ((attr.mode & 0o111) === 0) throw new FsError('EACCES', `${path} is not executable`);
+  }
+}
+
+/** SETXATTR/REMOVEXATTR: need write (contract §2); storing attributes is not supported (ENOTSUP). */
+export function xattrSet(fs: FsCore, ino: number, name: string, caller: Caller): never {
+  const path = fs.pathOrStale(ino);
+  const permission = visiblePermission(fs, path, fs.node(ino).isDir, caller, 'setxattr');
+  if (permission !== 'write') throw deny(fs, 'setxattr', path, permission, 'EACCES', caller);
+  throw new FsError('ENOTSUP', `${path}: extended attributes (${name}) are not supported`);
+}
+
+async function orphanAttr(fs: FsCore, node: Inode): Promise<FuseAttr> {
+  if (node.isDir) {
+    // A removed directory still someone's cwd: empty, no links, as a disk reports it.
+    const now = BigInt(Date.now()) * 1_000_000n;
+    return {
+      ino: node.stIno,
+      mode: S_IFDIR | 0o755,
+      nlink: 0,
+      uid: fs.uid,
+      gid: fs.gid,
+      rdev: 0,
+      size: 0,
+      blocks: 0,
+      blksize: 4096,
+      atimeNs: now,
+      mtimeNs: now,
+      ctimeNs: now,
+    };
+  }
+  const handle = fs.handles.get(node.ino, false);
+  if (handle === undefined) throw new FsError('ENOENT', `inode ${node.ino} was removed`);
+  const stat = await handle.stat({ bigint: true });
+  return toAttr(stat, {
+    ino: node.stIno,
+    permission: 'write',
+    uid: Number(stat.uid),
+    gid: Number(stat.gid),
+  });
+}
+
+async function orphanSetattr(
+  fs: FsCore,
+  node: Inode,
+  changes: SetattrChanges,
+  atime: bigint | 'now' | undefined,
+  mtime: bigint | 'now' | undefined,
+  caller: Caller,
+): Promise<FuseAttr> {
+  const handle = fs.handles.get(node.ino, true);
+  if (handle === undefined) throw new FsError('ENOENT', `inode ${node.ino} was removed`);
+  if (changes.uid !== undefined || changes.gid !== undefined) {
+    const st = await handle.stat({ bigint: true });
+    checkChown(caller, { uid: Number(st.uid), gid: Number(st.gid) }, changes.uid, changes.gid);
+    await handle.chown(changes.uid ?? -1, changes.gid ?? -1);
+  }
+  if (changes.mode !== undefined) await handle.chmod(changes.mode & 0o7777);
+  if (changes.size !== undefined) hostIo.ftruncate(handle.fd, changes.size);
+  if (atime !== undefined || mtime !== undefined) {
+    const [aSec, aNsec] = timespec(atime);
+    const [mSec, mNsec] = timespec(mtime);
+    hostIo.futimens(handle.fd, aSec, aNsec, mSec, mNsec);
+  }
+  return orphanAttr(fs, node);
+}

@@ -1,0 +1,164 @@
+// The state one PolicyFs shares between its op files (lookup-ops, attr-ops, namespace-ops, dir-listing,
+// data-ops, whole-file) and the small helpers they all use: node/path resolution and the attributes an
+// entry is reported with. The permission decisions themselves live in decisions.ts.
+import { atLeast } from '@agentfense/protocol';
+import type { Permission, RuleSet } from '@agentfense/protocol';
+import type { AuditLog } from '../audit.js';
+import type { Delta } from '../delta/delta.js';
+import type { DeltaLookup } from '../delta/types.js';
+import { FsError } from '../errors.js';
+import { stableIno, toAttr } from './attrs.js';
+import type { FuseAttr } from './attrs.js';
+import { HandleCache } from './handles.js';
+import { InodeTable } from './inodes.js';
+import type { Inode } from './inodes.js';
+import { KernelCache } from './kernel-cache.js';
+import type { OpStats } from './op-stats.js';
+import type { Owner } from './ownership.js';
+import { ReadAhead } from './read-ahead.js';
+import { ReadPredictor } from './read-predictor.js';
+import type { DirEntryOut, EntryReply, PolicyFsOptions } from './types.js';
+import { WriteHints } from './write-hints.js';
+
+/** How much of each file ReadAhead warms, and where that data lands (only the host page cache wants it). */
+const WARM_SINK = Buffer.allocUnsafeSlow(64 * 1024);
+
+/** The shared state of one PolicyFs (internal to fs/: PolicyFs is the public face). */
+export class FsCore {
+  readonly inodes = new InodeTable();
+  readonly handles = new HandleCache();
+  readonly delta: Delta;
+  readonly audit: AuditLog;
+  readonly ttl: number;
+  readonly uid: number;
+  readonly gid: number;
+  readonly statfsPath: string;
+  readonly stats: OpStats | undefined;
+  rules: RuleSet;
+  hints: WriteHints;
+  /** Merged, filtered listings by directory node, so offset > 0 continues the same snapshot. */
+  readonly listings = new Map<number, DirEntryOut[]>();
+  readonly cache = new KernelCache({ inodes: this.inodes, handles: this.handles });
+  readonly predictor = new ReadPredictor();
+  readonly readAhead = new ReadAhead({
+    listing: (dir) => this.listings.get(dir),
+    warm: (dir, name) => this.#warm(dir, name),
+  });
+
+  constructor(options: PolicyFsOptions) {
+    this.delta = options.delta;
+    this.rules = options.rules;
+    this.hints = new WriteHints(options.rules);
+    this.audit = options.audit;
+    this.ttl = options.cacheTtlSeconds;
+    this.uid = options.uid;
+    this.gid = options.gid;
+    this.statfsPath = options.statfsPath;
+    this.stats = options.stats;
+  }
+
+  setRules(rules: RuleSet): void {
+    this.rules = rules;
+    this.hints = new WriteHints(rules);
+  }
+
+  /** ReadAhead's warm-up of a listed file: only content the sandbox may read now, never rejects. */
+  async #warm(dir: number, name: string): Promise<void> {
+    const path = this.inodes.childPath(dir, name);
+    if (path === null || !atLeast(this.rules.permissionOf(path), 'read')) return;
+    const started = performance.now();
+    await this.delta.warm(path, WARM_SINK);
+    this.stats?.record('readahead', (performance.now() - started) * 1000, false);
+  }
+
+  /**
+   * Makes the kernel forget every cached attribute, page, dentry and listing (after rule changes, a
+   * discard, or a write that did not come through the mount). Resolves when the kernel has them.
+   */
+  async invalidateAll(): Promise<void> {
+    this.cache.generation++;
+    this.listings.clear();
+    this.readAhead.clear();
+    this.handles.closeUnpinned();
+    await this.cache.notifyAll();
+  }
+
+  node(ino: number): Inode {
+    const node = this.inodes.get(ino);
+    if (node === undefined) throw new FsError('ESTALE', `inode ${ino} is not known`);
+    return node;
+  }
+
+  pathOrStale(ino: number): string {
+    const path = this.inodes.pathOf(ino);
+    if (path === null) throw new FsError('ENOENT', `inode ${ino} was removed`);
+    return path;
+  }
+
+  childPath(parent: number, name: string): string {
+    const path = this.inodes.childPath(parent, name);
+    if (path === null) throw new FsError('ENOENT', `directory inode ${parent} was removed`);
+    return path;
+  }
+
+  async mustFind(path: string): Promise<DeltaLookup> {
+    const found = await this.delta.lookup(path);
+    if (found === null) throw new FsError('ENOENT', `${path} no longer exists`);
+    return found;
+  }
+
+  /** The owner shown for an entry: stored on upper entries, the sandbox owner for codebase ones. */
+  ownerOf(found: DeltaLookup): Owner {
+    if (found.layer === 'lower') return { uid: this.uid, gid: this.gid };
+    return { uid: Number(found.stat.uid), gid: Number(found.stat.gid) };
+  }
+
+  entry(node: Inode, path: string, found: DeltaLookup, permission: Permission, ttl = this.ttl): EntryReply {
+    return {
+      ino: node.ino,
+      attr: this.attr(node, path, found, permission),
+      entryTimeout: ttl,
+      attrTimeout: ttl,
+    };
+  }
+
+  attr(node: Inode, path: string, found: DeltaLookup, permission: Permission): FuseAttr {
+    if (node.stIno === 0) node.stIno = stableIno(found.lower, found.upper, node.ino);
+    if (found.layer === 'lower' && found.type === 'file') this.cache.checkLowerVersion(node, found);
+    let effective = permission;
+    if (found.type === 'directory') {
+      // A directory shown only for the exceptions inside it can be listed; one that may receive writes
+      // needs its w bit so the kernel forwards creates to us (write-hints.ts).
+      if (effective === 'none') effective = 'view';
+      if (effective !== 'write' && this.hints.mayWriteInside(path)) effective = 'write';
+    }
+    const owner = this.ownerOf(found);
+    return toAttr(found.stat, { ino: node.stIno, permission: effective, uid: owner.uid, gid: owner.gid });
+  }
+
+  /**
+   * A directory's link count from what the sandbox may see: 2 + its visible subdirectories (the host's
+   * count would reveal hidden and whited-out ones through `stat -c %h`). Costs a merged listing, once per
+   * attribute timeout.
+   */
+  async links(path: string): Promise<number> {
+    let subdirs = 0;
+    for (const entry of await this.delta.readdir(path)) {
+      if (entry.type !== 'directory') continue;
+      const child = path === '/' ? `/${entry.name}` : `${path}/${entry.name}`;
+      if (this.rules.permissionOf(child) === 'none' && !this.rules.isTraversable(child)) continue;
+      subdirs++;
+    }
+    return 2 + subdirs;
+  }
+
+  /** Drops a directory's cached listing (its entries changed), and ReadAhead's position in it. */
+  forgetListing(dir: number): void {
+    this.listings.delete(dir);
+    this.readAhead.forget(dir);
+  }
+
+  forgetHandleUnlessWritable(ino: number): void {
+    if (this.handles.get(ino, true) === undefined) this.handles.drop(ino);
+  }
+}

@@ -1,0 +1,74 @@
+// READDIR: '.', '..', then the merged entries (codebase + delta, whiteouts removed) the rules let the
+// sandbox see, kept per directory node so offset > 0 continues the same snapshot.
+import { constants } from 'node:fs';
+import type { FsCore } from './core.js';
+import { visiblePermission } from './decisions.js';
+import { ROOT_INO } from './inodes.js';
+import type { Caller, DirEntryOut } from './types.js';
+
+const S_IFDIR = constants.S_IFDIR;
+const S_IFIFO = constants.S_IFIFO;
+
+/** READDIR: '.', '..', then the merged entries the rules let the sandbox see. */
+export async function readdir(
+  fs: FsCore,
+  ino: number,
+  offset: number,
+  caller: Caller,
+): Promise<readonly DirEntryOut[]> {
+  let listing = offset === 0 ? undefined : fs.listings.get(ino);
+  if (listing === undefined) {
+    const path = fs.pathOrStale(ino);
+    visiblePermission(fs, path, true, caller, 'readdir');
+    listing = await list(fs, ino, path);
+    fs.listings.set(ino, listing);
+  }
+  return offset === 0 ? listing : listing.slice(offset);
+}
+
+async function list(fs: FsCore, ino: number, path: string): Promise<DirEntryOut[]> {
+  const node = fs.node(ino);
+  const out: DirEntryOut[] = [
+    { name: '.', ino: node.stIno, mode: S_IFDIR, nextOffset: 1 },
+    { name: '..', ino: ROOT_INO, mode: S_IFDIR, nextOffset: 2 },
+  ];
+  for (const entry of await fs.delta.readdir(path)) {
+    const child = path === '/' ? `/${entry.name}` : `${path}/${entry.name}`;
+    const isDir = entry.type === 'directory';
+    const permission = fs.rules.permissionOf(child);
+    if (permission === 'none' && !(isDir && fs.rules.isTraversable(child))) continue;
+    const known = fs.inodes.child(ino, entry.name);
+    out.push({
+      name: entry.name,
+      ino: known !== undefined && known.stIno !== 0 ? known.stIno : syntheticIno(child),
+      mode: typeBits(entry.type),
+      nextOffset: out.length + 1,
+    });
+  }
+  return out;
+}
+
+function typeBits(type: string): number {
+  switch (type) {
+    case 'directory':
+      return S_IFDIR;
+    case 'symlink':
+      return constants.S_IFLNK;
+    case 'fifo':
+      return S_IFIFO;
+    case 'file':
+      return constants.S_IFREG;
+    default:
+      return 0; // DT_UNKNOWN: the kernel/tools stat the entry
+  }
+}
+
+/** A stable, non-zero d_ino for entries the kernel has not looked up yet (FNV-1a of the path). */
+function syntheticIno(path: string): number {
+  let hash = 0x811c9dc5;
+  for (let i = 0; i < path.length; i++) {
+    hash ^= path.charCodeAt(i);
+    hash = Math.imul(hash, 0x01000193) >>> 0;
+  }
+  return hash === 0 ? 1 : hash;
+}

@@ -1,0 +1,43 @@
+// LOOKUP and FORGET: how names come to be known by the kernel, and go.
+import { atLeast } from '@agentfense/protocol';
+import type { FsCore } from './core.js';
+import { allow, lookupPermission } from './decisions.js';
+import type { Caller, EntryReply, NegativeEntry } from './types.js';
+
+/** LOOKUP: a visible entry, null for a name that does not exist (cacheable), ENOENT for a hidden one. */
+export async function lookup(
+  fs: FsCore,
+  parent: number,
+  name: string,
+  caller: Caller,
+): Promise<EntryReply | NegativeEntry> {
+  const generation = fs.cache.generation;
+  const path = fs.childPath(parent, name);
+  lookupPermission(fs, path, null, caller);
+  const found = await fs.delta.lookup(path);
+  // Decided after the await, with the rules in force now (setRules may have run meanwhile).
+  const permission = lookupPermission(fs, path, found, caller);
+  // An invalidation that started while we looked (rule change, discard, commit, writeFile) may already
+  // have been processed by the kernel: an answer cached now could outlive it, so cache nothing.
+  const ttl = generation === fs.cache.generation ? fs.ttl : 0;
+  if (found === null) return { ino: 0, entryTimeout: fs.cache.negativeTtl(parent, name, ttl) };
+  const node = fs.inodes.remember(parent, name, found.type === 'directory');
+  allow(fs, 'lookup', path, permission, caller);
+  let entry = fs.entry(node, path, found, permission, ttl);
+  if (found.type === 'directory') entry = { ...entry, attr: { ...entry.attr, nlink: await fs.links(path) } };
+  if (found.type === 'file' && atLeast(permission, 'read')) {
+    fs.predictor.noteLookup(node.ino);
+    if (fs.predictor.readsFollowLookups) fs.readAhead.onLookup(parent, name);
+  }
+  return entry;
+}
+
+/** FORGET: the kernel dropped references; the node's host handle goes with it. */
+export function forget(fs: FsCore, ino: number, count: number): void {
+  fs.inodes.forget(ino, count);
+  if (fs.inodes.get(ino) === undefined) {
+    fs.handles.drop(ino);
+    fs.forgetListing(ino);
+    fs.cache.forgetNode(ino);
+  }
+}
