@@ -5,38 +5,32 @@ import type { FileHandle } from 'node:fs/promises';
 import type { ChangeEntry } from '@agentfense/protocol';
 
 import { asFsError, FsError } from '../errors.js';
-import { HostDir } from '../host/host-dir.js';
+import type { HostDir } from '../host/host-dir.js';
 import { RawFile, type HostFile } from '../host/raw-file.js';
-import { relIsWithin, relJoin, relParent } from '../host/rel-path.js';
 import { computeChanges } from './changes.js';
 import { commitChanges } from './commit.js';
 import {
   chargeNew,
-  ensureUpperDir,
   mergedEntries,
   mustResolve,
   upperKnownAbsent,
-  releaseUpper,
-  requireDir,
   resolve,
   tempName,
   type DeltaContext,
 } from './context.js';
 import { copyUp } from './copy-up.js';
 import { buildDiff, diffItems, type DiffItem } from './diff.js';
-import { ABSENT, baseOf, type BaseRecord } from './identity.js';
-import { COMPACT_AFTER_RECORDS, MetaJournal } from './journal.js';
 import { AsyncLock } from './lock.js';
-import { DiskQuota } from './quota.js';
-import type { MetaRecord } from './meta-state.js';
-import { selected, toCodebase, toRel } from './paths.js';
+import type { DiskQuota } from './quota.js';
+import { openDelta } from './open.js';
+import { selected, toRel } from './paths.js';
+import { prepareCreate, record, removeEntry } from './records.js';
+import { renameEntry } from './rename.js';
 import type {
   CommitOptions,
   DeltaCommitResult,
   DeltaDiff,
   DeltaDirEntry,
-  DeltaEntryType,
-  DeltaLogger,
   DeltaLookup,
   DeltaOpenOptions,
   PathFilter,
@@ -44,7 +38,6 @@ import type {
   SetattrOptions,
 } from './types.js';
 
-const NO_LOG: DeltaLogger = { warn: () => undefined, debug: () => undefined };
 const S_IFMT = 0o170000;
 const S_IFIFO = 0o010000;
 const S_IFCHR = 0o020000;
@@ -67,41 +60,8 @@ export class Delta {
 
   /** Opens (or creates) the delta at `deltaDir` over `lowerDir`, restoring everything a previous worker left. */
   static async open(options: DeltaOpenOptions): Promise<Delta> {
-    const logger = options.logger ?? NO_LOG;
-    const opened: HostDir[] = [];
-    try {
-      const lower = await HostDir.open({
-        path: options.lowerDir,
-        cacheMaxAgeMs: options.lowerCacheMaxAgeMs ?? 2000,
-      });
-      opened.push(lower);
-      const root = await HostDir.open({ path: options.deltaDir, cacheCapacity: 0 });
-      opened.push(root);
-      for (const sub of ['upper', 'work', 'meta']) {
-        if ((await root.lstatOrNull(sub)) === null) await root.mkdir(sub, 0o700);
-      }
-      const sub = async (name: string): Promise<HostDir> => {
-        const dir = await HostDir.open({ path: `${options.deltaDir}/${name}` });
-        opened.push(dir);
-        return dir;
-      };
-      const upper = await sub('upper');
-      const work = await sub('work');
-      const metaDir = await sub('meta');
-      // Leftovers of copy-ups interrupted by a crash.
-      for (const e of await work.readdir('')) await work.removeTree(e.name);
-      const { journal, state } = await MetaJournal.open({ dir: metaDir, logger });
-      if (journal.pending > COMPACT_AFTER_RECORDS) await journal.compact(state);
-      const quota = options.diskQuotaBytes === undefined ? null : new DiskQuota(options.diskQuotaBytes);
-      const owner = options.owner ?? null;
-      const ctx: DeltaContext = { lower, upper, work, meta: state, journal, logger, quota, owner };
-      // Recounted in the background: a huge delta must not hold up the mount (growth waits for it).
-      void quota?.rescan(upper, (err) => logger.warn({ err }, 'disk quota: counting the delta failed'));
-      return new Delta(ctx, opened);
-    } catch (err) {
-      for (const dir of opened) await dir.close();
-      throw asFsError(err, 'opening the delta');
-    }
+    const { ctx, hostDirs } = await openDelta(options);
+    return new Delta(ctx, hostDirs);
   }
 
   /** The disk quota on this delta, or null (no limit). */
@@ -226,7 +186,7 @@ export class Delta {
   /** Creates a regular file (EEXIST if anything is there) and opens it with `flags`. */
   async create(path: string, mode: number, flags: number = constants.O_RDWR): Promise<FileHandle> {
     return this.mutate(`create ${path}`, async () => {
-      const rel = await this.prepareCreate(path);
+      const rel = await prepareCreate(this.ctx, path);
       let opened: FileHandle | undefined;
       await chargeNew(this.ctx, rel, 0, async () => {
         opened = await this.ctx.upper.open(rel, flags | constants.O_CREAT | constants.O_EXCL, 0o600);
@@ -245,7 +205,7 @@ export class Delta {
   /** Creates a directory; over a whiteout it is opaque (starts empty). */
   async mkdir(path: string, mode: number): Promise<void> {
     await this.mutate(`mkdir ${path}`, async () => {
-      const rel = await this.prepareCreate(path);
+      const rel = await prepareCreate(this.ctx, path);
       await chargeNew(this.ctx, rel, 0, () => this.ctx.upper.mkdir(rel, 0o700));
       await this.ctx.upper.chmod(rel, mode);
     });
@@ -261,7 +221,7 @@ export class Delta {
       const type = mode & S_IFMT;
       if (type !== S_IFIFO && type !== S_IFCHR && type !== S_IFBLK)
         throw new FsError('EPERM', `mknod of type ${type.toString(8)}: ${path}`);
-      const rel = await this.prepareCreate(path);
+      const rel = await prepareCreate(this.ctx, path);
       await chargeNew(this.ctx, rel, 0, async () => {
         await this.ctx.upper.mknod(rel, type | 0o600, type === S_IFIFO ? 0 : rdev);
         await this.ctx.upper.chmod(rel, mode & 0o7777); // exact: the worker's umask is not the caller's
@@ -272,7 +232,7 @@ export class Delta {
   /** Creates a Unix socket node (what bind(2) makes; never synced back on commit). */
   async mksock(path: string, mode: number): Promise<void> {
     await this.mutate(`mksock ${path}`, async () => {
-      const rel = await this.prepareCreate(path);
+      const rel = await prepareCreate(this.ctx, path);
       const tmp = tempName('sock');
       await chargeNew(this.ctx, rel, 0, async () => {
         await this.ctx.work.mksock(tmp, mode);
@@ -284,7 +244,7 @@ export class Delta {
   /** Creates a symlink storing `target` verbatim (only the sandbox's kernel ever resolves it). */
   async symlink(target: string, path: string): Promise<void> {
     await this.mutate(`symlink ${path}`, async () => {
-      const rel = await this.prepareCreate(path);
+      const rel = await prepareCreate(this.ctx, path);
       await chargeNew(this.ctx, rel, target.length, () => this.ctx.upper.symlink(target, rel));
     });
   }
@@ -305,7 +265,7 @@ export class Delta {
       const from = toRel(existing);
       const src = await mustResolve(this.ctx, from);
       if (src.type === 'directory') throw new FsError('EPERM', `hard link to a directory: ${existing}`);
-      const rel = await this.prepareCreate(newPath);
+      const rel = await prepareCreate(this.ctx, newPath);
       await copyUp(this.ctx, from);
       await this.ctx.upper.link(from, { dir: this.ctx.upper, rel });
     });
@@ -317,7 +277,7 @@ export class Delta {
       const rel = toRel(path);
       const found = await mustResolve(this.ctx, rel);
       if (found.type === 'directory') throw new FsError('EISDIR', path);
-      await this.removeEntry(rel, found);
+      await removeEntry(this.ctx, rel, found);
     });
   }
 
@@ -333,7 +293,7 @@ export class Delta {
       const found = await mustResolve(this.ctx, rel);
       if (found.type !== 'directory') throw new FsError('ENOTDIR', path);
       if ((await mergedEntries(this.ctx, rel)).size > 0) throw new FsError('ENOTEMPTY', path);
-      await this.removeEntry(rel, found);
+      await removeEntry(this.ctx, rel, found);
     });
   }
 
@@ -343,47 +303,7 @@ export class Delta {
    * or below it); anything else is EXDEV, so tools fall back to copy + delete (no redirect metadata).
    */
   async rename(from: string, to: string, options: RenameOptions = {}): Promise<void> {
-    await this.mutate(`rename ${from} ${to}`, async () => {
-      const src = toRel(from);
-      const dst = toRel(to);
-      if (src === '' || dst === '') throw new FsError('EBUSY', 'the root');
-      const srcFound = await mustResolve(this.ctx, src);
-      if (src !== dst && relIsWithin(dst, src)) throw new FsError('EINVAL', `${to} is inside ${from}`);
-      const dstFound = await resolve(this.ctx, dst);
-      if (options.exchange === true) return this.exchange(src, dst, srcFound, dstFound);
-      if (dstFound !== null && options.noReplace === true) throw new FsError('EEXIST', to);
-      if (src === dst) return;
-      if (dstFound !== null) {
-        if (srcFound.type === 'directory' && dstFound.type !== 'directory') throw new FsError('ENOTDIR', to);
-        if (srcFound.type !== 'directory' && dstFound.type === 'directory') throw new FsError('EISDIR', to);
-        if (dstFound.type === 'directory' && (await mergedEntries(this.ctx, dst)).size > 0) {
-          throw new FsError('ENOTEMPTY', to);
-        }
-      }
-      await requireDir(this.ctx, relParent(dst));
-      if (srcFound.type === 'directory') {
-        if (!this.isAddedDir(src)) throw new FsError('EXDEV', `directory with codebase content: ${from}`);
-        if (options.refuse !== undefined && (await this.subtreeHas(src, options.refuse))) {
-          throw new FsError('EACCES', `${from} holds entries that must not move`);
-        }
-      } else {
-        await copyUp(this.ctx, src);
-      }
-      await ensureUpperDir(this.ctx, relParent(dst));
-      // The destination: what the codebase holds there stays recorded as its base (first sight wins).
-      const records: MetaRecord[] = [{ op: 'base', path: dst, base: await this.baseAt(dst, dstFound) }];
-      // A directory moved over a codebase directory must not show that directory's (deleted) entries.
-      if (srcFound.type === 'directory' && dstFound !== null && this.codebaseHad(dst, dstFound)) {
-        records.push({ op: 'whiteout', path: dst });
-      }
-      if (dstFound?.layer === 'lower' && dstFound.type === 'directory') await ensureUpperDir(this.ctx, dst);
-      // The source: a codebase entry is now deleted there; an add simply moved.
-      records.push(...this.goneRecords(src));
-      if (srcFound.type === 'directory') records.push({ op: 'move', from: src, to: dst });
-      await this.record(records);
-      if (dstFound?.layer === 'upper') await releaseUpper(this.ctx, dst);
-      await this.ctx.upper.rename(src, { dir: this.ctx.upper, rel: dst });
-    });
+    await this.mutate(`rename ${from} ${to}`, () => renameEntry(this.ctx, from, to, options));
   }
 
   /** Changes attributes (copy-up first). size 0 skips copying the content. */
@@ -463,7 +383,7 @@ export class Delta {
       const paths = filter.paths ?? ['/'];
       for (const path of paths) {
         const rel = toRel(path);
-        await this.record([{ op: 'forget', path: rel, subtree: true }]);
+        await record(this.ctx, [{ op: 'forget', path: rel, subtree: true }]);
         if (rel === '') {
           for (const e of await this.ctx.upper.readdir('')) await this.ctx.upper.removeTree(e.name);
         } else {
@@ -482,111 +402,6 @@ export class Delta {
   private async recount(): Promise<void> {
     const { quota, upper, logger } = this.ctx;
     await quota?.rescan(upper, (err) => logger.warn({ err }, 'disk quota: counting the delta failed'));
-  }
-
-  /** Validates a create at `path`: nothing there (EEXIST), parent a directory; records the base of the add. */
-  private async prepareCreate(path: string): Promise<string> {
-    const rel = toRel(path);
-    if (rel === '' || (await resolve(this.ctx, rel)) !== null) throw new FsError('EEXIST', path);
-    await requireDir(this.ctx, relParent(rel));
-    await ensureUpperDir(this.ctx, relParent(rel));
-    // A path whose codebase entry this sandbox deleted keeps that base (first sight wins): a replacement.
-    await this.record([{ op: 'base', path: rel, base: ABSENT }]);
-    return rel;
-  }
-
-  /** Removes the merged entry at `rel`: upper entry removed, codebase entry whited out. */
-  private async removeEntry(rel: string, found: DeltaLookup): Promise<void> {
-    if (found.layer === 'lower') {
-      await this.record([
-        { op: 'base', path: rel, base: baseOf(found.stat) },
-        { op: 'whiteout', path: rel },
-      ]);
-      return;
-    }
-    const records: MetaRecord[] = [];
-    if (this.codebaseHad(rel, found)) {
-      // An upper entry without a base is an implicit directory copied from the codebase (no record yet).
-      if (!this.ctx.meta.bases.has(rel)) {
-        const lo = await this.ctx.lower.lstatOrNull(rel);
-        if (lo !== null) records.push({ op: 'base', path: rel, base: baseOf(lo) });
-      }
-      records.push({ op: 'whiteout', path: rel });
-    } else {
-      records.push({ op: 'unbase', path: rel });
-    }
-    // Metadata first: a crash in between leaves the entry visible (upper wins), never a lost whiteout.
-    await this.record(records);
-    await releaseUpper(this.ctx, rel);
-    if (found.type === 'directory') await this.ctx.upper.rmdir(rel);
-    else await this.ctx.upper.unlink(rel);
-  }
-
-  /** The base to record for `rel` given what the merged view shows there. */
-  private async baseAt(rel: string, found: DeltaLookup | null): Promise<BaseRecord> {
-    if (found === null) return ABSENT;
-    if (found.layer === 'lower') return baseOf(found.stat);
-    const known = this.ctx.meta.bases.get(rel);
-    if (known !== undefined) return known;
-    const lo = this.codebaseHad(rel, found) ? await this.ctx.lower.lstatOrNull(rel) : null;
-    return lo === null ? ABSENT : baseOf(lo);
-  }
-
-  /** Records that make `rel` gone after its upper entry moves away. */
-  private goneRecords(rel: string): MetaRecord[] {
-    const base = this.ctx.meta.bases.get(rel);
-    if (base?.exists === true || this.ctx.meta.whiteouts.has(rel)) return [{ op: 'whiteout', path: rel }];
-    return [{ op: 'unbase', path: rel }];
-  }
-
-  /** True when the codebase had an entry at `rel` that this sandbox's view replaced or shows. */
-  private codebaseHad(rel: string, found: DeltaLookup): boolean {
-    if (found.layer === 'lower') return true;
-    const base = this.ctx.meta.bases.get(rel);
-    if (base !== undefined) return base.exists;
-    // No base: an implicit upper directory mirroring a codebase directory.
-    return found.type === 'directory' && !this.ctx.meta.isHidden(rel);
-  }
-
-  /** True for a directory the sandbox created, with no codebase content at or below it. */
-  private isAddedDir(rel: string): boolean {
-    const base = this.ctx.meta.bases.get(rel);
-    return base?.exists === false && !this.ctx.meta.isHidden(rel) && !this.ctx.meta.hasWhiteoutBelow(rel);
-  }
-
-  /** True when `pred` holds for some entry strictly below directory `rel` in the merged view. */
-  private async subtreeHas(
-    rel: string,
-    pred: (path: string, type: DeltaEntryType) => boolean,
-  ): Promise<boolean> {
-    for (const [name, type] of await mergedEntries(this.ctx, rel)) {
-      const child = relJoin(rel, name);
-      if (pred(toCodebase(child), type)) return true;
-      if (type === 'directory' && (await this.subtreeHas(child, pred))) return true;
-    }
-    return false;
-  }
-
-  /** RENAME_EXCHANGE of two non-directories: copy both up, swap through a temp name in work/. */
-  private async exchange(src: string, dst: string, a: DeltaLookup, b: DeltaLookup | null): Promise<void> {
-    if (b === null) throw new FsError('ENOENT', `/${dst}`);
-    if (a.type === 'directory' || b.type === 'directory')
-      throw new FsError('EXDEV', 'exchange of directories');
-    if (src === dst) return;
-    await copyUp(this.ctx, src);
-    await copyUp(this.ctx, dst);
-    // Base records describe codebase paths, and both paths still exist: nothing to record.
-    const tmp = tempName('exchange');
-    const { upper, work } = this.ctx;
-    await upper.rename(src, { dir: work, rel: tmp });
-    await upper.rename(dst, { dir: upper, rel: src });
-    await work.rename(tmp, { dir: upper, rel: dst });
-  }
-
-  /** Journals records, then applies them to the in-memory index. */
-  private async record(records: readonly MetaRecord[]): Promise<void> {
-    await this.ctx.journal.append(records);
-    for (const r of records) this.ctx.meta.apply(r);
   }
 
   /** Runs a namespace change under the lock, with errors as FsError. */
