@@ -99,27 +99,24 @@ describe('metadata database', () => {
       const id = newId('sandbox');
       ids.push(id);
       const labels = { parity: i % 2 === 0 ? 'even' : 'odd', i: String(i) };
-      store.insert(
-        {
-          id,
-          codebase_id: cb,
-          image: null,
-          state: i === 0 ? 'RUNNING' : 'PENDING',
-          state_reason: null,
-          runtime: 'bwrap',
-          rules: '[]',
-          network: 0,
-          resources: '{}',
-          env: '{"SECRET":"x"}',
-          audit_allowed: 0,
-          labels: JSON.stringify(labels),
-          expires_at: i === 1 ? 5 : null,
-          // Equal creation times for some rows: the id breaks ties, so pages never skip or repeat.
-          created_at: 100 + Math.floor(i / 2),
-          updated_at: 100,
-        },
+      store.insert({
+        id,
+        codebase_id: cb,
+        image: null,
+        state: i === 0 ? 'RUNNING' : 'PENDING',
+        state_reason: null,
+        runtime: 'bwrap',
+        rules: [],
+        network: false,
+        resources: {},
+        env: { SECRET: 'x' },
+        audit_allowed: false,
         labels,
-      );
+        expires_at: i === 1 ? 5 : null,
+        // Equal creation times for some rows: the id breaks ties, so pages never skip or repeat.
+        created_at: 100 + Math.floor(i / 2),
+        updated_at: 100,
+      });
     }
     return { store, ids };
   }
@@ -169,6 +166,16 @@ describe('metadata database', () => {
       labels: { parity: 'even', i: '0' },
     });
     expect(JSON.stringify(info)).not.toContain('SECRET');
+    // JSON and flag columns come back typed, and a patch of them is stored the same way.
+    expect(store.get(id)).toMatchObject({ rules: [], network: false, env: { SECRET: 'x' }, limits: null });
+    const limits = { memoryBytes: 1, cpuQuota: null, cpuShares: null, pidsLimit: 2, mechanism: 'none' };
+    const rules = [{ pattern: '**', permission: 'read' as const }];
+    store.update(id, { limits, rules, network: true, audit_allowed: true });
+    expect(store.get(id)).toMatchObject({ limits, rules, network: true, audit_allowed: true });
+    expect(db.prepare('SELECT network, rules FROM sandboxes WHERE id = ?').get(id)).toEqual({
+      network: 1,
+      rules: JSON.stringify(rules),
+    });
     expect(() => store.update(id, { id: 'x' } as never)).toThrow(/patchable/);
     store.delete(id);
     expect(() => store.get(id)).toThrow(NotFoundError);

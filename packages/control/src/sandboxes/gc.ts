@@ -17,7 +17,7 @@ import type { CodebaseService } from '../codebases/service.js';
 import { ID_PREFIXES, validateId } from '../ids.js';
 import type { DataLayout } from '../paths.js';
 import type { SandboxRow, SandboxStore } from '../store/sandboxes.js';
-import { DESTROY_FAILED } from './manager.js';
+import { DESTROY_FAILED } from './recovery.js';
 import type { SandboxManager } from './manager.js';
 import { isOneShot } from './one-shot.js';
 import { isSameProcess } from './process-identity.js';

@@ -5,11 +5,7 @@
 /** Label `run` puts on the sandboxes it will remove itself (value "true"). */
 export const ONE_SHOT_LABEL = 'agentfense.run';
 
-/** True for a sandbox `run` created to remove after its command (from the labels JSON of its record). */
-export function isOneShot(labelsJson: string): boolean {
-  try {
-    return (JSON.parse(labelsJson) as Record<string, unknown>)[ONE_SHOT_LABEL] === 'true';
-  } catch {
-    return false;
-  }
+/** True for a sandbox `run` created to remove after its command (from the labels of its record). */
+export function isOneShot(labels: Readonly<Record<string, string>>): boolean {
+  return labels[ONE_SHOT_LABEL] === 'true';
 }

@@ -256,8 +256,10 @@ export class WorkerSupervisor {
   }
 }
 
-/** One worker, mounted; killed and its mount cleared if the mount fails. */
-async function spawnAndMount(options: WorkerSupervisorOptions): Promise<WorkerHandle> {
+/** One worker, mounted (within MOUNT_TIMEOUT_MS); killed and its mount cleared if the mount fails. */
+export async function spawnAndMount(
+  options: Pick<WorkerSupervisorOptions, 'sandboxId' | 'mount' | 'logFile' | 'spawn' | 'onWorker'>,
+): Promise<WorkerHandle> {
   const worker = await (options.spawn?.() ??
     spawnWorker({ logFile: options.logFile, name: options.sandboxId }));
   try {

@@ -6,7 +6,10 @@ import type { SandboxInfo, SandboxState } from '../sandboxes/types.js';
 import type { Db } from './db.js';
 import type { PageCursor } from './pagination.js';
 
-/** A sandbox row as stored (times in ms since the epoch, JSON columns as text). */
+/**
+ * A sandbox row, decoded: the JSON and flag columns come back typed (store/ is the only place that knows
+ * how they are stored). Times are ms since the epoch.
+ */
 export interface SandboxRow {
   readonly id: string;
   readonly codebase_id: string;
@@ -15,12 +18,12 @@ export interface SandboxRow {
   readonly runtime: string;
   /** Container image (docker); null for the runtime's default. */
   readonly image: string | null;
-  readonly rules: string;
-  readonly network: number;
-  readonly resources: string;
-  readonly env: string;
-  readonly audit_allowed: number;
-  readonly labels: string;
+  readonly rules: readonly PermissionRule[];
+  readonly network: boolean;
+  readonly resources: ResourceLimits;
+  readonly env: Readonly<Record<string, string>>;
+  readonly audit_allowed: boolean;
+  readonly labels: Readonly<Record<string, string>>;
   readonly expires_at: number | null;
   readonly created_at: number;
   readonly updated_at: number;
@@ -35,12 +38,77 @@ export interface SandboxRow {
   readonly restart_count: number;
   readonly last_restart_at: number | null;
   readonly last_restart_reason: string | null;
-  /** JSON of the runtime's EnforcedLimits at the last start; null before. */
-  readonly limits: string | null;
+  /** The runtime's EnforcedLimits at the last start; null before. */
+  readonly limits: EnforcedLimits | null;
 }
+
+/** The columns of a new sandbox. */
+export type NewSandboxRow = Pick<
+  SandboxRow,
+  | 'id'
+  | 'codebase_id'
+  | 'state'
+  | 'state_reason'
+  | 'runtime'
+  | 'image'
+  | 'rules'
+  | 'network'
+  | 'resources'
+  | 'env'
+  | 'audit_allowed'
+  | 'labels'
+  | 'expires_at'
+  | 'created_at'
+  | 'updated_at'
+>;
 
 /** Columns a caller may update, by name. */
 export type SandboxPatch = Partial<Omit<SandboxRow, 'id' | 'codebase_id' | 'created_at' | 'updated_at'>>;
+
+/** The row as SQLite holds it: JSON columns as text, flags as 0/1. */
+type StoredRow = Omit<
+  SandboxRow,
+  'rules' | 'network' | 'resources' | 'env' | 'audit_allowed' | 'labels' | 'limits'
+> & {
+  readonly rules: string;
+  readonly network: number;
+  readonly resources: string;
+  readonly env: string;
+  readonly audit_allowed: number;
+  readonly labels: string;
+  readonly limits: string | null;
+};
+
+/** JSON columns and how each is written (null stays SQL NULL). */
+const JSON_COLUMNS = new Set<string>(['rules', 'resources', 'env', 'labels', 'limits']);
+/** Boolean columns, stored as 0/1. */
+const FLAG_COLUMNS = new Set<string>(['network', 'audit_allowed']);
+
+/** Decodes a stored row; the JSON columns were written by encode() only, so their shape is known. */
+function decode(row: StoredRow): SandboxRow {
+  return {
+    ...row,
+    rules: JSON.parse(row.rules) as PermissionRule[],
+    network: row.network !== 0,
+    resources: JSON.parse(row.resources) as ResourceLimits,
+    env: JSON.parse(row.env) as Record<string, string>,
+    audit_allowed: row.audit_allowed !== 0,
+    labels: JSON.parse(row.labels) as Record<string, string>,
+    limits: row.limits === null ? null : (JSON.parse(row.limits) as EnforcedLimits),
+  };
+}
+
+/** Encodes typed column values for SQLite (JSON text, 0/1 flags). */
+function encode(values: Readonly<Record<string, unknown>>): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(values)) {
+    if (value === undefined) continue;
+    if (JSON_COLUMNS.has(key)) out[key] = value === null ? null : JSON.stringify(value);
+    else if (FLAG_COLUMNS.has(key)) out[key] = value === true ? 1 : 0;
+    else out[key] = value;
+  }
+  return out;
+}
 
 const PATCHABLE = new Set<string>([
   'state',
@@ -78,11 +146,11 @@ export class SandboxStore {
   readonly #db: Db;
   readonly #insert: Statement;
   readonly #insertLabel: Statement;
-  readonly #get: Statement<[string], SandboxRow>;
+  readonly #get: Statement<[string], StoredRow>;
   readonly #byCodebase: Statement<[string], { n: number }>;
   readonly #delete: Statement<[string]>;
-  readonly #all: Statement<[], SandboxRow>;
-  readonly #expired: Statement<[number], SandboxRow>;
+  readonly #all: Statement<[], StoredRow>;
+  readonly #expired: Statement<[number], StoredRow>;
 
   constructor(db: Db) {
     this.#db = db;
@@ -102,41 +170,22 @@ export class SandboxStore {
     );
   }
 
-  /** Inserts a sandbox and its labels in one transaction. */
-  insert(
-    row: Pick<
-      SandboxRow,
-      | 'id'
-      | 'codebase_id'
-      | 'state'
-      | 'state_reason'
-      | 'runtime'
-      | 'image'
-      | 'rules'
-      | 'network'
-      | 'resources'
-      | 'env'
-      | 'audit_allowed'
-      | 'labels'
-      | 'expires_at'
-      | 'created_at'
-      | 'updated_at'
-    >,
-    labels: Readonly<Record<string, string>>,
-  ): void {
+  /** Inserts a sandbox and its labels (filterable through sandbox_labels) in one transaction. */
+  insert(row: NewSandboxRow): void {
     this.#db.transaction(() => {
-      this.#insert.run(row);
-      for (const [key, value] of Object.entries(labels)) this.#insertLabel.run(row.id, key, value);
+      this.#insert.run(encode(row));
+      for (const [key, value] of Object.entries(row.labels)) this.#insertLabel.run(row.id, key, value);
     })();
   }
 
   find(id: string): SandboxRow | undefined {
-    return this.#get.get(id);
+    const row = this.#get.get(id);
+    return row === undefined ? undefined : decode(row);
   }
 
   /** The row; NotFoundError naming the id when there is none. */
   get(id: string): SandboxRow {
-    const row = this.#get.get(id);
+    const row = this.find(id);
     if (row === undefined) throw new NotFoundError(`sandbox ${id} not found`, { details: { id } });
     return row;
   }
@@ -148,7 +197,7 @@ export class SandboxStore {
     const sets = [...keys.map((k) => `${k} = @${k}`), 'updated_at = @updated_at'];
     // Column names come from PATCHABLE only; values are bound parameters.
     this.#db.prepare(`UPDATE sandboxes SET ${sets.join(', ')} WHERE id = @id`).run({
-      ...patch,
+      ...encode(patch),
       id,
       updated_at: Date.now(),
     });
@@ -171,11 +220,11 @@ export class SandboxStore {
   }
 
   all(): SandboxRow[] {
-    return this.#all.all();
+    return this.#all.all().map(decode);
   }
 
   expired(now: number): SandboxRow[] {
-    return this.#expired.all(now);
+    return this.#expired.all(now).map(decode);
   }
 
   /** Filtered, keyset-paginated listing ordered by (created_at, id). */
@@ -202,7 +251,10 @@ export class SandboxStore {
     }
     const sql = `SELECT s.* FROM sandboxes s ${where.length > 0 ? `WHERE ${where.join(' AND ')}` : ''}
       ORDER BY s.created_at, s.id LIMIT ?`;
-    return this.#db.prepare<unknown[], SandboxRow>(sql).all(...params, q.limit);
+    return this.#db
+      .prepare<unknown[], StoredRow>(sql)
+      .all(...params, q.limit)
+      .map(decode);
   }
 }
 
@@ -219,12 +271,12 @@ export function sandboxInfo(row: SandboxRow): SandboxInfo {
     stateReason: row.state_reason,
     runtime: row.runtime,
     image: row.image,
-    rules: JSON.parse(row.rules) as PermissionRule[],
-    network: row.network !== 0,
-    resources: JSON.parse(row.resources) as ResourceLimits,
-    limits: row.limits === null ? null : (JSON.parse(row.limits) as EnforcedLimits),
-    labels: JSON.parse(row.labels) as Record<string, string>,
-    auditAllowed: row.audit_allowed !== 0,
+    rules: row.rules,
+    network: row.network,
+    resources: row.resources,
+    limits: row.limits,
+    labels: row.labels,
+    auditAllowed: row.audit_allowed,
     expiresAt: iso(row.expires_at),
     createdAt: new Date(row.created_at).toISOString(),
     updatedAt: new Date(row.updated_at).toISOString(),

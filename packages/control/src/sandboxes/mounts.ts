@@ -1,0 +1,98 @@
+// One sandbox's mounts and directories: the one setup both a start and a temporary worker go through
+// (directories, leftovers cleared, the shared bind, the mount parameters), and the one way to clear them.
+import type { Logger } from 'pino';
+import { clearFuseMount } from '@agentfense/fuse-worker';
+import type { MountParams, RuntimeTraits } from '@agentfense/protocol';
+import { ensurePrivateDir } from '../paths.js';
+import type { SandboxPaths } from '../paths.js';
+import type { SandboxRow } from '../store/sandboxes.js';
+import { makeSharedBind, unmountAll } from './host-mounts.js';
+import type { RuntimeRegistry } from './runtimes.js';
+
+export interface SandboxMountsOptions {
+  readonly runtimes: RuntimeRegistry;
+  readonly logger: Logger;
+}
+
+/** Sets up and clears the mounts of sandbox directories. */
+export class SandboxMounts {
+  readonly #runtimes: RuntimeRegistry;
+  readonly #logger: Logger;
+
+  constructor(options: SandboxMountsOptions) {
+    this.#runtimes = options.runtimes;
+    this.#logger = options.logger;
+  }
+
+  /**
+   * Gets a sandbox directory ready for a worker's mount: private directories, whatever an earlier run
+   * left mounted cleared, and (`sharedBind`, for a runtime that will see the workspace) the shared bind
+   * through which a restarted worker's mount reaches a running sandbox.
+   */
+  async prepare(
+    paths: SandboxPaths,
+    options: { readonly runtimeName: string; readonly sharedBind: boolean },
+  ): Promise<void> {
+    for (const dir of [paths.dir, paths.delta, paths.mnt, paths.state]) await ensurePrivateDir(dir);
+    await this.clear(paths, options.runtimeName);
+    if (options.sharedBind) await makeSharedBind(paths.mnt);
+    await ensurePrivateDir(paths.workspace);
+  }
+
+  /**
+   * Clears a sandbox's mounts: what its runtime left in the state directory (e.g. docker's relay, which
+   * outlives a crashed control plane), the FUSE mount (aborting a hung daemon first), the shared bind.
+   * A runtime that is not registered (any more) cannot clear its leftovers: that is logged.
+   */
+  async clear(paths: SandboxPaths, runtimeName: string | undefined): Promise<void> {
+    if (runtimeName !== undefined && this.#runtimes.names.includes(runtimeName)) {
+      const runtime = await this.#runtimes.get(runtimeName);
+      await runtime.clearLeftovers(paths.state);
+    } else {
+      this.#logger.warn({ runtime: runtimeName }, 'runtime not registered: its leftovers are not cleared');
+    }
+    await clearFuseMount(paths.workspace);
+    await unmountAll(paths.mnt);
+  }
+
+  /** Clears a directory without a record (`agentfense gc`): every registered runtime clears its leftovers. */
+  async clearUnknown(paths: SandboxPaths): Promise<void> {
+    for (const name of this.#runtimes.names) {
+      const runtime = await this.#runtimes.get(name).catch(() => undefined);
+      await runtime
+        ?.clearLeftovers(paths.state)
+        .catch((err: unknown) =>
+          this.#logger.warn({ err, runtime: name }, 'clearing runtime leftovers failed'),
+        );
+    }
+    await clearFuseMount(paths.workspace);
+    await unmountAll(paths.mnt);
+  }
+}
+
+/**
+ * The worker's mount of a stored sandbox. `traits` is the runtime that will use the mount (null: only the
+ * control plane reads it, through a temporary worker).
+ */
+export function mountParams(
+  row: SandboxRow,
+  paths: SandboxPaths,
+  options: { readonly lowerDir: string; readonly traits: RuntimeTraits | null },
+): MountParams {
+  const { traits } = options;
+  const { diskBytes } = row.resources;
+  return {
+    lowerDir: options.lowerDir,
+    deltaDir: paths.delta,
+    mountpoint: paths.workspace,
+    rules: row.rules,
+    auditAllowed: row.audit_allowed,
+    // A sandbox user whose host uid is not the mounter's needs allow_other ...
+    ...(traits === null ? {} : { allowOther: traits.needsAllowOther }),
+    // ... and owns the files it sees, so the owner mode bits carry the rules for it too.
+    ...(traits === null || traits.hostOwner === null
+      ? {}
+      : { ownerUid: traits.hostOwner.uid, ownerGid: traits.hostOwner.gid }),
+    ...(diskBytes === undefined ? {} : { diskQuotaBytes: diskBytes }),
+  };
+}

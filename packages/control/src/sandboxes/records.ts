@@ -1,0 +1,90 @@
+// Sandbox records: what create validates into a new row, and filtered, paginated listings.
+import { validateEnv } from '@agentfense/protocol';
+import type { ResourceLimits } from '@agentfense/protocol';
+import type { CodebaseService } from '../codebases/service.js';
+import { newId, validateId } from '../ids.js';
+import { resolvePolicy } from '../policy.js';
+import type { PresetRegistry } from '../presets/registry.js';
+import { decodePageToken, encodePageToken, pageSize } from '../store/pagination.js';
+import { sandboxInfo } from '../store/sandboxes.js';
+import type { NewSandboxRow, SandboxStore } from '../store/sandboxes.js';
+import type { RuntimeRegistry } from './runtimes.js';
+import type { CreateSandboxOptions, ListSandboxesOptions, Page, SandboxInfo } from './types.js';
+import { checkExpiresIn, checkImage, checkLabels, checkResources } from './validate.js';
+
+export interface RecordDeps {
+  readonly codebases: CodebaseService;
+  readonly runtimes: RuntimeRegistry;
+  readonly presets: PresetRegistry | undefined;
+  readonly defaultRuntime: string;
+  /** Limits of sandboxes that do not set them, already checked. */
+  readonly defaultResources: ResourceLimits;
+}
+
+/** Rules from explicit rules or a preset (validated; the error names the rule's index). */
+export function resolveRules(
+  presets: PresetRegistry | undefined,
+  policy: { rules?: readonly unknown[] | undefined; preset?: string | undefined },
+): ReturnType<typeof resolvePolicy> {
+  return resolvePolicy({
+    preset: policy.preset,
+    rules: policy.rules,
+    ...(presets === undefined ? {} : { registry: presets }),
+  });
+}
+
+/** The row of a new PENDING sandbox created at `now` (ms); every option is validated here. */
+export async function newSandboxRow(
+  deps: RecordDeps,
+  options: CreateSandboxOptions,
+  now: number,
+): Promise<NewSandboxRow> {
+  const codebaseId = validateId('codebase', options.codebaseId);
+  deps.codebases.get(codebaseId); // NotFoundError naming it
+  const rules = resolveRules(deps.presets, options);
+  const runtime = deps.runtimes.check(options.runtime ?? deps.defaultRuntime);
+  const image = checkImage(runtime, (await deps.runtimes.get(runtime)).traits, options.image);
+  const labels = checkLabels(options.labels ?? {});
+  const env = validateEnv(options.env ?? {});
+  // Every sandbox gets limits: what it asks for, the configured defaults for the rest.
+  const resources = { ...deps.defaultResources, ...checkResources(options.resources ?? {}) };
+  const expiresIn = checkExpiresIn(options.expiresIn);
+  return {
+    id: newId('sandbox'),
+    codebase_id: codebaseId,
+    state: 'PENDING',
+    state_reason: null,
+    runtime,
+    image,
+    rules,
+    network: options.network === true,
+    resources,
+    env,
+    audit_allowed: options.auditAllowed === true,
+    labels,
+    expires_at: expiresIn === undefined ? null : now + Math.round(expiresIn * 1000),
+    created_at: now,
+    updated_at: now,
+  };
+}
+
+/** Filtered listing in creation order, one page at a time. */
+export function listSandboxes(store: SandboxStore, options: ListSandboxesOptions): Page<SandboxInfo> {
+  const limit = pageSize(options.pageSize);
+  const rows = store.query({
+    codebaseId: options.codebaseId === undefined ? undefined : validateId('codebase', options.codebaseId),
+    state: options.state,
+    labels: options.labels === undefined ? undefined : checkLabels(options.labels),
+    after: options.pageToken === undefined ? undefined : decodePageToken(options.pageToken),
+    limit: limit + 1,
+  });
+  const items = rows.slice(0, limit);
+  const last = items.at(-1);
+  return {
+    items: items.map(sandboxInfo),
+    nextPageToken:
+      rows.length > limit && last !== undefined
+        ? encodePageToken({ createdAt: last.created_at, id: last.id })
+        : null,
+  };
+}

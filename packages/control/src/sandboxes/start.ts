@@ -1,0 +1,134 @@
+// Starting a sandbox's parts (contract §6): directories and the shared bind, the worker and its mount
+// under supervision, then the runtime. A failure tears down whatever had started (teardown.ts), records
+// ERROR with the reason and throws.
+import { performance } from 'node:perf_hooks';
+import { toAgentFenseError } from '@agentfense/protocol';
+import type { RuntimeInstance } from '@agentfense/protocol';
+import type { CodebaseService } from '../codebases/service.js';
+import type { SandboxRow } from '../store/sandboxes.js';
+import { AuditWriter } from './audit-log.js';
+import { mountParams } from './mounts.js';
+import { processStartTime } from './process-identity.js';
+import type { RuntimeRegistry } from './runtimes.js';
+import { WorkerSupervisor } from './supervisor.js';
+import type { SupervisionOptions } from './supervisor.js';
+import { tearDown } from './teardown.js';
+import type { TeardownDeps } from './teardown.js';
+import type { WorkerPool } from './worker-pool.js';
+
+/** What a running sandbox holds in this process. */
+export interface Live {
+  readonly supervisor: WorkerSupervisor;
+  readonly instance: RuntimeInstance;
+  readonly audit: AuditWriter;
+}
+
+export interface StartDeps extends TeardownDeps {
+  readonly codebases: CodebaseService;
+  readonly runtimes: RuntimeRegistry;
+  readonly pool: WorkerPool;
+  readonly supervision: SupervisionOptions | undefined;
+}
+
+export interface StartHooks {
+  /** A worker was replaced under the running sandbox. */
+  readonly onRestart: (reason: string) => void;
+  /** Supervision gave up on the sandbox. */
+  readonly onFatal: (reason: string) => void;
+}
+
+/**
+ * Starts the parts of a claimed sandbox and records it RUNNING. On failure everything started is undone,
+ * the sandbox goes to ERROR with the reason (ownership released), and the error is thrown.
+ */
+export async function startSandbox(deps: StartDeps, row: SandboxRow, hooks: StartHooks): Promise<Live> {
+  const { id } = row;
+  const paths = deps.layout.sandbox(id);
+  const log = deps.logger.child({ sandboxId: id });
+  let supervisor: WorkerSupervisor | undefined;
+  let instance: RuntimeInstance | undefined;
+  const audit = new AuditWriter(paths.auditLog, (err) =>
+    log.error({ err }, 'could not write the audit trail'),
+  );
+  try {
+    const t0 = performance.now();
+    const runtime = await deps.runtimes.get(row.runtime);
+    const { traits } = runtime;
+    await deps.mounts.prepare(paths, { runtimeName: row.runtime, sharedBind: true });
+    const t1 = performance.now();
+    const lowerDir = await deps.codebases.existingLowerDir(row.codebase_id);
+    let tWorker = t1;
+    let tRuntime = t1;
+    const supervising = WorkerSupervisor.start({
+      sandboxId: id,
+      mount: mountParams(row, paths, { lowerDir, traits }),
+      logFile: paths.workerLog,
+      logger: log,
+      supervision: deps.supervision,
+      spawn: () => deps.pool.take(),
+      onAudit: (events) => audit.append(events),
+      onWorker: (pid) =>
+        deps.store.update(id, { worker_pid: pid, worker_start: processStartTime(pid) ?? null }),
+      onRestart: hooks.onRestart,
+      onFatal: hooks.onFatal,
+    }).then((started) => {
+      tWorker = performance.now();
+      return started;
+    });
+    const startRuntime = async (): Promise<RuntimeInstance> => {
+      const started = await runtime.start({
+        sandboxId: id,
+        workspaceHostPath: paths.workspace,
+        stateDir: paths.state,
+        ...(row.image === null ? {} : { image: row.image }),
+        network: row.network,
+        resources: row.resources,
+        env: row.env,
+      });
+      tRuntime = performance.now();
+      return started;
+    };
+    // A runtime that binds the workspace path only when each command starts (bwrap) starts while the
+    // worker spawns and mounts; both are done before start() returns (so before any command). Others
+    // (docker binds the path into its relay at start) wait for the mount.
+    if (traits.startsBeforeMount) {
+      const [worker, started] = await Promise.allSettled([supervising, startRuntime()]);
+      if (worker.status === 'fulfilled') supervisor = worker.value;
+      if (started.status === 'fulfilled') instance = started.value;
+      if (worker.status === 'rejected') throw worker.reason;
+      if (started.status === 'rejected') throw started.reason;
+    } else {
+      supervisor = await supervising;
+      instance = await startRuntime();
+    }
+    if (supervisor === undefined || instance === undefined) throw new Error('unreachable');
+    deps.store.update(id, {
+      state: 'RUNNING',
+      state_reason: null,
+      started_at: Date.now(),
+      limits: { ...instance.limits, diskBytes: row.resources.diskBytes ?? null },
+    });
+    const t3 = performance.now();
+    log.info(
+      {
+        worker: supervisor.pid,
+        // worker and runtime overlap for bwrap (each measured from the end of mounts).
+        ms: { mounts: t1 - t0, worker: tWorker - t1, runtime: tRuntime - t1, total: t3 - t0 },
+      },
+      'sandbox started',
+    );
+    return { supervisor, instance, audit };
+  } catch (err) {
+    const error = toAgentFenseError(err, `starting sandbox ${id}`);
+    await tearDown(deps, {
+      id,
+      parts: { instance, worker: supervisor, audit },
+      runtimeName: row.runtime,
+      closeSessions: false,
+      mountErrors: 'log',
+      settle: () => ({ state: 'ERROR', state_reason: `start failed: ${error.message}` }),
+    });
+    log.error({ err: error }, 'sandbox start failed');
+    throw error;
+  }
+}

@@ -1,0 +1,70 @@
+// Worker calls on a sandbox's delta whether or not it runs: on the live worker of a running sandbox, or
+// on a temporary worker mounted just for the call (so changes, diff, commit and discard work after a stop).
+import { collectParts } from '@agentfense/protocol';
+import type { WorkerMethod, WorkerParams, WorkerResult } from '@agentfense/protocol';
+import type { CodebaseService } from '../codebases/service.js';
+import type { SandboxRow } from '../store/sandboxes.js';
+import { AuditWriter } from './audit-log.js';
+import { mountParams } from './mounts.js';
+import { processStartTime } from './process-identity.js';
+import { spawnAndMount } from './supervisor.js';
+import { tearDown } from './teardown.js';
+import type { TeardownDeps } from './teardown.js';
+
+/** A worker request function (a live supervisor's or a temporary worker client's). */
+export type WorkerRequest = <N extends WorkerMethod>(
+  method: N,
+  params: WorkerParams<N>,
+) => Promise<WorkerResult<N>>;
+
+/** Calls a worker method and, for answers in parts (changes, diff, commit), fetches the rest. */
+export async function requestWhole<M extends WorkerMethod>(
+  request: WorkerRequest,
+  method: M,
+  params: WorkerParams<M>,
+): Promise<WorkerResult<M>> {
+  const first = await request(method, params);
+  if (typeof first !== 'object' || first === null || !('next' in first)) return first;
+  return collectParts(first, (cursor) => request('more', { cursor }));
+}
+
+/**
+ * Calls `method` on a temporary worker mounted on the claimed, not running sandbox `row`, then tears it
+ * down (worker stopped, mounts cleared, audit flushed, ownership released) whatever happened.
+ */
+export async function onTemporaryWorker<M extends WorkerMethod>(
+  deps: TeardownDeps & { readonly codebases: CodebaseService },
+  row: SandboxRow,
+  method: M,
+  params: WorkerParams<M>,
+): Promise<WorkerResult<M>> {
+  const { id } = row;
+  const paths = deps.layout.sandbox(id);
+  const audit = new AuditWriter(paths.auditLog, (err) =>
+    deps.logger.error({ err, sandboxId: id }, 'could not write the audit trail'),
+  );
+  let worker: Awaited<ReturnType<typeof spawnAndMount>> | undefined;
+  try {
+    // No runtime will see this mount: no shared bind, and the mount's owner is the worker's own.
+    await deps.mounts.prepare(paths, { runtimeName: row.runtime, sharedBind: false });
+    worker = await spawnAndMount({
+      sandboxId: id,
+      mount: mountParams(row, paths, { lowerDir: deps.codebases.lowerDir(row.codebase_id), traits: null }),
+      logFile: paths.workerLog,
+      onWorker: (pid) =>
+        deps.store.update(id, { worker_pid: pid, worker_start: processStartTime(pid) ?? null }),
+    });
+    // Attached once mounted, as the supervisor does: the call below is the first access through the mount.
+    worker.client.onEvent('audit', (events) => audit.append(events));
+    const client = worker.client;
+    return await requestWhole((m, p) => client.request(m, p), method, params);
+  } finally {
+    await tearDown(deps, {
+      id,
+      parts: { worker, audit },
+      runtimeName: row.runtime,
+      closeSessions: false,
+      mountErrors: 'log',
+    });
+  }
+}
