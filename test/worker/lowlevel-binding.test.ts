@@ -48,7 +48,9 @@ const S_IFDIR = 0o040000;
 const S_IFREG = 0o100000;
 const S_IFLNK = 0o120000;
 const CHUNK = 65536;
-const MOUNT_PREFIX = 'agentfense-test-ll-';
+// The pid keeps the final no-stale-mount check to this run's mounts: another checkout may be running
+// the same file at the same time on a shared machine.
+const MOUNT_PREFIX = `agentfense-test-ll-${process.pid}-`;
 
 interface Node {
   ino: number;
