@@ -4,6 +4,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ControlPlane } from '@agentfense/control';
 import { WrongStateError } from '@agentfense/protocol';
+import { createBwrapRuntime } from '@agentfense/runtime-bwrap';
 import { assertCleanAndRemove, makeDirs, mountsUnder, pidExists, waitFor } from './fixtures.js';
 import type { TestDirs } from './fixtures.js';
 
@@ -68,18 +69,30 @@ describe('worker supervision', () => {
     expect(await mountsUnder(dirs.dataDir)).toEqual([]);
   });
 
-  it('closes a bwrap session whose worker was replaced, with a reason that says so; a new one works', async () => {
-    const id = await running();
-    const session = await cp.createSession(id);
-    expect((await session.exec('cd /workspace && cat README.md')).stdout.toString()).toBe('# demo\n');
-    process.kill(cp.sandboxes.workerPid(id) as number, 'SIGKILL');
-    await waitFor('the session to close', () => (session.status === 'closed' ? true : undefined));
-    expect(session.closedReason).toBe('worker-restarted');
-    await expect(session.exec('true')).rejects.toThrow(/closed \(worker-restarted\)/);
-    const fresh = await cp.createSession(id);
-    expect((await fresh.exec('cat /workspace/README.md')).stdout.toString()).toBe('# demo\n');
-    await fresh.close();
-    await cp.destroySandbox(id);
+  it('closes the sessions of a runtime whose shells cannot follow a remount, with a reason that says so', async () => {
+    // bwrap's and docker's sessions survive a restart (test/sessions/worker-restart.test.ts); a runtime
+    // without that trait (an embedder's) gets its sessions closed instead of failing with ENOTCONN forever.
+    const bwrap = createBwrapRuntime({ dataDir: dirs.dataDir });
+    const plain = await ControlPlane.open({
+      dataDir: dirs.dataDir,
+      runtimes: { bwrap: { ...bwrap, traits: { ...bwrap.traits, sessionsSurviveWorkerRestart: false } } },
+    });
+    try {
+      const { id } = await plain.createSandbox({ codebaseId });
+      await plain.startSandbox(id);
+      const session = await plain.createSession(id);
+      expect((await session.exec('cd /workspace && cat README.md')).stdout.toString()).toBe('# demo\n');
+      process.kill(plain.sandboxes.workerPid(id) as number, 'SIGKILL');
+      await waitFor('the session to close', () => (session.status === 'closed' ? true : undefined));
+      expect(session.closedReason).toBe('worker-restarted');
+      await expect(session.exec('true')).rejects.toThrow(/closed \(worker-restarted\)/);
+      const fresh = await plain.createSession(id);
+      expect((await fresh.exec('cat /workspace/README.md')).stdout.toString()).toBe('# demo\n');
+      await fresh.close();
+      await plain.destroySandbox(id);
+    } finally {
+      await plain.close();
+    }
   });
 
   it('detects a hung (SIGSTOPped) worker within seconds and recovers', async () => {

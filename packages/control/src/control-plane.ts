@@ -177,12 +177,14 @@ export class ControlPlane implements AsyncDisposable {
       workerPoolSize: options.workerPoolSize,
       defaultResources: options.defaultResources,
       onStopping: (id) => sessions.closeSandbox(id),
-      // A session whose shell bound /workspace to the dead mount never sees the new one (bwrap; each exec
-      // is a new bwrap, so execs are fine): close it with a reason that says so. A runtime whose sessions
-      // see the remount (docker's relay propagates it into the running container) keeps them.
+      // A runtime whose sessions see the remount (bwrap's anchor and docker's relay propagate it into the
+      // running shell) keeps them, and each shell re-enters its cwd, which was in the dead mount. Others
+      // (a shell that bound /workspace to the dead mount never sees the new one) are closed with a reason
+      // that says so.
       onWorkerRestart: async (id, runtime) => {
-        if (!(await runtimes.get(runtime)).traits.sessionsSurviveWorkerRestart)
-          await sessions.closeSandbox(id, 'worker-restarted');
+        if ((await runtimes.get(runtime)).traits.sessionsSurviveWorkerRestart)
+          sessions.workspaceRemounted(id);
+        else await sessions.closeSandbox(id, 'worker-restarted');
       },
     });
     const plane = new ControlPlane({

@@ -182,8 +182,9 @@ export interface RuntimeTraits {
   /** Takes RuntimeStartOptions.image; a sandbox asking another runtime for an image is refused. */
   readonly acceptsImage: boolean;
   /**
-   * Long-lived processes (sessions) see a worker that was restarted and remounted under them; false:
-   * the control plane closes them (reason `worker-restarted`) when the worker restarts.
+   * Long-lived processes (sessions) see a worker that was restarted and remounted under them (the control
+   * plane then has each session re-enter its cwd); false: the control plane closes them (reason
+   * `worker-restarted`) when the worker restarts.
    */
   readonly sessionsSurviveWorkerRestart: boolean;
 }

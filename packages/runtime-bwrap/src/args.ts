@@ -50,6 +50,11 @@ export interface CgroupHandshakeFds {
 export interface BwrapSpec {
   /** Host directory bound read-write at /workspace. */
   readonly workspaceHostPath: string;
+  /**
+   * A long-lived process's anchor (relay.ts): bound at /workspace first, under the workspace, so a
+   * worker remounted later propagates into the running process.
+   */
+  readonly workspaceAnchor?: string;
   /** Read-only system directories, files and symlinks, in mount order. */
   readonly systemMounts: readonly SystemMount[];
   /** Share the host network namespace; false (default) leaves only a private loopback. */
@@ -126,6 +131,9 @@ export function buildBwrapArgs(spec: BwrapSpec): string[] {
   // --- The workspace (last, so nothing shadows it) ---
   // Read-write on purpose: the FUSE layer behind this path enforces the permission rules, so writes must
   // reach it; a read-only bind would make every write fail with EROFS regardless of the rules.
+  // An anchor goes first, beneath it: the mount the workspace's copy sits on then follows the host's
+  // unmounts and remounts of the worker (relay.ts).
+  if (spec.workspaceAnchor !== undefined) args.push('--bind', spec.workspaceAnchor, WORKSPACE_DIR);
   args.push('--bind', spec.workspaceHostPath, WORKSPACE_DIR);
 
   // --- Environment ---

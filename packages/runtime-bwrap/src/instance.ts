@@ -19,6 +19,7 @@ import { runExec } from './exec.js';
 import { HANDSHAKE_FDS, SECCOMP_FD } from './launch.js';
 import type { LaunchedBwrap } from './launch.js';
 import type { RuntimeLogger } from './logger.js';
+import type { WorkspaceAnchor } from './relay.js';
 import { runSpawn } from './spawn.js';
 
 export interface BwrapInstanceOptions {
@@ -43,6 +44,11 @@ export interface BwrapInstanceOptions {
   readonly seccomp: Buffer | null;
   /** Size of /tmp (bytes); absent: the kernel's default. */
   readonly tmpBytes?: number | undefined;
+  /**
+   * Makes the anchor a long-lived process (spawn) binds under the workspace so it follows a remounted
+   * worker (relay.ts); absent: spawned processes bind the workspace only, as commands do.
+   */
+  readonly createAnchor?: (() => Promise<WorkspaceAnchor>) | undefined;
   /** Called at the end of stop() (e.g. the workspace relay's removal). */
   readonly onStop?: (() => Promise<void>) | undefined;
   readonly logger: RuntimeLogger;
@@ -97,12 +103,29 @@ export class BwrapInstance implements RuntimeInstance {
 
   async spawn(options: SpawnOptions): Promise<SandboxProcess> {
     this.#assertRunning();
-    const { args, commandArgc, audit } = this.#prepare({
-      command: options.argv,
-      env: options.env,
-      cwd: options.cwd,
-    });
-    return this.#unlessStopped(runSpawn({ ...this.#launchBase(), args, commandArgc, audit }));
+    const anchor = await this.#options.createAnchor?.();
+    try {
+      const { args, commandArgc, audit } = this.#prepare({
+        command: options.argv,
+        env: options.env,
+        cwd: options.cwd,
+        ...(anchor === undefined ? {} : { anchor: anchor.source }),
+      });
+      const launched = await this.#unlessStopped(
+        runSpawn({ ...this.#launchBase(), args, commandArgc, audit }),
+      );
+      // The anchor lives as long as the process; stop() and recovery remove any left (clearRelay).
+      if (anchor !== undefined) {
+        void launched
+          .wait()
+          .then(() => anchor.release())
+          .catch((err: unknown) => this.#options.logger.warn({ err }, 'could not remove an anchor'));
+      }
+      return launched;
+    } catch (err) {
+      await anchor?.release();
+      throw err;
+    }
   }
 
   stop(): Promise<void> {
@@ -150,12 +173,14 @@ export class BwrapInstance implements RuntimeInstance {
     command: string | readonly string[];
     env: Readonly<Record<string, string>> | undefined;
     cwd: string | undefined;
+    anchor?: string;
   }): { args: string[]; commandArgc: number; audit: ExecAudit } {
     const o = this.#options;
     const execEnv = validateEnv(command.env ?? {});
     const env = { ...o.env, ...execEnv };
     const args = buildBwrapArgs({
       workspaceHostPath: o.workspaceHostPath,
+      ...(command.anchor === undefined ? {} : { workspaceAnchor: command.anchor }),
       systemMounts: o.systemMounts,
       network: o.network,
       env,
@@ -169,7 +194,14 @@ export class BwrapInstance implements RuntimeInstance {
       runtime: 'bwrap',
       argv: [
         'bwrap',
-        ...maskArgv({ argv: args, placeholders: o.placeholders, redactEnv: new Set(Object.keys(env)) }),
+        ...maskArgv({
+          argv: args,
+          placeholders:
+            command.anchor === undefined
+              ? o.placeholders
+              : [...o.placeholders, { hostPath: command.anchor, placeholder: '<workspace-anchor>' }],
+          redactEnv: new Set(Object.keys(env)),
+        }),
       ],
       limits: this.limits,
     };

@@ -7,7 +7,20 @@
 // at R (its unmount in particular) flows back to P. bwrap binds R/workspace.
 //
 // R is recorded in <stateDir>/bwrap-relay so a control plane that crashed can remove it (clearLeftovers).
-import { chmod, mkdir, readFile, rm, rmdir, writeFile } from 'node:fs/promises';
+//
+// A long-lived process (a session's shell) also gets an *anchor* (createAnchor), so it keeps following
+// the workspace when the worker is replaced under it. Binding R/workspace gives the process a copy of the
+// FUSE mount F of that moment; when F dies, that copy stays dead (its parent in the sandbox is bwrap's
+// tmpfs root, which no host mount event reaches). So such a process binds two things at /workspace: first
+// A/workspace, where A = <relay>.s-<uuid> is a NON-recursive bind of P made a slave of P just before the
+// launch (so A/workspace is the bare directory under F), then F on top, as every command does. Now F's
+// parent in the sandbox is a slave of P: the host's unmount of a dead F propagates in and removes the dead
+// copy, and the next worker's mount at P/workspace propagates onto the bare directory, under the running
+// process. (Checked on kernel 6.18: test/sessions/worker-restart.test.ts.) P is the control plane's small
+// tmpfs (host-mounts.ts), so the bare directory shows in the sandbox's mountinfo as `/workspace` of that
+// tmpfs, never as a path of the data directory.
+import { randomUUID } from 'node:crypto';
+import { chmod, mkdir, readFile, readdir, rm, rmdir, writeFile } from 'node:fs/promises';
 import { posix } from 'node:path';
 import { execa } from 'execa';
 import { UnavailableError } from '@agentfense/protocol';
@@ -16,6 +29,8 @@ import { UnavailableError } from '@agentfense/protocol';
 const RELAY_RECORD = 'bwrap-relay';
 /** How many stacked mounts at R we are prepared to peel off. */
 const MAX_STACKED = 8;
+/** Anchors are `<relay>.s-<uuid>`, next to their relay under runDir. */
+const ANCHOR_INFIX = '.s-';
 
 async function isMountPoint(path: string): Promise<boolean> {
   const info = await readFile('/proc/self/mountinfo', 'utf8');
@@ -51,18 +66,61 @@ export async function createRelay(options: {
   return posix.join(relay, posix.basename(options.workspaceHostPath));
 }
 
-/** Unmounts and removes the relay recorded in `stateDir` (if any). Idempotent. */
+/** Lazily unmounts everything stacked at `dir`, then removes the (then empty) directory. Idempotent. */
+async function unmountAndRemove(dir: string): Promise<void> {
+  for (let i = 0; i < MAX_STACKED && (await isMountPoint(dir)); i++) {
+    // Lazy: a command still holding the workspace must not keep the relay (or a stop) hanging.
+    await execa('umount', ['-l', '--', dir], { reject: false, stdin: 'ignore' });
+  }
+  // Never rm -r: if the unmount failed, the directory is still the workspace's parent.
+  await rmdir(dir).catch((err: unknown) => {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+  });
+}
+
+/** Unmounts and removes the relay recorded in `stateDir` (if any) and its anchors. Idempotent. */
 export async function clearRelay(stateDir: string): Promise<void> {
   const record = posix.join(stateDir, RELAY_RECORD);
   const relay = (await readFile(record, 'utf8').catch(() => '')).trim();
   if (relay === '') return;
-  for (let i = 0; i < MAX_STACKED && (await isMountPoint(relay)); i++) {
-    // Lazy: a command still holding the workspace must not keep the relay (or a stop) hanging.
-    await execa('umount', ['-l', '--', relay], { reject: false, stdin: 'ignore' });
+  const prefix = `${posix.basename(relay)}${ANCHOR_INFIX}`;
+  for (const entry of await readdir(posix.dirname(relay)).catch(() => [] as string[])) {
+    if (entry.startsWith(prefix)) await unmountAndRemove(posix.join(posix.dirname(relay), entry));
   }
-  // Never rm -r: if the unmount failed, the directory is still the workspace's parent.
-  await rmdir(relay).catch((err: unknown) => {
-    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
-  });
+  await unmountAndRemove(relay);
   await rm(record, { force: true });
+}
+
+/** A long-lived process's anchor: bwrap binds `source` at /workspace before the workspace itself. */
+export interface WorkspaceAnchor {
+  /** A/workspace: the bare directory under the FUSE mount. */
+  readonly source: string;
+  /** Unmounts and removes the anchor. Idempotent. */
+  release(): Promise<void>;
+}
+
+/**
+ * Makes the anchor of one long-lived process (see the header): a non-recursive bind of the workspace's
+ * parent P, a slave of P. Must be made right before the launch: a worker mounted at P/workspace after
+ * this (a restart) appears at A/workspace too, and a process launched then would bind that mount instead
+ * of the bare directory (still correct, but it would not follow the next restart).
+ */
+export async function createAnchor(options: {
+  relayDir: string;
+  workspaceHostPath: string;
+}): Promise<WorkspaceAnchor> {
+  const dir = `${options.relayDir}${ANCHOR_INFIX}${randomUUID()}`;
+  await mkdir(dir, { mode: 0o711 });
+  let released: Promise<void> | undefined;
+  const release = (): Promise<void> => (released ??= unmountAndRemove(dir));
+  // One mount(8) run: --bind is not recursive, so F at P/workspace is not copied; then the slave.
+  const args = ['--bind', '--make-slave', '--', posix.dirname(options.workspaceHostPath), dir];
+  const result = await execa('mount', args, { reject: false, stdin: 'ignore' });
+  if (result.failed) {
+    await release();
+    throw new UnavailableError(
+      `could not anchor the workspace for a long-lived command (\`mount ${args.join(' ')}\`, needs root): ${result.stderr || result.shortMessage}`,
+    );
+  }
+  return { source: posix.join(dir, posix.basename(options.workspaceHostPath)), release };
 }

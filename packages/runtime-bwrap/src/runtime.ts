@@ -18,7 +18,7 @@ import { BwrapInstance } from './instance.js';
 import { createStderrLogger } from './logger.js';
 import type { RuntimeLogger } from './logger.js';
 import { resolveSystemMounts } from './system-mounts.js';
-import { clearRelay, createRelay } from './relay.js';
+import { clearRelay, createAnchor, createRelay } from './relay.js';
 import { resolveSandboxUser } from './sandbox-user.js';
 import type { HostIdentity } from './sandbox-user.js';
 import { loadSeccompFilter } from './seccomp.js';
@@ -265,7 +265,12 @@ export function createBwrapRuntime(options: BwrapRuntimeOptions = {}): SandboxRu
       identity,
       seccomp,
       tmpBytes,
-      ...(runDir === undefined ? {} : { onStop: () => clearRelay(stateDir) }),
+      ...(runDir === undefined
+        ? {}
+        : {
+            createAnchor: () => createAnchor({ relayDir: posix.join(runDir, sandboxId), workspaceHostPath }),
+            onStop: () => clearRelay(stateDir),
+          }),
       logger,
     });
   };
@@ -280,8 +285,9 @@ export function createBwrapRuntime(options: BwrapRuntimeOptions = {}): SandboxRu
       // Each command binds the workspace when it starts; start() never touches it.
       startsBeforeMount: true,
       acceptsImage: false,
-      // A session's shell bound /workspace to the mount that died and never sees the new one.
-      sessionsSurviveWorkerRestart: false,
+      // A session's shell binds /workspace over its anchor (relay.ts), so the remounted worker appears
+      // under it. Without the sandbox user (no relay), it would keep the dead mount.
+      sessionsSurviveWorkerRestart: runDir !== undefined,
     },
     check: async () => {
       await check();

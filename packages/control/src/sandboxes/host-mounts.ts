@@ -18,19 +18,35 @@ export async function isMountPoint(path: string): Promise<boolean> {
 }
 
 /**
- * `mount --bind P P`, then make P a shared mount in a peer group of its own (private first: a bind of a
- * path on a shared parent, as on systemd hosts, would otherwise join the parent's group and propagate the
+ * Mounts a tiny tmpfs at P and makes it a shared mount in a peer group of its own (private first: a mount
+ * on a shared parent, as on systemd hosts, would otherwise join the parent's group and propagate the
  * sandbox's mounts across the host). A P that is already a mount point is only re-made shared.
+ *
+ * A tmpfs rather than a bind of P on itself: a long-lived sandbox process binds the bare directory under
+ * the FUSE mount (runtime-bwrap's anchor, so it follows a restarted worker), and a sandbox's mountinfo
+ * shows a bind's path inside its filesystem. On this tmpfs that path is `/workspace`; on the data
+ * directory's filesystem it would be a host path of the data directory. Only root writes here (the
+ * mountpoint directory), so the sizes are minimal.
  */
 export async function makeSharedBind(path: string): Promise<void> {
   try {
-    // One mount(8) run: it applies the propagation changes, in order, right after the bind.
+    // One mount(8) run: it applies the propagation changes, in order, right after the mount.
     if (!(await isMountPoint(path)))
-      await run('mount', ['--bind', '--make-private', '--make-shared', '--', path, path]);
+      await run('mount', [
+        '-t',
+        'tmpfs',
+        '-o',
+        'mode=0700,size=64k,nr_inodes=16,nodev,nosuid,noexec',
+        '--make-private',
+        '--make-shared',
+        '--',
+        'agentfense',
+        path,
+      ]);
     else await run('mount', ['--make-private', '--make-shared', '--', path]);
   } catch (err) {
     throw new UnavailableError(
-      `cannot make ${path} a shared bind mount (needs root and mount(8)): ${(err as Error).message}`,
+      `cannot make ${path} a shared mount (needs root and mount(8)): ${(err as Error).message}`,
       { cause: err },
     );
   }

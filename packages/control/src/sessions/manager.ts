@@ -65,6 +65,11 @@ export class SessionManager {
     await Promise.all(this.list({ sandboxId }).map((s) => s.close({ reason })));
   }
 
+  /** The sandbox's worker was replaced under its sessions: each re-enters its cwd before its next command. */
+  workspaceRemounted(sandboxId: string): void {
+    for (const session of this.list({ sandboxId })) session.workspaceRemounted();
+  }
+
   /** Closes every session (control plane shutdown). */
   async closeAll(): Promise<void> {
     await Promise.all(this.list().map((s) => s.close()));

@@ -127,7 +127,18 @@ export interface CommandScriptOptions {
   readonly previousStatus: number;
   /** Bytes for the command's stdin; absent: /dev/null. */
   readonly stdin?: Uint8Array;
+  /** The workspace was remounted since the last command: re-enter the shell's cwd first. */
+  readonly reenterCwd?: boolean;
 }
+
+/**
+ * After a worker restart the shell's working directory is a directory of the dead mount (every relative
+ * path fails with ENOTCONN), though the same path now leads into the new mount. `cd` to the shell's own
+ * logical `$PWD` re-resolves it; `command` skips a user function named cd; OLDPWD is kept (`cd -` still
+ * goes where it went); a directory that no longer exists leaves the shell where it was, as a terminal
+ * would. Survives `set -u`/`-e`/`-C` (see setupScript).
+ */
+const REENTER_CWD = '__af_o=${OLDPWD-};command cd -- "$PWD" 2>/dev/null||:;OLDPWD=$__af_o;';
 
 /**
  * One command, as one complete shell command (the quoted text may span lines). The command is data: it
@@ -139,6 +150,7 @@ export interface CommandScriptOptions {
 export function commandScript(options: CommandScriptOptions): Buffer {
   const parts: Buffer[] = [];
   const withStdin = options.stdin !== undefined;
+  if (options.reenterCwd === true) parts.push(Buffer.from(REENTER_CWD));
   if (options.stdin !== undefined) parts.push(Buffer.from(`__af_in '${printfFormat(options.stdin)}';`));
   parts.push(Buffer.from(`__af_r ${options.previousStatus};command eval `));
   parts.push(singleQuote(Buffer.concat([options.command, Buffer.from('\n')])));

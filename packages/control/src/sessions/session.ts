@@ -64,6 +64,8 @@ export class Session implements AsyncDisposable {
   /** Execs queued or running; the idle timer runs only at zero. */
   #pending = 0;
   #idleTimer: NodeJS.Timeout | undefined;
+  /** The workspace was remounted (worker restart): the next command first re-enters the cwd. */
+  #remounted = false;
 
   constructor(init: SessionInit) {
     this.id = init.options.id;
@@ -124,6 +126,14 @@ export class Session implements AsyncDisposable {
     }
   }
 
+  /**
+   * The sandbox's worker was replaced and its new mount is in place (a runtime whose sessions survive
+   * that): the next command first re-enters the shell's working directory, which was in the dead mount.
+   */
+  workspaceRemounted(): void {
+    this.#remounted = true;
+  }
+
   /** Kills the shell and everything it started; queued and running commands reject. Idempotent. */
   close(options: { reason?: SessionCloseReason } = {}): Promise<void> {
     this.#closing ??= (async () => {
@@ -142,12 +152,15 @@ export class Session implements AsyncDisposable {
     const started = performance.now();
     const nonce = newNonce();
     this.#channel.watch(nonce);
+    const reenterCwd = this.#remounted;
+    this.#remounted = false;
     this.#channel.write(
       relayFrame(
         commandScript({
           command: exec.command,
           nonce,
           previousStatus: this.#previousStatus,
+          reenterCwd,
           ...(exec.stdin === undefined ? {} : { stdin: exec.stdin }),
         }),
       ),

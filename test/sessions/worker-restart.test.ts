@@ -1,0 +1,99 @@
+// Issue 12 row 10: a bwrap session survives a kill -9 of its sandbox's worker, keeping its shell state.
+// The session's shell binds /workspace over an anchor (runtime-bwrap relay.ts): the dead mount's copy is
+// removed by propagation and the new worker's mount appears under the running shell; after the restart
+// the shell re-enters its cwd, which was a directory of the dead mount. Without the anchor the session
+// sees ENOTCONN (or an empty directory) forever; without the re-entry, every relative path fails.
+import { readdir } from 'node:fs/promises';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ControlPlane } from '@agentfense/control';
+import { DEFAULT_RUN_DIR } from '@agentfense/runtime-bwrap';
+import { assertCleanAndRemove, makeDirs, mountsUnder, waitFor } from '../control/fixtures.js';
+import type { TestDirs } from '../control/fixtures.js';
+
+describe('a bwrap session across a worker restart', () => {
+  let dirs: TestDirs;
+  let cp: ControlPlane;
+  let codebaseId: string;
+
+  beforeAll(async () => {
+    dirs = await makeDirs();
+    cp = await ControlPlane.open({ dataDir: dirs.dataDir });
+    codebaseId = (await cp.linkCodebase({ path: dirs.repo })).id;
+  });
+  afterAll(async () => {
+    for (const sb of cp?.listSandboxes().items ?? []) await cp.destroySandbox(sb.id);
+    await cp?.close();
+    await assertCleanAndRemove(dirs);
+  });
+
+  async function killWorker(id: string, restarts: number): Promise<void> {
+    process.kill(cp.sandboxes.workerPid(id) as number, 'SIGKILL');
+    await waitFor('the worker restart', () =>
+      cp.getSandbox(id).restartCount === restarts ? true : undefined,
+    );
+  }
+
+  it('keeps cwd, exports, variables and functions, and sees the files (delta included)', async () => {
+    const { id } = await cp.createSandbox({ codebaseId, preset: 'development' });
+    await cp.startSandbox(id);
+    const session = await cp.createSession(id, { shell: '/bin/bash' });
+    const setup = await session.exec(
+      'cd /workspace/src && export AF_EXPORTED=exported && AF_LOCAL=local && greet() { echo "hi $1"; } && cd /workspace/docs && cd /workspace/src && echo before > mine.txt',
+    );
+    expect(setup.exitCode).toBe(0);
+    await killWorker(id, 1);
+    expect(session.status).toBe('open');
+    const r = await session.exec(
+      'pwd; echo "$AF_EXPORTED $AF_LOCAL $OLDPWD"; greet you; cat app.py mine.txt; ls /workspace | head -3; echo after > new.txt',
+    );
+    expect(r.stderr.toString()).toBe('');
+    expect(r.exitCode).toBe(0);
+    expect(r.stdout.toString()).toBe(
+      '/workspace/src\nexported local /workspace/docs\nhi you\nprint("hello")\nbefore\nREADME.md\nconfig\ndocs\n',
+    );
+    // The write went through the new worker into the delta (a fresh exec, its own bwrap, sees it).
+    expect((await cp.exec(id, 'cat /workspace/src/new.txt')).stdout.toString()).toBe('after\n');
+    // The anchor (the bare directory under the mount) shows no path of the data directory (row 9).
+    const mountinfo = (await session.exec('cat /proc/self/mountinfo')).stdout.toString();
+    expect(mountinfo).toMatch(/ \/workspace \/workspace /);
+    expect(mountinfo).not.toContain(dirs.root);
+    // A second restart: the anchor follows again.
+    await killWorker(id, 2);
+    const again = await session.exec('pwd; cat new.txt');
+    expect(again.stdout.toString()).toBe('/workspace/src\nafter\n');
+    await session.close();
+    // The session's anchor is gone with it; destroying leaves no mount and nothing in the run directory.
+    await cp.destroySandbox(id);
+    expect(await mountsUnder(dirs.dataDir)).toEqual([]);
+    expect(await mountsUnder(DEFAULT_RUN_DIR).then((m) => m.filter((p) => p.includes(id)))).toEqual([]);
+    expect((await readdir(DEFAULT_RUN_DIR)).filter((e) => e.startsWith(id))).toEqual([]);
+  });
+
+  it('the rules still hold in the session after the restart, and a hidden path stays hidden', async () => {
+    const { id } = await cp.createSandbox({ codebaseId, preset: 'agent-safe' });
+    await cp.startSandbox(id);
+    const session = await cp.createSession(id);
+    expect((await session.exec('cd /workspace && ls secrets')).exitCode).not.toBe(0);
+    await killWorker(id, 1);
+    const r = await session.exec('cat .env secrets/private.key; ls; echo x > README.md');
+    expect(r.stdout.toString()).not.toContain('hunter2');
+    expect(r.stdout.toString()).not.toContain('PRIVATE-KEY');
+    expect(r.stdout.toString()).toContain('README.md');
+    expect(r.stderr.toString()).toMatch(/No such file or directory[\s\S]*(Permission denied|Read-only)/);
+    await session.close();
+    await cp.destroySandbox(id);
+  });
+
+  it('a session opened after a restart also follows the next one', async () => {
+    const { id } = await cp.createSandbox({ codebaseId });
+    await cp.startSandbox(id);
+    await killWorker(id, 1);
+    const session = await cp.createSession(id);
+    expect((await session.exec('cd /workspace/src && X=1')).exitCode).toBe(0);
+    await killWorker(id, 2);
+    const r = await session.exec('echo $X; cat app.py');
+    expect(r.stdout.toString()).toBe('1\nprint("hello")\n');
+    await session.close();
+    await cp.destroySandbox(id);
+  });
+});
