@@ -13,8 +13,6 @@ import type {
   WorkerStats,
 } from '@agentfense/protocol';
 import { InvalidArgumentError } from '@agentfense/protocol';
-import { createBwrapRuntime } from '@agentfense/runtime-bwrap';
-import { createDockerRuntime } from '@agentfense/runtime-docker';
 import { CodebaseService } from './codebases/service.js';
 import type { UploadSource } from './codebases/service.js';
 import type { CodebaseInfo, FileEntry } from './codebases/types.js';
@@ -25,7 +23,7 @@ import type { AuditQuery } from './sandboxes/audit-log.js';
 import { collectGarbage } from './sandboxes/gc.js';
 import type { GcOptions, GcReport } from './sandboxes/gc.js';
 import { SandboxManager } from './sandboxes/manager.js';
-import { RuntimeRegistry } from './sandboxes/runtimes.js';
+import { RuntimeRegistry, builtinRuntimes } from './sandboxes/runtimes.js';
 import type { RuntimeMap } from './sandboxes/runtimes.js';
 import type { SupervisionOptions } from './sandboxes/supervisor.js';
 import type {
@@ -153,15 +151,7 @@ export class ControlPlane implements AsyncDisposable {
       ...(options.maxUploadBytes === undefined ? {} : { maxUploadBytes: options.maxUploadBytes }),
     });
     const runtimes = new RuntimeRegistry({
-      bwrap: () => createBwrapRuntime({ dataDir, logger: logger.child({ component: 'runtime-bwrap' }) }),
-      // Network on means the host's network namespace, as with bwrap (`agentfense setup docker` starts an
-      // engine without a bridge). The engine is found through DOCKER_HOST or docker's default socket.
-      docker: () =>
-        createDockerRuntime({
-          dataDir,
-          networkMode: 'host',
-          logger: logger.child({ component: 'runtime-docker' }),
-        }),
+      ...builtinRuntimes({ dataDir, logger }),
       ...options.runtimes,
     });
     const sessions = new SessionManager({ logger: logger.child({ component: 'sessions' }) });

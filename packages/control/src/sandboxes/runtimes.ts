@@ -1,8 +1,11 @@
 // The runtime registry: sandboxes name a runtime ('bwrap', 'docker', or one an embedder registers); the
 // control plane resolves the name through a map given at open time, creating each runtime lazily and once.
-// Control never branches on the name: what differs between runtimes is in their `traits`.
+// Control never branches on the name: what differs between runtimes is in their `traits`. This module is
+// the only one in control that imports a runtime package, and only when a runtime is first needed.
+import type { Logger } from 'pino';
 import { InvalidArgumentError } from '@agentfense/protocol';
 import type { SandboxRuntime } from '@agentfense/protocol';
+import type * as DockerRuntimeModule from '@agentfense/runtime-docker';
 
 /** A runtime, or a factory called the first time a sandbox needs it. */
 export type RuntimeProvider = SandboxRuntime | (() => SandboxRuntime | Promise<SandboxRuntime>);
@@ -46,4 +49,29 @@ export class RuntimeRegistry {
     }
     return runtime;
   }
+}
+
+/** The runtimes every control plane has unless its options replace them: bwrap and docker. */
+export function builtinRuntimes(options: { readonly dataDir: string; readonly logger: Logger }): RuntimeMap {
+  const { dataDir, logger } = options;
+  return {
+    bwrap: async () =>
+      (await import('@agentfense/runtime-bwrap')).createBwrapRuntime({
+        dataDir,
+        logger: logger.child({ component: 'runtime-bwrap' }),
+      }),
+    // Network on means the host's network namespace, as with bwrap (`agentfense setup docker` starts an
+    // engine without a bridge). The engine is found through DOCKER_HOST or docker's default socket.
+    docker: async () =>
+      (await import('@agentfense/runtime-docker')).createDockerRuntime({
+        dataDir,
+        networkMode: 'host',
+        logger: logger.child({ component: 'runtime-docker' }),
+      }),
+  };
+}
+
+/** The docker runtime's host set-up (`agentfense setup docker`), loaded only when that command runs. */
+export function dockerHostSetup(): Promise<typeof DockerRuntimeModule> {
+  return import('@agentfense/runtime-docker');
 }

@@ -3,6 +3,7 @@
 // without any registry (debootstrap from the host's apt mirror, `docker import`).
 import type { Command } from 'commander';
 import { UnavailableError } from '@agentfense/protocol/core';
+import { dockerHostSetup } from '../../sandboxes/runtimes.js';
 import { printJson } from '../io.js';
 import type { CliContext } from '../io.js';
 
@@ -34,7 +35,7 @@ export function registerSetup(program: Command, { io }: CliContext): void {
     .option('--json', 'print what was done as JSON')
     .action(async (given: SetupDockerFlags) => {
       const { DEFAULT_DOCKERD_STATE_DIR, DEFAULT_IMAGE, ensureBaseImage, probeEngine, startDockerd } =
-        await import('@agentfense/runtime-docker');
+        await dockerHostSetup();
       const flags = {
         ...given,
         stateDir: given.stateDir ?? DEFAULT_DOCKERD_STATE_DIR,

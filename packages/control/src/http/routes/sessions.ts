@@ -4,7 +4,7 @@ import type { FastifyInstance } from 'fastify';
 import type { SessionShell } from '../../sessions/script.js';
 import type { HttpBackend } from '../backend.js';
 import { defineRoute } from '../define.js';
-import { timedOut } from './sandboxes.js';
+import { timedOut } from './exec.js';
 import { parseDuration, sessionExecResultToWire, sessionToWire, pathId } from '../mapping.js';
 import type { OutputEncoding, WireDuration } from '../mapping.js';
 import {
