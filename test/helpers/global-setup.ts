@@ -13,4 +13,9 @@ export default function setup(): void {
     cwd: root,
     stdio: 'inherit',
   });
+  // Workers run the bundle of the worker program (packages/fuse-worker/scripts/bundle.js).
+  execFileSync(process.execPath, [`${root}packages/fuse-worker/scripts/bundle.js`], {
+    cwd: root,
+    stdio: 'inherit',
+  });
 }

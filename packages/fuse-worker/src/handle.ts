@@ -4,7 +4,7 @@
 // mechanisms: requests, events, exit notification, graceful stop, kill.
 import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
-import { readdirSync } from 'node:fs';
+import { readFileSync, readdirSync, statSync } from 'node:fs';
 import type { Socket } from 'node:net';
 import os from 'node:os';
 import { dirname, join } from 'node:path';
@@ -20,11 +20,41 @@ import {
 import type { MountParams, WorkerClient, WorkerResult } from '@agentfense/protocol';
 import { clearFuseMount } from './mounts.js';
 
-/** The worker program. Under vitest the source is loaded, so point at the build next to it. */
-export const WORKER_ENTRY = ((): string => {
+/** The build directory. Under vitest the source is loaded, so point at the build next to it. */
+const DIST = ((): string => {
   const here = fileURLToPath(import.meta.url);
-  return here.endsWith('.ts') ? join(dirname(here), '..', 'dist', 'main.js') : join(dirname(here), 'main.js');
+  return here.endsWith('.ts') ? join(dirname(here), '..', 'dist') : dirname(here);
 })();
+
+/** The worker program as tsc built it: one ES module per source file. */
+export const WORKER_ENTRY = join(DIST, 'main.js');
+
+/**
+ * The same program bundled into one module by scripts/bundle.js (`pnpm build`), which is what spawnWorker()
+ * runs: ~2 MiB less memory per idle worker (bench/README.md, "Idle memory").
+ */
+export const WORKER_BUNDLE = join(DIST, 'worker.js');
+
+let program: string | undefined;
+
+/**
+ * The bundle when it is at least as new as every file it was built from, else the unbundled build: after a
+ * bare `tsc -b` (no bundling step) the bundle would run stale code. Decided once per process.
+ */
+export function workerProgram(): string {
+  program ??= bundleIsFresh() ? WORKER_BUNDLE : WORKER_ENTRY;
+  return program;
+}
+
+function bundleIsFresh(): boolean {
+  try {
+    const built = statSync(WORKER_BUNDLE).mtimeMs;
+    const inputs = JSON.parse(readFileSync(join(DIST, 'worker.inputs.json'), 'utf8')) as string[];
+    return inputs.every((input) => statSync(input).mtimeMs <= built);
+  } catch {
+    return false;
+  }
+}
 
 export interface SpawnWorkerOptions {
   /** The worker's own JSON-lines log file (pino); created or appended to. */
@@ -58,19 +88,38 @@ export interface WorkerExit {
  *   `grep -r` over 10,000 files, with no measurable cost per op (scavenges of 1 MiB are short).
  * - `--v8-pool-size=1`: one V8 background thread instead of one per core; each thread's malloc arena
  *   and stack cost ~1-2 MiB, and the worker's JS is short request handlers, not heavy compilation.
- * Not used: `--optimize-for-size` (another ~1-3 MiB, but +10-25 % CPU per lookup) and
- * `--jitless`/`--lite-mode` (27-45 % slower, MACHINE-NOTES).
+ * - `--single-threaded`: V8 posts no work to that thread at all (concurrent marking, background
+ *   compilation), and so glibc never creates the malloc arena it would allocate from: most idle workers
+ *   kept ~3.5 MiB resident in that arena after start-up (idle private memory 17.3 -> 13.6 MiB). The
+ *   worker's heap is a few MiB, so marking it on the main thread is short; optimized code is the same.
+ * - `--expose-gc`: lets the worker run a memory-reducing collection when it goes quiet
+ *   (worker/idle-trim.ts): V8 otherwise keeps the young generation it
+ *   grew for the last burst (idle private memory -0.75 MiB).
+ * Not used: `--optimize-for-size` (no idle saving measured; +10-25 % CPU per lookup) and
+ * `--jitless`/`--lite-mode` (another ~0.3 MiB once bundled; 27-45 % slower, MACHINE-NOTES).
  */
-export const WORKER_NODE_FLAGS: readonly string[] = ['--max-semi-space-size=1', '--v8-pool-size=1'];
+export const WORKER_NODE_FLAGS: readonly string[] = [
+  '--max-semi-space-size=1',
+  '--v8-pool-size=1',
+  '--single-threaded',
+  '--expose-gc',
+];
 
 /**
- * glibc malloc tuning of the worker. A fixed mmap threshold of 128 KiB keeps every WRITE payload
- * (128 KiB + header, malloc'd by the binding per request, freed when JS drops the Buffer) in its own
- * mapping that goes back to the kernel when freed; by default glibc raises the threshold after the first
- * free and the payloads then come from an arena, where they stayed resident: ~30 MiB more PSS after a
- * 100 MB write (measured when the binding still had a session thread with its own arena).
+ * Environment of the worker.
+ * - glibc malloc: a fixed mmap threshold of 128 KiB keeps every WRITE payload (128 KiB + header,
+ *   malloc'd by the binding per request, freed when JS drops the Buffer) in its own mapping that goes back
+ *   to the kernel when freed; by default glibc raises the threshold after the first free and the payloads
+ *   then come from an arena, where they stayed resident: ~30 MiB more PSS after a 100 MB write (measured
+ *   when the binding still had a session thread with its own arena).
+ * - msgpackr's optional native string extractor is not loaded (one more shared object, and its loader's
+ *   code in the bundle): it speeds up decoding messages full of long strings, and the worker receives
+ *   small requests (file contents travel as binary, which it does not touch).
  */
-export const WORKER_ENV: Readonly<Record<string, string>> = { MALLOC_MMAP_THRESHOLD_: '131072' };
+export const WORKER_ENV: Readonly<Record<string, string>> = {
+  MALLOC_MMAP_THRESHOLD_: '131072',
+  MSGPACKR_NATIVE_ACCELERATION_DISABLED: 'true',
+};
 
 /** Keep this much of the worker's stderr to explain a crash. */
 const STDERR_TAIL_BYTES = 4096;
@@ -158,9 +207,10 @@ export function setPriority(pid: number, priority: number): void {
 
 /** Starts a worker process and completes the protocol handshake with it. */
 export async function spawnWorker(options: SpawnWorkerOptions): Promise<WorkerHandle> {
+  const entry = workerProgram();
   const argv = [
     ...WORKER_NODE_FLAGS,
-    WORKER_ENTRY,
+    entry,
     '--log-file',
     options.logFile,
     '--log-level',
@@ -188,7 +238,7 @@ export async function spawnWorker(options: SpawnWorkerOptions): Promise<WorkerHa
   const socket = child.stdio[3] as Socket | null;
   if (socket === null || child.pid === undefined) {
     child.kill('SIGKILL');
-    throw new UnavailableError(`could not start the worker (${process.execPath} ${WORKER_ENTRY})`);
+    throw new UnavailableError(`could not start the worker (${process.execPath} ${entry})`);
   }
   const transport = createSocketTransport(socket);
   const describeExit = async (): Promise<never> => {

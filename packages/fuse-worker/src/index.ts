@@ -1,6 +1,14 @@
 // Public API of @agentfense/fuse-worker: start and drive a worker process (control side), and the mount
 // helpers the control plane needs to clear dead mounts.
-export { WORKER_ENTRY, WorkerHandle, setPriority, spawnWorker } from './handle.js';
+export {
+  WORKER_BUNDLE,
+  WORKER_ENTRY,
+  WORKER_NODE_FLAGS,
+  WorkerHandle,
+  setPriority,
+  spawnWorker,
+  workerProgram,
+} from './handle.js';
 export type { SpawnWorkerOptions, WorkerExit } from './handle.js';
 export { abortFuseConnection, clearFuseMount, fuseMountsAt, isFuseMounted, listMounts } from './mounts.js';
 export type { MountInfo } from './mounts.js';

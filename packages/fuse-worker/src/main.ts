@@ -5,6 +5,7 @@
 import { Socket } from 'node:net';
 import { parseArgs } from 'node:util';
 import { RpcPeer, createSocketTransport, serverHandshake } from '@agentfense/protocol';
+import { takeCollector } from './worker/idle-trim.js';
 import { LogFile, createWorkerLogger } from './worker/log.js';
 import { WorkerService } from './worker/server.js';
 
@@ -45,9 +46,11 @@ async function main(): Promise<void> {
   const transport = createSocketTransport(socket);
   await serverHandshake(transport, { info: { pid: process.pid } });
   const peer = new RpcPeer({ transport });
+  const collect = takeCollector();
   const service = new WorkerService({
     peer,
     logger,
+    ...(collect === undefined ? {} : { collect }),
     onAssigned: ({ logFile: file, name: assigned }) => {
       if (assigned !== undefined) {
         process.title = `agentfense-worker ${assigned}`;
@@ -57,7 +60,8 @@ async function main(): Promise<void> {
       return logger;
     },
   });
-  logger.info('worker ready');
+  // The V8 flags and the program (bundle or not) decide the worker's memory: say which this one runs.
+  logger.info({ execArgv: process.execArgv, program: process.argv[1] }, 'worker ready');
 
   const exit = (reason: string, code: number): void => {
     void service.close(reason).finally(() => {

@@ -26,6 +26,7 @@ import { OpStats } from '../fs/op-stats.js';
 import { PolicyFs } from '../fs/policy-fs.js';
 import { abortFuseConnection, fuseMountsAt } from '../mounts.js';
 import { arraySource, changeBytes, conflictBytes, diffSource, PartStore, sequenceSource } from './parts.js';
+import { IdleTrim, type Collect } from './idle-trim.js';
 import type { WorkerLogger as Logger } from './log.js';
 
 /** Default seconds the kernel caches entries and attributes (rule changes and discards invalidate). */
@@ -53,6 +54,8 @@ export interface WorkerServerOptions {
    * then): switches the log over and returns the logger to use from now on.
    */
   readonly onAssigned?: (assigned: { logFile?: string; name?: string }) => Logger;
+  /** A memory-reducing garbage collection, run when the mounted worker goes quiet (idle-trim.ts). */
+  readonly collect?: Collect;
 }
 
 /** One worker's state machine: idle -> mounted -> closed. */
@@ -69,6 +72,9 @@ export class WorkerService {
   #rulesVersion = 0;
   #teardown: Promise<void> | undefined;
   #health: NodeJS.Timeout | undefined;
+  readonly #collect: Collect | undefined;
+  /** Control requests handled, which with FUSE ops tells the idle trim whether the worker worked. */
+  #requests = 0;
   /** Answers too large for one frame, waiting for `more`. */
   readonly #parts = new PartStore();
   /** Commits in progress, so a teardown can end them cleanly between two files. */
@@ -78,8 +84,9 @@ export class WorkerService {
     this.#peer = options.peer;
     this.#logger = options.logger;
     this.#onAssigned = options.onAssigned;
+    this.#collect = options.collect;
     this.#audit = new AuditLog({ emit: (events) => this.#server.emit('audit', events) });
-    this.#server = serveWorkerApi(this.#peer, this.#handlers());
+    this.#server = serveWorkerApi(this.#peer, this.#counted(this.#handlers()));
   }
 
   /** Unmounts (if mounted) and releases everything; safe to call many times. */
@@ -198,8 +205,13 @@ export class WorkerService {
       }
       this.#mounted = { fuse, fs, delta, mountpoint: params.mountpoint };
       this.#rulesVersion = 1;
+      const trim =
+        this.#collect === undefined
+          ? undefined
+          : new IdleTrim(this.#collect, () => this.#stats.total() + this.#requests);
       this.#health = setInterval(() => {
         this.#server.emit('health', { time: Date.now(), ops: this.#stats.total() });
+        trim?.tick();
       }, HEALTH_INTERVAL_MS);
       return { mountpoint: params.mountpoint, pid: process.pid };
     } finally {
@@ -246,6 +258,18 @@ export class WorkerService {
       pssBytes: await readPss(),
       openHandles: this.#mounted?.fs.handles.size ?? 0,
     };
+  }
+
+  /** The same handlers, each call counted in #requests. */
+  #counted(handlers: WorkerHandlers): WorkerHandlers {
+    const counted: Record<string, unknown> = {};
+    for (const [method, handler] of Object.entries(handlers) as [string, (...args: unknown[]) => unknown][]) {
+      counted[method] = (...args: unknown[]): unknown => {
+        this.#requests++;
+        return handler(...args);
+      };
+    }
+    return counted as unknown as WorkerHandlers;
   }
 
   #handlers(): WorkerHandlers {

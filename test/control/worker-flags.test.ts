@@ -1,0 +1,74 @@
+// Every worker the control plane starts — on demand and from its pool — runs the bundled worker program
+// with the memory flags the fs bench measured (packages/fuse-worker/bench/README.md, "Idle memory"): one
+// spawn path for all of them. Each worker says what it runs in its 'worker ready' log line.
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ControlPlane } from '@agentfense/control';
+import { WORKER_BUNDLE, WORKER_NODE_FLAGS } from '@agentfense/fuse-worker';
+import { assertCleanAndRemove, makeDirs, waitFor } from './fixtures.js';
+import type { TestDirs } from './fixtures.js';
+
+interface LogEntry {
+  readonly msg: string;
+  readonly pid: number;
+  readonly execArgv?: string[];
+  readonly program?: string;
+}
+
+/** The 'worker ready' line of worker `pid`, from any of the logs a worker starts in. */
+async function readyLine(logFiles: readonly string[], pid: number): Promise<LogEntry | undefined> {
+  for (const logFile of logFiles) {
+    const text = await readFile(logFile, 'utf8').catch(() => '');
+    const entry = text
+      .split('\n')
+      .filter((line) => line !== '')
+      .map((line) => JSON.parse(line) as LogEntry)
+      .find((e) => e.msg === 'worker ready' && e.pid === pid);
+    if (entry !== undefined) return entry;
+  }
+  return undefined;
+}
+
+describe('worker processes started by the control plane', () => {
+  let dirs: TestDirs;
+  let cp: ControlPlane;
+
+  beforeAll(async () => {
+    dirs = await makeDirs();
+    cp = await ControlPlane.open({ dataDir: dirs.dataDir, reapIntervalMs: 0 });
+  });
+  afterAll(async () => {
+    await cp.close();
+    await assertCleanAndRemove(dirs);
+  });
+
+  it('run the bundled worker with the measured V8 flags, on demand and from the pool', async () => {
+    const { id: codebaseId } = await cp.linkCodebase({ path: dirs.repo });
+    const first = await cp.createSandbox({ codebaseId, preset: 'agent-safe' });
+    await cp.startSandbox(first.id);
+    const onDemand = cp.sandboxes.workerPid(first.id);
+    expect(onDemand).toBeTypeOf('number');
+    const [pooled] = await waitFor(
+      'a pooled worker',
+      () => {
+        const pids = cp.sandboxes.idleWorkerPids;
+        return pids.length > 0 ? pids : undefined;
+      },
+      30_000,
+    );
+    // A worker logs 'worker ready' where it was spawned to: the pool's log, or its sandbox's.
+    const logs = [
+      join(dirs.dataDir, 'logs', 'worker-pool.log'),
+      join(dirs.dataDir, 'sandboxes', first.id, 'worker.log'),
+    ];
+    const ready = [
+      await waitFor('the on-demand worker to log', () => readyLine(logs, onDemand!)),
+      await waitFor('the pooled worker to log', () => readyLine(logs, pooled!)),
+    ];
+    for (const entry of ready) {
+      expect(entry).toMatchObject({ execArgv: [...WORKER_NODE_FLAGS], program: WORKER_BUNDLE });
+    }
+    expect(WORKER_NODE_FLAGS).toEqual(expect.arrayContaining(['--single-threaded', '--expose-gc']));
+  });
+});
