@@ -470,10 +470,12 @@ async function main() {
       `${idlePss < 15 * 1048576 ? 'met' : 'MISSED'};  after the warm phases ${mib(worked.pssBytes)} ` +
       `(RSS ${mib(worked.rssBytes)})`,
   );
+  // Issue 15's target is on the private part (what each extra worker adds): <= 12 MiB.
   const manyPss = median(idleMany.map((x) => x.pss));
+  const manyPrivate = median(idleMany.map((x) => x.anon));
   console.log(
-    `worker PSS idle with ${MANY_WORKERS} workers mounted (median) ${mib(manyPss)} ` +
-      `${manyPss < 15 * 1048576 ? 'met' : 'MISSED'}; of it private (Pss_Anon) ${mib(median(idleMany.map((x) => x.anon)))}`,
+    `worker idle with ${MANY_WORKERS} workers mounted (median): PSS ${mib(manyPss)}, of it private ` +
+      `(Pss_Anon) ${mib(manyPrivate)}  target private <= 12 MiB ${manyPrivate <= 12 * 1048576 ? 'met' : 'MISSED'}`,
   );
   console.log(`total ${((Date.now() - started) / 1000).toFixed(0)} s`);
   if (process.env.BENCH_JSON !== undefined) {
