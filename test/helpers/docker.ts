@@ -4,7 +4,7 @@ import { chown, mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { execa } from 'execa';
-import { SANDBOX_LABEL, SANDBOX_USER } from '@agentfense/runtime-docker';
+import { POOL_OWNER_LABEL, SANDBOX_LABEL, SANDBOX_USER } from '@agentfense/runtime-docker';
 import type { WorkspaceFixture } from '../runtime/contract.js';
 
 /** Provided by test/helpers/docker-setup.ts. */
@@ -57,14 +57,36 @@ export async function createSharedParent(): Promise<SharedParent> {
   };
 }
 
-/** Ids of containers (any state) labelled with this sandbox id. */
+/**
+ * Ids of containers (any state) of this sandbox: labelled with its id (a fresh container), or named for it
+ * (a pooled container claimed by it: labels are fixed at creation, the claim renames it).
+ */
 export async function containersOf(dockerHost: string, sandboxId: string): Promise<string[]> {
+  const ps = async (filter: string): Promise<string[]> =>
+    (
+      await execa('docker', ['ps', '--all', '--quiet', '--no-trunc', '--filter', filter], {
+        env: { DOCKER_HOST: dockerHost },
+      })
+    ).stdout
+      .split('\n')
+      .filter(Boolean);
+  const [labelled, named] = await Promise.all([
+    ps(`label=${SANDBOX_LABEL}=${sandboxId}`),
+    ps(`name=^/?agentfense-${sandboxId}$`),
+  ]);
+  return [...new Set([...labelled, ...named])];
+}
+
+/** Ids of the pooled containers (idle or claimed) owned by this process. */
+export async function pooledContainers(dockerHost: string): Promise<string[]> {
   const r = await execa(
     'docker',
-    ['ps', '--all', '--quiet', '--filter', `label=${SANDBOX_LABEL}=${sandboxId}`],
-    {
-      env: { DOCKER_HOST: dockerHost },
-    },
+    ['ps', '--all', '--no-trunc', '--filter', `label=${POOL_OWNER_LABEL}`, '--format', '{{.ID}} {{.Labels}}'],
+    { env: { DOCKER_HOST: dockerHost } },
   );
-  return r.stdout.split('\n').filter(Boolean);
+  const self = `${POOL_OWNER_LABEL}=${String(process.pid)}:`;
+  return r.stdout
+    .split('\n')
+    .filter((line) => line.includes(self))
+    .map((line) => line.split(' ')[0] ?? '');
 }

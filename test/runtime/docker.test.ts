@@ -46,8 +46,11 @@ async function dockerCli(args: string[]): Promise<string> {
 describe.skipIf(docker.unavailable !== null)(
   `docker runtime${docker.unavailable === null ? '' : ` (skipped: ${docker.unavailable})`}`,
   () => {
-    // One runtime for the whole suite: its engine check (docker info, image inspect) is cached.
-    const runtime = createDockerRuntime(base);
+    // One runtime for the whole suite: its engine check (docker info, image inspect) is cached. Its
+    // container pool is on, so most sandboxes here run in a pooled container (docker-pool.test.ts checks
+    // that they are indistinguishable from fresh ones); runtimes with other options start fresh ones.
+    const runtime = createDockerRuntime({ ...base, poolSize: 2 });
+    afterAll(() => runtime.close());
 
     runRuntimeContract({
       name: 'docker',

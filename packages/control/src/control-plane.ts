@@ -66,6 +66,12 @@ export interface ControlPlaneOptions {
    */
   readonly workerPoolSize?: number;
   /**
+   * Idle docker containers kept started ahead per image once a docker sandbox has started (default 2, or
+   * 0 when `workerPoolSize` is 0: one-shot processes keep nothing ahead). Each serves one sandbox and is
+   * removed with it; a sandbox with the network on never uses one. close() removes the idle ones.
+   */
+  readonly dockerPoolSize?: number;
+  /**
    * Limits of sandboxes that do not set them, field by field over DEFAULT_RESOURCES (pids 1024, memory
    * 4 GiB, all CPUs but one, disk 10 GiB, /tmp 1 GiB).
    */
@@ -76,6 +82,9 @@ export interface ControlPlaneOptions {
    */
   readonly prewarm?: string;
 }
+
+/** Idle docker containers kept per image by default (docs/decisions.md, "Docker container pool"). */
+const DEFAULT_DOCKER_POOL_SIZE = 2;
 
 /** Largest `workerPoolSize`: each idle worker is a process of ~15 MiB. */
 const MAX_WORKER_POOL_SIZE = 16;
@@ -94,6 +103,7 @@ export class ControlPlane implements AsyncDisposable {
   readonly #db: Db;
   readonly #store: SandboxStore;
   readonly #reaper: NodeJS.Timeout | undefined;
+  readonly #runtimes: RuntimeRegistry;
   #closing: Promise<void> | undefined;
 
   private constructor(parts: {
@@ -106,7 +116,9 @@ export class ControlPlane implements AsyncDisposable {
     sandboxes: SandboxManager;
     sessions: SessionManager;
     reapIntervalMs: number;
+    runtimes: RuntimeRegistry;
   }) {
+    this.#runtimes = parts.runtimes;
     this.dataDir = parts.dataDir;
     this.layout = parts.layout;
     this.logger = parts.logger;
@@ -151,7 +163,12 @@ export class ControlPlane implements AsyncDisposable {
       ...(options.maxUploadBytes === undefined ? {} : { maxUploadBytes: options.maxUploadBytes }),
     });
     const runtimes = new RuntimeRegistry({
-      ...builtinRuntimes({ dataDir, logger }),
+      ...builtinRuntimes({
+        dataDir,
+        logger,
+        dockerPoolSize:
+          options.dockerPoolSize ?? (options.workerPoolSize === 0 ? 0 : DEFAULT_DOCKER_POOL_SIZE),
+      }),
       ...options.runtimes,
     });
     const sessions = new SessionManager({ logger: logger.child({ component: 'sessions' }) });
@@ -187,6 +204,7 @@ export class ControlPlane implements AsyncDisposable {
       sandboxes,
       sessions,
       reapIntervalMs: options.reapIntervalMs ?? DEFAULT_REAP_INTERVAL_MS,
+      runtimes,
     });
     if (options.prewarm !== undefined) sandboxes.prewarm(options.prewarm);
     const recovered = await sandboxes.recover();
@@ -298,6 +316,7 @@ export class ControlPlane implements AsyncDisposable {
         store: this.#store,
         sandboxes: this.sandboxes,
         codebases: this.codebases,
+        runtimes: this.#runtimes,
         logger: this.logger,
       },
       options,
@@ -326,6 +345,10 @@ export class ControlPlane implements AsyncDisposable {
       if (this.#reaper !== undefined) clearInterval(this.#reaper);
       await this.sessions.closeAll();
       await this.sandboxes.close();
+      // What runtimes keep ahead (docker's idle pooled containers), after every sandbox stopped.
+      await this.#runtimes.close((err, runtime) =>
+        this.logger.warn({ err, runtime }, 'a runtime did not close cleanly'),
+      );
       this.logger.info('control plane closed');
       this.#db.close();
     })();

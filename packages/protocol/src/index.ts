@@ -40,6 +40,7 @@ export type { MaskArgvOptions, PathPlaceholder } from './runtime/audit-mask.js';
 
 // --- Runtime logging surface (shared by both runtimes) ---
 export { createStderrLogger } from './runtime/logger.js';
+export { isSameProcess, processStartTime, selfIdentity } from './runtime/process-identity.js';
 export type { RuntimeLogger } from './runtime/logger.js';
 
 // --- Delta and audit data ---

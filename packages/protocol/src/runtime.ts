@@ -202,4 +202,16 @@ export interface SandboxRuntime {
    * sandbox's directories, whether or not this process started it. Idempotent; no-op when clean.
    */
   clearLeftovers(stateDir: string): Promise<void>;
+  /**
+   * Removes what this runtime keeps ahead of time (docker's idle pooled containers). Sandboxes already
+   * started are not affected (stop them first). Idempotent; optional: a runtime that keeps nothing
+   * ahead need not have it.
+   */
+  close?(): Promise<void>;
+  /**
+   * Finds and removes what crashed processes of this runtime left outside any sandbox's stateDir (docker:
+   * pooled containers whose owner process is gone), resolving a description of each thing removed.
+   * Called by `agentfense gc`; optional.
+   */
+  collectGarbage?(): Promise<string[]>;
 }

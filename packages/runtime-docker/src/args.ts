@@ -34,6 +34,14 @@ export const DEFAULT_IMAGE = 'agentfense/base:latest';
 export const SANDBOX_LABEL = 'io.agentfense.sandbox';
 /** Label carrying the sandbox's state directory (under the data dir): recovery removes containers by it. */
 export const STATE_LABEL = 'io.agentfense.state-dir';
+/**
+ * Label of a pooled container (pool.ts): its owner process (`<pid>:<start time>`), so whoever finds one whose
+ * owner is gone removes it. A pooled container's SANDBOX_LABEL is empty: labels cannot change after
+ * creation; once claimed it is found by name (`agentfense-<id>`) and by the marker in the sandbox's stateDir.
+ */
+export const POOL_OWNER_LABEL = 'io.agentfense.pool-owner';
+/** Label of a pooled container: its owner's pool directory (the slots its containers bind), for cleanup. */
+export const POOL_DIR_LABEL = 'io.agentfense.pool-dir';
 
 /**
  * The environment every command starts from (PATH comes from the image, or docker's standard PATH when the
@@ -218,6 +226,19 @@ export function buildRunArgs(spec: DockerRunSpec): string[] {
 /** The uid (0) or gid (1) of `user` (default SANDBOX_USER). */
 export function userPart(user: string | undefined, index: 0 | 1): string {
   return (user ?? SANDBOX_USER).split(':')[index] ?? '';
+}
+
+/**
+ * `docker update` arguments (without the leading `docker`) that give a pooled container a sandbox's limits;
+ * null when there is nothing to set (a pooled container is created without limits).
+ */
+export function buildUpdateArgs(
+  container: string,
+  limits: EnforcedLimits,
+  swapLimit: boolean,
+): string[] | null {
+  const args = limitArgs(limits, swapLimit);
+  return args.length === 0 ? null : ['update', ...args, container];
 }
 
 /** `--memory`, `--pids-limit`, `--cpu-*` for the limits that are in force. */

@@ -58,8 +58,11 @@ export function buildCreateBody(spec: DockerRunSpec): ContainerCreateOptions {
   } as ContainerCreateOptions;
 }
 
-/** The container's resource fields for the limits in force (null = not applied). */
-function limitFields(limits: EnforcedLimits, swapLimit: boolean): Record<string, number> {
+/**
+ * The container's resource fields for the limits in force (null = not applied): part of the create body,
+ * and the body of `POST /containers/{id}/update` that gives a pooled container its sandbox's limits.
+ */
+export function limitFields(limits: EnforcedLimits, swapLimit: boolean): Record<string, number> {
   const out: Record<string, number> = {};
   if (limits.memoryBytes !== null) {
     out['Memory'] = limits.memoryBytes;

@@ -3,7 +3,8 @@
 
 // --- Runtime ---
 export { createDockerRuntime, containerName } from './runtime.js';
-export type { DockerRuntimeOptions } from './runtime.js';
+export type { DockerRuntime, DockerRuntimeOptions } from './runtime.js';
+export { MAX_POOL_KEYS, MAX_POOL_SIZE, collectPoolGarbage } from './pool.js';
 export type { RuntimeLogger } from './logger.js';
 
 // --- docker argv (pure) ---
@@ -18,6 +19,10 @@ export {
   SANDBOX_HOME,
   SANDBOX_HOSTNAME,
   SANDBOX_LABEL,
+  POOL_OWNER_LABEL,
+  POOL_DIR_LABEL,
+  STATE_LABEL,
+  buildUpdateArgs,
   WORKSPACE_DIR,
   WRAPPER_SCRIPT,
   KILL_SESSION_SCRIPT,

@@ -43,8 +43,13 @@ export interface DockerInstanceOptions {
   readonly api: EngineApi;
   /** uid:gid of the container's processes. */
   readonly user: string;
-  /** The sandbox-wide environment (validated; already in the container's config). */
+  /** The sandbox-wide environment (validated; in the container's config, or in execEnv). */
   readonly env: Readonly<Record<string, string>>;
+  /**
+   * Environment every command gets on top of the container's: the sandbox env for a pooled container
+   * (created before its sandbox was known), nothing for a fresh one (its config holds the env).
+   */
+  readonly execEnv?: Readonly<Record<string, string>>;
   readonly limits: EnforcedLimits;
   /** `docker run` arguments that created the container (for audit records). */
   readonly runArgs: readonly string[];
@@ -167,7 +172,7 @@ export class DockerInstance implements RuntimeInstance {
     interactive: boolean;
   }): { body: ReturnType<typeof buildExecBody>; audit: ExecAudit } {
     const o = this.#options;
-    const env = validateEnv(command.env ?? {});
+    const env = { ...o.execEnv, ...validateEnv(command.env ?? {}) };
     const spec = {
       env,
       command: command.command,

@@ -1,31 +1,42 @@
 // The docker SandboxRuntime: checks the engine once, then starts one container per sandbox.
 import { readFile, stat } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { posix } from 'node:path';
-import type { RuntimeInstance, RuntimeStartOptions, SandboxRuntime } from '@agentfense/protocol';
-import {
-  InternalError,
-  InvalidArgumentError,
-  UnavailableError,
-  validateEnv,
-  validateSandboxId,
+import type {
+  EnforcedLimits,
+  RuntimeInstance,
+  RuntimeStartOptions,
+  SandboxRuntime,
 } from '@agentfense/protocol';
-import type { ContainerInspectInfo } from 'dockerode';
-import { createEngineApi, EngineApiError } from './api.js';
+import { InvalidArgumentError, UnavailableError, validateEnv, validateSandboxId } from '@agentfense/protocol';
+import { createEngineApi } from './api.js';
 import type { EngineApi } from './api.js';
-import { BASE_ENV, DEFAULT_IMAGE, SANDBOX_USER, STATE_LABEL, buildRunArgs } from './args.js';
+import {
+  BASE_ENV,
+  DEFAULT_IMAGE,
+  POOL_DIR_LABEL,
+  POOL_OWNER_LABEL,
+  SANDBOX_USER,
+  STATE_LABEL,
+  buildRunArgs,
+} from './args.js';
 import type { DockerRunSpec } from './args.js';
 import { buildCreateBody } from './bodies.js';
-import { resolveContainerCgroup } from './cgroup.js';
 import type { ContainerCgroup } from './cgroup.js';
+import { claimPooled, clearClaimedContainers } from './claim.js';
+import { QUERY_TIMEOUT_MS, locateCgroup, removeContainersOf, runContainer } from './containers.js';
 import { apiError, engineError } from './engine.js';
 import { DEFAULT_MAX_OUTPUT_BYTES, MAX_OUTPUT_BYTES_LIMIT } from './exec.js';
 import { DockerInstance, removeContainer } from './instance.js';
 import { DOCKER_SECCOMP_PROFILE } from './seccomp.js';
-import { clearWorkspaceRelays, createWorkspaceRelay } from './relay.js';
-import { parseEngineCapabilities, planLimits } from './limits.js';
+import { checkRelayParent, clearWorkspaceRelays, createWorkspaceRelay } from './relay.js';
+import type { WorkspaceRelay } from './relay.js';
+import { NO_LIMITS, parseEngineCapabilities, planLimits } from './limits.js';
 import type { EngineCapabilities } from './limits.js';
 import { createStderrLogger } from './logger.js';
 import type { RuntimeLogger } from './logger.js';
+import { ContainerPool, MAX_POOL_SIZE, collectPoolGarbage, poolOwner } from './pool.js';
+import type { PoolKey } from './pool.js';
 import { validateHostPath, validateLimits } from './validate.js';
 
 /** Configuration of the docker runtime (all optional). */
@@ -59,7 +70,26 @@ export interface DockerRuntimeOptions {
   readonly dataDir?: string;
   /** Cap on each of stdout/stderr of `exec` (bytes; default 16 MiB, at most 32 MiB); exceeding it kills the command. */
   readonly maxOutputBytes?: number;
+  /**
+   * Idle containers kept started ahead per (image, /tmp size) once a sandbox of that kind has started
+   * (default 0: off; the control plane turns it on). Each is used by one sandbox only; a sandbox with the
+   * network on never uses one. close() removes them.
+   */
+  readonly poolSize?: number;
+  /**
+   * Where the pool keeps the directories its containers' /workspace binds (root-only; one subdirectory per
+   * process). Default `<dataDir>/docker-pool`, or `<tmpdir>/agentfense-docker-pool` without a dataDir.
+   */
+  readonly poolDir?: string;
   readonly logger?: RuntimeLogger;
+}
+
+/** The docker runtime: a SandboxRuntime with a container pool that close() empties. */
+export interface DockerRuntime extends SandboxRuntime {
+  close(): Promise<void>;
+  collectGarbage(): Promise<string[]>;
+  /** The container pool (sizes; settled() waits for the background refill: benchmarks, tests). */
+  readonly pool: { readonly size: number; readonly idleCount: number; settled(): Promise<void> };
 }
 
 /** What check() learned about the engine (cached). */
@@ -67,11 +97,6 @@ interface EngineState {
   readonly api: EngineApi;
   readonly caps: EngineCapabilities;
 }
-
-/** How long one engine query (info, inspect) may take before the engine counts as unresponsive. */
-const QUERY_TIMEOUT_MS = 30_000;
-/** How long creating and starting a container may take (a loaded host, a large image's first layer mount). */
-const RUN_TIMEOUT_MS = 120_000;
 
 /** Name of the runtime's scratch directory inside each sandbox's stateDir (holds the workspace relay). */
 const SCRATCH_DIR = 'docker';
@@ -85,7 +110,7 @@ export function containerName(sandboxId: string): string {
 }
 
 /** Creates the docker runtime. Holds no global state: two runtimes are fully independent. */
-export function createDockerRuntime(options: DockerRuntimeOptions = {}): SandboxRuntime {
+export function createDockerRuntime(options: DockerRuntimeOptions = {}): DockerRuntime {
   const logger = options.logger ?? createStderrLogger();
   const maxOutputBytes = options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES;
   if (
@@ -97,6 +122,12 @@ export function createDockerRuntime(options: DockerRuntimeOptions = {}): Sandbox
   }
   const defaultImage = validateImage(options.image ?? DEFAULT_IMAGE);
   const user = validateUser(options.user ?? SANDBOX_USER);
+  const poolSize = options.poolSize ?? 0;
+  if (!Number.isInteger(poolSize) || poolSize < 0 || poolSize > MAX_POOL_SIZE) {
+    throw new InvalidArgumentError(
+      `poolSize must be an integer from 0 to ${MAX_POOL_SIZE} (idle containers kept per image), got ${String(poolSize)}`,
+    );
+  }
   const networkMode = options.networkMode ?? 'bridge';
   if (!/^[A-Za-z0-9][A-Za-z0-9_.:-]*$/.test(networkMode)) {
     throw new InvalidArgumentError(`invalid networkMode ${JSON.stringify(networkMode)}`);
@@ -153,76 +184,167 @@ export function createDockerRuntime(options: DockerRuntimeOptions = {}): Sandbox
 
     const name = containerName(sandboxId);
     const limits = { ...planLimits(resources, caps), tmpBytes: resources.tmpBytes ?? null };
-    const relay = await createWorkspaceRelay({
-      workspaceHostPath,
-      scratchDir: posix.join(stateDir, SCRATCH_DIR),
-    });
-    const spec: DockerRunSpec = {
-      containerName: name,
-      sandboxId,
-      image,
-      workspaceHostPath: relay.source,
-      network: start.network === true,
-      networkMode,
-      env: { ...BASE_ENV, ...env },
-      limits,
-      swapLimit: caps.swapLimit,
-      user,
-      seccompProfile: DOCKER_SECCOMP_PROFILE,
-      tmpBytes: resources.tmpBytes ?? null,
-      // Recovery finds a crashed control plane's containers by the sandbox's state directory.
-      labels: { [STATE_LABEL]: stateDir },
-      ...(options.readOnlyRootfs === undefined ? {} : { readOnlyRootfs: options.readOnlyRootfs }),
-    };
-    // The audit record shows the container in the docker CLI's words; the engine gets the API body.
-    const runArgs = buildRunArgs(spec);
-    let containerId: string | undefined;
-    try {
-      containerId = await runContainer({ api, body: buildCreateBody(spec), name, image, logger });
-      await relay.attach();
-    } catch (err) {
-      await removeContainer(api, containerId ?? name).catch((e: unknown) =>
-        logger.warn({ err: e }, 'could not remove the container of a failed start'),
-      );
-      await relay.release();
-      throw err;
+    const scratchDir = posix.join(stateDir, SCRATCH_DIR);
+    // Before a pooled container is taken: a workspace the relay cannot follow would waste it.
+    await checkRelayParent(workspaceHostPath);
+    const network = start.network === true;
+    const key: PoolKey = { image, tmpBytes: resources.tmpBytes ?? null };
+    // A sandbox with the network on bypasses the pool: pooled containers are created with `--network none`.
+    const pooled = network ? undefined : pool.take(key);
+    let started:
+      | {
+          containerId: string;
+          relay: WorkspaceRelay;
+          runArgs: string[];
+          cgroup: Promise<ContainerCgroup | null>;
+        }
+      | undefined;
+    if (pooled !== undefined) {
+      try {
+        const claimed = await claimPooled({
+          relay: (slot) => createWorkspaceRelay({ workspaceHostPath, scratchDir, slot }),
+          api,
+          pooled,
+          name,
+          scratchDir,
+          limits,
+          swapLimit: caps.swapLimit,
+          logger,
+        });
+        started = {
+          containerId: pooled.id,
+          relay: claimed.relay,
+          runArgs: [...pooled.runArgs, ...claimed.auditArgs],
+          cgroup: Promise.resolve(pooled.cgroup),
+        };
+      } catch (err) {
+        // The claim undid itself (container removed, relay released): start a fresh container instead.
+        logger.warn({ err, sandboxId }, 'could not claim a pooled container: starting a fresh one');
+      }
     }
+    if (started === undefined) {
+      const fresh = await createWorkspaceRelay({ workspaceHostPath, scratchDir });
+      const spec = containerSpec({
+        key,
+        name,
+        sandboxId,
+        workspace: fresh.source,
+        network,
+        env,
+        limits,
+        swapLimit: caps.swapLimit,
+        labels: { [STATE_LABEL]: stateDir },
+      });
+      let containerId: string | undefined;
+      try {
+        containerId = await runContainer({ api, body: buildCreateBody(spec), name, image, logger });
+        await fresh.attach();
+      } catch (err) {
+        await removeContainer(api, containerId ?? name).catch((e: unknown) =>
+          logger.warn({ err: e }, 'could not remove the container of a failed start'),
+        );
+        await fresh.release();
+        throw err;
+      }
+      const id = containerId;
+      const cgroup =
+        options.hostCgroup === false
+          ? Promise.resolve(null)
+          : locateCgroup(api, id).catch((err: unknown) => {
+              logger.warn(
+                { err, sandboxId },
+                'cannot see the container from the host: no OOM reports, slower kills',
+              );
+              return null;
+            });
+      // The audit record shows the container in the docker CLI's words; the engine got the API body.
+      started = { containerId: id, relay: fresh, runArgs: buildRunArgs(spec), cgroup };
+    }
+    // From now on keep containers of this kind ready for the next sandbox.
+    if (!network) pool.want(key);
     const placeholders = [
-      // The container binds the relay of the workspace: it is the workspace, and shown as such.
-      { hostPath: relay.source, placeholder: '<workspace>' },
+      // The container binds the relay of the workspace (or a pool slot bound to it): it is the workspace.
+      { hostPath: started.relay.source, placeholder: '<workspace>' },
+      ...(pooled === undefined ? [] : [{ hostPath: pooled.slot, placeholder: '<workspace>' }]),
       { hostPath: workspaceHostPath, placeholder: '<workspace>' },
       { hostPath: stateDir, placeholder: '<state>' },
       ...(options.dataDir === undefined
         ? []
         : [{ hostPath: validateHostPath(options.dataDir, 'dataDir'), placeholder: '<data>' }]),
     ];
-    const cgroup =
-      options.hostCgroup === false
-        ? Promise.resolve(null)
-        : locateCgroup(api, containerId).catch((err: unknown) => {
-            logger.warn(
-              { err, sandboxId },
-              'cannot see the container from the host: no OOM reports, slower kills',
-            );
-            return null;
-          });
-    logger.debug({ sandboxId, image, limits }, 'sandbox started');
+    logger.debug({ sandboxId, image, limits, pooled: pooled !== undefined }, 'sandbox started');
     return new DockerInstance({
       sandboxId,
-      containerId,
-      relay,
+      containerId: started.containerId,
+      relay: started.relay,
       image,
       api,
       user,
       env,
+      // A pooled container was created before its sandbox's env was known: every command carries it.
+      execEnv: started.containerId === pooled?.id ? env : {},
       limits,
-      runArgs,
+      runArgs: started.runArgs,
       placeholders,
-      cgroup,
+      cgroup: started.cgroup,
       maxOutputBytes,
       logger,
     });
   };
+
+  /** The run spec of a sandbox container, or of a pooled one (empty sandbox id, BASE_ENV, no limits). */
+  const containerSpec = (o: {
+    key: PoolKey;
+    name: string;
+    sandboxId: string;
+    workspace: string;
+    network: boolean;
+    env: Readonly<Record<string, string>>;
+    limits: EnforcedLimits;
+    swapLimit: boolean;
+    labels: Readonly<Record<string, string>>;
+  }): DockerRunSpec => ({
+    containerName: o.name,
+    sandboxId: o.sandboxId,
+    image: o.key.image,
+    workspaceHostPath: o.workspace,
+    network: o.network,
+    networkMode,
+    env: { ...BASE_ENV, ...o.env },
+    limits: o.limits,
+    swapLimit: o.swapLimit,
+    user,
+    seccompProfile: DOCKER_SECCOMP_PROFILE,
+    tmpBytes: o.key.tmpBytes,
+    labels: o.labels,
+    ...(options.readOnlyRootfs === undefined ? {} : { readOnlyRootfs: options.readOnlyRootfs }),
+  });
+
+  const poolDir =
+    options.poolDir ??
+    (options.dataDir === undefined
+      ? posix.join(tmpdir(), 'agentfense-docker-pool')
+      : posix.join(validateHostPath(options.dataDir, 'dataDir'), 'docker-pool'));
+  const pool = new ContainerPool({
+    api,
+    size: poolSize,
+    dir: poolDir,
+    hostCgroup: options.hostCgroup !== false,
+    logger,
+    spec: (key, slot, name) =>
+      containerSpec({
+        key,
+        name,
+        sandboxId: '',
+        workspace: slot,
+        network: false,
+        env: {},
+        limits: NO_LIMITS,
+        swapLimit: false,
+        // Whoever finds it after this process is gone removes it (and its pool directory).
+        labels: { [POOL_OWNER_LABEL]: poolOwner(), [POOL_DIR_LABEL]: posix.dirname(slot) },
+      }),
+  });
 
   const [ownerUid, ownerGid] = user.split(':').map(Number);
   return {
@@ -247,7 +369,11 @@ export function createDockerRuntime(options: DockerRuntimeOptions = {}): Sandbox
     // of its state directory, then the workspace relay (a bind of the sandbox's mnt under <stateDir>/docker).
     clearLeftovers: async (stateDir) => {
       try {
-        const removed = await removeContainersOf(api, validateHostPath(stateDir, 'stateDir'));
+        const removed = [
+          ...(await removeContainersOf(api, validateHostPath(stateDir, 'stateDir'))),
+          // A claimed pooled container carries no state-dir label: its marker names it.
+          ...(await clearClaimedContainers(api, posix.join(stateDir, SCRATCH_DIR))),
+        ];
         if (removed.length > 0) logger.warn({ stateDir, removed }, 'removed leftover sandbox containers');
       } catch (err) {
         // No engine: nothing of ours can be running in it. The next start of the sandbox retries this.
@@ -256,6 +382,16 @@ export function createDockerRuntime(options: DockerRuntimeOptions = {}): Sandbox
       }
       await clearWorkspaceRelays(posix.join(stateDir, SCRATCH_DIR));
     },
+    close: () => pool.close(),
+    collectGarbage: async () => {
+      try {
+        return await collectPoolGarbage({ api, logger });
+      } catch (err) {
+        if (err instanceof UnavailableError) return []; // no engine: nothing of ours runs in it
+        throw err;
+      }
+    },
+    pool,
   };
 }
 
@@ -290,76 +426,4 @@ function validateImage(image: string): string {
     throw new InvalidArgumentError(`invalid image reference ${JSON.stringify(image)}`);
   }
   return image;
-}
-
-/**
- * Creates and starts the container, resolving to its id. A container left under the same name by a
- * crashed control plane is removed and the create retried once. A container created but not started
- * (e.g. the mount was refused) is removed before the error is reported: a failed start leaves nothing.
- */
-async function runContainer(options: {
-  api: EngineApi;
-  body: ReturnType<typeof buildCreateBody>;
-  name: string;
-  image: string;
-  logger: RuntimeLogger;
-}): Promise<string> {
-  const { api, name, image, logger } = options;
-  const context = { action: 'starting the sandbox container', cli: api, image };
-  for (let attempt = 0; ; attempt++) {
-    let id: string;
-    try {
-      ({ Id: id } = await api.request<{ Id: string }>('POST', '/containers/create', {
-        query: { name },
-        body: options.body,
-        timeoutMs: RUN_TIMEOUT_MS,
-      }));
-    } catch (err) {
-      if (attempt === 0 && err instanceof EngineApiError && err.status === 409) {
-        logger.warn({ container: name }, 'removing a stale container with the same sandbox id');
-        await removeContainer(api, name);
-        continue;
-      }
-      throw apiError(err, context);
-    }
-    try {
-      await api.request('POST', `/containers/${id}/start`, { timeoutMs: RUN_TIMEOUT_MS });
-    } catch (err) {
-      await removeContainer(api, id).catch(() => undefined);
-      throw apiError(err, context);
-    }
-    return id;
-  }
-}
-
-/** The container's cgroups as the host sees them, from its init's host pid; null if not visible. */
-async function locateCgroup(api: EngineApi, containerId: string): Promise<ContainerCgroup | null> {
-  const info = await api
-    .request<ContainerInspectInfo>('GET', `/containers/${containerId}/json`, { timeoutMs: QUERY_TIMEOUT_MS })
-    .catch((err: unknown) => {
-      throw apiError(err, { action: 'locating the container', cli: api });
-    });
-  const pid = info.State.Pid;
-  if (!Number.isSafeInteger(pid) || pid <= 0) {
-    throw new InternalError(`the engine reports no process for container ${containerId}`);
-  }
-  return resolveContainerCgroup({ initPid: pid });
-}
-
-/**
- * Force-removes every container labelled with `stateDir` (what a crashed control plane left of a sandbox),
- * and returns their ids. Idempotent.
- */
-export async function removeContainersOf(api: EngineApi, stateDir: string): Promise<string[]> {
-  const filters = JSON.stringify({ label: [`${STATE_LABEL}=${stateDir}`] });
-  const found = await api
-    .request<{ Id: string }[]>('GET', '/containers/json', {
-      query: { all: true, filters },
-      timeoutMs: QUERY_TIMEOUT_MS,
-    })
-    .catch((err: unknown) => {
-      throw apiError(err, { action: 'listing sandbox containers', cli: api });
-    });
-  for (const { Id } of found) await removeContainer(api, Id);
-  return found.map((c) => c.Id);
 }

@@ -6,6 +6,7 @@
 //     sandboxes directory whose sandbox has no record or no live owner;
 //   - linked codebase records no sandbox references (never the linked directory itself), unless
 //     `codebases: false`;
+//   - what runtimes keep outside sandboxes and whose owner process is gone (docker's pooled containers);
 //   - stopped sandboxes (kept by `run --keep`, or stopped by hand) only when older than
 //     `stoppedOlderThanMs`; otherwise they are listed as kept, so they never pile up unseen.
 // Workers talk over a socketpair on fd 3: there are no worker socket files to collect.
@@ -16,6 +17,7 @@ import { NotFoundError, WrongStateError } from '@agentfense/protocol';
 import type { CodebaseService } from '../codebases/service.js';
 import { ID_PREFIXES, validateId } from '../ids.js';
 import type { DataLayout } from '../paths.js';
+import type { RuntimeRegistry } from './runtimes.js';
 import type { SandboxRow, SandboxStore } from '../store/sandboxes.js';
 import { DESTROY_FAILED } from './recovery.js';
 import type { SandboxManager } from './manager.js';
@@ -39,6 +41,8 @@ export interface GcReport {
   readonly directories: string[];
   /** Mount points cleared. */
   readonly mounts: string[];
+  /** What runtimes removed of dead processes (docker: pooled containers), one description each. */
+  readonly runtimes: string[];
   /** Linked codebase records removed (the directories themselves are never touched). */
   readonly codebases: { id: string; path: string }[];
   /** Stopped sandboxes left in place (name them with `sandbox destroy`, or gc --stopped-older-than). */
@@ -52,6 +56,7 @@ export interface GcDeps {
   readonly store: SandboxStore;
   readonly sandboxes: SandboxManager;
   readonly codebases: CodebaseService;
+  readonly runtimes: RuntimeRegistry;
   readonly logger: Logger;
 }
 
@@ -69,6 +74,7 @@ export async function collectGarbage(deps: GcDeps, options: GcOptions = {}): Pro
     sandboxes: [],
     directories: [],
     mounts: [],
+    runtimes: [],
     codebases: [],
     kept: [],
     errors: [],
@@ -150,7 +156,20 @@ export async function collectGarbage(deps: GcDeps, options: GcOptions = {}): Pro
     report.directories.push(dir);
   }
 
-  // 4. Linked codebase records no sandbox refers to (the directory is the user's and stays).
+  // 4. What runtimes left outside any sandbox for processes that are gone (never a live process's). A
+  // runtime whose host part is missing (no docker engine) has nothing of ours running there.
+  if (!dryRun) {
+    for (const name of deps.runtimes.names) {
+      try {
+        const runtime = await deps.runtimes.get(name);
+        report.runtimes.push(...((await runtime.collectGarbage?.()) ?? []));
+      } catch (err) {
+        fail(`leftovers of the ${name} runtime`, err);
+      }
+    }
+  }
+
+  // 5. Linked codebase records no sandbox refers to (the directory is the user's and stays).
   if (options.codebases !== false) {
     const referenced = new Set(deps.store.all().map((r) => r.codebase_id));
     for (const codebase of deps.codebases.list()) {

@@ -49,10 +49,31 @@ export class RuntimeRegistry {
     }
     return runtime;
   }
+
+  /**
+   * Closes the runtimes created so far (docker removes its idle pooled containers). A runtime that failed
+   * to close is reported to `onError`, and the others are still closed.
+   */
+  async close(onError: (err: unknown, runtime: string) => void): Promise<void> {
+    await Promise.all(
+      [...this.#resolved.entries()].map(async ([name, r]) => {
+        try {
+          await (await r).close?.();
+        } catch (err) {
+          onError(err, name);
+        }
+      }),
+    );
+  }
 }
 
 /** The runtimes every control plane has unless its options replace them: bwrap and docker. */
-export function builtinRuntimes(options: { readonly dataDir: string; readonly logger: Logger }): RuntimeMap {
+export function builtinRuntimes(options: {
+  readonly dataDir: string;
+  readonly logger: Logger;
+  /** Idle docker containers kept per image (the runtime's `poolSize`). */
+  readonly dockerPoolSize: number;
+}): RuntimeMap {
   const { dataDir, logger } = options;
   return {
     bwrap: async () =>
@@ -66,6 +87,7 @@ export function builtinRuntimes(options: { readonly dataDir: string; readonly lo
       (await import('@agentfense/runtime-docker')).createDockerRuntime({
         dataDir,
         networkMode: 'host',
+        poolSize: options.dockerPoolSize,
         logger: logger.child({ component: 'runtime-docker' }),
       }),
   };

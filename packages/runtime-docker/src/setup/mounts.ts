@@ -18,6 +18,8 @@ export async function unmountBelow(dir: string, options: { inclusive?: boolean }
     )
     .filter((target) => target.startsWith(`${dir}/`) || (options.inclusive === true && target === dir))
     .sort((a, b) => b.length - a.length);
-  for (const target of new Set(targets)) await execa('umount', ['--lazy', target], { reject: false });
+  // Once per line, not per path: mounts stacked on one point (a bind with a propagated mount on top of it)
+  // each need their own umount.
+  for (const target of targets) await execa('umount', ['--lazy', target], { reject: false });
   return [...new Set(targets)];
 }

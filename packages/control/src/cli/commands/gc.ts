@@ -37,11 +37,16 @@ export function printGcReport(io: CliIo, report: GcReport): void {
   for (const m of report.mounts)
     io.stdout.write(`${report.dryRun ? 'would clear' : 'cleared'} mount ${quotePath(m)}\n`);
   for (const d of report.directories) io.stdout.write(`${verb} orphaned directory ${quotePath(d)}\n`);
+  for (const r of report.runtimes) io.stdout.write(`removed ${r}\n`);
   for (const c of report.codebases)
     io.stdout.write(`${verb} linked codebase ${c.id} (${quotePath(c.path)}; the directory is untouched)\n`);
   for (const e of report.errors) io.stderr.write(`agentfense: gc: could not remove ${e.what}: ${e.error}\n`);
   const removed =
-    report.sandboxes.length + report.mounts.length + report.directories.length + report.codebases.length;
+    report.sandboxes.length +
+    report.mounts.length +
+    report.directories.length +
+    report.runtimes.length +
+    report.codebases.length;
   if (removed === 0) io.stdout.write('nothing to collect\n');
   if (report.kept.length > 0) {
     io.stdout.write(

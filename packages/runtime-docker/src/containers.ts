@@ -1,0 +1,90 @@
+// Container lifecycle calls shared by fresh starts and the pool: create + start (replacing a stale
+// container of the same name), the host view of a container's cgroup, removal by label.
+import type { ContainerInspectInfo } from 'dockerode';
+import { InternalError } from '@agentfense/protocol';
+import { EngineApiError } from './api.js';
+import type { EngineApi } from './api.js';
+import { STATE_LABEL } from './args.js';
+import type { buildCreateBody } from './bodies.js';
+import { resolveContainerCgroup } from './cgroup.js';
+import type { ContainerCgroup } from './cgroup.js';
+import { apiError } from './engine.js';
+import { removeContainer } from './instance.js';
+import type { RuntimeLogger } from './logger.js';
+
+/** How long one engine query (info, inspect) may take before the engine counts as unresponsive. */
+export const QUERY_TIMEOUT_MS = 30_000;
+/** How long creating and starting a container may take (a loaded host, a large image's first layer mount). */
+export const RUN_TIMEOUT_MS = 120_000;
+
+/**
+ * Creates and starts the container, resolving to its id. A container left under the same name by a
+ * crashed control plane is removed and the create retried once. A container created but not started
+ * (e.g. the mount was refused) is removed before the error is reported: a failed start leaves nothing.
+ */
+export async function runContainer(options: {
+  api: EngineApi;
+  body: ReturnType<typeof buildCreateBody>;
+  name: string;
+  image: string;
+  logger: RuntimeLogger;
+}): Promise<string> {
+  const { api, name, image, logger } = options;
+  const context = { action: 'starting the sandbox container', cli: api, image };
+  for (let attempt = 0; ; attempt++) {
+    let id: string;
+    try {
+      ({ Id: id } = await api.request<{ Id: string }>('POST', '/containers/create', {
+        query: { name },
+        body: options.body,
+        timeoutMs: RUN_TIMEOUT_MS,
+      }));
+    } catch (err) {
+      if (attempt === 0 && err instanceof EngineApiError && err.status === 409) {
+        logger.warn({ container: name }, 'removing a stale container with the same sandbox id');
+        await removeContainer(api, name);
+        continue;
+      }
+      throw apiError(err, context);
+    }
+    try {
+      await api.request('POST', `/containers/${id}/start`, { timeoutMs: RUN_TIMEOUT_MS });
+    } catch (err) {
+      await removeContainer(api, id).catch(() => undefined);
+      throw apiError(err, context);
+    }
+    return id;
+  }
+}
+
+/** The container's cgroups as the host sees them, from its init's host pid; null if not visible. */
+export async function locateCgroup(api: EngineApi, containerId: string): Promise<ContainerCgroup | null> {
+  const info = await api
+    .request<ContainerInspectInfo>('GET', `/containers/${containerId}/json`, { timeoutMs: QUERY_TIMEOUT_MS })
+    .catch((err: unknown) => {
+      throw apiError(err, { action: 'locating the container', cli: api });
+    });
+  const pid = info.State.Pid;
+  if (!Number.isSafeInteger(pid) || pid <= 0) {
+    throw new InternalError(`the engine reports no process for container ${containerId}`);
+  }
+  return resolveContainerCgroup({ initPid: pid });
+}
+
+/**
+ * Force-removes every container labelled with `stateDir` (what a crashed control plane left of a sandbox),
+ * and returns their ids. Idempotent.
+ */
+export async function removeContainersOf(api: EngineApi, stateDir: string): Promise<string[]> {
+  const filters = JSON.stringify({ label: [`${STATE_LABEL}=${stateDir}`] });
+  const found = await api
+    .request<{ Id: string }[]>('GET', '/containers/json', {
+      query: { all: true, filters },
+      timeoutMs: QUERY_TIMEOUT_MS,
+    })
+    .catch((err: unknown) => {
+      throw apiError(err, { action: 'listing sandbox containers', cli: api });
+    });
+  for (const { Id } of found) await removeContainer(api, Id);
+  return found.map((c) => c.Id);
+}

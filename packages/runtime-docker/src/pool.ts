@@ -1,0 +1,290 @@
+// The container pool: a few idle containers per (image, /tmp size), created and started ahead of time so a
+// sandbox start costs a claim (a bind, a rename, a limits update) instead of a container creation.
+//
+// Rules (docs/decisions.md, "Docker container pool"):
+//  - a pooled container serves exactly one sandbox and is never returned: stop() removes it as it removes
+//    a fresh one, and the pool creates a new one in the background;
+//  - it is created exactly as a fresh sandbox container (same user, capabilities, seccomp, read-only image,
+//    tmpfs, init, hostname) with `--network none` and no limits; what differs per sandbox is applied at
+//    claim (limits through `POST /containers/{id}/update`, the workspace through its slot, env per exec).
+//    A sandbox asking for the network bypasses the pool;
+//  - its /workspace binds a *slot*: an empty directory in the owner's pool directory, a shared mount, so
+//    the sandbox's workspace bound onto the slot at claim propagates into the running container;
+//  - its labels name the owner process; containers and pool directories of owners that are gone are
+//    removed by the next pool of any process (and by `agentfense gc`).
+import { randomUUID } from 'node:crypto';
+import { mkdir, readdir, rmdir } from 'node:fs/promises';
+import { posix } from 'node:path';
+import { isSameProcess, selfIdentity } from '@agentfense/protocol';
+import { execa } from 'execa';
+import type { EngineApi } from './api.js';
+import { POOL_DIR_LABEL, POOL_OWNER_LABEL, buildRunArgs } from './args.js';
+import type { DockerRunSpec } from './args.js';
+import { buildCreateBody } from './bodies.js';
+import type { ContainerCgroup } from './cgroup.js';
+import { QUERY_TIMEOUT_MS, locateCgroup, runContainer } from './containers.js';
+import { apiError } from './engine.js';
+import { removeContainer } from './instance.js';
+import type { RuntimeLogger } from './logger.js';
+import { unmountBelow } from './setup/mounts.js';
+
+/** What a pooled container is made for: containers of one key are interchangeable. */
+export interface PoolKey {
+  readonly image: string;
+  /** Size of /tmp (fixed at creation); null: the tmpfs default. */
+  readonly tmpBytes: number | null;
+}
+
+/** An idle, started container waiting for its one sandbox. */
+export interface PooledContainer {
+  readonly id: string;
+  /** Its name while idle (`agentfense-pool-<uuid>`); the claim renames it to the sandbox's. */
+  readonly name: string;
+  /** The directory its /workspace binds (rslave); the claim binds the sandbox's workspace relay here. */
+  readonly slot: string;
+  /** Its cgroups as the host sees them (null: not visible), resolved while it waited. */
+  readonly cgroup: ContainerCgroup | null;
+  /** The `docker run` arguments that created it (audit records). */
+  readonly runArgs: readonly string[];
+}
+
+export interface ContainerPoolOptions {
+  readonly api: EngineApi;
+  /** Idle containers kept per key; 0 disables the pool. */
+  readonly size: number;
+  /** Where owners keep their slot directories (`<dir>/<pid>-<start>/slot-<uuid>`). */
+  readonly dir: string;
+  /** The run spec of a pooled container of `key` whose /workspace binds `slot`. */
+  readonly spec: (key: PoolKey, slot: string, name: string) => DockerRunSpec;
+  /** Look at each container's cgroup from the host. */
+  readonly hostCgroup: boolean;
+  readonly logger: RuntimeLogger;
+}
+
+/** Keys kept warm at most: each costs `size` idle containers (a sleeping init and its tmpfs). */
+export const MAX_POOL_KEYS = 4;
+/** Largest pool size per key. */
+export const MAX_POOL_SIZE = 16;
+
+const keyOf = (key: PoolKey): string => JSON.stringify([key.image, key.tmpBytes]);
+
+export class ContainerPool {
+  readonly #o: ContainerPoolOptions;
+  /** Keys a sandbox started with (most recent last), each with its idle containers. */
+  readonly #keys = new Map<string, { key: PoolKey; idle: PooledContainer[] }>();
+  /** This process's pool directory: a shared mount made once (null until the first fill). */
+  #ownerDir: Promise<string> | undefined;
+  #filling: Promise<void> | undefined;
+  #again = false;
+  #closed = false;
+
+  constructor(options: ContainerPoolOptions) {
+    this.#o = options;
+  }
+
+  get size(): number {
+    return this.#o.size;
+  }
+
+  /** Idle containers right now (all keys). */
+  get idleCount(): number {
+    let n = 0;
+    for (const k of this.#keys.values()) n += k.idle.length;
+    return n;
+  }
+
+  /** An idle container of `key`, now theirs (never handed out again); undefined when none is ready. */
+  take(key: PoolKey): PooledContainer | undefined {
+    if (this.#o.size === 0 || this.#closed) return undefined;
+    return this.#keys.get(keyOf(key))?.idle.shift();
+  }
+
+  /**
+   * A sandbox of `key` started: keep `size` idle containers of it from now on (refilled in the
+   * background). Beyond MAX_POOL_KEYS keys the least recently used key is dropped with its containers.
+   */
+  want(key: PoolKey): void {
+    if (this.#o.size === 0 || this.#closed) return;
+    const k = keyOf(key);
+    const entry = this.#keys.get(k) ?? { key, idle: [] };
+    this.#keys.delete(k);
+    this.#keys.set(k, entry);
+    while (this.#keys.size > MAX_POOL_KEYS) {
+      const [oldest, dropped] = this.#keys.entries().next().value as [string, { idle: PooledContainer[] }];
+      this.#keys.delete(oldest);
+      for (const c of dropped.idle) void this.#discard(c);
+    }
+    this.#refill();
+  }
+
+  /** Waits until the background refill has nothing left to do (benchmarks, tests). */
+  async settled(): Promise<void> {
+    while (this.#filling !== undefined) await this.#filling;
+  }
+
+  /** Stops refilling and removes every idle container and this process's pool directory. Idempotent. */
+  async close(): Promise<void> {
+    this.#closed = true;
+    await this.#filling;
+    const idle = [...this.#keys.values()].flatMap((k) => k.idle.splice(0));
+    await Promise.all(idle.map((c) => this.#discard(c)));
+    if (this.#ownerDir !== undefined) {
+      const dir = await this.#ownerDir.catch(() => undefined);
+      if (dir !== undefined) await releaseOwnerDir(dir);
+    }
+  }
+
+  #refill(): void {
+    if (this.#filling !== undefined) {
+      this.#again = true;
+      return;
+    }
+    this.#filling = (async () => {
+      do {
+        this.#again = false;
+        // One container at a time: the pool never competes with the starts it is there to speed up by
+        // more than one creation.
+        for (const entry of [...this.#keys.values()].reverse()) {
+          while (
+            !this.#closed &&
+            this.#keys.get(keyOf(entry.key)) === entry &&
+            entry.idle.length < this.#o.size
+          ) {
+            let c: PooledContainer;
+            try {
+              c = await this.#create(entry.key);
+            } catch (err) {
+              // Not retried until a sandbox of the key starts again (a missing image would loop).
+              this.#o.logger.warn({ err, image: entry.key.image }, 'could not create a pooled container');
+              break;
+            }
+            if (this.#closed || this.#keys.get(keyOf(entry.key)) !== entry) await this.#discard(c);
+            else entry.idle.push(c);
+          }
+        }
+      } while (this.#again && !this.#closed);
+    })().finally(() => {
+      this.#filling = undefined;
+    });
+  }
+
+  async #create(key: PoolKey): Promise<PooledContainer> {
+    const dir = await (this.#ownerDir ??= this.#makeOwnerDir());
+    const slot = posix.join(dir, `slot-${randomUUID()}`);
+    await mkdir(slot, { mode: 0o700 });
+    const name = `agentfense-pool-${randomUUID()}`;
+    const spec = this.#o.spec(key, slot, name);
+    let id: string | undefined;
+    try {
+      id = await runContainer({
+        api: this.#o.api,
+        body: buildCreateBody(spec),
+        name,
+        image: key.image,
+        logger: this.#o.logger,
+      });
+      const cgroup = this.#o.hostCgroup ? await locateCgroup(this.#o.api, id).catch(() => null) : null;
+      return { id, name, slot, cgroup, runArgs: buildRunArgs(spec) };
+    } catch (err) {
+      if (id !== undefined) await removeContainer(this.#o.api, id).catch(() => undefined);
+      await rmdir(slot).catch(() => undefined);
+      throw err;
+    }
+  }
+
+  async #discard(c: PooledContainer): Promise<void> {
+    try {
+      await removeContainer(this.#o.api, c.id);
+      await releaseSlot(c.slot);
+    } catch (err) {
+      this.#o.logger.warn({ err, container: c.id }, 'could not remove a pooled container');
+    }
+  }
+
+  /**
+   * `<dir>/<pid>-<start>`, bind-mounted on itself, private, then shared: a peer group of its own that the
+   * pooled containers' /workspace binds are slaves of. Removes what dead owners left first.
+   */
+  async #makeOwnerDir(): Promise<string> {
+    await collectPoolGarbage({ api: this.#o.api, logger: this.#o.logger }).catch((err: unknown) =>
+      this.#o.logger.warn({ err }, 'could not look for pooled containers of dead processes'),
+    );
+    const self = selfIdentity();
+    // Directories of owners that are gone and whose containers were already removed.
+    for (const entry of await readdir(this.#o.dir).catch(() => [] as string[])) {
+      const m = /^(\d+)-(\d+)$/.exec(entry);
+      if (m !== null && !isSameProcess(Number(m[1]), m[2] ?? null)) {
+        await releaseOwnerDir(posix.join(this.#o.dir, entry));
+      }
+    }
+    const dir = posix.join(this.#o.dir, `${String(self.pid)}-${self.start}`);
+    await mkdir(dir, { recursive: true, mode: 0o700 });
+    await mountOrThrow(['--bind', '--', dir, dir]);
+    await mountOrThrow(['--make-private', '--', dir]);
+    await mountOrThrow(['--make-shared', '--', dir]);
+    return dir;
+  }
+}
+
+/** The owner label of this process. */
+export function poolOwner(): string {
+  const self = selfIdentity();
+  return `${String(self.pid)}:${self.start}`;
+}
+
+async function mountOrThrow(args: string[]): Promise<void> {
+  const r = await execa('mount', args, { reject: false, stdin: 'ignore' });
+  if (r.failed) throw new Error(`\`mount ${args.join(' ')}\` failed: ${r.stderr || r.shortMessage}`);
+}
+
+/** Unmounts whatever is bound on a slot (a claimed sandbox's workspace), then removes the directory. */
+export async function releaseSlot(slot: string): Promise<void> {
+  await unmountBelow(slot, { inclusive: true });
+  await rmdir(slot).catch((err: unknown) => {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+  });
+}
+
+/** Unmounts an owner's pool directory and its slots, then removes them (rmdir only: never crosses a mount). */
+async function releaseOwnerDir(dir: string): Promise<void> {
+  await unmountBelow(dir, { inclusive: true });
+  for (const entry of await readdir(dir).catch(() => [] as string[])) {
+    if (entry.startsWith('slot-')) await rmdir(posix.join(dir, entry)).catch(() => undefined);
+  }
+  await rmdir(dir).catch(() => undefined);
+}
+
+/**
+ * Removes pooled containers (idle or claimed) whose owner process is gone, and their owners' pool
+ * directories; resolves a description of each container removed. Containers of live owners are never
+ * touched (another control plane on this host may be using them).
+ */
+export async function collectPoolGarbage(options: {
+  api: EngineApi;
+  logger: RuntimeLogger;
+}): Promise<string[]> {
+  const { api } = options;
+  const found = await api
+    .request<{ Id: string; Names?: string[]; Labels?: Record<string, string> }[]>('GET', '/containers/json', {
+      query: { all: true, filters: JSON.stringify({ label: [POOL_OWNER_LABEL] }) },
+      timeoutMs: QUERY_TIMEOUT_MS,
+    })
+    .catch((err: unknown) => {
+      throw apiError(err, { action: 'listing pooled containers', cli: api });
+    });
+  const removed: string[] = [];
+  const dirs = new Set<string>();
+  for (const c of found) {
+    const [pid, start] = (c.Labels?.[POOL_OWNER_LABEL] ?? '').split(':');
+    if (isSameProcess(Number(pid), start ?? null)) continue;
+    await removeContainer(api, c.Id);
+    removed.push(
+      `pooled container ${(c.Names?.[0] ?? c.Id).replace(/^\//, '')} of process ${String(pid)} (gone)`,
+    );
+    const dir = c.Labels?.[POOL_DIR_LABEL];
+    if (dir !== undefined && dir !== '') dirs.add(dir);
+  }
+  for (const dir of dirs) await releaseOwnerDir(dir);
+  if (removed.length > 0) options.logger.warn({ removed }, 'removed pooled containers of dead processes');
+  return removed;
+}
