@@ -632,13 +632,24 @@ describe('fuse-native low-level binding', () => {
     expect(await readFile(path, 'utf8')).toBe('hello world');
   });
 
-  it('receives a 1 MiB dd write as 128 KiB requests (big_writes)', async () => {
+  it('receives a 1 MiB dd write as one 1 MiB request (libfuse3, max_pages)', async () => {
     const { fs, fuse, mnt } = await mountMemFs();
+    expect(fuse.connInfo?.maxWrite).toBe(1 << 20);
+    expect(fuse.connInfo?.features.maxPages).toBe(true);
+    expect(fuse.connInfo?.libfuseVersion).toMatch(/^3\./);
+    fs.resetCounts();
+    await run('dd', ['if=/dev/zero', `of=${join(mnt, 'big')}`, 'bs=1M', 'count=1', 'status=none']);
+    expect(fs.writeSizes).toEqual([1 << 20]);
+    expect(await statSize(join(mnt, 'big'))).toBe(1 << 20);
+  });
+
+  it('maxWrite 128 KiB falls back to 128 KiB requests (the protocol-7.19 size)', async () => {
+    const { fs, fuse, mnt } = await mountMemFs({}, { maxWrite: 131072 });
     expect(fuse.connInfo?.maxWrite).toBe(131072);
+    expect(fuse.connInfo?.features.maxPages).toBe(false);
     fs.resetCounts();
     await run('dd', ['if=/dev/zero', `of=${join(mnt, 'big')}`, 'bs=1M', 'count=1', 'status=none']);
     expect(fs.writeSizes).toEqual(Array(8).fill(131072));
-    expect(await statSize(join(mnt, 'big'))).toBe(1 << 20);
   });
 
   it('OPEN answered ENOSYS: a second cat causes no open and no read (page cache kept)', async () => {

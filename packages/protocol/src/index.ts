@@ -121,6 +121,7 @@ export type {
   WorkerResult,
   WorkerServer,
   WorkerStats,
+  FuseConnStats,
 } from './wire/worker-api.js';
 export type { Guard } from './wire/guards.js';
 export { PART_BYTES, collectParts } from './wire/parts.js';

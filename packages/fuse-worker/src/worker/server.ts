@@ -17,6 +17,7 @@ import type {
   WorkerResult,
   WorkerServer,
   WorkerStats,
+  FuseConnStats,
 } from '@agentfense/protocol';
 import type { CommitOptions } from '../delta/types.js';
 import { AuditLog } from '../audit.js';
@@ -25,6 +26,7 @@ import { createHandlers } from '../fs/binding.js';
 import { OpStats } from '../fs/op-stats.js';
 import { PolicyFs } from '../fs/policy-fs.js';
 import { abortFuseConnection, fuseMountsAt } from '../mounts.js';
+import { connStats, disabledFeatures, featureOptions } from '../mount-options.js';
 import { arraySource, changeBytes, conflictBytes, diffSource, PartStore, sequenceSource } from './parts.js';
 import { IdleTrim, type Collect } from './idle-trim.js';
 import type { WorkerLogger as Logger } from './log.js';
@@ -44,6 +46,8 @@ interface Mounted {
   readonly fs: PolicyFs;
   readonly delta: Delta;
   readonly mountpoint: string;
+  /** What the FUSE connection negotiated (features in use). */
+  readonly conn: FuseConnStats;
 }
 
 export interface WorkerServerOptions {
@@ -147,6 +151,7 @@ export class WorkerService {
         });
       }
       const rules = compileRules(params.rules);
+      const disabled = disabledFeatures(process.env);
       const ttl = params.cacheTtlSeconds ?? DEFAULT_CACHE_TTL_SECONDS;
       if (!(ttl >= 0 && ttl <= 86_400)) {
         throw new InvalidArgumentError(`cacheTtlSeconds must be between 0 and 86400 (got ${ttl})`);
@@ -186,6 +191,7 @@ export class WorkerService {
         defaultPermissions: true,
         allowOther: params.allowOther ?? false,
         extraOptions: ['nosuid', 'nodev'],
+        ...featureOptions(disabled),
         onError: (err) => this.#logger.error({ err }, 'FUSE handler error'),
       });
       fs.invalidator = {
@@ -196,14 +202,15 @@ export class WorkerService {
           await fuse.notifyInvalEntry(parent, name);
         },
       };
+      let conn: FuseConnStats;
       try {
-        const conn = await fuse.mount();
-        this.#logger.info({ mountpoint: params.mountpoint, conn, ttl }, 'mounted');
+        conn = connStats(await fuse.mount(), disabled);
+        this.#logger.info({ mountpoint: params.mountpoint, fuse: conn, ttl }, 'mounted');
       } catch (err) {
         await delta.close();
         throw err;
       }
-      this.#mounted = { fuse, fs, delta, mountpoint: params.mountpoint };
+      this.#mounted = { fuse, fs, delta, mountpoint: params.mountpoint, conn };
       this.#rulesVersion = 1;
       const trim =
         this.#collect === undefined
@@ -257,6 +264,7 @@ export class WorkerService {
       rssBytes: process.memoryUsage.rss(),
       pssBytes: await readPss(),
       openHandles: this.#mounted?.fs.handles.size ?? 0,
+      ...(this.#mounted === undefined ? {} : { fuse: this.#mounted.conn }),
     };
   }
 

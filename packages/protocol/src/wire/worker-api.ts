@@ -34,6 +34,22 @@ export interface WorkerStats {
   /** Proportional set size from /proc/self/smaps_rollup; null (or absent) where the kernel lacks it. */
   readonly pssBytes?: number | null;
   readonly openHandles: number;
+  /** What the worker's FUSE connection negotiated at mount (absent before the mount). */
+  readonly fuse?: FuseConnStats;
+}
+
+/** The FUSE protocol features a mount got: each is detected at mount, and off where the kernel lacks it. */
+export interface FuseConnStats {
+  /** libfuse's version, e.g. "3.14.0". */
+  readonly libfuse: string;
+  /** The protocol version the kernel offered, e.g. "7.45". */
+  readonly kernelProtocol: string;
+  /** Bytes per WRITE/READ request. */
+  readonly maxWrite: number;
+  /** Feature name -> in use (maxPages, writebackCache, readdirplus, parallelDirops, noOpen, ...). */
+  readonly features: Readonly<Record<string, boolean>>;
+  /** Features left off on purpose (off by default, or AGENTFENSE_FUSE_DISABLE) though the kernel may offer them. */
+  readonly disabled: readonly string[];
 }
 
 /** What a worker mounts: the codebase (lower), this sandbox's delta, where, and with which rules. */
@@ -229,6 +245,15 @@ export const WORKER_METHOD_GUARDS: {
       rssBytes: g.count,
       pssBytes: g.optional(g.nullable(g.count)),
       openHandles: g.count,
+      fuse: g.optional(
+        g.shape({
+          libfuse: g.string,
+          kernelProtocol: g.string,
+          maxWrite: g.count,
+          features: g.recordOf(g.boolean),
+          disabled: g.arrayOf(g.string),
+        }),
+      ),
     }),
   },
   changes: { params: empty, result: g.shape({ changes: g.arrayOf(changeEntry), next }) },

@@ -1,0 +1,81 @@
+// The FUSE protocol features a worker's mount asks for, and what it reports about them (log, `stats`).
+// Each feature is requested only where the kernel offers it (the binding checks the INIT capabilities),
+// so an older kernel falls back feature by feature. AGENTFENSE_FUSE_DISABLE switches features off and
+// AGENTFENSE_FUSE_ENABLE switches on the ones that are off by default (comma-separated names below):
+// that is how the bench measures what each one buys.
+import type { ConnInfo, LowLevelOptions } from 'fuse-native/lowlevel.js';
+import type { FuseConnStats } from '@agentfense/protocol';
+import { InvalidArgumentError } from '@agentfense/protocol';
+
+/** Features that can be switched off; the others (noOpen, noOpendir) are part of the permission design. */
+export const SWITCHABLE_FEATURES = ['maxPages', 'writebackCache', 'readdirplus', 'parallelDirops'] as const;
+export type SwitchableFeature = (typeof SWITCHABLE_FEATURES)[number];
+
+/** The environment variables naming the features to leave off / to switch on. */
+export const DISABLE_ENV = 'AGENTFENSE_FUSE_DISABLE';
+export const ENABLE_ENV = 'AGENTFENSE_FUSE_ENABLE';
+
+/**
+ * Off unless enabled. writebackCache: with it the kernel trusts its own size and mtime of a regular file
+ * over ours, so a change made behind the mount (another sandbox's commit, discard, the control plane's
+ * writeFile) would keep a stale size; writes also arrive later, without the writer's pid, and a quota
+ * error only at close (docs/decisions.md).
+ */
+const OFF_BY_DEFAULT: readonly SwitchableFeature[] = ['writebackCache'];
+
+/** Bytes per READ/WRITE request without max_pages: the protocol-7.19 (libfuse 2) size. */
+const SMALL_REQUEST = 128 * 1024;
+/** With max_pages: 256 pages, the most libfuse 3.14 can receive. */
+const BIG_REQUEST = 1024 * 1024;
+
+/** The features to leave off: the defaults, minus AGENTFENSE_FUSE_ENABLE, plus AGENTFENSE_FUSE_DISABLE. */
+export function disabledFeatures(env: NodeJS.ProcessEnv): SwitchableFeature[] {
+  const enabled = featureList(ENABLE_ENV, env[ENABLE_ENV]);
+  const off = OFF_BY_DEFAULT.filter((f) => !enabled.includes(f));
+  for (const f of featureList(DISABLE_ENV, env[DISABLE_ENV])) if (!off.includes(f)) off.push(f);
+  return off;
+}
+
+function featureList(variable: string, value: string | undefined): SwitchableFeature[] {
+  if (value === undefined || value.trim() === '') return [];
+  const out: SwitchableFeature[] = [];
+  for (const raw of value.split(',')) {
+    const name = raw.trim();
+    if (name === '') continue;
+    if (!(SWITCHABLE_FEATURES as readonly string[]).includes(name)) {
+      throw new InvalidArgumentError(
+        `${variable}: unknown FUSE feature ${JSON.stringify(name)}; known: ${SWITCHABLE_FEATURES.join(', ')}`,
+      );
+    }
+    out.push(name as SwitchableFeature);
+  }
+  return out;
+}
+
+/** The binding options for the features wanted (everything but `disabled`). */
+export function featureOptions(
+  disabled: readonly SwitchableFeature[],
+): Pick<LowLevelOptions, 'maxWrite' | 'features'> {
+  const on = (f: SwitchableFeature): boolean => !disabled.includes(f);
+  return {
+    maxWrite: on('maxPages') ? BIG_REQUEST : SMALL_REQUEST,
+    features: {
+      // The kernel keeps written pages and sends them in max_write chunks; it then decides size and
+      // mtime itself and may READ pages of a file open for writing (see docs/fuse-native.md).
+      writebackCache: on('writebackCache'),
+      readdirplus: on('readdirplus'),
+      parallelDirops: on('parallelDirops'),
+    },
+  };
+}
+
+/** What the mount got, for the log and the worker's `stats`. */
+export function connStats(conn: ConnInfo, disabled: readonly SwitchableFeature[]): FuseConnStats {
+  return {
+    libfuse: conn.libfuseVersion,
+    kernelProtocol: `${conn.protoMajor}.${conn.protoMinor}`,
+    maxWrite: conn.maxWrite,
+    features: { ...conn.features },
+    disabled: [...disabled],
+  };
+}
