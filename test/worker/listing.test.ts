@@ -116,4 +116,43 @@ except OSError as e:
     const { changes } = await f.worker.client.request('changes', {});
     expect(changes.map((c) => c.path)).toContain('/output/new\nline');
   });
+
+  it('READDIRPLUS: a cold ls -l needs no LOOKUP, lists only visible entries, with the attributes LOOKUP gives', async () => {
+    const tree: Record<string, string> = {};
+    for (let i = 0; i < 40; i++) tree[`src/f${String(i).padStart(2, '0')}.txt`] = 'x'.repeat(i);
+    tree['src/.env'] = 'SECRET=1\n';
+    tree['src/k.key'] = 'key\n';
+    tree['docs/a.md'] = 'doc\n';
+    tree['output/w.txt'] = 'w\n';
+    // sorted names, octal modes, sizes, owners, mtimes: everything `stat` shows
+    const listing = 'for d in src docs output; do ls -ln --time-style=+%s.%N $d; done';
+    const a = await mountFixture({ tree, rules: AGENT_SAFE });
+    const { fuse } = await a.worker.client.request('stats', {});
+    expect(fuse?.features.readdirplus).toBe(true);
+    const before = (await a.worker.client.request('stats', {})).ops;
+    const plus = await a.sandbox(listing);
+    const after = (await a.worker.client.request('stats', {})).ops;
+    const count = (ops: typeof before, op: string): number => ops[op]?.count ?? 0;
+    expect(plus.stderr).toBe('');
+    expect(count(after, 'readdirplus') - count(before, 'readdirplus')).toBeGreaterThan(0);
+    // the three directories themselves are looked up; no file is
+    expect(count(after, 'lookup') - count(before, 'lookup')).toBeLessThanOrEqual(3);
+    expect(plus.stdout).not.toMatch(/\.env|\.key/);
+    expect(plus.stdout).toMatch(/^-r--r--r-- .* f39\.txt$/m);
+    expect(plus.stdout).toMatch(/^---------- .* a\.md$/m);
+    expect(plus.stdout).toMatch(/^-rw-r--r-- .* w\.txt$/m);
+
+    // The same listing through one LOOKUP per name (READDIRPLUS switched off) is identical.
+    process.env.AGENTFENSE_FUSE_DISABLE = 'readdirplus';
+    let b;
+    try {
+      b = await mountFixture({ rules: AGENT_SAFE, lowerDir: a.lower });
+    } finally {
+      delete process.env.AGENTFENSE_FUSE_DISABLE;
+    }
+    expect((await b.worker.client.request('stats', {})).fuse?.features.readdirplus).toBe(false);
+    const plain = await b.sandbox(listing);
+    expect(plain.stdout).toBe(plus.stdout);
+    expect((await b.worker.client.request('stats', {})).ops.lookup?.count ?? 0).toBeGreaterThan(40);
+  });
 });

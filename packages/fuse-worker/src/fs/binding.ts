@@ -143,6 +143,14 @@ export function createHandlers(options: BindingOptions): LowLevelHandlers {
       serve('readdir', req, async () => {
         req.replyDirents(await fs.readdir(ino, offset, callerOf(req)));
       }),
+    // Asked for by the kernel only when the mount got READDIRPLUS (mount-options.ts).
+    readdirplus: (req, ino, _size, offset) =>
+      serve('readdirplus', req, async () => {
+        const entries = await fs.readdirplus(ino, offset, callerOf(req), (names) =>
+          req.fitDirentsPlus(names),
+        );
+        req.replyDirentsPlus(entries);
+      }),
     statfs: (req) =>
       serve('statfs', req, async () => {
         req.replyStatfs(await fs.statfs());

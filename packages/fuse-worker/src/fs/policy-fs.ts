@@ -8,6 +8,7 @@
 //   attr-ops.ts       GETATTR, SETATTR, READLINK, ACCESS, SETXATTR
 //   namespace-ops.ts  MKDIR, MKNOD, SYMLINK, CREATE, UNLINK, RMDIR, RENAME, LINK
 //   dir-listing.ts    READDIR
+//   readdir-plus.ts   READDIRPLUS (READDIR's entries with their LOOKUP answers)
 //   data-ops.ts       READ, WRITE, FALLOCATE, FSYNC (the host handle per node)
 //   whole-file.ts     the control plane's readFile/writeFile
 //   decisions.ts      permission -> errno, audited (shared by all of the above)
@@ -28,6 +29,8 @@ import type { FuseAttr } from './attrs.js';
 import { FsCore } from './core.js';
 import { DataPath } from './data-ops.js';
 import { readdir } from './dir-listing.js';
+import { readdirplus } from './readdir-plus.js';
+import type { DirEntryPlusOut } from './readdir-plus.js';
 import type { HandleCache } from './handles.js';
 import type { InodeTable } from './inodes.js';
 import { forget, lookup } from './lookup.js';
@@ -45,6 +48,7 @@ import type {
 } from './types.js';
 import { readPath, writePath } from './whole-file.js';
 
+export type { DirEntryPlusOut } from './readdir-plus.js';
 export type {
   Caller,
   DirEntryOut,
@@ -159,6 +163,15 @@ export class PolicyFs {
 
   readdir(ino: number, offset: number, caller: Caller): Promise<readonly DirEntryOut[]> {
     return readdir(this.#core, ino, offset, caller);
+  }
+
+  readdirplus(
+    ino: number,
+    offset: number,
+    caller: Caller,
+    fit: (names: readonly string[]) => number,
+  ): Promise<readonly DirEntryPlusOut[]> {
+    return readdirplus(this.#core, ino, offset, caller, fit);
   }
 
   // --- data ------------------------------------------------------------------------------------------
