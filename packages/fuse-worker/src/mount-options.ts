@@ -8,7 +8,15 @@ import type { FuseConnStats } from '@agentfense/protocol';
 import { InvalidArgumentError } from '@agentfense/protocol';
 
 /** Features that can be switched off; the others (noOpen, noOpendir) are part of the permission design. */
-export const SWITCHABLE_FEATURES = ['maxPages', 'writebackCache', 'readdirplus', 'parallelDirops'] as const;
+// listingRefresh is the worker's own: a READ drops its directory's cached listing so the next listing
+// (a READDIRPLUS) refreshes the attributes the READ made stale (fs/kernel-cache.ts noteRead).
+export const SWITCHABLE_FEATURES = [
+  'maxPages',
+  'writebackCache',
+  'readdirplus',
+  'parallelDirops',
+  'listingRefresh',
+] as const;
 export type SwitchableFeature = (typeof SWITCHABLE_FEATURES)[number];
 
 /** The environment variables naming the features to leave off / to switch on. */
@@ -69,13 +77,18 @@ export function featureOptions(
   };
 }
 
+/** Whether the worker refreshes listings after READs: needs READDIRPLUS to do any good. */
+export function listingRefresh(conn: ConnInfo, disabled: readonly SwitchableFeature[]): boolean {
+  return conn.features.readdirplus && !disabled.includes('listingRefresh');
+}
+
 /** What the mount got, for the log and the worker's `stats`. */
 export function connStats(conn: ConnInfo, disabled: readonly SwitchableFeature[]): FuseConnStats {
   return {
     libfuse: conn.libfuseVersion,
     kernelProtocol: `${conn.protoMajor}.${conn.protoMinor}`,
     maxWrite: conn.maxWrite,
-    features: { ...conn.features },
+    features: { ...conn.features, listingRefresh: listingRefresh(conn, disabled) },
     disabled: [...disabled],
   };
 }

@@ -34,6 +34,7 @@ export class DataPath {
   /** READ: needs read; served from a per-node host handle. */
   async read(ino: number, size: number, offset: Offset, caller: Caller): Promise<Buffer> {
     this.#fs.predictor.noteRead(ino);
+    this.#fs.cache.noteRead(this.#fs.inodes.get(ino));
     // Synchronous pread (see #withFd): from the page cache it takes a few µs, an async one 40+ µs.
     return this.#withFd(ino, false, caller, 'read', (fd) => {
       const buffer = Buffer.allocUnsafe(size);
@@ -55,6 +56,7 @@ export class DataPath {
     reply: (data: Uint8Array) => void,
   ): Promise<void> {
     this.#fs.predictor.noteRead(ino);
+    this.#fs.cache.noteRead(this.#fs.inodes.get(ino));
     if (size > SYNC_READ_MAX) {
       // Big reads are the kernel's readahead of a large file, several in flight at once: done in the
       // thread pool they overlap with each other and with the disk; done synchronously they queue up on

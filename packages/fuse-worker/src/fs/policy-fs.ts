@@ -88,6 +88,15 @@ export class PolicyFs {
     this.#core.cache.invalidator = invalidator;
   }
 
+  /** See KernelCache.noteRead: worth it only when listings are READDIRPLUS. */
+  get refreshListingsOnRead(): boolean {
+    return this.#core.cache.refreshListingsOnRead;
+  }
+
+  set refreshListingsOnRead(on: boolean) {
+    this.#core.cache.refreshListingsOnRead = on;
+  }
+
   get rules(): RuleSet {
     return this.#core.rules;
   }

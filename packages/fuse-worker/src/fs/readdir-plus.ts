@@ -26,6 +26,7 @@ export async function readdirplus(
   fit: (names: readonly string[]) => number,
 ): Promise<readonly DirEntryPlusOut[]> {
   const listing = await readdir(fs, ino, offset, caller);
+  if (offset === 0) fs.cache.listed(ino);
   const sent = listing.slice(0, fit(listing.map((e) => e.name)));
   return Promise.all(sent.map((e) => withEntry(fs, ino, e, caller)));
 }

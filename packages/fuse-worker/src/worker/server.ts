@@ -26,7 +26,7 @@ import { createHandlers } from '../fs/binding.js';
 import { OpStats } from '../fs/op-stats.js';
 import { PolicyFs } from '../fs/policy-fs.js';
 import { abortFuseConnection, fuseMountsAt } from '../mounts.js';
-import { connStats, disabledFeatures, featureOptions } from '../mount-options.js';
+import { connStats, disabledFeatures, featureOptions, listingRefresh } from '../mount-options.js';
 import { arraySource, changeBytes, conflictBytes, diffSource, PartStore, sequenceSource } from './parts.js';
 import { IdleTrim, type Collect } from './idle-trim.js';
 import type { WorkerLogger as Logger } from './log.js';
@@ -204,7 +204,9 @@ export class WorkerService {
       };
       let conn: FuseConnStats;
       try {
-        conn = connStats(await fuse.mount(), disabled);
+        const info = await fuse.mount();
+        fs.refreshListingsOnRead = listingRefresh(info, disabled);
+        conn = connStats(info, disabled);
         this.#logger.info({ mountpoint: params.mountpoint, fuse: conn, ttl }, 'mounted');
       } catch (err) {
         await delta.close();
