@@ -15,7 +15,10 @@ import type { Caller, Offset } from './types.js';
 const FALLOC_FL_KEEP_SIZE = 0x01;
 /** READs up to this size are served with a synchronous pread (small files, single pages). */
 const SYNC_READ_MAX = 32 * 1024;
-/** Size of the pooled buffers for bigger READs (the kernel's max_read with libfuse2) and how many to keep. */
+/**
+ * Size of the pooled buffers for bigger READs (the kernel's readahead: 128 KiB) and how many to keep. A READ
+ * above it (up to 1 MiB with max_pages, from a large read(2)) gets a buffer of its own.
+ */
 const BIG_READ_BYTES = 128 * 1024;
 const BIG_READ_POOL = 8;
 
