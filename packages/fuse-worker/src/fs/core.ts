@@ -40,6 +40,12 @@ export class FsCore {
   readonly listings = new Map<number, DirEntryOut[]>();
   readonly cache = new KernelCache({ inodes: this.inodes, handles: this.handles });
   readonly predictor = new ReadPredictor();
+  /**
+   * With READDIRPLUS a walker's LOOKUPs never reach us (the listing carried them), so the read-ahead
+   * follows the walker's first READ of each file instead (data-ops.ts). A stat-only walk reads nothing
+   * and so still warms nothing.
+   */
+  readAheadOnRead = false;
   readonly readAhead = new ReadAhead({
     listing: (dir) => this.listings.get(dir),
     warm: (dir, name) => this.#warm(dir, name),

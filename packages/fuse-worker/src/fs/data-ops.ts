@@ -34,10 +34,20 @@ export class DataPath {
     this.#fs = fs;
   }
 
+  /** What a READ tells the predictor, the kernel-cache bookkeeping and the read-ahead. */
+  #noteRead(ino: number, offset: Offset): void {
+    const fs = this.#fs;
+    fs.predictor.noteRead(ino);
+    const node = fs.inodes.get(ino);
+    fs.cache.noteRead(node);
+    if (fs.readAheadOnRead && offset === 0 && node !== undefined && node.parent !== 0) {
+      fs.readAhead.onLookup(node.parent, node.name);
+    }
+  }
+
   /** READ: needs read; served from a per-node host handle. */
   async read(ino: number, size: number, offset: Offset, caller: Caller): Promise<Buffer> {
-    this.#fs.predictor.noteRead(ino);
-    this.#fs.cache.noteRead(this.#fs.inodes.get(ino));
+    this.#noteRead(ino, offset);
     // Synchronous pread (see #withFd): from the page cache it takes a few µs, an async one 40+ µs.
     return this.#withFd(ino, false, caller, 'read', (fd) => {
       const buffer = Buffer.allocUnsafe(size);
@@ -58,8 +68,7 @@ export class DataPath {
     caller: Caller,
     reply: (data: Uint8Array) => void,
   ): Promise<void> {
-    this.#fs.predictor.noteRead(ino);
-    this.#fs.cache.noteRead(this.#fs.inodes.get(ino));
+    this.#noteRead(ino, offset);
     if (size > SYNC_READ_MAX) {
       // Big reads are the kernel's readahead of a large file, several in flight at once: done in the
       // thread pool they overlap with each other and with the disk; done synchronously they queue up on

@@ -10,6 +10,8 @@ export async function lookup(
   parent: number,
   name: string,
   caller: Caller,
+  /** Looked up for a READDIRPLUS listing, not by a walker: the read-ahead follows READs then. */
+  listed = false,
 ): Promise<EntryReply | NegativeEntry> {
   const generation = fs.cache.generation;
   const path = fs.childPath(parent, name);
@@ -25,7 +27,7 @@ export async function lookup(
   allow(fs, 'lookup', path, permission, caller);
   let entry = fs.entry(node, path, found, permission, ttl);
   if (found.type === 'directory') entry = { ...entry, attr: { ...entry.attr, nlink: await fs.links(path) } };
-  if (found.type === 'file' && atLeast(permission, 'read')) {
+  if (!listed && found.type === 'file' && atLeast(permission, 'read')) {
     fs.predictor.noteLookup(node.ino);
     if (fs.predictor.readsFollowLookups) fs.readAhead.onLookup(parent, name);
   }

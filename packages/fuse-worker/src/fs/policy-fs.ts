@@ -97,6 +97,15 @@ export class PolicyFs {
     this.#core.cache.refreshListingsOnRead = on;
   }
 
+  /** The mount's listings are READDIRPLUS: the read-ahead follows READs (FsCore.readAheadOnRead). */
+  get listingsCarryAttributes(): boolean {
+    return this.#core.readAheadOnRead;
+  }
+
+  set listingsCarryAttributes(on: boolean) {
+    this.#core.readAheadOnRead = on;
+  }
+
   get rules(): RuleSet {
     return this.#core.rules;
   }

@@ -39,7 +39,7 @@ async function withEntry(
 ): Promise<DirEntryPlusOut> {
   if (e.name === '.' || e.name === '..') return e;
   try {
-    const entry = await lookup(fs, parent, e.name, caller);
+    const entry = await lookup(fs, parent, e.name, caller, true);
     // d_ino and the attributes' inode number agree, as they would after a LOOKUP
     return 'attr' in entry ? { ...e, ino: entry.attr.ino, entry } : e;
   } catch {

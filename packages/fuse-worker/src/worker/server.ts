@@ -205,6 +205,7 @@ export class WorkerService {
       let conn: FuseConnStats;
       try {
         const info = await fuse.mount();
+        fs.listingsCarryAttributes = info.features.readdirplus;
         fs.refreshListingsOnRead = listingRefresh(info, disabled);
         conn = connStats(info, disabled);
         this.#logger.info({ mountpoint: params.mountpoint, fuse: conn, ttl }, 'mounted');
