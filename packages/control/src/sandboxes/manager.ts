@@ -145,12 +145,13 @@ export class SandboxManager {
     this.#lastCreatedAt = now;
     const { id } = row;
     // The record first, then the directory: `agentfense gc` removes directories without a record.
-    this.#store.insert(row);
+    // A caller that starts it at once (the one-shot CLI, the API's `start: true`) owns it from birth, in
+    // the same statement: if the process dies before the start, recovery sees a dead owner and settles
+    // the sandbox instead of leaving it PENDING (an owner written after the directories were made left a
+    // window where a kill did: test/security/serve-crash.test.ts).
+    this.#store.insert(internal.own === true ? { ...row, ...this.#owner.columns } : row);
     await ensurePrivateDir(this.#layout.sandboxesDir);
     await ensurePrivateDir(this.#layout.sandbox(id).dir);
-    // A caller that starts it at once (the one-shot CLI) owns it from birth: if the process dies before
-    // the start, recovery sees a dead owner and settles the sandbox instead of leaving it PENDING.
-    if (internal.own === true) this.#store.update(id, this.#owner.columns);
     this.#logger.info(
       { sandboxId: id, codebaseId: row.codebase_id, runtime: row.runtime },
       'sandbox created',

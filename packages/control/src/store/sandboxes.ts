@@ -60,7 +60,9 @@ export type NewSandboxRow = Pick<
   | 'expires_at'
   | 'created_at'
   | 'updated_at'
->;
+> &
+  /** A sandbox owned from birth (a start follows at once): its owner, in the same statement. */
+  Partial<Pick<SandboxRow, 'owner_pid' | 'owner_start' | 'owner_instance'>>;
 
 /** Columns a caller may update, by name. */
 export type SandboxPatch = Partial<Omit<SandboxRow, 'id' | 'codebase_id' | 'created_at' | 'updated_at'>>;
@@ -156,9 +158,9 @@ export class SandboxStore {
     this.#db = db;
     this.#insert = db.prepare(
       `INSERT INTO sandboxes (id, codebase_id, state, state_reason, runtime, image, rules, network, resources, env,
-         audit_allowed, labels, expires_at, created_at, updated_at)
+         audit_allowed, labels, expires_at, created_at, updated_at, owner_pid, owner_start, owner_instance)
        VALUES (@id, @codebase_id, @state, @state_reason, @runtime, @image, @rules, @network, @resources, @env,
-         @audit_allowed, @labels, @expires_at, @created_at, @updated_at)`,
+         @audit_allowed, @labels, @expires_at, @created_at, @updated_at, @owner_pid, @owner_start, @owner_instance)`,
     );
     this.#insertLabel = db.prepare('INSERT INTO sandbox_labels (sandbox_id, key, value) VALUES (?, ?, ?)');
     this.#get = db.prepare('SELECT * FROM sandboxes WHERE id = ?');
@@ -173,7 +175,9 @@ export class SandboxStore {
   /** Inserts a sandbox and its labels (filterable through sandbox_labels) in one transaction. */
   insert(row: NewSandboxRow): void {
     this.#db.transaction(() => {
-      this.#insert.run(encode(row));
+      this.#insert.run(
+        encode({ owner_pid: null, owner_start: null, owner_instance: null, ...row }),
+      );
       for (const [key, value] of Object.entries(row.labels)) this.#insertLabel.run(row.id, key, value);
     })();
   }
