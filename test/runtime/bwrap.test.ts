@@ -24,6 +24,15 @@ import { expectNoProcessWith, hostProcessesWith, runRuntimeContract } from './co
 const CGROUP_ROOT = '/sys/fs/cgroup';
 const quiet = { debug: () => undefined, warn: (obj: object, msg: string) => console.warn(msg, obj) };
 
+/** Waits until a host process carries `marker` (a command just spawned). */
+async function waitForProcess(marker: string): Promise<void> {
+  const deadline = Date.now() + 10_000;
+  while ((await hostProcessesWith(marker)).length === 0) {
+    if (Date.now() > deadline) throw new Error(`no process with ${marker} started`);
+    await sleep(20);
+  }
+}
+
 async function makeFixture(): Promise<WorkspaceFixture> {
   const root = await mkdtemp(join(tmpdir(), 'af-bwrap-'));
   const workspaceHostPath = join(root, 'ws');
@@ -99,6 +108,38 @@ describe('bwrap only', () => {
       expect(result.timedOut).toBe(true);
     }
     await expectNoProcessWith(marker);
+  });
+
+  it('recovery searches for processes only while a sandbox may have some, and kills what a vanished control plane left', async () => {
+    // The search reads every host process's /proc entries; it runs before each start and after each stop,
+    // so it is skipped for a state directory that is empty (a fresh sandbox, or one stopped cleanly).
+    // The control plane's layout: the state directory is <sandboxes>/<id>/state (recovery knows the
+    // sandbox's cgroups by that id).
+    const fixture = await makeFixture();
+    const sandboxId = `sb_${randomUUID()}`;
+    const stateDir = join(fixture.stateDir, sandboxId, 'state');
+    await mkdir(stateDir, { recursive: true });
+    const sb = await createBwrapRuntime({ logger: quiet }).start({
+      sandboxId,
+      workspaceHostPath: fixture.workspaceHostPath,
+      stateDir,
+      resources: { pidsLimit: 64 },
+    });
+    onTestFinished(async () => {
+      await sb.stop();
+      expect(await cgroupLeftovers(sandboxId)).toEqual([]);
+      await fixture.cleanup();
+    });
+    const mark = join(stateDir, 'bwrap-running');
+    await access(mark); // written by start(), before any command can run
+    const marker = `af_left_${randomUUID()}`;
+    await sb.spawn({ argv: ['sh', '-c', `sleep 1000; : ${marker}`] });
+    await waitForProcess(marker);
+    // Another process's runtime, as recovery after a SIGKILLed control plane would run it.
+    await createBwrapRuntime({ logger: quiet }).clearLeftovers(stateDir);
+    await expectNoProcessWith(marker);
+    await sb.stop();
+    await expect(access(mark)).rejects.toThrow(/ENOENT/);
   });
 
   it('reports a missing bwrap as UnavailableError saying how to install it, from check() and start()', async () => {

@@ -36,6 +36,8 @@ export interface BwrapInstanceOptions {
   readonly placeholders: readonly PathPlaceholder[];
   /** Runtime-owned scratch directory, removed by stop(). */
   readonly scratchDir: string;
+  /** leftovers.ts's RUNNING_MARK: removed by stop() once nothing of the sandbox can run any more. */
+  readonly runningMark: string;
   /** Per-stream cap of exec output. */
   readonly maxOutputBytes: number;
   /** The host uid/gid bwrap runs as (the sandbox user); null: this process's own. */
@@ -215,7 +217,7 @@ export class BwrapInstance implements RuntimeInstance {
   }
 
   async #teardown(): Promise<void> {
-    const { logger, cgroup, scratchDir } = this.#options;
+    const { logger, cgroup, scratchDir, runningMark } = this.#options;
     // Terminating each command kills its pid namespace (launch.ts); the cgroup teardown then catches
     // anything that could have escaped the tree, and removes the cgroups.
     const live = [...this.#live];
@@ -224,6 +226,8 @@ export class BwrapInstance implements RuntimeInstance {
     await cgroup?.destroy();
     await this.#options.onStop?.();
     await rm(scratchDir, { recursive: true, force: true });
+    // Last: a stop that failed above leaves it, so recovery still searches for processes.
+    await rm(runningMark, { force: true });
     logger.debug({ sandboxId: this.sandboxId }, 'sandbox stopped');
   }
 }

@@ -15,10 +15,11 @@
 // every process of its pid namespace. --die-with-parent alone is not enough: a bwrap killed right after
 // clone(), before its child armed PR_SET_PDEATHSIG, leaves the namespace running (seen under load).
 import { spawn } from 'node:child_process';
-import type { ChildProcess, StdioOptions } from 'node:child_process';
-import { readFile } from 'node:fs/promises';
+import type { ChildProcess, StdioNull, StdioPipe } from 'node:child_process';
+import { closeSync, readFileSync } from 'node:fs';
 import type { Readable, Writable } from 'node:stream';
 import { InternalError } from '@agentfense/protocol';
+import { openAnonymous, openShared } from './anonymous-file.js';
 import type { CgroupHandshakeFds } from './args.js';
 import type { SandboxCgroup } from './cgroups/types.js';
 import type { RuntimeLogger } from './logger.js';
@@ -99,10 +100,10 @@ export type BwrapSubprocess = Promise<BwrapResult> & {
 const running = new Set<ChildProcess>();
 let exitHookInstalled = false;
 
-/** Spawns bwrap with an empty environment and collects its result. */
+/** Spawns bwrap with an empty environment and collects its result; `stdio` covers fds 0-4. */
 function startBwrap(
   options: LaunchOptions,
-  stdio: StdioOptions,
+  stdio: readonly (StdioNull | StdioPipe)[],
 ): { child: ChildProcess; subprocess: BwrapSubprocess } {
   const started = performance.now();
   const split = options.args.length - options.commandArgc - 1;
@@ -110,15 +111,31 @@ function startBwrap(
   // bwrap itself gets an empty environment; the sandbox's is built with --clearenv/--setenv anyway. Its
   // cwd is `/` (the control plane's may not be reachable by the sandbox user); uid/gid drop root before
   // exec (libuv also clears the supplementary groups), so bwrap holds no capability on the host.
-  const child = spawn(options.bwrapPath, ['--args', String(ARGS_FD), ...options.args.slice(split)], {
-    stdio,
-    env: {},
-    cwd: '/',
-    ...(options.identity === null ? {} : { uid: options.identity.uid, gid: options.identity.gid }),
-  });
+  // bwrap's options and the seccomp program: anonymous files (anonymous-file.ts), pipes where those are
+  // unavailable. Our descriptors are closed right after the spawn; bwrap holds its own copies.
+  const bwrapOptions = Buffer.from(`${options.args.slice(0, split).join('\0')}\0`);
+  const argsFd = openAnonymous(bwrapOptions);
+  const seccompFd = options.seccomp === null ? null : openShared(options.seccomp);
+  let child: ChildProcess;
+  try {
+    child = spawn(options.bwrapPath, ['--args', String(ARGS_FD), ...options.args.slice(split)], {
+      stdio: [
+        ...stdio,
+        argsFd ?? 'pipe', // ARGS_FD
+        options.seccomp === null ? 'ignore' : (seccompFd ?? 'pipe'), // SECCOMP_FD
+      ],
+      env: {},
+      cwd: '/',
+      ...(options.identity === null ? {} : { uid: options.identity.uid, gid: options.identity.gid }),
+    });
+  } finally {
+    if (argsFd !== null) closeSync(argsFd);
+    if (seccompFd !== null) closeSync(seccompFd);
+  }
   const extra = child.stdio as readonly unknown[];
-  sendAll(extra[ARGS_FD] as Writable | null, Buffer.from(`${options.args.slice(0, split).join('\0')}\0`));
-  if (options.seccomp !== null) sendAll(extra[SECCOMP_FD] as Writable | null, options.seccomp);
+  if (argsFd === null) sendAll(extra[ARGS_FD] as Writable | null, bwrapOptions);
+  if (options.seccomp !== null && seccompFd === null)
+    sendAll(extra[SECCOMP_FD] as Writable | null, options.seccomp);
   if (!exitHookInstalled) {
     exitHookInstalled = true;
     process.once('exit', () => {
@@ -227,20 +244,19 @@ export interface LaunchedBwrap {
 export async function launchBwrap(options: LaunchOptions): Promise<LaunchedBwrap> {
   const { cgroup, mode } = options;
   const stdin = mode === 'spawn' || options.stdin !== undefined ? 'pipe' : 'ignore';
-  const stdio: StdioOptions = [
+  const stdio: (StdioNull | StdioPipe)[] = [
     stdin,
     'pipe',
     'pipe',
     'pipe', // info fd
     cgroup === null ? 'ignore' : 'pipe', // block fd
-    'pipe', // ARGS_FD
-    options.seccomp === null ? 'ignore' : 'pipe', // SECCOMP_FD
+    // ARGS_FD and SECCOMP_FD: added by startBwrap
   ];
   const { child, subprocess } = startBwrap(options, stdio);
 
-  const namespace = readChildPid(child.stdio[3] as Readable).then(async (pid) => ({
+  const namespace = readChildPid(child.stdio[3] as Readable).then((pid) => ({
     pid,
-    startTime: await processStartTime(pid),
+    startTime: processStartTime(pid),
   }));
   // Whatever ends the outer bwrap (a crash, the exit hook, the output cap) also ends the namespace.
   // Attached before anything is awaited, so no exit can be missed.
@@ -258,7 +274,7 @@ export async function launchBwrap(options: LaunchOptions): Promise<LaunchedBwrap
     reason ??= why;
     terminating ??= (async () => {
       const ns = await namespace.catch(() => null); // no pid: bwrap never got to clone()
-      if (ns !== null) await killNamespace(ns);
+      if (ns !== null) killNamespace(ns);
       child.kill('SIGKILL');
     })();
     return terminating;
@@ -374,10 +390,14 @@ function forward(
   });
 }
 
-/** Field 22 of /proc/PID/stat (start time in clock ticks): with the pid it names one process for good. */
-async function processStartTime(pid: number): Promise<string | null> {
+/**
+ * Field 22 of /proc/PID/stat (start time in clock ticks): with the pid it names one process for good.
+ * Read synchronously: procfs answers from memory in microseconds, while an fs/promises read is four
+ * thread-pool round trips (open, fstat, read, close) on the path of every command (bench/README.md).
+ */
+function processStartTime(pid: number): string | null {
   try {
-    const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
     // The command name (field 2) may hold spaces and parentheses: fields resume after the last ')'.
     return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19] ?? null;
   } catch {
@@ -386,8 +406,8 @@ async function processStartTime(pid: number): Promise<string | null> {
 }
 
 /** SIGKILLs the sandbox's pid 1 if it is still the process we started (never a recycled pid). */
-async function killNamespace(ns: { pid: number; startTime: string | null }): Promise<void> {
-  if (ns.startTime === null || (await processStartTime(ns.pid)) !== ns.startTime) return;
+function killNamespace(ns: { pid: number; startTime: string | null }): void {
+  if (ns.startTime === null || processStartTime(ns.pid) !== ns.startTime) return;
   try {
     process.kill(ns.pid, 'SIGKILL');
   } catch (err) {

@@ -1,6 +1,6 @@
 // The bwrap SandboxRuntime: checks the host once, then starts sandboxes (scratch files, cgroups, argv).
 import { rmSync } from 'node:fs';
-import { chmod, mkdir, mkdtemp, realpath, rm, stat } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, realpath, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { posix } from 'node:path';
 import type { RuntimeInstance, RuntimeStartOptions, SandboxRuntime } from '@agentfense/protocol';
@@ -9,10 +9,11 @@ import { checkFuseDevice, probeBwrap, resolveBwrapPath } from './check.js';
 import { createSandboxCgroup } from './cgroups.js';
 import { detectCgroupHost } from './cgroups/detect.js';
 import type { CgroupHost } from './cgroups/detect.js';
+import type { SandboxCgroup } from './cgroups/types.js';
 import { NO_LIMITS } from './cgroups/plan.js';
 import { DEFAULT_ETC_ENTRIES, generatedEtcContents, prepareSandboxEtc } from './etc-files.js';
 import { cachedEtc, etcFingerprint, probeCached, probeKey, recordProbe } from './host-cache.js';
-import { killSandboxProcesses } from './leftovers.js';
+import { RUNNING_MARK, killLeftovers } from './leftovers.js';
 import { DEFAULT_MAX_OUTPUT_BYTES, MAX_OUTPUT_BYTES_LIMIT } from './launch.js';
 import { BwrapInstance } from './instance.js';
 import { createStderrLogger } from './logger.js';
@@ -222,22 +223,28 @@ export function createBwrapRuntime(options: BwrapRuntimeOptions = {}): SandboxRu
     // Only a sandbox with limits gets cgroups (the host's hierarchies are detected once per runtime).
     const hasLimits = Object.values(limits).some((v) => v !== undefined);
     const systemMounts = await systemMountsOnce();
-    const cgroup = hasLimits
-      ? await createSandboxCgroup({
-          sandboxId,
-          limits,
-          logger,
-          host: await cgroupHost(),
-          ...(options.cgroupParent === undefined ? {} : { parent: options.cgroupParent }),
-        })
-      : null;
+    // From here on processes of this sandbox may exist: recovery must search for them (leftovers.ts).
+    const runningMark = posix.join(stateDir, RUNNING_MARK);
+    await writeFile(runningMark, '', { mode: 0o600 });
+    let cgroup: SandboxCgroup | null = null;
     // The sandbox user reaches the workspace through its relay (relay.ts); root reaches it directly.
     let boundWorkspace = workspaceHostPath;
     try {
+      cgroup = hasLimits
+        ? await createSandboxCgroup({
+            sandboxId,
+            limits,
+            logger,
+            host: await cgroupHost(),
+            ...(options.cgroupParent === undefined ? {} : { parent: options.cgroupParent }),
+          })
+        : null;
       if (runDir !== undefined)
         boundWorkspace = await createRelay({ runDir, sandboxId, workspaceHostPath, stateDir });
     } catch (err) {
       await cgroup?.destroy();
+      // Nothing was launched.
+      await rm(runningMark, { force: true });
       throw err;
     }
     const placeholders = [
@@ -261,6 +268,7 @@ export function createBwrapRuntime(options: BwrapRuntimeOptions = {}): SandboxRu
       limits: enforced,
       placeholders,
       scratchDir,
+      runningMark,
       maxOutputBytes,
       identity,
       seccomp,
@@ -298,7 +306,7 @@ export function createBwrapRuntime(options: BwrapRuntimeOptions = {}): SandboxRu
     clearLeftovers: async (stateDir: string) => {
       const bwrapPath = await resolveBwrapPath(options.bwrapPath).catch(() => undefined);
       if (bwrapPath !== undefined) {
-        const killed = await killSandboxProcesses(stateDir, await realpath(bwrapPath).catch(() => bwrapPath));
+        const killed = await killLeftovers(stateDir, await realpath(bwrapPath).catch(() => bwrapPath));
         if (killed.length > 0) logger.warn({ stateDir, pids: killed }, 'killed a sandbox left running');
       }
       await clearRelay(stateDir);

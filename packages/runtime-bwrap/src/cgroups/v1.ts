@@ -6,10 +6,12 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { InternalError } from '@agentfense/protocol';
 import type { CgroupController } from './detect.js';
 import {
+  ProcsWriter,
   TEARDOWN_DEADLINE_MS,
   TEARDOWN_RETRY_MS,
   killPids,
   makeCgroupDir,
+  readControlSync,
   readPids,
   removeCgroupDir,
   removeParentIfEmpty,
@@ -84,6 +86,7 @@ export async function createV1Cgroup(options: CgroupCreateOptions): Promise<Sand
 
 class V1Cgroup implements SandboxCgroup {
   readonly paths: readonly string[];
+  readonly #procs: ProcsWriter;
   #destroyed: Promise<void> | undefined;
 
   constructor(
@@ -92,17 +95,22 @@ class V1Cgroup implements SandboxCgroup {
     private readonly logger: CgroupCreateOptions['logger'],
   ) {
     this.paths = [...dirs.values()];
+    this.#procs = new ProcsWriter(this.paths.map((dir) => posix.join(dir, 'cgroup.procs')));
   }
 
-  async attach(pid: number): Promise<void> {
-    // v1 cgroup.procs takes one pid per write; the hierarchies are independent, so write them in parallel.
-    await Promise.all(this.paths.map((dir) => writeControl(posix.join(dir, 'cgroup.procs'), String(pid))));
+  attach(pid: number): Promise<void> {
+    // v1 cgroup.procs takes one pid per write; one write per hierarchy, in parallel (fs.ts).
+    return this.#procs.join(pid);
   }
 
-  async oomKills(): Promise<number> {
+  // On every command: a synchronous read (readControlSync), errors still as rejections.
+  oomKills(): Promise<number> {
     const memory = this.dirs.get('memory');
-    if (memory === undefined) return 0;
-    return parseOomControl(await readFile(posix.join(memory, 'memory.oom_control'), 'utf8'));
+    if (memory === undefined) return Promise.resolve(0);
+    // then(): a failed read is a rejection, as from the asynchronous read it replaces.
+    return Promise.resolve().then(() =>
+      parseOomControl(readControlSync(posix.join(memory, 'memory.oom_control'))),
+    );
   }
 
   async pids(): Promise<number[]> {
@@ -116,6 +124,7 @@ class V1Cgroup implements SandboxCgroup {
   }
 
   async #teardown(): Promise<void> {
+    await this.#procs.close();
     const deadline = Date.now() + TEARDOWN_DEADLINE_MS;
     const freezer = this.dirs.get('freezer');
     // Kill loop: freeze (so nothing forks between reading cgroup.procs and killing), SIGKILL every pid,

@@ -1,13 +1,15 @@
 // cgroup v2: one directory <unified>/<parent>/<sandboxId> with the needed controllers enabled on the way
 // down, teardown through cgroup.kill, OOM kills counted from memory.events.
-import { access, mkdir, readFile } from 'node:fs/promises';
+import { access, mkdir } from 'node:fs/promises';
 import { posix } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { InternalError } from '@agentfense/protocol';
 import {
+  ProcsWriter,
   TEARDOWN_DEADLINE_MS,
   TEARDOWN_RETRY_MS,
   killPids,
+  readControlSync,
   readPids,
   removeCgroupDir,
   removeParentIfEmpty,
@@ -84,6 +86,7 @@ export async function createV2Cgroup(options: CgroupCreateOptions): Promise<Sand
 
 class V2Cgroup implements SandboxCgroup {
   readonly paths: readonly string[];
+  readonly #procs: ProcsWriter;
   #destroyed: Promise<void> | undefined;
 
   constructor(
@@ -92,16 +95,25 @@ class V2Cgroup implements SandboxCgroup {
     private readonly logger: CgroupCreateOptions['logger'],
   ) {
     this.paths = [dir];
+    this.#procs = new ProcsWriter([posix.join(dir, 'cgroup.procs')]);
   }
 
-  async attach(pid: number): Promise<void> {
-    await writeControl(posix.join(this.dir, 'cgroup.procs'), String(pid));
+  attach(pid: number): Promise<void> {
+    return this.#procs.join(pid);
   }
 
-  async oomKills(): Promise<number> {
-    const events = posix.join(this.dir, 'memory.events');
-    if (!(await exists(events))) return 0;
-    return parseMemoryEvents(await readFile(events, 'utf8'));
+  // On every command: a synchronous read (readControlSync), errors still as rejections.
+  oomKills(): Promise<number> {
+    // then(): a failed read is a rejection, as from the asynchronous read it replaces.
+    return Promise.resolve().then(() => {
+      try {
+        return parseMemoryEvents(readControlSync(posix.join(this.dir, 'memory.events')));
+      } catch (err) {
+        // No memory controller in this cgroup: nothing counts OOM kills.
+        if ((err as NodeJS.ErrnoException).code === 'ENOENT') return 0;
+        throw err;
+      }
+    });
   }
 
   pids(): Promise<number[]> {
@@ -121,6 +133,7 @@ class V2Cgroup implements SandboxCgroup {
   }
 
   async #teardown(): Promise<void> {
+    await this.#procs.close();
     const deadline = Date.now() + TEARDOWN_DEADLINE_MS;
     if (await exists(this.dir)) {
       for (;;) {
