@@ -45,35 +45,50 @@ export async function createV1Cgroup(options: CgroupCreateOptions): Promise<Sand
     dirs.set(controller, posix.join(hierarchy, parent, sandboxId));
   }
   const cgroup = new V1Cgroup(dirs, plan.limits, logger);
+  // One hierarchy does not wait for another: each directory, then each controller's limits, in parallel
+  // (a start pays the longest chain of file operations, not their sum). allSettled: nothing is still
+  // being created while a failure is cleaned up below.
+  const inParallel = async (steps: readonly Promise<void>[]): Promise<void> => {
+    for (const result of await Promise.allSettled(steps)) {
+      if (result.status === 'rejected') throw result.reason;
+    }
+  };
   try {
-    for (const dir of dirs.values()) {
-      if ((await makeCgroupDir(dir)) === 'existed') {
-        // A cgroup left by a crashed control plane for the same sandbox id: empty it and reuse it.
-        logger.warn({ dir }, 'stale sandbox cgroup found; killing what is left in it');
-        killPids(await readPids(posix.join(dir, 'cgroup.procs')), logger);
-      }
-    }
+    await inParallel(
+      [...dirs.values()].map(async (dir) => {
+        if ((await makeCgroupDir(dir)) === 'existed') {
+          // A cgroup left by a crashed control plane for the same sandbox id: empty it and reuse it.
+          logger.warn({ dir }, 'stale sandbox cgroup found; killing what is left in it');
+          killPids(await readPids(posix.join(dir, 'cgroup.procs')), logger);
+        }
+      }),
+    );
     const memory = dirs.get('memory');
-    if (memory !== undefined && requested.memoryBytes !== undefined) {
-      await writeControl(posix.join(memory, 'memory.limit_in_bytes'), String(requested.memoryBytes));
-      // Without this the command could exceed the limit by pushing pages to swap (if the host has any).
-      const memsw = posix.join(memory, 'memory.memsw.limit_in_bytes');
-      if (await exists(memsw)) await writeControl(memsw, String(requested.memoryBytes));
-    }
     const pids = dirs.get('pids');
-    if (pids !== undefined && requested.pidsLimit !== undefined) {
-      await writeControl(posix.join(pids, 'pids.max'), String(requested.pidsLimit));
-    }
     const cpu = dirs.get('cpu');
-    if (cpu !== undefined) {
-      if (requested.cpuQuota !== undefined) {
-        await writeControl(posix.join(cpu, 'cpu.cfs_period_us'), String(CFS_PERIOD_US));
-        await writeControl(posix.join(cpu, 'cpu.cfs_quota_us'), String(requested.cpuQuota));
-      }
-      if (requested.cpuShares !== undefined) {
-        await writeControl(posix.join(cpu, 'cpu.shares'), String(requested.cpuShares));
-      }
-    }
+    await inParallel([
+      (async () => {
+        if (memory === undefined || requested.memoryBytes === undefined) return;
+        await writeControl(posix.join(memory, 'memory.limit_in_bytes'), String(requested.memoryBytes));
+        // Without this the command could exceed the limit by pushing pages to swap (if the host has any).
+        const memsw = posix.join(memory, 'memory.memsw.limit_in_bytes');
+        if (await exists(memsw)) await writeControl(memsw, String(requested.memoryBytes));
+      })(),
+      (async () => {
+        if (pids === undefined || requested.pidsLimit === undefined) return;
+        await writeControl(posix.join(pids, 'pids.max'), String(requested.pidsLimit));
+      })(),
+      (async () => {
+        if (cpu === undefined) return;
+        if (requested.cpuQuota !== undefined) {
+          await writeControl(posix.join(cpu, 'cpu.cfs_period_us'), String(CFS_PERIOD_US));
+          await writeControl(posix.join(cpu, 'cpu.cfs_quota_us'), String(requested.cpuQuota));
+        }
+        if (requested.cpuShares !== undefined) {
+          await writeControl(posix.join(cpu, 'cpu.shares'), String(requested.cpuShares));
+        }
+      })(),
+    ]);
   } catch (err) {
     // Never leave half-created cgroups behind: remove what exists, then report the original failure.
     await cgroup
