@@ -61,7 +61,7 @@ async function cgroupLeftovers(sandboxId: string): Promise<string[]> {
 
 runRuntimeContract({
   name: 'bwrap',
-  makeRuntime: () => createBwrapRuntime({ logger: quiet }),
+  makeRuntime: (extra = {}) => createBwrapRuntime({ logger: quiet, ...extra }),
   workspace: makeFixture,
   leftovers: cgroupLeftovers,
 });

@@ -26,10 +26,16 @@ export interface WorkspaceFixture {
   cleanup(): Promise<void>;
 }
 
+/** Runtime options the contract tests set (every runtime's factory accepts them). */
+export interface ContractRuntimeOptions {
+  readonly maxOutputBytes?: number;
+}
+
 export interface RuntimeContractOptions {
   /** Shown in the describe block and expected in `audit.runtime`. */
   readonly name: 'bwrap' | 'docker';
-  readonly makeRuntime: () => SandboxRuntime | Promise<SandboxRuntime>;
+  /** The runtime under test; `options` are runtime options a test needs set (both runtimes take them). */
+  readonly makeRuntime: (options?: ContractRuntimeOptions) => SandboxRuntime | Promise<SandboxRuntime>;
   /** A fresh workspace + state directory per sandbox. */
   readonly workspace: () => Promise<WorkspaceFixture>;
   /** Host resources of a sandbox that must be gone after stop() (e.g. cgroup directories); [] if none. */
@@ -93,8 +99,9 @@ export function runRuntimeContract(options: RuntimeContractOptions): void {
     /** Starts a sandbox for this test; stopped (and its dirs removed) when the test finishes. */
     async function startSandbox(
       extra: Partial<RuntimeStartOptions> = {},
+      runtimeOptions?: ContractRuntimeOptions,
     ): Promise<{ sb: RuntimeInstance; fixture: WorkspaceFixture }> {
-      const runtime = await options.makeRuntime();
+      const runtime = await options.makeRuntime(runtimeOptions);
       const fixture = await options.workspace();
       const sandboxId = `sb_${randomUUID()}`;
       const sb = await runtime.start({
@@ -141,6 +148,18 @@ export function runRuntimeContract(options: RuntimeContractOptions): void {
         const r = await sb.exec({ command: 'head -c 3000000 /dev/zero | tr "\\0" x' });
         expect(r.stdout.length).toBe(3_000_000);
         expect(r.stdout.every((b) => b === 0x78)).toBe(true);
+      });
+
+      it('keeps output that exactly fills maxOutputBytes, and cuts and stops a command printing past it', async () => {
+        const { sb } = await startSandbox({}, { maxOutputBytes: 4096 });
+        const exact = await sb.exec({ command: 'head -c 4096 /dev/zero | tr "\\0" x' });
+        expect(exact.stdout.length).toBe(4096);
+        expect(exact.exitCode).toBe(0);
+        const endless = await sb.exec({ command: 'yes', timeoutMs: 60_000 });
+        expect(endless.stdout.length).toBe(4096);
+        expect(endless.stdout.toString()).toBe('y\n'.repeat(2048));
+        expect(endless.exitCode).not.toBe(0);
+        expect(endless.timedOut).toBe(false);
       });
     });
 

@@ -54,7 +54,7 @@ describe.skipIf(docker.unavailable !== null)(
 
     runRuntimeContract({
       name: 'docker',
-      makeRuntime: () => runtime,
+      makeRuntime: (extra) => (extra === undefined ? runtime : createDockerRuntime({ ...base, ...extra })),
       workspace: fixture,
       leftovers: (sandboxId) => containersOf(dockerHost, sandboxId),
     });

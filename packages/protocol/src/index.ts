@@ -20,7 +20,7 @@ export type {
   RuntimeTraits,
   DefaultResources,
 } from './runtime.js';
-export { CPU_PERIOD_US, DEFAULT_RESOURCES, defaultResources } from './runtime.js';
+export { CPU_PERIOD_US, DEFAULT_RESOURCES, NO_LIMITS, defaultResources } from './runtime.js';
 export {
   NAMESPACE_FLAGS,
   SECCOMP_ARG_RULES,
@@ -37,6 +37,24 @@ export { formatByteSize, parseByteSize, parseCpus } from './runtime/sizes.js';
 // --- Runtime helpers shared by both runtimes (pure): input validation, audit argv masking ---
 export { HOST_PATH_BOUNDARY, REDACTED, maskEnvValue, maskHostPaths } from './runtime/audit-mask.js';
 export type { MaskArgvOptions, PathPlaceholder } from './runtime/audit-mask.js';
+
+// --- Runtime helpers shared by both runtimes: the output cap, the timeout/abort triggers, stop-once,
+// the long-lived process handle, finding host binaries ---
+export {
+  CappedOutput,
+  DEFAULT_MAX_OUTPUT_BYTES,
+  MAX_OUTPUT_BYTES_LIMIT,
+  checkMaxOutputBytes,
+} from './runtime/output-cap.js';
+export { armTermination } from './runtime/termination.js';
+export { StopGate } from './runtime/stop-gate.js';
+export { execIo } from './runtime/exec-io.js';
+export type { ExecIo } from './runtime/exec-io.js';
+export { toSandboxProcess } from './runtime/sandbox-process.js';
+export type { SandboxProcessParts } from './runtime/sandbox-process.js';
+export { SYSTEM_BIN_DIRS, findExecutable } from './runtime/executable.js';
+export type { FindExecutableOptions } from './runtime/executable.js';
+export type { TerminationOptions, TerminationTrigger } from './runtime/termination.js';
 
 // --- Runtime logging surface (shared by both runtimes) ---
 export { createStderrLogger } from './runtime/logger.js';

@@ -66,6 +66,15 @@ export interface EnforcedLimits {
   readonly mechanism: string;
 }
 
+/** Nothing enforced: no limit asked for, or none the host can enforce. */
+export const NO_LIMITS: EnforcedLimits = {
+  memoryBytes: null,
+  cpuQuota: null,
+  cpuShares: null,
+  pidsLimit: null,
+  mechanism: 'none',
+};
+
 /** What a runtime needs to start a sandbox environment. */
 export interface RuntimeStartOptions {
   /** `sb_<uuid>`; used for names (cgroups, containers), never trusted as a path by itself. */

@@ -1,31 +1,15 @@
 // Host checks: is bwrap installed, can it create the namespaces we use, is FUSE available. Each failure
 // says what is missing and how to fix it.
-import { constants } from 'node:fs';
-import { access, stat } from 'node:fs/promises';
-import { posix } from 'node:path';
-import { UnavailableError } from '@agentfense/protocol';
-
-/** Where bwrap is looked for when no path is configured (PATH of the control plane, then Debian's). */
-const FALLBACK_DIRS = ['/usr/bin', '/usr/local/bin', '/bin'];
+import { stat } from 'node:fs/promises';
+import { UnavailableError, findExecutable } from '@agentfense/protocol';
 
 /** How long the probe sandbox may take; it normally takes ~6 ms. */
 const PROBE_TIMEOUT_MS = 10_000;
 
 /** Finds an executable bwrap: the configured path, else PATH, else the usual system directories. */
 export async function resolveBwrapPath(configured: string | undefined): Promise<string> {
-  const candidates =
-    configured !== undefined
-      ? [configured]
-      : [...(process.env['PATH'] ?? '').split(':').filter((d) => d.startsWith('/')), ...FALLBACK_DIRS].map(
-          (d) => posix.join(d, 'bwrap'),
-        );
-  for (const candidate of candidates) {
-    const ok = await access(candidate, constants.X_OK).then(
-      () => true,
-      () => false,
-    );
-    if (ok) return candidate;
-  }
+  const found = await findExecutable({ name: 'bwrap', configured });
+  if (found !== null) return found;
   throw new UnavailableError(
     `bubblewrap is not installed (no executable ${configured ?? 'bwrap on PATH'}): install it with \`apt-get install bubblewrap\``,
   );

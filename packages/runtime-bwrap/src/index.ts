@@ -39,6 +39,6 @@ export { createSandboxCgroup, DEFAULT_CGROUP_PARENT } from './cgroups.js';
 export type { CreateSandboxCgroupOptions } from './cgroups.js';
 export { detectCgroupHost } from './cgroups/detect.js';
 export type { CgroupHost, CgroupController } from './cgroups/detect.js';
-export { planCgroups, validateLimits, NO_LIMITS } from './cgroups/plan.js';
+export { planCgroups, validateLimits } from './cgroups/plan.js';
 export type { CgroupPlan } from './cgroups/plan.js';
 export type { SandboxCgroup } from './cgroups/types.js';

@@ -10,7 +10,7 @@ import type {
   SandboxProcess,
   SpawnOptions,
 } from '@agentfense/protocol';
-import { InvalidArgumentError, WrongStateError, validateEnv } from '@agentfense/protocol';
+import { StopGate, execIo, validateEnv, validateTimeoutMs } from '@agentfense/protocol';
 import { buildBwrapArgs, commandArgv } from './args.js';
 import type { SystemMount } from './args.js';
 import { maskArgv } from './audit.js';
@@ -63,48 +63,37 @@ export class BwrapInstance implements RuntimeInstance {
   readonly #options: BwrapInstanceOptions;
   /** Every bwrap process still running, so stop() can kill them. */
   readonly #live = new Set<LaunchedBwrap>();
-  #stopped: Promise<void> | undefined;
+  readonly #gate: StopGate;
 
   constructor(options: BwrapInstanceOptions) {
     this.#options = options;
     this.sandboxId = options.sandboxId;
     this.limits = options.limits;
+    this.#gate = new StopGate(options.sandboxId);
   }
 
   async exec(options: ExecOptions): Promise<ExecResult> {
-    this.#assertRunning();
-    if (
-      options.timeoutMs !== undefined &&
-      (!Number.isSafeInteger(options.timeoutMs) || options.timeoutMs <= 0)
-    ) {
-      throw new InvalidArgumentError(
-        `timeoutMs must be a positive integer, got ${String(options.timeoutMs)}`,
-      );
-    }
+    this.#gate.assertRunning();
+    validateTimeoutMs(options.timeoutMs);
     const { args, commandArgc, audit } = this.#prepare({
       command: options.command,
       env: options.env,
       cwd: options.cwd,
     });
-    const stdin = typeof options.stdin === 'string' ? Buffer.from(options.stdin) : options.stdin;
-    return this.#unlessStopped(
+    return this.#gate.unlessStopped(
       runExec({
         ...this.#launchBase(),
         args,
         commandArgc,
         audit,
         maxOutputBytes: this.#options.maxOutputBytes,
-        ...(stdin === undefined ? {} : { stdin }),
-        ...(options.timeoutMs === undefined ? {} : { timeoutMs: options.timeoutMs }),
-        ...(options.signal === undefined ? {} : { signal: options.signal }),
-        ...(options.onStdout === undefined ? {} : { onStdout: options.onStdout }),
-        ...(options.onStderr === undefined ? {} : { onStderr: options.onStderr }),
+        ...execIo(options),
       }),
     );
   }
 
   async spawn(options: SpawnOptions): Promise<SandboxProcess> {
-    this.#assertRunning();
+    this.#gate.assertRunning();
     const anchor = await this.#options.createAnchor?.();
     try {
       const { args, commandArgc, audit } = this.#prepare({
@@ -113,7 +102,7 @@ export class BwrapInstance implements RuntimeInstance {
         cwd: options.cwd,
         ...(anchor === undefined ? {} : { anchor: anchor.source }),
       });
-      const launched = await this.#unlessStopped(
+      const launched = await this.#gate.unlessStopped(
         runSpawn({ ...this.#launchBase(), args, commandArgc, audit }),
       );
       // The anchor lives as long as the process; stop() and recovery remove any left (clearRelay).
@@ -131,26 +120,7 @@ export class BwrapInstance implements RuntimeInstance {
   }
 
   stop(): Promise<void> {
-    this.#stopped ??= this.#teardown();
-    return this.#stopped;
-  }
-
-  /** A command that fails to start because stop() killed it mid-handshake reports the stop, not the kill. */
-  async #unlessStopped<T>(started: Promise<T>): Promise<T> {
-    try {
-      return await started;
-    } catch (err) {
-      if (this.#stopped !== undefined) {
-        throw new WrongStateError(`sandbox ${this.sandboxId} was stopped while the command was starting`, {
-          cause: err,
-        });
-      }
-      throw err;
-    }
-  }
-
-  #assertRunning(): void {
-    if (this.#stopped !== undefined) throw new WrongStateError(`sandbox ${this.sandboxId} is stopped`);
+    return this.#gate.stop(() => this.#teardown());
   }
 
   #launchBase(): {

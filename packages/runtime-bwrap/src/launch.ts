@@ -18,7 +18,7 @@ import { spawn } from 'node:child_process';
 import type { ChildProcess, StdioNull, StdioPipe } from 'node:child_process';
 import { closeSync, readFileSync } from 'node:fs';
 import type { Readable, Writable } from 'node:stream';
-import { InternalError } from '@agentfense/protocol';
+import { CappedOutput, DEFAULT_MAX_OUTPUT_BYTES, InternalError, armTermination } from '@agentfense/protocol';
 import { openAnonymous, openShared } from './anonymous-file.js';
 import type { CgroupHandshakeFds } from './args.js';
 import type { SandboxCgroup } from './cgroups/types.js';
@@ -33,13 +33,6 @@ export const HANDSHAKE_FDS: CgroupHandshakeFds = { infoFd: 3, blockFd: 4 };
 export const ARGS_FD = 5;
 /** bwrap loads the seccomp program from this fd (`--seccomp 6`). */
 export const SECCOMP_FD = 6;
-
-/**
- * Default cap on each of stdout/stderr of a buffered command; the command is killed when it is exceeded.
- * Hard maximum: the output is held in memory twice at most (chunks, then one Buffer) per stream.
- */
-export const DEFAULT_MAX_OUTPUT_BYTES = 16 * 1024 * 1024;
-export const MAX_OUTPUT_BYTES_LIMIT = 32 * 1024 * 1024;
 
 /** The most JSON bwrap's info fd may send before we call it broken (it sends ~30 bytes). */
 const MAX_INFO_BYTES = 4_096;
@@ -146,24 +139,21 @@ function startBwrap(
   const buffered = options.mode === 'exec';
   const cap = options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES;
   let isMaxBuffer = false;
+  // The output cap (the protocol's CappedOutput): once either stream overflows, both stop collecting and
+  // the outer bwrap is stopped (its exit kills the namespace).
   const collect = (stream: Readable | null): (() => Buffer) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
+    const output = new CappedOutput(cap);
     if (stream !== null && buffered) {
       stream.on('data', (chunk: Buffer) => {
         if (isMaxBuffer) return;
-        if (size + chunk.length > cap) {
-          chunks.push(chunk.subarray(0, cap - size));
-          size = cap;
+        output.push(chunk);
+        if (output.truncated) {
           isMaxBuffer = true;
           child.kill('SIGTERM');
-          return;
         }
-        chunks.push(chunk);
-        size += chunk.length;
       });
     }
-    return () => Buffer.concat(chunks, size);
+    return () => output.toBuffer();
   };
   const stdout = collect(child.stdout);
   const stderr = collect(child.stderr);
@@ -279,17 +269,12 @@ export async function launchBwrap(options: LaunchOptions): Promise<LaunchedBwrap
     })();
     return terminating;
   };
-  const onTerminateError = (err: unknown): void => options.logger.warn({ err }, 'could not terminate bwrap');
-  const timer =
-    options.timeoutMs === undefined
-      ? undefined
-      : setTimeout(() => void terminate('timeout').catch(onTerminateError), options.timeoutMs);
-  const onAbort = (): void => void terminate('abort').catch(onTerminateError);
-  if (options.signal?.aborted === true) onAbort();
-  else options.signal?.addEventListener('abort', onAbort, { once: true });
-  void subprocess.finally(() => {
-    clearTimeout(timer);
-    options.signal?.removeEventListener('abort', onAbort);
+  armTermination({
+    timeoutMs: options.timeoutMs,
+    signal: options.signal,
+    terminate,
+    onError: (err) => options.logger.warn({ err }, 'could not terminate bwrap'),
+    ended: subprocess,
   });
 
   const launched: LaunchedBwrap = { subprocess, terminate, reason: () => reason };

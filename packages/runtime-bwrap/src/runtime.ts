@@ -4,17 +4,22 @@ import { chmod, mkdir, mkdtemp, realpath, rm, stat, writeFile } from 'node:fs/pr
 import { tmpdir } from 'node:os';
 import { posix } from 'node:path';
 import type { RuntimeInstance, RuntimeStartOptions, SandboxRuntime } from '@agentfense/protocol';
-import { InvalidArgumentError, validateEnv, validateHostPath, validateSandboxId } from '@agentfense/protocol';
+import {
+  InvalidArgumentError,
+  NO_LIMITS,
+  checkMaxOutputBytes,
+  validateEnv,
+  validateHostPath,
+  validateSandboxId,
+} from '@agentfense/protocol';
 import { checkFuseDevice, probeBwrap, resolveBwrapPath } from './check.js';
 import { createSandboxCgroup } from './cgroups.js';
 import { detectCgroupHost } from './cgroups/detect.js';
 import type { CgroupHost } from './cgroups/detect.js';
 import type { SandboxCgroup } from './cgroups/types.js';
-import { NO_LIMITS } from './cgroups/plan.js';
 import { DEFAULT_ETC_ENTRIES, generatedEtcContents, prepareSandboxEtc } from './etc-files.js';
 import { cachedEtc, etcFingerprint, probeCached, probeKey, recordProbe } from './host-cache.js';
 import { RUNNING_MARK, killLeftovers } from './leftovers.js';
-import { DEFAULT_MAX_OUTPUT_BYTES, MAX_OUTPUT_BYTES_LIMIT } from './launch.js';
 import { BwrapInstance } from './instance.js';
 import { createStderrLogger } from './logger.js';
 import type { RuntimeLogger } from './logger.js';
@@ -119,14 +124,7 @@ function removeAtExit(dir: string): void {
 /** Creates the bwrap runtime. Holds no global state: two runtimes are fully independent. */
 export function createBwrapRuntime(options: BwrapRuntimeOptions = {}): SandboxRuntime {
   const logger = options.logger ?? createStderrLogger();
-  const maxOutputBytes = options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES;
-  if (
-    !Number.isSafeInteger(maxOutputBytes) ||
-    maxOutputBytes < 1 ||
-    maxOutputBytes > MAX_OUTPUT_BYTES_LIMIT
-  ) {
-    throw new InvalidArgumentError(`maxOutputBytes must be an integer in 1..${MAX_OUTPUT_BYTES_LIMIT}`);
-  }
+  const maxOutputBytes = checkMaxOutputBytes(options.maxOutputBytes);
   // The sandbox user is resolved now (the traits report it); a missing one fails check() and start().
   let identity: HostIdentity = null;
   let identityError: Error | undefined;

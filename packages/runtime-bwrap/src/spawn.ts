@@ -1,6 +1,6 @@
 // A long-lived process in the sandbox (sessions): raw pipes, no buffering, kill() takes the whole tree.
 import type { ExecAudit, SandboxProcess } from '@agentfense/protocol';
-import { InternalError } from '@agentfense/protocol';
+import { InternalError, toSandboxProcess } from '@agentfense/protocol';
 import { launchBwrap } from './launch.js';
 import type { LaunchOptions } from './launch.js';
 
@@ -26,20 +26,14 @@ export async function runSpawn(options: RunSpawnOptions): Promise<SandboxProcess
     exitCode: result.exitCode ?? null,
     signal: result.signal ?? null,
   }));
-  return {
+  return toSandboxProcess({
     pid,
-    stdin: stdin,
-    stdout: stdout,
-    stderr: stderr,
+    stdin,
+    stdout,
+    stderr,
     audit: options.audit,
-    wait: () => exited,
-    kill: async () => {
-      // Kills the sandbox's pid 1 (the kernel then kills its whole pid namespace) and the outer bwrap.
-      await launched.terminate('kill');
-      // The caller no longer wants the output: drain what is left so the streams can end and execa settle.
-      stdout.resume();
-      stderr.resume();
-      await exited;
-    },
-  };
+    exited,
+    // Kills the sandbox's pid 1 (the kernel then kills its whole pid namespace) and the outer bwrap.
+    terminate: () => launched.terminate('kill'),
+  });
 }

@@ -3,11 +3,11 @@ import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { InvalidArgumentError } from '@agentfense/protocol';
+import { InvalidArgumentError, NO_LIMITS } from '@agentfense/protocol';
 import { createSandboxCgroup } from '../src/cgroups.js';
 import type { CgroupController, CgroupHost } from '../src/cgroups/detect.js';
 import { detectCgroupHost } from '../src/cgroups/detect.js';
-import { NO_LIMITS, planCgroups, validateLimits } from '../src/cgroups/plan.js';
+import { planCgroups, validateLimits } from '../src/cgroups/plan.js';
 import { parseOomControl } from '../src/cgroups/v1.js';
 import { parseMemoryEvents, sharesToWeight } from '../src/cgroups/v2.js';
 

@@ -1,8 +1,5 @@
 // Talking to the Docker engine through its CLI: finding the `docker` executable, the CLI's environment, one
 // call with an argv array, and turning the engine's error messages into AgentFense errors with stable codes.
-import { constants } from 'node:fs';
-import { access } from 'node:fs/promises';
-import { posix } from 'node:path';
 import { execa } from 'execa';
 import {
   AgentFenseError,
@@ -10,12 +7,10 @@ import {
   InvalidArgumentError,
   UnavailableError,
   WrongStateError,
+  findExecutable,
 } from '@agentfense/protocol';
 import { EngineApiError, EngineUnreachableError, unreachableEngine } from './api.js';
 import { DEFAULT_IMAGE } from './args.js';
-
-/** Where `docker` is looked for when no path is configured (PATH of the control plane, then Debian's). */
-const FALLBACK_DIRS = ['/usr/bin', '/usr/local/bin', '/bin'];
 
 /** The command users are told to run when the engine or the base image is missing. */
 export const SETUP_COMMAND = 'agentfense setup docker';
@@ -48,19 +43,8 @@ export interface CliResult {
 
 /** Finds an executable docker CLI: the configured path, else PATH, else the usual system directories. */
 export async function resolveDockerPath(configured: string | undefined): Promise<string> {
-  const candidates =
-    configured !== undefined
-      ? [configured]
-      : [...(process.env['PATH'] ?? '').split(':').filter((d) => d.startsWith('/')), ...FALLBACK_DIRS].map(
-          (d) => posix.join(d, 'docker'),
-        );
-  for (const candidate of candidates) {
-    const ok = await access(candidate, constants.X_OK).then(
-      () => true,
-      () => false,
-    );
-    if (ok) return candidate;
-  }
+  const found = await findExecutable({ name: 'docker', configured });
+  if (found !== null) return found;
   throw new UnavailableError(
     `the docker CLI is not installed (no executable ${configured ?? 'docker on PATH'}): install Debian's ` +
       `engine with \`apt-get install docker.io\`, then run \`${SETUP_COMMAND}\``,

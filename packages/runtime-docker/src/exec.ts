@@ -3,18 +3,11 @@
 // an image without /bin/sh or setsid).
 import { finished } from 'node:stream/promises';
 import type { ExecAudit, ExecResult } from '@agentfense/protocol';
-import { UnavailableError } from '@agentfense/protocol';
+import { CappedOutput, UnavailableError } from '@agentfense/protocol';
 import type { ContainerCgroup } from './cgroup.js';
 import { engineError, isEngineUnreachable } from './engine.js';
 import { launchExec } from './launch.js';
 import type { LaunchOptions, LaunchedExec } from './launch.js';
-
-/**
- * Default cap on each of stdout/stderr of a buffered command; the command is killed when it is exceeded
- * and its output truncated (the same cap as runtime-bwrap: output is held in memory).
- */
-export const DEFAULT_MAX_OUTPUT_BYTES = 16 * 1024 * 1024;
-export const MAX_OUTPUT_BYTES_LIMIT = 32 * 1024 * 1024;
 
 /** Exit status of a process killed by SIGKILL, as the wrapper (like any shell) reports it. */
 const SIGKILL_STATUS = 137;
@@ -50,7 +43,7 @@ export async function runExec(options: RunExecOptions): Promise<ExecResult> {
   const session = await launched.session;
   if (session === null) {
     // The wrapper never ran: the engine could not start the exec (it says why in the stream).
-    const said = [launched.stderr.preamble, ...stdout.chunks, ...stderr.chunks].map(String).join('');
+    const said = [launched.stderr.preamble, stdout.toBuffer(), stderr.toBuffer()].map(String).join('');
     notStarted(said, options);
   } else if (launched.stderr.preamble.length > 0) {
     logger.warn({ said: launched.stderr.preamble.toString() }, 'the engine printed a warning');
@@ -74,8 +67,8 @@ export async function runExec(options: RunExecOptions): Promise<ExecResult> {
     before !== null &&
     ((await (await options.cgroup)?.oomKills()) ?? before) > before;
   return {
-    stdout: Buffer.concat(stdout.chunks),
-    stderr: Buffer.concat(stderr.chunks),
+    stdout: stdout.toBuffer(),
+    stderr: stderr.toBuffer(),
     exitCode,
     signal,
     timedOut: launched.reason() === 'timeout',
@@ -107,29 +100,28 @@ function notStarted(stderr: string, options: RunExecOptions): void {
   }
 }
 
-/** Collects a stream's chunks up to the cap, forwarding each to the streaming callback as it arrives. */
+/**
+ * Collects a stream's output up to the cap (the protocol's CappedOutput), forwarding what is kept to the
+ * streaming callback as it arrives; output that does not fit kills the command.
+ */
 function collect(
   stream: NodeJS.ReadableStream,
   options: RunExecOptions,
   launched: LaunchedExec,
-): { chunks: Buffer[] } {
-  const out = { chunks: [] as Buffer[] };
+): CappedOutput {
+  const out = new CappedOutput(options.maxOutputBytes);
   const callback = stream === launched.stdout ? options.onStdout : options.onStderr;
-  let size = 0;
   stream.on('data', (chunk: Buffer) => {
-    if (size >= options.maxOutputBytes) return;
-    const kept =
-      size + chunk.length > options.maxOutputBytes ? chunk.subarray(0, options.maxOutputBytes - size) : chunk;
-    size += kept.length;
-    out.chunks.push(kept);
-    if (callback !== undefined) {
+    if (out.truncated) return;
+    const kept = out.push(chunk);
+    if (callback !== undefined && kept.length > 0) {
       try {
         callback(kept);
       } catch (err) {
         options.logger.warn({ err }, 'an output callback threw; output is still collected');
       }
     }
-    if (size >= options.maxOutputBytes) {
+    if (out.truncated) {
       options.logger.warn({ limit: options.maxOutputBytes }, 'command output exceeded the cap: killing it');
       void launched.terminate('output-limit').catch((err: unknown) => {
         options.logger.warn({ err }, 'could not kill a command over its output cap');

@@ -32,7 +32,7 @@ export type { DockerRunSpec, DockerExecSpec } from './args.js';
 // cwd/env validation is shared with runtime-bwrap (from @agentfense/protocol, re-exported for callers).
 export { validateCwd, validateEnv } from '@agentfense/protocol';
 export { validateLimits } from './validate.js';
-export { planLimits, parseEngineCapabilities, NO_LIMITS } from './limits.js';
+export { planLimits, parseEngineCapabilities } from './limits.js';
 export type { EngineCapabilities } from './limits.js';
 export { SessionHeaderParser } from './header.js';
 export { DOCKER_SECCOMP_PROFILE, dockerSeccompProfile } from './seccomp.js';

@@ -10,7 +10,7 @@ import type {
   SandboxProcess,
   SpawnOptions,
 } from '@agentfense/protocol';
-import { WrongStateError, validateEnv, validateTimeoutMs } from '@agentfense/protocol';
+import { StopGate, execIo, validateEnv, validateTimeoutMs } from '@agentfense/protocol';
 import { buildExecArgs } from './args.js';
 import type { EngineApi } from './api.js';
 import { buildExecBody, buildKillBody } from './bodies.js';
@@ -70,12 +70,13 @@ export class DockerInstance implements RuntimeInstance {
   readonly #auditRun: readonly string[];
   /** Every `docker exec` still running, so stop() can wait for them. */
   readonly #live = new Set<LaunchedExec>();
-  #stopped: Promise<void> | undefined;
+  readonly #gate: StopGate;
 
   constructor(options: DockerInstanceOptions) {
     this.#options = options;
     this.sandboxId = options.sandboxId;
     this.limits = options.limits;
+    this.#gate = new StopGate(options.sandboxId);
     this.#auditRun = [
       'docker',
       ...maskArgv({
@@ -87,17 +88,17 @@ export class DockerInstance implements RuntimeInstance {
   }
 
   async exec(options: ExecOptions): Promise<ExecResult> {
-    this.#assertRunning();
+    this.#gate.assertRunning();
     validateTimeoutMs(options.timeoutMs);
-    const stdin = typeof options.stdin === 'string' ? Buffer.from(options.stdin) : options.stdin;
+    const io = execIo(options);
     const { body, audit } = this.#prepare({
       command: options.command,
       env: options.env,
       cwd: options.cwd,
-      interactive: stdin !== undefined,
+      interactive: io.stdin !== undefined,
     });
     const o = this.#options;
-    return this.#unlessStopped(
+    return this.#gate.unlessStopped(
       runExec({
         ...this.#launchBase(),
         body,
@@ -106,47 +107,26 @@ export class DockerInstance implements RuntimeInstance {
         maxOutputBytes: o.maxOutputBytes,
         cgroup: o.cgroup,
         watchOom: this.limits.memoryBytes !== null,
-        ...(stdin === undefined ? {} : { stdin }),
-        ...(options.timeoutMs === undefined ? {} : { timeoutMs: options.timeoutMs }),
-        ...(options.signal === undefined ? {} : { signal: options.signal }),
-        ...(options.onStdout === undefined ? {} : { onStdout: options.onStdout }),
-        ...(options.onStderr === undefined ? {} : { onStderr: options.onStderr }),
+        ...io,
       }),
     );
   }
 
   async spawn(options: SpawnOptions): Promise<SandboxProcess> {
-    this.#assertRunning();
+    this.#gate.assertRunning();
     const { body, audit } = this.#prepare({
       command: options.argv,
       env: options.env,
       cwd: options.cwd,
       interactive: true,
     });
-    return this.#unlessStopped(runSpawn({ ...this.#launchBase(), body, audit, image: this.#options.image }));
+    return this.#gate.unlessStopped(
+      runSpawn({ ...this.#launchBase(), body, audit, image: this.#options.image }),
+    );
   }
 
   stop(): Promise<void> {
-    this.#stopped ??= this.#teardown();
-    return this.#stopped;
-  }
-
-  /** A command that fails because stop() removed the container under it reports the stop. */
-  async #unlessStopped<T>(started: Promise<T>): Promise<T> {
-    try {
-      return await started;
-    } catch (err) {
-      if (this.#stopped !== undefined) {
-        throw new WrongStateError(`sandbox ${this.sandboxId} was stopped while the command was starting`, {
-          cause: err,
-        });
-      }
-      throw err;
-    }
-  }
-
-  #assertRunning(): void {
-    if (this.#stopped !== undefined) throw new WrongStateError(`sandbox ${this.sandboxId} is stopped`);
+    return this.#gate.stop(() => this.#teardown());
   }
 
   #launchBase(): {
@@ -223,7 +203,7 @@ export class DockerInstance implements RuntimeInstance {
       kill.stderr.resume();
       if ((await kill.exitCode) !== 0) throw new Error('the kill script gave up');
     } catch (err) {
-      if (this.#stopped === undefined) {
+      if (!this.#gate.stopped) {
         o.logger.warn(
           { sandboxId: this.sandboxId, sessionId, err },
           'could not kill a command session inside the container',

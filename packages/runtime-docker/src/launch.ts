@@ -10,6 +10,7 @@
 import { PassThrough, Writable } from 'node:stream';
 import type { Duplex, Readable } from 'node:stream';
 import type { ExecCreateOptions, ExecInspectInfo } from 'dockerode';
+import { armTermination } from '@agentfense/protocol';
 import type { EngineApi } from './api.js';
 import { apiError } from './engine.js';
 import { SessionHeaderParser } from './header.js';
@@ -126,17 +127,12 @@ export async function launchExec(options: LaunchOptions): Promise<LaunchedExec> 
     })();
     return terminating;
   };
-  const onTerminateError = (err: unknown): void => logger.warn({ err }, 'could not terminate a command');
-  const timer =
-    options.timeoutMs === undefined
-      ? undefined
-      : setTimeout(() => void terminate('timeout').catch(onTerminateError), options.timeoutMs);
-  const onAbort = (): void => void terminate('abort').catch(onTerminateError);
-  if (options.signal?.aborted === true) onAbort();
-  else options.signal?.addEventListener('abort', onAbort, { once: true });
-  void exited.finally(() => {
-    clearTimeout(timer);
-    options.signal?.removeEventListener('abort', onAbort);
+  armTermination({
+    timeoutMs: options.timeoutMs,
+    signal: options.signal,
+    terminate,
+    onError: (err) => logger.warn({ err }, 'could not terminate a command'),
+    ended: exited,
   });
 
   const launched: LaunchedExec = {

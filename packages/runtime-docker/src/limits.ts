@@ -10,15 +10,6 @@ export interface EngineCapabilities {
   readonly cpuShares: boolean;
 }
 
-/** No limit asked for or none enforceable. */
-export const NO_LIMITS: EnforcedLimits = {
-  memoryBytes: null,
-  cpuQuota: null,
-  cpuShares: null,
-  pidsLimit: null,
-  mechanism: 'none',
-};
-
 /**
  * The limits in force for `requested` on an engine with `caps`: a limit the engine cannot enforce is null
  * (never claimed), and `mechanism` is 'docker' when at least one limit holds.

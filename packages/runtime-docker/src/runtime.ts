@@ -8,7 +8,14 @@ import type {
   RuntimeStartOptions,
   SandboxRuntime,
 } from '@agentfense/protocol';
-import { InvalidArgumentError, UnavailableError, validateEnv, validateSandboxId } from '@agentfense/protocol';
+import {
+  InvalidArgumentError,
+  NO_LIMITS,
+  UnavailableError,
+  checkMaxOutputBytes,
+  validateEnv,
+  validateSandboxId,
+} from '@agentfense/protocol';
 import { createEngineApi } from './api.js';
 import type { EngineApi } from './api.js';
 import {
@@ -26,12 +33,11 @@ import type { ContainerCgroup } from './cgroup.js';
 import { claimPooled, clearClaimedContainers } from './claim.js';
 import { QUERY_TIMEOUT_MS, locateCgroup, removeContainersOf, runContainer } from './containers.js';
 import { apiError, engineError } from './engine.js';
-import { DEFAULT_MAX_OUTPUT_BYTES, MAX_OUTPUT_BYTES_LIMIT } from './exec.js';
 import { DockerInstance, removeContainer } from './instance.js';
 import { DOCKER_SECCOMP_PROFILE } from './seccomp.js';
 import { checkRelayParent, clearWorkspaceRelays, createWorkspaceRelay } from './relay.js';
 import type { WorkspaceRelay } from './relay.js';
-import { NO_LIMITS, parseEngineCapabilities, planLimits } from './limits.js';
+import { parseEngineCapabilities, planLimits } from './limits.js';
 import type { EngineCapabilities } from './limits.js';
 import { createStderrLogger } from './logger.js';
 import type { RuntimeLogger } from './logger.js';
@@ -112,14 +118,7 @@ export function containerName(sandboxId: string): string {
 /** Creates the docker runtime. Holds no global state: two runtimes are fully independent. */
 export function createDockerRuntime(options: DockerRuntimeOptions = {}): DockerRuntime {
   const logger = options.logger ?? createStderrLogger();
-  const maxOutputBytes = options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES;
-  if (
-    !Number.isSafeInteger(maxOutputBytes) ||
-    maxOutputBytes < 1 ||
-    maxOutputBytes > MAX_OUTPUT_BYTES_LIMIT
-  ) {
-    throw new InvalidArgumentError(`maxOutputBytes must be an integer in 1..${MAX_OUTPUT_BYTES_LIMIT}`);
-  }
+  const maxOutputBytes = checkMaxOutputBytes(options.maxOutputBytes);
   const defaultImage = validateImage(options.image ?? DEFAULT_IMAGE);
   const user = validateUser(options.user ?? SANDBOX_USER);
   const poolSize = options.poolSize ?? 0;

@@ -1,6 +1,6 @@
 // A long-lived process in the container (sessions): raw pipes, no buffering, kill() takes the whole tree.
 import type { ExecAudit, SandboxProcess } from '@agentfense/protocol';
-import { InternalError } from '@agentfense/protocol';
+import { InternalError, toSandboxProcess } from '@agentfense/protocol';
 import { engineError } from './engine.js';
 import { launchExec } from './launch.js';
 import type { LaunchOptions } from './launch.js';
@@ -30,20 +30,14 @@ export async function runSpawn(options: RunSpawnOptions): Promise<SandboxProcess
     exitCode,
     signal: exitCode === null ? 'SIGKILL' : null,
   }));
-  return {
+  return toSandboxProcess({
     // The command's pid inside the container (its session id): the host never sees a client process.
     pid: session,
     stdin,
     stdout,
     stderr,
     audit: options.audit,
-    wait: () => exited,
-    kill: async () => {
-      await launched.terminate('kill');
-      // The caller no longer wants the output: drain what is left so the streams can end.
-      stdout.resume();
-      stderr.resume();
-      await exited;
-    },
-  };
+    exited,
+    terminate: () => launched.terminate('kill'),
+  });
 }

@@ -2,7 +2,7 @@
 // wrapper script's behaviour under the host's /bin/sh (no docker needed: it is plain POSIX sh + setsid).
 import { execa } from 'execa';
 import { describe, expect, it } from 'vitest';
-import { InvalidArgumentError } from '@agentfense/protocol';
+import { InvalidArgumentError, NO_LIMITS } from '@agentfense/protocol';
 import {
   SANDBOX_USER,
   buildExecArgs,
@@ -13,7 +13,6 @@ import {
   WRAPPER_SCRIPT,
 } from '../src/args.js';
 import type { DockerRunSpec } from '../src/args.js';
-import { NO_LIMITS } from '../src/limits.js';
 
 const spec = (over: Partial<DockerRunSpec> = {}): DockerRunSpec => ({
   containerName: 'agentfense-sb_1',

@@ -15,6 +15,7 @@ import { afterAll, afterEach, expect } from 'vitest';
 import { clearFuseMount, listMounts, spawnWorker } from '@agentfense/fuse-worker';
 import type { WorkerHandle } from '@agentfense/fuse-worker';
 import type { AuditEvent, PermissionRule } from '@agentfense/protocol';
+import { buildBwrapArgs, type SystemMount } from '@agentfense/runtime-bwrap';
 
 /**
  * Where every fixture of this test process lives (mountpoints included), so its leftovers are easy to find
@@ -105,59 +106,25 @@ export async function writeTree(root: string, tree: Tree): Promise<void> {
   }
 }
 
-/** The bwrap argv that runs `sh -c cmd` as the product's sandbox user would, with `mnt` at /workspace. */
+/**
+ * The host system inside the test sandboxes: Debian's merged /usr, as resolveSystemMounts() finds it on
+ * this machine, plus /etc/alternatives (where Debian's `awk`, `editor`... point).
+ */
+const SYSTEM_MOUNTS: readonly SystemMount[] = [
+  { kind: 'ro-bind', source: '/usr', dest: '/usr' },
+  { kind: 'symlink', target: 'usr/bin', dest: '/bin' },
+  { kind: 'symlink', target: 'usr/sbin', dest: '/sbin' },
+  { kind: 'symlink', target: 'usr/lib', dest: '/lib' },
+  { kind: 'symlink', target: 'usr/lib64', dest: '/lib64' },
+  { kind: 'ro-bind', source: '/etc/alternatives', dest: '/etc/alternatives', optional: true },
+];
+
+/**
+ * The bwrap argv that runs `sh -c cmd` as the product does (runtime-bwrap's own buildBwrapArgs: uid 1000,
+ * no capabilities, private namespaces, `mnt` at /workspace), so these tests see what a sandbox sees.
+ */
 export function bwrapArgv(mnt: string, cmd: string): string[] {
-  return [
-    '--unshare-user',
-    '--uid',
-    '1000',
-    '--gid',
-    '1000',
-    '--cap-drop',
-    'ALL',
-    '--unshare-pid',
-    '--die-with-parent',
-    '--ro-bind',
-    '/usr',
-    '/usr',
-    // Debian's merged /usr, as packages/runtime-bwrap builds it.
-    '--symlink',
-    'usr/bin',
-    '/bin',
-    '--symlink',
-    'usr/sbin',
-    '/sbin',
-    '--symlink',
-    'usr/lib',
-    '/lib',
-    '--symlink',
-    'usr/lib64',
-    '/lib64',
-    '--ro-bind',
-    '/etc/alternatives',
-    '/etc/alternatives',
-    '--proc',
-    '/proc',
-    '--dev',
-    '/dev',
-    '--tmpfs',
-    '/tmp',
-    '--bind',
-    mnt,
-    '/workspace',
-    '--chdir',
-    '/workspace',
-    '--setenv',
-    'HOME',
-    '/tmp',
-    '--setenv',
-    'PATH',
-    '/usr/local/bin:/usr/bin:/bin',
-    '--',
-    'sh',
-    '-c',
-    cmd,
-  ];
+  return buildBwrapArgs({ workspaceHostPath: mnt, systemMounts: SYSTEM_MOUNTS, command: ['sh', '-c', cmd] });
 }
 
 /** Runs a program with an argv array; never rejects (the exit code is in the result). */

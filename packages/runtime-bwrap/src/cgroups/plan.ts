@@ -1,6 +1,6 @@
 // Decides, without touching the host, which cgroup version and controllers enforce a sandbox's limits.
 import type { EnforcedLimits, ResourceLimits } from '@agentfense/protocol';
-import { InvalidArgumentError } from '@agentfense/protocol';
+import { InvalidArgumentError, NO_LIMITS } from '@agentfense/protocol';
 import type { CgroupController, CgroupHost } from './detect.js';
 
 /** The outcome of planning: which mechanism, which controllers to create, which limits will hold. */
@@ -10,15 +10,6 @@ export interface CgroupPlan {
   readonly controllers: readonly CgroupController[];
   readonly limits: EnforcedLimits;
 }
-
-/** Nothing enforced. */
-export const NO_LIMITS: EnforcedLimits = {
-  memoryBytes: null,
-  cpuQuota: null,
-  cpuShares: null,
-  pidsLimit: null,
-  mechanism: 'none',
-};
 
 /** The kernel refuses a CFS quota below 1 ms; cpu.shares below 2. */
 const MIN_CPU_QUOTA_US = 1_000;

@@ -3,11 +3,10 @@
 // exec roots and config file under one state directory, and flags that leave the host's network alone.
 import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
-import { constants } from 'node:fs';
-import { access, mkdir, open, readFile, writeFile } from 'node:fs/promises';
+import { mkdir, open, readFile, writeFile } from 'node:fs/promises';
 import { posix } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { InvalidArgumentError, UnavailableError } from '@agentfense/protocol';
+import { InvalidArgumentError, UnavailableError, findExecutable } from '@agentfense/protocol';
 import { createDockerCli, runDocker } from '../engine.js';
 import { unmountBelow } from './mounts.js';
 
@@ -114,21 +113,8 @@ export function dockerdPaths(stateDir: string): {
 
 /** Finds an executable dockerd. */
 async function resolveDockerd(configured: string | undefined): Promise<string> {
-  const candidates =
-    configured !== undefined
-      ? [configured]
-      : [...(process.env['PATH'] ?? '').split(':').filter((d) => d.startsWith('/')), ...DOCKERD_DIRS].map(
-          (d) => posix.join(d, 'dockerd'),
-        );
-  for (const candidate of candidates) {
-    if (
-      await access(candidate, constants.X_OK).then(
-        () => true,
-        () => false,
-      )
-    )
-      return candidate;
-  }
+  const found = await findExecutable({ name: 'dockerd', configured, fallbackDirs: DOCKERD_DIRS });
+  if (found !== null) return found;
   throw new UnavailableError(
     `dockerd is not installed (no executable ${configured ?? 'dockerd'}): install it with \`apt-get install docker.io\``,
   );
