@@ -43,7 +43,7 @@ describe('worker processes started by the control plane', () => {
     await assertCleanAndRemove(dirs);
   });
 
-  it('run the bundled worker with the measured V8 flags, on demand and from the pool', async () => {
+  it('run the bundled worker with the measured V8 flags and malloc tuning, on demand and from the pool', async () => {
     const { id: codebaseId } = await cp.linkCodebase({ path: dirs.repo });
     const first = await cp.createSandbox({ codebaseId, preset: 'agent-safe' });
     await cp.startSandbox(first.id);
@@ -69,6 +69,13 @@ describe('worker processes started by the control plane', () => {
     for (const entry of ready) {
       expect(entry).toMatchObject({ execArgv: [...WORKER_NODE_FLAGS], program: WORKER_BUNDLE });
     }
-    expect(WORKER_NODE_FLAGS).toEqual(expect.arrayContaining(['--single-threaded', '--expose-gc']));
+    expect(WORKER_NODE_FLAGS).toEqual(expect.arrayContaining(['--expose-gc']));
+    // And the malloc tuning, in their environment.
+    for (const pid of [onDemand!, pooled!]) {
+      const environ = (await readFile(`/proc/${pid}/environ`, 'utf8')).split('\0');
+      expect(environ).toEqual(
+        expect.arrayContaining(['MALLOC_ARENA_MAX=1', 'MALLOC_MMAP_THRESHOLD_=131072']),
+      );
+    }
   });
 });

@@ -88,20 +88,17 @@ export interface WorkerExit {
  *   `grep -r` over 10,000 files, with no measurable cost per op (scavenges of 1 MiB are short).
  * - `--v8-pool-size=1`: one V8 background thread instead of one per core; each thread's malloc arena
  *   and stack cost ~1-2 MiB, and the worker's JS is short request handlers, not heavy compilation.
- * - `--single-threaded`: V8 posts no work to that thread at all (concurrent marking, background
- *   compilation), and so glibc never creates the malloc arena it would allocate from: most idle workers
- *   kept ~3.5 MiB resident in that arena after start-up (idle private memory 17.3 -> 13.6 MiB). The
- *   worker's heap is a few MiB, so marking it on the main thread is short; optimized code is the same.
  * - `--expose-gc`: lets the worker run a memory-reducing collection when it goes quiet
  *   (worker/idle-trim.ts): V8 otherwise keeps the young generation it
- *   grew for the last burst (idle private memory -0.75 MiB).
- * Not used: `--optimize-for-size` (no idle saving measured; +10-25 % CPU per lookup) and
- * `--jitless`/`--lite-mode` (another ~0.3 MiB once bundled; 27-45 % slower, MACHINE-NOTES).
+ *   grew for the last burst (idle private memory -1 to -1.5 MiB).
+ * Not used: `--single-threaded` (0.2 MiB less once bundled, but a fresh worker's lookups measured ~20 %
+ * slower: 6 of 6 runs at a p50 of 23 µs against 16-19 µs), `--optimize-for-size` (no idle saving
+ * measured; +10-25 % CPU per lookup) and `--jitless`/`--lite-mode` (another ~0.3 MiB once bundled;
+ * 27-45 % slower, MACHINE-NOTES).
  */
 export const WORKER_NODE_FLAGS: readonly string[] = [
   '--max-semi-space-size=1',
   '--v8-pool-size=1',
-  '--single-threaded',
   '--expose-gc',
 ];
 
@@ -112,12 +109,17 @@ export const WORKER_NODE_FLAGS: readonly string[] = [
  *   to the kernel when freed; by default glibc raises the threshold after the first free and the payloads
  *   then come from an arena, where they stayed resident: ~30 MiB more PSS after a 100 MB write (measured
  *   when the binding still had a session thread with its own arena).
+ * - `MALLOC_ARENA_MAX=1`: every thread allocates from glibc's main heap. V8's helper thread otherwise
+ *   gets an arena of its own for its compilation jobs, which kept ~3.5 MiB resident in most idle
+ *   workers after start-up and 10-14 MiB after a burst of work (private memory 7 s after three 100 MB
+ *   writes: 25-29 -> 15-16 MiB). The JS thread is the only busy allocator, so there is no contention.
  * - msgpackr's optional native string extractor is not loaded (one more shared object, and its loader's
  *   code in the bundle): it speeds up decoding messages full of long strings, and the worker receives
  *   small requests (file contents travel as binary, which it does not touch).
  */
 export const WORKER_ENV: Readonly<Record<string, string>> = {
   MALLOC_MMAP_THRESHOLD_: '131072',
+  MALLOC_ARENA_MAX: '1',
   MSGPACKR_NATIVE_ACCELERATION_DISABLED: 'true',
 };
 
