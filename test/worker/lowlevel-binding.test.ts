@@ -23,6 +23,7 @@ import {
   utimes,
   open,
 } from 'node:fs/promises';
+import { randomBytes } from 'node:crypto';
 import { readFileSync, readdirSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
@@ -641,6 +642,11 @@ describe('fuse-native low-level binding', () => {
     await run('dd', ['if=/dev/zero', `of=${join(mnt, 'big')}`, 'bs=1M', 'count=1', 'status=none']);
     expect(fs.writeSizes).toEqual([1 << 20]);
     expect(await statSize(join(mnt, 'big'))).toBe(1 << 20);
+    // Big payloads cross without a copy (the binding hands its receive buffer over): several in a row,
+    // each must arrive intact, none overwritten by the next request.
+    const data = randomBytes(3 << 20);
+    await writeFile(join(mnt, 'random'), data);
+    expect(Buffer.compare(await readFile(join(mnt, 'random')), data)).toBe(0);
   });
 
   it('maxWrite 128 KiB falls back to 128 KiB requests (the protocol-7.19 size)', async () => {
