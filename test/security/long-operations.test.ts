@@ -7,13 +7,27 @@ import { mkdir, mkdtemp, readFile, readdir } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { ControlPlane } from '@agentfense/control';
 import { removeTree } from '@agentfense/fuse-worker';
 import { collectParts } from '@agentfense/protocol';
 import type { WorkerClient } from '@agentfense/protocol';
+import { assertCleanAndRemove, makeDirs } from '../control/fixtures.js';
 import { mountFixture, useMountHygiene } from '../worker/helpers/fixture.js';
 
 /** The control plane's ping timeout: an answer slower than this counts as a missed health check. */
 const PING_TIMEOUT_MS = 2000;
+
+/** Writes `files` files of one line under `dir` (500 subdirectories), fast (python, one process). */
+function writeFiles(dir: string, files: number): void {
+  execFileSync('python3', [
+    '-c',
+    'import os,sys\nd=sys.argv[1]\nfor i in range(int(sys.argv[2])):\n' +
+      "    sub=os.path.join(d,'d%03d'%(i%500))\n    os.makedirs(sub,exist_ok=True)\n" +
+      "    with open(os.path.join(sub,'f%06d.txt'%i),'w') as f: f.write('line %d\\n'%i)\n",
+    dir,
+    String(files),
+  ]);
+}
 
 /** A delta of `files` added files under /output, written straight into the upper layer (as after a crash). */
 async function bigDelta(files: number): Promise<{ base: string; lower: string; delta: string }> {
@@ -22,14 +36,7 @@ async function bigDelta(files: number): Promise<{ base: string; lower: string; d
   const delta = join(base, 'delta');
   await mkdir(join(lower, 'output'), { recursive: true });
   await mkdir(join(delta, 'upper', 'output'), { recursive: true });
-  execFileSync('python3', [
-    '-c',
-    'import os,sys\nd=sys.argv[1]\nfor i in range(int(sys.argv[2])):\n' +
-      "    sub=os.path.join(d,'d%03d'%(i%500))\n    os.makedirs(sub,exist_ok=True)\n" +
-      "    with open(os.path.join(sub,'f%06d.txt'%i),'w') as f: f.write('line %d\\n'%i)\n",
-    join(delta, 'upper', 'output'),
-    String(files),
-  ]);
+  writeFiles(join(delta, 'upper', 'output'), files);
   return { base, lower, delta };
 }
 
@@ -107,6 +114,46 @@ describe('long operations on a 100k-file delta', () => {
       await g.stop();
     } finally {
       await removeTree(base);
+    }
+  }, 600_000);
+});
+
+describe('changes and diff of a 100k-file delta through the control plane', () => {
+  it('the worker keeps answering its health pings and other requests; it is never restarted', async () => {
+    const files = 100_000;
+    const dirs = await makeDirs();
+    const cp = await ControlPlane.open({ dataDir: dirs.dataDir });
+    try {
+      const { id: codebaseId } = await cp.linkCodebase({ path: dirs.repo });
+      const { id } = await cp.createSandbox({ codebaseId, preset: 'development' });
+      // The delta as a crashed or long session would leave it, written before the worker starts.
+      const upper = join(cp.layout.sandbox(id).delta, 'upper', 'output');
+      await mkdir(upper, { recursive: true });
+      writeFiles(upper, files);
+      await cp.startSandbox(id);
+      // changes and diff run while other requests come in: a command in the sandbox (FUSE requests to
+      // the same worker) and the audit query (a stats request to it), each started after the long one.
+      const listing = cp.changes(id);
+      const during = async (): Promise<void> => {
+        const r = await cp.exec(id, 'cat /workspace/README.md; ls /workspace/output | wc -l');
+        expect(r.stdout.toString()).toBe('# demo\n500\n');
+        await cp.audit(id);
+      };
+      await during();
+      const changes = await listing;
+      expect(changes.filter((c) => c.type === 'file')).toHaveLength(files);
+      const diffing = cp.diff(id);
+      await during();
+      const { diff } = await diffing;
+      expect(diff.split('\n').filter((l) => l.startsWith('+++ ')).length).toBe(files);
+      // Two missed 2 s pings restart a worker: none was missed through either walk.
+      expect(cp.getSandbox(id).restartCount).toBe(0);
+      expect(cp.getSandbox(id).state).toBe('RUNNING');
+      await cp.destroySandbox(id);
+    } finally {
+      for (const sb of cp.listSandboxes().items) await cp.destroySandbox(sb.id);
+      await cp.close();
+      await assertCleanAndRemove(dirs);
     }
   }, 600_000);
 });
