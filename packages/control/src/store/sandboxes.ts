@@ -175,9 +175,7 @@ export class SandboxStore {
   /** Inserts a sandbox and its labels (filterable through sandbox_labels) in one transaction. */
   insert(row: NewSandboxRow): void {
     this.#db.transaction(() => {
-      this.#insert.run(
-        encode({ owner_pid: null, owner_start: null, owner_instance: null, ...row }),
-      );
+      this.#insert.run(encode({ owner_pid: null, owner_start: null, owner_instance: null, ...row }));
       for (const [key, value] of Object.entries(row.labels)) this.#insertLabel.run(row.id, key, value);
     })();
   }
