@@ -13,9 +13,7 @@ const { id } = await cp.createSandbox({ codebaseId });
 await cp.startSandbox(id);
 const r = await cp.exec(id, 'echo kept > /workspace/output/kept.txt');
 if (r.exitCode !== 0) throw new Error(`write failed: ${r.stderr.toString()}`);
-process.stdout.write(
-  `${JSON.stringify({ sandboxId: id, workerPid: cp.sandboxes.workerPid(id), pid: process.pid })}\n`,
-);
+process.stdout.write(`${JSON.stringify({ sandboxId: id, workerPid: cp.workerPid(id), pid: process.pid })}\n`);
 for await (const line of createInterface({ input: process.stdin })) {
   if (line === 'close') {
     await cp.close();

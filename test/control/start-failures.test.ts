@@ -51,7 +51,7 @@ describe('start failures', () => {
     broken = false;
     await cp.startSandbox(id);
     expect((await cp.exec(id, 'cat /workspace/README.md')).stdout.toString()).toBe('# demo\n');
-    const worker = cp.sandboxes.workerPid(id) as number;
+    const worker = cp.workerPid(id) as number;
     await cp.destroySandbox(id);
     expect(pidExists(worker)).toBe(false);
     await cp.deleteCodebase(codebaseId);

@@ -45,7 +45,7 @@ describe('worker supervision', () => {
         { pattern: '/docs/', permission: 'none' },
       ],
     });
-    const pid = cp.sandboxes.workerPid(id) as number;
+    const pid = cp.workerPid(id) as number;
     const killedAt = Date.now();
     process.kill(pid, 'SIGKILL');
     const info = await waitFor('the restart to be recorded', () => {
@@ -56,7 +56,7 @@ describe('worker supervision', () => {
     expect(Date.now() - killedAt).toBeLessThan(10_000);
     expect(info.state).toBe('RUNNING');
     expect(info.lastRestartReason).toMatch(/exited.*SIGKILL/);
-    expect(cp.sandboxes.workerPid(id)).not.toBe(pid);
+    expect(cp.workerPid(id)).not.toBe(pid);
     const r = await cp.exec(id, 'cat /workspace/README.md /workspace/output/before.txt');
     expect(r.stderr.toString()).toBe('');
     expect(r.stdout.toString()).toBe('# demo\nbefore\n'); // the delta survived the crash
@@ -82,7 +82,7 @@ describe('worker supervision', () => {
       await plain.startSandbox(id);
       const session = await plain.createSession(id);
       expect((await session.exec('cd /workspace && cat README.md')).stdout.toString()).toBe('# demo\n');
-      process.kill(plain.sandboxes.workerPid(id) as number, 'SIGKILL');
+      process.kill(plain.workerPid(id) as number, 'SIGKILL');
       await waitFor('the session to close', () => (session.status === 'closed' ? true : undefined));
       expect(session.closedReason).toBe('worker-restarted');
       await expect(session.exec('true')).rejects.toThrow(/closed \(worker-restarted\)/);
@@ -98,7 +98,7 @@ describe('worker supervision', () => {
   it('detects a hung (SIGSTOPped) worker within seconds and recovers', async () => {
     const id = await running();
     const other = await running();
-    const pid = cp.sandboxes.workerPid(id) as number;
+    const pid = cp.workerPid(id) as number;
     stopped.push(pid);
     const stoppedAt = Date.now();
     process.kill(pid, 'SIGSTOP');
@@ -128,9 +128,9 @@ describe('worker supervision', () => {
     try {
       const { id } = await strict.createSandbox({ codebaseId });
       await strict.startSandbox(id);
-      process.kill(strict.sandboxes.workerPid(id) as number, 'SIGKILL');
+      process.kill(strict.workerPid(id) as number, 'SIGKILL');
       await waitFor('the first restart', () => (strict.getSandbox(id).restartCount === 1 ? true : undefined));
-      process.kill(strict.sandboxes.workerPid(id) as number, 'SIGKILL');
+      process.kill(strict.workerPid(id) as number, 'SIGKILL');
       const info = await waitFor('ERROR', () => {
         const sb = strict.getSandbox(id);
         return sb.state === 'ERROR' ? sb : undefined;

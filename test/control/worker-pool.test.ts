@@ -28,14 +28,14 @@ describe('worker pool', () => {
     const [pooled] = await waitFor(
       'a pooled worker',
       () => {
-        const pids = cp.sandboxes.idleWorkerPids;
+        const pids = cp.idleWorkerPids;
         return pids.length > 0 ? pids : undefined;
       },
       30_000,
     );
     const second = await cp.createSandbox({ codebaseId, preset: 'agent-safe' });
     await cp.startSandbox(second.id);
-    expect(cp.sandboxes.workerPid(second.id)).toBe(pooled);
+    expect(cp.workerPid(second.id)).toBe(pooled);
     const result = await cp.exec(second.id, 'cat /workspace/README.md; test ! -e /workspace/.env');
     expect(result.exitCode).toBe(0);
     expect(result.stdout.toString()).toBe('# demo\n');
@@ -50,7 +50,7 @@ describe('worker pool', () => {
     const idle = await waitFor(
       'the pool to refill',
       () => {
-        const pids = cp.sandboxes.idleWorkerPids;
+        const pids = cp.idleWorkerPids;
         return pids.length > 0 ? pids : undefined;
       },
       30_000,
@@ -76,8 +76,8 @@ describe('worker pool', () => {
       await plane.startSandbox(b.id);
       // Given time to refill, the default pool would have one by now (see above); this one stays empty.
       await new Promise((r) => setTimeout(r, 1500));
-      expect(plane.sandboxes.idleWorkerPids).toEqual([]);
-      expect(plane.sandboxes.workerPid(b.id)).not.toBe(plane.sandboxes.workerPid(a.id));
+      expect(plane.idleWorkerPids).toEqual([]);
+      expect(plane.workerPid(b.id)).not.toBe(plane.workerPid(a.id));
     } finally {
       await plane.close();
     }

@@ -56,7 +56,7 @@ try {
 
   const library = async () => {
     const started = performance.now();
-    const result = await plane.exec(id, 'true');
+    const result = await plane.run(id, 'true', { encoding: 'buffer' });
     const elapsed = performance.now() - started;
     if (result.exitCode !== 0) throw new Error(`library exec exited ${result.exitCode}`);
     return elapsed;

@@ -44,7 +44,7 @@ try {
   let library;
   try {
     library = await time(async () => {
-      const r = await sb.exec('true');
+      const r = await sb.run('true', { encoding: 'buffer' });
       if (r.exitCode !== 0) throw new Error(`true exited ${r.exitCode}`);
     });
   } finally {

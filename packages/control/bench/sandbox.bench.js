@@ -32,6 +32,8 @@ function quantile(values, q) {
   const sorted = [...values].sort((a, b) => a - b);
   return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))];
 }
+/** Output as bytes, as the runtime hands it over (no decoding in the measured path). */
+const BYTES = { encoding: 'buffer' };
 const ms = (n) => `${n.toFixed(1)} ms`;
 const mib = (bytes) => `${(bytes / 1024 / 1024).toFixed(0)} MiB`;
 
@@ -170,7 +172,7 @@ try {
   };
   const poolReady = async () => {
     const deadline = Date.now() + 30_000;
-    while ((cp.sandboxes.idleWorkerPids ?? [1]).length === 0 && Date.now() < deadline) {
+    while ((cp.idleWorkerPids ?? [1]).length === 0 && Date.now() < deadline) {
       await new Promise((resolve) => setTimeout(resolve, 10));
     }
   };
@@ -185,7 +187,7 @@ try {
       const created = performance.now();
       await cp.startSandbox(id);
       const running = performance.now();
-      const result = await cp.exec(id, 'cat /workspace/README.md');
+      const result = await cp.run(id, 'cat /workspace/README.md', BYTES);
       const elapsed = performance.now() - started;
       must(result, 'first exec');
       if (i >= 2) {
@@ -218,15 +220,15 @@ try {
   const { id } = await cp.createSandbox(policy);
   await cp.startSandbox(id);
   // The policy holds: the secret is invisible, the README readable.
-  const view = await cp.exec(id, 'test ! -e /workspace/.env && cat /workspace/README.md');
+  const view = await cp.run(id, 'test ! -e /workspace/.env && cat /workspace/README.md', BYTES);
   must(view, 'policy check');
-  for (let i = 0; i < 10; i += 1) must(await cp.exec(id, ['true']), 'warm-up exec');
+  for (let i = 0; i < 10; i += 1) must(await cp.run(id, ['true'], BYTES), 'warm-up exec');
   // A bare bwrap after every exec: the same load for both, so their ratio is meaningful.
   const execTimes = [];
   const bareTimes = [];
   for (let i = 0; i < EXEC_ROUNDS; i += 1) {
     const started = performance.now();
-    const result = await cp.exec(id, ['true']);
+    const result = await cp.run(id, ['true'], BYTES);
     execTimes.push(performance.now() - started);
     must(result, 'exec');
     bareTimes.push(await timeSpawn(bwrapArgv));
@@ -248,16 +250,16 @@ try {
   const startedIn = performance.now() - began;
   const results = await Promise.all(
     ids.map((sb, i) =>
-      cp.exec(sb, `cat /workspace/src/m${i % 20}/f1.ts >/dev/null && ls -R /workspace/src | wc -l`),
+      cp.run(sb, `cat /workspace/src/m${i % 20}/f1.ts >/dev/null && ls -R /workspace/src | wc -l`, BYTES),
     ),
   );
   const ok = results.filter((r) => r.exitCode === 0).length;
-  const workerPids = ids.map((sb) => cp.sandboxes.workerPid(sb));
+  const workerPids = ids.map((sb) => cp.workerPid(sb));
   let workersPss = 0;
   for (const pid of workerPids) workersPss += await pss(pid);
   // Idle workers spawned ahead of time (the pool) cost memory too.
   let poolPss = 0;
-  for (const pid of cp.sandboxes.idleWorkerPids ?? []) poolPss += await pss(pid).catch(() => 0);
+  for (const pid of cp.idleWorkerPids ?? []) poolPss += await pss(pid).catch(() => 0);
   const controlPss = await pss(process.pid);
   console.log(
     `${CONCURRENT} sandboxes at once on one codebase: ${ok}/${CONCURRENT} commands succeeded; all started ` +

@@ -23,11 +23,11 @@ function quantile(values, q) {
 async function measure(sandbox, shell) {
   const session = await createSession(sandbox, { shell });
   try {
-    for (let i = 0; i < WARMUP; i += 1) await session.exec('true');
+    for (let i = 0; i < WARMUP; i += 1) await session.run('true', { encoding: 'buffer' });
     const times = [];
     for (let i = 0; i < ROUNDS; i += 1) {
       const started = performance.now();
-      const result = await session.exec('true');
+      const result = await session.run('true', { encoding: 'buffer' });
       times.push(performance.now() - started);
       if (result.exitCode !== 0) throw new Error(`true exited ${result.exitCode}`);
     }

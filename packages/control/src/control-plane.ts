@@ -39,6 +39,8 @@ import { SandboxStore } from './store/sandboxes.js';
 import { SessionManager } from './sessions/manager.js';
 import type { CreateSessionOptions } from './sessions/options.js';
 import type { Session } from './sessions/session.js';
+import { decodeOutput, splitEncoding } from './library/output.js';
+import type { BytesOutput, OutputEncoding, RunResult, TextOutput } from './library/output.js';
 
 /** Default period of the expired-sandbox reaper. */
 export const DEFAULT_REAP_INTERVAL_MS = 10_000;
@@ -94,11 +96,13 @@ export class ControlPlane implements AsyncDisposable {
   readonly dataDir: string;
   readonly layout: DataLayout;
   readonly logger: Logger;
-  /** Codebase operations (also available as the flat methods below). */
+  // The flat methods below are the API; these parts are what they delegate to. Kept public, deprecated,
+  // for code written against the earlier two-way surface (docs/decisions.md "One library shape").
+  /** @deprecated Use the flat codebase methods (`createCodebase`, `linkCodebase`, `listFiles`, …). */
   readonly codebases: CodebaseService;
-  /** Sandbox operations (also available as the flat methods below). */
+  /** @deprecated Use the flat sandbox methods (`createSandbox`, `startSandbox`, `run`, `diff`, …). */
   readonly sandboxes: SandboxManager;
-  /** Open sessions of the sandboxes this process runs (closed when their sandbox stops). */
+  /** @deprecated Use the flat session methods (`createSession`, `getSession`, `listSessions`, `closeSession`). */
   readonly sessions: SessionManager;
   readonly #db: Db;
   readonly #store: SandboxStore;
@@ -265,8 +269,36 @@ export class ControlPlane implements AsyncDisposable {
   destroySandbox(id: string, options?: { keepDelta?: boolean }): Promise<void> {
     return this.sandboxes.destroy(id, options);
   }
-  exec(id: string, command: string | readonly string[], options?: SandboxExecOptions): Promise<ExecResult> {
-    return this.sandboxes.exec(id, command, options);
+  /**
+   * Runs one command in a running sandbox of this process: stdout and stderr as UTF-8 strings, or as
+   * Buffers with `{ encoding: 'buffer' }` (as `Sandbox.run`).
+   */
+  run(
+    id: string,
+    command: string | readonly string[],
+    options?: SandboxExecOptions & TextOutput,
+  ): Promise<RunResult>;
+  run(
+    id: string,
+    command: string | readonly string[],
+    options: SandboxExecOptions & BytesOutput,
+  ): Promise<ExecResult>;
+  async run(
+    id: string,
+    command: string | readonly string[],
+    options: SandboxExecOptions & { readonly encoding?: OutputEncoding } = {},
+  ): Promise<RunResult | ExecResult> {
+    const { encoding, rest } = splitEncoding(options);
+    const result = await this.sandboxes.exec(id, command, rest);
+    return encoding === 'buffer' ? result : decodeOutput(result);
+  }
+  /** @deprecated Use `run(id, command, { ...options, encoding: 'buffer' })` (same result: output as Buffers). */
+  exec(
+    id: string,
+    command: string | readonly string[],
+    options: SandboxExecOptions = {},
+  ): Promise<ExecResult> {
+    return this.run(id, command, { ...options, encoding: 'buffer' });
   }
   changes(id: string): Promise<readonly ChangeEntry[]> {
     return this.sandboxes.changes(id);
@@ -298,6 +330,14 @@ export class ControlPlane implements AsyncDisposable {
   /** The worker's memory and per-op statistics of a sandbox this process runs. */
   workerStats(id: string): Promise<WorkerStats> {
     return this.sandboxes.workerStats(id);
+  }
+  /** Diagnostics: the worker pid of a sandbox this process runs (undefined when it runs none). */
+  workerPid(id: string): number | undefined {
+    return this.sandboxes.workerPid(id);
+  }
+  /** Diagnostics: pids of the idle workers spawned ahead of time. */
+  get idleWorkerPids(): number[] {
+    return this.sandboxes.idleWorkerPids;
   }
   /** The runtime instance of a sandbox this process runs (sessions are built on it). */
   runtimeInstance(id: string): RuntimeInstance {

@@ -43,6 +43,7 @@ export type {
   CreateSessionOptions,
   SessionExecOptions,
   SessionExecResult,
+  SessionRunResult,
   SessionCloseReason,
   SessionLogger,
 } from './sessions/options.js';
@@ -51,7 +52,8 @@ export type { SessionShell } from './sessions/script.js';
 
 // --- Library: sandboxes over a local directory (contract §7) ---
 export { Sandbox } from './library/sandbox.js';
-export type { FromLocalOptions, RunResult } from './library/sandbox.js';
+export type { FromLocalOptions, RunBytesOptions, RunOptions, StreamOptions } from './library/sandbox.js';
+export type { BytesOutput, OutputEncoding, RunResult, TextOutput } from './library/output.js';
 export { ExecStream } from './library/exec-stream.js';
 export type { ExecChunk } from './library/exec-stream.js';
 

@@ -115,7 +115,7 @@ export function controlPlaneBackend(
     startSandbox: (id) => starts.run(() => plane.startSandbox(id)),
     stopSandbox: (id) => plane.stopSandbox(id),
     destroySandbox: (id) => plane.destroySandbox(id),
-    exec: (id, command, options) => plane.exec(id, command, options),
+    exec: (id, command, options) => plane.run(id, command, { ...options, encoding: 'buffer' }),
     changes: (id) => plane.changes(id),
     diff: (id, options) => plane.diff(id, options),
     commit: (id, options) => plane.commit(id, options),
@@ -141,7 +141,8 @@ export function controlPlaneBackend(
       plane.getSandbox(sandboxId);
       return plane.listSessions({ sandboxId }).map((s) => s.info());
     },
-    sessionExec: (id, command, options) => plane.getSession(id).exec(command, options),
+    sessionExec: (id, command, options) =>
+      plane.getSession(id).run(command, { ...options, encoding: 'buffer' }),
     closeSession: (id) => plane.closeSession(id),
 
     close: () => plane.close(),

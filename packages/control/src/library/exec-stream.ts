@@ -2,27 +2,29 @@
 // result as a promise. Chunks are buffered until read, so a slow reader loses nothing.
 import type { ExecResult } from '@agentfense/protocol';
 
-/** One chunk of a command's output. */
-export interface ExecChunk {
+/** One chunk of a command's output: a string (the default) or bytes (`encoding: 'buffer'`). */
+export interface ExecChunk<D extends string | Buffer = Buffer> {
   readonly stream: 'stdout' | 'stderr';
-  readonly data: Buffer;
+  readonly data: D;
 }
 
 /** Starts the command with the two chunk callbacks; resolves with its result. */
-export type StartExec = (
-  onStdout: (chunk: Buffer) => void,
-  onStderr: (chunk: Buffer) => void,
-) => Promise<ExecResult>;
+export type StartExec<D extends string | Buffer = Buffer, R = ExecResult> = (
+  onStdout: (chunk: D) => void,
+  onStderr: (chunk: D) => void,
+) => Promise<R>;
 
-export class ExecStream implements AsyncIterable<ExecChunk> {
+export class ExecStream<D extends string | Buffer = Buffer, R = ExecResult> implements AsyncIterable<
+  ExecChunk<D>
+> {
   /** The command's result (exit code, full stdout/stderr, timing); rejects when the exec fails. */
-  readonly result: Promise<ExecResult>;
-  readonly #queue: ExecChunk[] = [];
+  readonly result: Promise<R>;
+  readonly #queue: ExecChunk<D>[] = [];
   #done = false;
   #wake: (() => void) | undefined;
 
-  constructor(start: StartExec) {
-    const push = (stream: ExecChunk['stream']) => (data: Buffer) => {
+  constructor(start: StartExec<D, R>) {
+    const push = (stream: ExecChunk['stream']) => (data: D) => {
       this.#queue.push({ stream, data });
       this.#notify();
     };
@@ -40,7 +42,7 @@ export class ExecStream implements AsyncIterable<ExecChunk> {
     wake?.();
   }
 
-  async *[Symbol.asyncIterator](): AsyncIterator<ExecChunk> {
+  async *[Symbol.asyncIterator](): AsyncIterator<ExecChunk<D>> {
     for (;;) {
       const chunk = this.#queue.shift();
       if (chunk !== undefined) {

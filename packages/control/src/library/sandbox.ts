@@ -1,6 +1,7 @@
 // The library's high-level API (contract §7): `await using sb = await Sandbox.fromLocal(dir)` links the
 // directory as a codebase (nothing copied), creates and starts a sandbox over it, and on dispose destroys
 // both records and the sandbox's data — the user's directory is never touched except by an explicit commit.
+import { StringDecoder } from 'node:string_decoder';
 import type { Logger } from 'pino';
 import type {
   AuditEvent,
@@ -18,6 +19,8 @@ import type { SandboxExecOptions, SandboxInfo } from '../sandboxes/types.js';
 import type { CreateSessionOptions } from '../sessions/options.js';
 import type { Session } from '../sessions/session.js';
 import { ExecStream } from './exec-stream.js';
+import { decodeOutput, splitEncoding } from './output.js';
+import type { BytesOutput, OutputEncoding, RunResult, TextOutput } from './output.js';
 
 export interface FromLocalOptions {
   /** A preset name (default `agent-safe`); exclusive with `rules`. */
@@ -44,11 +47,12 @@ export interface FromLocalOptions {
   readonly logger?: Logger;
 }
 
-/** `exec`'s result with stdout and stderr decoded as UTF-8. */
-export interface RunResult extends Omit<ExecResult, 'stdout' | 'stderr'> {
-  readonly stdout: string;
-  readonly stderr: string;
-}
+/** Options of `run`: the exec options (`timeoutMs`, `stdin`, `env`, `cwd`, `signal`, …) and the output encoding. */
+export type RunOptions = SandboxExecOptions & TextOutput;
+/** Options of `run` for output as bytes. */
+export type RunBytesOptions = SandboxExecOptions & BytesOutput;
+/** Options of `stream` (chunks arrive through the iterator, not callbacks). */
+export type StreamOptions = Omit<SandboxExecOptions, 'onStdout' | 'onStderr'>;
 
 /** A running sandbox over a local directory. */
 export class Sandbox implements AsyncDisposable {
@@ -117,26 +121,68 @@ export class Sandbox implements AsyncDisposable {
     return this.controlPlane.getSandbox(this.id);
   }
 
-  /** Runs a command (a string through `/bin/sh -c`, or an argv array); output as Buffers. */
-  exec(command: string | readonly string[], options: SandboxExecOptions = {}): Promise<ExecResult> {
-    return this.controlPlane.exec(this.id, command, options);
+  /**
+   * Runs a command (a string through `/bin/sh -c`, or an argv array) and returns its result: stdout and
+   * stderr as UTF-8 strings, or as Buffers with `{ encoding: 'buffer' }`. `timeoutMs` kills the command's
+   * process tree (the result says `timedOut`).
+   */
+  run(command: string | readonly string[], options?: RunOptions): Promise<RunResult>;
+  run(command: string | readonly string[], options: RunBytesOptions): Promise<ExecResult>;
+  async run(
+    command: string | readonly string[],
+    options: SandboxExecOptions & { readonly encoding?: OutputEncoding } = {},
+  ): Promise<RunResult | ExecResult> {
+    const { encoding, rest } = splitEncoding(options);
+    const result = await this.controlPlane.run(this.id, command, { ...rest, encoding: 'buffer' });
+    return encoding === 'buffer' ? result : decodeOutput(result);
   }
 
-  /** Like exec, with stdout and stderr as strings. */
-  async run(command: string | readonly string[], options: SandboxExecOptions = {}): Promise<RunResult> {
-    const result = await this.exec(command, options);
-    return { ...result, stdout: result.stdout.toString('utf8'), stderr: result.stderr.toString('utf8') };
+  /** @deprecated Use `run(command, { ...options, encoding: 'buffer' })` (same result: output as Buffers). */
+  exec(command: string | readonly string[], options: SandboxExecOptions = {}): Promise<ExecResult> {
+    return this.run(command, { ...options, encoding: 'buffer' });
   }
 
   /**
    * Runs a command and delivers its output as it comes: iterate the returned stream for
-   * `{ stream: 'stdout' | 'stderr', data }` chunks; `await stream.result` for the exit code and the full output.
+   * `{ stream: 'stdout' | 'stderr', data }` chunks (strings, or Buffers with `{ encoding: 'buffer' }`);
+   * `await stream.result` for the exit code and the full output, in the same encoding.
    */
-  execStream(
+  stream(
     command: string | readonly string[],
-    options: Omit<SandboxExecOptions, 'onStdout' | 'onStderr'> = {},
-  ): ExecStream {
-    return new ExecStream((onStdout, onStderr) => this.exec(command, { ...options, onStdout, onStderr }));
+    options?: StreamOptions & TextOutput,
+  ): ExecStream<string, RunResult>;
+  stream(
+    command: string | readonly string[],
+    options: StreamOptions & BytesOutput,
+  ): ExecStream<Buffer, ExecResult>;
+  stream(
+    command: string | readonly string[],
+    options: StreamOptions & { readonly encoding?: OutputEncoding } = {},
+  ): ExecStream<string, RunResult> | ExecStream<Buffer, ExecResult> {
+    const { encoding, rest } = splitEncoding(options);
+    const bytes = (onStdout: (chunk: Buffer) => void, onStderr: (chunk: Buffer) => void) =>
+      this.run(command, { ...rest, onStdout, onStderr, encoding: 'buffer' });
+    if (encoding === 'buffer') return new ExecStream<Buffer, ExecResult>(bytes);
+    return new ExecStream<string, RunResult>(async (onStdout, onStderr) => {
+      // One decoder per stream: a character split across chunks is delivered whole, in the later chunk.
+      const out = new StringDecoder('utf8');
+      const err = new StringDecoder('utf8');
+      const text = (decoder: StringDecoder, deliver: (chunk: string) => void) => (chunk: Buffer) => {
+        const data = decoder.write(chunk);
+        if (data !== '') deliver(data);
+      };
+      const result = await bytes(text(out, onStdout), text(err, onStderr));
+      const tailOut = out.end();
+      const tailErr = err.end();
+      if (tailOut !== '') onStdout(tailOut);
+      if (tailErr !== '') onStderr(tailErr);
+      return decodeOutput(result);
+    });
+  }
+
+  /** @deprecated Use `stream(command, { ...options, encoding: 'buffer' })` (same chunks and result: Buffers). */
+  execStream(command: string | readonly string[], options: StreamOptions = {}): ExecStream {
+    return this.stream(command, { ...options, encoding: 'buffer' });
   }
 
   /** A persistent shell in this sandbox (`cd`, `export`, functions persist); closed when the sandbox stops. */

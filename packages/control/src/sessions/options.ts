@@ -64,6 +64,12 @@ export interface SessionExecResult {
   readonly sessionClosed: boolean;
 }
 
+/** A session command's result with stdout and stderr as UTF-8 strings (the default of `Session.run`). */
+export interface SessionRunResult extends Omit<SessionExecResult, 'stdout' | 'stderr'> {
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
 export const DEFAULT_SHELL: SessionShell = '/bin/sh';
 export const DEFAULT_IDLE_TIMEOUT_MS = 30 * 60_000;
 export const DEFAULT_MAX_OUTPUT_BYTES = 16 * 1024 * 1024;

@@ -9,9 +9,12 @@ import type {
   SessionCloseReason,
   SessionExecOptions,
   SessionExecResult,
+  SessionRunResult,
   SessionLogger,
 } from './options.js';
 import { resolveExec } from './options.js';
+import { decodeOutput, splitEncoding } from '../library/output.js';
+import type { BytesOutput, OutputEncoding, TextOutput } from '../library/output.js';
 import type { ResolvedExec } from './options.js';
 import type { SessionShell } from './script.js';
 import { RELAY_INTERRUPT, RELAY_KILL_OTHERS, commandScript, relayFrame, resyncScript } from './script.js';
@@ -105,12 +108,29 @@ export class Session implements AsyncDisposable {
   }
 
   /**
-   * Runs `command` in the shell, after every command queued before it. Resolves with its output and `$?`
-   * (a timeout resolves with `timedOut`; `exit` resolves with the shell's status and `sessionClosed`).
-   * Rejects with WrongStateError when the session is closed before or while the command runs (other than
-   * by the command itself), InvalidArgumentError for bad input.
+   * Runs `command` in the shell, after every command queued before it. Resolves with its output (UTF-8
+   * strings, or Buffers with `{ encoding: 'buffer' }`) and `$?` (a timeout resolves with `timedOut`;
+   * `exit` resolves with the shell's status and `sessionClosed`). Rejects with WrongStateError when the
+   * session is closed before or while the command runs (other than by the command itself),
+   * InvalidArgumentError for bad input.
    */
-  async exec(command: string, options: SessionExecOptions = {}): Promise<SessionExecResult> {
+  run(command: string, options?: SessionExecOptions & TextOutput): Promise<SessionRunResult>;
+  run(command: string, options: SessionExecOptions & BytesOutput): Promise<SessionExecResult>;
+  async run(
+    command: string,
+    options: SessionExecOptions & { readonly encoding?: OutputEncoding } = {},
+  ): Promise<SessionRunResult | SessionExecResult> {
+    const { encoding, rest } = splitEncoding(options);
+    const result = await this.#exec(command, rest);
+    return encoding === 'buffer' ? result : decodeOutput(result);
+  }
+
+  /** @deprecated Use `run(command, { ...options, encoding: 'buffer' })` (same result: output as Buffers). */
+  exec(command: string, options: SessionExecOptions = {}): Promise<SessionExecResult> {
+    return this.run(command, { ...options, encoding: 'buffer' });
+  }
+
+  async #exec(command: string, options: SessionExecOptions): Promise<SessionExecResult> {
     const resolved = resolveExec(command, options);
     this.#assertOpen();
     this.#pending += 1;

@@ -225,7 +225,8 @@ async function runInSandbox(plane: ControlPlane, request: RunRequest): Promise<R
     await plane.startSandbox(sandbox.id);
     step('started (worker mounted, runtime ready)');
     abort.throwIfAborted();
-    const exec = await plane.exec(sandbox.id, request.command, {
+    const exec = await plane.run(sandbox.id, request.command, {
+      encoding: 'buffer',
       env: request.env,
       signal: abort,
       ...(flags.cwd === undefined ? {} : { cwd: flags.cwd }),

@@ -250,7 +250,7 @@ export function registerSessions(program: Command, { io, result }: CliContext): 
           );
           await shellLoop(io, result, {
             exec: async (command) => {
-              const r = await local.exec(command);
+              const r = await local.run(command, { encoding: 'buffer' });
               return { stdout: r.stdout, stderr: r.stderr, exitCode: r.exitCode, closed: r.sessionClosed };
             },
             close: () => local.close(),
