@@ -53,6 +53,7 @@ export type { ExecIo } from './runtime/exec-io.js';
 export { toSandboxProcess } from './runtime/sandbox-process.js';
 export type { SandboxProcessParts } from './runtime/sandbox-process.js';
 export { SYSTEM_BIN_DIRS, findExecutable } from './runtime/executable.js';
+export { checkWorkspaceDir } from './runtime/workspace.js';
 export type { FindExecutableOptions } from './runtime/executable.js';
 export type { TerminationOptions, TerminationTrigger } from './runtime/termination.js';
 

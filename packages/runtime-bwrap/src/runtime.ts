@@ -1,6 +1,6 @@
 // The bwrap SandboxRuntime: checks the host once, then starts sandboxes (scratch files, cgroups, argv).
 import { rmSync } from 'node:fs';
-import { chmod, mkdir, mkdtemp, realpath, rm, stat, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, realpath, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { posix } from 'node:path';
 import type { RuntimeInstance, RuntimeStartOptions, SandboxRuntime } from '@agentfense/protocol';
@@ -8,6 +8,7 @@ import {
   InvalidArgumentError,
   NO_LIMITS,
   checkMaxOutputBytes,
+  checkWorkspaceDir,
   validateEnv,
   validateHostPath,
   validateSandboxId,
@@ -200,14 +201,7 @@ export function createBwrapRuntime(options: BwrapRuntimeOptions = {}): SandboxRu
     const stateDir = validateHostPath(start.stateDir, 'stateDir');
     const env = validateEnv(start.env ?? {});
     const { bwrapPath, seccomp } = await check();
-    const workspace = await stat(workspaceHostPath).catch((err: unknown) => {
-      throw new InvalidArgumentError(
-        `workspace ${workspaceHostPath} is not accessible: ${(err as Error).message}`,
-        { cause: err },
-      );
-    });
-    if (!workspace.isDirectory())
-      throw new InvalidArgumentError(`workspace ${workspaceHostPath} is not a directory`);
+    await checkWorkspaceDir(workspaceHostPath);
 
     const scratchDir = posix.join(stateDir, SCRATCH_DIR);
     // Left by an older version or a crashed control plane: nothing of it is used any more.

@@ -1,5 +1,5 @@
 // The docker SandboxRuntime: checks the engine once, then starts one container per sandbox.
-import { readFile, stat } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { posix } from 'node:path';
 import type {
@@ -13,6 +13,7 @@ import {
   NO_LIMITS,
   UnavailableError,
   checkMaxOutputBytes,
+  checkWorkspaceDir,
   validateEnv,
   validateSandboxId,
 } from '@agentfense/protocol';
@@ -172,14 +173,7 @@ export function createDockerRuntime(options: DockerRuntimeOptions = {}): DockerR
     validateLimits(resources);
     const image = validateImage(start.image ?? defaultImage);
     const { caps } = await check();
-    const workspace = await stat(workspaceHostPath).catch((err: unknown) => {
-      throw new InvalidArgumentError(
-        `workspace ${workspaceHostPath} is not accessible: ${(err as Error).message}`,
-        { cause: err },
-      );
-    });
-    if (!workspace.isDirectory())
-      throw new InvalidArgumentError(`workspace ${workspaceHostPath} is not a directory`);
+    await checkWorkspaceDir(workspaceHostPath);
 
     const name = containerName(sandboxId);
     const limits = { ...planLimits(resources, caps), tmpBytes: resources.tmpBytes ?? null };

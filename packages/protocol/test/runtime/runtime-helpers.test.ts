@@ -8,6 +8,7 @@ import { PassThrough } from 'node:stream';
 import {
   CappedOutput,
   StopGate,
+  checkWorkspaceDir,
   WrongStateError,
   execIo,
   findExecutable,
@@ -213,6 +214,25 @@ describe('findExecutable', () => {
         findExecutable({ name: 'af-find-exe-tool', configured: join(dir, 'missing') }),
       ).resolves.toBeNull();
       await expect(findExecutable({ name: 'af-find-exe-tool', fallbackDirs: [dir] })).resolves.toBe(tool);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('checkWorkspaceDir', () => {
+  it('accepts a directory and refuses a missing path or a file, naming the path', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'af-workspace-'));
+    try {
+      await expect(checkWorkspaceDir(dir)).resolves.toBeUndefined();
+      const file = join(dir, 'file');
+      await writeFile(file, 'x');
+      await expect(checkWorkspaceDir(file)).rejects.toThrow(
+        new InvalidArgumentError(`workspace ${file} is not a directory`),
+      );
+      await expect(checkWorkspaceDir(join(dir, 'missing'))).rejects.toThrow(
+        /workspace .*missing is not accessible: ENOENT/,
+      );
     } finally {
       await rm(dir, { recursive: true, force: true });
     }
