@@ -7,7 +7,6 @@ import { createHash } from 'node:crypto';
 import { access, mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { posix } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { execa } from 'execa';
 import { UnavailableError, seccompRuleLines } from '@agentfense/protocol';
 
 /** Where scripts/setup puts the compiler (relative to this package). */
@@ -36,6 +35,8 @@ export async function loadSeccompFilter(options: {
         'libseccomp: apt-get install libseccomp-dev gcc)',
     );
   }
+  // execa is loaded only here: a cached filter (every run but the first) needs no child process.
+  const { execa } = await import('execa');
   const result = await execa(compiler, [], {
     input: rules,
     encoding: 'buffer',

@@ -2,7 +2,6 @@
 // sandbox when it stops (contract §5). Closed sessions leave the registry by themselves (onClose).
 import type { RuntimeInstance } from '@agentfense/protocol';
 import { NotFoundError } from '@agentfense/protocol';
-import { createSession } from './create.js';
 import { assertSessionId } from './ids.js';
 import type { CreateSessionOptions, SessionCloseReason } from './options.js';
 import type { Session } from './session.js';
@@ -26,6 +25,8 @@ export class SessionManager {
   /** Starts a session in `instance` and registers it until it closes. */
   async create(instance: RuntimeInstance, options: CreateSessionOptions = {}): Promise<Session> {
     const callerOnClose = options.onClose;
+    // Loaded on the first session: processes that never open one (the one-shot CLI) skip the shell code.
+    const { createSession } = await import('./create.js');
     const session = await createSession(instance, {
       ...(this.#options.idleTimeoutMs === undefined ? {} : { idleTimeoutMs: this.#options.idleTimeoutMs }),
       ...(this.#options.logger === undefined ? {} : { logger: this.#options.logger }),
