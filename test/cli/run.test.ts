@@ -8,6 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { listMounts } from '@agentfense/fuse-worker';
+import { waitForReapers } from '../helpers/reapers.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const bin = `${root}packages/control/bin/agentfense.js`;
@@ -24,6 +25,8 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
+  // The last runs' sandboxes are removed in the background of their exit.
+  expect(await waitForReapers(data)).toBe(true);
   const left = (await listMounts()).filter((m) => m.mountpoint.startsWith(scratch));
   await rm(scratch, { recursive: true, force: true });
   expect(left).toEqual([]);

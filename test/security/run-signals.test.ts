@@ -2,7 +2,7 @@
 // sandbox still there (the command running, a STOPPED or RUNNING record, a `bwrap-etc-…` temporary
 // directory); a kill -9 of `run` left its sandbox forever. Now the signal stops the command, removes the
 // sandbox and exits 128+N, and a killed run's sandbox is removed by the next invocation's recovery.
-import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readdir, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -49,8 +49,27 @@ async function startSleeper(marker: string) {
     if ((await execa('pgrep', ['-f', `sleep ${marker}`], { reject: false })).exitCode === 0) break;
     await new Promise((r) => setTimeout(r, 50));
   }
+  const sandboxId = /created (sb_[0-9a-f-]+)/.exec(seen)?.[1];
+  if (sandboxId === undefined) throw new Error(`no sandbox id in: ${seen}`);
   // Wrapped: an execa child is a promise, which an async function would wait for.
-  return { child };
+  return { child, sandboxId };
+}
+
+/** The sandbox's cgroup directories still present, in every hierarchy. */
+async function cgroupsOf(sandboxId: string): Promise<string[]> {
+  const hierarchies = await readdir('/sys/fs/cgroup').catch(() => [] as string[]);
+  const found: string[] = [];
+  for (const h of hierarchies) {
+    const dir = join('/sys/fs/cgroup', h, 'agentfense', sandboxId);
+    if (
+      await stat(dir).then(
+        () => true,
+        () => false,
+      )
+    )
+      found.push(dir);
+  }
+  return found;
 }
 
 async function leftovers(marker: string) {
@@ -86,24 +105,46 @@ describe('run and signals', () => {
     });
   }
 
-  it('a run killed with SIGKILL leaves nothing once the next invocation has recovered', async () => {
+  it('a run killed with SIGKILL has its command killed and its sandbox removed, with no other invocation', async () => {
     const marker = '302.9';
-    const { child } = await startSleeper(marker);
+    const { child, sandboxId } = await startSleeper(marker);
     child.kill('SIGKILL');
     await child;
-    // The next invocation (any command that opens the data directory) recovers the dead run's sandbox:
-    // its record, directory and mounts are gone. Its processes are not checked here: with the sandbox
-    // user's nested user namespace, bwrap's --die-with-parent does not always fire, and the orphaned
-    // command is not always in the sandbox's cgroups for recovery to find (a known gap, docs/security.md
-    // "What is left"); SIGTERM/SIGINT/SIGHUP above do check that nothing keeps running.
-    const left = await leftovers(marker);
-    expect({ ...left, processes: '' }).toEqual(none);
-    for (const pid of left.processes.split('\n').filter((p) => p !== '')) {
+    // No other agentfense command runs here: the run's own watchdog (armed before the command started)
+    // sees it die and reaps it — the command is killed even when bwrap's --die-with-parent does not
+    // fire (nested user namespace), through the sandbox's cgroups, which are removed too; then the
+    // record, the directory, the mounts and the linked codebase go.
+    const deadline = Date.now() + 30_000;
+    let processes: string;
+    let state: { directories: string[]; mounts: unknown[]; cgroups: string[] } | undefined;
+    for (;;) {
+      processes = (await execa('pgrep', ['-f', `sleep ${marker}`], { reject: false })).stdout.trim();
+      const reaping = await execa('pgrep', ['-f', `reaper.js --data ${data}`], { reject: false });
+      state = {
+        directories: await readdir(join(data, 'sandboxes')).catch(() => [] as string[]),
+        mounts: (await listMounts()).filter((m) => m.mountpoint.startsWith(data)),
+        cgroups: await cgroupsOf(sandboxId),
+      };
+      const clean =
+        reaping.exitCode !== 0 &&
+        processes === '' &&
+        state.directories.length === 0 &&
+        state.mounts.length === 0 &&
+        state.cgroups.length === 0;
+      if (clean || Date.now() > deadline) break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    for (const pid of processes.split('\n').filter((p) => p !== '')) {
       try {
         process.kill(Number(pid), 'SIGKILL'); // leave nothing behind for the next test
       } catch {
         // gone meanwhile
       }
     }
+    expect({ processes, ...state }).toEqual({ processes: '', directories: [], mounts: [], cgroups: [] });
+    // The reaper has exited: nothing is listed, and the run's linked codebase is gone too.
+    expect(await leftovers(marker)).toEqual(none);
+    const codebases = await execa(process.execPath, [bin, 'codebase', 'list', '--data', data, '--json']);
+    expect(JSON.parse(codebases.stdout)).toEqual([]);
   });
 });

@@ -65,8 +65,22 @@ function parseSteps(stderr) {
 }
 
 let work;
+/** `run` leaves its sandbox's teardown to a detached reaper (src/cli/watchdog.ts): wait for those first. */
+async function reapersDone() {
+  for (let i = 0; i < 300; i++) {
+    const found = await new Promise((done) =>
+      spawn('pgrep', ['-f', `reaper.js --data ${join(work, 'data')}`]).once('exit', (code) =>
+        done(code === 0),
+      ),
+    );
+    if (!found) return;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
 async function cleanup() {
-  if (work !== undefined) await rm(work, { recursive: true, force: true });
+  if (work === undefined) return;
+  await reapersDone();
+  await rm(work, { recursive: true, force: true });
 }
 for (const signal of ['SIGINT', 'SIGTERM']) {
   process.once(signal, () => {

@@ -1,7 +1,7 @@
 // Resource ids (contract §6): `cb_<uuid>`, `sb_<uuid>`, `ses_<uuid>`. Every id that comes from a client goes
 // through validateId() before it reaches a path or a query, so an id can never name anything but itself.
 import { randomUUID } from 'node:crypto';
-import { InvalidArgumentError } from '@agentfense/protocol';
+import { InvalidArgumentError } from '@agentfense/protocol/core';
 
 /** The id kinds and their prefixes. */
 export const ID_PREFIXES = { codebase: 'cb', sandbox: 'sb', session: 'ses' } as const;

@@ -3,7 +3,8 @@
 import { mkdir, chmod } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { isAbsolute, join, resolve } from 'node:path';
-import { InvalidArgumentError } from '@agentfense/protocol';
+// protocol/core (no msgpack): the CLI resolves the data directory before it loads anything else.
+import { InvalidArgumentError } from '@agentfense/protocol/core';
 import { validateId } from './ids.js';
 
 /** Environment variable that overrides the default data directory. */
@@ -49,6 +50,10 @@ export class DataLayout {
   /** The control plane's JSON-lines log. */
   get controlLog(): string {
     return join(this.logsDir, 'control.log');
+  }
+  /** Where workers spawned ahead of time log until their mount names their sandbox's log file. */
+  get workerPoolLog(): string {
+    return join(this.logsDir, 'worker-pool.log');
   }
   get codebasesDir(): string {
     return join(this.root, 'codebases');

@@ -2,13 +2,10 @@
 // exists, so nothing but this parent can talk to it), shake hands, and expose the typed client.
 // Supervision policy (health pings, restarts) belongs to the control plane; this file only gives it the
 // mechanisms: requests, events, exit notification, graceful stop, kill.
-import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
-import { readFileSync, readdirSync, statSync } from 'node:fs';
+import { readdirSync } from 'node:fs';
 import type { Socket } from 'node:net';
 import os from 'node:os';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import {
   RpcPeer,
   UnavailableError,
@@ -19,49 +16,18 @@ import {
 } from '@agentfense/protocol';
 import type { MountParams, WorkerClient, WorkerResult } from '@agentfense/protocol';
 import { clearFuseMount } from './mounts.js';
+import { startWorkerProcess, takeEarlyWorker, workerProgram } from './worker-process.js';
+import type { WorkerProcessOptions } from './worker-process.js';
 
-/** The build directory. Under vitest the source is loaded, so point at the build next to it. */
-const DIST = ((): string => {
-  const here = fileURLToPath(import.meta.url);
-  return here.endsWith('.ts') ? join(dirname(here), '..', 'dist') : dirname(here);
-})();
+export {
+  WORKER_BUNDLE,
+  WORKER_ENTRY,
+  WORKER_ENV,
+  WORKER_NODE_FLAGS,
+  workerProgram,
+} from './worker-process.js';
 
-/** The worker program as tsc built it: one ES module per source file. */
-export const WORKER_ENTRY = join(DIST, 'main.js');
-
-/**
- * The same program bundled into one module by scripts/bundle.js (`pnpm build`), which is what spawnWorker()
- * runs: ~2 MiB less memory per idle worker (bench/README.md, "Idle memory").
- */
-export const WORKER_BUNDLE = join(DIST, 'worker.js');
-
-let program: string | undefined;
-
-/**
- * The bundle when it is at least as new as every file it was built from, else the unbundled build: after a
- * bare `tsc -b` (no bundling step) the bundle would run stale code. Decided once per process.
- */
-export function workerProgram(): string {
-  program ??= bundleIsFresh() ? WORKER_BUNDLE : WORKER_ENTRY;
-  return program;
-}
-
-function bundleIsFresh(): boolean {
-  try {
-    const built = statSync(WORKER_BUNDLE).mtimeMs;
-    const inputs = JSON.parse(readFileSync(join(DIST, 'worker.inputs.json'), 'utf8')) as string[];
-    return inputs.every((input) => statSync(input).mtimeMs <= built);
-  } catch {
-    return false;
-  }
-}
-
-export interface SpawnWorkerOptions {
-  /** The worker's own JSON-lines log file (pino); created or appended to. */
-  readonly logFile: string;
-  readonly logLevel?: 'trace' | 'debug' | 'info' | 'warn' | 'error';
-  /** Shown in the worker's log lines and process title (a sandbox id). */
-  readonly name?: string;
+export interface SpawnWorkerOptions extends WorkerProcessOptions {
   /** Default timeout of requests, ms (none by default: mount and commit can be long). */
   readonly requestTimeoutMs?: number;
   /** How long to wait for the worker to start and answer the handshake. Default 10 s. */
@@ -80,48 +46,6 @@ export interface WorkerExit {
   readonly code: number | null;
   readonly signal: string | null;
 }
-
-/**
- * Node/V8 flags of the worker process, chosen by measuring PSS and per-op CPU (bench/README.md):
- * - `--max-semi-space-size=1` (MiB): V8's young generation otherwise grows to 3 x 16 MiB under a burst
- *   of FUSE requests (every request allocates a little) and keeps it: 70 -> 40 MiB PSS after a
- *   `grep -r` over 10,000 files, with no measurable cost per op (scavenges of 1 MiB are short).
- * - `--v8-pool-size=1`: one V8 background thread instead of one per core; each thread's malloc arena
- *   and stack cost ~1-2 MiB, and the worker's JS is short request handlers, not heavy compilation.
- * - `--expose-gc`: lets the worker run a memory-reducing collection when it goes quiet
- *   (worker/idle-trim.ts): V8 otherwise keeps the young generation it
- *   grew for the last burst (idle private memory -1 to -1.5 MiB).
- * Not used: `--single-threaded` (0.2 MiB less once bundled, but a fresh worker's lookups measured ~20 %
- * slower: 6 of 6 runs at a p50 of 23 µs against 16-19 µs), `--optimize-for-size` (no idle saving
- * measured; +10-25 % CPU per lookup) and `--jitless`/`--lite-mode` (another ~0.3 MiB once bundled;
- * 27-45 % slower, MACHINE-NOTES).
- */
-export const WORKER_NODE_FLAGS: readonly string[] = [
-  '--max-semi-space-size=1',
-  '--v8-pool-size=1',
-  '--expose-gc',
-];
-
-/**
- * Environment of the worker.
- * - glibc malloc: a fixed mmap threshold of 128 KiB keeps every WRITE payload (128 KiB + header,
- *   malloc'd by the binding per request, freed when JS drops the Buffer) in its own mapping that goes back
- *   to the kernel when freed; by default glibc raises the threshold after the first free and the payloads
- *   then come from an arena, where they stayed resident: ~30 MiB more PSS after a 100 MB write (measured
- *   when the binding still had a session thread with its own arena).
- * - `MALLOC_ARENA_MAX=1`: every thread allocates from glibc's main heap. V8's helper thread otherwise
- *   gets an arena of its own for its compilation jobs, which kept ~3.5 MiB resident in most idle
- *   workers after start-up and 10-14 MiB after a burst of work (private memory 7 s after three 100 MB
- *   writes: 25-29 -> 15-16 MiB). The JS thread is the only busy allocator, so there is no contention.
- * - msgpackr's optional native string extractor is not loaded (one more shared object, and its loader's
- *   code in the bundle): it speeds up decoding messages full of long strings, and the worker receives
- *   small requests (file contents travel as binary, which it does not touch).
- */
-export const WORKER_ENV: Readonly<Record<string, string>> = {
-  MALLOC_MMAP_THRESHOLD_: '131072',
-  MALLOC_ARENA_MAX: '1',
-  MSGPACKR_NATIVE_ACCELERATION_DISABLED: 'true',
-};
 
 /** Keep this much of the worker's stderr to explain a crash. */
 const STDERR_TAIL_BYTES = 4096;
@@ -210,20 +134,13 @@ export function setPriority(pid: number, priority: number): void {
 /** Starts a worker process and completes the protocol handshake with it. */
 export async function spawnWorker(options: SpawnWorkerOptions): Promise<WorkerHandle> {
   const entry = workerProgram();
-  const argv = [
-    ...WORKER_NODE_FLAGS,
-    entry,
-    '--log-file',
-    options.logFile,
-    '--log-level',
-    options.logLevel ?? 'info',
-  ];
-  if (options.name !== undefined) argv.push('--name', options.name);
-  // fd 3 'pipe' is a socketpair on Unix (libuv): the worker opens it as its control connection.
-  const child = spawn(process.execPath, argv, {
-    stdio: ['ignore', 'ignore', 'pipe', 'pipe'],
-    env: { ...WORKER_ENV, ...process.env },
-  });
+  // A worker this process started early with the same command line (the one-shot CLI) is adopted.
+  const processOptions = {
+    logFile: options.logFile,
+    ...(options.logLevel === undefined ? {} : { logLevel: options.logLevel }),
+    ...(options.name === undefined ? {} : { name: options.name }),
+  };
+  const child = takeEarlyWorker(processOptions) ?? startWorkerProcess(processOptions);
   if (child.pid !== undefined) {
     if (options.priority !== undefined) setPriority(child.pid, options.priority);
     options.onSpawn?.(child.pid);

@@ -14,7 +14,7 @@ import {
   validateSandboxId,
 } from '@agentfense/protocol';
 import { checkFuseDevice, probeBwrap, resolveBwrapPath } from './check.js';
-import { createSandboxCgroup } from './cgroups.js';
+import { createSandboxCgroup, removeSandboxCgroups } from './cgroups.js';
 import { detectCgroupHost } from './cgroups/detect.js';
 import type { CgroupHost } from './cgroups/detect.js';
 import type { SandboxCgroup } from './cgroups/types.js';
@@ -293,9 +293,18 @@ export function createBwrapRuntime(options: BwrapRuntimeOptions = {}): SandboxRu
       await check();
     },
     start,
-    // A sandbox whose control plane was SIGKILLed may still run: recovery kills it (leftovers.ts); then
-    // the workspace relay (a bind mount under runDir) is removed.
+    // A sandbox whose control plane was SIGKILLed may still run: recovery kills what is in its cgroups
+    // and removes them, then kills bwrap processes outside them (leftovers.ts); then the workspace relay
+    // (a bind mount under runDir) is removed.
     clearLeftovers: async (stateDir: string) => {
+      const inCgroups = await removeSandboxCgroups({
+        sandboxId: posix.basename(posix.dirname(stateDir)),
+        host: await cgroupHost(),
+        logger,
+        ...(options.cgroupParent === undefined ? {} : { parent: options.cgroupParent }),
+      });
+      if (inCgroups.length > 0)
+        logger.warn({ stateDir, pids: inCgroups }, 'killed a sandbox left running (its cgroups)');
       const bwrapPath = await resolveBwrapPath(options.bwrapPath).catch(() => undefined);
       if (bwrapPath !== undefined) {
         const killed = await killLeftovers(stateDir, await realpath(bwrapPath).catch(() => bwrapPath));

@@ -13,10 +13,26 @@ export interface CliResult {
   exitCode: number;
 }
 
+/** How the CLI runs: as the `agentfense` executable, or in-process (tests, embedding). */
+export interface CliMode {
+  /**
+   * The executable (bin/agentfense.js), which exits when the command is done: `run` may then leave its
+   * sandbox's teardown to a detached reaper and exit at once. In-process callers keep the synchronous
+   * teardown (their process lives on).
+   */
+  readonly detachedCleanup?: boolean;
+  /**
+   * Set by `run` when it left its one-shot sandbox to the background reaper (watchdog.ts): the process
+   * must exit now (process.exit), without waiting for the worker, mounts and cgroups it did not tear down.
+   */
+  exitNow?: boolean;
+}
+
 /** What every command registration receives. */
 export interface CliContext {
   readonly io: CliIo;
   readonly result: CliResult;
+  readonly mode: CliMode;
 }
 
 /** Process stdio. */

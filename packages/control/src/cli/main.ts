@@ -14,7 +14,7 @@ import { registerServe } from './commands/serve.js';
 import { registerSetup } from './commands/setup.js';
 import { registerSessions } from './commands/sessions.js';
 import { processIo } from './io.js';
-import type { CliIo, CliResult } from './io.js';
+import type { CliIo, CliMode, CliResult } from './io.js';
 
 /** Exit status for usage errors and invalid input (like most Unix tools). */
 export const EXIT_USAGE = 2;
@@ -22,7 +22,11 @@ export const EXIT_USAGE = 2;
 export const EXIT_FAILURE = 1;
 
 /** Builds the program; commands write to `io`. */
-export function createProgram(io: CliIo = processIo, result: CliResult = { exitCode: 0 }): Command {
+export function createProgram(
+  io: CliIo = processIo,
+  result: CliResult = { exitCode: 0 },
+  mode: CliMode = {},
+): Command {
   const program = new Command('agentfense')
     .description(
       'Run AI agents against a real codebase in a sandbox whose rules decide, per path, what they may see, read and change.',
@@ -36,7 +40,7 @@ export function createProgram(io: CliIo = processIo, result: CliResult = { exitC
     // Options after a subcommand belong to it (`presets show x --json` is show's --json).
     .enablePositionalOptions()
     .exitOverride();
-  const context = { io, result };
+  const context = { io, result, mode };
   registerExplain(program, context);
   registerPresets(program, context);
   registerRun(program, context);
@@ -53,10 +57,17 @@ export function createProgram(io: CliIo = processIo, result: CliResult = { exitC
   return program;
 }
 
-/** Runs the CLI with `argv` (without node and script) and returns the exit status; never calls process.exit. */
-export async function runCli(argv: readonly string[], io: CliIo = processIo): Promise<number> {
+/**
+ * Runs the CLI with `argv` (without node and script) and returns the exit status; never calls
+ * process.exit (when `mode.exitNow` is set afterwards, the executable must: see CliMode).
+ */
+export async function runCli(
+  argv: readonly string[],
+  io: CliIo = processIo,
+  mode: CliMode = {},
+): Promise<number> {
   const result: CliResult = { exitCode: 0 };
-  const program = createProgram(io, result);
+  const program = createProgram(io, result, mode);
   try {
     await program.parseAsync([...argv], { from: 'user' });
     return result.exitCode;

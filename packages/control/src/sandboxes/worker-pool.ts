@@ -9,6 +9,7 @@ import type { Logger } from 'pino';
 import { setPriority, spawnWorker } from '@agentfense/fuse-worker';
 import type { WorkerHandle } from '@agentfense/fuse-worker';
 import { WrongStateError } from '@agentfense/protocol';
+import { POOL_WORKER_NAME } from './pool-worker.js';
 
 /** Nice value of workers spawned for the pool until they are taken (then 0, like on-demand ones). */
 const POOL_PRIORITY = 10;
@@ -144,7 +145,7 @@ export class WorkerPool {
     }
     this.#spawning++;
     try {
-      return await spawnWorker({ logFile: this.#options.logFile, name: 'pool', ...extra });
+      return await spawnWorker({ logFile: this.#options.logFile, name: POOL_WORKER_NAME, ...extra });
     } finally {
       this.#spawning--;
       this.#waiters.shift()?.();

@@ -8,11 +8,15 @@ import type { Command } from 'commander';
 import { CancelledError, InvalidArgumentError, escapeControls, quotePath } from '@agentfense/protocol/core';
 import type { ChangeEntry, CommitResult, ExecResult } from '@agentfense/protocol';
 import type { ControlPlane } from '../../control-plane.js';
-import { addDataOption, withControlPlane } from '../control-options.js';
+import { resolveDataDir } from '../../paths.js';
+import { addDataOption, openControlPlane } from '../control-options.js';
 import type { DataFlags } from '../control-options.js';
 import { isTerminal, printJson } from '../io.js';
 import type { CliContext, CliIo } from '../io.js';
 import { ONE_SHOT_LABEL } from '../../sandboxes/one-shot.js';
+import { forgetOneShot } from '../forget-one-shot.js';
+import { armWatchdog } from '../watchdog.js';
+import type { Watchdog } from '../watchdog.js';
 import { parseEnvPairs, parseLabels, parseSeconds } from '../parse.js';
 import { addPolicyOptions, policyFromFlags } from '../policy-options.js';
 import type { PolicyFlags } from '../policy-options.js';
@@ -64,7 +68,7 @@ function exitStatusOf(result: ExecResult): number {
 }
 
 /** Registers `run` on the program. */
-export function registerRun(program: Command, { io, result }: CliContext): void {
+export function registerRun(program: Command, { io, result, mode }: CliContext): void {
   addResourceOptions(
     addDataOption(
       addPolicyOptions(
@@ -109,35 +113,49 @@ export function registerRun(program: Command, { io, result }: CliContext): void 
       const stdin = flags.stdin === true ? await readStdin() : undefined;
       const step = stepper(io, flags.verbose === true);
 
+      // Whatever ends this process from here on (SIGKILL included), the watchdog makes sure the sandbox's
+      // processes die and, for a one-shot sandbox, that it is removed (watchdog.ts).
+      const watchdog =
+        mode.detachedCleanup === true
+          ? armWatchdog({ dataDir: resolveDataDir({ dataDir: flags.data }) })
+          : undefined;
+      // The executable removes a one-shot bwrap sandbox in the background of its exit (the watchdog's
+      // reaper): unmount, cgroups and the delta's removal are not waited for. Docker keeps the synchronous
+      // teardown (its container removal is the engine's, and slower to recover).
+      const detach = watchdog !== undefined && flags.keep !== true && (flags.runtime ?? 'bwrap') === 'bwrap';
+
       // From here on SIGINT, SIGTERM and SIGHUP stop the command and remove the sandbox (stop it with
       // --keep) before we exit 128+N, like a shell: nothing is left running or mounted.
       const interrupt = interruptOnSignals();
       let outcome: RunOutcome | undefined;
+      let plane: ControlPlane | undefined;
       try {
-        outcome = await withControlPlane(
+        // One sandbox, started at once: its worker spawns and the runtime checks the host while the
+        // data directory opens and the sandbox is created; no idle worker is kept for later.
+        plane = await openControlPlane(flags, { workerPoolSize: 0, prewarm: flags.runtime ?? 'bwrap' });
+        outcome = await runInSandbox(plane, {
+          dir: resolve(dir),
+          rules,
+          command,
+          env,
+          labels,
           flags,
-          (plane) =>
-            runInSandbox(plane, {
-              dir: resolve(dir),
-              rules,
-              command,
-              env,
-              labels,
-              flags,
-              step,
-              io,
-              abort: interrupt.signal,
-              ...(timeoutMs === undefined ? {} : { timeoutMs }),
-              ...(stdin === undefined ? {} : { stdin }),
-            }),
-          // One sandbox, started at once: its worker spawns and the runtime checks the host while the
-          // data directory opens and the sandbox is created; no idle worker is kept for later.
-          { workerPoolSize: 0, prewarm: flags.runtime ?? 'bwrap' },
-        );
+          step,
+          io,
+          abort: interrupt.signal,
+          detach,
+          ...(watchdog === undefined ? {} : { watchdog }),
+          ...(timeoutMs === undefined ? {} : { timeoutMs }),
+          ...(stdin === undefined ? {} : { stdin }),
+        });
       } catch (err) {
         if (interrupt.received === undefined) throw err;
       } finally {
         interrupt.dispose();
+        if (outcome?.detached !== true) {
+          await plane?.close();
+          watchdog?.disarm();
+        }
       }
       if (interrupt.received !== undefined) {
         io.stderr.write(
@@ -170,6 +188,7 @@ export function registerRun(program: Command, { io, result }: CliContext): void 
       const status = exitStatusOf(exec);
       result.exitCode =
         status === 0 && commit !== undefined && commit.conflicts.length > 0 ? EXIT_CONFLICT : status;
+      if (outcome.detached) mode.exitNow = true;
     });
 }
 
@@ -186,6 +205,9 @@ interface RunRequest {
   readonly io: CliIo;
   /** Aborted by SIGINT/SIGTERM/SIGHUP: the command is killed and the sandbox removed. */
   readonly abort: AbortSignal;
+  /** Leave a one-shot sandbox that ran its command to the watchdog's reaper instead of destroying it. */
+  readonly detach: boolean;
+  readonly watchdog?: Watchdog;
 }
 
 interface RunOutcome {
@@ -194,6 +216,8 @@ interface RunOutcome {
   readonly changes: readonly ChangeEntry[];
   readonly diff?: { diff: string; binary: readonly string[] };
   readonly commit?: CommitResult;
+  /** The sandbox is still there, RUNNING, for the reaper to remove once this process has exited. */
+  readonly detached: boolean;
 }
 
 async function runInSandbox(plane: ControlPlane, request: RunRequest): Promise<RunOutcome> {
@@ -201,7 +225,9 @@ async function runInSandbox(plane: ControlPlane, request: RunRequest): Promise<R
   const json = flags.json === true;
   const { abort } = request;
   const codebase = await plane.linkCodebase({ path: request.dir });
+  request.watchdog?.made('codebase', codebase.id);
   let sandboxId: string | undefined;
+  let detached = false;
   try {
     abort.throwIfAborted();
     // Owned from creation: if this process dies before starting it, recovery settles it.
@@ -220,6 +246,7 @@ async function runInSandbox(plane: ControlPlane, request: RunRequest): Promise<R
       { own: true },
     );
     sandboxId = sandbox.id;
+    request.watchdog?.made('sandbox', sandbox.id);
     step(`created ${sandbox.id}`);
     abort.throwIfAborted();
     await plane.startSandbox(sandbox.id);
@@ -265,12 +292,24 @@ async function runInSandbox(plane: ControlPlane, request: RunRequest): Promise<R
       if (!json)
         io.stderr.write(`agentfense: kept sandbox ${sandbox.id} (stopped; changes, logs and audit kept)\n`);
     }
-    return { sandboxId: sandbox.id, exec, changes, ...(diff && { diff }), ...(commit && { commit }) };
+    // Everything the user asked for is done: the rest is teardown, which the reaper can do after exit.
+    detached = request.detach && flags.keep !== true && !abort.aborted;
+    return {
+      sandboxId: sandbox.id,
+      exec,
+      changes,
+      ...(diff && { diff }),
+      ...(commit && { commit }),
+      detached,
+    };
   } finally {
     if (flags.keep === true && abort.aborted && sandboxId !== undefined) {
       await plane.stopSandbox(sandboxId, { reason: 'agentfense run --keep interrupted' });
     }
-    if (flags.keep !== true) {
+    if (detached && sandboxId !== undefined) {
+      forgetOneShot(plane.layout, { sandboxId, codebaseId: codebase.id });
+      step('sandbox forgotten (its mounts and files are removed in the background)');
+    } else if (flags.keep !== true) {
       if (sandboxId !== undefined) await plane.destroySandbox(sandboxId);
       await plane.deleteCodebase(codebase.id);
       step('sandbox destroyed');

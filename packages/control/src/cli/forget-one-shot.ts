@@ -1,0 +1,32 @@
+// The fast exit of `agentfense run` (the executable, a one-shot bwrap sandbox): once the command and
+// everything asked for (--diff, --commit, --json) is done, the sandbox's record and the run's linked
+// codebase record are deleted here, in one transaction of a few milliseconds, so the sandbox is gone from
+// every listing when `run` returns, as before. What is physical — the worker and its FUSE mount (the
+// worker unmounts itself when this process exits), the shared bind, the cgroups, the relay and the
+// directory with the delta — is removed by the watchdog's reaper in the background of the exit, as the
+// leftovers of a directory without a record (watchdog.ts, reaper.ts). A reaper that dies half-way leaves
+// such a directory to the next reaper (every `run` ends with one) or `agentfense gc`.
+import type { DataLayout } from '../paths.js';
+import { CodebaseStore } from '../store/codebases.js';
+import { openDatabase } from '../store/db.js';
+import { SandboxStore } from '../store/sandboxes.js';
+
+/** Deletes the records of a finished one-shot sandbox and its linked codebase (if nothing else uses it). */
+export function forgetOneShot(
+  layout: DataLayout,
+  ids: { readonly sandboxId: string; readonly codebaseId: string },
+): void {
+  // A connection of its own: the control plane's stays as it is (this process exits right after).
+  const db = openDatabase(layout.database);
+  try {
+    const sandboxes = new SandboxStore(db);
+    const codebases = new CodebaseStore(db);
+    db.transaction(() => {
+      sandboxes.delete(ids.sandboxId);
+      const linked = codebases.find(ids.codebaseId)?.kind === 'linked';
+      if (linked && sandboxes.countByCodebase(ids.codebaseId) === 0) codebases.delete(ids.codebaseId);
+    }).immediate();
+  } finally {
+    db.close();
+  }
+}
