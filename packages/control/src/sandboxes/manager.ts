@@ -3,7 +3,6 @@
 // sandbox records its owner (pid + kernel start time); a process only ever drives sandboxes it owns, and a
 // sandbox whose owner has died is recovered (mounts cleared, worker killed, marked STOPPED, delta kept).
 import { readdir } from 'node:fs/promises';
-import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { removeTree } from '@agentfense/fuse-worker';
 import { DEFAULT_RESOURCES, WrongStateError, toAgentFenseError } from '@agentfense/protocol';
@@ -99,7 +98,7 @@ export class SandboxManager {
     this.#onWorkerRestart = options.onWorkerRestart ?? (() => Promise.resolve());
     this.#pool = new WorkerPool({
       size: options.workerPoolSize ?? DEFAULT_WORKER_POOL_SIZE,
-      logFile: join(options.layout.logsDir, 'worker-pool.log'),
+      logFile: options.layout.workerPoolLog,
       logger: this.#logger.child({ component: 'worker-pool' }),
     });
     this.#mounts = new SandboxMounts({ runtimes: this.#runtimes, logger: this.#logger });
