@@ -83,6 +83,7 @@ export class DataLayout {
       state: join(dir, 'state'),
       workerLog: join(dir, 'worker.log'),
       auditLog: join(dir, 'audit.jsonl'),
+      forgotten: join(dir, 'forgotten'),
     };
   }
 }
@@ -100,6 +101,11 @@ export interface SandboxPaths {
   readonly state: string;
   readonly workerLog: string;
   readonly auditLog: string;
+  /**
+   * Written by a one-shot `run` that deleted the sandbox's record and left the rest to its reaper
+   * (cli/forget-one-shot.ts): a directory with this file and no record is safe to remove.
+   */
+  readonly forgotten: string;
 }
 
 /** mkdir -p with mode 0700 on every directory it creates and on `dir` itself. */

@@ -34,15 +34,25 @@ export async function mayHaveProcesses(stateDir: string): Promise<boolean> {
  * Kills what a sandbox left running (when anything can be) and returns the pids killed. The mark is removed
  * once a search found nothing left: the next clear (e.g. the start that follows a recovery) is then free.
  */
-export async function killLeftovers(stateDir: string, bwrapPath: string): Promise<number[]> {
+export async function killLeftovers(
+  stateDir: string,
+  bwrapPath: string,
+  /** The sandbox user's host uid (null: sandboxes run as this process's uid). */
+  sandboxUid: number | null = null,
+): Promise<number[]> {
   if (!(await mayHaveProcesses(stateDir))) return [];
-  const killed = await killSandboxProcesses(stateDir, bwrapPath);
+  const killed = await killSandboxProcesses(stateDir, bwrapPath, sandboxUid);
   if (killed.length === 0) await rm(posix.join(stateDir, RUNNING_MARK), { force: true });
   return killed;
 }
 
 /** SIGKILLs the bwrap processes of the sandbox whose state directory is `stateDir`; returns their pids. */
-export async function killSandboxProcesses(stateDir: string, bwrapPath: string): Promise<number[]> {
+export async function killSandboxProcesses(
+  stateDir: string,
+  bwrapPath: string,
+  /** The sandbox user's host uid (null: sandboxes run as this process's uid). */
+  sandboxUid: number | null = null,
+): Promise<number[]> {
   const sandboxDir = posix.dirname(stateDir);
   const inside = `${sandboxDir}/`;
   const sandboxId = posix.basename(sandboxDir);
@@ -56,7 +66,12 @@ export async function killSandboxProcesses(stateDir: string, bwrapPath: string):
       const exe = await readlink(`/proc/${pid}/exe`).catch(() => null);
       if (exe !== bwrapPath) continue;
       const argv = await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '');
-      if (!argv.split('\0').some((arg) => arg.startsWith(inside))) continue;
+      const mentions = argv.split('\0').some((arg) => arg.startsWith(inside));
+      if (
+        !mentions &&
+        !(await isOrphanedNamespaceInit(pid, bwrapPath, sandboxUid ?? process.getuid?.() ?? 0))
+      )
+        continue;
     }
     try {
       process.kill(pid, 'SIGKILL');
@@ -66,6 +81,25 @@ export async function killSandboxProcesses(stateDir: string, bwrapPath: string):
     }
   }
   return killed;
+}
+
+/**
+ * True for a sandbox's pid 1 (bwrap inside its own pid namespace) whose monitor — the outer bwrap, its
+ * parent while any control plane runs it — is gone. That happens when the control plane is SIGKILLed
+ * during a command's start: the monitor dies with it (--die-with-parent), and pid 1, blocked before its
+ * cgroup handshake, reads EOF and starts the command outside the sandbox's cgroups, with no parent-death
+ * signal armed (the sandbox user's nested user namespace clears it) and no host path in its argv
+ * (--args FD). Nothing else can find it; no live control plane owns it, whichever sandbox it was.
+ */
+async function isOrphanedNamespaceInit(pid: number, bwrapPath: string, uid: number): Promise<boolean> {
+  const status = await readFile(`/proc/${pid}/status`, 'utf8').catch(() => '');
+  // Only a sandbox's: bwrap runs as the sandbox user (never another user's bwrap, e.g. flatpak's).
+  if (/^Uid:\s+(\d+)/m.exec(status)?.[1] !== String(uid)) return false;
+  const nspid = /^NSpid:\s+(.+)$/m.exec(status)?.[1]?.trim().split(/\s+/) ?? [];
+  if (nspid.length < 2 || nspid.at(-1) !== '1') return false;
+  const ppid = /^PPid:\s+(\d+)$/m.exec(status)?.[1];
+  if (ppid === undefined) return false;
+  return (await readlink(`/proc/${ppid}/exe`).catch(() => null)) !== bwrapPath;
 }
 
 /** True when one of `pid`'s cgroups is the sandbox's own (`…/<sandboxId>` in any hierarchy). */

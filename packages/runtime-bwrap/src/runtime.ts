@@ -307,7 +307,11 @@ export function createBwrapRuntime(options: BwrapRuntimeOptions = {}): SandboxRu
         logger.warn({ stateDir, pids: inCgroups }, 'killed a sandbox left running (its cgroups)');
       const bwrapPath = await resolveBwrapPath(options.bwrapPath).catch(() => undefined);
       if (bwrapPath !== undefined) {
-        const killed = await killLeftovers(stateDir, await realpath(bwrapPath).catch(() => bwrapPath));
+        const killed = await killLeftovers(
+          stateDir,
+          await realpath(bwrapPath).catch(() => bwrapPath),
+          identity?.uid ?? null,
+        );
         if (killed.length > 0) logger.warn({ stateDir, pids: killed }, 'killed a sandbox left running');
       }
       await clearRelay(stateDir);

@@ -3,9 +3,13 @@
 // codebase record are deleted here, in one transaction of a few milliseconds, so the sandbox is gone from
 // every listing when `run` returns, as before. What is physical — the worker and its FUSE mount (the
 // worker unmounts itself when this process exits), the shared bind, the cgroups, the relay and the
-// directory with the delta — is removed by the watchdog's reaper in the background of the exit, as the
-// leftovers of a directory without a record (watchdog.ts, reaper.ts). A reaper that dies half-way leaves
-// such a directory to the next reaper (every `run` ends with one) or `agentfense gc`.
+// directory with the delta — is removed by the watchdog's reaper in the background of the exit
+// (watchdog.ts, reaper.ts). The directory is marked first (SandboxPaths.forgotten): reapers remove only
+// marked directories without a record, never one whose record is merely not written yet (create writes
+// the record before the directory, but a sweep that lists directories while another process creates a
+// sandbox cannot tell a record-less new directory from an old one by itself). A reaper that dies
+// half-way leaves a marked directory to the next reaper (every `run` ends with one) or `agentfense gc`.
+import { writeFileSync } from 'node:fs';
 import type { DataLayout } from '../paths.js';
 import { CodebaseStore } from '../store/codebases.js';
 import { openDatabase } from '../store/db.js';
@@ -16,6 +20,7 @@ export function forgetOneShot(
   layout: DataLayout,
   ids: { readonly sandboxId: string; readonly codebaseId: string },
 ): void {
+  writeFileSync(layout.sandbox(ids.sandboxId).forgotten, `${process.pid}\n`, { mode: 0o600 });
   // A connection of its own: the control plane's stays as it is (this process exits right after).
   const db = openDatabase(layout.database);
   try {

@@ -1,14 +1,16 @@
 // The reaper of `agentfense run` (started by its watchdog, watchdog.ts, once the CLI has exited without
-// cleaning up): `node reaper.js --data DIR --owner PID [--sandbox ID] [--codebase ID]`. Waits until the
-// CLI process is really gone (its pipe closes a moment before it becomes a zombie), then:
+// cleaning up): `node reaper.js --data DIR --owner PID [--codebase ID]`. Waits until the CLI process is
+// really gone (its pipe closes a moment before it becomes a zombie), then:
 //   - opens the control plane, whose recovery kills and removes every dead one-shot sandbox of the data
 //     directory (a SIGKILLed run's: its command dies through the sandbox's cgroups);
-//   - removes the run's sandbox if its record is gone (the fast exit, forget-one-shot.ts): its mounts,
-//     cgroups and relay (the bwrap runtime's leftovers), then its directory;
-//   - collects garbage without touching codebases (sandboxes/gc.ts): whatever an earlier reaper that died
-//     half-way left;
+//   - removes every sandbox directory a fast exit forgot (marked, no record: forget-one-shot.ts), this
+//     run's and any an earlier reaper did not finish: its mounts, cgroups and relay (the bwrap runtime's
+//     leftovers), then the directory;
 //   - removes the linked codebase the run made for itself, unless something uses it by now.
+// Not `gc`: its sweep of record-less directories and mounts cannot tell them from a sandbox another
+// process is creating at that moment, and every run ends with a reaper, concurrent runs included.
 // Output goes to the control log (and stderr, which the watchdog discards).
+import { readdir, stat } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { removeTree } from '@agentfense/fuse-worker';
@@ -30,12 +32,25 @@ function recorded(plane: ControlPlane, id: string): boolean {
   }
 }
 
+/** Sandbox directories a fast exit forgot: marked, and without a record (checked after the mark). */
+async function forgottenSandboxes(plane: ControlPlane): Promise<string[]> {
+  const found: string[] = [];
+  for (const name of await readdir(plane.layout.sandboxesDir).catch(() => [] as string[])) {
+    if (!/^sb_[0-9a-f-]+$/.test(name)) continue;
+    const marked = await stat(plane.layout.sandbox(name).forgotten).then(
+      () => true,
+      () => false,
+    );
+    if (marked && !recorded(plane, name)) found.push(name);
+  }
+  return found;
+}
+
 async function main(): Promise<void> {
   const { values } = parseArgs({
     options: {
       data: { type: 'string' },
       owner: { type: 'string' },
-      sandbox: { type: 'string', multiple: true, default: [] },
       codebase: { type: 'string', multiple: true, default: [] },
     },
     strict: true,
@@ -51,12 +66,10 @@ async function main(): Promise<void> {
     reapIntervalMs: 0,
   });
   try {
-    for (const id of values.sandbox) {
+    for (const id of await forgottenSandboxes(plane)) {
       try {
-        // Still recorded (recovery could not remove it): it is the control plane's to handle, not ours.
-        if (recorded(plane, id)) continue;
-        // Only the run's own runtime (bwrap: the fast exit is bwrap's) clears its leftovers: gc's sweep
-        // of a directory without a record would load every runtime (Docker's client) to ask each.
+        // Only bwrap's leftovers (the fast exit is bwrap's): clearing an unknown runtime's would load
+        // every runtime (Docker's client) to ask each.
         await plane.sandboxes.clearMountsOf(id, 'bwrap');
         await removeTree(plane.layout.sandbox(id).dir);
       } catch (err) {
@@ -64,7 +77,6 @@ async function main(): Promise<void> {
         plane.logger.warn({ err, sandboxId: id }, 'reaper: sandbox leftovers not removed');
       }
     }
-    await plane.gc({ codebases: false });
     for (const id of values.codebase) {
       try {
         // Only a link (a record; the directory is the user's), and refused while a sandbox still uses

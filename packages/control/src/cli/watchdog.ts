@@ -15,8 +15,8 @@ import type { Writable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 
 /**
- * Reads lines until EOF: "done" means the CLI cleaned up itself; "sandbox ID" and "codebase ID" name
- * what the run made, passed on to the reaper as `--sandbox ID` / `--codebase ID` (it validates them).
+ * Reads lines until EOF: "done" means the CLI cleaned up itself; "codebase ID" names the codebase the run
+ * linked, passed on to the reaper as `--codebase ID` (which validates it).
  */
 const WATCHDOG_SCRIPT =
   'while read -r kind id; do [ "$kind" = done ] && exit 0; set -- "$@" "--$kind" "$id"; done; exec "$@"';
@@ -25,8 +25,8 @@ const WATCHDOG_SCRIPT =
 const REAPER = fileURLToPath(new URL('./reaper.js', import.meta.url));
 
 export interface Watchdog {
-  /** The run made this sandbox or linked this codebase for itself: a reaper removes it too. */
-  made(kind: 'sandbox' | 'codebase', id: string): void;
+  /** The run linked this codebase for itself: a reaper removes its record too. */
+  made(kind: 'codebase', id: string): void;
   /** The CLI cleaned up after itself: the watchdog exits without reaping. */
   disarm(): void;
 }

@@ -246,7 +246,6 @@ async function runInSandbox(plane: ControlPlane, request: RunRequest): Promise<R
       { own: true },
     );
     sandboxId = sandbox.id;
-    request.watchdog?.made('sandbox', sandbox.id);
     step(`created ${sandbox.id}`);
     abort.throwIfAborted();
     await plane.startSandbox(sandbox.id);
