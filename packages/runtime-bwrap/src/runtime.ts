@@ -20,7 +20,7 @@ import type { CgroupHost } from './cgroups/detect.js';
 import type { SandboxCgroup } from './cgroups/types.js';
 import { DEFAULT_ETC_ENTRIES, generatedEtcContents, prepareSandboxEtc } from './etc-files.js';
 import { cachedEtc, etcFingerprint, probeCached, probeKey, recordProbe } from './host-cache.js';
-import { RUNNING_MARK, killLeftovers } from './leftovers.js';
+import { RUNNING_MARK, killLeftovers, mayHaveProcesses } from './leftovers.js';
 import { BwrapInstance } from './instance.js';
 import { createStderrLogger } from './logger.js';
 import type { RuntimeLogger } from './logger.js';
@@ -297,14 +297,17 @@ export function createBwrapRuntime(options: BwrapRuntimeOptions = {}): SandboxRu
     // and removes them, then kills bwrap processes outside them (leftovers.ts); then the workspace relay
     // (a bind mount under runDir) is removed.
     clearLeftovers: async (stateDir: string) => {
-      const inCgroups = await removeSandboxCgroups({
-        sandboxId: posix.basename(posix.dirname(stateDir)),
-        host: await cgroupHost(),
-        logger,
-        ...(options.cgroupParent === undefined ? {} : { parent: options.cgroupParent }),
-      });
-      if (inCgroups.length > 0)
-        logger.warn({ stateDir, pids: inCgroups }, 'killed a sandbox left running (its cgroups)');
+      // Same condition as the /proc search (leftovers.ts): a cleanly stopped or fresh sandbox has none.
+      if (await mayHaveProcesses(stateDir)) {
+        const inCgroups = await removeSandboxCgroups({
+          sandboxId: posix.basename(posix.dirname(stateDir)),
+          host: await cgroupHost(),
+          logger,
+          ...(options.cgroupParent === undefined ? {} : { parent: options.cgroupParent }),
+        });
+        if (inCgroups.length > 0)
+          logger.warn({ stateDir, pids: inCgroups }, 'killed a sandbox left running (its cgroups)');
+      }
       const bwrapPath = await resolveBwrapPath(options.bwrapPath).catch(() => undefined);
       if (bwrapPath !== undefined) {
         const killed = await killLeftovers(
