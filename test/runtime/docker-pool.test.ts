@@ -194,6 +194,7 @@ describe.skipIf(docker.unavailable !== null)(
       const dir = await mkdtemp(join(tmpdir(), 'af-docker-pooldir-'));
       onTestFinished(() => rm(dir, { recursive: true, force: true }));
       const rt = createDockerRuntime({ ...base, poolSize: 1, poolDir: dir });
+      await pooled.pool.settled(); // the other runtime's refill would change the count below
       const before = await pooledContainers(dockerHost);
       await start(rt);
       await rt.pool.settled();
