@@ -22,11 +22,27 @@
 import { randomUUID } from 'node:crypto';
 import { chmod, mkdir, readFile, readdir, rm, rmdir, writeFile } from 'node:fs/promises';
 import { posix } from 'node:path';
-import { execa } from 'execa';
+import { execFile } from 'node:child_process';
 import { UnavailableError } from '@agentfense/protocol';
 
 /** The file in a sandbox's stateDir naming its relay. */
 const RELAY_RECORD = 'bwrap-relay';
+/**
+ * Runs mount(8)/umount(8) with an argv array (no shell) and reports how it ended (never rejects).
+ * child_process directly, not execa: execa's per-call machinery costs milliseconds on every sandbox start
+ * under load (bench/README.md of the control package), and nothing of it is needed here.
+ */
+function runMount(
+  command: 'mount' | 'umount',
+  args: readonly string[],
+): Promise<{ failed: boolean; message: string }> {
+  return new Promise((resolve) => {
+    execFile(command, args, { encoding: 'utf8' }, (err, _stdout, stderr) => {
+      resolve({ failed: err !== null, message: stderr.trim() || (err?.message ?? '') });
+    });
+  });
+}
+
 /** How many stacked mounts at R we are prepared to peel off. */
 const MAX_STACKED = 8;
 /** Anchors are `<relay>.s-<uuid>`, next to their relay under runDir. */
@@ -56,11 +72,11 @@ export async function createRelay(options: {
   await chmod(parent, 0o711);
   // One mount(8) run: the propagation change is applied right after the bind.
   const args = ['--rbind', '--make-rslave', '--', parent, relay];
-  const result = await execa('mount', args, { reject: false, stdin: 'ignore' });
+  const result = await runMount('mount', args);
   if (result.failed) {
     await clearRelay(options.stateDir);
     throw new UnavailableError(
-      `could not bind the workspace for the sandbox user (\`mount ${args.join(' ')}\`, needs root): ${result.stderr || result.shortMessage}`,
+      `could not bind the workspace for the sandbox user (\`mount ${args.join(' ')}\`, needs root): ${result.message}`,
     );
   }
   return posix.join(relay, posix.basename(options.workspaceHostPath));
@@ -70,7 +86,7 @@ export async function createRelay(options: {
 async function unmountAndRemove(dir: string): Promise<void> {
   for (let i = 0; i < MAX_STACKED && (await isMountPoint(dir)); i++) {
     // Lazy: a command still holding the workspace must not keep the relay (or a stop) hanging.
-    await execa('umount', ['-l', '--', dir], { reject: false, stdin: 'ignore' });
+    await runMount('umount', ['-l', '--', dir]);
   }
   // Never rm -r: if the unmount failed, the directory is still the workspace's parent.
   await rmdir(dir).catch((err: unknown) => {
@@ -115,11 +131,11 @@ export async function createAnchor(options: {
   const release = (): Promise<void> => (released ??= unmountAndRemove(dir));
   // One mount(8) run: --bind is not recursive, so F at P/workspace is not copied; then the slave.
   const args = ['--bind', '--make-slave', '--', posix.dirname(options.workspaceHostPath), dir];
-  const result = await execa('mount', args, { reject: false, stdin: 'ignore' });
+  const result = await runMount('mount', args);
   if (result.failed) {
     await release();
     throw new UnavailableError(
-      `could not anchor the workspace for a long-lived command (\`mount ${args.join(' ')}\`, needs root): ${result.stderr || result.shortMessage}`,
+      `could not anchor the workspace for a long-lived command (\`mount ${args.join(' ')}\`, needs root): ${result.message}`,
     );
   }
   return { source: posix.join(dir, posix.basename(options.workspaceHostPath)), release };
