@@ -16,11 +16,12 @@
 // clone(), before its child armed PR_SET_PDEATHSIG, leaves the namespace running (seen under load).
 import { spawn } from 'node:child_process';
 import type { ChildProcess, StdioNull, StdioPipe } from 'node:child_process';
-import { closeSync, readFileSync } from 'node:fs';
+import { closeSync, openSync, readFileSync } from 'node:fs';
 import type { Readable, Writable } from 'node:stream';
 import { CappedOutput, DEFAULT_MAX_OUTPUT_BYTES, InternalError, armTermination } from '@agentfense/protocol';
 import { openAnonymous, openShared } from './anonymous-file.js';
 import type { CgroupHandshakeFds } from './args.js';
+import { leakedDescriptors } from './inherited-fds.js';
 import type { SandboxCgroup } from './cgroups/types.js';
 import type { RuntimeLogger } from './logger.js';
 
@@ -93,6 +94,23 @@ export type BwrapSubprocess = Promise<BwrapResult> & {
 const running = new Set<ChildProcess>();
 let exitHookInstalled = false;
 
+let devNull: number | undefined;
+
+/**
+ * stdio entries from position `from` on that put /dev/null over every descriptor this process inherited
+ * without close-on-exec (inherited-fds.ts); empty when there is none.
+ */
+function coverLeaked(from: number): (number | 'ignore')[] {
+  const leaked = leakedDescriptors(from);
+  if (leaked.length === 0) return [];
+  devNull ??= openSync('/dev/null', 'r+'); // close-on-exec itself; kept for the life of the process
+  const cover = new Set(leaked);
+  const last = leaked[leaked.length - 1] ?? from;
+  const entries: (number | 'ignore')[] = [];
+  for (let fd = from; fd <= last; fd++) entries.push(cover.has(fd) ? devNull : 'ignore');
+  return entries;
+}
+
 /** Spawns bwrap with an empty environment and collects its result; `stdio` covers fds 0-4. */
 function startBwrap(
   options: LaunchOptions,
@@ -116,6 +134,7 @@ function startBwrap(
         ...stdio,
         argsFd ?? 'pipe', // ARGS_FD
         options.seccomp === null ? 'ignore' : (seccompFd ?? 'pipe'), // SECCOMP_FD
+        ...coverLeaked(SECCOMP_FD + 1),
       ],
       env: {},
       cwd: '/',
