@@ -118,11 +118,14 @@ export async function collectGarbage(deps: GcDeps, options: GcOptions = {}): Pro
     report.sandboxes.push({ id: row.id, state: row.state, reason });
   }
 
-  // 2. Mounts under the sandboxes directory that no live sandbox holds.
-  const known = new Map(deps.store.all().map((r) => [r.id, r]));
+  // 2. Mounts under the sandboxes directory that no live sandbox holds. The mounts are listed before the
+  // records are read: a sandbox's record exists before any of its mounts, so a sandbox another process
+  // creates meanwhile is always found (records read first could miss it and take its mounts for orphans).
   const prefix = `${deps.layout.sandboxesDir}/`;
+  const mounts = await listMounts();
+  const known = new Map(deps.store.all().map((r) => [r.id, r]));
   const mountedIds = new Set<string>();
-  for (const mount of await listMounts()) {
+  for (const mount of mounts) {
     if (!mount.mountpoint.startsWith(prefix)) continue;
     const id = mount.mountpoint.slice(prefix.length).split('/')[0] ?? '';
     const row = known.get(id);
@@ -140,9 +143,12 @@ export async function collectGarbage(deps: GcDeps, options: GcOptions = {}): Pro
     }
   }
 
-  // 3. Sandbox directories without a record (create writes the record first, destroy removes it last).
-  for (const name of await readdir(deps.layout.sandboxesDir).catch(() => [] as string[])) {
-    if (!SANDBOX_DIR.test(name) || known.has(name)) continue;
+  // 3. Sandbox directories without a record (create writes the record first, destroy removes it last), the
+  // records read after the listing for the same reason as above.
+  const names = await readdir(deps.layout.sandboxesDir).catch(() => [] as string[]);
+  const recorded = new Set(deps.store.all().map((r) => r.id));
+  for (const name of names) {
+    if (!SANDBOX_DIR.test(name) || recorded.has(name)) continue;
     const dir = `${prefix}${name}`;
     if (!dryRun) {
       try {
