@@ -4,7 +4,7 @@
 // set and cached on disk (the file name carries a hash of the rules), so a one-shot CLI reads ~2 KB
 // instead of running the compiler. No hand-written BPF: libseccomp handles architectures and ABIs.
 import { createHash } from 'node:crypto';
-import { access, mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { access, mkdir, open, rename, writeFile } from 'node:fs/promises';
 import { posix } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { UnavailableError, seccompRuleLines } from '@agentfense/protocol';
@@ -22,7 +22,7 @@ export async function loadSeccompFilter(options: {
   const rules = `${seccompRuleLines().join('\n')}\n`;
   const hash = createHash('sha256').update(rules).digest('hex').slice(0, 16);
   const cached = posix.join(options.cacheDir, `seccomp-${hash}.bpf`);
-  const existing = await readFile(cached).catch(() => null);
+  const existing = await readTrusted(cached);
   if (existing !== null && existing.length > 0 && existing.length % 8 === 0) return existing;
   const compiler = options.compiler ?? DEFAULT_SECCOMP_COMPILER;
   const found = await access(compiler).then(
@@ -51,9 +51,33 @@ export async function loadSeccompFilter(options: {
       `could not compile the seccomp filter with ${compiler}: ${Buffer.from(result.stderr).toString().trim() || result.shortMessage}`,
     );
   }
-  await mkdir(options.cacheDir, { recursive: true, mode: 0o711 });
-  const tmp = `${cached}.${process.pid}.tmp`;
-  await writeFile(tmp, bpf, { mode: 0o644 });
-  await rename(tmp, cached);
+  // Caching is an optimisation: a directory we cannot write (or another user's file in a sticky /tmp,
+  // which rename may not replace) leaves the next start to compile again.
+  try {
+    await mkdir(options.cacheDir, { recursive: true, mode: 0o711 });
+    const tmp = `${cached}.${process.pid}.tmp`;
+    await writeFile(tmp, bpf, { mode: 0o644 });
+    await rename(tmp, cached);
+  } catch {
+    // not cached
+  }
   return bpf;
+}
+
+/**
+ * The cached program, only if this user (or root) owns it and nobody else may write it: a cache in a
+ * shared directory (the temporary directory, for a library user without a data directory) could
+ * otherwise hold a permissive filter planted by another local user. Checked on the opened file itself.
+ */
+async function readTrusted(path: string): Promise<Buffer | null> {
+  const file = await open(path, 'r').catch(() => null);
+  if (file === null) return null;
+  try {
+    const st = await file.stat();
+    const me = process.geteuid?.() ?? -1;
+    if (!st.isFile() || (st.uid !== me && st.uid !== 0) || (st.mode & 0o022) !== 0) return null;
+    return await file.readFile();
+  } finally {
+    await file.close();
+  }
 }
