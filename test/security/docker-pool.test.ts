@@ -48,7 +48,9 @@ describe.skipIf(docker.unavailable !== null)(
       const a = await start({ resources: { pidsLimit: 500 } });
       expect(idleBefore).toContain(a.id); // served from the pool
       const planted = await a.sb.exec({
-        command: `echo secret > /tmp/left; echo secret > "$HOME/left"; setsid sh -c 'sleep 1000; : ${marker}' >/dev/null 2>&1 & echo planted`,
+        // The daemon says it is up once it runs in its own session: before that, the end of the command
+        // would kill it with the command's session.
+        command: `echo secret > /tmp/left; echo secret > "$HOME/left"; setsid sh -c 'touch /tmp/up; sleep 1000; : ${marker}' >/dev/null 2>&1 & for i in $(seq 200); do [ -e /tmp/up ] && break; sleep 0.05; done; echo planted`,
       });
       expect(planted.stdout.toString()).toBe('planted\n');
       expect((await hostProcessesWith(marker)).length).toBeGreaterThan(0);

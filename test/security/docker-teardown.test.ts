@@ -12,6 +12,7 @@ import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, inject, it, onTestFinished } from 'vitest';
 import { listMounts } from '@agentfense/fuse-worker';
 import { hostProcessesWith } from '../runtime/contract.js';
+import { waitForReapers } from '../helpers/reapers.js';
 
 /** Host pids of the sandbox's own processes carrying `marker` (not the `agentfense run` CLI that names it). */
 async function sandboxProcessesWith(marker: string): Promise<number[]> {
@@ -59,6 +60,7 @@ describe.skipIf(docker.dockerHost === null)(
     });
     afterAll(async () => {
       // Nothing of ours may be left: no mount under the scratch dir, no sandbox container.
+      await waitForReapers(data);
       const left = (await listMounts()).filter((m) => m.mountpoint.startsWith(scratch));
       await rm(scratch, { recursive: true, force: true });
       expect(left).toEqual([]);
@@ -107,6 +109,9 @@ describe.skipIf(docker.dockerHost === null)(
         const { run, container, sandboxId } = await startRun(marker);
         run.kill(signal);
         await run;
+        // A SIGKILLed run's watchdog starts a reaper that removes the sandbox (packages/control/src/cli/
+        // watchdog.ts); while it works, destroy would say the sandbox is in use by it.
+        expect(await waitForReapers(data)).toBe(true);
         const destroyed = await execa(process.execPath, [bin, 'sandbox', 'destroy', sandboxId], {
           reject: false,
           env: env(),
@@ -122,7 +127,9 @@ describe.skipIf(docker.dockerHost === null)(
       const { run, container } = await startRun(marker);
       run.kill('SIGKILL');
       await run;
-      // Any invocation opens the data dir and recovers the dead run's sandbox.
+      // The run's reaper (or, had it been killed too, any invocation opening the data dir) recovers the
+      // dead run's sandbox.
+      expect(await waitForReapers(data)).toBe(true);
       const listed = await execa(process.execPath, [bin, 'sandbox', 'list'], { reject: false, env: env() });
       expect(listed.exitCode).toBe(0);
       await expectGone(container, marker);
