@@ -46,6 +46,18 @@ export interface RuntimeContractOptions {
 const REAP_DEADLINE_MS = 3_000;
 
 /** Host pids (other than ours) whose command line or environment contains `marker`. */
+/**
+ * Host pids of a sandbox's own processes carrying `marker` (`sh` and `sleep`), not the `agentfense run` CLI
+ * whose argv names it too.
+ */
+export async function sandboxProcessesWith(marker: string): Promise<number[]> {
+  const pids = await hostProcessesWith(marker);
+  const comms = await Promise.all(
+    pids.map((pid) => readFile(`/proc/${String(pid)}/comm`, 'utf8').catch(() => '')),
+  );
+  return pids.filter((_, i) => ['sh', 'sleep'].includes((comms[i] ?? '').trim()));
+}
+
 export async function hostProcessesWith(marker: string): Promise<number[]> {
   const found: number[] = [];
   for (const entry of await readdir('/proc')) {

@@ -10,16 +10,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { DEFAULT_RESOURCES } from '@agentfense/protocol';
-import { hostProcessesWith } from '../runtime/contract.js';
-
-/** Host pids of the sandbox's own processes carrying `marker` (not the `agentfense run` CLI that names it). */
-async function sandboxProcessesWith(marker: string): Promise<number[]> {
-  const pids = await hostProcessesWith(marker);
-  const comms = await Promise.all(
-    pids.map((pid) => readFile(`/proc/${String(pid)}/comm`, 'utf8').catch(() => '')),
-  );
-  return pids.filter((_, i) => ['sh', 'sleep'].includes((comms[i] ?? '').trim()));
-}
+import { sandboxProcessesWith } from '../runtime/contract.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const bin = `${root}packages/control/bin/agentfense.js`;

@@ -3,7 +3,7 @@
 // really remove the container. Recovery (any later CLI invocation opening the data dir) removes a dead
 // run's containers, found by the label of the sandbox's state directory.
 import { randomUUID } from 'node:crypto';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -11,17 +11,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, inject, it, onTestFinished } from 'vitest';
 import { listMounts } from '@agentfense/fuse-worker';
-import { hostProcessesWith } from '../runtime/contract.js';
+import { sandboxProcessesWith } from '../runtime/contract.js';
 import { waitForReapers } from '../helpers/reapers.js';
-
-/** Host pids of the sandbox's own processes carrying `marker` (not the `agentfense run` CLI that names it). */
-async function sandboxProcessesWith(marker: string): Promise<number[]> {
-  const pids = await hostProcessesWith(marker);
-  const comms = await Promise.all(
-    pids.map((pid) => readFile(`/proc/${String(pid)}/comm`, 'utf8').catch(() => '')),
-  );
-  return pids.filter((_, i) => ['sh', 'sleep'].includes((comms[i] ?? '').trim()));
-}
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const bin = `${root}packages/control/bin/agentfense.js`;
