@@ -2,6 +2,7 @@
 import type { RuleSet } from '@agentfense/protocol';
 import type { AuditLog } from '../audit.js';
 import type { Delta } from '../delta/delta.js';
+import type { SetattrOptions } from '../delta/types.js';
 import type { FuseAttr } from './attrs.js';
 import type { OpStats } from './op-stats.js';
 
@@ -36,15 +37,8 @@ export interface DirEntryOut {
   readonly nextOffset: number;
 }
 
-/** SETATTR fields (absent = unchanged); sizes exact (bigint above 2^53 - 1), times in ns or 'now'. */
-export interface SetattrChanges {
-  readonly mode?: number;
-  readonly uid?: number;
-  readonly gid?: number;
-  readonly size?: number | bigint;
-  readonly atime?: bigint | 'now';
-  readonly mtime?: bigint | 'now';
-}
+/** SETATTR fields (absent = unchanged): the delta's own shape, passed on once decided. */
+export type SetattrChanges = SetattrOptions;
 
 /** A file offset exactly as the kernel sent it: a bigint above 2^53 - 1 (see docs/fuse-native.md). */
 export type Offset = number | bigint;
