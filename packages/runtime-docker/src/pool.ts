@@ -238,8 +238,9 @@ export class ContainerPool {
    * pooled containers' /workspace binds are slaves of. Removes what dead owners left first.
    */
   async #makeOwnerDir(): Promise<string> {
-    await collectPoolGarbage({ api: this.#o.api, logger: this.#o.logger }).catch((err: unknown) =>
-      this.#o.logger.warn({ err }, 'could not look for pooled containers of dead processes'),
+    await collectPoolGarbage({ api: this.#o.api, logger: this.#o.logger, poolDir: this.#o.dir }).catch(
+      (err: unknown) =>
+        this.#o.logger.warn({ err }, 'could not look for pooled containers of dead processes'),
     );
     const self = selfIdentity();
     // Directories of owners that are gone and whose containers were already removed.
@@ -294,6 +295,8 @@ async function releaseOwnerDir(dir: string): Promise<void> {
 export async function collectPoolGarbage(options: {
   api: EngineApi;
   logger: RuntimeLogger;
+  /** This runtime's pool directory: only owner directories directly below it are ever unmounted. */
+  poolDir: string;
 }): Promise<string[]> {
   const { api } = options;
   const found = await api
@@ -313,10 +316,21 @@ export async function collectPoolGarbage(options: {
     removed.push(
       `pooled container ${(c.Names?.[0] ?? c.Id).replace(/^\//, '')} of process ${String(pid)} (gone)`,
     );
+    // The label is whatever the container's creator wrote (anyone with the engine's socket): a directory
+    // is unmounted and removed only if it is an owner directory (`<pid>-<start>`) of our own pool.
     const dir = c.Labels?.[POOL_DIR_LABEL];
-    if (dir !== undefined && dir !== '') dirs.add(dir);
+    if (dir !== undefined && isOwnerDirOf(options.poolDir, dir)) dirs.add(dir);
   }
   for (const dir of dirs) await releaseOwnerDir(dir);
   if (removed.length > 0) options.logger.warn({ removed }, 'removed pooled containers of dead processes');
   return removed;
+}
+
+/** True for `<poolDir>/<pid>-<start>` exactly (selfIdentity()'s names; no other directory, no `..`). */
+export function isOwnerDirOf(poolDir: string, dir: string): boolean {
+  return (
+    dir === posix.resolve(dir) &&
+    posix.dirname(dir) === posix.resolve(poolDir) &&
+    /^\d+-(\d+|unknown)$/.test(posix.basename(dir))
+  );
 }

@@ -378,7 +378,7 @@ export function createDockerRuntime(options: DockerRuntimeOptions = {}): DockerR
     close: () => pool.close(),
     collectGarbage: async () => {
       try {
-        return await collectPoolGarbage({ api, logger });
+        return await collectPoolGarbage({ api, logger, poolDir });
       } catch (err) {
         if (err instanceof UnavailableError) return []; // no engine: nothing of ours runs in it
         throw err;
