@@ -16,9 +16,16 @@
 // clone(), before its child armed PR_SET_PDEATHSIG, leaves the namespace running (seen under load).
 import { spawn } from 'node:child_process';
 import type { ChildProcess, StdioNull, StdioPipe } from 'node:child_process';
-import { closeSync, openSync, readFileSync } from 'node:fs';
+import { closeSync, openSync } from 'node:fs';
 import type { Readable, Writable } from 'node:stream';
-import { CappedOutput, DEFAULT_MAX_OUTPUT_BYTES, InternalError, armTermination } from '@agentfense/protocol';
+import {
+  CappedOutput,
+  DEFAULT_MAX_OUTPUT_BYTES,
+  InternalError,
+  armTermination,
+  isSameProcess,
+  processStartTime,
+} from '@agentfense/protocol';
 import { openAnonymous, openShared } from './anonymous-file.js';
 import type { CgroupHandshakeFds } from './args.js';
 import { leakedDescriptors } from './inherited-fds.js';
@@ -265,7 +272,7 @@ export async function launchBwrap(options: LaunchOptions): Promise<LaunchedBwrap
 
   const namespace = readChildPid(child.stdio[3] as Readable).then((pid) => ({
     pid,
-    startTime: processStartTime(pid),
+    startTime: processStartTime(pid) ?? null,
   }));
   // Whatever ends the outer bwrap (a crash, the exit hook, the output cap) also ends the namespace.
   // Attached before anything is awaited, so no exit can be missed.
@@ -394,24 +401,9 @@ function forward(
   });
 }
 
-/**
- * Field 22 of /proc/PID/stat (start time in clock ticks): with the pid it names one process for good.
- * Read synchronously: procfs answers from memory in microseconds, while an fs/promises read is four
- * thread-pool round trips (open, fstat, read, close) on the path of every command (bench/README.md).
- */
-function processStartTime(pid: number): string | null {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    // The command name (field 2) may hold spaces and parentheses: fields resume after the last ')'.
-    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19] ?? null;
-  } catch {
-    return null; // already gone
-  }
-}
-
 /** SIGKILLs the sandbox's pid 1 if it is still the process we started (never a recycled pid). */
 function killNamespace(ns: { pid: number; startTime: string | null }): void {
-  if (ns.startTime === null || processStartTime(ns.pid) !== ns.startTime) return;
+  if (!isSameProcess(ns.pid, ns.startTime)) return;
   try {
     process.kill(ns.pid, 'SIGKILL');
   } catch (err) {
