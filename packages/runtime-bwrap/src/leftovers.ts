@@ -16,6 +16,7 @@
 // at all (the mark, a relay record, a scratch directory of an older version that had no mark) is searched.
 import { readFile, readdir, readlink, rm } from 'node:fs/promises';
 import { posix } from 'node:path';
+import { isSameProcess, processStartTime } from '@agentfense/protocol';
 
 /** Present in a sandbox's stateDir while processes of it may exist (see the header). */
 export const RUNNING_MARK = 'bwrap-running';
@@ -60,6 +61,8 @@ export async function killSandboxProcesses(
   for (const name of await readdir('/proc').catch(() => [] as string[])) {
     const pid = Number(name);
     if (!Number.isSafeInteger(pid) || pid <= 1 || pid === process.pid) continue;
+    const chosen = processStartTime(pid) ?? null;
+    if (chosen === null) continue; // gone (or a zombie)
     if (!(await inSandboxCgroup(pid, sandboxId))) {
       // Otherwise only bwrap itself (the monitor or the namespace's pid 1): never an unrelated process
       // that happens to mention the path.
@@ -67,12 +70,14 @@ export async function killSandboxProcesses(
       if (exe !== bwrapPath) continue;
       const argv = await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '');
       const mentions = argv.split('\0').some((arg) => arg.startsWith(inside));
-      if (
-        !mentions &&
-        !(await isOrphanedNamespaceInit(pid, bwrapPath, sandboxUid ?? process.getuid?.() ?? 0))
-      )
-        continue;
+      // An orphaned init is recognised by its uid: only the sandbox user's (as root, an unknown sandbox
+      // user means no such search: root's own bwraps are never candidates).
+      const me = process.getuid?.() ?? 0;
+      const uid = sandboxUid ?? (me === 0 ? null : me);
+      if (!mentions && (uid === null || !(await isOrphanedNamespaceInit(pid, bwrapPath, uid)))) continue;
     }
+    // The pid was chosen from /proc a moment ago: kill it only if it is still that process.
+    if (!isSameProcess(pid, chosen)) continue;
     try {
       process.kill(pid, 'SIGKILL');
       killed.push(pid);

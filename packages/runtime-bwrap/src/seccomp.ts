@@ -56,7 +56,7 @@ export async function loadSeccompFilter(options: {
   try {
     await mkdir(options.cacheDir, { recursive: true, mode: 0o711 });
     const tmp = `${cached}.${process.pid}.tmp`;
-    await writeFile(tmp, bpf, { mode: 0o644 });
+    await writeFile(tmp, bpf, { mode: 0o644, flag: 'wx' }); // never through a planted symlink
     await rename(tmp, cached);
   } catch {
     // not cached
