@@ -18,4 +18,9 @@ export default function setup(): void {
     cwd: root,
     stdio: 'inherit',
   });
+  // The `agentfense` executable runs the bundle of the CLI (packages/control/scripts/bundle-cli.js).
+  execFileSync(process.execPath, [`${root}packages/control/scripts/bundle-cli.js`], {
+    cwd: root,
+    stdio: 'inherit',
+  });
 }

@@ -1,17 +1,23 @@
 #!/usr/bin/env node
-// The `agentfense` executable: runs the built CLI (run `pnpm build` after changing the sources).
-import { closeInheritedFds } from '../dist/cli/inherited-fds.js';
-import { discardEarlyWorker, startWorkerForRun } from '../dist/cli/early-worker.js';
+// The `agentfense` executable: runs the built CLI (`pnpm build` after changing the sources). It runs the
+// bundle (scripts/bundle-cli.js: one module instead of ~150, what makes a single invocation quick) when the
+// bundle is at least as new as every package's last `tsc -b` — tsc rewrites a project's .tsbuildinfo
+// whenever it emits, so after a bare `tsc -b` the bundle would run stale code and tsc's output
+// (dist/cli/bin.js) runs instead. Six stats, not one per input file.
+import { statSync } from 'node:fs';
 
-// Before anything is spawned: no fd leaked to us may reach a sandbox through bwrap.
-closeInheritedFds();
-// `run` starts its FUSE worker now, so its node start-up overlaps the loading of the CLI below.
-startWorkerForRun(process.argv.slice(2));
-const { runCli } = await import('../dist/cli/main.js');
-const mode = { detachedCleanup: true, exitNow: false };
-const status = await runCli(process.argv.slice(2), undefined, mode);
-discardEarlyWorker();
-// `run` left its sandbox to the detached reaper (src/cli/watchdog.ts): its worker connection and the
-// rest would keep the event loop alive, and none of it is ours to wait for any more.
-if (mode.exitNow) process.exit(status);
-process.exitCode = status;
+const PACKAGES = ['protocol', 'fuse-worker', 'runtime-bwrap', 'runtime-docker', 'control'];
+const BUNDLE = new URL('../dist/bundle/cli.js', import.meta.url);
+
+function bundleIsFresh() {
+  const bundle = statSync(BUNDLE, { throwIfNoEntry: false });
+  if (bundle === undefined) return false;
+  return PACKAGES.every((name) => {
+    const info = statSync(new URL(`../../${name}/dist/.tsbuildinfo`, import.meta.url), {
+      throwIfNoEntry: false,
+    });
+    return info === undefined || info.mtimeMs <= bundle.mtimeMs;
+  });
+}
+
+await import(bundleIsFresh() ? BUNDLE.href : '../dist/cli/bin.js');

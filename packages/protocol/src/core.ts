@@ -40,4 +40,5 @@ export { inferPatternType } from './permissions/pattern.js';
 export { atLeast, isPermission, permissionLevel } from './permissions/level.js';
 export { normalizePath } from './permissions/normalize.js';
 export type { Decision, Explanation, NormalizedRule, Visibility } from './permissions/types.js';
+export { parseByteSize, parseCpus } from './runtime/sizes.js';
 export { escapeControls, escapeJsonText, escapeLine, quotePath } from './text/terminal.js';

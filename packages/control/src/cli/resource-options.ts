@@ -2,7 +2,7 @@
 // line (sizes like 512M or 4G, binary units). What is not given keeps the control plane's defaults
 // (DEFAULT_RESOURCES: pids 1024, memory 4G, all CPUs but one, disk 10G, /tmp 1G).
 import type { Command } from 'commander';
-import { InvalidArgumentError, parseByteSize, parseCpus } from '@agentfense/protocol';
+import { InvalidArgumentError, parseByteSize, parseCpus } from '@agentfense/protocol/core';
 import type { ResourceLimits } from '@agentfense/protocol';
 
 export interface ResourceFlags {

@@ -14,7 +14,6 @@ import type { DataFlags } from '../control-options.js';
 import { isTerminal, printJson } from '../io.js';
 import type { CliContext, CliIo } from '../io.js';
 import { ONE_SHOT_LABEL } from '../../sandboxes/one-shot.js';
-import { forgetOneShot } from '../forget-one-shot.js';
 import { armWatchdog } from '../watchdog.js';
 import type { Watchdog } from '../watchdog.js';
 import { parseEnvPairs, parseLabels, parseSeconds } from '../parse.js';
@@ -306,6 +305,8 @@ async function runInSandbox(plane: ControlPlane, request: RunRequest): Promise<R
       await plane.stopSandbox(sandboxId, { reason: 'agentfense run --keep interrupted' });
     }
     if (detached && sandboxId !== undefined) {
+      // Loaded here: SQLite is the control plane's (already open), not something --help should load.
+      const { forgetOneShot } = await import('../forget-one-shot.js');
       forgetOneShot(plane.layout, { sandboxId, codebaseId: codebase.id });
       step('sandbox forgotten (its mounts and files are removed in the background)');
     } else if (flags.keep !== true) {

@@ -3,7 +3,6 @@
 // without any registry (debootstrap from the host's apt mirror, `docker import`).
 import type { Command } from 'commander';
 import { UnavailableError } from '@agentfense/protocol/core';
-import { dockerHostSetup } from '../../sandboxes/runtimes.js';
 import { printJson } from '../io.js';
 import type { CliContext } from '../io.js';
 
@@ -34,8 +33,9 @@ export function registerSetup(program: Command, { io }: CliContext): void {
     .option('--rebuild', 'rebuild the base image even if it exists')
     .option('--json', 'print what was done as JSON')
     .action(async (given: SetupDockerFlags) => {
-      const { DEFAULT_DOCKERD_STATE_DIR, DEFAULT_IMAGE, ensureBaseImage, probeEngine, startDockerd } =
-        await dockerHostSetup();
+      const { DEFAULT_DOCKERD_STATE_DIR, DEFAULT_IMAGE, ensureBaseImage, probeEngine, startDockerd } = await (
+        await import('../../sandboxes/runtimes.js')
+      ).dockerHostSetup();
       const flags = {
         ...given,
         stateDir: given.stateDir ?? DEFAULT_DOCKERD_STATE_DIR,

@@ -1,0 +1,79 @@
+// Bundles the `agentfense` executable's program (dist/cli/bin.js, tsc's output, with the workspace packages
+// and the small pure-JS dependencies it loads on every invocation) into dist/bundle/, which
+// bin/agentfense.js runs. Run by `pnpm build` and by the system tests' setup, after `tsc -b`.
+//
+// Why: each invocation of the CLI is a new node process, and loading ~150 ES modules one by one (resolve,
+// read, compile, link each) cost more than node's own start-up (`--help` 2.3× `node -e 0` unbundled,
+// packages/control/bench/README.md). Dynamic imports stay dynamic (splitting: the control plane, the
+// runtimes, serve's servers are chunks loaded only by the commands that use them).
+//
+// Left as they are (external): native addons (better-sqlite3, fuse-native), and dependencies only a
+// long-running command loads (serve's fastify and gRPC, MCP, execa for compiling a seccomp filter) or whose
+// files find others by path at run time (pino's transports).
+//
+// A module that locates files next to itself (`import.meta.url`: the reaper beside the watchdog, the
+// worker program, the seccomp compiler) gets the URL of its original file in dist/, so it finds them
+// wherever its code lands in the bundle.
+import { readFile, rm, writeFile } from 'node:fs/promises';
+import { dirname, join, relative } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { build } from 'esbuild';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const outdir = join(root, 'dist', 'bundle');
+
+/** Bare imports bundled in; every other package stays an import of node_modules. */
+const BUNDLED = [/^@agentfense\//, /^commander$/, /^picomatch$/, /^msgpackr$/];
+
+const externals = {
+  name: 'externals',
+  setup(b) {
+    b.onResolve({ filter: /^[^./]/ }, (args) => {
+      if (args.path.startsWith('node:')) return { external: true };
+      if (BUNDLED.some((re) => re.test(args.path))) return undefined;
+      return { path: args.path, external: true };
+    });
+  },
+};
+
+const ownUrls = {
+  name: 'own-urls',
+  setup(b) {
+    b.onLoad({ filter: /[/]dist[/].*\.js$/ }, async (args) => {
+      const text = await readFile(args.path, 'utf8');
+      if (!text.includes('import.meta.url')) return undefined;
+      const original = relative(outdir, args.path);
+      return {
+        contents: text.replaceAll(
+          'import.meta.url',
+          `new URL(${JSON.stringify(original)}, import.meta.url).href`,
+        ),
+        loader: 'js',
+        resolveDir: dirname(args.path),
+      };
+    });
+  },
+};
+
+await rm(outdir, { recursive: true, force: true });
+const result = await build({
+  entryPoints: { cli: join(root, 'dist', 'cli', 'bin.js') },
+  outdir,
+  bundle: true,
+  splitting: true,
+  platform: 'node',
+  format: 'esm',
+  target: 'node20',
+  // Bundled CommonJS dependencies (commander, picomatch) call require() for Node built-ins.
+  banner: {
+    js: "import { createRequire as __cliRequire } from 'node:module';\nconst require = __cliRequire(import.meta.url);",
+  },
+  plugins: [externals, ownUrls],
+  sourcemap: 'linked',
+  sourcesContent: false,
+  absWorkingDir: root,
+  metafile: true,
+  logLevel: 'warning',
+});
+if (process.env['BUNDLE_CLI_META'])
+  await writeFile(process.env['BUNDLE_CLI_META'], JSON.stringify(result.metafile));
