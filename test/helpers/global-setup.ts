@@ -13,6 +13,11 @@ export default function setup(): void {
     cwd: root,
     stdio: 'inherit',
   });
+  // af-init, the in-sandbox launcher both runtimes start (packages/protocol/scripts/build-af-init.js).
+  execFileSync(process.execPath, [`${root}packages/protocol/scripts/build-af-init.js`], {
+    cwd: root,
+    stdio: 'inherit',
+  });
   // Workers run the bundle of the worker program (packages/fuse-worker/scripts/bundle.js).
   execFileSync(process.execPath, [`${root}packages/fuse-worker/scripts/bundle.js`], {
     cwd: root,

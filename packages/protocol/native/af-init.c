@@ -1,0 +1,638 @@
+// af-init: the in-sandbox launcher. One long-lived process per sandbox (its pid 1 where it can be) that
+// spawns commands on request over one SOCK_STREAM connection to the host, so a command costs a fork+exec
+// inside the sandbox instead of a new bwrap or a new `docker exec`.
+//
+// Wire protocol v1 (authoritative text: /work/team/TEAM.md "af-init wire protocol", mirrored in
+// packages/protocol/src/runtime/launcher/frames.ts): frame = u32 LE length of what follows (<= 1 MiB + 16)
+// . u8 type . u32 LE id . payload.
+//
+// Trust: the host is trusted; everything else in the sandbox is not. Commands run as the same uid as this
+// process, so a command may kill, stop or ptrace it: then the host sees a closed connection or garbage, which
+// its client treats as "launcher gone". Nothing here holds a host path, a credential or a capability: its
+// argv is `--fd N` or `--connect <path inside the sandbox>`, and it passes only the environment the host
+// names in each SPAWN (it adds nothing). It never interprets a shell string.
+//
+// Built static (`cc -O2 -static`) so it runs in any image (glibc, musl or none).
+
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define PROTOCOL_VERSION 1u
+#define HEADER_BYTES 9u                       /* u32 length + u8 type + u32 id */
+#define MAX_FRAME_LENGTH (1024u * 1024u + 16u) /* the length field's largest value */
+#define OUTPUT_CHUNK 65536u                    /* largest STDOUT/STDERR payload */
+/* Stop reading commands' pipes while this much is queued for the host: its backpressure reaches them. */
+#define OUTQ_HIGH (512u * 1024u)
+/* At a command's exit, read at most this much more from each pipe: a background writer that keeps the pipe
+   full must not keep us draining forever ("what the pipes held at that moment"). */
+#define EXIT_DRAIN_LIMIT (1024u * 1024u)
+#define DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+enum {
+  T_SPAWN = 1,
+  T_STDIN = 2,
+  T_SIGNAL = 3,
+  T_PING = 4,
+  T_READY = 10,
+  T_STARTED = 11,
+  T_FAILED = 12,
+  T_STDOUT = 13,
+  T_STDERR = 14,
+  T_EXIT = 15,
+  T_PONG = 16,
+};
+
+struct buf {
+  uint8_t *data;
+  size_t off, len, cap; /* live bytes are data[off, off+len) */
+};
+
+enum cmd_state { STARTING, RUNNING };
+
+struct cmd {
+  uint32_t id;
+  pid_t pid;
+  enum cmd_state state;
+  int err_fd;          /* STARTING: close-on-exec pipe; the child writes errno + stage if it never execs */
+  int out_fd, err_pipe; /* read ends of the command's stdout/stderr, -1 once at EOF */
+  int in_fd;           /* write end of its stdin pipe, -1 if none or closed */
+  int in_close;        /* an empty STDIN arrived: close in_fd once in_q is written */
+  int reaped, status;  /* reaped before its start was resolved */
+  struct buf in_q;
+};
+
+static int conn = -1;
+static int sig_fd = -1;
+static struct buf outq, inq;
+static struct cmd *cmds;
+static size_t ncmds, capcmds;
+
+static void die_killing(const char *why) __attribute__((noreturn));
+
+static void buf_reserve(struct buf *b, size_t more) {
+  if (b->off + b->len + more <= b->cap) return;
+  if (b->off > 0) { /* compact first */
+    memmove(b->data, b->data + b->off, b->len);
+    b->off = 0;
+    if (b->len + more <= b->cap) return;
+  }
+  size_t cap = b->cap ? b->cap : 65536;
+  while (cap < b->len + more) cap *= 2;
+  uint8_t *d = realloc(b->data, cap);
+  if (!d) die_killing("out of memory");
+  b->data = d;
+  b->cap = cap;
+}
+
+static void buf_consume(struct buf *b, size_t n) {
+  b->off += n;
+  b->len -= n;
+  if (b->len == 0) b->off = 0;
+}
+
+static void buf_free(struct buf *b) {
+  free(b->data);
+  memset(b, 0, sizeof *b);
+}
+
+static void put_u32(uint8_t *p, uint32_t v) {
+  p[0] = v & 0xff;
+  p[1] = (v >> 8) & 0xff;
+  p[2] = (v >> 16) & 0xff;
+  p[3] = (v >> 24) & 0xff;
+}
+
+static uint32_t get_u32(const uint8_t *p) {
+  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* Reserves a frame header in the outgoing queue; returns where the payload goes. */
+static uint8_t *frame_begin(size_t payload_room) {
+  buf_reserve(&outq, HEADER_BYTES + payload_room);
+  return outq.data + outq.off + outq.len + HEADER_BYTES;
+}
+
+static void frame_commit(uint8_t type, uint32_t id, size_t payload_len) {
+  uint8_t *h = outq.data + outq.off + outq.len;
+  put_u32(h, (uint32_t)(1 + 4 + payload_len));
+  h[4] = type;
+  put_u32(h + 5, id);
+  outq.len += HEADER_BYTES + payload_len;
+}
+
+static void send_frame(uint8_t type, uint32_t id, const void *payload, size_t len) {
+  uint8_t *p = frame_begin(len);
+  if (len) memcpy(p, payload, len);
+  frame_commit(type, id, len);
+}
+
+static void send_u32s(uint8_t type, uint32_t id, uint32_t a, uint32_t b, int two) {
+  uint8_t p[8];
+  put_u32(p, a);
+  put_u32(p + 4, b);
+  send_frame(type, id, p, two ? 8 : 4);
+}
+
+/* The connection broke or the host spoke garbage: nothing may outlive the host's control. As pid 1,
+   kill(-1) reaches every process of the namespace; otherwise each command's group. */
+static void die_killing(const char *why) {
+  if (getpid() == 1) {
+    kill(-1, SIGKILL);
+  } else {
+    for (size_t i = 0; i < ncmds; i++)
+      if (cmds[i].pid > 0 && !cmds[i].reaped) kill(-cmds[i].pid, SIGKILL);
+  }
+  fprintf(stderr, "af-init: %s; killed every command\n", why);
+  _exit(1);
+}
+
+static void set_nonblock(int fd) {
+  int fl = fcntl(fd, F_GETFL);
+  if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) die_killing("fcntl failed");
+}
+
+static struct cmd *find_cmd(uint32_t id) {
+  for (size_t i = 0; i < ncmds; i++)
+    if (cmds[i].id == id && cmds[i].pid != 0) return &cmds[i];
+  return NULL;
+}
+
+/* --- the child side of a SPAWN ------------------------------------------------------------------------ */
+
+static void child_fail(int err_w, uint32_t stage, int err) {
+  uint8_t p[8];
+  put_u32(p, (uint32_t)err);
+  put_u32(p + 4, stage);
+  ssize_t r = write(err_w, p, 8);
+  (void)r;
+  _exit(127);
+}
+
+/* execvp's search with PATH taken from the command's own environment (or DEFAULT_PATH), never from ours,
+   and without execvp's ENOEXEC fallback to /bin/sh. */
+static int exec_search(char **argv, char **envp) {
+  const char *file = argv[0];
+  if (strchr(file, '/')) {
+    execve(file, argv, envp);
+    return errno;
+  }
+  const char *path = NULL;
+  for (char **e = envp; *e; e++)
+    if (strncmp(*e, "PATH=", 5) == 0) path = *e + 5;
+  if (!path) path = DEFAULT_PATH;
+  size_t flen = strlen(file);
+  int saw_eacces = 0, last = ENOENT;
+  for (const char *p = path;; p++) {
+    const char *end = strchrnul(p, ':');
+    size_t dlen = (size_t)(end - p);
+    char *full = malloc(dlen + flen + 3);
+    if (!full) return ENOMEM;
+    if (dlen == 0) {
+      memcpy(full, "./", 2);
+      memcpy(full + 2, file, flen + 1);
+    } else {
+      memcpy(full, p, dlen);
+      full[dlen] = '/';
+      memcpy(full + dlen + 1, file, flen + 1);
+    }
+    execve(full, argv, envp);
+    int e = errno;
+    free(full);
+    switch (e) {
+    case EACCES:
+      saw_eacces = 1;
+      break;
+    case ENOENT: case ENOTDIR: case ESTALE: case ENODEV: case ETIMEDOUT: case ELOOP: case ENAMETOOLONG:
+      break;
+    default:
+      return e;
+    }
+    last = e;
+    if (*end == '\0') break;
+    p = end;
+  }
+  return saw_eacces ? EACCES : last;
+}
+
+static void close_from(int lowfd) {
+#ifdef SYS_close_range
+  if (syscall(SYS_close_range, (unsigned)lowfd, ~0u, 0u) == 0) return;
+#endif
+  long max = sysconf(_SC_OPEN_MAX);
+  if (max < 0 || max > 65536) max = 65536;
+  for (int fd = lowfd; fd < max; fd++) close(fd);
+}
+
+static void child_exec(int err_w, int in_r, int out_w, int err_wr, const char *cwd, char **argv,
+                       char **envp) {
+  if (setsid() < 0) child_fail(err_w, 3, errno);
+  /* Dispositions: ignored ones survive exec, so reset every one; handlers reset themselves. */
+  for (int s = 1; s < NSIG; s++)
+    if (s != SIGKILL && s != SIGSTOP) signal(s, SIG_DFL);
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, NULL);
+  int nullfd = -1;
+  if (in_r < 0) {
+    nullfd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (nullfd < 0) child_fail(err_w, 3, errno);
+    in_r = nullfd;
+  }
+  /* Lift every descriptor we keep above the low numbers first, so no dup2 below overwrites another. */
+  int keep[4] = {err_w, in_r, out_w, err_wr};
+  for (int i = 0; i < 4; i++) {
+    int hi = fcntl(keep[i], F_DUPFD_CLOEXEC, 16);
+    if (hi < 0) child_fail(err_w, 3, errno);
+    keep[i] = hi;
+  }
+  err_w = keep[0];
+  if (dup2(keep[1], 0) < 0 || dup2(keep[2], 1) < 0 || dup2(keep[3], 2) < 0) child_fail(err_w, 3, errno);
+  if (dup3(err_w, 3, O_CLOEXEC) < 0) child_fail(err_w, 3, errno);
+  err_w = 3;
+  close_from(4);
+  if (chdir(cwd) < 0) child_fail(err_w, 1, errno);
+  child_fail(err_w, 2, exec_search(argv, envp));
+}
+
+/* --- SPAWN -------------------------------------------------------------------------------------------- */
+
+static void spawn_cmd(uint32_t id, const uint8_t *p, size_t len) {
+  if (id == 0 || find_cmd(id)) die_killing("SPAWN with id 0 or an id in use");
+  if (len < 12) die_killing("SPAWN too short");
+  uint32_t flags = get_u32(p), argc = get_u32(p + 4), envc = get_u32(p + 8);
+  if (argc < 1 || argc > len || envc > len) die_killing("SPAWN with bad counts");
+  /* Strings: cwd, argv[argc], env[envc], each NUL-terminated, filling the payload exactly. */
+  size_t want = 1 + (size_t)argc + envc, have = 0;
+  char **strs = calloc(want, sizeof(char *));
+  char *copy = malloc(len - 12 + 1);
+  if (!strs || !copy) die_killing("out of memory");
+  memcpy(copy, p + 12, len - 12);
+  for (size_t at = 0; at < len - 12;) {
+    char *nul = memchr(copy + at, 0, len - 12 - at);
+    if (!nul || have == want) die_killing("SPAWN strings malformed");
+    strs[have++] = copy + at;
+    at = (size_t)(nul - copy) + 1;
+  }
+  if (have != want) die_killing("SPAWN string count mismatch");
+  const char *cwd = strs[0];
+  char **argv = calloc(argc + 1, sizeof(char *));
+  char **envp = calloc(envc + 1, sizeof(char *));
+  if (!argv || !envp) die_killing("out of memory");
+  for (uint32_t i = 0; i < argc; i++) argv[i] = strs[1 + i];
+  for (uint32_t i = 0; i < envc; i++) envp[i] = strs[1 + argc + i];
+
+  int errp[2] = {-1, -1}, outp[2] = {-1, -1}, errpipe[2] = {-1, -1}, inp[2] = {-1, -1};
+  int e = 0;
+  if (pipe2(errp, O_CLOEXEC) < 0 || pipe2(outp, O_CLOEXEC) < 0 || pipe2(errpipe, O_CLOEXEC) < 0 ||
+      ((flags & 1) && pipe2(inp, O_CLOEXEC) < 0))
+    e = errno;
+  const char *what = e ? "pipe" : "fork";
+  pid_t pid = e ? -1 : fork();
+  if (pid < 0) {
+    /* Out of descriptors or processes: the command never started; everything else carries on. */
+    if (!e) e = errno;
+    int all[8] = {errp[0], errp[1], outp[0], outp[1], errpipe[0], errpipe[1], inp[0], inp[1]};
+    for (int i = 0; i < 8; i++)
+      if (all[i] >= 0) close(all[i]);
+    char msg[96];
+    int n = snprintf(msg, sizeof msg, "%s: %s", what, strerror(e));
+    uint8_t *q = frame_begin(4 + (size_t)n);
+    put_u32(q, (uint32_t)e);
+    memcpy(q + 4, msg, (size_t)n);
+    frame_commit(T_FAILED, id, 4 + (size_t)n);
+    free(argv); free(envp); free(strs); free(copy);
+    return;
+  }
+  if (pid == 0) child_exec(errp[1], inp[0], outp[1], errpipe[1], cwd, argv, envp);
+  close(errp[1]);
+  close(outp[1]);
+  close(errpipe[1]);
+  if (inp[0] >= 0) close(inp[0]);
+  free(argv); free(envp); free(strs); free(copy);
+  set_nonblock(outp[0]);
+  set_nonblock(errpipe[0]);
+  if (inp[1] >= 0) set_nonblock(inp[1]);
+
+  if (ncmds == capcmds) {
+    capcmds = capcmds ? capcmds * 2 : 16;
+    struct cmd *n = realloc(cmds, capcmds * sizeof *cmds);
+    if (!n) die_killing("out of memory");
+    cmds = n;
+  }
+  struct cmd *c = &cmds[ncmds++];
+  memset(c, 0, sizeof *c);
+  c->id = id;
+  c->pid = pid;
+  c->state = STARTING;
+  c->err_fd = errp[0];
+  c->out_fd = outp[0];
+  c->err_pipe = errpipe[0];
+  c->in_fd = inp[1];
+}
+
+/* --- a command's life after the fork ------------------------------------------------------------------ */
+
+static void close_fd(int *fd) {
+  if (*fd >= 0) close(*fd);
+  *fd = -1;
+}
+
+/* Frees the slot; compacted out of the array at the end of the loop iteration. */
+static void forget(struct cmd *c) {
+  close_fd(&c->err_fd);
+  close_fd(&c->out_fd);
+  close_fd(&c->err_pipe);
+  close_fd(&c->in_fd);
+  buf_free(&c->in_q);
+  c->pid = 0;
+}
+
+/* Reads the start pipe (blocking: the child has exec'd or died, so it is at EOF or holds 8 bytes). */
+static void resolve_start(struct cmd *c) {
+  uint8_t p[8];
+  size_t got = 0;
+  int fl = fcntl(c->err_fd, F_GETFL);
+  if (fl >= 0) fcntl(c->err_fd, F_SETFL, fl & ~O_NONBLOCK);
+  while (got < 8) {
+    ssize_t r = read(c->err_fd, p + got, 8 - got);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    got += (size_t)r;
+  }
+  close_fd(&c->err_fd);
+  if (got == 8) {
+    uint32_t e = get_u32(p), stage = get_u32(p + 4);
+    char msg[256];
+    const char *what = stage == 1 ? "chdir" : stage == 2 ? "exec" : "setup";
+    int n = snprintf(msg, sizeof msg, "%s: %s", what, strerror((int)e));
+    if (n < 0) n = 0;
+    if ((size_t)n >= sizeof msg) n = sizeof msg - 1;
+    uint8_t *q = frame_begin(4 + (size_t)n);
+    put_u32(q, e);
+    memcpy(q + 4, msg, (size_t)n);
+    frame_commit(T_FAILED, c->id, 4 + (size_t)n);
+    /* It never ran: reap it if not yet (its own exit is certain: it called _exit). */
+    if (!c->reaped) waitpid(c->pid, NULL, 0);
+    forget(c);
+    return;
+  }
+  c->state = RUNNING;
+  send_u32s(T_STARTED, c->id, (uint32_t)c->pid, 0, 0);
+}
+
+/* Reads at most `limit` bytes from one of a command's pipes into STDOUT/STDERR frames. Returns 0 at EOF or
+   error (fd closed), 1 if it would block or hit the limit. */
+static int pump_pipe(struct cmd *c, int *fd, uint8_t type, size_t limit) {
+  size_t done = 0;
+  while (done < limit) {
+    uint8_t *p = frame_begin(OUTPUT_CHUNK);
+    ssize_t r = read(*fd, p, OUTPUT_CHUNK);
+    if (r > 0) {
+      frame_commit(type, c->id, (size_t)r);
+      done += (size_t)r;
+      continue;
+    }
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0 && errno == EAGAIN) return 1;
+    close_fd(fd);
+    return 0;
+  }
+  return 1;
+}
+
+static void cmd_exited(struct cmd *c, int status) {
+  if (c->state == STARTING) {
+    c->reaped = 1;
+    c->status = status;
+    resolve_start(c);
+    if (c->pid == 0) return; /* FAILED sent */
+  }
+  if (c->out_fd >= 0) pump_pipe(c, &c->out_fd, T_STDOUT, EXIT_DRAIN_LIMIT);
+  if (c->err_pipe >= 0) pump_pipe(c, &c->err_pipe, T_STDERR, EXIT_DRAIN_LIMIT);
+  if (WIFSIGNALED(status))
+    send_u32s(T_EXIT, c->id, 1, (uint32_t)WTERMSIG(status), 1);
+  else
+    send_u32s(T_EXIT, c->id, 0, (uint32_t)WEXITSTATUS(status), 1);
+  forget(c); /* closes the read ends: background writers get EPIPE */
+}
+
+static void reap_all(void) {
+  struct signalfd_siginfo si;
+  while (read(sig_fd, &si, sizeof si) == sizeof si) {
+  }
+  for (;;) {
+    int st;
+    pid_t pid = waitpid(-1, &st, WNOHANG);
+    if (pid <= 0) return;
+    for (size_t i = 0; i < ncmds; i++)
+      if (cmds[i].pid == pid) {
+        cmd_exited(&cmds[i], st);
+        break;
+      }
+    /* Not ours: an orphan reparented to us (pid 1 or subreaper). Reaped, not reported. */
+  }
+}
+
+static void write_stdin(struct cmd *c) {
+  while (c->in_q.len > 0) {
+    ssize_t w = write(c->in_fd, c->in_q.data + c->in_q.off, c->in_q.len);
+    if (w > 0) {
+      buf_consume(&c->in_q, (size_t)w);
+      continue;
+    }
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0 && errno == EAGAIN) return;
+    /* EPIPE: the command closed its stdin; what is left is dropped. */
+    buf_free(&c->in_q);
+    close_fd(&c->in_fd);
+    return;
+  }
+  if (c->in_close) close_fd(&c->in_fd);
+}
+
+/* --- frames from the host ----------------------------------------------------------------------------- */
+
+static void handle_frame(uint8_t type, uint32_t id, const uint8_t *p, size_t len) {
+  struct cmd *c;
+  switch (type) {
+  case T_SPAWN:
+    spawn_cmd(id, p, len);
+    return;
+  case T_STDIN:
+    if (id == 0) die_killing("STDIN for id 0");
+    c = find_cmd(id);
+    /* Unknown id: the command already ended (EXIT may be in flight); the bytes have nowhere to go. */
+    if (!c || c->in_fd < 0 || c->in_close) return;
+    if (len == 0) {
+      c->in_close = 1;
+    } else {
+      buf_reserve(&c->in_q, len);
+      memcpy(c->in_q.data + c->in_q.off + c->in_q.len, p, len);
+      c->in_q.len += len;
+    }
+    write_stdin(c);
+    return;
+  case T_SIGNAL:
+    if (id == 0 || len != 4) die_killing("malformed SIGNAL");
+    c = find_cmd(id);
+    if (c && !c->reaped) kill(-c->pid, (int)get_u32(p));
+    return;
+  case T_PING:
+    send_frame(T_PONG, id, p, len);
+    return;
+  default:
+    die_killing("unknown frame type");
+  }
+}
+
+static void read_conn(void) {
+  for (;;) {
+    buf_reserve(&inq, 65536);
+    ssize_t r = read(conn, inq.data + inq.off + inq.len, inq.cap - inq.off - inq.len);
+    if (r == 0) die_killing("the host closed the connection");
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN) break;
+      die_killing("reading the connection failed");
+    }
+    inq.len += (size_t)r;
+    if ((size_t)r < 65536) break;
+  }
+  while (inq.len >= 4) {
+    uint32_t flen = get_u32(inq.data + inq.off);
+    if (flen < 5 || flen > MAX_FRAME_LENGTH) die_killing("frame length out of range");
+    if (inq.len < 4 + (size_t)flen) break;
+    const uint8_t *f = inq.data + inq.off;
+    handle_frame(f[4], get_u32(f + 5), f + 9, flen - 5);
+    buf_consume(&inq, 4 + (size_t)flen);
+  }
+}
+
+static void write_conn(void) {
+  while (outq.len > 0) {
+    ssize_t w = send(conn, outq.data + outq.off, outq.len, MSG_NOSIGNAL);
+    if (w > 0) {
+      buf_consume(&outq, (size_t)w);
+      continue;
+    }
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0 && errno == EAGAIN) return;
+    die_killing("writing the connection failed");
+  }
+}
+
+/* --- setup and the loop ------------------------------------------------------------------------------- */
+
+static int connect_to(const char *path) {
+  struct sockaddr_un addr;
+  memset(&addr, 0, sizeof addr);
+  addr.sun_family = AF_UNIX;
+  if (strlen(path) >= sizeof addr.sun_path) {
+    fprintf(stderr, "af-init: socket path too long\n");
+    exit(2);
+  }
+  strcpy(addr.sun_path, path);
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0 || connect(fd, (struct sockaddr *)&addr, sizeof addr) < 0) {
+    fprintf(stderr, "af-init: connect %s: %s\n", path, strerror(errno));
+    exit(1);
+  }
+  return fd;
+}
+
+static void usage(void) {
+  fprintf(stderr, "usage: af-init --fd N | --connect PATH\n");
+  exit(2);
+}
+
+int main(int argc, char **argv) {
+  if (argc != 3) usage();
+  if (strcmp(argv[1], "--fd") == 0) {
+    char *end;
+    long n = strtol(argv[2], &end, 10);
+    if (*argv[2] == '\0' || *end != '\0' || n < 0 || n > 1 << 20) usage();
+    conn = (int)n;
+    if (fcntl(conn, F_SETFD, FD_CLOEXEC) < 0) {
+      fprintf(stderr, "af-init: fd %ld is not open\n", n);
+      exit(2);
+    }
+  } else if (strcmp(argv[1], "--connect") == 0) {
+    conn = connect_to(argv[2]);
+  } else {
+    usage();
+  }
+  set_nonblock(conn);
+  signal(SIGPIPE, SIG_IGN);
+  /* Orphans of our commands come to us when we are not pid 1, so they are reaped and not zombies. */
+  prctl(PR_SET_CHILD_SUBREAPER, 1);
+  sigset_t chld;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  sigprocmask(SIG_BLOCK, &chld, NULL);
+  sig_fd = signalfd(-1, &chld, SFD_NONBLOCK | SFD_CLOEXEC);
+  if (sig_fd < 0) die_killing("signalfd failed");
+
+  send_u32s(T_READY, 0, PROTOCOL_VERSION, (uint32_t)getpid(), 1);
+
+  struct pollfd *pfds = NULL;
+  size_t pcap = 0;
+  for (;;) {
+    /* Slot layout: [0] connection, [1] signalfd, then 4 per command (start, stdout, stderr, stdin). */
+    size_t need = 2 + 4 * ncmds;
+    if (need > pcap) {
+      pcap = need * 2;
+      pfds = realloc(pfds, pcap * sizeof *pfds);
+      if (!pfds) die_killing("out of memory");
+    }
+    int reading = outq.len < OUTQ_HIGH;
+    pfds[0] = (struct pollfd){conn, (short)(POLLIN | (outq.len ? POLLOUT : 0)), 0};
+    pfds[1] = (struct pollfd){sig_fd, POLLIN, 0};
+    for (size_t i = 0; i < ncmds; i++) {
+      struct cmd *c = &cmds[i];
+      struct pollfd *q = &pfds[2 + 4 * i];
+      q[0] = (struct pollfd){c->state == STARTING ? c->err_fd : -1, POLLIN, 0};
+      int run = c->state == RUNNING && reading;
+      q[1] = (struct pollfd){run ? c->out_fd : -1, POLLIN, 0};
+      q[2] = (struct pollfd){run ? c->err_pipe : -1, POLLIN, 0};
+      q[3] = (struct pollfd){c->in_q.len ? c->in_fd : -1, POLLOUT, 0};
+    }
+    size_t polled = ncmds;
+    if (poll(pfds, need, -1) < 0) {
+      if (errno == EINTR) continue;
+      die_killing("poll failed");
+    }
+    /* Commands first (starts resolve before their output is read), then exits, then the host. */
+    for (size_t i = 0; i < polled; i++) {
+      struct cmd *c = &cmds[i];
+      struct pollfd *q = &pfds[2 + 4 * i];
+      if (c->pid == 0) continue;
+      if (q[0].revents && c->state == STARTING) resolve_start(c);
+      if (c->pid == 0) continue;
+      if (q[1].revents && c->out_fd == q[1].fd) pump_pipe(c, &c->out_fd, T_STDOUT, OUTPUT_CHUNK);
+      if (q[2].revents && c->err_pipe == q[2].fd) pump_pipe(c, &c->err_pipe, T_STDERR, OUTPUT_CHUNK);
+      if (q[3].revents && c->in_fd == q[3].fd) write_stdin(c);
+    }
+    if (pfds[1].revents) reap_all();
+    if (pfds[0].revents & (POLLIN | POLLHUP | POLLERR)) read_conn();
+    write_conn();
+    /* Compact forgotten commands out of the table. */
+    size_t k = 0;
+    for (size_t i = 0; i < ncmds; i++)
+      if (cmds[i].pid != 0) cmds[k++] = cmds[i];
+    ncmds = k;
+  }
+}
