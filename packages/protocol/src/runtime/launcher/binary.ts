@@ -1,12 +1,18 @@
 // Where the built af-init binary is: packages/protocol/dist/af-init, built by `pnpm build`
-// (packages/protocol/scripts/build-af-init.js). This file sits three directories below the package root
-// both as source (src/runtime/launcher) and built (dist/runtime/launcher).
+// (packages/protocol/scripts/build-af-init.js). Found through the package's own name, so the answer is
+// the same from the TS source, from dist/ and from a bundle of another package (the CLI's esbuild bundle
+// has its own import.meta.url).
 import { accessSync, constants } from 'node:fs';
-import { fileURLToPath } from 'node:url';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
 import { UnavailableError } from '../../errors.js';
 
 /** The host path of the static af-init binary; never passed into a sandbox's argv or environment. */
-export const AF_INIT_PATH = fileURLToPath(new URL('../../../dist/af-init', import.meta.url));
+export const AF_INIT_PATH = join(
+  dirname(createRequire(import.meta.url).resolve('@agentfense/protocol/package.json')),
+  'dist',
+  'af-init',
+);
 
 /** AF_INIT_PATH if it is there and executable, else UnavailableError naming the fix. */
 export function afInitPath(): string {
