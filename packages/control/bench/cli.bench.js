@@ -7,6 +7,8 @@
 //     command's status through (bench/bwrap-wrapper.js); the same bwrap argv from a shell script is
 //     printed for reference;
 //   - `agentfense run DIR -- true`, `agentfense explain /a`, `agentfense --help`.
+// BENCH_CLI_BEFORE=<another checkout's packages/control/bin/agentfense.js> adds the same three commands of
+// that build (its own data directory) to every round, so a change is measured before/after, paired.
 // Rounds are paired (every command once per round, in the same order), figures are medians, and the
 // targets are ratios against the baselines of the same run: run ≤ 1.2× the wrapper and ≤ 350 ms,
 // explain ≤ 3× node, --help ≤ 2× node. The step breakdown of `run` comes from `run -v` and the control
@@ -24,6 +26,7 @@ const ROUNDS = Number(process.env['BENCH_CLI_ROUNDS'] ?? 10);
 const here = dirname(fileURLToPath(import.meta.url));
 const CLI = join(here, '..', 'bin', 'agentfense.js');
 const WRAPPER = join(here, 'bwrap-wrapper.js');
+const BEFORE = process.env['BENCH_CLI_BEFORE'];
 
 const median = (values) => {
   const sorted = [...values].sort((a, b) => a - b);
@@ -111,18 +114,35 @@ try {
     'agentfense explain /a': [process.execPath, CLI, 'explain', '/a'],
     'agentfense run DIR -- true': [process.execPath, CLI, 'run', repo, '-v', '--', 'true'],
   };
+  const envs = {};
+  if (BEFORE !== undefined) {
+    commands['before: agentfense --help'] = [process.execPath, BEFORE, '--help'];
+    commands['before: agentfense explain /a'] = [process.execPath, BEFORE, 'explain', '/a'];
+    commands['before: agentfense run DIR -- true'] = [
+      process.execPath,
+      BEFORE,
+      'run',
+      repo,
+      '-v',
+      '--',
+      'true',
+    ];
+    for (const name of Object.keys(commands)) {
+      if (name.startsWith('before:')) envs[name] = { AGENTFENSE_DATA_DIR: join(work, 'data-before') };
+    }
+  }
   // One untimed warm-up round (page cache, the data directory's first open, the runtime's host cache).
-  for (const argv of Object.values(commands)) await timed(argv, env);
+  for (const [name, argv] of Object.entries(commands)) await timed(argv, envs[name] ?? env);
   const walls = Object.fromEntries(Object.keys(commands).map((k) => [k, []]));
-  const steps = [];
+  const steps = { after: [], before: [] };
   for (let round = 0; round < ROUNDS; round++) {
     for (const [name, argv] of Object.entries(commands)) {
-      const r = await timed(argv, env);
+      const r = await timed(argv, envs[name] ?? env);
       walls[name].push(r.wall);
-      if (name.startsWith('agentfense run')) {
+      if (name.includes('agentfense run')) {
         const s = parseSteps(r.stderr);
-        s['before the action (load, open)'] = r.wall - Object.values(s).reduce((a, b) => a + b, 0);
-        steps.push(s);
+        s['rest (spawn, exit; before: load, open)'] = r.wall - Object.values(s).reduce((a, b) => a + b, 0);
+        steps[name.startsWith('before:') ? 'before' : 'after'].push(s);
       }
     }
   }
@@ -136,10 +156,14 @@ try {
   console.log(`agentfense CLI, ${ROUNDS} paired rounds, medians (load avg ${load})`);
   const med = Object.fromEntries(Object.entries(walls).map(([k, v]) => [k, median(v)]));
   for (const [name, value] of Object.entries(med)) console.log(`  ${name.padEnd(32)} ${ms(value)}`);
-  console.log('run steps (median; from run -v and the "sandbox started" record):');
-  const stepNames = [...new Set(steps.flatMap((s) => Object.keys(s)))];
-  for (const name of stepNames)
-    console.log(`  ${name.padEnd(40)} ${ms(median(steps.map((s) => s[name] ?? 0)))}`);
+  for (const [which, list] of Object.entries(steps)) {
+    if (list.length === 0) continue;
+    console.log(`run steps${BEFORE === undefined ? '' : ` (${which})`} (median; from run -v):`);
+    const stepNames = [...new Set(list.flatMap((s) => Object.keys(s)))];
+    for (const name of stepNames)
+      console.log(`  ${name.padEnd(40)} ${ms(median(list.map((s) => s[name] ?? 0)))}`);
+  }
+  if (BEFORE !== undefined) console.log('"sandbox started" record (after):');
   for (const key of ['mounts', 'worker', 'runtime']) {
     if (started.length > 0)
       console.log(`  start: ${key.padEnd(33)} ${ms(median(started.map((s) => s[key])))}`);
@@ -157,6 +181,12 @@ try {
   const help = med['agentfense --help'] / node;
   console.log(`  explain / node = ${explain.toFixed(2)}× (≤ 3×: ${verdict(explain <= 3)})`);
   console.log(`  --help / node = ${help.toFixed(2)}× (≤ 2×: ${verdict(help <= 2)})`);
+  if (BEFORE !== undefined) {
+    const ratio = (name) => (med[name] / med[`before: ${name}`]).toFixed(2);
+    console.log('after / before (paired, same rounds):');
+    for (const name of ['agentfense --help', 'agentfense explain /a', 'agentfense run DIR -- true'])
+      console.log(`  ${name.padEnd(32)} ${ratio(name)}× (before ${ms(med[`before: ${name}`])})`);
+  }
   await cleanup();
 } catch (err) {
   console.error(err);

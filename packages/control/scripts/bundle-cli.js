@@ -7,9 +7,9 @@
 // packages/control/bench/README.md). Dynamic imports stay dynamic (splitting: the control plane, the
 // runtimes, serve's servers are chunks loaded only by the commands that use them).
 //
-// Left as they are (external): native addons (better-sqlite3, fuse-native), and dependencies only a
-// long-running command loads (serve's fastify and gRPC, MCP, execa for compiling a seccomp filter) or whose
-// files find others by path at run time (pino's transports).
+// Left as they are (external): native addons (better-sqlite3, fuse-native) and dependencies only a
+// long-running command loads (serve's fastify and gRPC, MCP, execa for compiling a seccomp filter). pino
+// is bundled: its transports (which find their worker file by path) are not used, only pino.destination.
 //
 // A module that locates files next to itself (`import.meta.url`: the reaper beside the watchdog, the
 // worker program, the seccomp compiler) gets the URL of its original file in dist/, so it finds them
@@ -22,24 +22,63 @@ import { build } from 'esbuild';
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const outdir = join(root, 'dist', 'bundle');
 
-/** Bare imports bundled in; every other package stays an import of node_modules. */
-const BUNDLED = [/^@agentfense\//, /^commander$/, /^picomatch$/, /^msgpackr$/];
+/**
+ * Packages left out of the bundle. Everything else the CLI imports is bundled, dependencies of bundled
+ * packages included (pino and its helpers: ~50 CommonJS files loaded one by one otherwise).
+ */
+const EXTERNAL = [
+  // native addons (and what locates them)
+  /^better-sqlite3$/,
+  /^fuse-native(\/|$)/,
+  /^msgpackr-extract$/,
+  // only long-running commands load these (serve, mcp) or compiling a seccomp filter (execa)
+  /^fastify$/,
+  /^@fastify\//,
+  /^@grpc\//,
+  /^@bufbuild\//,
+  /^@modelcontextprotocol\//,
+  /^ajv$/,
+  /^zod$/,
+  /^execa$/,
+  /^undici$/,
+];
+/**
+ * CommonJS externals the CLI loads on every `run`: required (the banner's require) instead of imported, so
+ * node does not run its CommonJS export scanner (cjs-module-lexer) over them first.
+ */
+const REQUIRED = new Set(['better-sqlite3']);
 
 const externals = {
   name: 'externals',
   setup(b) {
     b.onResolve({ filter: /^[^./]/ }, (args) => {
       if (args.path.startsWith('node:')) return { external: true };
-      if (BUNDLED.some((re) => re.test(args.path))) return undefined;
+      if (!EXTERNAL.some((re) => re.test(args.path))) return undefined;
+      if (REQUIRED.has(args.path) && args.namespace !== 'required') {
+        return { path: args.path, namespace: 'required' };
+      }
       return { path: args.path, external: true };
     });
+    // A CommonJS module of one line: esbuild's own interop gives the importer its default/named exports.
+    b.onLoad({ filter: /.*/, namespace: 'required' }, (args) => ({
+      contents: `module.exports = require(${JSON.stringify(args.path)});`,
+      loader: 'js',
+      resolveDir: root,
+    }));
   },
 };
+
+/**
+ * The watchdog's `./reaper.js` is left relative to the bundle: it names the bundle's own reaper entry
+ * (dist/bundle/reaper.js), so a bundled run is reaped by a bundled reaper, and tsc's output by tsc's.
+ */
+const RELATIVE_TO_BUNDLE = [join(root, 'dist', 'cli', 'watchdog.js')];
 
 const ownUrls = {
   name: 'own-urls',
   setup(b) {
     b.onLoad({ filter: /[/]dist[/].*\.js$/ }, async (args) => {
+      if (RELATIVE_TO_BUNDLE.includes(args.path)) return undefined;
       const text = await readFile(args.path, 'utf8');
       if (!text.includes('import.meta.url')) return undefined;
       const original = relative(outdir, args.path);
@@ -57,7 +96,12 @@ const ownUrls = {
 
 await rm(outdir, { recursive: true, force: true });
 const result = await build({
-  entryPoints: { cli: join(root, 'dist', 'cli', 'bin.js') },
+  // The reaper (watchdog.ts) runs in the background after every `run`, competing with whatever the user
+  // runs next: bundled too.
+  entryPoints: {
+    cli: join(root, 'dist', 'cli', 'bin.js'),
+    reaper: join(root, 'dist', 'cli', 'reaper.js'),
+  },
   outdir,
   bundle: true,
   splitting: true,

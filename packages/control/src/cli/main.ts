@@ -21,11 +21,33 @@ export const EXIT_USAGE = 2;
 /** Exit status for every other failure of agentfense itself (a sandboxed command's own status is passed through). */
 export const EXIT_FAILURE = 1;
 
-/** Builds the program; commands write to `io`. */
+/** Each adds its commands to the program, in the order `--help` lists them. */
+const REGISTRARS = [
+  registerExplain,
+  registerPresets,
+  registerRun,
+  registerMount,
+  registerLogs,
+  registerSandboxes,
+  registerCodebases,
+  registerServe,
+  registerSessions,
+  registerSetup,
+  registerMcp,
+  registerGc,
+];
+
+/**
+ * Builds the program; commands write to `io`. With `invoked` (the first argument of the command line),
+ * registration stops once a command of that name exists: commander runs only that one, and describing all
+ * the others (their options, arguments and help texts) was a measurable part of a one-shot `run`'s start.
+ * Any other first argument (--help, help, a typo commander suggests a correction for) gets them all.
+ */
 export function createProgram(
   io: CliIo = processIo,
   result: CliResult = { exitCode: 0 },
   mode: CliMode = {},
+  invoked?: string,
 ): Command {
   const program = new Command('agentfense')
     .description(
@@ -41,18 +63,11 @@ export function createProgram(
     .enablePositionalOptions()
     .exitOverride();
   const context = { io, result, mode };
-  registerExplain(program, context);
-  registerPresets(program, context);
-  registerRun(program, context);
-  registerMount(program, context);
-  registerLogs(program, context);
-  registerSandboxes(program, context);
-  registerCodebases(program, context);
-  registerServe(program, context);
-  registerSessions(program, context);
-  registerSetup(program, context);
-  registerMcp(program, context);
-  registerGc(program, context);
+  const names = (command: Command): string[] => [command.name(), ...command.aliases()];
+  for (const register of REGISTRARS) {
+    register(program, context);
+    if (invoked !== undefined && program.commands.some((c) => names(c).includes(invoked))) break;
+  }
   for (const command of program.commands) command.exitOverride().configureOutput(program.configureOutput());
   return program;
 }
@@ -67,7 +82,7 @@ export async function runCli(
   mode: CliMode = {},
 ): Promise<number> {
   const result: CliResult = { exitCode: 0 };
-  const program = createProgram(io, result, mode);
+  const program = createProgram(io, result, mode, argv[0]);
   try {
     await program.parseAsync([...argv], { from: 'user' });
     return result.exitCode;

@@ -21,7 +21,10 @@ import { fileURLToPath } from 'node:url';
 const WATCHDOG_SCRIPT =
   'while read -r kind id; do [ "$kind" = done ] && exit 0; set -- "$@" "--$kind" "$id"; done; exec "$@"';
 
-/** The reaper's entry, next to this file in dist/. */
+/**
+ * The reaper's entry, next to this file: dist/cli/reaper.js, or dist/bundle/reaper.js when this code runs
+ * from the bundle (scripts/bundle-cli.js leaves this URL relative to the bundle).
+ */
 const REAPER = fileURLToPath(new URL('./reaper.js', import.meta.url));
 
 export interface Watchdog {

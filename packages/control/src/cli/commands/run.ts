@@ -111,6 +111,7 @@ export function registerRun(program: Command, { io, result, mode }: CliContext):
       }
       const stdin = flags.stdin === true ? await readStdin() : undefined;
       const step = stepper(io, flags.verbose === true);
+      step('CLI loaded (since node started)');
 
       // Whatever ends this process from here on (SIGKILL included), the watchdog makes sure the sandbox's
       // processes die and, for a one-shot sandbox, that it is removed (watchdog.ts).
@@ -132,6 +133,7 @@ export function registerRun(program: Command, { io, result, mode }: CliContext):
         // One sandbox, started at once: its worker spawns and the runtime checks the host while the
         // data directory opens and the sandbox is created; no idle worker is kept for later.
         plane = await openControlPlane(flags, { workerPoolSize: 0, prewarm: flags.runtime ?? 'bwrap' });
+        step('data directory open (recovered)');
         outcome = await runInSandbox(plane, {
           dir: resolve(dir),
           rules,
@@ -224,6 +226,7 @@ async function runInSandbox(plane: ControlPlane, request: RunRequest): Promise<R
   const json = flags.json === true;
   const { abort } = request;
   const codebase = await plane.linkCodebase({ path: request.dir });
+  step('codebase linked');
   request.watchdog?.made('codebase', codebase.id);
   let sandboxId: string | undefined;
   let detached = false;
@@ -362,7 +365,8 @@ function reportCommit(io: CliIo, commit: CommitResult, dir: string): void {
 
 /** `--verbose` progress: each step with the time since the previous one. */
 function stepper(io: CliIo, verbose: boolean): (what: string) => void {
-  let last = performance.now();
+  // The first step counts from node's own start (performance's time origin): node and loading the CLI.
+  let last = 0;
   return (what) => {
     if (!verbose) return;
     const now = performance.now();
