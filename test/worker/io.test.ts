@@ -1,7 +1,8 @@
 // Data paths on a real mount: files above 4 GiB (sparse), open files that lose their name, hard links
 // whose first name goes away, parallel readers, writers and renames, and read-ahead across files.
 import { execFile } from 'node:child_process';
-import { stat } from 'node:fs/promises';
+import { createHash } from 'node:crypto';
+import { stat, writeFile } from 'node:fs/promises';
 import { promisify } from 'node:util';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -170,6 +171,28 @@ for fn in (lambda: os.mknod('src/reg'), lambda: socket.socket(socket.AF_UNIX).bi
     const { changes } = await f.worker.client.request('changes', {});
     expect(changes.filter((c) => c.path.startsWith('/output/d')).length).toBe(16);
   }, 120_000);
+
+  // The mount's read-ahead window is raised to the request size (1 MiB), so a sequential reader's READs
+  // grow from 128 KiB to 1 MiB; every size in between must come back intact (a READ bigger than a pooled
+  // 128 KiB buffer used to fail with EIO).
+  it('a large file read sequentially arrives in READs of up to 1 MiB, byte for byte', async () => {
+    const f = await mountFixture({ tree: TREE, rules: AGENT_SAFE });
+    const bytes = Buffer.alloc(24 * 1024 * 1024);
+    for (let i = 0; i < bytes.length; i += 4) bytes.writeUInt32LE((i * 2654435761) >>> 0, i);
+    await writeFile(join(f.lower, 'src/big.bin'), bytes);
+    const want = createHash('sha256').update(bytes).digest('hex');
+    expect((await f.worker.client.request('stats', {})).fuse?.features.readahead).toBe(true);
+    const reads = async (): Promise<number> =>
+      (await f.worker.client.request('stats', {})).ops.read?.count ?? 0;
+    const before = await reads();
+    // bs=64K: the kernel's window starts at 128 KiB and doubles up to the 1 MiB maximum
+    const r = await f.sandbox('dd if=src/big.bin bs=64K status=none | sha256sum');
+    expect(r.stderr).toBe('');
+    expect(r.stdout).toBe(`${want}  -\n`);
+    // 24 MiB in 128 KiB READs would be 192 of them
+    expect(await reads()).toBeLessThan(before + 64);
+    expect((await f.sandbox('sha256sum < src/big.bin')).stdout).toBe(`${want}  -\n`);
+  });
 
   it('reads ahead for a walker that reads what it looks up, never for a stat-only walk', async () => {
     const tree: Record<string, string> = { 'w/app.key': 'hidden needle\n' };

@@ -10,12 +10,14 @@ import { InvalidArgumentError } from '@agentfense/protocol';
 /** Features that can be switched off; the others (noOpen, noOpendir) are part of the permission design. */
 // listingRefresh is the worker's own: a READ drops its directory's cached listing so the next listing
 // (a READDIRPLUS) refreshes the attributes the READ made stale (fs/kernel-cache.ts noteRead).
+// readahead too: the mount's read-ahead window raised to the request size (readahead-window.ts).
 export const SWITCHABLE_FEATURES = [
   'maxPages',
   'writebackCache',
   'readdirplus',
   'parallelDirops',
   'listingRefresh',
+  'readahead',
 ] as const;
 export type SwitchableFeature = (typeof SWITCHABLE_FEATURES)[number];
 
@@ -82,13 +84,25 @@ export function listingRefresh(conn: ConnInfo, disabled: readonly SwitchableFeat
   return conn.features.readdirplus && !disabled.includes('listingRefresh');
 }
 
-/** What the mount got, for the log and the worker's `stats`. */
-export function connStats(conn: ConnInfo, disabled: readonly SwitchableFeature[]): FuseConnStats {
+/**
+ * The read-ahead window to ask for: the request size, when requests are bigger than the kernel's default
+ * window (128 KiB) and the feature is on; else null (leave the kernel's window).
+ */
+export function readaheadBytes(conn: ConnInfo, disabled: readonly SwitchableFeature[]): number | null {
+  return !disabled.includes('readahead') && conn.maxWrite > SMALL_REQUEST ? conn.maxWrite : null;
+}
+
+/** What the mount got, for the log and the worker's `stats`; `readahead`: the window was widened. */
+export function connStats(
+  conn: ConnInfo,
+  disabled: readonly SwitchableFeature[],
+  readahead = false,
+): FuseConnStats {
   return {
     libfuse: conn.libfuseVersion,
     kernelProtocol: `${conn.protoMajor}.${conn.protoMinor}`,
     maxWrite: conn.maxWrite,
-    features: { ...conn.features, listingRefresh: listingRefresh(conn, disabled) },
+    features: { ...conn.features, listingRefresh: listingRefresh(conn, disabled), readahead },
     disabled: [...disabled],
   };
 }

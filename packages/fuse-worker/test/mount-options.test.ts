@@ -1,6 +1,7 @@
 // Which FUSE features a mount asks for, from the worker's environment (the bench switches them this way).
 import { describe, expect, it } from 'vitest';
-import { disabledFeatures, featureOptions } from '../src/mount-options.js';
+import type { ConnInfo } from 'fuse-native/lowlevel.js';
+import { disabledFeatures, featureOptions, readaheadBytes } from '../src/mount-options.js';
 
 describe('FUSE feature switches', () => {
   it('by default everything is asked for except the writeback cache', () => {
@@ -22,6 +23,15 @@ describe('FUSE feature switches', () => {
       maxWrite: 128 * 1024,
       features: { writebackCache: true, readdirplus: false, parallelDirops: true },
     });
+  });
+
+  it('the read-ahead window is widened to the request size, unless requests are 128 KiB or it is off', () => {
+    const conn = (maxWrite: number): ConnInfo => ({ maxWrite }) as ConnInfo;
+    expect(readaheadBytes(conn(1024 * 1024), [])).toBe(1024 * 1024);
+    expect(readaheadBytes(conn(128 * 1024), [])).toBeNull();
+    expect(
+      readaheadBytes(conn(1024 * 1024), disabledFeatures({ AGENTFENSE_FUSE_DISABLE: 'readahead' })),
+    ).toBeNull();
   });
 
   it('an unknown name is refused with the list of known ones', () => {

@@ -74,12 +74,18 @@ export class DataPath {
       // thread pool they overlap with each other and with the disk; done synchronously they queue up on
       // the JS thread (a cold 1 GiB `dd` measured 5.6x native that way, ~1-1.5x like this).
       const handle = await this.#handle(ino, false, caller, 'read');
-      const buffer = this.#bigReadBuffers.pop() ?? Buffer.allocUnsafeSlow(Math.max(size, BIG_READ_BYTES));
+      // A pooled buffer only for a READ it can hold: a bigger one (a read(2) over 128 KiB, up to 1 MiB with
+      // max_pages) into a pooled 128 KiB buffer would fail with RangeError, i.e. EIO to the reader.
+      const at = this.#bigReadBuffers.findIndex((b) => b.length >= size);
+      const buffer =
+        at === -1
+          ? Buffer.allocUnsafeSlow(Math.max(size, BIG_READ_BYTES))
+          : this.#bigReadBuffers.splice(at, 1)[0]!;
       try {
         const { bytesRead } = await handle.read(buffer, 0, size, offset);
         reply(buffer.subarray(0, bytesRead));
       } finally {
-        if (buffer.length === BIG_READ_BYTES && this.#bigReadBuffers.length < BIG_READ_POOL) {
+        if (this.#bigReadBuffers.length < BIG_READ_POOL) {
           this.#bigReadBuffers.push(buffer);
         }
       }

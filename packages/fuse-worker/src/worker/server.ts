@@ -26,7 +26,14 @@ import { createHandlers } from '../fs/binding.js';
 import { OpStats } from '../fs/op-stats.js';
 import { PolicyFs } from '../fs/policy-fs.js';
 import { abortFuseConnection, fuseMountsAt } from '../mounts.js';
-import { connStats, disabledFeatures, featureOptions, listingRefresh } from '../mount-options.js';
+import {
+  connStats,
+  disabledFeatures,
+  featureOptions,
+  listingRefresh,
+  readaheadBytes,
+} from '../mount-options.js';
+import { widenReadahead } from '../readahead-window.js';
 import { arraySource, changeBytes, conflictBytes, diffSource, PartStore, sequenceSource } from './parts.js';
 import { IdleTrim, type Collect } from './idle-trim.js';
 import type { WorkerLogger as Logger } from './log.js';
@@ -207,7 +214,13 @@ export class WorkerService {
         const info = await fuse.mount();
         fs.listingsCarryAttributes = info.features.readdirplus;
         fs.refreshListingsOnRead = listingRefresh(info, disabled);
-        conn = connStats(info, disabled);
+        const window = readaheadBytes(info, disabled);
+        const widened = window === null ? null : await widenReadahead(params.mountpoint, window);
+        if (widened instanceof Error) {
+          // Not fatal: the kernel's default window (128 KiB READs) stays; `stats` shows readahead off.
+          this.#logger.warn({ err: widened }, 'could not widen the read-ahead window');
+        }
+        conn = connStats(info, disabled, typeof widened === 'number');
         this.#logger.info({ mountpoint: params.mountpoint, fuse: conn, ttl }, 'mounted');
       } catch (err) {
         await delta.close();
