@@ -3,7 +3,8 @@
 // (mounting, drop_caches). See bench/README.md for what each line means and recorded figures.
 //
 // Environment: BENCH_DIR (parent of the temp tree; default /var/tmp), BENCH_ROUNDS (default 5 warm / 3 cold),
-// BENCH_QUICK=1 (fewer rounds, a 256 MiB big file: a smoke run, not figures to report).
+// BENCH_QUICK=1 (fewer rounds, a 256 MiB big file: a smoke run, not figures to report), BENCH_ONLY (comma-separated
+// phases: warm, latency, read, write, cold, firststat, coldread, memory; default all).
 import console from 'node:console';
 import { execFile, spawn } from 'node:child_process';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
@@ -23,6 +24,13 @@ const FILES_PER_DIR = 100;
 const LATENCY_OPS = 20_000;
 const PYTHON = '/usr/bin/python3';
 const MANY_WORKERS = 10;
+const PHASES = ['warm', 'latency', 'read', 'write', 'cold', 'firststat', 'coldread', 'memory'];
+const ONLY = new Set((process.env.BENCH_ONLY ?? PHASES.join(',')).split(',').filter((p) => p !== ''));
+for (const p of ONLY) {
+  if (!PHASES.includes(p)) throw new Error(`BENCH_ONLY: unknown phase ${p} (phases: ${PHASES.join(', ')})`);
+}
+/** Whether a phase runs (BENCH_ONLY lets one measure a line at a time, e.g. while profiling the worker). */
+const phase = (name) => ONLY.has(name);
 
 const RULES = [
   { pattern: '**', permission: 'read' },
@@ -153,7 +161,9 @@ async function generate(lower) {
   await sh(`find ${lower} -exec touch -h -d @1700000000 {} +`);
   const git = 'git -c user.name=bench -c user.email=bench@localhost -c init.defaultBranch=main -c gc.auto=0';
   await sh(`cd ${tree} && ${git} init -q && ${git} add -A && ${git} commit -q -m tree && ${git} gc -q`);
-  await sh(`dd if=/dev/zero of=${join(lower, 'big.bin')} bs=1M count=${BIG_MIB} status=none`);
+  if (phase('read') || phase('coldread')) {
+    await sh(`dd if=/dev/zero of=${join(lower, 'big.bin')} bs=1M count=${BIG_MIB} status=none`);
+  }
   await sh('sync');
 }
 
@@ -283,25 +293,29 @@ async function main() {
   const mTree = join(mnt, 'tree');
   // Two warm-ups: the first run's READs make the kernel re-ask attributes once per file at the next
   // stat (fuse_invalidate_atime); the second run pays that (see 'grep -r 2nd run' below).
-  await warmPhase(w, 'grep -r warm', 1.5, 1, (t) => ['grep', '-r', 'needle', t], nTree, mTree, 2);
-  await warmPhase(w, 'find warm', 2, 5, (t) => ['find', t], nTree, mTree);
-  await warmPhase(
-    w,
-    'git status warm',
-    null,
-    1,
-    (t) => ['git', '-C', t, 'status', '--porcelain'],
-    nTree,
-    mTree,
-  );
+  if (phase('warm')) {
+    await warmPhase(w, 'grep -r warm', 1.5, 1, (t) => ['grep', '-r', 'needle', t], nTree, mTree, 2);
+    await warmPhase(w, 'find warm', 2, 5, (t) => ['find', t], nTree, mTree);
+    await warmPhase(
+      w,
+      'git status warm',
+      null,
+      1,
+      (t) => ['git', '-C', t, 'status', '--porcelain'],
+      nTree,
+      mTree,
+    );
+  }
 
   // Per-op latencies on 100 files (warm: dentries, attributes and pages cached).
   const sample = (root) =>
     Array.from({ length: 100 }, (_, i) => join(root, `d${String(i).padStart(2, '0')}`, 'f42.txt'));
-  for (const [mode, name] of [
-    ['open', 'open+close per op'],
-    ['stat', 'stat per op'],
-  ]) {
+  for (const [mode, name] of phase('latency')
+    ? [
+        ['open', 'open+close per op'],
+        ['stat', 'stat per op'],
+      ]
+    : []) {
     const before = await stats(w);
     const [n, m] = await interleaved(
       WARM_ROUNDS,
@@ -313,10 +327,12 @@ async function main() {
 
   // 1 GiB sequential read, warm (page cache on both sides after a first read).
   const dd = (path) => ['dd', `if=${path}`, 'of=/dev/null', 'bs=1M'];
-  await warmPhase(w, `read ${BIG_MIB} MiB warm`, 1.2, 1, (r) => dd(join(r, 'big.bin')), lower, mnt);
+  if (phase('read')) {
+    await warmPhase(w, `read ${BIG_MIB} MiB warm`, 1.2, 1, (r) => dd(join(r, 'big.bin')), lower, mnt);
+  }
 
   // 100 MB write into the write area, with conv=fsync (data on disk when dd returns) and without.
-  for (const fsync of [true, false]) {
+  for (const fsync of phase('write') ? [true, false] : []) {
     const ddw = (dir) => [
       'bash',
       '-c',
@@ -346,135 +362,142 @@ async function main() {
   let secondOps;
   const coldPss = [];
   const second = { native: [], mount: [] };
-  const grep = (t) => ['grep', '-r', 'needle', t];
-  const [gn, gm] = await interleaved(
-    COLD_ROUNDS,
-    async () => {
-      await dropCaches();
-      const t = await timeCmd(1, grep(nTree));
-      second.native.push(await timeCmd(1, grep(nTree)));
-      return t;
-    },
-    async () => {
-      w = await startMount(lower, mnt);
-      coldPss.push((await stats(w)).pssBytes);
-      await dropCaches();
-      const t = await timeCmd(1, grep(mTree));
-      const afterCold = await stats(w);
-      coldOps = opDelta(undefined, afterCold);
-      second.mount.push(await timeCmd(1, grep(mTree)));
-      secondOps = opDelta(afterCold, await stats(w));
-      await stopMount(w);
-      return t;
-    },
-  );
-  report('grep -r cold', gn, gm, 2, coldOps);
-  report(
-    'grep -r 2nd run',
-    median(second.native),
-    median(second.mount),
-    1.5,
-    secondOps,
-    'right after the cold run: the kernel invalidated atime on READ (a GETATTR per file, or a READDIRPLUS per directory with listingRefresh)',
-  );
+  if (phase('cold')) {
+    const grep = (t) => ['grep', '-r', 'needle', t];
+    const [gn, gm] = await interleaved(
+      COLD_ROUNDS,
+      async () => {
+        await dropCaches();
+        const t = await timeCmd(1, grep(nTree));
+        second.native.push(await timeCmd(1, grep(nTree)));
+        return t;
+      },
+      async () => {
+        w = await startMount(lower, mnt);
+        coldPss.push((await stats(w)).pssBytes);
+        await dropCaches();
+        const t = await timeCmd(1, grep(mTree));
+        const afterCold = await stats(w);
+        coldOps = opDelta(undefined, afterCold);
+        second.mount.push(await timeCmd(1, grep(mTree)));
+        secondOps = opDelta(afterCold, await stats(w));
+        await stopMount(w);
+        return t;
+      },
+    );
+    report('grep -r cold', gn, gm, 2, coldOps);
+    report(
+      'grep -r 2nd run',
+      median(second.native),
+      median(second.mount),
+      1.5,
+      secondOps,
+      'right after the cold run: the kernel invalidated atime on READ (a GETATTR per file, or a READDIRPLUS per directory with listingRefresh)',
+    );
+  }
 
   // Lookup round trip: first stat of 1000 files after a fresh mount, host caches warm.
-  let firstOps;
-  const firstFiles = (root) =>
-    Array.from({ length: 1000 }, (_, i) =>
-      join(
-        root,
-        `d${String(i % DIRS).padStart(2, '0')}`,
-        `f${String(Math.floor(i / DIRS)).padStart(2, '0')}.txt`,
-      ),
+  if (phase('firststat')) {
+    let firstOps;
+    const firstFiles = (root) =>
+      Array.from({ length: 1000 }, (_, i) =>
+        join(
+          root,
+          `d${String(i % DIRS).padStart(2, '0')}`,
+          `f${String(Math.floor(i / DIRS)).padStart(2, '0')}.txt`,
+        ),
+      );
+    await timer(['firststat', 0, ...firstFiles(nTree)]);
+    const [fn, fm] = await interleaved(
+      WARM_ROUNDS,
+      () => timer(['firststat', 0, ...firstFiles(nTree)]),
+      async () => {
+        w = await startMount(lower, mnt);
+        await timer(['firststat', 0, join(mTree, 'd00')]);
+        const before = await stats(w);
+        const t = await timer(['firststat', 0, ...firstFiles(mTree)]);
+        firstOps = opDelta(before, await stats(w), 1000);
+        await stopMount(w);
+        return t;
+      },
     );
-  await timer(['firststat', 0, ...firstFiles(nTree)]);
-  const [fn, fm] = await interleaved(
-    WARM_ROUNDS,
-    () => timer(['firststat', 0, ...firstFiles(nTree)]),
-    async () => {
-      w = await startMount(lower, mnt);
-      await timer(['firststat', 0, join(mTree, 'd00')]);
-      const before = await stats(w);
-      const t = await timer(['firststat', 0, ...firstFiles(mTree)]);
-      firstOps = opDelta(before, await stats(w), 1000);
-      await stopMount(w);
-      return t;
-    },
-  );
-  report(
-    'first stat (lookup) per op',
-    fn,
-    fm,
-    10,
-    firstOps,
-    'one LOOKUP round trip per file; natively a warm dcache',
-  );
+    report(
+      'first stat (lookup) per op',
+      fn,
+      fm,
+      10,
+      firstOps,
+      'one LOOKUP round trip per file; natively a warm dcache',
+    );
 
-  // The same under CPU contention (two busy loops on the 2 cores): what a mount costs while sandboxes
-  // compute. Every extra thread wakeup per request waits for the scheduler here.
-  const busy = async (fn) => {
-    const hogs = [0, 1].map(() => spawn('sh', ['-c', 'while :; do :; done'], { stdio: 'ignore' }));
-    try {
-      await new Promise((r) => setTimeout(r, 100));
-      return await fn();
-    } finally {
-      for (const h of hogs) h.kill('SIGKILL');
-    }
-  };
-  let busyOps;
-  const [bn, bm] = await interleaved(
-    WARM_ROUNDS,
-    () => busy(() => timer(['firststat', 0, ...firstFiles(nTree)])),
-    async () => {
-      w = await startMount(lower, mnt);
-      await timer(['firststat', 0, join(mTree, 'd00')]);
-      const before = await stats(w);
-      const t = await busy(() => timer(['firststat', 0, ...firstFiles(mTree)]));
-      busyOps = opDelta(before, await stats(w), 1000);
-      await stopMount(w);
-      return t;
-    },
-  );
-  report('first stat per op, busy CPUs', bn, bm, 20, busyOps, 'as above, with two busy loops running');
+    // The same under CPU contention (two busy loops on the 2 cores): what a mount costs while sandboxes
+    // compute. Every extra thread wakeup per request waits for the scheduler here.
+    const busy = async (fn) => {
+      const hogs = [0, 1].map(() => spawn('sh', ['-c', 'while :; do :; done'], { stdio: 'ignore' }));
+      try {
+        await new Promise((r) => setTimeout(r, 100));
+        return await fn();
+      } finally {
+        for (const h of hogs) h.kill('SIGKILL');
+      }
+    };
+    let busyOps;
+    const [bn, bm] = await interleaved(
+      WARM_ROUNDS,
+      () => busy(() => timer(['firststat', 0, ...firstFiles(nTree)])),
+      async () => {
+        w = await startMount(lower, mnt);
+        await timer(['firststat', 0, join(mTree, 'd00')]);
+        const before = await stats(w);
+        const t = await busy(() => timer(['firststat', 0, ...firstFiles(mTree)]));
+        busyOps = opDelta(before, await stats(w), 1000);
+        await stopMount(w);
+        return t;
+      },
+    );
+    report('first stat per op, busy CPUs', bn, bm, 20, busyOps, 'as above, with two busy loops running');
+  }
 
   // 1 GiB sequential read, cold.
-  const [rn, rm_] = await interleaved(
-    COLD_ROUNDS,
-    async () => {
-      await dropCaches();
-      return timeCmd(1, dd(join(lower, 'big.bin')));
-    },
-    async () => {
-      w = await startMount(lower, mnt);
-      await dropCaches();
-      const t = await timeCmd(1, dd(join(mnt, 'big.bin')));
-      coldOps = opDelta(undefined, await stats(w));
-      await stopMount(w);
-      return t;
-    },
-  );
-  report(`read ${BIG_MIB} MiB cold`, rn, rm_, 1.2, coldOps);
+  if (phase('coldread')) {
+    const [rn, rm_] = await interleaved(
+      COLD_ROUNDS,
+      async () => {
+        await dropCaches();
+        return timeCmd(1, dd(join(lower, 'big.bin')));
+      },
+      async () => {
+        w = await startMount(lower, mnt);
+        await dropCaches();
+        const t = await timeCmd(1, dd(join(mnt, 'big.bin')));
+        coldOps = opDelta(undefined, await stats(w));
+        await stopMount(w);
+        return t;
+      },
+    );
+    report(`read ${BIG_MIB} MiB cold`, rn, rm_, 1.2, coldOps);
+  }
 
   // Many idle workers at once (a host with many sandboxes): the node binary's pages are then shared.
   const idleMany = [];
-  const many = [];
-  try {
-    for (let i = 0; i < MANY_WORKERS; i++) {
-      const mp = join(base, `mnt-${i}`);
-      await mkdir(mp);
-      many.push(await startMount(lower, mp));
+  if (phase('memory')) {
+    const many = [];
+    try {
+      for (let i = 0; i < MANY_WORKERS; i++) {
+        const mp = join(base, `mnt-${i}`);
+        await mkdir(mp);
+        many.push(await startMount(lower, mp));
+      }
+      await new Promise((r) => setTimeout(r, 2000));
+      for (const mw of many) {
+        const rollup = await readFile(`/proc/${mw.pid}/smaps_rollup`, 'utf8');
+        const kb = (key) => Number(new RegExp(`^${key}:\\s+(\\d+) kB`, 'm').exec(rollup)?.[1] ?? NaN) * 1024;
+        idleMany.push({ pss: kb('Pss'), anon: kb('Pss_Anon') });
+      }
+    } finally {
+      for (const mw of many) await stopMount(mw);
     }
-    await new Promise((r) => setTimeout(r, 2000));
-    for (const mw of many) {
-      const rollup = await readFile(`/proc/${mw.pid}/smaps_rollup`, 'utf8');
-      const kb = (key) => Number(new RegExp(`^${key}:\\s+(\\d+) kB`, 'm').exec(rollup)?.[1] ?? NaN) * 1024;
-      idleMany.push({ pss: kb('Pss'), anon: kb('Pss_Anon') });
-    }
-  } finally {
-    for (const mw of many) await stopMount(mw);
   }
-
   const mib = (b) => (b === null ? 'n/a' : `${(b / 1048576).toFixed(1)} MiB`);
   const idlePss = median([idle.pssBytes, ...coldPss]);
   console.log(
@@ -483,12 +506,14 @@ async function main() {
       `(RSS ${mib(worked.rssBytes)})`,
   );
   // Issue 15's target is on the private part (what each extra worker adds): <= 12 MiB.
-  const manyPss = median(idleMany.map((x) => x.pss));
-  const manyPrivate = median(idleMany.map((x) => x.anon));
-  console.log(
-    `worker idle with ${MANY_WORKERS} workers mounted (median): PSS ${mib(manyPss)}, of it private ` +
-      `(Pss_Anon) ${mib(manyPrivate)}  target private <= 12 MiB ${manyPrivate <= 12 * 1048576 ? 'met' : 'MISSED'}`,
-  );
+  if (idleMany.length > 0) {
+    const manyPss = median(idleMany.map((x) => x.pss));
+    const manyPrivate = median(idleMany.map((x) => x.anon));
+    console.log(
+      `worker idle with ${MANY_WORKERS} workers mounted (median): PSS ${mib(manyPss)}, of it private ` +
+        `(Pss_Anon) ${mib(manyPrivate)}  target private <= 12 MiB ${manyPrivate <= 12 * 1048576 ? 'met' : 'MISSED'}`,
+    );
+  }
   console.log(`total ${((Date.now() - started) / 1000).toFixed(0)} s`);
   if (process.env.BENCH_JSON !== undefined) {
     await writeFile(
