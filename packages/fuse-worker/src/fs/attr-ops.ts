@@ -10,6 +10,7 @@ import { toAttr } from './attrs.js';
 import type { FuseAttr } from './attrs.js';
 import type { FsCore } from './core.js';
 import { allow, auditKernelDenial, deny, visiblePermission } from './decisions.js';
+import { auditDirDenial } from './dir-denials.js';
 import type { Inode } from './inodes.js';
 import { checkChown } from './ownership.js';
 import type { Caller, SetattrChanges } from './types.js';
@@ -21,6 +22,8 @@ export async function getattr(fs: FsCore, ino: number, caller: Caller): Promise<
   const node = fs.node(ino);
   const path = fs.inodes.pathOf(ino);
   if (path === null) return orphanAttr(fs, node);
+  // Fresh attributes are re-asked only when the kernel is about to refuse (dir-attr-freshness.ts).
+  const reasked = node.isDir && fs.cache.dirAttrs.isFresh(ino);
   visiblePermission(fs, path, node.isDir, caller, 'getattr');
   const found = await fs.mustFind(path);
   const nlink = found.type === 'directory' ? await fs.links(path) : null;
@@ -30,6 +33,12 @@ export async function getattr(fs: FsCore, ino: number, caller: Caller): Promise<
     auditKernelDenial(fs, path, permission, caller);
   }
   const fresh = fs.attr(node, path, found, permission);
+  if (node.isDir) {
+    // Shown without its w bit by the rules: the kernel refuses creates and deletes in it by itself.
+    if (reasked && permission !== 'write' && (fresh.mode & 0o200) === 0)
+      await auditDirDenial(fs, path, caller);
+    fs.cache.dirAttrs.note(ino, fs.ttl);
+  }
   return nlink === null ? fresh : { ...fresh, nlink };
 }
 
@@ -73,6 +82,7 @@ export async function setattr(
   // A first change copies the file up: any cached handle may still point at the codebase file.
   if (!node.isDir) fs.forgetHandleUnlessWritable(ino);
   allow(fs, 'setattr', path, permission, caller);
+  if (node.isDir) fs.cache.dirAttrs.note(ino, fs.ttl);
   return fs.attr(node, path, await fs.mustFind(path), permission);
 }
 

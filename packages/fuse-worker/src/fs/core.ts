@@ -34,6 +34,8 @@ export class FsCore {
   readonly gid: number;
   readonly statfsPath: string;
   readonly stats: OpStats | undefined;
+  /** Where the worker mounted this filesystem (host path; dir-denials.ts finds the mount by it). */
+  mountpoint: string | undefined;
   rules: RuleSet;
   hints: WriteHints;
   /** Merged, filtered listings by directory node, so offset > 0 continues the same snapshot. */
@@ -120,6 +122,7 @@ export class FsCore {
   }
 
   entry(node: Inode, path: string, found: DeltaLookup, permission: Permission, ttl = this.ttl): EntryReply {
+    if (node.isDir) this.cache.dirAttrs.note(node.ino, ttl);
     return {
       ino: node.ino,
       attr: this.attr(node, path, found, permission),

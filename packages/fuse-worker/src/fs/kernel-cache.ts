@@ -3,6 +3,7 @@
 // last reported. PolicyFs calls invalidateAll() after rule changes, discards and writes that did not come
 // through the mount; the README's "why the kernel's caches stay airtight" explains each piece.
 import type { DeltaLookup } from '../delta/types.js';
+import { DirAttrFreshness } from './dir-attr-freshness.js';
 import type { HandleCache } from './handles.js';
 import type { Inode, InodeTable } from './inodes.js';
 import type { Invalidator } from './types.js';
@@ -30,7 +31,9 @@ export class KernelCache {
    * kernel's pages must go. Seen at the next getattr/lookup, i.e. within the attribute timeout.
    */
   readonly #lowerVersions = new Map<number, string>();
-  invalidator: Invalidator | undefined;
+  /** Directories whose attributes the kernel holds fresh: a GETATTR of one is a re-ask (dir-denials.ts). */
+  readonly dirAttrs = new DirAttrFreshness();
+  #invalidator: Invalidator | undefined;
   /**
    * Whether a READ drops its directory's cached listing (see noteRead); on only when the mount has
    * READDIRPLUS, which is what makes the next listing refresh the attributes.
@@ -59,8 +62,28 @@ export class KernelCache {
     return ttl;
   }
 
+  /** Set by the binding once mounted; every attribute invalidation also ends the node's freshness. */
+  get invalidator(): Invalidator | undefined {
+    return this.#invalidator;
+  }
+
+  set invalidator(invalidator: Invalidator | undefined) {
+    const dirAttrs = this.dirAttrs;
+    this.#invalidator =
+      invalidator === undefined
+        ? undefined
+        : {
+            inode: (ino) => {
+              dirAttrs.drop(ino);
+              return invalidator.inode(ino);
+            },
+            entry: (parent, name) => invalidator.entry(parent, name),
+          };
+  }
+
   /** The kernel forgot the node: so do we. */
   forgetNode(ino: number): void {
+    this.dirAttrs.drop(ino);
     this.#lowerVersions.delete(ino);
     this.#readInDirs.delete(ino);
   }

@@ -88,6 +88,11 @@ export class PolicyFs {
     this.#core.cache.invalidator = invalidator;
   }
 
+  /** The mount's path on the host, once mounted (dir-denials.ts locates the mount in a caller's namespace). */
+  set mountpoint(mountpoint: string) {
+    this.#core.mountpoint = mountpoint;
+  }
+
   /** See KernelCache.noteRead: worth it only when listings are READDIRPLUS. */
   get refreshListingsOnRead(): boolean {
     return this.#core.cache.refreshListingsOnRead;

@@ -186,6 +186,7 @@ export class WorkerService {
         statfsPath: params.deltaDir,
         stats: this.#stats,
       });
+      fs.mountpoint = params.mountpoint;
       const handlers = createHandlers({
         fs,
         stats: this.#stats,

@@ -1,0 +1,218 @@
+// What a caller blocked in a namespace syscall (mkdir, unlink, rename, open with O_CREAT, ...) asked for,
+// read from outside while the kernel waits for our GETATTR reply: the syscall and its registers from
+// /proc/<tid>/syscall, the path strings from /proc/<tid>/mem (the worker runs as root), and relative
+// paths resolved against the caller's cwd or dirfd (/proc/<tid>/cwd, /proc/<tid>/fd/N). Only ever
+// called for a GETATTR that the kernel sends on a refusal (dir-denials.ts): never on the warm path.
+import { closeSync, openSync, readFileSync, readSync, readlinkSync } from 'node:fs';
+
+/** The audit op of each namespace syscall, as the worker names it when it refuses the same op itself. */
+export type NamespaceOp = 'mkdir' | 'mknod' | 'symlink' | 'create' | 'link' | 'unlink' | 'rmdir' | 'rename';
+
+/** A path argument: `dirfd` (AT_FDCWD for the cwd) and the address of its NUL-terminated string. */
+export interface PathArg {
+  readonly dirfd: number;
+  readonly address: number;
+}
+
+/** One namespace syscall: for rename the source then the destination, for link the new name only. */
+export interface NamespaceCall {
+  readonly op: NamespaceOp;
+  /** rename: [from, to]; link: [to, from]; every other op: [path]. Only paths[0] and rename's paths[1] are refusable. */
+  readonly paths: readonly PathArg[];
+  /** open/openat/openat2 with O_CREAT: refused only when the name does not exist. */
+  readonly openCreate: boolean;
+}
+
+const AT_FDCWD = -100;
+const AT_REMOVEDIR = 0x200;
+const O_CREAT = 0o100;
+const AF_UNIX = 1;
+
+// x86-64 syscall numbers (the only architecture this project builds for; others answer null).
+const SYS = {
+  open: 2,
+  bind: 49,
+  rename: 82,
+  mkdir: 83,
+  rmdir: 84,
+  creat: 85,
+  link: 86,
+  unlink: 87,
+  symlink: 88,
+  mknod: 133,
+  openat: 257,
+  mkdirat: 258,
+  mknodat: 259,
+  unlinkat: 263,
+  renameat: 264,
+  linkat: 265,
+  symlinkat: 266,
+  renameat2: 316,
+  openat2: 437,
+} as const;
+
+const lineBuffer = Buffer.alloc(256);
+
+/** The raw /proc/<tid>/syscall line, or null when the caller is gone or this kernel hides it. */
+export function syscallLine(tid: number): string | null {
+  if (process.arch !== 'x64' || !Number.isSafeInteger(tid) || tid <= 0) return null;
+  try {
+    const fd = openSync(`/proc/${tid}/syscall`, 'r');
+    try {
+      return lineBuffer.toString('latin1', 0, readSync(fd, lineBuffer, 0, lineBuffer.length, 0));
+    } finally {
+      closeSync(fd);
+    }
+  } catch {
+    return null;
+  }
+}
+
+/** Decodes a namespace syscall from a /proc/<tid>/syscall line ("nr arg1 … arg6 sp pc"); null otherwise. */
+export function decodeNamespaceCall(line: string, tid: number): NamespaceCall | null {
+  const fields = line.trim().split(' ');
+  const nr = Number(fields[0]);
+  const raw = (i: number): bigint | null => {
+    const text = fields[i + 1];
+    return text === undefined || !/^0x[0-9a-f]+$/i.test(text) ? null : BigInt(text);
+  };
+  // An address fits a JS number (user space ends below 2^47); an int argument is the low 32 bits, signed.
+  const addr = (i: number): number => Number(raw(i) ?? 0n);
+  const int = (i: number): number => Number(BigInt.asIntN(32, raw(i) ?? 0n));
+  const at = (dirfd: number, address: number): PathArg => ({ dirfd, address });
+  const cwd = (address: number): PathArg => at(AT_FDCWD, address);
+  const one = (op: NamespaceOp, path: PathArg): NamespaceCall => ({ op, paths: [path], openCreate: false });
+  const creating = (flags: number, path: PathArg): NamespaceCall | null =>
+    (flags & O_CREAT) === 0 ? null : { op: 'create', paths: [path], openCreate: true };
+  switch (nr) {
+    case SYS.mkdir:
+      return one('mkdir', cwd(addr(0)));
+    case SYS.mkdirat:
+      return one('mkdir', at(int(0), addr(1)));
+    case SYS.mknod:
+      return one('mknod', cwd(addr(0)));
+    case SYS.mknodat:
+      return one('mknod', at(int(0), addr(1)));
+    case SYS.symlink:
+      return one('symlink', cwd(addr(1)));
+    case SYS.symlinkat:
+      return one('symlink', at(int(1), addr(2)));
+    case SYS.unlink:
+      return one('unlink', cwd(addr(0)));
+    case SYS.rmdir:
+      return one('rmdir', cwd(addr(0)));
+    case SYS.unlinkat:
+      return one((int(2) & AT_REMOVEDIR) === 0 ? 'unlink' : 'rmdir', at(int(0), addr(1)));
+    case SYS.creat:
+      return { op: 'create', paths: [cwd(addr(0))], openCreate: false };
+    case SYS.open:
+      return creating(int(1), cwd(addr(0)));
+    case SYS.openat:
+      return creating(int(2), at(int(0), addr(1)));
+    case SYS.openat2:
+      // struct open_how starts with the u64 flags
+      return creating(Number(readMemory(tid, addr(2), 8)?.readBigUInt64LE(0) ?? 0n), at(int(0), addr(1)));
+    case SYS.link:
+      return { op: 'link', paths: [cwd(addr(1)), cwd(addr(0))], openCreate: false };
+    case SYS.linkat:
+      return { op: 'link', paths: [at(int(2), addr(3)), at(int(0), addr(1))], openCreate: false };
+    case SYS.rename:
+      return { op: 'rename', paths: [cwd(addr(0)), cwd(addr(1))], openCreate: false };
+    case SYS.renameat:
+    case SYS.renameat2:
+      return { op: 'rename', paths: [at(int(0), addr(1)), at(int(2), addr(3))], openCreate: false };
+    case SYS.bind:
+      return bindCall(tid, addr(1), int(2));
+    default:
+      return null;
+  }
+}
+
+/** bind(2) of a Unix socket to a path creates it like mknod; abstract and other families create nothing. */
+function bindCall(tid: number, address: number, length: number): NamespaceCall | null {
+  if (length <= 3) return null;
+  const family = readMemory(tid, address, 3);
+  if (family === null || family.readUInt16LE(0) !== AF_UNIX || family[2] === 0) return null;
+  return { op: 'mknod', paths: [{ dirfd: AT_FDCWD, address: address + 2 }], openCreate: false };
+}
+
+const PAGE = 4096;
+const PATH_MAX = 4096;
+
+/** Up to `length` bytes of the caller's memory at `address` (fewer if a page is unmapped), or null. */
+export function readMemory(tid: number, address: number, length: number): Buffer | null {
+  if (!Number.isSafeInteger(address) || address <= 0) return null;
+  let fd: number;
+  try {
+    fd = openSync(`/proc/${tid}/mem`, 'r');
+  } catch {
+    return null;
+  }
+  try {
+    const out = Buffer.alloc(length);
+    let got = 0;
+    // Page by page: a read that crosses into an unmapped page fails as a whole.
+    while (got < length) {
+      const chunk = Math.min(length - got, PAGE - ((address + got) % PAGE));
+      let n: number;
+      try {
+        n = readSync(fd, out, got, chunk, address + got);
+      } catch {
+        break;
+      }
+      if (n <= 0) break;
+      got += n;
+    }
+    return got === 0 ? null : out.subarray(0, got);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** The NUL-terminated path at `address` in the caller, or null if unreadable or longer than PATH_MAX. */
+export function readPath(tid: number, address: number): string | null {
+  let text = '';
+  for (let offset = 0; offset < PATH_MAX;) {
+    const chunk = Math.min(PAGE - ((address + offset) % PAGE), PATH_MAX - offset);
+    const bytes = readMemory(tid, address + offset, chunk);
+    if (bytes === null) return null;
+    const end = bytes.indexOf(0);
+    if (end >= 0) return text + bytes.toString('utf8', 0, end);
+    text += bytes.toString('utf8');
+    offset += bytes.length;
+  }
+  return null;
+}
+
+/** The path the caller means by `dirfd` (its cwd for AT_FDCWD), in its own mount namespace; null if unknown. */
+export function callerDir(tid: number, dirfd: number): string | null {
+  try {
+    const link = readlinkSync(dirfd === AT_FDCWD ? `/proc/${tid}/cwd` : `/proc/${tid}/fd/${dirfd}`);
+    return link.startsWith('/') && !link.endsWith(' (deleted)') ? link : null;
+  } catch {
+    return null;
+  }
+}
+
+/** Where the mount of FUSE connection `minor` shows in the caller's namespace: mount points and their roots. */
+export function callerMounts(tid: number, minor: number): { mountpoint: string; root: string }[] {
+  let text: string;
+  try {
+    text = readFileSync(`/proc/${tid}/mountinfo`, 'utf8');
+  } catch {
+    return [];
+  }
+  const device = `0:${minor}`;
+  const out: { mountpoint: string; root: string }[] = [];
+  for (const line of text.split('\n')) {
+    const fields = line.split(' ');
+    if (fields[2] !== device) continue;
+    out.push({ root: unescape(fields[3] ?? ''), mountpoint: unescape(fields[4] ?? '') });
+  }
+  return out;
+}
+
+/** Mountinfo escapes space, tab, newline and backslash as \ooo. */
+function unescape(field: string): string {
+  return field.replace(/\\([0-7]{3})/g, (_, oct: string) => String.fromCharCode(parseInt(oct, 8)));
+}
