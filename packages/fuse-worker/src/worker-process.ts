@@ -26,8 +26,9 @@ export const WORKER_BUNDLE = join(DIST, 'worker.js');
 let program: string | undefined;
 
 /**
- * The bundle when it is at least as new as every file it was built from, else the unbundled build: after a
- * bare `tsc -b` (no bundling step) the bundle would run stale code. Decided once per process.
+ * The bundle when it is at least as new as the last `tsc -b` of every package it was built from (their
+ * .tsbuildinfo, listed by scripts/bundle.js), else the unbundled build: after a bare `tsc -b` (no bundling
+ * step) the bundle would run stale code. Decided once per process.
  */
 export function workerProgram(): string {
   program ??= bundleIsFresh() ? WORKER_BUNDLE : WORKER_ENTRY;
@@ -37,8 +38,8 @@ export function workerProgram(): string {
 function bundleIsFresh(): boolean {
   try {
     const built = statSync(WORKER_BUNDLE).mtimeMs;
-    const inputs = JSON.parse(readFileSync(join(DIST, 'worker.inputs.json'), 'utf8')) as string[];
-    return inputs.every((input) => statSync(input).mtimeMs <= built);
+    const builds = JSON.parse(readFileSync(join(DIST, 'worker.inputs.json'), 'utf8')) as string[];
+    return builds.every((info) => statSync(info).mtimeMs <= built);
   } catch {
     return false;
   }
