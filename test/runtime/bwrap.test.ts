@@ -240,12 +240,12 @@ describe('bwrap only', () => {
     }
     // The marker is in the argv of the outer bwrap (our child: a monitor that never forks the command and
     // stays outside on purpose), of bwrap's pid 1, of the shell and of the sleeper: all but the first must
-    // be in every cgroup.
+    // be in every cgroup. Through the launcher (execLauncher) only the shell and the sleeper carry it.
     const parentOf = async (pid: number): Promise<number> =>
       Number(/^PPid:\s+(\d+)$/m.exec(await readFile(`/proc/${pid}/status`, 'utf8'))?.[1]);
     const inside: number[] = [];
     for (const pid of pids) if ((await parentOf(pid)) !== process.pid) inside.push(pid);
-    expect(inside.length).toBeGreaterThanOrEqual(3);
+    expect(inside.length).toBeGreaterThanOrEqual(2);
     for (const hierarchy of ['memory', 'pids', 'cpu', 'freezer']) {
       const procs = (await readFile(join(dir(hierarchy), 'cgroup.procs'), 'utf8')).split('\n').map(Number);
       for (const pid of inside) expect(procs).toContain(pid);

@@ -73,6 +73,17 @@ export interface BwrapSpec {
   readonly tmpBytes?: number;
   /** fd from which bwrap loads the seccomp BPF program (seccomp.ts). */
   readonly seccompFd?: number;
+  /**
+   * The command is the sandbox's pid 1 (`--as-pid-1`: no bwrap init in between). Used for af-init, the
+   * per-sandbox launcher (launcher.ts): inside its pid namespace nothing can signal pid 1 without a handler
+   * (the kernel drops SIGKILL/SIGSTOP sent to a namespace's init from inside), and it reaps orphans.
+   */
+  readonly asPid1?: boolean;
+  /**
+   * Read-only files whose content bwrap copies from an fd (`--perms 0555 --ro-bind-data FD DEST`): the
+   * launcher's binary, so no host path of it shows inside (mountinfo shows a deleted tmpfs file).
+   */
+  readonly dataFiles?: readonly { readonly fd: number; readonly dest: string }[];
 }
 
 /** The argv of the command itself (after bwrap's `--`): a string runs through `/bin/sh -c`. */
@@ -104,6 +115,7 @@ export function buildBwrapArgs(spec: BwrapSpec): string[] {
   args.push('--die-with-parent', '--new-session');
   args.push('--unshare-user', '--uid', String(SANDBOX_UID), '--gid', String(SANDBOX_GID), '--disable-userns');
   args.push('--unshare-pid', '--unshare-ipc', '--unshare-uts', '--unshare-cgroup-try');
+  if (spec.asPid1 === true) args.push('--as-pid-1');
   // unshare-net: a fresh network namespace that only has a loopback device (off unless asked for).
   if (spec.network !== true) args.push('--unshare-net');
   args.push('--hostname', SANDBOX_HOSTNAME);
@@ -127,6 +139,8 @@ export function buildBwrapArgs(spec: BwrapSpec): string[] {
   args.push('--ro-bind-try', '/proc/sysrq-trigger', '/proc/sysrq-trigger', '--dev', '/dev');
   if (spec.tmpBytes !== undefined) args.push('--size', String(spec.tmpBytes));
   args.push('--tmpfs', '/tmp', '--dir', SANDBOX_HOME);
+  for (const file of spec.dataFiles ?? [])
+    args.push('--perms', '0555', '--ro-bind-data', String(file.fd), file.dest);
 
   // --- The workspace (last, so nothing shadows it) ---
   // Read-write on purpose: the FUSE layer behind this path enforces the permission rules, so writes must

@@ -11,11 +11,13 @@ import type {
   SpawnOptions,
 } from '@agentfense/protocol';
 import { StopGate, execIo, validateEnv, validateTimeoutMs } from '@agentfense/protocol';
-import { buildBwrapArgs, commandArgv } from './args.js';
+import { BASE_ENV, WORKSPACE_DIR, buildBwrapArgs, commandArgv } from './args.js';
 import type { SystemMount } from './args.js';
 import { maskArgv } from './audit.js';
 import type { SandboxCgroup } from './cgroups/types.js';
 import { runExec } from './exec.js';
+import type { SandboxLauncher } from './launcher.js';
+import { runLauncherExec } from './launcher-exec.js';
 import { HANDSHAKE_FDS, SECCOMP_FD } from './launch.js';
 import type { LaunchedBwrap } from './launch.js';
 import type { RuntimeLogger } from './logger.js';
@@ -51,6 +53,11 @@ export interface BwrapInstanceOptions {
    * worker (relay.ts); absent: spawned processes bind the workspace only, as commands do.
    */
   readonly createAnchor?: (() => Promise<WorkspaceAnchor>) | undefined;
+  /**
+   * The sandbox's launcher (launcher.ts): exec goes through it instead of a bwrap per command. Absent: a
+   * bwrap per command. spawn() (sessions) always gets a bwrap of its own.
+   */
+  readonly launcher?: SandboxLauncher | undefined;
   /** Called at the end of stop() (e.g. the workspace relay's removal). */
   readonly onStop?: (() => Promise<void>) | undefined;
   readonly logger: RuntimeLogger;
@@ -80,6 +87,23 @@ export class BwrapInstance implements RuntimeInstance {
       env: options.env,
       cwd: options.cwd,
     });
+    const launcher = this.#options.launcher;
+    if (launcher !== undefined) {
+      // #prepare validated command, env and cwd; the audit shows the bwrap the command runs under.
+      return this.#gate.unlessStopped(
+        runLauncherExec({
+          launcher,
+          argv: commandArgv(options.command),
+          cwd: options.cwd ?? WORKSPACE_DIR,
+          env: { ...BASE_ENV, ...this.#options.env, ...options.env },
+          cgroup: this.#options.cgroup,
+          maxOutputBytes: this.#options.maxOutputBytes,
+          audit,
+          logger: this.#options.logger,
+          ...execIo(options),
+        }),
+      );
+    }
     return this.#gate.unlessStopped(
       runExec({
         ...this.#launchBase(),
@@ -191,7 +215,10 @@ export class BwrapInstance implements RuntimeInstance {
     // Terminating each command kills its pid namespace (launch.ts); the cgroup teardown then catches
     // anything that could have escaped the tree, and removes the cgroups.
     const live = [...this.#live];
-    await Promise.all(live.map((launched) => launched.terminate('kill')));
+    await Promise.all([
+      this.#options.launcher?.stop(),
+      ...live.map((launched) => launched.terminate('kill')),
+    ]);
     await Promise.all(live.map((launched) => launched.subprocess));
     await cgroup?.destroy();
     await this.#options.onStop?.();

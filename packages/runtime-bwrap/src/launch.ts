@@ -17,7 +17,7 @@
 import { spawn } from 'node:child_process';
 import type { ChildProcess, StdioNull, StdioPipe } from 'node:child_process';
 import { closeSync, openSync } from 'node:fs';
-import type { Readable, Writable } from 'node:stream';
+import type { Duplex, Readable, Writable } from 'node:stream';
 import {
   CappedOutput,
   DEFAULT_MAX_OUTPUT_BYTES,
@@ -56,8 +56,16 @@ export interface LaunchOptions {
   /** The seccomp BPF program, sent on SECCOMP_FD (when the args hold `--seccomp SECCOMP_FD`). */
   readonly seccomp: Buffer | null;
   readonly cgroup: SandboxCgroup | null;
-  /** 'exec': buffered output, stdin from bytes or /dev/null. 'spawn': raw pipes, nothing buffered. */
-  readonly mode: 'exec' | 'spawn';
+  /**
+   * 'exec': buffered output, stdin from bytes or /dev/null. 'spawn': raw pipes, nothing buffered.
+   * 'launcher': the per-sandbox af-init (launcher.ts): stdin /dev/null, output only to the callbacks.
+   */
+  readonly mode: 'exec' | 'spawn' | 'launcher';
+  /**
+   * Descriptors from fd 7 on (after SECCOMP_FD): 'pipe' makes a socketpair (Node's stdio pipes are
+   * socketpairs on Linux), a number passes that open descriptor. Read back with `launched.extra(i)`.
+   */
+  readonly extraStdio?: readonly ('pipe' | number)[];
   readonly stdin?: Uint8Array;
   readonly timeoutMs?: number;
   readonly signal?: AbortSignal;
@@ -141,7 +149,8 @@ function startBwrap(
         ...stdio,
         argsFd ?? 'pipe', // ARGS_FD
         options.seccomp === null ? 'ignore' : (seccompFd ?? 'pipe'), // SECCOMP_FD
-        ...coverLeaked(SECCOMP_FD + 1),
+        ...(options.extraStdio ?? []),
+        ...coverLeaked(SECCOMP_FD + 1 + (options.extraStdio?.length ?? 0)),
       ],
       env: {},
       cwd: '/',
@@ -242,6 +251,10 @@ export type TerminationReason = 'timeout' | 'abort' | 'kill' | null;
 /** A launched bwrap and the one way to end it. */
 export interface LaunchedBwrap {
   readonly subprocess: BwrapSubprocess;
+  /** The host pid of the sandbox's pid 1 (bwrap's `--info-fd` report); rejects if bwrap never cloned. */
+  readonly pid1: Promise<number>;
+  /** The stream of `extraStdio[i]` when it was 'pipe' (a duplex socket), else null. */
+  readonly extra: (i: number) => Duplex | null;
   /**
    * Ends the whole sandboxed tree: waits for bwrap to report its pid 1 (written right after clone(), so
    * this is immediate unless bwrap failed to start), SIGKILLs it — the kernel then kills every process of
@@ -260,6 +273,8 @@ export interface LaunchedBwrap {
 export async function launchBwrap(options: LaunchOptions): Promise<LaunchedBwrap> {
   const { cgroup, mode } = options;
   const stdin = mode === 'spawn' || options.stdin !== undefined ? 'pipe' : 'ignore';
+  if (mode === 'launcher' && options.stdin !== undefined)
+    throw new InternalError('the launcher takes no stdin bytes');
   const stdio: (StdioNull | StdioPipe)[] = [
     stdin,
     'pipe',
@@ -303,7 +318,18 @@ export async function launchBwrap(options: LaunchOptions): Promise<LaunchedBwrap
     ended: subprocess,
   });
 
-  const launched: LaunchedBwrap = { subprocess, terminate, reason: () => reason };
+  const pid1 = namespace.then((ns) => ns.pid);
+  pid1.catch(() => undefined); // reported through the result when bwrap never started
+  const launched: LaunchedBwrap = {
+    subprocess,
+    pid1,
+    extra: (i) => {
+      const stream = (child.stdio as readonly unknown[])[SECCOMP_FD + 1 + i];
+      return options.extraStdio?.[i] === 'pipe' ? ((stream as Duplex | null | undefined) ?? null) : null;
+    },
+    terminate,
+    reason: () => reason,
+  };
   options.onSpawned?.(launched);
   forward(subprocess.stdout, options.onStdout, options.logger);
   forward(subprocess.stderr, options.onStderr, options.logger);

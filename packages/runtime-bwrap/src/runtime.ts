@@ -7,6 +7,7 @@ import type { RuntimeInstance, RuntimeStartOptions, SandboxRuntime } from '@agen
 import {
   InvalidArgumentError,
   NO_LIMITS,
+  afInitPath,
   checkMaxOutputBytes,
   checkWorkspaceDir,
   validateEnv,
@@ -29,6 +30,9 @@ import { clearRelay, createAnchor, createRelay } from './relay.js';
 import { resolveSandboxUser } from './sandbox-user.js';
 import type { HostIdentity } from './sandbox-user.js';
 import { loadSeccompFilter } from './seccomp.js';
+import { AF_INIT_DEST, LAUNCHER_BINARY_FD, LAUNCHER_CONNECTION_FD, SandboxLauncher } from './launcher.js';
+import { buildBwrapArgs } from './args.js';
+import { HANDSHAKE_FDS, SECCOMP_FD } from './launch.js';
 
 /** Configuration of the bwrap runtime (all optional; defaults suit Debian 12 hosts). */
 export interface BwrapRuntimeOptions {
@@ -58,6 +62,13 @@ export interface BwrapRuntimeOptions {
    * shared /etc (the data directory is private to root); default /run/agentfense.
    */
   readonly runDir?: string;
+  /**
+   * Run each exec through a per-sandbox launcher (af-init as the pid 1 of one long-lived bwrap per sandbox,
+   * launcher.ts) instead of a bwrap per command. Needs the sandbox user (root control plane: the workspace
+   * anchor that survives a worker restart) and the built af-init; otherwise commands get a bwrap each.
+   * Default: $AGENTFENSE_BWRAP_LAUNCHER (`1` on, anything else off), else off.
+   */
+  readonly execLauncher?: boolean;
   /** The libseccomp-based filter compiler; default the one scripts/setup builds in this package. */
   readonly seccompCompiler?: string;
   readonly logger?: RuntimeLogger;
@@ -135,6 +146,7 @@ export function createBwrapRuntime(options: BwrapRuntimeOptions = {}): SandboxRu
     identityError = err as Error;
   }
   const runDir = identity === null ? undefined : (options.runDir ?? DEFAULT_RUN_DIR);
+  const launcherWanted = options.execLauncher ?? process.env.AGENTFENSE_BWRAP_LAUNCHER === '1';
   const seccompCacheDir =
     runDir ?? (options.dataDir === undefined ? tmpdir() : posix.join(options.dataDir, 'run'));
 
@@ -248,13 +260,45 @@ export function createBwrapRuntime(options: BwrapRuntimeOptions = {}): SandboxRu
         : [{ hostPath: validateHostPath(options.dataDir, 'dataDir'), placeholder: '<data>' }]),
     ];
     const enforced = { ...(cgroup?.limits ?? NO_LIMITS), ...(tmpBytes === undefined ? {} : { tmpBytes }) };
+    const network = start.network === true;
+    const createWorkspaceAnchor =
+      runDir === undefined
+        ? undefined
+        : () => createAnchor({ relayDir: posix.join(runDir, sandboxId), workspaceHostPath });
+    const launcher = !launcherWanted
+      ? undefined
+      : makeLauncher({
+          sandboxId,
+          bwrapPath,
+          identity,
+          seccomp,
+          cgroup,
+          createAnchor: createWorkspaceAnchor,
+          logger,
+          args: (anchor) =>
+            buildBwrapArgs({
+              workspaceHostPath: boundWorkspace,
+              ...(anchor === undefined ? {} : { workspaceAnchor: anchor }),
+              systemMounts,
+              network,
+              // af-init's own environment: BASE_ENV only; each command's comes with its SPAWN request.
+              env: {},
+              command: [AF_INIT_DEST, '--fd', String(LAUNCHER_CONNECTION_FD)],
+              asPid1: true,
+              dataFiles: [{ fd: LAUNCHER_BINARY_FD, dest: AF_INIT_DEST }],
+              ...(cgroup === null ? { infoFd: HANDSHAKE_FDS.infoFd } : { cgroupHandshake: HANDSHAKE_FDS }),
+              ...(tmpBytes === undefined ? {} : { tmpBytes }),
+              ...(seccomp === null ? {} : { seccompFd: SECCOMP_FD }),
+            }),
+        });
     logger.debug({ sandboxId, limits: enforced }, 'sandbox started');
     return new BwrapInstance({
       sandboxId,
       bwrapPath,
       workspaceHostPath: boundWorkspace,
-      network: start.network === true,
+      network,
       env,
+      launcher,
       systemMounts,
       cgroup,
       limits: enforced,
@@ -268,11 +312,32 @@ export function createBwrapRuntime(options: BwrapRuntimeOptions = {}): SandboxRu
       ...(runDir === undefined
         ? {}
         : {
-            createAnchor: () => createAnchor({ relayDir: posix.join(runDir, sandboxId), workspaceHostPath }),
+            createAnchor: createWorkspaceAnchor,
             onStop: () => clearRelay(stateDir),
           }),
       logger,
     });
+  };
+
+  /**
+   * The sandbox's launcher, or undefined (a bwrap per command) where it cannot keep every promise: without
+   * the sandbox user there is no anchor, so a restarted worker would not show through; without the built
+   * af-init there is nothing to run (logged once).
+   */
+  let launcherUnavailable = false;
+  const makeLauncher = (
+    launcherOptions: Omit<ConstructorParameters<typeof SandboxLauncher>[0], 'afInitPath'>,
+  ): SandboxLauncher | undefined => {
+    if (launcherOptions.createAnchor === undefined) return undefined;
+    let path: string;
+    try {
+      path = afInitPath();
+    } catch (err) {
+      if (!launcherUnavailable) logger.warn({ err }, 'no exec launcher: a bwrap per command');
+      launcherUnavailable = true;
+      return undefined;
+    }
+    return new SandboxLauncher({ ...launcherOptions, afInitPath: path });
   };
 
   return {

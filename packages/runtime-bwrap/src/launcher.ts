@@ -1,0 +1,230 @@
+// The per-sandbox launcher: ONE long-lived bwrap per sandbox whose command is af-init (the static launcher
+// of @agentfense/protocol, wire protocol in its client), so each exec costs a SPAWN request and a
+// fork+exec inside the sandbox instead of a new bwrap (mounts, namespaces, the seccomp filter's load, the
+// cgroup move: ~1.3-1.6× a bare bwrap before anything of ours, control bench README).
+//
+// What each command still gets, and from where:
+// - namespaces, mounts, uid 1000, no capabilities, --disable-userns, the seccomp filter and the cgroups:
+//   inherited from af-init, which bwrap set up exactly as for a per-exec bwrap (buildBwrapArgs, the
+//   same cgroup handshake: af-init is in the sandbox's cgroups before it runs, so every command is too);
+// - its environment and cwd: from the SPAWN request (af-init adds nothing; its own environment is only
+//   BASE_ENV, so /proc/1/environ holds no sandbox variable);
+// - a new session (setsid) and only fds 0-2: af-init's duty;
+// - the end of everything it started: launcher-tree.ts (host side, from /proc).
+// af-init runs as the namespace's pid 1 (`--as-pid-1`): commands cannot SIGKILL/SIGSTOP it, and it reaps
+// every orphan. Its binary is copied in (`--ro-bind-data`), so no host path of it shows inside.
+//
+// The workspace is bound over an anchor (relay.ts), like a session's shell, so a worker restarted under a
+// running launcher shows through. A launcher that died (killed by a command through ptrace, OOM-killed, the
+// worker's mount gone for good) is replaced on the next exec; commands it was running end as killed.
+import { closeSync, openSync } from 'node:fs';
+import { InternalError, LauncherClient, processStartTime } from '@agentfense/protocol';
+import type { LauncherCommand, LauncherSpawnOptions } from '@agentfense/protocol';
+import type { SandboxCgroup } from './cgroups/types.js';
+import { launchBwrap } from './launch.js';
+import type { LaunchedBwrap } from './launch.js';
+import { killLeftovers } from './launcher-tree.js';
+import type { RuntimeLogger } from './logger.js';
+import type { WorkspaceAnchor } from './relay.js';
+
+/** Where af-init's binary appears inside the sandbox (a read-only copy, mode 0555). */
+export const AF_INIT_DEST = '/.agentfense/af-init';
+/** af-init's connection: the first extra descriptor after bwrap's seccomp fd (a socketpair end). */
+export const LAUNCHER_CONNECTION_FD = 7;
+/** The fd bwrap copies af-init's binary from (`--ro-bind-data`). */
+export const LAUNCHER_BINARY_FD = 8;
+
+export interface SandboxLauncherOptions {
+  readonly sandboxId: string;
+  readonly bwrapPath: string;
+  /** The host path of the af-init binary. */
+  readonly afInitPath: string;
+  readonly identity: { readonly uid: number; readonly gid: number } | null;
+  readonly seccomp: Buffer | null;
+  readonly cgroup: SandboxCgroup | null;
+  /** bwrap's arguments running `AF_INIT_DEST --fd LAUNCHER_CONNECTION_FD`, over `anchor` when given. */
+  readonly args: (anchor: string | undefined) => string[];
+  /** The anchor the workspace is bound over (relay.ts); absent: none (the launcher then keeps a dead mount). */
+  readonly createAnchor?: (() => Promise<WorkspaceAnchor>) | undefined;
+  readonly logger: RuntimeLogger;
+}
+
+/** One started launcher. */
+interface Running {
+  readonly client: LauncherClient;
+  readonly launched: LaunchedBwrap;
+  readonly init: { pid: number; startTime: string | null };
+  /** Session ids (pids in the namespace) of commands started and not yet swept after their end. */
+  readonly live: Set<number>;
+  /** Commands whose STARTED/FAILED has not come yet: a sweep waits for them (their pid is unknown). */
+  readonly starting: Set<Promise<unknown>>;
+  /** The sweep under way, if any: spawns wait for it, so no command starts while leftovers are killed. */
+  sweeping: Promise<void> | undefined;
+}
+
+/** A command started through the launcher, with the one way to end its whole tree. */
+export interface LauncherRun {
+  readonly command: LauncherCommand;
+  /**
+   * Called once the command ended (after `done`): kills whatever it left in the namespace. Also safe to
+   * call to terminate it early (SIGKILL to its group, then the same sweep).
+   */
+  finish(): Promise<void>;
+  terminate(): Promise<void>;
+}
+
+export class SandboxLauncher {
+  readonly #options: SandboxLauncherOptions;
+  #current: Promise<Running> | undefined;
+  #stopped = false;
+
+  constructor(options: SandboxLauncherOptions) {
+    this.#options = options;
+  }
+
+  /** Starts a command (the launcher first, if none runs). Rejects with UnavailableError if it cannot. */
+  async spawn(spec: LauncherSpawnOptions): Promise<LauncherRun> {
+    const running = await this.#running();
+    while (running.sweeping !== undefined) await running.sweeping;
+    const command = running.client.spawn(spec);
+    const pid = command.pid.then(
+      (p) => {
+        if (p !== null) running.live.add(p);
+        return p;
+      },
+      () => null,
+    );
+    running.starting.add(pid);
+    void pid.finally(() => running.starting.delete(pid));
+    let swept: Promise<void> | undefined;
+    const sweep = (): Promise<void> => {
+      swept ??= (async () => {
+        const p = await pid;
+        if (p !== null) running.live.delete(p);
+        await this.#sweep(running);
+      })();
+      return swept;
+    };
+    return {
+      command,
+      finish: sweep,
+      terminate: async () => {
+        // SIGKILL to its process group from inside is immediate; the sweep then takes what left the group.
+        command.signal('SIGKILL');
+        await sweep();
+      },
+    };
+  }
+
+  /** Kills af-init and with it the whole namespace (pid 1's death). Idempotent; no launcher starts after. */
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    const current = this.#current;
+    this.#current = undefined;
+    const running = await current?.catch(() => undefined);
+    if (running === undefined) return;
+    // SIGKILL first: a closed connection would make af-init kill everything too, but say so on stderr.
+    await running.launched.terminate('kill');
+    running.client.close();
+    await running.launched.subprocess;
+  }
+
+  /** Kills leftovers, with spawns held until it is done. */
+  async #sweep(running: Running): Promise<void> {
+    while (running.sweeping !== undefined) await running.sweeping;
+    const done = (async () => {
+      // A command being started has no known session yet: its pid must be in `live` first.
+      await Promise.all([...running.starting]);
+      const ok = await killLeftovers(running.init, running.live);
+      if (!ok)
+        this.#options.logger.warn(
+          { sandboxId: this.#options.sandboxId },
+          'could not kill every leftover of a command',
+        );
+    })();
+    running.sweeping = done;
+    try {
+      await done;
+    } finally {
+      running.sweeping = undefined;
+    }
+  }
+
+  #running(): Promise<Running> {
+    if (this.#stopped) return Promise.reject(new InternalError('the sandbox launcher was stopped'));
+    const current = this.#current;
+    if (current !== undefined) {
+      return current.then((running) => (running.client.alive ? running : this.#restart(current)));
+    }
+    return this.#restart(undefined);
+  }
+
+  /** Starts a launcher unless another call already replaced `dead`. */
+  #restart(dead: Promise<Running> | undefined): Promise<Running> {
+    if (this.#current !== dead && this.#current !== undefined) return this.#running();
+    const next = this.#start();
+    this.#current = next;
+    next.catch(() => {
+      if (this.#current === next) this.#current = undefined;
+    });
+    return next;
+  }
+
+  async #start(): Promise<Running> {
+    const o = this.#options;
+    const anchor = await o.createAnchor?.();
+    let launched: LaunchedBwrap | undefined;
+    try {
+      const binary = openSync(o.afInitPath, 'r');
+      try {
+        const log = (stream: string) => (chunk: Buffer) =>
+          o.logger.warn(
+            { sandboxId: o.sandboxId, [stream]: chunk.toString('utf8').slice(0, 4096) },
+            'af-init said',
+          );
+        launched = await launchBwrap({
+          bwrapPath: o.bwrapPath,
+          args: o.args(anchor?.source),
+          commandArgc: 3,
+          identity: o.identity,
+          seccomp: o.seccomp,
+          cgroup: o.cgroup,
+          mode: 'launcher',
+          extraStdio: ['pipe', binary],
+          logger: o.logger,
+          onStdout: log('stdout'),
+          onStderr: log('stderr'),
+        });
+      } finally {
+        closeSync(binary);
+      }
+      const socket = launched.extra(0);
+      if (socket === null) throw new InternalError('the launcher has no connection');
+      const [client, pid] = await Promise.all([LauncherClient.connect(socket), launched.pid1]);
+      const running: Running = {
+        client,
+        launched,
+        init: { pid, startTime: processStartTime(pid) ?? null },
+        live: new Set(),
+        starting: new Set(),
+        sweeping: undefined,
+      };
+      // A launcher that dies (or whose connection breaks) takes its namespace with it.
+      void client.closed.then(() => launched?.terminate('kill'));
+      void launched.subprocess
+        .then(async () => {
+          client.close();
+          await anchor?.release();
+        })
+        .catch((err: unknown) => o.logger.warn({ err }, 'could not remove the launcher anchor'));
+      return running;
+    } catch (err) {
+      if (launched !== undefined) {
+        await launched.terminate('kill');
+        await launched.subprocess;
+      }
+      await anchor?.release();
+      throw err;
+    }
+  }
+}
