@@ -15,18 +15,25 @@ export interface CachedDir {
   evicted: boolean;
   /** Never evicted or closed by the cache (the root fd; its owner closes it). */
   readonly pinned: boolean;
-  readonly openedAt: number;
+  /** When the fd was opened or last found to still be the directory at its name (stillCurrent). */
+  openedAt: number;
 }
 
 export interface DirFdCacheOptions {
   /** Maximum number of unpinned fds kept open when idle. */
   readonly capacity: number;
   /**
-   * Entries older than this are re-opened on their next use. Bounds how long a directory replaced behind
-   * our back (another worker's commit) stays visible through a stale fd. Infinity: only our own
-   * renames/rmdirs invalidate (right for trees that only this process changes).
+   * Entries older than this are checked on their next use (stillCurrent) and re-opened unless they pass.
+   * Bounds how long a directory replaced behind our back (another worker's commit) stays visible through a
+   * stale fd. Infinity: only our own renames/rmdirs invalidate (right for trees that only this process
+   * changes).
    */
   readonly maxAgeMs: number;
+  /**
+   * Whether an expired entry's fd is still the directory its path names now (synchronous). Without it an
+   * expired entry is re-opened, which costs the caller a thread-pool open and a walk.
+   */
+  readonly stillCurrent?: (rel: string, entry: CachedDir) => boolean;
   /** Clock, injectable for tests. */
   readonly now?: () => number;
 }
@@ -62,8 +69,11 @@ export class DirFdCache {
     const entry = this.entries.get(rel);
     if (entry === undefined) return undefined;
     if (this.now() - entry.openedAt > this.options.maxAgeMs) {
-      this.evictInBackground(rel, entry);
-      return undefined;
+      if (this.options.stillCurrent?.(rel, entry) !== true) {
+        this.evictInBackground(rel, entry);
+        return undefined;
+      }
+      entry.openedAt = this.now();
     }
     // Map iteration order is insertion order: re-inserting makes this the most recently used entry.
     this.entries.delete(rel);

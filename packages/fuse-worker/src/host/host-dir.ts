@@ -10,6 +10,7 @@ import { promisify } from 'node:util';
 
 import { hostIo } from 'fuse-native/lowlevel.js';
 
+import { dirStillAt } from './dir-check.js';
 import { DirFdCache, type CachedDir } from './dir-fd-cache.js';
 import { fdPath, PATH_ONLY_FLAGS, WALK_DIR_FLAGS } from './flags.js';
 import { splitRel } from './rel-path.js';
@@ -67,11 +68,31 @@ export class HostDir {
   /** Opens `options.path` as a root (O_DIRECTORY|O_NOFOLLOW on its last component). */
   static async open(options: HostDirOptions): Promise<HostDir> {
     const root = await fsp.open(options.path, WALK_DIR_FLAGS);
+    const self: { dir?: HostDir } = {};
     const cache = new DirFdCache({
       capacity: options.cacheCapacity ?? 256,
       maxAgeMs: options.cacheMaxAgeMs ?? Number.POSITIVE_INFINITY,
+      stillCurrent: (rel, entry) => self.dir?.stillCurrent(rel, entry) ?? false,
     });
-    return new HostDir(options.path, root, cache);
+    self.dir = new HostDir(options.path, root, cache);
+    return self.dir;
+  }
+
+  /**
+   * Whether the cached fd of directory `rel` is still the directory at that name (dirStillAt), checked
+   * from its parent's fd (itself checked the same way, up to the root): two synchronous stats instead of
+   * re-opening the path in the thread pool every `cacheMaxAgeMs` (2 s for the codebase layer: most of a
+   * second `grep -r`'s walk). A name replaced behind our back fails, and the entry is re-opened as before.
+   */
+  private stillCurrent(rel: string, entry: CachedDir): boolean {
+    const slash = rel.lastIndexOf('/');
+    const parent = slash < 0 ? this.root : this.cache.acquire(rel.slice(0, slash));
+    if (parent === undefined) return false;
+    try {
+      return dirStillAt(parent.handle.fd, rel.slice(slash + 1), entry.handle.fd);
+    } finally {
+      if (parent !== this.root) this.cache.release(parent).catch(() => undefined);
+    }
   }
 
   /** Closes the root and every cached fd. Using the HostDir afterwards is a bug. */

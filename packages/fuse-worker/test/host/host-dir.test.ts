@@ -1,7 +1,7 @@
 import { constants } from 'node:fs';
-import { mkdir, readFile, stat, symlink, writeFile, lstat } from 'node:fs/promises';
+import fsp, { mkdir, readFile, rename, stat, symlink, writeFile, lstat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { describe, expect, it, onTestFinished } from 'vitest';
+import { describe, expect, it, onTestFinished, vi } from 'vitest';
 
 import { HostDir } from '../../src/host/host-dir.js';
 import { tempRoot } from './tmp-root.js';
@@ -76,6 +76,32 @@ describe('HostDir basics', () => {
     const fh = await dir.open('d1/x/f', constants.O_RDONLY);
     expect(await fh.readFile('utf8')).toBe('2');
     await fh.close();
+  });
+
+  it('an expired cached directory fd is kept while its name still leads to it, re-opened once replaced', async () => {
+    const root = await tempRoot();
+    await mkdir(join(root, 'a/b'), { recursive: true });
+    await writeFile(join(root, 'a/b/f'), 'one');
+    await mkdir(join(root, 'elsewhere'));
+    await writeFile(join(root, 'elsewhere/f'), 'outside');
+    // a negative maximum age: every use of a cached fd comes after its expiry
+    const dir = await HostDir.open({ path: root, cacheMaxAgeMs: -1 });
+    onTestFinished(() => dir.close());
+    expect((await dir.lstat('a/b/f')).size).toBe(3n);
+    const opens = vi.spyOn(fsp, 'open');
+    onTestFinished(() => opens.mockRestore());
+    expect((await dir.lstat('a/b/f')).size).toBe(3n);
+    expect(opens).not.toHaveBeenCalled(); // checked, not re-opened
+    // replaced behind our back (another worker's commit): the new directory is seen
+    await rename(join(root, 'a/b'), join(root, 'a/old'));
+    await mkdir(join(root, 'a/b'));
+    await writeFile(join(root, 'a/b/f'), 'second');
+    expect((await dir.lstat('a/b/f')).size).toBe(6n);
+    expect(opens).toHaveBeenCalled();
+    // and a symlink put in its place is never followed
+    await rename(join(root, 'a/b'), join(root, 'a/old2'));
+    await symlink(join(root, 'elsewhere'), join(root, 'a/b'));
+    await expect(dir.lstat('a/b/f')).rejects.toThrow(/ELOOP|ENOTDIR/);
   });
 
   it('renames across two roots on one filesystem', async () => {
