@@ -16,6 +16,9 @@ describe('no host path inside the sandbox', () => {
     expect(r.out).not.toContain(dirs.root);
     expect(r.out).not.toContain(dirs.dataDir);
     expect(r.out).not.toMatch(/\/run\/agentfense|bwrap-etc-/);
-    expect(r.out.trim().split('\n').at(-1)).toMatch(/^\S*bwrap --args \d+ -- \/bin\/sh -c /);
+    // pid 1 is bwrap with its options in a descriptor, or (execLauncher) af-init with its connection's fd.
+    expect(r.out.trim().split('\n').at(-1)).toMatch(
+      /^(\S*bwrap --args \d+ -- \/bin\/sh -c |\/\.agentfense\/af-init --fd \d+$)/,
+    );
   });
 });
