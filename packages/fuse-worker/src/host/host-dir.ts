@@ -13,7 +13,7 @@ import { hostIo } from 'fuse-native/lowlevel.js';
 import { dirStillAt } from './dir-check.js';
 import { DirFdCache, type CachedDir } from './dir-fd-cache.js';
 import { fdPath, PATH_ONLY_FLAGS, WALK_DIR_FLAGS } from './flags.js';
-import { splitRel } from './rel-path.js';
+import { checkLastPart, splitRel } from './rel-path.js';
 import { removeTree as removeTreeAt } from './walk.js';
 
 const execFileAsync = promisify(execFile);
@@ -142,12 +142,13 @@ export class HostDir {
    */
   async lstat(rel: string): Promise<BigIntStats> {
     if (rel === '') return this.root.handle.stat({ bigint: true });
-    const parts = splitRel(rel);
     const slash = rel.lastIndexOf('/');
+    const name = rel.slice(slash + 1);
+    checkLastPart(name, rel); // the parent, if cached, is a validated path (checkLastPart)
     const dir = this.closed ? undefined : slash < 0 ? this.root : this.cache.acquire(rel.slice(0, slash));
     if (dir === undefined) return this.inParent(rel, (at) => fsp.lstat(at, { bigint: true }));
     try {
-      return lstatSync(`${fdPath(dir.handle.fd)}/${parts[parts.length - 1]}`, { bigint: true });
+      return lstatSync(`${fdPath(dir.handle.fd)}/${name}`, { bigint: true });
     } finally {
       await this.cache.release(dir);
     }
@@ -177,12 +178,15 @@ export class HostDir {
    * costs 30-40 µs here, a synchronous openat in a cached directory a few µs.
    */
   openSyncIfCached(rel: string, flags: number): number | undefined {
-    if (this.closed || (flags & constants.O_CREAT) !== 0) return undefined;
-    const parts = splitRel(rel);
-    const name = parts.pop();
-    if (name === undefined) return undefined;
-    const dir = parts.length === 0 ? this.root : this.cache.acquire(parts.join('/'));
-    if (dir === undefined) return undefined;
+    if (this.closed || (flags & constants.O_CREAT) !== 0 || rel === '') return undefined;
+    const slash = rel.lastIndexOf('/');
+    const name = rel.slice(slash + 1);
+    checkLastPart(name, rel); // the parent, if cached, is a validated path (checkLastPart)
+    const dir = slash < 0 ? this.root : this.cache.acquire(rel.slice(0, slash));
+    if (dir === undefined) {
+      splitRel(rel); // a miss: the whole path is checked, as the walk that follows will
+      return undefined;
+    }
     try {
       return openSync(`${fdPath(dir.handle.fd)}/${name}`, flags | constants.O_NOFOLLOW);
     } finally {

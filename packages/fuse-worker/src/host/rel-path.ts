@@ -16,6 +16,18 @@ export function splitRel(rel: string): string[] {
   return parts;
 }
 
+/**
+ * Throws like splitRel unless `part` (the last component of `rel`) is a valid component. For the fast
+ * paths that look the parent up in the directory-fd cache: its keys are paths splitRel accepted (only
+ * HostDir's walk inserts them), so on a hit only the last component is left to check; a miss goes
+ * through splitRel in full. Saves splitting and re-joining the path on every lookup.
+ */
+export function checkLastPart(part: string, rel: string): void {
+  if (part === '' || part === '.' || part === '..' || part.includes('\0') || part.includes('/')) {
+    throw new TypeError(`invalid relative host path: ${JSON.stringify(rel)}`);
+  }
+}
+
 /** The parent of a validated relative path ('' for a top-level entry). */
 export function relParent(rel: string): string {
   const i = rel.lastIndexOf('/');
