@@ -263,7 +263,8 @@ async function main() {
   const mnt = join(base, 'mnt');
   await mkdir(mnt);
   const started = Date.now();
-  console.log(`generating ${DIRS * FILES_PER_DIR} files + git repo + ${BIG_MIB} MiB file in ${base} ...`);
+  const big = phase('read') || phase('coldread') ? ` + ${BIG_MIB} MiB file` : '';
+  console.log(`generating ${DIRS * FILES_PER_DIR} files + git repo${big} in ${base} ...`);
   await generate(lower);
   const { stdout: kernel } = await sh('uname -r');
   const { stdout: load } = await sh('cat /proc/loadavg');
