@@ -53,19 +53,51 @@ const SYS = {
 
 const lineBuffer = Buffer.alloc(256);
 
+/**
+ * /proc/<tid>/syscall files kept open, oldest first. A walker asks from one thread again and again (a
+ * `grep -r` stats each directory it lists, and the kernel re-validates each with a GETATTR we must
+ * classify), and a pread of a kept file costs a quarter of an open/read/close. A kept file belongs to its
+ * task: once that exits the read fails (ESRCH), even if the number is reused, and the file is reopened.
+ */
+const kept = new Map<number, number>();
+const MAX_KEPT = 16;
+
 /** The raw /proc/<tid>/syscall line, or null when the caller is gone or this kernel hides it. */
 export function syscallLine(tid: number): string | null {
   if (process.arch !== 'x64' || !Number.isSafeInteger(tid) || tid <= 0) return null;
-  try {
-    const fd = openSync(`/proc/${tid}/syscall`, 'r');
+  const open = kept.get(tid);
+  if (open !== undefined) {
     try {
-      return lineBuffer.toString('latin1', 0, readSync(fd, lineBuffer, 0, lineBuffer.length, 0));
-    } finally {
-      closeSync(fd);
+      return readLine(open);
+    } catch {
+      kept.delete(tid);
+      closeSync(open);
     }
+  }
+  let fd: number;
+  try {
+    fd = openSync(`/proc/${tid}/syscall`, 'r');
   } catch {
     return null;
   }
+  try {
+    const line = readLine(fd);
+    kept.set(tid, fd);
+    if (kept.size > MAX_KEPT) {
+      const [oldest, oldFd] = kept.entries().next().value as [number, number];
+      kept.delete(oldest);
+      closeSync(oldFd);
+    }
+    return line;
+  } catch {
+    closeSync(fd);
+    return null;
+  }
+}
+
+/** Reads the whole line again from offset 0 (a seq_file regenerates it: the caller's state right now). */
+function readLine(fd: number): string {
+  return lineBuffer.toString('latin1', 0, readSync(fd, lineBuffer, 0, lineBuffer.length, 0));
 }
 
 /** Decodes a namespace syscall from a /proc/<tid>/syscall line ("nr arg1 … arg6 sp pc"); null otherwise. */

@@ -5,9 +5,9 @@
 // generic_permission() said EACCES). While that GETATTR is served the caller is blocked inside its
 // syscall, and /proc/<pid>/syscall names the syscall and its arguments. So GETATTR of a file the rules do
 // not let the sandbox write is where the worker learns what the caller was asking for, and audits it
-// when the rules refuse it. Only regular files: for a directory, a GETATTR during open/mkdir may be for a
-// component the caller only walks through, which the syscall alone cannot tell apart.
-import { closeSync, openSync, readSync } from 'node:fs';
+// when the rules refuse it. Files only: creates and removes refused in a directory are audited by
+// dir-denials.ts, which must also tell a re-ask from a walk through the directory.
+import { syscallLine } from './caller-syscall.js';
 
 /** What a caller blocked in a syscall was asking of the file being re-validated. */
 export interface PendingAccess {
@@ -26,27 +26,14 @@ const O_TRUNC = 0o1000;
 // O_PATH opens check no permission on the file itself: nothing to deny.
 const O_PATH = 0o10000000;
 
-const buffer = Buffer.alloc(256);
-
 /**
  * The access the (blocked) thread `pid` is asking for, or null when it is not an open/truncate, is not
  * blocked, or cannot be read. Synchronous on purpose: it must be read before we reply, while the caller
- * is still inside the syscall. Costs one open/read/close of a proc file.
+ * is still inside the syscall. Costs one pread of a proc file (caller-syscall.ts keeps it open).
  */
 export function pendingAccess(pid: number): PendingAccess | null {
-  if (process.arch !== 'x64' || !Number.isSafeInteger(pid) || pid <= 0) return null;
-  let text: string;
-  try {
-    const fd = openSync(`/proc/${pid}/syscall`, 'r');
-    try {
-      text = buffer.toString('latin1', 0, readSync(fd, buffer, 0, buffer.length, 0));
-    } finally {
-      closeSync(fd);
-    }
-  } catch {
-    return null; // the caller is gone, or this kernel hides it: nothing to audit
-  }
-  return classify(text);
+  const line = syscallLine(pid);
+  return line === null ? null : classify(line);
 }
 
 /** Parses a /proc/<pid>/syscall line: "nr arg1 … arg6 sp pc" (hex args), "running" or "-1 sp pc". */
