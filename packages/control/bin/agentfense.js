@@ -7,10 +7,10 @@
 import { statSync } from 'node:fs';
 
 const PACKAGES = ['protocol', 'fuse-worker', 'runtime-bwrap', 'runtime-docker', 'control'];
-const BUNDLE = new URL('../dist/bundle/cli.js', import.meta.url);
+const BUNDLE = new URL('../dist/bundle/', import.meta.url);
 
 function bundleIsFresh() {
-  const bundle = statSync(BUNDLE, { throwIfNoEntry: false });
+  const bundle = statSync(new URL('cli.js', BUNDLE), { throwIfNoEntry: false });
   if (bundle === undefined) return false;
   return PACKAGES.every((name) => {
     const info = statSync(new URL(`../../${name}/dist/.tsbuildinfo`, import.meta.url), {
@@ -20,4 +20,7 @@ function bundleIsFresh() {
   });
 }
 
-await import(bundleIsFresh() ? BUNDLE.href : '../dist/cli/bin.js');
+const dir = bundleIsFresh() ? BUNDLE : new URL('../dist/cli/', import.meta.url);
+// First the prelude (closes leaked fds, starts `run`'s worker), then the CLI.
+(await import(new URL('prelude.js', dir).href)).prelude(process.argv.slice(2));
+await import(new URL(dir === BUNDLE ? 'cli.js' : 'bin.js', dir).href);

@@ -94,17 +94,8 @@ const ownUrls = {
   },
 };
 
-await rm(outdir, { recursive: true, force: true });
-const result = await build({
-  // The reaper (watchdog.ts) runs in the background after every `run`, competing with whatever the user
-  // runs next: bundled too.
-  entryPoints: {
-    cli: join(root, 'dist', 'cli', 'bin.js'),
-    reaper: join(root, 'dist', 'cli', 'reaper.js'),
-  },
-  outdir,
+const common = {
   bundle: true,
-  splitting: true,
   platform: 'node',
   format: 'esm',
   target: 'node20',
@@ -116,8 +107,28 @@ const result = await build({
   sourcemap: 'linked',
   sourcesContent: false,
   absWorkingDir: root,
-  metafile: true,
   logLevel: 'warning',
+};
+
+await rm(outdir, { recursive: true, force: true });
+// The prelude on its own (no shared chunks): it must spawn `run`'s worker after loading as little as
+// possible. It shares nothing with the CLI but the early worker, which fuse-worker keeps on globalThis.
+await build({
+  ...common,
+  entryPoints: { prelude: join(root, 'dist', 'cli', 'prelude.js') },
+  outdir,
+});
+const result = await build({
+  ...common,
+  // The reaper (watchdog.ts) runs in the background after every `run`, competing with whatever the user
+  // runs next: bundled too.
+  entryPoints: {
+    cli: join(root, 'dist', 'cli', 'bin.js'),
+    reaper: join(root, 'dist', 'cli', 'reaper.js'),
+  },
+  outdir,
+  splitting: true,
+  metafile: true,
 });
 if (process.env['BUNDLE_CLI_META'])
   await writeFile(process.env['BUNDLE_CLI_META'], JSON.stringify(result.metafile));

@@ -119,7 +119,18 @@ export function startWorkerProcess(options: WorkerProcessOptions): ChildProcess 
 }
 
 /** The process started by startEarlyWorker() and not yet adopted, with the command line it got. */
-let early: { readonly child: ChildProcess; readonly argv: string } | undefined;
+interface EarlyWorker {
+  readonly child: ChildProcess;
+  readonly argv: string;
+}
+
+/**
+ * Where the early worker is kept: on globalThis, not in a module variable, because a bundled program may
+ * hold two copies of this module — the `agentfense` executable loads a small bundle of its own first
+ * (the CLI's prelude, which starts the worker) and then the CLI's bundle (whose pool adopts it).
+ */
+const SLOT = Symbol.for('agentfense.fuse-worker.early-worker');
+const slot = globalThis as { [SLOT]?: EarlyWorker | undefined };
 
 /**
  * Starts a worker now, for a spawnWorker() with the same options that is about to come in this process.
@@ -127,14 +138,14 @@ let early: { readonly child: ChildProcess; readonly argv: string } | undefined;
  */
 export function startEarlyWorker(options: WorkerProcessOptions): void {
   discardEarlyWorker();
-  early = { child: startWorkerProcess(options), argv: workerArgv(options).join('\0') };
+  slot[SLOT] = { child: startWorkerProcess(options), argv: workerArgv(options).join('\0') };
 }
 
 /** The early worker, if one was started with exactly these options and is still alive; else undefined. */
 export function takeEarlyWorker(options: WorkerProcessOptions): ChildProcess | undefined {
-  const taken = early;
+  const taken = slot[SLOT];
   if (taken === undefined || taken.argv !== workerArgv(options).join('\0')) return undefined;
-  early = undefined;
+  slot[SLOT] = undefined;
   const { child } = taken;
   if (child.pid === undefined || child.exitCode !== null || child.signalCode !== null) {
     child.kill('SIGKILL');
@@ -145,8 +156,8 @@ export function takeEarlyWorker(options: WorkerProcessOptions): ChildProcess | u
 
 /** Kills an early worker nobody adopted (it would otherwise keep this process alive, waiting for it). */
 export function discardEarlyWorker(): void {
-  const left = early;
-  early = undefined;
+  const left = slot[SLOT];
+  slot[SLOT] = undefined;
   if (left === undefined) return;
   left.child.kill('SIGKILL');
   for (const stream of left.child.stdio) stream?.destroy();
