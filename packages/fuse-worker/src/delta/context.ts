@@ -125,6 +125,19 @@ export async function visibleLowerStat(ctx: DeltaContext, rel: string): Promise<
 }
 
 /**
+ * resolve() without a promise, for the common case of a codebase entry: the upper layer is known absent
+ * (no syscall), the entry is not whited out, and the lower parent's fd is cached. The same answer resolve
+ * gives; undefined when any of that does not hold (the caller then calls resolve).
+ */
+export function resolveIfCached(ctx: DeltaContext, rel: string): DeltaLookup | null | undefined {
+  if (rel === '' || !knownAbsent(absentSet(ctx.upper), rel)) return undefined;
+  if (ctx.meta.isHidden(rel)) return null;
+  const lo = ctx.lower.lstatIfCached(rel);
+  if (lo === undefined || lo === null) return lo;
+  return { layer: 'lower', stat: lo, type: typeOf(lo), upper: null, lower: { dev: lo.dev, ino: lo.ino } };
+}
+
+/**
  * The merged view at `rel`. Order: upper entry wins over lower; whiteouts checked before lower.
  * Cost: one upper lstat, then (only on a miss) O(depth) Set lookups and one lower lstat.
  */

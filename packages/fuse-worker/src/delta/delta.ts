@@ -15,6 +15,7 @@ import {
   mustResolve,
   upperKnownAbsent,
   resolve,
+  resolveIfCached,
   tempName,
   type DeltaContext,
 } from './context.js';
@@ -78,6 +79,18 @@ export class Delta {
   }
 
   /** The merged entry at `path`, or null. Hot path: one upper lstat, O(depth) Set lookups, one lower lstat. */
+  /**
+   * lookup() answered synchronously when nothing it needs takes a thread-pool trip (resolveIfCached:
+   * a codebase entry under a cached directory fd); undefined otherwise, then call lookup().
+   */
+  lookupIfCached(path: string): DeltaLookup | null | undefined {
+    try {
+      return resolveIfCached(this.ctx, toRel(path));
+    } catch {
+      return undefined; // lookup() reports it, through guard()
+    }
+  }
+
   async lookup(path: string): Promise<DeltaLookup | null> {
     return guard(`lookup ${path}`, async () => {
       const rel = toRel(path);

@@ -16,7 +16,10 @@ export async function lookup(
   const generation = fs.cache.generation;
   const path = fs.childPath(parent, name);
   lookupPermission(fs, path, null, caller);
-  const found = await fs.delta.lookup(path);
+  // A codebase entry under a cached directory is answered without a promise (most of a listing's
+  // entries): the same answer, minus the awaits and their allocations.
+  const cached = fs.delta.lookupIfCached(path);
+  const found = cached === undefined ? await fs.delta.lookup(path) : cached;
   // Decided after the await, with the rules in force now (setRules may have run meanwhile).
   const permission = lookupPermission(fs, path, found, caller);
   // An invalidation that started while we looked (rule change, discard, commit, writeFile) may already

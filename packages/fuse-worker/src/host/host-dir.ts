@@ -13,8 +13,11 @@ import { hostIo } from 'fuse-native/lowlevel.js';
 import { dirStillAt } from './dir-check.js';
 import { DirFdCache, type CachedDir } from './dir-fd-cache.js';
 import { fdPath, PATH_ONLY_FLAGS, WALK_DIR_FLAGS } from './flags.js';
+import { isMissing, timespec, type TimeSpec } from './host-values.js';
 import { checkLastPart, splitRel } from './rel-path.js';
 import { removeTree as removeTreeAt } from './walk.js';
+
+export { isMissing, timespec, type TimeSpec } from './host-values.js';
 
 const execFileAsync = promisify(execFile);
 
@@ -142,15 +145,21 @@ export class HostDir {
    */
   async lstat(rel: string): Promise<BigIntStats> {
     if (rel === '') return this.root.handle.stat({ bigint: true });
-    const slash = rel.lastIndexOf('/');
-    const name = rel.slice(slash + 1);
-    checkLastPart(name, rel); // the parent, if cached, is a validated path (checkLastPart)
-    const dir = this.closed ? undefined : slash < 0 ? this.root : this.cache.acquire(rel.slice(0, slash));
-    if (dir === undefined) return this.inParent(rel, (at) => fsp.lstat(at, { bigint: true }));
+    const cached = this.inCachedParent(rel, (at) => lstatSync(at, { bigint: true }));
+    return cached ?? this.inParent(rel, (at) => fsp.lstat(at, { bigint: true }));
+  }
+
+  /**
+   * lstat without a promise when the parent's fd is cached: the stat, null when missing (ENOENT/ENOTDIR,
+   * as lstatOrNull), undefined on a cache miss or any other error (the caller then takes the async path,
+   * which reports it). Lets a LOOKUP that needs no thread-pool trip avoid every await.
+   */
+  lstatIfCached(rel: string): BigIntStats | null | undefined {
+    if (rel === '') return undefined;
     try {
-      return lstatSync(`${fdPath(dir.handle.fd)}/${name}`, { bigint: true });
-    } finally {
-      await this.cache.release(dir);
+      return this.inCachedParent(rel, (at) => lstatSync(at, { bigint: true, throwIfNoEntry: false }) ?? null);
+    } catch (err) {
+      return isMissing(err) ? null : undefined;
     }
   }
 
@@ -179,16 +188,24 @@ export class HostDir {
    */
   openSyncIfCached(rel: string, flags: number): number | undefined {
     if (this.closed || (flags & constants.O_CREAT) !== 0 || rel === '') return undefined;
+    return this.inCachedParent(rel, (at) => openSync(at, flags | constants.O_NOFOLLOW));
+  }
+
+  /**
+   * Runs `fn` synchronously on the magic-link path of `rel` ('' excluded) when its parent's fd is cached;
+   * undefined on a miss, after checking the whole path as the walk that follows will.
+   */
+  private inCachedParent<T>(rel: string, fn: (at: string) => T): T | undefined {
     const slash = rel.lastIndexOf('/');
     const name = rel.slice(slash + 1);
     checkLastPart(name, rel); // the parent, if cached, is a validated path (checkLastPart)
-    const dir = slash < 0 ? this.root : this.cache.acquire(rel.slice(0, slash));
+    const dir = this.closed ? undefined : slash < 0 ? this.root : this.cache.acquire(rel.slice(0, slash));
     if (dir === undefined) {
-      splitRel(rel); // a miss: the whole path is checked, as the walk that follows will
+      splitRel(rel);
       return undefined;
     }
     try {
-      return openSync(`${fdPath(dir.handle.fd)}/${name}`, flags | constants.O_NOFOLLOW);
+      return fn(`${fdPath(dir.handle.fd)}/${name}`);
     } finally {
       // Releasing only closes a directory fd evicted meanwhile; that close failing would be our bug.
       if (dir !== this.root) this.cache.release(dir).catch(() => undefined);
@@ -460,13 +477,6 @@ export class HostDir {
   }
 }
 
-/** True for the errors that mean "no such entry here": ENOENT, and ENOTDIR/ELOOP from a non-directory or
- * symlink in the path (which the merged view treats as absent, never as something to follow). */
-export function isMissing(err: unknown): boolean {
-  const code = (err as NodeJS.ErrnoException | null)?.code;
-  return code === 'ENOENT' || code === 'ENOTDIR' || code === 'ELOOP';
-}
-
 function direntType(entry: {
   isFile(): boolean;
   isDirectory(): boolean;
@@ -478,22 +488,4 @@ function direntType(entry: {
   if (entry.isSymbolicLink()) return 'symlink';
   if (entry.isFIFO()) return 'fifo';
   return 'other';
-}
-
-/** A time to set: nanoseconds since the epoch, 'now', or undefined (left unchanged). */
-export type TimeSpec = bigint | 'now' | undefined;
-
-const NS_PER_S = 1_000_000_000n;
-
-/** (seconds, nanoseconds) for utimensat: floored, so times before 1970 keep 0 <= nsec < 1e9. */
-export function timespec(time: TimeSpec): [bigint | number, number] {
-  if (time === undefined) return [0, hostIo.UTIME_OMIT];
-  if (time === 'now') return [0, hostIo.UTIME_NOW];
-  let sec = time / NS_PER_S;
-  let nsec = time - sec * NS_PER_S;
-  if (nsec < 0n) {
-    sec -= 1n;
-    nsec += NS_PER_S;
-  }
-  return [sec, Number(nsec)];
 }
