@@ -180,6 +180,53 @@ describe.skipIf(docker.unavailable !== null)(
         });
       });
 
+      describe('the launcher (af-init as pid 1)', () => {
+        it('runs exec through af-init: the command is a child of pid 1, in its own session', async () => {
+          const { sb } = await start();
+          const r = await sb.exec({
+            command: 'grep -E "^(PPid|NSsid|NSpid)" /proc/$$/status | tr -s "\\t" " "',
+          });
+          const [ppid, nspid, nssid] = r.stdout.toString().trim().split('\n');
+          expect(ppid).toBe('PPid: 1');
+          expect(nssid?.split(' ').at(-1)).toBe(nspid?.split(' ').at(-1));
+        });
+
+        it('gives a command the same environment as an engine exec (sessions still use those)', async () => {
+          const { sb } = await start({ env: { SANDBOX_VAR: 'v' } });
+          const viaInit = await sb.exec({ command: ['env'], env: { EXEC_VAR: 'e' } });
+          const proc = await sb.spawn({ argv: ['env'], env: { EXEC_VAR: 'e' } });
+          const chunks: Buffer[] = [];
+          proc.stdout.on('data', (c: Buffer) => chunks.push(c));
+          await proc.wait();
+          // PWD is the session wrapper's shell's own export (a shell command sets it itself either way).
+          const sorted = (s: string): string[] =>
+            s
+              .split('\n')
+              .filter((l) => l !== '' && !l.startsWith('PWD='))
+              .sort();
+          expect(sorted(viaInit.stdout.toString())).toEqual(sorted(Buffer.concat(chunks).toString()));
+          expect(sorted(viaInit.stdout.toString())).toContain('SANDBOX_VAR=v');
+        });
+
+        it('a command that cannot start reports 127 (not found) or 126 (not executable) with the reason', async () => {
+          const { sb } = await start();
+          const missing = await sb.exec({ command: ['no-such-command-af'] });
+          expect(missing.exitCode).toBe(127);
+          expect(missing.stderr.toString()).toMatch(/no-such-command-af: exec: No such file or directory/);
+          const notExec = await sb.exec({ command: ['/etc/passwd'] });
+          expect(notExec.exitCode).toBe(126);
+        });
+
+        it('with `launcher: false` every command is an engine exec under the session wrapper, as before', async () => {
+          const { sb } = await start({}, { launcher: false, poolSize: 0 });
+          const r = await sb.exec({
+            command: 'grep PPid /proc/$$/status; cat /proc/1/cmdline | tr "\\0" " "',
+          });
+          expect(r.stdout.toString()).not.toMatch(/^PPid:\s+1$/m);
+          expect(r.stdout.toString()).toContain('/sbin/docker-init -- sleep infinity');
+        });
+      });
+
       describe('the container', () => {
         it('runs as the dedicated uid without capabilities or privilege gain, on a read-only image', async () => {
           const { sb } = await start();
@@ -207,7 +254,8 @@ describe.skipIf(docker.unavailable !== null)(
             'tmp-writable',
             'home-writable',
             '/home/agent',
-            '/sbin/docker-init -- sleep infinity ',
+            // pid 1 is af-init, the launcher (packages/protocol/native/af-init.c); no host path in its argv.
+            '/.agentfense/af-init --connect /.agentfense/sock ',
           ]);
         });
 
@@ -231,7 +279,8 @@ describe.skipIf(docker.unavailable !== null)(
             CapDrop: ['ALL'],
             // The shared seccomp deny list replaces the engine's default profile.
             SecurityOpt: ['no-new-privileges', `seccomp=${DOCKER_SECCOMP_PROFILE}`],
-            Init: true,
+            // af-init is pid 1 and reaps orphans itself; docker's init would make it killable from inside.
+            Init: false,
             Memory: 96 * 1024 * 1024,
             PidsLimit: 64,
             CpuQuota: 50_000,

@@ -576,6 +576,9 @@ int main(int argc, char **argv) {
     usage();
   }
   set_nonblock(conn);
+  /* Not dumpable: a command (same uid) can neither ptrace us nor open our /proc files (fds, memory), so
+     it cannot take over the connection. execve makes each command dumpable again as usual. */
+  prctl(PR_SET_DUMPABLE, 0);
   signal(SIGPIPE, SIG_IGN);
   /* Orphans of our commands come to us when we are not pid 1, so they are reaped and not zombies. */
   prctl(PR_SET_CHILD_SUBREAPER, 1);

@@ -9,8 +9,9 @@
 //     value starting with `-` after the image can never be read as a docker option.
 //  3. `--mount` takes a CSV field list: the source path is quoted as one CSV field, so commas and quotes in a
 //     host path cannot inject mount options.
-//  4. The container's pid 1 is docker's init (`--init`, tini) running `sleep infinity`: it reaps the orphans
-//     of killed commands and never exits on its own.
+//  4. The container's pid 1 is af-init (launcher.ts): it reaps the orphans of killed commands, spawns
+//     commands on the host's request, and exits only when its connection to the host closes. Without a
+//     launcher it is docker's init (`--init`, tini) running `sleep infinity`.
 import type { EnforcedLimits } from '@agentfense/protocol';
 import { validateCommand, validateCwd, validateEnv } from '@agentfense/protocol';
 
@@ -22,6 +23,14 @@ import { validateCommand, validateCwd, validateEnv } from '@agentfense/protocol'
  * the runtime's `user` option.
  */
 export const SANDBOX_USER = '2000000000:2000000000';
+/** Where the launcher directory (launcher.ts) appears inside the container. */
+export const LAUNCHER_DIR = '/.agentfense';
+/** af-init inside the container (the container's entrypoint). */
+export const LAUNCHER_ENTRYPOINT = `${LAUNCHER_DIR}/af-init`;
+/** The socket af-init connects to, inside the container. */
+export const LAUNCHER_SOCKET = `${LAUNCHER_DIR}/sock`;
+/** af-init's arguments (the container's command). */
+export const LAUNCHER_ARGS: readonly string[] = ['--connect', LAUNCHER_SOCKET];
 /** Where the workspace (the FUSE mount) appears inside the container; also the default cwd. */
 export const WORKSPACE_DIR = '/workspace';
 /** HOME inside the container: a private tmpfs owned by the sandbox user (the root filesystem is read-only). */
@@ -148,6 +157,12 @@ export interface DockerRunSpec {
   readonly seccompProfile?: string;
   /** Size of /tmp (bytes); absent: the tmpfs default (half the RAM, charged to the memory limit). */
   readonly tmpBytes?: number | null;
+  /**
+   * The host directory of the container's launcher (launcher.ts): bound read-only at LAUNCHER_DIR, and
+   * af-init is the container's pid 1. Absent: docker's init running `sleep infinity` (every command is an
+   * engine exec).
+   */
+  readonly launcherDir?: string;
 }
 
 /** Stands for the seccomp profile's JSON in audit records (it is long and constant). */
@@ -172,8 +187,9 @@ export function buildRunArgs(spec: DockerRunSpec): string[] {
     '--label',
     `${SANDBOX_LABEL}=${spec.sandboxId}`,
     ...Object.entries(spec.labels ?? {}).flatMap(([k, v]) => ['--label', `${k}=${v}`]),
-    // --- process model: docker's init (tini) as pid 1 reaps orphans; nothing is logged by pid 1 ---
-    '--init',
+    // --- process model: pid 1 is af-init (it reaps orphans and spawns commands), else docker's init
+    // (tini) running `sleep infinity`; nothing is logged by pid 1 ---
+    ...(spec.launcherDir === undefined ? ['--init'] : []),
     '--log-driver',
     'none',
     '--hostname',
@@ -208,17 +224,25 @@ export function buildRunArgs(spec: DockerRunSpec): string[] {
       `target=${WORKSPACE_DIR}`,
       'bind-propagation=rslave',
     ].join(','),
+    ...(spec.launcherDir === undefined
+      ? []
+      : [
+          '--mount',
+          ['type=bind', `source=${csvField(spec.launcherDir)}`, `target=${LAUNCHER_DIR}`, 'readonly'].join(
+            ',',
+          ),
+        ]),
     '--workdir',
     WORKSPACE_DIR,
     // --- resource limits: per container, i.e. per sandbox (shared by all its commands) ---
     ...limitArgs(spec.limits, spec.swapLimit),
     // --- environment: explicit; docker adds PATH (the image's or its standard one) and HOSTNAME ---
     ...Object.entries(env).flatMap(([name, value]) => ['--env', `${name}=${value}`]),
-    // --- pid 1's command: the image's entrypoint is replaced so any image just idles ---
+    // --- pid 1's command: the image's entrypoint is replaced by af-init (or, without it, an idle sleep) ---
     '--entrypoint',
-    'sleep',
+    spec.launcherDir === undefined ? 'sleep' : LAUNCHER_ENTRYPOINT,
     spec.image,
-    'infinity',
+    ...(spec.launcherDir === undefined ? ['infinity'] : LAUNCHER_ARGS),
   ];
   return args;
 }

@@ -12,6 +12,9 @@ import {
   WORKSPACE_DIR,
   WRAPPER_SCRIPT,
   KILL_SESSION_SCRIPT,
+  LAUNCHER_ARGS,
+  LAUNCHER_DIR,
+  LAUNCHER_ENTRYPOINT,
   userPart,
 } from './args.js';
 import type { DockerExecSpec, DockerRunSpec } from './args.js';
@@ -21,15 +24,15 @@ export function buildCreateBody(spec: DockerRunSpec): ContainerCreateOptions {
   const env = validateEnv(spec.env);
   return {
     Image: spec.image,
-    Entrypoint: ['sleep'],
-    Cmd: ['infinity'],
+    Entrypoint: spec.launcherDir === undefined ? ['sleep'] : [LAUNCHER_ENTRYPOINT],
+    Cmd: spec.launcherDir === undefined ? ['infinity'] : [...LAUNCHER_ARGS],
     User: spec.user ?? SANDBOX_USER,
     Hostname: SANDBOX_HOSTNAME,
     WorkingDir: WORKSPACE_DIR,
     Env: Object.entries(env).map(([name, value]) => `${name}=${value}`),
     Labels: { [SANDBOX_LABEL]: spec.sandboxId, ...(spec.labels ?? {}) },
     HostConfig: {
-      Init: true,
+      Init: spec.launcherDir === undefined,
       LogConfig: { Type: 'none', Config: {} },
       CapDrop: ['ALL'],
       SecurityOpt: [
@@ -52,6 +55,9 @@ export function buildCreateBody(spec: DockerRunSpec): ContainerCreateOptions {
           ReadOnly: false,
           BindOptions: { Propagation: 'rslave' },
         },
+        ...(spec.launcherDir === undefined
+          ? []
+          : [{ Type: 'bind', Source: spec.launcherDir, Target: LAUNCHER_DIR, ReadOnly: true }]),
       ],
       ...limitFields(spec.limits, spec.swapLimit),
     },

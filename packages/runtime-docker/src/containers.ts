@@ -88,3 +88,24 @@ export async function removeContainersOf(api: EngineApi, stateDir: string): Prom
   for (const { Id } of found) await removeContainer(api, Id);
   return found.map((c) => c.Id);
 }
+
+/** Docker's PATH for a container whose image sets none (what `docker exec` gives its process). */
+const DOCKER_DEFAULT_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
+
+/**
+ * The environment an engine exec in the container starts from (PATH, HOSTNAME, then the image's and the
+ * container's Env), so a command spawned by af-init, which adds nothing, gets exactly what it got before.
+ */
+export async function containerEnv(api: EngineApi, containerId: string): Promise<Record<string, string>> {
+  const info = await api
+    .request<ContainerInspectInfo>('GET', `/containers/${containerId}/json`, { timeoutMs: QUERY_TIMEOUT_MS })
+    .catch((err: unknown) => {
+      throw apiError(err, { action: "reading the container's environment", cli: api });
+    });
+  const env: Record<string, string> = { PATH: DOCKER_DEFAULT_PATH, HOSTNAME: info.Config.Hostname };
+  for (const entry of info.Config.Env ?? []) {
+    const eq = entry.indexOf('=');
+    if (eq > 0) env[entry.slice(0, eq)] = entry.slice(eq + 1);
+  }
+  return env;
+}

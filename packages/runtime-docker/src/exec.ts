@@ -104,13 +104,17 @@ function notStarted(stderr: string, options: RunExecOptions): void {
  * Collects a stream's output up to the cap (the protocol's CappedOutput), forwarding what is kept to the
  * streaming callback as it arrives; output that does not fit kills the command.
  */
-function collect(
+export function collectOutput(
   stream: NodeJS.ReadableStream,
-  options: RunExecOptions,
-  launched: LaunchedExec,
+  options: {
+    readonly maxOutputBytes: number;
+    readonly callback: ((chunk: Buffer) => void) | undefined;
+    readonly logger: RunExecOptions['logger'];
+    readonly kill: (why: 'output-limit') => void;
+  },
 ): CappedOutput {
   const out = new CappedOutput(options.maxOutputBytes);
-  const callback = stream === launched.stdout ? options.onStdout : options.onStderr;
+  const { callback } = options;
   stream.on('data', (chunk: Buffer) => {
     if (out.truncated) return;
     const kept = out.push(chunk);
@@ -123,10 +127,25 @@ function collect(
     }
     if (out.truncated) {
       options.logger.warn({ limit: options.maxOutputBytes }, 'command output exceeded the cap: killing it');
-      void launched.terminate('output-limit').catch((err: unknown) => {
-        options.logger.warn({ err }, 'could not kill a command over its output cap');
-      });
+      options.kill('output-limit');
     }
   });
   return out;
+}
+
+/** collectOutput for an engine exec. */
+function collect(
+  stream: NodeJS.ReadableStream,
+  options: RunExecOptions,
+  launched: LaunchedExec,
+): CappedOutput {
+  return collectOutput(stream, {
+    maxOutputBytes: options.maxOutputBytes,
+    callback: stream === launched.stdout ? options.onStdout : options.onStderr,
+    logger: options.logger,
+    kill: (why) =>
+      void launched.terminate(why).catch((err: unknown) => {
+        options.logger.warn({ err }, 'could not kill a command over its output cap');
+      }),
+  });
 }

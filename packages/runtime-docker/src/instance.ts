@@ -11,7 +11,8 @@ import type {
   SpawnOptions,
 } from '@agentfense/protocol';
 import { StopGate, execIo, validateEnv, validateTimeoutMs } from '@agentfense/protocol';
-import { buildExecArgs } from './args.js';
+import type { LauncherClient } from '@agentfense/protocol';
+import { WORKSPACE_DIR, buildExecArgs } from './args.js';
 import type { EngineApi } from './api.js';
 import { buildExecBody, buildKillBody } from './bodies.js';
 import { maskArgv } from './audit.js';
@@ -24,6 +25,8 @@ import type { LaunchedExec } from './launch.js';
 import type { RuntimeLogger } from './logger.js';
 import type { WorkspaceRelay } from './relay.js';
 import { runSpawn } from './spawn.js';
+import { runInitExec } from './init-exec.js';
+import type { LauncherListener } from './launcher.js';
 
 /** How long a forced removal may take before stop() reports the engine as unresponsive. */
 const REMOVE_TIMEOUT_MS = 60_000;
@@ -59,6 +62,15 @@ export interface DockerInstanceOptions {
   readonly cgroup: Promise<ContainerCgroup | null>;
   readonly maxOutputBytes: number;
   readonly logger: RuntimeLogger;
+  /**
+   * The container's af-init connection (launcher.ts) and the environment commands start from; absent or
+   * dead (or the cgroup not visible, which kills need), commands go through engine execs.
+   */
+  readonly launcher?: {
+    readonly listener: LauncherListener;
+    readonly client: LauncherClient;
+    readonly env: Readonly<Record<string, string>>;
+  };
 }
 
 /** Implements RuntimeInstance for docker; create it through `createDockerRuntime().start()`. */
@@ -71,6 +83,8 @@ export class DockerInstance implements RuntimeInstance {
   /** Every `docker exec` still running, so stop() can wait for them. */
   readonly #live = new Set<LaunchedExec>();
   readonly #gate: StopGate;
+  /** The launcher's loss was logged. */
+  #initLost = false;
 
   constructor(options: DockerInstanceOptions) {
     this.#options = options;
@@ -98,6 +112,24 @@ export class DockerInstance implements RuntimeInstance {
       interactive: io.stdin !== undefined,
     });
     const o = this.#options;
+    const init = await this.#viaInit();
+    if (init !== null) {
+      return this.#gate.unlessStopped(
+        runInitExec({
+          client: init.client,
+          argv: typeof options.command === 'string' ? ['/bin/sh', '-c', options.command] : options.command,
+          cwd: body.WorkingDir ?? WORKSPACE_DIR,
+          env: { ...init.env, ...envOf(body.Env ?? []) },
+          audit,
+          maxOutputBytes: o.maxOutputBytes,
+          cgroup: init.cgroup,
+          watchOom: this.limits.memoryBytes !== null,
+          logger: o.logger,
+          stopped: () => this.#gate.stopped,
+          ...io,
+        }),
+      );
+    }
     return this.#gate.unlessStopped(
       runExec({
         ...this.#launchBase(),
@@ -123,6 +155,29 @@ export class DockerInstance implements RuntimeInstance {
     return this.#gate.unlessStopped(
       runSpawn({ ...this.#launchBase(), body, audit, image: this.#options.image }),
     );
+  }
+
+  /** af-init's connection, if commands can go through it: alive, and the cgroup visible for kills. */
+  async #viaInit(): Promise<{
+    client: LauncherClient;
+    cgroup: ContainerCgroup;
+    env: Readonly<Record<string, string>>;
+  } | null> {
+    const launcher = this.#options.launcher;
+    if (launcher === undefined) return null;
+    const cgroup = await this.#options.cgroup;
+    if (cgroup === null) return null;
+    if (!launcher.client.alive) {
+      if (!this.#initLost) {
+        this.#initLost = true;
+        this.#options.logger.warn(
+          { sandboxId: this.sandboxId },
+          "the container's launcher is gone: commands fall back to engine execs",
+        );
+      }
+      return null;
+    }
+    return { client: launcher.client, cgroup, env: launcher.env };
   }
 
   stop(): Promise<void> {
@@ -221,6 +276,7 @@ export class DockerInstance implements RuntimeInstance {
     const o = this.#options;
     // Removing the container SIGKILLs every process in it; each exec stream then ends.
     await removeContainer(o.api, o.containerId);
+    await o.launcher?.listener.release();
     await o.relay.release();
     const live = [...this.#live];
     await Promise.all(
@@ -239,6 +295,16 @@ export class DockerInstance implements RuntimeInstance {
     );
     o.logger.debug({ sandboxId: this.sandboxId }, 'sandbox stopped');
   }
+}
+
+/** `K=V` entries (validated by buildExecBody) as a record. */
+function envOf(entries: readonly string[]): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const entry of entries) {
+    const eq = entry.indexOf('=');
+    env[entry.slice(0, eq)] = entry.slice(eq + 1);
+  }
+  return env;
 }
 
 /**

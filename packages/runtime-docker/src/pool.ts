@@ -27,6 +27,8 @@ import { apiError } from './engine.js';
 import { removeContainer } from './instance.js';
 import type { RuntimeLogger } from './logger.js';
 import { unmountBelow } from './setup/mounts.js';
+import { clearLauncherDirs, connectLauncher, listenForLauncher } from './launcher.js';
+import type { Launcher, LauncherListener } from './launcher.js';
 
 /** What a pooled container is made for: containers of one key are interchangeable. */
 export interface PoolKey {
@@ -46,6 +48,8 @@ export interface PooledContainer {
   readonly cgroup: ContainerCgroup | null;
   /** The `docker run` arguments that created it (audit records). */
   readonly runArgs: readonly string[];
+  /** Its af-init, connected while it waited (absent: launcher off). */
+  readonly launcher?: Launcher;
 }
 
 export interface ContainerPoolOptions {
@@ -55,7 +59,11 @@ export interface ContainerPoolOptions {
   /** Where owners keep their slot directories (`<dir>/<pid>-<start>/slot-<uuid>`). */
   readonly dir: string;
   /** The run spec of a pooled container of `key` whose /workspace binds `slot`. */
-  readonly spec: (key: PoolKey, slot: string, name: string) => DockerRunSpec;
+  readonly spec: (key: PoolKey, slot: string, name: string, launcherDir?: string) => DockerRunSpec;
+  /** uid:gid of the containers' processes (the launcher socket's group). */
+  readonly user: string;
+  /** Run af-init as each container's pid 1 (launcher.ts). */
+  readonly launcher: boolean;
   /** Look at each container's cgroup from the host. */
   readonly hostCgroup: boolean;
   readonly logger: RuntimeLogger;
@@ -205,9 +213,11 @@ export class ContainerPool {
     const slot = posix.join(dir, `slot-${randomUUID()}`);
     await mkdir(slot, { mode: 0o700 });
     const name = `agentfense-pool-${randomUUID()}`;
-    const spec = this.#o.spec(key, slot, name);
+    let listener: LauncherListener | undefined;
     let id: string | undefined;
     try {
+      listener = this.#o.launcher ? await listenForLauncher(dir, this.#o.user) : undefined;
+      const spec = this.#o.spec(key, slot, name, listener?.dir);
       id = await runContainer({
         api: this.#o.api,
         body: buildCreateBody(spec),
@@ -215,10 +225,20 @@ export class ContainerPool {
         image: key.image,
         logger: this.#o.logger,
       });
+      listener?.arm();
       const cgroup = this.#o.hostCgroup ? await locateCgroup(this.#o.api, id).catch(() => null) : null;
-      return { id, name, slot, cgroup, runArgs: buildRunArgs(spec) };
+      const launcher = listener === undefined ? undefined : await connectLauncher(this.#o.api, id, listener);
+      return {
+        id,
+        name,
+        slot,
+        cgroup,
+        runArgs: buildRunArgs(spec),
+        ...(launcher === undefined ? {} : { launcher }),
+      };
     } catch (err) {
       if (id !== undefined) await removeContainer(this.#o.api, id).catch(() => undefined);
+      await listener?.release();
       await rmdir(slot).catch(() => undefined);
       throw err;
     }
@@ -227,6 +247,7 @@ export class ContainerPool {
   async #discard(c: PooledContainer): Promise<void> {
     try {
       await removeContainer(this.#o.api, c.id);
+      await c.launcher?.listener.release();
       await releaseSlot(c.slot);
     } catch (err) {
       this.#o.logger.warn({ err, container: c.id }, 'could not remove a pooled container');
@@ -284,6 +305,7 @@ async function releaseOwnerDir(dir: string): Promise<void> {
   for (const entry of await readdir(dir).catch(() => [] as string[])) {
     if (entry.startsWith('slot-')) await rmdir(posix.join(dir, entry)).catch(() => undefined);
   }
+  await clearLauncherDirs(dir);
   await rmdir(dir).catch(() => undefined);
 }
 

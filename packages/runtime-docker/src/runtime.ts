@@ -45,6 +45,8 @@ import type { RuntimeLogger } from './logger.js';
 import { ContainerPool, MAX_POOL_SIZE, collectPoolGarbage, poolOwner } from './pool.js';
 import type { PoolKey } from './pool.js';
 import { validateHostPath, validateLimits } from './validate.js';
+import { clearLauncherDirs, connectLauncher, listenForLauncher } from './launcher.js';
+import type { Launcher } from './launcher.js';
 
 /** Configuration of the docker runtime (all optional). */
 export interface DockerRuntimeOptions {
@@ -89,6 +91,11 @@ export interface DockerRuntimeOptions {
    */
   readonly poolDir?: string;
   readonly logger?: RuntimeLogger;
+  /**
+   * Run af-init as each container's pid 1 and every `exec` through it (default true; needs `hostCgroup`).
+   * false: every command is an engine exec under the session wrapper, as before the launcher.
+   */
+  readonly launcher?: boolean;
 }
 
 /** The docker runtime: a SandboxRuntime with a container pool that close() empties. */
@@ -134,6 +141,9 @@ export function createDockerRuntime(options: DockerRuntimeOptions = {}): DockerR
   }
 
   // One connection pool per runtime (undici keeps its connections alive between requests).
+  // af-init as each container's pid 1 spawns commands (launcher.ts); it needs the host's view of the
+  // container's cgroup (kills) and an engine on this host (the socket is bound in).
+  const useLauncher = options.launcher !== false && options.hostCgroup !== false;
   const api = createEngineApi(options.dockerHost);
   // The successful check is cached (the engine does not change its cgroup support under us); a failed one
   // is retried next time, so starting the engine does not need a restart.
@@ -190,6 +200,7 @@ export function createDockerRuntime(options: DockerRuntimeOptions = {}): DockerR
           relay: WorkspaceRelay;
           runArgs: string[];
           cgroup: Promise<ContainerCgroup | null>;
+          launcher?: Launcher;
         }
       | undefined;
     if (pooled !== undefined) {
@@ -209,15 +220,24 @@ export function createDockerRuntime(options: DockerRuntimeOptions = {}): DockerR
           relay: claimed.relay,
           runArgs: [...pooled.runArgs, ...claimed.auditArgs],
           cgroup: Promise.resolve(pooled.cgroup),
+          ...(pooled.launcher === undefined ? {} : { launcher: pooled.launcher }),
         };
       } catch (err) {
         // The claim undid itself (container removed, relay released): start a fresh container instead.
+        await pooled.launcher?.listener.release();
         logger.warn({ err, sandboxId }, 'could not claim a pooled container: starting a fresh one');
       }
     }
     if (started === undefined) {
       const fresh = await createWorkspaceRelay({ workspaceHostPath, scratchDir });
+      const listener = useLauncher
+        ? await listenForLauncher(scratchDir, user).catch(async (err: unknown) => {
+            await fresh.release();
+            throw err;
+          })
+        : undefined;
       const spec = containerSpec({
+        ...(listener === undefined ? {} : { launcherDir: listener.dir }),
         key,
         name,
         sandboxId,
@@ -229,13 +249,17 @@ export function createDockerRuntime(options: DockerRuntimeOptions = {}): DockerR
         labels: { [STATE_LABEL]: stateDir },
       });
       let containerId: string | undefined;
+      let launcher: Launcher | undefined;
       try {
         containerId = await runContainer({ api, body: buildCreateBody(spec), name, image, logger });
+        listener?.arm();
         await fresh.attach();
+        if (listener !== undefined) launcher = await connectLauncher(api, containerId, listener);
       } catch (err) {
         await removeContainer(api, containerId ?? name).catch((e: unknown) =>
           logger.warn({ err: e }, 'could not remove the container of a failed start'),
         );
+        await listener?.release();
         await fresh.release();
         throw err;
       }
@@ -251,7 +275,13 @@ export function createDockerRuntime(options: DockerRuntimeOptions = {}): DockerR
               return null;
             });
       // The audit record shows the container in the docker CLI's words; the engine got the API body.
-      started = { containerId: id, relay: fresh, runArgs: buildRunArgs(spec), cgroup };
+      started = {
+        containerId: id,
+        relay: fresh,
+        runArgs: buildRunArgs(spec),
+        cgroup,
+        ...(launcher === undefined ? {} : { launcher }),
+      };
     }
     // From now on keep containers of this kind ready for the next sandbox.
     if (!network) pool.want(key);
@@ -282,6 +312,7 @@ export function createDockerRuntime(options: DockerRuntimeOptions = {}): DockerR
       cgroup: started.cgroup,
       maxOutputBytes,
       logger,
+      ...(started.launcher === undefined ? {} : { launcher: started.launcher }),
     });
   };
 
@@ -296,6 +327,7 @@ export function createDockerRuntime(options: DockerRuntimeOptions = {}): DockerR
     limits: EnforcedLimits;
     swapLimit: boolean;
     labels: Readonly<Record<string, string>>;
+    launcherDir?: string;
   }): DockerRunSpec => ({
     containerName: o.name,
     sandboxId: o.sandboxId,
@@ -310,6 +342,7 @@ export function createDockerRuntime(options: DockerRuntimeOptions = {}): DockerR
     seccompProfile: DOCKER_SECCOMP_PROFILE,
     tmpBytes: o.key.tmpBytes,
     labels: o.labels,
+    ...(o.launcherDir === undefined ? {} : { launcherDir: o.launcherDir }),
     ...(options.readOnlyRootfs === undefined ? {} : { readOnlyRootfs: options.readOnlyRootfs }),
   });
 
@@ -324,8 +357,11 @@ export function createDockerRuntime(options: DockerRuntimeOptions = {}): DockerR
     dir: poolDir,
     hostCgroup: options.hostCgroup !== false,
     logger,
-    spec: (key, slot, name) =>
+    user,
+    launcher: useLauncher,
+    spec: (key, slot, name, launcherDir) =>
       containerSpec({
+        ...(launcherDir === undefined ? {} : { launcherDir }),
         key,
         name,
         sandboxId: '',
@@ -374,6 +410,7 @@ export function createDockerRuntime(options: DockerRuntimeOptions = {}): DockerR
         logger.warn({ err, stateDir }, 'no engine to look for leftover containers in');
       }
       await clearWorkspaceRelays(posix.join(stateDir, SCRATCH_DIR));
+      await clearLauncherDirs(posix.join(stateDir, SCRATCH_DIR));
     },
     close: () => pool.close(),
     collectGarbage: async () => {

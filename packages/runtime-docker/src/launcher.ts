@@ -1,0 +1,157 @@
+// The container's launcher: af-init (protocol's static binary) runs as the container's pid 1 and connects
+// back to the host over a Unix socket the host listens on, in a per-container host directory bound
+// read-only at LAUNCHER_DIR. Each exec is then a SPAWN on that connection (a fork+exec inside the
+// container) instead of an engine exec (runc setns + a process through containerd's shim, ~36 ms here).
+//
+// The listener accepts exactly one connection, af-init's (nothing else runs in the container before it),
+// then closes and unlinks the socket: nothing the agent starts later can connect to the host. The
+// directory's host parents are root-only (the sandbox's stateDir, the pool's owner directory), so no
+// other local user can reach the socket either; inside the container only the sandbox's gid can.
+// af-init's argv names only paths inside the container; its environment is the container's.
+import { randomUUID } from 'node:crypto';
+import { chmod, chown, copyFile, mkdir, readdir, rm } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import type { Socket } from 'node:net';
+import { posix } from 'node:path';
+import { LauncherClient, UnavailableError, afInitPath } from '@agentfense/protocol';
+import type { EngineApi } from './api.js';
+import { containerEnv } from './containers.js';
+
+/** Prefix of launcher directories on the host (in a stateDir's docker scratch dir or a pool owner dir). */
+export const LAUNCHER_DIR_PREFIX = 'launcher-';
+/** How long af-init gets to connect and say READY after the container was started. */
+const CONNECT_TIMEOUT_MS = 30_000;
+
+/** A listening launcher directory, before and after its container's af-init connected. */
+export interface LauncherListener {
+  /** The host directory to bind read-only at LAUNCHER_DIR. */
+  readonly dir: string;
+  /**
+   * Resolves once af-init connected and said READY (after the container was started); rejects with
+   * UnavailableError if it does not within CONNECT_TIMEOUT_MS of `arm()`.
+   */
+  readonly client: Promise<LauncherClient>;
+  /** Starts the connect timeout (call once the container was started). */
+  arm(): void;
+  /** Closes the listener and the connection (af-init then kills everything and exits), removes the directory. */
+  release(): Promise<void>;
+}
+
+/**
+ * Creates `<parent>/launcher-<uuid>` holding a copy of af-init and a listening socket that the
+ * container's user (`uid:gid`) may connect to once.
+ */
+export async function listenForLauncher(parent: string, user: string): Promise<LauncherListener> {
+  const gid = Number(user.split(':')[1]);
+  const dir = posix.join(parent, `${LAUNCHER_DIR_PREFIX}${randomUUID()}`);
+  const sock = posix.join(dir, 'sock');
+  await mkdir(parent, { recursive: true, mode: 0o700 });
+  await mkdir(dir, { mode: 0o700 });
+  const server = createServer();
+  let accepted: Socket | undefined;
+  let client: LauncherClient | undefined;
+  let timer: NodeJS.Timeout | undefined;
+  let settle!: { resolve: (c: LauncherClient) => void; reject: (e: Error) => void };
+  const connected = new Promise<LauncherClient>((resolve, reject) => (settle = { resolve, reject }));
+  connected.catch(() => undefined);
+  const closeServer = (): void => {
+    server.close();
+    void rm(sock, { force: true });
+  };
+  server.once('connection', (socket) => {
+    // Accept once: from here on nobody else can connect (the socket file is gone too).
+    closeServer();
+    accepted = socket;
+    LauncherClient.connect(socket, { readyTimeoutMs: CONNECT_TIMEOUT_MS }).then(
+      (c) => {
+        clearTimeout(timer);
+        client = c;
+        settle.resolve(c);
+      },
+      (err: Error) => {
+        clearTimeout(timer);
+        settle.reject(err);
+      },
+    );
+  });
+  server.on('error', (err) =>
+    settle.reject(new UnavailableError(`the launcher socket failed: ${err.message}`)),
+  );
+  try {
+    await copyFile(afInitPath(), posix.join(dir, 'af-init'));
+    await chmod(posix.join(dir, 'af-init'), 0o755);
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(sock, () => {
+        server.off('error', reject);
+        resolve();
+      });
+    });
+    // The container's user needs search on the directory and write on the socket; nobody else any.
+    await chmod(sock, 0o660);
+    await chown(sock, 0, gid);
+    await chown(dir, 0, gid);
+    await chmod(dir, 0o710);
+  } catch (err) {
+    closeServer();
+    await rm(dir, { recursive: true, force: true });
+    throw new UnavailableError(
+      `could not prepare the container's launcher in ${dir}: ${(err as Error).message}`,
+      {
+        cause: err,
+      },
+    );
+  }
+  let released: Promise<void> | undefined;
+  return {
+    dir,
+    client: connected,
+    arm: () => {
+      timer ??= setTimeout(() => {
+        closeServer();
+        settle.reject(
+          new UnavailableError(
+            `the container's launcher (af-init) did not connect within ${CONNECT_TIMEOUT_MS} ms`,
+          ),
+        );
+      }, CONNECT_TIMEOUT_MS);
+      timer.unref();
+    },
+    release: () =>
+      (released ??= (async () => {
+        clearTimeout(timer);
+        closeServer();
+        settle.reject(new UnavailableError("the container's launcher was released"));
+        client?.close();
+        accepted?.destroy();
+        await rm(dir, { recursive: true, force: true });
+      })()),
+  };
+}
+
+/** Removes launcher directories a crashed control plane left in `parent` (never mounts: plain files). */
+export async function clearLauncherDirs(parent: string): Promise<void> {
+  for (const entry of await readdir(parent).catch(() => [] as string[])) {
+    if (entry.startsWith(LAUNCHER_DIR_PREFIX)) {
+      await rm(posix.join(parent, entry), { recursive: true, force: true });
+    }
+  }
+}
+
+/** A container's connected launcher: what DockerInstance uses. */
+export interface Launcher {
+  readonly listener: LauncherListener;
+  readonly client: LauncherClient;
+  /** The environment an engine exec would start from (containerEnv): af-init adds nothing. */
+  readonly env: Readonly<Record<string, string>>;
+}
+
+/** Waits for af-init's READY and reads the container's environment (both needed for the first exec). */
+export async function connectLauncher(
+  api: EngineApi,
+  containerId: string,
+  listener: LauncherListener,
+): Promise<Launcher> {
+  const [client, env] = await Promise.all([listener.client, containerEnv(api, containerId)]);
+  return { listener, client, env };
+}
