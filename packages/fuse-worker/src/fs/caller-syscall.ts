@@ -3,7 +3,8 @@
 // /proc/<tid>/syscall, the path strings from /proc/<tid>/mem (the worker runs as root), and relative
 // paths resolved against the caller's cwd or dirfd (/proc/<tid>/cwd, /proc/<tid>/fd/N). Only ever
 // called for a GETATTR that the kernel sends on a refusal (dir-denials.ts): never on the warm path.
-import { closeSync, openSync, readFileSync, readSync, readlinkSync } from 'node:fs';
+import { closeSync, openSync, readSync, readlinkSync } from 'node:fs';
+import { open, readFile } from 'node:fs/promises';
 
 /** The audit op of each namespace syscall, as the worker names it when it refuses the same op itself. */
 export type NamespaceOp = 'mkdir' | 'mknod' | 'symlink' | 'create' | 'link' | 'unlink' | 'rmdir' | 'rename';
@@ -101,7 +102,7 @@ function readLine(fd: number): string {
 }
 
 /** Decodes a namespace syscall from a /proc/<tid>/syscall line ("nr arg1 … arg6 sp pc"); null otherwise. */
-export function decodeNamespaceCall(line: string, tid: number): NamespaceCall | null {
+export async function decodeNamespaceCall(line: string, tid: number): Promise<NamespaceCall | null> {
   const fields = line.trim().split(' ');
   const nr = Number(fields[0]);
   const raw = (i: number): bigint | null => {
@@ -143,7 +144,10 @@ export function decodeNamespaceCall(line: string, tid: number): NamespaceCall | 
       return creating(int(2), at(int(0), addr(1)));
     case SYS.openat2:
       // struct open_how starts with the u64 flags
-      return creating(Number(readMemory(tid, addr(2), 8)?.readBigUInt64LE(0) ?? 0n), at(int(0), addr(1)));
+      return creating(
+        Number((await readMemory(tid, addr(2), 8))?.readBigUInt64LE(0) ?? 0n),
+        at(int(0), addr(1)),
+      );
     case SYS.link:
       return { op: 'link', paths: [cwd(addr(1)), cwd(addr(0))], openCreate: false };
     case SYS.linkat:
@@ -161,59 +165,81 @@ export function decodeNamespaceCall(line: string, tid: number): NamespaceCall | 
 }
 
 /** bind(2) of a Unix socket to a path creates it like mknod; abstract and other families create nothing. */
-function bindCall(tid: number, address: number, length: number): NamespaceCall | null {
+async function bindCall(tid: number, address: number, length: number): Promise<NamespaceCall | null> {
   if (length <= 3) return null;
-  const family = readMemory(tid, address, 3);
-  if (family === null || family.readUInt16LE(0) !== AF_UNIX || family[2] === 0) return null;
+  const family = await readMemory(tid, address, 3);
+  if (family?.length !== 3 || family.readUInt16LE(0) !== AF_UNIX || family[2] === 0) return null;
   return { op: 'mknod', paths: [{ dirfd: AT_FDCWD, address: address + 2 }], openCreate: false };
 }
 
 const PAGE = 4096;
 const PATH_MAX = 4096;
+/** A read of the caller's memory that takes longer is given up (the record is lost, nothing else). */
+const MEMORY_TIMEOUT_MS = 2000;
 
-/** Up to `length` bytes of the caller's memory at `address` (fewer if a page is unmapped), or null. */
-export function readMemory(tid: number, address: number, length: number): Buffer | null {
-  if (!Number.isSafeInteger(address) || address <= 0) return null;
-  let fd: number;
-  try {
-    fd = openSync(`/proc/${tid}/mem`, 'r');
-  } catch {
-    return null;
-  }
-  try {
-    const out = Buffer.alloc(length);
-    let got = 0;
-    // Page by page: a read that crosses into an unmapped page fails as a whole.
-    while (got < length) {
-      const chunk = Math.min(length - got, PAGE - ((address + got) % PAGE));
-      let n: number;
-      try {
-        n = readSync(fd, out, got, chunk, address + got);
-      } catch {
-        break;
-      }
-      if (n <= 0) break;
-      got += n;
+type MemoryRead = (address: number, length: number) => Promise<Buffer | null>;
+
+/**
+ * Runs `use` with reads of the caller's memory, in the thread pool and bounded in time. Never
+ * synchronously: /proc/<tid>/mem takes the caller's mmap lock, which another of its threads may hold
+ * (or queue for) while it waits for a request of ours (a fault on a page of this mount); blocking our
+ * only JS thread there would leave that request unserved for good.
+ */
+async function withMemory<T>(tid: number, use: (read: MemoryRead) => Promise<T | null>): Promise<T | null> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<null>((done) => {
+    timer = setTimeout(() => done(null), MEMORY_TIMEOUT_MS);
+  });
+  const reading = (async (): Promise<T | null> => {
+    const handle = await open(`/proc/${tid}/mem`, 'r');
+    try {
+      return await use(async (address, length) => {
+        const out = Buffer.alloc(length);
+        let got = 0;
+        // Page by page: a read that crosses into an unmapped page fails as a whole.
+        while (got < length) {
+          const chunk = Math.min(length - got, PAGE - ((address + got) % PAGE));
+          const { bytesRead } = await handle
+            .read(out, got, chunk, address + got)
+            .catch(() => ({ bytesRead: 0 }));
+          if (bytesRead <= 0) break;
+          got += bytesRead;
+        }
+        return got === 0 ? null : out.subarray(0, got);
+      });
+    } finally {
+      await handle.close();
     }
-    return got === 0 ? null : out.subarray(0, got);
+  })().catch(() => null);
+  try {
+    return await Promise.race([reading, timeout]);
   } finally {
-    closeSync(fd);
+    clearTimeout(timer);
   }
 }
 
+/** Up to `length` bytes of the caller's memory at `address` (fewer if a page is unmapped), or null. */
+export function readMemory(tid: number, address: number, length: number): Promise<Buffer | null> {
+  if (!Number.isSafeInteger(address) || address <= 0) return Promise.resolve(null);
+  return withMemory(tid, (read) => read(address, length));
+}
+
 /** The NUL-terminated path at `address` in the caller, or null if unreadable or longer than PATH_MAX. */
-export function readPath(tid: number, address: number): string | null {
-  let text = '';
-  for (let offset = 0; offset < PATH_MAX;) {
-    const chunk = Math.min(PAGE - ((address + offset) % PAGE), PATH_MAX - offset);
-    const bytes = readMemory(tid, address + offset, chunk);
-    if (bytes === null) return null;
-    const end = bytes.indexOf(0);
-    if (end >= 0) return text + bytes.toString('utf8', 0, end);
-    text += bytes.toString('utf8');
-    offset += bytes.length;
-  }
-  return null;
+export function readPath(tid: number, address: number): Promise<string | null> {
+  if (!Number.isSafeInteger(address) || address <= 0) return Promise.resolve(null);
+  return withMemory(tid, async (read) => {
+    const parts: Buffer[] = [];
+    for (let offset = 0; offset < PATH_MAX;) {
+      const chunk = Math.min(PAGE - ((address + offset) % PAGE), PATH_MAX - offset);
+      const bytes = await read(address + offset, chunk);
+      if (bytes === null) return null;
+      const end = bytes.indexOf(0);
+      if (end >= 0) return Buffer.concat([...parts, bytes.subarray(0, end)]).toString('utf8');
+      parts.push(bytes);
+      offset += bytes.length;
+    }
+    return null;
+  });
 }
 
 /** The path the caller means by `dirfd` (its cwd for AT_FDCWD), in its own mount namespace; null if unknown. */
@@ -227,10 +253,13 @@ export function callerDir(tid: number, dirfd: number): string | null {
 }
 
 /** Where the mount of FUSE connection `minor` shows in the caller's namespace: mount points and their roots. */
-export function callerMounts(tid: number, minor: number): { mountpoint: string; root: string }[] {
+export async function callerMounts(
+  tid: number,
+  minor: number,
+): Promise<{ mountpoint: string; root: string }[]> {
   let text: string;
   try {
-    text = readFileSync(`/proc/${tid}/mountinfo`, 'utf8');
+    text = await readFile(`/proc/${tid}/mountinfo`, 'utf8');
   } catch {
     return [];
   }

@@ -7,7 +7,7 @@
 // directory is the parent the operation targets (a walk through it never re-asks, and the kernel would
 // not refuse a create of an existing name or a delete of a missing one), and audit the refusal once,
 // with the path and the verdict of the rule at it, as the worker audits the refusals it makes itself.
-import { readFileSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
 import type { FsCore } from './core.js';
 import { callerDir, callerMounts, decodeNamespaceCall, readPath, syscallLine } from './caller-syscall.js';
 import type { NamespaceCall, PathArg } from './caller-syscall.js';
@@ -29,7 +29,7 @@ export async function auditDirDenial(fs: FsCore, dir: string, caller: Caller): P
   const tid = caller.pid;
   const line = syscallLine(tid);
   if (line === null) return;
-  const call = decodeNamespaceCall(line, tid);
+  const call = await decodeNamespaceCall(line, tid);
   if (call === null) return;
   const refused = await refusedEntry(fs, call, dir, tid);
   if (refused === null) return;
@@ -51,8 +51,8 @@ async function refusedEntry(
   dir: string,
   tid: number,
 ): Promise<{ path: string; target?: string } | null> {
-  const mounts = mountsOf(fs, tid);
-  const [first, second] = call.paths.map((arg) => splitPath(tid, arg, mounts));
+  const mounts = await mountsOf(fs, tid);
+  const [first, second] = await Promise.all(call.paths.map((arg) => splitPath(tid, arg, mounts)));
   if (first === undefined || first === null) return null;
   const inDir = (s: SplitPath): string => (dir === '/' ? `/${s.name}` : `${dir}/${s.name}`);
   const whole = (s: SplitPath | null | undefined): string | undefined =>
@@ -113,8 +113,8 @@ interface Mount {
 }
 
 /** Splits a path argument into its parent (as a path of this mount) and last name; null if not refusable. */
-function splitPath(tid: number, arg: PathArg, mounts: readonly Mount[]): SplitPath | null {
-  const text = readPath(tid, arg.address);
+async function splitPath(tid: number, arg: PathArg, mounts: readonly Mount[]): Promise<SplitPath | null> {
+  const text = await readPath(tid, arg.address);
   if (text === null) return null;
   const trimmed = text.replace(/\/+$/, '');
   const slash = trimmed.lastIndexOf('/');
@@ -158,17 +158,17 @@ function inMount(absolute: string, mounts: readonly Mount[]): string | null {
 /** The connection number of our own mount, from the worker's mountinfo (read once). */
 let ownMinor: { mountpoint: string; minor: number | null } | undefined;
 
-function mountsOf(fs: FsCore, tid: number): Mount[] {
+async function mountsOf(fs: FsCore, tid: number): Promise<Mount[]> {
   const mountpoint = fs.mountpoint;
   if (mountpoint === undefined) return [];
-  if (ownMinor?.mountpoint !== mountpoint) ownMinor = { mountpoint, minor: minorAt(mountpoint) };
+  if (ownMinor?.mountpoint !== mountpoint) ownMinor = { mountpoint, minor: await minorAt(mountpoint) };
   return ownMinor.minor === null ? [] : callerMounts(tid, ownMinor.minor);
 }
 
-function minorAt(mountpoint: string): number | null {
+async function minorAt(mountpoint: string): Promise<number | null> {
   let found: number | null = null;
   try {
-    for (const line of readFileSync('/proc/self/mountinfo', 'utf8').split('\n')) {
+    for (const line of (await readFile('/proc/self/mountinfo', 'utf8')).split('\n')) {
       const fields = line.split(' ');
       const point = (fields[4] ?? '').replace(/\\([0-7]{3})/g, (_, o: string) =>
         String.fromCharCode(parseInt(o, 8)),
