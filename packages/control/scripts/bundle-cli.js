@@ -48,16 +48,37 @@ const EXTERNAL = [
  */
 const REQUIRED = new Set(['better-sqlite3']);
 
+/**
+ * How the bundle imports an external package that `args` imports: by its bare name when this package
+ * (control) resolves that name to the same file, else by a path relative to the bundle. Under pnpm a
+ * dependency of another workspace package (runtime-docker's undici, msgpackr's optional
+ * msgpackr-extract) is not in control's node_modules, so its bare name would not resolve from dist/bundle.
+ * A path into node_modules/.pnpm holds until the next install changes that package (`pnpm build` after
+ * `pnpm install`, as scripts/setup does).
+ */
+async function specifierFor(b, args) {
+  const probe = (resolveDir) =>
+    b.resolve(args.path, { kind: args.kind, resolveDir, pluginData: { probe: true } });
+  const wanted = await probe(args.resolveDir);
+  // Not installed (an optional dependency): left as it is; its importer handles the failure.
+  if (wanted.errors.length > 0) return args.path;
+  const ours = await probe(root);
+  if (ours.errors.length === 0 && ours.path === wanted.path) return args.path;
+  const path = relative(outdir, wanted.path);
+  return path.startsWith('.') ? path : `./${path}`;
+}
+
 const externals = {
   name: 'externals',
   setup(b) {
-    b.onResolve({ filter: /^[^./]/ }, (args) => {
+    b.onResolve({ filter: /^[^./]/ }, async (args) => {
+      if (args.pluginData?.probe === true) return undefined;
       if (args.path.startsWith('node:')) return { external: true };
       if (!EXTERNAL.some((re) => re.test(args.path))) return undefined;
       if (REQUIRED.has(args.path) && args.namespace !== 'required') {
         return { path: args.path, namespace: 'required' };
       }
-      return { path: args.path, external: true };
+      return { path: await specifierFor(b, args), external: true };
     });
     // A CommonJS module of one line: esbuild's own interop gives the importer its default/named exports.
     b.onLoad({ filter: /.*/, namespace: 'required' }, (args) => ({
