@@ -1,8 +1,8 @@
 // Makes a sandbox's workspace reachable by the unprivileged sandbox user (sandbox-user.ts). bwrap runs as
 // that user, so it resolves the workspace path with that user's permissions, and the data directory
 // (often under /root) is private to root. The runtime contract puts the workspace in a directory P that is
-// a shared mount; the runtime binds P (recursively) once per sandbox at R = <runDir>/<sandboxId> (runDir:
-// root-owned, 0711, so a name can be reached but not listed) and makes R a slave of P: the worker's FUSE
+// a shared mount; the runtime binds P (recursively) once per sandbox at R = <runDir>/<sandboxId> and makes
+// R a slave of P: the worker's FUSE
 // mount at P/workspace, and a remount after a worker restart, appear at R/workspace too, and nothing done
 // at R (its unmount in particular) flows back to P. bwrap binds R/workspace.
 //
@@ -20,10 +20,11 @@
 // tmpfs (host-mounts.ts), so the bare directory shows in the sandbox's mountinfo as `/workspace` of that
 // tmpfs, never as a path of the data directory.
 import { randomUUID } from 'node:crypto';
-import { chmod, mkdir, readFile, readdir, rm, rmdir, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, readdir, rm, rmdir, writeFile } from 'node:fs/promises';
 import { posix } from 'node:path';
 import { execFile } from 'node:child_process';
 import { UnavailableError } from '@agentfense/protocol';
+import { closeToOthers, prepareRunDir } from './run-dir.js';
 
 /** The file in a sandbox's stateDir naming its relay. */
 const RELAY_RECORD = 'bwrap-relay';
@@ -60,16 +61,19 @@ export async function createRelay(options: {
   sandboxId: string;
   workspaceHostPath: string;
   stateDir: string;
+  /** The sandbox user's group: the only one besides root that may pass through (run-dir.ts). */
+  gid: number;
 }): Promise<string> {
   await clearRelay(options.stateDir);
   const parent = posix.dirname(options.workspaceHostPath);
   const relay = posix.join(options.runDir, options.sandboxId);
-  await mkdir(options.runDir, { recursive: true, mode: 0o711 });
-  await chmod(options.runDir, 0o711);
-  await mkdir(relay, { recursive: true, mode: 0o711 });
+  await prepareRunDir(options.runDir, options.gid);
+  await mkdir(relay, { recursive: true, mode: 0o700 });
+  await closeToOthers(relay, options.gid);
   await writeFile(posix.join(options.stateDir, RELAY_RECORD), relay, { mode: 0o600 });
-  // The bound directory's own mode applies at R: let the sandbox user pass through (not list) it.
-  await chmod(parent, 0o711);
+  // The bound directory's own mode applies at R and at every anchor: the sandbox user passes through it,
+  // nobody else does.
+  await closeToOthers(parent, options.gid);
   // One mount(8) run: the propagation change is applied right after the bind.
   const args = ['--rbind', '--make-rslave', '--', parent, relay];
   const result = await runMount('mount', args);
@@ -124,11 +128,17 @@ export interface WorkspaceAnchor {
 export async function createAnchor(options: {
   relayDir: string;
   workspaceHostPath: string;
+  /** The sandbox user's group (run-dir.ts); the mounted anchor shows P's root, closed the same way. */
+  gid: number;
 }): Promise<WorkspaceAnchor> {
   const dir = `${options.relayDir}${ANCHOR_INFIX}${randomUUID()}`;
-  await mkdir(dir, { mode: 0o711 });
+  await mkdir(dir, { mode: 0o700 });
   let released: Promise<void> | undefined;
   const release = (): Promise<void> => (released ??= unmountAndRemove(dir));
+  await closeToOthers(dir, options.gid).catch(async (err: unknown) => {
+    await release();
+    throw err;
+  });
   // One mount(8) run: --bind is not recursive, so F at P/workspace is not copied; then the slave.
   const args = ['--bind', '--make-slave', '--', posix.dirname(options.workspaceHostPath), dir];
   const result = await runMount('mount', args);

@@ -27,6 +27,7 @@ import { createStderrLogger } from './logger.js';
 import type { RuntimeLogger } from './logger.js';
 import { resolveSystemMounts } from './system-mounts.js';
 import { clearRelay, createAnchor, createRelay } from './relay.js';
+import { prepareRunDir } from './run-dir.js';
 import { resolveSandboxUser } from './sandbox-user.js';
 import type { HostIdentity } from './sandbox-user.js';
 import { loadSeccompFilter } from './seccomp.js';
@@ -58,8 +59,9 @@ export interface BwrapRuntimeOptions {
    */
   readonly sandboxUser?: string | number;
   /**
-   * A root-owned directory (created 0711) where the sandbox user reaches each sandbox's workspace and the
-   * shared /etc (the data directory is private to root); default /run/agentfense.
+   * A directory where the sandbox user reaches each sandbox's workspace and the shared /etc (the data
+   * directory is private to root); made root's with the sandbox user's group, mode 0710, so no other
+   * local user passes through (run-dir.ts); default /run/agentfense.
    */
   readonly runDir?: string;
   /**
@@ -91,6 +93,8 @@ async function prepareSharedEtc(options: {
   dataDir: string | undefined;
   /** Set when bwrap runs as the sandbox user: a directory that user can reach. */
   runDir: string | undefined;
+  /** The sandbox user's group, the only one besides root that may pass through runDir. */
+  runGid: number | undefined;
   entries: readonly string[] | undefined;
   logger: RuntimeLogger;
 }): Promise<string> {
@@ -100,11 +104,8 @@ async function prepareSharedEtc(options: {
       logger: options.logger,
       ...(options.entries === undefined ? {} : { entries: options.entries }),
     });
-  if (options.runDir !== undefined) {
-    // The sandbox user must reach it: the run directory is 0711 (reachable, not listable).
-    await mkdir(options.runDir, { recursive: true, mode: 0o711 });
-    await chmod(options.runDir, 0o711);
-  }
+  // The sandbox user must reach it, nobody else: root's, the sandbox user's group, 0710 (run-dir.ts).
+  if (options.runDir !== undefined) await prepareRunDir(options.runDir, options.runGid ?? 0);
   if (options.dataDir !== undefined || options.runDir !== undefined) {
     return cachedEtc({
       runDir: options.runDir ?? posix.join(options.dataDir ?? '', 'run'),
@@ -195,7 +196,13 @@ export function createBwrapRuntime(options: BwrapRuntimeOptions = {}): SandboxRu
     };
   };
   const sharedEtc = once(() =>
-    prepareSharedEtc({ dataDir: options.dataDir, runDir, entries: options.etcEntries, logger }),
+    prepareSharedEtc({
+      dataDir: options.dataDir,
+      runDir,
+      runGid: identity?.gid,
+      entries: options.etcEntries,
+      logger,
+    }),
   );
   const systemMountsOnce = once(async () =>
     resolveSystemMounts({
@@ -243,8 +250,14 @@ export function createBwrapRuntime(options: BwrapRuntimeOptions = {}): SandboxRu
             ...(options.cgroupParent === undefined ? {} : { parent: options.cgroupParent }),
           })
         : null;
-      if (runDir !== undefined)
-        boundWorkspace = await createRelay({ runDir, sandboxId, workspaceHostPath, stateDir });
+      if (runDir !== undefined && identity !== null)
+        boundWorkspace = await createRelay({
+          runDir,
+          sandboxId,
+          workspaceHostPath,
+          stateDir,
+          gid: identity.gid,
+        });
     } catch (err) {
       await cgroup?.destroy();
       // Nothing was launched.
@@ -262,9 +275,10 @@ export function createBwrapRuntime(options: BwrapRuntimeOptions = {}): SandboxRu
     const enforced = { ...(cgroup?.limits ?? NO_LIMITS), ...(tmpBytes === undefined ? {} : { tmpBytes }) };
     const network = start.network === true;
     const createWorkspaceAnchor =
-      runDir === undefined
+      runDir === undefined || identity === null
         ? undefined
-        : () => createAnchor({ relayDir: posix.join(runDir, sandboxId), workspaceHostPath });
+        : () =>
+            createAnchor({ relayDir: posix.join(runDir, sandboxId), workspaceHostPath, gid: identity.gid });
     const launcher = !launcherWanted
       ? undefined
       : makeLauncher({
@@ -309,7 +323,7 @@ export function createBwrapRuntime(options: BwrapRuntimeOptions = {}): SandboxRu
       identity,
       seccomp,
       tmpBytes,
-      ...(runDir === undefined
+      ...(runDir === undefined || identity === null
         ? {}
         : {
             createAnchor: createWorkspaceAnchor,

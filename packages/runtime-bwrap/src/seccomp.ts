@@ -54,7 +54,7 @@ export async function loadSeccompFilter(options: {
   // Caching is an optimisation: a directory we cannot write (or another user's file in a sticky /tmp,
   // which rename may not replace) leaves the next start to compile again.
   try {
-    await mkdir(options.cacheDir, { recursive: true, mode: 0o711 });
+    await mkdir(options.cacheDir, { recursive: true, mode: 0o700 }); // the run directory: run-dir.ts opens it to the sandbox user
     const tmp = `${cached}.${process.pid}.tmp`;
     await writeFile(tmp, bpf, { mode: 0o644, flag: 'wx' }); // never through a planted symlink
     await rename(tmp, cached);

@@ -1,0 +1,207 @@
+// Another local user of the host must not reach a running sandbox's workspace, nor anything of the data
+// directory (deltas, stored codebases, the database, logs, worker files). The worker mounts with
+// `allow_other` (the sandbox user is not the mounter), so the mount itself lets any uid in: what keeps
+// other users out is that every directory leading to it is closed to them. Found in session 5's review:
+// the bwrap relay directories under /run/agentfense were 0711, so a user who built the path (sandbox ids
+// are visible to everyone as cgroup names) read what the rules let the sandbox read.
+//
+// A real throwaway host user (random name, removed afterwards) tries every path it can build while a
+// sandbox runs a command and a session: the relay and the session anchors with what is behind them, every
+// path in the data directory (whose parent is opened to everyone here, as /var/lib is), and /proc of the
+// worker and of every sandbox process. The sandbox user must still reach its relay (positive control).
+import { chmod, mkdir, readFile, readdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ControlPlane } from '@agentfense/control';
+import type { Session } from '@agentfense/control';
+import { DEFAULT_RUN_DIR, resolveSandboxUser } from '@agentfense/runtime-bwrap';
+import { EXAMPLE_FILES, assertCleanAndRemove, makeDirs, waitFor, writeTree } from '../control/fixtures.js';
+import type { TestDirs } from '../control/fixtures.js';
+import { createLocalUser, probeAs, removeLocalUser, targetsFor, targetsUnder } from './helpers/local-user.js';
+import type { HostUser, ProbeResult, ProbeTarget } from './helpers/local-user.js';
+
+/** Pids whose cgroup membership names the sandbox (its commands, session shells, their children). */
+async function sandboxPids(sandboxId: string): Promise<number[]> {
+  const pids: number[] = [];
+  for (const entry of await readdir('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    const cgroup = await readFile(`/proc/${entry}/cgroup`, 'utf8').catch(() => '');
+    if (cgroup.includes(`/${sandboxId}\n`)) pids.push(Number(entry));
+  }
+  return pids;
+}
+
+/** What the other user tries on a process: its environment, memory, descriptors, cwd and root. */
+function processTargets(pid: number): ProbeTarget[] {
+  const p = `/proc/${String(pid)}`;
+  return [
+    { path: `${p}/environ`, op: 'open' },
+    { path: `${p}/mem`, op: 'open' },
+    { path: `${p}/fd`, op: 'list' },
+    { path: `${p}/cwd`, op: 'readlink' },
+    { path: `${p}/cwd`, op: 'list' },
+    { path: `${p}/root`, op: 'readlink' },
+    { path: `${p}/root/workspace/src/app.py`, op: 'open' },
+    { path: `${p}/root/workspace/output/agent.txt`, op: 'open' },
+  ];
+}
+
+/** What is behind a relay or an anchor: the directory, the workspace and two files the sandbox may read. */
+function mountTargets(dir: string): ProbeTarget[] {
+  return [
+    { path: dir, op: 'stat' },
+    { path: dir, op: 'list' },
+    { path: `${dir}/workspace`, op: 'stat' },
+    { path: `${dir}/workspace`, op: 'list' },
+    { path: `${dir}/workspace/src/app.py`, op: 'open' },
+    { path: `${dir}/workspace/output/agent.txt`, op: 'open' },
+  ];
+}
+
+const succeeded = (results: readonly ProbeResult[]): string[] =>
+  results.filter((r) => r.outcome === 'ok').map((r) => `${r.op} ${r.path}`);
+
+describe('another local user of the host', () => {
+  let dirs: TestDirs;
+  let cp: ControlPlane;
+  let other: HostUser | undefined;
+  let id: string;
+  let session: Session;
+  let running: Promise<unknown>;
+  const marker = `af-local-users-${String(process.pid)}`;
+  const sandboxUser = resolveSandboxUser(undefined);
+
+  beforeAll(async () => {
+    other = await createLocalUser();
+    dirs = await makeDirs();
+    // The data directory's parent is open to everyone, as /var/lib or a home directory's .local may be.
+    await chmod(dirs.root, 0o755);
+    // The linked project sits in a home directory closed to others (0700), its own files world-readable
+    // inside, as usual: the other user cannot read it directly.
+    const home = join(dirs.root, 'home');
+    await mkdir(home, { mode: 0o700 });
+    const project = join(home, 'project');
+    await writeTree(project, EXAMPLE_FILES);
+    cp = await ControlPlane.open({ dataDir: dirs.dataDir });
+    // A stored codebase too: its files live in the data directory.
+    const stored = await cp.createCodebase({ name: 'local-users' });
+    for (const [path, content] of Object.entries(EXAMPLE_FILES))
+      await cp.uploadFile(stored.id, path, content);
+    const { id: codebaseId } = await cp.linkCodebase({ path: project });
+    ({ id } = await cp.createSandbox({ codebaseId, preset: 'agent-safe' }));
+    await cp.startSandbox(id);
+    // A file in the delta, a session (its anchor) and a running command (its processes).
+    const wrote = await cp.run(id, 'echo agent-wrote > /workspace/output/agent.txt');
+    expect(wrote.exitCode, wrote.stderr).toBe(0);
+    session = await cp.createSession(id);
+    expect((await session.run('cd /workspace/src && cat app.py')).stdout).toBe(EXAMPLE_FILES['src/app.py']);
+    running = cp.run(id, `sleep 120 # ${marker}`, { timeoutMs: 110_000 }).catch(() => undefined);
+    await waitFor('the running command on the host', async () => {
+      for (const pid of await sandboxPids(id)) {
+        const cmdline = await readFile(`/proc/${String(pid)}/cmdline`, 'utf8').catch(() => '');
+        if (cmdline.includes(marker)) return true;
+      }
+      return undefined;
+    });
+  }, 60_000);
+
+  afterAll(async () => {
+    try {
+      for (const sb of cp?.listSandboxes().items ?? []) await cp.destroySandbox(sb.id);
+      await running;
+      await cp?.close();
+      if (dirs !== undefined) await assertCleanAndRemove(dirs);
+    } finally {
+      await removeLocalUser(other);
+    }
+  }, 60_000);
+
+  const relays = async (): Promise<string[]> => [
+    join(DEFAULT_RUN_DIR, id),
+    ...(await readdir(DEFAULT_RUN_DIR))
+      .filter((name) => name.startsWith(`${id}.s-`))
+      .map((name) => join(DEFAULT_RUN_DIR, name)),
+  ];
+
+  it('the probe works: the other user reads a world-readable file', async () => {
+    const [result] = await probeAs(other as HostUser, [{ path: '/etc/passwd', op: 'open' }]);
+    expect(result?.outcome).toBe('ok');
+  });
+
+  /** The sandbox user reaches the mount behind the relay (and behind the anchor after a restart). */
+  async function expectSandboxUserReaches(dirs: readonly string[]): Promise<void> {
+    const results = await probeAs(
+      sandboxUser as HostUser,
+      dirs.flatMap((dir) => [
+        { path: `${dir}/workspace`, op: 'stat' as const },
+        { path: `${dir}/workspace/src/app.py`, op: 'open' as const },
+      ]),
+    );
+    expect(results.filter((r) => r.outcome !== 'ok')).toEqual([]);
+  }
+
+  async function expectOtherUserRefused(dirs: readonly string[]): Promise<void> {
+    const targets: ProbeTarget[] = [{ path: DEFAULT_RUN_DIR, op: 'list' }];
+    for (const dir of dirs) targets.push(...mountTargets(dir));
+    const results = await probeAs(other as HostUser, targets);
+    expect(results).toHaveLength(targets.length);
+    expect(succeeded(results)).toEqual([]);
+  }
+
+  it('cannot reach the workspace through the relay or a session anchor, while the sandbox user can', async () => {
+    expect(sandboxUser).not.toBeNull();
+    const [relay, ...anchors] = await relays();
+    expect(anchors.length, 'one session anchor').toBe(1);
+    await expectSandboxUserReaches([relay as string]);
+    await expectOtherUserRefused([relay as string, ...anchors]);
+  });
+
+  it('still cannot after a worker restart, when the new mount shows under the session anchor too', async () => {
+    process.kill(cp.workerPid(id) as number, 'SIGKILL');
+    await waitFor('the worker restart', () => (cp.getSandbox(id).restartCount === 1 ? true : undefined));
+    // The session follows the new mount (its anchor), so the anchor now leads to the workspace as well.
+    expect((await session.run('cat app.py')).stdout).toBe(EXAMPLE_FILES['src/app.py']);
+    const found = await relays();
+    expect(found).toHaveLength(2);
+    await expectSandboxUserReaches(found);
+    await expectOtherUserRefused(found);
+  });
+
+  it('cannot read anything in the data directory: deltas, codebases, database, logs, mounts', async () => {
+    const data = dirs.dataDir;
+    expect(cp.getSandbox(id).state).toBe('RUNNING');
+    const sandboxDir = join(data, 'sandboxes', id);
+    const targets: ProbeTarget[] = [
+      { path: data, op: 'list' },
+      ...(await targetsUnder(data)),
+      // behind the mounts the walk does not enter: the FUSE mount and its parent
+      ...mountTargets(join(sandboxDir, 'mnt')),
+    ];
+    // the walk saw what matters, so a test that probes nothing cannot pass
+    const walked = targets.map((t) => t.path.slice(data.length));
+    expect(walked).toContain('/agentfense.db');
+    expect(walked).toContain('/logs/control.log');
+    expect(walked.some((p) => p.startsWith(`/sandboxes/${id}/delta/`) && p.endsWith('agent.txt'))).toBe(true);
+    expect(walked.some((p) => p.startsWith('/codebases/') && p.endsWith('/files/src/app.py'))).toBe(true);
+    expect(walked).toContain(`/sandboxes/${id}/worker.log`);
+    const results = await probeAs(other as HostUser, targets);
+    expect(results).toHaveLength(targets.length);
+    expect(succeeded(results)).toEqual([]);
+  });
+
+  it("cannot reach the workspace through /proc of the worker or of the sandbox's processes", async () => {
+    const worker = cp.workerPid(id);
+    expect(worker).toBeGreaterThan(0);
+    const pids = await sandboxPids(id);
+    // the running command and the session's shell at least
+    expect(pids.length).toBeGreaterThanOrEqual(2);
+    const targets = [worker as number, ...pids].flatMap(processTargets);
+    // The same paths as root: they exist (so a refusal above is the defence, not a wrong path).
+    const asRoot = await Promise.all(
+      pids.map((pid) => targetsFor(`/proc/${String(pid)}/root/workspace/src/app.py`).catch(() => [])),
+    );
+    expect(asRoot.flat().length).toBeGreaterThan(0);
+    const results = await probeAs(other as HostUser, targets);
+    expect(succeeded(results)).toEqual([]);
+  });
+});
