@@ -158,7 +158,11 @@ describe('another local user of the host', () => {
 
   it('still cannot after a worker restart, when the new mount shows under the session anchor too', async () => {
     process.kill(cp.workerPid(id) as number, 'SIGKILL');
-    await waitFor('the worker restart', () => (cp.getSandbox(id).restartCount === 1 ? true : undefined));
+    await waitFor(
+      'the worker restart',
+      () => (cp.getSandbox(id).restartCount === 1 ? true : undefined),
+      60_000,
+    );
     // The session follows the new mount (its anchor), so the anchor now leads to the workspace as well.
     expect((await session.run('cat app.py')).stdout).toBe(EXAMPLE_FILES['src/app.py']);
     const found = await relays();
