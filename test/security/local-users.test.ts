@@ -151,7 +151,7 @@ describe('another local user of the host', () => {
   it('cannot reach the workspace through the relay or a session anchor, while the sandbox user can', async () => {
     expect(sandboxUser).not.toBeNull();
     const [relay, ...anchors] = await relays();
-    expect(anchors.length, 'one session anchor').toBe(1);
+    expect(anchors.length, "the session's anchor (and the exec launcher's)").toBeGreaterThanOrEqual(1);
     await expectSandboxUserReaches([relay as string]);
     await expectOtherUserRefused([relay as string, ...anchors]);
   });
@@ -166,7 +166,7 @@ describe('another local user of the host', () => {
     // The session follows the new mount (its anchor), so the anchor now leads to the workspace as well.
     expect((await session.run('cat app.py')).stdout).toBe(EXAMPLE_FILES['src/app.py']);
     const found = await relays();
-    expect(found).toHaveLength(2);
+    expect(found.length).toBeGreaterThanOrEqual(2);
     await expectSandboxUserReaches(found);
     await expectOtherUserRefused(found);
   });
