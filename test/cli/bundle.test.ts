@@ -1,7 +1,7 @@
 // The `agentfense` executable runs the esbuild bundle of the CLI (packages/control/scripts/bundle-cli.js)
-// after a build, and tsc's output when the bundle is older than a package's last `tsc -b` (it would run
-// stale code). Which one ran shows in the watchdog every `run` arms: its argv names the reaper next to the
-// code that armed it (dist/bundle/reaper.js or dist/cli/reaper.js).
+// after a build, and tsc's output when the bundle is older than a package's last `tsc -b` or the last
+// install (it would run stale code). Which one ran shows in the watchdog every `run` arms: its argv names
+// the reaper next to the code that armed it (dist/bundle/reaper.js or dist/cli/reaper.js).
 import { mkdtemp, rm, stat, utimes } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -14,6 +14,8 @@ const root = fileURLToPath(new URL('../..', import.meta.url));
 const bin = `${root}packages/control/bin/agentfense.js`;
 const controlBuild = `${root}packages/control/dist/.tsbuildinfo`;
 const bundle = `${root}packages/control/dist/bundle/cli.js`;
+/** pnpm rewrites it when an install changes something. */
+const modules = `${root}node_modules/.modules.yaml`;
 
 let scratch: string;
 let repo: string;
@@ -57,14 +59,17 @@ describe('the agentfense executable', () => {
     expect(await reaperOfARun()).toBe(`${root}packages/control/dist/bundle/reaper.js`);
   });
 
-  it("runs tsc's output when a package was rebuilt after the bundle (a bare tsc -b)", async () => {
-    const before = await stat(controlBuild);
+  it.each([
+    ['a package was rebuilt after the bundle (a bare tsc -b)', controlBuild],
+    ['an install changed the dependencies after the bundle', modules],
+  ])("runs tsc's output when %s", async (_, newer) => {
+    const before = await stat(newer);
     const built = (await stat(bundle)).mtime;
     try {
-      await utimes(controlBuild, before.atime, new Date(built.getTime() + 60_000));
+      await utimes(newer, before.atime, new Date(built.getTime() + 60_000));
       expect(await reaperOfARun()).toBe(`${root}packages/control/dist/cli/reaper.js`);
     } finally {
-      await utimes(controlBuild, before.atime, before.mtime);
+      await utimes(newer, before.atime, before.mtime);
     }
   });
 });

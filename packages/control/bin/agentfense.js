@@ -3,19 +3,23 @@
 // bundle (scripts/bundle-cli.js: one module instead of ~150, what makes a single invocation quick) when the
 // bundle is at least as new as every package's last `tsc -b` — tsc rewrites a project's .tsbuildinfo
 // whenever it emits, so after a bare `tsc -b` the bundle would run stale code and tsc's output
-// (dist/cli/bin.js) runs instead. Six stats, not one per input file.
+// (dist/cli/bin.js) runs instead. Likewise after a `pnpm install` that changed a dependency (pnpm rewrites
+// node_modules/.modules.yaml; the bundle holds some dependencies and paths into node_modules/.pnpm).
+// Seven stats, not one per input file.
 import { statSync } from 'node:fs';
 
 const PACKAGES = ['protocol', 'fuse-worker', 'runtime-bwrap', 'runtime-docker', 'control'];
+const INPUTS = [
+  ...PACKAGES.map((name) => new URL(`../../${name}/dist/.tsbuildinfo`, import.meta.url)),
+  new URL('../../../node_modules/.modules.yaml', import.meta.url),
+];
 const BUNDLE = new URL('../dist/bundle/', import.meta.url);
 
 function bundleIsFresh() {
   const bundle = statSync(new URL('cli.js', BUNDLE), { throwIfNoEntry: false });
   if (bundle === undefined) return false;
-  return PACKAGES.every((name) => {
-    const info = statSync(new URL(`../../${name}/dist/.tsbuildinfo`, import.meta.url), {
-      throwIfNoEntry: false,
-    });
+  return INPUTS.every((input) => {
+    const info = statSync(input, { throwIfNoEntry: false });
     return info === undefined || info.mtimeMs <= bundle.mtimeMs;
   });
 }
