@@ -125,6 +125,22 @@ describe('bwrap launcher only', () => {
     expect((await sb.exec({ command: 'cat /tmp/f' })).stdout.toString()).toBe('kept\n');
   });
 
+  it('a command can neither ptrace af-init nor reach its connection, descriptors or environment', async () => {
+    const sb = await start({ env: { SECRET_TOKEN: 'hunter2' } });
+    const r = await sb.exec({
+      command: [
+        'ls /proc/1/fd >/dev/null 2>&1 && echo fds-listed',
+        'cat /proc/1/environ >/dev/null 2>&1 && echo environ-read',
+        'cat /proc/1/mem >/dev/null 2>&1 && echo mem-read',
+        // PTRACE_ATTACH (16) and PTRACE_SEIZE (0x4206) of pid 1: -1 (EPERM) for a process that is not dumpable.
+        'python3 -c "import ctypes; libc = ctypes.CDLL(None); print(libc.ptrace(16, 1, 0, 0), libc.ptrace(0x4206, 1, 0, 0))"',
+        // The command's own processes stay traceable (strace, gdb).
+        'python3 -c "import ctypes, os, time\nlibc = ctypes.CDLL(None)\npid = os.fork()\nif pid == 0:\n  time.sleep(5)\n  os._exit(0)\nprint(libc.ptrace(0x4206, pid, 0, 0))\nos.kill(pid, 9)"',
+      ].join('\n'),
+    });
+    expect(r.stdout.toString()).toBe('-1 -1\n0\n');
+  });
+
   it('a command cannot kill af-init from inside, and a new command still runs', async () => {
     const sb = await start();
     const r = await sb.exec({ command: 'kill -KILL 1; kill -STOP 1; echo sent' });
@@ -186,6 +202,21 @@ describe('bwrap launcher only', () => {
     await expectNoProcessWith(marker);
     const next = await sb.exec({ command: 'echo again; cut -d" " -f22 /proc/1/stat' });
     expect(next.stdout.toString()).toMatch(/^again\n\d+\n$/);
+  });
+
+  it('a stopped (wedged) af-init does not keep a timed-out command running: the launcher is replaced', async () => {
+    const sb = await start();
+    const marker = `af_wedged_${randomUUID()}`;
+    const controller = new AbortController();
+    const first = sb.exec({ command: `sh -c 'sleep 1000; : ${marker}'`, signal: controller.signal });
+    const { afInit } = await afInitOf(marker);
+    process.kill(afInit, 'SIGSTOP');
+    controller.abort();
+    const r = await first;
+    expect(r.cancelled).toBe(true);
+    expect(r.signal).toBe('SIGKILL');
+    await expectNoProcessWith(marker);
+    expect((await sb.exec({ command: 'echo again' })).stdout.toString()).toBe('again\n');
   });
 
   it('keeps every af-init and command in the sandbox cgroups', async () => {

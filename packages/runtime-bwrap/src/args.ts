@@ -55,6 +55,12 @@ export interface BwrapSpec {
    * worker remounted later propagates into the running process.
    */
   readonly workspaceAnchor?: string;
+  /**
+   * With an anchor: false binds the anchor alone. For a process started before the worker's mount exists
+   * (the launcher, started with the sandbox): the mount then propagates onto the anchor's bare directory,
+   * whereas a bind of the bare workspace on top would hide it for good. Default true.
+   */
+  readonly workspaceOverAnchor?: boolean;
   /** Read-only system directories, files and symlinks, in mount order. */
   readonly systemMounts: readonly SystemMount[];
   /** Share the host network namespace; false (default) leaves only a private loopback. */
@@ -148,7 +154,8 @@ export function buildBwrapArgs(spec: BwrapSpec): string[] {
   // An anchor goes first, beneath it: the mount the workspace's copy sits on then follows the host's
   // unmounts and remounts of the worker (relay.ts).
   if (spec.workspaceAnchor !== undefined) args.push('--bind', spec.workspaceAnchor, WORKSPACE_DIR);
-  args.push('--bind', spec.workspaceHostPath, WORKSPACE_DIR);
+  if (spec.workspaceAnchor === undefined || spec.workspaceOverAnchor !== false)
+    args.push('--bind', spec.workspaceHostPath, WORKSPACE_DIR);
 
   // --- Environment ---
   // Nothing of the control plane's environment leaks: clear first, then set each variable explicitly.

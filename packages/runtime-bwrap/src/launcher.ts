@@ -27,6 +27,9 @@ import { killLeftovers } from './launcher-tree.js';
 import type { RuntimeLogger } from './logger.js';
 import type { WorkspaceAnchor } from './relay.js';
 
+/** How long af-init gets to report a command we killed before the launcher itself is killed. */
+const WEDGED_MS = 3_000;
+
 /** Where af-init's binary appears inside the sandbox (a read-only copy, mode 0555). */
 export const AF_INIT_DEST = '/.agentfense/af-init';
 /** af-init's connection: the first extra descriptor after bwrap's seccomp fd (a socketpair end). */
@@ -42,8 +45,13 @@ export interface SandboxLauncherOptions {
   readonly identity: { readonly uid: number; readonly gid: number } | null;
   readonly seccomp: Buffer | null;
   readonly cgroup: SandboxCgroup | null;
-  /** bwrap's arguments running `AF_INIT_DEST --fd LAUNCHER_CONNECTION_FD`, over `anchor` when given. */
-  readonly args: (anchor: string | undefined) => string[];
+  /**
+   * bwrap's arguments running `AF_INIT_DEST --fd LAUNCHER_CONNECTION_FD`, over `anchor` when given, with
+   * the workspace bound on top only when `mounted` (see BwrapSpec.workspaceOverAnchor).
+   */
+  readonly args: (anchor: string | undefined, mounted: boolean) => string[];
+  /** Whether the worker's mount is at the workspace path now (asked after the anchor exists). */
+  readonly workspaceMounted: () => Promise<boolean>;
   /** The anchor the workspace is bound over (relay.ts); absent: none (the launcher then keeps a dead mount). */
   readonly createAnchor?: (() => Promise<WorkspaceAnchor>) | undefined;
   readonly logger: RuntimeLogger;
@@ -112,8 +120,39 @@ export class SandboxLauncher {
         // SIGKILL to its process group from inside is immediate; the sweep then takes what left the group.
         command.signal('SIGKILL');
         await sweep();
+        // af-init reports the end once it reaped the command. If it does not (stopped or wedged: it is the
+        // agent's uid), the whole launcher goes, so a timeout still ends the command; the next exec starts
+        // a new one.
+        let timer: NodeJS.Timeout | undefined;
+        const answered = await Promise.race([
+          command.done.then(
+            () => true,
+            () => true,
+          ),
+          new Promise<boolean>((resolve) => {
+            timer = setTimeout(() => resolve(false), WEDGED_MS);
+          }),
+        ]);
+        clearTimeout(timer);
+        if (!answered) {
+          this.#options.logger.warn(
+            { sandboxId: this.#options.sandboxId },
+            'af-init did not report a killed command; killing the launcher',
+          );
+          await running.launched.terminate('kill');
+        }
       },
     };
+  }
+
+  /**
+   * Starts the launcher ahead of the first exec (with the sandbox, while the worker mounts): a failure is
+   * only logged, the first exec then tries again.
+   */
+  prestart(): void {
+    this.#running().catch((err: unknown) =>
+      this.#options.logger.debug({ err, sandboxId: this.#options.sandboxId }, 'launcher prestart failed'),
+    );
   }
 
   /** Kills af-init and with it the whole namespace (pid 1's death). Idempotent; no launcher starts after. */
@@ -175,6 +214,10 @@ export class SandboxLauncher {
     const anchor = await o.createAnchor?.();
     let launched: LaunchedBwrap | undefined;
     try {
+      // The anchor is a slave of the workspace's parent from now on: a mount made after this point
+      // propagates onto it (and into the sandbox); one made before must be bound on top, as a session's
+      // shell does. Either way the mount present at launch is what /workspace shows.
+      const mounted = await o.workspaceMounted();
       const binary = openSync(o.afInitPath, 'r');
       try {
         const log = (stream: string) => (chunk: Buffer) =>
@@ -184,7 +227,7 @@ export class SandboxLauncher {
           );
         launched = await launchBwrap({
           bwrapPath: o.bwrapPath,
-          args: o.args(anchor?.source),
+          args: o.args(anchor?.source, mounted || anchor === undefined),
           commandArgc: 3,
           identity: o.identity,
           seccomp: o.seccomp,

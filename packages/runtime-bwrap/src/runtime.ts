@@ -1,6 +1,6 @@
 // The bwrap SandboxRuntime: checks the host once, then starts sandboxes (scratch files, cgroups, argv).
 import { rmSync } from 'node:fs';
-import { chmod, mkdir, mkdtemp, realpath, rm, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, realpath, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { posix } from 'node:path';
 import type { RuntimeInstance, RuntimeStartOptions, SandboxRuntime } from '@agentfense/protocol';
@@ -132,6 +132,12 @@ function removeAtExit(dir: string): void {
     });
   }
   tempEtcDirs.add(dir);
+}
+
+/** True when `path` is the root of a mount other than its parent's (the worker's FUSE mount is there). */
+async function isMountRoot(path: string): Promise<boolean> {
+  const [self, parent] = await Promise.all([stat(path), stat(posix.dirname(path))]);
+  return self.dev !== parent.dev;
 }
 
 /** Creates the bwrap runtime. Holds no global state: two runtimes are fully independent. */
@@ -289,10 +295,11 @@ export function createBwrapRuntime(options: BwrapRuntimeOptions = {}): SandboxRu
           cgroup,
           createAnchor: createWorkspaceAnchor,
           logger,
-          args: (anchor) =>
+          workspaceMounted: () => isMountRoot(boundWorkspace),
+          args: (anchor, mounted) =>
             buildBwrapArgs({
               workspaceHostPath: boundWorkspace,
-              ...(anchor === undefined ? {} : { workspaceAnchor: anchor }),
+              ...(anchor === undefined ? {} : { workspaceAnchor: anchor, workspaceOverAnchor: mounted }),
               systemMounts,
               network,
               // af-init's own environment: BASE_ENV only; each command's comes with its SPAWN request.
@@ -306,6 +313,8 @@ export function createBwrapRuntime(options: BwrapRuntimeOptions = {}): SandboxRu
             }),
         });
     logger.debug({ sandboxId, limits: enforced }, 'sandbox started');
+    // Started with the sandbox (the worker may still be mounting): the first exec then only waits for it.
+    launcher?.prestart();
     return new BwrapInstance({
       sandboxId,
       bwrapPath,
