@@ -7,10 +7,15 @@
 // stat-only walk (`ls -l`, `git status`) costs no extra disk reads.
 import { constants } from 'node:fs';
 
-/** How far ahead of the current lookup files are warmed. */
-const DEPTH = 8;
-/** Warm-ups in the thread pool at once (libuv has 4 threads; big READs need them too). */
-const IN_FLIGHT = 2;
+/**
+ * How far ahead of the current lookup files are warmed, and how many warm-ups run in the thread pool at
+ * once. The worker's pool has 6 threads (WORKER_ENV), so 2 stay free for big READs. 8 ahead, 2 at a time
+ * (sessions 3-5) warmed ~4,600 files/s against a cold `grep -r` that reads ~4,000/s, so most of its READs
+ * still waited for the disk inside the worker (READ p50 91-108 µs); 16 and 4 brought the READ p50 to
+ * 64 µs in 2 of 2 runs (3 cold `grep -r` each, bench/README.md session 6).
+ */
+const DEPTH = 16;
+const IN_FLIGHT = 4;
 /** Directories whose position is remembered (a depth-first walk returns to its parents). */
 const DIRS = 8;
 
