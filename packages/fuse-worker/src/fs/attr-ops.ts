@@ -37,7 +37,8 @@ export async function getattr(fs: FsCore, ino: number, caller: Caller): Promise<
     // Shown without its w bit by the rules: the kernel refuses creates and deletes in it by itself.
     if (reasked && permission !== 'write' && (fresh.mode & 0o200) === 0) {
       const started = performance.now();
-      await auditDirDenial(fs, path, caller);
+      const pending = auditDirDenial(fs, path, caller);
+      if (pending !== null) await pending;
       // Counted in `stats` (and so in bench:fs's per-line op counts): the warm path should show none.
       fs.stats?.record('refusal-check', (performance.now() - started) * 1000, false);
     }

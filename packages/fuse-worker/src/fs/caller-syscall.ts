@@ -101,6 +101,14 @@ function readLine(fd: number): string {
   return lineBuffer.toString('latin1', 0, readSync(fd, lineBuffer, 0, lineBuffer.length, 0));
 }
 
+const NAMESPACE_SYSCALLS: ReadonlySet<number> = new Set(Object.values(SYS));
+
+/** Whether a /proc/<tid>/syscall line shows one of the syscalls decodeNamespaceCall knows (no I/O). */
+export function isNamespaceSyscall(line: string): boolean {
+  const space = line.indexOf(' ');
+  return NAMESPACE_SYSCALLS.has(Number(space < 0 ? line : line.slice(0, space)));
+}
+
 /** Decodes a namespace syscall from a /proc/<tid>/syscall line ("nr arg1 … arg6 sp pc"); null otherwise. */
 export async function decodeNamespaceCall(line: string, tid: number): Promise<NamespaceCall | null> {
   const fields = line.trim().split(' ');

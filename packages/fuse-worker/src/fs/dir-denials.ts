@@ -9,7 +9,14 @@
 // with the path and the verdict of the rule at it, as the worker audits the refusals it makes itself.
 import { readFile } from 'node:fs/promises';
 import type { FsCore } from './core.js';
-import { callerDir, callerMounts, decodeNamespaceCall, readPath, syscallLine } from './caller-syscall.js';
+import {
+  callerDir,
+  callerMounts,
+  decodeNamespaceCall,
+  isNamespaceSyscall,
+  readPath,
+  syscallLine,
+} from './caller-syscall.js';
 import type { NamespaceCall, PathArg } from './caller-syscall.js';
 import type { Caller } from './types.js';
 
@@ -23,12 +30,18 @@ interface SplitPath {
 /**
  * Audits the refusal behind a re-asked GETATTR of directory `dir` (a path of this mount), if the caller
  * is inside a namespace syscall that targets it. Only called when the kernel re-asks (attributes fresh)
- * for a directory that shows no w bit.
+ * for a directory that shows no w bit. Answers null at once, after one pread, when the caller is in no
+ * namespace syscall: the kernel also GETATTRs fresh directories for a stat after a listing (which marks
+ * their atime stale), on every warm `grep -r`, and those must cost nothing more.
  */
-export async function auditDirDenial(fs: FsCore, dir: string, caller: Caller): Promise<void> {
+export function auditDirDenial(fs: FsCore, dir: string, caller: Caller): Promise<void> | null {
   const tid = caller.pid;
   const line = syscallLine(tid);
-  if (line === null) return;
+  if (line === null || !isNamespaceSyscall(line)) return null;
+  return auditCall(fs, dir, line, tid);
+}
+
+async function auditCall(fs: FsCore, dir: string, line: string, tid: number): Promise<void> {
   const call = await decodeNamespaceCall(line, tid);
   if (call === null) return;
   const refused = await refusedEntry(fs, call, dir, tid);

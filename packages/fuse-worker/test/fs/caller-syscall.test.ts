@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { decodeNamespaceCall } from '../../src/fs/caller-syscall.js';
+import { decodeNamespaceCall, isNamespaceSyscall } from '../../src/fs/caller-syscall.js';
 
 // Lines as /proc/<tid>/syscall shows them on x86-64: "nr arg1 … arg6 sp pc".
 const line = (nr: number, ...args: string[]): string =>
@@ -64,5 +64,12 @@ describe('decodeNamespaceCall', () => {
     expect(await decode(line(21, '0x1000', '0x2'))).toBeNull(); // access(W_OK)
     expect(await decode('running')).toBeNull();
     expect(await decode('-1 0x7ffd809cbbe0 0x7f063d4d7011')).toBeNull();
+  });
+
+  it('tells a namespace syscall from a stat without decoding it', () => {
+    expect(isNamespaceSyscall(line(83, '0x1000', '0x1ff'))).toBe(true);
+    expect(isNamespaceSyscall(line(257, CWD, '0x1000', '0x0'))).toBe(true); // decoded later: no O_CREAT
+    expect(isNamespaceSyscall(line(262, CWD, '0x1000', '0x7fff0000', '0x100'))).toBe(false); // lstat
+    expect(isNamespaceSyscall('running')).toBe(false);
   });
 });
