@@ -118,7 +118,7 @@ async function applyChange(
     await ctx.lower.chmod(rel, mode & ~SET_ID);
     return stripped;
   }
-  const tmp = relJoin(relParent(rel), tempName(`.${relBase(rel)}.af-commit`));
+  const tmp = relJoin(relParent(rel), commitTempName(relBase(rel)));
   try {
     if (change.upperType === 'symlink') {
       await ctx.lower.symlink(await ctx.upper.readlink(rel), tmp);
@@ -248,4 +248,15 @@ function depth(rel: string): number {
 function stopReason(signal: AbortSignal): string {
   const reason: unknown = signal.reason;
   return reason instanceof Error ? reason.message : typeof reason === 'string' ? reason : 'stopped';
+}
+
+/** Longest name kept in a commit's temporary name: with `.` + `.af-commit-<pid>-<16 hex>` it fits NAME_MAX. */
+const MAX_NAME_IN_TEMP = 200;
+
+/**
+ * The temporary name a file is copied to before it is renamed over `name`: `.<name>.af-commit-…`, so a
+ * leftover says whose it was, or just `.af-commit-…` for a name too long to fit in 255 bytes with it.
+ */
+export function commitTempName(name: string): string {
+  return tempName(Buffer.byteLength(name) <= MAX_NAME_IN_TEMP ? `.${name}.af-commit` : '.af-commit');
 }

@@ -17,6 +17,23 @@ import { describe, expect, it } from 'vitest';
 import { fixture, names, read, write } from './fixture.js';
 
 describe('Delta commit', () => {
+  it('commits files whose names are as long as a name may be (255 bytes), added and modified', async () => {
+    // The temporary copy once carried the whole name plus a suffix: past 219 bytes, ENAMETOOLONG.
+    const long = 'n'.repeat(251) + '.txt';
+    const utf8 = 'é'.repeat(125) + '.txt'; // 254 bytes
+    const f = await fixture({ [utf8]: 'old' });
+    await write(f.delta, `/${long}`, 'long');
+    await write(f.delta, `/${utf8}`, 'new');
+    const result = await f.delta.commit({ mode: 'detect-conflicts' });
+    expect(result.conflicts).toEqual([]);
+    expect(result.applied.map((c) => `${c.kind} ${c.path}`).sort()).toEqual(
+      [`added /${long}`, `modified /${utf8}`].sort(),
+    );
+    expect(await readFile(join(f.lower, long), 'utf8')).toBe('long');
+    expect(await readFile(join(f.lower, utf8), 'utf8')).toBe('new');
+    expect((await readdir(f.lower)).sort()).toEqual([long, utf8].sort());
+  });
+
   it('applies adds, modifications, deletions, dirs and modes, and leaves the delta empty', async () => {
     const f = await fixture({ 'mod.txt': 'm', 'del.txt': 'd', 'old/x': 'x', keep: 'k' });
     await write(f.delta, '/mod.txt', 'modified');
