@@ -120,6 +120,7 @@ describe('full flow', () => {
       conflicts: [],
       skipped: [],
       changed: [],
+      interrupted: '',
     });
     const download = await fetch(`${api.served.url}/v1/codebases/${cb}/files/src/app.py`);
     expect(await download.text()).toBe('print("changed")\n');

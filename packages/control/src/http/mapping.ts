@@ -303,6 +303,8 @@ export function commitToWire(r: CommitResult): Record<string, unknown> {
     conflicts: r.conflicts.map((c) => ({ ...c })),
     skipped: (r.skipped ?? []).map((c) => ({ ...c })),
     changed: (r.changed ?? []).map((c) => ({ ...c })),
+    // A client must be able to tell a commit cut short by a stop or destroy from a complete one.
+    interrupted: r.interrupted ?? '',
   };
 }
 

@@ -332,6 +332,11 @@ export const CommitResultSchema = outObject('CommitResponse', {
     items: outObject('CommitChanged', { path: str, reason: str }),
     description: 'entries written with a change, e.g. set-uid/set-gid bits removed',
   },
+  interrupted: {
+    type: 'string',
+    description:
+      'why the commit stopped before the end ("" when it ran to the end): the sandbox was stopped or destroyed meanwhile. `applied` then lists exactly what was written, each file complete; the rest stays in the sandbox (if it was not destroyed)',
+  },
 });
 
 export const DiscardBody = object('DiscardRequest', { paths: pathsFilter });

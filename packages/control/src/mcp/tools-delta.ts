@@ -78,7 +78,15 @@ async function commit(args: Record<string, unknown>, call: ToolCall): Promise<Ca
   const data = {
     applied: result.applied.map((c) => c.path),
     conflicts: result.conflicts.map((c) => ({ ...c })),
+    ...(result.interrupted === undefined ? {} : { interrupted: result.interrupted }),
   };
+  if (result.interrupted !== undefined) {
+    // Stopped or destroyed meanwhile: say so, or a partial commit reads as a complete one.
+    return ok(
+      `the commit stopped part-way (${result.interrupted}); only these ${result.applied.length} change(s) were written:\n${applied}`,
+      data,
+    );
+  }
   if (result.conflicts.length > 0) {
     const list = result.conflicts.map((c) => `  ${c.path}: ${c.reason}`).join('\n');
     return failure(

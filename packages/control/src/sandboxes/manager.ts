@@ -39,7 +39,7 @@ import type { Live, StartDeps } from './start.js';
 import { assertTransition } from './state.js';
 import type { SupervisionOptions } from './supervisor.js';
 import { tearDown } from './teardown.js';
-import { onTemporaryWorker, requestWhole } from './temporary-worker.js';
+import { onTemporaryWorker } from './temporary-worker.js';
 import { checkResources } from './validate.js';
 import { listSandboxes, newSandboxRow, resolveRules } from './records.js';
 import type { RecordDeps } from './records.js';
@@ -470,9 +470,10 @@ export class SandboxManager {
   }
 
   /**
-   * Calls a worker method: on the live worker of a running sandbox, or, for a sandbox that is not
-   * running, on a temporary worker mounted just for this call (so changes, diff, commit and discard work
-   * after a stop). The temporary worker holds the sandbox's ownership while it runs.
+   * Calls a worker method: on the live worker of a running sandbox (all parts of an answer from the one
+   * worker, even once a stop began: a commit cut short still says exactly what it wrote), or, for a
+   * sandbox that is not running, on a temporary worker mounted just for this call (so changes, diff,
+   * commit and discard work after a stop). The temporary worker holds the sandbox's ownership meanwhile.
    */
   async #withWorker<M extends WorkerMethod>(
     id: string,
@@ -481,10 +482,10 @@ export class SandboxManager {
   ): Promise<WorkerResult<M>> {
     validateId('sandbox', id);
     const live = this.#live.get(id);
-    if (live !== undefined) return requestWhole((m, p) => live.supervisor.request(m, p), method, params);
+    if (live !== undefined) return live.supervisor.requestWhole(method, params);
     return this.#locks.run(id, async () => {
       const again = this.#live.get(id);
-      if (again !== undefined) return requestWhole((m, p) => again.supervisor.request(m, p), method, params);
+      if (again !== undefined) return again.supervisor.requestWhole(method, params);
       this.#assertOpen();
       const row = await this.#owner.claim(id);
       if (row.state === 'RUNNING') {

@@ -7,6 +7,7 @@ import type { Logger } from 'pino';
 import { clearFuseMount, spawnWorker } from '@agentfense/fuse-worker';
 import type { WorkerHandle } from '@agentfense/fuse-worker';
 import { TimeoutError, WrongStateError } from '@agentfense/protocol';
+import { requestWholeOn } from './whole-answer.js';
 import type {
   AuditEvent,
   MountParams,
@@ -46,6 +47,11 @@ const MOUNT_TIMEOUT_MS = 30_000;
 
 /** How long we wait for a SIGKILLed worker to be reaped before clearing its mount anyway. */
 const KILL_REAP_MS = 5000;
+/**
+ * How long stop() gives the worker's unmount while an answer in parts is being fetched (a commit): the
+ * worker first ends the commit between two files, answers what it applied, and waits for its parts.
+ */
+const LONG_STOP_GRACE_MS = 30_000;
 
 export interface WorkerSupervisorOptions {
   readonly sandboxId: string;
@@ -82,6 +88,8 @@ export class WorkerSupervisor {
   #failures: number[] = [];
   #missed = 0;
   #pinging = false;
+  /** requestWhole calls in progress (stop() then waits longer for the unmount). */
+  #wholeRequests = 0;
   #fatalReason: string | undefined;
   readonly #timer: NodeJS.Timeout;
 
@@ -133,6 +141,20 @@ export class WorkerSupervisor {
     return worker.client.request(method, params, options);
   }
 
+  /**
+   * Calls a worker method and fetches every part of its answer from that same worker, even once stop()
+   * began: a commit a stop or destroy cuts short still answers with exactly what it wrote.
+   */
+  async requestWhole<M extends WorkerMethod>(method: M, params: WorkerParams<M>): Promise<WorkerResult<M>> {
+    const { client } = await this.worker();
+    this.#wholeRequests++;
+    try {
+      return await requestWholeOn(client, method, params);
+    } finally {
+      this.#wholeRequests--;
+    }
+  }
+
   /** Replaces the rules now, and for every worker started after this. */
   async setRules(rules: readonly PermissionRule[]): Promise<void> {
     this.#mount = { ...this.#mount, rules };
@@ -151,7 +173,11 @@ export class WorkerSupervisor {
     this.#phase = 'stopped';
     clearInterval(this.#timer);
     if (this.#restarting !== undefined) await this.#restarting.catch(() => undefined);
-    if (!wasFailed) await this.#current.stop({ graceMs: this.#timing.stopGraceMs });
+    const graceMs =
+      this.#wholeRequests > 0
+        ? Math.max(LONG_STOP_GRACE_MS, this.#timing.stopGraceMs)
+        : this.#timing.stopGraceMs;
+    if (!wasFailed) await this.#current.stop({ graceMs });
     await clearFuseMount(this.#mount.mountpoint);
   }
 

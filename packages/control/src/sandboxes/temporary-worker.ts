@@ -1,6 +1,5 @@
 // Worker calls on a sandbox's delta whether or not it runs: on the live worker of a running sandbox, or
 // on a temporary worker mounted just for the call (so changes, diff, commit and discard work after a stop).
-import { collectParts } from '@agentfense/protocol';
 import type { WorkerMethod, WorkerParams, WorkerResult } from '@agentfense/protocol';
 import type { CodebaseService } from '../codebases/service.js';
 import type { SandboxRow } from '../store/sandboxes.js';
@@ -9,24 +8,8 @@ import { mountParams } from './mounts.js';
 import { processStartTime } from './process-identity.js';
 import { spawnAndMount } from './supervisor.js';
 import { tearDown } from './teardown.js';
+import { requestWholeOn } from './whole-answer.js';
 import type { TeardownDeps } from './teardown.js';
-
-/** A worker request function (a live supervisor's or a temporary worker client's). */
-export type WorkerRequest = <N extends WorkerMethod>(
-  method: N,
-  params: WorkerParams<N>,
-) => Promise<WorkerResult<N>>;
-
-/** Calls a worker method and, for answers in parts (changes, diff, commit), fetches the rest. */
-export async function requestWhole<M extends WorkerMethod>(
-  request: WorkerRequest,
-  method: M,
-  params: WorkerParams<M>,
-): Promise<WorkerResult<M>> {
-  const first = await request(method, params);
-  if (typeof first !== 'object' || first === null || !('next' in first)) return first;
-  return collectParts(first, (cursor) => request('more', { cursor }));
-}
 
 /**
  * Calls `method` on a temporary worker mounted on the claimed, not running sandbox `row`, then tears it
@@ -56,8 +39,7 @@ export async function onTemporaryWorker<M extends WorkerMethod>(
     });
     // Attached once mounted, as the supervisor does: the call below is the first access through the mount.
     worker.client.onEvent('audit', (events) => audit.append(events));
-    const client = worker.client;
-    return await requestWhole((m, p) => client.request(m, p), method, params);
+    return await requestWholeOn(worker.client, method, params);
   } finally {
     await tearDown(deps, {
       id,

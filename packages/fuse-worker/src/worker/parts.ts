@@ -70,6 +70,17 @@ export function sequenceSource(sources: readonly PartSource[]): PartSource {
   };
 }
 
+/** `source`, calling `done` once its last part has been filled (the whole answer was handed out). */
+export function onceDone(source: PartSource, done: () => void): PartSource {
+  return {
+    async fill(part, budget) {
+      const finished = await source.fill(part, budget);
+      if (finished) done();
+      return finished;
+    },
+  };
+}
+
 /** A diff produced file by file; a single file's text longer than a part is cut across parts. */
 export function diffSource(items: AsyncIterator<DiffItem>): PartSource {
   let pending = '';

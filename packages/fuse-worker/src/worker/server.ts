@@ -34,7 +34,15 @@ import {
   readaheadBytes,
 } from '../mount-options.js';
 import { widenReadahead } from '../readahead-window.js';
-import { arraySource, changeBytes, conflictBytes, diffSource, PartStore, sequenceSource } from './parts.js';
+import {
+  arraySource,
+  changeBytes,
+  conflictBytes,
+  diffSource,
+  onceDone,
+  PartStore,
+  sequenceSource,
+} from './parts.js';
 import { IdleTrim, type Collect } from './idle-trim.js';
 import type { WorkerLogger as Logger } from './log.js';
 
@@ -44,6 +52,12 @@ export const DEFAULT_CACHE_TTL_SECONDS = 60;
 export const UNMOUNT_GRACE_MS = 1000;
 /** How often the worker tells the control plane it is alive. */
 export const HEALTH_INTERVAL_MS = 1000;
+/**
+ * How long an unmount waits for the control plane to fetch the rest of a commit answer given in parts
+ * (it asks for each part as soon as it has the previous one): a commit a stop or destroy cut short must
+ * still say exactly what it wrote. The control plane gives an unmount 30 s while it fetches such an answer.
+ */
+export const COMMIT_ANSWER_GRACE_MS = 10_000;
 
 /** The control plane itself, as a caller in audit records of library readFile/writeFile. */
 const CONTROL_CALLER = { pid: 0, uid: 0, gid: 0 };
@@ -90,6 +104,8 @@ export class WorkerService {
   readonly #parts = new PartStore();
   /** Commits in progress, so a teardown can end them cleanly between two files. */
   readonly #commits = new Map<AbortController, Promise<unknown>>();
+  /** Commit answers whose later parts the control plane has not fetched yet (resolved when it has). */
+  readonly #undelivered = new Set<Promise<void>>();
 
   constructor(options: WorkerServerOptions) {
     this.#peer = options.peer;
@@ -113,6 +129,14 @@ export class WorkerService {
     for (const [stop, running] of this.#commits) {
       stop.abort(new Error(`the worker is shutting down (${reason})`));
       await running.catch(() => undefined);
+    }
+    if (this.#undelivered.size > 0) {
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([
+        Promise.all(this.#undelivered),
+        new Promise((done) => (timer = setTimeout(done, COMMIT_ANSWER_GRACE_MS))),
+      ]);
+      clearTimeout(timer);
     }
     this.#parts.clear();
     const mounted = this.#mounted;
@@ -257,12 +281,21 @@ export class WorkerService {
       },
       'commit',
     );
+    let delivered = (): void => undefined;
+    const whole = new Promise<void>((resolve) => (delivered = resolve));
     const { part, next } = await this.#parts.first(
-      sequenceSource([
-        arraySource('applied', applied, changeBytes),
-        arraySource('conflicts', conflicts, conflictBytes),
-      ]),
+      onceDone(
+        sequenceSource([
+          arraySource('applied', applied, changeBytes),
+          arraySource('conflicts', conflicts, conflictBytes),
+        ]),
+        () => delivered(),
+      ),
     );
+    if (next !== undefined) {
+      this.#undelivered.add(whole);
+      void whole.then(() => this.#undelivered.delete(whole));
+    }
     return {
       applied: part.applied ?? [],
       conflicts: part.conflicts ?? [],
