@@ -9,8 +9,12 @@
 // sandbox runs a command and a session: the relay and the session anchors with what is behind them, every
 // path in the data directory (whose parent is opened to everyone here, as /var/lib is), and /proc of the
 // worker and of every sandbox process. The sandbox user must still reach its relay (positive control).
-import { chmod, mkdir, readFile, readdir } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, readFile, readdir, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { execa } from 'execa';
+import { listMounts } from '@agentfense/fuse-worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ControlPlane } from '@agentfense/control';
 import type { Session } from '@agentfense/control';
@@ -207,5 +211,74 @@ describe('another local user of the host', () => {
     expect(asRoot.flat().length).toBeGreaterThan(0);
     const results = await probeAs(other as HostUser, targets);
     expect(succeeded(results)).toEqual([]);
+  });
+});
+
+// The one-shot CLI opens the data directory on a path of its own (the worker spawned before the CLI
+// loads, a lighter open for `run`): the same paths must be closed while its command runs.
+describe('another local user of the host, during a one-shot `agentfense run`', () => {
+  const bin = fileURLToPath(new URL('../../packages/control/bin/agentfense.js', import.meta.url));
+  let scratch: string;
+  let other: HostUser | undefined;
+
+  beforeAll(async () => {
+    other = await createLocalUser();
+    scratch = await mkdtemp(join(tmpdir(), 'af-local-users-run-'));
+    await chmod(scratch, 0o755);
+    await mkdir(join(scratch, 'home'), { mode: 0o700 });
+    await writeTree(join(scratch, 'home', 'project'), EXAMPLE_FILES);
+  });
+  afterAll(async () => {
+    try {
+      const left = (await listMounts()).filter((m) => m.mountpoint.startsWith(scratch));
+      await rm(scratch, { recursive: true, force: true });
+      expect(left).toEqual([]);
+    } finally {
+      await removeLocalUser(other);
+    }
+  });
+
+  it('cannot reach the relay, the data directory or the processes of a running `run`', async () => {
+    const data = join(scratch, 'data');
+    const duration = `600.${String(process.pid)}`; // sleep's argument marks the command on the host
+    const child = execa(
+      process.execPath,
+      [bin, 'run', join(scratch, 'home', 'project'), '--data', data, '-v', '--', 'sleep', duration],
+      { reject: false },
+    );
+    try {
+      let said = '';
+      child.stderr?.on('data', (chunk: Buffer) => (said += chunk.toString()));
+      const id = await waitFor('the sandbox id', () => /created (sb_[0-9a-f-]+)/.exec(said)?.[1], 60_000);
+      const pids = await waitFor(
+        'the command in its sandbox',
+        async () => {
+          const found = await sandboxPids(id);
+          for (const pid of found) {
+            const cmdline = await readFile(`/proc/${String(pid)}/cmdline`, 'utf8').catch(() => '');
+            if (cmdline.includes(duration)) return found;
+          }
+          return undefined;
+        },
+        60_000,
+      );
+      const relay = join(DEFAULT_RUN_DIR, id);
+      // root reaches the workspace through the relay: a refusal below is the defence, not a wrong path
+      expect(await readFile(join(relay, 'workspace/src/app.py'), 'utf8')).toBe(EXAMPLE_FILES['src/app.py']);
+      const targets: ProbeTarget[] = [
+        ...mountTargets(relay),
+        { path: data, op: 'list' },
+        ...(await targetsUnder(data)),
+        ...pids.flatMap(processTargets),
+      ];
+      expect(targets.map((t) => t.path)).toContain(join(data, 'agentfense.db'));
+      const results = await probeAs(other as HostUser, targets);
+      expect(results).toHaveLength(targets.length);
+      expect(succeeded(results)).toEqual([]);
+    } finally {
+      child.kill('SIGTERM');
+      await child;
+    }
+    expect(child.exitCode, 'run stops its sandbox on SIGTERM').toBe(143);
   });
 });
