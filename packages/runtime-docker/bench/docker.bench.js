@@ -4,7 +4,8 @@
 //      bench waits, untimed, until the pool has refilled, as when sandboxes come at an agent's pace);
 //   2. exec latency of `true` in a running sandbox (p50/p99);
 //   3. where an exec's time goes: the engine's own exec of a bare `true` (create → start/stream → inspect,
-//      no wrapper), the same with the session wrapper, and the runtime's whole exec;
+//      no wrapper), the same with the session wrapper, and the runtime's whole exec (through af-init, the
+//      container's pid 1; the row "engine execs (launcher: false)" is the runtime without it);
 //   4. 20 docker sandboxes at once on one codebase through the control plane (FUSE worker, relay,
 //      pool), each running a command: all must succeed.
 // Run after `pnpm exec tsc -b` (root script: `pnpm bench:docker`). Needs root. Uses the engine at
@@ -234,6 +235,12 @@ async function main() {
     await ensureBaseImage({ ...(dockerHost ? { dockerHost } : {}), progress: (line) => console.log(line) });
     const docker = createDockerRuntime({ ...(dockerHost ? { dockerHost } : {}), logger });
     const pooled = createDockerRuntime({ ...(dockerHost ? { dockerHost } : {}), logger, poolSize: 2 });
+    // Before af-init (issue 17's last step): every command an engine exec under the session wrapper.
+    const engineOnly = createDockerRuntime({
+      ...(dockerHost ? { dockerHost } : {}),
+      logger,
+      launcher: false,
+    });
     const bwrap = createBwrapRuntime({ logger });
     await docker.check();
     await pooled.check();
@@ -241,6 +248,7 @@ async function main() {
     const rows = [];
     for (const [name, runtime] of [
       ['bwrap', bwrap],
+      ['docker, engine execs (launcher: false)', engineOnly],
       ['docker', docker],
       ['docker, pooled (paced)', pooled],
     ]) {
@@ -283,7 +291,7 @@ async function main() {
       `  engine exec of \`true\` under the session wrapper: ${p50(profile.wrapped, 'total')} ` +
         `(start → stream end ${p50(profile.wrapped, 'start')})`,
     );
-    console.log(`  the runtime's exec(['true']): ${p50(profile.whole)}`);
+    console.log(`  the runtime's exec(['true']) (through af-init): ${p50(profile.whole)}`);
     console.log(
       `\n${CONCURRENT} docker sandboxes at once on one codebase (control plane, agent-safe): ` +
         `${concurrent.ok}/${CONCURRENT} commands succeeded; all started in ${ms(concurrent.startedIn)}`,
