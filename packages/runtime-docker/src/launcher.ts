@@ -9,7 +9,9 @@
 // other local user can reach the socket either; inside the container only the sandbox's gid can.
 // af-init's argv names only paths inside the container; its environment is the container's.
 import { randomUUID } from 'node:crypto';
-import { chmod, chown, copyFile, mkdir, readdir, rm } from 'node:fs/promises';
+import { constants } from 'node:fs';
+import { chmod, chown, copyFile, mkdir, open, readdir, rm } from 'node:fs/promises';
+import type { FileHandle } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import type { Socket } from 'node:net';
 import { posix } from 'node:path';
@@ -54,8 +56,10 @@ export async function listenForLauncher(parent: string, user: string): Promise<L
   let settle!: { resolve: (c: LauncherClient) => void; reject: (e: Error) => void };
   const connected = new Promise<LauncherClient>((resolve, reject) => (settle = { resolve, reject }));
   connected.catch(() => undefined);
+  let dirFd: FileHandle | undefined;
   const closeServer = (): void => {
-    server.close();
+    if (server.listening) server.close();
+    else void dirFd?.close().catch(() => undefined);
     void rm(sock, { force: true });
   };
   server.once('connection', (socket) => {
@@ -80,13 +84,19 @@ export async function listenForLauncher(parent: string, user: string): Promise<L
   try {
     await copyFile(afInitPath(), posix.join(dir, 'af-init'));
     await chmod(posix.join(dir, 'af-init'), 0o755);
+    // A Unix socket's path is limited to 107 bytes and a data directory's can be longer: bind through
+    // the directory's descriptor (/proc/self/fd/N/sock, resolved by the kernel) instead.
+    dirFd = await open(dir, constants.O_RDONLY | constants.O_DIRECTORY);
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
-      server.listen(sock, () => {
+      server.listen(`/proc/self/fd/${String(dirFd?.fd)}/sock`, () => {
         server.off('error', reject);
         resolve();
       });
     });
+    // libuv unlinks the path it bound when the server closes: the descriptor must name our directory
+    // until then (a reused number could name another directory), so it is closed only after the server.
+    server.once('close', () => void dirFd?.close().catch(() => undefined));
     // The container's user needs search on the directory and write on the socket; nobody else any.
     await chmod(sock, 0o660);
     await chown(sock, 0, gid);
