@@ -119,10 +119,14 @@ export class LauncherClient {
     const client = new LauncherClient(socket);
     const timeoutMs = options.readyTimeoutMs ?? DEFAULT_READY_TIMEOUT_MS;
     let timer: NodeJS.Timeout | undefined;
+    // Rejects whenever the connection closes, also long after READY: handled here, or that later close
+    // is an unhandled rejection (which ends a Node process).
+    const closedEarly = client.#closed.then((err) => Promise.reject(err));
+    closedEarly.catch(() => undefined);
     try {
       const info = await Promise.race([
         new Promise<{ version: number; pid: number }>((resolve) => (client.#ready = resolve)),
-        client.#closed.then((err) => Promise.reject(err)),
+        closedEarly,
         new Promise<never>((_, reject) => {
           timer = setTimeout(
             () =>
