@@ -91,8 +91,8 @@ describe('stored codebases', () => {
     await cp.uploadFile(cb.id, 'hello.txt', 'stored hello\n');
     const { id } = await cp.createSandbox({ codebaseId: cb.id, labels: { team: 'a' } });
     await cp.startSandbox(id);
-    expect((await cp.exec(id, 'cat /workspace/hello.txt')).stdout.toString()).toBe('stored hello\n');
-    await cp.exec(
+    expect((await cp.run(id, 'cat /workspace/hello.txt')).stdout).toBe('stored hello\n');
+    await cp.run(
       id,
       'echo out > /workspace/output/x.txt || (mkdir -p /workspace/output && echo out > /workspace/output/x.txt)',
     );
@@ -105,7 +105,7 @@ describe('stored codebases', () => {
     expect(again.labels).toEqual({ team: 'a' });
     expect(cp.getCodebase(cb.id)).toMatchObject({ name: 'persist', fileCount: 1 });
     await cp.startSandbox(id);
-    expect((await cp.exec(id, 'cat /workspace/output/x.txt')).stdout.toString()).toBe('out\n');
+    expect((await cp.run(id, 'cat /workspace/output/x.txt')).stdout).toBe('out\n');
     await cp.destroySandbox(id);
     await cp.deleteCodebase(cb.id);
     await expect(readdir(cp.layout.codebaseDir(cb.id))).rejects.toThrow(/ENOENT/);

@@ -32,12 +32,12 @@ describe('deltas, commit and conflicts', () => {
   it('keeps two sandboxes on one codebase isolated from each other', async () => {
     const a = await running();
     const b = await running();
-    await cp.exec(a, 'echo "A data" > /workspace/output/report.txt');
-    await cp.exec(b, 'echo "B data" > /workspace/output/report.txt');
-    expect((await cp.exec(a, 'cat /workspace/output/report.txt')).stdout.toString()).toBe('A data\n');
-    expect((await cp.exec(b, 'cat /workspace/output/report.txt')).stdout.toString()).toBe('B data\n');
-    await cp.exec(a, 'echo only-a > /workspace/output/a-only.txt');
-    expect((await cp.exec(b, 'ls /workspace/output')).stdout.toString()).not.toContain('a-only');
+    await cp.run(a, 'echo "A data" > /workspace/output/report.txt');
+    await cp.run(b, 'echo "B data" > /workspace/output/report.txt');
+    expect((await cp.run(a, 'cat /workspace/output/report.txt')).stdout).toBe('A data\n');
+    expect((await cp.run(b, 'cat /workspace/output/report.txt')).stdout).toBe('B data\n');
+    await cp.run(a, 'echo only-a > /workspace/output/a-only.txt');
+    expect((await cp.run(b, 'ls /workspace/output')).stdout).not.toContain('a-only');
     expect(await readdir(join(dirs.repo, 'output'))).toEqual(['.keep']);
     await cp.destroySandbox(a);
     await cp.destroySandbox(b);
@@ -45,7 +45,7 @@ describe('deltas, commit and conflicts', () => {
 
   it('commits into the linked directory and empties the delta', async () => {
     const id = await running();
-    await cp.exec(id, 'mkdir -p /workspace/output/sub && echo done > /workspace/output/sub/result.txt');
+    await cp.run(id, 'mkdir -p /workspace/output/sub && echo done > /workspace/output/sub/result.txt');
     const result = await cp.commit(id);
     expect(result.conflicts).toEqual([]);
     expect(result.applied.map((c) => c.path)).toContain('/output/sub/result.txt');
@@ -56,8 +56,8 @@ describe('deltas, commit and conflicts', () => {
 
   it('reports a conflict when the codebase changed behind the sandbox, unless last-writer-wins', async () => {
     const id = await running({ preset: 'development' });
-    expect((await cp.exec(id, 'cat /workspace/src/util.py')).exitCode).toBe(0);
-    await cp.exec(id, 'echo "sandbox version" > /workspace/src/util.py');
+    expect((await cp.run(id, 'cat /workspace/src/util.py')).exitCode).toBe(0);
+    await cp.run(id, 'echo "sandbox version" > /workspace/src/util.py');
     await writeFile(join(dirs.repo, 'src/util.py'), 'host version\n');
     const first = await cp.commit(id);
     expect(first.conflicts.map((c) => c.path)).toEqual(['/src/util.py']);
@@ -70,7 +70,7 @@ describe('deltas, commit and conflicts', () => {
 
   it('serves changes, diff, commit and discard of a stopped sandbox through a temporary worker', async () => {
     const id = await running();
-    await cp.exec(id, 'echo one > /workspace/output/one.txt; echo two > /workspace/output/two.txt');
+    await cp.run(id, 'echo one > /workspace/output/one.txt; echo two > /workspace/output/two.txt');
     await cp.stopSandbox(id);
     expect(cp.getSandbox(id).state).toBe('STOPPED');
     expect(await mountsUnder(dirs.dataDir)).toEqual([]);
@@ -82,15 +82,15 @@ describe('deltas, commit and conflicts', () => {
     expect(cp.getSandbox(id).ownerPid).toBeNull();
     // Started again, it sees what is left of its delta.
     await cp.startSandbox(id);
-    expect((await cp.exec(id, 'cat /workspace/output/one.txt')).stdout.toString()).toBe('one\n');
-    expect((await cp.exec(id, 'ls /workspace/output')).stdout.toString()).not.toContain('two.txt');
+    expect((await cp.run(id, 'cat /workspace/output/one.txt')).stdout).toBe('one\n');
+    expect((await cp.run(id, 'ls /workspace/output')).stdout).not.toContain('two.txt');
     await cp.destroySandbox(id);
     expect(await mountsUnder(dirs.dataDir)).toEqual([]);
   });
 
   it('exec on a sandbox that is not running is a WrongStateError', async () => {
     const { id } = await cp.createSandbox({ codebaseId });
-    await expect(cp.exec(id, 'true')).rejects.toThrow(/PENDING, not RUNNING/);
+    await expect(cp.run(id, 'true')).rejects.toThrow(/PENDING, not RUNNING/);
     await cp.destroySandbox(id);
   });
 
@@ -98,7 +98,7 @@ describe('deltas, commit and conflicts', () => {
     const outside = join(dirs.root, 'outside');
     const id = await running({ preset: 'full-access' });
     // The agent replaces a directory with a symlink to a host path and writes "through" it.
-    const r = await cp.exec(
+    const r = await cp.run(
       id,
       `rm -rf /workspace/docs && ln -s ${outside} /workspace/docs && ln -s ${outside}/planted /workspace/link.txt; ` +
         `echo pwned > /workspace/docs/guide.md; echo pwned > /workspace/link.txt; true`,

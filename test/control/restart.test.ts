@@ -83,8 +83,8 @@ describe('control-plane restart', () => {
       expect((await cp.changes(owner.sandboxId)).map((c) => c.path)).toContain('/output/kept.txt');
       expect(await mountsUnder(dirs.dataDir)).toEqual([]);
       await cp.startSandbox(owner.sandboxId);
-      const r = await cp.exec(owner.sandboxId, 'cat /workspace/output/kept.txt');
-      expect(r.stdout.toString()).toBe('kept\n');
+      const r = await cp.run(owner.sandboxId, 'cat /workspace/output/kept.txt');
+      expect(r.stdout).toBe('kept\n');
       await cp.destroySandbox(owner.sandboxId);
     } finally {
       await cp.close();
@@ -102,7 +102,7 @@ describe('control-plane restart', () => {
       expect(info.ownerPid).toBe(owner.pid);
       expect(await mountsUnder(cp.layout.sandbox(owner.sandboxId).dir)).not.toEqual([]);
       await expect(cp.destroySandbox(owner.sandboxId)).rejects.toBeInstanceOf(WrongStateError);
-      await expect(cp.exec(owner.sandboxId, 'true')).rejects.toThrow(/running in control-plane process/);
+      await expect(cp.run(owner.sandboxId, 'true')).rejects.toThrow(/running in control-plane process/);
       await expect(cp.startSandbox(owner.sandboxId)).rejects.toBeInstanceOf(WrongStateError);
       // The owner closes normally: it stops its sandbox and unmounts everything.
       owner.child.stdin?.write('close\n');

@@ -50,7 +50,7 @@ describe('start failures', () => {
     expect(await mountsUnder(dirs.dataDir)).toEqual([]);
     broken = false;
     await cp.startSandbox(id);
-    expect((await cp.exec(id, 'cat /workspace/README.md')).stdout.toString()).toBe('# demo\n');
+    expect((await cp.run(id, 'cat /workspace/README.md')).stdout).toBe('# demo\n');
     const worker = cp.workerPid(id) as number;
     await cp.destroySandbox(id);
     expect(pidExists(worker)).toBe(false);

@@ -36,7 +36,7 @@ describe('worker supervision', () => {
   it('replaces a worker killed with SIGKILL; the next exec sees /workspace again', async () => {
     const id = await running();
     const other = await running();
-    await cp.exec(id, 'echo before > /workspace/output/before.txt');
+    await cp.run(id, 'echo before > /workspace/output/before.txt');
     // Rules changed at run time must survive the restart.
     await cp.setRules(id, {
       rules: [
@@ -57,12 +57,12 @@ describe('worker supervision', () => {
     expect(info.state).toBe('RUNNING');
     expect(info.lastRestartReason).toMatch(/exited.*SIGKILL/);
     expect(cp.workerPid(id)).not.toBe(pid);
-    const r = await cp.exec(id, 'cat /workspace/README.md /workspace/output/before.txt');
+    const r = await cp.run(id, 'cat /workspace/README.md /workspace/output/before.txt');
     expect(r.stderr.toString()).toBe('');
-    expect(r.stdout.toString()).toBe('# demo\nbefore\n'); // the delta survived the crash
-    expect((await cp.exec(id, 'ls /workspace')).stdout.toString()).not.toContain('docs');
+    expect(r.stdout).toBe('# demo\nbefore\n'); // the delta survived the crash
+    expect((await cp.run(id, 'ls /workspace')).stdout).not.toContain('docs');
     // The other sandbox never noticed.
-    expect((await cp.exec(other, 'cat /workspace/README.md')).exitCode).toBe(0);
+    expect((await cp.run(other, 'cat /workspace/README.md')).exitCode).toBe(0);
     expect(cp.getSandbox(other).restartCount).toBe(0);
     await cp.destroySandbox(id);
     await cp.destroySandbox(other);
@@ -81,13 +81,13 @@ describe('worker supervision', () => {
       const { id } = await plain.createSandbox({ codebaseId });
       await plain.startSandbox(id);
       const session = await plain.createSession(id);
-      expect((await session.exec('cd /workspace && cat README.md')).stdout.toString()).toBe('# demo\n');
+      expect((await session.run('cd /workspace && cat README.md')).stdout).toBe('# demo\n');
       process.kill(plain.workerPid(id) as number, 'SIGKILL');
       await waitFor('the session to close', () => (session.status === 'closed' ? true : undefined));
       expect(session.closedReason).toBe('worker-restarted');
-      await expect(session.exec('true')).rejects.toThrow(/closed \(worker-restarted\)/);
+      await expect(session.run('true')).rejects.toThrow(/closed \(worker-restarted\)/);
       const fresh = await plain.createSession(id);
-      expect((await fresh.exec('cat /workspace/README.md')).stdout.toString()).toBe('# demo\n');
+      expect((await fresh.run('cat /workspace/README.md')).stdout).toBe('# demo\n');
       await fresh.close();
       await plain.destroySandbox(id);
     } finally {
@@ -103,7 +103,7 @@ describe('worker supervision', () => {
     const stoppedAt = Date.now();
     process.kill(pid, 'SIGSTOP');
     // Meanwhile the other sandbox keeps working.
-    expect((await cp.exec(other, 'ls /workspace')).exitCode).toBe(0);
+    expect((await cp.run(other, 'ls /workspace')).exitCode).toBe(0);
     const info = await waitFor('the hung worker to be replaced', () => {
       const sb = cp.getSandbox(id);
       return sb.restartCount === 1 ? sb : undefined;
@@ -112,9 +112,9 @@ describe('worker supervision', () => {
     expect(Date.now() - stoppedAt).toBeLessThan(15_000);
     expect(info.lastRestartReason).toMatch(/health/);
     await waitFor('the hung worker to be gone', () => (pidExists(pid) ? undefined : true), 5000);
-    const r = await cp.exec(id, 'cat /workspace/src/app.py');
-    expect(r.stdout.toString()).toBe('print("hello")\n');
-    expect((await cp.exec(other, 'cat /workspace/README.md')).exitCode).toBe(0);
+    const r = await cp.run(id, 'cat /workspace/src/app.py');
+    expect(r.stdout).toBe('print("hello")\n');
+    expect((await cp.run(other, 'cat /workspace/README.md')).exitCode).toBe(0);
     await cp.destroySandbox(id);
     await cp.destroySandbox(other);
     expect(await mountsUnder(dirs.dataDir)).toEqual([]);
@@ -136,11 +136,11 @@ describe('worker supervision', () => {
         return sb.state === 'ERROR' ? sb : undefined;
       });
       expect(info.stateReason).toMatch(/2 worker failures/);
-      await expect(strict.exec(id, 'true')).rejects.toBeInstanceOf(WrongStateError);
+      await expect(strict.run(id, 'true')).rejects.toBeInstanceOf(WrongStateError);
       expect(await mountsUnder(strict.layout.sandbox(id).dir)).toEqual([]);
       // ERROR → RUNNING: starting again works, the delta is still there.
       await strict.startSandbox(id);
-      expect((await strict.exec(id, 'cat /workspace/README.md')).exitCode).toBe(0);
+      expect((await strict.run(id, 'cat /workspace/README.md')).exitCode).toBe(0);
       await strict.destroySandbox(id);
     } finally {
       await strict.close();

@@ -36,9 +36,9 @@ describe('worker pool', () => {
     const second = await cp.createSandbox({ codebaseId, preset: 'agent-safe' });
     await cp.startSandbox(second.id);
     expect(cp.workerPid(second.id)).toBe(pooled);
-    const result = await cp.exec(second.id, 'cat /workspace/README.md; test ! -e /workspace/.env');
+    const result = await cp.run(second.id, 'cat /workspace/README.md; test ! -e /workspace/.env');
     expect(result.exitCode).toBe(0);
-    expect(result.stdout.toString()).toBe('# demo\n');
+    expect(result.stdout).toBe('# demo\n');
     // Its mount and everything after went to the sandbox's own log, under its name.
     const log = await readFile(join(dirs.dataDir, 'sandboxes', second.id, 'worker.log'), 'utf8');
     const mounted = log
@@ -71,7 +71,7 @@ describe('worker pool', () => {
       const { id: codebaseId } = await plane.linkCodebase({ path: dirs.repo });
       const a = await plane.createSandbox({ codebaseId, preset: 'agent-safe' });
       await plane.startSandbox(a.id);
-      expect((await plane.exec(a.id, 'cat /workspace/README.md')).stdout.toString()).toBe('# demo\n');
+      expect((await plane.run(a.id, 'cat /workspace/README.md')).stdout).toBe('# demo\n');
       const b = await plane.createSandbox({ codebaseId, preset: 'agent-safe' });
       await plane.startSandbox(b.id);
       // Given time to refill, the default pool would have one by now (see above); this one stays empty.

@@ -148,8 +148,8 @@ describe('changes and diff of a 100k-file delta through the control plane', () =
       // the same worker) and the audit query (a stats request to it), each started after the long one.
       const listing = cp.changes(id);
       const during = async (): Promise<void> => {
-        const r = await cp.exec(id, 'cat /workspace/README.md; ls /workspace/output | wc -l');
-        expect(r.stdout.toString()).toBe('# demo\n500\n');
+        const r = await cp.run(id, 'cat /workspace/README.md; ls /workspace/output | wc -l');
+        expect(r.stdout).toBe('# demo\n500\n');
         await cp.audit(id);
       };
       await during();
