@@ -59,9 +59,10 @@ async function cgroupLeftovers(sandboxId: string): Promise<string[]> {
   return left;
 }
 
+// A bwrap per command here; test/runtime/bwrap-launcher.test.ts runs the same suite through the launcher.
 runRuntimeContract({
   name: 'bwrap',
-  makeRuntime: (extra = {}) => createBwrapRuntime({ logger: quiet, ...extra }),
+  makeRuntime: (extra = {}) => createBwrapRuntime({ logger: quiet, execLauncher: false, ...extra }),
   workspace: makeFixture,
   leftovers: cgroupLeftovers,
 });

@@ -68,7 +68,7 @@ export interface BwrapRuntimeOptions {
    * Run each exec through a per-sandbox launcher (af-init as the pid 1 of one long-lived bwrap per sandbox,
    * launcher.ts) instead of a bwrap per command. Needs the sandbox user (root control plane: the workspace
    * anchor that survives a worker restart) and the built af-init; otherwise commands get a bwrap each.
-   * Default: $AGENTFENSE_BWRAP_LAUNCHER (`1` on, anything else off), else off.
+   * Default on; `$AGENTFENSE_BWRAP_LAUNCHER=0` turns it off.
    */
   readonly execLauncher?: boolean;
   /** The libseccomp-based filter compiler; default the one scripts/setup builds in this package. */
@@ -153,7 +153,7 @@ export function createBwrapRuntime(options: BwrapRuntimeOptions = {}): SandboxRu
     identityError = err as Error;
   }
   const runDir = identity === null ? undefined : (options.runDir ?? DEFAULT_RUN_DIR);
-  const launcherWanted = options.execLauncher ?? process.env.AGENTFENSE_BWRAP_LAUNCHER === '1';
+  const launcherWanted = options.execLauncher ?? process.env.AGENTFENSE_BWRAP_LAUNCHER !== '0';
   const seccompCacheDir =
     runDir ?? (options.dataDir === undefined ? tmpdir() : posix.join(options.dataDir, 'run'));
 
