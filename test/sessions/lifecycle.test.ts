@@ -23,16 +23,16 @@ describe('exit and the shell dying', () => {
     async (shell) => {
       const marker = newMarker('exit');
       const s = await openSession({ shell, env: { AF_MARKER: marker } });
-      await s.exec('sleep 1000 &');
-      const exiting = s.exec('echo bye; exit 3');
-      const queued = s.exec('echo queued');
+      await s.run('sleep 1000 &');
+      const exiting = s.run('echo bye; exit 3');
+      const queued = s.run('echo queued');
       const r = await exiting;
       expect(r).toMatchObject({ exitCode: 3, timedOut: false, sessionClosed: true });
-      expect(r.stdout.toString()).toBe('bye\n');
+      expect(r.stdout).toBe('bye\n');
       expect(s.status).toBe('closed');
       expect(s.closedReason).toBe('exited');
       await expect(queued).rejects.toThrow(WrongStateError);
-      await expect(s.exec('true')).rejects.toThrow(new RegExp(`session ${s.id} is closed \\(exited\\)`));
+      await expect(s.run('true')).rejects.toThrow(new RegExp(`session ${s.id} is closed \\(exited\\)`));
       // The background job died with the shell.
       await expectNoProcessWith(marker);
     },
@@ -40,18 +40,18 @@ describe('exit and the shell dying', () => {
 
   it('a shell killed by a signal ends the command with 128+n', async () => {
     const s = await openSession();
-    const r = await s.exec('kill -9 $$');
+    const r = await s.run('kill -9 $$');
     expect(r).toMatchObject({ exitCode: 137, sessionClosed: true });
     expect(s.closedReason).toBe('exited');
   });
 
   it('a shell that exits between commands closes the session', async () => {
     const s = await openSession();
-    await s.exec('(sleep 0.2; kill -9 $$) &');
+    await s.run('(sleep 0.2; kill -9 $$) &');
     const deadline = Date.now() + 10_000;
     while (s.status === 'open' && Date.now() < deadline) await sleep(20);
     expect(s.closedReason).toBe('exited');
-    await expect(s.exec('true')).rejects.toThrow(WrongStateError);
+    await expect(s.run('true')).rejects.toThrow(WrongStateError);
   });
 });
 
@@ -59,9 +59,9 @@ describe('close', () => {
   it('kills every process of the session; running and queued commands reject', async () => {
     const marker = newMarker('close');
     const s = await openSession({ env: { AF_MARKER: marker } });
-    await s.exec('sleep 1000 & sh -c "sleep 1000 &"');
-    const running = s.exec('sleep 1000');
-    const queued = s.exec('echo never');
+    await s.run('sleep 1000 & sh -c "sleep 1000 &"');
+    const running = s.run('sleep 1000');
+    const queued = s.run('echo never');
     await waitForProcessWith(marker, 4);
     await s.close();
     await s.close();
@@ -77,7 +77,7 @@ describe('close', () => {
     const { sb } = await startSandbox();
     {
       await using s = await createSession(sb, { env: { AF_MARKER: marker } });
-      await s.exec('sleep 1000 &');
+      await s.run('sleep 1000 &');
       await waitForProcessWith(marker, 2);
     }
     await expectNoProcessWith(marker);
@@ -86,30 +86,30 @@ describe('close', () => {
   it('the idle timeout closes a session that runs nothing; commands keep it alive', async () => {
     const marker = newMarker('idle');
     const s = await openSession({ env: { AF_MARKER: marker }, idleTimeoutMs: 600 });
-    await s.exec('sleep 1000 &');
+    await s.run('sleep 1000 &');
     for (let i = 0; i < 4; i += 1) {
       await sleep(300);
-      await s.exec('true');
+      await s.run('true');
     }
     expect(s.status).toBe('open');
     // A command longer than the idle timeout does not count as idle.
-    await s.exec('sleep 0.8');
+    await s.run('sleep 0.8');
     expect(s.status).toBe('open');
     const deadline = Date.now() + 10_000;
     while (s.status === 'open' && Date.now() < deadline) await sleep(50);
     expect(s.closedReason).toBe('idle-timeout');
     await expectNoProcessWith(marker);
-    await expect(s.exec('true')).rejects.toThrow(/is closed \(idle-timeout\)/);
+    await expect(s.run('true')).rejects.toThrow(/is closed \(idle-timeout\)/);
   });
 
   it('stopping the sandbox ends its sessions', async () => {
     const marker = newMarker('stop');
     const { sb } = await startSandbox();
     const s = await openSession({ sandbox: sb, env: { AF_MARKER: marker } });
-    await s.exec('sleep 1000 &');
+    await s.run('sleep 1000 &');
     await sb.stop();
     await expectNoProcessWith(marker);
-    await expect(s.exec('true')).rejects.toThrow(WrongStateError);
+    await expect(s.run('true')).rejects.toThrow(WrongStateError);
   });
 });
 
@@ -163,7 +163,7 @@ describe('SessionManager', () => {
     expect(a.info()).toMatchObject({ id: a.id, sandboxId: sb.sandboxId, shell: '/bin/sh', status: 'open' });
     await manager.close(a.id);
     expect(() => manager.get(a.id)).toThrow(NotFoundError);
-    await b.exec('exit');
+    await b.run('exit');
     expect(manager.list()).toEqual([]);
     expect(() => manager.get('ses_../../etc/passwd')).toThrow(InvalidArgumentError);
     await manager.closeAll();
@@ -179,13 +179,13 @@ describe('SessionManager', () => {
       await manager.create(first, { env: { AF_MARKER: marker } }),
     ];
     const kept = await manager.create(second);
-    for (const s of doomed) await s.exec('sleep 1000 &');
+    for (const s of doomed) await s.run('sleep 1000 &');
     await manager.closeSandbox(first.sandboxId);
     expect(doomed.map((s) => s.closedReason)).toEqual(['sandbox-stopped', 'sandbox-stopped']);
     expect(manager.list()).toEqual([kept]);
     expect(manager.list({ sandboxId: first.sandboxId })).toEqual([]);
     await expectNoProcessWith(marker);
-    expect((await kept.exec('echo ok')).stdout.toString()).toBe('ok\n');
+    expect((await kept.run('echo ok')).stdout).toBe('ok\n');
     await manager.closeAll();
     expect(kept.status).toBe('closed');
   });

@@ -14,71 +14,71 @@ describe.each(SESSION_SHELLS)('timeouts with %s', (shell) => {
   it('interrupts a running program; state set before survives', async () => {
     const marker = newMarker('timeout');
     const s = await openSession({ shell });
-    await s.exec('cd /tmp && KEPT=yes && export EXPORTED=too');
-    const r = await s.exec(`echo partial; echo warn >&2; ${sleeper(marker)}; echo never`, { timeoutMs: 500 });
+    await s.run('cd /tmp && KEPT=yes && export EXPORTED=too');
+    const r = await s.run(`echo partial; echo warn >&2; ${sleeper(marker)}; echo never`, { timeoutMs: 500 });
     expect(r).toMatchObject({ timedOut: true, exitCode: null, sessionClosed: false });
     expect(r.durationMs).toBeGreaterThanOrEqual(500);
     expect(r.durationMs).toBeLessThan(5_000);
-    expect(r.stdout.toString()).toBe('partial\n');
-    expect(r.stderr.toString()).toMatch(/^warn\n/);
+    expect(r.stdout).toBe('partial\n');
+    expect(r.stderr).toMatch(/^warn\n/);
     await expectNoProcessWith(marker);
-    const after = await s.exec('pwd; echo $KEPT $EXPORTED');
-    expect(after).toMatchObject({ stdout: Buffer.from('/tmp\nyes too\n'), exitCode: 0, timedOut: false });
+    const after = await s.run('pwd; echo $KEPT $EXPORTED');
+    expect(after).toMatchObject({ stdout: '/tmp\nyes too\n', exitCode: 0, timedOut: false });
   });
 
   it('interrupts a builtin loop running in the shell itself', async () => {
     const s = await openSession({ shell });
-    await s.exec('N=1');
-    const r = await s.exec('while :; do :; done', { timeoutMs: 300 });
+    await s.run('N=1');
+    const r = await s.run('while :; do :; done', { timeoutMs: 300 });
     expect(r.timedOut).toBe(true);
-    expect((await s.exec('echo $N')).stdout.toString()).toBe('1\n');
+    expect((await s.run('echo $N')).stdout).toBe('1\n');
   });
 
   it('kills a command that ignores SIGINT, and every process it started', async () => {
     const marker = newMarker('ignores_int');
     const s = await openSession({ shell });
-    await s.exec('V=kept');
-    const r = await s.exec(`sh -c "trap '' INT; ${sleeper(marker)} & ${sleeper(marker)}"`, {
+    await s.run('V=kept');
+    const r = await s.run(`sh -c "trap '' INT; ${sleeper(marker)} & ${sleeper(marker)}"`, {
       timeoutMs: 300,
     });
     expect(r.timedOut).toBe(true);
     await expectNoProcessWith(marker);
-    expect((await s.exec('echo $V')).stdout.toString()).toBe('kept\n');
+    expect((await s.run('echo $V')).stdout).toBe('kept\n');
   });
 
   it('leaves background jobs of earlier commands running when SIGINT suffices', async () => {
     const marker = newMarker('bg');
     const s = await openSession({ shell, env: { AF_MARKER: marker } });
-    await s.exec(`${sleeper(marker)} &`);
-    await s.exec('sleep 100', { timeoutMs: 300 });
-    expect((await s.exec('kill -0 $! && echo alive')).stdout.toString()).toBe('alive\n');
+    await s.run(`${sleeper(marker)} &`);
+    await s.run('sleep 100', { timeoutMs: 300 });
+    expect((await s.run('kill -0 $! && echo alive')).stdout).toBe('alive\n');
   });
 
   it('a command that finishes within its timeout is not affected', async () => {
     const s = await openSession({ shell });
-    const r = await s.exec('sleep 0.1; echo done', { timeoutMs: 5_000 });
-    expect(r).toMatchObject({ stdout: Buffer.from('done\n'), exitCode: 0, timedOut: false });
+    const r = await s.run('sleep 0.1; echo done', { timeoutMs: 5_000 });
+    expect(r).toMatchObject({ stdout: 'done\n', exitCode: 0, timedOut: false });
   });
 
   it('back-to-back timeouts keep the session in step', async () => {
     const s = await openSession({ shell });
     for (let i = 0; i < 5; i += 1) {
-      const r = await s.exec(`echo run${i}; sleep 100`, { timeoutMs: 100 + i * 37 });
+      const r = await s.run(`echo run${i}; sleep 100`, { timeoutMs: 100 + i * 37 });
       expect(r.timedOut).toBe(true);
-      expect(r.stdout.toString()).toMatch(new RegExp(`^(run${i}\\n)?$`));
-      expect((await s.exec(`echo check${i}`)).stdout.toString()).toBe(`check${i}\n`);
+      expect(r.stdout).toMatch(new RegExp(`^(run${i}\\n)?$`));
+      expect((await s.run(`echo check${i}`)).stdout).toBe(`check${i}\n`);
     }
   });
 
   it('closes the session when the shell itself cannot be interrupted', async () => {
     const marker = newMarker('stuck');
     const s = await openSession({ shell, env: { AF_MARKER: marker } });
-    await s.exec("trap '' INT");
-    const r = await s.exec('while :; do :; done', { timeoutMs: 200 });
+    await s.run("trap '' INT");
+    const r = await s.run('while :; do :; done', { timeoutMs: 200 });
     expect(r).toMatchObject({ timedOut: true, exitCode: null, sessionClosed: true });
     expect(s.status).toBe('closed');
     expect(s.closedReason).toBe('timeout');
-    await expect(s.exec('true')).rejects.toThrow(WrongStateError);
+    await expect(s.run('true')).rejects.toThrow(WrongStateError);
     await expectNoProcessWith(marker);
     expect(await hostProcessesWith(marker)).toEqual([]);
   });
@@ -95,8 +95,8 @@ describe.each(SESSION_SHELLS)('timeouts with %s', (shell) => {
         sb.spawn({ ...options, argv: ['/bin/sh', '-c', 'trap "" INT; exec "$@"', 'sh', ...options.argv] }),
     };
     const s = await openSession({ shell, sandbox: ignoring });
-    const r = await s.exec('while :; do :; done', { timeoutMs: 300 });
+    const r = await s.run('while :; do :; done', { timeoutMs: 300 });
     expect(r).toMatchObject({ timedOut: true, sessionClosed: false });
-    expect((await s.exec('echo ok')).stdout.toString()).toBe('ok\n');
+    expect((await s.run('echo ok')).stdout).toBe('ok\n');
   });
 });

@@ -37,29 +37,29 @@ describe('a bwrap session across a worker restart', () => {
     const { id } = await cp.createSandbox({ codebaseId, preset: 'development' });
     await cp.startSandbox(id);
     const session = await cp.createSession(id, { shell: '/bin/bash' });
-    const setup = await session.exec(
+    const setup = await session.run(
       'cd /workspace/src && export AF_EXPORTED=exported && AF_LOCAL=local && greet() { echo "hi $1"; } && cd /workspace/docs && cd /workspace/src && echo before > mine.txt',
     );
     expect(setup.exitCode).toBe(0);
     await killWorker(id, 1);
     expect(session.status).toBe('open');
-    const r = await session.exec(
+    const r = await session.run(
       'pwd; echo "$AF_EXPORTED $AF_LOCAL $OLDPWD"; greet you; cat app.py mine.txt; ls /workspace | head -3; echo after > new.txt',
     );
-    expect(r.stderr.toString()).toBe('');
+    expect(r.stderr).toBe('');
     expect(r.exitCode).toBe(0);
-    expect(r.stdout.toString()).toBe(
+    expect(r.stdout).toBe(
       '/workspace/src\nexported local /workspace/docs\nhi you\nprint("hello")\nbefore\nREADME.md\nconfig\ndocs\n',
     );
     // The write went through the new worker into the delta (a fresh exec, its own bwrap, sees it).
-    expect((await cp.exec(id, 'cat /workspace/src/new.txt')).stdout.toString()).toBe('after\n');
+    expect((await cp.run(id, 'cat /workspace/src/new.txt')).stdout).toBe('after\n');
     // The anchor (the bare directory under the mount) shows no path of the data directory (row 9).
-    const mountinfo = (await session.exec('cat /proc/self/mountinfo')).stdout.toString();
+    const mountinfo = (await session.run('cat /proc/self/mountinfo')).stdout;
     expect(mountinfo).toMatch(/ \/workspace \/workspace /);
     expect(mountinfo).not.toContain(dirs.root);
     // A second restart: the anchor follows again.
     await killWorker(id, 2);
-    const again = await session.exec('pwd; cat new.txt');
+    const again = await session.run('pwd; cat new.txt');
     expect(again.stdout.toString()).toBe('/workspace/src\nafter\n');
     await session.close();
     // The session's anchor is gone with it; destroying leaves no mount and nothing in the run directory.
@@ -73,13 +73,13 @@ describe('a bwrap session across a worker restart', () => {
     const { id } = await cp.createSandbox({ codebaseId, preset: 'agent-safe' });
     await cp.startSandbox(id);
     const session = await cp.createSession(id);
-    expect((await session.exec('cd /workspace && ls secrets')).exitCode).not.toBe(0);
+    expect((await session.run('cd /workspace && ls secrets')).exitCode).not.toBe(0);
     await killWorker(id, 1);
-    const r = await session.exec('cat .env secrets/private.key; ls; echo x > README.md');
-    expect(r.stdout.toString()).not.toContain('hunter2');
-    expect(r.stdout.toString()).not.toContain('PRIVATE-KEY');
-    expect(r.stdout.toString()).toContain('README.md');
-    expect(r.stderr.toString()).toMatch(/No such file or directory[\s\S]*(Permission denied|Read-only)/);
+    const r = await session.run('cat .env secrets/private.key; ls; echo x > README.md');
+    expect(r.stdout).not.toContain('hunter2');
+    expect(r.stdout).not.toContain('PRIVATE-KEY');
+    expect(r.stdout).toContain('README.md');
+    expect(r.stderr).toMatch(/No such file or directory[\s\S]*(Permission denied|Read-only)/);
     await session.close();
     await cp.destroySandbox(id);
   });
@@ -89,10 +89,10 @@ describe('a bwrap session across a worker restart', () => {
     await cp.startSandbox(id);
     await killWorker(id, 1);
     const session = await cp.createSession(id);
-    expect((await session.exec('cd /workspace/src && X=1')).exitCode).toBe(0);
+    expect((await session.run('cd /workspace/src && X=1')).exitCode).toBe(0);
     await killWorker(id, 2);
-    const r = await session.exec('echo $X; cat app.py');
-    expect(r.stdout.toString()).toBe('1\nprint("hello")\n');
+    const r = await session.run('echo $X; cat app.py');
+    expect(r.stdout).toBe('1\nprint("hello")\n');
     await session.close();
     await cp.destroySandbox(id);
   });
