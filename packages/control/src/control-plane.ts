@@ -251,8 +251,12 @@ export class ControlPlane implements AsyncDisposable {
 
   // --- Sandboxes ---
 
-  createSandbox(options: CreateSandboxOptions): Promise<SandboxInfo> {
-    return this.sandboxes.create(options);
+  /**
+   * `own`: this process owns the sandbox from its INSERT (a server or one-shot run that starts it at
+   * once): if the process dies before the start, recovery settles it instead of leaving it PENDING.
+   */
+  createSandbox(options: CreateSandboxOptions, ownership: { own?: boolean } = {}): Promise<SandboxInfo> {
+    return this.sandboxes.create(options, ownership);
   }
   getSandbox(id: string): SandboxInfo {
     return this.sandboxes.get(id);

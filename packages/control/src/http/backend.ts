@@ -109,7 +109,7 @@ export function controlPlaneBackend(
     // The control plane refuses an image for a runtime other than docker.
     // Owned by this server from creation: if it dies before the start, recovery settles the sandbox
     // (STOPPED) instead of leaving it PENDING; a clean shutdown hands it back PENDING.
-    createSandbox: (options) => plane.sandboxes.create(options, { own: true }),
+    createSandbox: (options) => plane.createSandbox(options, { own: true }),
     getSandbox: (id) => plane.getSandbox(id),
     listSandboxes: (options) => plane.listSandboxes(options),
     startSandbox: (id) => starts.run(() => plane.startSandbox(id)),
