@@ -29,6 +29,7 @@
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define PROTOCOL_VERSION 1u
@@ -40,6 +41,11 @@
 /* At a command's exit, read at most this much more from each pipe: a background writer that keeps the pipe
    full must not keep us draining forever ("what the pipes held at that moment"). */
 #define EXIT_DRAIN_LIMIT (1024u * 1024u)
+/* How long a forked command may take to reach execve. Past it, the child is SIGKILLed and reported
+   FAILED (ETIMEDOUT): between fork and exec it runs as the agent's uid, so any process of the sandbox can
+   SIGSTOP it (pids are sequential, ns_last_pid is readable), and the host waits for STARTED/FAILED before
+   a timeout or a kill can name the command. Generous: a fork+exec takes milliseconds even under load. */
+#define START_DEADLINE_MS 10000
 #define DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 enum {
@@ -61,6 +67,12 @@ struct buf {
   size_t off, len, cap; /* live bytes are data[off, off+len) */
 };
 
+static int64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 enum cmd_state { STARTING, RUNNING };
 
 struct cmd {
@@ -72,6 +84,8 @@ struct cmd {
   int in_fd;           /* write end of its stdin pipe, -1 if none or closed */
   int in_close;        /* an empty STDIN arrived: close in_fd once in_q is written */
   int reaped, status;  /* reaped before its start was resolved */
+  int64_t start_deadline; /* STARTING: monotonic ms after which the child is killed */
+  int start_killed;    /* killed at its start deadline: reported FAILED, never STARTED */
   struct buf in_q;
 };
 
@@ -338,6 +352,7 @@ static void spawn_cmd(uint32_t id, const uint8_t *p, size_t len) {
   c->id = id;
   c->pid = pid;
   c->state = STARTING;
+  c->start_deadline = now_ms() + START_DEADLINE_MS;
   c->err_fd = errp[0];
   c->out_fd = outp[0];
   c->err_pipe = errpipe[0];
@@ -374,6 +389,17 @@ static void resolve_start(struct cmd *c) {
     got += (size_t)r;
   }
   close_fd(&c->err_fd);
+  if (got < 8 && c->start_killed) {
+    /* Stopped (or stalled) before exec and killed at its deadline: it never ran as asked. */
+    static const char why[] = "start: the command did not reach exec in time (stopped before it started?)";
+    uint8_t *q = frame_begin(4 + sizeof why - 1);
+    put_u32(q, ETIMEDOUT);
+    memcpy(q + 4, why, sizeof why - 1);
+    frame_commit(T_FAILED, c->id, 4 + sizeof why - 1);
+    if (!c->reaped) waitpid(c->pid, NULL, 0); /* SIGKILLed: its end is certain */
+    forget(c);
+    return;
+  }
   if (got == 8) {
     uint32_t e = get_u32(p), stage = get_u32(p + 4);
     char msg[256];
@@ -385,8 +411,12 @@ static void resolve_start(struct cmd *c) {
     put_u32(q, e);
     memcpy(q + 4, msg, (size_t)n);
     frame_commit(T_FAILED, c->id, 4 + (size_t)n);
-    /* It never ran: reap it if not yet (its own exit is certain: it called _exit). */
-    if (!c->reaped) waitpid(c->pid, NULL, 0);
+    /* It never ran: reap it if not yet. SIGKILL first: it may have been stopped between its write and its
+       _exit by another process of the sandbox, and a blocking wait on it would hold the whole loop. */
+    if (!c->reaped) {
+      kill(c->pid, SIGKILL);
+      waitpid(c->pid, NULL, 0);
+    }
     forget(c);
     return;
   }
@@ -489,7 +519,8 @@ static void handle_frame(uint8_t type, uint32_t id, const uint8_t *p, size_t len
   case T_SIGNAL:
     if (id == 0 || len != 4) die_killing("malformed SIGNAL");
     c = find_cmd(id);
-    if (c && !c->reaped) kill(-c->pid, (int)get_u32(p));
+    /* Until the child's setsid() there is no group of that id yet: then the child itself. */
+    if (c && !c->reaped && kill(-c->pid, (int)get_u32(p)) < 0 && errno == ESRCH) kill(c->pid, (int)get_u32(p));
     return;
   case T_PING:
     send_frame(T_PONG, id, p, len);
@@ -614,7 +645,16 @@ int main(int argc, char **argv) {
       q[3] = (struct pollfd){c->in_q.len ? c->in_fd : -1, POLLOUT, 0};
     }
     size_t polled = ncmds;
-    if (poll(pfds, need, -1) < 0) {
+    int wait_ms = -1;
+    int64_t now = now_ms();
+    for (size_t i = 0; i < ncmds; i++) {
+      struct cmd *c = &cmds[i];
+      if (c->state != STARTING || c->start_killed) continue;
+      int64_t left = c->start_deadline - now;
+      if (left < 0) left = 0;
+      if (wait_ms < 0 || left < wait_ms) wait_ms = (int)left;
+    }
+    if (poll(pfds, need, wait_ms) < 0) {
       if (errno == EINTR) continue;
       die_killing("poll failed");
     }
@@ -630,6 +670,15 @@ int main(int argc, char **argv) {
       if (q[3].revents && c->in_fd == q[3].fd) write_stdin(c);
     }
     if (pfds[1].revents) reap_all();
+    /* Starts past their deadline: kill; the start pipe's EOF then reports them FAILED. */
+    now = now_ms();
+    for (size_t i = 0; i < ncmds; i++) {
+      struct cmd *c = &cmds[i];
+      if (c->pid != 0 && c->state == STARTING && !c->start_killed && now >= c->start_deadline) {
+        kill(c->pid, SIGKILL);
+        c->start_killed = 1;
+      }
+    }
     if (pfds[0].revents & (POLLIN | POLLHUP | POLLERR)) read_conn();
     write_conn();
     /* Compact forgotten commands out of the table. */

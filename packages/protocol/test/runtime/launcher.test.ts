@@ -271,6 +271,56 @@ describe('af-init', () => {
     process.kill(-pid, 'SIGKILL'); // its own session outlived it (not pid 1 here): ours to clean up
   });
 
+  it('a SIGNAL sent right after its SPAWN reaches the command (before its setsid there is no group yet)', async () => {
+    const { client } = await startInit();
+    for (let round = 0; round < 5; round++) {
+      const cmd = client.spawn({ argv: ['sleep', '30'], cwd: '/', env: PATH_ENV });
+      cmd.signal('SIGKILL'); // in the same tick: af-init reads both frames together
+      const started = Date.now();
+      expect((await collect(cmd)).outcome).toEqual({ kind: 'signaled', signal: 9 });
+      expect(Date.now() - started).toBeLessThan(10_000);
+    }
+  });
+
+  it('a command stopped between fork and exec is killed at its start deadline and reported FAILED', async () => {
+    // Inside a sandbox any process of the agent can SIGSTOP the next pid (pids are sequential) before it
+    // reaches execve; the host waits for STARTED/FAILED before it can name the command to kill. Here the
+    // test plays the agent: it stops each child of af-init it finds still running af-init's own image.
+    const { child, client } = await startInit();
+    const initPid = child.pid!;
+    const childrenFile = `/proc/${String(initPid)}/task/${String(initPid)}/children`;
+    let caught: LauncherCommand | null = null;
+    for (let attempt = 0; attempt < 200 && caught === null; attempt++) {
+      const cmd = client.spawn({ argv: ['sleep', '1'], cwd: '/', env: PATH_ENV });
+      const until = Date.now() + 50;
+      while (caught === null && Date.now() < until) {
+        for (const pid of readFileSync(childrenFile, 'utf8').split(' ').filter(Boolean).map(Number)) {
+          const comm = () => readFileSync(`/proc/${String(pid)}/comm`, 'utf8').trim();
+          try {
+            if (comm() !== 'af-init') continue;
+            process.kill(pid, 'SIGSTOP');
+            // Stopped before it exec'd (else its image would now be sleep's): the attack took.
+            if (comm() === 'af-init') caught = cmd;
+            else process.kill(pid, 'SIGCONT');
+          } catch {
+            // gone already
+          }
+        }
+      }
+      if (caught === null) await collect(cmd);
+    }
+    expect(caught, 'no child was stopped before its exec in 200 tries').not.toBeNull();
+    const started = Date.now();
+    const { outcome } = await collect(caught!);
+    expect(outcome).toMatchObject({ kind: 'failed', errno: 110 }); // ETIMEDOUT
+    expect(Date.now() - started).toBeLessThan(15_000);
+    expect(await caught!.pid).toBeNull();
+    // af-init carries on.
+    expect((await collect(client.spawn({ argv: ['true'], cwd: '/', env: PATH_ENV }))).outcome.kind).toBe(
+      'exited',
+    );
+  }, 30_000);
+
   it('rejects input af-init could not carry, before sending anything', async () => {
     const { client } = await startInit();
     expect(() => client.spawn({ argv: [], cwd: '/', env: {} })).toThrow(/argv/);
