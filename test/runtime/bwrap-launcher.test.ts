@@ -4,7 +4,7 @@
 // can get wrong: commands sharing one pid namespace, the host-side kill of what a command left behind
 // (including processes that left its session), a launcher that dies, and what the launcher itself exposes.
 import { randomUUID } from 'node:crypto';
-import { chown, mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { chmod, chown, mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -102,6 +102,34 @@ describe('bwrap launcher only', () => {
     });
     return sb;
   }
+
+  it('starts while the worker is still mounting: a bare mount point the sandbox user cannot enter does not stop af-init', async () => {
+    // The launcher starts with the sandbox, often before the worker's mount exists; /workspace is then the
+    // bare mount point, root's and 0700. A launcher that chdir'd there failed before READY (seen in bench).
+    const fixture = await makeFixture();
+    await chown(fixture.workspaceHostPath, 0, 0);
+    await chmod(fixture.workspaceHostPath, 0o700);
+    const sandboxId = `sb_${randomUUID()}`;
+    const sb = await launcherRuntime().start({
+      sandboxId,
+      workspaceHostPath: fixture.workspaceHostPath,
+      stateDir: fixture.stateDir,
+    });
+    onTestFinished(async () => {
+      await sb.stop();
+      await fixture.cleanup();
+    });
+    const early = await sb.exec({ command: 'pwd', cwd: '/tmp' });
+    expect(early.stderr.toString()).toBe('');
+    expect(early.stdout.toString()).toBe('/tmp\n');
+    // The mount point becomes the sandbox's (as the worker's mount root is): /workspace works in the same
+    // launcher, and is every command's default cwd.
+    const owner = createBwrapRuntime({ logger: quiet }).traits.hostOwner;
+    if (owner !== null) await chown(fixture.workspaceHostPath, owner.uid, owner.gid);
+    await chmod(fixture.workspaceHostPath, 0o755);
+    const later = await sb.exec({ command: 'pwd; echo $PPID' });
+    expect(later.stdout.toString()).toBe('/workspace\n1\n');
+  });
 
   it('runs every exec under one af-init (pid 1) that holds no sandbox variable and no host path', async () => {
     const sb = await start({ env: { SECRET_TOKEN: 'hunter2' } });

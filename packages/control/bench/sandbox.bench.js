@@ -149,7 +149,7 @@ try {
   for (let i = 0; i < BASELINE_ROUNDS / 2; i += 1)
     nodeTimes.push(await timeSpawn([process.execPath, '-e', '0']));
   console.log(
-    `exec path: ${process.env.AGENTFENSE_BWRAP_LAUNCHER === '1' ? 'per-sandbox launcher (af-init; AGENTFENSE_BWRAP_LAUNCHER=1)' : 'a bwrap per command (AGENTFENSE_BWRAP_LAUNCHER=1 for the launcher)'}`,
+    `exec path: ${process.env.AGENTFENSE_BWRAP_LAUNCHER === '0' ? 'a bwrap per command (AGENTFENSE_BWRAP_LAUNCHER=0)' : 'per-sandbox launcher (af-init; AGENTFENSE_BWRAP_LAUNCHER=0 for a bwrap per command)'}`,
   );
   const bwrapBase = report('baseline: bare `bwrap --unshare-all … true`', bwrapTimes);
   const nodeBase = report('baseline: bare `node -e 0`', nodeTimes);

@@ -68,8 +68,7 @@ export interface BwrapRuntimeOptions {
    * Run each exec through a per-sandbox launcher (af-init as the pid 1 of one long-lived bwrap per sandbox,
    * launcher.ts) instead of a bwrap per command. Needs the sandbox user (root control plane: the workspace
    * anchor that survives a worker restart) and the built af-init; otherwise commands get a bwrap each.
-   * Default off (`$AGENTFENSE_BWRAP_LAUNCHER=1` turns it on): one bench run still failed a first exec with
-   * the launcher's connection closed before READY, not yet explained (docs/decisions.md).
+   * Default on; `$AGENTFENSE_BWRAP_LAUNCHER=0` turns it off.
    */
   readonly execLauncher?: boolean;
   /** The libseccomp-based filter compiler; default the one scripts/setup builds in this package. */
@@ -154,7 +153,7 @@ export function createBwrapRuntime(options: BwrapRuntimeOptions = {}): SandboxRu
     identityError = err as Error;
   }
   const runDir = identity === null ? undefined : (options.runDir ?? DEFAULT_RUN_DIR);
-  const launcherWanted = options.execLauncher ?? process.env.AGENTFENSE_BWRAP_LAUNCHER === '1';
+  const launcherWanted = options.execLauncher ?? process.env.AGENTFENSE_BWRAP_LAUNCHER !== '0';
   const seccompCacheDir =
     runDir ?? (options.dataDir === undefined ? tmpdir() : posix.join(options.dataDir, 'run'));
 
@@ -306,6 +305,9 @@ export function createBwrapRuntime(options: BwrapRuntimeOptions = {}): SandboxRu
               // af-init's own environment: BASE_ENV only; each command's comes with its SPAWN request.
               env: {},
               command: [AF_INIT_DEST, '--fd', String(LAUNCHER_CONNECTION_FD)],
+              // Not /workspace: a launcher started before the worker's mount exists sees the bare mount
+              // point there (root's, 0700), and bwrap's chdir would fail. Each command gets its cwd from SPAWN.
+              cwd: '/',
               asPid1: true,
               dataFiles: [{ fd: LAUNCHER_BINARY_FD, dest: AF_INIT_DEST }],
               ...(cgroup === null ? { infoFd: HANDSHAKE_FDS.infoFd } : { cgroupHandshake: HANDSHAKE_FDS }),
