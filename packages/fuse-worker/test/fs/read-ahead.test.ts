@@ -53,33 +53,35 @@ describe('ReadAhead', () => {
   const files = (n: number): ListedEntry[] =>
     Array.from({ length: n }, (_, i) => ({ name: `f${i}`, mode: FILE }));
 
-  it('warms the regular files listed after the one looked up, two at a time, at most 8 ahead', async () => {
-    const { ra, warmed, finishOne } = setup([...files(3), { name: 'sub', mode: DIR }, ...files(20).slice(3)]);
+  const names = (from: number, to: number): string[] =>
+    Array.from({ length: to - from + 1 }, (_, i) => `f${from + i}`);
+
+  it('warms the regular files listed after the one looked up, four at a time, at most 16 ahead', async () => {
+    const { ra, warmed, finishOne } = setup([...files(3), { name: 'sub', mode: DIR }, ...files(24).slice(3)]);
     ra.onLookup(7, 'f0');
-    expect(warmed).toEqual(['f1', 'f2']); // two in flight
+    expect(warmed).toEqual(['f1', 'f2', 'f3', 'f4']); // four in flight; 'sub' skipped: directories are not warmed
     await finishOne();
-    expect(warmed).toEqual(['f1', 'f2', 'f3']); // 'sub' is skipped: directories are not warmed
-    for (let i = 0; i < 10; i++) await finishOne();
-    // Nothing beyond f0 + 8 listed entries (sub counts as one) until the walker moves on.
-    expect(warmed).toEqual(['f1', 'f2', 'f3', 'f4', 'f5', 'f6', 'f7']);
+    expect(warmed).toEqual(names(1, 5));
+    for (let i = 0; i < 20; i++) await finishOne();
+    // Nothing beyond f0 + 16 listed entries (sub counts as one) until the walker moves on.
+    expect(warmed).toEqual(names(1, 15));
     ra.onLookup(7, 'f5');
-    expect(warmed.slice(7)).toEqual(['f8', 'f9']);
+    expect(warmed.slice(15)).toEqual(names(16, 19));
   });
 
   it('does nothing for a directory whose listing is not known, or a name not in it; forgets on request', async () => {
-    const { ra, warmed, finishOne } = setup(files(10));
+    const { ra, warmed, finishOne } = setup(files(12));
     ra.onLookup(8, 'f0');
     ra.onLookup(7, 'nope');
     expect(warmed).toEqual([]);
     ra.onLookup(7, 'f0');
     await finishOne();
     await finishOne();
-    ra.clear(); // the warm-ups in flight (f3, f4) finish without starting more
-    await finishOne();
-    await finishOne();
-    expect(warmed).toEqual(['f1', 'f2', 'f3', 'f4']);
-    ra.onLookup(7, 'f6'); // a fresh start from f6: nothing behind it is warmed
-    expect(warmed.slice(-2)).toEqual(['f7', 'f8']);
-    expect(warmed.filter((n) => n === 'f7')).toHaveLength(1);
+    ra.clear(); // the warm-ups in flight (f3 to f6) finish without starting more
+    for (let i = 0; i < 4; i++) await finishOne();
+    expect(warmed).toEqual(names(1, 6));
+    ra.onLookup(7, 'f8'); // a fresh start from f8: nothing behind it is warmed
+    expect(warmed.slice(6)).toEqual(names(9, 11));
+    expect(warmed.filter((n) => n === 'f9')).toHaveLength(1);
   });
 });
