@@ -137,7 +137,8 @@ export function buildBwrapArgs(spec: BwrapSpec): string[] {
   // --- /dev, /proc and /tmp ---
   // proc: a new procfs for the new pid namespace: /proc/1 is bwrap's init, not the host's.
   // dev: a minimal devtmpfs-like /dev (null, zero, full, random, urandom, tty, pts) without host devices.
-  // tmpfs /tmp: private and empty for each command; HOME lives inside it.
+  // tmpfs /tmp: private to this bwrap (each command's, or the sandbox's with the per-sandbox launcher,
+  // where /tmp lasts across its commands as in a Docker sandbox); HOME lives inside it.
   // /proc/sys and /proc/sysrq-trigger are covered read-only (bound from the host's, which exist): sysctls
   // are host-wide state (core_pattern runs a program as host root), never the sandbox's to change.
   // tmpfs /tmp: capped (its pages also count against the memory cgroup).

@@ -15,7 +15,7 @@
 // every orphan. Its binary is copied in (`--ro-bind-data`), so no host path of it shows inside.
 //
 // The workspace is bound over an anchor (relay.ts), like a session's shell, so a worker restarted under a
-// running launcher shows through. A launcher that died (killed by a command through ptrace, OOM-killed, the
+// running launcher shows through. A launcher that died (OOM-killed, killed from the host, the
 // worker's mount gone for good) is replaced on the next exec; commands it was running end as killed.
 import { closeSync, openSync } from 'node:fs';
 import { InternalError, LauncherClient, processStartTime } from '@agentfense/protocol';
