@@ -4,44 +4,13 @@
 // can get wrong: commands sharing one pid namespace, the host-side kill of what a command left behind
 // (including processes that left its session), a launcher that dies, and what the launcher itself exposes.
 import { randomUUID } from 'node:crypto';
-import { chmod, chown, mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { chmod, chown, readFile } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import type { RuntimeInstance } from '@agentfense/protocol';
 import { createBwrapRuntime } from '@agentfense/runtime-bwrap';
-import type { WorkspaceFixture } from './contract.js';
 import { expectNoProcessWith, hostProcessesWith, runRuntimeContract } from './contract.js';
-
-const quiet = { debug: () => undefined, warn: (obj: object, msg: string) => console.warn(msg, obj) };
-const CGROUP_ROOT = '/sys/fs/cgroup';
-
-async function makeFixture(): Promise<WorkspaceFixture> {
-  const root = await mkdtemp(join(tmpdir(), 'af-bwraplaunch-'));
-  const workspaceHostPath = join(root, 'ws');
-  const stateDir = join(root, 'state');
-  await mkdir(workspaceHostPath);
-  await mkdir(stateDir);
-  const owner = createBwrapRuntime({ logger: quiet }).traits.hostOwner;
-  if (owner !== null) await chown(workspaceHostPath, owner.uid, owner.gid);
-  return { workspaceHostPath, stateDir, cleanup: () => rm(root, { recursive: true, force: true }) };
-}
-
-async function cgroupLeftovers(sandboxId: string): Promise<string[]> {
-  const left: string[] = [];
-  for (const hierarchy of ['memory', 'pids', 'cpu', 'freezer', 'unified']) {
-    const dir = join(CGROUP_ROOT, hierarchy, 'agentfense', sandboxId);
-    if (
-      await readFile(join(dir, 'cgroup.procs')).then(
-        () => true,
-        () => false,
-      )
-    )
-      left.push(dir);
-  }
-  return left;
-}
+import { cgroupLeftovers, makeFixture, quiet } from './bwrap-fixtures.js';
 
 const launcherRuntime = (extra = {}) => createBwrapRuntime({ logger: quiet, execLauncher: true, ...extra });
 

@@ -2,10 +2,9 @@
 // need the FUSE mount), plus what only bwrap has: install hints, the argv builder against real bwrap,
 // cgroup placement and cleanup, and the exec latency.
 import { randomUUID } from 'node:crypto';
-import { access, chown, mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { access, chown, mkdir, readFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { execa } from 'execa';
@@ -20,9 +19,9 @@ import {
 } from '@agentfense/runtime-bwrap';
 import type { WorkspaceFixture } from './contract.js';
 import { expectNoProcessWith, hostProcessesWith, runRuntimeContract } from './contract.js';
+import { cgroupLeftovers, makeFixture, quiet } from './bwrap-fixtures.js';
 
 const CGROUP_ROOT = '/sys/fs/cgroup';
-const quiet = { debug: () => undefined, warn: (obj: object, msg: string) => console.warn(msg, obj) };
 
 /** Waits until a host process carries `marker` (a command just spawned). */
 async function waitForProcess(marker: string): Promise<void> {
@@ -31,32 +30,6 @@ async function waitForProcess(marker: string): Promise<void> {
     if (Date.now() > deadline) throw new Error(`no process with ${marker} started`);
     await sleep(20);
   }
-}
-
-async function makeFixture(): Promise<WorkspaceFixture> {
-  const root = await mkdtemp(join(tmpdir(), 'af-bwrap-'));
-  const workspaceHostPath = join(root, 'ws');
-  const stateDir = join(root, 'state');
-  await mkdir(workspaceHostPath);
-  await mkdir(stateDir);
-  // bwrap runs as the unprivileged sandbox user: it owns the workspace (as the worker reports it).
-  const owner = createBwrapRuntime({ logger: quiet }).traits.hostOwner;
-  if (owner !== null) await chown(workspaceHostPath, owner.uid, owner.gid);
-  return { workspaceHostPath, stateDir, cleanup: () => rm(root, { recursive: true, force: true }) };
-}
-
-/** Cgroup directories of a sandbox that still exist (v1 hierarchies and the unified one). */
-async function cgroupLeftovers(sandboxId: string): Promise<string[]> {
-  const left: string[] = [];
-  for (const hierarchy of ['memory', 'pids', 'cpu', 'freezer', 'unified']) {
-    const dir = join(CGROUP_ROOT, hierarchy, 'agentfense', sandboxId);
-    const exists = await access(dir).then(
-      () => true,
-      () => false,
-    );
-    if (exists) left.push(dir);
-  }
-  return left;
 }
 
 // A bwrap per command here; test/runtime/bwrap-launcher.test.ts runs the same suite through the launcher.
