@@ -52,6 +52,11 @@ export interface SandboxLauncherOptions {
   readonly args: (anchor: string | undefined, mounted: boolean) => string[];
   /** Whether the worker's mount is at the workspace path now (asked after the anchor exists). */
   readonly workspaceMounted: () => Promise<boolean>;
+  /**
+   * Which mount is at the workspace path now (its mountinfo id; null: none). Read from the host's
+   * mountinfo, never by touching the mount (a hung worker would hang the caller).
+   */
+  readonly workspaceMount: () => string | null;
   /** The anchor the workspace is bound over (relay.ts); absent: none (the launcher then keeps a dead mount). */
   readonly createAnchor?: (() => Promise<WorkspaceAnchor>) | undefined;
   readonly logger: RuntimeLogger;
@@ -62,6 +67,8 @@ interface Running {
   readonly client: LauncherClient;
   readonly launched: LaunchedBwrap;
   readonly init: { pid: number; startTime: string | null };
+  /** The worker's mount this launcher runs over (null: none yet, the anchor alone). */
+  mount: string | null;
   /** Session ids (pids in the namespace) of commands started and not yet swept after their end. */
   readonly live: Set<number>;
   /** Commands whose STARTED/FAILED has not come yet: a sweep waits for them (their pid is unknown). */
@@ -193,9 +200,40 @@ export class SandboxLauncher {
     if (this.#stopped) return Promise.reject(new InternalError('the sandbox launcher was stopped'));
     const current = this.#current;
     if (current !== undefined) {
-      return current.then((running) => (running.client.alive ? running : this.#restart(current)));
+      return current.then((running) => {
+        if (!running.client.alive) return this.#restart(current);
+        // The worker's mount was replaced (a worker restart) since this launcher started: its /workspace
+        // may still show the dead mount (the anchor's propagation did not always take it away: seen in CI
+        // as ENOTCONN), so the launcher is replaced, killing what still runs in it (on a dead mount).
+        // A launcher started before the first mount (anchor alone) takes the first one as its own.
+        const now = this.#options.workspaceMount();
+        if (running.mount === null) running.mount = now;
+        if (now === running.mount) return running;
+        return this.#replace(current, running);
+      });
     }
     return this.#restart(undefined);
+  }
+
+  /** Kills `old` (its whole namespace) and starts a new launcher, once for all callers. */
+  #replace(current: Promise<Running>, old: Running): Promise<Running> {
+    if (this.#current !== current) return this.#running();
+    this.#options.logger.warn(
+      { sandboxId: this.#options.sandboxId },
+      'the workspace was remounted under the launcher; starting a new one',
+    );
+    const next = old.launched
+      .terminate('kill')
+      .then(() => old.launched.subprocess)
+      .then(
+        () => this.#start(),
+        () => this.#start(),
+      );
+    this.#current = next;
+    next.catch(() => {
+      if (this.#current === next) this.#current = undefined;
+    });
+    return next;
   }
 
   /** Starts a launcher unless another call already replaced `dead`. */
@@ -218,6 +256,7 @@ export class SandboxLauncher {
       // propagates onto it (and into the sandbox); one made before must be bound on top, as a session's
       // shell does. Either way the mount present at launch is what /workspace shows.
       const mounted = await o.workspaceMounted();
+      const mount = mounted ? o.workspaceMount() : null;
       const binary = openSync(o.afInitPath, 'r');
       try {
         const log = (stream: string) => (chunk: Buffer) =>
@@ -248,6 +287,7 @@ export class SandboxLauncher {
         client,
         launched,
         init: { pid, startTime: processStartTime(pid) ?? null },
+        mount,
         live: new Set(),
         starting: new Set(),
         sweeping: undefined,
