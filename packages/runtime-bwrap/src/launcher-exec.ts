@@ -35,7 +35,9 @@ export async function runLauncherExec(options: LauncherExecOptions): Promise<Exe
   const started = performance.now();
   const { cgroup } = options;
   const watchOom = cgroup !== null && cgroup.limits.memoryBytes !== null;
-  const oomBefore = watchOom ? cgroup.oomKills() : Promise.resolve(0);
+  // A counter that cannot be read (the cgroup removed by a stop racing this command) means no OOM report,
+  // never a failed command: the command's own outcome stands.
+  const oomBefore = watchOom ? cgroup.oomKills().catch(() => null) : Promise.resolve(null);
   const run = await options.launcher.spawn({
     argv: options.argv,
     cwd: options.cwd,
@@ -119,8 +121,9 @@ export async function runLauncherExec(options: LauncherExecOptions): Promise<Exe
     stderrText = Buffer.concat([stderrText, Buffer.from(`${outcome.message}\n`)]);
   }
   const killedLikeOom = exitCode === 137 || signal === 'SIGKILL';
-  const oomKilled = watchOom && killedLikeOom && (await cgroup.oomKills()) > (await oomBefore);
-  if (!watchOom) await oomBefore;
+  const before = await oomBefore;
+  const after = watchOom && killedLikeOom ? await cgroup.oomKills().catch(() => null) : null;
+  const oomKilled = before !== null && after !== null && after > before;
   return {
     stdout: stdout(),
     stderr: stderrText,
