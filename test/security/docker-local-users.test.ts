@@ -13,8 +13,15 @@ import { ControlPlane } from '@agentfense/control';
 import { containersOf } from '#helpers/docker.js';
 import { EXAMPLE_FILES, assertCleanAndRemove, makeDirs, waitFor, writeTree } from '../control/fixtures.js';
 import type { TestDirs } from '../control/fixtures.js';
-import { createLocalUser, probeAs, removeLocalUser, targetsUnder } from './helpers/local-user.js';
-import type { HostUser, ProbeResult, ProbeTarget } from './helpers/local-user.js';
+import {
+  createLocalUser,
+  probeAs,
+  processTargets,
+  removeLocalUser,
+  succeeded,
+  targetsUnder,
+} from './helpers/local-user.js';
+import type { HostUser, ProbeTarget } from './helpers/local-user.js';
 
 const docker = inject('docker');
 
@@ -28,9 +35,6 @@ async function containerPids(containerId: string): Promise<number[]> {
   }
   return pids;
 }
-
-const succeeded = (results: readonly ProbeResult[]): string[] =>
-  results.filter((r) => r.outcome === 'ok').map((r) => `${r.op} ${r.path}`);
 
 describe.skipIf(docker.unavailable !== null)(
   `another local user of the host, docker sandboxes${docker.unavailable === null ? '' : ` (skipped: ${docker.unavailable})`}`,
@@ -160,18 +164,7 @@ describe.skipIf(docker.unavailable !== null)(
       expect(pids.length).toBeGreaterThanOrEqual(2); // init, the command
       const worker = cp.workerPid(id);
       expect(worker).toBeGreaterThan(0);
-      const targets = [worker as number, ...pids].flatMap((pid): ProbeTarget[] => {
-        const p = `/proc/${String(pid)}`;
-        return [
-          { path: `${p}/environ`, op: 'open' },
-          { path: `${p}/mem`, op: 'open' },
-          { path: `${p}/fd`, op: 'list' },
-          { path: `${p}/cwd`, op: 'readlink' },
-          { path: `${p}/root`, op: 'readlink' },
-          { path: `${p}/root/workspace/src/app.py`, op: 'open' },
-          { path: `${p}/root/workspace/output/agent.txt`, op: 'open' },
-        ];
-      });
+      const targets = [worker as number, ...pids].flatMap(processTargets);
       const results = await probeAs(other as HostUser, targets);
       expect(succeeded(results)).toEqual([]);
     });

@@ -21,8 +21,16 @@ import type { Session } from '@agentfense/control';
 import { DEFAULT_RUN_DIR, resolveSandboxUser } from '@agentfense/runtime-bwrap';
 import { EXAMPLE_FILES, assertCleanAndRemove, makeDirs, waitFor, writeTree } from '../control/fixtures.js';
 import type { TestDirs } from '../control/fixtures.js';
-import { createLocalUser, probeAs, removeLocalUser, targetsFor, targetsUnder } from './helpers/local-user.js';
-import type { HostUser, ProbeResult, ProbeTarget } from './helpers/local-user.js';
+import {
+  createLocalUser,
+  probeAs,
+  processTargets,
+  removeLocalUser,
+  succeeded,
+  targetsFor,
+  targetsUnder,
+} from './helpers/local-user.js';
+import type { HostUser, ProbeTarget } from './helpers/local-user.js';
 
 /** Pids whose cgroup membership names the sandbox (its commands, session shells, their children). */
 async function sandboxPids(sandboxId: string): Promise<number[]> {
@@ -33,21 +41,6 @@ async function sandboxPids(sandboxId: string): Promise<number[]> {
     if (cgroup.includes(`/${sandboxId}\n`)) pids.push(Number(entry));
   }
   return pids;
-}
-
-/** What the other user tries on a process: its environment, memory, descriptors, cwd and root. */
-function processTargets(pid: number): ProbeTarget[] {
-  const p = `/proc/${String(pid)}`;
-  return [
-    { path: `${p}/environ`, op: 'open' },
-    { path: `${p}/mem`, op: 'open' },
-    { path: `${p}/fd`, op: 'list' },
-    { path: `${p}/cwd`, op: 'readlink' },
-    { path: `${p}/cwd`, op: 'list' },
-    { path: `${p}/root`, op: 'readlink' },
-    { path: `${p}/root/workspace/src/app.py`, op: 'open' },
-    { path: `${p}/root/workspace/output/agent.txt`, op: 'open' },
-  ];
 }
 
 /** What is behind a relay or an anchor: the directory, the workspace and two files the sandbox may read. */
@@ -61,9 +54,6 @@ function mountTargets(dir: string): ProbeTarget[] {
     { path: `${dir}/workspace/output/agent.txt`, op: 'open' },
   ];
 }
-
-const succeeded = (results: readonly ProbeResult[]): string[] =>
-  results.filter((r) => r.outcome === 'ok').map((r) => `${r.op} ${r.path}`);
 
 describe('another local user of the host', () => {
   let dirs: TestDirs;

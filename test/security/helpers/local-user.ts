@@ -151,3 +151,22 @@ export async function targetsUnder(root: string): Promise<ProbeTarget[]> {
   await walk(root);
   return found;
 }
+
+/** What the other user tries on a process: its environment, memory, descriptors, cwd and root. */
+export function processTargets(pid: number): ProbeTarget[] {
+  const p = `/proc/${String(pid)}`;
+  return [
+    { path: `${p}/environ`, op: 'open' },
+    { path: `${p}/mem`, op: 'open' },
+    { path: `${p}/fd`, op: 'list' },
+    { path: `${p}/cwd`, op: 'readlink' },
+    { path: `${p}/cwd`, op: 'list' },
+    { path: `${p}/root`, op: 'readlink' },
+    { path: `${p}/root/workspace/src/app.py`, op: 'open' },
+    { path: `${p}/root/workspace/output/agent.txt`, op: 'open' },
+  ];
+}
+
+/** The probes that got through ("op path"), which must be none. */
+export const succeeded = (results: readonly ProbeResult[]): string[] =>
+  results.filter((r) => r.outcome === 'ok').map((r) => `${r.op} ${r.path}`);
