@@ -1,24 +1,14 @@
 // Per-sandbox cgroups: detect what the host offers, plan which limits can hold, create the cgroups.
 import { posix } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import type { ResourceLimits } from '@agentfense/protocol';
-import { InternalError, InvalidArgumentError } from '@agentfense/protocol';
+import { InvalidArgumentError } from '@agentfense/protocol';
 import type { RuntimeLogger } from './logger.js';
 import { detectCgroupHost } from './cgroups/detect.js';
 import type { CgroupHost } from './cgroups/detect.js';
-import {
-  TEARDOWN_DEADLINE_MS,
-  TEARDOWN_RETRY_MS,
-  killPids,
-  readPids,
-  removeCgroupDir,
-  removeParentIfEmpty,
-  writeControl,
-} from './cgroups/fs.js';
 import { planCgroups, validateLimits } from './cgroups/plan.js';
 import type { SandboxCgroup } from './cgroups/types.js';
-import { createV1Cgroup } from './cgroups/v1.js';
-import { createV2Cgroup } from './cgroups/v2.js';
+import { createV1Cgroup, killAndRemoveV1 } from './cgroups/v1.js';
+import { createV2Cgroup, killAndRemoveV2 } from './cgroups/v2.js';
 
 /** Default directory (under each hierarchy's root) that holds one cgroup per sandbox. */
 export const DEFAULT_CGROUP_PARENT = 'agentfense';
@@ -71,8 +61,9 @@ export async function createSandboxCgroup(
  * Recovery of a sandbox whose control plane died (clearLeftovers): kills every process still in the
  * sandbox's cgroups, in every hierarchy, and removes them (without this they stayed for good, and their
  * processes kept running when bwrap's --die-with-parent did not fire). Reading cgroup.procs finds the
- * whole tree, however it was reparented; killing the namespace's pid 1 among them makes the kernel kill
- * the rest. Returns the pids killed. Idempotent; a sandbox without cgroups is a no-op.
+ * whole tree, however it was reparented. The kill loops are the teardown's own (freeze on v1, cgroup.kill
+ * on v2): which version the dead control plane used is unknown, so both are cleared. Returns the pids
+ * killed. Idempotent; a sandbox without cgroups is a no-op.
  */
 export async function removeSandboxCgroups(options: {
   readonly sandboxId: string;
@@ -83,29 +74,18 @@ export async function removeSandboxCgroups(options: {
   // The id names a directory: only a well-formed one (never `..` or a path) is joined.
   if (!/^sb_[0-9a-f-]+$/.test(options.sandboxId)) return [];
   const parent = options.parent ?? DEFAULT_CGROUP_PARENT;
-  const roots = [...options.host.v1.values(), ...(options.host.v2 === null ? [] : [options.host.v2.path])];
-  const dirs = [...new Set(roots)].map((root) => posix.join(root, parent, options.sandboxId));
-  const deadline = Date.now() + TEARDOWN_DEADLINE_MS;
-  // A teardown that died half-way may have left the tree frozen, and frozen processes die only once thawed.
-  const freezer = options.host.v1.get('freezer');
-  if (freezer !== undefined) {
-    await writeControl(posix.join(freezer, parent, options.sandboxId, 'freezer.state'), 'THAWED').catch(
-      () => undefined,
-    );
+  const { host, logger, sandboxId } = options;
+  const dirOf = (root: string): string => posix.join(root, parent, sandboxId);
+  const v1Roots = new Set(host.v1.values());
+  const freezer = host.v1.get('freezer');
+  const killed = await killAndRemoveV1({
+    dirs: [...v1Roots].map(dirOf),
+    freezer: freezer === undefined ? undefined : dirOf(freezer),
+    logger,
+  });
+  // A v2 hierarchy mounted where a v1 one is (never on a sane host) is cleared once, above.
+  if (host.v2 !== null && !v1Roots.has(host.v2.path)) {
+    killed.push(...(await killAndRemoveV2({ dir: dirOf(host.v2.path), logger })));
   }
-  const killed = new Set<number>();
-  for (;;) {
-    const pids = (await Promise.all(dirs.map((d) => readPids(posix.join(d, 'cgroup.procs'))))).flat();
-    if (pids.length === 0) break;
-    if (Date.now() > deadline)
-      throw new InternalError(`sandbox cgroup still has processes ${pids.join(',')} after recovery`);
-    for (const pid of pids) killed.add(pid);
-    killPids(pids, options.logger);
-    await sleep(TEARDOWN_RETRY_MS);
-  }
-  for (const dir of dirs) {
-    if (!(await removeCgroupDir(dir, deadline))) throw new InternalError(`could not remove cgroup ${dir}`);
-    await removeParentIfEmpty(posix.dirname(dir), options.logger);
-  }
-  return [...killed];
+  return killed;
 }

@@ -1,12 +1,13 @@
 // What a sandbox's bwrap leaves running when the control plane that launched it is SIGKILLed: bwrap's
 // --die-with-parent does not always take the sandbox down (a pid-namespace init may outlive its monitor,
 // seen with the nested user namespace of --disable-userns), and no control plane is left to SIGKILL its
-// pid 1. Recovery (the next process to open the data directory) calls clearLeftovers(stateDir) and this
-// finds those processes by what only they carry: membership of the sandbox's own cgroups (named after
-// the sandbox id, which is the name of stateDir's parent; every process of a sandbox joins them before
-// it runs, and every sandbox has a pids limit by default), or a bwrap whose argv names a path inside the
-// sandbox's directory (bwrap started before it read its options from a file descriptor). SIGKILL of a
-// namespace's pid 1 makes the kernel kill every process in it.
+// pid 1. Recovery (the next process to open the data directory) calls clearLeftovers(stateDir). It first
+// kills and removes the sandbox's own cgroups (cgroups.ts removeSandboxCgroups: every process of a
+// sandbox joins them before it runs, and every sandbox has a pids limit by default), so no process of
+// those is left for this scan to find. This finds the rest by what only they carry: a bwrap whose argv
+// names a path inside the sandbox's directory (bwrap started before it read its options from a file
+// descriptor), or an orphaned namespace init of the sandbox user. SIGKILL of a namespace's pid 1 makes
+// the kernel kill every process in it.
 //
 // That search reads every process's /proc entries (~150 here, 20-150 ms on a loaded host), and the control
 // plane clears leftovers before every start and after every stop. So it runs only when a process of the
@@ -47,7 +48,10 @@ export async function killLeftovers(
   return killed;
 }
 
-/** SIGKILLs the bwrap processes of the sandbox whose state directory is `stateDir`; returns their pids. */
+/**
+ * SIGKILLs the bwrap processes of the sandbox whose state directory is `stateDir` that are outside its
+ * cgroups (those were emptied just before, see the header); returns their pids.
+ */
 export async function killSandboxProcesses(
   stateDir: string,
   bwrapPath: string,
@@ -56,26 +60,23 @@ export async function killSandboxProcesses(
 ): Promise<number[]> {
   const sandboxDir = posix.dirname(stateDir);
   const inside = `${sandboxDir}/`;
-  const sandboxId = posix.basename(sandboxDir);
   const killed: number[] = [];
+  // An orphaned init is recognised by its uid: only the sandbox user's (as root, an unknown sandbox user
+  // means no such search: root's own bwraps are never candidates).
+  const me = process.getuid?.() ?? 0;
+  const uid = sandboxUid ?? (me === 0 ? null : me);
   for (const name of await readdir('/proc').catch(() => [] as string[])) {
     const pid = Number(name);
     if (!Number.isSafeInteger(pid) || pid <= 1 || pid === process.pid) continue;
     const chosen = processStartTime(pid) ?? null;
     if (chosen === null) continue; // gone (or a zombie)
-    if (!(await inSandboxCgroup(pid, sandboxId))) {
-      // Otherwise only bwrap itself (the monitor or the namespace's pid 1): never an unrelated process
-      // that happens to mention the path.
-      const exe = await readlink(`/proc/${pid}/exe`).catch(() => null);
-      if (exe !== bwrapPath) continue;
-      const argv = await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '');
-      const mentions = argv.split('\0').some((arg) => arg.startsWith(inside));
-      // An orphaned init is recognised by its uid: only the sandbox user's (as root, an unknown sandbox
-      // user means no such search: root's own bwraps are never candidates).
-      const me = process.getuid?.() ?? 0;
-      const uid = sandboxUid ?? (me === 0 ? null : me);
-      if (!mentions && (uid === null || !(await isOrphanedNamespaceInit(pid, bwrapPath, uid)))) continue;
-    }
+    // Only bwrap itself (the monitor or the namespace's pid 1): never an unrelated process that happens
+    // to mention the path.
+    const exe = await readlink(`/proc/${pid}/exe`).catch(() => null);
+    if (exe !== bwrapPath) continue;
+    const argv = await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '');
+    const mentions = argv.split('\0').some((arg) => arg.startsWith(inside));
+    if (!mentions && (uid === null || !(await isOrphanedNamespaceInit(pid, bwrapPath, uid)))) continue;
     // The pid was chosen from /proc a moment ago: kill it only if it is still that process.
     if (!isSameProcess(pid, chosen)) continue;
     try {
@@ -105,11 +106,4 @@ async function isOrphanedNamespaceInit(pid: number, bwrapPath: string, uid: numb
   const ppid = /^PPid:\s+(\d+)$/m.exec(status)?.[1];
   if (ppid === undefined) return false;
   return (await readlink(`/proc/${ppid}/exe`).catch(() => null)) !== bwrapPath;
-}
-
-/** True when one of `pid`'s cgroups is the sandbox's own (`…/<sandboxId>` in any hierarchy). */
-async function inSandboxCgroup(pid: number, sandboxId: string): Promise<boolean> {
-  if (!/^sb_[0-9a-f-]+$/.test(sandboxId)) return false;
-  const text = await readFile(`/proc/${pid}/cgroup`, 'utf8').catch(() => '');
-  return text.split('\n').some((line) => line.endsWith(`/${sandboxId}`));
 }

@@ -140,32 +140,60 @@ class V1Cgroup implements SandboxCgroup {
 
   async #teardown(): Promise<void> {
     await this.#procs.close();
-    const deadline = Date.now() + TEARDOWN_DEADLINE_MS;
-    const freezer = this.dirs.get('freezer');
-    // Kill loop: freeze (so nothing forks between reading cgroup.procs and killing), SIGKILL every pid,
-    // thaw (frozen processes only die once thawed), and repeat until every cgroup is empty.
-    for (;;) {
-      const pids = await this.pids();
-      if (pids.length === 0) break;
-      if (Date.now() > deadline)
-        throw new InternalError(`sandbox cgroup still has processes ${pids.join(',')} after teardown`);
-      if (freezer !== undefined) await this.#freeze(freezer, deadline);
-      killPids(await this.pids(), this.logger);
-      if (freezer !== undefined) await writeControl(posix.join(freezer, 'freezer.state'), 'THAWED');
-      await sleep(TEARDOWN_RETRY_MS);
-    }
-    for (const dir of this.paths) {
-      if (!(await removeCgroupDir(dir, deadline))) throw new InternalError(`could not remove cgroup ${dir}`);
-      await removeParentIfEmpty(posix.dirname(dir), this.logger);
-    }
+    await killAndRemoveV1({ dirs: this.paths, freezer: this.dirs.get('freezer'), logger: this.logger });
   }
+}
 
-  async #freeze(freezer: string, deadline: number): Promise<void> {
-    const state = posix.join(freezer, 'freezer.state');
-    await writeControl(state, 'FROZEN');
-    // Freezing is asynchronous (FREEZING until every task stopped); wait for it, bounded by the deadline.
-    while ((await readFile(state, 'utf8')).trim() !== 'FROZEN' && Date.now() < deadline) {
-      await sleep(1);
-    }
+/**
+ * Kills every process in a sandbox's v1 cgroups and removes them; resolves the pids it killed. Shared by
+ * a sandbox's own teardown and by recovery after a crashed control plane (cgroups.ts), which knows the
+ * directories only by the sandbox id: a directory that does not exist is simply empty.
+ * Kill loop: freeze (so nothing forks between reading cgroup.procs and killing), SIGKILL every pid, thaw
+ * (frozen processes only die once thawed; this also thaws a tree a teardown that died half-way left
+ * frozen), and repeat until every cgroup is empty.
+ */
+export async function killAndRemoveV1(options: {
+  readonly dirs: readonly string[];
+  /** The sandbox's freezer cgroup, when the host has that hierarchy. */
+  readonly freezer: string | undefined;
+  readonly logger: CgroupCreateOptions['logger'];
+}): Promise<number[]> {
+  const dirs = [...new Set(options.dirs)];
+  const deadline = Date.now() + TEARDOWN_DEADLINE_MS;
+  const pidsIn = async (): Promise<number[]> => {
+    const all = await Promise.all(dirs.map((dir) => readPids(posix.join(dir, 'cgroup.procs'))));
+    return [...new Set(all.flat())];
+  };
+  // Without its freezer cgroup (none on this host, or already removed) the loop still kills, unfrozen.
+  const freezer =
+    options.freezer !== undefined && (await exists(posix.join(options.freezer, 'freezer.state')))
+      ? options.freezer
+      : undefined;
+  const killed = new Set<number>();
+  for (;;) {
+    const pids = await pidsIn();
+    if (pids.length === 0) break;
+    if (Date.now() > deadline)
+      throw new InternalError(`sandbox cgroup still has processes ${pids.join(',')} after teardown`);
+    if (freezer !== undefined) await freeze(freezer, deadline);
+    const frozen = await pidsIn();
+    for (const pid of frozen) killed.add(pid);
+    killPids(frozen, options.logger);
+    if (freezer !== undefined) await writeControl(posix.join(freezer, 'freezer.state'), 'THAWED');
+    await sleep(TEARDOWN_RETRY_MS);
+  }
+  for (const dir of dirs) {
+    if (!(await removeCgroupDir(dir, deadline))) throw new InternalError(`could not remove cgroup ${dir}`);
+    await removeParentIfEmpty(posix.dirname(dir), options.logger);
+  }
+  return [...killed];
+}
+
+async function freeze(freezer: string, deadline: number): Promise<void> {
+  const state = posix.join(freezer, 'freezer.state');
+  await writeControl(state, 'FROZEN');
+  // Freezing is asynchronous (FREEZING until every task stopped); wait for it, bounded by the deadline.
+  while ((await readFile(state, 'utf8')).trim() !== 'FROZEN' && Date.now() < deadline) {
+    await sleep(1);
   }
 }

@@ -58,7 +58,7 @@ export async function createV2Cgroup(options: CgroupCreateOptions): Promise<Sand
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
       logger.warn({ dir }, 'stale sandbox cgroup found; killing what is left in it');
-      await cgroup.killAll();
+      await killAll(dir, logger);
     }
     if (plan.limits.memoryBytes !== null && requested.memoryBytes !== undefined) {
       await writeControl(posix.join(dir, 'memory.max'), String(requested.memoryBytes));
@@ -120,13 +120,6 @@ class V2Cgroup implements SandboxCgroup {
     return readPids(posix.join(this.dir, 'cgroup.procs'));
   }
 
-  /** Kills everything in the cgroup: cgroup.kill (kernel >= 5.14) is atomic; otherwise a kill loop. */
-  async killAll(): Promise<void> {
-    const kill = posix.join(this.dir, 'cgroup.kill');
-    if (await exists(kill)) await writeControl(kill, '1');
-    else killPids(await this.pids(), this.logger);
-  }
-
   destroy(): Promise<void> {
     this.#destroyed ??= this.#teardown();
     return this.#destroyed;
@@ -134,19 +127,41 @@ class V2Cgroup implements SandboxCgroup {
 
   async #teardown(): Promise<void> {
     await this.#procs.close();
-    const deadline = Date.now() + TEARDOWN_DEADLINE_MS;
-    if (await exists(this.dir)) {
-      for (;;) {
-        const pids = await this.pids();
-        if (pids.length === 0) break;
-        if (Date.now() > deadline)
-          throw new InternalError(`sandbox cgroup still has processes ${pids.join(',')} after teardown`);
-        await this.killAll();
-        await sleep(TEARDOWN_RETRY_MS);
-      }
-    }
-    if (!(await removeCgroupDir(this.dir, deadline)))
-      throw new InternalError(`could not remove cgroup ${this.dir}`);
-    await removeParentIfEmpty(posix.dirname(this.dir), this.logger);
+    await killAndRemoveV2({ dir: this.dir, logger: this.logger });
   }
+}
+
+/** Kills everything in the cgroup: cgroup.kill (kernel >= 5.14) is atomic; otherwise a kill loop. */
+async function killAll(dir: string, logger: CgroupCreateOptions['logger']): Promise<void> {
+  const kill = posix.join(dir, 'cgroup.kill');
+  if (await exists(kill)) await writeControl(kill, '1');
+  else killPids(await readPids(posix.join(dir, 'cgroup.procs')), logger);
+}
+
+/**
+ * Kills every process in a sandbox's v2 cgroup and removes it; resolves the pids that were in it. Shared
+ * by a sandbox's own teardown and by recovery after a crashed control plane (cgroups.ts), which knows the
+ * directory only by the sandbox id: a directory that does not exist is simply empty.
+ */
+export async function killAndRemoveV2(options: {
+  readonly dir: string;
+  readonly logger: CgroupCreateOptions['logger'];
+}): Promise<number[]> {
+  const { dir, logger } = options;
+  const deadline = Date.now() + TEARDOWN_DEADLINE_MS;
+  const killed = new Set<number>();
+  if (await exists(dir)) {
+    for (;;) {
+      const pids = await readPids(posix.join(dir, 'cgroup.procs'));
+      if (pids.length === 0) break;
+      if (Date.now() > deadline)
+        throw new InternalError(`sandbox cgroup still has processes ${pids.join(',')} after teardown`);
+      for (const pid of pids) killed.add(pid);
+      await killAll(dir, logger);
+      await sleep(TEARDOWN_RETRY_MS);
+    }
+  }
+  if (!(await removeCgroupDir(dir, deadline))) throw new InternalError(`could not remove cgroup ${dir}`);
+  await removeParentIfEmpty(posix.dirname(dir), logger);
+  return [...killed];
 }
