@@ -56,6 +56,13 @@ function alive(pid: number): boolean {
   }
 }
 
+/** Whether `pid` is in a stopped state; throws once it is a zombie or gone (it will never stop then). */
+function stopped(pid: number): boolean {
+  const state = /^State:\s+(\S)/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1];
+  if (state === 'Z' || state === 'X') throw new Error(`${String(pid)} is gone`);
+  return state === 'T' || state === 't';
+}
+
 async function until(check: () => boolean, ms = 5_000): Promise<boolean> {
   const deadline = Date.now() + ms;
   while (Date.now() < deadline) {
@@ -290,8 +297,12 @@ describe('af-init', () => {
     const initPid = child.pid!;
     const childrenFile = `/proc/${String(initPid)}/task/${String(initPid)}/children`;
     let caught: LauncherCommand | null = null;
-    for (let attempt = 0; attempt < 200 && caught === null; attempt++) {
-      const cmd = client.spawn({ argv: ['sleep', '1'], cwd: '/', env: PATH_ENV });
+    // Tries for up to 30 s; a miss costs only the 50 ms poll plus a `true` (a longer command made each miss
+    // cost a second, and a loaded CI machine ran out of the test's time before a stop landed).
+    const giveUpAt = Date.now() + 30_000;
+    let attempts = 0;
+    for (; Date.now() < giveUpAt && caught === null; attempts++) {
+      const cmd = client.spawn({ argv: ['true'], cwd: '/', env: PATH_ENV });
       const until = Date.now() + 50;
       while (caught === null && Date.now() < until) {
         for (const pid of readFileSync(childrenFile, 'utf8').split(' ').filter(Boolean).map(Number)) {
@@ -299,7 +310,12 @@ describe('af-init', () => {
           try {
             if (comm() !== 'af-init') continue;
             process.kill(pid, 'SIGSTOP');
-            // Stopped before it exec'd (else its image would now be sleep's): the attack took.
+            // The stop takes effect only when the child next returns to user space, which may be right after
+            // an execve already under way: read its image only once it is stopped. Still af-init's image:
+            // stopped before its exec, the attack took.
+            while (!stopped(pid)) {
+              // spin: a stop lands within microseconds
+            }
             if (comm() === 'af-init') caught = cmd;
             else process.kill(pid, 'SIGCONT');
           } catch {
@@ -309,7 +325,7 @@ describe('af-init', () => {
       }
       if (caught === null) await collect(cmd);
     }
-    expect(caught, 'no child was stopped before its exec in 200 tries').not.toBeNull();
+    expect(caught, `no child was stopped before its exec in ${String(attempts)} tries (30 s)`).not.toBeNull();
     const started = Date.now();
     const { outcome } = await collect(caught!);
     expect(outcome).toMatchObject({ kind: 'failed', errno: 110 }); // ETIMEDOUT
@@ -319,7 +335,7 @@ describe('af-init', () => {
     expect((await collect(client.spawn({ argv: ['true'], cwd: '/', env: PATH_ENV }))).outcome.kind).toBe(
       'exited',
     );
-  }, 30_000);
+  }, 60_000);
 
   it('rejects input af-init could not carry, before sending anything', async () => {
     const { client } = await startInit();
