@@ -15,8 +15,10 @@
 // every orphan. Its binary is copied in (`--ro-bind-data`), so no host path of it shows inside.
 //
 // The workspace is bound over an anchor (relay.ts), like a session's shell, so a worker restarted under a
-// running launcher shows through. A launcher that died (OOM-killed, killed from the host, the
-// worker's mount gone for good) is replaced on the next exec; commands it was running end as killed.
+// running launcher shows through: the host's unmount of the dead mount and the new worker's mount both
+// propagate in. A launch that missed its anchor (the worker mounted during it) is made again (#start).
+// A launcher that died (OOM-killed, killed from the host) is replaced on the next exec; commands it was
+// running end as killed.
 import { closeSync, openSync } from 'node:fs';
 import { InternalError, LauncherClient, processStartTime } from '@agentfense/protocol';
 import type { LauncherCommand, LauncherSpawnOptions } from '@agentfense/protocol';
@@ -25,8 +27,11 @@ import { launchBwrap } from './launch.js';
 import type { LaunchedBwrap } from './launch.js';
 import { killLeftovers } from './launcher-tree.js';
 import type { RuntimeLogger } from './logger.js';
+import { sitsOnAnchor } from './relay.js';
 import type { WorkspaceAnchor } from './relay.js';
 
+/** Launches made before one that sits on its anchor is accepted anyway (#start). */
+const ANCHOR_TRIES = 4;
 /** How long af-init gets to report a command we killed before the launcher itself is killed. */
 const WEDGED_MS = 3_000;
 
@@ -52,11 +57,6 @@ export interface SandboxLauncherOptions {
   readonly args: (anchor: string | undefined, mounted: boolean) => string[];
   /** Whether the worker's mount is at the workspace path now (asked after the anchor exists). */
   readonly workspaceMounted: () => Promise<boolean>;
-  /**
-   * Which mount is at the workspace path now (its mountinfo id; null: none). Read from the host's
-   * mountinfo, never by touching the mount (a hung worker would hang the caller).
-   */
-  readonly workspaceMount: () => string | null;
   /** The anchor the workspace is bound over (relay.ts); absent: none (the launcher then keeps a dead mount). */
   readonly createAnchor?: (() => Promise<WorkspaceAnchor>) | undefined;
   readonly logger: RuntimeLogger;
@@ -67,8 +67,6 @@ interface Running {
   readonly client: LauncherClient;
   readonly launched: LaunchedBwrap;
   readonly init: { pid: number; startTime: string | null };
-  /** The worker's mount this launcher runs over (null: none yet, the anchor alone). */
-  mount: string | null;
   /** Session ids (pids in the namespace) of commands started and not yet swept after their end. */
   readonly live: Set<number>;
   /** Commands whose STARTED/FAILED has not come yet: a sweep waits for them (their pid is unknown). */
@@ -200,40 +198,9 @@ export class SandboxLauncher {
     if (this.#stopped) return Promise.reject(new InternalError('the sandbox launcher was stopped'));
     const current = this.#current;
     if (current !== undefined) {
-      return current.then((running) => {
-        if (!running.client.alive) return this.#restart(current);
-        // The worker's mount was replaced (a worker restart) since this launcher started: its /workspace
-        // may still show the dead mount (the anchor's propagation did not always take it away: seen in CI
-        // as ENOTCONN), so the launcher is replaced, killing what still runs in it (on a dead mount).
-        // A launcher started before the first mount (anchor alone) takes the first one as its own.
-        const now = this.#options.workspaceMount();
-        if (running.mount === null) running.mount = now;
-        if (now === running.mount) return running;
-        return this.#replace(current, running);
-      });
+      return current.then((running) => (running.client.alive ? running : this.#restart(current)));
     }
     return this.#restart(undefined);
-  }
-
-  /** Kills `old` (its whole namespace) and starts a new launcher, once for all callers. */
-  #replace(current: Promise<Running>, old: Running): Promise<Running> {
-    if (this.#current !== current) return this.#running();
-    this.#options.logger.warn(
-      { sandboxId: this.#options.sandboxId },
-      'the workspace was remounted under the launcher; starting a new one',
-    );
-    const next = old.launched
-      .terminate('kill')
-      .then(() => old.launched.subprocess)
-      .then(
-        () => this.#start(),
-        () => this.#start(),
-      );
-    this.#current = next;
-    next.catch(() => {
-      if (this.#current === next) this.#current = undefined;
-    });
-    return next;
   }
 
   /** Starts a launcher unless another call already replaced `dead`. */
@@ -247,7 +214,31 @@ export class SandboxLauncher {
     return next;
   }
 
+  /**
+   * Starts a launcher that sits on its anchor's bare directory (relay.ts `sitsOnAnchor`): a worker that
+   * mounted during the launch made bwrap bind its FUSE mount instead, which would never follow a restart,
+   * so that launch is thrown away and made again. After ANCHOR_TRIES misses (a worker remounting
+   * continuously) the last one is kept: it works until the next restart, and the miss is logged.
+   */
   async #start(): Promise<Running> {
+    for (let attempt = 1; ; attempt++) {
+      const running = await this.#startOnce();
+      if (running.anchored || attempt >= ANCHOR_TRIES) {
+        if (!running.anchored)
+          this.#options.logger.warn(
+            { sandboxId: this.#options.sandboxId },
+            'the launcher sits on the worker mount, not its anchor: it will not see the next worker restart',
+          );
+        return running;
+      }
+      this.#options.logger.debug({ sandboxId: this.#options.sandboxId }, 'launcher missed its anchor; again');
+      running.client.close();
+      await running.launched.terminate('kill');
+      await running.launched.subprocess.catch(() => undefined);
+    }
+  }
+
+  async #startOnce(): Promise<Running & { anchored: boolean }> {
     const o = this.#options;
     const anchor = await o.createAnchor?.();
     let launched: LaunchedBwrap | undefined;
@@ -256,7 +247,6 @@ export class SandboxLauncher {
       // propagates onto it (and into the sandbox); one made before must be bound on top, as a session's
       // shell does. Either way the mount present at launch is what /workspace shows.
       const mounted = await o.workspaceMounted();
-      const mount = mounted ? o.workspaceMount() : null;
       const binary = openSync(o.afInitPath, 'r');
       try {
         const log = (stream: string) => (chunk: Buffer) =>
@@ -283,11 +273,12 @@ export class SandboxLauncher {
       const socket = launched.extra(0);
       if (socket === null) throw new InternalError('the launcher has no connection');
       const [client, pid] = await Promise.all([LauncherClient.connect(socket), launched.pid1]);
-      const running: Running = {
+      const running: Running & { anchored: boolean } = {
         client,
         launched,
         init: { pid, startTime: processStartTime(pid) ?? null },
-        mount,
+        // af-init is READY, so bwrap's mounts are all made: what /workspace sits on is settled.
+        anchored: anchor === undefined || (await sitsOnAnchor(pid)),
         live: new Set(),
         starting: new Set(),
         sweeping: undefined,

@@ -150,3 +150,36 @@ export async function createAnchor(options: {
   }
   return { source: posix.join(dir, posix.basename(options.workspaceHostPath)), release };
 }
+
+/**
+ * Whether the process `pid`, launched over an anchor, really sits on the anchor's bare directory: the
+ * bottom mount at /workspace in its mount namespace is the anchor's (a slave of P, not a FUSE mount).
+ *
+ * Why a launch can miss it: a worker that mounts at P/workspace between the anchor's creation and bwrap's
+ * bind propagates onto A/workspace first, and bwrap's bind of that path then copies the FUSE mount instead
+ * of the bare directory (a path always resolves to the top mount). Such a process sees the workspace for
+ * now, but its /workspace's parent is bwrap's own root, which no host mount event reaches: after the next
+ * worker restart it keeps the dead mount (ENOTCONN) for good. The sandbox's launcher starts while the worker
+ * is still mounting, so this happened in CI; the caller relaunches.
+ *
+ * Read from /proc/<pid>/mountinfo (paths as the process sees them), never by touching the mount.
+ */
+export async function sitsOnAnchor(pid: number): Promise<boolean> {
+  return anchoredIn(await readFile(`/proc/${String(pid)}/mountinfo`, 'utf8'));
+}
+
+/** `sitsOnAnchor` on a mountinfo text: the bottom mount at `mountPoint` is a slave and not FUSE. */
+export function anchoredIn(mountinfo: string, mountPoint = '/workspace'): boolean {
+  const stacked = mountinfo
+    .split('\n')
+    .map((line) => line.split(' '))
+    .filter((fields) => fields[4] === mountPoint);
+  const ids = new Set(stacked.map((fields) => fields[0]));
+  const bottom = stacked.find((fields) => !ids.has(fields[1]));
+  if (bottom === undefined) return false;
+  const separator = bottom.indexOf('-', 6);
+  if (separator < 0) return false;
+  const optional = bottom.slice(6, separator);
+  const fsType = bottom[separator + 1] ?? '';
+  return !fsType.startsWith('fuse') && optional.some((field) => field.startsWith('master:'));
+}

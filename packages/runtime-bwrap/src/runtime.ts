@@ -1,5 +1,5 @@
 // The bwrap SandboxRuntime: checks the host once, then starts sandboxes (scratch files, cgroups, argv).
-import { readFileSync, rmSync } from 'node:fs';
+import { rmSync } from 'node:fs';
 import { chmod, mkdir, mkdtemp, realpath, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { posix } from 'node:path';
@@ -135,19 +135,6 @@ function removeAtExit(dir: string): void {
 }
 
 /** True when `path` is the root of a mount other than its parent's (the worker's FUSE mount is there). */
-/** The id (mountinfo's first field) of the topmost mount at `path`, or null when nothing is mounted there. */
-function mountIdAt(path: string): string | null {
-  let id: string | null = null;
-  for (const line of readFileSync('/proc/self/mountinfo', 'utf8').split('\n')) {
-    const fields = line.split(' ');
-    const point = (fields[4] ?? '').replace(/\\([0-7]{3})/g, (_, o: string) =>
-      String.fromCharCode(parseInt(o, 8)),
-    );
-    if (point === path) id = fields[0] ?? null; // later lines are mounted later: the last is on top
-  }
-  return id;
-}
-
 async function isMountRoot(path: string): Promise<boolean> {
   const [self, parent] = await Promise.all([stat(path), stat(posix.dirname(path))]);
   return self.dev !== parent.dev;
@@ -309,7 +296,6 @@ export function createBwrapRuntime(options: BwrapRuntimeOptions = {}): SandboxRu
           createAnchor: createWorkspaceAnchor,
           logger,
           workspaceMounted: () => isMountRoot(boundWorkspace),
-          workspaceMount: () => mountIdAt(workspaceHostPath),
           args: (anchor, mounted) =>
             buildBwrapArgs({
               workspaceHostPath: boundWorkspace,
