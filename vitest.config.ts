@@ -21,6 +21,10 @@ export default defineConfig({
         extends: true,
         test: {
           name: 'system',
+          // The one-shot CLI's run helper (packages/control/src/cli/run-helper/) would outlive each test
+          // file's `run`s; off unless asked for. test/cli/run-helper*.test.ts and the helper's security
+          // test switch it on for their own runs.
+          env: { AGENTFENSE_RUN_HELPER: process.env['AGENTFENSE_RUN_HELPER'] ?? '0' },
           include: ['test/**/*.test.ts'],
           setupFiles: ['test/helpers/fail-on-warning.ts'],
           // Real processes are launched from dist/: build it first so no test runs a stale build.

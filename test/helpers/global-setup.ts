@@ -18,6 +18,11 @@ export default function setup(): void {
     cwd: root,
     stdio: 'inherit',
   });
+  // The run helper's SO_PEERCRED addon (packages/control/scripts/build-peercred.js).
+  execFileSync(process.execPath, [`${root}packages/control/scripts/build-peercred.js`], {
+    cwd: root,
+    stdio: 'inherit',
+  });
   // Workers run the bundle of the worker program (packages/fuse-worker/scripts/bundle.js).
   execFileSync(process.execPath, [`${root}packages/fuse-worker/scripts/bundle.js`], {
     cwd: root,

@@ -25,6 +25,8 @@ function bundleIsFresh() {
 }
 
 const dir = bundleIsFresh() ? BUNDLE : new URL('../dist/cli/', import.meta.url);
-// First the prelude (closes leaked fds, starts `run`'s worker), then the CLI.
-(await import(new URL('prelude.js', dir).href)).prelude(process.argv.slice(2));
-await import(new URL(dir === BUNDLE ? 'cli.js' : 'bin.js', dir).href);
+// First the prelude (closes leaked fds; hands a `run` to the data directory's run helper, or starts its
+// worker), then the CLI unless the helper ran the command.
+const status = await (await import(new URL('prelude.js', dir).href)).prelude(process.argv.slice(2));
+if (status === undefined) await import(new URL(dir === BUNDLE ? 'cli.js' : 'bin.js', dir).href);
+else process.exitCode = status;

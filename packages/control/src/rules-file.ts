@@ -1,13 +1,20 @@
 // Loading a rule file (`--rules FILE.json`: a JSON array of rules, contract §7) with errors that say what to fix.
 import { readFile } from 'node:fs/promises';
+import { resolve } from 'node:path';
 import { InvalidArgumentError, NotFoundError, validateRules } from '@agentfense/protocol/core';
 import type { PermissionRule } from '@agentfense/protocol';
 
-/** Reads and validates a JSON rule file; every failure names the file and the problem. */
-export async function loadRulesFile(file: string): Promise<PermissionRule[]> {
+/**
+ * Reads and validates a JSON rule file; every failure names the file (as given) and the problem. A relative
+ * `file` is resolved against `cwd` (default the process's: the run helper serves another process's).
+ */
+export async function loadRulesFile(
+  file: string,
+  options: { readonly cwd?: string } = {},
+): Promise<PermissionRule[]> {
   let text: string;
   try {
-    text = await readFile(file, 'utf8');
+    text = await readFile(options.cwd === undefined ? file : resolve(options.cwd, file), 'utf8');
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     if (code === 'ENOENT') throw new NotFoundError(`rules file ${file} does not exist`, { cause: err });

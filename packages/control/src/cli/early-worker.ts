@@ -9,27 +9,16 @@ import { statSync } from 'node:fs';
 import { discardEarlyWorker, startEarlyWorker } from '@agentfense/fuse-worker/process';
 import { DataLayout, resolveDataDir } from '../paths.js';
 import { POOL_WORKER_NAME } from '../sandboxes/pool-worker.js';
+import { parseRunLine } from './run-line.js';
 
 export { discardEarlyWorker };
 
-/** The `--data` value among `run`'s options (before `--`), if given. */
-function dataFlag(options: readonly string[]): string | undefined {
-  for (let i = 0; i < options.length; i++) {
-    const option = options[i] as string;
-    if (option === '--data') return options[i + 1];
-    if (option.startsWith('--data=')) return option.slice('--data='.length);
-  }
-  return undefined;
-}
-
 /** Starts the worker of an `agentfense run … -- cmd` now; does nothing for any other command line. */
 export function startWorkerForRun(argv: readonly string[]): void {
-  const separator = argv.indexOf('--');
-  if (argv[0] !== 'run' || separator === -1) return;
-  const options = argv.slice(1, separator);
-  if (options.includes('--help') || options.includes('-h')) return;
+  const line = parseRunLine(argv);
+  if (line === undefined) return;
   try {
-    const layout = new DataLayout(resolveDataDir({ dataDir: dataFlag(options) }));
+    const layout = new DataLayout(resolveDataDir({ dataDir: line.data }));
     // A data directory's first use: the control plane creates its directories (with their modes) first,
     // and the worker could not open its log yet. Spawned the usual way then.
     if (statSync(layout.logsDir, { throwIfNoEntry: false })?.isDirectory() !== true) return;

@@ -1,5 +1,6 @@
 // Where the CLI writes: injectable so commands can be tested in-process, and one place for --json.
 import { escapeJsonText } from '@agentfense/protocol/core';
+import type { ControlPlane } from '../control-plane.js';
 
 /** The CLI's output channels. */
 export interface CliIo {
@@ -26,6 +27,36 @@ export interface CliMode {
    * must exit now (process.exit), without waiting for the worker, mounts and cgroups it did not tear down.
    */
   exitNow?: boolean;
+  /** Set by the run helper (run-helper/server.ts): `run` serves a client's request in the helper. */
+  readonly helper?: HelperRun;
+}
+
+/** How SIGINT/SIGTERM/SIGHUP reach a `run`: its own process's signals, or the run helper's client's. */
+export interface Interrupt {
+  /** Aborted by the first signal. */
+  readonly signal: AbortSignal;
+  /** The first signal's name, once one came. */
+  readonly received: string | undefined;
+  dispose(): void;
+}
+
+/** What the run helper gives the `run` it serves in place of this process's own. */
+export interface HelperRun {
+  /** The helper's open control plane (not closed by the run). */
+  readonly plane: ControlPlane;
+  /** The client's working directory (relative DIR and --rules paths). */
+  readonly cwd: string;
+  /** The client's standard input (--stdin), whole. */
+  readonly stdin: () => Promise<Buffer>;
+  /** The client's signals (and its connection dropping). */
+  readonly interrupt: Interrupt;
+  /** performance.now() of this process that stands for the client's node start (`-v`'s first step). */
+  readonly originMs: number;
+  /**
+   * A finished one-shot sandbox is retired (SandboxManager.retire): the answer goes out once its record
+   * is gone, and the helper waits for `removed` (its processes, mounts, files) before it exits.
+   */
+  readonly retiring: (removed: Promise<void>) => void;
 }
 
 /** What every command registration receives. */

@@ -18,11 +18,14 @@ export function addPolicyOptions(command: Command): Command {
 }
 
 /** The rules selected by the flags (a rules file is read and validated). */
-export async function policyFromFlags(flags: PolicyFlags): Promise<PermissionRule[]> {
+export async function policyFromFlags(
+  flags: PolicyFlags,
+  options: { readonly cwd?: string } = {},
+): Promise<PermissionRule[]> {
   // Refuse the ambiguous combination before touching the filesystem, so the error names the real problem.
   if (flags.preset !== undefined && flags.rules !== undefined) {
     throw new InvalidArgumentError('give either --preset or --rules, not both');
   }
-  const rules = flags.rules === undefined ? undefined : await loadRulesFile(flags.rules);
+  const rules = flags.rules === undefined ? undefined : await loadRulesFile(flags.rules, options);
   return resolvePolicy({ preset: flags.preset, rules });
 }

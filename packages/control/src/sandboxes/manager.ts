@@ -12,18 +12,15 @@ import type {
   CommitResult,
   ChangeEntry,
   ExecResult,
-  ResourceLimits,
   RuntimeInstance,
   WorkerMethod,
   WorkerParams,
   WorkerResult,
   WorkerStats,
 } from '@agentfense/protocol';
-import type { CodebaseService } from '../codebases/service.js';
 import { validateId } from '../ids.js';
 import { ensurePrivateDir } from '../paths.js';
 import type { DataLayout } from '../paths.js';
-import type { PresetRegistry } from '../presets/registry.js';
 import { sandboxInfo } from '../store/sandboxes.js';
 import type { SandboxStore } from '../store/sandboxes.js';
 import { readAudit } from './audit-log.js';
@@ -37,8 +34,10 @@ import type { RuntimeRegistry } from './runtimes.js';
 import { startSandbox } from './start.js';
 import type { Live, StartDeps } from './start.js';
 import { assertTransition } from './state.js';
-import type { SupervisionOptions } from './supervisor.js';
+import { retireSandbox } from './retire.js';
+import type { Retiring } from './retire.js';
 import { tearDown } from './teardown.js';
+import type { SandboxManagerOptions } from './manager-options.js';
 import { onTemporaryWorker } from './temporary-worker.js';
 import { checkResources } from './validate.js';
 import { listSandboxes, newSandboxRow, resolveRules } from './records.js';
@@ -52,25 +51,7 @@ import type {
   SandboxInfo,
 } from './types.js';
 
-export interface SandboxManagerOptions {
-  readonly layout: DataLayout;
-  readonly store: SandboxStore;
-  readonly codebases: CodebaseService;
-  readonly runtimes: RuntimeRegistry;
-  readonly logger: Logger;
-  readonly presets?: PresetRegistry | undefined;
-  readonly supervision?: SupervisionOptions | undefined;
-  /** The runtime of sandboxes created without one. Default 'bwrap'. */
-  readonly defaultRuntime?: string | undefined;
-  /** Called before a running sandbox's runtime stops (stop, destroy, ERROR): sessions close here. */
-  readonly onStopping?: ((id: string) => Promise<void>) | undefined;
-  /** Called after a worker was replaced under a running sandbox (with the sandbox's runtime name). */
-  readonly onWorkerRestart?: ((id: string, runtime: string) => Promise<void>) | undefined;
-  /** Idle workers kept spawned ahead of time once a sandbox has started (default 1; 0: none). */
-  readonly workerPoolSize?: number | undefined;
-  /** Limits of sandboxes that do not set them (default DEFAULT_RESOURCES; each field replaceable). */
-  readonly defaultResources?: ResourceLimits | undefined;
-}
+export type { SandboxManagerOptions } from './manager-options.js';
 
 export class SandboxManager {
   readonly #layout: DataLayout;
@@ -252,6 +233,18 @@ export class SandboxManager {
       this.#store.delete(id);
       this.#logger.info({ sandboxId: id, keepDelta: options.keepDelta === true }, 'sandbox destroyed');
     });
+  }
+
+  /** Removes a running sandbox of this process, its record first (retire.ts: the run helper's answer). */
+  retire(id: string): Retiring {
+    const d = {
+      locks: this.#locks,
+      store: this.#store,
+      live: this.#live,
+      owner: this.#owner,
+      deps: this.#deps,
+    };
+    return retireSandbox(d, validateId('sandbox', id));
   }
 
   // --- Commands and the delta ---------------------------------------------------------------------

@@ -12,7 +12,7 @@ import { resolveDataDir } from '../../paths.js';
 import { addDataOption, openControlPlane } from '../control-options.js';
 import type { DataFlags } from '../control-options.js';
 import { isTerminal, printJson } from '../io.js';
-import type { CliContext, CliIo } from '../io.js';
+import type { CliContext, CliIo, Interrupt } from '../io.js';
 import { ONE_SHOT_LABEL } from '../../sandboxes/one-shot.js';
 import { armWatchdog } from '../watchdog.js';
 import type { Watchdog } from '../watchdog.js';
@@ -101,7 +101,11 @@ export function registerRun(program: Command, { io, result, mode }: CliContext):
     .option('--json', 'print one JSON object: exit status, output, changes, diff, commit result')
     .option('-v, --verbose', 'print each step with its duration on stderr')
     .action(async (dir: string, command: string[], flags: RunFlags) => {
-      const rules = await policyFromFlags(flags);
+      // In the run helper (run-helper/server.ts) the request is another process's: its cwd, stdin and
+      // signals, and the helper's open control plane. Everything else below is the same on both paths.
+      const { helper } = mode;
+      const cwd = helper?.cwd ?? process.cwd();
+      const rules = await policyFromFlags(flags, { cwd });
       const env = parseEnvPairs(flags.env);
       const labels = parseLabels(flags.label);
       const timeoutMs =
@@ -109,9 +113,13 @@ export function registerRun(program: Command, { io, result, mode }: CliContext):
       if (flags.lastWriterWins === true && flags.commit !== true) {
         throw new InvalidArgumentError('--last-writer-wins only makes sense with --commit');
       }
-      const stdin = flags.stdin === true ? await readStdin() : undefined;
-      const step = stepper(io, flags.verbose === true);
-      step('CLI loaded (since node started)');
+      const stdin = flags.stdin === true ? await (helper?.stdin ?? readStdin)() : undefined;
+      const step = stepper(io, flags.verbose === true, helper?.originMs ?? 0);
+      step(
+        helper === undefined
+          ? 'CLI loaded (since node started)'
+          : 'handed to the run helper (since node started)',
+      );
 
       // Whatever ends this process from here on (SIGKILL included), the watchdog makes sure the sandbox's
       // processes die and, for a one-shot sandbox, that it is removed (watchdog.ts).
@@ -126,16 +134,18 @@ export function registerRun(program: Command, { io, result, mode }: CliContext):
 
       // From here on SIGINT, SIGTERM and SIGHUP stop the command and remove the sandbox (stop it with
       // --keep) before we exit 128+N, like a shell: nothing is left running or mounted.
-      const interrupt = interruptOnSignals();
+      const interrupt = helper?.interrupt ?? interruptOnSignals();
       let outcome: RunOutcome | undefined;
       let plane: ControlPlane | undefined;
       try {
         // One sandbox, started at once: its worker spawns and the runtime checks the host while the
         // data directory opens and the sandbox is created; no idle worker is kept for later.
-        plane = await openControlPlane(flags, { workerPoolSize: 0, prewarm: flags.runtime ?? 'bwrap' });
-        step('data directory open (recovered)');
-        outcome = await runInSandbox(plane, {
-          dir: resolve(dir),
+        if (helper === undefined) {
+          plane = await openControlPlane(flags, { workerPoolSize: 0, prewarm: flags.runtime ?? 'bwrap' });
+          step('data directory open (recovered)');
+        }
+        outcome = await runInSandbox(helper?.plane ?? (plane as ControlPlane), {
+          dir: resolve(cwd, dir),
           rules,
           command,
           env,
@@ -145,6 +155,7 @@ export function registerRun(program: Command, { io, result, mode }: CliContext):
           io,
           abort: interrupt.signal,
           detach,
+          ...(helper === undefined ? {} : { retiring: helper.retiring }),
           ...(watchdog === undefined ? {} : { watchdog }),
           ...(timeoutMs === undefined ? {} : { timeoutMs }),
           ...(stdin === undefined ? {} : { stdin }),
@@ -166,6 +177,12 @@ export function registerRun(program: Command, { io, result, mode }: CliContext):
         return;
       }
       if (outcome === undefined) throw new Error('unreachable: run ended without an outcome');
+      // The first in-process run of a data directory leaves a helper for the next ones (after its own
+      // work, so it delays nothing of this run; run-helper/spawn.ts).
+      if (helper === undefined && mode.detachedCleanup === true && (flags.runtime ?? 'bwrap') === 'bwrap') {
+        const { startRunHelper } = await import('../run-helper/spawn.js');
+        startRunHelper(resolveDataDir({ dataDir: flags.data }));
+      }
       const { exec, changes, diff, commit, sandboxId } = outcome;
       if (flags.json === true) {
         printJson(io, {
@@ -208,6 +225,8 @@ interface RunRequest {
   readonly abort: AbortSignal;
   /** Leave a one-shot sandbox that ran its command to the watchdog's reaper instead of destroying it. */
   readonly detach: boolean;
+  /** In the run helper: retire a one-shot sandbox that ran its command (record first, teardown after). */
+  readonly retiring?: (removed: Promise<void>) => void;
   readonly watchdog?: Watchdog;
 }
 
@@ -230,6 +249,7 @@ async function runInSandbox(plane: ControlPlane, request: RunRequest): Promise<R
   request.watchdog?.made('codebase', codebase.id);
   let sandboxId: string | undefined;
   let detached = false;
+  let retire = false;
   try {
     abort.throwIfAborted();
     // Owned from creation: if this process dies before starting it, recovery settles it.
@@ -295,6 +315,7 @@ async function runInSandbox(plane: ControlPlane, request: RunRequest): Promise<R
     }
     // Everything the user asked for is done: the rest is teardown, which the reaper can do after exit.
     detached = request.detach && flags.keep !== true && !abort.aborted;
+    retire = request.retiring !== undefined && flags.keep !== true && !abort.aborted;
     return {
       sandboxId: sandbox.id,
       exec,
@@ -312,6 +333,12 @@ async function runInSandbox(plane: ControlPlane, request: RunRequest): Promise<R
       const { forgetOneShot } = await import('../forget-one-shot.js');
       forgetOneShot(plane.layout, { sandboxId, codebaseId: codebase.id });
       step('sandbox forgotten (its mounts and files are removed in the background)');
+    } else if (retire && sandboxId !== undefined) {
+      const { forgotten, removed } = plane.sandboxes.retire(sandboxId);
+      request.retiring?.(removed);
+      await forgotten;
+      await plane.deleteCodebase(codebase.id);
+      step('sandbox forgotten (the helper removes it after answering)');
     } else if (flags.keep !== true) {
       if (sandboxId !== undefined) await plane.destroySandbox(sandboxId);
       await plane.deleteCodebase(codebase.id);
@@ -327,7 +354,7 @@ const INTERRUPTS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
  * Aborts `signal` on the first SIGINT/SIGTERM/SIGHUP and records which; a second one is ignored while the
  * clean-up runs, a third exits at once (whatever is left is cleaned by the next invocation's recovery).
  */
-function interruptOnSignals(): { signal: AbortSignal; received: string | undefined; dispose(): void } {
+function interruptOnSignals(): Interrupt {
   const controller = new AbortController();
   let count = 0;
   const state = {
@@ -364,9 +391,10 @@ function reportCommit(io: CliIo, commit: CommitResult, dir: string): void {
 }
 
 /** `--verbose` progress: each step with the time since the previous one. */
-function stepper(io: CliIo, verbose: boolean): (what: string) => void {
-  // The first step counts from node's own start (performance's time origin): node and loading the CLI.
-  let last = 0;
+function stepper(io: CliIo, verbose: boolean, origin: number): (what: string) => void {
+  // The first step counts from node's own start (performance's time origin, or where the run helper puts
+  // its client's): node and loading the CLI.
+  let last = origin;
   return (what) => {
     if (!verbose) return;
     const now = performance.now();

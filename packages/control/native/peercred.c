@@ -1,0 +1,46 @@
+// SO_PEERCRED for Node (which has no API for it): the run helper (src/cli/run-helper/) serves only
+// clients of its own uid, and the uid of a Unix socket's peer is what the kernel recorded at connect(),
+// not anything the client says. One function: peerCredentials(fd) -> { pid, uid, gid }.
+#define _GNU_SOURCE
+#include <errno.h>
+#include <node_api.h>
+#include <string.h>
+#include <sys/socket.h>
+
+static napi_value set_number(napi_env env, napi_value obj, const char *name, double value) {
+  napi_value v;
+  if (napi_create_double(env, value, &v) != napi_ok) return NULL;
+  if (napi_set_named_property(env, obj, name, v) != napi_ok) return NULL;
+  return obj;
+}
+
+static napi_value peer_credentials(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  int32_t fd;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 1 ||
+      napi_get_value_int32(env, argv[0], &fd) != napi_ok || fd < 0) {
+    napi_throw_type_error(env, "ERR_INVALID_ARG", "peerCredentials(fd): fd must be a socket descriptor");
+    return NULL;
+  }
+  struct ucred cred;
+  socklen_t len = sizeof cred;
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || len != sizeof cred) {
+    napi_throw_error(env, "ERR_PEERCRED", strerror(errno));
+    return NULL;
+  }
+  napi_value obj;
+  if (napi_create_object(env, &obj) != napi_ok) return NULL;
+  if (set_number(env, obj, "pid", cred.pid) == NULL || set_number(env, obj, "uid", cred.uid) == NULL ||
+      set_number(env, obj, "gid", cred.gid) == NULL)
+    return NULL;
+  return obj;
+}
+
+NAPI_MODULE_INIT() {
+  napi_value fn;
+  if (napi_create_function(env, "peerCredentials", NAPI_AUTO_LENGTH, peer_credentials, NULL, &fn) != napi_ok)
+    return NULL;
+  if (napi_set_named_property(env, exports, "peerCredentials", fn) != napi_ok) return NULL;
+  return exports;
+}

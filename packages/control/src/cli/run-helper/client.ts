@@ -1,0 +1,164 @@
+// The client side of the run helper, run by the executable's prelude before the CLI loads: when the data
+// directory has a live helper, `agentfense run` hands it the command line and relays what comes back
+// (output, status), so this process costs one node start-up and a few kilobytes of code. Anything short
+// of the helper accepting the request (no socket, a refused connection, a DECLINE, the connection closed
+// before ACCEPT) returns undefined and the run happens in-process, exactly as without a helper: nothing
+// was done for it yet.
+import { closeSync, constants as fsConstants, openSync, statSync } from 'node:fs';
+import { connect } from 'node:net';
+import type { Socket } from 'node:net';
+import { constants as osConstants } from 'node:os';
+import { dirname } from 'node:path';
+import { resolveDataDir } from '../../paths.js';
+import { flagValue, parseRunLine } from '../run-line.js';
+import { FRAME, RUN_HELPER_ENV, frame, frameReader, helperSocketPath, relevantEnv } from './protocol.js';
+import type { HelperRequest } from './protocol.js';
+
+/** The signals `run` answers by stopping the command (run.ts): forwarded to the helper. */
+const INTERRUPTS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
+
+/** sockaddr_un.sun_path holds 107 bytes; a longer path is reached through the directory's fd. */
+const MAX_SOCKET_PATH = 107;
+
+/** A request only the in-process path serves identically (Docker keeps its synchronous teardown there). */
+function helperCanServe(options: readonly string[]): boolean {
+  const runtime = flagValue(options, '--runtime');
+  return (runtime === undefined || runtime === 'bwrap') && flagValue(options, '--image') === undefined;
+}
+
+function connectTo(path: string): Promise<Socket> {
+  let dirFd: number | undefined;
+  let target = path;
+  if (Buffer.byteLength(path) > MAX_SOCKET_PATH) {
+    dirFd = openSync(dirname(path), fsConstants.O_RDONLY | fsConstants.O_DIRECTORY);
+    target = `/proc/self/fd/${dirFd}/${path.slice(dirname(path).length + 1)}`;
+  }
+  return new Promise<Socket>((resolve, reject) => {
+    const socket = connect(target);
+    socket.once('connect', () => resolve(socket));
+    socket.once('error', reject);
+  }).finally(() => {
+    if (dirFd !== undefined) closeSync(dirFd);
+  });
+}
+
+/**
+ * Runs `argv` (without node and script) through the data directory's run helper; resolves with the exit
+ * status, or undefined when the caller must run it in-process (not a run, the helper is off or absent,
+ * or it declined).
+ */
+export async function runThroughHelper(argv: readonly string[]): Promise<number | undefined> {
+  if (process.env[RUN_HELPER_ENV] === '0') return undefined;
+  const line = parseRunLine(argv);
+  if (line === undefined || !helperCanServe(line.options)) return undefined;
+  let dataDir: string;
+  try {
+    dataDir = resolveDataDir({ dataDir: line.data });
+  } catch {
+    return undefined; // a bad --data value: the in-process run reports it
+  }
+  const path = helperSocketPath(dataDir);
+  if (statSync(path, { throwIfNoEntry: false }) === undefined) return undefined;
+  let socket: Socket;
+  try {
+    socket = await connectTo(path);
+  } catch {
+    return undefined; // a helper that just exited (or died): its successor is the in-process run's
+  }
+  const request: HelperRequest = {
+    argv,
+    cwd: process.cwd(),
+    dataDir,
+    env: relevantEnv(process.env),
+    clientMs: performance.now(),
+  };
+  return converse(socket, request, line.options.includes('--stdin'));
+}
+
+function converse(
+  socket: Socket,
+  request: HelperRequest,
+  forwardStdin: boolean,
+): Promise<number | undefined> {
+  return new Promise((resolve) => {
+    let accepted = false;
+    let settled = false;
+    let signals = 0;
+    const onSignal = (name: NodeJS.Signals): void => {
+      // As in-process: the first stops the command, the second is ignored while the helper cleans up,
+      // the third exits at once (the helper still removes the sandbox: the connection dropped).
+      signals++;
+      if (signals >= 3) process.exit(128 + (osConstants.signals[name] ?? 0));
+      socket.write(frame(FRAME.signal, name));
+    };
+    const finish = (status: number | undefined): void => {
+      if (settled) return;
+      settled = true;
+      for (const name of INTERRUPTS) process.off(name, onSignal);
+      socket.destroy();
+      if (forwardStdin) process.stdin.destroy();
+      resolve(status);
+    };
+    const relay = (stream: NodeJS.WriteStream, payload: Buffer): void => {
+      // Backpressure: a slow reader of our stdout slows the helper's reading of the command's output.
+      if (!stream.write(payload)) {
+        socket.pause();
+        stream.once('drain', () => socket.resume());
+      }
+    };
+    const read = frameReader((type, payload) => {
+      switch (type) {
+        case FRAME.accept:
+          accepted = true;
+          for (const name of INTERRUPTS) process.on(name, onSignal);
+          if (forwardStdin) sendStdin(socket);
+          return;
+        case FRAME.decline:
+          finish(undefined);
+          return;
+        case FRAME.stdout:
+          relay(process.stdout, payload);
+          return;
+        case FRAME.stderr:
+          relay(process.stderr, payload);
+          return;
+        case FRAME.exit:
+          finish(payload.readUInt32LE(0));
+          return;
+        default:
+          throw new Error(`unexpected run-helper frame type ${type}`);
+      }
+    });
+    const broken = (): void => {
+      if (settled) return;
+      if (!accepted) {
+        finish(undefined); // nothing was done: run in-process
+        return;
+      }
+      process.stderr.write(
+        "agentfense: the run helper ended before the command's status came back (see the data directory's logs/control.log)\n",
+      );
+      finish(1);
+    };
+    socket.on('data', (chunk: Buffer) => {
+      try {
+        read(chunk);
+      } catch {
+        broken();
+      }
+    });
+    socket.on('error', broken);
+    socket.on('close', broken);
+    socket.write(frame(FRAME.request, JSON.stringify(request)));
+  });
+}
+
+function sendStdin(socket: Socket): void {
+  process.stdin.on('data', (chunk: Buffer) => {
+    // Split to keep frames small; the helper collects them (run reads all of stdin before it starts).
+    for (let at = 0; at < chunk.length; at += 1 << 20)
+      socket.write(frame(FRAME.stdin, chunk.subarray(at, at + (1 << 20))));
+  });
+  process.stdin.once('end', () => socket.write(frame(FRAME.stdin)));
+  process.stdin.once('error', () => socket.write(frame(FRAME.stdin)));
+}

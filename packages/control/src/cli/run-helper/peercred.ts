@@ -1,0 +1,22 @@
+// The kernel's record of who is at the other end of a Unix socket (SO_PEERCRED, native/peercred.c, built
+// by scripts/build-peercred.js): the run helper refuses every connection from another uid.
+import { createRequire } from 'node:module';
+import type { Socket } from 'node:net';
+
+interface PeerCredentials {
+  readonly pid: number;
+  readonly uid: number;
+  readonly gid: number;
+}
+
+const addon = createRequire(import.meta.url)('../../peercred.node') as {
+  peerCredentials(fd: number): PeerCredentials;
+};
+
+/** The peer of an accepted Unix socket connection. */
+export function peerOf(socket: Socket): PeerCredentials {
+  // net.Socket has no public fd; its libuv handle does (a Pipe on Unix).
+  const fd = (socket as unknown as { _handle?: { fd?: number } })._handle?.fd;
+  if (typeof fd !== 'number' || fd < 0) throw new Error('the connection has no descriptor');
+  return addon.peerCredentials(fd);
+}

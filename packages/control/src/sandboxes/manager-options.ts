@@ -1,0 +1,29 @@
+// What a SandboxManager is built with (manager.ts).
+import type { Logger } from 'pino';
+import type { ResourceLimits } from '@agentfense/protocol';
+import type { CodebaseService } from '../codebases/service.js';
+import type { DataLayout } from '../paths.js';
+import type { PresetRegistry } from '../presets/registry.js';
+import type { SandboxStore } from '../store/sandboxes.js';
+import type { RuntimeRegistry } from './runtimes.js';
+import type { SupervisionOptions } from './supervisor.js';
+
+export interface SandboxManagerOptions {
+  readonly layout: DataLayout;
+  readonly store: SandboxStore;
+  readonly codebases: CodebaseService;
+  readonly runtimes: RuntimeRegistry;
+  readonly logger: Logger;
+  readonly presets?: PresetRegistry | undefined;
+  readonly supervision?: SupervisionOptions | undefined;
+  /** The runtime of sandboxes created without one. Default 'bwrap'. */
+  readonly defaultRuntime?: string | undefined;
+  /** Called before a running sandbox's runtime stops (stop, destroy, ERROR): sessions close here. */
+  readonly onStopping?: ((id: string) => Promise<void>) | undefined;
+  /** Called after a worker was replaced under a running sandbox (with the sandbox's runtime name). */
+  readonly onWorkerRestart?: ((id: string, runtime: string) => Promise<void>) | undefined;
+  /** Idle workers kept spawned ahead of time once a sandbox has started (default 1; 0: none). */
+  readonly workerPoolSize?: number | undefined;
+  /** Limits of sandboxes that do not set them (default DEFAULT_RESOURCES; each field replaceable). */
+  readonly defaultResources?: ResourceLimits | undefined;
+}
