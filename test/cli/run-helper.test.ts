@@ -1,0 +1,329 @@
+// `agentfense run` through the data directory's run helper (packages/control/src/cli/run-helper/): the
+// first run of a data directory works in-process and leaves a helper; later runs hand their command line
+// to it. What a user checks on that path: output and status come through as in-process, signals and a
+// killed client stop the command and remove the sandbox, concurrent runs, a run next to `serve`, and the
+// helper's own exits (idle, data directory removed, SIGTERM) leave no process, mount or socket behind.
+// The system tests switch the helper off by default (vitest.config.ts); these switch it on.
+import { mkdir, mkdtemp, readFile, readdir, rm, stat, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
+import { execa } from 'execa';
+import type { ResultPromise } from 'execa';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { listMounts } from '@agentfense/fuse-worker';
+import { waitForReapers } from '../helpers/reapers.js';
+
+const root = fileURLToPath(new URL('../..', import.meta.url));
+const bin = `${root}packages/control/bin/agentfense.js`;
+const ON = { AGENTFENSE_RUN_HELPER: '1', AGENTFENSE_RUN_HELPER_IDLE: '120' };
+
+let scratch: string;
+let repo: string;
+let data: string;
+
+beforeAll(async () => {
+  scratch = await mkdtemp(join(tmpdir(), 'af-cli-helper-'));
+  repo = join(scratch, 'repo');
+  data = join(scratch, 'data');
+  await execa('cp', ['-a', `${root}examples/demo-repo`, repo]);
+});
+
+afterAll(async () => {
+  for (const dir of await readdir(scratch)) await stopHelper(join(scratch, dir));
+  expect(await waitForReapers(data)).toBe(true);
+  const left = (await listMounts()).filter((m) => m.mountpoint.startsWith(scratch));
+  await rm(scratch, { recursive: true, force: true });
+  expect(left).toEqual([]);
+});
+
+const exists = (path: string): Promise<boolean> =>
+  stat(path).then(
+    () => true,
+    () => false,
+  );
+
+/** Pids of the helper serving `dataDir`. */
+async function helperPids(dataDir: string): Promise<number[]> {
+  const r = await execa('pgrep', ['-f', `run-helper/main.js --data ${dataDir}$`], { reject: false });
+  return r.stdout.split('\n').filter(Boolean).map(Number);
+}
+
+async function until(what: string, check: () => Promise<boolean>, timeoutMs = 20_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(50);
+  }
+}
+
+/** SIGTERMs the helper of `dataDir` (if any) and waits until it has exited. */
+async function stopHelper(dataDir: string): Promise<void> {
+  for (const pid of await helperPids(dataDir)) process.kill(pid, 'SIGTERM');
+  await until('the helper to exit', async () => (await helperPids(dataDir)).length === 0);
+}
+
+function agentfense(args: string[], options: { env?: Record<string, string>; input?: string } = {}) {
+  return execa(process.execPath, [bin, ...args], {
+    reject: false,
+    ...options,
+    env: { ...ON, ...options.env },
+  });
+}
+
+/** `run <repo> --data <dataDir> -v <flags> -- sh -c <script>`. */
+function runSh(
+  flags: string[],
+  script: string,
+  options: { env?: Record<string, string>; input?: string; dataDir?: string } = {},
+) {
+  const { dataDir = data, ...rest } = options;
+  return agentfense(['run', repo, '--data', dataDir, '-v', ...flags, '--', 'sh', '-c', script], rest);
+}
+
+const HANDED = 'handed to the run helper';
+
+/** The first run of `dataDir`: in-process, and it leaves a helper listening. */
+async function firstRun(dataDir: string, env: Record<string, string> = {}): Promise<void> {
+  const r = await runSh([], 'true', { dataDir, env });
+  expect(r.exitCode).toBe(0);
+  expect(r.stderr).toContain('data directory open');
+  expect(r.stderr).not.toContain(HANDED);
+  await until('the helper socket', () => exists(join(dataDir, 'run-helper.sock')));
+}
+
+async function sandboxList(dataDir = data): Promise<unknown[]> {
+  const list = await agentfense(['sandbox', 'list', '--data', dataDir, '--json']);
+  return JSON.parse(list.stdout) as unknown[];
+}
+
+/** Starts `run -v -- sleep <marker>` and resolves once the command runs in the sandbox. */
+async function startSleeper(marker: string): Promise<{ child: ResultPromise<{ reject: false }> }> {
+  const child = execa(process.execPath, [bin, 'run', repo, '--data', data, '-v', '--', 'sleep', marker], {
+    reject: false,
+    env: ON,
+  });
+  let seen = '';
+  await new Promise<void>((resolve, reject) => {
+    child.stderr.on('data', (chunk: Buffer) => {
+      seen += chunk.toString();
+      if (seen.includes('started (worker mounted')) resolve();
+    });
+    void child.then(() => reject(new Error(`run ended early: ${seen}`)));
+  });
+  expect(seen).toContain(HANDED);
+  await until('the sleeper', async () => (await sleeping(marker)) === true);
+  // Wrapped: an execa child is a promise, which an async function would wait for.
+  return { child };
+}
+
+async function sleeping(marker: string): Promise<boolean> {
+  return (await execa('pgrep', ['-f', `sleep ${marker}`], { reject: false })).exitCode === 0;
+}
+
+/** Sandbox directories and mounts left under `dataDir` (the helper removes them after answering). */
+async function nothingLeft(dataDir = data): Promise<boolean> {
+  const dirs = await readdir(join(dataDir, 'sandboxes')).catch(() => [] as string[]);
+  const mounts = (await listMounts()).filter((m) => m.mountpoint.startsWith(dataDir));
+  return dirs.length === 0 && mounts.length === 0;
+}
+
+describe('agentfense run through the run helper', () => {
+  beforeAll(async () => {
+    await firstRun(data);
+  });
+
+  it("passes the command's output and status through; secrets invisible; nothing listed or left", async () => {
+    const r = await runSh([], 'ls /workspace; cat /workspace/secrets/deploy.pem; echo to-err >&2; exit 7');
+    expect(r.stderr).toContain(HANDED);
+    expect(r.exitCode).toBe(7);
+    expect(r.stdout.split('\n')).toEqual(['README.md', 'config', 'docs', 'output', 'src']);
+    expect(r.stderr).toContain('/workspace/secrets/deploy.pem: No such file or directory');
+    expect(r.stderr).toContain('to-err');
+    expect(await sandboxList()).toEqual([]); // gone when run returns, as in-process
+    await until('the retired sandbox to be removed', () => nothingLeft());
+  });
+
+  it('--stdin, --diff, --commit, relative DIR and --rules, --json', async () => {
+    await writeFile(join(scratch, 'rules.json'), JSON.stringify([{ pattern: '**', permission: 'write' }]));
+    // cwd: the client's, not the helper's: a relative DIR and --rules file resolve against it.
+    const relative = await execa(
+      process.execPath,
+      [
+        bin,
+        'run',
+        'repo',
+        '--data',
+        data,
+        '-v',
+        '--rules',
+        'rules.json',
+        '--stdin',
+        '--diff',
+        '--',
+        'sh',
+        '-c',
+        'cat > /workspace/src/new.txt',
+      ],
+      { reject: false, cwd: scratch, input: 'from stdin\n', env: ON },
+    );
+    expect(relative.stderr).toContain(HANDED);
+    expect(relative.exitCode).toBe(0);
+    expect(relative.stderr).toContain('A /src/new.txt');
+    expect(relative.stdout).toContain('+from stdin');
+    const committed = await runSh(['--commit'], 'echo done > /workspace/output/c.txt');
+    expect(committed.exitCode).toBe(0);
+    expect(committed.stderr).toContain(`committed 1 change(s) to ${repo}`);
+    expect(await readFile(join(repo, 'output/c.txt'), 'utf8')).toBe('done\n');
+    const json = await agentfense([
+      'run',
+      repo,
+      '--data',
+      data,
+      '--json',
+      '--',
+      'sh',
+      '-c',
+      'echo hi; exit 4',
+    ]);
+    expect(json.exitCode).toBe(4);
+    expect(JSON.parse(json.stdout)).toMatchObject({ exitCode: 4, stdout: 'hi\n', sandboxId: null });
+  });
+
+  it('bad input is refused as in-process (status 2), --timeout is 124', async () => {
+    const bad = await runSh(['--pids', 'lots'], 'true');
+    expect(bad.exitCode).toBe(2);
+    expect(bad.stderr).toContain('--pids must be a positive whole number');
+    const slow = await runSh(['--timeout', '0.5'], 'sleep 30');
+    expect(slow.stderr).toContain(HANDED);
+    expect(slow.exitCode).toBe(124);
+    expect(slow.stderr).toContain('timed out after 0.5 s');
+  });
+
+  it('two runs at once each get their own sandbox, output and status', async () => {
+    const [a, b] = await Promise.all([
+      runSh([], 'echo first > /workspace/output/x; sleep 1; cat /workspace/output/x; exit 1'),
+      runSh([], 'echo second > /workspace/output/x; sleep 1; cat /workspace/output/x; exit 2'),
+    ]);
+    expect([a.exitCode, a.stdout, b.exitCode, b.stdout]).toEqual([1, 'first', 2, 'second']);
+    expect(a.stderr).toContain(HANDED);
+    expect(b.stderr).toContain(HANDED);
+  });
+
+  for (const [signal, status] of [
+    ['SIGTERM', 143],
+    ['SIGINT', 130],
+    ['SIGHUP', 129],
+  ] as const) {
+    it(`${signal} to the client stops the command and removes the sandbox (status ${status})`, async () => {
+      const marker = `${4000 + status}.${Date.now() % 1000}`;
+      const { child } = await startSleeper(marker);
+      child.kill(signal);
+      const r = await child;
+      expect(r.exitCode).toBe(status);
+      expect(r.stderr).toContain(`${signal}: the command was stopped and the sandbox removed`);
+      expect(await sleeping(marker)).toBe(false);
+      expect(await sandboxList()).toEqual([]);
+      await until('the sandbox to be removed', () => nothingLeft());
+    });
+  }
+
+  it('a SIGKILLed client: the helper stops its command and removes its sandbox', async () => {
+    const marker = `4999.${Date.now() % 1000}`;
+    const { child } = await startSleeper(marker);
+    child.kill('SIGKILL');
+    await child;
+    await until('the command to be stopped', async () => !(await sleeping(marker)));
+    await until(
+      'the sandbox to be removed',
+      async () => (await sandboxList()).length === 0 && (await nothingLeft()),
+    );
+  });
+
+  it('a run while `agentfense serve` has the same data directory open', async () => {
+    const server = execa(
+      process.execPath,
+      [bin, 'serve', '--listen', '127.0.0.1:0', '--grpc-listen', '', '--data', data],
+      {
+        reject: false,
+        env: ON,
+      },
+    );
+    try {
+      await new Promise<void>((resolve, reject) => {
+        let seen = '';
+        server.stderr.on('data', (chunk: Buffer) => {
+          seen += chunk.toString();
+          if (/serving http:\/\//.test(seen)) resolve();
+        });
+        void server.then(() => reject(new Error(`serve exited: ${seen}`)));
+      });
+      const r = await runSh([], 'cat /workspace/README.md | head -1');
+      expect(r.stderr).toContain(HANDED);
+      expect(r.exitCode).toBe(0);
+      expect(r.stdout).toMatch(/\S/);
+      expect(await sandboxList()).toEqual([]);
+    } finally {
+      server.kill('SIGTERM');
+      expect((await server).exitCode).toBe(0);
+    }
+  });
+
+  it('a different AGENTFENSE_* environment runs in-process instead', async () => {
+    const r = await runSh([], 'echo in-process', { env: { AGENTFENSE_BWRAP_LAUNCHER: '0' } });
+    expect(r.exitCode).toBe(0);
+    expect(r.stdout).toBe('in-process');
+    expect(r.stderr).not.toContain(HANDED);
+    expect(r.stderr).toContain('data directory open');
+    expect(await waitForReapers(data)).toBe(true);
+  });
+
+  it('AGENTFENSE_RUN_HELPER=0 runs in-process and starts no helper', async () => {
+    const fresh = join(scratch, 'off');
+    await mkdir(fresh);
+    const r = await runSh([], 'echo off', { dataDir: fresh, env: { AGENTFENSE_RUN_HELPER: '0' } });
+    expect([r.exitCode, r.stdout]).toEqual([0, 'off']);
+    expect(await waitForReapers(fresh)).toBe(true);
+    expect(await exists(join(fresh, 'run-helper.sock'))).toBe(false);
+    expect(await helperPids(fresh)).toEqual([]);
+  });
+});
+
+describe('the run helper exits and leaves nothing', () => {
+  it('when idle', async () => {
+    const dir = join(scratch, 'idle');
+    await firstRun(dir, { AGENTFENSE_RUN_HELPER_IDLE: '2' });
+    const served = await runSh([], 'echo once', { dataDir: dir, env: { AGENTFENSE_RUN_HELPER_IDLE: '2' } });
+    expect(served.stderr).toContain(HANDED);
+    await until('the idle helper to exit', async () => (await helperPids(dir)).length === 0, 30_000);
+    expect(await exists(join(dir, 'run-helper.sock'))).toBe(false);
+    expect(await nothingLeft(dir)).toBe(true);
+    expect(await sandboxList(dir)).toEqual([]);
+  });
+
+  it('when its data directory is removed', async () => {
+    const dir = join(scratch, 'removed');
+    await firstRun(dir);
+    const pids = await helperPids(dir);
+    expect(pids).toHaveLength(1);
+    expect(await waitForReapers(dir)).toBe(true);
+    await rm(dir, { recursive: true, force: true });
+    await until('the helper to exit', async () => (await helperPids(dir)).length === 0);
+    expect((await listMounts()).filter((m) => m.mountpoint.startsWith(dir))).toEqual([]);
+    // Its idle worker went with it.
+    const workers = await execa('pgrep', ['-f', `worker.*${dir}`], { reject: false });
+    expect(workers.stdout).toBe('');
+  });
+
+  it('on SIGTERM, and the next run starts a new one', async () => {
+    const dir = join(scratch, 'term');
+    await firstRun(dir);
+    await stopHelper(dir);
+    expect(await exists(join(dir, 'run-helper.sock'))).toBe(false);
+    await firstRun(dir); // in-process again, and a new helper
+    const r = await runSh([], 'echo again', { dataDir: dir });
+    expect([r.exitCode, r.stdout]).toEqual([0, 'again']);
+    expect(r.stderr).toContain(HANDED);
+  });
+});
