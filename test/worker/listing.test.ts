@@ -124,8 +124,11 @@ except OSError as e:
     tree['src/k.key'] = 'key\n';
     tree['docs/a.md'] = 'doc\n';
     tree['output/w.txt'] = 'w\n';
-    // sorted names, octal modes, sizes, owners, mtimes: everything `stat` shows
-    const listing = 'for d in src docs output; do ls -ln --time-style=+%s.%N $d; done';
+    // sorted names, octal modes, sizes, owners, mtimes; then every field `stat` shows (the worker packs
+    // the reply's bytes itself: direntplus-pack.ts)
+    const listing =
+      'for d in src docs output; do ls -ln --time-style=+%s.%N $d; done; ' +
+      "stat -c '%n %s %b %B %x %y %z %h %f %u %g %i %t %T' src/* docs/* output/*";
     const a = await mountFixture({ tree, rules: AGENT_SAFE });
     const { fuse } = await a.worker.client.request('stats', {});
     expect(fuse?.features.readdirplus).toBe(true);
@@ -154,5 +157,50 @@ except OSError as e:
     const plain = await b.sandbox(listing);
     expect(plain.stdout).toBe(plus.stdout);
     expect((await b.worker.client.request('stats', {})).ops.lookup?.count ?? 0).toBeGreaterThan(40);
+  });
+  it('READDIRPLUS after READs: the listing handed again says what the first did, and never hides a change made through the mount', async () => {
+    const tree: Record<string, string> = {};
+    for (let i = 0; i < 20; i++) tree[`output/f${String(i).padStart(2, '0')}.txt`] = 'x'.repeat(i + 1);
+    tree['output/.env'] = 'SECRET=1\n';
+    const f = await mountFixture({ tree, rules: AGENT_SAFE });
+    const ls = 'ls -ln --time-style=+%s.%N output';
+    const replays = async (): Promise<number> =>
+      (await f.worker.client.request('stats', {})).ops['listing-replay']?.count ?? 0;
+    // 1st listing; READs make the kernel drop it; the 2nd is the same answer handed again
+    const first = await f.sandbox(`${ls}; cat output/f0*.txt > /dev/null; echo ==; ${ls}`);
+    expect(first.stderr).toBe('');
+    const [a, b] = first.stdout.split('==\n');
+    expect(b).toBe(a);
+    expect(a).toMatch(/^-rw-r--r-- .* 20 [0-9.]+ f19\.txt$/m);
+    expect(a).not.toMatch(/\.env/);
+    expect(await replays()).toBeGreaterThan(0);
+    const before = await replays();
+    // A write, a truncate and a new file through the mount, each followed by a READ of a file not read
+    // yet (its pages are not cached), which drops the listing again: the next listing shows the new
+    // sizes and names, not the remembered ones.
+    const changed = await f.sandbox(
+      [
+        'echo more >> output/f00.txt',
+        'cat output/f10.txt > /dev/null',
+        `${ls} | grep -E ' f00\\.txt$'`,
+        'truncate -s 3 output/f01.txt',
+        'cat output/f11.txt > /dev/null',
+        `${ls} | grep -E ' f01\\.txt$'`,
+        'echo new > output/g.txt',
+        'cat output/f12.txt > /dev/null',
+        `${ls} | grep -c 'txt$'`,
+      ].join('\n'),
+    );
+    expect(changed.stderr).toBe('');
+    expect(changed.stdout).toMatch(
+      /^-rw-r--r-- .* 6 [0-9.]+ f00\.txt\n-rw-r--r-- .* 3 [0-9.]+ f01\.txt\n21\n$/,
+    );
+    expect(await replays()).toBe(before);
+    // Rules changed: nothing remembered is handed out again (the kernel forgot everything anyway).
+    await f.worker.client.request('setRules', {
+      rules: [...AGENT_SAFE, { pattern: '/output/f05.txt', permission: 'none', priority: 300 }],
+    });
+    const hidden = await f.sandbox(`cat output/f13.txt > /dev/null; ${ls} | grep -c f05 || true`);
+    expect(hidden.stdout).toBe('0\n');
   });
 });

@@ -393,7 +393,7 @@ async function main() {
       median(second.mount),
       1.5,
       secondOps,
-      'right after the cold run: the kernel invalidated atime on READ (a GETATTR per file, or a READDIRPLUS per directory with listingRefresh)',
+      'right after the cold run: the kernel invalidated atime on READ (a GETATTR per file, or a READDIRPLUS per directory with listingRefresh; listing-replay: those answered from the remembered listing)',
     );
   }
 

@@ -11,12 +11,15 @@ import { InvalidArgumentError } from '@agentfense/protocol';
 // listingRefresh is the worker's own: a READ drops its directory's cached listing so the next listing
 // (a READDIRPLUS) refreshes the attributes the READ made stale (fs/kernel-cache.ts noteRead).
 // readahead too: the mount's read-ahead window raised to the request size (readahead-window.ts).
+// listingReplay (needs listingRefresh): such a listing, when nothing changed, is the remembered answer
+// handed again instead of one built anew (fs/listing-replay.ts).
 export const SWITCHABLE_FEATURES = [
   'maxPages',
   'writebackCache',
   'readdirplus',
   'parallelDirops',
   'listingRefresh',
+  'listingReplay',
   'readahead',
 ] as const;
 export type SwitchableFeature = (typeof SWITCHABLE_FEATURES)[number];
@@ -84,6 +87,11 @@ export function listingRefresh(conn: ConnInfo, disabled: readonly SwitchableFeat
   return conn.features.readdirplus && !disabled.includes('listingRefresh');
 }
 
+/** Whether a listing asked for again after READs may be the remembered answer (fs/listing-replay.ts). */
+export function listingReplay(conn: ConnInfo, disabled: readonly SwitchableFeature[]): boolean {
+  return listingRefresh(conn, disabled) && !disabled.includes('listingReplay');
+}
+
 /**
  * The read-ahead window to ask for: the request size, when requests are bigger than the kernel's default
  * window (128 KiB) and the feature is on; else null (leave the kernel's window).
@@ -102,7 +110,12 @@ export function connStats(
     libfuse: conn.libfuseVersion,
     kernelProtocol: `${conn.protoMajor}.${conn.protoMinor}`,
     maxWrite: conn.maxWrite,
-    features: { ...conn.features, listingRefresh: listingRefresh(conn, disabled), readahead },
+    features: {
+      ...conn.features,
+      listingRefresh: listingRefresh(conn, disabled),
+      listingReplay: listingReplay(conn, disabled),
+      readahead,
+    },
     disabled: [...disabled],
   };
 }

@@ -43,6 +43,26 @@ export interface BindingOptions {
   readonly onInternalError: (op: string, err: unknown) => void;
 }
 
+/**
+ * The ops that may change what a listing or an entry's attributes say: each one, at its start and its end,
+ * ends every remembered READDIRPLUS answer (listing-replay.ts). Failed ones too (a partial change).
+ */
+const MUTATING: ReadonlySet<string> = new Set([
+  'setattr',
+  'mknod',
+  'mkdir',
+  'unlink',
+  'rmdir',
+  'symlink',
+  'rename',
+  'link',
+  'write',
+  'fallocate',
+  'create',
+  'setxattr',
+  'removexattr',
+]);
+
 /** Builds the handler table the binding calls. */
 export function createHandlers(options: BindingOptions): LowLevelHandlers {
   const { fs, stats, attrTimeout } = options;
@@ -50,19 +70,26 @@ export function createHandlers(options: BindingOptions): LowLevelHandlers {
   /** Runs one op: reply on success, errno on failure, and count it. */
   const serve = (op: string, req: Req, work: () => Promise<void> | void): Promise<void> | void => {
     const started = performance.now();
+    const mutating = MUTATING.has(op);
+    if (mutating) fs.mutated();
     const fail = (err: unknown): void => {
+      if (mutating) fs.mutated();
       const errno = toErrno(err);
       if (!(err instanceof FsError)) options.onInternalError(op, err);
       if (!req.replied) req.replyErr(errno);
       stats.record(op, (performance.now() - started) * 1000, true);
     };
+    const done = (): void => {
+      if (mutating) fs.mutated();
+      stats.record(op, (performance.now() - started) * 1000, false);
+    };
     try {
       const pending = work();
       if (pending === undefined) {
-        stats.record(op, (performance.now() - started) * 1000, false);
+        done();
         return;
       }
-      return pending.then(() => stats.record(op, (performance.now() - started) * 1000, false), fail);
+      return pending.then(done, fail);
     } catch (err) {
       fail(err);
     }
@@ -146,10 +173,8 @@ export function createHandlers(options: BindingOptions): LowLevelHandlers {
     // Asked for by the kernel only when the mount got READDIRPLUS (mount-options.ts).
     readdirplus: (req, ino, _size, offset) =>
       serve('readdirplus', req, async () => {
-        const entries = await fs.readdirplus(ino, offset, callerOf(req), (names) =>
-          req.fitDirentsPlus(names),
-        );
-        req.replyDirentsPlus(entries);
+        // packed by the worker (fs/direntplus-pack.ts), so an answer can be kept and handed again
+        req.replyBuf(await fs.readdirplus(ino, offset, callerOf(req), (names) => req.fitDirentsPlus(names)));
       }),
     statfs: (req) =>
       serve('statfs', req, async () => {

@@ -164,6 +164,7 @@ export class FsCore {
   /** Drops a directory's cached listing (its entries changed), and ReadAhead's position in it. */
   forgetListing(dir: number): void {
     this.listings.delete(dir);
+    this.cache.replays.drop(dir);
     this.readAhead.forget(dir);
   }
 

@@ -6,6 +6,7 @@ import type { DeltaLookup } from '../delta/types.js';
 import { DirAttrFreshness } from './dir-attr-freshness.js';
 import type { HandleCache } from './handles.js';
 import type { Inode, InodeTable } from './inodes.js';
+import { ListingReplays } from './listing-replay.js';
 import type { Invalidator } from './types.js';
 
 /** Bound on remembered negative entries (see negativeTtl): a few MB at most. */
@@ -41,6 +42,8 @@ export class KernelCache {
   refreshListingsOnRead = false;
   /** Directories whose listing was dropped after a READ and not listed again since. */
   readonly #readInDirs = new Set<number>();
+  /** READDIRPLUS answers the kernel may be handed again after such a drop (listing-replay.ts). */
+  readonly replays = new ListingReplays();
 
   constructor(options: KernelCacheOptions) {
     this.#inodes = options.inodes;
@@ -86,6 +89,7 @@ export class KernelCache {
     this.dirAttrs.drop(ino);
     this.#lowerVersions.delete(ino);
     this.#readInDirs.delete(ino);
+    this.replays.drop(ino);
   }
 
   /**
@@ -114,12 +118,15 @@ export class KernelCache {
     this.#lowerVersions.set(node.ino, version);
     if (previous === undefined || previous === version) return;
     this.#handles.drop(node.ino);
+    // A remembered listing would hand the kernel the old attributes again.
+    this.replays.clear();
     // Fire and forget: the notification never blocks this reply (see Invalidator).
     if (this.invalidator !== undefined) void this.invalidator.inode(node.ino);
   }
 
   /** After a move, the kernel must re-ask for attributes of the node and everything below it. */
   invalidateTree(node: Inode): void {
+    this.replays.clear();
     const invalidator = this.invalidator;
     if (invalidator === undefined) return;
     const nodes = [node, ...(node.isDir ? this.#inodes.descendants(node.ino) : [])];
@@ -131,6 +138,7 @@ export class KernelCache {
    * out. Resolves when the kernel has processed them. The caller bumped `generation` first.
    */
   async notifyAll(): Promise<void> {
+    this.replays.clear();
     const invalidator = this.invalidator;
     if (invalidator === undefined) return;
     const pending: Promise<void>[] = [];

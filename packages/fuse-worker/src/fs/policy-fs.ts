@@ -30,7 +30,6 @@ import { FsCore } from './core.js';
 import { DataPath } from './data-ops.js';
 import { readdir } from './dir-listing.js';
 import { readdirplus } from './readdir-plus.js';
-import type { DirEntryPlusOut } from './readdir-plus.js';
 import type { HandleCache } from './handles.js';
 import type { InodeTable } from './inodes.js';
 import { forget, lookup } from './lookup.js';
@@ -102,6 +101,11 @@ export class PolicyFs {
     this.#core.cache.refreshListingsOnRead = on;
   }
 
+  /** See ListingReplays (listing-replay.ts): off, every listing is built anew. */
+  set replayListings(on: boolean) {
+    this.#core.cache.replays.enabled = on;
+  }
+
   /** The mount's listings are READDIRPLUS: the read-ahead follows READs (FsCore.readAheadOnRead). */
   get listingsCarryAttributes(): boolean {
     return this.#core.readAheadOnRead;
@@ -109,6 +113,14 @@ export class PolicyFs {
 
   set listingsCarryAttributes(on: boolean) {
     this.#core.readAheadOnRead = on;
+  }
+
+  /**
+   * A change through the mount starts or ends (the binding calls this for every mutating op): remembered
+   * listings must not be replayed across it (listing-replay.ts).
+   */
+  mutated(): void {
+    this.#core.cache.replays.mutated();
   }
 
   get rules(): RuleSet {
@@ -193,7 +205,7 @@ export class PolicyFs {
     offset: number,
     caller: Caller,
     fit: (names: readonly string[]) => number,
-  ): Promise<readonly DirEntryPlusOut[]> {
+  ): Promise<Buffer> {
     return readdirplus(this.#core, ino, offset, caller, fit);
   }
 

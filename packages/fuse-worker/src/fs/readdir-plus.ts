@@ -4,19 +4,20 @@
 // the same permission decision and audit, the same mode bits (the kernel enforces them from its cache
 // afterwards), the same timeouts and the same inode reference count. The kernel counts every entry sent
 // with attributes as one lookup and FORGETs it later, so only the entries that fit the reply are looked up.
+// The answer is packed here (direntplus-pack.ts) and kept, so the kernel can be handed it again when a
+// READ made it drop the listing and nothing changed since (listing-replay.ts).
 import { readdir } from './dir-listing.js';
 import { lookup } from './lookup.js';
 import type { FsCore } from './core.js';
-import type { Caller, DirEntryOut, EntryReply } from './types.js';
+import { packDirentsPlus } from './direntplus-pack.js';
+import type { DirEntryPlusOut } from './direntplus-pack.js';
+import type { Caller, DirEntryOut } from './types.js';
 
-/** A directory entry with its LOOKUP answer (absent: '.', '..', or a name gone or hidden meanwhile). */
-export interface DirEntryPlusOut extends DirEntryOut {
-  readonly entry?: EntryReply;
-}
+export type { DirEntryPlusOut } from './direntplus-pack.js';
 
 /**
- * READDIRPLUS from `offset`. `fit` says how many of the names fit the kernel's buffer (the binding packs
- * exactly that many), so no lookup is counted for an entry the kernel never receives.
+ * READDIRPLUS from `offset`, as the bytes of the reply. `fit` says how many of the names fit the kernel's
+ * buffer (the binding's fitDirentsPlus), so no lookup is counted for an entry the kernel never receives.
  */
 export async function readdirplus(
   fs: FsCore,
@@ -24,11 +25,26 @@ export async function readdirplus(
   offset: number,
   caller: Caller,
   fit: (names: readonly string[]) => number,
-): Promise<readonly DirEntryPlusOut[]> {
+): Promise<Buffer> {
+  if (offset === 0) {
+    // The kernel asks again only because a READ made its attributes stale (listing-replay.ts).
+    const started = performance.now();
+    const replayed = fs.cache.replays.replay(fs, ino, caller, fit);
+    if (replayed !== undefined) {
+      fs.cache.listed(ino);
+      // counted apart so `stats` (and bench:fs) show how many listings were handed again
+      fs.stats?.record('listing-replay', (performance.now() - started) * 1000, false);
+      return replayed;
+    }
+  }
+  const since = { epoch: fs.cache.replays.epoch, generation: fs.cache.generation };
   const listing = await readdir(fs, ino, offset, caller);
   if (offset === 0) fs.cache.listed(ino);
   const sent = listing.slice(0, fit(listing.map((e) => e.name)));
-  return Promise.all(sent.map((e) => withEntry(fs, ino, e, caller)));
+  const out = await Promise.all(sent.map((e) => withEntry(fs, ino, e, caller)));
+  const packed = packDirentsPlus(out);
+  if (offset === 0) fs.cache.replays.remember(fs, ino, listing as DirEntryOut[], out, packed, since);
+  return packed.bytes;
 }
 
 async function withEntry(

@@ -31,6 +31,7 @@ import {
   disabledFeatures,
   featureOptions,
   listingRefresh,
+  listingReplay,
   readaheadBytes,
 } from '../mount-options.js';
 import { widenReadahead } from '../readahead-window.js';
@@ -239,6 +240,7 @@ export class WorkerService {
         const info = await fuse.mount();
         fs.listingsCarryAttributes = info.features.readdirplus;
         fs.refreshListingsOnRead = listingRefresh(info, disabled);
+        fs.replayListings = listingReplay(info, disabled);
         const window = readaheadBytes(info, disabled);
         const widened = window === null ? null : await widenReadahead(params.mountpoint, window);
         if (widened instanceof Error) {

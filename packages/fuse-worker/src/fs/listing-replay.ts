@@ -1,0 +1,164 @@
+// READDIRPLUS answers remembered per directory, to hand the kernel again what it already had.
+//
+// Why: when a READ completes, the kernel marks the file's atime stale (fuse_invalidate_atime), so the next
+// stat of every file a walker read costs a round trip even though nothing changed. The worker drops the
+// directory's cached listing on the first READ in it (KernelCache.noteRead), and the next listing is one
+// READDIRPLUS that refreshes every entry at once. Building that answer again (a host lstat, the rules,
+// the inode table, per entry) was most of the worker's time in a `grep -r` right after a cold one
+// (bench/README.md, session 7). Nothing the answer says has changed, so it is replayed instead.
+//
+// What keeps a replay exactly as true as the first answer:
+// - The kernel gets each entry's attributes with the time left of the first answer's timeout, never a
+//   new one: what it holds expires when it would have without the READ. A change behind the mount (a
+//   host editor, another sandbox's commit) is seen within the attribute timeout, as before.
+// - Any change through the mount (every mutating FUSE op, at its start and end: `mutated`) and every
+//   invalidation of the kernel's caches (rules, discard, commit, writeFile: `generation`) drops them all.
+//   A listing built while one of those ran is not remembered.
+// - An entry's node must still be the one the kernel was told about (same node id under that name);
+//   each replayed entry counts as one more kernel lookup of it, as a fresh answer would.
+// - The directory's own visibility is decided again, with the same audit; with allowed accesses audited
+//   the listing is always rebuilt (each entry's lookup is an audit record).
+import type { FsCore } from './core.js';
+import { visiblePermission } from './decisions.js';
+import { setTimeouts } from './direntplus-pack.js';
+import type { DirEntryPlusOut, PackedDirents } from './direntplus-pack.js';
+import type { Caller, DirEntryOut } from './types.js';
+
+/** Below this much time left, an entry is not worth replaying (the kernel would ask again soon). */
+const MIN_LEFT_SECONDS = 1;
+/** Bound on remembered entries (~170 bytes each): a 30,000-file tree; the oldest directories go first. */
+const MAX_ENTRIES = 32_768;
+
+interface Remembered {
+  /** The listing snapshot the answer was built from (restored as the directory's listing on replay). */
+  readonly listing: DirEntryOut[];
+  readonly names: readonly string[];
+  /** The answer's bytes (never written to: a replay rewrites a copy). */
+  readonly bytes: Buffer;
+  /** Per entry sent with attributes: its record's offset, name, node id and whether it is a directory. */
+  readonly attrAt: readonly number[];
+  readonly attrNames: readonly string[];
+  readonly attrInos: readonly number[];
+  readonly attrIsDir: readonly boolean[];
+  readonly count: number;
+  readonly generation: number;
+  /** When the answer was built (ms, monotonic) and the timeout it was sent with (seconds). */
+  readonly at: number;
+  readonly ttl: number;
+}
+
+/** The remembered READDIRPLUS answers of one PolicyFs. */
+export class ListingReplays {
+  readonly #byDir = new Map<number, Remembered>();
+  #entries = 0;
+  /** Bumped at the start and end of every change made through the mount. */
+  epoch = 0;
+  /** Set at mount: on with READDIRPLUS and listingRefresh unless AGENTFENSE_FUSE_DISABLE names it. */
+  enabled = false;
+
+  /** A change through the mount starts or ends: nothing remembered may be replayed. */
+  mutated(): void {
+    this.epoch++;
+    this.clear();
+  }
+
+  clear(): void {
+    this.#byDir.clear();
+    this.#entries = 0;
+  }
+
+  /** The directory's listing changed or the kernel forgot it. */
+  drop(dir: number): void {
+    const r = this.#byDir.get(dir);
+    if (r === undefined) return;
+    this.#byDir.delete(dir);
+    this.#entries -= r.count;
+  }
+
+  /**
+   * Remembers a whole-directory answer sent from offset 0. `epoch` and `generation` are the values when
+   * the listing was started: if either moved, something changed meanwhile and nothing is remembered.
+   */
+  remember(
+    fs: FsCore,
+    dir: number,
+    listing: DirEntryOut[],
+    entries: readonly DirEntryPlusOut[],
+    packed: PackedDirents,
+    since: { readonly epoch: number; readonly generation: number },
+  ): void {
+    if (!this.enabled || since.epoch !== this.epoch || since.generation !== fs.cache.generation) return;
+    if (fs.ttl <= MIN_LEFT_SECONDS || entries.length !== listing.length) return;
+    const attrNames: string[] = [];
+    const attrInos: number[] = [];
+    const attrIsDir: boolean[] = [];
+    for (const e of entries) {
+      if (e.name === '.' || e.name === '..') continue;
+      // an entry sent without attributes (gone or hidden meanwhile) or with a shortened timeout
+      if (e.entry === undefined || e.entry.attrTimeout !== fs.ttl || e.entry.entryTimeout !== fs.ttl) return;
+      attrNames.push(e.name);
+      attrInos.push(e.entry.ino);
+      attrIsDir.push(fs.inodes.get(e.entry.ino)?.isDir ?? false);
+    }
+    if (attrNames.length !== packed.attrAt.length) return;
+    this.drop(dir);
+    while (this.#entries + entries.length > MAX_ENTRIES && this.#byDir.size > 0) {
+      this.drop(this.#byDir.keys().next().value!);
+    }
+    if (entries.length > MAX_ENTRIES) return;
+    this.#byDir.set(dir, {
+      listing,
+      names: listing.map((e) => e.name),
+      bytes: packed.bytes,
+      attrAt: packed.attrAt,
+      attrNames,
+      attrInos,
+      attrIsDir,
+      count: entries.length,
+      generation: fs.cache.generation,
+      at: performance.now(),
+      ttl: fs.ttl,
+    });
+    this.#entries += entries.length;
+  }
+
+  /**
+   * The remembered answer for a READDIRPLUS of `dir` from offset 0, with the timeouts that are left, or
+   * undefined when it cannot be replayed exactly (then the caller builds a new one).
+   */
+  replay(
+    fs: FsCore,
+    dir: number,
+    caller: Caller,
+    fit: (names: readonly string[]) => number,
+  ): Buffer | undefined {
+    const r = this.#byDir.get(dir);
+    if (r === undefined) return undefined;
+    const left = r.ttl - (performance.now() - r.at) / 1000;
+    if (r.generation !== fs.cache.generation || left < MIN_LEFT_SECONDS || fs.audit.allowed) {
+      this.drop(dir);
+      return undefined;
+    }
+    if (fit(r.names) < r.count) return undefined;
+    const path = fs.inodes.pathOf(dir);
+    if (path === null) return undefined;
+    // Checked before anything is counted, so a failed replay leaves no trace.
+    for (let i = 0; i < r.attrNames.length; i++) {
+      if (fs.inodes.child(dir, r.attrNames[i]!)?.ino !== r.attrInos[i]) {
+        this.drop(dir);
+        return undefined;
+      }
+    }
+    visiblePermission(fs, path, true, caller, 'readdir');
+    // A copy: the reply is sent after an await, and another replay of this directory may run meanwhile.
+    const bytes = Buffer.from(r.bytes);
+    for (let i = 0; i < r.attrAt.length; i++) {
+      setTimeouts(bytes, r.attrAt[i]!, left);
+      const node = fs.inodes.get(r.attrInos[i]!)!;
+      node.nlookup++; // the kernel counts every entry sent with attributes as a lookup
+      if (r.attrIsDir[i]) fs.cache.dirAttrs.note(node.ino, left);
+    }
+    fs.listings.set(dir, r.listing);
+    return bytes;
+  }
+}
