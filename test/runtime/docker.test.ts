@@ -16,6 +16,7 @@ import {
   SANDBOX_USER,
   containerName,
   createDockerRuntime,
+  resolveContainerCgroup,
 } from '@agentfense/runtime-docker';
 import type { DockerRuntimeOptions } from '@agentfense/runtime-docker';
 import { containersOf, createSharedParent } from '#helpers/docker.js';
@@ -347,6 +348,45 @@ describe.skipIf(docker.unavailable !== null)(
           });
           expect(r.timedOut).toBe(true);
           await expectNoProcessWith(marker);
+          expect((await sb.exec({ command: 'echo ok' })).stdout.toString()).toBe('ok\n');
+        });
+
+        it('a session still forking after the kill rounds is killed with the container frozen; af-init lives on', async () => {
+          // The host kills a command's session from the container's cgroup in rounds; a bomb can fork between
+          // a round's read of cgroup.procs and its kills. One round (instead of 50) makes the frozen kill
+          // certain to be needed: without it, killSession gave up (false) and the session lived on.
+          const { sb, sandboxId } = await start({ resources: { pidsLimit: 64 } });
+          const marker = `af_frozen_${randomUUID()}`;
+          // Every child is a copy of perl (its argv carries the marker) that sleeps: each holds a pid until
+          // killed, and perl keeps forking into every slot the kills free.
+          const bomb = `$| = 1; print getpgrp(), "\\n"; while (1) { my $p = fork; if (defined $p && $p == 0) { sleep 1000; exit } } # ${marker}`;
+          let printed!: (session: number) => void;
+          const session = new Promise<number>((resolve) => (printed = resolve));
+          const running = sb.exec({
+            command: ['perl', '-e', bomb],
+            timeoutMs: 50_000,
+            onStdout: (chunk) => printed(Number(chunk.toString().trim())),
+          });
+          const sessionId = await session;
+          expect(sessionId).toBeGreaterThan(1);
+          // Wait for the bomb to fill the container (up to the pids limit).
+          const deadline = Date.now() + 20_000;
+          let seen = 0;
+          while (seen < 20 && Date.now() < deadline) {
+            seen = (await hostProcessesWith(marker)).length;
+            if (seen < 20) await new Promise((resolve) => setTimeout(resolve, 50));
+          }
+          expect(seen).toBeGreaterThanOrEqual(20);
+          const initPid = Number(
+            await dockerCli(['inspect', '--format', '{{.State.Pid}}', containerName(sandboxId)]),
+          );
+          const cgroup = await resolveContainerCgroup({ initPid, killRounds: 1 });
+          expect(cgroup).not.toBeNull();
+          expect(await cgroup?.killSession(sessionId)).toBe(true);
+          const r = await running;
+          expect(r.timedOut).toBe(false);
+          await expectNoProcessWith(marker);
+          // Thawed: af-init (pid 1) and the sandbox carry on.
           expect((await sb.exec({ command: 'echo ok' })).stdout.toString()).toBe('ok\n');
         });
 

@@ -7,8 +7,9 @@
 //    is exhausted (a fork bomb), where one more `docker exec` would fail.
 // Everything here is optional: when the engine is not local (or /proc hides the container), the runtime
 // falls back to an in-container kill script and reports no OOM kills.
-import { readFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
 import { posix } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 /** A container's cgroups as seen from the host. */
 export interface ContainerCgroup {
@@ -35,8 +36,15 @@ interface CgroupMount {
   readonly controllers: readonly string[];
 }
 
-/** How many kill rounds before giving up (each round kills everything it found; forks are caught next round). */
+/**
+ * How many kill rounds before the container is frozen for the kill (each round kills everything it found;
+ * forks are caught next round, unless they outrun the reads).
+ */
 const KILL_ROUNDS = 50;
+/** Frozen kills (freeze, kill, thaw) tried before killSession gives up. */
+const FROZEN_ATTEMPTS = 3;
+/** How long a freeze may take to settle (a task in uninterruptible sleep delays it) before it is used anyway. */
+const FREEZE_SETTLE_MS = 2_000;
 
 /** Parses /proc/PID/cgroup. */
 export function parseProcCgroup(text: string): CgroupLine[] {
@@ -142,6 +150,8 @@ function nsField(status: string, name: string): { id: number; depth: number } | 
 export async function resolveContainerCgroup(options: {
   initPid: number;
   procRoot?: string;
+  /** Unfrozen kill rounds before the frozen kill (tests lower it to reach that path for sure). */
+  killRounds?: number;
 }): Promise<ContainerCgroup | null> {
   const proc = options.procRoot ?? '/proc';
   const [cgroupText, mountinfo, initStatus] = await Promise.all([
@@ -182,6 +192,18 @@ export async function resolveContainerCgroup(options: {
   if (procsFile === null) return null;
   const listFile = procsFile;
   const depth = initNs.depth;
+  const freezerV1 = findDir(lines, mounts, { controller: 'freezer' });
+  const freezer =
+    freezerV1 !== null && (await readOrNull(`${freezerV1}/freezer.state`)) !== null
+      ? containerFreezer({ file: `${freezerV1}/freezer.state`, frozen: 'FROZEN', thawed: 'THAWED' })
+      : v2 !== null && (await readOrNull(`${v2}/cgroup.freeze`)) !== null
+        ? containerFreezer({
+            file: `${v2}/cgroup.freeze`,
+            frozen: '1',
+            thawed: '0',
+            events: `${v2}/cgroup.events`,
+          })
+        : null;
 
   return {
     oomKills: async () => {
@@ -193,34 +215,95 @@ export async function resolveContainerCgroup(options: {
       // A killed process stays listed until the kernel has finished tearing it down, and cannot fork any
       // more: a round that finds nothing new means the session is dead.
       const killed = new Set<number>();
-      for (let round = 0; round < KILL_ROUNDS; round++) {
-        const text = await readOrNull(listFile);
-        if (text === null) return true; // the container is gone, and its processes with it
-        const pids = text.split('\n').filter(Boolean).map(Number);
-        let fresh = 0;
-        await Promise.all(
-          pids.map(async (pid) => {
-            if (killed.has(pid)) return;
-            const status = await readOrNull(`${proc}/${pid}/status`);
-            if (status === null || /^State:\s+[ZX]/m.test(status)) return;
-            const sid = nsField(status, 'NSsid');
-            const pgid = nsField(status, 'NSpgid');
-            // Same pid-namespace depth as the container's init: never a host process whose pid was
-            // recycled between reading cgroup.procs and its status.
-            if (sid === null || sid.depth !== depth) return;
-            if (sid.id !== sessionId && pgid?.id !== sessionId) return;
-            fresh += 1;
-            killed.add(pid);
-            try {
-              process.kill(pid, 'SIGKILL');
-            } catch (err) {
-              if ((err as NodeJS.ErrnoException).code !== 'ESRCH') throw err;
-            }
-          }),
-        );
-        if (fresh === 0) return true;
+      const round = (): Promise<number | null> => killRound({ listFile, proc, depth, sessionId, killed });
+      for (let n = 0; n < (options.killRounds ?? KILL_ROUNDS); n++) {
+        const fresh = await round();
+        if (fresh === null || fresh === 0) return true;
+      }
+      // Still forking after every round (children born between reading cgroup.procs and the kills):
+      // freeze the container, so that one round kills every process of the session, then thaw it (frozen
+      // processes die once thawed). Without a visible freezer the caller is told that the kill gave up.
+      if (freezer === null) return false;
+      for (let attempt = 0; attempt < FROZEN_ATTEMPTS; attempt++) {
+        // A freezer that cannot be written (the container was just removed) still leaves a plain round.
+        await freezer.freeze().catch(() => undefined);
+        try {
+          if ((await round()) === null) return true;
+        } finally {
+          await freezer.thaw();
+        }
+        const fresh = await round();
+        if (fresh === null || fresh === 0) return true;
       }
       return false;
+    },
+  };
+}
+
+/**
+ * One kill round: SIGKILLs every process of the container whose session or process group (container-side)
+ * is `sessionId` and that is not in `killed` yet. Resolves how many it killed, or null if the container
+ * is gone (and its processes with it).
+ */
+async function killRound(o: {
+  readonly listFile: string;
+  readonly proc: string;
+  readonly depth: number;
+  readonly sessionId: number;
+  readonly killed: Set<number>;
+}): Promise<number | null> {
+  const text = await readOrNull(o.listFile);
+  if (text === null) return null;
+  const pids = text.split('\n').filter(Boolean).map(Number);
+  let fresh = 0;
+  await Promise.all(
+    pids.map(async (pid) => {
+      if (o.killed.has(pid)) return;
+      const status = await readOrNull(`${o.proc}/${pid}/status`);
+      if (status === null || /^State:\s+[ZX]/m.test(status)) return;
+      const sid = nsField(status, 'NSsid');
+      const pgid = nsField(status, 'NSpgid');
+      // Same pid-namespace depth as the container's init: never a host process whose pid was recycled
+      // between reading cgroup.procs and its status.
+      if (sid === null || sid.depth !== o.depth) return;
+      if (sid.id !== o.sessionId && pgid?.id !== o.sessionId) return;
+      fresh += 1;
+      o.killed.add(pid);
+      try {
+        process.kill(pid, 'SIGKILL');
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'ESRCH') throw err;
+      }
+    }),
+  );
+  return fresh;
+}
+
+/** The container's freezer: v1 freezer.state, or v2 cgroup.freeze (settled when cgroup.events says so). */
+function containerFreezer(o: {
+  readonly file: string;
+  readonly frozen: string;
+  readonly thawed: string;
+  readonly events?: string;
+}): { freeze(): Promise<void>; thaw(): Promise<void> } {
+  const settled = async (): Promise<boolean> => {
+    if (o.events !== undefined) return /^frozen 1$/m.test((await readOrNull(o.events)) ?? '');
+    return ((await readOrNull(o.file)) ?? '').trim() === o.frozen;
+  };
+  return {
+    freeze: async () => {
+      await writeFile(o.file, o.frozen);
+      // Freezing is asynchronous; a kill before it settled could still miss a fork, never hurt.
+      const deadline = Date.now() + FREEZE_SETTLE_MS;
+      while (!(await settled()) && Date.now() < deadline) await sleep(1);
+    },
+    thaw: async () => {
+      try {
+        await writeFile(o.file, o.thawed);
+      } catch (err) {
+        // The container is gone, and its cgroup with it: nothing is left frozen.
+        if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+      }
     },
   };
 }

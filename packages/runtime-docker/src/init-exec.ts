@@ -49,6 +49,17 @@ export async function runInitExec(o: InitExecOptions): Promise<ExecResult> {
     () => undefined,
   );
 
+  // Kills the command's whole session from the host. A kill the cgroup gave up on (a session still forking
+  // after every round, frozen ones included) is not left at that: af-init's SIGKILL of the command's
+  // process group is a second, independent way (a no-op once the command ended), then the host tries once
+  // more; what still survives is reported.
+  const killSession = async (pid: number): Promise<void> => {
+    if (await cgroup.killSession(pid)) return;
+    cmd.signal('SIGKILL');
+    if (await cgroup.killSession(pid)) return;
+    logger.warn({ pid }, 'could not kill every process of a command session in the container');
+  };
+
   let giveUp!: () => void;
   const gaveUp = new Promise<null>((resolve) => (giveUp = () => resolve(null)));
   let reason: TerminationReason = null;
@@ -57,7 +68,7 @@ export async function runInitExec(o: InitExecOptions): Promise<ExecResult> {
     reason ??= why;
     terminating ??= (async () => {
       const pid = await cmd.pid.catch(() => null);
-      if (pid !== null) await cgroup.killSession(pid);
+      if (pid !== null) await killSession(pid);
       const gone = await Promise.race([
         settled.then(() => true),
         delay(EXIT_AFTER_KILL_MS).then(() => false),
@@ -98,7 +109,7 @@ export async function runInitExec(o: InitExecOptions): Promise<ExecResult> {
   const pid = await cmd.pid.catch(() => null);
   // Anything of the session that outlived the command (background jobs, `set -m` groups): as the wrapper
   // of an engine exec did, nothing a command started survives it.
-  if (pid !== null) await cgroup.killSession(pid);
+  if (pid !== null) await killSession(pid);
 
   if (outcome?.kind === 'failed') {
     // Never started: report it as a shell would (127 not found, 126 not executable), which is what a
