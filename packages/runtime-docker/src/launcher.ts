@@ -4,12 +4,14 @@
 // container) instead of an engine exec (runc setns + a process through containerd's shim, ~36 ms here).
 //
 // The listener accepts exactly one connection, af-init's (nothing else runs in the container before it),
-// then closes and unlinks the socket: nothing the agent starts later can connect to the host. The
+// then unlinks the socket and closes: nothing the agent starts later can connect to the host. Any other
+// connection queued with af-init's is closed at once (and logged when the listener saw it). The
 // directory's host parents are root-only (the sandbox's stateDir, the pool's owner directory), so no
 // other local user can reach the socket either; inside the container only the sandbox's gid can.
 // af-init's argv names only paths inside the container; its environment is the container's.
 import { randomUUID } from 'node:crypto';
 import { constants } from 'node:fs';
+import { rmSync } from 'node:fs';
 import { chmod, chown, copyFile, mkdir, open, readdir, rm } from 'node:fs/promises';
 import type { FileHandle } from 'node:fs/promises';
 import { createServer } from 'node:net';
@@ -18,6 +20,7 @@ import { posix } from 'node:path';
 import { LauncherClient, UnavailableError, afInitPath } from '@agentfense/protocol';
 import type { EngineApi } from './api.js';
 import { containerEnv } from './containers.js';
+import type { RuntimeLogger } from './logger.js';
 
 /** Prefix of launcher directories on the host (in a stateDir's docker scratch dir or a pool owner dir). */
 export const LAUNCHER_DIR_PREFIX = 'launcher-';
@@ -43,7 +46,13 @@ export interface LauncherListener {
  * Creates `<parent>/launcher-<uuid>` holding a copy of af-init and a listening socket that the
  * container's user (`uid:gid`) may connect to once.
  */
-export async function listenForLauncher(parent: string, user: string): Promise<LauncherListener> {
+export async function listenForLauncher(options: {
+  readonly parent: string;
+  /** The container's `uid:gid`. */
+  readonly user: string;
+  readonly logger: RuntimeLogger;
+}): Promise<LauncherListener> {
+  const { parent, user, logger } = options;
   const gid = Number(user.split(':')[1]);
   const dir = posix.join(parent, `${LAUNCHER_DIR_PREFIX}${randomUUID()}`);
   const sock = posix.join(dir, 'sock');
@@ -62,18 +71,32 @@ export async function listenForLauncher(parent: string, user: string): Promise<L
     else void dirFd?.close().catch(() => undefined);
     void rm(sock, { force: true });
   };
-  server.once('connection', (socket) => {
-    // Accept once: from here on nobody else can connect (the socket file is gone too).
-    closeServer();
+  // Every connection the listener accepts is handled: the first is af-init's, any other is closed at once
+  // and logged (nothing else should exist this early). The socket file goes with the first connection, so
+  // nobody can connect afterwards; the listener itself stays open until af-init's READY, accepting (one
+  // per event-loop turn) and refusing whatever was queued with af-init's connection. Whatever is still
+  // queued when it closes is reset by the kernel: refused too, only not logged.
+  server.on('connection', (socket) => {
+    if (accepted !== undefined) {
+      socket.destroy();
+      logger.warn(
+        { dir },
+        'refused a second connection to the container launcher: only af-init connects, once',
+      );
+      return;
+    }
     accepted = socket;
+    rmSync(sock, { force: true });
     LauncherClient.connect(socket, { readyTimeoutMs: CONNECT_TIMEOUT_MS }).then(
       (c) => {
         clearTimeout(timer);
+        closeServer();
         client = c;
         settle.resolve(c);
       },
       (err: Error) => {
         clearTimeout(timer);
+        closeServer();
         settle.reject(err);
       },
     );

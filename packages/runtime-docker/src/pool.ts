@@ -216,7 +216,9 @@ export class ContainerPool {
     let listener: LauncherListener | undefined;
     let id: string | undefined;
     try {
-      listener = this.#o.launcher ? await listenForLauncher(dir, this.#o.user) : undefined;
+      listener = this.#o.launcher
+        ? await listenForLauncher({ parent: dir, user: this.#o.user, logger: this.#o.logger })
+        : undefined;
       const spec = this.#o.spec(key, slot, name, listener?.dir);
       id = await runContainer({
         api: this.#o.api,

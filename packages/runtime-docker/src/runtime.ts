@@ -231,7 +231,7 @@ export function createDockerRuntime(options: DockerRuntimeOptions = {}): DockerR
     if (started === undefined) {
       const fresh = await createWorkspaceRelay({ workspaceHostPath, scratchDir });
       const listener = useLauncher
-        ? await listenForLauncher(scratchDir, user).catch(async (err: unknown) => {
+        ? await listenForLauncher({ parent: scratchDir, user, logger }).catch(async (err: unknown) => {
             await fresh.release();
             throw err;
           })
