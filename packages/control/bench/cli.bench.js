@@ -6,17 +6,19 @@
 //     host root, the codebase bound writable, new /proc and /dev, new pid namespace) and passes the
 //     command's status through (bench/bwrap-wrapper.js); the same bwrap argv from a shell script is
 //     printed for reference;
-//   - `agentfense run DIR -- true`, `agentfense explain /a`, `agentfense --help`.
+//   - `agentfense run DIR -- true` in-process (AGENTFENSE_RUN_HELPER=0, the path of a data directory's
+//     first run), the same through the data directory's warm run helper (src/cli/run-helper/: every
+//     later run), `agentfense explain /a`, `agentfense --help`.
 // BENCH_CLI_BEFORE=<another checkout's packages/control/bin/agentfense.js> adds the same three commands of
 // that build (its own data directory) to every round, so a change is measured before/after, paired.
 // Rounds are paired (every command once per round, in the same order), figures are medians, and the
-// targets are ratios against the baselines of the same run: run ≤ 1.2× the wrapper and ≤ 350 ms,
+// targets are ratios against the baselines of the same run: run (helper) ≤ 1.2× the wrapper, run ≤ 350 ms,
 // explain ≤ 3× node, --help ≤ 2× node. The step breakdown of `run` comes from `run -v` and the control
 // plane's own `sandbox started` log record. Run as root: `pnpm bench:cli` (builds first). The temporary
 // directory is removed on success, failure and SIGINT/SIGTERM; exits 1 when a command fails.
 import { spawn } from 'node:child_process';
 import console from 'node:console';
-import { mkdir, mkdtemp, readFile, rm, writeFile, chmod } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, stat, writeFile, chmod } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import process from 'node:process';
@@ -80,8 +82,21 @@ async function reapersDone() {
     await new Promise((r) => setTimeout(r, 100));
   }
 }
+/** The run helper of the helper line's data directory exits on SIGTERM (its sandboxes removed first). */
+async function helperDone() {
+  const pattern = `run-helper/main.js --data ${join(work, 'data-helper')}$`;
+  spawn('pkill', ['-TERM', '-f', pattern]);
+  for (let i = 0; i < 300; i++) {
+    const found = await new Promise((done) =>
+      spawn('pgrep', ['-f', pattern]).once('exit', (code) => done(code === 0)),
+    );
+    if (!found) return;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
 async function cleanup() {
   if (work === undefined) return;
+  await helperDone();
   await reapersDone();
   await rm(work, { recursive: true, force: true });
 }
@@ -105,7 +120,8 @@ try {
       '--ro-bind / / --bind "$d" "$d" --dev /dev --proc /proc --chdir "$d" -- "$@"\n',
   );
   await chmod(shellWrapper, 0o755);
-  const env = { AGENTFENSE_DATA_DIR: data };
+  const env = { AGENTFENSE_DATA_DIR: data, AGENTFENSE_RUN_HELPER: '0' };
+  const helperData = join(work, 'data-helper');
   const commands = {
     'node -e 0': [process.execPath, '-e', '0'],
     'bwrap wrapper (node, srt-like)': [process.execPath, WRAPPER, repo, 'true'],
@@ -113,8 +129,11 @@ try {
     'agentfense --help': [process.execPath, CLI, '--help'],
     'agentfense explain /a': [process.execPath, CLI, 'explain', '/a'],
     'agentfense run DIR -- true': [process.execPath, CLI, 'run', repo, '-v', '--', 'true'],
+    'agentfense run DIR -- true (helper)': [process.execPath, CLI, 'run', repo, '-v', '--', 'true'],
   };
-  const envs = {};
+  const envs = {
+    'agentfense run DIR -- true (helper)': { AGENTFENSE_DATA_DIR: helperData, AGENTFENSE_RUN_HELPER: '1' },
+  };
   if (BEFORE !== undefined) {
     commands['before: agentfense --help'] = [process.execPath, BEFORE, '--help'];
     commands['before: agentfense explain /a'] = [process.execPath, BEFORE, 'explain', '/a'];
@@ -133,8 +152,17 @@ try {
   }
   // One untimed warm-up round (page cache, the data directory's first open, the runtime's host cache).
   for (const [name, argv] of Object.entries(commands)) await timed(argv, envs[name] ?? env);
+  // The helper line's warm-up run was in-process and started the helper: wait until it listens.
+  for (let i = 0; i < 200; i++) {
+    const ready = await stat(join(helperData, 'run-helper.sock')).then(
+      () => true,
+      () => false,
+    );
+    if (ready) break;
+    await new Promise((r) => setTimeout(r, 100));
+  }
   const walls = Object.fromEntries(Object.keys(commands).map((k) => [k, []]));
-  const steps = { after: [], before: [] };
+  const steps = { after: [], before: [], helper: [] };
   for (let round = 0; round < ROUNDS; round++) {
     for (const [name, argv] of Object.entries(commands)) {
       const r = await timed(argv, envs[name] ?? env);
@@ -142,7 +170,9 @@ try {
       if (name.includes('agentfense run')) {
         const s = parseSteps(r.stderr);
         s['rest (spawn, exit; before: load, open)'] = r.wall - Object.values(s).reduce((a, b) => a + b, 0);
-        steps[name.startsWith('before:') ? 'before' : 'after'].push(s);
+        if (name.endsWith('(helper)') && !r.stderr.includes('handed to the run helper'))
+          throw new Error(`the helper line ran in-process: ${r.stderr}`);
+        steps[name.startsWith('before:') ? 'before' : name.endsWith('(helper)') ? 'helper' : 'after'].push(s);
       }
     }
   }
@@ -158,7 +188,8 @@ try {
   for (const [name, value] of Object.entries(med)) console.log(`  ${name.padEnd(32)} ${ms(value)}`);
   for (const [which, list] of Object.entries(steps)) {
     if (list.length === 0) continue;
-    console.log(`run steps${BEFORE === undefined ? '' : ` (${which})`} (median; from run -v):`);
+    const label = which === 'helper' ? ' (helper)' : BEFORE === undefined ? '' : ` (${which})`;
+    console.log(`run steps${label} (median; from run -v):`);
     const stepNames = [...new Set(list.flatMap((s) => Object.keys(s)))];
     for (const name of stepNames)
       console.log(`  ${name.padEnd(40)} ${ms(median(list.map((s) => s[name] ?? 0)))}`);
@@ -171,10 +202,15 @@ try {
   const node = med['node -e 0'];
   const wrapper = med['bwrap wrapper (node, srt-like)'];
   const run = med['agentfense run DIR -- true'];
+  const viaHelper = med['agentfense run DIR -- true (helper)'];
   const verdict = (ok) => (ok ? 'ok' : 'OVER TARGET');
   console.log('targets:');
   console.log(
-    `  run / bwrap wrapper (node) = ${(run / wrapper).toFixed(2)}× (≤ 1.2×: ${verdict(run <= 1.2 * wrapper)}); ` +
+    `  run (helper) / bwrap wrapper (node) = ${(viaHelper / wrapper).toFixed(2)}× (≤ 1.2×: ${verdict(viaHelper <= 1.2 * wrapper)}); ` +
+      `run (helper) = ${ms(viaHelper)}; run (helper) / node -e 0 = ${(viaHelper / node).toFixed(2)}×`,
+  );
+  console.log(
+    `  run (in-process, a data directory's first) / bwrap wrapper (node) = ${(run / wrapper).toFixed(2)}×; ` +
       `run = ${ms(run)} (≤ 350 ms: ${verdict(run <= 350)}); run / sh wrapper = ${(run / med['bwrap wrapper (sh)']).toFixed(1)}×`,
   );
   const explain = med['agentfense explain /a'] / node;
