@@ -55,13 +55,13 @@ describe('any depth and name length', () => {
     await cp.startSandbox(id);
     const name = 'd'.repeat(200);
     // Relative mkdir + chdir: a shell's cd would build the whole path and stop at PATH_MAX.
-    const made = await cp.exec(id, [
+    const made = await cp.run(id, [
       'python3',
       '-c',
       `import os\nos.chdir('/workspace/output')\nfor _ in range(25):\n    os.mkdir('${name}'); os.chdir('${name}')\n` +
         `with open('big', 'wb') as f:\n    for _ in range(300): f.write(bytes(1 << 20))\nprint('ok')`,
     ]);
-    expect(made.stderr.toString() + made.stdout.toString()).toBe('ok\n');
+    expect(made.stderr + made.stdout).toBe('ok\n');
     const changes = await cp.changes(id);
     expect(changes).toHaveLength(26);
     const deepest = changes.find((c) => c.path.endsWith('/big'));
@@ -82,13 +82,13 @@ describe('any depth and name length', () => {
     const { id } = await cp.createSandbox({ codebaseId });
     await cp.startSandbox(id);
     const name = 'x'.repeat(30);
-    const made = await cp.exec(id, [
+    const made = await cp.run(id, [
       'python3',
       '-c',
       `import os\nos.chdir('/workspace/output')\nfor _ in range(3000):\n    os.mkdir('${name}'); os.chdir('${name}')\n` +
         `open('leaf.txt', 'w').write('leaf\\n')\nprint('ok')`,
     ]);
-    expect(made.stderr.toString() + made.stdout.toString()).toBe('ok\n');
+    expect(made.stderr + made.stdout).toBe('ok\n');
     const changes = await cp.changes(id);
     expect(changes).toHaveLength(3001);
     const bytes = changes.reduce((n, c) => n + c.path.length, 0);

@@ -35,7 +35,7 @@ describe('a destroy that fails', () => {
     const codebase = await cp.linkCodebase({ path: repo });
     const sb = await cp.createSandbox({ codebaseId: codebase.id, preset: 'full-access' });
     await cp.startSandbox(sb.id);
-    const w = await cp.exec(sb.id, ['sh', '-c', 'echo result > /workspace/output.txt']);
+    const w = await cp.run(sb.id, ['sh', '-c', 'echo result > /workspace/output.txt']);
     expect(w.exitCode).toBe(0);
     await cp.stopSandbox(sb.id);
     // Something the removal cannot take away: a mount point inside the sandbox's directory (rmdir of

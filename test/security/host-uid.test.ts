@@ -41,11 +41,11 @@ describe('sandbox processes never run as host root', () => {
     expect(user).not.toBeNull();
     const { cp, id } = sandbox();
     const marker = `af-uid-marker-${process.pid}`;
-    const running = cp.exec(id, `sleep 30 # ${marker}`, { timeoutMs: 20_000 });
+    const running = cp.run(id, `sleep 30 # ${marker}`, { timeoutMs: 20_000 });
     const seen = await waitForHost(marker);
     const session = await cp.createSession(id);
     try {
-      await session.exec(`sh -c 'sleep 30 # ${marker}-session' &`);
+      await session.run(`sh -c 'sleep 30 # ${marker}-session' &`);
       seen.push(...(await waitForHost(`${marker}-session`)));
     } finally {
       await cp.closeSession(session.id);

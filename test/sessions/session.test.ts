@@ -15,60 +15,60 @@ describe.each(SESSION_SHELLS)('session with %s', (shell) => {
   describe('state persists between commands', () => {
     it('cwd, exported and shell variables, functions', async () => {
       const s = await openSession({ shell });
-      await s.exec('cd /tmp && mkdir -p d && cd d');
-      await s.exec('export EXPORTED=e; LOCAL=l; greet() { echo "hello $1"; }');
-      const r = await s.exec(
+      await s.run('cd /tmp && mkdir -p d && cd d');
+      await s.run('export EXPORTED=e; LOCAL=l; greet() { echo "hello $1"; }');
+      const r = await s.run(
         'pwd; echo "$EXPORTED $LOCAL"; greet you; sh -c \'echo "child:$EXPORTED:$LOCAL"\'',
       );
-      expect(r.stdout.toString()).toBe('/tmp/d\ne l\nhello you\nchild:e:\n');
+      expect(r.stdout).toBe('/tmp/d\ne l\nhello you\nchild:e:\n');
     });
 
     it('a sourced file', async () => {
       const { sb, workspace } = await startSandbox();
       await writeFile(join(workspace, 'env.sh'), 'FROM_FILE=sourced\nactivate() { echo active; }\n');
       const s = await openSession({ shell, sandbox: sb });
-      await s.exec('. ./env.sh');
-      expect((await s.exec('echo $FROM_FILE; activate')).stdout.toString()).toBe('sourced\nactive\n');
+      await s.run('. ./env.sh');
+      expect((await s.run('echo $FROM_FILE; activate')).stdout).toBe('sourced\nactive\n');
     });
 
     it('background jobs', async () => {
       const s = await openSession({ shell });
-      const started = await s.exec('sleep 100 &');
+      const started = await s.run('sleep 100 &');
       expect(started.exitCode).toBe(0);
-      const jobs = await s.exec('jobs; kill -0 $! && echo alive');
-      expect(jobs.stdout.toString()).toMatch(/^\[1\].*Running/);
-      expect(jobs.stdout.toString()).toMatch(/alive\n$/);
+      const jobs = await s.run('jobs; kill -0 $! && echo alive');
+      expect(jobs.stdout).toMatch(/^\[1\].*Running/);
+      expect(jobs.stdout).toMatch(/alive\n$/);
     });
 
     it('$? of the previous command, and the initial env', async () => {
       const s = await openSession({ shell, env: { INITIAL: 'from-create' } });
-      await s.exec('false');
-      expect((await s.exec('echo $?')).stdout.toString()).toBe('1\n');
-      expect((await s.exec('echo $INITIAL')).stdout.toString()).toBe('from-create\n');
+      await s.run('false');
+      expect((await s.run('echo $?')).stdout).toBe('1\n');
+      expect((await s.run('echo $INITIAL')).stdout).toBe('from-create\n');
     });
 
     it('output a background job prints between commands goes to the next command', async () => {
       const s = await openSession({ shell });
-      await s.exec('(sleep 0.3; echo late) >&2 &');
+      await s.run('(sleep 0.3; echo late) >&2 &');
       await new Promise((resolve) => setTimeout(resolve, 800));
-      const r = await s.exec('echo now >&2');
-      expect(r.stderr.toString()).toMatch(/late\nnow\n$/);
+      const r = await s.run('echo now >&2');
+      expect(r.stderr).toMatch(/late\nnow\n$/);
     });
 
     it('exec redirections (exec >file sends later output to the file, trailers still arrive)', async () => {
       const s = await openSession({ shell });
-      await s.exec('exec >/tmp/out.txt');
-      const r = await s.exec('echo to-file; echo to-stderr >&2');
-      expect(r.stdout.toString()).toBe('');
-      expect(r.stderr.toString()).toBe('to-stderr\n');
-      expect((await s.exec('cat /tmp/out.txt >&2')).stderr.toString()).toBe('to-file\n');
+      await s.run('exec >/tmp/out.txt');
+      const r = await s.run('echo to-file; echo to-stderr >&2');
+      expect(r.stdout).toBe('');
+      expect(r.stderr).toBe('to-stderr\n');
+      expect((await s.run('cat /tmp/out.txt >&2')).stderr).toBe('to-file\n');
     });
   });
 
   describe('framing', () => {
     it('separates stdout and stderr, exact bytes, with the exit code', async () => {
       const s = await openSession({ shell });
-      const r = await s.exec("printf 'a\\nb'; printf 'err\\n\\n' >&2; (exit 42)");
+      const r = await s.run("printf 'a\\nb'; printf 'err\\n\\n' >&2; (exit 42)", { encoding: 'buffer' });
       expect(r.stdout).toEqual(Buffer.from('a\nb'));
       expect(r.stderr).toEqual(Buffer.from('err\n\n'));
       expect(r).toMatchObject({ exitCode: 42, timedOut: false, truncated: false, sessionClosed: false });
@@ -93,19 +93,21 @@ describe.each(SESSION_SHELLS)('session with %s', (shell) => {
       ['unicode', "printf 'é✓'", 'é✓', 0],
     ])('%s', async (_name, command, stdout, code) => {
       const s = await openSession({ shell });
-      const r = await s.exec(command);
-      expect(r.stdout.toString()).toBe(stdout);
+      const r = await s.run(command);
+      expect(r.stdout).toBe(stdout);
       if (code !== null) expect(r.exitCode).toBe(code);
       else expect(r.exitCode).not.toBe(0);
       // The session is still in step: the next command gets its own output only, and parses afresh (bash
       // once left its parser mid-`case` after an eval syntax error).
-      const next = await s.exec('case x in x) echo next ;; esac');
+      const next = await s.run('case x in x) echo next ;; esac', { encoding: 'buffer' });
       expect(next).toMatchObject({ stdout: Buffer.from('next\n'), stderr: Buffer.from(''), exitCode: 0 });
     });
 
     it('binary output: all 256 byte values on stdout and stderr', async () => {
       const s = await openSession({ shell });
-      const r = await s.exec(`printf '${ALL_BYTES_PRINTF}'; printf '${ALL_BYTES_PRINTF}' >&2`);
+      const r = await s.run(`printf '${ALL_BYTES_PRINTF}'; printf '${ALL_BYTES_PRINTF}' >&2`, {
+        encoding: 'buffer',
+      });
       expect(r.stdout).toEqual(ALL_BYTES);
       expect(r.stderr).toEqual(ALL_BYTES);
     });
@@ -125,68 +127,76 @@ describe.each(SESSION_SHELLS)('session with %s', (shell) => {
         "'",
         'echo "__af_t $__af_d" >/dev/null',
       ].join('\n');
-      await s.exec('sleep 100 &');
-      const r = await s.exec(command);
+      await s.run('sleep 100 &');
+      const r = await s.run(command, { encoding: 'buffer' });
       expect(r.stdout.toString('latin1')).toBe(
         `\x1fagentfense:${fakeNonce}:0\nx\n!INT\n!KILL\n.__af_t 00000000000000000000000000000000\n\n`,
       );
       expect(r.stderr.toString('latin1')).toBe(`\x1fagentfense:${fakeNonce}:0\n`);
       // No interrupt or kill reached the session: the background job lives.
-      expect((await s.exec('kill -0 $! && echo alive')).stdout.toString()).toBe('alive\n');
+      expect((await s.run('kill -0 $! && echo alive')).stdout).toBe('alive\n');
     });
 
     it('large output, complete', async () => {
       const s = await openSession({ shell });
-      const r = await s.exec('head -c 3000000 /dev/zero | tr "\\0" x; echo; head -c 100000 /dev/zero >&2');
+      const r = await s.run('head -c 3000000 /dev/zero | tr "\\0" x; echo; head -c 100000 /dev/zero >&2', {
+        encoding: 'buffer',
+      });
       expect(r.stdout.length).toBe(3_000_001);
       expect(r.stderr.length).toBe(100_000);
     });
 
     it('caps output at maxOutputBytes and says so', async () => {
       const s = await openSession({ shell, maxOutputBytes: 1000 });
-      const r = await s.exec('head -c 50000 /dev/zero');
+      const r = await s.run('head -c 50000 /dev/zero', { encoding: 'buffer' });
       expect(r.stdout.length).toBe(1000);
       expect(r.truncated).toBe(true);
-      expect(await s.exec('echo ok')).toMatchObject({ stdout: Buffer.from('ok\n'), truncated: false });
+      expect(await s.run('echo ok', { encoding: 'buffer' })).toMatchObject({
+        stdout: Buffer.from('ok\n'),
+        truncated: false,
+      });
     });
   });
 
   describe('stdin', () => {
     it('is empty by default: cat and read do not hang or eat the protocol', async () => {
       const s = await openSession({ shell });
-      expect(await s.exec('cat; echo done')).toMatchObject({ stdout: Buffer.from('done\n'), exitCode: 0 });
-      const read = await s.exec('read x; echo "status $? [$x]"');
-      expect(read.stdout.toString()).toBe('status 1 []\n');
-      expect((await s.exec('echo after')).stdout.toString()).toBe('after\n');
+      expect(await s.run('cat; echo done', { encoding: 'buffer' })).toMatchObject({
+        stdout: Buffer.from('done\n'),
+        exitCode: 0,
+      });
+      const read = await s.run('read x; echo "status $? [$x]"');
+      expect(read.stdout).toBe('status 1 []\n');
+      expect((await s.run('echo after')).stdout).toBe('after\n');
     });
 
     it('feeds the given bytes, then end of file', async () => {
       const s = await openSession({ shell });
       const text = "line1\nline2 with ' and \\ and % and -x";
-      expect((await s.exec('cat', { stdin: text })).stdout.toString()).toBe(text);
-      const read = await s.exec('read first; echo "[$first]"; cat', { stdin: 'a\nb\nc' });
-      expect(read.stdout.toString()).toBe('[a]\nb\nc');
-      expect((await s.exec('cat', { stdin: ALL_BYTES })).stdout).toEqual(ALL_BYTES);
+      expect((await s.run('cat', { stdin: text })).stdout).toBe(text);
+      const read = await s.run('read first; echo "[$first]"; cat', { stdin: 'a\nb\nc' });
+      expect(read.stdout).toBe('[a]\nb\nc');
+      expect((await s.run('cat', { stdin: ALL_BYTES, encoding: 'buffer' })).stdout).toEqual(ALL_BYTES);
       // A later command without stdin sees none of it.
-      expect((await s.exec('cat; echo end')).stdout.toString()).toBe('end\n');
+      expect((await s.run('cat; echo end')).stdout).toBe('end\n');
     });
 
     it('a background reader started earlier cannot steal the next command', async () => {
       const s = await openSession({ shell });
-      await s.exec('cat > /tmp/stolen &');
-      expect((await s.exec('echo visible')).stdout.toString()).toBe('visible\n');
-      expect((await s.exec('sleep 0.2; wc -c < /tmp/stolen')).stdout.toString().trim()).toBe('0');
+      await s.run('cat > /tmp/stolen &');
+      expect((await s.run('echo visible')).stdout).toBe('visible\n');
+      expect((await s.run('sleep 0.2; wc -c < /tmp/stolen')).stdout.trim()).toBe('0');
     });
   });
 
   it('runs concurrent execs one at a time, in call order', async () => {
     const s = await openSession({ shell });
     const calls = Array.from({ length: 5 }, (_, i) =>
-      s.exec(`echo start $(date +%s%N); sleep 0.1; echo ${i} end $(date +%s%N)`),
+      s.run(`echo start $(date +%s%N); sleep 0.1; echo ${i} end $(date +%s%N)`),
     );
     const results = await Promise.all(calls);
     const spans = results.map((r) => {
-      const [start, end] = r.stdout.toString().trim().split('\n');
+      const [start, end] = r.stdout.trim().split('\n');
       return { start: BigInt(start?.split(' ')[1] ?? '0'), end: BigInt(end?.split(' ')[2] ?? '0'), i: end };
     });
     spans.forEach((span, i) => expect(span.i).toMatch(new RegExp(`^${i} end`)));
@@ -198,7 +208,7 @@ describe.each(SESSION_SHELLS)('session with %s', (shell) => {
   it('writes to /workspace are visible on the host', async () => {
     const { sb, workspace } = await startSandbox();
     const s = await openSession({ shell, sandbox: sb });
-    await s.exec('cd /workspace && printf written > out.txt');
+    await s.run('cd /workspace && printf written > out.txt');
     expect(await readFile(join(workspace, 'out.txt'), 'utf8')).toBe('written');
   });
 });
@@ -206,11 +216,11 @@ describe.each(SESSION_SHELLS)('session with %s', (shell) => {
 describe('speed', () => {
   it('a `true` round trip has a p50 under 5 ms', async () => {
     const s = await openSession();
-    for (let i = 0; i < 20; i += 1) await s.exec('true');
+    for (let i = 0; i < 20; i += 1) await s.run('true');
     const times: number[] = [];
     for (let i = 0; i < 200; i += 1) {
       const started = performance.now();
-      await s.exec('true');
+      await s.run('true');
       times.push(performance.now() - started);
     }
     times.sort((a, b) => a - b);

@@ -33,7 +33,7 @@ export function useSandbox(options: Omit<ControlPlaneOptions, 'dataDir'> = {}): 
       dirs,
       id,
       run: async (command, timeoutMs = 60_000) => {
-        const r = await plane.exec(id, command, { timeoutMs });
+        const r = await plane.run(id, command, { timeoutMs, encoding: 'buffer' });
         return { ...r, out: r.stdout.toString(), err: r.stderr.toString() };
       },
     };
