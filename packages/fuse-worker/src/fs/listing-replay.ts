@@ -26,6 +26,8 @@ import type { Caller, DirEntryOut } from './types.js';
 
 /** Below this much time left, an entry is not worth replaying (the kernel would ask again soon). */
 const MIN_LEFT_SECONDS = 1;
+/** How often remembered answers are checked for age while there are any. */
+const SWEEP_MS = 10_000;
 /** Bound on remembered entries (~170 bytes each): a 30,000-file tree; the oldest directories go first. */
 const MAX_ENTRIES = 32_768;
 
@@ -55,6 +57,8 @@ export class ListingReplays {
   epoch = 0;
   /** Set at mount: on with READDIRPLUS and listingRefresh unless AGENTFENSE_FUSE_DISABLE names it. */
   enabled = false;
+  /** The timer of the next #prune while anything is remembered. */
+  #sweep: NodeJS.Timeout | undefined;
 
   /** A change through the mount starts or ends: nothing remembered may be replayed. */
   mutated(): void {
@@ -65,6 +69,25 @@ export class ListingReplays {
   clear(): void {
     this.#byDir.clear();
     this.#entries = 0;
+  }
+
+  /**
+   * Drops answers too old to be replayed (oldest first: the map is in the order they were remembered), so
+   * an idle worker does not keep a walk's listings (~170 bytes per entry) past the attribute timeout.
+   */
+  #prune(): void {
+    const now = performance.now();
+    for (const [dir, r] of this.#byDir) {
+      if (r.ttl - (now - r.at) / 1000 >= MIN_LEFT_SECONDS) break;
+      this.drop(dir);
+    }
+    if (this.#byDir.size > 0 && this.#sweep === undefined) {
+      this.#sweep = setTimeout(() => {
+        this.#sweep = undefined;
+        this.#prune();
+      }, SWEEP_MS);
+      this.#sweep.unref();
+    }
   }
 
   /** The directory's listing changed or the kernel forgot it. */
@@ -120,6 +143,7 @@ export class ListingReplays {
       ttl: fs.ttl,
     });
     this.#entries += entries.length;
+    this.#prune();
   }
 
   /**
