@@ -96,4 +96,25 @@ describe('a bwrap session across a worker restart', () => {
     await session.close();
     await cp.destroySandbox(id);
   });
+
+  it('a session opened as the worker dies starts on the new worker and follows the next restart', async () => {
+    // Without waiting for the restart, the shell's bwrap met the dead mount ("Can't chdir to /workspace")
+    // and createSession failed with an internal error, every time at a few ms after the kill.
+    // Three kills within a minute put a sandbox in ERROR: one sandbox per delay, two kills each.
+    for (const delayMs of [0, 5, 20]) {
+      const { id } = await cp.createSandbox({ codebaseId });
+      await cp.startSandbox(id);
+      process.kill(cp.sandboxes.workerPid(id) as number, 'SIGKILL');
+      await new Promise((resolve) => setTimeout(resolve, delayMs));
+      const session = await cp.createSession(id);
+      await waitFor('the worker restart', () => (cp.getSandbox(id).restartCount === 1 ? true : undefined));
+      expect((await session.run('cat /workspace/README.md')).stdout).toBe('# demo\n');
+      await killWorker(id, 2);
+      const after = await session.run('cat /workspace/README.md');
+      expect(after.stderr, `opened ${String(delayMs)} ms after the kill`).toBe('');
+      expect(after.stdout).toBe('# demo\n');
+      await session.close();
+      await cp.destroySandbox(id);
+    }
+  });
 });

@@ -371,7 +371,7 @@ export class ControlPlane implements AsyncDisposable {
 
   /** Starts a persistent shell in a running sandbox of this process (contract §5). */
   createSession(sandboxId: string, options?: CreateSessionOptions): Promise<Session> {
-    return this.sessions.create(this.runtimeInstance(sandboxId), options);
+    return this.sandboxes.withReadyInstance(sandboxId, (instance) => this.sessions.create(instance, options));
   }
   getSession(id: string): Session {
     return this.sessions.get(id);

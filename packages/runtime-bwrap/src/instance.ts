@@ -21,6 +21,7 @@ import { runLauncherExec } from './launcher-exec.js';
 import { HANDSHAKE_FDS, SECCOMP_FD } from './launch.js';
 import type { LaunchedBwrap } from './launch.js';
 import type { RuntimeLogger } from './logger.js';
+import { ANCHOR_TRIES } from './relay.js';
 import type { WorkspaceAnchor } from './relay.js';
 import { runSpawn } from './spawn.js';
 
@@ -118,6 +119,15 @@ export class BwrapInstance implements RuntimeInstance {
 
   async spawn(options: SpawnOptions): Promise<SandboxProcess> {
     this.#gate.assertRunning();
+    // A launch during which the worker remounted binds that mount instead of the anchor's bare directory
+    // (relay.ts sitsOnAnchor) and would not follow the next restart: made again, like the launcher's.
+    for (let attempt = 1; ; attempt++) {
+      const launched = await this.#spawnOverAnchor(options, attempt < ANCHOR_TRIES);
+      if (launched !== null) return launched;
+    }
+  }
+
+  async #spawnOverAnchor(options: SpawnOptions, checkAnchor: boolean): Promise<SandboxProcess | null> {
     const anchor = await this.#options.createAnchor?.();
     try {
       const { args, commandArgc, audit } = this.#prepare({
@@ -127,8 +137,18 @@ export class BwrapInstance implements RuntimeInstance {
         ...(anchor === undefined ? {} : { anchor: anchor.source }),
       });
       const launched = await this.#gate.unlessStopped(
-        runSpawn({ ...this.#launchBase(), args, commandArgc, audit }),
+        runSpawn({
+          ...this.#launchBase(),
+          args,
+          commandArgc,
+          audit,
+          checkAnchor: checkAnchor && anchor !== undefined,
+        }),
       );
+      if (launched === null) {
+        await anchor?.release();
+        return null;
+      }
       // The anchor lives as long as the process; stop() and recovery remove any left (clearRelay).
       if (anchor !== undefined) {
         void launched

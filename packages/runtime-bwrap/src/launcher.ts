@@ -27,11 +27,9 @@ import { launchBwrap } from './launch.js';
 import type { LaunchedBwrap } from './launch.js';
 import { killLeftovers } from './launcher-tree.js';
 import type { RuntimeLogger } from './logger.js';
-import { sitsOnAnchor } from './relay.js';
+import { ANCHOR_TRIES, sitsOnAnchor } from './relay.js';
 import type { WorkspaceAnchor } from './relay.js';
 
-/** Launches made before one that sits on its anchor is accepted anyway (#start). */
-const ANCHOR_TRIES = 4;
 /** How long af-init gets to report a command we killed before the launcher itself is killed. */
 const WEDGED_MS = 3_000;
 

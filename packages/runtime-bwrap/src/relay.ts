@@ -151,6 +151,9 @@ export async function createAnchor(options: {
   return { source: posix.join(dir, posix.basename(options.workspaceHostPath)), release };
 }
 
+/** Launches over an anchor made before one that missed it is kept anyway (the launcher logs a warning). */
+export const ANCHOR_TRIES = 4;
+
 /**
  * Whether the process `pid`, launched over an anchor, really sits on the anchor's bare directory: the
  * bottom mount at /workspace in its mount namespace is the anchor's (a slave of P, not a FUSE mount).

@@ -31,6 +31,7 @@ import { Ownership } from './ownership.js';
 import { DESTROY_FAILED, reapSandboxes, recoverSandboxes } from './recovery.js';
 import type { RecoveryDeps } from './recovery.js';
 import type { RuntimeRegistry } from './runtimes.js';
+import { whenWorkerReady } from './ready-instance.js';
 import { startSandbox } from './start.js';
 import type { Live, StartDeps } from './start.js';
 import { assertTransition } from './state.js';
@@ -270,6 +271,12 @@ export class SandboxManager {
     return this.#requireLive(id).instance;
   }
 
+  /** Runs `start` (a session's shell) on the instance once any worker restart is over (ready-instance.ts). */
+  withReadyInstance<T>(id: string, start: (instance: RuntimeInstance) => Promise<T>): Promise<T> {
+    const live = this.#requireLive(id);
+    return whenWorkerReady(live.supervisor, () => start(live.instance));
+  }
+
   changes(id: string): Promise<readonly ChangeEntry[]> {
     return this.#withWorker(id, 'changes', {}).then((r) => r.changes);
   }
@@ -327,10 +334,7 @@ export class SandboxManager {
     return this.#live.get(id)?.supervisor.pid;
   }
 
-  /**
-   * Recovers sandboxes whose owning control-plane process is gone (marked STOPPED, deltas kept; one-shot
-   * ones destroyed). Sandboxes owned by a live process are never touched. Returns the ids recovered.
-   */
+  /** Recovers sandboxes of dead owners (STOPPED, deltas kept; one-shot ones destroyed); returns the ids. */
   recover(): Promise<string[]> {
     return recoverSandboxes(this.#recovery);
   }
@@ -382,10 +386,7 @@ export class SandboxManager {
     return [...this.#live.keys()];
   }
 
-  /**
-   * Clears the mounts in a sandbox directory nobody runs (`agentfense gc`): with `runtimeName` unknown (a
-   * directory without a record), every registered runtime clears what it may have left there.
-   */
+  /** Clears the mounts in a sandbox directory nobody runs (`gc`); no runtimeName: every runtime's. */
   async clearMountsOf(id: string, runtimeName?: string): Promise<void> {
     const paths = this.#layout.sandbox(validateId('sandbox', id));
     if (runtimeName !== undefined) return this.#mounts.clear(paths, runtimeName);
