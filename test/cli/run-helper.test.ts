@@ -327,3 +327,42 @@ describe('the run helper exits and leaves nothing', () => {
     expect(r.stderr).toContain(HANDED);
   });
 });
+
+describe('spare sandboxes (AGENTFENSE_RUN_HELPER_SPARE=1)', () => {
+  const SPARE = { AGENTFENSE_RUN_HELPER_SPARE: '1' };
+
+  it('the next identical run takes a sandbox started ahead; it sees the directory as it is then', async () => {
+    const dir = join(scratch, 'spare');
+    await firstRun(dir, SPARE);
+    // The first run through the helper starts its own and leaves a spare for the next one.
+    const second = await runSh([], 'cat /workspace/README.md | head -c 1', { dataDir: dir, env: SPARE });
+    expect(second.stderr).toContain(HANDED);
+    expect(second.stderr).toContain('created');
+    await until('the spare', async () => (await sandboxList(dir)).length === 1);
+    // Changed after the spare was mounted: a new file, a removed one.
+    await writeFile(join(repo, 'added-later.txt'), 'later\n');
+    await rm(join(repo, 'output', 'c.txt'), { force: true });
+    const third = await runSh([], 'cat /workspace/added-later.txt; ls /workspace/output', {
+      dataDir: dir,
+      env: SPARE,
+    });
+    expect(third.stderr).toContain('took started sandbox');
+    expect(third.exitCode).toBe(0);
+    expect(third.stdout.split('\n')).toContain('later');
+    expect(third.stdout).not.toContain('c.txt');
+    await rm(join(repo, 'added-later.txt'));
+    // Other options: the spare is not taken, and the run gets what it asked for.
+    await until('the next spare', async () => (await sandboxList(dir)).length === 1);
+    const other = await runSh(['--preset', 'read-only'], 'echo x > /workspace/output/ro.txt', {
+      dataDir: dir,
+      env: SPARE,
+    });
+    expect(other.stderr).not.toContain('took started sandbox');
+    expect(other.exitCode).not.toBe(0);
+    expect(other.stderr).toMatch(/Read-only file system|Permission denied/);
+    // SIGTERM: the spare is destroyed with the helper; nothing listed, mounted or running.
+    await stopHelper(dir);
+    expect(await sandboxList(dir)).toEqual([]);
+    expect(await nothingLeft(dir)).toBe(true);
+  });
+});

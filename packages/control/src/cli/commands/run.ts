@@ -14,6 +14,8 @@ import type { DataFlags } from '../control-options.js';
 import { isTerminal, printJson } from '../io.js';
 import type { CliContext, CliIo, Interrupt } from '../io.js';
 import { ONE_SHOT_LABEL } from '../../sandboxes/one-shot.js';
+import type { CreateSandboxOptions } from '../../sandboxes/types.js';
+import type { SpareSandbox } from '../run-helper/spare.js';
 import { armWatchdog } from '../watchdog.js';
 import type { Watchdog } from '../watchdog.js';
 import { parseEnvPairs, parseLabels, parseSeconds } from '../parse.js';
@@ -156,6 +158,7 @@ export function registerRun(program: Command, { io, result, mode }: CliContext):
           abort: interrupt.signal,
           detach,
           ...(helper === undefined ? {} : { retiring: helper.retiring }),
+          ...(helper?.spare === undefined ? {} : { spare: helper.spare }),
           ...(watchdog === undefined ? {} : { watchdog }),
           ...(timeoutMs === undefined ? {} : { timeoutMs }),
           ...(stdin === undefined ? {} : { stdin }),
@@ -227,6 +230,8 @@ interface RunRequest {
   readonly detach: boolean;
   /** In the run helper: retire a one-shot sandbox that ran its command (record first, teardown after). */
   readonly retiring?: (removed: Promise<void>) => void;
+  /** In the run helper, when switched on: take a started sandbox made for these exact options. */
+  readonly spare?: SpareSandbox;
   readonly watchdog?: Watchdog;
 }
 
@@ -240,38 +245,47 @@ interface RunOutcome {
   readonly detached: boolean;
 }
 
+/** The options `run` creates its sandbox with (all but the codebase). */
+function sandboxOptions(request: RunRequest): Omit<CreateSandboxOptions, 'codebaseId'> {
+  const { flags } = request;
+  return {
+    rules: request.rules,
+    network: flags.network === true,
+    resources: resourcesFromFlags(flags),
+    // Marks a sandbox nobody will ask for again: if this process dies before removing it, recovery and
+    // `agentfense gc` remove it (a --keep sandbox is the user's and stays).
+    labels: flags.keep === true ? request.labels : { ...request.labels, [ONE_SHOT_LABEL]: 'true' },
+    ...(flags.runtime === undefined ? {} : { runtime: flags.runtime }),
+    ...(flags.image === undefined ? {} : { image: flags.image }),
+  };
+}
+
 async function runInSandbox(plane: ControlPlane, request: RunRequest): Promise<RunOutcome> {
   const { flags, io, step } = request;
   const json = flags.json === true;
   const { abort } = request;
-  const codebase = await plane.linkCodebase({ path: request.dir });
-  step('codebase linked');
+  const options = sandboxOptions(request);
+  const spare = flags.keep === true ? undefined : request.spare;
+  const taken = await spare?.take({ dir: request.dir, options });
+  const codebase =
+    taken === undefined ? await plane.linkCodebase({ path: request.dir }) : { id: taken.codebaseId };
+  step(taken === undefined ? 'codebase linked' : `took started sandbox ${taken.sandboxId}`);
   request.watchdog?.made('codebase', codebase.id);
-  let sandboxId: string | undefined;
+  let sandboxId: string | undefined = taken?.sandboxId;
   let detached = false;
   let retire = false;
   try {
     abort.throwIfAborted();
-    // Owned from creation: if this process dies before starting it, recovery settles it.
-    const sandbox = await plane.sandboxes.create(
-      {
-        codebaseId: codebase.id,
-        rules: request.rules,
-        network: flags.network === true,
-        resources: resourcesFromFlags(flags),
-        // Marks a sandbox nobody will ask for again: if this process dies before removing it, recovery and
-        // `agentfense gc` remove it (a --keep sandbox is the user's and stays).
-        labels: flags.keep === true ? request.labels : { ...request.labels, [ONE_SHOT_LABEL]: 'true' },
-        ...(flags.runtime === undefined ? {} : { runtime: flags.runtime }),
-        ...(flags.image === undefined ? {} : { image: flags.image }),
-      },
-      { own: true },
-    );
-    sandboxId = sandbox.id;
-    step(`created ${sandbox.id}`);
-    abort.throwIfAborted();
-    await plane.startSandbox(sandbox.id);
-    step('started (worker mounted, runtime ready)');
+    if (sandboxId === undefined) {
+      // Owned from creation: if this process dies before starting it, recovery settles it.
+      const sandbox = await plane.sandboxes.create({ ...options, codebaseId: codebase.id }, { own: true });
+      sandboxId = sandbox.id;
+      step(`created ${sandbox.id}`);
+      abort.throwIfAborted();
+      await plane.startSandbox(sandbox.id);
+      step('started (worker mounted, runtime ready)');
+    }
+    const sandbox = { id: sandboxId };
     abort.throwIfAborted();
     const exec = await plane.run(sandbox.id, request.command, {
       encoding: 'buffer',
@@ -339,6 +353,8 @@ async function runInSandbox(plane: ControlPlane, request: RunRequest): Promise<R
       await forgotten;
       await plane.deleteCodebase(codebase.id);
       step('sandbox forgotten (the helper removes it after answering)');
+      // The next identical request takes a sandbox started meanwhile (after this one's answer).
+      spare?.prepare({ dir: request.dir, options });
     } else if (flags.keep !== true) {
       if (sandboxId !== undefined) await plane.destroySandbox(sandboxId);
       await plane.deleteCodebase(codebase.id);

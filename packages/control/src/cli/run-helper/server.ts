@@ -24,6 +24,7 @@ import type { CliIo, Interrupt } from '../io.js';
 import { runCli } from '../main.js';
 import { buildStamp } from './build-stamp.js';
 import { peerOf } from './peercred.js';
+import { RUN_HELPER_SPARE_ENV, SpareSandbox } from './spare.js';
 import { FRAME, frame, frameReader, helperSocketPath, relevantEnv, sameEnvironment } from './protocol.js';
 import type { HelperRequest } from './protocol.js';
 
@@ -95,6 +96,7 @@ class RunHelper {
   readonly #env = relevantEnv(process.env);
   readonly #uid = process.getuid?.() ?? 0;
   readonly #active = new Set<ActiveRun>();
+  readonly #spare: SpareSandbox | undefined;
   #server: Server | undefined;
   #ino: number | undefined;
   #idleSince = Date.now();
@@ -108,6 +110,7 @@ class RunHelper {
     this.#plane = plane;
     this.#path = path;
     this.#options = options;
+    this.#spare = process.env[RUN_HELPER_SPARE_ENV] === '1' ? new SpareSandbox(plane) : undefined;
   }
 
   get #log() {
@@ -166,6 +169,7 @@ class RunHelper {
     // Runs still going are stopped as a SIGTERM to their client would (their sandboxes removed).
     for (const run of this.#active) run.interrupt('SIGTERM');
     await Promise.all([...this.#active].map((run) => run.done));
+    await this.#spare?.close();
     this.#close();
   }
 
@@ -200,7 +204,7 @@ class RunHelper {
         socket.end(frame(FRAME.decline, declined));
         return;
       }
-      run = new ClientRun(socket, request, this.#plane, (removed) => this.#track(removed));
+      run = new ClientRun(socket, request, this.#plane, (removed) => this.#track(removed), this.#spare);
       this.#serve(run);
     });
     socket.on('data', (chunk: Buffer) => {
@@ -296,17 +300,20 @@ class ClientRun {
   readonly #origin = performance.now();
 
   readonly #retiring: (removed: Promise<void>) => void;
+  readonly #spare: SpareSandbox | undefined;
 
   constructor(
     socket: Socket,
     request: HelperRequest,
     plane: ControlPlane,
     retiring: (removed: Promise<void>) => void,
+    spare: SpareSandbox | undefined,
   ) {
     this.#socket = socket;
     this.#request = request;
     this.#plane = plane;
     this.#retiring = retiring;
+    this.#spare = spare;
   }
 
   frame(type: number, payload: Buffer): void {
@@ -364,6 +371,7 @@ class ClientRun {
         interrupt,
         originMs: this.#origin - this.#request.clientMs,
         retiring: this.#retiring,
+        ...(this.#spare === undefined ? {} : { spare: this.#spare }),
       },
     });
     const exit = Buffer.alloc(4);

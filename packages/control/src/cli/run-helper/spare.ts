@@ -1,0 +1,135 @@
+// A started sandbox kept ready by the run helper for the next request with the same parameters
+// (AGENTFENSE_RUN_HELPER_SPARE=1; off by default, docs/decisions.md "A warm run helper"). Through the
+// helper a run still pays create → start → first exec; an agent that calls `run` over and over asks for
+// the same directory, rules and limits each time, so after each run the helper links, creates and starts
+// one sandbox with exactly that run's options, and the next run whose options are identical (and whose
+// directory still resolves to the same place) takes it instead of starting its own. Anything else
+// destroys it in the background and starts fresh. Nothing of the request is guessed: only the same
+// create options are ever taken.
+import { realpath } from 'node:fs/promises';
+import type { ControlPlane } from '../../control-plane.js';
+import type { CreateSandboxOptions } from '../../sandboxes/types.js';
+
+/** Turns spare sandboxes on (`1`). */
+export const RUN_HELPER_SPARE_ENV = 'AGENTFENSE_RUN_HELPER_SPARE';
+
+/** What a run would create: the directory and the sandbox options (all but the codebase id). */
+export interface SpareSpec {
+  readonly dir: string;
+  readonly options: Omit<CreateSandboxOptions, 'codebaseId'>;
+}
+
+export interface TakenSandbox {
+  readonly codebaseId: string;
+  readonly sandboxId: string;
+}
+
+interface Spare {
+  readonly key: string;
+  /** The sandbox once started; undefined when preparing it failed. */
+  readonly ready: Promise<(TakenSandbox & { hostPath: string }) | undefined>;
+}
+
+/** Sorted-key JSON: the same options in any property order give the same key. */
+function keyOf(spec: SpareSpec): string {
+  const sort = (value: unknown): unknown =>
+    Array.isArray(value)
+      ? value.map(sort)
+      : value !== null && typeof value === 'object'
+        ? Object.fromEntries(
+            Object.keys(value)
+              .sort()
+              .map((k) => [k, sort((value as Record<string, unknown>)[k])]),
+          )
+        : value;
+  return JSON.stringify(sort(spec));
+}
+
+/** At most one spare sandbox of the helper's control plane. */
+export class SpareSandbox {
+  readonly #plane: ControlPlane;
+  #spare: Spare | undefined;
+  readonly #discarding = new Set<Promise<void>>();
+  #closed = false;
+
+  constructor(plane: ControlPlane) {
+    this.#plane = plane;
+  }
+
+  /** The spare, if it was made for exactly `spec` and is running; else undefined (and it is discarded). */
+  async take(spec: SpareSpec): Promise<TakenSandbox | undefined> {
+    const spare = this.#spare;
+    this.#spare = undefined;
+    if (spare === undefined) return undefined;
+    if (spare.key !== keyOf(spec)) {
+      this.#discard(spare);
+      return undefined;
+    }
+    const [ready, hostPath] = await Promise.all([spare.ready, realpath(spec.dir).catch(() => undefined)]);
+    if (ready === undefined) return undefined;
+    const running = (() => {
+      try {
+        return this.#plane.getSandbox(ready.sandboxId).state === 'RUNNING';
+      } catch {
+        return false;
+      }
+    })();
+    if (ready.hostPath !== hostPath || !running) {
+      this.#discard(spare);
+      return undefined;
+    }
+    return { codebaseId: ready.codebaseId, sandboxId: ready.sandboxId };
+  }
+
+  /** Starts a spare for `spec` in the background unless one is there or the helper is closing. */
+  prepare(spec: SpareSpec): void {
+    if (this.#closed || this.#spare !== undefined) return;
+    const plane = this.#plane;
+    const ready = (async () => {
+      // After the answer that called this has gone out.
+      await new Promise((resolve) => setImmediate(resolve));
+      const codebase = await plane.linkCodebase({ path: spec.dir });
+      const hostPath = codebase.path;
+      try {
+        const sandbox = await plane.createSandbox(
+          { ...spec.options, codebaseId: codebase.id },
+          { own: true },
+        );
+        try {
+          await plane.startSandbox(sandbox.id);
+        } catch (err) {
+          await plane.destroySandbox(sandbox.id).catch(() => undefined);
+          throw err;
+        }
+        return { codebaseId: codebase.id, sandboxId: sandbox.id, hostPath };
+      } catch (err) {
+        await plane.deleteCodebase(codebase.id).catch(() => undefined);
+        throw err;
+      }
+    })().catch((err: unknown) => {
+      plane.logger.warn({ err }, 'run helper: no spare sandbox');
+      return undefined;
+    });
+    this.#spare = { key: keyOf(spec), ready };
+  }
+
+  #discard(spare: Spare): void {
+    const done = spare.ready.then(async (ready) => {
+      if (ready === undefined) return;
+      await this.#plane.destroySandbox(ready.sandboxId);
+      await this.#plane.deleteCodebase(ready.codebaseId);
+    });
+    const tracked = done
+      .catch((err: unknown) => this.#plane.logger.warn({ err }, 'run helper: spare sandbox not removed'))
+      .finally(() => this.#discarding.delete(tracked));
+    this.#discarding.add(tracked);
+  }
+
+  /** Destroys the spare (and waits for earlier discards); prepares no more. */
+  async close(): Promise<void> {
+    this.#closed = true;
+    if (this.#spare !== undefined) this.#discard(this.#spare);
+    this.#spare = undefined;
+    await Promise.all([...this.#discarding]);
+  }
+}
