@@ -33,7 +33,7 @@ for (const p of ONLY) {
 const SPLICE_MAX_WRITE = ['--max-write', String(1024 * 1024 - 4096)];
 
 const WRITE_CONFIGS = [
-  { name: 'worker (today)', worker: true },
+  { name: 'worker', worker: true },
   { name: 'C, copy', flags: [] },
   { name: 'C, copy, payload discarded', flags: ['--discard'] },
   { name: 'C, splice', flags: ['--splice-read', ...SPLICE_MAX_WRITE] },
@@ -137,6 +137,13 @@ async function startWorker(lower, delta) {
   });
 }
 
+/** The worker's CPU time (ms) and minor page faults so far: they do not depend on the machine's load. */
+async function workerCost() {
+  const f = (await readFile(`/proc/${worker.pid}/stat`, 'utf8')).split(') ')[1].split(' ');
+  const tick = 1000 / 100; // USER_HZ
+  return { cpuMs: (Number(f[11]) + Number(f[12])) * tick, minflt: Number(f[7]) };
+}
+
 async function stopWorker() {
   await worker.stop();
   worker = null;
@@ -203,11 +210,20 @@ async function main() {
         if (cfg.worker) await startWorker(lower, join(base, `delta-${fsync ? 'f' : 'n'}`));
         else await startFloor(bin, backing, cfg.flags);
         await writeOnce(mnt, fsync); // warm-up: the create path, the inode, the daemon's buffers
+        const cost = cfg.worker ? await workerCost() : null;
         const [n, m] = await interleaved(
           () => writeOnce(native, fsync),
           () => writeOnce(mnt, fsync),
         );
         report(`  ${cfg.name}`, n, m, 2);
+        if (cost !== null) {
+          const after = await workerCost();
+          const per = (x) => (x / ROUNDS).toFixed(0);
+          console.log(
+            `${''.padEnd(46)}worker per run: ${per(after.cpuMs - cost.cpuMs)} ms CPU, ` +
+              `${per(after.minflt - cost.minflt)} minor page faults`,
+          );
+        }
         if (cfg.worker) await stopWorker();
         else await stopFloor();
       }
