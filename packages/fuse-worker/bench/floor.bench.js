@@ -137,9 +137,9 @@ async function startWorker(lower, delta) {
   });
 }
 
-/** The worker's CPU time (ms) and minor page faults so far: they do not depend on the machine's load. */
-async function workerCost() {
-  const f = (await readFile(`/proc/${worker.pid}/stat`, 'utf8')).split(') ')[1].split(' ');
+/** A daemon's CPU time (ms) and minor page faults so far: they do not depend on the machine's load. */
+async function daemonCost(pid) {
+  const f = (await readFile(`/proc/${pid}/stat`, 'utf8')).split(') ')[1].split(' ');
   const tick = 1000 / 100; // USER_HZ
   return { cpuMs: (Number(f[11]) + Number(f[12])) * tick, minflt: Number(f[7]) };
 }
@@ -210,20 +210,19 @@ async function main() {
         if (cfg.worker) await startWorker(lower, join(base, `delta-${fsync ? 'f' : 'n'}`));
         else await startFloor(bin, backing, cfg.flags);
         await writeOnce(mnt, fsync); // warm-up: the create path, the inode, the daemon's buffers
-        const cost = cfg.worker ? await workerCost() : null;
+        const pid = cfg.worker ? worker.pid : daemon.child.pid;
+        const cost = await daemonCost(pid);
         const [n, m] = await interleaved(
           () => writeOnce(native, fsync),
           () => writeOnce(mnt, fsync),
         );
         report(`  ${cfg.name}`, n, m, 2);
-        if (cost !== null) {
-          const after = await workerCost();
-          const per = (x) => (x / ROUNDS).toFixed(0);
-          console.log(
-            `${''.padEnd(46)}worker per run: ${per(after.cpuMs - cost.cpuMs)} ms CPU, ` +
-              `${per(after.minflt - cost.minflt)} minor page faults`,
-          );
-        }
+        const after = await daemonCost(pid);
+        const per = (x) => (x / ROUNDS).toFixed(0);
+        console.log(
+          `${''.padEnd(46)}daemon per run: ${per(after.cpuMs - cost.cpuMs)} ms CPU, ` +
+            `${per(after.minflt - cost.minflt)} minor page faults`,
+        );
         if (cfg.worker) await stopWorker();
         else await stopFloor();
       }
