@@ -80,6 +80,8 @@ async function cleanup() {
   }
   await rm(base, { recursive: true, force: true });
 }
+// Output piped into `head` that exits: stop the daemon and unmount rather than die on EPIPE mid-run.
+process.stdout.on('error', () => void cleanup().finally(() => process.exit(1)));
 for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
   process.once(signal, () => {
     console.error(`\nbench: ${signal}, cleaning up`);
