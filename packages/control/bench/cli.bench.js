@@ -8,7 +8,8 @@
 //     printed for reference;
 //   - `agentfense run DIR -- true` in-process (AGENTFENSE_RUN_HELPER=0, the path of a data directory's
 //     first run), the same through the data directory's warm run helper (src/cli/run-helper/: every
-//     later run), `agentfense explain /a`, `agentfense --help`.
+//     later run), the same with a spare sandbox (AGENTFENSE_RUN_HELPER_SPARE=1: the helper keeps one
+//     started for the next identical run), `agentfense explain /a`, `agentfense --help`.
 // BENCH_CLI_BEFORE=<another checkout's packages/control/bin/agentfense.js> adds the same three commands of
 // that build (its own data directory) to every round, so a change is measured before/after, paired.
 // Rounds are paired (every command once per round, in the same order), figures are medians, and the
@@ -25,6 +26,12 @@ import process from 'node:process';
 import { fileURLToPath } from 'node:url';
 
 const ROUNDS = Number(process.env['BENCH_CLI_ROUNDS'] ?? 10);
+/**
+ * Idle time before each timed command: what one command leaves working in the background (the in-process
+ * run's reaper, the run helper's teardown, the pool's refill, a spare sandbox's start) finishes instead of
+ * landing in the next command's figure, as between the commands of an agent, which thinks in between.
+ */
+const PAUSE_MS = Number(process.env['BENCH_CLI_PAUSE_MS'] ?? 400);
 const here = dirname(fileURLToPath(import.meta.url));
 const CLI = join(here, '..', 'bin', 'agentfense.js');
 const WRAPPER = join(here, 'bwrap-wrapper.js');
@@ -63,7 +70,11 @@ function timed(argv, env) {
 function parseSteps(stderr) {
   const steps = {};
   for (const m of stderr.matchAll(/^agentfense: (.+?) \(\+(\d+) ms\)$/gm)) {
-    const name = m[1].startsWith('created') ? 'created' : m[1].replace(/ \(.*$/, '');
+    const name = m[1].startsWith('created')
+      ? 'created'
+      : m[1].startsWith('took started sandbox')
+        ? 'took a started sandbox'
+        : m[1].replace(/ \(.*$/, '');
     steps[name] = Number(m[2]);
   }
   return steps;
@@ -84,7 +95,7 @@ async function reapersDone() {
 }
 /** The run helper of the helper line's data directory exits on SIGTERM (its sandboxes removed first). */
 async function helperDone() {
-  const pattern = `run-helper/main.js --data ${join(work, 'data-helper')}$`;
+  const pattern = `run-helper/main.js --data ${work}/data-(helper|spare)$`;
   spawn('pkill', ['-TERM', '-f', pattern]);
   for (let i = 0; i < 300; i++) {
     const found = await new Promise((done) =>
@@ -122,6 +133,7 @@ try {
   await chmod(shellWrapper, 0o755);
   const env = { AGENTFENSE_DATA_DIR: data, AGENTFENSE_RUN_HELPER: '0' };
   const helperData = join(work, 'data-helper');
+  const spareData = join(work, 'data-spare');
   const commands = {
     'node -e 0': [process.execPath, '-e', '0'],
     'bwrap wrapper (node, srt-like)': [process.execPath, WRAPPER, repo, 'true'],
@@ -130,9 +142,15 @@ try {
     'agentfense explain /a': [process.execPath, CLI, 'explain', '/a'],
     'agentfense run DIR -- true': [process.execPath, CLI, 'run', repo, '-v', '--', 'true'],
     'agentfense run DIR -- true (helper)': [process.execPath, CLI, 'run', repo, '-v', '--', 'true'],
+    'agentfense run DIR -- true (spare)': [process.execPath, CLI, 'run', repo, '-v', '--', 'true'],
   };
   const envs = {
     'agentfense run DIR -- true (helper)': { AGENTFENSE_DATA_DIR: helperData, AGENTFENSE_RUN_HELPER: '1' },
+    'agentfense run DIR -- true (spare)': {
+      AGENTFENSE_DATA_DIR: spareData,
+      AGENTFENSE_RUN_HELPER: '1',
+      AGENTFENSE_RUN_HELPER_SPARE: '1',
+    },
   };
   if (BEFORE !== undefined) {
     commands['before: agentfense --help'] = [process.execPath, BEFORE, '--help'];
@@ -153,26 +171,39 @@ try {
   // One untimed warm-up round (page cache, the data directory's first open, the runtime's host cache).
   for (const [name, argv] of Object.entries(commands)) await timed(argv, envs[name] ?? env);
   // The helper line's warm-up run was in-process and started the helper: wait until it listens.
-  for (let i = 0; i < 200; i++) {
-    const ready = await stat(join(helperData, 'run-helper.sock')).then(
-      () => true,
-      () => false,
-    );
-    if (ready) break;
-    await new Promise((r) => setTimeout(r, 100));
+  for (const dir of [helperData, spareData]) {
+    for (let i = 0; i < 200; i++) {
+      const ready = await stat(join(dir, 'run-helper.sock')).then(
+        () => true,
+        () => false,
+      );
+      if (ready) break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
   }
+  // The spare line's first run through the helper starts its own sandbox and leaves the first spare.
+  await timed(commands['agentfense run DIR -- true (spare)'], envs['agentfense run DIR -- true (spare)']);
+  let spareMisses = 0;
   const walls = Object.fromEntries(Object.keys(commands).map((k) => [k, []]));
-  const steps = { after: [], before: [], helper: [] };
+  const steps = { after: [], before: [], helper: [], spare: [] };
   for (let round = 0; round < ROUNDS; round++) {
     for (const [name, argv] of Object.entries(commands)) {
+      await new Promise((r) => setTimeout(r, PAUSE_MS));
       const r = await timed(argv, envs[name] ?? env);
       walls[name].push(r.wall);
       if (name.includes('agentfense run')) {
         const s = parseSteps(r.stderr);
         s['rest (spawn, exit; before: load, open)'] = r.wall - Object.values(s).reduce((a, b) => a + b, 0);
-        if (name.endsWith('(helper)') && !r.stderr.includes('handed to the run helper'))
-          throw new Error(`the helper line ran in-process: ${r.stderr}`);
-        steps[name.startsWith('before:') ? 'before' : name.endsWith('(helper)') ? 'helper' : 'after'].push(s);
+        const through = name.endsWith('(helper)') || name.endsWith('(spare)');
+        if (through && !r.stderr.includes('handed to the run helper'))
+          throw new Error(`the ${name} line ran in-process: ${r.stderr}`);
+        if (name.endsWith('(spare)') && !r.stderr.includes('took started sandbox')) spareMisses++;
+        const bucket = name.startsWith('before:')
+          ? 'before'
+          : through
+            ? name.slice(name.indexOf('(') + 1, -1)
+            : 'after';
+        steps[bucket].push(s);
       }
     }
   }
@@ -183,12 +214,15 @@ try {
     .map((l) => JSON.parse(l).ms);
 
   const load = (await readFile('/proc/loadavg', 'utf8')).split(' ').slice(0, 3).join(' ');
-  console.log(`agentfense CLI, ${ROUNDS} paired rounds, medians (load avg ${load})`);
+  console.log(
+    `agentfense CLI, ${ROUNDS} paired rounds, ${PAUSE_MS} ms before each command, medians (load avg ${load})`,
+  );
   const med = Object.fromEntries(Object.entries(walls).map(([k, v]) => [k, median(v)]));
   for (const [name, value] of Object.entries(med)) console.log(`  ${name.padEnd(32)} ${ms(value)}`);
   for (const [which, list] of Object.entries(steps)) {
     if (list.length === 0) continue;
-    const label = which === 'helper' ? ' (helper)' : BEFORE === undefined ? '' : ` (${which})`;
+    const label =
+      which === 'helper' || which === 'spare' ? ` (${which})` : BEFORE === undefined ? '' : ` (${which})`;
     console.log(`run steps${label} (median; from run -v):`);
     const stepNames = [...new Set(list.flatMap((s) => Object.keys(s)))];
     for (const name of stepNames)
@@ -203,11 +237,16 @@ try {
   const wrapper = med['bwrap wrapper (node, srt-like)'];
   const run = med['agentfense run DIR -- true'];
   const viaHelper = med['agentfense run DIR -- true (helper)'];
+  const viaSpare = med['agentfense run DIR -- true (spare)'];
   const verdict = (ok) => (ok ? 'ok' : 'OVER TARGET');
   console.log('targets:');
   console.log(
     `  run (helper) / bwrap wrapper (node) = ${(viaHelper / wrapper).toFixed(2)}× (≤ 1.2×: ${verdict(viaHelper <= 1.2 * wrapper)}); ` +
       `run (helper) = ${ms(viaHelper)}; run (helper) / node -e 0 = ${(viaHelper / node).toFixed(2)}×`,
+  );
+  console.log(
+    `  run (helper, spare) / bwrap wrapper (node) = ${(viaSpare / wrapper).toFixed(2)}× (≤ 1.2×: ${verdict(viaSpare <= 1.2 * wrapper)}); ` +
+      `run (spare) = ${ms(viaSpare)}; spare not ready in ${spareMisses} of ${ROUNDS} rounds`,
   );
   console.log(
     `  run (in-process, a data directory's first) / bwrap wrapper (node) = ${(run / wrapper).toFixed(2)}×; ` +
