@@ -1,6 +1,6 @@
 // Directory listings on a real mount: large directories (several readdir pages) filtered by the rules
 // and merged with the delta, directories kept traversable by an exception, and names that need care.
-import { mkdir, writeFile } from 'node:fs/promises';
+import { mkdir, truncate, utimes, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { PermissionRule } from '@agentfense/protocol';
@@ -130,6 +130,10 @@ except OSError as e:
       'for d in src docs output; do ls -ln --time-style=+%s.%N $d; done; ' +
       "stat -c '%n %s %b %B %x %y %z %h %f %u %g %i %t %T' src/* docs/* output/*";
     const a = await mountFixture({ tree, rules: AGENT_SAFE });
+    // a size above 2^32 and times before 1970 and after 2038 cross the reply's 64-bit fields exactly
+    await writeFile(join(a.lower, 'src/huge.bin'), '');
+    await truncate(join(a.lower, 'src/huge.bin'), 5 * 2 ** 30 + 7);
+    await utimes(join(a.lower, 'src/f01.txt'), -300_000_000.25, 4_200_000_000.5);
     const { fuse } = await a.worker.client.request('stats', {});
     expect(fuse?.features.readdirplus).toBe(true);
     const before = (await a.worker.client.request('stats', {})).ops;
