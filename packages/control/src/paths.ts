@@ -61,6 +61,10 @@ export class DataLayout {
   get sandboxesDir(): string {
     return join(this.root, 'sandboxes');
   }
+  /** Destroyed sandboxes' directories being removed in the background (sandboxes/trash.ts). */
+  get trashDir(): string {
+    return join(this.root, 'trash');
+  }
 
   /** A stored codebase's directory (its files are under `files/`). */
   codebaseDir(id: string): string {

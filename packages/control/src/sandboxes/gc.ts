@@ -4,6 +4,7 @@
 //   - sandboxes whose destroy failed (ERROR, "destroy failed: …"): the destroy is retried;
 //   - sandbox directories without a record (a destroy interrupted between its steps) and mounts under the
 //     sandboxes directory whose sandbox has no record or no live owner;
+//   - destroyed sandboxes' directories left in the trash by a process that died while removing them;
 //   - linked codebase records no sandbox references (never the linked directory itself), unless
 //     `codebases: false`;
 //   - what runtimes keep outside sandboxes and whose owner process is gone (docker's pooled containers);
@@ -37,7 +38,7 @@ export interface GcReport {
   readonly dryRun: boolean;
   /** Sandboxes destroyed (or that would be), with why. */
   readonly sandboxes: { id: string; state: string; reason: string }[];
-  /** Sandbox directories without a record, removed. */
+  /** Sandbox directories without a record, and destroyed ones left in the trash, removed. */
   readonly directories: string[];
   /** Mount points cleared. */
   readonly mounts: string[];
@@ -161,6 +162,11 @@ export async function collectGarbage(deps: GcDeps, options: GcOptions = {}): Pro
     }
     report.directories.push(dir);
   }
+
+  // 3b. Destroyed sandboxes' directories a process left in the trash, half-removed (trash.ts).
+  const trash = await deps.sandboxes.trash.empty({ dryRun });
+  report.directories.push(...trash.removed);
+  for (const { entry, err } of trash.failed) fail(entry, err);
 
   // 4. What runtimes left outside any sandbox for processes that are gone (never a live process's). A
   // runtime whose host part is missing (no docker engine) has nothing of ours running there.

@@ -44,6 +44,7 @@ import { checkResources } from './validate.js';
 import { listSandboxes, newSandboxRow, resolveRules } from './records.js';
 import type { RecordDeps } from './records.js';
 import { DEFAULT_WORKER_POOL_SIZE, WorkerPool } from './worker-pool.js';
+import { SandboxTrash } from './trash.js';
 import type {
   CreateSandboxOptions,
   ListSandboxesOptions,
@@ -69,6 +70,8 @@ export class SandboxManager {
   readonly #live = new Map<string, Live>();
   readonly #locks = new KeyedLock();
   readonly #pool: WorkerPool;
+  /** Where destroy puts a sandbox's directory to be removed in the background (gc empties it too). */
+  readonly trash: SandboxTrash;
   #lastCreatedAt = 0;
   #closed = false;
 
@@ -84,6 +87,7 @@ export class SandboxManager {
       logger: this.#logger.child({ component: 'worker-pool' }),
     });
     this.#mounts = new SandboxMounts({ runtimes: this.#runtimes, logger: this.#logger });
+    this.trash = new SandboxTrash({ dir: this.#layout.trashDir, logger: this.#logger });
     this.#owner = new Ownership({
       layout: this.#layout,
       store: this.#store,
@@ -197,7 +201,7 @@ export class SandboxManager {
     });
   }
 
-  /** Destroys the sandbox in any state: stops it, forgets it and removes its directory (the delta too unless `keepDelta`). */
+  /** Destroys a sandbox in any state: stop, forget, remove files (`keepDelta` keeps the delta; trash.ts). */
   destroy(id: string, options: { keepDelta?: boolean } = {}): Promise<void> {
     validateId('sandbox', id);
     return this.#locks.run(id, async () => {
@@ -215,7 +219,7 @@ export class SandboxManager {
           for (const name of await readdir(paths.dir).catch(() => [] as string[])) {
             if (name !== 'delta') await removeTree(`${paths.dir}/${name}`);
           }
-        } else {
+        } else if (!(await this.trash.discard(paths.dir, id))) {
           // Directory fds all the way down: a delta 3000 levels deep or with 200-character names is
           // removed too (paths past 4096 bytes cannot be handed to the kernel).
           await removeTree(paths.dir);
@@ -336,6 +340,7 @@ export class SandboxManager {
 
   /** Recovers sandboxes of dead owners (STOPPED, deltas kept; one-shot ones destroyed); returns the ids. */
   recover(): Promise<string[]> {
+    this.trash.sweep(); // what a dead process left half-removed
     return recoverSandboxes(this.#recovery);
   }
 
@@ -358,6 +363,7 @@ export class SandboxManager {
       ),
     );
     await this.#pool.close();
+    await this.trash.idle();
     // Sandboxes created here and never started stay PENDING for whoever starts them next.
     for (const row of this.#store.all()) if (this.#owner.isMine(row)) this.#owner.release(row.id);
   }
