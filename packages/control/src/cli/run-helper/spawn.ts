@@ -20,6 +20,8 @@ export function startRunHelper(dataDir: string): void {
     const child = spawn(process.execPath, [ENTRY, '--data', dataDir], {
       detached: true,
       stdio: 'ignore',
+      // Not the first run's cwd: a long-lived process there would keep that directory busy (umount).
+      cwd: '/',
       env: process.env,
     });
     child.on('error', () => undefined); // no helper: the next run is in-process, as before
