@@ -5,7 +5,8 @@
 // packages/protocol/native/af-init.c): the host's listener accepts exactly one connection and is closed and
 // unlinked; af-init is the pid namespace's init (signals from inside cannot kill it) and not dumpable (no
 // ptrace, no /proc access for the same uid); its argv/env name no host path; a dead af-init gives a clear
-// error instead of a hang. What a hostile af-init could send is covered by
+// error instead of a hang; a command SIGSTOPped between af-init's fork and its exec (the host cannot name it
+// yet) is killed at af-init's start deadline and reported, instead of hanging the exec for good. What a hostile af-init could send is covered by
 // packages/protocol/test/runtime/launcher-client.test.ts.
 import { randomUUID } from 'node:crypto';
 import { readdir, readFile, stat } from 'node:fs/promises';
@@ -55,6 +56,49 @@ describe.skipIf(docker.unavailable !== null)(
       const [container] = await containersOf(dockerHost, sandboxId);
       return { sb, container: container ?? '', stateDir: fx.stateDir };
     }
+
+    it("a command SIGSTOPped before it reached exec is reported failed at af-init's start deadline, not hung", async () => {
+      const { sb } = await start();
+      // The attacker: a process of the sandbox that watches the pid namespace's last pid and stops every new
+      // process at once (pids are sequential and ns_last_pid is readable).
+      const attacker = `$| = 1;
+        sub lastpid { open(my $f, '<', '/proc/sys/kernel/ns_last_pid') or die "ns_last_pid: $!"; my $v = <$f>; close $f; int($v) }
+        my $seen = lastpid(); print "watching\\n";
+        while (1) { my $now = lastpid(); if ($now != $seen) { kill 'STOP', $_ for grep { $_ != $$ } $seen + 1 .. $now; $seen = $now } }`;
+      const abort = new AbortController();
+      let watching!: () => void;
+      const ready = new Promise<void>((resolve) => (watching = resolve));
+      const attack = sb.exec({
+        command: ['perl', '-e', attacker],
+        signal: abort.signal,
+        onStdout: () => watching(),
+      });
+      onTestFinished(async () => {
+        abort.abort();
+        await attack.catch(() => undefined);
+      });
+      await ready;
+      // The victim's window between fork and exec, widened so the attacker's poll finds it there on a busy
+      // machine: af-init searches the command's own PATH, and 12,000 missing directories come first.
+      const path = [...Array.from({ length: 12_000 }, (_, i) => `/n/${i}`), '/usr/bin', '/bin'].join(':');
+      const outcomes: string[] = [];
+      for (let attempt = 0; attempt < 5; attempt++) {
+        // A stop that lands after exec is an ordinary stopped command: the host's timeout ends it.
+        const r = await sb.exec({ command: ['true'], env: { PATH: path }, timeoutMs: 3_000 });
+        const said = r.stderr.toString();
+        outcomes.push(r.timedOut ? 'stopped after exec' : r.exitCode === 0 ? 'not stopped' : said);
+        if (/did not reach exec in time/.test(said)) {
+          expect(r.exitCode).toBe(126);
+          expect(r.timedOut).toBe(false);
+          break;
+        }
+      }
+      expect(outcomes.at(-1), outcomes.join(' | ')).toMatch(/did not reach exec in time/);
+      abort.abort();
+      await attack;
+      // af-init carries on: the next command runs.
+      expect((await sb.exec({ command: 'echo ok' })).stdout.toString()).toBe('ok\n');
+    }, 120_000);
 
     it('the host accepted one connection: no launcher socket is left to connect to, inside or on the host', async () => {
       for (const round of [0, 1]) {
