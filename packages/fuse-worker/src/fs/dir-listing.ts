@@ -22,6 +22,9 @@ export async function readdir(
     visiblePermission(fs, path, true, caller, 'readdir');
     listing = await list(fs, ino, path);
     fs.listings.set(ino, listing);
+    // A new snapshot went out (a plain READDIR, or the start of a READDIRPLUS that remembers its own):
+    // a remembered answer of the old one must not be handed out after it (listing-replay.ts).
+    fs.cache.replays.drop(ino);
   }
   return offset === 0 ? listing : listing.slice(offset);
 }
