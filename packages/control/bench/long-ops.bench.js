@@ -268,6 +268,7 @@ try {
   else await rm(dataDir, { recursive: true, force: true });
 }
 if (failures.length > 0) {
-  console.error(`\n${failures.length} check(s) failed`);
+  console.error(`\n${failures.length} check(s) failed:`);
+  for (const failure of failures) console.error(`  ${failure}`);
   process.exitCode = 1;
 }
