@@ -191,6 +191,42 @@ describe('agentfense run through the run helper', () => {
     expect(JSON.parse(json.stdout)).toMatchObject({ exitCode: 4, stdout: 'hi\n', sandboxId: null });
   });
 
+  it('a --json object over 8 MiB comes through whole (sent in frames the client accepts)', async () => {
+    const r = await runSh(['--json'], 'head -c 9000000 /dev/zero | tr "\\0" a');
+    expect(r.stderr).toContain(HANDED);
+    expect(r.exitCode).toBe(0);
+    const result = JSON.parse(r.stdout) as { exitCode: number; stdout: string };
+    expect(result.exitCode).toBe(0);
+    expect(result.stdout).toHaveLength(9_000_000);
+  });
+
+  it('--diff --commit with a diff over 8 MiB prints the whole diff and the commit report', async () => {
+    const big = join(scratch, 'big');
+    await mkdir(big);
+    const r = await agentfense(
+      [
+        'run',
+        big,
+        '--data',
+        data,
+        '-v',
+        '--preset',
+        'full-access',
+        '--diff',
+        '--commit',
+        '--',
+        'sh',
+        '-c',
+      ].concat('for i in $(seq 12); do yes aaaaaaaaaaaaaaa | head -c 800000 > /workspace/big$i.txt; done'),
+    );
+    expect(r.stderr).toContain(HANDED);
+    expect(r.exitCode).toBe(0);
+    expect(r.stderr).toContain(`committed 12 change(s) to ${big}`);
+    expect(r.stdout.split('\n').filter((l) => l.startsWith('+++ b/big'))).toHaveLength(12);
+    expect(r.stdout.length).toBeGreaterThan(9_600_000);
+    expect((await readdir(big)).length).toBe(12);
+  });
+
   it('bad input is refused as in-process (status 2), --timeout is 124', async () => {
     const bad = await runSh(['--pids', 'lots'], 'true');
     expect(bad.exitCode).toBe(2);

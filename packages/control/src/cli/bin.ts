@@ -2,6 +2,7 @@
 // bundled or as tsc built them).
 import { discardEarlyWorker } from './early-worker.js';
 import type { CliMode } from './io.js';
+import { flushStdio } from './stdio.js';
 
 const { runCli } = await import('./main.js');
 const mode: CliMode = { detachedCleanup: true, exitNow: false };
@@ -9,5 +10,9 @@ const status = await runCli(process.argv.slice(2), undefined, mode);
 discardEarlyWorker();
 // `run` left its sandbox to the detached reaper (src/cli/watchdog.ts): its worker connection and the
 // rest would keep the event loop alive, and none of it is ours to wait for any more.
-if (mode.exitNow === true) process.exit(status);
+// What a slow reader of a pipe has not taken yet is written first (process.exit would drop it).
+if (mode.exitNow === true) {
+  await flushStdio();
+  process.exit(status);
+}
 process.exitCode = status;

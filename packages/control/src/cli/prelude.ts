@@ -3,6 +3,7 @@
 // (scripts/bundle-cli.js), so that `run` reaches its helper, or spawns its worker, after loading a few
 // kilobytes, not the CLI's shared chunks (the permission engine, picomatch).
 import { closeInheritedFds } from './inherited-fds.js';
+import { quietOnClosedReader } from './stdio.js';
 import { startWorkerForRun } from './early-worker.js';
 import { runThroughHelper } from './run-helper/client.js';
 
@@ -14,6 +15,7 @@ import { runThroughHelper } from './run-helper/client.js';
 export async function prelude(argv: readonly string[]): Promise<number | undefined> {
   // Before anything is spawned or connected: no fd leaked to us may reach a sandbox or the helper.
   closeInheritedFds();
+  quietOnClosedReader();
   const status = await runThroughHelper(argv);
   if (status !== undefined) return status;
   // `run` starts its FUSE worker now, so its node start-up overlaps the loading of the CLI.

@@ -11,7 +11,15 @@ import { constants as osConstants } from 'node:os';
 import { dirname } from 'node:path';
 import { resolveDataDir } from '../../paths.js';
 import { flagValue, parseRunLine } from '../run-line.js';
-import { FRAME, RUN_HELPER_ENV, frame, frameReader, helperSocketPath, relevantEnv } from './protocol.js';
+import {
+  FRAME,
+  RUN_HELPER_ENV,
+  dataFrames,
+  frame,
+  frameReader,
+  helperSocketPath,
+  relevantEnv,
+} from './protocol.js';
 import type { HelperRequest } from './protocol.js';
 
 /** The signals `run` answers by stopping the command (run.ts): forwarded to the helper. */
@@ -58,7 +66,15 @@ export async function runThroughHelper(argv: readonly string[]): Promise<number 
     return undefined; // a bad --data value: the in-process run reports it
   }
   const path = helperSocketPath(dataDir);
-  if (statSync(path, { throwIfNoEntry: false }) === undefined) return undefined;
+  let cwd: string;
+  try {
+    // Both throw for what the in-process run reports itself: a deleted cwd (ENOENT), a data directory
+    // this user may not search (EACCES), a file in its place (ENOTDIR).
+    if (statSync(path, { throwIfNoEntry: false }) === undefined) return undefined;
+    cwd = process.cwd();
+  } catch {
+    return undefined;
+  }
   let socket: Socket;
   try {
     socket = await connectTo(path);
@@ -67,10 +83,12 @@ export async function runThroughHelper(argv: readonly string[]): Promise<number 
   }
   const request: HelperRequest = {
     argv,
-    cwd: process.cwd(),
+    cwd,
     dataDir,
     env: relevantEnv(process.env),
     clientMs: performance.now(),
+    stdoutIsTTY: process.stdout.isTTY === true,
+    stderrIsTTY: process.stderr.isTTY === true,
   };
   return converse(socket, request, line.options.includes('--stdin'));
 }
@@ -99,12 +117,22 @@ function converse(
       if (forwardStdin) process.stdin.destroy();
       resolve(status);
     };
+    const draining = new Set<NodeJS.WriteStream>();
     const relay = (stream: NodeJS.WriteStream, payload: Buffer): void => {
       // Backpressure: a slow reader of our stdout slows the helper's reading of the command's output.
-      if (!stream.write(payload)) {
-        socket.pause();
-        stream.once('drain', () => socket.resume());
-      }
+      // Frames already read meanwhile are still written (the stream buffers them): one wait per stream,
+      // not one 'drain' listener per frame. A reader that went away (EPIPE: the stream closes) ends it.
+      if (stream.write(payload) || draining.has(stream) || stream.destroyed) return;
+      draining.add(stream);
+      socket.pause();
+      const go = (): void => {
+        stream.off('drain', go);
+        stream.off('close', go);
+        draining.delete(stream);
+        if (draining.size === 0) socket.resume();
+      };
+      stream.on('drain', go);
+      stream.on('close', go);
     };
     const read = frameReader((type, payload) => {
       switch (type) {
@@ -156,8 +184,7 @@ function converse(
 function sendStdin(socket: Socket): void {
   process.stdin.on('data', (chunk: Buffer) => {
     // Split to keep frames small; the helper collects them (run reads all of stdin before it starts).
-    for (let at = 0; at < chunk.length; at += 1 << 20)
-      socket.write(frame(FRAME.stdin, chunk.subarray(at, at + (1 << 20))));
+    for (const part of dataFrames(FRAME.stdin, chunk)) socket.write(part);
   });
   process.stdin.once('end', () => socket.write(frame(FRAME.stdin)));
   process.stdin.once('error', () => socket.write(frame(FRAME.stdin)));

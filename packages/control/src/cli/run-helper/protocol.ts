@@ -18,8 +18,10 @@ export const FRAME = {
   exit: 14,
 } as const;
 
-/** Largest frame accepted (the request carries argv and env; output chunks are far smaller). */
+/** Largest frame accepted (the request carries argv and env; output is sent in OUTPUT_FRAME_BYTES frames). */
 export const MAX_FRAME_BYTES = 8 * 1024 * 1024;
+/** Largest STDIN/STDOUT/STDERR payload per frame: a bigger write (--json, --diff) is split. */
+export const DATA_FRAME_BYTES = 1024 * 1024;
 
 /** Turns the helper path off (`0`); anything else leaves it on. */
 export const RUN_HELPER_ENV = 'AGENTFENSE_RUN_HELPER';
@@ -44,6 +46,9 @@ export interface HelperRequest {
   readonly env: Record<string, string>;
   /** ms since the client's node started, when it sent the request (for `-v`'s first step). */
   readonly clientMs: number;
+  /** Whether the client's stdout / stderr are terminals: --diff escapes control characters for one. */
+  readonly stdoutIsTTY: boolean;
+  readonly stderrIsTTY: boolean;
 }
 
 /**
@@ -67,6 +72,14 @@ export function relevantEnv(env: NodeJS.ProcessEnv): Record<string, string> {
 export function sameEnvironment(a: Record<string, string>, b: Record<string, string>): boolean {
   const keys = Object.keys(a);
   return keys.length === Object.keys(b).length && keys.every((k) => a[k] === b[k]);
+}
+
+/** `payload` as frames of at most DATA_FRAME_BYTES each (none for an empty payload). */
+export function dataFrames(type: number, payload: Uint8Array): Buffer[] {
+  const frames: Buffer[] = [];
+  for (let at = 0; at < payload.length; at += DATA_FRAME_BYTES)
+    frames.push(frame(type, payload.subarray(at, at + DATA_FRAME_BYTES)));
+  return frames;
 }
 
 /** One frame. */

@@ -25,7 +25,15 @@ import { runCli } from '../main.js';
 import { buildStamp } from './build-stamp.js';
 import { peerOf } from './peercred.js';
 import { RUN_HELPER_SPARE_ENV, SpareSandbox } from './spare.js';
-import { FRAME, frame, frameReader, helperSocketPath, relevantEnv, sameEnvironment } from './protocol.js';
+import {
+  FRAME,
+  dataFrames,
+  frame,
+  frameReader,
+  helperSocketPath,
+  relevantEnv,
+  sameEnvironment,
+} from './protocol.js';
 import type { HelperRequest } from './protocol.js';
 
 export interface RunHelperOptions {
@@ -279,7 +287,9 @@ function parseRequest(payload: Buffer): HelperRequest {
     typeof value.env !== 'object' ||
     value.env === null ||
     !strings(Object.values(value.env)) ||
-    typeof value.clientMs !== 'number'
+    typeof value.clientMs !== 'number' ||
+    typeof value.stdoutIsTTY !== 'boolean' ||
+    typeof value.stderrIsTTY !== 'boolean'
   ) {
     throw new Error('malformed run request');
   }
@@ -345,12 +355,23 @@ class ClientRun {
 
   async execute(): Promise<void> {
     const socket = this.#socket;
+    // Split into frames the client accepts (a --json object or a --diff is one write, up to tens of MiB).
+    // What the socket cannot take yet waits in its buffer: a run's output is bounded (16 MiB per stream,
+    // then the command is killed), and the command's output cannot be paused from here; EXIT goes after
+    // all of it.
     const send = (type: number) => (chunk: string | Uint8Array) => {
-      if (!socket.destroyed)
-        socket.write(frame(type, typeof chunk === 'string' ? Buffer.from(chunk) : chunk));
-      return true;
+      let flowing = true;
+      if (!socket.destroyed) {
+        for (const part of dataFrames(type, typeof chunk === 'string' ? Buffer.from(chunk) : chunk))
+          flowing = socket.write(part);
+      }
+      return flowing;
     };
-    const io: CliIo = { stdout: { write: send(FRAME.stdout) }, stderr: { write: send(FRAME.stderr) } };
+    // The client's terminals as the writers' isTTY: --diff escapes the agent's control characters for a
+    // terminal (run.ts), exactly as in-process.
+    const stdout = { write: send(FRAME.stdout), isTTY: this.#request.stdoutIsTTY };
+    const stderr = { write: send(FRAME.stderr), isTTY: this.#request.stderrIsTTY };
+    const io: CliIo = { stdout, stderr };
     const received = (): string | undefined => this.#received;
     const interrupt: Interrupt = {
       signal: this.#controller.signal,

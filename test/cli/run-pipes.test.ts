@@ -1,0 +1,113 @@
+// `agentfense run` writing into pipes, on both paths (in-process, and through the run helper): a slow
+// reader still gets every byte (the executable's fast exit used to drop what the pipe had not taken yet),
+// and a reader that goes away (`| head -c 4`) ends the writing quietly, without an EPIPE stack trace, and
+// the status is still the command's.
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
+import { execa } from 'execa';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { listMounts } from '@agentfense/fuse-worker';
+import { waitForReapers } from '../helpers/reapers.js';
+
+const root = fileURLToPath(new URL('../..', import.meta.url));
+const bin = `${root}packages/control/bin/agentfense.js`;
+const HANDED = 'handed to the run helper';
+
+let scratch: string;
+let repo: string;
+let data: string;
+
+const quote = (a: string): string => `'${a.replaceAll("'", `'\\''`)}'`;
+
+async function helperPids(): Promise<number[]> {
+  const r = await execa('pgrep', ['-f', `run-helper/main.js --data ${data}$`], { reject: false });
+  return r.stdout.split('\n').filter(Boolean).map(Number);
+}
+
+beforeAll(async () => {
+  scratch = await mkdtemp(join(tmpdir(), 'af-cli-pipes-'));
+  repo = join(scratch, 'repo');
+  data = join(scratch, 'data');
+  await execa('cp', ['-a', `${root}examples/demo-repo`, repo]);
+});
+
+afterAll(async () => {
+  for (const pid of await helperPids()) process.kill(pid, 'SIGTERM');
+  for (let i = 0; i < 600 && (await helperPids()).length > 0; i++) await sleep(50);
+  expect(await helperPids()).toEqual([]);
+  expect(await waitForReapers(data)).toBe(true);
+  const left = (await listMounts()).filter((m) => m.mountpoint.startsWith(scratch));
+  await rm(scratch, { recursive: true, force: true });
+  expect(left).toEqual([]);
+});
+
+/** `bash -c '<agentfense run … -- sh -c script> 2>errFile | <reader>; echo $PIPESTATUS'`. */
+async function piped(
+  path: 'in-process' | 'helper',
+  script: string,
+  reader: string | ((errFile: string) => string),
+) {
+  const env =
+    path === 'helper'
+      ? { AGENTFENSE_RUN_HELPER: '1', AGENTFENSE_RUN_HELPER_IDLE: '60' }
+      : { AGENTFENSE_RUN_HELPER: '0' };
+  const errFile = join(scratch, `err-${Date.now()}`);
+  const run = [process.execPath, bin, 'run', repo, '--data', data, '-v', '--', 'sh', '-c', script]
+    .map(quote)
+    .join(' ');
+  const r = await execa(
+    'bash',
+    [
+      '-c',
+      `${run} 2>${quote(errFile)} | ${typeof reader === 'string' ? reader : reader(errFile)}; echo "status=\${PIPESTATUS[0]}"`,
+    ],
+    { env },
+  );
+  return { stdout: r.stdout, stderr: await readFile(errFile, 'utf8') };
+}
+
+for (const path of ['in-process', 'helper'] as const) {
+  describe(`run into a pipe (${path})`, () => {
+    beforeAll(async () => {
+      if (path !== 'helper') return;
+      const first = await execa(process.execPath, [bin, 'run', repo, '--data', data, '--', 'true'], {
+        env: { AGENTFENSE_RUN_HELPER: '1', AGENTFENSE_RUN_HELPER_IDLE: '60' },
+      });
+      expect(first.exitCode).toBe(0);
+      for (
+        let i = 0;
+        i < 600 &&
+        (await execa('test', ['-S', join(data, 'run-helper.sock')], { reject: false })).exitCode !== 0;
+        i++
+      )
+        await sleep(50);
+    });
+
+    it('a slow reader gets all 10 MB of the output', async () => {
+      // The reader takes nothing until `run` has done everything but exit (its last -v step is on
+      // stderr): the pipe then holds 64 KiB and the rest waits in `run`, which must not exit before.
+      const r = await piped(
+        path,
+        'head -c 10000000 /dev/zero',
+        // Through the helper stderr comes over the same connection as stdout, paused with it: the
+        // reader just sleeps.
+        path === 'helper'
+          ? '(sleep 1; wc -c)'
+          : (err) =>
+              `(until grep -qs 'sandbox forgotten' ${quote(err)}; do sleep 0.1; done; sleep 0.5; wc -c)`,
+      );
+      expect(r.stdout.split('\n')).toEqual(['10000000', 'status=0']);
+      if (path === 'helper') expect(r.stderr).toContain(HANDED);
+      else expect(r.stderr).not.toContain(HANDED);
+    });
+
+    it('a reader that goes away (head) ends the output quietly; the status is the command’s', async () => {
+      const r = await piped(path, 'yes | head -c 3000000; exit 5', 'head -c 4');
+      expect(r.stdout.split('\n')).toEqual(['y', 'y', 'status=5']);
+      expect(r.stderr).not.toMatch(/EPIPE|Error|at /);
+    });
+  });
+}

@@ -1,0 +1,110 @@
+// Attack: through the one-shot CLI's run helper (packages/control/src/cli/run-helper/), the agent writes a
+// file holding terminal control sequences and waits for the operator's `run --diff` to print it on a
+// terminal (set the title, clear the screen, OSC 52 into the clipboard). Defence: the client tells the
+// helper whether its stdout and stderr are terminals, and the helper's writers carry that as isTTY, so
+// `run` escapes the diff's contents exactly as in-process (test/security/terminal-escapes.test.ts).
+// Without it the helper's writers are never terminals and the raw ESC/BEL bytes reach the pty.
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
+import { execa } from 'execa';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { listMounts } from '@agentfense/fuse-worker';
+import { waitForReapers } from '../helpers/reapers.js';
+
+const root = fileURLToPath(new URL('../..', import.meta.url));
+const bin = `${root}packages/control/bin/agentfense.js`;
+const ON = { AGENTFENSE_RUN_HELPER: '1', AGENTFENSE_RUN_HELPER_IDLE: '60' };
+const ESC = '\u001b';
+const BEL = '\u0007';
+const EVIL_CONTENT = String.raw`line\033[2J\033]0;pwned\007\n`;
+
+let scratch: string;
+let repo: string;
+let data: string;
+
+async function helperPids(): Promise<number[]> {
+  const r = await execa('pgrep', ['-f', `run-helper/main.js --data ${data}$`], { reject: false });
+  return r.stdout.split('\n').filter(Boolean).map(Number);
+}
+
+beforeAll(async () => {
+  scratch = await mkdtemp(join(tmpdir(), 'af-sec-helper-esc-'));
+  repo = join(scratch, 'repo');
+  data = join(scratch, 'data');
+  await execa('cp', ['-a', `${root}examples/demo-repo`, repo]);
+  // The first run works in-process and leaves the helper.
+  const first = await execa(process.execPath, [bin, 'run', repo, '--data', data, '--', 'true'], { env: ON });
+  expect(first.exitCode).toBe(0);
+  for (
+    let i = 0;
+    i < 600 && (await execa('test', ['-S', join(data, 'run-helper.sock')], { reject: false })).exitCode !== 0;
+    i++
+  )
+    await sleep(50);
+});
+
+afterAll(async () => {
+  for (const pid of await helperPids()) process.kill(pid, 'SIGTERM');
+  for (let i = 0; i < 600 && (await helperPids()).length > 0; i++) await sleep(50);
+  expect(await helperPids()).toEqual([]);
+  expect(await waitForReapers(data)).toBe(true);
+  const left = (await listMounts()).filter((m) => m.mountpoint.startsWith(scratch));
+  await rm(scratch, { recursive: true, force: true });
+  expect(left).toEqual([]);
+});
+
+describe('terminal safety of run --diff through the run helper', () => {
+  it("on the client's terminal, a diff's contents are shown escaped, not obeyed", async () => {
+    // script(1) gives the client a pseudo-terminal as stdout and stderr.
+    const command = [
+      'env',
+      ...Object.entries(ON).map(([k, v]) => `${k}=${v}`),
+      process.execPath,
+      bin,
+      'run',
+      repo,
+      '--data',
+      data,
+      '-v',
+      '--diff',
+      '--',
+      'sh',
+      '-c',
+      `printf '${EVIL_CONTENT}' > /workspace/output/note.txt`,
+    ]
+      .map((a) => `'${a.replaceAll("'", `'\\''`)}'`)
+      .join(' ');
+    const r = await execa('script', ['-qec', command, '/dev/null'], { reject: false });
+    expect(r.exitCode).toBe(0);
+    expect(r.stdout).toContain('handed to the run helper');
+    expect(r.stdout).toContain(String.raw`+line\x1b[2J\x1b]0;pwned\a`);
+    expect(r.stdout).not.toContain(ESC);
+    expect(r.stdout).not.toContain(BEL);
+  });
+
+  it('piped, the diff keeps the file’s exact bytes (as in-process)', async () => {
+    const r = await execa(
+      process.execPath,
+      [
+        bin,
+        'run',
+        repo,
+        '--data',
+        data,
+        '-v',
+        '--diff',
+        '--',
+        'sh',
+        '-c',
+        `printf '${EVIL_CONTENT}' > /workspace/output/note.txt`,
+      ],
+      { reject: false, env: ON },
+    );
+    expect(r.exitCode).toBe(0);
+    expect(r.stderr).toContain('handed to the run helper');
+    expect(r.stdout).toContain(`+line${ESC}[2J${ESC}]0;pwned${BEL}`);
+  });
+});
