@@ -122,6 +122,56 @@ export async function processesMentioning(text: string): Promise<number[]> {
   return out;
 }
 
+/** A process as /proc shows it: pid and start time (so a reused pid is not taken for it). */
+export interface ProcessRef {
+  readonly pid: number;
+  readonly startTime: string;
+}
+
+/** parent pid and start time from /proc/<pid>/stat (fields after the comm, which may hold spaces). */
+async function statOf(pid: string): Promise<{ ppid: number; startTime: string } | null> {
+  const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => null);
+  if (stat === null) return null;
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  if (fields[0] === 'Z') return null; // a zombie has ended
+  return { ppid: Number(fields[1]), startTime: fields[19] ?? '' };
+}
+
+/**
+ * Every live process below `root` (the server: its workers, bwraps and what they started). A worker
+ * renames itself (process title) once it serves a sandbox, so its command line no longer shows the data
+ * directory: this finds it by parentage instead.
+ */
+export async function descendantsOf(root: number): Promise<ProcessRef[]> {
+  const parents = new Map<number, number[]>();
+  const starts = new Map<number, string>();
+  for (const name of await readdir('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    const stat = await statOf(name);
+    if (stat === null) continue;
+    starts.set(Number(name), stat.startTime);
+    parents.set(stat.ppid, [...(parents.get(stat.ppid) ?? []), Number(name)]);
+  }
+  const found: ProcessRef[] = [];
+  const queue = [...(parents.get(root) ?? [])];
+  while (queue.length > 0) {
+    const pid = queue.shift() as number;
+    found.push({ pid, startTime: starts.get(pid) ?? '' });
+    queue.push(...(parents.get(pid) ?? []));
+  }
+  return found;
+}
+
+/** Those of `refs` still alive (same pid and start time, not a zombie). */
+export async function stillAlive(refs: readonly ProcessRef[]): Promise<ProcessRef[]> {
+  const alive: ProcessRef[] = [];
+  for (const ref of refs) {
+    const stat = await statOf(String(ref.pid));
+    if (stat !== null && stat.startTime === ref.startTime) alive.push(ref);
+  }
+  return alive;
+}
+
 export interface Answer {
   readonly status: number;
   readonly headers: Headers;
