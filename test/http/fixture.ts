@@ -84,10 +84,12 @@ export async function stopAndCheck(
   served: Served,
   signal: 'SIGTERM' | 'SIGINT' = 'SIGTERM',
 ): Promise<string> {
+  const tree = served.child.pid === undefined ? [] : await descendantsOf(served.child.pid);
   const { exitCode, output } = await served.stop(signal);
   expect(exitCode, output).toBe(0);
   expect(await mountsUnder(served.dataDir)).toEqual([]);
   expect(await processesMentioning(served.dataDir)).toEqual([]);
+  expect(await stillAlive(tree)).toEqual([]);
   return output;
 }
 
