@@ -156,7 +156,7 @@ export const ANCHOR_TRIES = 4;
 
 /**
  * Whether the process `pid`, launched over an anchor, really sits on the anchor's bare directory: the
- * bottom mount at /workspace in its mount namespace is the anchor's (a slave of P, not a FUSE mount).
+ * bottom mount at /workspace in its mount namespace is the anchor's, not the worker's FUSE mount.
  *
  * Why a launch can miss it: a worker that mounts at P/workspace between the anchor's creation and bwrap's
  * bind propagates onto A/workspace first, and bwrap's bind of that path then copies the FUSE mount instead
@@ -171,7 +171,7 @@ export async function sitsOnAnchor(pid: number): Promise<boolean> {
   return anchoredIn(await readFile(`/proc/${String(pid)}/mountinfo`, 'utf8'));
 }
 
-/** `sitsOnAnchor` on a mountinfo text: the bottom mount at `mountPoint` is a slave and not FUSE. */
+/** `sitsOnAnchor` on a mountinfo text: the bottom mount at `mountPoint` is not a FUSE mount. */
 export function anchoredIn(mountinfo: string, mountPoint = '/workspace'): boolean {
   const stacked = mountinfo
     .split('\n')
@@ -180,9 +180,10 @@ export function anchoredIn(mountinfo: string, mountPoint = '/workspace'): boolea
   const ids = new Set(stacked.map((fields) => fields[0]));
   const bottom = stacked.find((fields) => !ids.has(fields[1]));
   if (bottom === undefined) return false;
+  // Only the race's signature counts: the worker's FUSE mount at the bottom. Whether the anchor receives
+  // propagation (a slave) depends on the workspace's parent being shared, which a launch again would not
+  // change (runtime tests use plain directories there).
   const separator = bottom.indexOf('-', 6);
   if (separator < 0) return false;
-  const optional = bottom.slice(6, separator);
-  const fsType = bottom[separator + 1] ?? '';
-  return !fsType.startsWith('fuse') && optional.some((field) => field.startsWith('master:'));
+  return !(bottom[separator + 1] ?? '').startsWith('fuse');
 }
