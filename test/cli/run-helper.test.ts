@@ -4,7 +4,7 @@
 // killed client stop the command and remove the sandbox, concurrent runs, a run next to `serve`, and the
 // helper's own exits (idle, data directory removed, SIGTERM) leave no process, mount or socket behind.
 // The system tests switch the helper off by default (vitest.config.ts); these switch it on.
-import { mkdir, mkdtemp, readFile, readdir, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, readdir, rm, stat, utimes, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -17,7 +17,8 @@ import { waitForReapers } from '../helpers/reapers.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const bin = `${root}packages/control/bin/agentfense.js`;
-const ON = { AGENTFENSE_RUN_HELPER: '1', AGENTFENSE_RUN_HELPER_IDLE: '120' };
+// A short idle time: a helper whose file failed before its afterAll stopped it is gone soon after.
+const ON = { AGENTFENSE_RUN_HELPER: '1', AGENTFENSE_RUN_HELPER_IDLE: '30' };
 
 let scratch: string;
 let repo: string;
@@ -315,6 +316,52 @@ describe('agentfense run through the run helper', () => {
     expect(await waitForReapers(data)).toBe(true);
   });
 
+  it('a different umask, resource limits or LD_* environment run in-process (the helper cannot apply them per run)', async () => {
+    const dir = join(scratch, 'umask');
+    await mkdir(dir);
+    // Through `sh -c '<setting>; exec node …'`: the client inherits the setting as a user's shell gives it.
+    const under = (setting: string, flags: string[], script: string, env: Record<string, string> = {}) =>
+      execa(
+        'sh',
+        [
+          '-c',
+          `${setting}; exec "$@"`,
+          'sh',
+          process.execPath,
+          bin,
+          'run',
+          ...flags,
+          '--data',
+          data,
+          '-v',
+          '--',
+          'sh',
+          '-c',
+          script,
+        ],
+        { reject: false, env: { ...ON, ...env } },
+      );
+    const masked = await under(
+      'umask 077',
+      [dir, '--preset', 'full-access', '--commit'],
+      'mkdir /workspace/d; echo y > /workspace/f',
+    );
+    expect(masked.exitCode).toBe(0);
+    expect(masked.stderr).not.toContain(HANDED);
+    expect((await stat(join(dir, 'f'))).mode & 0o777).toBe(0o600);
+    expect((await stat(join(dir, 'd'))).mode & 0o777).toBe(0o700);
+    const limited = await under('ulimit -n 512', [repo], 'ulimit -n');
+    expect([limited.exitCode, limited.stdout]).toEqual([0, '512']);
+    expect(limited.stderr).not.toContain(HANDED);
+    const preload = await under('true', [repo], 'echo ok', { LD_LIBRARY_PATH: '/nonexistent' });
+    expect([preload.exitCode, preload.stdout]).toEqual([0, 'ok']);
+    expect(preload.stderr).not.toContain(HANDED);
+    // And the helper still serves the caller whose settings it has.
+    const same = await runSh([], 'echo same');
+    expect(same.stderr).toContain(HANDED);
+    expect(await waitForReapers(data)).toBe(true);
+  });
+
   it('AGENTFENSE_RUN_HELPER=0 runs in-process and starts no helper', async () => {
     const fresh = join(scratch, 'off');
     await mkdir(fresh);
@@ -324,13 +371,50 @@ describe('agentfense run through the run helper', () => {
     expect(await exists(join(fresh, 'run-helper.sock'))).toBe(false);
     expect(await helperPids(fresh)).toEqual([]);
   });
+
+  // Last in this block: the helper of `data` stops taking runs after it.
+  it('a build change lets runs in progress finish; new runs go in-process', async () => {
+    const long = execa(
+      process.execPath,
+      [bin, 'run', repo, '--data', data, '-v', '--', 'sh', '-c', 'sleep 3; echo long-finished'],
+      {
+        reject: false,
+        env: ON,
+      },
+    );
+    await new Promise<void>((resolve, reject) => {
+      let seen = '';
+      long.stderr.on('data', (chunk: Buffer) => {
+        seen += chunk.toString();
+        if (seen.includes('started (worker mounted')) resolve();
+      });
+      void long.then(() => reject(new Error(`run ended early: ${seen}`)));
+    });
+    // What `pnpm build` does to the helper's build stamp (run-helper/build-stamp.ts).
+    const addon = `${root}packages/control/dist/peercred.node`;
+    const now = new Date();
+    await utimes(addon, now, now);
+    const second = await runSh([], 'echo second');
+    expect([second.exitCode, second.stdout]).toEqual([0, 'second']);
+    expect(second.stderr).not.toContain(HANDED);
+    const first = await long;
+    expect(first.stderr).toContain(HANDED);
+    expect(first.stderr).not.toContain('SIGTERM');
+    expect([first.exitCode, first.stdout]).toEqual([0, 'long-finished']);
+    await until('the old helper to exit', async () => {
+      const log = await readFile(join(data, 'logs', 'control.log'), 'utf8');
+      return log.includes('the build on disk changed') && (await helperPids(data)).length <= 1;
+    });
+    expect(await waitForReapers(data)).toBe(true);
+  });
 });
 
 describe('the run helper exits and leaves nothing', () => {
   it('when idle', async () => {
     const dir = join(scratch, 'idle');
-    await firstRun(dir, { AGENTFENSE_RUN_HELPER_IDLE: '2' });
-    const served = await runSh([], 'echo once', { dataDir: dir, env: { AGENTFENSE_RUN_HELPER_IDLE: '2' } });
+    // Long enough for a freshly started client to reach the helper on a loaded machine.
+    await firstRun(dir, { AGENTFENSE_RUN_HELPER_IDLE: '8' });
+    const served = await runSh([], 'echo once', { dataDir: dir, env: { AGENTFENSE_RUN_HELPER_IDLE: '8' } });
     expect(served.stderr).toContain(HANDED);
     await until('the idle helper to exit', async () => (await helperPids(dir)).length === 0, 30_000);
     expect(await exists(join(dir, 'run-helper.sock'))).toBe(false);
@@ -350,6 +434,48 @@ describe('the run helper exits and leaves nothing', () => {
     // Its idle worker went with it.
     const workers = await execa('pgrep', ['-f', `worker.*${dir}`], { reject: false });
     expect(workers.stdout).toBe('');
+  });
+
+  it('SIGKILLed, its stale socket does not keep a new helper from starting', async () => {
+    const dir = join(scratch, 'killed');
+    await firstRun(dir);
+    const [pid] = await helperPids(dir);
+    expect(pid).toBeDefined();
+    process.kill(pid as number, 'SIGKILL');
+    await until('the helper to die', async () => (await helperPids(dir)).length === 0);
+    expect(await exists(join(dir, 'run-helper.sock'))).toBe(true); // nobody removed it
+    // Refused at the stale socket: in-process, and it starts a new helper, which replaces the socket.
+    const recovered = await runSh([], 'echo recovered', { dataDir: dir });
+    expect([recovered.exitCode, recovered.stdout]).toEqual([0, 'recovered']);
+    expect(recovered.stderr).not.toContain(HANDED);
+    await until('a new helper', async () => (await helperPids(dir)).length === 1);
+    await until('the new helper to answer', async () => {
+      const log = await readFile(join(dir, 'logs', 'control.log'), 'utf8');
+      return log.split('\n').filter((l) => l.includes('run helper ready')).length === 2;
+    });
+    const handed = await runSh([], 'echo handed', { dataDir: dir });
+    expect([handed.exitCode, handed.stdout]).toEqual([0, 'handed']);
+    expect(handed.stderr).toContain(HANDED);
+    await stopHelper(dir);
+  });
+
+  it('two helpers started at once: one serves, the other exits before opening anything', async () => {
+    const dir = join(scratch, 'twice');
+    await mkdir(dir, { mode: 0o700 });
+    const entry = `${root}packages/control/dist/cli/run-helper/main.js`;
+    const start = () =>
+      execa(process.execPath, [entry, '--data', dir], { reject: false, env: { ...process.env, ...ON } });
+    const [a, b] = [start(), start()];
+    // One exits at once (it did not get the data directory's lock); the other serves.
+    await Promise.race([a, b]);
+    await until('the socket', () => exists(join(dir, 'run-helper.sock')));
+    const r = await runSh([], 'echo once', { dataDir: dir });
+    expect(r.stderr).toContain(HANDED);
+    const log = await readFile(join(dir, 'logs', 'control.log'), 'utf8');
+    expect(log.split('\n').filter((l) => l.includes('run helper ready'))).toHaveLength(1);
+    expect(await helperPids(dir)).toHaveLength(1);
+    await stopHelper(dir);
+    await Promise.all([a, b]);
   });
 
   it('on SIGTERM, and the next run starts a new one', async () => {

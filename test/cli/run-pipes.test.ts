@@ -1,7 +1,7 @@
 // `agentfense run` writing into pipes, on both paths (in-process, and through the run helper): a slow
 // reader still gets every byte (the executable's fast exit used to drop what the pipe had not taken yet),
 // and a reader that goes away (`| head -c 4`) ends the writing quietly, without an EPIPE stack trace, and
-// the status is still the command's.
+// the status is still the command's. And --stdin's size limit (16 MiB) on both paths.
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -102,6 +102,39 @@ for (const path of ['in-process', 'helper'] as const) {
       expect(r.stdout.split('\n')).toEqual(['10000000', 'status=0']);
       if (path === 'helper') expect(r.stderr).toContain(HANDED);
       else expect(r.stderr).not.toContain(HANDED);
+    });
+
+    it('--stdin over 16 MiB is refused with an error naming it (status 2); nothing runs', async () => {
+      const r = await execa(
+        process.execPath,
+        [bin, 'run', repo, '--data', data, '-v', '--stdin', '--', 'sh', '-c', 'wc -c; echo ran >&2'],
+        {
+          reject: false,
+          input: Buffer.alloc(17 * 1024 * 1024, 97),
+          env:
+            path === 'helper'
+              ? { AGENTFENSE_RUN_HELPER: '1', AGENTFENSE_RUN_HELPER_IDLE: '60' }
+              : { AGENTFENSE_RUN_HELPER: '0' },
+        },
+      );
+      expect(r.exitCode).toBe(2);
+      expect(r.stderr).toContain('--stdin: standard input is over 16 MiB');
+      expect(r.stderr).not.toContain('ran');
+      expect(r.stdout).toBe('');
+      // Just under the limit still works.
+      const ok = await execa(
+        process.execPath,
+        [bin, 'run', repo, '--data', data, '--stdin', '--', 'wc', '-c'],
+        {
+          reject: false,
+          input: Buffer.alloc(16 * 1024 * 1024, 97),
+          env:
+            path === 'helper'
+              ? { AGENTFENSE_RUN_HELPER: '1', AGENTFENSE_RUN_HELPER_IDLE: '60' }
+              : { AGENTFENSE_RUN_HELPER: '0' },
+        },
+      );
+      expect([ok.exitCode, ok.stdout]).toEqual([0, String(16 * 1024 * 1024)]);
     });
 
     it('a reader that goes away (head) ends the output quietly; the status is the command’s', async () => {

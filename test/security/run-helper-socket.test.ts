@@ -12,7 +12,7 @@ import { fileURLToPath } from 'node:url';
 import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { listMounts } from '@agentfense/fuse-worker';
-import { relevantEnv } from '../../packages/control/src/cli/run-helper/protocol.js';
+import { processTraits, relevantEnv } from '../../packages/control/src/cli/run-helper/protocol.js';
 import { waitForReapers } from '../helpers/reapers.js';
 import { createLocalUser, removeLocalUser } from './helpers/local-user.js';
 import type { HostUser } from './helpers/local-user.js';
@@ -80,6 +80,9 @@ async function attack(as: HostUser | undefined): Promise<Outcome> {
     dataDir: data,
     env: relevantEnv({ ...process.env, ...ON }),
     clientMs: 0,
+    stdoutIsTTY: false,
+    stderrIsTTY: false,
+    traits: processTraits(), // the test's node: the same umask and limits as the helper's
   });
   const script = `
     const net = require('node:net');

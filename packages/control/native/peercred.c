@@ -1,10 +1,12 @@
 // SO_PEERCRED for Node (which has no API for it): the run helper (src/cli/run-helper/) serves only
 // clients of its own uid, and the uid of a Unix socket's peer is what the kernel recorded at connect(),
-// not anything the client says. One function: peerCredentials(fd) -> { pid, uid, gid }.
+// not anything the client says. peerCredentials(fd) -> { pid, uid, gid }; and lockExclusive(fd) -> bool:
+// flock(LOCK_EX|LOCK_NB), so one helper per data directory (the kernel drops the lock when it dies).
 #define _GNU_SOURCE
 #include <errno.h>
 #include <node_api.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 
 static napi_value set_number(napi_env env, napi_value obj, const char *name, double value) {
@@ -37,8 +39,32 @@ static napi_value peer_credentials(napi_env env, napi_callback_info info) {
   return obj;
 }
 
+static napi_value lock_exclusive(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  int32_t fd;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 1 ||
+      napi_get_value_int32(env, argv[0], &fd) != napi_ok || fd < 0) {
+    napi_throw_type_error(env, "ERR_INVALID_ARG", "lockExclusive(fd): fd must be an open file descriptor");
+    return NULL;
+  }
+  int rc;
+  do rc = flock(fd, LOCK_EX | LOCK_NB);
+  while (rc != 0 && errno == EINTR);
+  if (rc != 0 && errno != EWOULDBLOCK) {
+    napi_throw_error(env, "ERR_FLOCK", strerror(errno));
+    return NULL;
+  }
+  napi_value result;
+  if (napi_get_boolean(env, rc == 0, &result) != napi_ok) return NULL;
+  return result;
+}
+
 NAPI_MODULE_INIT() {
   napi_value fn;
+  if (napi_create_function(env, "lockExclusive", NAPI_AUTO_LENGTH, lock_exclusive, NULL, &fn) != napi_ok)
+    return NULL;
+  if (napi_set_named_property(env, exports, "lockExclusive", fn) != napi_ok) return NULL;
   if (napi_create_function(env, "peerCredentials", NAPI_AUTO_LENGTH, peer_credentials, NULL, &fn) != napi_ok)
     return NULL;
   if (napi_set_named_property(env, exports, "peerCredentials", fn) != napi_ok) return NULL;

@@ -16,6 +16,7 @@ import type { CliContext, CliIo, Interrupt } from '../io.js';
 import { ONE_SHOT_LABEL } from '../../sandboxes/one-shot.js';
 import type { CreateSandboxOptions } from '../../sandboxes/types.js';
 import type { SpareSandbox } from '../run-helper/spare.js';
+import { MAX_STDIN_BYTES, stdinTooLarge } from '../stdin-limit.js';
 import { armWatchdog } from '../watchdog.js';
 import type { Watchdog } from '../watchdog.js';
 import { parseEnvPairs, parseLabels, parseSeconds } from '../parse.js';
@@ -50,7 +51,12 @@ const collect = (value: string, previous: string[]): string[] => [...previous, v
 
 async function readStdin(): Promise<Buffer> {
   const chunks: Buffer[] = [];
-  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+  let size = 0;
+  for await (const chunk of process.stdin) {
+    size += (chunk as Buffer).length;
+    if (size > MAX_STDIN_BYTES) throw stdinTooLarge();
+    chunks.push(chunk as Buffer);
+  }
   return Buffer.concat(chunks);
 }
 
@@ -184,7 +190,7 @@ export function registerRun(program: Command, { io, result, mode }: CliContext):
       // work, so it delays nothing of this run; run-helper/spawn.ts).
       if (helper === undefined && mode.detachedCleanup === true && (flags.runtime ?? 'bwrap') === 'bwrap') {
         const { startRunHelper } = await import('../run-helper/spawn.js');
-        startRunHelper(resolveDataDir({ dataDir: flags.data }));
+        await startRunHelper(resolveDataDir({ dataDir: flags.data }));
       }
       const { exec, changes, diff, commit, sandboxId } = outcome;
       if (flags.json === true) {

@@ -4,11 +4,9 @@
 // of the helper accepting the request (no socket, a refused connection, a DECLINE, the connection closed
 // before ACCEPT) returns undefined and the run happens in-process, exactly as without a helper: nothing
 // was done for it yet.
-import { closeSync, constants as fsConstants, openSync, statSync } from 'node:fs';
-import { connect } from 'node:net';
+import { statSync } from 'node:fs';
 import type { Socket } from 'node:net';
 import { constants as osConstants } from 'node:os';
-import { dirname } from 'node:path';
 import { resolveDataDir } from '../../paths.js';
 import { flagValue, parseRunLine } from '../run-line.js';
 import {
@@ -16,38 +14,21 @@ import {
   RUN_HELPER_ENV,
   dataFrames,
   frame,
+  connectUnix,
   frameReader,
   helperSocketPath,
+  processTraits,
   relevantEnv,
 } from './protocol.js';
-import type { HelperRequest } from './protocol.js';
+import type { HelperRequest, ProcessTraits } from './protocol.js';
 
 /** The signals `run` answers by stopping the command (run.ts): forwarded to the helper. */
 const INTERRUPTS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
-
-/** sockaddr_un.sun_path holds 107 bytes; a longer path is reached through the directory's fd. */
-const MAX_SOCKET_PATH = 107;
 
 /** A request only the in-process path serves identically (Docker keeps its synchronous teardown there). */
 function helperCanServe(options: readonly string[]): boolean {
   const runtime = flagValue(options, '--runtime');
   return (runtime === undefined || runtime === 'bwrap') && flagValue(options, '--image') === undefined;
-}
-
-function connectTo(path: string): Promise<Socket> {
-  let dirFd: number | undefined;
-  let target = path;
-  if (Buffer.byteLength(path) > MAX_SOCKET_PATH) {
-    dirFd = openSync(dirname(path), fsConstants.O_RDONLY | fsConstants.O_DIRECTORY);
-    target = `/proc/self/fd/${dirFd}/${path.slice(dirname(path).length + 1)}`;
-  }
-  return new Promise<Socket>((resolve, reject) => {
-    const socket = connect(target);
-    socket.once('connect', () => resolve(socket));
-    socket.once('error', reject);
-  }).finally(() => {
-    if (dirFd !== undefined) closeSync(dirFd);
-  });
 }
 
 /**
@@ -67,17 +48,19 @@ export async function runThroughHelper(argv: readonly string[]): Promise<number 
   }
   const path = helperSocketPath(dataDir);
   let cwd: string;
+  let traits: ProcessTraits;
   try {
     // Both throw for what the in-process run reports itself: a deleted cwd (ENOENT), a data directory
     // this user may not search (EACCES), a file in its place (ENOTDIR).
     if (statSync(path, { throwIfNoEntry: false }) === undefined) return undefined;
     cwd = process.cwd();
+    traits = processTraits();
   } catch {
     return undefined;
   }
   let socket: Socket;
   try {
-    socket = await connectTo(path);
+    socket = await connectUnix(path);
   } catch {
     return undefined; // a helper that just exited (or died): its successor is the in-process run's
   }
@@ -89,6 +72,7 @@ export async function runThroughHelper(argv: readonly string[]): Promise<number 
     clientMs: performance.now(),
     stdoutIsTTY: process.stdout.isTTY === true,
     stderrIsTTY: process.stderr.isTTY === true,
+    traits,
   };
   return converse(socket, request, line.options.includes('--stdin'));
 }

@@ -1,5 +1,6 @@
 // The kernel's record of who is at the other end of a Unix socket (SO_PEERCRED, native/peercred.c, built
-// by scripts/build-peercred.js): the run helper refuses every connection from another uid.
+// by scripts/build-peercred.js): the run helper refuses every connection from another uid. And flock,
+// which Node lacks too: one run helper per data directory.
 import { createRequire } from 'node:module';
 import type { Socket } from 'node:net';
 
@@ -11,6 +12,7 @@ interface PeerCredentials {
 
 const addon = createRequire(import.meta.url)('../../peercred.node') as {
   peerCredentials(fd: number): PeerCredentials;
+  lockExclusive(fd: number): boolean;
 };
 
 /** The peer of an accepted Unix socket connection. */
@@ -19,4 +21,9 @@ export function peerOf(socket: Socket): PeerCredentials {
   const fd = (socket as unknown as { _handle?: { fd?: number } })._handle?.fd;
   if (typeof fd !== 'number' || fd < 0) throw new Error('the connection has no descriptor');
   return addon.peerCredentials(fd);
+}
+
+/** flock(fd, LOCK_EX | LOCK_NB): true when this process now holds the lock, false when another does. */
+export function lockExclusive(fd: number): boolean {
+  return addon.lockExclusive(fd);
 }

@@ -5,7 +5,10 @@
 //   client → helper: REQUEST (JSON, first and once) · STDIN (bytes; empty = end) · SIGNAL (its name)
 //   helper → client: ACCEPT or DECLINE (a reason; the client then runs in-process, nothing was done) ·
 //                    STDOUT / STDERR (bytes) · EXIT (u32 LE status, last)
-import { join } from 'node:path';
+import { connect } from 'node:net';
+import type { Socket } from 'node:net';
+import { basename, dirname, join } from 'node:path';
+import { closeSync, constants as fsConstants, openSync, readFileSync } from 'node:fs';
 
 export const FRAME = {
   request: 1,
@@ -49,15 +52,40 @@ export interface HelperRequest {
   /** Whether the client's stdout / stderr are terminals: --diff escapes control characters for one. */
   readonly stdoutIsTTY: boolean;
   readonly stderrIsTTY: boolean;
+  /** The client's umask and resource limits (processTraits): the helper serves only its own. */
+  readonly traits: ProcessTraits;
+}
+
+/**
+ * What a process passes on to everything it starts besides its environment: the umask (the modes of what
+ * --commit creates in DIR) and the resource limits (`ulimit`: what the sandbox's processes inherit). Both
+ * are process-wide, so the helper cannot take a client's for one run: it serves a request only when they
+ * equal its own, else the client runs in-process with its own.
+ */
+export interface ProcessTraits {
+  /** The `Umask:` line of /proc/self/status (no process.umask() set-and-restore race). */
+  readonly umask: string;
+  /** /proc/self/limits as the kernel prints it (soft and hard limit of each resource). */
+  readonly limits: string;
+}
+
+/** This process's umask and resource limits. */
+export function processTraits(): ProcessTraits {
+  const status = readFileSync('/proc/self/status', 'utf8');
+  return {
+    umask: /^Umask:\s*(\S+)/m.exec(status)?.[1] ?? '',
+    limits: readFileSync('/proc/self/limits', 'utf8'),
+  };
 }
 
 /**
  * Variables that change what `run` does or where: the helper serves a request only when the client's
  * values equal its own (it was started with the environment of the run that spawned it), else the client
  * runs in-process. AGENTFENSE_* (data dir, launcher, sandbox user…), Docker's, XDG/HOME (data dir),
- * PATH (which bwrap), NODE_* and TMPDIR.
+ * PATH (which bwrap), NODE_*, TMPDIR, and LD_* (LD_PRELOAD, LD_LIBRARY_PATH: the helper passes its whole
+ * environment on to its worker and bwrap).
  */
-const RELEVANT = /^(AGENTFENSE_|DOCKER_|XDG_|NODE_)|^(PATH|HOME|TMPDIR)$/;
+const RELEVANT = /^(AGENTFENSE_|DOCKER_|XDG_|NODE_|LD_)|^(PATH|HOME|TMPDIR)$/;
 
 /** The relevant part of an environment. */
 export function relevantEnv(env: NodeJS.ProcessEnv): Record<string, string> {
@@ -106,4 +134,36 @@ export function frameReader(onFrame: (type: number, payload: Buffer) => void): (
       onFrame(type, payload);
     }
   };
+}
+
+const MAX_SOCKET_PATH = 107;
+
+/**
+ * Connects to the Unix socket at `path`; one longer than sockaddr_un's 107 bytes is reached through its
+ * directory's fd (/proc/self/fd/N/name).
+ */
+export function connectUnix(path: string): Promise<Socket> {
+  let dirFd: number | undefined;
+  let target = path;
+  if (Buffer.byteLength(path) > MAX_SOCKET_PATH) {
+    dirFd = openSync(dirname(path), fsConstants.O_RDONLY | fsConstants.O_DIRECTORY);
+    target = `/proc/self/fd/${dirFd}/${basename(path)}`;
+  }
+  return new Promise<Socket>((resolve, reject) => {
+    const socket = connect(target);
+    socket.once('connect', () => resolve(socket));
+    socket.once('error', reject);
+  }).finally(() => {
+    if (dirFd !== undefined) closeSync(dirFd);
+  });
+}
+
+/** Is a helper answering at `path` (a connect succeeds)? A stale socket of a dead helper is not. */
+export async function helperAnswers(path: string): Promise<boolean> {
+  try {
+    (await connectUnix(path)).destroy();
+    return true;
+  } catch {
+    return false;
+  }
 }

@@ -2,9 +2,11 @@
 // first in-process `agentfense run` (spawn.ts). It keeps an open control plane (database, recovery done,
 // an idle worker, the runtime's host checks) and serves each later `run` of that data directory over a
 // Unix socket in it (client.ts), through the same `run` command code as in-process (commands/run.ts with
-// CliMode.helper). It exits when idle for a while, when its socket or data directory disappears or is
-// replaced, when the build on disk changes, and on SIGTERM/SIGINT/SIGHUP — each after stopping what it
-// runs and closing the control plane (workers, mounts), removing its socket if still its own.
+// CliMode.helper). One per data directory: it holds an flock on <data>/run-helper.lock for its lifetime.
+// It stops taking runs when idle for a while, when its socket is removed or replaced, and when the build on
+// disk changes; runs in progress then finish (a user's command is not killed for any of those). On
+// SIGTERM/SIGINT/SIGHUP, or when its data directory disappears, it stops its runs as a signal to their
+// client would. Then it closes the control plane (workers, mounts), removing its socket if still its own.
 import {
   renameSync,
   statSync,
@@ -14,23 +16,26 @@ import {
   closeSync,
   constants as fsConstants,
 } from 'node:fs';
-import { createConnection, createServer } from 'node:net';
+import { createServer } from 'node:net';
 import type { Server, Socket } from 'node:net';
 import { constants as osConstants } from 'node:os';
-import { basename, dirname } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { CancelledError } from '@agentfense/protocol/core';
 import type { ControlPlane } from '../../control-plane.js';
 import type { CliIo, Interrupt } from '../io.js';
 import { runCli } from '../main.js';
 import { buildStamp } from './build-stamp.js';
-import { peerOf } from './peercred.js';
+import { lockExclusive, peerOf } from './peercred.js';
+import { MAX_STDIN_BYTES, stdinTooLarge } from '../stdin-limit.js';
 import { RUN_HELPER_SPARE_ENV, SpareSandbox } from './spare.js';
 import {
   FRAME,
   dataFrames,
   frame,
   frameReader,
+  helperAnswers,
   helperSocketPath,
+  processTraits,
   relevantEnv,
   sameEnvironment,
 } from './protocol.js';
@@ -48,18 +53,6 @@ export interface RunHelperOptions {
 const REQUEST_WAIT_MS = 5_000;
 const MAX_SOCKET_PATH = 107;
 
-/** Is a helper answering at `path`? */
-function answering(path: string): Promise<boolean> {
-  return new Promise((resolve) => {
-    const probe = createConnection(viaDirFd(path).target);
-    probe.once('connect', () => {
-      probe.destroy();
-      resolve(true);
-    });
-    probe.once('error', () => resolve(false));
-  });
-}
-
 /** A path for bind/connect: itself, or through its directory's fd when too long for sun_path. */
 function viaDirFd(path: string): { target: string; close(): void } {
   if (Buffer.byteLength(path) <= MAX_SOCKET_PATH) return { target: path, close: () => undefined };
@@ -70,8 +63,16 @@ function viaDirFd(path: string): { target: string; close(): void } {
 /** Opens the control plane and serves runs until the helper has a reason to exit; resolves then. */
 export async function serveRuns(options: RunHelperOptions): Promise<void> {
   const path = helperSocketPath(options.dataDir);
-  // Another helper already serves this data directory (two first runs started one each).
-  if (await answering(path)) return;
+  // One helper per data directory: two first runs at once start one each, and only one gets the lock
+  // (held until this process ends: the kernel drops it however it ends). The fd is never closed.
+  const lock = openSync(
+    join(options.dataDir, 'run-helper.lock'),
+    fsConstants.O_RDWR | fsConstants.O_CREAT | fsConstants.O_NOFOLLOW,
+    0o600,
+  );
+  if (!lockExclusive(lock)) return;
+  // A helper of an older build (no lock) still answering: leave the data directory to it.
+  if (await helperAnswers(path)) return;
   const { ControlPlane } = await import('../../control-plane.js');
   // One idle worker ahead (a start is a mount, not a process start), no Docker containers ahead (the
   // helper serves bwrap runs only: client.ts), the runtime's host checks done now.
@@ -86,7 +87,7 @@ export async function serveRuns(options: RunHelperOptions): Promise<void> {
     await helper.listen();
     await helper.closed;
   } finally {
-    await helper.shutdown('done');
+    await helper.shutdown('done', { interrupt: true });
     await plane.close();
   }
 }
@@ -102,6 +103,7 @@ class RunHelper {
   readonly #options: RunHelperOptions;
   readonly #stamp = buildStamp();
   readonly #env = relevantEnv(process.env);
+  readonly #traits = processTraits();
   readonly #uid = process.getuid?.() ?? 0;
   readonly #active = new Set<ActiveRun>();
   readonly #spare: SpareSandbox | undefined;
@@ -145,26 +147,41 @@ class RunHelper {
     this.#ino = statSync(this.#path).ino;
     this.#timer = setInterval(() => this.#check(), this.#options.checkMs ?? 1_000);
     for (const name of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) {
-      process.on(name, () => void this.shutdown(name));
+      process.on(name, () => void this.shutdown(name, { interrupt: true }));
     }
     this.#log.info({ socket: this.#path, idleMs: this.#options.idleMs }, 'run helper ready');
   }
 
-  /** Exits when idle, or when the socket or the data directory is gone or no longer ours. */
+  /**
+   * Exits when idle, or when the socket is gone or no longer ours (letting runs in progress finish), or
+   * when the data directory is gone (stopping them: their sandboxes' files went with it). Checked while
+   * draining too, for the last case.
+   */
   #check(): void {
+    if (statSync(this.#options.dataDir, { throwIfNoEntry: false }) === undefined) {
+      void this.shutdown('its data directory was removed', { interrupt: true });
+      return;
+    }
+    if (this.#closing) return;
     const current = statSync(this.#path, { throwIfNoEntry: false });
     if (current === undefined || current.ino !== this.#ino) {
-      void this.shutdown('its socket was removed or replaced');
+      void this.shutdown('its socket was removed or replaced', { interrupt: false });
     } else if (this.#active.size === 0 && Date.now() - this.#idleSince >= this.#options.idleMs) {
-      void this.shutdown('idle');
+      void this.shutdown('idle', { interrupt: false });
     }
   }
 
-  async shutdown(reason: string): Promise<void> {
+  /**
+   * Stops taking runs and resolves `closed` once the runs in progress are done. With `interrupt` (a real
+   * signal to the helper, its data directory gone) they are stopped as a signal to their client would
+   * stop them; without (idle, socket replaced, build changed) they run to their end. A later call with
+   * `interrupt` during a drain stops them then.
+   */
+  async shutdown(reason: string, { interrupt }: { interrupt: boolean }): Promise<void> {
+    if (interrupt) for (const run of this.#active) run.interrupt('SIGTERM');
     if (this.#closing) return;
     this.#closing = true;
-    this.#log.info({ reason, running: this.#active.size }, 'run helper exiting');
-    if (this.#timer !== undefined) clearInterval(this.#timer);
+    this.#log.info({ reason, running: this.#active.size, interrupt }, 'run helper exiting');
     this.#server?.close();
     // Unlinked only while it is ours: a successor's socket stays.
     if (statSync(this.#path, { throwIfNoEntry: false })?.ino === this.#ino) {
@@ -174,9 +191,9 @@ class RunHelper {
         // removed meanwhile
       }
     }
-    // Runs still going are stopped as a SIGTERM to their client would (their sandboxes removed).
-    for (const run of this.#active) run.interrupt('SIGTERM');
-    await Promise.all([...this.#active].map((run) => run.done));
+    // Runs accepted meanwhile are in #active too: wait until none is left.
+    while (this.#active.size > 0) await Promise.all([...this.#active].map((run) => run.done));
+    if (this.#timer !== undefined) clearInterval(this.#timer);
     await this.#spare?.close();
     this.#close();
   }
@@ -234,12 +251,16 @@ class RunHelper {
   #declineReason(request: HelperRequest): string | undefined {
     if (this.#closing) return 'the helper is exiting';
     if (buildStamp() !== this.#stamp) {
-      void this.shutdown('the build on disk changed');
+      // Runs in progress finish on the old build; new ones run in-process (and start a new helper
+      // once this one is gone).
+      void this.shutdown('the build on disk changed', { interrupt: false });
       return 'the build on disk changed';
     }
     if (request.dataDir !== this.#options.dataDir) return 'another data directory';
     if (request.argv[0] !== 'run') return 'not a run';
     if (!sameEnvironment(request.env, this.#env)) return 'a different environment';
+    if (request.traits.umask !== this.#traits.umask) return 'a different umask';
+    if (request.traits.limits !== this.#traits.limits) return 'different resource limits';
     return undefined;
   }
 
@@ -289,7 +310,11 @@ function parseRequest(payload: Buffer): HelperRequest {
     !strings(Object.values(value.env)) ||
     typeof value.clientMs !== 'number' ||
     typeof value.stdoutIsTTY !== 'boolean' ||
-    typeof value.stderrIsTTY !== 'boolean'
+    typeof value.stderrIsTTY !== 'boolean' ||
+    typeof value.traits !== 'object' ||
+    value.traits === null ||
+    typeof value.traits.umask !== 'string' ||
+    typeof value.traits.limits !== 'string'
   ) {
     throw new Error('malformed run request');
   }
@@ -302,7 +327,8 @@ class ClientRun {
   readonly #request: HelperRequest;
   readonly #plane: ControlPlane;
   readonly #controller = new AbortController();
-  readonly #stdin: Buffer[] = [];
+  #stdin: Buffer[] = [];
+  #stdinBytes = 0;
   #stdinDone!: () => void;
   readonly #stdinEnded = new Promise<void>((resolve) => (this.#stdinDone = resolve));
   #received: string | undefined;
@@ -329,7 +355,12 @@ class ClientRun {
   frame(type: number, payload: Buffer): void {
     if (type === FRAME.stdin) {
       if (payload.length === 0) this.#stdinDone();
-      else this.#stdin.push(Buffer.from(payload));
+      else {
+        // Past the cap the rest is counted and dropped: `run` then fails with --stdin's error (status 2).
+        this.#stdinBytes += payload.length;
+        if (this.#stdinBytes <= MAX_STDIN_BYTES) this.#stdin.push(Buffer.from(payload));
+        else this.#stdin = [];
+      }
     } else if (type === FRAME.signal) {
       const name = payload.toString('utf8');
       if (!(name in osConstants.signals)) throw new Error(`unknown signal ${name}`);
@@ -387,7 +418,10 @@ class ClientRun {
         cwd: this.#request.cwd,
         stdin: async () => {
           await this.#stdinEnded;
-          return Buffer.concat(this.#stdin);
+          if (this.#stdinBytes > MAX_STDIN_BYTES) throw stdinTooLarge();
+          const whole = Buffer.concat(this.#stdin);
+          this.#stdin = []; // held once, by the run
+          return whole;
         },
         interrupt,
         originMs: this.#origin - this.#request.clientMs,

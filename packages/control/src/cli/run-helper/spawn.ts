@@ -1,10 +1,10 @@
 // Starting a data directory's run helper: detached (its own session, no stdio), in the background of the
-// in-process run that found none. Two runs that both start one are fine: the second helper finds the
-// first's socket live and exits (server.ts).
+// in-process run that found none answering. Two runs that both start one are fine: only one helper gets
+// the data directory's lock, the other exits (server.ts). A socket nobody answers on (its helper was
+// SIGKILLed, OOM-killed, or the machine rebooted) does not stop a new one: the new helper replaces it.
 import { spawn } from 'node:child_process';
-import { statSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { RUN_HELPER_ENV, helperSocketPath } from './protocol.js';
+import { RUN_HELPER_ENV, helperAnswers, helperSocketPath } from './protocol.js';
 
 /**
  * The helper's entry: tsc's output next to this file (the bundle maps import.meta.url back to it, see
@@ -12,10 +12,10 @@ import { RUN_HELPER_ENV, helperSocketPath } from './protocol.js';
  */
 const ENTRY = fileURLToPath(new URL('./main.js', import.meta.url));
 
-/** Starts the run helper of `dataDir` unless it is switched off or one is there already. */
-export function startRunHelper(dataDir: string): void {
+/** Starts the run helper of `dataDir` unless it is switched off or one answers there already. */
+export async function startRunHelper(dataDir: string): Promise<void> {
   if (process.env[RUN_HELPER_ENV] === '0') return;
-  if (statSync(helperSocketPath(dataDir), { throwIfNoEntry: false }) !== undefined) return;
+  if (await helperAnswers(helperSocketPath(dataDir))) return;
   try {
     const child = spawn(process.execPath, [ENTRY, '--data', dataDir], {
       detached: true,
