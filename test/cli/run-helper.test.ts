@@ -362,6 +362,40 @@ describe('agentfense run through the run helper', () => {
     expect(await waitForReapers(data)).toBe(true);
   });
 
+  it('from a removed working directory: in-process with an absolute DIR, a clear error with a relative one', async () => {
+    const gone = join(scratch, 'gone');
+    const fromGone = (dir: string) =>
+      execa(
+        'sh',
+        [
+          '-c',
+          `mkdir "$0" && cd "$0" && rmdir "$0" && exec "$@"`,
+          gone,
+          process.execPath,
+          bin,
+          'run',
+          dir,
+          '--data',
+          data,
+          '-v',
+          '--',
+          'echo',
+          'hi',
+        ],
+        { reject: false, env: ON },
+      );
+    const absolute = await fromGone(repo);
+    expect([absolute.exitCode, absolute.stdout]).toEqual([0, 'hi']);
+    expect(absolute.stderr).not.toContain(HANDED); // the client cannot tell the helper its cwd
+    expect(absolute.stderr).not.toMatch(/internal error|uv_cwd|at /);
+    const relative = await fromGone('repo');
+    expect(relative.exitCode).toBe(2);
+    expect(relative.stderr).toContain('the current directory can not be read');
+    expect(relative.stderr).toContain('give DIR and --rules as absolute paths');
+    expect(relative.stderr).not.toContain('internal error');
+    expect(await waitForReapers(data)).toBe(true);
+  });
+
   it('AGENTFENSE_RUN_HELPER=0 runs in-process and starts no helper', async () => {
     const fresh = join(scratch, 'off');
     await mkdir(fresh);

@@ -3,7 +3,7 @@
 // Afterwards --diff prints the change set, --commit applies it to <dir>; the sandbox is destroyed unless
 // --keep (then `agentfense logs|audit|sandbox inspect <id>` work on it later).
 import { constants as osConstants } from 'node:os';
-import { resolve } from 'node:path';
+import { isAbsolute, resolve } from 'node:path';
 import type { Command } from 'commander';
 import { CancelledError, InvalidArgumentError, escapeControls, quotePath } from '@agentfense/protocol/core';
 import type { ChangeEntry, CommitResult, ExecResult } from '@agentfense/protocol';
@@ -60,6 +60,22 @@ async function readStdin(): Promise<Buffer> {
   return Buffer.concat(chunks);
 }
 
+/**
+ * This process's working directory, for relative DIR and --rules paths. A directory removed under us
+ * (ENOENT) matters only when one of them is relative: then a clear error; else '/' (nothing resolves
+ * against it).
+ */
+function workingDirectory(paths: readonly (string | undefined)[]): string {
+  try {
+    return process.cwd();
+  } catch (err) {
+    if (paths.every((path) => path === undefined || isAbsolute(path))) return '/';
+    throw new InvalidArgumentError(
+      `the current directory can not be read (${(err as NodeJS.ErrnoException).code ?? String(err)}: removed?); give DIR and --rules as absolute paths, or run from an existing directory`,
+    );
+  }
+}
+
 function summarize(changes: readonly ChangeEntry[]): string {
   if (changes.length === 0) return 'no changes\n';
   const mark = { added: 'A', modified: 'M', deleted: 'D' } as const;
@@ -112,7 +128,7 @@ export function registerRun(program: Command, { io, result, mode }: CliContext):
       // In the run helper (run-helper/server.ts) the request is another process's: its cwd, stdin and
       // signals, and the helper's open control plane. Everything else below is the same on both paths.
       const { helper } = mode;
-      const cwd = helper?.cwd ?? process.cwd();
+      const cwd = helper?.cwd ?? workingDirectory([dir, flags.rules]);
       const rules = await policyFromFlags(flags, { cwd });
       const env = parseEnvPairs(flags.env);
       const labels = parseLabels(flags.label);
