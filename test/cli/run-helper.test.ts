@@ -4,7 +4,7 @@
 // killed client stop the command and remove the sandbox, concurrent runs, a run next to `serve`, and the
 // helper's own exits (idle, data directory removed, SIGTERM) leave no process, mount or socket behind.
 // The system tests switch the helper off by default (vitest.config.ts); these switch it on.
-import { mkdir, mkdtemp, readFile, readdir, rm, stat, utimes, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, readdir, readlink, rm, stat, utimes, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -490,6 +490,20 @@ describe('the run helper exits and leaves nothing', () => {
     const handed = await runSh([], 'echo handed', { dataDir: dir });
     expect([handed.exitCode, handed.stdout]).toEqual([0, 'handed']);
     expect(handed.stderr).toContain(HANDED);
+    await stopHelper(dir);
+  });
+
+  it("works in / (not the first run's cwd, which it would keep busy, e.g. for umount)", async () => {
+    const dir = join(scratch, 'cwd');
+    const first = await execa(process.execPath, [bin, 'run', repo, '--data', dir, '--', 'true'], {
+      reject: false,
+      cwd: scratch,
+      env: ON,
+    });
+    expect(first.exitCode).toBe(0);
+    await until('the helper', async () => (await helperPids(dir)).length === 1);
+    const [pid] = await helperPids(dir);
+    expect(await readlink(`/proc/${pid}/cwd`)).toBe('/');
     await stopHelper(dir);
   });
 
