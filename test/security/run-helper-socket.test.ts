@@ -4,7 +4,7 @@
 // modes ever be loosened, the kernel's record of the peer (SO_PEERCRED): the helper closes a connection
 // from another uid before reading a request. And the helper's commands run as the sandbox user, never as
 // host root (the same runtime path as an in-process run).
-import { chmod, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { chmod, chown, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -116,6 +116,33 @@ async function attack(as: HostUser | undefined): Promise<Outcome> {
 }
 
 describe('the run helper socket', () => {
+  it('the client trusts only a 0600 socket of its own uid: otherwise it runs in-process', async () => {
+    // Someone else's socket at the path (a data directory under a shared parent): the client must not
+    // send it argv, environment and stdin, nor write what it answers to the user's terminal.
+    const run = () =>
+      execa(process.execPath, [bin, 'run', repo, '--data', data, '-v', '--', 'echo', 'x'], {
+        reject: false,
+        env: ON,
+      });
+    const handed = await run();
+    expect(handed.stderr).toContain('handed to the run helper'); // control
+    await chown(socket, user?.uid ?? 65534, user?.gid ?? 65534);
+    try {
+      const r = await run();
+      expect([r.exitCode, r.stdout]).toEqual([0, 'x']);
+      expect(r.stderr).not.toContain('handed to the run helper');
+    } finally {
+      await chown(socket, 0, 0);
+    }
+    await chmod(socket, 0o666);
+    try {
+      const r = await run();
+      expect(r.stderr).not.toContain('handed to the run helper');
+    } finally {
+      await chmod(socket, 0o600);
+    }
+    expect(await waitForReapers(data)).toBe(true);
+  });
   it('another local user cannot connect: 0600 socket in a 0700 data directory', async () => {
     await chmod(scratch, 0o711); // the user can reach the data directory's parent, not into it
     const r = await attack(user);

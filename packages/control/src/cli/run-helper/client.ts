@@ -4,7 +4,7 @@
 // of the helper accepting the request (no socket, a refused connection, a DECLINE, the connection closed
 // before ACCEPT) returns undefined and the run happens in-process, exactly as without a helper: nothing
 // was done for it yet.
-import { statSync } from 'node:fs';
+import { lstatSync, statSync } from 'node:fs';
 import type { Socket } from 'node:net';
 import { constants as osConstants } from 'node:os';
 import { resolveDataDir } from '../../paths.js';
@@ -32,6 +32,19 @@ function helperCanServe(options: readonly string[]): boolean {
 }
 
 /**
+ * Whether `socket` is one this user's helper made: a socket, ours, 0600, in a data directory of ours that
+ * nobody else may write (else someone else could have put it there, and would get our argv, environment
+ * and stdin, and write to our terminal). False also when there is none. May throw (EACCES, ENOTDIR).
+ */
+function trustworthy(dataDir: string, socket: string): boolean {
+  const uid = process.getuid?.();
+  const sock = lstatSync(socket, { throwIfNoEntry: false });
+  if (sock === undefined || !sock.isSocket() || sock.uid !== uid || (sock.mode & 0o077) !== 0) return false;
+  const dir = statSync(dataDir);
+  return dir.uid === uid && (dir.mode & 0o022) === 0;
+}
+
+/**
  * Runs `argv` (without node and script) through the data directory's run helper; resolves with the exit
  * status, or undefined when the caller must run it in-process (not a run, the helper is off or absent,
  * or it declined).
@@ -52,7 +65,7 @@ export async function runThroughHelper(argv: readonly string[]): Promise<number 
   try {
     // Both throw for what the in-process run reports itself: a deleted cwd (ENOENT), a data directory
     // this user may not search (EACCES), a file in its place (ENOTDIR).
-    if (statSync(path, { throwIfNoEntry: false }) === undefined) return undefined;
+    if (!trustworthy(dataDir, path)) return undefined;
     cwd = process.cwd();
     traits = processTraits();
   } catch {
