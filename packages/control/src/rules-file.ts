@@ -26,7 +26,9 @@ export async function loadRulesFile(
   try {
     parsed = JSON.parse(text);
   } catch (err) {
-    throw new InvalidArgumentError(`rules file ${file} is not valid JSON: ${(err as Error).message}`, {
+    // Where, not what: V8's message quotes the text around the error, and a root CLI's --rules may name
+    // a file whose contents are not for its output (review7: `--rules /etc/shadow` printed a line of it).
+    throw new InvalidArgumentError(`rules file ${file} is not valid JSON${jsonErrorPlace(text, err)}`, {
       cause: err,
     });
   }
@@ -46,4 +48,15 @@ export async function loadRulesFile(
     }
     throw err;
   }
+}
+
+/** ` (line L, column C)` of a JSON.parse error when V8 gives its position ('' else), without quoting. */
+function jsonErrorPlace(text: string, err: unknown): string {
+  const message = err instanceof Error ? err.message : '';
+  if (/end of JSON input/i.test(message)) return ' (it ends too early)';
+  const at = /at position (\d+)/.exec(message)?.[1];
+  if (at === undefined) return '';
+  const before = text.slice(0, Number(at));
+  const line = before.split('\n').length;
+  return ` (line ${line}, column ${Number(at) - before.lastIndexOf('\n')})`;
 }

@@ -106,7 +106,19 @@ describe('agentfense explain', () => {
     await writeFile(notJson, '[{"pattern": ');
     const broken = await cli('explain', '--rules', notJson, '/x');
     expect(broken.code).toBe(2);
-    expect(broken.stderr).toMatch(/broken\.json is not valid JSON/);
+    expect(broken.stderr).toMatch(/broken\.json is not valid JSON \(it ends too early\)/);
+    // The error says where, never quotes the file (a root CLI may be pointed at /etc/shadow).
+    const secret = join(dir, 'secret.json');
+    await writeFile(secret, 'root:$6$very-secret-hash:20200:0:99999:7:::\n');
+    const quoted = await cli('explain', '--rules', secret, '/x');
+    expect(quoted.code).toBe(2);
+    expect(quoted.stderr).toMatch(/secret\.json is not valid JSON/);
+    expect(quoted.stderr).not.toMatch(/very-secret|root:|\$6/);
+    const late = join(dir, 'late.json');
+    await writeFile(late, '[\n  {"pattern": "x", }\n]');
+    expect((await cli('explain', '--rules', late, '/x')).stderr).toMatch(
+      /late\.json is not valid JSON \(line 2, column \d+\)/,
+    );
     const notArray = join(dir, 'object.json');
     await writeFile(notArray, '{"pattern": "**/*"}');
     expect((await cli('explain', '--rules', notArray, '/x')).stderr).toMatch(/must hold a JSON array/);
