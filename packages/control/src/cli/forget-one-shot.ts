@@ -10,6 +10,7 @@
 // sandbox cannot tell a record-less new directory from an old one by itself). A reaper that dies
 // half-way leaves a marked directory to the next reaper (every `run` ends with one) or `agentfense gc`.
 import { writeFileSync } from 'node:fs';
+import { forgottenMarker } from '../sandboxes/forgotten.js';
 import type { DataLayout } from '../paths.js';
 import { CodebaseStore } from '../store/codebases.js';
 import { openDatabase } from '../store/db.js';
@@ -20,7 +21,7 @@ export function forgetOneShot(
   layout: DataLayout,
   ids: { readonly sandboxId: string; readonly codebaseId: string },
 ): void {
-  writeFileSync(layout.sandbox(ids.sandboxId).forgotten, `${process.pid}\n`, { mode: 0o600 });
+  writeFileSync(layout.sandbox(ids.sandboxId).forgotten, forgottenMarker(), { mode: 0o600 });
   // A connection of its own: the control plane's stays as it is (this process exits right after).
   const db = openDatabase(layout.database);
   try {

@@ -5,17 +5,18 @@
 //     directory (a SIGKILLed run's: its command dies through the sandbox's cgroups);
 //   - removes every sandbox directory a fast exit forgot (marked, no record: forget-one-shot.ts), this
 //     run's and any an earlier reaper did not finish: its mounts, cgroups and relay (the bwrap runtime's
-//     leftovers), then the directory;
+//     leftovers), then the directory; not one whose marker's writer still runs (sandboxes/forgotten.ts);
 //   - removes the linked codebase the run made for itself, unless something uses it by now.
 // Not `gc`: its sweep of record-less directories and mounts cannot tell them from a sandbox another
 // process is creating at that moment, and every run ends with a reaper, concurrent runs included.
 // Output goes to the control log (and stderr, which the watchdog discards).
-import { readdir, stat } from 'node:fs/promises';
+import { readFile, readdir } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { removeTree } from '@agentfense/fuse-worker';
 import { AgentFenseError, NotFoundError } from '@agentfense/protocol/core';
 import type { ControlPlane } from '../control-plane.js';
+import { markerWriterAlive } from '../sandboxes/forgotten.js';
 import { processStartTime } from '../sandboxes/process-identity.js';
 
 /** How long to wait for the CLI to finish exiting. */
@@ -37,11 +38,9 @@ async function forgottenSandboxes(plane: ControlPlane): Promise<string[]> {
   const found: string[] = [];
   for (const name of await readdir(plane.layout.sandboxesDir).catch(() => [] as string[])) {
     if (!/^sb_[0-9a-f-]+$/.test(name)) continue;
-    const marked = await stat(plane.layout.sandbox(name).forgotten).then(
-      () => true,
-      () => false,
-    );
-    if (marked && !recorded(plane, name)) found.push(name);
+    const marker = await readFile(plane.layout.sandbox(name).forgotten, 'utf8').catch(() => undefined);
+    // A live writer (the run helper, tearing it down after its answer) removes it itself.
+    if (marker !== undefined && !markerWriterAlive(marker) && !recorded(plane, name)) found.push(name);
   }
   return found;
 }
@@ -73,6 +72,7 @@ async function main(): Promise<void> {
         await plane.sandboxes.clearMountsOf(id, 'bwrap');
         await removeTree(plane.layout.sandbox(id).dir);
       } catch (err) {
+        if ((err as NodeJS.ErrnoException).code === 'ENOENT') continue; // removed meanwhile: done
         if (!(err instanceof AgentFenseError)) throw err;
         plane.logger.warn({ err, sandboxId: id }, 'reaper: sandbox leftovers not removed');
       }

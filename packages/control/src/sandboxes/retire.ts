@@ -10,6 +10,7 @@ import type { SandboxStore } from '../store/sandboxes.js';
 import type { KeyedLock } from './keyed-lock.js';
 import type { Ownership } from './ownership.js';
 import type { Live, StartDeps } from './start.js';
+import { forgottenMarker } from './forgotten.js';
 import { tearDown } from './teardown.js';
 
 /** What retiring needs from the manager. */
@@ -42,7 +43,7 @@ export function retireSandbox(d: RetireDeps, id: string): Retiring {
       throw new WrongStateError(`sandbox ${id} is not running in this process`);
     }
     const paths = d.deps.layout.sandbox(id);
-    await writeFile(paths.forgotten, `${process.pid}\n`, { mode: 0o600 });
+    await writeFile(paths.forgotten, forgottenMarker(), { mode: 0o600 });
     d.live.delete(id);
     d.store.delete(id);
     forgotten();
@@ -53,7 +54,9 @@ export function retireSandbox(d: RetireDeps, id: string): Retiring {
       closeSessions: true,
       mountErrors: 'throw',
     });
-    await removeTree(paths.dir);
+    await removeTree(paths.dir).catch((err: NodeJS.ErrnoException) => {
+      if (err.code !== 'ENOENT') throw err; // removed meanwhile: done
+    });
     d.deps.logger.info({ sandboxId: id }, 'sandbox retired');
   });
   removed.catch(failed);
