@@ -53,6 +53,40 @@ describe('sandbox listing and expiry', () => {
     for (const id of ids) await cp.destroySandbox(id);
   });
 
+  it("a run helper's spare is internal: unlisted until claimed, then listed with the caller's labels", async () => {
+    const spare = await cp.createSandbox({ codebaseId, labels: { team: 'spare-test' } }, { spare: true });
+    const plain = await cp.createSandbox({ codebaseId, labels: { team: 'spare-test' } });
+    const listed = (labels?: Record<string, string>) =>
+      cp.listSandboxes(labels === undefined ? {} : { labels }).items.map((s) => s.id);
+    // Idle: in no listing, unless the caller filters on the reserved key.
+    expect(listed()).toEqual([plain.id]);
+    expect(listed({ team: 'spare-test' })).toEqual([plain.id]);
+    expect(cp.listSandboxes({ state: 'PENDING', codebaseId }).items.map((s) => s.id)).toEqual([plain.id]);
+    expect(listed({ 'agentfense.spare': 'true' })).toEqual([spare.id]);
+    expect(listed({ 'agentfense.spare': 'true', team: 'spare-test' })).toEqual([spare.id]);
+    expect(cp.getSandbox(spare.id).labels).toEqual({ team: 'spare-test', 'agentfense.spare': 'true' });
+    // Claimed: listed as any sandbox, its labels the caller's, and the label index agrees.
+    expect(cp.claimSpareSandbox(spare.id)).toBe(true);
+    expect(listed()).toEqual([spare.id, plain.id]);
+    expect(listed({ team: 'spare-test' })).toEqual([spare.id, plain.id]);
+    expect(listed({ 'agentfense.spare': 'true' })).toEqual([]);
+    expect(cp.getSandbox(spare.id).labels).toEqual({ team: 'spare-test' });
+    expect(cp.claimSpareSandbox(spare.id)).toBe(false);
+    expect(cp.claimSpareSandbox(plain.id)).toBe(false);
+    for (const id of [spare.id, plain.id]) await cp.destroySandbox(id);
+  });
+
+  it('refuses the reserved spare label from callers, naming it', async () => {
+    await expect(cp.createSandbox({ codebaseId, labels: { 'agentfense.spare': 'true' } })).rejects.toThrow(
+      /label key agentfense\.spare is reserved for the run helper's spare sandboxes; use another key/,
+    );
+    await expect(cp.createSandbox({ codebaseId, labels: { 'agentfense.spare': 'x' } })).rejects.toThrow(
+      InvalidArgumentError,
+    );
+    expect(cp.listSandboxes({ labels: { 'agentfense.spare': 'true' } }).items).toEqual([]);
+    expect(cp.listSandboxes().items).toEqual([]);
+  });
+
   it('rejects invalid create options clearly', async () => {
     await expect(cp.createSandbox({ codebaseId, runtime: 'qemu' })).rejects.toThrow(/unknown runtime "qemu"/);
     await expect(cp.createSandbox({ codebaseId, expiresIn: -1 })).rejects.toThrow(/expiresIn/);

@@ -16,6 +16,7 @@ import { InvalidArgumentError } from '@agentfense/protocol';
 import { CodebaseService } from './codebases/service.js';
 import type { UploadSource } from './codebases/service.js';
 import type { CodebaseInfo, FileEntry } from './codebases/types.js';
+import { validateId } from './ids.js';
 import { createControlLogger } from './logger.js';
 import { DataLayout, ensurePrivateDir, resolveDataDir } from './paths.js';
 import type { PresetRegistry } from './presets/registry.js';
@@ -23,6 +24,8 @@ import type { AuditQuery } from './sandboxes/audit-log.js';
 import { collectGarbage } from './sandboxes/gc.js';
 import type { GcOptions, GcReport } from './sandboxes/gc.js';
 import { SandboxManager } from './sandboxes/manager.js';
+import { SPARE_LABEL } from './sandboxes/one-shot.js';
+import type { CreateInternal } from './sandboxes/records.js';
 import { RuntimeRegistry, builtinRuntimes } from './sandboxes/runtimes.js';
 import type { RuntimeMap } from './sandboxes/runtimes.js';
 import type { SupervisionOptions } from './sandboxes/supervisor.js';
@@ -254,9 +257,18 @@ export class ControlPlane implements AsyncDisposable {
   /**
    * `own`: this process owns the sandbox from its INSERT (a server or one-shot run that starts it at
    * once): if the process dies before the start, recovery settles it instead of leaving it PENDING.
+   * `spare`: the run helper's spare sandbox (reserved label, left out of listings; claimSpareSandbox).
    */
-  createSandbox(options: CreateSandboxOptions, ownership: { own?: boolean } = {}): Promise<SandboxInfo> {
+  createSandbox(options: CreateSandboxOptions, ownership: CreateInternal = {}): Promise<SandboxInfo> {
     return this.sandboxes.create(options, ownership);
+  }
+  /**
+   * The run helper hands its spare sandbox (created with `spare: true`) to a run: the reserved label goes
+   * from the record and from the label index in one transaction, so from then on the sandbox is listed and
+   * labelled as any run's. False when it was not a spare (nothing changed).
+   */
+  claimSpareSandbox(id: string): boolean {
+    return this.#store.removeLabel(validateId('sandbox', id), SPARE_LABEL);
   }
   getSandbox(id: string): SandboxInfo {
     return this.sandboxes.get(id);

@@ -42,7 +42,7 @@ import type { SandboxManagerOptions } from './manager-options.js';
 import { onTemporaryWorker } from './temporary-worker.js';
 import { checkResources } from './validate.js';
 import { listSandboxes, newSandboxRow, resolveRules } from './records.js';
-import type { RecordDeps } from './records.js';
+import type { CreateInternal, RecordDeps } from './records.js';
 import { DEFAULT_WORKER_POOL_SIZE, WorkerPool } from './worker-pool.js';
 import { SandboxTrash } from './trash.js';
 import type {
@@ -122,11 +122,11 @@ export class SandboxManager {
   }
 
   /** Creates a sandbox in PENDING; rules, runtime, labels, env and expiry are validated now. */
-  async create(options: CreateSandboxOptions, internal: { own?: boolean } = {}): Promise<SandboxInfo> {
+  async create(options: CreateSandboxOptions, internal: CreateInternal = {}): Promise<SandboxInfo> {
     this.#assertOpen();
     // Strictly increasing within this process: listings are in creation order (created_at, then id).
     const now = Math.max(Date.now(), this.#lastCreatedAt + 1);
-    const row = await newSandboxRow(this.#records, options, now);
+    const row = await newSandboxRow(this.#records, options, now, internal);
     this.#lastCreatedAt = now;
     const { id } = row;
     // The record first, then the directory: `agentfense gc` removes directories without a record.

@@ -9,3 +9,11 @@ export const ONE_SHOT_LABEL = 'agentfense.run';
 export function isOneShot(labels: Readonly<Record<string, string>>): boolean {
   return labels[ONE_SHOT_LABEL] === 'true';
 }
+
+/**
+ * Reserved label of a spare sandbox the run helper keeps started for the next identical `run`
+ * (cli/run-helper/spare.ts). An idle spare is internal: listings leave it out unless the caller filters on
+ * this key, users may not set it, and it is removed when a run takes the spare, so the running sandbox is
+ * listed and labelled exactly as an in-process run's.
+ */
+export const SPARE_LABEL = 'agentfense.spare';

@@ -10,7 +10,8 @@ import { sandboxInfo } from '../store/sandboxes.js';
 import type { NewSandboxRow, SandboxStore } from '../store/sandboxes.js';
 import type { RuntimeRegistry } from './runtimes.js';
 import type { CreateSandboxOptions, ListSandboxesOptions, Page, SandboxInfo } from './types.js';
-import { checkExpiresIn, checkImage, checkLabels, checkResources } from './validate.js';
+import { SPARE_LABEL } from './one-shot.js';
+import { checkExpiresIn, checkImage, checkLabels, checkResources, checkUserLabels } from './validate.js';
 
 export interface RecordDeps {
   readonly codebases: CodebaseService;
@@ -33,18 +34,30 @@ export function resolveRules(
   });
 }
 
-/** The row of a new PENDING sandbox created at `now` (ms); every option is validated here. */
+/**
+ * What only the product's own callers ask of a create. `own`: this process owns the sandbox from its
+ * INSERT. `spare`: the run helper's spare sandbox, which carries the reserved SPARE_LABEL.
+ */
+export interface CreateInternal {
+  readonly own?: boolean;
+  readonly spare?: boolean;
+}
+
+/**
+ * The row of a new PENDING sandbox created at `now` (ms); every option is validated here. */
 export async function newSandboxRow(
   deps: RecordDeps,
   options: CreateSandboxOptions,
   now: number,
+  internal: CreateInternal = {},
 ): Promise<NewSandboxRow> {
   const codebaseId = validateId('codebase', options.codebaseId);
   deps.codebases.get(codebaseId); // NotFoundError naming it
   const rules = resolveRules(deps.presets, options);
   const runtime = deps.runtimes.check(options.runtime ?? deps.defaultRuntime);
   const image = checkImage(runtime, (await deps.runtimes.get(runtime)).traits, options.image);
-  const labels = checkLabels(options.labels ?? {});
+  const labels = checkUserLabels(options.labels ?? {});
+  if (internal.spare === true) labels[SPARE_LABEL] = 'true';
   const env = validateEnv(options.env ?? {});
   // Every sandbox gets limits: what it asks for, the configured defaults for the rest.
   const resources = { ...deps.defaultResources, ...checkResources(options.resources ?? {}) };
@@ -75,6 +88,8 @@ export function listSandboxes(store: SandboxStore, options: ListSandboxesOptions
     codebaseId: options.codebaseId === undefined ? undefined : validateId('codebase', options.codebaseId),
     state: options.state,
     labels: options.labels === undefined ? undefined : checkLabels(options.labels),
+    // An idle spare is internal: only a filter on its reserved key lists it.
+    withoutLabelKeys: options.labels?.[SPARE_LABEL] === undefined ? [SPARE_LABEL] : [],
     after: options.pageToken === undefined ? undefined : decodePageToken(options.pageToken),
     limit: limit + 1,
   });

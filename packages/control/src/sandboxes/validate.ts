@@ -1,6 +1,7 @@
 // Checks of what a caller gives to create or list sandboxes: each error names the field and what fits.
 import { InvalidArgumentError } from '@agentfense/protocol';
 import type { RuntimeTraits } from '@agentfense/protocol';
+import { SPARE_LABEL } from './one-shot.js';
 
 /** Longest label key / value accepted. */
 const MAX_LABEL_KEY = 128;
@@ -43,6 +44,18 @@ export function checkLabels(labels: unknown): Record<string, string> {
       );
     }
     out[key] = value;
+  }
+  return out;
+}
+
+/** Labels a caller sets on a sandbox: as checkLabels, and never the run helper's reserved key. */
+export function checkUserLabels(labels: unknown): Record<string, string> {
+  const out = checkLabels(labels);
+  if (Object.hasOwn(out, SPARE_LABEL)) {
+    throw new InvalidArgumentError(
+      `label key ${SPARE_LABEL} is reserved for the run helper's spare sandboxes; use another key`,
+      { details: { label: SPARE_LABEL } },
+    );
   }
   return out;
 }

@@ -140,6 +140,8 @@ export interface SandboxQuery {
   readonly codebaseId?: string | undefined;
   readonly state?: SandboxState | undefined;
   readonly labels?: Readonly<Record<string, string>> | undefined;
+  /** Leaves out sandboxes that carry any of these label keys. */
+  readonly withoutLabelKeys?: readonly string[] | undefined;
   readonly after?: PageCursor | undefined;
   readonly limit: number;
 }
@@ -213,6 +215,23 @@ export class SandboxStore {
     return this.#db.transaction(() => fn(this.get(id))).immediate();
   }
 
+  /**
+   * Removes one label from the row's labels and from sandbox_labels in one transaction (listings and the
+   * reported labels change together). False when the sandbox has no such label.
+   */
+  removeLabel(id: string, key: string): boolean {
+    return this.#db
+      .transaction(() => {
+        const row = this.get(id);
+        if (!Object.hasOwn(row.labels, key)) return false;
+        const labels = Object.fromEntries(Object.entries(row.labels).filter(([k]) => k !== key));
+        this.update(id, { labels });
+        this.#db.prepare('DELETE FROM sandbox_labels WHERE sandbox_id = ? AND key = ?').run(id, key);
+        return true;
+      })
+      .immediate();
+  }
+
   delete(id: string): void {
     this.#delete.run(id);
   }
@@ -246,6 +265,10 @@ export class SandboxStore {
         'EXISTS (SELECT 1 FROM sandbox_labels l WHERE l.sandbox_id = s.id AND l.key = ? AND l.value = ?)',
       );
       params.push(key, value);
+    }
+    for (const key of q.withoutLabelKeys ?? []) {
+      where.push('NOT EXISTS (SELECT 1 FROM sandbox_labels l WHERE l.sandbox_id = s.id AND l.key = ?)');
+      params.push(key);
     }
     if (q.after !== undefined) {
       where.push('(s.created_at > ? OR (s.created_at = ? AND s.id > ?))');

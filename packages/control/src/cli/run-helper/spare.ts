@@ -1,16 +1,17 @@
 // A started sandbox kept ready by the run helper for the next request with the same parameters
-// (AGENTFENSE_RUN_HELPER_SPARE=1; off by default, docs/decisions.md "A warm run helper"). Through the
+// (on by default; AGENTFENSE_RUN_HELPER_SPARE=0 turns it off; docs/decisions.md "A warm run helper"). Through the
 // helper a run still pays create → start → first exec; an agent that calls `run` over and over asks for
 // the same directory, rules and limits each time, so after each run the helper links, creates and starts
 // one sandbox with exactly that run's options, and the next run whose options are identical (and whose
 // directory still resolves to the same place) takes it instead of starting its own. Anything else
 // destroys it in the background and starts fresh. Nothing of the request is guessed: only the same
-// create options are ever taken.
+// create options are ever taken. An idle spare carries a reserved label (SPARE_LABEL) that keeps it out
+// of listings; taking it removes the label, so the run's sandbox is listed and labelled as any run's.
 import { realpath } from 'node:fs/promises';
 import type { ControlPlane } from '../../control-plane.js';
 import type { CreateSandboxOptions } from '../../sandboxes/types.js';
 
-/** Turns spare sandboxes on (`1`). */
+/** Turns spare sandboxes off (`0`); on otherwise. */
 export const RUN_HELPER_SPARE_ENV = 'AGENTFENSE_RUN_HELPER_SPARE';
 
 /** What a run would create: the directory and the sandbox options (all but the codebase id). */
@@ -74,7 +75,8 @@ export class SpareSandbox {
         return false;
       }
     })();
-    if (ready.hostPath !== hostPath || !running) {
+    // Claimed only once it is known to be usable: a spare discarded here keeps its label to the end.
+    if (ready.hostPath !== hostPath || !running || !this.#plane.claimSpareSandbox(ready.sandboxId)) {
       this.#discard(spare);
       return undefined;
     }
@@ -93,7 +95,7 @@ export class SpareSandbox {
       try {
         const sandbox = await plane.createSandbox(
           { ...spec.options, codebaseId: codebase.id },
-          { own: true },
+          { own: true, spare: true },
         );
         try {
           await plane.startSandbox(sandbox.id);
