@@ -17,8 +17,16 @@ import { waitForReapers } from '../helpers/reapers.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const bin = `${root}packages/control/bin/agentfense.js`;
-// A short idle time: a helper whose file failed before its afterAll stopped it is gone soon after.
-const ON = { AGENTFENSE_RUN_HELPER: '1', AGENTFENSE_RUN_HELPER_IDLE: '30' };
+/**
+ * The helper on, spare sandboxes as users get them (on by default). A short idle time: a helper whose
+ * file failed before its afterAll stopped it is gone soon after.
+ */
+const ON_DEFAULT = { AGENTFENSE_RUN_HELPER: '1', AGENTFENSE_RUN_HELPER_IDLE: '30' };
+/**
+ * The helper without spare sandboxes: each run creates and starts its own, so these tests check that path
+ * (and that nothing is left right after a run). The spares have their own describe below.
+ */
+const ON = { ...ON_DEFAULT, AGENTFENSE_RUN_HELPER_SPARE: '0' };
 
 let scratch: string;
 let repo: string;
@@ -65,38 +73,57 @@ async function stopHelper(dataDir: string): Promise<void> {
   await until('the helper to exit', async () => (await helperPids(dataDir)).length === 0);
 }
 
-function agentfense(args: string[], options: { env?: Record<string, string>; input?: string } = {}) {
-  return execa(process.execPath, [bin, ...args], {
-    reject: false,
-    ...options,
-    env: { ...ON, ...options.env },
-  });
+interface AgentfenseOptions {
+  env?: Record<string, string>;
+  input?: string;
+  /** The environment under `env` (ON unless given). */
+  base?: Record<string, string>;
+}
+
+function agentfense(args: string[], options: AgentfenseOptions = {}) {
+  const { base = ON, env, ...rest } = options;
+  return execa(process.execPath, [bin, ...args], { reject: false, ...rest, env: { ...base, ...env } });
 }
 
 /** `run <repo> --data <dataDir> -v <flags> -- sh -c <script>`. */
 function runSh(
   flags: string[],
   script: string,
-  options: { env?: Record<string, string>; input?: string; dataDir?: string } = {},
+  options: AgentfenseOptions & { dataDir?: string; repoDir?: string } = {},
 ) {
-  const { dataDir = data, ...rest } = options;
-  return agentfense(['run', repo, '--data', dataDir, '-v', ...flags, '--', 'sh', '-c', script], rest);
+  const { dataDir = data, repoDir = repo, ...rest } = options;
+  return agentfense(['run', repoDir, '--data', dataDir, '-v', ...flags, '--', 'sh', '-c', script], rest);
 }
 
 const HANDED = 'handed to the run helper';
 
 /** The first run of `dataDir`: in-process, and it leaves a helper listening. */
-async function firstRun(dataDir: string, env: Record<string, string> = {}): Promise<void> {
-  const r = await runSh([], 'true', { dataDir, env });
+async function firstRun(
+  dataDir: string,
+  env: Record<string, string> = {},
+  more: { base?: Record<string, string>; repoDir?: string; flags?: string[] } = {},
+): Promise<void> {
+  const r = await runSh(more.flags ?? [], 'true', { dataDir, env, ...more });
   expect(r.exitCode).toBe(0);
   expect(r.stderr).toContain('data directory open');
   expect(r.stderr).not.toContain(HANDED);
   await until('the helper socket', () => exists(join(dataDir, 'run-helper.sock')));
 }
 
-async function sandboxList(dataDir = data): Promise<unknown[]> {
-  const list = await agentfense(['sandbox', 'list', '--data', dataDir, '--json']);
-  return JSON.parse(list.stdout) as unknown[];
+interface Listed {
+  id: string;
+  state: string;
+  labels: Record<string, string>;
+}
+
+async function sandboxList(dataDir = data, flags: string[] = []): Promise<Listed[]> {
+  const list = await agentfense(['sandbox', 'list', '--data', dataDir, '--json', ...flags]);
+  return JSON.parse(list.stdout) as Listed[];
+}
+
+/** The idle spare sandboxes of `dataDir`: listed only when asked for by their reserved label. */
+function spareList(dataDir: string): Promise<Listed[]> {
+  return sandboxList(dataDir, ['--label', 'agentfense.spare=true']);
 }
 
 /** Starts `run -v -- sleep <marker>` and resolves once the command runs in the sandbox. */
@@ -538,41 +565,148 @@ describe('the run helper exits and leaves nothing', () => {
   });
 });
 
-describe('spare sandboxes (AGENTFENSE_RUN_HELPER_SPARE=1)', () => {
-  const SPARE = { AGENTFENSE_RUN_HELPER_SPARE: '1' };
+describe('spare sandboxes (on by default; AGENTFENSE_RUN_HELPER_SPARE=0 turns them off)', () => {
+  // No AGENTFENSE_RUN_HELPER_SPARE at all: what a user gets.
+  const base = ON_DEFAULT;
+  const RESERVED = /label key agentfense\.spare is reserved for the run helper's spare sandboxes/;
+  /** The sandboxed `sleep <marker>` itself (not the client, whose command line also holds it). */
+  const sleeperRuns = async (marker: string): Promise<boolean> =>
+    (await execa('pgrep', ['-f', `^sleep ${marker}$`], { reject: false })).exitCode === 0;
 
-  it('the next identical run takes a sandbox started ahead; it sees the directory as it is then', async () => {
-    const dir = join(scratch, 'spare');
-    await firstRun(dir, SPARE);
+  it('an idle spare is not listed (only with its label filter); a taken one is listed as any run', async () => {
+    const dir = join(scratch, 'spare-list');
+    const flags = ['--label', 'team=blue'];
+    await firstRun(dir, {}, { base, flags });
     // The first run through the helper starts its own and leaves a spare for the next one.
-    const second = await runSh([], 'cat /workspace/README.md | head -c 1', { dataDir: dir, env: SPARE });
+    const second = await runSh(flags, 'true', { dataDir: dir, base });
     expect(second.stderr).toContain(HANDED);
     expect(second.stderr).toContain('created');
-    await until('the spare', async () => (await sandboxList(dir)).length === 1);
-    // Changed after the spare was mounted: a new file, a removed one.
-    await writeFile(join(repo, 'added-later.txt'), 'later\n');
-    await rm(join(repo, 'output', 'c.txt'), { force: true });
-    const third = await runSh([], 'cat /workspace/added-later.txt; ls /workspace/output', {
-      dataDir: dir,
-      env: SPARE,
-    });
-    expect(third.stderr).toContain('took started sandbox');
-    expect(third.exitCode).toBe(0);
-    expect(third.stdout.split('\n')).toContain('later');
-    expect(third.stdout).not.toContain('c.txt');
-    await rm(join(repo, 'added-later.txt'));
+    await until('the spare', async () => (await spareList(dir)).length === 1);
+    const [idle] = await spareList(dir);
+    expect(idle?.state).toBe('RUNNING');
+    expect(idle?.labels).toEqual({ team: 'blue', 'agentfense.run': 'true', 'agentfense.spare': 'true' });
+    expect(await sandboxList(dir)).toEqual([]);
+    expect(await sandboxList(dir, ['--label', 'team=blue'])).toEqual([]);
+    expect(await sandboxList(dir, ['--state', 'RUNNING'])).toEqual([]);
+
+    // Taken: during its run it is listed without the reserved label, as an in-process run's sandbox is.
+    const marker = '6.0173';
+    const child = execa(
+      process.execPath,
+      [bin, 'run', repo, '--data', dir, '-v', ...flags, '--', 'sleep', marker],
+      { reject: false, env: base },
+    );
+    await until('the sleeper', () => sleeperRuns(marker));
+    const during = await sandboxList(dir);
+    expect(during.map((s) => [s.id, s.state, s.labels])).toEqual([
+      [idle?.id, 'RUNNING', { team: 'blue', 'agentfense.run': 'true' }],
+    ]);
+    expect(await sandboxList(dir, ['--label', 'team=blue'])).toHaveLength(1);
+    expect(await spareList(dir)).toEqual([]);
+    const done = await child;
+    expect(done.exitCode).toBe(0);
+    expect(done.stderr).toContain(`took started sandbox ${idle?.id}`);
+
+    // The in-process path reports the same labels for the same flags.
+    const inProcess = execa(
+      process.execPath,
+      [bin, 'run', repo, '--data', dir, ...flags, '--', 'sleep', '6.0174'],
+      { reject: false, env: { ...base, AGENTFENSE_RUN_HELPER: '0' } },
+    );
+    await until('the in-process sleeper', () => sleeperRuns('6.0174'));
+    const listedInProcess = await sandboxList(dir);
+    expect(listedInProcess.map((s) => s.labels)).toEqual([{ team: 'blue', 'agentfense.run': 'true' }]);
+    expect((await inProcess).exitCode).toBe(0);
+
+    // The reserved key is refused from users, through the helper and in-process alike.
+    for (const env of [base, { ...base, AGENTFENSE_RUN_HELPER: '0' }]) {
+      const refused = await runSh(['--label', 'agentfense.spare=true'], 'true', { dataDir: dir, base: env });
+      expect(refused.exitCode).toBe(2);
+      expect(refused.stderr).toMatch(RESERVED);
+    }
+    await stopHelper(dir);
+    expect(await sandboxList(dir)).toEqual([]);
+    expect(await spareList(dir)).toEqual([]);
+    expect(await nothingLeft(dir)).toBe(true);
+  });
+
+  it('a spare sees the directory as it is when taken, and nothing of an earlier run', async () => {
+    const dir = join(scratch, 'spare-fresh');
+    const tree = join(scratch, 'spare-repo');
+    await execa('cp', ['-a', `${root}examples/demo-repo`, tree]);
+    const opts = { dataDir: dir, base, repoDir: tree };
+    await firstRun(dir, {}, { base, repoDir: tree });
+    // This run leaves a delta (not committed), then the helper starts the spare.
+    const writer = await runSh([], 'echo first > /workspace/output/first-delta.txt', opts);
+    expect(writer.exitCode).toBe(0);
+    await until('the spare', async () => (await spareList(dir)).length === 1);
+
+    // Changed on the host after the spare was mounted: content and size, content at the same size,
+    // mode, a file replaced by a directory, a file added, a file removed.
+    const readme = 'README rewritten after the spare was mounted, longer than it was before.\n';
+    await writeFile(join(tree, 'README.md'), readme);
+    const settings = await readFile(join(tree, 'config', 'settings.json'), 'utf8');
+    const sameSize = 'X'.repeat(settings.length - 1) + '\n';
+    await writeFile(join(tree, 'config', 'settings.json'), sameSize);
+    await execa('chmod', ['0750', join(tree, 'src', 'app.py')]);
+    await rm(join(tree, 'docs', 'architecture.md'));
+    await mkdir(join(tree, 'docs', 'architecture.md'));
+    await writeFile(join(tree, 'docs', 'architecture.md', 'inside.txt'), 'inside\n');
+    await writeFile(join(tree, 'added-later.txt'), 'later\n');
+    await rm(join(tree, 'output', 'README.md'));
+
+    const script = [
+      'cat /workspace/README.md',
+      'cat /workspace/config/settings.json',
+      'stat -c "%n %s %a %F" /workspace/README.md /workspace/src/app.py /workspace/docs/architecture.md',
+      'cat /workspace/docs/architecture.md/inside.txt /workspace/added-later.txt',
+      'echo "output: $(ls -A /workspace/output | tr "\\n" " ")"',
+      'echo second > /workspace/output/second-delta.txt',
+    ].join('; ');
+    const taken = await runSh([], script, opts);
+    expect(taken.stderr).toContain('took started sandbox');
+    expect(taken.exitCode).toBe(0);
+    // A directory's size is the host filesystem's; its line is checked apart.
+    const notDocs = (lines: string[]): string[] => lines.filter((l) => !l.startsWith('/workspace/docs/'));
+    expect(notDocs(taken.stdout.split('\n'))).toEqual([
+      ...readme.trimEnd().split('\n'),
+      sameSize.trimEnd(),
+      `/workspace/README.md ${Buffer.byteLength(readme)} 444 regular file`,
+      '/workspace/src/app.py 315 550 regular file',
+      'inside',
+      'later',
+      'output: ',
+    ]);
+    expect(taken.stdout).toMatch(/^\/workspace\/docs\/architecture\.md \d+ 555 directory$/m);
+
+    // The next spare (started after that run) has nothing of its delta either.
+    await until('the next spare', async () => (await spareList(dir)).length === 1);
+    const again = await runSh([], 'echo "output: $(ls -A /workspace/output | tr "\\n" " ")"', opts);
+    expect(again.stderr).toContain('took started sandbox');
+    expect(again.stdout.trim()).toBe('output:');
+
     // Other options: the spare is not taken, and the run gets what it asked for.
-    await until('the next spare', async () => (await sandboxList(dir)).length === 1);
-    const other = await runSh(['--preset', 'read-only'], 'echo x > /workspace/output/ro.txt', {
-      dataDir: dir,
-      env: SPARE,
-    });
+    await until('the spare after that', async () => (await spareList(dir)).length === 1);
+    const other = await runSh(['--preset', 'read-only'], 'echo x > /workspace/output/ro.txt', opts);
     expect(other.stderr).not.toContain('took started sandbox');
     expect(other.exitCode).not.toBe(0);
     expect(other.stderr).toMatch(/Read-only file system|Permission denied/);
     // SIGTERM: the spare is destroyed with the helper; nothing listed, mounted or running.
     await stopHelper(dir);
-    expect(await sandboxList(dir)).toEqual([]);
+    expect(await spareList(dir)).toEqual([]);
     expect(await nothingLeft(dir)).toBe(true);
+  });
+
+  it('AGENTFENSE_RUN_HELPER_SPARE=0: no spare is started', async () => {
+    const dir = join(scratch, 'spare-off');
+    await firstRun(dir);
+    const r = await runSh([], 'true', { dataDir: dir });
+    expect(r.stderr).toContain(HANDED);
+    // The run's own teardown is done once nothing is left; no spare came after it.
+    await until('the teardown', () => nothingLeft(dir));
+    await sleep(1000);
+    expect(await spareList(dir)).toEqual([]);
+    expect(await nothingLeft(dir)).toBe(true);
+    await stopHelper(dir);
   });
 });

@@ -120,7 +120,7 @@ class RunHelper {
     this.#plane = plane;
     this.#path = path;
     this.#options = options;
-    this.#spare = process.env[RUN_HELPER_SPARE_ENV] === '1' ? new SpareSandbox(plane) : undefined;
+    this.#spare = process.env[RUN_HELPER_SPARE_ENV] === '0' ? undefined : new SpareSandbox(plane);
   }
 
   get #log() {

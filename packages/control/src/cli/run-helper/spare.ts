@@ -1,5 +1,5 @@
-// A started sandbox kept ready by the run helper for the next request with the same parameters
-// (on by default; AGENTFENSE_RUN_HELPER_SPARE=0 turns it off; docs/decisions.md "A warm run helper"). Through the
+// A started sandbox kept ready by the run helper for the next request with the same parameters (on by
+// default, AGENTFENSE_RUN_HELPER_SPARE=0 turns it off; docs/decisions.md "A warm run helper"). Through the
 // helper a run still pays create → start → first exec; an agent that calls `run` over and over asks for
 // the same directory, rules and limits each time, so after each run the helper links, creates and starts
 // one sandbox with exactly that run's options, and the next run whose options are identical (and whose
