@@ -685,8 +685,19 @@ describe('spare sandboxes (on by default; AGENTFENSE_RUN_HELPER_SPARE=0 turns th
     expect(again.stderr).toContain('took started sandbox');
     expect(again.stdout.trim()).toBe('output:');
 
-    // Other options: the spare is not taken, and the run gets what it asked for.
+    // The directory itself replaced (same path, another inode): the spare's worker may hold the old one,
+    // so it is not taken, and the run sees the new directory.
     await until('the spare after that', async () => (await spareList(dir)).length === 1);
+    await rm(tree, { recursive: true });
+    await mkdir(join(tree, 'output'), { recursive: true });
+    await writeFile(join(tree, 'README.md'), 'a new directory at the same path\n');
+    const replaced = await runSh([], 'cat /workspace/README.md', opts);
+    expect(replaced.exitCode).toBe(0);
+    expect(replaced.stderr).not.toContain('took started sandbox');
+    expect(replaced.stdout).toBe('a new directory at the same path');
+
+    // Other options: the spare is not taken, and the run gets what it asked for.
+    await until('the spare for the new directory', async () => (await spareList(dir)).length === 1);
     const other = await runSh(['--preset', 'read-only'], 'echo x > /workspace/output/ro.txt', opts);
     expect(other.stderr).not.toContain('took started sandbox');
     expect(other.exitCode).not.toBe(0);

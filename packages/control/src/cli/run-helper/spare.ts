@@ -7,7 +7,7 @@
 // destroys it in the background and starts fresh. Nothing of the request is guessed: only the same
 // create options are ever taken. An idle spare carries a reserved label (SPARE_LABEL) that keeps it out
 // of listings; taking it removes the label, so the run's sandbox is listed and labelled as any run's.
-import { realpath } from 'node:fs/promises';
+import { realpath, stat } from 'node:fs/promises';
 import type { ControlPlane } from '../../control-plane.js';
 import type { CreateSandboxOptions } from '../../sandboxes/types.js';
 
@@ -28,7 +28,7 @@ export interface TakenSandbox {
 interface Spare {
   readonly key: string;
   /** The sandbox once started; undefined when preparing it failed. */
-  readonly ready: Promise<(TakenSandbox & { hostPath: string }) | undefined>;
+  readonly ready: Promise<(TakenSandbox & { hostPath: string; identity: string }) | undefined>;
 }
 
 /** Sorted-key JSON: the same options in any property order give the same key. */
@@ -44,6 +44,12 @@ function keyOf(spec: SpareSpec): string {
           )
         : value;
   return JSON.stringify(sort(spec));
+}
+
+/** The directory's device and inode (following symlinks, as realpath does); undefined when it is gone. */
+async function identityOf(path: string): Promise<string | undefined> {
+  const st = await stat(path, { bigint: true }).catch(() => undefined);
+  return st === undefined ? undefined : `${st.dev}:${st.ino}`;
 }
 
 /** At most one spare sandbox of the helper's control plane. */
@@ -66,7 +72,11 @@ export class SpareSandbox {
       this.#discard(spare);
       return undefined;
     }
-    const [ready, hostPath] = await Promise.all([spare.ready, realpath(spec.dir).catch(() => undefined)]);
+    const [ready, hostPath, identity] = await Promise.all([
+      spare.ready,
+      realpath(spec.dir).catch(() => undefined),
+      identityOf(spec.dir),
+    ]);
     if (ready === undefined) return undefined;
     const running = (() => {
       try {
@@ -76,7 +86,8 @@ export class SpareSandbox {
       }
     })();
     // Claimed only once it is known to be usable: a spare discarded here keeps its label to the end.
-    if (ready.hostPath !== hostPath || !running || !this.#plane.claimSpareSandbox(ready.sandboxId)) {
+    const same = ready.hostPath === hostPath && identity !== undefined && ready.identity === identity;
+    if (!same || !running || !this.#plane.claimSpareSandbox(ready.sandboxId)) {
       this.#discard(spare);
       return undefined;
     }
@@ -92,6 +103,11 @@ export class SpareSandbox {
       await new Promise((resolve) => setImmediate(resolve));
       const codebase = await plane.linkCodebase({ path: spec.dir });
       const hostPath = codebase.path;
+      // Taken before the worker opens the directory: a directory put in its place at any later moment
+      // (removed and made again, a rename over it) has another identity at take(), and the spare, whose
+      // worker may hold the old one, is not taken.
+      const identity = await identityOf(hostPath);
+      if (identity === undefined) throw new Error(`${hostPath} is gone`);
       try {
         const sandbox = await plane.createSandbox(
           { ...spec.options, codebaseId: codebase.id },
@@ -103,7 +119,7 @@ export class SpareSandbox {
           await plane.destroySandbox(sandbox.id).catch(() => undefined);
           throw err;
         }
-        return { codebaseId: codebase.id, sandboxId: sandbox.id, hostPath };
+        return { codebaseId: codebase.id, sandboxId: sandbox.id, hostPath, identity };
       } catch (err) {
         await plane.deleteCodebase(codebase.id).catch(() => undefined);
         throw err;
