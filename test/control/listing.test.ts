@@ -54,8 +54,14 @@ describe('sandbox listing and expiry', () => {
   });
 
   it("a run helper's spare is internal: unlisted until claimed, then listed with the caller's labels", async () => {
-    const spare = await cp.createSandbox({ codebaseId, labels: { team: 'spare-test' } }, { spare: true });
+    // As the run helper does: a codebase linked for the spare alone.
+    const own = await cp.linkCodebase({ path: dirs.repo });
+    const spare = await cp.createSandbox(
+      { codebaseId: own.id, labels: { team: 'spare-test' } },
+      { spare: true },
+    );
     const plain = await cp.createSandbox({ codebaseId, labels: { team: 'spare-test' } });
+    const codebases = () => cp.listCodebases().map((c) => c.id);
     const listed = (labels?: Record<string, string>) =>
       cp.listSandboxes(labels === undefined ? {} : { labels }).items.map((s) => s.id);
     // Idle: in no listing, unless the caller filters on the reserved key.
@@ -65,15 +71,19 @@ describe('sandbox listing and expiry', () => {
     expect(listed({ 'agentfense.spare': 'true' })).toEqual([spare.id]);
     expect(listed({ 'agentfense.spare': 'true', team: 'spare-test' })).toEqual([spare.id]);
     expect(cp.getSandbox(spare.id).labels).toEqual({ team: 'spare-test', 'agentfense.spare': 'true' });
+    expect(codebases()).toEqual([codebaseId]);
+    expect(cp.getCodebase(own.id).id).toBe(own.id);
     // Claimed: listed as any sandbox, its labels the caller's, and the label index agrees.
     expect(cp.claimSpareSandbox(spare.id)).toBe(true);
     expect(listed()).toEqual([spare.id, plain.id]);
     expect(listed({ team: 'spare-test' })).toEqual([spare.id, plain.id]);
     expect(listed({ 'agentfense.spare': 'true' })).toEqual([]);
     expect(cp.getSandbox(spare.id).labels).toEqual({ team: 'spare-test' });
+    expect(codebases()).toEqual([codebaseId, own.id]);
     expect(cp.claimSpareSandbox(spare.id)).toBe(false);
     expect(cp.claimSpareSandbox(plain.id)).toBe(false);
     for (const id of [spare.id, plain.id]) await cp.destroySandbox(id);
+    await cp.deleteCodebase(own.id);
   });
 
   it('refuses the reserved spare label from callers, naming it', async () => {

@@ -231,8 +231,10 @@ export class ControlPlane implements AsyncDisposable {
   getCodebase(id: string): CodebaseInfo {
     return this.codebases.get(id);
   }
+  /** All codebases but those linked for the run helper's idle spare (internal, like the spare itself). */
   listCodebases(): CodebaseInfo[] {
-    return this.codebases.list();
+    const internal = new Set(this.#store.codebasesWithLabel(SPARE_LABEL));
+    return this.codebases.list().filter((c) => !internal.has(c.id));
   }
   uploadFile(
     id: string,

@@ -232,6 +232,17 @@ export class SandboxStore {
       .immediate();
   }
 
+  /** Ids of the codebases used by a sandbox that carries the label key. */
+  codebasesWithLabel(key: string): string[] {
+    return this.#db
+      .prepare<[string], { codebase_id: string }>(
+        `SELECT DISTINCT s.codebase_id FROM sandboxes s
+           JOIN sandbox_labels l ON l.sandbox_id = s.id WHERE l.key = ?`,
+      )
+      .all(key)
+      .map((r) => r.codebase_id);
+  }
+
   delete(id: string): void {
     this.#delete.run(id);
   }
