@@ -14,6 +14,7 @@ import type { ResultPromise } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { listMounts } from '@agentfense/fuse-worker';
 import { waitForReapers } from '../helpers/reapers.js';
+import { helperPids, stopHelper, until } from '../helpers/run-helper.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const bin = `${root}packages/control/bin/agentfense.js`;
@@ -52,26 +53,6 @@ const exists = (path: string): Promise<boolean> =>
     () => true,
     () => false,
   );
-
-/** Pids of the helper serving `dataDir`. */
-async function helperPids(dataDir: string): Promise<number[]> {
-  const r = await execa('pgrep', ['-f', `run-helper/main.js --data ${dataDir}$`], { reject: false });
-  return r.stdout.split('\n').filter(Boolean).map(Number);
-}
-
-async function until(what: string, check: () => Promise<boolean>, timeoutMs = 20_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(50);
-  }
-}
-
-/** SIGTERMs the helper of `dataDir` (if any) and waits until it has exited. */
-async function stopHelper(dataDir: string): Promise<void> {
-  for (const pid of await helperPids(dataDir)) process.kill(pid, 'SIGTERM');
-  await until('the helper to exit', async () => (await helperPids(dataDir)).length === 0);
-}
 
 interface AgentfenseOptions {
   env?: Record<string, string>;

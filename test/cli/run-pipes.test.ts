@@ -5,12 +5,12 @@
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { listMounts } from '@agentfense/fuse-worker';
 import { waitForReapers } from '../helpers/reapers.js';
+import { startHelper, stopHelper } from '../helpers/run-helper.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const bin = `${root}packages/control/bin/agentfense.js`;
@@ -22,11 +22,6 @@ let data: string;
 
 const quote = (a: string): string => `'${a.replaceAll("'", `'\\''`)}'`;
 
-async function helperPids(): Promise<number[]> {
-  const r = await execa('pgrep', ['-f', `run-helper/main.js --data ${data}$`], { reject: false });
-  return r.stdout.split('\n').filter(Boolean).map(Number);
-}
-
 beforeAll(async () => {
   scratch = await mkdtemp(join(tmpdir(), 'af-cli-pipes-'));
   repo = join(scratch, 'repo');
@@ -35,9 +30,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  for (const pid of await helperPids()) process.kill(pid, 'SIGTERM');
-  for (let i = 0; i < 600 && (await helperPids()).length > 0; i++) await sleep(50);
-  expect(await helperPids()).toEqual([]);
+  await stopHelper(data);
   expect(await waitForReapers(data)).toBe(true);
   const left = (await listMounts()).filter((m) => m.mountpoint.startsWith(scratch));
   await rm(scratch, { recursive: true, force: true });
@@ -73,17 +66,10 @@ for (const path of ['in-process', 'helper'] as const) {
   describe(`run into a pipe (${path})`, () => {
     beforeAll(async () => {
       if (path !== 'helper') return;
-      const first = await execa(process.execPath, [bin, 'run', repo, '--data', data, '--', 'true'], {
-        env: { AGENTFENSE_RUN_HELPER: '1', AGENTFENSE_RUN_HELPER_IDLE: '60' },
+      await startHelper([bin, 'run', repo, '--data', data, '--', 'true'], data, {
+        AGENTFENSE_RUN_HELPER: '1',
+        AGENTFENSE_RUN_HELPER_IDLE: '60',
       });
-      expect(first.exitCode).toBe(0);
-      for (
-        let i = 0;
-        i < 600 &&
-        (await execa('test', ['-S', join(data, 'run-helper.sock')], { reject: false })).exitCode !== 0;
-        i++
-      )
-        await sleep(50);
     });
 
     it('a slow reader gets all 10 MB of the output', async () => {

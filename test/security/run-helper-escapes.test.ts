@@ -7,12 +7,12 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { listMounts } from '@agentfense/fuse-worker';
 import { waitForReapers } from '../helpers/reapers.js';
+import { startHelper, stopHelper } from '../helpers/run-helper.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const bin = `${root}packages/control/bin/agentfense.js`;
@@ -25,31 +25,17 @@ let scratch: string;
 let repo: string;
 let data: string;
 
-async function helperPids(): Promise<number[]> {
-  const r = await execa('pgrep', ['-f', `run-helper/main.js --data ${data}$`], { reject: false });
-  return r.stdout.split('\n').filter(Boolean).map(Number);
-}
-
 beforeAll(async () => {
   scratch = await mkdtemp(join(tmpdir(), 'af-sec-helper-esc-'));
   repo = join(scratch, 'repo');
   data = join(scratch, 'data');
   await execa('cp', ['-a', `${root}examples/demo-repo`, repo]);
   // The first run works in-process and leaves the helper.
-  const first = await execa(process.execPath, [bin, 'run', repo, '--data', data, '--', 'true'], { env: ON });
-  expect(first.exitCode).toBe(0);
-  for (
-    let i = 0;
-    i < 600 && (await execa('test', ['-S', join(data, 'run-helper.sock')], { reject: false })).exitCode !== 0;
-    i++
-  )
-    await sleep(50);
+  await startHelper([bin, 'run', repo, '--data', data, '--', 'true'], data, ON);
 });
 
 afterAll(async () => {
-  for (const pid of await helperPids()) process.kill(pid, 'SIGTERM');
-  for (let i = 0; i < 600 && (await helperPids()).length > 0; i++) await sleep(50);
-  expect(await helperPids()).toEqual([]);
+  await stopHelper(data);
   expect(await waitForReapers(data)).toBe(true);
   const left = (await listMounts()).filter((m) => m.mountpoint.startsWith(scratch));
   await rm(scratch, { recursive: true, force: true });

@@ -16,6 +16,7 @@ import { processTraits, relevantEnv } from '../../packages/control/src/cli/run-h
 import { waitForReapers } from '../helpers/reapers.js';
 import { createLocalUser, removeLocalUser } from './helpers/local-user.js';
 import type { HostUser } from './helpers/local-user.js';
+import { startHelper, stopHelper } from '../helpers/run-helper.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const bin = `${root}packages/control/bin/agentfense.js`;
@@ -27,11 +28,6 @@ let data: string;
 let socket: string;
 let user: HostUser | undefined;
 
-async function helperPids(): Promise<number[]> {
-  const r = await execa('pgrep', ['-f', `run-helper/main.js --data ${data}$`], { reject: false });
-  return r.stdout.split('\n').filter(Boolean).map(Number);
-}
-
 beforeAll(async () => {
   scratch = await mkdtemp(join(tmpdir(), 'af-sec-helper-'));
   repo = join(scratch, 'repo');
@@ -41,19 +37,11 @@ beforeAll(async () => {
   await writeFile(join(repo, 'README.md'), 'hi\n');
   user = await createLocalUser();
   // The first run works in-process and leaves the helper.
-  const first = await execa(process.execPath, [bin, 'run', repo, '--data', data, '--', 'true'], { env: ON });
-  expect(first.exitCode).toBe(0);
-  for (let i = 0; i < 400 && (await helperPids()).length === 0; i++) await sleep(50);
-  for (let i = 0; i < 400; i++) {
-    if ((await execa('test', ['-S', socket], { reject: false })).exitCode === 0) break;
-    await sleep(50);
-  }
+  await startHelper([bin, 'run', repo, '--data', data, '--', 'true'], data, ON);
 });
 
 afterAll(async () => {
-  for (const pid of await helperPids()) process.kill(pid, 'SIGTERM');
-  for (let i = 0; i < 400 && (await helperPids()).length > 0; i++) await sleep(50);
-  expect(await helperPids()).toEqual([]);
+  await stopHelper(data);
   expect(await waitForReapers(data)).toBe(true);
   await removeLocalUser(user);
   const left = (await listMounts()).filter((m) => m.mountpoint.startsWith(scratch));
