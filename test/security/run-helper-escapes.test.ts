@@ -13,6 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { listMounts } from '@agentfense/fuse-worker';
 import { waitForReapers } from '../helpers/reapers.js';
 import { startHelper, stopHelper } from '../helpers/run-helper.js';
+import { onTerminal } from '../helpers/terminal.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const bin = `${root}packages/control/bin/agentfense.js`;
@@ -42,28 +43,24 @@ afterAll(async () => {
   expect(left).toEqual([]);
 });
 
+/** `agentfense run REPO --data DATA -v --diff` of a command that writes the hostile file. */
+const argv = (): string[] => [
+  bin,
+  'run',
+  repo,
+  '--data',
+  data,
+  '-v',
+  '--diff',
+  '--',
+  'sh',
+  '-c',
+  `printf '${EVIL_CONTENT}' > /workspace/output/note.txt`,
+];
+
 describe('terminal safety of run --diff through the run helper', () => {
   it("on the client's terminal, a diff's contents are shown escaped, not obeyed", async () => {
-    // script(1) gives the client a pseudo-terminal as stdout and stderr.
-    const command = [
-      'env',
-      ...Object.entries(ON).map(([k, v]) => `${k}=${v}`),
-      process.execPath,
-      bin,
-      'run',
-      repo,
-      '--data',
-      data,
-      '-v',
-      '--diff',
-      '--',
-      'sh',
-      '-c',
-      `printf '${EVIL_CONTENT}' > /workspace/output/note.txt`,
-    ]
-      .map((a) => `'${a.replaceAll("'", `'\\''`)}'`)
-      .join(' ');
-    const r = await execa('script', ['-qec', command, '/dev/null'], { reject: false });
+    const r = await onTerminal([process.execPath, ...argv()], ON);
     expect(r.exitCode).toBe(0);
     expect(r.stdout).toContain('handed to the run helper');
     expect(r.stdout).toContain(String.raw`+line\x1b[2J\x1b]0;pwned\a`);
@@ -72,23 +69,7 @@ describe('terminal safety of run --diff through the run helper', () => {
   });
 
   it('piped, the diff keeps the file’s exact bytes (as in-process)', async () => {
-    const r = await execa(
-      process.execPath,
-      [
-        bin,
-        'run',
-        repo,
-        '--data',
-        data,
-        '-v',
-        '--diff',
-        '--',
-        'sh',
-        '-c',
-        `printf '${EVIL_CONTENT}' > /workspace/output/note.txt`,
-      ],
-      { reject: false, env: ON },
-    );
+    const r = await execa(process.execPath, argv(), { reject: false, env: ON });
     expect(r.exitCode).toBe(0);
     expect(r.stderr).toContain('handed to the run helper');
     expect(r.stdout).toContain(`+line${ESC}[2J${ESC}]0;pwned${BEL}`);

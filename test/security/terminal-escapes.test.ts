@@ -12,6 +12,7 @@ import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { listMounts } from '@agentfense/fuse-worker';
 import { waitForReapers } from '../helpers/reapers.js';
+import { onTerminal } from '../helpers/terminal.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const bin = `${root}packages/control/bin/agentfense.js`;
@@ -70,8 +71,7 @@ describe('terminal safety of what the CLI prints', () => {
   });
 
   it("on a terminal, a diff's contents are shown escaped, not obeyed", async () => {
-    // script(1) gives the CLI a pseudo-terminal as stdout.
-    const command = [
+    const r = await onTerminal([
       process.execPath,
       bin,
       'run',
@@ -83,10 +83,7 @@ describe('terminal safety of what the CLI prints', () => {
       'sh',
       '-c',
       `printf '${EVIL_CONTENT}' > /workspace/output/note.txt`,
-    ]
-      .map((a) => `'${a.replaceAll("'", `'\\''`)}'`)
-      .join(' ');
-    const r = await execa('script', ['-qec', command, '/dev/null'], { reject: false });
+    ]);
     expect(r.exitCode).toBe(0);
     expect(r.stdout).toContain(String.raw`+line\x1b[2J\x1b]0;pwned\a`);
     expect(r.stdout).not.toContain(ESC);
