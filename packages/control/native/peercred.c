@@ -16,15 +16,22 @@ static napi_value set_number(napi_env env, napi_value obj, const char *name, dou
   return obj;
 }
 
-static napi_value peer_credentials(napi_env env, napi_callback_info info) {
+/* The one argument, a descriptor: -1 with a TypeError thrown (`usage`) when it is not one. */
+static int32_t fd_argument(napi_env env, napi_callback_info info, const char *usage) {
   size_t argc = 1;
   napi_value argv[1];
   int32_t fd;
   if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 1 ||
       napi_get_value_int32(env, argv[0], &fd) != napi_ok || fd < 0) {
-    napi_throw_type_error(env, "ERR_INVALID_ARG", "peerCredentials(fd): fd must be a socket descriptor");
-    return NULL;
+    napi_throw_type_error(env, "ERR_INVALID_ARG", usage);
+    return -1;
   }
+  return fd;
+}
+
+static napi_value peer_credentials(napi_env env, napi_callback_info info) {
+  int32_t fd = fd_argument(env, info, "peerCredentials(fd): fd must be a socket descriptor");
+  if (fd < 0) return NULL;
   struct ucred cred;
   socklen_t len = sizeof cred;
   if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || len != sizeof cred) {
@@ -40,14 +47,8 @@ static napi_value peer_credentials(napi_env env, napi_callback_info info) {
 }
 
 static napi_value lock_exclusive(napi_env env, napi_callback_info info) {
-  size_t argc = 1;
-  napi_value argv[1];
-  int32_t fd;
-  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 1 ||
-      napi_get_value_int32(env, argv[0], &fd) != napi_ok || fd < 0) {
-    napi_throw_type_error(env, "ERR_INVALID_ARG", "lockExclusive(fd): fd must be an open file descriptor");
-    return NULL;
-  }
+  int32_t fd = fd_argument(env, info, "lockExclusive(fd): fd must be an open file descriptor");
+  if (fd < 0) return NULL;
   int rc;
   do rc = flock(fd, LOCK_EX | LOCK_NB);
   while (rc != 0 && errno == EINTR);
@@ -61,12 +62,10 @@ static napi_value lock_exclusive(napi_env env, napi_callback_info info) {
 }
 
 NAPI_MODULE_INIT() {
-  napi_value fn;
-  if (napi_create_function(env, "lockExclusive", NAPI_AUTO_LENGTH, lock_exclusive, NULL, &fn) != napi_ok)
-    return NULL;
-  if (napi_set_named_property(env, exports, "lockExclusive", fn) != napi_ok) return NULL;
-  if (napi_create_function(env, "peerCredentials", NAPI_AUTO_LENGTH, peer_credentials, NULL, &fn) != napi_ok)
-    return NULL;
-  if (napi_set_named_property(env, exports, "peerCredentials", fn) != napi_ok) return NULL;
+  napi_property_descriptor functions[] = {
+      {"lockExclusive", NULL, lock_exclusive, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"peerCredentials", NULL, peer_credentials, NULL, NULL, NULL, napi_enumerable, NULL},
+  };
+  if (napi_define_properties(env, exports, 2, functions) != napi_ok) return NULL;
   return exports;
 }
