@@ -8,7 +8,11 @@
  * daemon (the library the binding links) with no JS, no permission check, no quota, nothing but the data
  * path. If a line misses its target here, no worker can meet it with the same kernel data path.
  *
- * A flat pass-through of one directory (no subdirectories, names remembered in a table). Flags:
+ * Issue 15's first-stat line (the first os.stat of a file in a fresh mount: one LOOKUP round trip) uses it
+ * too: LOOKUP and GETATTR work at any depth below the backing directory, so it serves bench:fs's tree
+ * (tree/dNN/fNN.txt). Every name the kernel learns gets an inode number from a hash table keyed by (parent
+ * inode, name); the data ops (create, unlink) stay in the backing directory's top level, as the data lines
+ * need nothing more. Entry and attribute timeouts are 60 s, as the worker's. Flags:
  *   --splice-read   FUSE_CAP_SPLICE_READ + write_buf: a WRITE's payload stays in a pipe and is spliced
  *                   into the backing fd (the kernel references the FUSE page-cache pages into the pipe
  *                   instead of copying them into the daemon's buffer). The request must fit a pipe, so
@@ -18,13 +22,19 @@
  *                   daemon without passing through the FUSE inode's page cache.
  *   --splice-write  READ replies spliced from the backing fd (FUSE_CAP_SPLICE_WRITE|MOVE).
  *   --max-write N   max_write (libfuse derives max_pages from it).
+ *   --table         at start, every entry below the backing directory is stat'ed into the table; LOOKUP
+ *                   and GETATTR are then answered from it with no syscall on the host: the pure round
+ *                   trip, the floor of any daemon. For a read-only tree only (writes do not update it).
  * Without --splice-read a WRITE's payload is read with its request into libfuse's reused buffer and
- * pwrite()n: the copies the worker makes, without the JS.
+ * pwrite()n: the copies the worker makes, without the JS. Without --table a LOOKUP is one fstatat of the
+ * entry's path below the backing directory fd (the host's dcache is warm in the bench): the worker's
+ * lstat, without the JS.
  */
 #define FUSE_USE_VERSION 314
 #define _GNU_SOURCE
 #include <fuse_lowlevel.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -33,37 +43,87 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define MAX_NAMES 4096
+#define MAX_NODES (1 << 16)
+#define BUCKETS (1 << 17)
 
 static int backing = -1;
 static int devnull = -1;
-static int splice_read, discard, direct_io, splice_write;
+static int splice_read, discard, direct_io, splice_write, table;
 static unsigned max_write;
-static char *names[MAX_NAMES]; /* inode n + 2 is names[n]; inode 1 is the directory */
-static int nnames;
 static char read_buf[1 << 20];
 
-static const char *name_of(fuse_ino_t ino) { return ino == 1 ? "." : names[ino - 2]; }
+/* Inode n is nodes[n]; inode 1 is the backing directory. Chained by bucket (0 ends a chain). */
+struct node {
+  fuse_ino_t parent;
+  char *name;
+  char *path; /* relative to the backing directory fd, for fstatat/openat */
+  struct stat st; /* --table: the entry's attributes, taken at start */
+  unsigned next;
+};
+static struct node nodes[MAX_NODES];
+static unsigned bucket[BUCKETS];
+static unsigned nnodes = 2;
 
-static fuse_ino_t ino_of(const char *name) {
-  for (int i = 0; i < nnames; i++)
-    if (strcmp(names[i], name) == 0) return (fuse_ino_t) i + 2;
-  if (nnames == MAX_NAMES) return 0;
-  names[nnames] = strdup(name);
-  return (fuse_ino_t) ++nnames + 1;
+static unsigned hash_of(fuse_ino_t parent, const char *name) {
+  uint64_t h = 1469598103934665603ull ^ parent; /* FNV-1a over the parent inode, then the name */
+  for (const unsigned char *p = (const unsigned char *) name; *p != 0; p++) h = (h ^ *p) * 1099511628211ull;
+  return (unsigned) (h ^ (h >> 32)) & (BUCKETS - 1);
+}
+
+static const char *path_of(fuse_ino_t ino) { return nodes[ino].path; }
+
+static fuse_ino_t find(fuse_ino_t parent, const char *name) {
+  for (unsigned i = bucket[hash_of(parent, name)]; i != 0; i = nodes[i].next)
+    if (nodes[i].parent == parent && strcmp(nodes[i].name, name) == 0) return i;
+  return 0;
+}
+
+/* The inode of (parent, name), added if new; 0 when the table is full or the parent is unknown. */
+static fuse_ino_t ino_of(fuse_ino_t parent, const char *name) {
+  fuse_ino_t ino = find(parent, name);
+  if (ino != 0 || nnodes == MAX_NODES || parent >= nnodes) return ino;
+  struct node *n = &nodes[nnodes];
+  n->parent = parent;
+  n->name = strdup(name);
+  if (parent == 1) n->path = strdup(name);
+  else if (asprintf(&n->path, "%s/%s", nodes[parent].path, name) < 0) n->path = NULL;
+  if (n->name == NULL || n->path == NULL) return 0;
+  unsigned h = hash_of(parent, name);
+  n->next = bucket[h];
+  bucket[h] = nnodes;
+  return nnodes++;
 }
 
 static int stat_of(fuse_ino_t ino, struct stat *st) {
-  if (fstatat(backing, name_of(ino), st, AT_SYMLINK_NOFOLLOW) != 0) return errno;
+  if (table) *st = nodes[ino].st;
+  else if (fstatat(backing, path_of(ino), st, AT_SYMLINK_NOFOLLOW) != 0) return errno;
   st->st_ino = ino;
   return 0;
 }
 
-static void reply_entry(fuse_req_t req, const char *name, struct fuse_file_info *fi) {
+/* --table: every entry below the directory `parent` (depth first), its attributes taken now. */
+static void load_table(fuse_ino_t parent) {
+  int fd = openat(backing, path_of(parent), O_DIRECTORY | O_RDONLY | O_NOFOLLOW);
+  DIR *d = fd < 0 ? NULL : fdopendir(fd);
+  if (d == NULL) {
+    if (fd >= 0) close(fd);
+    return;
+  }
+  for (struct dirent *e; (e = readdir(d)) != NULL;) {
+    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+    fuse_ino_t ino = ino_of(parent, e->d_name);
+    if (ino == 0 || fstatat(backing, path_of(ino), &nodes[ino].st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    if (S_ISDIR(nodes[ino].st.st_mode)) load_table(ino);
+  }
+  closedir(d);
+}
+
+static void reply_entry(fuse_req_t req, fuse_ino_t parent, const char *name, struct fuse_file_info *fi) {
   struct fuse_entry_param e;
   memset(&e, 0, sizeof e);
-  e.ino = ino_of(name);
-  int err = e.ino == 0 ? ENOSPC : stat_of(e.ino, &e.attr);
+  /* --table knows every entry: a name it lacks does not exist (no host syscall either way). */
+  e.ino = table && fi == NULL ? find(parent, name) : ino_of(parent, name);
+  int err = e.ino == 0 ? (table && fi == NULL ? ENOENT : ENOSPC) : stat_of(e.ino, &e.attr);
   if (err != 0) {
     fuse_reply_err(req, err);
     return;
@@ -85,8 +145,7 @@ static void f_init(void *userdata, struct fuse_conn_info *conn) {
 }
 
 static void f_lookup(fuse_req_t req, fuse_ino_t parent, const char *name) {
-  (void) parent;
-  reply_entry(req, name, NULL);
+  reply_entry(req, parent, name, NULL);
 }
 
 static void f_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
@@ -99,7 +158,7 @@ static void f_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 
 static void f_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set, struct fuse_file_info *fi) {
   if (to_set & FUSE_SET_ATTR_SIZE) {
-    int fd = openat(backing, name_of(ino), O_WRONLY);
+    int fd = openat(backing, path_of(ino), O_WRONLY);
     int err = fd < 0 || ftruncate(fd, attr->st_size) != 0 ? errno : 0;
     if (fd >= 0) close(fd);
     if (err != 0) {
@@ -111,7 +170,10 @@ static void f_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_
 }
 
 static void f_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, struct fuse_file_info *fi) {
-  (void) parent;
+  if (parent != 1) {
+    fuse_reply_err(req, EROFS); /* the data lines write only to the top level */
+    return;
+  }
   int fd = openat(backing, name, (fi->flags & ~O_NOFOLLOW) | O_CREAT | O_NOFOLLOW, mode);
   if (fd < 0) {
     fuse_reply_err(req, errno);
@@ -119,11 +181,11 @@ static void f_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
   }
   fi->fh = (uint64_t) fd;
   fi->direct_io = direct_io && (fi->flags & O_ACCMODE) == O_WRONLY;
-  reply_entry(req, name, fi);
+  reply_entry(req, parent, name, fi);
 }
 
 static void f_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
-  int fd = openat(backing, name_of(ino), fi->flags & ~(O_CREAT | O_TRUNC | O_EXCL));
+  int fd = openat(backing, path_of(ino), fi->flags & ~(O_CREAT | O_TRUNC | O_EXCL));
   if (fd < 0) {
     fuse_reply_err(req, errno);
     return;
@@ -189,14 +251,17 @@ static void f_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_fi
 }
 
 static void f_unlink(fuse_req_t req, fuse_ino_t parent, const char *name) {
-  (void) parent;
+  if (parent != 1) {
+    fuse_reply_err(req, EROFS);
+    return;
+  }
   fuse_reply_err(req, unlinkat(backing, name, 0) != 0 ? errno : 0);
 }
 
 int main(int argc, char **argv) {
   if (argc < 3) {
     fprintf(stderr, "usage: floor-fs BACKING_DIR MOUNTPOINT [--splice-read] [--discard] [--direct-io] "
-                    "[--splice-write] [--max-write N]\n");
+                    "[--splice-write] [--max-write N] [--table]\n");
     return 2;
   }
   for (int i = 3; i < argc; i++) {
@@ -204,6 +269,7 @@ int main(int argc, char **argv) {
     else if (strcmp(argv[i], "--discard") == 0) discard = 1;
     else if (strcmp(argv[i], "--direct-io") == 0) direct_io = 1;
     else if (strcmp(argv[i], "--splice-write") == 0) splice_write = 1;
+    else if (strcmp(argv[i], "--table") == 0) table = 1;
     else if (strcmp(argv[i], "--max-write") == 0 && i + 1 < argc) max_write = (unsigned) atoi(argv[++i]);
     else {
       fprintf(stderr, "floor-fs: unknown argument %s\n", argv[i]);
@@ -216,6 +282,9 @@ int main(int argc, char **argv) {
     perror("floor-fs: open");
     return 1;
   }
+  nodes[1].path = ".";
+  if (fstat(backing, &nodes[1].st) != 0) return 1;
+  if (table) load_table(1);
   struct fuse_lowlevel_ops ops = {
     .init = f_init, .lookup = f_lookup, .getattr = f_getattr, .setattr = f_setattr, .create = f_create,
     .open = f_open, .read = f_read, .flush = f_flush, .release = f_release, .fsync = f_fsync,
