@@ -2,9 +2,11 @@
 // reaches its socket. Attacks: another local user connects and asks for a run. Two defences, each tested
 // alone: the socket's modes (0600 in a 0700 data directory: connect fails with EACCES), and, should those
 // modes ever be loosened, the kernel's record of the peer (SO_PEERCRED): the helper closes a connection
-// from another uid before reading a request. And the helper's commands run as the sandbox user, never as
-// host root (the same runtime path as an in-process run).
-import { chmod, chown, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+// from another uid before reading a request. The other way round, the client sends its request (argv,
+// environment, stdin) only to a helper of its own: a socket file of its own uid and mode in a data
+// directory of its own, and, on the connection, a listener of its own uid (SO_PEERCRED). And the helper's
+// commands run as the sandbox user, never as host root (the same runtime path as an in-process run).
+import { chmod, chown, mkdir, mkdtemp, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -131,6 +133,70 @@ describe('the run helper socket', () => {
     }
     expect(await waitForReapers(data)).toBe(true);
   });
+  it('the client sends nothing to a listener of another uid behind a socket file of its own', async () => {
+    // Every path check passes (a socket of root's, 0600, in a 0700 data directory of root's), but the
+    // process listening on it is another user's: it listened in a directory of its own and the socket
+    // was then moved into place (a rename keeps the binding). Only SO_PEERCRED on the connection tells.
+    const other = user as HostUser;
+    const dir = join(scratch, 'foreign-data');
+    const den = join(scratch, 'foreign-den');
+    await mkdir(dir, { mode: 0o700 });
+    await mkdir(den, { mode: 0o700 });
+    await chown(den, other.uid, other.gid);
+    await chmod(scratch, 0o711);
+    // Counts connections and bytes received; closes a connection that sends anything (so a client that
+    // sent its request falls back at once instead of waiting); reports when its stdin ends.
+    const script = `
+      const net = require('node:net');
+      let connections = 0;
+      let bytes = 0;
+      const server = net.createServer((s) => {
+        connections++;
+        s.on('data', (c) => { bytes += c.length; s.destroy(); });
+        s.on('error', () => {});
+      });
+      server.listen(process.argv[1], () => console.log('listening'));
+      process.stdin.resume();
+      process.stdin.on('end', () => {
+        console.log(JSON.stringify({ connections, bytes }));
+        process.exit(0);
+      });`;
+    const listener = execa(process.execPath, ['-e', script, join(den, 's')], {
+      uid: other.uid,
+      gid: other.gid,
+      cwd: '/',
+      reject: false,
+    });
+    await new Promise<void>((resolve, reject) => {
+      listener.stdout.once('data', () => resolve());
+      void listener.then((r) => reject(new Error(`the listener exited: ${r.stderr}`)));
+    });
+    const moved = join(dir, 'run-helper.sock');
+    try {
+      await rename(join(den, 's'), moved);
+      await chown(moved, 0, 0);
+      await chmod(moved, 0o600);
+      const r = await execa(process.execPath, [bin, 'run', repo, '--data', dir, '-v', '--', 'echo', 'x'], {
+        reject: false,
+        env: ON,
+      });
+      expect([r.exitCode, r.stdout]).toEqual([0, 'x']); // run in-process
+      expect(r.stderr).not.toContain('handed to the run helper');
+      expect(r.stderr).toContain(
+        `agentfense: run helper not used: the process listening on its socket runs as uid ${other.uid}`,
+      );
+      expect(await waitForReapers(dir)).toBe(true);
+    } finally {
+      listener.stdin.end();
+    }
+    const report = JSON.parse((await listener).stdout.split('\n')[1] ?? '') as {
+      connections: number;
+      bytes: number;
+    };
+    expect(report.connections).toBeGreaterThan(0); // the client did reach it (control)
+    expect(report.bytes).toBe(0); // and sent nothing: no argv, environment or stdin
+  });
+
   it('another local user cannot connect: 0600 socket in a 0700 data directory', async () => {
     await chmod(scratch, 0o711); // the user can reach the data directory's parent, not into it
     const r = await attack(user);

@@ -1,14 +1,15 @@
 // The client side of the run helper, run by the executable's prelude before the CLI loads: when the data
 // directory has a live helper, `agentfense run` hands it the command line and relays what comes back
 // (output, status), so this process costs one node start-up and a few kilobytes of code. Anything short
-// of the helper accepting the request (no socket, a refused connection, a DECLINE, the connection closed
-// before ACCEPT) returns undefined and the run happens in-process, exactly as without a helper: nothing
-// was done for it yet.
+// of the helper accepting the request (no socket, a refused connection, a socket or listener that is not
+// this user's, a DECLINE, the connection closed before ACCEPT) returns undefined and the run happens
+// in-process, exactly as without a helper: nothing was done for it yet. With `-v` the reason is printed.
 import { lstatSync, statSync } from 'node:fs';
 import type { Socket } from 'node:net';
 import { constants as osConstants } from 'node:os';
 import { resolveDataDir } from '../../paths.js';
 import { flagValue, parseRunLine } from '../run-line.js';
+import { peerOf } from './peercred.js';
 import {
   FRAME,
   RUN_HELPER_ENV,
@@ -32,16 +33,52 @@ function helperCanServe(options: readonly string[]): boolean {
 }
 
 /**
- * Whether `socket` is one this user's helper made: a socket, ours, 0600, in a data directory of ours that
- * nobody else may write (else someone else could have put it there, and would get our argv, environment
- * and stdin, and write to our terminal). False also when there is none. May throw (EACCES, ENOTDIR).
+ * Why `socket` is not one this user's helper made, if it is not: a socket, ours, 0600, in a data directory
+ * of ours that nobody else may write (else someone else could have put it there, and would get our argv,
+ * environment and stdin, and write to our terminal). Undefined when it is; 'absent' when there is none
+ * (the usual first run: not worth a word). May throw (EACCES, ENOTDIR).
  */
-function trustworthy(dataDir: string, socket: string): boolean {
+function untrusted(dataDir: string, socket: string): string | undefined {
   const uid = process.getuid?.();
   const sock = lstatSync(socket, { throwIfNoEntry: false });
-  if (sock === undefined || !sock.isSocket() || sock.uid !== uid || (sock.mode & 0o077) !== 0) return false;
+  if (sock === undefined) return 'absent';
+  if (!sock.isSocket()) return `${socket} is not a socket`;
+  if (sock.uid !== uid) return `${socket} belongs to uid ${sock.uid}, not to this user (uid ${uid})`;
+  if ((sock.mode & 0o077) !== 0) return `${socket} is accessible to others (mode ${modeOf(sock.mode)})`;
   const dir = statSync(dataDir);
-  return dir.uid === uid && (dir.mode & 0o022) === 0;
+  if (dir.uid !== uid) return `the data directory belongs to uid ${dir.uid}, not to this user (uid ${uid})`;
+  if ((dir.mode & 0o022) !== 0)
+    return `the data directory is writable by others (mode ${modeOf(dir.mode)}): anyone could replace the socket`;
+  return undefined;
+}
+
+/**
+ * Why the process listening at the other end of `socket` is not this user's helper, if it is not. The
+ * path checks above say who made the socket file, not who listens on it: a listener of another uid can
+ * sit behind a file of ours (a socket renamed or bind-mounted into place). The kernel's SO_PEERCRED names
+ * the process that called listen(). The helper is always this user's: the first in-process run of this
+ * user starts it, without changing uid, and it serves only its own uid (server.ts); so root is no
+ * exception here.
+ */
+function foreignListener(socket: Socket): string | undefined {
+  let peer: { uid: number; pid: number };
+  try {
+    peer = peerOf(socket);
+  } catch (err) {
+    return `its listener's credentials could not be read (${err instanceof Error ? err.message : String(err)})`;
+  }
+  const uid = process.getuid?.();
+  if (peer.uid === uid) return undefined;
+  return `the process listening on its socket runs as uid ${peer.uid} (pid ${peer.pid}), not as this user (uid ${uid})`;
+}
+
+function modeOf(mode: number): string {
+  return (mode & 0o7777).toString(8).padStart(4, '0');
+}
+
+/** With `-v`: says why the helper was not used (the in-process run's steps follow). */
+function explain(verbose: boolean, reason: string): void {
+  if (verbose) process.stderr.write(`agentfense: run helper not used: ${reason}; running in-process\n`);
 }
 
 /**
@@ -60,12 +97,17 @@ export async function runThroughHelper(argv: readonly string[]): Promise<number 
     return undefined; // a bad --data value: the in-process run reports it
   }
   const path = helperSocketPath(dataDir);
+  const verbose = line.options.includes('-v') || line.options.includes('--verbose');
   let cwd: string;
   let traits: ProcessTraits;
   try {
     // Both throw for what the in-process run reports itself: a deleted cwd (ENOENT), a data directory
     // this user may not search (EACCES), a file in its place (ENOTDIR).
-    if (!trustworthy(dataDir, path)) return undefined;
+    const distrust = untrusted(dataDir, path);
+    if (distrust !== undefined) {
+      if (distrust !== 'absent') explain(verbose, distrust);
+      return undefined;
+    }
     cwd = process.cwd();
     traits = processTraits();
   } catch {
@@ -77,6 +119,13 @@ export async function runThroughHelper(argv: readonly string[]): Promise<number 
   } catch {
     return undefined; // a helper that just exited (or died): its successor is the in-process run's
   }
+  // Before a byte is sent: the request carries argv, environment and then stdin.
+  const foreign = foreignListener(socket);
+  if (foreign !== undefined) {
+    socket.destroy();
+    explain(verbose, foreign);
+    return undefined;
+  }
   const request: HelperRequest = {
     argv,
     cwd,
@@ -87,13 +136,13 @@ export async function runThroughHelper(argv: readonly string[]): Promise<number 
     stderrIsTTY: process.stderr.isTTY === true,
     traits,
   };
-  return converse(socket, request, line.options.includes('--stdin'));
+  return converse(socket, request, { forwardStdin: line.options.includes('--stdin'), verbose });
 }
 
 function converse(
   socket: Socket,
   request: HelperRequest,
-  forwardStdin: boolean,
+  { forwardStdin, verbose }: { forwardStdin: boolean; verbose: boolean },
 ): Promise<number | undefined> {
   return new Promise((resolve) => {
     let accepted = false;
@@ -139,6 +188,7 @@ function converse(
           if (forwardStdin) sendStdin(socket);
           return;
         case FRAME.decline:
+          explain(verbose, `the run helper declined: ${payload.toString('utf8')}`);
           finish(undefined);
           return;
         case FRAME.stdout:
