@@ -18,6 +18,7 @@ import type {
 } from '../sandboxes/types.js';
 import type { CreateSessionOptions, SessionExecOptions, SessionExecResult } from '../sessions/options.js';
 import type { SessionInfo } from '../sessions/session.js';
+import { checkUserLabels } from '../sandboxes/validate.js';
 import { decodePageToken, encodePageToken, pageSize } from '../store/pagination.js';
 import { ConcurrencyLimit } from './limit.js';
 
@@ -111,7 +112,13 @@ export function controlPlaneBackend(
     // (STOPPED) instead of leaving it PENDING; a clean shutdown hands it back PENDING.
     createSandbox: (options) => plane.createSandbox(options, { own: true }),
     getSandbox: (id) => plane.getSandbox(id),
-    listSandboxes: (options) => plane.listSandboxes(options),
+    // The run helper's idle spares are internal: the local CLI may list them by their reserved label
+    // (records.ts), a remote caller may not (it could then exec in, stop or destroy a sandbox the next
+    // `run` takes): a filter on that key is refused as a create with it is.
+    listSandboxes: (options) =>
+      plane.listSandboxes(
+        options.labels === undefined ? options : { ...options, labels: checkUserLabels(options.labels) },
+      ),
     startSandbox: (id) => starts.run(() => plane.startSandbox(id)),
     stopSandbox: (id) => plane.stopSandbox(id),
     destroySandbox: (id) => plane.destroySandbox(id),
