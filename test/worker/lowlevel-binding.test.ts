@@ -728,6 +728,22 @@ describe('fuse-native low-level binding', () => {
     expect(await fuse.notifyInvalEntry(1, 'never-looked-up')).toBe(ENOENT);
   });
 
+  it('notifyStore puts bytes into the page cache: a read then sends no READ; an unknown inode is ENOENT', async () => {
+    const { fs, fuse, mnt } = await mountMemFs({ omit: ['open'], attrTimeout: 3600, entryTimeout: 3600 });
+    const content = Buffer.from('stored ahead\n'.repeat(700)); // 9.1 KiB: two full pages and a partial one
+    const f = fs.add(1, 'stored.txt', S_IFREG | 0o644);
+    fs.writeData(f, content, 0);
+    const path = join(mnt, 'stored.txt');
+    expect(await statSize(path)).toBe(content.length); // the kernel now holds the inode
+    expect(await fuse.notifyStore(f.ino, 0, new Uint8Array(content))).toBe(0);
+    fs.resetCounts();
+    expect((await run('cat', [path])).stdout).toBe(content.toString());
+    expect(fs.counts.read ?? 0).toBe(0);
+    expect(await statSize(path)).toBe(content.length);
+    expect(await fuse.notifyStore(987654, 0, Buffer.from('x'))).toBe(ENOENT);
+    expect(() => fuse.notifyStore(f.ino, 0, 'text' as unknown as Buffer)).toThrow(TypeError);
+  });
+
   it('unmount leaves no mount and no thread; options are validated; mount errors are clear', async () => {
     expect(() => new LowLevelFuse('/tmp', {}, { fsname: 'a,allow_other' })).toThrow(/fsname/);
     expect(() => new LowLevelFuse('/tmp', {}, { extraOptions: ['ro,dev'] })).toThrow(/extra option/);
