@@ -13,6 +13,8 @@ import { InvalidArgumentError } from '@agentfense/protocol';
 // readahead too: the mount's read-ahead window raised to the request size (readahead-window.ts).
 // listingReplay (needs listingRefresh): such a listing, when nothing changed, is the remembered answer
 // handed again instead of one built anew (fs/listing-replay.ts).
+// storeAhead (needs readdirplus): the read-ahead puts small read-only codebase files into the kernel's
+// page cache (FUSE_NOTIFY_STORE), so a walker reads them without a READ (fs/store-ahead.ts).
 export const SWITCHABLE_FEATURES = [
   'maxPages',
   'writebackCache',
@@ -21,6 +23,7 @@ export const SWITCHABLE_FEATURES = [
   'listingRefresh',
   'listingReplay',
   'readahead',
+  'storeAhead',
 ] as const;
 export type SwitchableFeature = (typeof SWITCHABLE_FEATURES)[number];
 
@@ -92,6 +95,11 @@ export function listingReplay(conn: ConnInfo, disabled: readonly SwitchableFeatu
   return listingRefresh(conn, disabled) && !disabled.includes('listingReplay');
 }
 
+/** Whether the read-ahead stores small files into the kernel's page cache (fs/store-ahead.ts). */
+export function storeAhead(conn: ConnInfo, disabled: readonly SwitchableFeature[]): boolean {
+  return conn.features.readdirplus && !disabled.includes('storeAhead');
+}
+
 /**
  * The read-ahead window to ask for: the request size, when requests are bigger than the kernel's default
  * window (128 KiB) and the feature is on; else null (leave the kernel's window).
@@ -114,6 +122,7 @@ export function connStats(
       ...conn.features,
       listingRefresh: listingRefresh(conn, disabled),
       listingReplay: listingReplay(conn, disabled),
+      storeAhead: storeAhead(conn, disabled),
       readahead,
     },
     disabled: [...disabled],

@@ -127,15 +127,15 @@ export class Delta {
   }
 
   /**
-   * Reads up to `sink.length` bytes from the start of the file at `path` into the host page cache,
-   * entirely in the thread pool, and discards them (ReadAhead). Only when the codebase layer serves the
-   * path: known absent from the upper layer (no syscall to find out) and not whited out; anything else
-   * is left alone. Never rejects.
+   * Reads up to `sink.length` bytes from the start of the file at `path` into `sink` (and so the host
+   * page cache), entirely in the thread pool (ReadAhead). Only when the codebase layer serves the path:
+   * known absent from the upper layer (no syscall to find out) and not whited out; anything else is left
+   * alone. Resolves with the bytes read, -1 when nothing was read; never rejects.
    */
-  async warm(path: string, sink: Buffer): Promise<void> {
+  async warm(path: string, sink: Buffer): Promise<number> {
     const rel = toRel(path);
-    if (!upperKnownAbsent(this.ctx, rel) || this.ctx.meta.isHidden(rel)) return;
-    await this.ctx.lower.warmRead(rel, sink);
+    if (!upperKnownAbsent(this.ctx, rel) || this.ctx.meta.isHidden(rel)) return -1;
+    return this.ctx.lower.warmRead(rel, sink);
   }
 
   /**

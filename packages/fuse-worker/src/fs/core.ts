@@ -17,6 +17,7 @@ import type { OpStats } from './op-stats.js';
 import type { Owner } from './ownership.js';
 import { ReadAhead } from './read-ahead.js';
 import { ReadPredictor } from './read-predictor.js';
+import { StoreAhead } from './store-ahead.js';
 import type { DirEntryOut, EntryReply, PolicyFsOptions } from './types.js';
 import { WriteHints } from './write-hints.js';
 
@@ -48,6 +49,8 @@ export class FsCore {
    * and so still warms nothing.
    */
   readAheadOnRead = false;
+  /** Puts what the read-ahead read into the kernel's page cache, where that is safe (store-ahead.ts). */
+  readonly storeAhead = new StoreAhead();
   readonly readAhead = new ReadAhead({
     listing: (dir) => this.listings.get(dir),
     warm: (dir, name) => this.#warm(dir, name),
@@ -70,12 +73,15 @@ export class FsCore {
     this.hints = new WriteHints(rules);
   }
 
-  /** ReadAhead's warm-up of a listed file: only content the sandbox may read now, never rejects. */
+  /**
+   * ReadAhead's warm-up of a listed file: only content the sandbox may read now, stored into the kernel's
+   * page cache where store-ahead.ts allows it, else into the host's only. Never rejects.
+   */
   async #warm(dir: number, name: string): Promise<void> {
     const path = this.inodes.childPath(dir, name);
     if (path === null || !atLeast(this.rules.permissionOf(path), 'read')) return;
     const started = performance.now();
-    await this.delta.warm(path, WARM_SINK);
+    if (!(await this.storeAhead.tryStore(this, dir, name, path))) await this.delta.warm(path, WARM_SINK);
     this.stats?.record('readahead', (performance.now() - started) * 1000, false);
   }
 

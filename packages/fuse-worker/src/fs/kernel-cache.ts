@@ -111,6 +111,11 @@ export class KernelCache {
     this.#readInDirs.delete(dir);
   }
 
+  /** The codebase version last reported to the kernel for a node (`ino:size:mtimeNs:ctimeNs`), if any. */
+  lowerVersionOf(ino: number): string | undefined {
+    return this.#lowerVersions.get(ino);
+  }
+
   checkLowerVersion(node: Inode, found: DeltaLookup): void {
     const st = found.stat;
     const version = `${st.ino}:${st.size}:${st.mtimeNs}:${st.ctimeNs}`;

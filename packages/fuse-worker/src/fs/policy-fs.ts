@@ -46,6 +46,7 @@ import type {
   StatfsReply,
 } from './types.js';
 import { readPath, writePath } from './whole-file.js';
+import type { PageStore } from './store-ahead.js';
 
 export type { DirEntryPlusOut } from './readdir-plus.js';
 export type {
@@ -85,6 +86,11 @@ export class PolicyFs {
 
   set invalidator(invalidator: Invalidator | undefined) {
     this.#core.cache.invalidator = invalidator;
+  }
+
+  /** Set by the worker once mounted with storeAhead on: the kernel's page-cache store (store-ahead.ts). */
+  set pageStore(store: PageStore | undefined) {
+    this.#core.storeAhead.store = store;
   }
 
   /** The mount's path on the host, once mounted (dir-denials.ts locates the mount in a caller's namespace). */

@@ -9,13 +9,16 @@ import { constants } from 'node:fs';
 
 /**
  * How far ahead of the current lookup files are warmed, and how many warm-ups run in the thread pool at
- * once. The worker's pool has 6 threads (WORKER_ENV), so 2 stay free for big READs. 8 ahead, 2 at a time
+ * once. The worker's pool has 10 threads (WORKER_ENV), so 2 stay free for big READs. 8 ahead, 2 at a time
  * (sessions 3-5) warmed ~4,600 files/s against a cold `grep -r` that reads ~4,000/s, so most of its READs
  * still waited for the disk inside the worker (READ p50 91-108 µs); 16 and 4 brought the READ p50 to
- * 64 µs in 2 of 2 runs (3 cold `grep -r` each, bench/README.md session 6).
+ * 64 µs (session 6). Since the warm-ups also store small files into the kernel's page cache
+ * (store-ahead.ts), every file warmed before the walker reaches it is a READ saved: 64 and 8 halved a cold
+ * `grep -r`'s READs (10,034 -> 4,300-5,200) and its time (bench/README.md, session 8). The disk is the
+ * limit beyond that: 12 at a time took 1 ms per warm-up instead of 0.7 and read no faster.
  */
-const DEPTH = 16;
-const IN_FLIGHT = 4;
+const DEPTH = 64;
+const IN_FLIGHT = 8;
 /** Directories whose position is remembered (a depth-first walk returns to its parents). */
 const DIRS = 8;
 

@@ -218,20 +218,22 @@ export class HostDir {
    * Callbacks and a raw fd that never leaves this function, not a FileHandle: its promise machinery cost
    * the JS thread more per file than the read-ahead saved. O_NONBLOCK: a FIFO must not block a pool thread.
    */
-  warmRead(rel: string, sink: Buffer): Promise<void> {
-    if (this.closed) return Promise.resolve();
+  warmRead(rel: string, sink: Buffer): Promise<number> {
+    if (this.closed) return Promise.resolve(-1);
     const parts = splitRel(rel);
     const name = parts.pop();
-    if (name === undefined) return Promise.resolve();
+    if (name === undefined) return Promise.resolve(-1);
     const dir = parts.length === 0 ? this.root : this.cache.acquire(parts.join('/'));
-    if (dir === undefined) return Promise.resolve();
+    if (dir === undefined) return Promise.resolve(-1);
     const flags = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK;
     return new Promise((resolve) => {
       open(`${fdPath(dir.handle.fd)}/${name}`, flags, (err, fd) => {
         // The kernel has resolved the name: the directory fd may be closed from now on.
         if (dir !== this.root) this.cache.release(dir).catch(() => undefined);
-        if (err !== null) return resolve();
-        read(fd, sink, 0, sink.length, 0, () => close(fd, () => resolve()));
+        if (err !== null) return resolve(-1);
+        read(fd, sink, 0, sink.length, 0, (readErr, bytesRead) =>
+          close(fd, () => resolve(readErr === null ? bytesRead : -1)),
+        );
       });
     });
   }

@@ -32,6 +32,7 @@ import {
   featureOptions,
   listingRefresh,
   listingReplay,
+  storeAhead,
   readaheadBytes,
 } from '../mount-options.js';
 import { widenReadahead } from '../readahead-window.js';
@@ -241,6 +242,7 @@ export class WorkerService {
         fs.listingsCarryAttributes = info.features.readdirplus;
         fs.refreshListingsOnRead = listingRefresh(info, disabled);
         fs.replayListings = listingReplay(info, disabled);
+        if (storeAhead(info, disabled)) fs.pageStore = (ino, data) => fuse.notifyStore(ino, 0, data);
         const window = readaheadBytes(info, disabled);
         const widened = window === null ? null : await widenReadahead(params.mountpoint, window);
         if (widened instanceof Error) {
@@ -345,8 +347,12 @@ export class WorkerService {
         this.#logger.info({ rules: rules.length }, 'rules replaced');
         return { version: ++this.#rulesVersion };
       },
-      setAudit: ({ allowed }) => {
+      setAudit: async ({ allowed }) => {
+        const before = this.#audit.allowed;
         this.#audit.allowed = allowed;
+        // From this answer on every read must reach us to be recorded: pages the kernel holds (a READ's, or
+        // stored ahead, fs/store-ahead.ts) would be read without that.
+        if (allowed && !before && this.#mounted !== undefined) await this.#mounted.fs.invalidateAll();
         return {};
       },
       // A barrier for audit events too: what was recorded before this request reaches the control plane

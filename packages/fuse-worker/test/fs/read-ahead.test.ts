@@ -56,32 +56,33 @@ describe('ReadAhead', () => {
   const names = (from: number, to: number): string[] =>
     Array.from({ length: to - from + 1 }, (_, i) => `f${from + i}`);
 
-  it('warms the regular files listed after the one looked up, four at a time, at most 16 ahead', async () => {
-    const { ra, warmed, finishOne } = setup([...files(3), { name: 'sub', mode: DIR }, ...files(24).slice(3)]);
+  it('warms the regular files listed after the one looked up, eight at a time, at most 64 ahead', async () => {
+    const { ra, warmed, finishOne } = setup([...files(3), { name: 'sub', mode: DIR }, ...files(80).slice(3)]);
     ra.onLookup(7, 'f0');
-    expect(warmed).toEqual(['f1', 'f2', 'f3', 'f4']); // four in flight; 'sub' skipped: directories are not warmed
+    // eight in flight; 'sub' skipped: directories are not warmed
+    expect(warmed).toEqual(names(1, 8));
     await finishOne();
-    expect(warmed).toEqual(names(1, 5));
-    for (let i = 0; i < 20; i++) await finishOne();
-    // Nothing beyond f0 + 16 listed entries (sub counts as one) until the walker moves on.
-    expect(warmed).toEqual(names(1, 15));
+    expect(warmed).toEqual(names(1, 9));
+    for (let i = 0; i < 80; i++) await finishOne();
+    // Nothing beyond f0 + 64 listed entries (sub counts as one) until the walker moves on.
+    expect(warmed).toEqual(names(1, 63));
     ra.onLookup(7, 'f5');
-    expect(warmed.slice(15)).toEqual(names(16, 19));
+    expect(warmed.slice(63)).toEqual(names(64, 69)); // up to f5 + 64 listed entries
   });
 
   it('does nothing for a directory whose listing is not known, or a name not in it; forgets on request', async () => {
-    const { ra, warmed, finishOne } = setup(files(12));
+    const { ra, warmed, finishOne } = setup(files(20));
     ra.onLookup(8, 'f0');
     ra.onLookup(7, 'nope');
     expect(warmed).toEqual([]);
     ra.onLookup(7, 'f0');
     await finishOne();
     await finishOne();
-    ra.clear(); // the warm-ups in flight (f3 to f6) finish without starting more
-    for (let i = 0; i < 4; i++) await finishOne();
-    expect(warmed).toEqual(names(1, 6));
-    ra.onLookup(7, 'f8'); // a fresh start from f8: nothing behind it is warmed
-    expect(warmed.slice(6)).toEqual(names(9, 11));
-    expect(warmed.filter((n) => n === 'f9')).toHaveLength(1);
+    ra.clear(); // the warm-ups in flight (f3 to f10) finish without starting more
+    for (let i = 0; i < 8; i++) await finishOne();
+    expect(warmed).toEqual(names(1, 10));
+    ra.onLookup(7, 'f14'); // a fresh start from f14: nothing behind it is warmed
+    expect(warmed.slice(10)).toEqual(names(15, 19));
+    expect(warmed.filter((n) => n === 'f15')).toHaveLength(1);
   });
 });
