@@ -162,6 +162,7 @@ export type {
   WorkerServer,
   WorkerStats,
   FuseConnStats,
+  WarmupStats,
 } from './wire/worker-api.js';
 export type { Guard } from './wire/guards.js';
 export { PART_BYTES, collectParts } from './wire/parts.js';

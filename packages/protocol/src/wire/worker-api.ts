@@ -36,6 +36,24 @@ export interface WorkerStats {
   readonly openHandles: number;
   /** What the worker's FUSE connection negotiated at mount (absent before the mount). */
   readonly fuse?: FuseConnStats;
+  /** The last entry warm-up that finished (absent until one has): see MountParams.warmupEntries. */
+  readonly warmup?: WarmupStats;
+}
+
+/** One entry warm-up: the tree listed into the kernel's dcache after the sandbox's first access. */
+export interface WarmupStats {
+  /** Names listed (each now known to the kernel with its attributes). */
+  readonly entries: number;
+  readonly directories: number;
+  /**
+   * Names listed as directories that were something else when the walk came to open them (a symlink
+   * swapped in meanwhile): refused, never followed.
+   */
+  readonly refused: number;
+  /** From the first access to the end of the walk. */
+  readonly ms: number;
+  /** complete: every visible directory was listed; budget: warmupEntries reached; stopped: ended early. */
+  readonly end: 'complete' | 'budget' | 'stopped';
 }
 
 /** The FUSE protocol features a mount got: each is detected at mount, and off where the kernel lacks it. */
@@ -78,6 +96,13 @@ export interface MountParams {
    * truncates and fallocate beyond it fail with ENOSPC and `df` shows it as the disk's size. Absent: no quota.
    */
   readonly diskQuotaBytes?: number;
+  /**
+   * After the sandbox's first access the worker lists the tree through its own mount, breadth first, so the
+   * kernel holds every visible name before it is asked for (no LOOKUP round trip per first stat/open): at
+   * most this many entries (a directory is listed whole; the budget is checked between directories).
+   * Default 16384; 0 switches the warm-up off.
+   */
+  readonly warmupEntries?: number;
   /**
    * The worker's log file from now on (it is reopened there), and the name shown in its process title and
    * log lines: a worker spawned ahead of time, before its sandbox was known, takes them on at mount.
@@ -229,6 +254,7 @@ export const WORKER_METHOD_GUARDS: {
       cacheTtlSeconds: g.optional(g.number),
       auditAllowed: g.optional(g.boolean),
       diskQuotaBytes: g.optional(g.count),
+      warmupEntries: g.optional(g.count),
       logFile: g.optional(g.string),
       name: g.optional(g.string),
     }),
@@ -252,6 +278,15 @@ export const WORKER_METHOD_GUARDS: {
           maxWrite: g.count,
           features: g.recordOf(g.boolean),
           disabled: g.arrayOf(g.string),
+        }),
+      ),
+      warmup: g.optional(
+        g.shape({
+          entries: g.count,
+          directories: g.count,
+          refused: g.count,
+          ms: g.number,
+          end: g.oneOf(['complete', 'budget', 'stopped']),
         }),
       ),
     }),
