@@ -15,6 +15,8 @@ import { InvalidArgumentError } from '@agentfense/protocol';
 // handed again instead of one built anew (fs/listing-replay.ts).
 // storeAhead (needs readdirplus): the read-ahead puts small read-only codebase files into the kernel's
 // page cache (FUSE_NOTIFY_STORE), so a walker reads them without a READ (fs/store-ahead.ts).
+// entryWarmup (needs readdirplus): after the first access the worker lists the tree through its own mount,
+// so the kernel holds an entry for every visible name before the sandbox asks (fs/entry-warmup.ts).
 export const SWITCHABLE_FEATURES = [
   'maxPages',
   'writebackCache',
@@ -24,6 +26,7 @@ export const SWITCHABLE_FEATURES = [
   'listingReplay',
   'readahead',
   'storeAhead',
+  'entryWarmup',
 ] as const;
 export type SwitchableFeature = (typeof SWITCHABLE_FEATURES)[number];
 
@@ -100,6 +103,11 @@ export function storeAhead(conn: ConnInfo, disabled: readonly SwitchableFeature[
   return conn.features.readdirplus && !disabled.includes('storeAhead');
 }
 
+/** Whether the worker lists the tree into the kernel's dcache after the first access (fs/entry-warmup.ts). */
+export function entryWarmup(conn: ConnInfo, disabled: readonly SwitchableFeature[]): boolean {
+  return conn.features.readdirplus && !disabled.includes('entryWarmup');
+}
+
 /**
  * The read-ahead window to ask for: the request size, when requests are bigger than the kernel's default
  * window (128 KiB) and the feature is on; else null (leave the kernel's window).
@@ -123,6 +131,7 @@ export function connStats(
       listingRefresh: listingRefresh(conn, disabled),
       listingReplay: listingReplay(conn, disabled),
       storeAhead: storeAhead(conn, disabled),
+      entryWarmup: entryWarmup(conn, disabled),
       readahead,
     },
     disabled: [...disabled],

@@ -49,6 +49,8 @@ export interface FixtureOptions {
   readonly diskQuotaBytes?: number;
   /** Let other host uids use the mount (tests acting as an unprivileged user). */
   readonly allowOther?: boolean;
+  /** MountParams.warmupEntries: the entry warm-up's budget (0: off). */
+  readonly warmupEntries?: number;
   /** Reuse these host directories (a second worker on the same codebase and delta). */
   readonly lowerDir?: string;
   readonly deltaDir?: string;
@@ -217,6 +219,7 @@ export async function mountFixture(options: FixtureOptions): Promise<MountedFixt
       ...(options.cacheTtlSeconds === undefined ? {} : { cacheTtlSeconds: options.cacheTtlSeconds }),
       ...(options.diskQuotaBytes === undefined ? {} : { diskQuotaBytes: options.diskQuotaBytes }),
       ...(options.allowOther === undefined ? {} : { allowOther: options.allowOther }),
+      ...(options.warmupEntries === undefined ? {} : { warmupEntries: options.warmupEntries }),
     });
   } catch (err) {
     await fixture.stop();

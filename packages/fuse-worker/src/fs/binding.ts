@@ -70,6 +70,7 @@ export function createHandlers(options: BindingOptions): LowLevelHandlers {
   /** Runs one op: reply on success, errno on failure, and count it. */
   const serve = (op: string, req: Req, work: () => Promise<void> | void): Promise<void> | void => {
     const started = performance.now();
+    fs.entryWarmup?.noteRequest(req.pid);
     const mutating = MUTATING.has(op);
     if (mutating) fs.mutated();
     const fail = (err: unknown): void => {

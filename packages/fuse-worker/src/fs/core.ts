@@ -12,6 +12,7 @@ import type { FuseAttr } from './attrs.js';
 import { HandleCache } from './handles.js';
 import { InodeTable } from './inodes.js';
 import type { Inode } from './inodes.js';
+import type { EntryWarmup } from './entry-warmup.js';
 import { KernelCache } from './kernel-cache.js';
 import type { OpStats } from './op-stats.js';
 import type { Owner } from './ownership.js';
@@ -51,6 +52,8 @@ export class FsCore {
   readAheadOnRead = false;
   /** Puts what the read-ahead read into the kernel's page cache, where that is safe (store-ahead.ts). */
   readonly storeAhead = new StoreAhead();
+  /** Lists the tree into the kernel's dcache after the first access (entry-warmup.ts); set once mounted. */
+  warmup: EntryWarmup | undefined;
   readonly readAhead = new ReadAhead({
     listing: (dir) => this.listings.get(dir),
     warm: (dir, name) => this.#warm(dir, name),
@@ -95,6 +98,8 @@ export class FsCore {
     this.readAhead.clear();
     this.handles.closeUnpinned();
     await this.cache.notifyAll();
+    // the kernel holds none of the warmed entries any more: the next access lists the tree again
+    this.warmup?.invalidated();
   }
 
   node(ino: number): Inode {

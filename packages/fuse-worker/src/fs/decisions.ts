@@ -119,6 +119,9 @@ export function allow(
   target?: string,
 ): void {
   if (!fs.audit.allowed) return;
+  // The warm-up's walker (entry-warmup.ts) is the worker's own: its listings are no access of the sandbox.
+  // It is killed when the audit is switched on; this covers the requests it had in flight.
+  if (caller.pid === fs.warmup?.walkerPid) return;
   fs.audit.record({
     op,
     path,

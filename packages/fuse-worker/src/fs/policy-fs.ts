@@ -47,6 +47,7 @@ import type {
 } from './types.js';
 import { readPath, writePath } from './whole-file.js';
 import type { PageStore } from './store-ahead.js';
+import type { EntryWarmup } from './entry-warmup.js';
 
 export type { DirEntryPlusOut } from './readdir-plus.js';
 export type {
@@ -91,6 +92,25 @@ export class PolicyFs {
   /** Set by the worker once mounted with storeAhead on: the kernel's page-cache store (store-ahead.ts). */
   set pageStore(store: PageStore | undefined) {
     this.#core.storeAhead.store = store;
+  }
+
+  /** Set by the worker once mounted with entryWarmup on: lists the tree after the first access. */
+  get entryWarmup(): EntryWarmup | undefined {
+    return this.#core.warmup;
+  }
+
+  set entryWarmup(warmup: EntryWarmup | undefined) {
+    this.#core.warmup = warmup;
+  }
+
+  /** The invalidation generation (bumped by every invalidateAll; entry-warmup.ts stops on a move). */
+  get generation(): number {
+    return this.#core.cache.generation;
+  }
+
+  /** Whether allowed accesses are audited (then nothing may answer for the sandbox ahead of its requests). */
+  get auditsAllowed(): boolean {
+    return this.#core.audit.allowed;
   }
 
   /** The mount's path on the host, once mounted (dir-denials.ts locates the mount in a caller's namespace). */
@@ -145,6 +165,7 @@ export class PolicyFs {
   // --- namespace -----------------------------------------------------------------------------------
 
   lookup(parent: number, name: string, caller: Caller): Promise<EntryReply | NegativeEntry> {
+    this.#core.warmup?.touch();
     return lookup(this.#core, parent, name, caller);
   }
 
@@ -203,6 +224,7 @@ export class PolicyFs {
   }
 
   readdir(ino: number, offset: number, caller: Caller): Promise<readonly DirEntryOut[]> {
+    this.#core.warmup?.touch();
     return readdir(this.#core, ino, offset, caller);
   }
 
@@ -212,6 +234,7 @@ export class PolicyFs {
     caller: Caller,
     fit: (names: readonly string[]) => number,
   ): Promise<Buffer> {
+    this.#core.warmup?.touch();
     return readdirplus(this.#core, ino, offset, caller, fit);
   }
 

@@ -41,10 +41,37 @@ export async function readdirplus(
   const listing = await readdir(fs, ino, offset, caller);
   if (offset === 0) fs.cache.listed(ino);
   const sent = listing.slice(0, fit(listing.map((e) => e.name)));
-  const out = await Promise.all(sent.map((e) => withEntry(fs, ino, e, caller)));
+  const out =
+    caller.pid === fs.warmup?.walkerPid
+      ? await inSlices(fs, ino, sent, caller)
+      : await Promise.all(sent.map((e) => withEntry(fs, ino, e, caller)));
   const packed = packDirentsPlus(out);
   if (offset === 0) fs.cache.replays.remember(fs, ino, listing as DirEntryOut[], out, packed, since);
   return packed.bytes;
+}
+
+/** Entries looked up between two turns of the event loop for the warm-up's walker. */
+const WALKER_SLICE = 16;
+
+/**
+ * The warm-up's walker (entry-warmup.ts) lists whole directories ahead of the sandbox: its entries are
+ * looked up a slice at a time, each only once the sandbox has left the worker idle for a moment, so a
+ * request of the sandbox never waits behind more than one slice.
+ */
+async function inSlices(
+  fs: FsCore,
+  ino: number,
+  sent: readonly DirEntryOut[],
+  caller: Caller,
+): Promise<DirEntryPlusOut[]> {
+  const out: DirEntryPlusOut[] = [];
+  for (let i = 0; i < sent.length; i += WALKER_SLICE) {
+    await fs.warmup?.whenIdle();
+    out.push(
+      ...(await Promise.all(sent.slice(i, i + WALKER_SLICE).map((e) => withEntry(fs, ino, e, caller)))),
+    );
+  }
+  return out;
 }
 
 async function withEntry(

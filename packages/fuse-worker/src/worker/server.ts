@@ -18,11 +18,13 @@ import type {
   WorkerServer,
   WorkerStats,
   FuseConnStats,
+  WarmupStats,
 } from '@agentfense/protocol';
 import type { CommitOptions } from '../delta/types.js';
 import { AuditLog } from '../audit.js';
 import { Delta } from '../delta/delta.js';
 import { createHandlers } from '../fs/binding.js';
+import { EntryWarmup } from '../fs/entry-warmup.js';
 import { OpStats } from '../fs/op-stats.js';
 import { PolicyFs } from '../fs/policy-fs.js';
 import { abortFuseConnection, fuseMountsAt } from '../mounts.js';
@@ -33,6 +35,7 @@ import {
   listingRefresh,
   listingReplay,
   storeAhead,
+  entryWarmup,
   readaheadBytes,
 } from '../mount-options.js';
 import { widenReadahead } from '../readahead-window.js';
@@ -102,6 +105,8 @@ export class WorkerService {
   readonly #collect: Collect | undefined;
   /** Control requests handled, which with FUSE ops tells the idle trim whether the worker worked. */
   #requests = 0;
+  /** The last entry warm-up that finished (fs/entry-warmup.ts), for `stats`. */
+  #warmup: WarmupStats | undefined;
   /** Answers too large for one frame, waiting for `more`. */
   readonly #parts = new PartStore();
   /** Commits in progress, so a teardown can end them cleanly between two files. */
@@ -144,6 +149,8 @@ export class WorkerService {
     const mounted = this.#mounted;
     this.#mounted = undefined;
     if (mounted !== undefined) {
+      // The warm-up holds descriptors inside the mount: it ends first, so they do not keep it busy.
+      await mounted.fs.entryWarmup?.stop();
       // Lazy: a process still inside the mount (a shell cd'ed there) must not keep us from exiting. The
       // kernel keeps a detached mount's connection while it is busy, so abort it if the unmount lags.
       const minor = (await fuseMountsAt(mounted.mountpoint)).at(-1)?.minor;
@@ -243,6 +250,20 @@ export class WorkerService {
         fs.refreshListingsOnRead = listingRefresh(info, disabled);
         fs.replayListings = listingReplay(info, disabled);
         if (storeAhead(info, disabled)) fs.pageStore = (ino, data) => fuse.notifyStore(ino, 0, data);
+        if (entryWarmup(info, disabled) && params.warmupEntries !== 0) {
+          fs.entryWarmup = new EntryWarmup({
+            mountpoint: params.mountpoint,
+            ...(params.warmupEntries === undefined ? {} : { budget: params.warmupEntries }),
+            allowed: () => !fs.auditsAllowed,
+            generation: () => fs.generation,
+            onDone: (summary) => {
+              this.#warmup = summary;
+              this.#stats.record('entry-warmup', summary.ms * 1000, summary.end === 'stopped');
+              this.#logger.info({ warmup: summary }, 'entry warm-up done');
+            },
+            onError: (err) => this.#logger.warn({ err }, 'entry warm-up failed (the mount works without it)'),
+          });
+        }
         const window = readaheadBytes(info, disabled);
         const widened = window === null ? null : await widenReadahead(params.mountpoint, window);
         if (widened instanceof Error) {
@@ -319,6 +340,7 @@ export class WorkerService {
       pssBytes: await readPss(),
       openHandles: this.#mounted?.fs.handles.size ?? 0,
       ...(this.#mounted === undefined ? {} : { fuse: this.#mounted.conn }),
+      ...(this.#warmup === undefined ? {} : { warmup: this.#warmup }),
     };
   }
 
