@@ -7,6 +7,7 @@ import type { ChangeEntry } from '@agentfense/protocol';
 import { asFsError, FsError } from '../errors.js';
 import type { HostDir } from '../host/host-dir.js';
 import { RawFile, type HostFile } from '../host/raw-file.js';
+import { warmInode, warmRead } from '../host/warm.js';
 import { computeChanges } from './changes.js';
 import { commitChanges } from './commit.js';
 import {
@@ -135,7 +136,17 @@ export class Delta {
   async warm(path: string, sink: Buffer): Promise<number> {
     const rel = toRel(path);
     if (!upperKnownAbsent(this.ctx, rel) || this.ctx.meta.isHidden(rel)) return -1;
-    return this.ctx.lower.warmRead(rel, sink);
+    return warmRead(this.ctx.lower, rel, sink);
+  }
+
+  /**
+   * Brings the codebase entries `names` of directory `path` into the host's inode cache from the thread
+   * pool (the entry warm-up's listings: the lookups that follow then never wait for the disk on the JS
+   * thread). Never rejects.
+   */
+  async warmEntries(path: string, names: readonly string[]): Promise<void> {
+    const rel = toRel(path);
+    await Promise.all(names.map((name) => warmInode(this.ctx.lower, rel === '' ? name : `${rel}/${name}`)));
   }
 
   /**

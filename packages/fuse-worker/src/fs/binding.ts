@@ -70,10 +70,12 @@ export function createHandlers(options: BindingOptions): LowLevelHandlers {
   /** Runs one op: reply on success, errno on failure, and count it. */
   const serve = (op: string, req: Req, work: () => Promise<void> | void): Promise<void> | void => {
     const started = performance.now();
-    fs.entryWarmup?.noteRequest(req.pid);
+    // The entry warm-up gives way while the sandbox has requests in flight (fs/entry-warmup.ts).
+    const warmup = fs.entryWarmup?.requestStarted(req.pid) === true ? fs.entryWarmup : undefined;
     const mutating = MUTATING.has(op);
     if (mutating) fs.mutated();
     const fail = (err: unknown): void => {
+      warmup?.requestEnded();
       if (mutating) fs.mutated();
       const errno = toErrno(err);
       if (!(err instanceof FsError)) options.onInternalError(op, err);
@@ -81,6 +83,7 @@ export function createHandlers(options: BindingOptions): LowLevelHandlers {
       stats.record(op, (performance.now() - started) * 1000, true);
     };
     const done = (): void => {
+      warmup?.requestEnded();
       if (mutating) fs.mutated();
       stats.record(op, (performance.now() - started) * 1000, false);
     };

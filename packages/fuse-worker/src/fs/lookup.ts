@@ -12,13 +12,18 @@ export async function lookup(
   caller: Caller,
   /** Looked up for a READDIRPLUS listing, not by a walker: the read-ahead follows READs then. */
   listed = false,
+  /**
+   * For the entry warm-up's listings (entry-warmup.ts): the host is asked from the thread pool even when the
+   * synchronous path would do, so a cold inode's disk read never holds the JS thread the sandbox needs.
+   */
+  background = false,
 ): Promise<EntryReply | NegativeEntry> {
   const generation = fs.cache.generation;
   const path = fs.childPath(parent, name);
   lookupPermission(fs, path, null, caller);
   // A codebase entry under a cached directory is answered without a promise (most of a listing's
   // entries): the same answer, minus the awaits and their allocations.
-  const cached = fs.delta.lookupIfCached(path);
+  const cached = background ? undefined : fs.delta.lookupIfCached(path);
   const found = cached === undefined ? await fs.delta.lookup(path) : cached;
   // Decided after the await, with the rules in force now (setRules may have run meanwhile).
   const permission = lookupPermission(fs, path, found, caller);

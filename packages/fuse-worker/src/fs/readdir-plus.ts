@@ -65,10 +65,17 @@ async function inSlices(
   caller: Caller,
 ): Promise<DirEntryPlusOut[]> {
   const out: DirEntryPlusOut[] = [];
+  const dir = fs.inodes.pathOf(ino);
   for (let i = 0; i < sent.length; i += WALKER_SLICE) {
     await fs.warmup?.whenIdle();
+    // The inodes first, from the thread pool: the lookups below are synchronous where the parent's fd is
+    // cached, and a cold inode would hold the JS thread for a disk read while the sandbox waits.
+    const names = sent
+      .slice(i, i + WALKER_SLICE)
+      .flatMap((e) => (e.name === '.' || e.name === '..' ? [] : [e.name]));
+    if (dir !== null) await fs.delta.warmEntries(dir, names);
     out.push(
-      ...(await Promise.all(sent.slice(i, i + WALKER_SLICE).map((e) => withEntry(fs, ino, e, caller)))),
+      ...(await Promise.all(sent.slice(i, i + WALKER_SLICE).map((e) => withEntry(fs, ino, e, caller, true)))),
     );
   }
   return out;
@@ -79,10 +86,11 @@ async function withEntry(
   parent: number,
   e: DirEntryOut,
   caller: Caller,
+  background = false,
 ): Promise<DirEntryPlusOut> {
   if (e.name === '.' || e.name === '..') return e;
   try {
-    const entry = await lookup(fs, parent, e.name, caller, true);
+    const entry = await lookup(fs, parent, e.name, caller, true, background);
     // d_ino and the attributes' inode number agree, as they would after a LOOKUP
     return 'attr' in entry ? { ...e, ino: entry.attr.ino, entry } : e;
   } catch {

@@ -3,7 +3,7 @@ import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { createServer } from 'node:net';
 import type { BigIntStats } from 'node:fs';
-import { close, constants, lstatSync, open, openSync, read } from 'node:fs';
+import { constants, lstatSync, openSync } from 'node:fs';
 import fsp from 'node:fs/promises';
 import type { FileHandle } from 'node:fs/promises';
 import { promisify } from 'node:util';
@@ -213,29 +213,21 @@ export class HostDir {
   }
 
   /**
-   * Reads the start of regular file `rel` into `sink` (discarded: the point is the host page cache),
-   * entirely in the thread pool, when its parent's fd is cached; otherwise does nothing. Never rejects.
-   * Callbacks and a raw fd that never leaves this function, not a FileHandle: its promise machinery cost
-   * the JS thread more per file than the read-ahead saved. O_NONBLOCK: a FIFO must not block a pool thread.
+   * The magic-link path of `rel` for one operation in the thread pool (host/warm.ts), with its parent's fd
+   * held until `release()`; undefined when that fd is not cached (warm-ups are never needed for
+   * correctness, so a miss does nothing).
    */
-  warmRead(rel: string, sink: Buffer): Promise<number> {
-    if (this.closed) return Promise.resolve(-1);
+  pooledPath(rel: string): { readonly at: string; readonly release: () => void } | undefined {
+    if (this.closed) return undefined;
     const parts = splitRel(rel);
     const name = parts.pop();
-    if (name === undefined) return Promise.resolve(-1);
+    if (name === undefined) return undefined;
     const dir = parts.length === 0 ? this.root : this.cache.acquire(parts.join('/'));
-    if (dir === undefined) return Promise.resolve(-1);
-    const flags = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK;
-    return new Promise((resolve) => {
-      open(`${fdPath(dir.handle.fd)}/${name}`, flags, (err, fd) => {
-        // The kernel has resolved the name: the directory fd may be closed from now on.
-        if (dir !== this.root) this.cache.release(dir).catch(() => undefined);
-        if (err !== null) return resolve(-1);
-        read(fd, sink, 0, sink.length, 0, (readErr, bytesRead) =>
-          close(fd, () => resolve(readErr === null ? bytesRead : -1)),
-        );
-      });
-    });
+    if (dir === undefined) return undefined;
+    const release = (): void => {
+      if (dir !== this.root) this.cache.release(dir).catch(() => undefined);
+    };
+    return { at: `${fdPath(dir.handle.fd)}/${name}`, release };
   }
 
   /** Entries of directory `rel` ('' is the root) with their d_type, unsorted. */

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterEach, describe, expect, it } from 'vitest';
 
-import { AF_WALK, EntryWarmup, type WarmupSummary } from '../../src/fs/entry-warmup.js';
+import { AF_WALK, EntryWarmup, START_QUIET_MS, type WarmupSummary } from '../../src/fs/entry-warmup.js';
 
 const run = promisify(execFile);
 const roots: string[] = [];
@@ -53,6 +53,36 @@ describe('entry warm-up walker', () => {
     expect(await warm(root)).toMatchObject({ end: 'complete', directories: 5, entries: 6, refused: 0 });
   });
 
+  it('starts only once the sandbox has been quiet for START_QUIET_MS after the first access', async () => {
+    const root = await tempDir();
+    await mkdir(join(root, 'a'));
+    let doneAt = 0;
+    const warmup = new EntryWarmup({
+      mountpoint: root,
+      allowed: () => true,
+      generation: () => 0,
+      onDone: () => (doneAt = performance.now()),
+    });
+    warmup.touch();
+    // The sandbox keeps sending requests (one in flight part of the time) for 3 x START_QUIET_MS.
+    const busyUntil = performance.now() + 3 * START_QUIET_MS;
+    let quietFrom = 0;
+    while (performance.now() < busyUntil) {
+      expect(warmup.requestStarted(12345)).toBe(true);
+      await new Promise((r) => setTimeout(r, 20));
+      warmup.requestEnded();
+      quietFrom = performance.now();
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    expect(doneAt).toBe(0);
+    while (doneAt === 0) {
+      expect(performance.now() - quietFrom).toBeLessThan(10 * START_QUIET_MS);
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    expect(doneAt - quietFrom).toBeGreaterThanOrEqual(START_QUIET_MS - 1);
+    await warmup.stop();
+  });
+
   it('stops once the budget is used, between two directories', async () => {
     const root = await tempDir();
     for (const d of ['d1', 'd2', 'd3']) {
@@ -65,17 +95,16 @@ describe('entry warm-up walker', () => {
 
   it('reports a tree it cannot open as stopped, and a missing walker as an error', async () => {
     expect(await warm(join(await tempDir(), 'absent'))).toMatchObject({ end: 'stopped', entries: 0 });
-    const errors: Error[] = [];
-    const warmup = new EntryWarmup({
-      mountpoint: await tempDir(),
-      allowed: () => true,
-      generation: () => 0,
-      program: '/nonexistent/af-walk',
-      onError: (err) => errors.push(err),
+    const error = await new Promise<Error>((resolve) => {
+      new EntryWarmup({
+        mountpoint: roots[0]!,
+        allowed: () => true,
+        generation: () => 0,
+        program: '/nonexistent/af-walk',
+        onError: resolve,
+      }).touch();
     });
-    warmup.touch();
-    await warmup.stop();
-    expect(errors.map((e) => (e as NodeJS.ErrnoException).code)).toEqual(['ENOENT']);
+    expect((error as NodeJS.ErrnoException).code).toBe('ENOENT');
   });
 
   it('a directory swapped for a symlink after its parent was listed is refused, never followed', async () => {
