@@ -24,7 +24,7 @@ import {
   open,
 } from 'node:fs/promises';
 import { randomBytes } from 'node:crypto';
-import { readFileSync, readdirSync } from 'node:fs';
+import { readFileSync, readdirSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -439,6 +439,12 @@ async function statSize(path: string): Promise<number> {
   return Number(stdout.trim());
 }
 
+/** The version string the worker reports a codebase file's attributes with: `ino:size:mtimeNs:ctimeNs`. */
+function versionOf(path: string): string {
+  const st = statSync(path, { bigint: true });
+  return `${st.ino}:${st.size}:${st.mtimeNs}:${st.ctimeNs}`;
+}
+
 afterEach(async () => {
   while (live.length > 0) {
     const m = live.pop()!;
@@ -742,6 +748,137 @@ describe('fuse-native low-level binding', () => {
     expect(await statSize(path)).toBe(content.length);
     expect(await fuse.notifyStore(987654, 0, Buffer.from('x'))).toBe(ENOENT);
     expect(() => fuse.notifyStore(f.ino, 0, 'text' as unknown as Buffer)).toThrow(TypeError);
+  });
+
+  it('storeAhead stores whole host files of the version given; anything else is left for a READ', async () => {
+    const { fs, fuse, mnt } = await mountMemFs({ omit: ['open'], attrTimeout: 3600, entryTimeout: 3600 });
+    const host = await mkdtemp(join(tmpdir(), 'agentfense-test-ahead-'));
+    try {
+      const write = async (name: string, text: string): Promise<string> => {
+        await writeFile(join(host, name), text);
+        return versionOf(join(host, name));
+      };
+      const kinds = ['same', 'changed', 'big', 'dir', 'warm'] as const;
+      const texts = {
+        same: 'stored whole\n'.repeat(499) + 'stored wholE\n',
+        changed: 'old\n',
+        big: 'b'.repeat(70_000),
+      };
+      const versions = {
+        same: await write('same', texts.same),
+        changed: await write('changed', texts.changed),
+        big: await write('big', texts.big),
+      };
+      await writeFile(join(host, 'changed'), 'new!\n'); // another version than the one given
+      await mkdir(join(host, 'dir'));
+      await writeFile(join(host, 'warm'), 'host read-ahead only\n');
+      // each node as long as the host file (the kernel's size; the worker stores only a file of that size)
+      const served = (k: string): string => 'R'.repeat(k === 'same' ? texts.same.length - 1 : 12) + '\n';
+      const nodes = kinds.map((k) => fs.add(1, k, S_IFREG | 0o644));
+      kinds.forEach((k, i) => fs.writeData(nodes[i]!, Buffer.from(served(k)), 0));
+      kinds.forEach((k, i) => (nodes[i]!.size = served(k).length));
+      for (const k of kinds) await statSize(join(mnt, k)); // the kernel holds every node
+      const ids = new Float64Array([nodes[0]!.ino, nodes[1]!.ino, nodes[2]!.ino, nodes[3]!.ino, 0]);
+      const strings = Buffer.from(
+        `same\0${versions.same}\0changed\0${versions.changed}\0big\0${versions.big}\0dir\0${versions.same}\0warm\0\0`,
+      );
+      const dir = await open(host, 'r');
+      let status: Buffer;
+      try {
+        status = await fuse.storeAhead(dir.fd, 65536, ids, strings);
+      } finally {
+        await dir.close();
+      }
+      // stored; a changed file, a file over maxBytes and a directory are not; node 0 only warms the host
+      expect([...status]).toEqual([1, 0, 0, 0, 0]);
+      fs.resetCounts();
+      expect((await run('cat', [join(mnt, 'same')])).stdout).toBe(texts.same);
+      expect(fs.counts.read ?? 0).toBe(0);
+      for (const k of ['changed', 'big', 'dir', 'warm'])
+        expect((await run('cat', [join(mnt, k)])).stdout).toBe(served(k));
+      expect(fs.counts.read).toBe(4);
+      // a node the kernel does not hold: status 2 (try again once it does)
+      const unknown = await open(host, 'r');
+      try {
+        const again = await fuse.storeAhead(
+          unknown.fd,
+          65536,
+          new Float64Array([987654]),
+          Buffer.from(`same\0${versions.same}\0`),
+        );
+        expect([...again]).toEqual([2]);
+      } finally {
+        await unknown.close();
+      }
+      expect(() => fuse.storeAhead(0, 65536, new Float64Array([2]), Buffer.from('a/b\0\0'))).toThrow(
+        RangeError,
+      );
+      expect(() => fuse.storeAhead(0, 65536, new Float64Array([2]), Buffer.from('..\0\0'))).toThrow(
+        RangeError,
+      );
+    } finally {
+      await rm(host, { recursive: true, force: true });
+    }
+  });
+
+  it('bumpStoreEpoch: stores not started are dropped, and a notification waits for the stores in progress', async () => {
+    // Eight READs are held unanswered: their pages stay locked, so the eight fetch threads each block in a
+    // store into one of those files; a ninth store waits in the queue behind them.
+    const held: (() => void)[] = [];
+    const hold = new Set<number>();
+    const { fs, fuse, mnt } = await mountMemFs({
+      omit: ['open'],
+      attrTimeout: 3600,
+      entryTimeout: 3600,
+      extra: {
+        read(req, ino, size, offset) {
+          fs.counts.read = (fs.counts.read ?? 0) + 1;
+          const answer = (): void => req.replyBuf(fs.readData(fs.nodes.get(ino)!, size, Number(offset)));
+          if (hold.has(ino)) held.push(answer);
+          else setImmediate(answer);
+        },
+      },
+    });
+    const host = await mkdtemp(join(tmpdir(), 'agentfense-test-ahead-'));
+    const readers: Promise<unknown>[] = [];
+    try {
+      let strings = '';
+      const ids: number[] = [];
+      for (let i = 0; i < 9; i++) {
+        const n = fs.add(1, `f${i}`, S_IFREG | 0o644);
+        fs.writeData(n, Buffer.from(`read ${i}\n`), 0);
+        n.size = `read ${i}\n`.length;
+        await writeFile(join(host, `f${i}`), `stored ${i}\n`);
+        strings += `f${i}\0${versionOf(join(host, `f${i}`))}\0`;
+        ids.push(n.ino);
+        if (i < 8) hold.add(n.ino);
+        await statSize(join(mnt, `f${i}`));
+      }
+      for (let i = 0; i < 8; i++) readers.push(run('cat', [join(mnt, `f${i}`)]));
+      for (let i = 0; i < 200 && held.length < 8; i++) await new Promise((r) => setTimeout(r, 10));
+      expect(held).toHaveLength(8);
+      const dir = await open(host, 'r');
+      const batch = fuse.storeAhead(dir.fd, 65536, new Float64Array(ids), Buffer.from(strings));
+      await new Promise((r) => setTimeout(r, 300)); // the fetch threads take f0-f7 and block on the pages
+      fuse.bumpStoreEpoch();
+      let invalidated = false;
+      const inval = fuse.notifyInvalInode(ids[8]!, 0, 0).then(() => (invalidated = true));
+      await new Promise((r) => setTimeout(r, 300));
+      expect(invalidated).toBe(false); // waits for the stores in progress
+      for (const answer of held.splice(0)) answer();
+      await inval;
+      const status = await batch;
+      await dir.close();
+      // f0-f7 were in progress when the epoch moved and reached the kernel first; f8 had not started
+      expect([...status]).toEqual([1, 1, 1, 1, 1, 1, 1, 1, 0]);
+      fs.resetCounts();
+      expect((await run('cat', [join(mnt, 'f8')])).stdout).toBe('read 8\n');
+      expect(fs.counts.read).toBe(1);
+    } finally {
+      for (const answer of held.splice(0)) answer();
+      await Promise.allSettled(readers);
+      await rm(host, { recursive: true, force: true });
+    }
   });
 
   it('unmount leaves no mount and no thread; options are validated; mount errors are clear', async () => {
