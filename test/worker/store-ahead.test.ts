@@ -77,6 +77,49 @@ describe('store-ahead', () => {
     expect((await f.sandbox(`sha256sum ${b!}`)).stdout).toBe(`${sha(tree[b!]!)}  ${b!}\n`);
   }, 60_000);
 
+  it('a walker that reads what it lists gets each next directory stored from its listing: only one file of it is READ', async () => {
+    const tree: Record<string, string> = {};
+    for (const d of ['a', 'b', 'c']) {
+      for (let i = 0; i < 20; i++)
+        tree[`${d}/f${String(i).padStart(2, '0')}.txt`] = `${d} ${i}\n`.repeat(i + 1);
+    }
+    const f = await mountFixture({ tree, rules: AGENT_SAFE });
+    // a/: listed and read (the read-ahead follows its READs); from then on listings are read ahead
+    expect((await f.sandbox('ls a >/dev/null && cat a/* >/dev/null')).stderr).toBe('');
+    for (const d of ['b', 'c']) {
+      const stored = await opCount(f, 'store-ahead');
+      // Listing alone stores every file but one: the listing's end is answered once they are stored.
+      expect((await f.sandbox(`ls ${d} >/dev/null`)).stderr).toBe('');
+      await waitForOps(f, 'store-ahead', stored + 19);
+      const reads = await opCount(f, 'read');
+      const names = (await f.sandbox(`ls -f ${d} | grep txt`)).stdout.trim().split('\n');
+      const r = await f.sandbox(names.map((n) => `cat ${d}/${n}`).join('; '));
+      expect(r.stdout).toBe(names.map((n) => tree[`${d}/${n}`]).join(''));
+      // the last file in listing order is left to be READ: that READ says the walker still reads
+      expect(await opCount(f, 'read')).toBe(reads + 1);
+    }
+  }, 60_000);
+
+  it('a walk that only lists (ls -lR) after a reading walk stops being read ahead within a few listings', async () => {
+    const tree: Record<string, string> = {};
+    for (let d = 0; d < 12; d++) {
+      for (let i = 0; i < 10; i++) tree[`d${String(d).padStart(2, '0')}/f${i}.txt`] = `${d} ${i}\n`;
+    }
+    const f = await mountFixture({ tree, rules: AGENT_SAFE });
+    const read = await f.sandbox('for d in d00 d01 d02; do ls $d >/dev/null; cat $d/* >/dev/null; done');
+    expect(read.stderr).toBe('');
+    await new Promise((r) => setTimeout(r, 300));
+    const before = await opCount(f, 'store-ahead');
+    const listed = await f.sandbox(
+      'for d in d03 d04 d05 d06 d07 d08 d09 d10 d11; do ls -l $d >/dev/null; done',
+    );
+    expect(listed.stderr).toBe('');
+    await new Promise((r) => setTimeout(r, 300));
+    // 9 listings of 10 files: the first four are stored (9 files each: half of the last listings were
+    // still read), then the predictor says this walk does not read
+    expect((await opCount(f, 'store-ahead')) - before).toBeLessThanOrEqual(4 * 9);
+  }, 60_000);
+
   it('switched off by AGENTFENSE_FUSE_DISABLE=storeAhead: the read-ahead then only warms the host', async () => {
     const previous = process.env.AGENTFENSE_FUSE_DISABLE;
     process.env.AGENTFENSE_FUSE_DISABLE = 'storeAhead';

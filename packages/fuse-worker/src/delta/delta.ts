@@ -7,7 +7,7 @@ import type { ChangeEntry } from '@agentfense/protocol';
 import { asFsError, FsError } from '../errors.js';
 import type { HostDir } from '../host/host-dir.js';
 import { RawFile, type HostFile } from '../host/raw-file.js';
-import { warmInode, warmRead } from '../host/warm.js';
+import { warmInode } from '../host/warm.js';
 import { computeChanges } from './changes.js';
 import { commitChanges } from './commit.js';
 import {
@@ -128,15 +128,17 @@ export class Delta {
   }
 
   /**
-   * Reads up to `sink.length` bytes from the start of the file at `path` into `sink` (and so the host
-   * page cache), entirely in the thread pool (ReadAhead). Only when the codebase layer serves the path:
-   * known absent from the upper layer (no syscall to find out) and not whited out; anything else is left
-   * alone. Resolves with the bytes read, -1 when nothing was read; never rejects.
+   * Whether the codebase layer serves `path` and is known to (no syscall to find out): absent from the
+   * upper layer and not whited out.
    */
-  async warm(path: string, sink: Buffer): Promise<number> {
+  servedFromLower(path: string): boolean {
     const rel = toRel(path);
-    if (!upperKnownAbsent(this.ctx, rel) || this.ctx.meta.isHidden(rel)) return -1;
-    return warmRead(this.ctx.lower, rel, sink);
+    return upperKnownAbsent(this.ctx, rel) && !this.ctx.meta.isHidden(rel);
+  }
+
+  /** HostDir.withCachedDir on the codebase layer's directory `path` (the read-ahead's files are in it). */
+  withLowerDir<T>(path: string, use: (dirFd: number) => Promise<T>): Promise<T> | undefined {
+    return this.ctx.lower.withCachedDir(toRel(path), use);
   }
 
   /**
@@ -146,7 +148,7 @@ export class Delta {
    */
   async warmEntries(path: string, names: readonly string[]): Promise<void> {
     const rel = toRel(path);
-    await Promise.all(names.map((name) => warmInode(this.ctx.lower, rel === '' ? name : `${rel}/${name}`)));
+    await Promise.all(names.map((name) => warmInode(this.ctx.lower, rel, name)));
   }
 
   /**

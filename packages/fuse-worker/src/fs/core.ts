@@ -1,7 +1,6 @@
 // The state one PolicyFs shares between its op files (lookup-ops, attr-ops, namespace-ops, dir-listing,
 // data-ops, whole-file) and the small helpers they all use: node/path resolution and the attributes an
 // entry is reported with. The permission decisions themselves live in decisions.ts.
-import { atLeast } from '@agentfense/protocol';
 import type { Permission, RuleSet } from '@agentfense/protocol';
 import type { AuditLog } from '../audit.js';
 import type { Delta } from '../delta/delta.js';
@@ -17,13 +16,10 @@ import { KernelCache } from './kernel-cache.js';
 import type { OpStats } from './op-stats.js';
 import type { Owner } from './ownership.js';
 import { ReadAhead } from './read-ahead.js';
-import { ReadPredictor } from './read-predictor.js';
+import { ListingPredictor, ReadPredictor } from './read-predictor.js';
 import { StoreAhead } from './store-ahead.js';
 import type { DirEntryOut, EntryReply, PolicyFsOptions } from './types.js';
 import { WriteHints } from './write-hints.js';
-
-/** How much of each file ReadAhead warms, and where that data lands (only the host page cache wants it). */
-const WARM_SINK = Buffer.allocUnsafeSlow(64 * 1024);
 
 /** The shared state of one PolicyFs (internal to fs/: PolicyFs is the public face). */
 export class FsCore {
@@ -44,19 +40,21 @@ export class FsCore {
   readonly listings = new Map<number, DirEntryOut[]>();
   readonly cache = new KernelCache({ inodes: this.inodes, handles: this.handles });
   readonly predictor = new ReadPredictor();
+  /** Whether walkers read what they list: the read-ahead then starts at the listing (read-ahead.ts). */
+  readonly listingPredictor = new ListingPredictor();
   /**
    * With READDIRPLUS a walker's LOOKUPs never reach us (the listing carried them), so the read-ahead
    * follows the walker's first READ of each file instead (data-ops.ts). A stat-only walk reads nothing
    * and so still warms nothing.
    */
   readAheadOnRead = false;
-  /** Puts what the read-ahead read into the kernel's page cache, where that is safe (store-ahead.ts). */
+  /** The read-ahead's reads, stored into the kernel's page cache where that is safe (store-ahead.ts). */
   readonly storeAhead = new StoreAhead();
   /** Lists the tree into the kernel's dcache after the first access (entry-warmup.ts); set once mounted. */
   warmup: EntryWarmup | undefined;
   readonly readAhead = new ReadAhead({
     listing: (dir) => this.listings.get(dir),
-    warm: (dir, name) => this.#warm(dir, name),
+    warm: (dir, names, store) => this.#warm(dir, names, store),
   });
 
   constructor(options: PolicyFsOptions) {
@@ -77,15 +75,22 @@ export class FsCore {
   }
 
   /**
-   * ReadAhead's warm-up of a listed file: only content the sandbox may read now, stored into the kernel's
-   * page cache where store-ahead.ts allows it, else into the host's only. Never rejects.
+   * ReadAhead's warm-up of listed files: only content the sandbox may read now, stored into the kernel's
+   * page cache where store-ahead.ts allows it (and `store` asks for it), else into the host's only.
+   * Resolves with the files not stored because the kernel did not hold their nodes yet.
    */
-  async #warm(dir: number, name: string): Promise<void> {
-    const path = this.inodes.childPath(dir, name);
-    if (path === null || !atLeast(this.rules.permissionOf(path), 'read')) return;
+  async #warm(dir: number, names: string[], store: boolean): Promise<string[]> {
+    const dirPath = this.inodes.pathOf(dir);
+    if (dirPath === null) return [];
     const started = performance.now();
-    if (!(await this.storeAhead.tryStore(this, dir, name, path))) await this.delta.warm(path, WARM_SINK);
-    this.stats?.record('readahead', (performance.now() - started) * 1000, false);
+    const { stored, noNode } = await this.storeAhead.readAhead(this, dir, dirPath, names, store);
+    const stats = this.stats;
+    if (stats !== undefined) {
+      for (let i = 0; i < stored; i++) stats.record('store-ahead', 0, false);
+      const micros = (performance.now() - started) * 1000;
+      for (let i = 0; i < names.length; i++) stats.record('readahead', micros, false);
+    }
+    return noNode;
   }
 
   /**
@@ -94,6 +99,7 @@ export class FsCore {
    */
   async invalidateAll(): Promise<void> {
     this.cache.generation++;
+    this.cache.invalidator?.beforeContents?.();
     this.listings.clear();
     this.readAhead.clear();
     this.handles.closeUnpinned();

@@ -41,6 +41,7 @@ export class DataPath {
     const node = fs.inodes.get(ino);
     fs.cache.noteRead(node);
     if (fs.readAheadOnRead && offset === 0 && node !== undefined && node.parent !== 0) {
+      fs.listingPredictor.noteRead(node.parent);
       fs.readAhead.onLookup(node.parent, node.name);
     }
   }

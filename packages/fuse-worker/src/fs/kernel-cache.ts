@@ -72,15 +72,20 @@ export class KernelCache {
 
   set invalidator(invalidator: Invalidator | undefined) {
     const dirAttrs = this.dirAttrs;
+    const inodes = this.#inodes;
     this.#invalidator =
       invalidator === undefined
         ? undefined
         : {
             inode: (ino) => {
               dirAttrs.drop(ino);
+              // A directory's pages are its listing; a file's are its contents, which a store-ahead
+              // prepared before now must not put back after this invalidation.
+              if (inodes.get(ino)?.isDir !== true) invalidator.beforeContents?.();
               return invalidator.inode(ino);
             },
             entry: (parent, name) => invalidator.entry(parent, name),
+            beforeContents: () => invalidator.beforeContents?.(),
           };
   }
 

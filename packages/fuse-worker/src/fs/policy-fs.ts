@@ -46,7 +46,7 @@ import type {
   StatfsReply,
 } from './types.js';
 import { readPath, writePath } from './whole-file.js';
-import type { PageStore } from './store-ahead.js';
+import type { FileBatch } from './store-ahead.js';
 import type { EntryWarmup } from './entry-warmup.js';
 
 export type { DirEntryPlusOut } from './readdir-plus.js';
@@ -89,9 +89,14 @@ export class PolicyFs {
     this.#core.cache.invalidator = invalidator;
   }
 
-  /** Set by the worker once mounted with storeAhead on: the kernel's page-cache store (store-ahead.ts). */
-  set pageStore(store: PageStore | undefined) {
-    this.#core.storeAhead.store = store;
+  /** Set by the worker once mounted: the binding's read-ahead of files (store-ahead.ts); none until then. */
+  set readAheadFiles(files: FileBatch | undefined) {
+    this.#core.storeAhead.files = files;
+  }
+
+  /** Whether the read-ahead stores small read-only files into the kernel's page cache (storeAhead feature). */
+  set storeAhead(on: boolean) {
+    this.#core.storeAhead.storing = on;
   }
 
   /** Set by the worker once mounted with entryWarmup on: lists the tree after the first access. */

@@ -45,3 +45,41 @@ export class ReadPredictor {
     return this.#window.length >= MIN_SAMPLES && this.#reads * 2 >= this.#window.length;
   }
 }
+
+/** How many recent fresh listings (with regular files) ListingPredictor looks at. */
+const LISTINGS = 8;
+
+/**
+ * Whether the walker reads the files of the directories it lists (`grep -r`, `tar c`, `cp -r`) or only
+ * looks at them (`ls -lR`, `find`, `git status`): at least half of the last LISTINGS fresh listings of
+ * directories with regular files saw a READ of one of those files. The read-ahead starts at a listing
+ * (ReadAhead.onListing) only while it says yes; it always leaves one file per listing to be READ.
+ */
+export class ListingPredictor {
+  readonly #window: { dir: number; read: boolean }[] = [];
+
+  /** `dir` was listed afresh and has regular files. */
+  noteListing(dir: number): void {
+    const i = this.#window.findIndex((w) => w.dir === dir);
+    if (i !== -1) this.#window.splice(i, 1);
+    if (this.#window.length === LISTINGS) this.#window.shift();
+    this.#window.push({ dir, read: false });
+  }
+
+  /** A file of `dir` was READ from its start. */
+  noteRead(dir: number): void {
+    for (let i = this.#window.length - 1; i >= 0; i--) {
+      const w = this.#window[i]!;
+      if (w.dir === dir) {
+        w.read = true;
+        return;
+      }
+    }
+  }
+
+  get readsFollowListings(): boolean {
+    let reads = 0;
+    for (const w of this.#window) if (w.read) reads++;
+    return this.#window.length > 0 && reads * 2 >= this.#window.length;
+  }
+}

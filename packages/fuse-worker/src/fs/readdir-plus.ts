@@ -5,7 +5,10 @@
 // afterwards), the same timeouts and the same inode reference count. The kernel counts every entry sent
 // with attributes as one lookup and FORGETs it later, so only the entries that fit the reply are looked up.
 // The answer is packed here (direntplus-pack.ts) and kept, so the kernel can be handed it again when a
-// READ made it drop the listing and nothing changed since (listing-replay.ts).
+// READ made it drop the listing and nothing changed since (listing-replay.ts). A walker that reads what
+// it lists gets the listed files read ahead and stored (read-ahead.ts): from the listing's first part on,
+// and its last part is answered once they are, because the walker starts reading right after it.
+import { constants } from 'node:fs';
 import { readdir } from './dir-listing.js';
 import { lookup } from './lookup.js';
 import type { FsCore } from './core.js';
@@ -14,6 +17,8 @@ import type { DirEntryPlusOut } from './direntplus-pack.js';
 import type { Caller, DirEntryOut } from './types.js';
 
 export type { DirEntryPlusOut } from './direntplus-pack.js';
+
+const { S_IFMT, S_IFREG } = constants;
 
 /**
  * READDIRPLUS from `offset`, as the bytes of the reply. `fit` says how many of the names fit the kernel's
@@ -41,13 +46,45 @@ export async function readdirplus(
   const listing = await readdir(fs, ino, offset, caller);
   if (offset === 0) fs.cache.listed(ino);
   const sent = listing.slice(0, fit(listing.map((e) => e.name)));
-  const out =
-    caller.pid === fs.warmup?.walkerPid
-      ? await inSlices(fs, ino, sent, caller)
-      : await Promise.all(sent.map((e) => withEntry(fs, ino, e, caller)));
+  // The entry warm-up's walker (entry-warmup.ts) lists ahead of the sandbox: no walker of the sandbox's
+  // reads what it lists, so its listings neither start the read-ahead nor teach the predictor anything.
+  const walker = caller.pid === fs.warmup?.walkerPid;
+  const out = walker
+    ? await inSlices(fs, ino, sent, caller)
+    : await Promise.all(sent.map((e) => withEntry(fs, ino, e, caller)));
   const packed = packDirentsPlus(out);
-  if (offset === 0) fs.cache.replays.remember(fs, ino, listing as DirEntryOut[], out, packed, since);
+  if (offset === 0) {
+    fs.cache.replays.remember(fs, ino, listing as DirEntryOut[], out, packed, since);
+    if (!walker && fs.readAheadOnRead && listing.some(isRegular)) {
+      if (fs.listingPredictor.readsFollowListings) fs.readAhead.onListing(ino);
+      fs.listingPredictor.noteListing(ino);
+    }
+  } else if (!walker) {
+    // The kernel took in the first part (it holds those nodes now) and the walker starts reading as soon
+    // as it has this one: the files read ahead for it are stored first, for at most HEAD_WAIT_MS.
+    const stored = fs.readAhead.onListingContinued(ino);
+    if (stored !== undefined) await withTimeout(stored, HEAD_WAIT_MS);
+  }
   return packed.bytes;
+}
+
+/**
+ * How long the rest of a listing waits for its files to be stored (ReadAhead.onListingContinued): ~1 ms
+ * for 99 files of the bench's tree read from the host's cache, more from the disk; a walker that
+ * overtakes the stores sends a READ for each file it gets to first.
+ */
+const HEAD_WAIT_MS = 2;
+
+function withTimeout(done: Promise<void>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<void>((resolve) => {
+    timer = setTimeout(resolve, ms);
+  });
+  return Promise.race([done, late]).finally(() => clearTimeout(timer));
+}
+
+function isRegular(e: DirEntryOut): boolean {
+  return (e.mode & S_IFMT) === S_IFREG;
 }
 
 /** Entries looked up between two turns of the event loop for the warm-up's walker. */

@@ -1,8 +1,7 @@
-// Store-ahead: the read-ahead (read-ahead.ts) puts a small file it has read into the kernel's page cache
-// of that file (FUSE_NOTIFY_STORE), so the walker that is about to read it finds the pages there and sends
-// no READ. Each READ a cold `grep -r` sends costs a round trip, and its completion makes the kernel mark the
-// file's atime stale (fuse_invalidate_atime), so the next stat of it costs another; a stored page does
-// neither.
+// Store-ahead: the read-ahead (read-ahead.ts) puts small files into the kernel's page cache of each file
+// (FUSE_NOTIFY_STORE), so the walker that is about to read them finds the pages there and sends no READ.
+// Each READ a cold `grep -r` sends costs a round trip, and its completion makes the kernel mark the file's
+// atime stale (fuse_invalidate_atime), so the next stat of it costs another; a stored page does neither.
 //
 // What may be stored is exactly what a READ would return right then, to a sandbox that may read it and
 // cannot change it, and only while nothing asks to see every read:
@@ -10,76 +9,111 @@
 //   read of the codebase file and the store landing, and the store would then put the old bytes back over
 //   its write (the kernel copies a store over an up-to-date page). `view` and `none` are never read ahead.
 // - the node is one the kernel holds (it was handed out by a lookup or a listing), has a single name (a
-//   hard link could carry other rules), and is served from the codebase layer: its version (ino, size,
-//   mtime, ctime) was reported to the kernel with its attributes, and the store goes out only if that
-//   version did not move and the invalidation generation (rules, discard, commit, writeFile) did not
-//   change during our read, and if the whole file was read (exactly the size the kernel holds, under
-//   STORE_BYTES). Anything that changes the file later invalidates the kernel's pages after the store: the
-//   binding sends stores and invalidations from one thread, in order.
+//   hard link could carry other rules), and is served from the codebase layer; its version (ino, size,
+//   mtime, ctime) was reported to the kernel with its attributes and is smaller than STORE_BYTES.
 // - no allowed-access audit (`audit.allowed`): with it every READ must reach the worker to be recorded.
-// The store itself runs on the binding's notifier thread, never on the JS thread: the kernel locks each
-// page it fills, and a reader whose READ is waiting for the JS thread may hold that lock.
+// This file checks all of that when it makes a job; the binding's fetch threads then read each file whole
+// and store it only if its fstat, before and after the read, still shows exactly that version, and if no
+// invalidation of file contents was asked for since the job was made: KernelCache bumps the binding's
+// store epoch before each one (Invalidator.beforeContents), and every notification waits for the stores
+// in progress, so a store either sees the bump and is dropped or reaches the kernel before the
+// invalidation (docs/fuse-native.md, storeAhead). Rules, discards, commits, writeFile and switching the
+// audit on all invalidate every node (invalidateAll); a codebase file seen changed invalidates its node.
+// The stores run off the JS thread: the kernel locks each page it fills, and a reader whose READ waits for
+// the JS thread may hold that lock.
 import type { FsCore } from './core.js';
-import type { Inode } from './inodes.js';
+import { atLeast } from '@agentfense/protocol';
 
-/** Bytes read per file; only a file smaller than this (read whole by one pread) is stored. */
+/** Only a file smaller than this is stored (read whole by one pread). */
 export const STORE_BYTES = 64 * 1024;
 
-/** Puts `data` into the kernel's page cache of node `ino` from offset 0; resolves with an errno (0: done). */
-export type PageStore = (ino: number, data: Uint8Array) => Promise<number>;
+/**
+ * The binding's storeAhead: each `name\0version\0` of `strings` in the directory open as `dirFd` is read
+ * and stored into the page cache of node `nodes[i]` (node 0: the host's read-ahead of its first `maxBytes`
+ * only); resolves with a status byte per node (STORED, NO_NODE, 0). Never rejects.
+ */
+export type FileBatch = (
+  dirFd: number,
+  maxBytes: number,
+  nodes: Float64Array,
+  strings: Buffer,
+) => Promise<Buffer>;
 
-/** The store-ahead of one PolicyFs. */
+const STORED = 1;
+/** The kernel did not hold the node: a listing's reply not taken in yet, or a node it forgot. */
+const NO_NODE = 2;
+
+/** What a read-ahead batch did. */
+export interface ReadAheadResult {
+  readonly stored: number;
+  /** Files not stored because the kernel did not hold their nodes (yet): worth a second try later. */
+  readonly noNode: string[];
+}
+
+/** The read-ahead's file I/O for one PolicyFs: stores where they qualify, host read-ahead elsewhere. */
 export class StoreAhead {
-  /** Set by the worker once mounted with the feature on; until then the read-ahead only warms the host. */
-  store: PageStore | undefined;
-  /** Read buffers, one per read-ahead in flight (ReadAhead bounds how many). */
-  readonly #buffers: Buffer[] = [];
+  /** The binding's storeAhead, set once mounted; without it nothing is read ahead. */
+  files: FileBatch | undefined;
+  /** Whether qualifying files are stored (the storeAhead feature); else every file is only warmed. */
+  storing = false;
 
   /**
-   * Reads `name` in `dir` and stores it, if it qualifies (see the file's head). Resolves false when it
-   * does not qualify (the caller then only warms the host page cache), true once read and, if still
-   * valid, stored. Never rejects.
+   * Reads ahead `names` (regular files listed in directory node `dir`, at `dirPath`) from the codebase
+   * layer: stores those that qualify when `store` is set (see the file's head), starts the host's
+   * read-ahead of the others the rules let the sandbox read; files served from the delta, and files the
+   * sandbox may not read, are left alone. Never rejects.
    */
-  async tryStore(fs: FsCore, dir: number, name: string, path: string): Promise<boolean> {
-    const store = this.store;
-    if (store === undefined || fs.audit.allowed) return false;
-    const node = fs.inodes.child(dir, name);
-    if (node === undefined || !this.#qualifies(fs, node, path)) return false;
-    const version = fs.cache.lowerVersionOf(node.ino);
-    const size = version === undefined ? -1 : reportedSize(version);
-    if (size <= 0 || size >= STORE_BYTES) return false;
-    const generation = fs.cache.generation;
-    const buffer = this.#buffers.pop() ?? Buffer.allocUnsafeSlow(STORE_BYTES);
-    let stored: Promise<number> | undefined;
-    try {
-      const bytesRead = await fs.delta.warm(path, buffer);
-      if (
-        bytesRead === size &&
-        generation === fs.cache.generation &&
-        fs.cache.lowerVersionOf(node.ino) === version &&
-        fs.inodes.child(dir, name) === node &&
-        this.#qualifies(fs, node, path)
-      ) {
-        // The binding copies the bytes before returning, so the buffer is free again right after.
-        stored = store(node.ino, buffer.subarray(0, bytesRead));
-      }
-    } finally {
-      this.#buffers.push(buffer);
+  async readAhead(
+    fs: FsCore,
+    dir: number,
+    dirPath: string,
+    names: readonly string[],
+    store: boolean,
+  ): Promise<ReadAheadResult> {
+    const files = this.files;
+    if (files === undefined) return { stored: 0, noNode: [] };
+    const storing = store && this.storing && !fs.audit.allowed;
+    const nodes: number[] = [];
+    const sent: string[] = [];
+    let text = '';
+    for (const name of names) {
+      const path = dirPath === '/' ? `/${name}` : `${dirPath}/${name}`;
+      const permission = fs.rules.permissionOf(path);
+      if (!atLeast(permission, 'read') || !fs.delta.servedFromLower(path)) continue;
+      const job = storing && permission === 'read' ? storeJob(fs, dir, name) : undefined;
+      nodes.push(job?.ino ?? 0);
+      sent.push(name);
+      text += `${name}\0${job?.version ?? ''}\0`;
     }
-    if (stored !== undefined && (await stored.catch(() => -1)) === 0)
-      fs.stats?.record('store-ahead', 0, false);
-    return true;
-  }
-
-  #qualifies(fs: FsCore, node: Inode, path: string): boolean {
-    return (
-      node.nlookup > 0 && !node.isDir && node.links.length === 0 && fs.rules.permissionOf(path) === 'read'
+    if (nodes.length === 0) return { stored: 0, noNode: [] };
+    // The directory fd stays open until every job has opened its file; without a cached one, nothing.
+    const done = fs.delta.withLowerDir(dirPath, (dirFd) =>
+      files(dirFd, STORE_BYTES, Float64Array.from(nodes), Buffer.from(text)),
     );
+    const status = done === undefined ? undefined : await done.catch(() => undefined);
+    let stored = 0;
+    const noNode: string[] = [];
+    for (let i = 0; status !== undefined && i < sent.length; i++) {
+      if (status[i] === STORED) stored++;
+      else if (status[i] === NO_NODE) noNode.push(sent[i]!);
+    }
+    return { stored, noNode };
   }
+}
+
+/** A store job for `name` in `dir` if its node qualifies (the path's rules were checked: `read`). */
+function storeJob(fs: FsCore, dir: number, name: string): { ino: number; version: string } | undefined {
+  const node = fs.inodes.child(dir, name);
+  if (node === undefined || node.nlookup === 0 || node.isDir || node.links.length > 0) return undefined;
+  const version = fs.cache.lowerVersionOf(node.ino);
+  const size = version === undefined ? -1 : reportedSize(version);
+  if (version === undefined || size <= 0 || size >= STORE_BYTES) return undefined;
+  return { ino: node.ino, version };
 }
 
 /** The size field of a KernelCache version string (`ino:size:mtimeNs:ctimeNs`). */
 function reportedSize(version: string): number {
-  const size = Number(version.split(':')[1]);
+  const from = version.indexOf(':') + 1;
+  const size = Number(version.slice(from, version.indexOf(':', from)));
   return Number.isSafeInteger(size) ? size : -1;
 }

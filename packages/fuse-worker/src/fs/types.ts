@@ -61,6 +61,11 @@ export interface Invalidator {
   inode(ino: number): Promise<void>;
   /** Drops the kernel's dentry `name` in directory `parent` (positive or negative). */
   entry(parent: number, name: string): Promise<void>;
+  /**
+   * Called before any invalidation that may take a file's cached contents back: store-ahead stores
+   * prepared before it are dropped, those in progress reach the kernel first (store-ahead.ts).
+   */
+  beforeContents?(): void;
 }
 
 export interface PolicyFsOptions {

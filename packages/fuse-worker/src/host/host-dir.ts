@@ -213,21 +213,17 @@ export class HostDir {
   }
 
   /**
-   * The magic-link path of `rel` for one operation in the thread pool (host/warm.ts), with its parent's fd
-   * held until `release()`; undefined when that fd is not cached (warm-ups are never needed for
-   * correctness, so a miss does nothing).
+   * Runs `use` with an fd of directory `rel` ('' is the root) if one is cached (never opens one), kept
+   * open until what `use` returns settles; undefined without a cached fd. For the read-ahead, whose
+   * files the binding opens from that fd on its own threads (store-ahead.ts).
    */
-  pooledPath(rel: string): { readonly at: string; readonly release: () => void } | undefined {
+  withCachedDir<T>(rel: string, use: (dirFd: number) => Promise<T>): Promise<T> | undefined {
     if (this.closed) return undefined;
-    const parts = splitRel(rel);
-    const name = parts.pop();
-    if (name === undefined) return undefined;
-    const dir = parts.length === 0 ? this.root : this.cache.acquire(parts.join('/'));
+    const dir = rel === '' ? this.root : this.cache.acquire(rel);
     if (dir === undefined) return undefined;
-    const release = (): void => {
-      if (dir !== this.root) this.cache.release(dir).catch(() => undefined);
-    };
-    return { at: `${fdPath(dir.handle.fd)}/${name}`, release };
+    const done = use(dir.handle.fd);
+    if (dir !== this.root) void done.finally(() => this.cache.release(dir).catch(() => undefined));
+    return done;
   }
 
   /** Entries of directory `rel` ('' is the root) with their d_type, unsorted. */

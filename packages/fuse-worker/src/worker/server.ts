@@ -242,6 +242,7 @@ export class WorkerService {
         entry: async (parent, name) => {
           await fuse.notifyInvalEntry(parent, name);
         },
+        beforeContents: () => fuse.bumpStoreEpoch(),
       };
       let conn: FuseConnStats;
       try {
@@ -249,7 +250,9 @@ export class WorkerService {
         fs.listingsCarryAttributes = info.features.readdirplus;
         fs.refreshListingsOnRead = listingRefresh(info, disabled);
         fs.replayListings = listingReplay(info, disabled);
-        if (storeAhead(info, disabled)) fs.pageStore = (ino, data) => fuse.notifyStore(ino, 0, data);
+        fs.readAheadFiles = (dirFd, maxBytes, nodes, strings) =>
+          fuse.storeAhead(dirFd, maxBytes, nodes, strings);
+        fs.storeAhead = storeAhead(info, disabled);
         if (entryWarmup(info, disabled) && params.warmupEntries !== 0) {
           fs.entryWarmup = new EntryWarmup({
             mountpoint: params.mountpoint,
