@@ -179,19 +179,19 @@ except OSError as e:
     expect(a).not.toMatch(/\.env/);
     expect(await replays()).toBeGreaterThan(0);
     const before = await replays();
-    // A write, a truncate and a new file through the mount, each followed by a READ of a file not read
-    // yet (its pages are not cached), which drops the listing again: the next listing shows the new
+    // A write, a truncate and a new file through the mount, each followed by READs of two files not read
+    // yet (their pages are not cached), which drop the listing again: the next listing shows the new
     // sizes and names, not the remembered ones.
     const changed = await f.sandbox(
       [
         'echo more >> output/f00.txt',
-        'cat output/f10.txt > /dev/null',
+        'cat output/f10.txt output/f14.txt > /dev/null',
         `${ls} | grep -E ' f00\\.txt$'`,
         'truncate -s 3 output/f01.txt',
-        'cat output/f11.txt > /dev/null',
+        'cat output/f11.txt output/f15.txt > /dev/null',
         `${ls} | grep -E ' f01\\.txt$'`,
         'echo new > output/g.txt',
-        'cat output/f12.txt > /dev/null',
+        'cat output/f12.txt output/f16.txt > /dev/null',
         `${ls} | grep -c 'txt$'`,
       ].join('\n'),
     );
@@ -206,5 +206,32 @@ except OSError as e:
     });
     const hidden = await f.sandbox(`cat output/f13.txt > /dev/null; ${ls} | grep -c f05 || true`);
     expect(hidden.stdout).toBe('0\n');
+  });
+
+  it('one file READ keeps the listing (that file costs one GETATTR at the next stat); a second drops it', async () => {
+    const tree: Record<string, string> = {};
+    // over 64 KiB each: never stored ahead, so each one read is a READ
+    for (let i = 0; i < 10; i++) tree[`src/f${i}.txt`] = `${i}\n`.repeat(40_000);
+    const f = await mountFixture({ tree, rules: AGENT_SAFE });
+    const ops = async (): Promise<Record<string, number>> => {
+      const all = (await f.worker.client.request('stats', {})).ops;
+      return Object.fromEntries(Object.entries(all).map(([k, v]) => [k, v.count]));
+    };
+    const ls = 'ls -ln --time-style=+%s.%N src';
+    const first = await f.sandbox(`${ls} >/dev/null; cat src/f3.txt >/dev/null`);
+    expect(first.stderr).toBe('');
+    const a = await ops();
+    // the READ made f3's atime stale: its stat asks again, the listing is still the kernel's
+    expect((await f.sandbox(`${ls} >/dev/null`)).stderr).toBe('');
+    const b = await ops();
+    expect((b.readdirplus ?? 0) - (a.readdirplus ?? 0)).toBe(0);
+    expect((b.getattr ?? 0) - (a.getattr ?? 0)).toBe(1);
+    // two more files READ: the listing is dropped, and the next one refreshes every entry at once
+    expect((await f.sandbox('cat src/f4.txt src/f5.txt >/dev/null')).stderr).toBe('');
+    const c = await ops();
+    expect((await f.sandbox(`${ls} >/dev/null`)).stderr).toBe('');
+    const d = await ops();
+    expect((d.readdirplus ?? 0) - (c.readdirplus ?? 0)).toBeGreaterThan(0);
+    expect((d.getattr ?? 0) - (c.getattr ?? 0)).toBeLessThanOrEqual(1); // the directory's own, at most
   });
 });

@@ -40,8 +40,11 @@ export class KernelCache {
    * READDIRPLUS, which is what makes the next listing refresh the attributes.
    */
   refreshListingsOnRead = false;
-  /** Directories whose listing was dropped after a READ and not listed again since. */
-  readonly #readInDirs = new Set<number>();
+  /**
+   * Directories with READs since their last listing: the node id of the one file READ so far, or 0 once a
+   * second file was READ and the listing dropped (noteRead).
+   */
+  readonly #readInDirs = new Map<number, number>();
   /** READDIRPLUS answers the kernel may be handed again after such a drop (listing-replay.ts). */
   readonly replays = new ListingReplays();
 
@@ -98,15 +101,27 @@ export class KernelCache {
   }
 
   /**
-   * A READ makes the kernel mark the file's atime stale (fuse_invalidate_atime) and its next stat costs a
-   * GETATTR round trip: a `grep -r` right after a cold one sent one per file read (10,141 in the bench).
-   * Dropping the parent directory's cached listing once instead makes its next listing a READDIRPLUS,
-   * which refreshes every entry's attributes in one request. Only an invalidation: nothing is granted.
+   * A READ makes the kernel mark the file's atime stale (fuse_invalidate_atime), and so does listing a
+   * directory afresh (readdir-plus.ts calls this for the directory): the next stat of it costs a GETATTR
+   * round trip. A `grep -r` right after a cold one sent one per file read (10,141 in the bench). Dropping
+   * the parent directory's cached listing instead makes its next listing a READDIRPLUS, which refreshes
+   * every entry's attributes in one request (two with its end, both replayed when nothing changed). That
+   * also drops the parent's attributes (its GETATTR at the walker's next path walk through it), so it is
+   * done at the second entry of a listing that goes stale, not at the first: one stale entry costs its
+   * one GETATTR. Only an invalidation: nothing is granted.
    */
   noteRead(node: Inode | undefined): void {
     if (!this.refreshListingsOnRead || node === undefined || node.parent === 0) return;
-    if (this.#readInDirs.has(node.parent)) return;
-    this.#readInDirs.add(node.parent);
+    const first = this.#readInDirs.get(node.parent);
+    if (first === undefined) {
+      // One file READ: its one GETATTR at the next stat costs less than refreshing the listing, which
+      // also drops the directory's attributes (a GETATTR of the directory at the walker's next path walk
+      // through it) and makes the next listing two READDIRPLUS.
+      this.#readInDirs.set(node.parent, node.ino);
+      return;
+    }
+    if (first === 0 || first === node.ino) return;
+    this.#readInDirs.set(node.parent, 0);
     // attributes and pages of the directory: its pages are the kernel's readdir cache
     if (this.invalidator !== undefined) void this.invalidator.inode(node.parent);
   }

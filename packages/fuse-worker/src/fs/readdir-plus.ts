@@ -44,7 +44,11 @@ export async function readdirplus(
   }
   const since = { epoch: fs.cache.replays.epoch, generation: fs.cache.generation };
   const listing = await readdir(fs, ino, offset, caller);
-  if (offset === 0) fs.cache.listed(ino);
+  if (offset === 0) {
+    fs.cache.listed(ino);
+    // Listing a directory afresh makes the kernel mark its atime stale, as a READ does a file's.
+    fs.cache.noteRead(fs.inodes.get(ino));
+  }
   const sent = listing.slice(0, fit(listing.map((e) => e.name)));
   // The entry warm-up's walker (entry-warmup.ts) lists ahead of the sandbox: no walker of the sandbox's
   // reads what it lists, so its listings neither start the read-ahead nor teach the predictor anything.
