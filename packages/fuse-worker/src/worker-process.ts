@@ -77,14 +77,16 @@ export const WORKER_NODE_FLAGS: readonly string[] = [
  *   gets an arena of its own for its compilation jobs, which kept ~3.5 MiB resident in most idle
  *   workers after start-up and 10-14 MiB after a burst of work (private memory 7 s after three 100 MB
  *   writes: 25-29 -> 15-16 MiB). The JS thread is the only busy allocator, so there is no contention.
- * - `UV_THREADPOOL_SIZE=10`: the cross-file read-ahead keeps 8 warm-ups in the thread pool during a cold
- *   walk (fs/read-ahead.ts) and big READs need threads of their own meanwhile (libuv's default is 4).
+ * - `UV_THREADPOOL_SIZE=4` (libuv's default, named here): the read-ahead across files runs on the
+ *   binding's own threads since session 9 (fs/store-ahead.ts); it kept 8 warm-ups in this pool before,
+ *   hence 10. Big READs, listings and lookups that miss the directory-fd cache use it; a cold 1 GiB read
+ *   measured the same with 4 and 10 (bench/README.md, session 9).
  * - msgpackr's optional native string extractor is not loaded (one more shared object, and its loader's
  *   code in the bundle): it speeds up decoding messages full of long strings, and the worker receives
  *   small requests (file contents travel as binary, which it does not touch).
  */
 export const WORKER_ENV: Readonly<Record<string, string>> = {
-  UV_THREADPOOL_SIZE: '10',
+  UV_THREADPOOL_SIZE: '4',
   MALLOC_MMAP_THRESHOLD_: '131072',
   MALLOC_ARENA_MAX: '1',
   MSGPACKR_NATIVE_ACCELERATION_DISABLED: 'true',
