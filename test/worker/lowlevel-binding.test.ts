@@ -881,6 +881,28 @@ describe('fuse-native low-level binding', () => {
     }
   });
 
+  it('hostIo.mallocTrim gives back freed heap pages that freeing alone keeps (holes below live allocations)', async () => {
+    // In a child with the worker's malloc settings: 100 KiB buffers come from the heap (below the mmap
+    // threshold), each followed by a small one that stays; freeing the big ones leaves ~20 MiB of holes.
+    const program = [
+      `const { hostIo } = require(${JSON.stringify(requireFromWorker.resolve('fuse-native/lowlevel.js'))});`,
+      "const fs = require('fs');",
+      "const heap = () => Number(/Rss:\\s+(\\d+)/.exec(fs.readFileSync('/proc/self/smaps', 'utf8').split(/\\n(?=[0-9a-f]+-)/).find((b) => b.includes('[heap]')))[1]);",
+      'let big = []; const small = [];',
+      'for (let i = 0; i < 200; i++) { big.push(Buffer.allocUnsafeSlow(102400).fill(1)); small.push(Buffer.allocUnsafeSlow(4096).fill(1)); }',
+      'big = null; gc(); gc();',
+      'const before = heap(); const trimmed = hostIo.mallocTrim();',
+      'console.log(JSON.stringify({ before, after: heap(), trimmed, kept: small.length }));',
+    ].join('\n');
+    const { stdout } = await run(process.execPath, ['--expose-gc', '-e', program], {
+      env: { ...process.env, MALLOC_MMAP_THRESHOLD_: '131072', MALLOC_ARENA_MAX: '1' },
+    });
+    const r = JSON.parse(stdout) as { before: number; after: number; trimmed: boolean; kept: number };
+    expect(r.before).toBeGreaterThan(15_000); // kB resident in the heap before
+    expect(r.trimmed).toBe(true);
+    expect(r.after).toBeLessThan(r.before - 10_000);
+  });
+
   it('unmount leaves no mount and no thread; options are validated; mount errors are clear', async () => {
     expect(() => new LowLevelFuse('/tmp', {}, { fsname: 'a,allow_other' })).toThrow(/fsname/);
     expect(() => new LowLevelFuse('/tmp', {}, { extraOptions: ['ro,dev'] })).toThrow(/extra option/);
