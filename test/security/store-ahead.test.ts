@@ -44,6 +44,35 @@ describe('store-ahead attacks', () => {
     }
   }, 60_000);
 
+  it('stored from a listing: never a view file, and a rule change right after the listing wins over the stores in flight', async () => {
+    const rules: PermissionRule[] = [
+      ...AGENT_SAFE,
+      { pattern: '/w/*.view', permission: 'view', priority: 60 },
+    ];
+    const f = await mountFixture({ tree: { ...tree('a'), ...tree('w') }, rules });
+    await walk(f, 'a'); // a walker that reads what it lists: the next listing is read ahead
+    const stored = await opCount(f, 'store-ahead');
+    expect((await f.sandbox('ls w >/dev/null')).stderr).toBe('');
+    await waitForOps(f, 'store-ahead', stored + 29); // the .txt files but the probe, none of the .view
+    for (let i = 0; i < 10; i++) {
+      const r = await f.host(`cat w/v${String(i).padStart(2, '0')}.view`);
+      expect(r.stderr).toContain('Permission denied');
+    }
+    // the same with the rule change racing the stores: list, then at once make two stored files view-only
+    const g = await mountFixture({ tree: { ...tree('a'), ...tree('w') }, rules: AGENT_SAFE });
+    await walk(g, 'a');
+    const listed = g.sandbox('ls w >/dev/null');
+    await g.worker.client.request('setRules', {
+      rules: [...AGENT_SAFE, { pattern: '/w/f0[12].txt', permission: 'view', priority: 60 }],
+    });
+    await listed;
+    for (const n of ['f01', 'f02']) {
+      const r = await g.host(`cat w/${n}.txt`);
+      expect(r.stdout).toBe('');
+      expect(r.stderr).toContain('Permission denied');
+    }
+  }, 60_000);
+
   it('a file the sandbox may write is never stored (a store could put old bytes back over its write)', async () => {
     const f = await mountFixture({ tree: tree('output/w'), rules: AGENT_SAFE });
     await walk(f, 'output/w');
