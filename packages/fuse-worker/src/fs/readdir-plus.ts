@@ -67,7 +67,8 @@ export async function readdirplus(
     // The kernel took in the first part (it holds those nodes now) and the walker starts reading as soon
     // as it has this one: the files read ahead for it are stored first, for at most HEAD_WAIT_MS.
     const stored = fs.readAhead.onListingContinued(ino);
-    if (stored !== undefined) await withTimeout(stored, HEAD_WAIT_MS);
+    // never fails the listing: the read-ahead is an optimization
+    if (stored !== undefined) await withTimeout(stored, HEAD_WAIT_MS).catch(() => undefined);
   }
   return packed.bytes;
 }
