@@ -5,7 +5,10 @@
 //   stays until forgotten so open files keep working, but has no path for new operations).
 // - A hard-linked node has one primary name (`parent`/`name`, which gives its path) and its other names in
 //   `links`; removing or renaming the primary name promotes another one, so a node loses its path only
-//   when its last name goes.
+//   when its last name goes. `links` is undefined while the node has one name (never an empty array).
+// - `children` is undefined while a node has no known child (every file, and a directory none of whose
+//   entries the kernel holds): the table holds one node per entry the kernel knows, so what a node costs
+//   is multiplied by the size of the tree a sandbox walks (bench/README.md, session 9).
 // - Node ids are never reused within a worker's life (the generation stays 0).
 // Paths are computed by walking parents (O(depth)), so a directory rename is O(1).
 
@@ -25,10 +28,13 @@ export interface Inode {
    * and rename never change it (as on a disk); 0 until then.
    */
   stIno: number;
-  /** Further names of a hard-linked node (directory node id + entry name), besides `parent`/`name`. */
-  readonly links: { parent: number; name: string }[];
-  /** Children the kernel has looked up (directories only). */
-  readonly children: Map<string, number>;
+  /**
+   * Further names of a hard-linked node (directory node id + entry name), besides `parent`/`name`;
+   * undefined when it has none.
+   */
+  links: { parent: number; name: string }[] | undefined;
+  /** Children the kernel has looked up (directories only); undefined until the first one. */
+  children: Map<string, number> | undefined;
 }
 
 /** Node bookkeeping for one mount. */
@@ -44,8 +50,8 @@ export class InodeTable {
       nlookup: 1,
       isDir: true,
       stIno: ROOT_INO,
-      links: [],
-      children: new Map(),
+      links: undefined,
+      children: undefined,
     });
   }
 
@@ -82,7 +88,7 @@ export class InodeTable {
 
   /** The known child `name` of `parent`, if any. */
   child(parent: number, name: string): Inode | undefined {
-    const id = this.#nodes.get(parent)?.children.get(name);
+    const id = this.#nodes.get(parent)?.children?.get(name);
     return id === undefined ? undefined : this.#nodes.get(id);
   }
 
@@ -97,9 +103,18 @@ export class InodeTable {
     }
     if (existing !== undefined) this.#unname(existing, parent, name);
     const ino = this.#nextIno++;
-    const node: Inode = { ino, parent, name, nlookup: 1, isDir, stIno: 0, links: [], children: new Map() };
+    const node: Inode = {
+      ino,
+      parent,
+      name,
+      nlookup: 1,
+      isDir,
+      stIno: 0,
+      links: undefined,
+      children: undefined,
+    };
     this.#nodes.set(node.ino, node);
-    dir.children.set(name, node.ino);
+    (dir.children ??= new Map()).set(name, node.ino);
     return node;
   }
 
@@ -111,13 +126,13 @@ export class InodeTable {
     const previous = this.child(parent, name);
     if (previous !== undefined && previous !== node) this.#unname(previous, parent, name);
     if (previous !== node) {
-      dir.children.set(name, ino);
+      (dir.children ??= new Map()).set(name, ino);
       // An orphan (every earlier name removed) gets its path back; otherwise this is one more name.
       if (node.parent === 0) {
         node.parent = parent;
         node.name = name;
       } else {
-        node.links.push({ parent, name });
+        (node.links ??= []).push({ parent, name });
       }
     }
     node.nlookup++;
@@ -150,19 +165,18 @@ export class InodeTable {
     if (replaced !== undefined && replaced !== node) this.#unname(replaced, newParent, newName);
     // rename(2) between two names of one inode does nothing.
     if (node === undefined || replaced === node) return;
-    const dir = this.#nodes.get(parent);
-    if (dir !== undefined && dir.children.get(name) === node.ino) dir.children.delete(name);
+    this.#unmap(parent, name, node.ino);
     if (node.parent === parent && node.name === name) {
       node.parent = newParent;
       node.name = newName;
     } else {
-      const link = node.links.find((l) => l.parent === parent && l.name === name);
+      const link = node.links?.find((l) => l.parent === parent && l.name === name);
       if (link !== undefined) {
         link.parent = newParent;
         link.name = newName;
       }
     }
-    target.children.set(newName, node.ino);
+    (target.children ??= new Map()).set(newName, node.ino);
   }
 
   /** Every live node except the root's parentless orphans, for cache invalidation after a rule change. */
@@ -172,9 +186,9 @@ export class InodeTable {
 
   /** Every live node strictly below directory `ino`. */
   *descendants(ino: number): IterableIterator<Inode> {
-    const node = this.#nodes.get(ino);
-    if (node === undefined) return;
-    for (const id of node.children.values()) {
+    const children = this.#nodes.get(ino)?.children;
+    if (children === undefined) return;
+    for (const id of children.values()) {
       const child = this.#nodes.get(id);
       if (child === undefined || child.parent !== ino) continue;
       yield child;
@@ -184,7 +198,9 @@ export class InodeTable {
 
   /** Removes every name of `node` (it is forgotten). */
   #detach(node: Inode): void {
-    for (const link of node.links.splice(0)) this.#unmap(link.parent, link.name, node.ino);
+    const links = node.links;
+    node.links = undefined;
+    if (links !== undefined) for (const link of links) this.#unmap(link.parent, link.name, node.ino);
     this.#unmap(node.parent, node.name, node.ino);
     node.parent = 0;
   }
@@ -192,18 +208,24 @@ export class InodeTable {
   /** Removes one name of `node`; removing the primary name promotes another, or orphans the node. */
   #unname(node: Inode, parent: number, name: string): void {
     this.#unmap(parent, name, node.ino);
+    const links = node.links;
     if (node.parent === parent && node.name === name) {
-      const next = node.links.shift();
+      const next = links?.shift();
       node.parent = next?.parent ?? 0;
       if (next !== undefined) node.name = next.name;
-      return;
+    } else if (links !== undefined) {
+      const i = links.findIndex((l) => l.parent === parent && l.name === name);
+      if (i >= 0) links.splice(i, 1);
     }
-    const i = node.links.findIndex((l) => l.parent === parent && l.name === name);
-    if (i >= 0) node.links.splice(i, 1);
+    if (links?.length === 0) node.links = undefined;
   }
 
+  /** Removes `name` from `parent`'s children if it still names `ino`; an empty map goes with its last entry. */
   #unmap(parent: number, name: string, ino: number): void {
     const dir = this.#nodes.get(parent);
-    if (dir !== undefined && dir.children.get(name) === ino) dir.children.delete(name);
+    const children = dir?.children;
+    if (children === undefined || children.get(name) !== ino) return;
+    children.delete(name);
+    if (children.size === 0) dir!.children = undefined;
   }
 }

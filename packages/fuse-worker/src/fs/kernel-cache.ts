@@ -170,7 +170,7 @@ export class KernelCache {
     for (const node of this.#inodes.entries()) {
       pending.push(invalidator.inode(node.ino));
       if (node.parent !== 0) pending.push(invalidator.entry(node.parent, node.name));
-      for (const link of node.links) pending.push(invalidator.entry(link.parent, link.name));
+      for (const link of node.links ?? []) pending.push(invalidator.entry(link.parent, link.name));
     }
     // Names that did not exist may exist now (discard, commit, writeFile): drop the negative entries too.
     for (const { parent, name } of this.#negatives.values()) pending.push(invalidator.entry(parent, name));

@@ -104,7 +104,7 @@ export class StoreAhead {
 /** A store job for `name` in `dir` if its node qualifies (the path's rules were checked: `read`). */
 function storeJob(fs: FsCore, dir: number, name: string): { ino: number; version: string } | undefined {
   const node = fs.inodes.child(dir, name);
-  if (node === undefined || node.nlookup === 0 || node.isDir || node.links.length > 0) return undefined;
+  if (node === undefined || node.nlookup === 0 || node.isDir || node.links !== undefined) return undefined;
   const version = fs.cache.lowerVersionOf(node.ino);
   const size = version === undefined ? -1 : reportedSize(version);
   if (version === undefined || size <= 0 || size >= STORE_BYTES) return undefined;

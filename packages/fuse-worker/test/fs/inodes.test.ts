@@ -58,3 +58,25 @@ describe('InodeTable', () => {
     expect(t.child(ROOT_INO, 'b')).toBeUndefined();
   });
 });
+
+// Every entry the kernel knows is one node, so a node's fixed cost is multiplied by the size of the tree a
+// sandbox walks (bench/README.md, session 9): a file node carries no map and no array.
+describe('InodeTable memory per node', () => {
+  it('gives a file no children map and a one-name node no links array', () => {
+    const t = new InodeTable();
+    const dir = t.remember(ROOT_INO, 'd', true);
+    const file = t.remember(dir.ino, 'f', false);
+    expect(file.children).toBeUndefined();
+    expect(file.links).toBeUndefined();
+    expect(dir.children?.get('f')).toBe(file.ino);
+    // a second name makes the array; losing it drops the array again
+    t.alias(file.ino, ROOT_INO, 'g');
+    expect(file.links).toEqual([{ parent: ROOT_INO, name: 'g' }]);
+    t.unlink(ROOT_INO, 'g');
+    expect(file.links).toBeUndefined();
+    // a directory whose last known child goes drops its map
+    t.forget(file.ino, 2);
+    expect(dir.children).toBeUndefined();
+    expect(t.child(dir.ino, 'f')).toBeUndefined();
+  });
+});
