@@ -35,6 +35,17 @@ export interface Inode {
   links: { parent: number; name: string }[] | undefined;
   /** Children the kernel has looked up (directories only); undefined until the first one. */
   children: Map<string, number> | undefined;
+  /**
+   * The codebase version of a file last reported to the kernel with its attributes, which
+   * KernelCache.checkLowerVersion compares each new report with: host inode number and size (numbers
+   * while they are safe integers, else bigints) and mtime and ctime in ns as lstat gave them. Undefined
+   * until then, and for nodes not served from the codebase. Kept in the node (four fields, the two
+   * bigints lstat made) rather than in a map of strings: ~290 -> ~85 bytes per file the kernel knows.
+   */
+  lowerIno: number | bigint | undefined;
+  lowerSize: number | bigint | undefined;
+  lowerMtimeNs: bigint | undefined;
+  lowerCtimeNs: bigint | undefined;
 }
 
 /** Node bookkeeping for one mount. */
@@ -52,6 +63,10 @@ export class InodeTable {
       stIno: ROOT_INO,
       links: undefined,
       children: undefined,
+      lowerIno: undefined,
+      lowerSize: undefined,
+      lowerMtimeNs: undefined,
+      lowerCtimeNs: undefined,
     });
   }
 
@@ -112,6 +127,10 @@ export class InodeTable {
       stIno: 0,
       links: undefined,
       children: undefined,
+      lowerIno: undefined,
+      lowerSize: undefined,
+      lowerMtimeNs: undefined,
+      lowerCtimeNs: undefined,
     };
     this.#nodes.set(node.ino, node);
     (dir.children ??= new Map()).set(name, node.ino);

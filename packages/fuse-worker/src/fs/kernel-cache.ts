@@ -1,6 +1,6 @@
 // What the worker remembers about the kernel's caches so it can take back what it let the kernel keep:
 // the invalidation generation, the negative entries handed out with a TTL, and the codebase file versions
-// last reported. PolicyFs calls invalidateAll() after rule changes, discards and writes that did not come
+// last reported (kept in the nodes themselves, see Inode.lowerIno). PolicyFs calls invalidateAll() after rule changes, discards and writes that did not come
 // through the mount; the README's "why the kernel's caches stay airtight" explains each piece.
 import type { DeltaLookup } from '../delta/types.js';
 import { DirAttrFreshness } from './dir-attr-freshness.js';
@@ -11,6 +11,15 @@ import type { Invalidator } from './types.js';
 
 /** Bound on remembered negative entries (see negativeTtl): a few MB at most. */
 const MAX_NEGATIVES = 20_000;
+const MAX_SAFE = BigInt(Number.MAX_SAFE_INTEGER);
+
+/** A codebase file's version as last reported to the kernel (the node's lower* fields, see Inode). */
+export interface LowerVersion {
+  readonly ino: number | bigint;
+  readonly size: number | bigint;
+  readonly mtimeNs: bigint;
+  readonly ctimeNs: bigint;
+}
 
 export interface KernelCacheOptions {
   readonly inodes: InodeTable;
@@ -25,13 +34,6 @@ export class KernelCache {
   generation = 0;
   /** Names answered with a cached negative entry since the last invalidateAll (parent node id + name). */
   readonly #negatives = new Map<string, { readonly parent: number; readonly name: string }>();
-  /**
-   * The identity and version (ino, size, mtime, ctime) last reported for nodes served from the codebase.
-   * When it moves, the codebase file was replaced or changed behind this sandbox (another sandbox's
-   * commit, an editor on the host): the host handle (which would keep reading the old inode) and the
-   * kernel's pages must go. Seen at the next getattr/lookup, i.e. within the attribute timeout.
-   */
-  readonly #lowerVersions = new Map<number, string>();
   /** Directories whose attributes the kernel holds fresh: a GETATTR of one is a re-ask (dir-denials.ts). */
   readonly dirAttrs = new DirAttrFreshness();
   #invalidator: Invalidator | undefined;
@@ -95,7 +97,6 @@ export class KernelCache {
   /** The kernel forgot the node: so do we. */
   forgetNode(ino: number): void {
     this.dirAttrs.drop(ino);
-    this.#lowerVersions.delete(ino);
     this.#readInDirs.delete(ino);
     this.replays.drop(ino);
   }
@@ -131,17 +132,54 @@ export class KernelCache {
     this.#readInDirs.delete(dir);
   }
 
-  /** The codebase version last reported to the kernel for a node (`ino:size:mtimeNs:ctimeNs`), if any. */
-  lowerVersionOf(ino: number): string | undefined {
-    return this.#lowerVersions.get(ino);
+  /** The codebase version last reported to the kernel for a node, if any (a copy: see isLowerVersion). */
+  lowerVersionOf(node: Inode): LowerVersion | undefined {
+    if (node.lowerIno === undefined) return undefined;
+    return {
+      ino: node.lowerIno,
+      size: node.lowerSize!,
+      mtimeNs: node.lowerMtimeNs!,
+      ctimeNs: node.lowerCtimeNs!,
+    };
   }
 
+  /** Whether `version` is still the one last reported for the node. */
+  isLowerVersion(node: Inode, version: LowerVersion): boolean {
+    return (
+      node.lowerIno === version.ino &&
+      node.lowerSize === version.size &&
+      node.lowerMtimeNs === version.mtimeNs &&
+      node.lowerCtimeNs === version.ctimeNs
+    );
+  }
+
+  /**
+   * The identity and version (ino, size, mtime, ctime) of a node served from the codebase, about to be
+   * reported to the kernel, against the one reported before (kept in the node: Inode.lowerIno...). When
+   * it moves, the codebase file was replaced or changed behind this sandbox (another sandbox's commit, an
+   * editor on the host): the host handle (which would keep reading the old inode) and the kernel's pages
+   * must go. Seen at the next getattr/lookup, i.e. within the attribute timeout.
+   */
   checkLowerVersion(node: Inode, found: DeltaLookup): void {
     const st = found.stat;
-    const version = `${st.ino}:${st.size}:${st.mtimeNs}:${st.ctimeNs}`;
-    const previous = this.#lowerVersions.get(node.ino);
-    this.#lowerVersions.set(node.ino, version);
-    if (previous === undefined || previous === version) return;
+    const ino = exact(st.ino);
+    const size = exact(st.size);
+    const mtimeNs = st.mtimeNs;
+    const ctimeNs = st.ctimeNs;
+    const previous = node.lowerIno;
+    if (
+      previous === ino &&
+      node.lowerSize === size &&
+      node.lowerMtimeNs === mtimeNs &&
+      node.lowerCtimeNs === ctimeNs
+    ) {
+      return;
+    }
+    node.lowerIno = ino;
+    node.lowerSize = size;
+    node.lowerMtimeNs = mtimeNs;
+    node.lowerCtimeNs = ctimeNs;
+    if (previous === undefined) return;
     this.#handles.drop(node.ino);
     // A remembered listing would hand the kernel the old attributes again.
     this.replays.clear();
@@ -177,4 +215,9 @@ export class KernelCache {
     this.#negatives.clear();
     await Promise.all(pending);
   }
+}
+
+/** A number when it is one exactly, so the common value holds no bigint (compared with ===: never mixed). */
+function exact(value: bigint): number | bigint {
+  return value <= MAX_SAFE && value >= -MAX_SAFE ? Number(value) : value;
 }

@@ -105,15 +105,10 @@ export class StoreAhead {
 function storeJob(fs: FsCore, dir: number, name: string): { ino: number; version: string } | undefined {
   const node = fs.inodes.child(dir, name);
   if (node === undefined || node.nlookup === 0 || node.isDir || node.links !== undefined) return undefined;
-  const version = fs.cache.lowerVersionOf(node.ino);
-  const size = version === undefined ? -1 : reportedSize(version);
-  if (version === undefined || size <= 0 || size >= STORE_BYTES) return undefined;
-  return { ino: node.ino, version };
-}
-
-/** The size field of a KernelCache version string (`ino:size:mtimeNs:ctimeNs`). */
-function reportedSize(version: string): number {
-  const from = version.indexOf(':') + 1;
-  const size = Number(version.slice(from, version.indexOf(':', from)));
-  return Number.isSafeInteger(size) ? size : -1;
+  const version = fs.cache.lowerVersionOf(node);
+  if (version === undefined) return undefined;
+  const size = Number(version.size);
+  if (!(size > 0 && size < STORE_BYTES)) return undefined;
+  // The binding compares this with its fstat of the opened file, before and after the read.
+  return { ino: node.ino, version: `${version.ino}:${version.size}:${version.mtimeNs}:${version.ctimeNs}` };
 }

@@ -392,4 +392,29 @@ describe('rule changes and the kernel caches', () => {
     expect(dropped).toContain(`${work}/later.txt`);
     expect((await s.fs.lookup(work, 'later.txt', CALLER)).ino).toBeGreaterThan(0);
   });
+
+  it('a codebase file changed behind the sandbox is taken back from the kernel at its next getattr, once', async () => {
+    const s = await setup();
+    const dropped: number[] = [];
+    s.fs.invalidator = {
+      inode: (ino) => {
+        dropped.push(ino);
+        return Promise.resolve();
+      },
+      entry: () => Promise.resolve(),
+    };
+    const readme = await s.ino('/README.md');
+    await s.fs.getattr(readme, CALLER);
+    expect(dropped).toEqual([]); // the same version as the lookup reported
+    await writeFile(join(s.lower, 'README.md'), 'changed on the host\n');
+    expect((await s.fs.getattr(readme, CALLER)).size).toBe('changed on the host\n'.length);
+    expect(dropped).toEqual([readme]);
+    await s.fs.getattr(readme, CALLER);
+    expect(dropped).toEqual([readme]);
+    // same size, new times (an editor's save of the same length), past the timestamps' coarse granularity
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    await writeFile(join(s.lower, 'README.md'), 'CHANGED ON THE HOST\n');
+    await s.fs.getattr(readme, CALLER);
+    expect(dropped).toEqual([readme, readme]);
+  });
 });
