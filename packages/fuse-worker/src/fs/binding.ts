@@ -170,9 +170,10 @@ export function createHandlers(options: BindingOptions): LowLevelHandlers {
         await fs.fsync(ino, datasync);
         req.replyErr(0);
       }),
-    readdir: (req, ino, _size, offset) =>
+    readdir: (req, ino, size, offset) =>
       serve('readdir', req, async () => {
-        req.replyDirents(await fs.readdir(ino, offset, callerOf(req)));
+        // a struct fuse_dirent with its name takes at least 32 bytes: no more entries than that can fit
+        req.replyDirents(await fs.readdir(ino, offset, callerOf(req), Math.max(1, Math.floor(size / 32))));
       }),
     // Asked for by the kernel only when the mount got READDIRPLUS (mount-options.ts).
     readdirplus: (req, ino, _size, offset) =>

@@ -18,7 +18,8 @@ import type { Owner } from './ownership.js';
 import { ReadAhead } from './read-ahead.js';
 import { ListingPredictor, ReadPredictor } from './read-predictor.js';
 import { StoreAhead } from './store-ahead.js';
-import type { DirEntryOut, EntryReply, PolicyFsOptions } from './types.js';
+import type { Listing } from './listing.js';
+import type { EntryReply, PolicyFsOptions } from './types.js';
 import { WriteHints } from './write-hints.js';
 
 /** The shared state of one PolicyFs (internal to fs/: PolicyFs is the public face). */
@@ -36,8 +37,8 @@ export class FsCore {
   mountpoint: string | undefined;
   rules: RuleSet;
   hints: WriteHints;
-  /** Merged, filtered listings by directory node, so offset > 0 continues the same snapshot. */
-  readonly listings = new Map<number, DirEntryOut[]>();
+  /** Merged, filtered listings by directory node, so offset > 0 continues the same snapshot (listing.ts). */
+  readonly listings = new Map<number, Listing>();
   readonly cache = new KernelCache({ inodes: this.inodes, handles: this.handles });
   readonly predictor = new ReadPredictor();
   /** Whether walkers read what they list: the read-ahead then starts at the listing (read-ahead.ts). */

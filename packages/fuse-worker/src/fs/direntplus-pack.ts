@@ -75,6 +75,11 @@ export function packDirentsPlus(entries: readonly DirEntryPlusOut[]): PackedDire
   return { bytes: buf, attrAt };
 }
 
+/** The length of the packed record at `at` (read from its name length). */
+export function recordLength(buf: Buffer, at: number): number {
+  return (HEAD + buf.readUInt32LE(at + DIRENT + 16) + 7) & ~7;
+}
+
 /** Rewrites a packed record's two timeouts (seconds, fractional allowed). */
 export function setTimeouts(buf: Buffer, at: number, seconds: number): void {
   timeout(buf, at + ENTRY_VALID, at + ENTRY_VALID_NSEC, seconds);

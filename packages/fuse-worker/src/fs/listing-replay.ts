@@ -20,9 +20,10 @@
 //   the listing is always rebuilt (each entry's lookup is an audit record).
 import type { FsCore } from './core.js';
 import { visiblePermission } from './decisions.js';
-import { setTimeouts } from './direntplus-pack.js';
+import { recordLength, setTimeouts } from './direntplus-pack.js';
 import type { DirEntryPlusOut, PackedDirents } from './direntplus-pack.js';
-import type { Caller, DirEntryOut } from './types.js';
+import type { Listing } from './listing.js';
+import type { Caller } from './types.js';
 
 /** Below this much time left, an entry is not worth replaying (the kernel would ask again soon). */
 const MIN_LEFT_SECONDS = 1;
@@ -32,16 +33,16 @@ const SWEEP_MS = 10_000;
 const MAX_ENTRIES = 32_768;
 
 interface Remembered {
-  /** The listing snapshot the answer was built from (restored as the directory's listing on replay). */
-  readonly listing: DirEntryOut[];
-  readonly names: readonly string[];
+  /**
+   * The listing snapshot the answer was built from (restored as the directory's listing on replay), whole:
+   * its entries from index `first` on are the ones sent with attributes, the ones before are '.' and '..'.
+   */
+  readonly listing: Listing;
+  readonly first: number;
   /** The answer's bytes (never written to: a replay rewrites a copy). */
   readonly bytes: Buffer;
-  /** Per entry sent with attributes: its record's offset, name, node id and whether it is a directory. */
-  readonly attrAt: readonly number[];
-  readonly attrNames: readonly string[];
-  readonly attrInos: readonly number[];
-  readonly attrIsDir: readonly boolean[];
+  /** The node id each entry from `first` on was sent with. */
+  readonly inos: readonly number[];
   readonly count: number;
   readonly generation: number;
   /** When the answer was built (ms, monotonic) and the timeout it was sent with (seconds). */
@@ -105,25 +106,24 @@ export class ListingReplays {
   remember(
     fs: FsCore,
     dir: number,
-    listing: DirEntryOut[],
+    listing: Listing,
     entries: readonly DirEntryPlusOut[],
     packed: PackedDirents,
     since: { readonly epoch: number; readonly generation: number },
   ): void {
     if (!this.enabled || since.epoch !== this.epoch || since.generation !== fs.cache.generation) return;
     if (fs.ttl <= MIN_LEFT_SECONDS || entries.length !== listing.length) return;
-    const attrNames: string[] = [];
-    const attrInos: number[] = [];
-    const attrIsDir: boolean[] = [];
-    for (const e of entries) {
-      if (e.name === '.' || e.name === '..') continue;
+    let first = 0;
+    while (first < entries.length && (entries[first]!.name === '.' || entries[first]!.name === '..')) first++;
+    const inos: number[] = [];
+    for (let i = first; i < entries.length; i++) {
+      const e = entries[i]!;
       // an entry sent without attributes (gone or hidden meanwhile) or with a shortened timeout
       if (e.entry === undefined || e.entry.attrTimeout !== fs.ttl || e.entry.entryTimeout !== fs.ttl) return;
-      attrNames.push(e.name);
-      attrInos.push(e.entry.ino);
-      attrIsDir.push(fs.inodes.get(e.entry.ino)?.isDir ?? false);
+      if (e.name !== listing.names[i]) return;
+      inos.push(e.entry.ino);
     }
-    if (attrNames.length !== packed.attrAt.length) return;
+    if (inos.length !== packed.attrAt.length) return;
     this.drop(dir);
     while (this.#entries + entries.length > MAX_ENTRIES && this.#byDir.size > 0) {
       this.drop(this.#byDir.keys().next().value!);
@@ -131,12 +131,9 @@ export class ListingReplays {
     if (entries.length > MAX_ENTRIES) return;
     this.#byDir.set(dir, {
       listing,
-      names: listing.map((e) => e.name),
+      first,
       bytes: packed.bytes,
-      attrAt: packed.attrAt,
-      attrNames,
-      attrInos,
-      attrIsDir,
+      inos,
       count: entries.length,
       generation: fs.cache.generation,
       at: performance.now(),
@@ -163,12 +160,13 @@ export class ListingReplays {
       this.drop(dir);
       return undefined;
     }
-    if (fit(r.names) < r.count) return undefined;
+    const names = r.listing.names;
+    if (fit(names) < r.count) return undefined;
     const path = fs.inodes.pathOf(dir);
     if (path === null) return undefined;
     // Checked before anything is counted, so a failed replay leaves no trace.
-    for (let i = 0; i < r.attrNames.length; i++) {
-      if (fs.inodes.child(dir, r.attrNames[i]!)?.ino !== r.attrInos[i]) {
+    for (let i = r.first; i < r.count; i++) {
+      if (fs.inodes.child(dir, names[i]!)?.ino !== r.inos[i - r.first]) {
         this.drop(dir);
         return undefined;
       }
@@ -176,11 +174,15 @@ export class ListingReplays {
     visiblePermission(fs, path, true, caller, 'readdir');
     // A copy: the reply is sent after an await, and another replay of this directory may run meanwhile.
     const bytes = Buffer.from(r.bytes);
-    for (let i = 0; i < r.attrAt.length; i++) {
-      setTimeouts(bytes, r.attrAt[i]!, left);
-      const node = fs.inodes.get(r.attrInos[i]!)!;
-      node.nlookup++; // the kernel counts every entry sent with attributes as a lookup
-      if (r.attrIsDir[i]) fs.cache.dirAttrs.note(node.ino, left);
+    let at = 0;
+    for (let i = 0; i < r.count; i++) {
+      if (i >= r.first) {
+        setTimeouts(bytes, at, left);
+        const node = fs.inodes.get(r.inos[i - r.first]!)!;
+        node.nlookup++; // the kernel counts every entry sent with attributes as a lookup
+        if (node.isDir) fs.cache.dirAttrs.note(node.ino, left);
+      }
+      at += recordLength(bytes, at);
     }
     fs.listings.set(dir, r.listing);
     return bytes;

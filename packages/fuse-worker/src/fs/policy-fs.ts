@@ -228,9 +228,10 @@ export class PolicyFs {
     return namespaceOps.link(this.#core, ino, newParent, newName, caller);
   }
 
-  readdir(ino: number, offset: number, caller: Caller): Promise<readonly DirEntryOut[]> {
+  /** READDIR from `offset`: at most `max` entries (what could fit the reply), by default all that are left. */
+  readdir(ino: number, offset: number, caller: Caller, max?: number): Promise<readonly DirEntryOut[]> {
     this.#core.warmup?.touch();
-    return readdir(this.#core, ino, offset, caller);
+    return readdir(this.#core, ino, offset, caller, max);
   }
 
   readdirplus(

@@ -31,14 +31,14 @@ const DIRS = 8;
  */
 const LISTING_DEPTH = 128;
 
-/** One listed entry: its name and file type bits. */
-export interface ListedEntry {
-  readonly name: string;
-  readonly mode: number;
+/** A directory's listing as served (listing.ts): names in order and each one's file type bits. */
+export interface ListedEntries {
+  readonly names: readonly string[];
+  modeAt(i: number): number;
 }
 
 interface DirState {
-  readonly entries: readonly ListedEntry[];
+  readonly entries: ListedEntries;
   readonly index: Map<string, number>;
   /** Entries before this one have been read ahead or skipped. */
   next: number;
@@ -50,7 +50,7 @@ interface DirState {
 
 export interface ReadAheadOptions {
   /** The directory's listing as served to the kernel, if still known. */
-  readonly listing: (dir: number) => readonly ListedEntry[] | undefined;
+  readonly listing: (dir: number) => ListedEntries | undefined;
   /**
    * Reads ahead regular files `names` of directory `dir`: stored into the kernel's page cache where that
    * is allowed and `store` is set, else into the host's only. Resolves with the names not stored because
@@ -99,10 +99,10 @@ export class ReadAhead {
     const entries = this.#options.listing(dir);
     if (entries === undefined) return;
     const state = newState(entries);
-    state.limit = Math.min(entries.length, LISTING_DEPTH);
-    if (entries.length <= LISTING_DEPTH) {
-      for (let i = entries.length - 1; i >= 0; i--) {
-        if ((entries[i]!.mode & constants.S_IFMT) === constants.S_IFREG) {
+    state.limit = Math.min(entries.names.length, LISTING_DEPTH);
+    if (entries.names.length <= LISTING_DEPTH) {
+      for (let i = entries.names.length - 1; i >= 0; i--) {
+        if ((entries.modeAt(i) & constants.S_IFMT) === constants.S_IFREG) {
           state.probe = i;
           break;
         }
@@ -165,17 +165,18 @@ export class ReadAhead {
   }
 }
 
-function newState(entries: readonly ListedEntry[]): DirState {
-  return { entries, index: new Map(entries.map((e, i) => [e.name, i])), next: 0, limit: 0, probe: -1 };
+function newState(entries: ListedEntries): DirState {
+  return { entries, index: new Map(entries.names.map((name, i) => [name, i])), next: 0, limit: 0, probe: -1 };
 }
 
 /** Up to `max` regular files of `state` from entry `from` on, below its limit, the probe left out. */
 function select(state: DirState, from: number, max: number): { names: string[]; end: number } {
   const names: string[] = [];
   let at = from;
-  while (names.length < max && at < state.entries.length && at < state.limit) {
-    const entry = state.entries[at]!;
-    if (at !== state.probe && (entry.mode & constants.S_IFMT) === constants.S_IFREG) names.push(entry.name);
+  while (names.length < max && at < state.entries.names.length && at < state.limit) {
+    if (at !== state.probe && (state.entries.modeAt(at) & constants.S_IFMT) === constants.S_IFREG) {
+      names.push(state.entries.names[at]!);
+    }
     at++;
   }
   return { names, end: at };

@@ -9,7 +9,8 @@
 // it lists gets the listed files read ahead and stored (read-ahead.ts): from the listing's first part on,
 // and its last part is answered once they are, because the walker starts reading right after it.
 import { constants } from 'node:fs';
-import { readdir } from './dir-listing.js';
+import { listingFrom } from './dir-listing.js';
+import type { Listing } from './listing.js';
 import { lookup } from './lookup.js';
 import type { FsCore } from './core.js';
 import { packDirentsPlus } from './direntplus-pack.js';
@@ -43,13 +44,14 @@ export async function readdirplus(
     }
   }
   const since = { epoch: fs.cache.replays.epoch, generation: fs.cache.generation };
-  const listing = await readdir(fs, ino, offset, caller);
+  const listing = await listingFrom(fs, ino, offset, caller);
   if (offset === 0) {
     fs.cache.listed(ino);
     // Listing a directory afresh makes the kernel mark its atime stale, as a READ does a file's.
     fs.cache.noteRead(fs.inodes.get(ino));
   }
-  const sent = listing.slice(0, fit(listing.map((e) => e.name)));
+  const names = offset === 0 ? listing.names : listing.names.slice(offset);
+  const sent = listing.entries(offset, offset + fit(names));
   // The entry warm-up's walker (entry-warmup.ts) lists ahead of the sandbox: no walker of the sandbox's
   // reads what it lists, so its listings neither start the read-ahead nor teach the predictor anything.
   const walker = caller.pid === fs.warmup?.walkerPid;
@@ -58,8 +60,8 @@ export async function readdirplus(
     : await Promise.all(sent.map((e) => withEntry(fs, ino, e, caller)));
   const packed = packDirentsPlus(out);
   if (offset === 0) {
-    fs.cache.replays.remember(fs, ino, listing as DirEntryOut[], out, packed, since);
-    if (!walker && fs.readAheadOnRead && listing.some(isRegular)) {
+    fs.cache.replays.remember(fs, ino, listing, out, packed, since);
+    if (!walker && fs.readAheadOnRead && hasRegular(listing)) {
       if (fs.listingPredictor.readsFollowListings) fs.readAhead.onListing(ino);
       fs.listingPredictor.noteListing(ino);
     }
@@ -88,8 +90,9 @@ function withTimeout(done: Promise<void>, ms: number): Promise<void> {
   return Promise.race([done, late]).finally(() => clearTimeout(timer));
 }
 
-function isRegular(e: DirEntryOut): boolean {
-  return (e.mode & S_IFMT) === S_IFREG;
+function hasRegular(listing: Listing): boolean {
+  for (let i = 0; i < listing.length; i++) if ((listing.modeAt(i) & S_IFMT) === S_IFREG) return true;
+  return false;
 }
 
 /** Entries looked up between two turns of the event loop for the warm-up's walker. */

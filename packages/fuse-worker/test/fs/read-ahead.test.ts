@@ -2,7 +2,8 @@
 import { constants } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 
-import { ReadAhead, type ListedEntry } from '../../src/fs/read-ahead.js';
+import { ListingBuilder } from '../../src/fs/listing.js';
+import { ReadAhead } from '../../src/fs/read-ahead.js';
 import { ListingPredictor, ReadPredictor } from '../../src/fs/read-predictor.js';
 
 const FILE = constants.S_IFREG;
@@ -53,9 +54,18 @@ describe('ListingPredictor', () => {
   });
 });
 
+interface ListedEntry {
+  readonly name: string;
+  readonly mode: number;
+}
+
 describe('ReadAhead', () => {
   function setup(entries: ListedEntry[]) {
-    const listing = [{ name: '.', mode: DIR }, { name: '..', mode: DIR }, ...entries];
+    const builder = new ListingBuilder();
+    for (const e of [{ name: '.', mode: DIR }, { name: '..', mode: DIR }, ...entries]) {
+      builder.add(e.name, 1, e.mode);
+    }
+    const listing = builder.build();
     const batches: { names: string[]; store: boolean; done: (noNode: string[]) => void }[] = [];
     const ra = new ReadAhead({
       listing: (dir) => (dir === 7 ? listing : undefined),
