@@ -54,9 +54,9 @@ function statusOf(pid: number): { state: string; sid: number } | null {
 }
 
 /** `pid` and all its descendants (host pids). */
-function subtree(pid: number): number[] {
+function subtree(pid: number, view: ProcessView): number[] {
   const out = [pid];
-  for (let i = 0; i < out.length; i++) out.push(...childrenOf(out[i] as number));
+  for (let i = 0; i < out.length; i++) out.push(...view.children(out[i] as number));
   return out;
 }
 
@@ -69,38 +69,67 @@ function kill(pid: number): boolean {
   }
 }
 
-/** One pass; returns how many live (not zombie) processes it signalled. Synchronous: no command starts in between. */
-function sweepOnce(init: { pid: number; startTime: string | null }, live: ReadonlySet<number>): number {
+/** What a sweep reads of the host's processes and does to them (the host's /proc; tests give their own). */
+export interface ProcessView {
+  /** Host pids of a process's children. */
+  children(pid: number): number[];
+  /** State letter and session id in the innermost pid namespace; null once the process is gone. */
+  status(pid: number): { state: string; sid: number } | null;
+  /** SIGKILL; false if the process was gone. */
+  kill(pid: number): boolean;
+  /** Whether `pid` is still the process that started at `startTime`. */
+  same(pid: number, startTime: string | null): boolean;
+}
+
+const HOST: ProcessView = { children: childrenOf, status: statusOf, kill, same: isSameProcess };
+
+/**
+ * One pass; returns how many live (not zombie) processes it signalled, plus how many of af-init's children
+ * it found dead or dying. Synchronous: no command starts in between.
+ */
+function sweepOnce(
+  init: { pid: number; startTime: string | null },
+  live: ReadonlySet<number>,
+  view: ProcessView,
+): number {
   // af-init's pid may be reused after it died: never walk someone else's children.
-  if (!isSameProcess(init.pid, init.startTime)) return 0;
-  let signalled = 0;
-  for (const child of childrenOf(init.pid)) {
-    const status = statusOf(child);
-    if (status === null || status.state === 'Z') continue;
+  if (!view.same(init.pid, init.startTime)) return 0;
+  let changed = 0;
+  for (const child of view.children(init.pid)) {
+    const status = view.status(child);
+    if (status === null || status.state === 'Z') {
+      // It died after af-init's children were listed (a command's root killed by its group's SIGKILL, which
+      // races the sweep): its own children are af-init's now, and were not in that listing. The next pass
+      // sees them; ending here left a command's setsid'd child alive (a flaky runtime test caught it).
+      changed++;
+      continue;
+    }
     // A live command or its orphan (killed when that command ends); session 1 is af-init's own, which a
     // command's process has only between its fork and its setsid().
     if (live.has(status.sid) || status.sid === 1) continue;
-    for (const pid of subtree(child)) {
-      const s = statusOf(pid);
-      if (s !== null && s.state !== 'Z' && kill(pid)) signalled++;
+    for (const pid of subtree(child, view)) {
+      const s = view.status(pid);
+      if (s !== null && s.state !== 'Z' && view.kill(pid)) changed++;
     }
   }
-  return signalled;
+  return changed;
 }
 
 /**
  * Kills every process of the launcher's namespace that belongs to no live command (`live`: their session
- * ids in the namespace, which are their pids there), repeating until a pass finds nothing (processes forked
- * between the listing and the kill are re-parented to af-init and caught by the next pass). Resolves false
- * if something was still there at the deadline. The first pass is synchronous, so when nothing is left
- * (the usual case) the whole sweep costs one read of af-init's children.
+ * ids in the namespace, which are their pids there), repeating until a pass finds nothing to kill and no
+ * child of af-init dying (processes forked or orphaned between the listing and the kill are re-parented to
+ * af-init and caught by the next pass). Resolves false if something was still there at the deadline. The
+ * first pass is synchronous, so when nothing is left (the usual case) the whole sweep costs one read of
+ * af-init's children.
  */
 export async function killLeftovers(
   init: { pid: number; startTime: string | null },
   live: ReadonlySet<number>,
+  view: ProcessView = HOST,
 ): Promise<boolean> {
   const deadline = Date.now() + SWEEP_DEADLINE_MS;
-  while (sweepOnce(init, live) > 0) {
+  while (sweepOnce(init, live, view) > 0) {
     if (Date.now() > deadline) return false;
     await sleep(2);
   }
