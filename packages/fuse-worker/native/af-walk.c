@@ -126,7 +126,9 @@ int main(int argc, char **argv) {
   const char *stop_after = getenv("AF_WALK_STOP_AFTER");
   unsigned long long entries = 0, directories = 0, refused = 0;
   const char *outcome = "complete";
-  static char buf[64 * 1024];
+  /* Small enough that the budget, checked after each call, is overshot by a few hundred entries at most:
+   * a directory of millions of names (the sandbox can make one) is not listed whole. */
+  static char buf[16 * 1024];
   if (push("", ".") != 0) return 1;
   for (; queue_head < queue_len; queue_head++) {
     char *path = queue[queue_head];
@@ -150,7 +152,11 @@ int main(int argc, char **argv) {
       continue;
     }
     directories++;
-    for (;;) {
+    while (strcmp(outcome, "complete") == 0) {
+      if (entries >= budget) {
+        outcome = "budget";
+        break;
+      }
       long n = syscall(SYS_getdents64, fd, buf, sizeof buf);
       if (n <= 0) {
         if (n < 0 && (errno == ENOTCONN || errno == ENODEV)) outcome = "stopped";
@@ -170,7 +176,7 @@ int main(int argc, char **argv) {
     close(fd);
     if (stop_after != NULL && strcmp(path, stop_after) == 0) raise(SIGSTOP);
     free(path);
-    if (strcmp(outcome, "stopped") == 0) break;
+    if (strcmp(outcome, "complete") != 0) break;
   }
   for (size_t i = queue_head; i < queue_len; i++) free(queue[i]);
   free(queue);

@@ -71,7 +71,7 @@ export function createHandlers(options: BindingOptions): LowLevelHandlers {
   const serve = (op: string, req: Req, work: () => Promise<void> | void): Promise<void> | void => {
     const started = performance.now();
     // The entry warm-up gives way while the sandbox has requests in flight (fs/entry-warmup.ts).
-    const warmup = fs.entryWarmup?.requestStarted(req.pid) === true ? fs.entryWarmup : undefined;
+    const warmup = fs.entryWarmup?.requestStarted(req.pid, req.uid) === true ? fs.entryWarmup : undefined;
     const mutating = MUTATING.has(op);
     if (mutating) fs.mutated();
     const fail = (err: unknown): void => {

@@ -100,13 +100,15 @@ export class FsCore {
    */
   async invalidateAll(): Promise<void> {
     this.cache.generation++;
+    // The walk ends before the kernel is told: a listing of the walker's answered from now on carries no
+    // timeouts (readdir-plus.ts), and the kernel will hold none of the warmed entries; the next access
+    // lists the tree again.
+    this.warmup?.invalidated();
     this.cache.invalidator?.beforeContents?.();
     this.listings.clear();
     this.readAhead.clear();
     this.handles.closeUnpinned();
     await this.cache.notifyAll();
-    // the kernel holds none of the warmed entries any more: the next access lists the tree again
-    this.warmup?.invalidated();
   }
 
   node(ino: number): Inode {

@@ -70,15 +70,18 @@ export function deny(
   caller: Caller,
   target?: string,
 ): FsError {
-  fs.audit.record({
-    op,
-    path,
-    ...(target === undefined ? {} : { target }),
-    decision: 'deny',
-    permission,
-    errno,
-    pid: caller.pid,
-  });
+  // The warm-up's walker only lists what the sandbox may see; a refusal it meets is a race with a rule
+  // change that kills it, and no access of the sandbox: the sandbox's trail never shows it.
+  if (fs.warmup?.isWalker(caller) !== true)
+    fs.audit.record({
+      op,
+      path,
+      ...(target === undefined ? {} : { target }),
+      decision: 'deny',
+      permission,
+      errno,
+      pid: caller.pid,
+    });
   return new FsError(
     errno,
     `${op} ${path}: ${permission === 'none' ? 'no such file or directory' : `permission is ${permission}`}`,
@@ -121,7 +124,7 @@ export function allow(
   if (!fs.audit.allowed) return;
   // The warm-up's walker (entry-warmup.ts) is the worker's own: its listings are no access of the sandbox.
   // It is killed when the audit is switched on; this covers the requests it had in flight.
-  if (caller.pid === fs.warmup?.walkerPid) return;
+  if (fs.warmup?.isWalker(caller) === true) return;
   fs.audit.record({
     op,
     path,

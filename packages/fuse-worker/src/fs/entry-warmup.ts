@@ -104,17 +104,28 @@ export class EntryWarmup {
     this.#budget = options.budget ?? DEFAULT_WARMUP_ENTRIES;
   }
 
-  /** The walker's pid while it runs: its requests are the worker's own, not the sandbox's. */
-  get walkerPid(): number | undefined {
-    return this.#child?.pid;
+  /** The invalidation generation the running walk started in. */
+  #runGeneration = 0;
+  /**
+   * The walker's pid from its spawn to its exit (cleared at 'exit', not 'close': the pid may be reused
+   * as soon as it is reaped).
+   */
+  #walkerPid: number | undefined;
+
+  /**
+   * Whether a request comes from the walker: its requests are the worker's own, not the sandbox's. The pid
+   * alone could be a recycled one; the walker also runs as host root, which no sandbox process ever does.
+   */
+  isWalker(caller: { readonly pid: number; readonly uid: number }): boolean {
+    return caller.uid === 0 && this.#walkerPid !== undefined && caller.pid === this.#walkerPid;
   }
 
   /**
    * A request of `pid` starts (the binding calls this for every request): unless it is the walker's, the
    * sandbox is busy until `requestEnded()` (called once per true answer here) and for IDLE_GAP_MS after.
    */
-  requestStarted(pid: number): boolean {
-    if (pid === this.#child?.pid) return false;
+  requestStarted(pid: number, uid: number): boolean {
+    if (this.isWalker({ pid, uid })) return false;
     this.#inFlight++;
     this.#lastActivity = performance.now();
     return true;
@@ -128,12 +139,14 @@ export class EntryWarmup {
 
   /**
    * Resolves once the sandbox has no request in flight and sent none for IDLE_GAP_MS (at once after
-   * stop()): a sandbox waiting for a READ that waits for the disk is busy, not idle.
+   * stop() or an invalidation: a sandbox that keeps the worker busy must not hold a listing made under
+   * the old rules): a sandbox waiting for a READ that waits for the disk is busy, not idle.
    */
   async whenIdle(): Promise<void> {
     for (;;) {
       const quiet = performance.now() - this.#lastActivity;
       if ((this.#inFlight === 0 && quiet >= IDLE_GAP_MS) || this.#stopped) return;
+      if (this.#options.generation() !== this.#runGeneration) return;
       const wait = this.#inFlight === 0 ? Math.ceil(IDLE_GAP_MS - quiet) : IDLE_GAP_MS;
       await new Promise((resolve) => setTimeout(resolve, wait));
     }
@@ -167,8 +180,10 @@ export class EntryWarmup {
   #start(): void {
     this.#state = 'running';
     const generation = this.#options.generation();
+    this.#runGeneration = generation;
     this.#walk = this.#run().then((summary) => {
       this.#child = undefined;
+      this.#walkerPid = undefined;
       // An invalidation during the walk (or after it) lets the next access start a new one.
       this.#state = this.#options.generation() === generation ? 'done' : 'idle';
       if (summary !== undefined) this.#options.onDone?.(summary);
@@ -209,6 +224,8 @@ export class EntryWarmup {
         return;
       }
       this.#child = child;
+      this.#walkerPid = child.pid;
+      child.on('exit', () => (this.#walkerPid = undefined));
       child.stdout?.setEncoding('utf8').on('data', (chunk: string) => (out += chunk));
       let failed = false;
       child.on('error', (err) => {

@@ -45,19 +45,25 @@ export async function readdirplus(
   }
   const since = { epoch: fs.cache.replays.epoch, generation: fs.cache.generation };
   const listing = await listingFrom(fs, ino, offset, caller);
+  // The entry warm-up's walker (entry-warmup.ts) lists ahead of the sandbox: no walker of the sandbox's
+  // reads what it lists, so its listings neither start the read-ahead nor teach the predictor anything.
+  const walker = fs.warmup?.isWalker(caller) === true;
   if (offset === 0) {
     fs.cache.listed(ino);
-    // Listing a directory afresh makes the kernel mark its atime stale, as a READ does a file's.
-    fs.cache.noteRead(fs.inodes.get(ino));
+    // Listing a directory afresh makes the kernel mark its atime stale, as a READ does a file's; the
+    // walker stats nothing it lists, and counting its listings would drop the attributes of every
+    // directory it walked (a GETATTR at the sandbox's next path walk through each).
+    if (!walker) fs.cache.noteRead(fs.inodes.get(ino));
   }
   const names = offset === 0 ? listing.names : listing.names.slice(offset);
   const sent = listing.entries(offset, offset + fit(names));
-  // The entry warm-up's walker (entry-warmup.ts) lists ahead of the sandbox: no walker of the sandbox's
-  // reads what it lists, so its listings neither start the read-ahead nor teach the predictor anything.
-  const walker = caller.pid === fs.warmup?.walkerPid;
-  const out = walker
+  const looked = walker
     ? await inSlices(fs, ino, sent, caller)
     : await Promise.all(sent.map((e) => withEntry(fs, ino, e, caller)));
+  // An invalidation (rule change, discard, commit, audit switched on) began while the answer was made:
+  // entries looked up before it must not outlive it in the kernel's caches (lookup() covers only an
+  // invalidation during its own await; the walker's slices wait for the sandbox's gaps in between).
+  const out = fs.cache.generation === since.generation ? looked : looked.map((e) => uncached(fs, e));
   const packed = packDirentsPlus(out);
   if (offset === 0) {
     fs.cache.replays.remember(fs, ino, listing, out, packed, since);
@@ -111,8 +117,14 @@ async function inSlices(
 ): Promise<DirEntryPlusOut[]> {
   const out: DirEntryPlusOut[] = [];
   const dir = fs.inodes.pathOf(ino);
+  const generation = fs.cache.generation;
   for (let i = 0; i < sent.length; i += WALKER_SLICE) {
     await fs.warmup?.whenIdle();
+    if (fs.cache.generation !== generation) {
+      // invalidated meanwhile (the walker is being killed): the rest as bare names, looked up by no one
+      out.push(...sent.slice(i));
+      break;
+    }
     // The inodes first, from the thread pool: the lookups below are synchronous where the parent's fd is
     // cached, and a cold inode would hold the JS thread for a disk read while the sandbox waits.
     const names = sent
@@ -124,6 +136,13 @@ async function inSlices(
     );
   }
   return out;
+}
+
+/** An entry the kernel may use for this request only (timeouts 0), its directory attributes not held. */
+function uncached(fs: FsCore, e: DirEntryPlusOut): DirEntryPlusOut {
+  if (e.entry === undefined) return e;
+  fs.cache.dirAttrs.drop(e.entry.ino);
+  return { ...e, entry: { ...e.entry, entryTimeout: 0, attrTimeout: 0 } };
 }
 
 async function withEntry(

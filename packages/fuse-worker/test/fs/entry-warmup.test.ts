@@ -68,7 +68,7 @@ describe('entry warm-up walker', () => {
     const busyUntil = performance.now() + 3 * START_QUIET_MS;
     let quietFrom = 0;
     while (performance.now() < busyUntil) {
-      expect(warmup.requestStarted(12345)).toBe(true);
+      expect(warmup.requestStarted(12345, 1000)).toBe(true);
       await new Promise((r) => setTimeout(r, 20));
       warmup.requestEnded();
       quietFrom = performance.now();
@@ -91,6 +91,17 @@ describe('entry warm-up walker', () => {
     }
     // root (3 names), one directory (4): 7 >= 6, so nothing more
     expect(await warm(root, 6)).toMatchObject({ end: 'budget', directories: 2, entries: 7 });
+  });
+
+  it('stops inside a directory too large for its budget (a sandbox can make millions of names)', async () => {
+    const root = await tempDir();
+    await mkdir(join(root, 'big'));
+    await Promise.all(Array.from({ length: 5000 }, (_, i) => writeFile(join(root, 'big', `f${i}`), '')));
+    const summary = await warm(root, 100);
+    expect(summary).toMatchObject({ end: 'budget', directories: 2 });
+    // one getdents buffer past the budget at most, never the directory's 5,000
+    expect(summary.entries).toBeGreaterThanOrEqual(100);
+    expect(summary.entries).toBeLessThan(1000);
   });
 
   it('reports a tree it cannot open as stopped, and a missing walker as an error', async () => {
