@@ -5,12 +5,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it, onTestFinished } from 'vitest';
 
-import { compileRules } from '@agentfense/protocol';
-
-import { AuditLog } from '../../src/audit.js';
-import { Delta } from '../../src/delta/delta.js';
 import { ROOT_INO } from '../../src/fs/inodes.js';
-import { PolicyFs, type Caller } from '../../src/fs/policy-fs.js';
+import type { Caller, PolicyFs } from '../../src/fs/policy-fs.js';
+import { policyFsOver } from './fixture.js';
 
 const CALLER: Caller = { pid: 0, uid: process.getuid?.() ?? 0, gid: process.getgid?.() ?? 0 };
 const ALL = (names: readonly string[]): number => names.length;
@@ -23,21 +20,7 @@ async function setup(): Promise<{ fs: PolicyFs; dir: number; names: string[] }> 
   const names = Array.from({ length: 24 }, (_, i) => 'x'.repeat(i + 1)); // every padding of a record
   await mkdir(join(root, 'lower', 'd', 'sub'), { recursive: true });
   for (const name of names) await writeFile(join(root, 'lower', 'd', name), name);
-  await mkdir(join(root, 'delta'));
-  const delta = await Delta.open({ lowerDir: join(root, 'lower'), deltaDir: join(root, 'delta') });
-  const fs = new PolicyFs({
-    delta,
-    rules: compileRules([{ pattern: '**', permission: 'read' }]),
-    audit: new AuditLog({ emit: () => undefined }),
-    cacheTtlSeconds: 60,
-    uid: CALLER.uid,
-    gid: CALLER.gid,
-    statfsPath: join(root, 'delta'),
-  });
-  onTestFinished(async () => {
-    await fs.close();
-    await delta.close();
-  });
+  const fs = await policyFsOver(root, { uid: CALLER.uid, gid: CALLER.gid });
   fs.replayListings = true;
   const dir = (await fs.lookup(ROOT_INO, 'd', CALLER)).ino;
   return { fs, dir, names: [...names, 'sub'] };

@@ -7,13 +7,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it, onTestFinished } from 'vitest';
 
-import { compileRules } from '@agentfense/protocol';
-
-import { AuditLog } from '../../src/audit.js';
-import { Delta } from '../../src/delta/delta.js';
 import type { EntryWarmup } from '../../src/fs/entry-warmup.js';
 import { ROOT_INO } from '../../src/fs/inodes.js';
-import { PolicyFs, type Caller } from '../../src/fs/policy-fs.js';
+import type { Caller, PolicyFs } from '../../src/fs/policy-fs.js';
+import { policyFsOver } from './fixture.js';
 
 const SANDBOX: Caller = { pid: 100, uid: 1000, gid: 1000 };
 const WALKER: Caller = { pid: 4242, uid: 0, gid: 0 };
@@ -50,21 +47,7 @@ async function setup(): Promise<{ fs: PolicyFs; dir: number; gaps: Gaps }> {
   await mkdir(join(root, 'lower', 'd'), { recursive: true });
   for (let i = 0; i < 64; i++)
     await writeFile(join(root, 'lower', 'd', `f${String(i).padStart(2, '0')}`), 'x');
-  await mkdir(join(root, 'delta'));
-  const delta = await Delta.open({ lowerDir: join(root, 'lower'), deltaDir: join(root, 'delta') });
-  const fs = new PolicyFs({
-    delta,
-    rules: compileRules([{ pattern: '**', permission: 'read' }]),
-    audit: new AuditLog({ emit: () => undefined }),
-    cacheTtlSeconds: 60,
-    uid: 1000,
-    gid: 1000,
-    statfsPath: join(root, 'delta'),
-  });
-  onTestFinished(async () => {
-    await fs.close();
-    await delta.close();
-  });
+  const fs = await policyFsOver(root, { uid: 1000, gid: 1000 });
   const gaps = new Gaps();
   fs.entryWarmup = {
     isWalker: (c: Caller) => c.pid === WALKER.pid && c.uid === 0,
