@@ -4,9 +4,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { InvalidArgumentError, NO_LIMITS } from '@agentfense/protocol';
+import { execa } from 'execa';
 import { createSandboxCgroup } from '../src/cgroups.js';
 import type { CgroupController, CgroupHost } from '../src/cgroups/detect.js';
 import { detectCgroupHost } from '../src/cgroups/detect.js';
+import { makeCgroupDir } from '../src/cgroups/fs.js';
 import { planCgroups, validateLimits } from '../src/cgroups/plan.js';
 import { parseOomControl } from '../src/cgroups/v1.js';
 import { parseMemoryEvents, sharesToWeight } from '../src/cgroups/v2.js';
@@ -149,4 +151,29 @@ describe('parsers', () => {
     expect(sharesToWeight(1024)).toBe(39);
     expect(sharesToWeight(262144)).toBe(10000);
   });
+});
+
+describe('makeCgroupDir', () => {
+  it("survives the shared parent being removed and made again meanwhile (another sandbox's stop)", async () => {
+    const root = await mkdtemp(join(tmpdir(), 'af-cgdir-'));
+    const parent = join(root, 'agentfense');
+    // Another control plane's sandboxes: the parent is made and removed as fast as the host allows (its
+    // last sandbox's stop removes it, the next start makes it again). Node's recursive mkdir meets an
+    // EEXIST for the parent, stats it, and gets ENOENT when it was removed in between.
+    const churn = execa('sh', [
+      '-c',
+      `while :; do mkdir "${parent}" 2>/dev/null; rmdir "${parent}" 2>/dev/null; done`,
+    ]);
+    try {
+      for (let i = 0; i < 300; i++) {
+        const dir = join(parent, `sb_${i}`);
+        expect(await makeCgroupDir(dir)).toBe('created');
+        await rm(dir, { recursive: true, force: true });
+      }
+    } finally {
+      churn.kill('SIGKILL');
+      await churn.catch(() => undefined);
+      await rm(root, { recursive: true, force: true });
+    }
+  }, 60_000);
 });

@@ -142,23 +142,38 @@ export async function removeParentIfEmpty(dir: string, logger: RuntimeLogger): P
 }
 
 /** Attempts at creating a sandbox cgroup while another sandbox's stop() may remove the shared parent. */
-const MKDIR_ATTEMPTS = 3;
+const MKDIR_ATTEMPTS = 10;
+
+/**
+ * Runs `make` (the creation of a sandbox's cgroup under the shared parent) again when it fails with
+ * ENOENT: a concurrent stop() of the last other sandbox removes the empty parent (removeParentIfEmpty) at
+ * any moment between its creation and the sandbox directory's. Node's recursive mkdir fails that way too:
+ * it meets EEXIST for a parent another start is making, stats it, and gets ENOENT when a stop removed it
+ * in between (a run helper's spare failed to start so while the previous run's sandbox was retired).
+ */
+export async function whileParentVanishes<T>(make: () => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await make();
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT' || attempt >= MKDIR_ATTEMPTS) throw err;
+    }
+  }
+}
 
 /**
  * Creates a sandbox's cgroup directory (and the shared parent). Resolves 'existed' for a directory left
- * behind by a crashed control plane. Retries when the parent vanished in between: a concurrent stop() of
- * the last other sandbox removes the empty parent (removeParentIfEmpty).
+ * behind by a crashed control plane.
  */
-export async function makeCgroupDir(dir: string): Promise<'created' | 'existed'> {
-  for (let attempt = 1; ; attempt++) {
+export function makeCgroupDir(dir: string): Promise<'created' | 'existed'> {
+  return whileParentVanishes(async () => {
     await mkdir(posix.dirname(dir), { recursive: true });
     try {
       await mkdir(dir);
       return 'created';
     } catch (err) {
-      const code = (err as NodeJS.ErrnoException).code;
-      if (code === 'EEXIST') return 'existed';
-      if (code !== 'ENOENT' || attempt >= MKDIR_ATTEMPTS) throw err;
+      if ((err as NodeJS.ErrnoException).code === 'EEXIST') return 'existed';
+      throw err;
     }
-  }
+  });
 }

@@ -13,6 +13,7 @@ import {
   readPids,
   removeCgroupDir,
   removeParentIfEmpty,
+  whileParentVanishes,
   writeControl,
 } from './fs.js';
 import type { CgroupCreateOptions, SandboxCgroup } from './types.js';
@@ -42,7 +43,8 @@ async function exists(path: string): Promise<boolean> {
 export async function createV2Cgroup(options: CgroupCreateOptions): Promise<SandboxCgroup> {
   const { host, plan, requested, sandboxId, parent, logger } = options;
   if (host.v2 === null) throw new InternalError('cgroup v2 hierarchy vanished');
-  const parentDir = posix.join(host.v2.path, parent);
+  const root = host.v2.path;
+  const parentDir = posix.join(root, parent);
   const dir = posix.join(parentDir, sandboxId);
   const cgroup = new V2Cgroup(dir, plan.limits, logger);
   try {
@@ -50,13 +52,19 @@ export async function createV2Cgroup(options: CgroupCreateOptions): Promise<Sand
     // hierarchy root and in our own parent directory: v2's "no internal processes" rule forbids enabling
     // them in a cgroup that has processes, which is why sandboxes live under a parent of their own.
     const enable = plan.controllers.map((c) => `+${c}`).join(' ');
-    await mkdir(parentDir, { recursive: true });
-    await writeControl(posix.join(host.v2.path, 'cgroup.subtree_control'), enable);
-    await writeControl(posix.join(parentDir, 'cgroup.subtree_control'), enable);
-    try {
-      await mkdir(dir);
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+    const made = await whileParentVanishes(async () => {
+      await mkdir(parentDir, { recursive: true });
+      await writeControl(posix.join(root, 'cgroup.subtree_control'), enable);
+      await writeControl(posix.join(parentDir, 'cgroup.subtree_control'), enable);
+      try {
+        await mkdir(dir);
+        return 'created';
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code === 'EEXIST') return 'existed';
+        throw err;
+      }
+    });
+    if (made === 'existed') {
       logger.warn({ dir }, 'stale sandbox cgroup found; killing what is left in it');
       await killAll(dir, logger);
     }
