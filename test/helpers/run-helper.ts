@@ -43,6 +43,13 @@ export async function startHelper(
 
 /** SIGTERMs the helper of `dataDir` (if any) and waits until it has exited. */
 export async function stopHelper(dataDir: string): Promise<void> {
-  for (const pid of await helperPids(dataDir)) process.kill(pid, 'SIGTERM');
+  for (const pid of await helperPids(dataDir)) {
+    try {
+      process.kill(pid, 'SIGTERM');
+    } catch (err) {
+      // It exited between pgrep and the kill (its idle timeout, or the test's last run ended it).
+      if ((err as NodeJS.ErrnoException).code !== 'ESRCH') throw err;
+    }
+  }
   await until('the run helper to exit', async () => (await helperPids(dataDir)).length === 0);
 }
