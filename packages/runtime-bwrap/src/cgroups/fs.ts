@@ -168,12 +168,17 @@ export async function whileParentVanishes<T>(make: () => Promise<T>): Promise<T>
 export function makeCgroupDir(dir: string): Promise<'created' | 'existed'> {
   return whileParentVanishes(async () => {
     await mkdir(posix.dirname(dir), { recursive: true });
-    try {
-      await mkdir(dir);
-      return 'created';
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'EEXIST') return 'existed';
-      throw err;
-    }
+    return mkdirOnce(dir);
   });
+}
+
+/** Creates a sandbox's cgroup directory; 'existed' when a crashed control plane left it behind. */
+export async function mkdirOnce(dir: string): Promise<'created' | 'existed'> {
+  try {
+    await mkdir(dir);
+    return 'created';
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'EEXIST') return 'existed';
+    throw err;
+  }
 }

@@ -9,6 +9,7 @@ import {
   TEARDOWN_DEADLINE_MS,
   TEARDOWN_RETRY_MS,
   killPids,
+  mkdirOnce,
   readControlSync,
   readPids,
   removeCgroupDir,
@@ -56,13 +57,7 @@ export async function createV2Cgroup(options: CgroupCreateOptions): Promise<Sand
       await mkdir(parentDir, { recursive: true });
       await writeControl(posix.join(root, 'cgroup.subtree_control'), enable);
       await writeControl(posix.join(parentDir, 'cgroup.subtree_control'), enable);
-      try {
-        await mkdir(dir);
-        return 'created';
-      } catch (err) {
-        if ((err as NodeJS.ErrnoException).code === 'EEXIST') return 'existed';
-        throw err;
-      }
+      return mkdirOnce(dir);
     });
     if (made === 'existed') {
       logger.warn({ dir }, 'stale sandbox cgroup found; killing what is left in it');
