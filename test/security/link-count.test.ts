@@ -21,6 +21,12 @@ describe('directory link counts', () => {
     const r = await f.sandbox('stat -c %h . output lib src');
     // root: src, output, lib (secrets hidden); output: visible (secrets hidden); lib: one, two; src: none.
     expect(r.stdout).toBe('5\n3\n4\n2\n');
+    // A codebase leaf (host count 2, so no listing is made for it) counts the directory made in it; a
+    // file written beside hidden and visible directories changes nothing.
+    const m = await f.sandbox(
+      'mkdir output/visible/new && touch output/f && stat -c %h output/visible output',
+    );
+    expect(m.stdout).toBe('3\n3\n');
     // A directory the sandbox deletes stops counting as well (whited-out codebase directories).
     const g = await f.sandbox('rm -rf output/visible && stat -c %h output');
     expect(g.stdout).toBe('2\n');

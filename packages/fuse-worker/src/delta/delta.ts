@@ -92,6 +92,29 @@ export class Delta {
     }
   }
 
+  /**
+   * Caches the codebase directory `path`'s fd if its parent's is (HostDir.cacheDirSync): called when a
+   * lookup found it, since lookups inside it come next.
+   */
+  cacheLowerDir(path: string): void {
+    this.ctx.lower.cacheDirSync(toRel(path));
+  }
+
+  /**
+   * Whether directory `found` (at `path`) is known without a listing to have no subdirectories: a codebase
+   * directory that is not in the delta (so nothing was added below it) and whose host link count says it
+   * has none, on a filesystem where that count is exact. False means "list it to know".
+   */
+  knownNoSubdirs(path: string, found: DeltaLookup): boolean {
+    return (
+      path !== '/' && // the root is in both layers
+      found.layer === 'lower' &&
+      found.type === 'directory' &&
+      found.stat.nlink === 2n &&
+      this.ctx.lower.nlinkCountsSubdirs
+    );
+  }
+
   async lookup(path: string): Promise<DeltaLookup | null> {
     return guard(`lookup ${path}`, async () => {
       const rel = toRel(path);

@@ -170,7 +170,9 @@ export class FsCore {
    * count would reveal hidden and whited-out ones through `stat -c %h`). Costs a merged listing, once per
    * attribute timeout.
    */
-  async links(path: string): Promise<number> {
+  async links(path: string, found: DeltaLookup): Promise<number> {
+    // A leaf directory of the codebase (most of them) needs no listing: nothing below it to hide or add.
+    if (this.delta.knownNoSubdirs(path, found)) return 2;
     let subdirs = 0;
     for (const entry of await this.delta.readdir(path)) {
       if (entry.type !== 'directory') continue;

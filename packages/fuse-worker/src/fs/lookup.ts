@@ -34,7 +34,12 @@ export async function lookup(
   const node = fs.inodes.remember(parent, name, found.type === 'directory');
   allow(fs, 'lookup', path, permission, caller);
   let entry = fs.entry(node, path, found, permission, ttl);
-  if (found.type === 'directory') entry = { ...entry, attr: { ...entry.attr, nlink: await fs.links(path) } };
+  if (found.type === 'directory') {
+    // Its children's lookups come next: with its fd cached they take no thread-pool trip.
+    if (!listed && !background && found.layer === 'lower') fs.delta.cacheLowerDir(path);
+    const nlink = await fs.links(path, found);
+    entry = { ...entry, attr: { ...entry.attr, nlink } };
+  }
   if (!listed && found.type === 'file' && atLeast(permission, 'read')) {
     fs.predictor.noteLookup(node.ino);
     if (fs.predictor.readsFollowLookups) fs.readAhead.onLookup(parent, name);

@@ -1,11 +1,15 @@
 // A bounded LRU of open directory fds keyed by root-relative path, with reference counts.
-import type { FileHandle } from 'node:fs/promises';
-
 import { relIsWithin } from './rel-path.js';
+
+/** What the cache needs of a directory fd: a FileHandle (opened in the pool), or a RawFile (synchronously). */
+export interface DirHandle {
+  readonly fd: number;
+  close(): Promise<void>;
+}
 
 /** One cached directory fd. */
 export interface CachedDir {
-  readonly handle: FileHandle;
+  readonly handle: DirHandle;
   /**
    * Operations currently using `handle`'s /proc magic link. Invariant: a handle is closed only when it has
    * been evicted AND refs is 0, because a closed fd number is reused by the next open(), and a path built
@@ -60,8 +64,13 @@ export class DirFdCache {
   }
 
   /** A pinned entry (the root), never closed by the cache. */
-  static pinned(handle: FileHandle): CachedDir {
+  static pinned(handle: DirHandle): CachedDir {
     return { handle, refs: 0, evicted: false, pinned: true, openedAt: 0 };
+  }
+
+  /** Whether `rel` has an entry (without touching its recency or age). */
+  has(rel: string): boolean {
+    return this.entries.has(rel);
   }
 
   /** Takes a reference on the cached fd of `rel` (marking it most recently used), or undefined on a miss. */
@@ -86,7 +95,7 @@ export class DirFdCache {
    * Caches a freshly opened fd and returns it with one reference taken. If a concurrent walk cached the same
    * path first, the newcomer is still returned (and closed on release) so both walks stay correct.
    */
-  insert(rel: string, handle: FileHandle): CachedDir {
+  insert(rel: string, handle: DirHandle): CachedDir {
     const entry: CachedDir = { handle, refs: 1, evicted: false, pinned: false, openedAt: this.now() };
     if (this.entries.has(rel)) {
       entry.evicted = true;

@@ -22,6 +22,14 @@ export interface PolicyFsOptions {
  * cache TTL 60 s and no audit output; closed when the test finishes.
  */
 export async function policyFsOver(root: string, options: PolicyFsOptions): Promise<PolicyFs> {
+  return (await policyFsWithDelta(root, options)).fs;
+}
+
+/** policyFsOver, with the Delta under it (for tests that watch what reaches the layers). */
+export async function policyFsWithDelta(
+  root: string,
+  options: PolicyFsOptions,
+): Promise<{ fs: PolicyFs; delta: Delta }> {
   await mkdir(join(root, 'delta'));
   const delta = await Delta.open({ lowerDir: join(root, 'lower'), deltaDir: join(root, 'delta') });
   const fs = new PolicyFs({
@@ -37,5 +45,5 @@ export async function policyFsOver(root: string, options: PolicyFsOptions): Prom
     await fs.close();
     await delta.close();
   });
-  return fs;
+  return { fs, delta };
 }

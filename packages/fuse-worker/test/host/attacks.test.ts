@@ -30,6 +30,22 @@ describe('HostDir never follows a symlink on the host', () => {
     expect((await stat('/etc/passwd')).isFile()).toBe(true);
   });
 
+  it('does not cache a symlink as a directory when a lookup asks for its fd synchronously', async () => {
+    const root = await tempRoot();
+    await symlink('/etc', join(root, 'a'));
+    await mkdir(join(root, 'real'));
+    await writeFile(join(root, 'real/passwd'), 'inside');
+    const dir = await openRoot(root);
+    dir.cacheDirSync('a');
+    expect(dir.cachedDirs).toBe(0);
+    expect(dir.lstatIfCached('a/passwd')).toBeUndefined(); // not answered from /etc
+    await expect(dir.lstat('a/passwd')).rejects.toMatchObject({ code: 'ENOTDIR' });
+    // A real directory is cached, and its names are then answered without a walk.
+    dir.cacheDirSync('real');
+    expect(dir.cachedDirs).toBe(1);
+    expect(dir.lstatIfCached('real/passwd')?.isFile()).toBe(true);
+  });
+
   it('refuses a symlink planted deeper in the tree', async () => {
     const root = await tempRoot();
     await mkdir(join(root, 'x/y'), { recursive: true });
