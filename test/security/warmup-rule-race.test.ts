@@ -5,7 +5,7 @@
 // dcache afterwards. Two defences: the change tells the kernel to forget every name the worker answered
 // (which kernel 6.18 does under the directory's lock, after the listing holding it has linked), and an
 // answer finished after the change began carries timeouts of 0 (readdir-plus.ts). This test fails without
-// the first (every name of `big` stays visible in some round); the second is the in-process test's
+// the first (names of `big` stay stat-able); the second is the in-process test's
 // (packages/fuse-worker/test/fs/readdir-plus.test.ts), since the kernel's lock makes it a second line here.
 import { describe, expect, it } from 'vitest';
 import { mountFixture, useMountHygiene } from '../worker/helpers/fixture.js';
