@@ -529,7 +529,8 @@ async function main() {
       const sample = async (into) => {
         for (const mw of many) {
           const rollup = await readFile(`/proc/${mw.pid}/smaps_rollup`, 'utf8');
-          const kb = (key) => Number(new RegExp(`^${key}:\\s+(\\d+) kB`, 'm').exec(rollup)?.[1] ?? NaN) * 1024;
+          const kb = (key) =>
+            Number(new RegExp(`^${key}:\\s+(\\d+) kB`, 'm').exec(rollup)?.[1] ?? NaN) * 1024;
           into.push({ pss: kb('Pss'), anon: kb('Pss_Anon') });
         }
       };
