@@ -30,6 +30,13 @@ async function readyLine(logFiles: readonly string[], pid: number): Promise<LogE
   return undefined;
 }
 
+describe('the worker program', () => {
+  it('does not load the crypto module (OpenSSL: ~0.7 MiB of private memory in every worker)', async () => {
+    const program = await readFile(WORKER_BUNDLE, 'utf8');
+    expect(program).not.toMatch(/from\s*["'](node:)?crypto["']|require\(["'](node:)?crypto["']\)/);
+  });
+});
+
 describe('worker processes started by the control plane', () => {
   let dirs: TestDirs;
   let cp: ControlPlane;

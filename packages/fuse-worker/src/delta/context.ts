@@ -1,10 +1,10 @@
 // The state every delta operation works on, and the merged-view resolution they share.
-import { randomBytes } from 'node:crypto';
 import type { BigIntStats } from 'node:fs';
 
 import { FsError } from '../errors.js';
 import type { HostDir } from '../host/host-dir.js';
 import { isMissing } from '../host/host-dir.js';
+import { randomHex } from '../host/random-hex.js';
 import { relJoin, relParent } from '../host/rel-path.js';
 import type { MetaJournal } from './journal.js';
 import type { MetaState } from './meta-state.js';
@@ -35,7 +35,7 @@ export interface DeltaContext {
 
 /** A name no concurrent operation will pick. */
 export function tempName(prefix: string): string {
-  return `${prefix}-${process.pid}-${randomBytes(8).toString('hex')}`;
+  return `${prefix}-${process.pid}-${randomHex(8)}`;
 }
 
 /** Bound on remembered absent upper paths (a few MB at most); cleared, not evicted, when reached. */

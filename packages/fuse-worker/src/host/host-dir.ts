@@ -1,26 +1,21 @@
 // A root directory opened once, and every filesystem operation below it without following any symlink.
-import { execFile } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
-import { createServer } from 'node:net';
 import type { BigIntStats } from 'node:fs';
 import { constants, lstatSync, openSync } from 'node:fs';
 import fsp from 'node:fs/promises';
 import type { FileHandle } from 'node:fs/promises';
-import { promisify } from 'node:util';
 
 import { hostIo } from 'fuse-native/lowlevel.js';
 
 import { dirStillAt } from './dir-check.js';
 import { DirFdCache, type CachedDir } from './dir-fd-cache.js';
-import { RawFile } from './raw-file.js';
 import { fdPath, PATH_ONLY_FLAGS, WALK_DIR_FLAGS } from './flags.js';
 import { isMissing, timespec, type TimeSpec } from './host-values.js';
+import { RawFile } from './raw-file.js';
 import { checkLastPart, splitRel } from './rel-path.js';
+import { makeFifo, makeSocket } from './special-nodes.js';
 import { removeTree as removeTreeAt } from './walk.js';
 
 export { isMissing, timespec, type TimeSpec } from './host-values.js';
-
-const execFileAsync = promisify(execFile);
 
 /** Type of a directory entry as the host reports it (d_type). */
 export type HostEntryType = 'file' | 'directory' | 'symlink' | 'fifo' | 'other';
@@ -303,42 +298,14 @@ export class HostDir {
     await this.inParent(rel, (at) => fsp.lchown(at, uid, gid));
   }
 
-  /** mkfifo(3) through the coreutils binary (Node has no mknod); the child sees our fds via /proc/<pid>. */
+  /** mkfifo(3) (special-nodes.ts). */
   async mkfifo(rel: string, mode: number): Promise<void> {
-    await this.changing(() => this.#mkfifo(rel, mode));
+    await this.changing(() => this.inParent(rel, (_at, dirFd, name) => makeFifo(dirFd, name, mode)));
   }
 
-  async #mkfifo(rel: string, mode: number): Promise<void> {
-    await this.inParent(rel, async (_at, dirFd, name) => {
-      const target = `/proc/${process.pid}/fd/${dirFd}/${name}`;
-      await execFileAsync('mkfifo', ['-m', (mode & 0o7777).toString(8), '--', target]).catch(
-        (err: unknown) => {
-          throw Object.assign(new Error(`mkfifo failed: ${String(err)}`), { code: 'EIO' });
-        },
-      );
-    });
-  }
-
-  /**
-   * Creates a Unix socket node at `rel` (Node has no mknod): binds a listening socket on the magic path
-   * and closes it. libuv unlinks the bound path on close, so the node is first hard-linked to `rel` from a
-   * temporary name, which close then removes. Names must be short (sun_path holds 107 bytes).
-   */
+  /** A Unix socket node at `rel` (special-nodes.ts). */
   async mksock(rel: string, mode: number): Promise<void> {
-    await this.inParent(rel, async (at, dirFd) => {
-      const tmp = `${fdPath(dirFd)}/.af-sock-${randomBytes(8).toString('hex')}`;
-      const server = createServer();
-      await new Promise<void>((resolve, reject) => {
-        server.once('error', reject);
-        server.listen(tmp, () => resolve());
-      });
-      try {
-        await fsp.link(tmp, at);
-        await fsp.chmod(at, mode & 0o7777);
-      } finally {
-        await new Promise<void>((resolve) => server.close(() => resolve()));
-      }
-    });
+    await this.inParent(rel, (at, dirFd) => makeSocket(dirFd, at, mode));
   }
 
   /** unlink(2) of a non-directory. */

@@ -1,11 +1,11 @@
 // The worker's side of answers in parts (protocol wire/parts.ts): a source fills one part at a time up
 // to PART_BYTES, and what is left waits under a cursor for the control plane's `more`.
-import { randomBytes } from 'node:crypto';
 
 import { NotFoundError, PART_BYTES } from '@agentfense/protocol';
 import type { ChangeEntry, CommitConflict, ResultPart } from '@agentfense/protocol';
 
 import type { DiffItem } from '../delta/diff.js';
+import { randomHex } from '../host/random-hex.js';
 import { Yielder } from '../host/yielder.js';
 
 /** A part being filled (the same fields as ResultPart, writable). */
@@ -160,7 +160,7 @@ export class PartStore {
         this.#open.delete(oldest);
       }
     }
-    const cursor = randomBytes(12).toString('hex');
+    const cursor = randomHex(12);
     const timer = setTimeout(() => this.#open.delete(cursor), CURSOR_IDLE_MS).unref();
     this.#open.set(cursor, { source, timer });
     return cursor;
