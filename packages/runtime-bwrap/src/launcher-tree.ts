@@ -9,9 +9,12 @@
 // of a command that ended, or one that left its session (setsid) after its parent died. Leftovers and
 // their whole subtrees are killed, as is the whole subtree of a command being terminated.
 //
+// Tree passes can miss a process while the tree changes under them (the kernel's children file skips
+// entries then), so a sweep ends with a scan of the whole namespace (by session).
+//
 // Limitation (docs/decisions.md): a daemon of a still-running command that both left its session and lost
 // its parent cannot be told from a leftover; it is killed when any command of the sandbox ends.
-import { readFileSync, readdirSync } from 'node:fs';
+import { readFileSync, readdirSync, statSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { isSameProcess } from '@agentfense/protocol';
 
@@ -53,6 +56,34 @@ function statusOf(pid: number): { state: string; sid: number } | null {
   return { state, sid };
 }
 
+/** Every process of the host: /proc's listing, by pid number, misses no process that lives through it. */
+function allPids(): number[] {
+  const out: number[] = [];
+  for (const name of readdirSync('/proc')) {
+    const first = name.charCodeAt(0);
+    if (first >= 48 && first <= 57) out.push(Number(name));
+  }
+  return out;
+}
+
+/** Of `candidates`, those in `pid`'s pid namespace, `pid` excepted. */
+function inNamespaceOf(pid: number, candidates: readonly number[]): number[] {
+  let ns: number;
+  try {
+    ns = statSync(`/proc/${String(pid)}/ns/pid`).ino;
+  } catch {
+    return [];
+  }
+  return candidates.filter((other) => {
+    if (other === pid) return false;
+    try {
+      return statSync(`/proc/${String(other)}/ns/pid`).ino === ns;
+    } catch {
+      return false; // gone
+    }
+  });
+}
+
 /** `pid` and all its descendants (host pids). */
 function subtree(pid: number, view: ProcessView): number[] {
   const out = [pid];
@@ -79,9 +110,30 @@ export interface ProcessView {
   kill(pid: number): boolean;
   /** Whether `pid` is still the process that started at `startTime`. */
   same(pid: number, startTime: string | null): boolean;
+  /**
+   * Host pids of every other process in `pid`'s pid namespace. Complete, where `children` is not: the
+   * kernel's children file can skip an entry while the list changes under the read (a child exiting or
+   * reaped), which is exactly when a sweep runs.
+   */
+  namespaceMembers(pid: number): Promise<number[]>;
 }
 
-const HOST: ProcessView = { children: childrenOf, status: statusOf, kill, same: isSameProcess };
+/**
+ * The host's /proc. `candidates` lists a superset of the namespace's processes completely (the sandbox's
+ * cgroup.procs: a few pids); without it every process of the host is looked at (~0.7 ms per 66 processes).
+ */
+export function hostProcessView(candidates?: () => Promise<number[]>): ProcessView {
+  return {
+    children: childrenOf,
+    status: statusOf,
+    kill,
+    same: isSameProcess,
+    namespaceMembers: async (pid) =>
+      inNamespaceOf(pid, candidates === undefined ? allPids() : await candidates()),
+  };
+}
+
+const HOST = hostProcessView();
 
 /**
  * One pass; returns how many live (not zombie) processes it signalled, plus how many of af-init's children
@@ -116,12 +168,39 @@ function sweepOnce(
 }
 
 /**
+ * One pass over the whole namespace (ProcessView.namespaceMembers), by session alone: every process whose
+ * session is no live command's is killed, wherever it sits in the tree. Returns how many it signalled.
+ */
+async function sweepNamespace(
+  init: { pid: number; startTime: string | null },
+  live: ReadonlySet<number>,
+  view: ProcessView,
+): Promise<number> {
+  if (!view.same(init.pid, init.startTime)) return 0;
+  const members = await view.namespaceMembers(init.pid);
+  // af-init may have died during the await, and its pid and namespace's pids been reused since.
+  if (!view.same(init.pid, init.startTime)) return 0;
+  let changed = 0;
+  for (const pid of members) {
+    const status = view.status(pid);
+    // A zombie cannot run; its parent (af-init, or a process this pass kills) reaps it.
+    if (status === null || status.state === 'Z') continue;
+    if (live.has(status.sid) || status.sid === 1) continue;
+    if (view.kill(pid)) changed++;
+  }
+  return changed;
+}
+
+/**
  * Kills every process of the launcher's namespace that belongs to no live command (`live`: their session
- * ids in the namespace, which are their pids there), repeating until a pass finds nothing to kill and no
- * child of af-init dying (processes forked or orphaned between the listing and the kill are re-parented to
- * af-init and caught by the next pass). Resolves false if something was still there at the deadline. The
- * first pass is synchronous, so when nothing is left (the usual case) the whole sweep costs one read of
- * af-init's children.
+ * ids in the namespace, which are their pids there). Tree passes over af-init's children repeat until one
+ * finds nothing to kill and no child of af-init dying (processes forked or orphaned between the listing
+ * and the kill are re-parented to af-init and caught by the next pass); then a scan of the whole
+ * namespace must find nothing either. The tree passes alone are not enough: the kernel's children file
+ * can skip a child while that list changes under the read, and a sweep runs exactly while a command's
+ * processes exit and af-init reaps them (a command's setsid'd child, re-parented to af-init, was in no
+ * listing and survived a timeout: a flaky runtime test, twice). Resolves false if something was still
+ * there at the deadline.
  */
 export async function killLeftovers(
   init: { pid: number; startTime: string | null },
@@ -129,9 +208,9 @@ export async function killLeftovers(
   view: ProcessView = HOST,
 ): Promise<boolean> {
   const deadline = Date.now() + SWEEP_DEADLINE_MS;
-  while (sweepOnce(init, live, view) > 0) {
+  for (;;) {
+    if (sweepOnce(init, live, view) === 0 && (await sweepNamespace(init, live, view)) === 0) return true;
     if (Date.now() > deadline) return false;
     await sleep(2);
   }
-  return true;
 }

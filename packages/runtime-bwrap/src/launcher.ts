@@ -25,7 +25,7 @@ import type { LauncherCommand, LauncherSpawnOptions } from '@agentfense/protocol
 import type { SandboxCgroup } from './cgroups/types.js';
 import { launchBwrap } from './launch.js';
 import type { LaunchedBwrap } from './launch.js';
-import { killLeftovers } from './launcher-tree.js';
+import { hostProcessView, killLeftovers, type ProcessView } from './launcher-tree.js';
 import type { RuntimeLogger } from './logger.js';
 import { ANCHOR_TRIES, sitsOnAnchor } from './relay.js';
 import type { WorkspaceAnchor } from './relay.js';
@@ -86,11 +86,15 @@ export interface LauncherRun {
 
 export class SandboxLauncher {
   readonly #options: SandboxLauncherOptions;
+  /** The sweep's view of the host: the sandbox's cgroups list its processes, when it has any. */
+  readonly #processes: ProcessView;
   #current: Promise<Running> | undefined;
   #stopped = false;
 
   constructor(options: SandboxLauncherOptions) {
     this.#options = options;
+    const cgroup = options.cgroup;
+    this.#processes = hostProcessView(cgroup === null ? undefined : () => cgroup.pids());
   }
 
   /** Starts a command (the launcher first, if none runs). Rejects with UnavailableError if it cannot. */
@@ -177,7 +181,7 @@ export class SandboxLauncher {
     const done = (async () => {
       // A command being started has no known session yet: its pid must be in `live` first.
       await Promise.all([...running.starting]);
-      const ok = await killLeftovers(running.init, running.live);
+      const ok = await killLeftovers(running.init, running.live, this.#processes);
       if (!ok)
         this.#options.logger.warn(
           { sandboxId: this.#options.sandboxId },

@@ -14,10 +14,14 @@ interface Proc {
 
 const INIT = { pid: 1000, startTime: 'init' };
 
-/** A process table the sweep reads; `onList` runs right after af-init's children are listed. */
+/**
+ * A process table the sweep reads; `onList` runs right after af-init's children are listed; `hide` names
+ * the children a listing leaves out (the kernel's children file skipping entries while the list changes).
+ */
 function table(
   procs: Map<number, Proc>,
   onList?: (pass: number) => void,
+  hide?: (pid: number, pass: number) => readonly number[],
 ): ProcessView & { killed: number[] } {
   let passes = 0;
   const killed: number[] = [];
@@ -25,10 +29,16 @@ function table(
     killed,
     same: (pid, start) => pid === INIT.pid && start === INIT.startTime,
     children: (pid) => {
-      const out = [...(procs.get(pid)?.children ?? [])];
-      if (pid === INIT.pid) onList?.(++passes);
+      const hidden = hide?.(pid, pid === INIT.pid ? passes + 1 : passes) ?? [];
+      const out = (procs.get(pid)?.children ?? []).filter((c) => !hidden.includes(c));
+      if (pid === INIT.pid) {
+        passes++;
+        onList?.(passes);
+      }
       return out;
     },
+    namespaceMembers: (pid) =>
+      Promise.resolve(pid === INIT.pid ? [...procs.keys()].filter((p) => p !== pid) : []),
     status: (pid) => {
       const p = procs.get(pid);
       return p === undefined ? null : { state: p.state, sid: p.sid };
@@ -68,6 +78,38 @@ describe('killLeftovers', () => {
     });
     expect(await killLeftovers(INIT, new Set(), view)).toBe(true);
     expect(view.killed).toEqual([2001]);
+  });
+
+  it('kills a child the listings skipped while the tree changed under them', async () => {
+    // A timeout: the host kills the command's root 2000 while af-init reaps what dies. The listing of
+    // 2000's children misses its setsid'd child 2001 (a sibling exited during the read), and 2001, now
+    // af-init's, is missing from af-init's next listing too (af-init reaped 2000 during that read). Every
+    // tree pass then finds nothing more; 2001 survived the timeout (a flaky runtime test, again).
+    const procs = new Map<number, Proc>([
+      [1000, { state: 'S', sid: 1, children: [2000] }],
+      [2000, { state: 'S', sid: 2000, children: [2001] }],
+      [2001, { state: 'S', sid: 2001, children: [] }],
+    ]);
+    const view = table(procs, undefined, (pid, pass) =>
+      pid === 2000 || (pid === INIT.pid && pass === 2) ? [2001] : [],
+    );
+    expect(await killLeftovers(INIT, new Set(), view)).toBe(true);
+    expect(view.killed).toEqual([2000, 2001]);
+    expect([...procs.keys()]).toEqual([1000]);
+  });
+
+  it('kills a leftover no listing shows at all, and spares af-init and live sessions', async () => {
+    // 2001 left its session and is af-init's child, but the listing of af-init's children skips it every
+    // time (other children exiting around each read): only the namespace scan finds it.
+    const procs = new Map<number, Proc>([
+      [1000, { state: 'S', sid: 1, children: [2001, 3000] }],
+      [2001, { state: 'S', sid: 2001, children: [] }],
+      [3000, { state: 'S', sid: 3000, children: [] }], // a live command
+    ]);
+    const view = table(procs, undefined, (pid) => (pid === INIT.pid ? [2001] : []));
+    expect(await killLeftovers(INIT, new Set([3000]), view)).toBe(true);
+    expect(view.killed).toEqual([2001]);
+    expect([...procs.keys()].sort()).toEqual([1000, 3000]);
   });
 
   it("leaves a live command's session alone and kills the rest with their subtrees", async () => {
