@@ -115,21 +115,32 @@ export interface ProcessView {
    * kernel's children file can skip an entry while the list changes under the read (a child exiting or
    * reaped), which is exactly when a sweep runs.
    */
-  namespaceMembers(pid: number): Promise<number[]>;
+  namespaceMembers(pid: number): number[];
 }
 
 /**
- * The host's /proc. `candidates` lists a superset of the namespace's processes completely (the sandbox's
- * cgroup.procs: a few pids); without it every process of the host is looked at (~0.7 ms per 66 processes).
+ * The host's /proc. `candidatesFile` lists a superset of the namespace's processes completely, one pid per
+ * line (the sandbox's `cgroup.procs`: a few pids); without it, or when it cannot be read, every process of
+ * the host is looked at (~0.7 ms for 66 processes).
  */
-export function hostProcessView(candidates?: () => Promise<number[]>): ProcessView {
+export function hostProcessView(candidatesFile?: string): ProcessView {
+  const candidates = (): number[] => {
+    if (candidatesFile === undefined) return allPids();
+    try {
+      return readFileSync(candidatesFile, 'utf8')
+        .split('\n')
+        .filter((line) => line !== '')
+        .map(Number);
+    } catch {
+      return allPids();
+    }
+  };
   return {
     children: childrenOf,
     status: statusOf,
     kill,
     same: isSameProcess,
-    namespaceMembers: async (pid) =>
-      inNamespaceOf(pid, candidates === undefined ? allPids() : await candidates()),
+    namespaceMembers: (pid) => inNamespaceOf(pid, candidates()),
   };
 }
 
@@ -171,17 +182,14 @@ function sweepOnce(
  * One pass over the whole namespace (ProcessView.namespaceMembers), by session alone: every process whose
  * session is no live command's is killed, wherever it sits in the tree. Returns how many it signalled.
  */
-async function sweepNamespace(
+function sweepNamespace(
   init: { pid: number; startTime: string | null },
   live: ReadonlySet<number>,
   view: ProcessView,
-): Promise<number> {
-  if (!view.same(init.pid, init.startTime)) return 0;
-  const members = await view.namespaceMembers(init.pid);
-  // af-init may have died during the await, and its pid and namespace's pids been reused since.
+): number {
   if (!view.same(init.pid, init.startTime)) return 0;
   let changed = 0;
-  for (const pid of members) {
+  for (const pid of view.namespaceMembers(init.pid)) {
     const status = view.status(pid);
     // A zombie cannot run; its parent (af-init, or a process this pass kills) reaps it.
     if (status === null || status.state === 'Z') continue;
@@ -209,7 +217,7 @@ export async function killLeftovers(
 ): Promise<boolean> {
   const deadline = Date.now() + SWEEP_DEADLINE_MS;
   for (;;) {
-    if (sweepOnce(init, live, view) === 0 && (await sweepNamespace(init, live, view)) === 0) return true;
+    if (sweepOnce(init, live, view) === 0 && sweepNamespace(init, live, view) === 0) return true;
     if (Date.now() > deadline) return false;
     await sleep(2);
   }

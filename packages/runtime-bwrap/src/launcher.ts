@@ -93,8 +93,10 @@ export class SandboxLauncher {
 
   constructor(options: SandboxLauncherOptions) {
     this.#options = options;
-    const cgroup = options.cgroup;
-    this.#processes = hostProcessView(cgroup === null ? undefined : () => cgroup.pids());
+    // Every process of the sandbox is in each of its cgroups (attach moves into all; forks inherit), so
+    // one cgroup.procs lists them all: read synchronously, a few pids.
+    const first = options.cgroup?.paths[0];
+    this.#processes = hostProcessView(first === undefined ? undefined : `${first}/cgroup.procs`);
   }
 
   /** Starts a command (the launcher first, if none runs). Rejects with UnavailableError if it cannot. */

@@ -37,8 +37,7 @@ function table(
       }
       return out;
     },
-    namespaceMembers: (pid) =>
-      Promise.resolve(pid === INIT.pid ? [...procs.keys()].filter((p) => p !== pid) : []),
+    namespaceMembers: (pid) => (pid === INIT.pid ? [...procs.keys()].filter((p) => p !== pid) : []),
     status: (pid) => {
       const p = procs.get(pid);
       return p === undefined ? null : { state: p.state, sid: p.sid };
