@@ -147,6 +147,14 @@ export function hostProcessView(candidatesFile?: string): ProcessView {
 const HOST = hostProcessView();
 
 /**
+ * Whether a process in session `sid` may live on: it is a live command's, or in af-init's own session 1,
+ * which a command's process has only between its fork and its setsid().
+ */
+function spared(sid: number, live: ReadonlySet<number>): boolean {
+  return live.has(sid) || sid === 1;
+}
+
+/**
  * One pass; returns how many live (not zombie) processes it signalled, plus how many of af-init's children
  * it found dead or dying. Synchronous: no command starts in between.
  */
@@ -167,9 +175,8 @@ function sweepOnce(
       changed++;
       continue;
     }
-    // A live command or its orphan (killed when that command ends); session 1 is af-init's own, which a
-    // command's process has only between its fork and its setsid().
-    if (live.has(status.sid) || status.sid === 1) continue;
+    // A live command or its orphan (killed when that command ends).
+    if (spared(status.sid, live)) continue;
     for (const pid of subtree(child, view)) {
       const s = view.status(pid);
       if (s !== null && s.state !== 'Z' && view.kill(pid)) changed++;
@@ -192,9 +199,7 @@ function sweepNamespace(
   for (const pid of view.namespaceMembers(init.pid)) {
     const status = view.status(pid);
     // A zombie cannot run; its parent (af-init, or a process this pass kills) reaps it.
-    if (status === null || status.state === 'Z') continue;
-    if (live.has(status.sid) || status.sid === 1) continue;
-    if (view.kill(pid)) changed++;
+    if (status !== null && status.state !== 'Z' && !spared(status.sid, live) && view.kill(pid)) changed++;
   }
   return changed;
 }
