@@ -163,8 +163,6 @@ function sweepOnce(
   live: ReadonlySet<number>,
   view: ProcessView,
 ): number {
-  // af-init's pid may be reused after it died: never walk someone else's children.
-  if (!view.same(init.pid, init.startTime)) return 0;
   let changed = 0;
   for (const child of view.children(init.pid)) {
     const status = view.status(child);
@@ -194,7 +192,6 @@ function sweepNamespace(
   live: ReadonlySet<number>,
   view: ProcessView,
 ): number {
-  if (!view.same(init.pid, init.startTime)) return 0;
   let changed = 0;
   for (const pid of view.namespaceMembers(init.pid)) {
     const status = view.status(pid);
@@ -222,6 +219,9 @@ export async function killLeftovers(
 ): Promise<boolean> {
   const deadline = Date.now() + SWEEP_DEADLINE_MS;
   for (;;) {
+    // af-init's pid may be reused after it died: never walk someone else's children or namespace. The
+    // passes below are synchronous, so this holds for both.
+    if (!view.same(init.pid, init.startTime)) return true;
     if (sweepOnce(init, live, view) === 0 && sweepNamespace(init, live, view) === 0) return true;
     if (Date.now() > deadline) return false;
     await sleep(2);
