@@ -129,6 +129,22 @@ describe('POSIX fidelity of the mount', () => {
     expect((await f.host('stat -c %a s')).stdout).toBe('755\n');
   });
 
+  it('set-uid/set-gid are cleared on write to a file created write-only (direct I/O), as Linux does', async () => {
+    const f = await openMount();
+    await f.host('chmod 1777 sub');
+    // Linux clears set-uid, and set-gid where the group may execute; 2745 (no group x) keeps set-gid.
+    const py = [
+      'import os',
+      'for name, mode in (("sub/s", 0o6755), ("sub/g", 0o2745)):',
+      '    fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o700)',
+      '    os.fchmod(fd, mode)',
+      '    os.write(fd, b"data")',
+      '    os.close(fd)',
+      '    print(oct(os.stat(name).st_mode & 0o7777))',
+    ].join('\n');
+    expect((await asNobody(f, `python3 -c '${py}'`)).stdout).toBe('0o755\n0o2745\n');
+  });
+
   it('mknod and mkfifo in write areas: devices are inert (nodev), never committed, and reported', async () => {
     const f = await mountFixture({
       tree: { 'src/a.txt': 'a\n', output: { dir: true } },

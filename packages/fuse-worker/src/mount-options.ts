@@ -17,6 +17,8 @@ import { InvalidArgumentError } from '@agentfense/protocol';
 // page cache (FUSE_NOTIFY_STORE), so a walker reads them without a READ (fs/store-ahead.ts).
 // entryWarmup (needs readdirplus): after the first access the worker lists the tree through its own mount,
 // so the kernel holds an entry for every visible name before the sandbox asks (fs/entry-warmup.ts).
+// directWrites: a file the sandbox creates write-only is opened with FOPEN_DIRECT_IO, so its writes go to
+// the worker without a copy into the mount's page cache (fs/namespace-ops.ts create, docs/decisions.md).
 export const SWITCHABLE_FEATURES = [
   'maxPages',
   'writebackCache',
@@ -27,6 +29,7 @@ export const SWITCHABLE_FEATURES = [
   'readahead',
   'storeAhead',
   'entryWarmup',
+  'directWrites',
 ] as const;
 export type SwitchableFeature = (typeof SWITCHABLE_FEATURES)[number];
 
@@ -108,6 +111,11 @@ export function entryWarmup(conn: ConnInfo, disabled: readonly SwitchableFeature
   return conn.features.readdirplus && !disabled.includes('entryWarmup');
 }
 
+/** Whether files created write-only bypass the mount's page cache: FOPEN_DIRECT_IO needs no INIT flag. */
+export function directWrites(disabled: readonly SwitchableFeature[]): boolean {
+  return !disabled.includes('directWrites');
+}
+
 /**
  * The read-ahead window to ask for: the request size, when requests are bigger than the kernel's default
  * window (128 KiB) and the feature is on; else null (leave the kernel's window).
@@ -132,6 +140,7 @@ export function connStats(
       listingReplay: listingReplay(conn, disabled),
       storeAhead: storeAhead(conn, disabled),
       entryWarmup: entryWarmup(conn, disabled),
+      directWrites: directWrites(disabled),
       readahead,
     },
     disabled: [...disabled],

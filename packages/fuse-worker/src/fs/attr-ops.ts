@@ -26,7 +26,7 @@ export async function getattr(fs: FsCore, ino: number, caller: Caller): Promise<
   const reasked = node.isDir && fs.cache.dirAttrs.isFresh(ino);
   visiblePermission(fs, path, node.isDir, caller, 'getattr');
   const found = await fs.mustFind(path);
-  const nlink = found.type === 'directory' ? await fs.links(path, found) : null;
+  const nlink = found.type === 'directory' ? await fs.links(ino, path, found) : null;
   // The mode bits follow the rules in force when we answer, not when we started (setRules may run).
   const permission = visiblePermission(fs, path, node.isDir, caller, 'getattr');
   if (!node.isDir && (permission === 'read' || permission === 'view')) {

@@ -193,9 +193,8 @@ export function createHandlers(options: BindingOptions): LowLevelHandlers {
     create: (req, parent, name, mode, flags) =>
       serve('create', req, async () => {
         // keepCache: a created file's pages are ours; the kernel keeps them across later opens.
-        req.replyCreate(await fs.create(parent, nameOf(name), mode, flags, callerOf(req)), {
-          keepCache: true,
-        });
+        const entry = await fs.create(parent, nameOf(name), mode, flags, callerOf(req));
+        req.replyCreate(entry, { keepCache: true, directIo: entry.directIo });
       }),
     setxattr: (req, ino, name) =>
       serve('setxattr', req, () => {

@@ -18,6 +18,7 @@ import type { Owner } from './ownership.js';
 import { ReadAhead } from './read-ahead.js';
 import { ListingPredictor, ReadPredictor } from './read-predictor.js';
 import { StoreAhead } from './store-ahead.js';
+import { SubdirCounts } from './subdir-counts.js';
 import type { Listing } from './listing.js';
 import type { EntryReply, PolicyFsOptions } from './types.js';
 import { WriteHints } from './write-hints.js';
@@ -39,6 +40,8 @@ export class FsCore {
   hints: WriteHints;
   /** Merged, filtered listings by directory node, so offset > 0 continues the same snapshot (listing.ts). */
   readonly listings = new Map<number, Listing>();
+  /** Link counts of directories that took a listing to count (subdir-counts.ts). */
+  readonly subdirCounts = new SubdirCounts();
   readonly cache = new KernelCache({ inodes: this.inodes, handles: this.handles });
   readonly predictor = new ReadPredictor();
   /** Whether walkers read what they list: the read-ahead then starts at the listing (read-ahead.ts). */
@@ -51,6 +54,12 @@ export class FsCore {
   readAheadOnRead = false;
   /** The read-ahead's reads, stored into the kernel's page cache where that is safe (store-ahead.ts). */
   readonly storeAhead = new StoreAhead();
+  /**
+   * Files created write-only get FOPEN_DIRECT_IO (namespace-ops.ts create); the kernel then leaves set-id
+   * bits to us on their writes, so those nodes are remembered until forgotten (data-ops.ts write).
+   */
+  directWrites = false;
+  readonly directWriters = new Set<number>();
   /** Lists the tree into the kernel's dcache after the first access (entry-warmup.ts); set once mounted. */
   warmup: EntryWarmup | undefined;
   readonly readAhead = new ReadAhead({
@@ -73,6 +82,7 @@ export class FsCore {
   setRules(rules: RuleSet): void {
     this.rules = rules;
     this.hints = new WriteHints(rules);
+    this.subdirCounts.clear();
   }
 
   /**
@@ -106,6 +116,7 @@ export class FsCore {
     this.warmup?.invalidated();
     this.cache.invalidator?.beforeContents?.();
     this.listings.clear();
+    this.subdirCounts.clear();
     this.readAhead.clear();
     this.handles.closeUnpinned();
     await this.cache.notifyAll();
@@ -170,17 +181,26 @@ export class FsCore {
    * count would reveal hidden and whited-out ones through `stat -c %h`). Costs a merged listing, once per
    * attribute timeout.
    */
-  async links(path: string, found: DeltaLookup): Promise<number> {
+  async links(dir: number, path: string, found: DeltaLookup): Promise<number> {
     // A leaf directory of the codebase (most of them) needs no listing: nothing below it to hide or add.
     if (this.delta.knownNoSubdirs(path, found)) return 2;
+    const known = this.subdirCounts.get(dir);
+    if (known !== undefined) return 2 + known;
+    const since = this.subdirCounts.begin();
+    const generation = this.cache.generation;
     let subdirs = 0;
     for (const entry of await this.delta.readdir(path)) {
       if (entry.type !== 'directory') continue;
-      const child = path === '/' ? `/${entry.name}` : `${path}/${entry.name}`;
-      if (this.rules.permissionOf(child) === 'none' && !this.rules.isTraversable(child)) continue;
-      subdirs++;
+      if (this.countsAsSubdir(path === '/' ? `/${entry.name}` : `${path}/${entry.name}`)) subdirs++;
     }
+    // Listed across an invalidation (rules, discard, commit): correct for this answer, not to keep.
+    if (generation === this.cache.generation) this.subdirCounts.keep(dir, subdirs, this.ttl, since);
     return 2 + subdirs;
+  }
+
+  /** Whether a subdirectory at `path` counts in its parent's link count: hidden ones do not. */
+  countsAsSubdir(path: string): boolean {
+    return this.rules.permissionOf(path) !== 'none' || this.rules.isTraversable(path);
   }
 
   /** Drops a directory's cached listing (its entries changed), and ReadAhead's position in it. */

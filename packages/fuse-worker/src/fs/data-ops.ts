@@ -1,7 +1,7 @@
 // The data path: READ, WRITE, FALLOCATE, FSYNC on one host handle per node (no OPEN reaches us, see the
 // README). The permission is checked on every request that reaches the worker (host root skips the mode
 // bits); the first write-side request copies the file up into the delta.
-import { constants, readSync, writeSync } from 'node:fs';
+import { constants, fchmodSync, fstatSync, readSync, writeSync } from 'node:fs';
 import { hostIo } from 'fuse-native/lowlevel.js';
 import { atLeast } from '@agentfense/protocol';
 import type { Permission } from '@agentfense/protocol';
@@ -13,6 +13,10 @@ import { allow, deny } from './decisions.js';
 import type { Caller, Offset } from './types.js';
 
 const FALLOC_FL_KEEP_SIZE = 0x01;
+/** Mode bits of should_remove_suid (not all in node:fs constants' types). */
+const S_ISUID = 0o4000;
+const S_ISGID = 0o2000;
+const S_IXGRP = 0o0010;
 /** READs up to this size are served with a synchronous pread (small files, single pages). */
 const SYNC_READ_MAX = 32 * 1024;
 /**
@@ -104,10 +108,16 @@ export class DataPath {
    * current position" and write elsewhere. The host filesystem answers EFBIG past its own limit.
    */
   async write(ino: number, data: Buffer, offset: Offset, caller: Caller): Promise<number> {
-    const put = (fd: number): number =>
-      typeof offset === 'bigint'
+    // A file created write-only is written with direct I/O (namespace-ops.ts create), and on those
+    // writes the kernel leaves clearing set-id bits to us. It clears them for a writer without
+    // CAP_FSETID in the host's namespace: every sandbox process (never host root), not host root.
+    const killSetId = caller.uid !== 0 && this.#fs.directWriters.has(ino);
+    const put = (fd: number): number => {
+      if (killSetId) clearSetId(fd);
+      return typeof offset === 'bigint'
         ? hostIo.pwrite(fd, data, offset)
         : writeSync(fd, data, 0, data.length, offset);
+    };
     const quota = this.#fs.delta.quota;
     if (quota === null) return this.#withFd(ino, true, caller, 'write', put);
     if (!quota.ready) await quota.whenReady();
@@ -203,4 +213,16 @@ export class DataPath {
     }
     throw new FsError('EIO', `inode ${ino}: its host file kept being closed during a ${op}`);
   }
+}
+
+/**
+ * What Linux does to a file on a write by a writer without CAP_FSETID (should_remove_suid): set-uid goes,
+ * set-gid goes when the group may execute (without it, set-gid marks mandatory locking and stays). The
+ * kernel refreshes the mode from us at the next stat: a direct write invalidates the file's attributes.
+ */
+function clearSetId(fd: number): void {
+  const mode = fstatSync(fd).mode;
+  let kill = mode & S_ISUID;
+  if ((mode & S_ISGID) !== 0 && (mode & S_IXGRP) !== 0) kill |= S_ISGID;
+  if (kill !== 0) fchmodSync(fd, mode & 0o7777 & ~kill);
 }

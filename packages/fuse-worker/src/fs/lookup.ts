@@ -37,7 +37,7 @@ export async function lookup(
   if (found.type === 'directory') {
     // Its children's lookups come next: with its fd cached they take no thread-pool trip.
     if (!listed && !background && found.layer === 'lower') fs.delta.cacheLowerDir(path);
-    const nlink = await fs.links(path, found);
+    const nlink = await fs.links(node.ino, path, found);
     entry = { ...entry, attr: { ...entry.attr, nlink } };
   }
   if (!listed && found.type === 'file' && atLeast(permission, 'read')) {
@@ -54,5 +54,7 @@ export function forget(fs: FsCore, ino: number, count: number): void {
     fs.handles.drop(ino);
     fs.forgetListing(ino);
     fs.cache.forgetNode(ino);
+    fs.directWriters.delete(ino);
+    fs.subdirCounts.forget(ino);
   }
 }

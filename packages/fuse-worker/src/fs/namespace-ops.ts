@@ -7,7 +7,7 @@ import type { FsCore } from './core.js';
 import { allow, creatable, deny, removable, visiblePermission } from './decisions.js';
 import type { Inode } from './inodes.js';
 import { newEntryOwner, type Owner } from './ownership.js';
-import type { Caller, EntryReply } from './types.js';
+import type { Caller, CreateReply, EntryReply } from './types.js';
 
 const S_IFMT = constants.S_IFMT;
 const S_IFIFO = constants.S_IFIFO;
@@ -27,7 +27,9 @@ export async function mkdir(
 ): Promise<EntryReply> {
   const path = creatable(fs, parent, name, 'mkdir', caller);
   const made = await newOwner(fs, parent, caller, true, mode & 0o7777);
-  await fs.delta.mkdir(path, made.mode);
+  await fs.subdirCounts.change([parent], fs.countsAsSubdir(path) ? 1 : 0, () =>
+    fs.delta.mkdir(path, made.mode),
+  );
   return created(fs, parent, name, path, caller, 'mkdir', made);
 }
 
@@ -75,7 +77,15 @@ export async function symlink(
   return created(fs, parent, name, path, caller, 'symlink', made);
 }
 
-/** CREATE: a new regular file, kept open for the writes that follow. */
+/**
+ * CREATE: a new regular file, kept open for the writes that follow. Opened write-only (a shell's `>`,
+ * `cp`, `dd`, `tar x`), its descriptor gets direct I/O (directWrites): each write(2) reaches us as a
+ * WRITE, as it would through the page cache (our mount has no writeback cache), but without first being
+ * copied into the mount's page cache, which also keeps the data out of memory twice (mount and backing
+ * file). Such a descriptor can be neither read nor mmap'd, so nothing else changes for its process;
+ * other opens of the file stay cached, and the kernel drops their cached pages over a range it writes
+ * directly. What the kernel no longer does on those writes is clear set-id bits: data-ops.ts does.
+ */
 export async function create(
   fs: FsCore,
   parent: number,
@@ -83,13 +93,15 @@ export async function create(
   mode: number,
   flags: number,
   caller: Caller,
-): Promise<EntryReply> {
+): Promise<CreateReply> {
   const path = creatable(fs, parent, name, 'create', caller);
   const made = await newOwner(fs, parent, caller, false, mode & 0o7777);
   const handle = await fs.delta.create(path, made.mode, (flags & ~O_ACCMODE) | constants.O_RDWR);
   const reply = await created(fs, parent, name, path, caller, 'create', made);
   fs.handles.set(reply.ino, handle, true);
-  return reply;
+  const directIo = fs.directWrites && (flags & O_ACCMODE) === constants.O_WRONLY;
+  if (directIo) fs.directWriters.add(reply.ino);
+  return { ...reply, directIo };
 }
 
 /** UNLINK: needs write; a node the sandbox may still have open keeps a host handle until forgotten. */
@@ -108,7 +120,7 @@ export async function unlink(fs: FsCore, parent: number, name: string, caller: C
 export async function rmdir(fs: FsCore, parent: number, name: string, caller: Caller): Promise<void> {
   const path = fs.childPath(parent, name);
   removable(fs, path, 'rmdir', caller);
-  await fs.delta.rmdir(path);
+  await fs.subdirCounts.change([parent], fs.countsAsSubdir(path) ? -1 : 0, () => fs.delta.rmdir(path));
   fs.inodes.unlink(parent, name);
   fs.forgetListing(parent);
   allow(fs, 'rmdir', path, 'write', caller);
@@ -140,7 +152,8 @@ export async function rename(
     const landing = (p: string): string => to + p.slice(from.length);
     const refuse = (p: string): boolean =>
       fs.rules.permissionOf(p) !== 'write' || fs.rules.permissionOf(landing(p)) !== 'write';
-    await fs.delta.rename(from, to, { refuse });
+    // Whatever moved (a directory changes both parents' link counts), both are counted again.
+    await fs.subdirCounts.change([parent, newParent], 0, () => fs.delta.rename(from, to, { refuse }));
   } catch (err) {
     if (err instanceof FsError && err.errnoName === 'EACCES') {
       throw deny(fs, 'rename', from, 'write', 'EACCES', caller, to);

@@ -36,6 +36,7 @@ import { forget, lookup } from './lookup.js';
 import * as namespaceOps from './namespace-ops.js';
 import type {
   Caller,
+  CreateReply,
   DirEntryOut,
   EntryReply,
   Invalidator,
@@ -52,6 +53,7 @@ import type { EntryWarmup } from './entry-warmup.js';
 export type { DirEntryPlusOut } from './readdir-plus.js';
 export type {
   Caller,
+  CreateReply,
   DirEntryOut,
   EntryReply,
   Invalidator,
@@ -97,6 +99,11 @@ export class PolicyFs {
   /** Whether the read-ahead stores small read-only files into the kernel's page cache (storeAhead feature). */
   set storeAhead(on: boolean) {
     this.#core.storeAhead.storing = on;
+  }
+
+  /** Whether files created write-only are answered with direct I/O (directWrites feature). */
+  set directWrites(on: boolean) {
+    this.#core.directWrites = on;
   }
 
   /** Set by the worker once mounted with entryWarmup on: lists the tree after the first access. */
@@ -208,7 +215,7 @@ export class PolicyFs {
     return namespaceOps.symlink(this.#core, target, parent, name, caller);
   }
 
-  create(parent: number, name: string, mode: number, flags: number, caller: Caller): Promise<EntryReply> {
+  create(parent: number, name: string, mode: number, flags: number, caller: Caller): Promise<CreateReply> {
     return namespaceOps.create(this.#core, parent, name, mode, flags, caller);
   }
 

@@ -21,6 +21,11 @@ export interface EntryReply {
   readonly attrTimeout: number;
 }
 
+/** A CREATE answer: the entry, and whether the new file's writes bypass the mount's page cache. */
+export interface CreateReply extends EntryReply {
+  readonly directIo: boolean;
+}
+
 /** A negative lookup answer the kernel may cache (the name does not exist at all). */
 export interface NegativeEntry {
   readonly ino: 0;

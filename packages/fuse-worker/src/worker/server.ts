@@ -36,6 +36,7 @@ import {
   listingReplay,
   storeAhead,
   entryWarmup,
+  directWrites,
   readaheadBytes,
 } from '../mount-options.js';
 import { widenReadahead } from '../readahead-window.js';
@@ -253,6 +254,7 @@ export class WorkerService {
         fs.readAheadFiles = (dirFd, maxBytes, nodes, strings) =>
           fuse.storeAhead(dirFd, maxBytes, nodes, strings);
         fs.storeAhead = storeAhead(info, disabled);
+        fs.directWrites = directWrites(disabled);
         if (entryWarmup(info, disabled) && params.warmupEntries !== 0) {
           fs.entryWarmup = new EntryWarmup({
             mountpoint: params.mountpoint,
