@@ -4,7 +4,7 @@
 //
 // Environment: BENCH_DIR (parent of the temp tree; default /var/tmp), BENCH_ROUNDS (default 5 warm / 3 cold),
 // BENCH_QUICK=1 (fewer rounds, a 256 MiB big file: a smoke run, not figures to report), BENCH_ONLY (comma-separated
-// phases: warm, latency, read, write, cold, firststat, coldread, memory; default all).
+// phases: warm, latency, read, write, create, cold, firststat, coldread, memory; default all).
 import console from 'node:console';
 import { execFile, spawn } from 'node:child_process';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
@@ -24,7 +24,7 @@ const FILES_PER_DIR = 100;
 const LATENCY_OPS = 20_000;
 const PYTHON = '/usr/bin/python3';
 const MANY_WORKERS = 10;
-const PHASES = ['warm', 'latency', 'read', 'write', 'cold', 'firststat', 'coldread', 'memory'];
+const PHASES = ['warm', 'latency', 'read', 'write', 'create', 'cold', 'firststat', 'coldread', 'memory'];
 const ONLY = new Set((process.env.BENCH_ONLY ?? PHASES.join(',')).split(',').filter((p) => p !== ''));
 for (const p of ONLY) {
   if (!PHASES.includes(p)) throw new Error(`BENCH_ONLY: unknown phase ${p} (phases: ${PHASES.join(', ')})`);
@@ -62,6 +62,12 @@ else:
         t = time.perf_counter()
         for p in paths: os.stat(p)
         n = k
+    elif mode == 'create':
+        d, prefix = paths[0], paths[1]; data = b'x' * 100
+        t = time.perf_counter()
+        for i in range(n):
+            fd = os.open(f'{d}/{prefix}{i}', os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            os.write(fd, data); os.close(fd)
     print((time.perf_counter() - t) / n)
 `;
 
@@ -354,6 +360,31 @@ async function main() {
       opDelta(before, await stats(w), WARM_ROUNDS),
       'includes unlink of the previous file; an rm-only run is subtracted',
     );
+  }
+  // Creating files in a directory that already holds 2,000: a `tar x`, a build's outputs, `npm install`.
+  // Each is a GETATTR of the directory (its attributes changed with the last create), a LOOKUP of the
+  // name, the CREATE and a 100-byte WRITE. No target in the issue; kept so the cost stays visible.
+  if (phase('create')) {
+    const dirs = [join(lower, 'out', 'creates'), join(mnt, 'out', 'creates')];
+    for (const d of dirs) {
+      await mkdir(d);
+      await timer(['create', 2000, d, 'pre']);
+    }
+    const before = await stats(w);
+    const [n, m] = await interleaved(
+      WARM_ROUNDS,
+      (r) => timer(['create', 500, dirs[0], `n${r}-`]),
+      (r) => timer(['create', 500, dirs[1], `m${r}-`]),
+    );
+    report(
+      'create per op',
+      n,
+      m,
+      null,
+      opDelta(before, await stats(w), 500 * WARM_ROUNDS),
+      'open(O_WRONLY|O_CREAT|O_EXCL) + a 100-byte write + close, in a directory of 2,000+ files',
+    );
+    for (const d of dirs) await rm(d, { recursive: true, force: true });
   }
   const worked = await stats(w);
   await stopMount(w);

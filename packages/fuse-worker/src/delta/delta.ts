@@ -1,12 +1,12 @@
 // The copy-on-write overlay of one sandbox: a read-only codebase (lower) plus this sandbox's delta.
-import { closeSync, constants, fstatSync } from 'node:fs';
+import { closeSync, constants, fchmodSync, fchownSync, fstatSync } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
 
 import type { ChangeEntry } from '@agentfense/protocol';
 
 import { asFsError, FsError } from '../errors.js';
 import type { HostDir } from '../host/host-dir.js';
-import { RawFile, type HostFile } from '../host/raw-file.js';
+import { RawFile, type HostFile, type WritableFile } from '../host/raw-file.js';
 import { warmInode } from '../host/warm.js';
 import { computeChanges } from './changes.js';
 import { commitChanges } from './commit.js';
@@ -233,16 +233,34 @@ export class Delta {
   }
 
   /** Creates a regular file (EEXIST if anything is there) and opens it with `flags`. */
-  async create(path: string, mode: number, flags: number = constants.O_RDWR): Promise<FileHandle> {
+  async create(
+    path: string,
+    mode: number,
+    flags: number = constants.O_RDWR,
+    owner?: { readonly uid: number; readonly gid: number },
+  ): Promise<WritableFile> {
     return this.mutate(`create ${path}`, async () => {
       const rel = await prepareCreate(this.ctx, path);
-      let opened: FileHandle | undefined;
+      let opened: WritableFile | undefined;
       await chargeNew(this.ctx, rel, 0, async () => {
-        opened = await this.ctx.upper.open(rel, flags | constants.O_CREAT | constants.O_EXCL, 0o600);
+        const exclusive = flags | constants.O_CREAT | constants.O_EXCL;
+        // Synchronously where the parent's fd is cached (the usual case: the kernel looked the name up
+        // first): the thread pool's round trip is most of a create's cost.
+        const fd = this.ctx.upper.createSyncIfCached(rel, exclusive, 0o600);
+        opened = fd === undefined ? await this.ctx.upper.open(rel, exclusive, 0o600) : new RawFile(fd);
       });
-      const fh = opened as FileHandle;
+      const fh = opened as WritableFile;
       try {
-        await fh.chmod(mode & 0o7777);
+        // Owned by the caller from the start (a chown afterwards is a second namespace change). Chown
+        // before chmod: a chown clears set-id bits on the host.
+        if (fh instanceof RawFile) {
+          // Opened synchronously: set up the same way (an fchown or fchmod takes a few µs).
+          if (owner !== undefined) fchownSync(fh.fd, owner.uid, owner.gid);
+          fchmodSync(fh.fd, mode & 0o7777);
+        } else {
+          if (owner !== undefined) await fh.chown(owner.uid, owner.gid);
+          await fh.chmod(mode & 0o7777);
+        }
       } catch (err) {
         await fh.close();
         throw err;

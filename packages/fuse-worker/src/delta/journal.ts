@@ -1,5 +1,5 @@
 // Durable storage of a delta's metadata: an append-only JSONL journal replayed over a compacted snapshot.
-import { constants } from 'node:fs';
+import { constants, writeSync } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
 
 import type { HostDir } from '../host/host-dir.js';
@@ -70,16 +70,22 @@ export class MetaJournal {
     return this.appended;
   }
 
-  /** Appends records with a single write(2). Resolves once the kernel has them. */
-  async append(records: readonly MetaRecord[]): Promise<void> {
-    if (records.length === 0) return;
+  /**
+   * Appends records with a single write(2), synchronously: a few hundred bytes into the page cache take a
+   * few µs, a trip through the thread pool 50-100 µs, and every create, mkdir, unlink and rename of the
+   * sandbox appends one. Resolves once the kernel has them.
+   */
+  append(records: readonly MetaRecord[]): Promise<void> {
+    if (records.length === 0) return Promise.resolve();
     const data = Buffer.from(records.map((r) => `${JSON.stringify(r)}\n`).join(''));
     let offset = 0;
-    while (offset < data.length) {
-      const { bytesWritten } = await this.handle.write(data, offset, data.length - offset);
-      offset += bytesWritten;
+    try {
+      while (offset < data.length) offset += writeSync(this.handle.fd, data, offset, data.length - offset);
+    } catch (err) {
+      return Promise.reject(err instanceof Error ? err : new Error(String(err)));
     }
     this.appended += records.length;
+    return Promise.resolve();
   }
 
   /** Writes `state` as the snapshot of the next generation and starts an empty journal. */

@@ -1,16 +1,14 @@
 // Open host files per node. OPEN is answered with ENOSYS (the kernel then never sends OPEN/RELEASE and
 // keeps page caches), so reads and writes arrive without a handle of ours: we keep one per node, opened
 // on first use, closed on FORGET or when the LRU bound evicts it.
-import type { FileHandle } from 'node:fs/promises';
-
-import type { HostFile } from '../host/raw-file.js';
+import type { HostFile, WritableFile } from '../host/raw-file.js';
 
 /** Upper bound on host fds held for data ops (each is one fd of the worker). */
 export const MAX_OPEN_HANDLES = 512;
 
-/** Writable handles are always FileHandles (the setattr path of unlinked files needs chmod/truncate). */
+/** Writable handles can chown/chmod (the setattr path of unlinked files needs them). */
 type Entry =
-  | { readonly handle: FileHandle; readonly writable: true }
+  | { readonly handle: WritableFile; readonly writable: true }
   | { readonly handle: HostFile; readonly writable: false };
 
 /** LRU of host file handles keyed by node id. */
@@ -23,7 +21,7 @@ export class HandleCache {
   }
 
   /** A cached handle usable for the access asked for, or undefined. */
-  get(ino: number, needWrite: true): FileHandle | undefined;
+  get(ino: number, needWrite: true): WritableFile | undefined;
   get(ino: number, needWrite: boolean): HostFile | undefined;
   get(ino: number, needWrite: boolean): HostFile | undefined {
     const entry = this.#entries.get(ino);
@@ -35,11 +33,11 @@ export class HandleCache {
   }
 
   /** Stores a handle for a node, closing the one it replaces and evicting the least recently used. */
-  set(ino: number, handle: FileHandle, writable: true): void;
+  set(ino: number, handle: WritableFile, writable: true): void;
   set(ino: number, handle: HostFile, writable: false): void;
-  set(ino: number, handle: FileHandle | HostFile, writable: boolean): void {
+  set(ino: number, handle: HostFile, writable: boolean): void {
     this.drop(ino);
-    // The overloads guarantee that a writable entry holds a FileHandle.
+    // The overloads guarantee that a writable entry holds a WritableFile.
     this.#entries.set(ino, { handle, writable } as Entry);
     for (const [victim] of this.#entries) {
       if (this.#entries.size <= MAX_OPEN_HANDLES) break;

@@ -96,7 +96,7 @@ export async function create(
 ): Promise<CreateReply> {
   const path = creatable(fs, parent, name, 'create', caller);
   const made = await newOwner(fs, parent, caller, false, mode & 0o7777);
-  const handle = await fs.delta.create(path, made.mode, (flags & ~O_ACCMODE) | constants.O_RDWR);
+  const handle = await fs.delta.create(path, made.mode, (flags & ~O_ACCMODE) | constants.O_RDWR, made.owner);
   const reply = await created(fs, parent, name, path, caller, 'create', made);
   fs.handles.set(reply.ino, handle, true);
   const directIo = fs.directWrites && (flags & O_ACCMODE) === constants.O_WRONLY;

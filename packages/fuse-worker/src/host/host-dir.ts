@@ -212,6 +212,23 @@ export class HostDir {
   }
 
   /**
+   * open(2) with O_CREAT of `rel`, synchronously, when its parent's fd is cached (a file created where the
+   * sandbox just looked); undefined on a miss, where `open` walks asynchronously. O_NOFOLLOW is always
+   * added. The caller owns the returned fd (see RawFile).
+   */
+  createSyncIfCached(rel: string, flags: number, mode: number): number | undefined {
+    if (this.closed || rel === '') return undefined;
+    this.#generation++;
+    try {
+      return this.inCachedParent(rel, (at) =>
+        openSync(at, flags | constants.O_CREAT | constants.O_NOFOLLOW, mode),
+      );
+    } finally {
+      this.#generation++;
+    }
+  }
+
+  /**
    * Runs `fn` synchronously on the magic-link path of `rel` ('' excluded) when its parent's fd is cached;
    * undefined on a miss, after checking the whole path as the walk that follows will.
    */

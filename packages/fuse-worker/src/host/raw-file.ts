@@ -1,6 +1,6 @@
-// A read-only host file descriptor opened synchronously, with FileHandle's guarantees about its number.
+// A host file descriptor opened synchronously, with FileHandle's guarantees about its number.
 import type { BigIntStats } from 'node:fs';
-import { closeSync, fdatasync, fstat, fsync, read } from 'node:fs';
+import { closeSync, fchmod, fchown, fdatasync, fstat, fsync, read, write } from 'node:fs';
 
 /** What the worker's data ops need of an open host file; `FileHandle` satisfies it too. */
 export interface HostFile {
@@ -18,6 +18,14 @@ export interface HostFile {
   datasync(): Promise<void>;
 }
 
+/** An open host file the worker writes through: also what SETATTR of an unlinked file needs of it. */
+export interface WritableFile extends HostFile {
+  chown(uid: number, gid: number): Promise<void>;
+  chmod(mode: number): Promise<void>;
+  /** Writes all of `data` at the file's start (a file just created or truncated). */
+  writeFile(data: string | Uint8Array): Promise<void>;
+}
+
 type Callback<T> = (err: NodeJS.ErrnoException | null, value: T) => void;
 
 /**
@@ -28,7 +36,7 @@ type Callback<T> = (err: NodeJS.ErrnoException | null, value: T) => void;
  * and the number itself is released only once the asynchronous operations in flight on it have finished,
  * so it can never be reused by another open() underneath one of them.
  */
-export class RawFile implements HostFile {
+export class RawFile implements WritableFile {
   #fd: number;
   #inFlight = 0;
   #closed: Promise<void> | undefined;
@@ -66,6 +74,24 @@ export class RawFile implements HostFile {
 
   stat(options: { bigint: true }): Promise<BigIntStats> {
     return this.#run((fd, done: Callback<BigIntStats>) => fstat(fd, options, done));
+  }
+
+  chown(uid: number, gid: number): Promise<void> {
+    return this.#run((fd, done: Callback<void>) => fchown(fd, uid, gid, (err) => done(err, undefined)));
+  }
+
+  chmod(mode: number): Promise<void> {
+    return this.#run((fd, done: Callback<void>) => fchmod(fd, mode, (err) => done(err, undefined)));
+  }
+
+  async writeFile(data: string | Uint8Array): Promise<void> {
+    const bytes = typeof data === 'string' ? Buffer.from(data) : data;
+    let done = 0;
+    while (done < bytes.length) {
+      done += await this.#run((fd, cb: Callback<number>) =>
+        write(fd, bytes, done, bytes.length - done, done, (err, written) => cb(err, written)),
+      );
+    }
   }
 
   sync(): Promise<void> {
