@@ -1,5 +1,7 @@
 // Issue 12 row 9: `stat -c %h` of a directory counted hidden subdirectories (host link count), telling
 // the agent that something it cannot see is there. The count must be 2 + visible subdirectories.
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { AGENT_SAFE, mountFixture, useMountHygiene } from '../worker/helpers/fixture.js';
 
@@ -30,5 +32,24 @@ describe('directory link counts', () => {
     // A directory the sandbox deletes stops counting as well (whited-out codebase directories).
     const g = await f.sandbox('rm -rf output/visible && stat -c %h output');
     expect(g.stdout).toBe('2\n');
+  });
+
+  it('a count the worker kept follows a rule change at once: a subdirectory hidden now stops counting', async () => {
+    const f = await mountFixture({
+      tree: { 'output/a/x.txt': 'x\n', 'output/b/y.txt': 'y\n' },
+      rules: AGENT_SAFE,
+    });
+    // The delta holds `output` after the first write, so its count takes a listing, which the worker keeps.
+    // The shell's working directory holds the node (the kernel cannot forget it) while the rules change.
+    const run = f.sandbox(
+      'cd output && touch f && stat -c %h . && touch ready && sleep 2 && stat -c %h . && ls',
+    );
+    const ready = join(f.delta, 'upper', 'output', 'ready');
+    for (let i = 0; i < 100 && !existsSync(ready); i++) await new Promise((r) => setTimeout(r, 20));
+    expect(existsSync(ready)).toBe(true);
+    await f.worker.client.request('setRules', {
+      rules: [...AGENT_SAFE, { pattern: '/output/b/**', permission: 'none', priority: 200 }],
+    });
+    expect((await run).stdout).toBe('4\n3\na\nf\nready\n');
   });
 });

@@ -365,7 +365,7 @@ async function main() {
   // Each is a GETATTR of the directory (its attributes changed with the last create), a LOOKUP of the
   // name, the CREATE and a 100-byte WRITE. No target in the issue; kept so the cost stays visible.
   if (phase('create')) {
-    const dirs = [join(lower, 'out', 'creates'), join(mnt, 'out', 'creates')];
+    const dirs = [join(lower, 'out', 'creates-native'), join(mnt, 'out', 'creates')];
     for (const d of dirs) {
       await mkdir(d);
       await timer(['create', 2000, d, 'pre']);
