@@ -1,5 +1,5 @@
 // The copy-on-write overlay of one sandbox: a read-only codebase (lower) plus this sandbox's delta.
-import { closeSync, constants, fchmodSync, fchownSync, fstatSync } from 'node:fs';
+import { closeSync, constants, fstatSync } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
 
 import type { ChangeEntry } from '@agentfense/protocol';
@@ -7,6 +7,7 @@ import type { ChangeEntry } from '@agentfense/protocol';
 import { asFsError, FsError } from '../errors.js';
 import type { HostDir } from '../host/host-dir.js';
 import { RawFile, type HostFile, type WritableFile } from '../host/raw-file.js';
+import { createFile, makeDir, type NewOwner } from '../host/sync-make.js';
 import { warmInode } from '../host/warm.js';
 import { computeChanges } from './changes.js';
 import { commitChanges } from './commit.js';
@@ -237,44 +238,27 @@ export class Delta {
     path: string,
     mode: number,
     flags: number = constants.O_RDWR,
-    owner?: { readonly uid: number; readonly gid: number },
+    owner?: NewOwner,
   ): Promise<WritableFile> {
     return this.mutate(`create ${path}`, async () => {
       const rel = await prepareCreate(this.ctx, path);
       let opened: WritableFile | undefined;
+      // Owned by the caller from the start (a chown afterwards would be a second namespace change).
       await chargeNew(this.ctx, rel, 0, async () => {
-        const exclusive = flags | constants.O_CREAT | constants.O_EXCL;
-        // Synchronously where the parent's fd is cached (the usual case: the kernel looked the name up
-        // first): the thread pool's round trip is most of a create's cost.
-        const fd = this.ctx.upper.createSyncIfCached(rel, exclusive, 0o600);
-        opened = fd === undefined ? await this.ctx.upper.open(rel, exclusive, 0o600) : new RawFile(fd);
+        opened = await createFile(this.ctx.upper, rel, flags, mode, owner);
       });
-      const fh = opened as WritableFile;
-      try {
-        // Owned by the caller from the start (a chown afterwards is a second namespace change). Chown
-        // before chmod: a chown clears set-id bits on the host.
-        if (fh instanceof RawFile) {
-          // Opened synchronously: set up the same way (an fchown or fchmod takes a few µs).
-          if (owner !== undefined) fchownSync(fh.fd, owner.uid, owner.gid);
-          fchmodSync(fh.fd, mode & 0o7777);
-        } else {
-          if (owner !== undefined) await fh.chown(owner.uid, owner.gid);
-          await fh.chmod(mode & 0o7777);
-        }
-      } catch (err) {
-        await fh.close();
-        throw err;
-      }
-      return fh;
+      return opened as WritableFile;
     });
   }
 
-  /** Creates a directory; over a whiteout it is opaque (starts empty). */
-  async mkdir(path: string, mode: number): Promise<void> {
+  /**
+   * Creates a directory; over a whiteout it is opaque (starts empty). With `owner`, it is the caller's
+   * from the start. Synchronously where the parent's fd is cached (host/sync-make.ts).
+   */
+  async mkdir(path: string, mode: number, owner?: NewOwner): Promise<void> {
     await this.mutate(`mkdir ${path}`, async () => {
       const rel = await prepareCreate(this.ctx, path);
-      await chargeNew(this.ctx, rel, 0, () => this.ctx.upper.mkdir(rel, 0o700));
-      await this.ctx.upper.chmod(rel, mode);
+      await chargeNew(this.ctx, rel, 0, () => makeDir(this.ctx.upper, rel, mode, owner));
     });
   }
 

@@ -28,7 +28,7 @@ export async function mkdir(
   const path = creatable(fs, parent, name, 'mkdir', caller);
   const made = await newOwner(fs, parent, caller, true, mode & 0o7777);
   await fs.subdirCounts.change([parent], fs.countsAsSubdir(path) ? 1 : 0, () =>
-    fs.delta.mkdir(path, made.mode),
+    fs.delta.mkdir(path, made.mode, made.owner),
   );
   return created(fs, parent, name, path, caller, 'mkdir', made);
 }

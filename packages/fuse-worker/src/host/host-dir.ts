@@ -211,21 +211,13 @@ export class HostDir {
     return this.inCachedParent(rel, (at) => openSync(at, flags | constants.O_NOFOLLOW));
   }
 
-  /**
-   * open(2) with O_CREAT of `rel`, synchronously, when its parent's fd is cached (a file created where the
-   * sandbox just looked); undefined on a miss, where `open` walks asynchronously. O_NOFOLLOW is always
-   * added. The caller owns the returned fd (see RawFile).
-   */
-  createSyncIfCached(rel: string, flags: number, mode: number): number | undefined {
+  /** `make` (a create) on `rel` synchronously as a namespace change; undefined on a miss (sync-make.ts). */
+  changeSyncIfCached<T>(rel: string, make: (at: string) => T): T | undefined {
     if (this.closed || rel === '') return undefined;
     this.#generation++;
-    try {
-      return this.inCachedParent(rel, (at) =>
-        openSync(at, flags | constants.O_CREAT | constants.O_NOFOLLOW, mode),
-      );
-    } finally {
-      this.#generation++;
-    }
+    const made = this.inCachedParent(rel, make); // on a throw, one bump already voids what it must
+    this.#generation++;
+    return made;
   }
 
   /**
