@@ -125,16 +125,36 @@ export async function visibleLowerStat(ctx: DeltaContext, rel: string): Promise<
 }
 
 /**
- * resolve() without a promise, for the common case of a codebase entry: the upper layer is known absent
- * (no syscall), the entry is not whited out, and the lower parent's fd is cached. The same answer resolve
- * gives; undefined when any of that does not hold (the caller then calls resolve).
+ * resolve() without a promise, where no step needs a thread-pool trip: the upper layer known absent (no
+ * syscall) or its parent's fd cached, and then, if the upper layer has nothing there, the lower parent's fd
+ * cached. The same answer resolve gives, in the same order (upper wins, whiteouts before the lower layer);
+ * undefined when a step would need the pool (the caller then calls resolve). With a cached upper parent,
+ * which is a directory, an lstat of one name cannot meet ENOTDIR/ELOOP: "missing" is ENOENT.
  */
 export function resolveIfCached(ctx: DeltaContext, rel: string): DeltaLookup | null | undefined {
-  if (rel === '' || !knownAbsent(absentSet(ctx.upper), rel)) return undefined;
+  if (rel === '') return undefined;
+  const upper = ctx.upper;
+  const set = absentSet(upper);
+  if (!knownAbsent(set, rel)) {
+    const up = upper.lstatIfCached(rel);
+    if (up === undefined) return undefined;
+    if (up !== null) return upperEntry(ctx, rel, up);
+    if (set.generation === upper.generation && rel.length <= MAX_ABSENT_PATH) {
+      if (set.paths.size >= MAX_ABSENT) set.paths.clear();
+      set.paths.add(rel);
+    }
+  }
   if (ctx.meta.isHidden(rel)) return null;
   const lo = ctx.lower.lstatIfCached(rel);
   if (lo === undefined || lo === null) return lo;
   return { layer: 'lower', stat: lo, type: typeOf(lo), upper: null, lower: { dev: lo.dev, ino: lo.ino } };
+}
+
+/** The merged entry for an upper-layer stat at `rel`: the codebase identity it replaced, if any. */
+function upperEntry(ctx: DeltaContext, rel: string, up: BigIntStats): DeltaLookup {
+  const base = ctx.meta.bases.get(rel);
+  const lower = base?.exists === true ? { dev: BigInt(base.dev), ino: BigInt(base.ino) } : null;
+  return { layer: 'upper', stat: up, type: typeOf(up), upper: { dev: up.dev, ino: up.ino }, lower };
 }
 
 /**
@@ -148,11 +168,7 @@ export async function resolve(ctx: DeltaContext, rel: string): Promise<DeltaLook
   }
   const up = await upperStat(ctx, rel);
   if (up === 'blocked') return null;
-  if (up !== 'missing') {
-    const base = ctx.meta.bases.get(rel);
-    const lower = base?.exists === true ? { dev: BigInt(base.dev), ino: BigInt(base.ino) } : null;
-    return { layer: 'upper', stat: up, type: typeOf(up), upper: { dev: up.dev, ino: up.ino }, lower };
-  }
+  if (up !== 'missing') return upperEntry(ctx, rel, up);
   const lo = await visibleLowerStat(ctx, rel);
   if (lo === null) return null;
   return { layer: 'lower', stat: lo, type: typeOf(lo), upper: null, lower: { dev: lo.dev, ino: lo.ino } };

@@ -87,10 +87,31 @@ export class Delta {
    */
   lookupIfCached(path: string): DeltaLookup | null | undefined {
     try {
-      return resolveIfCached(this.ctx, toRel(path));
+      const rel = toRel(path);
+      const found = resolveIfCached(this.ctx, rel);
+      if (found === undefined || found === null || !this.#copiedDir(rel, found)) return found;
+      const lo = this.ctx.lower.lstatIfCached(rel);
+      if (lo === undefined) return undefined;
+      return lo?.isDirectory() === true ? { ...found, lower: { dev: lo.dev, ino: lo.ino } } : found;
     } catch {
       return undefined; // lookup() reports it, through guard()
     }
+  }
+
+  /**
+   * An upper directory without a base is structure copied from the codebase directory to hold a new
+   * child: it is still that directory, so it keeps its identity (st_ino must not change when a file is
+   * created inside; find/rm -r compare directory inode numbers while they walk).
+   */
+  #copiedDir(rel: string, found: DeltaLookup): boolean {
+    return (
+      found.layer === 'upper' &&
+      found.type === 'directory' &&
+      found.lower === null &&
+      rel !== '' &&
+      !this.ctx.meta.bases.has(rel) &&
+      !this.ctx.meta.isHidden(rel)
+    );
   }
 
   /**
@@ -120,14 +141,9 @@ export class Delta {
     return guard(`lookup ${path}`, async () => {
       const rel = toRel(path);
       const found = await resolve(this.ctx, rel);
-      // An upper directory without a base is structure copied from the codebase directory to hold a new
-      // child: it is still that directory, so it keeps its identity (st_ino must not change when a file is
-      // created inside; find/rm -r compare directory inode numbers while they walk).
-      if (found?.layer === 'upper' && found.type === 'directory' && found.lower === null && rel !== '') {
-        if (!this.ctx.meta.bases.has(rel) && !this.ctx.meta.isHidden(rel)) {
-          const lo = await this.ctx.lower.lstatOrNull(rel);
-          if (lo?.isDirectory() === true) return { ...found, lower: { dev: lo.dev, ino: lo.ino } };
-        }
+      if (found !== null && this.#copiedDir(rel, found)) {
+        const lo = await this.ctx.lower.lstatOrNull(rel);
+        if (lo?.isDirectory() === true) return { ...found, lower: { dev: lo.dev, ino: lo.ino } };
       }
       return found;
     });
