@@ -1,10 +1,11 @@
 // Attacks on the host layer: planted symlinks in intermediate components and rename races.
 import { constants } from 'node:fs';
-import { mkdir, rename, stat, symlink, writeFile } from 'node:fs/promises';
+import { lstat, mkdir, readFile, rename, stat, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it, onTestFinished } from 'vitest';
 
 import { HostDir } from '../../src/host/host-dir.js';
+import { createFile, makeDir } from '../../src/host/sync-make.js';
 import { tempRoot } from './tmp-root.js';
 
 async function openRoot(path: string): Promise<HostDir> {
@@ -44,6 +45,39 @@ describe('HostDir never follows a symlink on the host', () => {
     dir.cacheDirSync('real');
     expect(dir.cachedDirs).toBe(1);
     expect(dir.lstatIfCached('real/passwd')?.isFile()).toBe(true);
+  });
+
+  it('a create or mkdir made synchronously in a cached directory never follows a symlink in its place', async () => {
+    const root = await tempRoot();
+    const outside = await tempRoot();
+    await writeFile(join(outside, 'victim'), 'untouched');
+    await mkdir(join(root, 'd'));
+    await symlink(join(outside, 'victim'), join(root, 'd/f'));
+    await symlink(join(outside, 'made'), join(root, 'd/sub'));
+    const dir = await openRoot(root);
+    dir.cacheDirSync('d'); // the synchronous path, as after a LOOKUP of d
+    expect(dir.cachedDirs).toBe(1);
+    const owner = { uid: 65534, gid: 65534 };
+    await expect(
+      createFile(dir, 'd/f', constants.O_RDWR | constants.O_TRUNC, 0o6755, owner),
+    ).rejects.toMatchObject({
+      code: 'EEXIST',
+    });
+    await expect(makeDir(dir, 'd/sub', 0o755, owner)).rejects.toMatchObject({ code: 'EEXIST' });
+    expect(await readFile(join(outside, 'victim'), 'utf8')).toBe('untouched');
+    const victim = await lstat(join(outside, 'victim'));
+    expect([victim.uid, victim.mode & 0o7777]).toEqual([0, 0o644]);
+    await expect(lstat(join(outside, 'made'))).rejects.toMatchObject({ code: 'ENOENT' });
+    // A free name is made with its owner and mode on the entry itself.
+    await (await createFile(dir, 'd/new', constants.O_RDWR, 0o640, owner)).close();
+    await makeDir(dir, 'd/newdir', 0o750, owner);
+    for (const [name, mode] of [
+      ['d/new', 0o640],
+      ['d/newdir', 0o750],
+    ] as const) {
+      const st = await lstat(join(root, name));
+      expect([st.uid, st.gid, st.mode & 0o7777]).toEqual([65534, 65534, mode]);
+    }
   });
 
   it('refuses a symlink planted deeper in the tree', async () => {
