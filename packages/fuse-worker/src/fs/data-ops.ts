@@ -193,9 +193,9 @@ export class DataPath {
   /**
    * Runs the synchronous `io` on the host fd of a data op. The fd is read from its handle and used in
    * ONE synchronous step, after the last await: a handle's `fd` turns -1 the moment its close begins
-   * (HandleCache.drop; FileHandle and RawFile alike), and the number may be reused by the next open at
-   * once (RawFile closes synchronously), so an fd carried across an await could name another file (other
-   * requests run in between). If a drop won the race, the handle is looked up again.
+   * (HandleCache.drop; FileHandle and RawFile alike), and the number may be reused by the next open as
+   * soon as the thread pool has closed it, so an fd carried across an await could name another file
+   * (other requests run in between). If a drop won the race, the handle is looked up again.
    * Data ops run synchronously on purpose: one FUSE request is served at a time from the JS thread
    * anyway, and a thread-pool round trip costs more than a page-cache copy of 128 KiB.
    */

@@ -1,6 +1,6 @@
 // A host file descriptor opened synchronously, with FileHandle's guarantees about its number.
 import type { BigIntStats } from 'node:fs';
-import { closeSync, fchmod, fchown, fdatasync, fstat, fsync, read, write } from 'node:fs';
+import { close, fchmod, fchown, fdatasync, fstat, fsync, read, write } from 'node:fs';
 
 /** What the worker's data ops need of an open host file; `FileHandle` satisfies it too. */
 export interface HostFile {
@@ -35,6 +35,7 @@ type Callback<T> = (err: NodeJS.ErrnoException | null, value: T) => void;
  * Same contract as FileHandle where the worker relies on it: `fd` reads -1 as soon as close() is called,
  * and the number itself is released only once the asynchronous operations in flight on it have finished,
  * so it can never be reused by another open() underneath one of them.
+ * The close itself runs in the thread pool, as FileHandle's does (closeInPool).
  */
 export class RawFile implements WritableFile {
   #fd: number;
@@ -56,8 +57,8 @@ export class RawFile implements WritableFile {
     this.#fd = -1;
     this.#closed =
       this.#inFlight === 0
-        ? closeNow(fd)
-        : new Promise((resolve) => (this.#whenIdle = () => resolve(closeNow(fd))));
+        ? closeInPool(fd)
+        : new Promise((resolve) => (this.#whenIdle = () => resolve(closeInPool(fd))));
     return this.#closed;
   }
 
@@ -116,13 +117,20 @@ export class RawFile implements WritableFile {
   }
 }
 
-function closeNow(fd: number): Promise<void> {
-  try {
-    closeSync(fd);
-    return Promise.resolve();
-  } catch (err) {
-    return Promise.reject(err instanceof Error ? err : new Error(String(err)));
-  }
+/**
+ * Closes `fd` in libuv's thread pool, never on the JS thread. Closing the last reference to a file that is
+ * no longer linked (removed by the sandbox while the worker held it, or replaced behind the mount) makes
+ * the host filesystem free it right there: on ext4, 4 ms for 100 MiB not yet written out and 30 ms once it
+ * is, seconds for a file of many GiB. The worker's one JS thread answers every request of the sandbox and
+ * must not stall for that. Until the close is done the number stays taken, so nothing can reuse it early.
+ */
+function closeInPool(fd: number): Promise<void> {
+  return new Promise((resolve, reject) => {
+    close(fd, (err) => {
+      if (err === null) resolve();
+      else reject(err);
+    });
+  });
 }
 
 function closedError(): NodeJS.ErrnoException {
