@@ -5,9 +5,11 @@
 // under the walk fails loudly instead of walking somewhere else, and 100,000 levels need no more fds
 // than one.
 // Syscalls are synchronous (a few µs each, against 30-40 µs through the thread pool) and the walk yields
-// to the event loop every few milliseconds, so health pings and other requests keep being served.
-import type { BigIntStats } from 'node:fs';
+// to the event loop every few milliseconds, so health pings and other requests keep being served. The
+// one exception is the unlink of a big file (removeFile).
+import type { BigIntStats, PathLike } from 'node:fs';
 import { closeSync, fstatSync, lstatSync, openSync, readdirSync, rmdirSync, unlinkSync } from 'node:fs';
+import { unlink } from 'node:fs/promises';
 
 import { fdPath, WALK_DIR_FLAGS } from './flags.js';
 import { relJoin } from './rel-path.js';
@@ -92,7 +94,7 @@ export async function removeTree(root: string): Promise<void> {
     throw err;
   }
   if (!rootSt.isDirectory()) {
-    unlinkSync(root);
+    await removeFile(root, rootSt);
     return;
   }
   const stack: RemoveFrame[] = [removeFrame(openSync(root, WALK_DIR_FLAGS), null)];
@@ -111,7 +113,7 @@ export async function removeTree(root: string): Promise<void> {
           throw err;
         }
         if (!st.isDirectory()) {
-          unlinkSync(at);
+          await removeFile(at, st); // top.fd, which `at` names, stays open across the await
           continue;
         }
         const child = openSync(at, WALK_DIR_FLAGS);
@@ -136,6 +138,18 @@ export async function removeTree(root: string): Promise<void> {
   } finally {
     for (const f of stack) if (f.fd >= 0) closeSync(f.fd);
   }
+}
+
+/**
+ * Files with at least this much allocated are unlinked in the thread pool: when its last link goes, the
+ * host filesystem frees a file inside unlink(2), about 0.3 s per GiB written out on ext4, and the JS
+ * thread must not stall that long (the sandbox's requests; the control plane's 2 s health ping).
+ */
+const POOL_UNLINK_BYTES = 1n << 20n;
+
+async function removeFile(path: PathLike, st: BigIntStats): Promise<void> {
+  if (st.blocks * 512n >= POOL_UNLINK_BYTES) await unlink(path);
+  else unlinkSync(path);
 }
 
 interface RemoveFrame {

@@ -1,12 +1,12 @@
 // HostDir.openSyncIfCached and RawFile: the synchronous read path of the worker's data ops.
-import { execFileSync } from 'node:child_process';
-import { closeSync, constants, fstatSync, openSync, read, readSync, unlinkSync, writeSync } from 'node:fs';
+import { constants, fstatSync, openSync, readSync, unlinkSync, writeSync } from 'node:fs';
 import { mkdir, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it, onTestFinished } from 'vitest';
 
 import { HostDir } from '../../src/host/host-dir.js';
 import { RawFile } from '../../src/host/raw-file.js';
+import { holdThreadPool } from './hold-pool.js';
 import { tempRoot } from './tmp-root.js';
 
 async function openRoot(path: string): Promise<HostDir> {
@@ -91,34 +91,22 @@ describe('RawFile', () => {
 
   it('closes in the thread pool, so a removed file is freed off the JS thread', async () => {
     // Closing the last reference to a removed file frees it inside close(2) (30 ms for 100 MiB written out
-    // on ext4): that must not happen on the worker's one JS thread. Every pool thread is held on a FIFO
-    // read, so the close can only run once they are let go: until then the number is still open.
+    // on ext4): that must not happen on the worker's one JS thread. With every pool thread held, the
+    // close cannot run until they are let go: until then the number is still open.
     const root = await tempRoot();
     const fd = openSync(join(root, 'big'), constants.O_RDWR | constants.O_CREAT, 0o600);
     writeSync(fd, Buffer.alloc(1 << 20, 1));
     unlinkSync(join(root, 'big'));
     const file = new RawFile(fd);
 
-    const poolSize = Number(process.env.UV_THREADPOOL_SIZE ?? 4);
-    const fifos = Array.from({ length: poolSize }, (_, i) => {
-      const path = join(root, `fifo${i}`);
-      execFileSync('mkfifo', [path]);
-      const f = openSync(path, constants.O_RDWR);
-      onTestFinished(() => closeSync(f));
-      return f;
-    });
-    const held = fifos.map(
-      (f) => new Promise<void>((resolve) => read(f, Buffer.alloc(1), 0, 1, null, () => resolve())),
-    );
-
+    const release = holdThreadPool(root);
     let closed: Promise<void>;
     try {
       closed = file.close();
       expect(file.fd).toBe(-1);
       expect(fstatSync(fd).size).toBe(1 << 20); // still ours: not closed on this thread
     } finally {
-      for (const f of fifos) writeSync(f, 'x');
-      await Promise.all(held);
+      await release();
     }
     await closed;
     expect(() => fstatSync(fd)).toThrow(expect.objectContaining({ code: 'EBADF' }));
