@@ -62,6 +62,27 @@ describe('file data through the mount', () => {
     expect(r.stdout).toBe('gone\nbase\nreplaced\n');
   });
 
+  it('an open file whose name is gone can be truncated and written through its descriptor', async () => {
+    // An anonymous spool file (created, then unlinked at once, as tmpfile() does where O_TMPFILE is
+    // missing): SETATTR of a node without a path, served through the worker's own handle.
+    const f = await mountFixture({ tree: TREE, rules: AGENT_SAFE });
+    const r = await f.sandbox(
+      [
+        'set -e',
+        'exec 3<> output/spool',
+        'rm output/spool',
+        'head -c 3000000 /dev/zero | tr "\\0" x >&3',
+        'stat -L -c %s /proc/self/fd/3',
+        'truncate -s 5 /proc/self/fd/3',
+        'stat -L -c %s /proc/self/fd/3',
+        'head -c 5 /proc/self/fd/3; echo',
+        'ls output',
+      ].join('\n'),
+    );
+    expect(r.stderr).toBe('');
+    expect(r.stdout.split('\n')).toEqual(['3000000', '5', 'xxxxx', 'base.txt', '']);
+  });
+
   it('a removed directory that is still the cwd can be stat()ed and listed (empty), as on a disk', async () => {
     const f = await mountFixture({ tree: TREE, rules: AGENT_SAFE });
     const r = await f.sandbox(

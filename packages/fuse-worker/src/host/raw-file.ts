@@ -1,6 +1,6 @@
 // A host file descriptor opened synchronously, with FileHandle's guarantees about its number.
 import type { BigIntStats } from 'node:fs';
-import { close, fchmod, fchown, fdatasync, fstat, fsync, read, write } from 'node:fs';
+import { close, fchmod, fchown, fdatasync, fstat, fsync, ftruncate, read, write } from 'node:fs';
 
 /** What the worker's data ops need of an open host file; `FileHandle` satisfies it too. */
 export interface HostFile {
@@ -24,6 +24,8 @@ export interface WritableFile extends HostFile {
   chmod(mode: number): Promise<void>;
   /** Writes all of `data` at the file's start (a file just created or truncated). */
   writeFile(data: string | Uint8Array): Promise<void>;
+  /** ftruncate(2) in the thread pool: shrinking a big file frees its blocks inside the syscall. */
+  truncate(length: number): Promise<void>;
 }
 
 type Callback<T> = (err: NodeJS.ErrnoException | null, value: T) => void;
@@ -93,6 +95,10 @@ export class RawFile implements WritableFile {
         write(fd, bytes, done, bytes.length - done, done, (err, written) => cb(err, written)),
       );
     }
+  }
+
+  truncate(length: number): Promise<void> {
+    return this.#run((fd, done: Callback<void>) => ftruncate(fd, length, (err) => done(err, undefined)));
   }
 
   sync(): Promise<void> {

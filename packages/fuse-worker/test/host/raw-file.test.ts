@@ -111,4 +111,26 @@ describe('RawFile', () => {
     await closed;
     expect(() => fstatSync(fd)).toThrow(expect.objectContaining({ code: 'EBADF' }));
   });
+
+  it('truncates in the thread pool too', async () => {
+    // Shrinking a big file frees its blocks inside ftruncate(2): the SETATTR of a removed, still open
+    // file (attr-ops.ts) must not do that on the JS thread either.
+    const root = await tempRoot();
+    const fd = openSync(join(root, 'spool'), constants.O_RDWR | constants.O_CREAT, 0o600);
+    writeSync(fd, Buffer.alloc(1 << 20, 1));
+    unlinkSync(join(root, 'spool'));
+    const file = new RawFile(fd);
+    onTestFinished(() => file.close());
+
+    const release = holdThreadPool(root);
+    let truncated: Promise<void>;
+    try {
+      truncated = file.truncate(5);
+      expect(fstatSync(fd).size).toBe(1 << 20); // not truncated on this thread
+    } finally {
+      await release();
+    }
+    await truncated;
+    expect(fstatSync(fd).size).toBe(5);
+  });
 });
