@@ -89,17 +89,24 @@ describe('RawFile', () => {
     await expect(file.datasync()).resolves.toBeUndefined();
   });
 
+  /** A 1 MiB file, already removed, open in a RawFile; and the pool held until `release()`. */
+  async function removedFileWithPoolHeld(): Promise<{
+    fd: number;
+    file: RawFile;
+    release: () => Promise<void>;
+  }> {
+    const root = await tempRoot();
+    const fd = openSync(join(root, 'removed'), constants.O_RDWR | constants.O_CREAT, 0o600);
+    writeSync(fd, Buffer.alloc(1 << 20, 1));
+    unlinkSync(join(root, 'removed'));
+    return { fd, file: new RawFile(fd), release: holdThreadPool(root) };
+  }
+
   it('closes in the thread pool, so a removed file is freed off the JS thread', async () => {
     // Closing the last reference to a removed file frees it inside close(2) (30 ms for 100 MiB written out
     // on ext4): that must not happen on the worker's one JS thread. With every pool thread held, the
     // close cannot run until they are let go: until then the number is still open.
-    const root = await tempRoot();
-    const fd = openSync(join(root, 'big'), constants.O_RDWR | constants.O_CREAT, 0o600);
-    writeSync(fd, Buffer.alloc(1 << 20, 1));
-    unlinkSync(join(root, 'big'));
-    const file = new RawFile(fd);
-
-    const release = holdThreadPool(root);
+    const { fd, file, release } = await removedFileWithPoolHeld();
     let closed: Promise<void>;
     try {
       closed = file.close();
@@ -115,14 +122,8 @@ describe('RawFile', () => {
   it('truncates in the thread pool too', async () => {
     // Shrinking a big file frees its blocks inside ftruncate(2): the SETATTR of a removed, still open
     // file (attr-ops.ts) must not do that on the JS thread either.
-    const root = await tempRoot();
-    const fd = openSync(join(root, 'spool'), constants.O_RDWR | constants.O_CREAT, 0o600);
-    writeSync(fd, Buffer.alloc(1 << 20, 1));
-    unlinkSync(join(root, 'spool'));
-    const file = new RawFile(fd);
+    const { fd, file, release } = await removedFileWithPoolHeld();
     onTestFinished(() => file.close());
-
-    const release = holdThreadPool(root);
     let truncated: Promise<void>;
     try {
       truncated = file.truncate(5);
