@@ -361,8 +361,14 @@ async function main() {
     const before = await stats(w);
     const [n, m] = await interleaved(
       WARM_ROUNDS,
-      async () => (await removed(lower), timeCmd(1, ddw(lower))),
-      async () => (await removed(mnt), timeCmd(1, ddw(mnt))),
+      async () => {
+        await removed(lower);
+        return timeCmd(1, ddw(lower));
+      },
+      async () => {
+        await removed(mnt);
+        return timeCmd(1, ddw(mnt));
+      },
     );
     report(
       `write ${WRITE_MIB} MiB${fsync ? ' fsync' : ' no fsync'}`,

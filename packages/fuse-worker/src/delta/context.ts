@@ -82,6 +82,18 @@ function knownAbsent(set: AbsentSet, rel: string): boolean {
   return rel.length <= MAX_ABSENT_PATH && paths.has(rel);
 }
 
+/**
+ * Records `rel` as absent from the upper layer, unless an upper namespace change started or finished since
+ * `generation` was read (before the lstat that found it missing).
+ */
+function rememberAbsent(upper: HostDir, generation: number, rel: string): void {
+  const set = absentSet(upper);
+  if (upper.generation !== generation || set.generation !== generation || rel.length > MAX_ABSENT_PATH)
+    return;
+  if (set.paths.size >= MAX_ABSENT) set.paths.clear();
+  set.paths.add(rel);
+}
+
 /** True when `rel` is known, without a syscall, to be absent from the upper layer (see AbsentSet). */
 export function upperKnownAbsent(ctx: DeltaContext, rel: string): boolean {
   return knownAbsent(absentSet(ctx.upper), rel);
@@ -105,11 +117,7 @@ export async function upperStat(
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     if (code === 'ENOENT') {
-      const set = absentSet(upper);
-      if (upper.generation === generation && set.generation === generation && rel.length <= MAX_ABSENT_PATH) {
-        if (set.paths.size >= MAX_ABSENT) set.paths.clear();
-        set.paths.add(rel);
-      }
+      rememberAbsent(upper, generation, rel);
       return 'missing';
     }
     if (code === 'ENOTDIR' || code === 'ELOOP') return 'blocked';
@@ -136,13 +144,11 @@ export function resolveIfCached(ctx: DeltaContext, rel: string): DeltaLookup | n
   const upper = ctx.upper;
   const set = absentSet(upper);
   if (!knownAbsent(set, rel)) {
+    const generation = upper.generation;
     const up = upper.lstatIfCached(rel);
     if (up === undefined) return undefined;
     if (up !== null) return upperEntry(ctx, rel, up);
-    if (set.generation === upper.generation && rel.length <= MAX_ABSENT_PATH) {
-      if (set.paths.size >= MAX_ABSENT) set.paths.clear();
-      set.paths.add(rel);
-    }
+    rememberAbsent(upper, generation, rel);
   }
   if (ctx.meta.isHidden(rel)) return null;
   const lo = ctx.lower.lstatIfCached(rel);
