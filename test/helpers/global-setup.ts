@@ -23,6 +23,11 @@ export default function setup(): void {
     cwd: root,
     stdio: 'inherit',
   });
+  // The network policy point's namespace-socket addon (packages/network/scripts/build-netns.js).
+  execFileSync(process.execPath, [`${root}packages/network/scripts/build-netns.js`], {
+    cwd: root,
+    stdio: 'inherit',
+  });
   // Workers run the bundle of the worker program (packages/fuse-worker/scripts/bundle.js).
   execFileSync(process.execPath, [`${root}packages/fuse-worker/scripts/bundle.js`], {
     cwd: root,

@@ -10,11 +10,13 @@
 // - A command killed by a signal inside the sandbox may be reported either as `signal` or, when the
 //   runtime's wrapper converts it (bwrap's init, docker), as the shell's `128 + n` exit status.
 import { randomUUID } from 'node:crypto';
-import { readdir, readFile } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, readlink, rm, stat, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import type { AddressInfo, Server, Socket } from 'node:net';
-import { constants } from 'node:os';
+import { constants, tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { execa } from 'execa';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import type { ExecResult, RuntimeInstance, RuntimeStartOptions, SandboxRuntime } from '@agentfense/protocol';
 import { InvalidArgumentError, WrongStateError } from '@agentfense/protocol';
@@ -373,16 +375,24 @@ export function runRuntimeContract(options: RuntimeContractOptions): void {
         expect(connections()).toBe(0);
       });
 
-      it('is on when asked for', async () => {
-        const { sb } = await startSandbox({ network: true });
-        const devices = await sb.exec({ command: "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '" });
-        expect(
-          devices.stdout
-            .toString()
-            .trim()
-            .split('\n')
-            .filter((d) => d !== 'lo').length,
-        ).toBeGreaterThan(0);
+      it("runs every process in the network namespace it is given (a network policy's), never the host's", async () => {
+        // 'joins': the host made the namespace at the path first; 'publishes': the runtime binds its own there.
+        const dir = await mkdtemp(join(tmpdir(), 'af-netns-'));
+        const file = join(dir, 'netns');
+        onTestFinished(async () => {
+          await execa('umount', ['-l', file], { reject: false });
+          await rm(dir, { recursive: true, force: true });
+        });
+        const runtime = await options.makeRuntime();
+        if (runtime.traits.netns === 'joins') {
+          await writeFile(file, '');
+          await execa('unshare', [`--net=${file}`, 'true']);
+        }
+        const { sb } = await startSandbox({ netns: file });
+        const inside = await sb.exec({ command: 'readlink /proc/self/ns/net' });
+        const { ino } = await stat(file);
+        expect(inside.stdout.toString().trim()).toBe(`net:[${ino}]`);
+        expect(inside.stdout.toString().trim()).not.toBe(await readlink('/proc/self/ns/net'));
       });
     });
 

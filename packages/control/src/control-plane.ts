@@ -13,6 +13,7 @@ import type {
   WorkerStats,
 } from '@agentfense/protocol';
 import { InvalidArgumentError } from '@agentfense/protocol';
+import type { NetworkAuditEvent, NetworkOptions, NetworkPolicyInput } from '@agentfense/network';
 import { CodebaseService } from './codebases/service.js';
 import type { UploadSource } from './codebases/service.js';
 import type { CodebaseInfo, FileEntry } from './codebases/types.js';
@@ -20,7 +21,7 @@ import { validateId } from './ids.js';
 import { createControlLogger } from './logger.js';
 import { DataLayout, ensurePrivateDir, resolveDataDir } from './paths.js';
 import type { PresetRegistry } from './presets/registry.js';
-import type { AuditQuery } from './sandboxes/audit-log.js';
+import type { AuditQuery, NetworkAuditQuery } from './sandboxes/audit-log.js';
 import { collectGarbage } from './sandboxes/gc.js';
 import type { GcOptions, GcReport } from './sandboxes/gc.js';
 import { SandboxManager } from './sandboxes/manager.js';
@@ -61,6 +62,11 @@ export interface ControlPlaneOptions {
   /** Presets that `preset` names resolve in; default the process-wide registry. */
   readonly presets?: PresetRegistry;
   readonly supervision?: SupervisionOptions;
+  /**
+   * Sandboxes' network: a hosts file the policy point resolves names from before the host's resolver
+   * (default: `AGENTFENSE_NETWORK_HOSTS`, else none), open connections per sandbox (default 512).
+   */
+  readonly network?: NetworkOptions;
   /** Largest single uploaded file (bytes); default 1 GiB. */
   readonly maxUploadBytes?: number;
   /** Period of the expired-sandbox reaper (ms); 0 turns it off. */
@@ -187,6 +193,7 @@ export class ControlPlane implements AsyncDisposable {
       logger,
       presets: options.presets,
       supervision: options.supervision,
+      network: options.network,
       defaultRuntime: options.defaultRuntime,
       workerPoolSize: options.workerPoolSize,
       defaultResources: options.defaultResources,
@@ -342,8 +349,14 @@ export class ControlPlane implements AsyncDisposable {
   setRules(id: string, policy: { rules?: readonly unknown[]; preset?: string }): Promise<SandboxInfo> {
     return this.sandboxes.setRules(id, policy);
   }
-  audit(id: string, query?: AuditQuery): Promise<AuditEvent[]> {
-    return this.sandboxes.audit(id, query);
+  /** Replaces the network policy; a running sandbox closes the connections it no longer allows. */
+  setNetwork(id: string, policy: boolean | NetworkPolicyInput): Promise<SandboxInfo> {
+    return this.sandboxes.setNetwork(id, policy);
+  }
+  audit(id: string, query?: AuditQuery): Promise<AuditEvent[]>;
+  audit(id: string, query: NetworkAuditQuery): Promise<NetworkAuditEvent[]>;
+  audit(id: string, query: AuditQuery | NetworkAuditQuery = {}): Promise<AuditEvent[] | NetworkAuditEvent[]> {
+    return 'kind' in query ? this.sandboxes.audit(id, query) : this.sandboxes.audit(id, query);
   }
   /** The worker's memory and per-op statistics of a sandbox this process runs. */
   workerStats(id: string): Promise<WorkerStats> {

@@ -19,6 +19,17 @@ export { resolvePolicy } from './policy.js';
 export type { PolicyChoice } from './policy.js';
 export { loadRulesFile } from './rules-file.js';
 
+// --- Network policy (re-exported for library users: policies, presets, decisions, audit records) ---
+export { CompiledPolicy, NETWORK_PRESETS, validateNetworkPolicy } from '@agentfense/network';
+export type {
+  Decision,
+  NetworkAuditEvent,
+  NetworkMode,
+  NetworkPolicy,
+  NetworkPolicyInput,
+  NetworkRule,
+} from '@agentfense/network';
+
 // --- Permission engine (re-exported for library users: explain a path under a rule set) ---
 export { explain, compileRules } from '@agentfense/protocol';
 

@@ -1,4 +1,5 @@
 // The metadata database without any process or mount: migrations, rows, label filters, keyset pagination.
+import { NETWORK_NONE } from '@agentfense/network';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -107,7 +108,7 @@ describe('metadata database', () => {
         state_reason: null,
         runtime: 'bwrap',
         rules: [],
-        network: false,
+        network: NETWORK_NONE,
         resources: {},
         env: { SECRET: 'x' },
         audit_allowed: false,
@@ -167,13 +168,20 @@ describe('metadata database', () => {
     });
     expect(JSON.stringify(info)).not.toContain('SECRET');
     // JSON and flag columns come back typed, and a patch of them is stored the same way.
-    expect(store.get(id)).toMatchObject({ rules: [], network: false, env: { SECRET: 'x' }, limits: null });
+    expect(store.get(id)).toMatchObject({
+      rules: [],
+      network: NETWORK_NONE,
+      env: { SECRET: 'x' },
+      limits: null,
+    });
     const limits = { memoryBytes: 1, cpuQuota: null, cpuShares: null, pidsLimit: 2, mechanism: 'none' };
     const rules = [{ pattern: '**', permission: 'read' as const }];
-    store.update(id, { limits, rules, network: true, audit_allowed: true });
-    expect(store.get(id)).toMatchObject({ limits, rules, network: true, audit_allowed: true });
-    expect(db.prepare('SELECT network, rules FROM sandboxes WHERE id = ?').get(id)).toEqual({
+    const network = { mode: 'allow' as const, rules: [{ action: 'allow' as const, host: 'example.com' }] };
+    store.update(id, { limits, rules, network, audit_allowed: true });
+    expect(store.get(id)).toMatchObject({ limits, rules, network, audit_allowed: true });
+    expect(db.prepare('SELECT network, network_policy, rules FROM sandboxes WHERE id = ?').get(id)).toEqual({
       network: 1,
+      network_policy: JSON.stringify(network),
       rules: JSON.stringify(rules),
     });
     expect(() => store.update(id, { id: 'x' } as never)).toThrow(/patchable/);

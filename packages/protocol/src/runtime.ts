@@ -84,8 +84,14 @@ export interface RuntimeStartOptions {
    * that is a shared mount, so a worker restarted under a running sandbox propagates into it.
    */
   readonly workspaceHostPath: string;
-  /** Network access; false (the default) leaves only a private loopback. */
-  readonly network?: boolean;
+  /**
+   * The file of the sandbox's network namespace (a network policy's, packages/network). With the trait
+   * `netns: 'joins'` the host made the namespace there and every process of the sandbox runs in it; with
+   * `'publishes'` the runtime binds the namespace its sandbox already has (a loopback only) there before
+   * start() returns, for the host to police. Absent: a private namespace with only a loopback. A sandbox
+   * never shares the host's network namespace.
+   */
+  readonly netns?: string;
   readonly resources?: ResourceLimits;
   /** Container image (Docker only). */
   readonly image?: string;
@@ -196,6 +202,8 @@ export interface RuntimeTraits {
    * `worker-restarted`) when the worker restarts.
    */
   readonly sessionsSurviveWorkerRestart: boolean;
+  /** How a network policy's namespace comes to be (RuntimeStartOptions.netns). */
+  readonly netns: 'joins' | 'publishes';
 }
 
 /** A way of isolating commands (bwrap, docker). */

@@ -63,8 +63,12 @@ export interface BwrapSpec {
   readonly workspaceOverAnchor?: boolean;
   /** Read-only system directories, files and symlinks, in mount order. */
   readonly systemMounts: readonly SystemMount[];
-  /** Share the host network namespace; false (default) leaves only a private loopback. */
-  readonly network?: boolean;
+  /**
+   * The command stays in the network namespace bwrap is started in: the sandbox's own, made and policed by
+   * the host (packages/network; launch.ts starts bwrap inside it). False (default): a fresh namespace with
+   * only a loopback. Never the host's.
+   */
+  readonly joinsNetns?: boolean;
   /** Caller environment (sandbox env, then exec env), on top of BASE_ENV. Names are validated. */
   readonly env?: Readonly<Record<string, string>>;
   /** Working directory inside the sandbox; absolute and normalised; default /workspace. */
@@ -122,8 +126,9 @@ export function buildBwrapArgs(spec: BwrapSpec): string[] {
   args.push('--unshare-user', '--uid', String(SANDBOX_UID), '--gid', String(SANDBOX_GID), '--disable-userns');
   args.push('--unshare-pid', '--unshare-ipc', '--unshare-uts', '--unshare-cgroup-try');
   if (spec.asPid1 === true) args.push('--as-pid-1');
-  // unshare-net: a fresh network namespace that only has a loopback device (off unless asked for).
-  if (spec.network !== true) args.push('--unshare-net');
+  // unshare-net: a fresh network namespace that only has a loopback device, unless the sandbox has a
+  // network namespace of its own (made by the host, policed by its policy point), which bwrap inherits.
+  if (spec.joinsNetns !== true) args.push('--unshare-net');
   args.push('--hostname', SANDBOX_HOSTNAME);
 
   // --- Mounts: read-only system directories and files ---

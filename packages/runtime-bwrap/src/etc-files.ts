@@ -27,7 +27,6 @@ export const DEFAULT_ETC_ENTRIES: readonly string[] = [
   'ssl/certs', // CA certificates for TLS when the network is on (symlinks into /usr/share)
   'ssl/openssl.cnf',
   'ca-certificates.conf',
-  'resolv.conf', // DNS when the network is on (a copy: later host changes are not seen)
   'nsswitch.conf', // so getpwuid() and getaddrinfo() consult the files we provide
   'host.conf',
   'gai.conf',
@@ -51,6 +50,9 @@ export function generatedEtcContents(): Readonly<Record<string, string>> {
       'nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n',
     group: `root:x:0:\nagent:x:${SANDBOX_GID}:\nnogroup:x:65534:\n`,
     hosts: `127.0.0.1\tlocalhost ${SANDBOX_HOSTNAME}\n::1\tlocalhost ip6-localhost ip6-loopback\n`,
+    // The sandbox's DNS is its policy point's (packages/network), on its own loopback; with no network
+    // policy nothing listens there and a lookup fails at once. The host's resolvers are never reachable.
+    'resolv.conf': 'nameserver 127.0.0.1\noptions edns0\n',
   };
 }
 

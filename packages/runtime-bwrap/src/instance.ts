@@ -19,7 +19,7 @@ import { runExec } from './exec.js';
 import type { SandboxLauncher } from './launcher.js';
 import { runLauncherExec } from './launcher-exec.js';
 import { HANDSHAKE_FDS, SECCOMP_FD } from './launch.js';
-import type { LaunchedBwrap } from './launch.js';
+import type { LaunchedBwrap, NetnsJoin } from './launch.js';
 import type { RuntimeLogger } from './logger.js';
 import { ANCHOR_TRIES } from './relay.js';
 import type { WorkspaceAnchor } from './relay.js';
@@ -29,7 +29,8 @@ export interface BwrapInstanceOptions {
   readonly sandboxId: string;
   readonly bwrapPath: string;
   readonly workspaceHostPath: string;
-  readonly network: boolean;
+  /** The sandbox's own network namespace (a network policy); absent: a fresh one per bwrap. */
+  readonly netns?: NetnsJoin | undefined;
   /** The sandbox-wide environment (validated). */
   readonly env: Readonly<Record<string, string>>;
   readonly systemMounts: readonly SystemMount[];
@@ -169,6 +170,7 @@ export class BwrapInstance implements RuntimeInstance {
 
   #launchBase(): {
     bwrapPath: string;
+    netns: NetnsJoin | undefined;
     identity: BwrapInstanceOptions['identity'];
     seccomp: Buffer | null;
     cgroup: SandboxCgroup | null;
@@ -177,6 +179,7 @@ export class BwrapInstance implements RuntimeInstance {
   } {
     return {
       bwrapPath: this.#options.bwrapPath,
+      netns: this.#options.netns,
       identity: this.#options.identity,
       seccomp: this.#options.seccomp,
       cgroup: this.#options.cgroup,
@@ -198,7 +201,7 @@ export class BwrapInstance implements RuntimeInstance {
       workspaceHostPath: o.workspaceHostPath,
       ...(command.anchor === undefined ? {} : { workspaceAnchor: command.anchor }),
       systemMounts: o.systemMounts,
-      network: o.network,
+      joinsNetns: o.netns !== undefined,
       env,
       command: command.command,
       ...(command.cwd === undefined ? {} : { cwd: command.cwd }),

@@ -45,8 +45,18 @@ export const SECCOMP_FD = 6;
 /** The most JSON bwrap's info fd may send before we call it broken (it sends ~30 bytes). */
 const MAX_INFO_BYTES = 4_096;
 
+/** A network namespace bwrap is started in (the sandbox's, made and policed by the host). */
+export interface NetnsJoin {
+  /** The bind-mounted namespace file. */
+  readonly file: string;
+  /** The nsenter executable that enters it before becoming the sandbox user and exec'ing bwrap. */
+  readonly nsenter: string;
+}
+
 export interface LaunchOptions {
   readonly bwrapPath: string;
+  /** Start bwrap inside this network namespace (its args then lack `--unshare-net`). */
+  readonly netns?: NetnsJoin | undefined;
   /** bwrap's arguments; built with HANDSHAKE_FDS when `cgroup` is set, ending in `-- <command>`. */
   readonly args: readonly string[];
   /** How many of `args` are the command (after the `--`): those stay on bwrap's command line. */
@@ -144,7 +154,25 @@ function startBwrap(
   const seccompFd = options.seccomp === null ? null : openShared(options.seccomp);
   let child: ChildProcess;
   try {
-    child = spawn(options.bwrapPath, ['--args', String(ARGS_FD), ...options.args.slice(split)], {
+    // In a sandbox's own network namespace: nsenter (as root) enters it, drops to the sandbox user and its
+    // group (no supplementary groups) and execs bwrap, which keeps the same pid.
+    const bwrapArgv = ['--args', String(ARGS_FD), ...options.args.slice(split)];
+    const { file, argv } =
+      options.netns === undefined
+        ? { file: options.bwrapPath, argv: bwrapArgv }
+        : {
+            file: options.netns.nsenter,
+            argv: [
+              `--net=${options.netns.file}`,
+              ...(options.identity === null
+                ? []
+                : ['-S', String(options.identity.uid), '-G', String(options.identity.gid)]),
+              '--',
+              options.bwrapPath,
+              ...bwrapArgv,
+            ],
+          };
+    child = spawn(file, argv, {
       stdio: [
         ...stdio,
         argsFd ?? 'pipe', // ARGS_FD
@@ -154,7 +182,9 @@ function startBwrap(
       ],
       env: {},
       cwd: '/',
-      ...(options.identity === null ? {} : { uid: options.identity.uid, gid: options.identity.gid }),
+      ...(options.identity === null || options.netns !== undefined
+        ? {}
+        : { uid: options.identity.uid, gid: options.identity.gid }),
     });
   } finally {
     if (argsFd !== null) closeSync(argsFd);

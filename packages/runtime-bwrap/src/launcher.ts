@@ -24,7 +24,7 @@ import { InternalError, LauncherClient, processStartTime } from '@agentfense/pro
 import type { LauncherCommand, LauncherSpawnOptions } from '@agentfense/protocol';
 import type { SandboxCgroup } from './cgroups/types.js';
 import { launchBwrap } from './launch.js';
-import type { LaunchedBwrap } from './launch.js';
+import type { LaunchedBwrap, NetnsJoin } from './launch.js';
 import { hostProcessView, killLeftovers, type ProcessView } from './launcher-tree.js';
 import type { RuntimeLogger } from './logger.js';
 import { ANCHOR_TRIES, sitsOnAnchor } from './relay.js';
@@ -43,6 +43,8 @@ export const LAUNCHER_BINARY_FD = 8;
 export interface SandboxLauncherOptions {
   readonly sandboxId: string;
   readonly bwrapPath: string;
+  /** The sandbox's own network namespace, which af-init and so every command runs in. */
+  readonly netns?: NetnsJoin | undefined;
   /** The host path of the af-init binary. */
   readonly afInitPath: string;
   readonly identity: { readonly uid: number; readonly gid: number } | null;
@@ -260,6 +262,7 @@ export class SandboxLauncher {
           );
         launched = await launchBwrap({
           bwrapPath: o.bwrapPath,
+          netns: o.netns,
           args: o.args(anchor?.source, mounted || anchor === undefined),
           commandArgc: 3,
           identity: o.identity,

@@ -10,6 +10,8 @@ import {
   afInitPath,
   checkMaxOutputBytes,
   checkWorkspaceDir,
+  findExecutable,
+  UnavailableError,
   validateEnv,
   validateHostPath,
   validateSandboxId,
@@ -34,6 +36,7 @@ import { loadSeccompFilter } from './seccomp.js';
 import { AF_INIT_DEST, LAUNCHER_BINARY_FD, LAUNCHER_CONNECTION_FD, SandboxLauncher } from './launcher.js';
 import { buildBwrapArgs } from './args.js';
 import { HANDSHAKE_FDS, SECCOMP_FD } from './launch.js';
+import type { NetnsJoin } from './launch.js';
 
 /** Configuration of the bwrap runtime (all optional; defaults suit Debian 12 hosts). */
 export interface BwrapRuntimeOptions {
@@ -216,6 +219,15 @@ export function createBwrapRuntime(options: BwrapRuntimeOptions = {}): SandboxRu
       ...(options.systemDirs === undefined ? {} : { systemDirs: options.systemDirs }),
     }),
   );
+  const nsenterPath = once(async () => {
+    const found = await findExecutable({ name: 'nsenter' });
+    if (found === null) {
+      throw new UnavailableError(
+        'nsenter (util-linux) is needed for a sandbox with a network policy: install util-linux',
+      );
+    }
+    return found;
+  });
   const cgroupHost = once<CgroupHost>(() =>
     detectCgroupHost(options.cgroupRoot === undefined ? {} : { root: options.cgroupRoot }),
   );
@@ -226,6 +238,12 @@ export function createBwrapRuntime(options: BwrapRuntimeOptions = {}): SandboxRu
     const stateDir = validateHostPath(start.stateDir, 'stateDir');
     const env = validateEnv(start.env ?? {});
     const { bwrapPath, seccomp } = await check();
+    // A network policy's namespace: the launcher, every command and every session's shell are started in
+    // it. Without one, bwrap makes a fresh namespace with only a loopback.
+    const netns: NetnsJoin | undefined =
+      start.netns === undefined
+        ? undefined
+        : { file: validateHostPath(start.netns, 'netns'), nsenter: await nsenterPath() };
     await checkWorkspaceDir(workspaceHostPath);
 
     const scratchDir = posix.join(stateDir, SCRATCH_DIR);
@@ -279,7 +297,6 @@ export function createBwrapRuntime(options: BwrapRuntimeOptions = {}): SandboxRu
         : [{ hostPath: validateHostPath(options.dataDir, 'dataDir'), placeholder: '<data>' }]),
     ];
     const enforced = { ...(cgroup?.limits ?? NO_LIMITS), ...(tmpBytes === undefined ? {} : { tmpBytes }) };
-    const network = start.network === true;
     const createWorkspaceAnchor =
       runDir === undefined || identity === null
         ? undefined
@@ -290,6 +307,7 @@ export function createBwrapRuntime(options: BwrapRuntimeOptions = {}): SandboxRu
       : makeLauncher({
           sandboxId,
           bwrapPath,
+          netns,
           identity,
           seccomp,
           cgroup,
@@ -301,7 +319,7 @@ export function createBwrapRuntime(options: BwrapRuntimeOptions = {}): SandboxRu
               workspaceHostPath: boundWorkspace,
               ...(anchor === undefined ? {} : { workspaceAnchor: anchor, workspaceOverAnchor: mounted }),
               systemMounts,
-              network,
+              joinsNetns: netns !== undefined,
               // af-init's own environment: BASE_ENV only; each command's comes with its SPAWN request.
               env: {},
               command: [AF_INIT_DEST, '--fd', String(LAUNCHER_CONNECTION_FD)],
@@ -322,7 +340,7 @@ export function createBwrapRuntime(options: BwrapRuntimeOptions = {}): SandboxRu
       sandboxId,
       bwrapPath,
       workspaceHostPath: boundWorkspace,
-      network,
+      netns,
       env,
       launcher,
       systemMounts,
@@ -379,6 +397,7 @@ export function createBwrapRuntime(options: BwrapRuntimeOptions = {}): SandboxRu
       // A session's shell binds /workspace over its anchor (relay.ts), so the remounted worker appears
       // under it. Without the sandbox user (no relay), it would keep the dead mount.
       sessionsSurviveWorkerRestart: runDir !== undefined,
+      netns: 'joins',
     },
     check: async () => {
       await check();

@@ -96,7 +96,7 @@ describe('buildBwrapArgs', () => {
       buildBwrapArgs(
         spec({
           command: ['ls', '-la'],
-          network: true,
+          joinsNetns: true,
           cgroupHandshake: { infoFd: 3, blockFd: 4 },
           cwd: '/workspace/src',
         }),
@@ -172,7 +172,7 @@ describe('buildBwrapArgs', () => {
   });
 
   it('always isolates: die-with-parent, new session, user/pid/ipc/uts/cgroup namespaces, no caps', () => {
-    const args = buildBwrapArgs(spec({ network: true }));
+    const args = buildBwrapArgs(spec({ joinsNetns: true }));
     for (const flag of [
       '--die-with-parent',
       '--new-session',
@@ -194,10 +194,10 @@ describe('buildBwrapArgs', () => {
     expect(valuesOf(args, '--hostname')).toEqual(['agentfense']);
   });
 
-  it('unshares the network unless network is asked for', () => {
+  it("unshares the network unless it stays in the sandbox's own namespace (a network policy's)", () => {
     expect(buildBwrapArgs(spec())).toContain('--unshare-net');
-    expect(buildBwrapArgs(spec({ network: false }))).toContain('--unshare-net');
-    expect(buildBwrapArgs(spec({ network: true }))).not.toContain('--unshare-net');
+    expect(buildBwrapArgs(spec({ joinsNetns: false }))).toContain('--unshare-net');
+    expect(buildBwrapArgs(spec({ joinsNetns: true }))).not.toContain('--unshare-net');
   });
 
   it('binds the workspace read-write at /workspace, as the last mount', () => {

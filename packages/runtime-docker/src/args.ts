@@ -137,10 +137,6 @@ export interface DockerRunSpec {
   readonly image: string;
   /** Host directory bound read-write at /workspace with rslave propagation. */
   readonly workspaceHostPath: string;
-  /** Network access; false gives `--network none` (only a loopback device). */
-  readonly network: boolean;
-  /** The docker network used when `network` is true (e.g. `bridge`, or `host` on an engine without a bridge). */
-  readonly networkMode: string;
   /** BASE_ENV plus the sandbox env (names validated). */
   readonly env: Readonly<Record<string, string>>;
   /** The limits to apply: only the ones the engine enforces (null = not applied). */
@@ -202,13 +198,14 @@ export function buildRunArgs(spec: DockerRunSpec): string[] {
     '--security-opt',
     'no-new-privileges',
     ...(spec.seccompProfile === undefined ? [] : ['--security-opt', `seccomp=${SECCOMP_PLACEHOLDER}`]),
-    // --- namespaces: private IPC and cgroup views; network off unless asked for ---
+    // --- namespaces: private IPC and cgroup views; a network namespace with only a loopback (a network
+    // policy polices it from the host: packages/network) ---
     '--ipc',
     'private',
     '--cgroupns',
     'private',
     '--network',
-    spec.network ? spec.networkMode : 'none',
+    'none',
     // --- filesystem: read-only image, private tmpfs /tmp and HOME, the workspace last ---
     ...(spec.readOnlyRootfs === false ? [] : ['--read-only']),
     '--tmpfs',

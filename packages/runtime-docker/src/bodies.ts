@@ -41,7 +41,7 @@ export function buildCreateBody(spec: DockerRunSpec): ContainerCreateOptions {
       ],
       IpcMode: 'private',
       CgroupnsMode: 'private',
-      NetworkMode: spec.network ? spec.networkMode : 'none',
+      NetworkMode: 'none',
       ReadonlyRootfs: spec.readOnlyRootfs !== false,
       Tmpfs: {
         '/tmp': `rw,nosuid,nodev,mode=1777${spec.tmpBytes == null ? '' : `,size=${String(spec.tmpBytes)}`}`,

@@ -1,5 +1,8 @@
 // Container lifecycle calls shared by fresh starts and the pool: create + start (replacing a stale
 // container of the same name), the host view of a container's cgroup, removal by label.
+import { execFile } from 'node:child_process';
+import { rm, writeFile } from 'node:fs/promises';
+import { promisify } from 'node:util';
 import type { ContainerInspectInfo } from 'dockerode';
 import { InternalError } from '@agentfense/protocol';
 import { EngineApiError } from './api.js';
@@ -108,4 +111,33 @@ export async function containerEnv(api: EngineApi, containerId: string): Promise
     if (eq > 0) env[entry.slice(0, eq)] = entry.slice(eq + 1);
   }
   return env;
+}
+
+const execFileAsync = promisify(execFile);
+
+/**
+ * Binds the container's network namespace (from its init's host pid) on `file`, where the host's network
+ * policy sets it up and polices it (packages/network). The container then holds af-init and nothing else.
+ */
+export async function publishNetns(api: EngineApi, containerId: string, file: string): Promise<void> {
+  const info = await api
+    .request<ContainerInspectInfo>('GET', `/containers/${containerId}/json`, { timeoutMs: QUERY_TIMEOUT_MS })
+    .catch((err: unknown) => {
+      throw apiError(err, { action: 'locating the container', cli: api });
+    });
+  const pid = info.State.Pid;
+  if (!Number.isSafeInteger(pid) || pid <= 0) {
+    throw new InternalError(`the engine reports no process for container ${containerId}`);
+  }
+  await rm(file, { force: true });
+  await writeFile(file, '', { mode: 0o600, flag: 'wx' });
+  try {
+    await execFileAsync('mount', ['--bind', `/proc/${pid}/ns/net`, file]);
+  } catch (err) {
+    await rm(file, { force: true });
+    throw new InternalError(
+      `could not bind container ${containerId}'s network namespace: ${(err as Error).message}`,
+      { cause: err },
+    );
+  }
 }

@@ -32,7 +32,13 @@ import type { DockerRunSpec } from './args.js';
 import { buildCreateBody } from './bodies.js';
 import type { ContainerCgroup } from './cgroup.js';
 import { claimPooled, clearClaimedContainers } from './claim.js';
-import { QUERY_TIMEOUT_MS, locateCgroup, removeContainersOf, runContainer } from './containers.js';
+import {
+  QUERY_TIMEOUT_MS,
+  locateCgroup,
+  publishNetns,
+  removeContainersOf,
+  runContainer,
+} from './containers.js';
 import { apiError, engineError } from './engine.js';
 import { DockerInstance, removeContainer } from './instance.js';
 import { DOCKER_SECCOMP_PROFILE } from './seccomp.js';
@@ -56,12 +62,6 @@ export interface DockerRuntimeOptions {
   readonly dockerHost?: string;
   /** Image for sandboxes that name none; default DEFAULT_IMAGE (`agentfense/base:latest`). */
   readonly image?: string;
-  /**
-   * The docker network of a sandbox started with `network: true`; default `bridge`. An engine started with
-   * `--bridge=none` (as `agentfense setup docker` does) has no bridge: use `host`, which is what bwrap's
-   * network-on means too (the host's network namespace).
-   */
-  readonly networkMode?: string;
   /** Mount the image read-only (default true); /tmp and HOME are writable tmpfs either way. */
   readonly readOnlyRootfs?: boolean;
   /**
@@ -135,10 +135,6 @@ export function createDockerRuntime(options: DockerRuntimeOptions = {}): DockerR
       `poolSize must be an integer from 0 to ${MAX_POOL_SIZE} (idle containers kept per image), got ${String(poolSize)}`,
     );
   }
-  const networkMode = options.networkMode ?? 'bridge';
-  if (!/^[A-Za-z0-9][A-Za-z0-9_.:-]*$/.test(networkMode)) {
-    throw new InvalidArgumentError(`invalid networkMode ${JSON.stringify(networkMode)}`);
-  }
 
   // One connection pool per runtime (undici keeps its connections alive between requests).
   // af-init as each container's pid 1 spawns commands (launcher.ts); it needs the host's view of the
@@ -190,10 +186,11 @@ export function createDockerRuntime(options: DockerRuntimeOptions = {}): DockerR
     const scratchDir = posix.join(stateDir, SCRATCH_DIR);
     // Before a pooled container is taken: a workspace the relay cannot follow would waste it.
     await checkRelayParent(workspaceHostPath);
-    const network = start.network === true;
+    const netnsFile = start.netns === undefined ? undefined : validateHostPath(start.netns, 'netns');
     const key: PoolKey = { image, tmpBytes: resources.tmpBytes ?? null };
-    // A sandbox with the network on bypasses the pool: pooled containers are created with `--network none`.
-    const pooled = network ? undefined : pool.take(key);
+    // Every container has a network namespace of its own with only a loopback (`--network none`),
+    // pooled or not; a network policy polices that namespace from the host (publishNetns below).
+    const pooled = pool.take(key);
     let started:
       | {
           containerId: string;
@@ -242,7 +239,6 @@ export function createDockerRuntime(options: DockerRuntimeOptions = {}): DockerR
         name,
         sandboxId,
         workspace: fresh.source,
-        network,
         env,
         limits,
         swapLimit: caps.swapLimit,
@@ -284,7 +280,7 @@ export function createDockerRuntime(options: DockerRuntimeOptions = {}): DockerR
       };
     }
     // From now on keep containers of this kind ready for the next sandbox.
-    if (!network) pool.want(key);
+    pool.want(key);
     const placeholders = [
       // The container binds the relay of the workspace (or a pool slot bound to it): it is the workspace.
       { hostPath: started.relay.source, placeholder: '<workspace>' },
@@ -296,7 +292,7 @@ export function createDockerRuntime(options: DockerRuntimeOptions = {}): DockerR
         : [{ hostPath: validateHostPath(options.dataDir, 'dataDir'), placeholder: '<data>' }]),
     ];
     logger.debug({ sandboxId, image, limits, pooled: pooled !== undefined }, 'sandbox started');
-    return new DockerInstance({
+    const instance = new DockerInstance({
       sandboxId,
       containerId: started.containerId,
       relay: started.relay,
@@ -314,6 +310,15 @@ export function createDockerRuntime(options: DockerRuntimeOptions = {}): DockerR
       logger,
       ...(started.launcher === undefined ? {} : { launcher: started.launcher }),
     });
+    if (netnsFile !== undefined) {
+      try {
+        await publishNetns(api, started.containerId, netnsFile);
+      } catch (err) {
+        await instance.stop();
+        throw err;
+      }
+    }
+    return instance;
   };
 
   /** The run spec of a sandbox container, or of a pooled one (empty sandbox id, BASE_ENV, no limits). */
@@ -322,7 +327,6 @@ export function createDockerRuntime(options: DockerRuntimeOptions = {}): DockerR
     name: string;
     sandboxId: string;
     workspace: string;
-    network: boolean;
     env: Readonly<Record<string, string>>;
     limits: EnforcedLimits;
     swapLimit: boolean;
@@ -333,8 +337,6 @@ export function createDockerRuntime(options: DockerRuntimeOptions = {}): DockerR
     sandboxId: o.sandboxId,
     image: o.key.image,
     workspaceHostPath: o.workspace,
-    network: o.network,
-    networkMode,
     env: { ...BASE_ENV, ...o.env },
     limits: o.limits,
     swapLimit: o.swapLimit,
@@ -366,7 +368,6 @@ export function createDockerRuntime(options: DockerRuntimeOptions = {}): DockerR
         name,
         sandboxId: '',
         workspace: slot,
-        network: false,
         env: {},
         limits: NO_LIMITS,
         swapLimit: false,
@@ -388,6 +389,7 @@ export function createDockerRuntime(options: DockerRuntimeOptions = {}): DockerR
       acceptsImage: true,
       // The relay propagates a remounted worker into the running container.
       sessionsSurviveWorkerRestart: true,
+      netns: 'publishes',
     },
     check: async () => {
       await check();

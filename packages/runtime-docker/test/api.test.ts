@@ -115,8 +115,6 @@ describe('API bodies', () => {
     sandboxId: 'sb_x',
     image: 'agentfense/base:latest',
     workspaceHostPath: '/data/state/relay/ws',
-    network: false,
-    networkMode: 'bridge',
     env: { HOME: '/home/agent', A: 'b' },
     limits,
     swapLimit: true,

@@ -19,8 +19,6 @@ const spec = (over: Partial<DockerRunSpec> = {}): DockerRunSpec => ({
   sandboxId: 'sb_1',
   image: 'agentfense/base:latest',
   workspaceHostPath: '/srv/af/mnt/sb_1',
-  network: false,
-  networkMode: 'bridge',
   env: { HOME: '/home/agent', TOKEN: 'x' },
   limits: NO_LIMITS,
   swapLimit: true,
@@ -101,11 +99,8 @@ describe('buildRunArgs', () => {
     expect(buildRunArgs(spec()).some((a) => /^--(memory|pids|cpu)/.test(a))).toBe(false);
   });
 
-  it('uses the configured network only when the sandbox asks for one', () => {
-    expect(valuesOf(buildRunArgs(spec({ network: true, networkMode: 'host' })), '--network')).toEqual([
-      'host',
-    ]);
-    expect(valuesOf(buildRunArgs(spec({ networkMode: 'host' })), '--network')).toEqual(['none']);
+  it('gives every container a network namespace with only a loopback (never a docker network)', () => {
+    expect(valuesOf(buildRunArgs(spec()), '--network')).toEqual(['none']);
   });
 
   it('quotes the workspace as one CSV field, so a comma cannot add mount options', () => {

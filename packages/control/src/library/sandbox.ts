@@ -1,6 +1,7 @@
 // The library's high-level API (contract §7): `await using sb = await Sandbox.fromLocal(dir)` links the
 // directory as a codebase (nothing copied), creates and starts a sandbox over it, and on dispose destroys
 // both records and the sandbox's data — the user's directory is never touched except by an explicit commit.
+import type { NetworkAuditEvent, NetworkPolicyInput } from '@agentfense/network';
 import { StringDecoder } from 'node:string_decoder';
 import type { Logger } from 'pino';
 import type {
@@ -31,7 +32,12 @@ export interface FromLocalOptions {
   readonly runtime?: string;
   /** Container image (docker runtime only). */
   readonly image?: string;
-  readonly network?: boolean;
+  /**
+   * The network policy: absent/false = none (a loopback of its own), true = open (any public
+   * destination), or `{ mode: 'allow', rules: [{ action: 'allow', host: 'registry.npmjs.org' }],
+   * presets: ['model-apis'] }` (docs/network.md). Never the host's network.
+   */
+  readonly network?: boolean | NetworkPolicyInput;
   readonly resources?: ResourceLimits;
   readonly env?: Readonly<Record<string, string>>;
   readonly labels?: Readonly<Record<string, string>>;
@@ -220,8 +226,16 @@ export class Sandbox implements AsyncDisposable {
       Array.isArray(policy) ? { rules: policy } : (policy as { rules?: readonly unknown[]; preset?: string }),
     );
   }
+  /** Replaces the network policy; connections it no longer allows are closed at once. */
+  async setNetwork(policy: boolean | NetworkPolicyInput): Promise<void> {
+    await this.controlPlane.setNetwork(this.id, policy);
+  }
   audit(query?: AuditQuery): Promise<AuditEvent[]> {
     return this.controlPlane.audit(this.id, query);
+  }
+  /** The network's records: each connection (name, address, port, rule, bytes) and refused DNS question. */
+  networkAudit(query?: AuditQuery): Promise<NetworkAuditEvent[]> {
+    return this.controlPlane.audit(this.id, { ...query, kind: 'network' });
   }
 
   /**

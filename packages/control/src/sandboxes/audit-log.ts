@@ -2,6 +2,7 @@
 // over it. Appends of one sandbox are serialized so lines never interleave.
 import { appendFile, readFile } from 'node:fs/promises';
 import type { AuditEvent } from '@agentfense/protocol';
+import type { NetworkAuditEvent } from '@agentfense/network';
 import { InvalidArgumentError } from '@agentfense/protocol';
 
 /** Filters of `audit()`. */
@@ -10,6 +11,9 @@ export interface AuditQuery {
   /** The most recent `limit` events (default 1000). */
   readonly limit?: number;
 }
+
+/** The policy point's records (connections and refused DNS questions) instead of the worker's. */
+export type NetworkAuditQuery = AuditQuery & { readonly kind: 'network' };
 
 /** Appends audit batches to one file, in order. */
 export class AuditWriter {
@@ -23,7 +27,7 @@ export class AuditWriter {
   }
 
   /** Queues a batch; write errors go to onError (audit loss is logged, never thrown into the worker path). */
-  append(events: readonly AuditEvent[]): void {
+  append(events: readonly (AuditEvent | NetworkAuditEvent)[]): void {
     if (events.length === 0) return;
     const text = events.map((e) => JSON.stringify(e)).join('\n') + '\n';
     this.#tail = this.#tail.then(() => appendFile(this.#file, text, { mode: 0o600 })).catch(this.#onError);
@@ -36,7 +40,13 @@ export class AuditWriter {
 }
 
 /** Reads the audit trail of one sandbox, newest last. */
-export async function readAudit(file: string, query: AuditQuery = {}): Promise<AuditEvent[]> {
+export async function readAudit(file: string, query?: AuditQuery): Promise<AuditEvent[]>;
+export async function readAudit(file: string, query: NetworkAuditQuery): Promise<NetworkAuditEvent[]>;
+export async function readAudit(
+  file: string,
+  query: AuditQuery | NetworkAuditQuery = {},
+): Promise<AuditEvent[] | NetworkAuditEvent[]> {
+  const network = 'kind' in query && query.kind === 'network';
   const limit = query.limit ?? 1000;
   if (!Number.isSafeInteger(limit) || limit < 1) {
     throw new InvalidArgumentError(`audit limit must be a positive integer, got ${limit}`);
@@ -48,17 +58,19 @@ export async function readAudit(file: string, query: AuditQuery = {}): Promise<A
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
     throw err;
   }
-  const out: AuditEvent[] = [];
+  const out: (AuditEvent | NetworkAuditEvent)[] = [];
   for (const line of text.split('\n')) {
     if (line === '') continue;
-    let event: AuditEvent;
+    let event: AuditEvent | NetworkAuditEvent;
     try {
-      event = JSON.parse(line) as AuditEvent;
+      event = JSON.parse(line) as AuditEvent | NetworkAuditEvent;
     } catch {
       continue; // a torn last line after a crash
     }
+    // The policy point's records carry `via`; the worker's never do.
+    if ('via' in event !== network) continue;
     if (query.decision !== undefined && event.decision !== query.decision) continue;
     out.push(event);
   }
-  return out.slice(-limit);
+  return out.slice(-limit) as AuditEvent[] | NetworkAuditEvent[];
 }

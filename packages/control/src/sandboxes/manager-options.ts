@@ -1,6 +1,7 @@
 // What a SandboxManager is built with (manager.ts).
 import type { Logger } from 'pino';
 import type { ResourceLimits } from '@agentfense/protocol';
+import type { NetworkOptions } from '@agentfense/network';
 import type { CodebaseService } from '../codebases/service.js';
 import type { DataLayout } from '../paths.js';
 import type { PresetRegistry } from '../presets/registry.js';
@@ -16,6 +17,8 @@ export interface SandboxManagerOptions {
   readonly logger: Logger;
   readonly presets?: PresetRegistry | undefined;
   readonly supervision?: SupervisionOptions | undefined;
+  /** How sandboxes with a network policy resolve names and how many connections each may hold. */
+  readonly network?: NetworkOptions | undefined;
   /** The runtime of sandboxes created without one. Default 'bwrap'. */
   readonly defaultRuntime?: string | undefined;
   /** Called before a running sandbox's runtime stops (stop, destroy, ERROR): sessions close here. */

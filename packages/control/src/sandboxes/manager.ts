@@ -2,9 +2,8 @@
 // ownership across processes. Several control-plane processes may share one data directory: each running
 // sandbox records its owner (pid + kernel start time); a process only ever drives sandboxes it owns, and a
 // sandbox whose owner has died is recovered (mounts cleared, worker killed, marked STOPPED, delta kept).
-import { readdir } from 'node:fs/promises';
 import type { Logger } from 'pino';
-import { removeTree } from '@agentfense/fuse-worker';
+import type { NetworkAuditEvent, NetworkPolicyInput } from '@agentfense/network';
 import { DEFAULT_RESOURCES, WrongStateError, toAgentFenseError } from '@agentfense/protocol';
 import type {
   AuditEvent,
@@ -24,15 +23,18 @@ import type { DataLayout } from '../paths.js';
 import { sandboxInfo } from '../store/sandboxes.js';
 import type { SandboxStore } from '../store/sandboxes.js';
 import { readAudit } from './audit-log.js';
-import type { AuditQuery } from './audit-log.js';
+import { removeSandboxFiles } from './destroy-files.js';
+import type { AuditQuery, NetworkAuditQuery } from './audit-log.js';
 import { KeyedLock } from './keyed-lock.js';
+import { networkOptions } from './network.js';
+import { PolicyChanges } from './policy-changes.js';
 import { SandboxMounts } from './mounts.js';
 import { Ownership } from './ownership.js';
 import { DESTROY_FAILED, reapSandboxes, recoverSandboxes } from './recovery.js';
 import type { RecoveryDeps } from './recovery.js';
 import type { RuntimeRegistry } from './runtimes.js';
 import { whenWorkerReady } from './ready-instance.js';
-import { startSandbox } from './start.js';
+import { partsOf, startSandbox } from './start.js';
 import type { Live, StartDeps } from './start.js';
 import { assertTransition } from './state.js';
 import { retireSandbox } from './retire.js';
@@ -41,7 +43,7 @@ import { tearDown } from './teardown.js';
 import type { SandboxManagerOptions } from './manager-options.js';
 import { onTemporaryWorker } from './temporary-worker.js';
 import { checkResources } from './validate.js';
-import { listSandboxes, newSandboxRow, resolveRules } from './records.js';
+import { listSandboxes, newSandboxRow } from './records.js';
 import type { CreateInternal, RecordDeps } from './records.js';
 import { DEFAULT_WORKER_POOL_SIZE, WorkerPool } from './worker-pool.js';
 import { SandboxTrash } from './trash.js';
@@ -70,6 +72,7 @@ export class SandboxManager {
   readonly #live = new Map<string, Live>();
   readonly #locks = new KeyedLock();
   readonly #pool: WorkerPool;
+  readonly #policies: PolicyChanges;
   /** Where destroy puts a sandbox's directory to be removed in the background (gc empties it too). */
   readonly trash: SandboxTrash;
   #lastCreatedAt = 0;
@@ -104,6 +107,7 @@ export class SandboxManager {
       runtimes: this.#runtimes,
       pool: this.#pool,
       supervision: options.supervision,
+      network: networkOptions(options.network),
     };
     this.#records = {
       codebases: options.codebases,
@@ -112,6 +116,15 @@ export class SandboxManager {
       defaultRuntime: options.defaultRuntime ?? 'bwrap',
       defaultResources: checkResources({ ...DEFAULT_RESOURCES, ...options.defaultResources }),
     };
+    this.#policies = new PolicyChanges({
+      locks: this.#locks,
+      store: this.#store,
+      live: this.#live,
+      owner: this.#owner,
+      logger: this.#logger,
+      presets: options.presets,
+      info: (id) => this.get(id),
+    });
     this.#recovery = {
       store: this.#store,
       owner: this.#owner,
@@ -153,13 +166,19 @@ export class SandboxManager {
     return listSandboxes(this.#store, options);
   }
 
-  /** The sandbox's audit trail (denials always; allowed accesses when it was asked for). */
-  async audit(id: string, query: AuditQuery = {}): Promise<AuditEvent[]> {
+  /** The file decisions (denials; allowed accesses if asked for), or the network's with `kind: 'network'`. */
+  async audit(id: string, query?: AuditQuery): Promise<AuditEvent[]>;
+  async audit(id: string, query: NetworkAuditQuery): Promise<NetworkAuditEvent[]>;
+  async audit(
+    id: string,
+    query: AuditQuery | NetworkAuditQuery = {},
+  ): Promise<AuditEvent[] | NetworkAuditEvent[]> {
     this.#store.get(validateId('sandbox', id));
     const live = this.#live.get(id);
-    // The worker batches its events; a stats request flushes them ahead of its answer, so a query right
-    // after a command sees that command's denials. A worker that does not answer changes nothing here.
+    // The worker and the policy point batch their records: a stats request to the worker and a flush of
+    // the policy point have them send what they hold, so a query right after a command sees its records.
     await live?.supervisor.request('stats', {}).catch(() => undefined);
+    await live?.network?.flush();
     await live?.audit.flush();
     return readAudit(this.#layout.sandbox(id).auditLog, query);
   }
@@ -215,15 +234,12 @@ export class SandboxManager {
       // `agentfense gc` retry.
       try {
         await this.#mounts.clear(paths, claimed.runtime);
-        if (options.keepDelta === true) {
-          for (const name of await readdir(paths.dir).catch(() => [] as string[])) {
-            if (name !== 'delta') await removeTree(`${paths.dir}/${name}`);
-          }
-        } else if (!(await this.trash.discard(paths.dir, id))) {
-          // Directory fds all the way down: a delta 3000 levels deep or with 200-character names is
-          // removed too (paths past 4096 bytes cannot be handed to the kernel).
-          await removeTree(paths.dir);
-        }
+        await removeSandboxFiles({
+          dir: paths.dir,
+          id,
+          trash: this.trash,
+          keepDelta: options.keepDelta === true,
+        });
       } catch (err) {
         const error = toAgentFenseError(err, `destroying sandbox ${id}`);
         this.#store.update(id, {
@@ -316,19 +332,12 @@ export class SandboxManager {
 
   /** Replaces the rules (validated; the error names the rule index); a running sandbox applies them at once. */
   setRules(id: string, policy: { rules?: readonly unknown[]; preset?: string }): Promise<SandboxInfo> {
-    validateId('sandbox', id);
-    const rules = resolveRules(this.#records.presets, policy);
-    return this.#locks.run(id, async () => {
-      const row = this.#store.get(id);
-      const live = this.#live.get(id);
-      if (live === undefined && this.#owner.ownedElsewhere(row)) {
-        throw new WrongStateError(`sandbox ${id} is running in control-plane process ${row.owner_pid}`);
-      }
-      if (live !== undefined) await live.supervisor.setRules(rules);
-      this.#store.update(id, { rules });
-      this.#logger.info({ sandboxId: id, rules: rules.length }, 'rules replaced');
-      return this.get(id);
-    });
+    return this.#policies.setRules(id, policy);
+  }
+
+  /** Replaces the network policy; a running sandbox closes the connections it no longer allows. */
+  setNetwork(id: string, input: boolean | NetworkPolicyInput): Promise<SandboxInfo> {
+    return this.#policies.setNetwork(id, input);
   }
 
   // --- Supervision hooks, recovery, reaping, close -------------------------------------------------
@@ -419,7 +428,7 @@ export class SandboxManager {
     this.#live.delete(id);
     await tearDown(this.#deps, {
       id,
-      parts: { instance: live.instance, worker: live.supervisor, audit: live.audit },
+      parts: partsOf(live),
       runtimeName: row.runtime,
       closeSessions: true,
       mountErrors: 'throw',
@@ -452,7 +461,7 @@ export class SandboxManager {
       this.#live.delete(id);
       await tearDown(this.#deps, {
         id,
-        parts: { instance: live.instance, worker: live.supervisor, audit: live.audit },
+        parts: partsOf(live),
         runtimeName: this.#store.find(id)?.runtime,
         closeSessions: true,
         mountErrors: 'log',

@@ -1,5 +1,6 @@
 // One sandbox's mounts and directories: the one setup both a start and a temporary worker go through
 // (directories, leftovers cleared, the shared bind, the mount parameters), and the one way to clear them.
+import { netnsPathOf, removeSandboxNetns } from '@agentfense/network';
 import type { Logger } from 'pino';
 import { clearFuseMount } from '@agentfense/fuse-worker';
 import type { MountParams, RuntimeTraits } from '@agentfense/protocol';
@@ -53,6 +54,7 @@ export class SandboxMounts {
     }
     await clearFuseMount(paths.workspace);
     await unmountAll(paths.mnt);
+    await removeSandboxNetns(netnsPathOf(paths.state));
   }
 
   /** Clears a directory without a record (`agentfense gc`): every registered runtime clears its leftovers. */
@@ -67,6 +69,7 @@ export class SandboxMounts {
     }
     await clearFuseMount(paths.workspace);
     await unmountAll(paths.mnt);
+    await removeSandboxNetns(netnsPathOf(paths.state));
   }
 }
 

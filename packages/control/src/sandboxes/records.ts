@@ -1,4 +1,5 @@
 // Sandbox records: what create validates into a new row, and filtered, paginated listings.
+import { validateNetworkPolicy } from '@agentfense/network';
 import { validateEnv } from '@agentfense/protocol';
 import type { ResourceLimits } from '@agentfense/protocol';
 import type { CodebaseService } from '../codebases/service.js';
@@ -70,7 +71,7 @@ export async function newSandboxRow(
     runtime,
     image,
     rules,
-    network: options.network === true,
+    network: validateNetworkPolicy(options.network),
     resources,
     env,
     audit_allowed: options.auditAllowed === true,

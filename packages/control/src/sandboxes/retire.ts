@@ -9,6 +9,7 @@ import { WrongStateError } from '@agentfense/protocol';
 import type { SandboxStore } from '../store/sandboxes.js';
 import type { KeyedLock } from './keyed-lock.js';
 import type { Ownership } from './ownership.js';
+import { partsOf } from './start.js';
 import type { Live, StartDeps } from './start.js';
 import { forgottenMarker } from './forgotten.js';
 import { tearDown } from './teardown.js';
@@ -49,7 +50,7 @@ export function retireSandbox(d: RetireDeps, id: string): Retiring {
     forgotten();
     await tearDown(d.deps, {
       id,
-      parts: { instance: live.instance, worker: live.supervisor, audit: live.audit },
+      parts: partsOf(live),
       runtimeName: row.runtime,
       closeSessions: true,
       mountErrors: 'throw',

@@ -81,12 +81,10 @@ export function builtinRuntimes(options: {
         dataDir,
         logger: logger.child({ component: 'runtime-bwrap' }),
       }),
-    // Network on means the host's network namespace, as with bwrap (`agentfense setup docker` starts an
-    // engine without a bridge). The engine is found through DOCKER_HOST or docker's default socket.
+    // The engine is found through DOCKER_HOST or docker's default socket.
     docker: async () =>
       (await import('@agentfense/runtime-docker')).createDockerRuntime({
         dataDir,
-        networkMode: 'host',
         poolSize: options.dockerPoolSize,
         logger: logger.child({ component: 'runtime-docker' }),
       }),

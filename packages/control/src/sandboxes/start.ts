@@ -4,6 +4,8 @@
 import { performance } from 'node:perf_hooks';
 import { toAgentFenseError } from '@agentfense/protocol';
 import type { RuntimeInstance } from '@agentfense/protocol';
+import { PROXY_ENV, SandboxNetwork, netnsPathOf } from '@agentfense/network';
+import type { NetworkOptions } from '@agentfense/network';
 import type { CodebaseService } from '../codebases/service.js';
 import type { SandboxRow } from '../store/sandboxes.js';
 import { AuditWriter } from './audit-log.js';
@@ -13,14 +15,21 @@ import type { RuntimeRegistry } from './runtimes.js';
 import { WorkerSupervisor } from './supervisor.js';
 import type { SupervisionOptions } from './supervisor.js';
 import { tearDown } from './teardown.js';
-import type { TeardownDeps } from './teardown.js';
+import type { TeardownDeps, TeardownParts } from './teardown.js';
 import type { WorkerPool } from './worker-pool.js';
 
 /** What a running sandbox holds in this process. */
 export interface Live {
   readonly supervisor: WorkerSupervisor;
   readonly instance: RuntimeInstance;
+  /** The network policy point; absent for a sandbox without network (mode none). */
+  readonly network?: SandboxNetwork | undefined;
   readonly audit: AuditWriter;
+}
+
+/** What tear-down stops of a running sandbox. */
+export function partsOf(live: Live): TeardownParts {
+  return { instance: live.instance, worker: live.supervisor, network: live.network, audit: live.audit };
 }
 
 export interface StartDeps extends TeardownDeps {
@@ -28,6 +37,7 @@ export interface StartDeps extends TeardownDeps {
   readonly runtimes: RuntimeRegistry;
   readonly pool: WorkerPool;
   readonly supervision: SupervisionOptions | undefined;
+  readonly network: NetworkOptions;
 }
 
 export interface StartHooks {
@@ -47,6 +57,7 @@ export async function startSandbox(deps: StartDeps, row: SandboxRow, hooks: Star
   const log = deps.logger.child({ sandboxId: id });
   let supervisor: WorkerSupervisor | undefined;
   let instance: RuntimeInstance | undefined;
+  let network: SandboxNetwork | undefined;
   const audit = new AuditWriter(paths.auditLog, (err) =>
     log.error({ err }, 'could not write the audit trail'),
   );
@@ -75,16 +86,35 @@ export async function startSandbox(deps: StartDeps, row: SandboxRow, hooks: Star
       tWorker = performance.now();
       return started;
     });
+    const policed = row.network.mode !== 'none';
+    const startNetwork = async (create: boolean): Promise<void> => {
+      network = await SandboxNetwork.start({
+        sandboxId: id,
+        stateDir: paths.state,
+        policy: row.network,
+        create,
+        ...deps.network,
+        onAudit: (events) => audit.append(events),
+        onExit: (reason) =>
+          log.error({ reason }, 'the network policy point exited: the sandbox has no network'),
+      });
+    };
     const startRuntime = async (): Promise<RuntimeInstance> => {
+      // A runtime that joins a namespace gets it ready first; one that publishes its own gets it policed
+      // right after (before start() returns here, so before any command).
+      if (policed && traits.netns === 'joins') await startNetwork(true);
       const started = await runtime.start({
         sandboxId: id,
         workspaceHostPath: paths.workspace,
         stateDir: paths.state,
         ...(row.image === null ? {} : { image: row.image }),
-        network: row.network,
+        ...(policed ? { netns: netnsPathOf(paths.state) } : {}),
         resources: row.resources,
-        env: row.env,
+        // The proxy variables first: a sandbox's own env may override them (the NAT polices either way).
+        env: policed ? { ...PROXY_ENV, ...row.env } : row.env,
       });
+      instance = started;
+      if (policed && traits.netns === 'publishes') await startNetwork(false);
       tRuntime = performance.now();
       return started;
     };
@@ -117,12 +147,12 @@ export async function startSandbox(deps: StartDeps, row: SandboxRow, hooks: Star
       },
       'sandbox started',
     );
-    return { supervisor, instance, audit };
+    return { supervisor, instance, network, audit };
   } catch (err) {
     const error = toAgentFenseError(err, `starting sandbox ${id}`);
     await tearDown(deps, {
       id,
-      parts: { instance, worker: supervisor, audit },
+      parts: { instance, worker: supervisor, network, audit },
       runtimeName: row.runtime,
       closeSessions: false,
       mountErrors: 'log',

@@ -23,6 +23,8 @@ export interface TeardownDeps {
 export interface TeardownParts {
   readonly instance?: RuntimeInstance | undefined;
   readonly worker?: { stop(): Promise<unknown> } | undefined;
+  /** The network policy point (stopped after the runtime: nothing of the sandbox can dial any more). */
+  readonly network?: { stop(): Promise<unknown> } | undefined;
   readonly audit: AuditWriter;
 }
 
@@ -51,6 +53,7 @@ export async function tearDown(deps: TeardownDeps, options: TeardownOptions): Pr
   }
   await parts.instance?.stop().catch((err: unknown) => log.warn({ err }, 'runtime stop failed'));
   await parts.worker?.stop().catch((err: unknown) => log.warn({ err }, 'worker stop failed'));
+  await parts.network?.stop().catch((err: unknown) => log.warn({ err }, 'network policy point stop failed'));
   try {
     await deps.mounts.clear(deps.layout.sandbox(id), options.runtimeName);
   } catch (err) {

@@ -1,5 +1,6 @@
 // Public shapes of sandboxes: states, create options, records and exec options.
 import type { EnforcedLimits, ExecOptions, PermissionRule, ResourceLimits } from '@agentfense/protocol';
+import type { NetworkPolicy, NetworkPolicyInput } from '@agentfense/network';
 
 /** contract §6: PENDING → RUNNING ⇄ STOPPED; any → ERROR. */
 export const SANDBOX_STATES = ['PENDING', 'RUNNING', 'STOPPED', 'ERROR'] as const;
@@ -16,7 +17,11 @@ export interface CreateSandboxOptions {
   readonly runtime?: string;
   /** Container image (docker runtime only); default the runtime's base image. */
   readonly image?: string;
-  readonly network?: boolean;
+  /**
+   * The network policy: `false`/absent = none (a loopback of its own only), `true` = open (any public
+   * destination), or `{ mode, rules, presets }` (docs/network.md). Never the host's network.
+   */
+  readonly network?: boolean | NetworkPolicyInput;
   readonly resources?: ResourceLimits;
   /** Stored and filterable; keys and values are strings. */
   readonly labels?: Readonly<Record<string, string>>;
@@ -39,7 +44,10 @@ export interface SandboxInfo {
   /** Container image (docker); null: the runtime's default. */
   readonly image: string | null;
   readonly rules: readonly PermissionRule[];
+  /** Whether the sandbox reaches anything beyond its own loopback (network mode other than none). */
   readonly network: boolean;
+  /** The network policy in force (mode and rules, presets expanded). */
+  readonly networkPolicy: NetworkPolicy;
   readonly resources: ResourceLimits;
   /** The limits the runtime enforced at the last start, and how (null before the first start). */
   readonly limits: EnforcedLimits | null;

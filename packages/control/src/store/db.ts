@@ -69,6 +69,12 @@ export const MIGRATIONS: readonly { readonly version: number; readonly sql: stri
     version: 3,
     sql: 'ALTER TABLE sandboxes ADD COLUMN image TEXT',
   },
+  {
+    // The network policy (mode and rules) as JSON; `network` stays its on/off summary. Null in rows of
+    // older releases: their `network` flag decides (on = mode open; the host's namespace is never shared).
+    version: 4,
+    sql: 'ALTER TABLE sandboxes ADD COLUMN network_policy TEXT',
+  },
 ];
 
 /** How long a writer waits for another process's transaction before failing (ms). */

@@ -2,6 +2,8 @@
 import type { Statement } from 'better-sqlite3';
 import { NotFoundError } from '@agentfense/protocol';
 import type { EnforcedLimits, PermissionRule, ResourceLimits } from '@agentfense/protocol';
+import { NETWORK_NONE } from '@agentfense/network';
+import type { NetworkPolicy } from '@agentfense/network';
 import type { SandboxInfo, SandboxState } from '../sandboxes/types.js';
 import type { Db } from './db.js';
 import type { PageCursor } from './pagination.js';
@@ -19,7 +21,8 @@ export interface SandboxRow {
   /** Container image (docker); null for the runtime's default. */
   readonly image: string | null;
   readonly rules: readonly PermissionRule[];
-  readonly network: boolean;
+  /** Stored as `network_policy` (JSON) with `network` (0/1: mode other than none) beside it. */
+  readonly network: NetworkPolicy;
   readonly resources: ResourceLimits;
   readonly env: Readonly<Record<string, string>>;
   readonly audit_allowed: boolean;
@@ -74,6 +77,7 @@ type StoredRow = Omit<
 > & {
   readonly rules: string;
   readonly network: number;
+  readonly network_policy: string | null;
   readonly resources: string;
   readonly env: string;
   readonly audit_allowed: number;
@@ -84,14 +88,20 @@ type StoredRow = Omit<
 /** JSON columns and how each is written (null stays SQL NULL). */
 const JSON_COLUMNS = new Set<string>(['rules', 'resources', 'env', 'labels', 'limits']);
 /** Boolean columns, stored as 0/1. */
-const FLAG_COLUMNS = new Set<string>(['network', 'audit_allowed']);
+const FLAG_COLUMNS = new Set<string>(['audit_allowed']);
 
 /** Decodes a stored row; the JSON columns were written by encode() only, so their shape is known. */
 function decode(row: StoredRow): SandboxRow {
+  const { network_policy: policy, ...rest } = row;
   return {
-    ...row,
+    ...rest,
     rules: JSON.parse(row.rules) as PermissionRule[],
-    network: row.network !== 0,
+    network:
+      policy !== null
+        ? (JSON.parse(policy) as NetworkPolicy)
+        : row.network !== 0
+          ? { mode: 'open', rules: [] }
+          : NETWORK_NONE,
     resources: JSON.parse(row.resources) as ResourceLimits,
     env: JSON.parse(row.env) as Record<string, string>,
     audit_allowed: row.audit_allowed !== 0,
@@ -105,7 +115,11 @@ function encode(values: Readonly<Record<string, unknown>>): Record<string, unkno
   const out: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(values)) {
     if (value === undefined) continue;
-    if (JSON_COLUMNS.has(key)) out[key] = value === null ? null : JSON.stringify(value);
+    if (key === 'network') {
+      const policy = value as NetworkPolicy;
+      out['network'] = policy.mode === 'none' ? 0 : 1;
+      out['network_policy'] = JSON.stringify(policy);
+    } else if (JSON_COLUMNS.has(key)) out[key] = value === null ? null : JSON.stringify(value);
     else if (FLAG_COLUMNS.has(key)) out[key] = value === true ? 1 : 0;
     else out[key] = value;
   }
@@ -159,9 +173,11 @@ export class SandboxStore {
   constructor(db: Db) {
     this.#db = db;
     this.#insert = db.prepare(
-      `INSERT INTO sandboxes (id, codebase_id, state, state_reason, runtime, image, rules, network, resources, env,
-         audit_allowed, labels, expires_at, created_at, updated_at, owner_pid, owner_start, owner_instance)
-       VALUES (@id, @codebase_id, @state, @state_reason, @runtime, @image, @rules, @network, @resources, @env,
+      `INSERT INTO sandboxes (id, codebase_id, state, state_reason, runtime, image, rules, network, network_policy,
+         resources, env, audit_allowed, labels, expires_at, created_at, updated_at, owner_pid, owner_start,
+         owner_instance)
+       VALUES (@id, @codebase_id, @state, @state_reason, @runtime, @image, @rules, @network, @network_policy,
+         @resources, @env,
          @audit_allowed, @labels, @expires_at, @created_at, @updated_at, @owner_pid, @owner_start, @owner_instance)`,
     );
     this.#insertLabel = db.prepare('INSERT INTO sandbox_labels (sandbox_id, key, value) VALUES (?, ?, ?)');
@@ -198,7 +214,12 @@ export class SandboxStore {
   update(id: string, patch: SandboxPatch): void {
     const keys = Object.keys(patch).filter((k) => (patch as Record<string, unknown>)[k] !== undefined);
     for (const key of keys) if (!PATCHABLE.has(key)) throw new Error(`not a patchable column: ${key}`);
-    const sets = [...keys.map((k) => `${k} = @${k}`), 'updated_at = @updated_at'];
+    const sets = [
+      ...keys.flatMap((k) =>
+        k === 'network' ? ['network = @network', 'network_policy = @network_policy'] : [`${k} = @${k}`],
+      ),
+      'updated_at = @updated_at',
+    ];
     // Column names come from PATCHABLE only; values are bound parameters.
     this.#db.prepare(`UPDATE sandboxes SET ${sets.join(', ')} WHERE id = @id`).run({
       ...encode(patch),
@@ -308,7 +329,8 @@ export function sandboxInfo(row: SandboxRow): SandboxInfo {
     runtime: row.runtime,
     image: row.image,
     rules: row.rules,
-    network: row.network,
+    network: row.network.mode !== 'none',
+    networkPolicy: row.network,
     resources: row.resources,
     limits: row.limits,
     labels: row.labels,

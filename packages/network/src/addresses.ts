@@ -1,0 +1,81 @@
+// Which destination addresses are ever reachable: the host itself never (its loopback, its own
+// addresses, unspecified and multicast addresses), special ranges (private, CGNAT, link-local with the
+// cloud metadata service, ULA, reserved) only when a CIDR rule names them, public ones per the rules.
+import { BlockList, isIP } from 'node:net';
+import { networkInterfaces } from 'node:os';
+
+export type AddressClass = 'never' | 'special' | 'public';
+
+function blockList(ranges: readonly string[]): BlockList {
+  const list = new BlockList();
+  for (const range of ranges) {
+    const [net = '', prefix = ''] = range.split('/');
+    list.addSubnet(net, Number(prefix), net.includes(':') ? 'ipv6' : 'ipv4');
+  }
+  return list;
+}
+
+const NEVER = blockList([
+  '0.0.0.0/8',
+  '127.0.0.0/8',
+  '224.0.0.0/4',
+  '255.255.255.255/32',
+  '::/128',
+  '::1/128',
+  'ff00::/8',
+]);
+
+const SPECIAL = blockList([
+  '10.0.0.0/8',
+  '172.16.0.0/12',
+  '192.168.0.0/16',
+  '100.64.0.0/10', // CGNAT
+  '169.254.0.0/16', // link-local, 169.254.169.254 (cloud metadata)
+  '192.0.0.0/24', // IETF protocol assignments
+  '198.18.0.0/15', // benchmarking
+  '240.0.0.0/4', // reserved
+  'fc00::/7', // ULA
+  'fe80::/10', // link-local
+  '64:ff9b::/96', // NAT64: reaches IPv4 space through a translator
+  '2002::/16', // 6to4: embeds an IPv4 address
+]);
+
+/** An IPv4-mapped IPv6 address (`::ffff:10.0.0.1`) is its IPv4 address for every check. */
+export function canonicalAddress(address: string): string {
+  const lower = address.toLowerCase();
+  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/.exec(lower);
+  return mapped?.[1] ?? lower;
+}
+
+/** The host's own addresses, read when the policy point starts (and refreshed by `refreshHostAddresses`). */
+let hostAddresses = new Set<string>();
+
+export function refreshHostAddresses(): void {
+  const next = new Set<string>();
+  for (const list of Object.values(networkInterfaces())) {
+    for (const info of list ?? []) next.add(canonicalAddress(info.address.split('%')[0] ?? ''));
+  }
+  hostAddresses = next;
+}
+refreshHostAddresses();
+
+export function classifyAddress(address: string): AddressClass {
+  const canonical = canonicalAddress(address);
+  const family = isIP(canonical);
+  if (family === 0) return 'never';
+  const type = family === 4 ? 'ipv4' : 'ipv6';
+  if (NEVER.check(canonical, type) || hostAddresses.has(canonical)) return 'never';
+  return SPECIAL.check(canonical, type) ? 'special' : 'public';
+}
+
+/** Whether `address` lies in `cidr` (both already validated; `a.b.c.d/n` or `v6/n`). */
+export function cidrContains(cidr: string, address: string): boolean {
+  const canonical = canonicalAddress(address);
+  const family = isIP(canonical);
+  const [net = '', prefix = ''] = cidr.split('/');
+  if (family === 0 || isIP(net) !== family) return false;
+  const list = new BlockList();
+  const type = family === 4 ? 'ipv4' : 'ipv6';
+  list.addSubnet(net, Number(prefix), type);
+  return list.check(canonical, type);
+}

@@ -1,0 +1,305 @@
+// Plain HTTP and the explicit proxy. Programs that honour the proxy variables (curl, pip, npm, git,
+// Python, Go) send `CONNECT host:port` for HTTPS and absolute-form requests (`GET http://host/…`) for
+// HTTP to 127.0.0.1:3128; plain HTTP the NAT redirected arrives here too, in origin-form with a Host.
+// Every request is decided on its own (a keep-alive connection cannot carry a refused method after an
+// allowed one), and a refused one gets a 403 whose body names the rule.
+import { createServer, request as httpRequest } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import { isIP } from 'node:net';
+import type { Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
+import { canonicalAddress } from './addresses.js';
+import type { FlowContext, Tracked } from './context.js';
+import type { Decision, Destination } from './decide.js';
+import { readFirstBytes } from './transparent.js';
+import { dial, tunnel } from './tunnel.js';
+
+type Target = Destination & { readonly address: string; readonly port: number };
+const HOP_BY_HOP = new Set([
+  'proxy-connection',
+  'proxy-authorization',
+  'connection',
+  'keep-alive',
+  'te',
+  'trailer',
+  'upgrade',
+]);
+
+function dialable(t: Destination | undefined): t is Target {
+  return t?.address !== undefined && t.port !== undefined;
+}
+
+/** Splits `host:port` / `[v6]:port` (CONNECT's target, a Host header). */
+function splitHostPort(value: string, defaultPort: number): { host: string; port: number } | null {
+  const m = /^(?:\[([^\]]+)\]|([^:[\]]+))(?::(\d{1,5}))?$/.exec(value.trim());
+  if (m === null) return null;
+  const port = m[3] === undefined ? defaultPort : Number(m[3]);
+  if (port < 1 || port > 65_535) return null;
+  return { host: (m[1] ?? m[2] ?? '').toLowerCase().replace(/\.$/, ''), port };
+}
+
+export class HttpFlows {
+  readonly server: Server;
+  readonly #ctx: FlowContext;
+  /** Sockets the NAT redirected: their destination address and port. */
+  readonly #transparent = new WeakMap<Socket, { address: string; port: number }>();
+
+  constructor(ctx: FlowContext) {
+    this.#ctx = ctx;
+    this.server = createServer({ requireHostHeader: false }, (req, res) => void this.#request(req, res));
+    this.server.on('connect', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+      void this.#connect(req, socket as Socket, head);
+    });
+    this.server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+      void this.#upgrade(req, socket as Socket, head);
+    });
+    this.server.on('clientError', (_err, socket) => socket.destroy());
+  }
+
+  /** An explicit proxy client (it dialled 127.0.0.1:3128 itself). */
+  takeProxyClient(socket: Socket): void {
+    this.server.emit('connection', socket);
+  }
+
+  /** A redirected plain-HTTP connection to `target`. */
+  takeTransparent(socket: Socket, target: { address: string; port: number }): void {
+    this.#transparent.set(socket, target);
+    this.server.emit('connection', socket);
+  }
+
+  /** Chooses the address of a named destination: the first one the policy allows. */
+  async #resolveTarget(
+    name: string,
+    port: number,
+    method?: string,
+  ): Promise<{ target: Destination; decision: Decision }> {
+    const withMethod = method === undefined ? {} : { method };
+    if (isIP(name) !== 0) {
+      const address = canonicalAddress(name);
+      const known = this.#ctx.decideAddress(address, port);
+      const decision =
+        method === undefined ? known.decision : this.#ctx.policy.decide({ address, port, method });
+      return { target: { address, port, ...withMethod }, decision };
+    }
+    const first = this.#ctx.policy.decide({ name, port, ...withMethod });
+    if (!first.allowed && first.rule !== undefined)
+      return { target: { name, port, ...withMethod }, decision: first };
+    const addresses = await this.#ctx.resolver.resolve(name);
+    let refused: { target: Destination; decision: Decision } = {
+      target: { name, port, ...withMethod },
+      decision: { allowed: false, reason: `${name} does not resolve` },
+    };
+    for (const address of addresses) {
+      const dest = { name, address, port, ...withMethod };
+      const decision = this.#ctx.policy.decide(dest);
+      if (decision.allowed) return { target: dest, decision };
+      refused = { target: dest, decision };
+    }
+    return refused;
+  }
+
+  /** The destination of a request: the redirected address with its Host, or the proxy request's URL. */
+  async #requestTarget(
+    req: IncomingMessage,
+  ): Promise<{ target?: Destination; decision: Decision; path: string }> {
+    const method = req.method ?? 'GET';
+    const redirected = this.#transparent.get(req.socket);
+    if (redirected !== undefined) {
+      const hostHeader = splitHostPort(req.headers.host ?? '', redirected.port);
+      const name = hostHeader === null || isIP(hostHeader.host) !== 0 ? undefined : hostHeader.host;
+      let target: Target = { ...redirected, method, ...(name === undefined ? {} : { name }) };
+      let decision = this.#ctx.policy.decide(target);
+      if (name === undefined) {
+        const known = this.#ctx.decideAddress(redirected.address, redirected.port);
+        if (known.name !== undefined) {
+          target = { ...target, name: known.name };
+          decision = this.#ctx.policy.decide(target);
+        }
+      } else if (decision.allowed && !(await this.#ctx.nameIsAt(name, redirected.address))) {
+        decision = {
+          allowed: false,
+          reason: `${name} does not resolve to ${redirected.address}, the address dialled`,
+        };
+      }
+      return { target, decision, path: req.url ?? '/' };
+    }
+    let url: URL;
+    try {
+      url = new URL(req.url ?? '');
+    } catch {
+      return {
+        decision: {
+          allowed: false,
+          reason: 'not a proxy request: send absolute URLs (http://host/…) through HTTP_PROXY',
+        },
+        path: '',
+      };
+    }
+    if (url.protocol !== 'http:') {
+      return {
+        decision: { allowed: false, reason: `${url.protocol} through the proxy: use CONNECT for TLS` },
+        path: '',
+      };
+    }
+    const host = url.hostname.replace(/^\[|\]$/g, '').toLowerCase();
+    const resolved = await this.#resolveTarget(host, Number(url.port || 80), method);
+    return { ...resolved, path: `${url.pathname}${url.search}` };
+  }
+
+  async #request(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const via = this.#transparent.has(req.socket) ? 'transparent' : 'proxy';
+    const { target, decision, path } = await this.#requestTarget(req);
+    const label = target ?? { port: 0, method: req.method ?? 'GET' };
+    if (!decision.allowed || !dialable(target)) {
+      this.#ctx.record(label, via, decision);
+      res.writeHead(403, { 'content-type': 'text/plain; charset=utf-8', connection: 'close' });
+      res.end(
+        `AgentFense network policy refused ${req.method ?? ''} ${target?.name ?? target?.address ?? req.url ?? ''}: ${decision.reason}\n`,
+      );
+      return;
+    }
+    const headers: string[] = [];
+    for (let i = 0; i + 1 < req.rawHeaders.length; i += 2) {
+      const key = req.rawHeaders[i] ?? '';
+      if (!HOP_BY_HOP.has(key.toLowerCase())) headers.push(key, req.rawHeaders[i + 1] ?? '');
+    }
+    headers.push('Connection', 'close');
+    const started = Date.now();
+    let bytesUp = 0;
+    let bytesDown = 0;
+    const upstream = httpRequest({
+      host: target.address,
+      port: target.port,
+      method: req.method,
+      path,
+      headers,
+      setHost: false,
+      agent: false,
+    });
+    const flow: Tracked = {
+      dest: target,
+      via,
+      started,
+      close: () => {
+        upstream.destroy();
+        req.socket.destroy();
+      },
+    };
+    this.#ctx.open.add(flow);
+    const finish = (): void => {
+      if (!this.#ctx.open.delete(flow)) return;
+      this.#ctx.record(target, via, decision, { started, bytesUp, bytesDown });
+    };
+    req.on('data', (chunk: Buffer) => (bytesUp += chunk.length));
+    upstream.on('response', (up) => {
+      res.writeHead(up.statusCode ?? 502, up.rawHeaders);
+      up.on('data', (chunk: Buffer) => (bytesDown += chunk.length));
+      up.pipe(res);
+      up.on('end', finish);
+    });
+    upstream.on('error', (err) => {
+      finish();
+      if (!res.headersSent) {
+        res.writeHead(502, { 'content-type': 'text/plain; charset=utf-8', connection: 'close' });
+        res.end(
+          `AgentFense network policy point: ${target.name ?? target.address}:${target.port} failed: ${err.message}\n`,
+        );
+      } else res.destroy();
+    });
+    res.on('close', finish);
+    req.pipe(upstream);
+  }
+
+  async #connect(req: IncomingMessage, socket: Socket, head: Buffer): Promise<void> {
+    socket.on('error', () => socket.destroy());
+    const split = splitHostPort(req.url ?? '', 443);
+    const { target, decision } =
+      split === null
+        ? {
+            target: undefined,
+            decision: { allowed: false, reason: `CONNECT ${req.url ?? ''}: expected host:port` } as Decision,
+          }
+        : await this.#resolveTarget(split.host, split.port);
+    if (!decision.allowed || !dialable(target)) {
+      this.#ctx.record(target ?? { port: 0 }, 'proxy', decision);
+      const body = `AgentFense network policy refused CONNECT ${req.url ?? ''}: ${decision.reason}\n`;
+      socket.end(
+        `HTTP/1.1 403 Forbidden\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+      );
+      return;
+    }
+    const upstream = dial(target.address, target.port);
+    const connected = await new Promise<boolean>((resolve) => {
+      upstream.once('connect', () => resolve(true));
+      upstream.once('error', () => resolve(false));
+    });
+    if (!connected) {
+      socket.end('HTTP/1.1 502 Bad Gateway\r\ncontent-length: 0\r\nconnection: close\r\n\r\n');
+      this.#ctx.record(target, 'proxy', {
+        ...decision,
+        reason: `${decision.reason}; the destination did not accept the connection`,
+      });
+      return;
+    }
+    socket.write('HTTP/1.1 200 Connection Established\r\n\r\n');
+    if (head.length > 0) socket.unshift(head);
+    // The tunnel's own first bytes may name another server (TLS SNI): that name is decided too.
+    const first = await readFirstBytes(socket, 2 ** 31 - 1);
+    const claimed = first.sniffed !== null && 'name' in first.sniffed ? first.sniffed.name : undefined;
+    let final = decision;
+    if (claimed !== undefined && claimed !== target.name) {
+      final = this.#ctx.policy.decide({ name: claimed, address: target.address, port: target.port });
+      if (final.allowed && !(await this.#ctx.nameIsAt(claimed, target.address))) {
+        final = {
+          allowed: false,
+          reason: `${claimed} does not resolve to ${target.address}, the address of ${req.url ?? ''}`,
+        };
+      }
+    }
+    if (!final.allowed) {
+      upstream.destroy();
+      socket.destroy();
+      this.#ctx.record({ ...target, name: claimed ?? target.name ?? '' }, 'proxy', final);
+      return;
+    }
+    tunnel({
+      ctx: this.#ctx,
+      client: socket,
+      upstream,
+      dest: target,
+      via: 'proxy',
+      decision: final,
+      head: first.head,
+    });
+  }
+
+  /** A WebSocket (or other Upgrade) request: decided like a request, then a raw tunnel. */
+  async #upgrade(req: IncomingMessage, socket: Socket, head: Buffer): Promise<void> {
+    socket.on('error', () => socket.destroy());
+    const via = this.#transparent.has(socket) ? 'transparent' : 'proxy';
+    const { target, decision, path } = await this.#requestTarget(req);
+    if (!decision.allowed || !dialable(target)) {
+      this.#ctx.record(target ?? { port: 0 }, via, decision);
+      const body = `AgentFense network policy refused ${req.method ?? ''} ${req.url ?? ''}: ${decision.reason}\n`;
+      socket.end(
+        `HTTP/1.1 403 Forbidden\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+      );
+      return;
+    }
+    const lines = [`${req.method ?? 'GET'} ${path} HTTP/1.1`];
+    for (let i = 0; i + 1 < req.rawHeaders.length; i += 2) {
+      const key = req.rawHeaders[i] ?? '';
+      if (!key.toLowerCase().startsWith('proxy-')) lines.push(`${key}: ${req.rawHeaders[i + 1] ?? ''}`);
+    }
+    const request = Buffer.concat([Buffer.from(`${lines.join('\r\n')}\r\n\r\n`, 'latin1'), head]);
+    tunnel({
+      ctx: this.#ctx,
+      client: socket,
+      upstream: dial(target.address, target.port),
+      dest: target,
+      via,
+      decision,
+      head: request,
+    });
+  }
+}

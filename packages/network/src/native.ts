@@ -1,0 +1,27 @@
+// The policy point's addon (native/netns.c, built by scripts/build-netns.js into dist/netns.node).
+import { createRequire } from 'node:module';
+
+interface Addon {
+  openInNetns(nsFd: number, family: 4 | 6, type: 'tcp' | 'udp', address: string, port: number): number;
+  originalDestination(fd: number): { address: string; port: number };
+}
+
+let loaded: Addon | undefined;
+
+/** Loaded at first use: only a sandbox with a network policy needs it. */
+export function netnsAddon(): Addon {
+  // From src/ (tests through the source condition) and dist/ alike, the addon sits in dist/.
+  const url = new URL(
+    import.meta.url.includes('/dist/') ? './netns.node' : '../dist/netns.node',
+    import.meta.url,
+  );
+  loaded ??= createRequire(import.meta.url)(url.pathname) as Addon;
+  return loaded;
+}
+
+/** The kernel descriptor behind a net.Socket (its libuv handle's; Node has no public accessor). */
+export function socketFd(socket: object): number {
+  const fd = (socket as { _handle?: { fd?: number } })._handle?.fd;
+  if (typeof fd !== 'number' || fd < 0) throw new Error('the connection has no descriptor');
+  return fd;
+}

@@ -1,0 +1,160 @@
+// One sandbox's policy point: listeners opened inside its network namespace (the process itself stays
+// in the host's, where it dials out), the explicit and transparent proxy on 127.0.0.1:3128 / [::1]:3128
+// and the DNS server on port 53 (UDP and TCP). The namespace's NAT sends every TCP connection and DNS
+// question here; the agent can neither configure nor bypass it (it has no capability in a namespace of
+// the host's user namespace).
+import { createSocket } from 'node:dgram';
+import type { Socket as UdpSocket } from 'node:dgram';
+import { closeSync, openSync } from 'node:fs';
+import { createServer } from 'node:net';
+import type { Server, Socket } from 'node:net';
+import type { NetworkAuditSink } from './audit.js';
+import { FlowContext } from './context.js';
+import { answerDns } from './dns-answer.js';
+import { HttpFlows } from './http-proxy.js';
+import { netnsAddon, socketFd } from './native.js';
+import { DNS_PORT, PROXY_PORT } from './netns.js';
+import type { NetworkPolicy } from './policy.js';
+import { Resolver } from './resolver.js';
+import { handleTransparent } from './transparent.js';
+
+export interface PolicyPointOptions {
+  /** The bind-mounted namespace file (netns.ts). */
+  readonly netnsPath: string;
+  readonly policy: NetworkPolicy;
+  /** Open connections allowed at once; more are refused (and audited). */
+  readonly maxConnections: number;
+  readonly hostsFile?: string;
+  readonly audit: NetworkAuditSink;
+}
+
+export class PolicyPoint {
+  readonly #ctx: FlowContext;
+  readonly #http: HttpFlows;
+  readonly #servers: Server[] = [];
+  readonly #udp: UdpSocket[] = [];
+
+  constructor(options: PolicyPointOptions) {
+    this.#ctx = new FlowContext({
+      policy: options.policy,
+      resolver: new Resolver(options.hostsFile === undefined ? {} : { hostsFile: options.hostsFile }),
+      maxConnections: options.maxConnections,
+      audit: options.audit,
+    });
+    this.#http = new HttpFlows(this.#ctx);
+    const ns = openSync(options.netnsPath, 'r');
+    try {
+      const addon = netnsAddon();
+      const open = (family: 4 | 6, type: 'tcp' | 'udp', address: string, port: number): number =>
+        addon.openInNetns(ns, family, type, address, port);
+      for (const [family, address] of [
+        [4, '127.0.0.1'],
+        [6, '::1'],
+      ] as const) {
+        this.#listen(open(family, 'tcp', address, PROXY_PORT), (s) => this.#proxyConnection(s));
+        this.#listen(open(family, 'tcp', address, DNS_PORT), (s) => this.#dnsOverTcp(s));
+        this.#dnsUdp(open(family, 'udp', address, DNS_PORT), family);
+      }
+    } finally {
+      closeSync(ns);
+    }
+  }
+
+  setPolicy(policy: NetworkPolicy): number {
+    return this.#ctx.setPolicy(policy);
+  }
+
+  stats(): { connections: number; clients: number } {
+    return { connections: this.#ctx.open.size, clients: this.#ctx.clients.size };
+  }
+
+  close(): void {
+    for (const server of this.#servers) server.close();
+    for (const socket of this.#udp) socket.close();
+    for (const client of this.#ctx.clients) client.destroy();
+  }
+
+  #listen(fd: number, onConnection: (socket: Socket) => void): void {
+    const server = createServer({ pauseOnConnect: true, noDelay: true }, (socket) => {
+      const { clients, maxConnections } = this.#ctx;
+      if (clients.size >= maxConnections) {
+        socket.destroy();
+        this.#ctx.record({ port: 0 }, 'transparent', {
+          allowed: false,
+          reason: `the sandbox already has ${maxConnections} connections open (its limit)`,
+        });
+        return;
+      }
+      clients.add(socket);
+      socket.once('close', () => clients.delete(socket));
+      socket.on('error', () => socket.destroy());
+      onConnection(socket);
+    });
+    server.listen({ fd });
+    this.#servers.push(server);
+  }
+
+  #proxyConnection(socket: Socket): void {
+    let target: { address: string; port: number };
+    try {
+      target = netnsAddon().originalDestination(socketFd(socket));
+    } catch {
+      socket.destroy();
+      return;
+    }
+    // Dialled 127.0.0.1:3128 / [::1]:3128 itself: a client of the explicit proxy.
+    if (target.port === PROXY_PORT && (target.address === '127.0.0.1' || target.address === '::1')) {
+      this.#http.takeProxyClient(socket);
+      socket.resume();
+      return;
+    }
+    void handleTransparent(this.#ctx, socket, target, {
+      http: (client, to) => {
+        this.#http.takeTransparent(client, to);
+        client.resume();
+      },
+    });
+  }
+
+  #dnsUdp(fd: number, family: 4 | 6): void {
+    const socket = createSocket(family === 4 ? 'udp4' : 'udp6');
+    socket.on('message', (query, from) => {
+      void this.#answer(query).then((response) => {
+        if (response !== null) socket.send(response, from.port, from.address);
+      });
+    });
+    socket.on('error', () => undefined);
+    socket.bind({ fd });
+    this.#udp.push(socket);
+  }
+
+  /** DNS over TCP: two-byte length prefixes, answered in order. */
+  #dnsOverTcp(socket: Socket): void {
+    let buffered = Buffer.alloc(0);
+    let chain = Promise.resolve();
+    socket.on('data', (chunk: Buffer) => {
+      buffered = Buffer.concat([buffered, chunk]);
+      while (buffered.length >= 2 && buffered.length >= 2 + buffered.readUInt16BE(0)) {
+        const query = buffered.subarray(2, 2 + buffered.readUInt16BE(0));
+        buffered = buffered.subarray(2 + query.length);
+        chain = chain.then(async () => {
+          const response = await this.#answer(Buffer.from(query));
+          if (response === null) return;
+          const length = Buffer.alloc(2);
+          length.writeUInt16BE(response.length);
+          socket.write(Buffer.concat([length, response]));
+        });
+      }
+      if (buffered.length > 65_537) socket.destroy();
+    });
+    socket.resume();
+  }
+
+  async #answer(query: Buffer): Promise<Buffer | null> {
+    const outcome = await answerDns(query, () => this.#ctx.policy, this.#ctx.resolver);
+    if (outcome.name !== undefined && outcome.decision !== undefined && !outcome.decision.allowed) {
+      this.#ctx.recordDns(outcome.name, outcome.decision);
+    }
+    return outcome.response;
+  }
+}

@@ -1,0 +1,41 @@
+// Builds one small Node-API addon of the repository (the run helper's SO_PEERCRED, the network policy
+// point's namespace sockets: each package's build script calls this) against the running node's
+// Node-API headers (they ship with node: <prefix>/include/node). Skipped when the addon is newer than its
+// source; `--force` on the caller's command line rebuilds.
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, renameSync, statSync } from 'node:fs';
+import { basename, dirname, join } from 'node:path';
+
+// node_api.h: NodeSource's and the official builds ship it under <prefix>/include/node; Debian's own
+// nodejs puts it in libnode-dev (/usr/include/node; scripts/setup installs that when it is missing).
+const candidates = [
+  join(dirname(process.execPath), '..', 'include', 'node'),
+  ...(process.env.npm_config_nodedir ? [join(process.env.npm_config_nodedir, 'include', 'node')] : []),
+  '/usr/include/node',
+];
+
+const mtime = (path) => statSync(path, { throwIfNoEntry: false })?.mtimeMs ?? -1;
+
+/** Compiles `source` into the addon `output` unless it is up to date. */
+export function buildAddon({ source, output, force = process.argv.includes('--force') }) {
+  if (!force && mtime(output) >= mtime(source)) return;
+  const headers = candidates.find((dir) => existsSync(join(dir, 'node_api.h'))) ?? candidates[0];
+  mkdirSync(dirname(output), { recursive: true });
+  const tmp = `${output}.${process.pid}.tmp`;
+  const cc = process.env.CC ?? 'cc';
+  try {
+    execFileSync(
+      cc,
+      // No -Werror: a newer compiler may warn about something new, which must not fail a fresh setup;
+      // -isystem: warnings inside node's headers are not ours.
+      ['-O2', '-Wall', '-Wextra', '-shared', '-fPIC', '-isystem', headers, '-o', tmp, source],
+      { stdio: 'inherit' },
+    );
+  } catch (err) {
+    console.error(
+      `build ${basename(output)}: \`${cc} -shared\` failed: it needs a C compiler and node's headers (node_api.h, looked for in ${candidates.join(', ')}; Debian: gcc, libnode-dev; \`bash scripts/setup\` installs it)`,
+    );
+    throw err;
+  }
+  renameSync(tmp, output); // atomic: a running process keeps the file it loaded
+}
