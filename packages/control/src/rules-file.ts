@@ -12,26 +12,7 @@ export async function loadRulesFile(
   file: string,
   options: { readonly cwd?: string } = {},
 ): Promise<PermissionRule[]> {
-  let text: string;
-  try {
-    text = await readFile(options.cwd === undefined ? file : resolve(options.cwd, file), 'utf8');
-  } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    if (code === 'ENOENT') throw new NotFoundError(`rules file ${file} does not exist`, { cause: err });
-    throw new InvalidArgumentError(`cannot read rules file ${file}: ${(err as Error).message}`, {
-      cause: err,
-    });
-  }
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(text);
-  } catch (err) {
-    // Where, not what: V8's message quotes the text around the error, and a root CLI's --rules may name
-    // a file whose contents are not for its output (review7: `--rules /etc/shadow` printed a line of it).
-    throw new InvalidArgumentError(`rules file ${file} is not valid JSON${jsonErrorPlace(text, err)}`, {
-      cause: err,
-    });
-  }
+  const parsed = await readJsonFile(file, { ...options, what: 'rules file' });
   if (!Array.isArray(parsed)) {
     throw new InvalidArgumentError(
       `rules file ${file} must hold a JSON array of rules like [{"pattern": "**/*", "permission": "read"}]`,
@@ -47,6 +28,36 @@ export async function loadRulesFile(
       });
     }
     throw err;
+  }
+}
+
+/**
+ * Reads a JSON file a flag names; every failure names the file (as given, with `what`) and the problem,
+ * never its contents. A relative `file` is resolved against `cwd` (default the process's).
+ */
+export async function readJsonFile(
+  file: string,
+  options: { readonly cwd?: string; readonly what: string },
+): Promise<unknown> {
+  const { what } = options;
+  let text: string;
+  try {
+    text = await readFile(options.cwd === undefined ? file : resolve(options.cwd, file), 'utf8');
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT') throw new NotFoundError(`${what} ${file} does not exist`, { cause: err });
+    throw new InvalidArgumentError(`cannot read ${what} ${file}: ${(err as Error).message}`, {
+      cause: err,
+    });
+  }
+  try {
+    return JSON.parse(text) as unknown;
+  } catch (err) {
+    // Where, not what: V8's message quotes the text around the error, and a root CLI's --rules may name
+    // a file whose contents are not for its output (review7: `--rules /etc/shadow` printed a line of it).
+    throw new InvalidArgumentError(`${what} ${file} is not valid JSON${jsonErrorPlace(text, err)}`, {
+      cause: err,
+    });
   }
 }
 

@@ -1,4 +1,5 @@
 // The policy point's addon (native/netns.c, built by scripts/build-netns.js into dist/netns.node).
+import { closeSync, openSync } from 'node:fs';
 import { createRequire } from 'node:module';
 
 interface Addon {
@@ -24,4 +25,20 @@ export function socketFd(socket: object): number {
   const fd = (socket as { _handle?: { fd?: number } })._handle?.fd;
   if (typeof fd !== 'number' || fd < 0) throw new Error('the connection has no descriptor');
   return fd;
+}
+
+/**
+ * A bound socket inside the namespace at `nsPath` (TCP: listening), for Node to adopt (`listen({ fd })`,
+ * `bind({ fd })`). The policy point's listeners are made this way; tests run their servers so too.
+ */
+export function openSocketInNetns(
+  nsPath: string,
+  socket: { family: 4 | 6; type: 'tcp' | 'udp'; address: string; port: number },
+): number {
+  const ns = openSync(nsPath, 'r');
+  try {
+    return netnsAddon().openInNetns(ns, socket.family, socket.type, socket.address, socket.port);
+  } finally {
+    closeSync(ns);
+  }
 }

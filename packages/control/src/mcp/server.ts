@@ -47,7 +47,7 @@ function instructions(sandbox: McpSandboxContext): string {
     sandbox.allowCommit
       ? '`commit` applies changes to the real codebase (conflicts are reported); `discard` drops them.'
       : 'Only the user can apply the changes to the real codebase.',
-    'Commands have no network access.',
+    "The network follows the sandbox's policy (none unless the operator gave one): a refused HTTP request gets a 403 naming the rule, other refused connections are reset, and names the policy does not allow do not resolve.",
   ].join(' ');
 }
 

@@ -2,6 +2,7 @@
 // of stdin, SIGINT or SIGTERM ends it; the sandbox is then destroyed (mount, processes and change set
 // gone) unless `keep`, which stops it with its changes, logs and audit trail and prints its id on stderr.
 // stdout carries only the protocol: everything else goes to stderr or the control plane's log file.
+import type { NetworkPolicyInput } from '@agentfense/network';
 import type { Readable, Writable } from 'node:stream';
 import type { PermissionRule } from '@agentfense/protocol';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
@@ -14,7 +15,7 @@ export interface McpStdioOptions {
   readonly rules: readonly PermissionRule[];
   readonly runtime?: string;
   readonly image?: string;
-  readonly network?: boolean;
+  readonly network?: boolean | NetworkPolicyInput;
   readonly allowCommit: boolean;
   readonly keep: boolean;
   readonly dataDir?: string;

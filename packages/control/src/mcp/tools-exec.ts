@@ -150,7 +150,7 @@ export const EXEC_TOOLS: readonly ToolDefinition[] = [
     name: 'run',
     title: 'Run a command',
     description:
-      'Run one shell command (through /bin/sh -c) in the sandbox, a fresh process each time. The codebase is at /workspace (the default working directory); permission rules decide per path what is visible, readable and writable: hidden paths do not exist ("No such file or directory"), forbidden writes fail with "Permission denied" or "Read-only file system". Writes land in the sandbox\'s change set, not in the real codebase. The network is off. Returns the exit code, stdout and stderr (long output is cut in the middle with a note). A non-zero exit code is a normal result; a command that exceeds timeout_seconds is killed and reported as an error. Use the `shell` tool when `cd` or `export` should persist between commands.',
+      'Run one shell command (through /bin/sh -c) in the sandbox, a fresh process each time. The codebase is at /workspace (the default working directory); permission rules decide per path what is visible, readable and writable: hidden paths do not exist ("No such file or directory"), forbidden writes fail with "Permission denied" or "Read-only file system". Writes land in the sandbox\'s change set, not in the real codebase. The network follows the sandbox policy (none unless the operator gave one). Returns the exit code, stdout and stderr (long output is cut in the middle with a note). A non-zero exit code is a normal result; a command that exceeds timeout_seconds is killed and reported as an error. Use the `shell` tool when `cd` or `export` should persist between commands.',
     inputSchema: {
       type: 'object',
       properties: {

@@ -5,9 +5,11 @@ import { stat } from 'node:fs/promises';
 import type { Command } from 'commander';
 import { InvalidArgumentError, escapeJsonText, escapeLine, quotePath } from '@agentfense/protocol/core';
 import type { AuditEvent } from '@agentfense/protocol';
+import type { AuditQuery } from '../../sandboxes/audit-log.js';
 import { followLog, readNewLines } from '../../sandboxes/log-file.js';
 import { addDataOption, withControlPlane } from '../control-options.js';
 import type { DataFlags } from '../control-options.js';
+import { formatNetworkAudit } from '../network-format.js';
 import { formatTable, printJson } from '../io.js';
 import type { CliContext } from '../io.js';
 import { untilSignal } from '../signals.js';
@@ -106,11 +108,21 @@ export function registerLogs(program: Command, { io }: CliContext): void {
     .option('--denied', 'only denials')
     .option('--allowed', 'only allowed accesses')
     .option('--limit <n>', 'the most recent n events', '1000')
+    .option(
+      '--network',
+      "the network's records instead: connections (name, address, rule, bytes) and refused DNS",
+    )
     .option('--json', 'print a JSON array of events')
     .action(
       async (
         id: string,
-        flags: DataFlags & { denied?: boolean; allowed?: boolean; limit: string; json?: boolean },
+        flags: DataFlags & {
+          denied?: boolean;
+          allowed?: boolean;
+          limit: string;
+          json?: boolean;
+          network?: boolean;
+        },
       ) => {
         if (flags.denied === true && flags.allowed === true) {
           throw new InvalidArgumentError('give either --denied or --allowed, not both');
@@ -123,7 +135,15 @@ export function registerLogs(program: Command, { io }: CliContext): void {
         }
         const decision = flags.denied === true ? 'deny' : flags.allowed === true ? 'allow' : undefined;
         await withControlPlane(flags, async (plane) => {
-          const events = await plane.audit(id, { limit, ...(decision === undefined ? {} : { decision }) });
+          const query: AuditQuery = { limit, ...(decision === undefined ? {} : { decision }) };
+          if (flags.network === true) {
+            const records = await plane.audit(id, { ...query, kind: 'network' });
+            if (flags.json === true) printJson(io, records);
+            else if (records.length === 0) io.stderr.write(`agentfense: no network records for ${id}\n`);
+            else io.stdout.write(`${formatNetworkAudit(records)}\n`);
+            return;
+          }
+          const events = await plane.audit(id, query);
           if (flags.json === true) printJson(io, events);
           else if (events.length === 0) io.stderr.write(`agentfense: no audit events for ${id}\n`);
           else io.stdout.write(`${formatAudit(events)}\n`);

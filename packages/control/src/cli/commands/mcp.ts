@@ -7,37 +7,40 @@ import { InvalidArgumentError } from '@agentfense/protocol/core';
 import { addDataOption } from '../control-options.js';
 import type { DataFlags } from '../control-options.js';
 import type { CliContext } from '../io.js';
+import { addNetworkOptions, networkFromFlags } from '../network-options.js';
+import type { NetworkFlags } from '../network-options.js';
 import { addPolicyOptions, policyFromFlags } from '../policy-options.js';
 import type { PolicyFlags } from '../policy-options.js';
 import { untilSignal } from '../signals.js';
 
-interface McpFlags extends PolicyFlags, DataFlags {
+interface McpFlags extends PolicyFlags, DataFlags, NetworkFlags {
   readonly runtime?: string;
   readonly image?: string;
-  readonly network?: boolean;
   readonly allowCommit?: boolean;
   readonly keep?: boolean;
 }
 
 /** Registers `mcp` on the program. */
 export function registerMcp(program: Command, { io, result }: CliContext): void {
-  addDataOption(
-    addPolicyOptions(
-      program
-        .command('mcp')
-        .description(
-          'serve an MCP server on stdio with one sandbox over <dir> (tools: run, shell, read_file, write_file, list_files, explain, changes)',
-        )
-        .argument('<dir>', 'the codebase directory, seen as /workspace (used in place, nothing copied)'),
+  addNetworkOptions(
+    addDataOption(
+      addPolicyOptions(
+        program
+          .command('mcp')
+          .description(
+            'serve an MCP server on stdio with one sandbox over <dir> (tools: run, shell, read_file, write_file, list_files, explain, changes)',
+          )
+          .argument('<dir>', 'the codebase directory, seen as /workspace (used in place, nothing copied)'),
+      ),
     ),
   )
     .option('--runtime <name>', 'bwrap (default) or docker')
     .option('--image <image>', 'container image (docker runtime; default agentfense/base:latest)')
-    .option('--network', 'give the sandbox network access (off by default: loopback only)')
     .option('--allow-commit', 'offer the commit and discard tools (changes can reach <dir>)')
     .option('--keep', 'at exit keep the sandbox (stopped, with its changes, logs and audit) and print its id')
     .action(async (dir: string, flags: McpFlags) => {
       const rules = await policyFromFlags(flags);
+      const network = await networkFromFlags(flags);
       const path = resolve(dir);
       const info = await stat(path).catch(() => null);
       if (info === null || !info.isDirectory()) {
@@ -55,7 +58,7 @@ export function registerMcp(program: Command, { io, result }: CliContext): void 
           stderr: io.stderr,
           ...(flags.runtime === undefined ? {} : { runtime: flags.runtime }),
           ...(flags.image === undefined ? {} : { image: flags.image }),
-          ...(flags.network === undefined ? {} : { network: flags.network }),
+          ...(network === undefined ? {} : { network }),
           ...(flags.data === undefined ? {} : { dataDir: flags.data }),
         });
         io.stderr.write(`agentfense: MCP server stopped (${reason})\n`);

@@ -2,6 +2,7 @@
 // nothing copied), with its output streamed live and its exit status passed through (contract §7).
 // Afterwards --diff prints the change set, --commit applies it to <dir>; the sandbox is destroyed unless
 // --keep (then `agentfense logs|audit|sandbox inspect <id>` work on it later).
+import type { NetworkPolicyInput } from '@agentfense/network';
 import { constants as osConstants } from 'node:os';
 import { isAbsolute, resolve } from 'node:path';
 import type { Command } from 'commander';
@@ -20,6 +21,8 @@ import { MAX_STDIN_BYTES, stdinTooLarge } from '../stdin-limit.js';
 import { armWatchdog } from '../watchdog.js';
 import type { Watchdog } from '../watchdog.js';
 import { parseEnvPairs, parseLabels, parseSeconds } from '../parse.js';
+import { addNetworkOptions, networkFromFlags } from '../network-options.js';
+import type { NetworkFlags } from '../network-options.js';
 import { addPolicyOptions, policyFromFlags } from '../policy-options.js';
 import type { PolicyFlags } from '../policy-options.js';
 import { addResourceOptions, resourcesFromFlags } from '../resource-options.js';
@@ -30,10 +33,9 @@ export const EXIT_TIMEOUT = 124;
 /** Status when the command succeeded but --commit found conflicts (nothing conflicting was written). */
 export const EXIT_CONFLICT = 3;
 
-interface RunFlags extends PolicyFlags, DataFlags, ResourceFlags {
+interface RunFlags extends PolicyFlags, DataFlags, ResourceFlags, NetworkFlags {
   readonly runtime?: string;
   readonly image?: string;
-  readonly network?: boolean;
   readonly timeout?: string;
   readonly env: string[];
   readonly label: string[];
@@ -92,24 +94,25 @@ function exitStatusOf(result: ExecResult): number {
 
 /** Registers `run` on the program. */
 export function registerRun(program: Command, { io, result, mode }: CliContext): void {
-  addResourceOptions(
-    addDataOption(
-      addPolicyOptions(
-        program
-          .command('run')
-          .description("run one command in a fresh sandbox over <dir>; exits with the command's status")
-          .argument('<dir>', 'the codebase directory, seen as /workspace (used in place, nothing copied)')
-          .argument(
-            '<command...>',
-            'the command and its arguments (after --); use `sh -c "..."` for a shell line',
-          )
-          .usage('<dir> [options] -- <command...>'),
+  addNetworkOptions(
+    addResourceOptions(
+      addDataOption(
+        addPolicyOptions(
+          program
+            .command('run')
+            .description("run one command in a fresh sandbox over <dir>; exits with the command's status")
+            .argument('<dir>', 'the codebase directory, seen as /workspace (used in place, nothing copied)')
+            .argument(
+              '<command...>',
+              'the command and its arguments (after --); use `sh -c "..."` for a shell line',
+            )
+            .usage('<dir> [options] -- <command...>'),
+        ),
       ),
     ),
   )
     .option('--runtime <name>', 'bwrap (default) or docker')
     .option('--image <image>', 'container image (docker runtime; default agentfense/base:latest)')
-    .option('--network', 'give the sandbox network access (off by default: loopback only)')
     .option('--timeout <seconds>', 'kill the command and everything it started after this long (status 124)')
     .option('--env <K=V>', 'environment variable for the command (repeatable)', collect, [])
     .option('--label <k=v>', 'label stored on the sandbox (repeatable)', collect, [])
@@ -130,6 +133,7 @@ export function registerRun(program: Command, { io, result, mode }: CliContext):
       const { helper } = mode;
       const cwd = helper?.cwd ?? workingDirectory([dir, flags.rules]);
       const rules = await policyFromFlags(flags, { cwd });
+      const network = await networkFromFlags(flags, { cwd });
       const env = parseEnvPairs(flags.env);
       const labels = parseLabels(flags.label);
       const timeoutMs =
@@ -171,6 +175,7 @@ export function registerRun(program: Command, { io, result, mode }: CliContext):
         outcome = await runInSandbox(helper?.plane ?? (plane as ControlPlane), {
           dir: resolve(cwd, dir),
           rules,
+          network,
           command,
           env,
           labels,
@@ -238,6 +243,7 @@ export function registerRun(program: Command, { io, result, mode }: CliContext):
 interface RunRequest {
   readonly dir: string;
   readonly rules: readonly unknown[];
+  readonly network: NetworkPolicyInput | undefined;
   readonly command: readonly string[];
   readonly env: Record<string, string>;
   readonly labels: Record<string, string>;
@@ -272,7 +278,7 @@ function sandboxOptions(request: RunRequest): Omit<CreateSandboxOptions, 'codeba
   const { flags } = request;
   return {
     rules: request.rules,
-    network: flags.network === true,
+    ...(request.network === undefined ? {} : { network: request.network }),
     resources: resourcesFromFlags(flags),
     // Marks a sandbox nobody will ask for again: if this process dies before removing it, recovery and
     // `agentfense gc` remove it (a --keep sandbox is the user's and stays).

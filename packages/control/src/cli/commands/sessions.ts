@@ -10,6 +10,8 @@ import type { DataFlags } from '../control-options.js';
 import { printJson, formatTable } from '../io.js';
 import type { CliContext, CliIo, CliResult } from '../io.js';
 import { parseEnvPairs, parseSeconds } from '../parse.js';
+import { addNetworkOptions, networkFromFlags } from '../network-options.js';
+import type { NetworkFlags } from '../network-options.js';
 import { addPolicyOptions, policyFromFlags } from '../policy-options.js';
 import type { PolicyFlags } from '../policy-options.js';
 import type { SessionShell } from '../../sessions/script.js';
@@ -192,34 +194,39 @@ export function registerSessions(program: Command, { io, result }: CliContext): 
     }
   });
 
-  addDataOption(
-    addServerOptions(
-      addPolicyOptions(
-        program
-          .command('shell')
-          .description(
-            'an interactive shell: in a fresh sandbox over <dir>, or in a sandbox `agentfense serve` runs',
-          )
-          .argument(
-            '<target>',
-            'a directory (local sandbox, destroyed at exit) or a sandbox id (sb_…, via the server)',
-          ),
+  addNetworkOptions(
+    addDataOption(
+      addServerOptions(
+        addPolicyOptions(
+          program
+            .command('shell')
+            .description(
+              'an interactive shell: in a fresh sandbox over <dir>, or in a sandbox `agentfense serve` runs',
+            )
+            .argument(
+              '<target>',
+              'a directory (local sandbox, destroyed at exit) or a sandbox id (sb_…, via the server)',
+            ),
+        ),
       ),
     ),
   )
     .option('--shell <path>', '/bin/sh (default) or /bin/bash')
-    .option('--network', 'local sandbox: give it network access')
     .action(
       async (
         target: string,
-        flags: PolicyFlags & ServerFlags & DataFlags & { shell?: string; network?: boolean },
+        flags: PolicyFlags & ServerFlags & DataFlags & NetworkFlags & { shell?: string },
       ) => {
         // The session validates the shell and names the allowed ones.
         const shell = flags.shell === undefined ? {} : { shell: flags.shell as SessionShell };
         if (target.startsWith('sb_')) {
-          if (flags.preset !== undefined || flags.rules !== undefined || flags.network === true) {
+          if (
+            flags.preset !== undefined ||
+            flags.rules !== undefined ||
+            (await networkFromFlags(flags)) !== undefined
+          ) {
             throw new InvalidArgumentError(
-              '--preset, --rules and --network apply to a local directory, not to a running sandbox',
+              '--preset, --rules and the network options apply to a local directory, not to a running sandbox',
             );
           }
           const client = await ServerClient.fromFlags(flags);
@@ -237,10 +244,11 @@ export function registerSessions(program: Command, { io, result }: CliContext): 
           throw new InvalidArgumentError(`${target} is neither a directory nor a sandbox id (sb_…)`);
         }
         const rules = await policyFromFlags(flags);
+        const network = await networkFromFlags(flags);
         const { Sandbox } = await import('../../library/sandbox.js');
         const sb = await Sandbox.fromLocal(target, {
           rules,
-          network: flags.network === true,
+          ...(network === undefined ? {} : { network }),
           ...(flags.data === undefined ? {} : { dataDir: flags.data }),
         });
         try {
