@@ -17,7 +17,9 @@ export const DNS_PORT = 53;
 export const PROXY_URL = `http://127.0.0.1:${PROXY_PORT}`;
 
 /** Every destination outside the namespace's own loopback is local (so it reaches the NAT hook). */
-const ROUTES = ['link set lo up', 'route add local 0.0.0.0/0 dev lo', 'route add local ::/0 dev lo'];
+const ROUTES = ['link set lo up', 'route add local 0.0.0.0/0 dev lo'];
+/** The same for IPv6, where the namespace has it (Docker turns IPv6 off in `--network none` containers). */
+const ROUTES_V6 = 'route add local ::/0 dev lo\n';
 
 // Redirect (NAT, before routing the reply) keeps the original destination in conntrack, where the
 // listener reads it (SO_ORIGINAL_DST). The filter then refuses anything not redirected and not to the
@@ -61,6 +63,9 @@ export async function setUpSandboxNetns(path: string, options: { create: boolean
     } else {
       await withInput('nsenter', [`--net=${path}`, '--', 'ip', '-batch', '-'], ROUTES.join('\n') + '\n');
     }
+    await withInput('nsenter', [`--net=${path}`, '--', 'ip', '-batch', '-'], ROUTES_V6).catch(
+      () => undefined,
+    );
     await withInput('nsenter', [`--net=${path}`, '--', 'nft', '-f', '-'], RULESET);
   } catch (err) {
     await removeSandboxNetns(path);

@@ -51,7 +51,15 @@ export class PolicyPoint {
         [4, '127.0.0.1'],
         [6, '::1'],
       ] as const) {
-        this.#listen(open(family, 'tcp', address, PROXY_PORT), (s) => this.#proxyConnection(s));
+        let proxy: number;
+        try {
+          proxy = open(family, 'tcp', address, PROXY_PORT);
+        } catch (err) {
+          // A namespace without IPv6 (Docker's) has no [::1]: nothing can be dialled over IPv6 there.
+          if (family === 6) continue;
+          throw err;
+        }
+        this.#listen(proxy, (s) => this.#proxyConnection(s));
         this.#listen(open(family, 'tcp', address, DNS_PORT), (s) => this.#dnsOverTcp(s));
         this.#dnsUdp(open(family, 'udp', address, DNS_PORT), family);
       }

@@ -1,0 +1,148 @@
+// The network policy as a user relies on it (bwrap): what the rules allow works through the proxy
+// variables (curl, Python, git) and without them (Node's fetch, a raw socket), each connection is in
+// the audit trail with its rule and byte counts, a live change closes what it no longer allows, and the
+// CLI's options and `explain --host` say the same. Test hosts: test/helpers/test-net.ts.
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { execa } from 'execa';
+import { describe, expect, it } from 'vitest';
+import { useNetworkFixture } from '../helpers/network-fixture.js';
+import { TEST_ADDRESSES } from '../helpers/test-net.js';
+
+const BIN = join(import.meta.dirname, '../../packages/control/bin/agentfense.js');
+const ALLOW_PUB = { mode: 'allow', rules: [{ action: 'allow', host: 'pub.test' }] } as const;
+
+describe('network policy', () => {
+  const fx = useNetworkFixture();
+
+  it('reaches an allowed name through the proxy variables: curl (HTTP and HTTPS), Python, git', async () => {
+    const sb = await fx().sandbox(ALLOW_PUB);
+    const r = await sb.run(
+      [
+        'curl -s -m 5 http://pub.test/a',
+        'curl -s -m 5 -k https://pub.test/b',
+        `python3 -c "import urllib.request; print(urllib.request.urlopen('http://pub.test/c', timeout=5).read().decode().strip())"`,
+        'git ls-remote http://pub.test/repo.git >/dev/null 2>&1; echo "git $?"',
+      ].join('; '),
+    );
+    expect(r.out.split('\n')).toEqual([
+      'hello from pub.test',
+      'tls hello from pub.test',
+      'hello from pub.test',
+      expect.stringMatching(/^git \d+$/),
+      '',
+    ]);
+    // git asked the server (it got a 404 there: no repository, but the request went through the proxy).
+    expect(fx().net.httpSeen).toContain('GET pub.test /repo.git/info/refs?service=git-upload-pack');
+    const records = await fx().cp.audit(sb.id, { kind: 'network' });
+    expect(records.filter((e) => e.via === 'proxy' && e.decision === 'allow').length).toBeGreaterThanOrEqual(
+      4,
+    );
+  });
+
+  it('polices programs that ignore the proxy variables: Node fetch and a raw socket', async () => {
+    const sb = await fx().sandbox(ALLOW_PUB);
+    const r = await sb.run(
+      [
+        `node -e "fetch('http://pub.test/d').then(async (r) => console.log(r.status, (await r.text()).trim()))"`,
+        `node -e "fetch('http://evil.test/').then((r) => console.log(r.status)).catch((e) => console.log('refused', e.cause.code))"`,
+        `python3 -c "
+import socket
+s = socket.create_connection(('pub.test', 7), 5); s.sendall(b'ping'); print(s.recv(4).decode())"`,
+      ].join('; '),
+    );
+    expect(r.out.split('\n')).toEqual(['200 hello from pub.test', 'refused ENOTFOUND', 'ping', '']);
+    const records = await fx().cp.audit(sb.id, { kind: 'network' });
+    const echo = records.find((e) => e.port === 7);
+    expect(echo).toMatchObject({ decision: 'allow', rule: 0, name: 'pub.test', via: 'transparent' });
+    expect(echo?.bytesUp).toBe(4);
+    expect(echo?.bytesDown).toBe(4);
+  });
+
+  it('mode open reaches a public-range address, not a private one', async () => {
+    const sb = await fx().sandbox(true);
+    const r = await sb.run(
+      `curl -s -m 5 http://pub.test/; curl -s -m 5 -o /dev/null -w "%{http_code}" --noproxy '*' http://${TEST_ADDRESSES.private}/; echo " $?"`,
+    );
+    expect(r.out).toMatch(/^hello from pub.test\n(000 \d+|403 0)\n$/);
+  });
+
+  it('a live policy change closes a connection the new policy refuses', async () => {
+    const sb = await fx().sandbox(ALLOW_PUB);
+    const held = sb.run(
+      `python3 -c "
+import socket, time
+s = socket.create_connection(('pub.test', 7), 5); s.settimeout(2)
+for i in range(200):
+    try:
+        s.sendall(b'x')
+        if s.recv(1) != b'x': break
+    except OSError:
+        break
+    time.sleep(0.05)
+print('ended after', i)"`,
+      60_000,
+    );
+    await sleep(1_000);
+    await fx().cp.setNetwork(sb.id, { mode: 'allow', rules: [{ action: 'allow', host: 'other.test' }] });
+    const r = await held;
+    expect(Number(r.out.trim().split(' ').at(-1))).toBeLessThan(150);
+    const closed = await fx().cp.audit(sb.id, { kind: 'network', decision: 'deny' });
+    expect(closed.some((e) => e.port === 7 && /closed by a policy change/.test(e.reason))).toBe(true);
+    expect(fx().cp.getSandbox(sb.id).networkPolicy.rules).toEqual([{ action: 'allow', host: 'other.test' }]);
+  });
+
+  it('the CLI: run with --allow-host, audit --network, explain --host', async () => {
+    const env = { ...process.env, AGENTFENSE_NETWORK_HOSTS: fx().net.hostsFile, AGENTFENSE_RUN_HELPER: '0' };
+    const data = await mkdtemp(join(tmpdir(), 'af-net-cli-'));
+    try {
+      const ran = await execa(
+        'node',
+        [
+          BIN,
+          'run',
+          fx().dirs.repo,
+          '--data',
+          data,
+          '--allow-host',
+          'pub.test:80',
+          '--keep',
+          '--',
+          'sh',
+          '-c',
+          'curl -s -m 5 http://pub.test/; curl -s -m 5 -k https://pub.test/; echo "https $?"',
+        ],
+        { env, reject: false },
+      );
+      expect(ran.stdout).toContain('hello from pub.test');
+      // curl reports a refused CONNECT (403) as exit status 56.
+      expect(ran.stdout).toContain('https 56');
+      const id = /kept sandbox (sb_\S+)/.exec(ran.stderr)?.[1] ?? '';
+      const audit = await execa('node', [BIN, 'audit', id, '--network', '--data', data, '--json'], { env });
+      const records = JSON.parse(audit.stdout) as { path: string; decision: string }[];
+      expect(records.map((e) => `${e.decision} ${e.path}`)).toEqual(
+        expect.arrayContaining(['allow pub.test:80', 'deny pub.test:443']),
+      );
+      await execa('node', [BIN, 'sandbox', 'destroy', id, '--data', data], { env });
+    } finally {
+      await rm(data, { recursive: true, force: true });
+    }
+    const explained = await execa('node', [
+      BIN,
+      'explain',
+      '--host',
+      'api.openai.com',
+      '--host',
+      'evil.example:443',
+      '--network-preset',
+      'model-apis',
+      '--json',
+    ]);
+    expect(JSON.parse(explained.stdout)).toMatchObject([
+      { host: 'api.openai.com', port: 443, decision: { allowed: true }, resolves: true },
+      { host: 'evil.example', port: 443, decision: { allowed: false }, resolves: false },
+    ]);
+  });
+});
