@@ -5,13 +5,14 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { execa } from 'execa';
 import { describe, expect, it } from 'vitest';
 import { useNetworkFixture } from '../helpers/network-fixture.js';
 import { TEST_ADDRESSES } from '../helpers/test-net.js';
 
-const BIN = join(import.meta.dirname, '../../packages/control/bin/agentfense.js');
+const BIN = fileURLToPath(new URL('../../packages/control/bin/agentfense.js', import.meta.url));
 const ALLOW_PUB = { mode: 'allow', rules: [{ action: 'allow', host: 'pub.test' }] } as const;
 
 describe('network policy', () => {
