@@ -31,15 +31,16 @@ function describe(err: unknown, path: string): Error {
 }
 
 /**
- * Opens the directory `root/segments...` component by component without following symlinks; with
- * `create`, missing directories are made (mode 0755). The caller closes the returned handle.
+ * Opens the directory `segments...` below the open `root` (roots.ts) component by component without
+ * following symlinks; with `create`, missing directories are made (mode 0755). The caller closes both.
  */
 export async function openDirChain(
-  root: string,
+  root: FileHandle,
   segments: readonly string[],
   options: { create?: boolean } = {},
 ): Promise<FileHandle> {
-  let dir = await open(root, O_RDONLY | O_DIRECTORY);
+  // A handle of our own on the root: the magic link re-opens exactly the directory `root` holds.
+  let dir = await open(`/proc/self/fd/${root.fd}`, O_RDONLY | O_DIRECTORY);
   try {
     for (let i = 0; i < segments.length; i++) {
       const name = segments[i] as string;

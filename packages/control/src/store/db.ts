@@ -69,6 +69,11 @@ export const MIGRATIONS: readonly { readonly version: number; readonly sql: stri
     version: 3,
     sql: 'ALTER TABLE sandboxes ADD COLUMN image TEXT',
   },
+  {
+    // A linked codebase's directory identity, "<dev>:<ino>" (null: recorded on first use).
+    version: 4,
+    sql: 'ALTER TABLE codebases ADD COLUMN host_identity TEXT',
+  },
 ];
 
 /** How long a writer waits for another process's transaction before failing (ms). */
