@@ -9,7 +9,7 @@ import { lstat, mkdir, open, readdir, rename, unlink } from 'node:fs/promises';
 import type { FileHandle } from 'node:fs/promises';
 import { InvalidArgumentError, NotFoundError } from '@agentfense/protocol';
 
-const { O_RDONLY, O_DIRECTORY, O_NOFOLLOW, O_WRONLY, O_CREAT, O_EXCL } = constants;
+const { O_RDONLY, O_DIRECTORY, O_NOFOLLOW, O_NONBLOCK, O_WRONLY, O_CREAT, O_EXCL } = constants;
 
 /** `name` inside the directory open as `dir`, as a path the kernel resolves through the fd. */
 export function at(dir: FileHandle, name: string): string {
@@ -65,20 +65,39 @@ export async function openDirChain(
   }
 }
 
-/** Opens `name` in `dir` for reading, refusing a symlink; the file must be a regular file. */
+/**
+ * Opens `name` in `dir` for reading, refusing a symlink; the file must be a regular file. O_NONBLOCK:
+ * opening a FIFO for reading otherwise waits for a writer, holding one of libuv's four I/O threads (five
+ * downloads of a FIFO stall every file operation of the process). The type is checked on the opened
+ * descriptor, so a name swapped after a check cannot slip through; O_NONBLOCK means nothing to a
+ * regular file's reads.
+ */
 export async function openFileIn(dir: FileHandle, name: string, shown: string): Promise<FileHandle> {
   let file: FileHandle;
   try {
-    file = await open(at(dir, name), O_RDONLY | O_NOFOLLOW);
+    file = await open(at(dir, name), O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
   } catch (err) {
     throw describe(err, shown);
   }
   const st = await file.stat();
   if (!st.isFile()) {
     await file.close();
-    throw new InvalidArgumentError(`${shown} is not a regular file`);
+    const hint = st.isDirectory() ? ': list it instead' : ': only regular files can be downloaded';
+    throw new InvalidArgumentError(`${shown} is ${kindOf(st)}, not a regular file${hint}`, {
+      details: { path: shown, type: kindOf(st) },
+    });
   }
   return file;
+}
+
+/** What a file is, for error messages. */
+export function kindOf(st: Stats): string {
+  if (st.isDirectory()) return 'a directory';
+  if (st.isFIFO()) return 'a FIFO (named pipe)';
+  if (st.isSocket()) return 'a socket';
+  if (st.isCharacterDevice() || st.isBlockDevice()) return 'a device';
+  if (st.isSymbolicLink()) return 'a symlink';
+  return 'a special file';
 }
 
 /** Creates a fresh temporary file in `dir` (never an existing name, never through a symlink). */
