@@ -5,7 +5,7 @@ import { realpath, rm } from 'node:fs/promises';
 import { basename } from 'node:path';
 import type { Readable } from 'node:stream';
 import type { Logger } from 'pino';
-import { InvalidArgumentError, WrongStateError } from '@agentfense/protocol';
+import { CancelledError, InvalidArgumentError, WrongStateError } from '@agentfense/protocol';
 import type { DirIdentity } from '@agentfense/protocol';
 import { identityOf, openPinnedDir } from '@agentfense/fuse-worker';
 import { newId, validateId } from '../ids.js';
@@ -36,6 +36,13 @@ export const DEFAULT_MAX_UPLOAD_BYTES = 1024 ** 3;
 
 /** What an upload's content may be: bytes, a string, or a stream / async iterable of chunks. */
 export type UploadSource = Uint8Array | string | AsyncIterable<Uint8Array | string>;
+
+export interface UploadOptions {
+  /** Cap on this file (bytes), at most the service's own. */
+  readonly maxBytes?: number;
+  /** Aborted (the client went away): nothing is written, even if the content seemed complete. */
+  readonly signal?: AbortSignal;
+}
 
 export interface CodebaseServiceOptions {
   readonly db: Db;
@@ -154,13 +161,15 @@ export class CodebaseService {
 
   /**
    * Writes one file of a stored codebase from bytes or a stream, creating parent directories. The file
-   * appears atomically (temp file + rename in its directory); no component of the path may be a symlink.
+   * appears atomically: the content goes to a temporary file in the same directory, is fsynced and
+   * renamed over the name only when the source ended normally and `signal` is not aborted; any failure
+   * or cancellation removes the temporary file and leaves the old file. No component may be a symlink.
    */
   async upload(
     id: string,
     path: string,
     source: UploadSource,
-    options: { maxBytes?: number } = {},
+    options: UploadOptions = {},
   ): Promise<FileEntry> {
     const row = this.#store.get(validateId('codebase', id));
     const segments = splitCodebasePath(path);
@@ -191,7 +200,11 @@ export class CodebaseService {
           }
           await temp.file.write(chunk);
         }
+        await temp.file.sync();
         await temp.file.close();
+        if (options.signal?.aborted === true) {
+          throw new CancelledError(`the upload of ${path} was cancelled by the client; nothing was written`);
+        }
         await renameIn(dir, tempName, name);
       } catch (err) {
         await temp.file.close().catch(() => undefined);
