@@ -9,6 +9,7 @@ import { readdir } from 'node:fs/promises';
 import { request } from 'node:http';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { waitFor } from '../control/fixtures.js';
 import { status, uploadMessages } from '../grpc/client.js';
 import type { GrpcClient } from '../grpc/client.js';
 import { startGrpcServer } from '../grpc/serve.js';
@@ -25,9 +26,15 @@ async function download(grpc: GrpcClient, codebaseId: string, path: string): Pro
   return Buffer.concat(messages.map((m: { data: Buffer }) => m.data)).toString();
 }
 
-/** Names in a stored codebase's directory on disk, temporary files included. */
-async function onDisk(dataDir: string, codebaseId: string): Promise<string[]> {
-  return (await readdir(join(dataDir, 'codebases', codebaseId, 'files'))).sort();
+/**
+ * Names in a stored codebase's directory on disk once no upload is in progress there: the server handles
+ * each cancelled or dropped upload on its own time, so the last ones may still hold a temporary file.
+ */
+function settledOnDisk(dataDir: string, codebaseId: string): Promise<string[]> {
+  return waitFor('the cancelled uploads to settle', async () => {
+    const names = (await readdir(join(dataDir, 'codebases', codebaseId, 'files'))).sort();
+    return names.some((name) => name.startsWith('.agentfense-upload-')) ? undefined : names;
+  });
 }
 
 /** A PUT that declares `declared` bytes, sends `sent` of them, then drops the connection. */
@@ -68,6 +75,7 @@ describe('uploads that end half-way over an existing file', () => {
     }
     expect(await grpc.cancelUpload(partial)).toBe(status.CANCELLED);
 
+    expect(await settledOnDisk(served.served.dataDir, cb)).toEqual(['a.txt']);
     expect(await download(grpc, cb, 'a.txt')).toBe(ORIGINAL.toString());
     const listed = (await grpc.unary('codebase', 'ListFiles', {
       codebase_id: cb,
@@ -75,7 +83,6 @@ describe('uploads that end half-way over an existing file', () => {
       recursive: true,
     })) as { files: { path: string }[] };
     expect(listed.files.map((f) => f.path)).toEqual(['a.txt']);
-    expect(await onDisk(served.served.dataDir, cb)).toEqual(['a.txt']);
   });
 
   it('HTTP: a PUT whose connection drops half-way leaves the old file and no debris', async () => {
@@ -90,7 +97,7 @@ describe('uploads that end half-way over an existing file', () => {
     }
     expect((await api('PUT', `/v1/codebases/${cb}/files/b.txt`, 'b\n')).status).toBe(200);
 
+    expect(await settledOnDisk(served.dataDir, cb)).toEqual(['a.txt', 'b.txt']);
     expect((await api('GET', `/v1/codebases/${cb}/files/a.txt`)).text).toBe(ORIGINAL.toString());
-    expect(await onDisk(served.dataDir, cb)).toEqual(['a.txt', 'b.txt']);
   });
 });
