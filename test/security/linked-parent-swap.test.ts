@@ -4,12 +4,22 @@
 // (device, inode) from the link; the control plane and the worker open its path without following a
 // symlink in any component (fuse-worker host/pinned-dir.ts) and refuse another directory.
 import { mkdir, readdir, rename, rm, stat, symlink, writeFile } from 'node:fs/promises';
+import { createRequire } from 'node:module';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ControlPlane } from '@agentfense/control';
 import type { PermissionRule } from '@agentfense/protocol';
 import { spawnWorker } from '@agentfense/fuse-worker';
 import { assertCleanAndRemove, makeDirs } from '../control/fixtures.js';
+
+// The metadata database, opened with the control package's own driver (the test package has none).
+const Database = createRequire(fileURLToPath(import.meta.resolve('@agentfense/control/package.json')))(
+  'better-sqlite3',
+) as new (file: string) => {
+  prepare(sql: string): { run(...args: unknown[]): unknown };
+  close(): void;
+};
 import type { TestDirs } from '../control/fixtures.js';
 
 const WRITE_ALL: PermissionRule[] = [{ pattern: '**', permission: 'write' }];
@@ -76,6 +86,19 @@ describe('a linked directory reached through a swapped parent', () => {
     await expect(start).rejects.toThrow(/is not the directory that was linked.*Link the directory again/);
     await tryToCommitInto(id);
     expect(await readdir(linked)).toEqual([]);
+  });
+
+  it('a record linked before identities were kept gets one on its first use, then holds to it', async () => {
+    const { id: codebaseId } = await cp.linkCodebase({ path: linked });
+    const db = new Database(join(dirs.dataDir, 'agentfense.db'));
+    db.prepare('UPDATE codebases SET host_identity = NULL WHERE id = ?').run(codebaseId);
+    db.close();
+    const { id } = await cp.createSandbox({ codebaseId, rules: WRITE_ALL });
+    await cp.startSandbox(id); // the first use: the directory found now is recorded
+    await cp.stopSandbox(id);
+    await rename(linked, `${linked}.moved`);
+    await mkdir(linked);
+    await expect(cp.startSandbox(id)).rejects.toThrow(/is not the directory that was linked/);
   });
 
   it('the worker itself refuses both (the control plane checks first, but a swap can land in between)', async () => {
