@@ -1,7 +1,7 @@
 // Codebases (contract §6): stored ones live under the data directory and take streamed uploads; linked ones
 // are a user's directory used in place (nothing copied). Metadata is in the database.
 import { randomUUID } from 'node:crypto';
-import { realpath, rm } from 'node:fs/promises';
+import { realpath, rm, stat } from 'node:fs/promises';
 import { basename } from 'node:path';
 import type { Readable } from 'node:stream';
 import type { Logger } from 'pino';
@@ -107,6 +107,9 @@ export class CodebaseService {
       throw new InvalidArgumentError(`cannot link ${options.path}: ${(err as Error).message}`, {
         cause: err,
       });
+    }
+    if (!(await stat(hostPath)).isDirectory()) {
+      throw new InvalidArgumentError(`cannot link ${options.path}: not a directory`);
     }
     if (hostPath === '/' || hostPath.startsWith(this.#layout.root + '/') || hostPath === this.#layout.root) {
       throw new InvalidArgumentError(`cannot link ${hostPath}: it is / or inside the data directory`);
