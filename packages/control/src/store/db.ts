@@ -71,7 +71,7 @@ export const MIGRATIONS: readonly { readonly version: number; readonly sql: stri
   },
   {
     // A linked codebase's directory identity, "<dev>:<ino>" (null: recorded on first use).
-    version: 4,
+    version: 5,
     sql: 'ALTER TABLE codebases ADD COLUMN host_identity TEXT',
   },
 ];
