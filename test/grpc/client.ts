@@ -26,6 +26,11 @@ export interface GrpcClient {
   stream(service: 'sandbox' | 'codebase', method: string, request: Message): Promise<StreamResult>;
   /** UploadFiles with these messages in order. */
   upload(messages: readonly Message[]): Promise<Message>;
+  /**
+   * UploadFiles that sends these messages, then cancels the call instead of ending it (as a client that
+   * gives up does); resolves with the status code the client saw.
+   */
+  cancelUpload(messages: readonly Message[]): Promise<number>;
   close(): void;
 }
 
@@ -91,6 +96,16 @@ export function grpcClient(target: string, token?: string): GrpcClient {
         ) as grpc.ClientWritableStream<Message>;
         for (const m of messages) call.write(m);
         call.end();
+      }),
+    cancelUpload: (messages) =>
+      new Promise((resolve) => {
+        const call = method('codebase', 'UploadFiles')(metadata(), (err: grpc.ServiceError | null) =>
+          resolve(err === null ? grpc.status.OK : err.code),
+        ) as grpc.ClientWritableStream<Message>;
+        // Cancelled once every message was handed to the connection: the server gets them, then the reset.
+        let pending = messages.length;
+        if (pending === 0) call.cancel();
+        for (const m of messages) call.write(m, () => (--pending === 0 ? call.cancel() : undefined));
       }),
     close: () => {
       clients.sandbox.close();

@@ -15,7 +15,7 @@ import type {
 import { InvalidArgumentError } from '@agentfense/protocol';
 import type { NetworkAuditEvent, NetworkOptions, NetworkPolicyInput } from '@agentfense/network';
 import { CodebaseService } from './codebases/service.js';
-import type { UploadSource } from './codebases/service.js';
+import type { UploadOptions, UploadSource } from './codebases/service.js';
 import type { CodebaseInfo, FileEntry } from './codebases/types.js';
 import { validateId } from './ids.js';
 import { createControlLogger } from './logger.js';
@@ -243,12 +243,7 @@ export class ControlPlane implements AsyncDisposable {
     const internal = new Set(this.#store.codebasesWithLabel(SPARE_LABEL));
     return this.codebases.list().filter((c) => !internal.has(c.id));
   }
-  uploadFile(
-    id: string,
-    path: string,
-    source: UploadSource,
-    options?: { maxBytes?: number },
-  ): Promise<FileEntry> {
+  uploadFile(id: string, path: string, source: UploadSource, options?: UploadOptions): Promise<FileEntry> {
     return this.codebases.upload(id, path, source, options);
   }
   listFiles(id: string, options?: { path?: string; recursive?: boolean }): Promise<FileEntry[]> {

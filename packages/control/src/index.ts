@@ -72,7 +72,7 @@ export type { ExecChunk } from './library/exec-stream.js';
 export { AgentFense, ControlPlane, DEFAULT_REAP_INTERVAL_MS } from './control-plane.js';
 export type { ControlPlaneOptions } from './control-plane.js';
 export { CodebaseService, DEFAULT_MAX_UPLOAD_BYTES } from './codebases/service.js';
-export type { UploadSource } from './codebases/service.js';
+export type { UploadOptions, UploadSource } from './codebases/service.js';
 export type { CodebaseInfo, CodebaseKind, FileEntry } from './codebases/types.js';
 export { SandboxManager } from './sandboxes/manager.js';
 export type { GcOptions, GcReport } from './sandboxes/gc.js';

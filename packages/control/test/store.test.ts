@@ -90,6 +90,7 @@ describe('metadata database', () => {
       owner_id: null,
       kind: 'stored',
       host_path: null,
+      host_identity: null,
       file_count: 0,
       size_bytes: 0,
       created_at: 1,

@@ -13,3 +13,5 @@ export type { SpawnWorkerOptions, WorkerExit } from './handle.js';
 export { abortFuseConnection, clearFuseMount, fuseMountsAt, isFuseMounted, listMounts } from './mounts.js';
 export type { MountInfo } from './mounts.js';
 export { removeTree } from './host/walk.js';
+export { identityOf, openPinnedDir } from './host/pinned-dir.js';
+export type { PinnedDirOptions } from './host/pinned-dir.js';

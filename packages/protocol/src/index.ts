@@ -146,6 +146,7 @@ export {
   serveWorkerApi,
 } from './wire/worker-api.js';
 export type {
+  DirIdentity,
   Empty,
   MountParams,
   OpStats,

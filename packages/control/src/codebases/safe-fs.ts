@@ -9,7 +9,7 @@ import { lstat, mkdir, open, readdir, rename, unlink } from 'node:fs/promises';
 import type { FileHandle } from 'node:fs/promises';
 import { InvalidArgumentError, NotFoundError } from '@agentfense/protocol';
 
-const { O_RDONLY, O_DIRECTORY, O_NOFOLLOW, O_WRONLY, O_CREAT, O_EXCL } = constants;
+const { O_RDONLY, O_DIRECTORY, O_NOFOLLOW, O_NONBLOCK, O_WRONLY, O_CREAT, O_EXCL } = constants;
 
 /** `name` inside the directory open as `dir`, as a path the kernel resolves through the fd. */
 export function at(dir: FileHandle, name: string): string {
@@ -31,15 +31,16 @@ function describe(err: unknown, path: string): Error {
 }
 
 /**
- * Opens the directory `root/segments...` component by component without following symlinks; with
- * `create`, missing directories are made (mode 0755). The caller closes the returned handle.
+ * Opens the directory `segments...` below the open `root` (roots.ts) component by component without
+ * following symlinks; with `create`, missing directories are made (mode 0755). The caller closes both.
  */
 export async function openDirChain(
-  root: string,
+  root: FileHandle,
   segments: readonly string[],
   options: { create?: boolean } = {},
 ): Promise<FileHandle> {
-  let dir = await open(root, O_RDONLY | O_DIRECTORY);
+  // A handle of our own on the root: the magic link re-opens exactly the directory `root` holds.
+  let dir = await open(`/proc/self/fd/${root.fd}`, O_RDONLY | O_DIRECTORY);
   try {
     for (let i = 0; i < segments.length; i++) {
       const name = segments[i] as string;
@@ -64,20 +65,39 @@ export async function openDirChain(
   }
 }
 
-/** Opens `name` in `dir` for reading, refusing a symlink; the file must be a regular file. */
+/**
+ * Opens `name` in `dir` for reading, refusing a symlink; the file must be a regular file. O_NONBLOCK:
+ * opening a FIFO for reading otherwise waits for a writer, holding one of libuv's four I/O threads (five
+ * downloads of a FIFO stall every file operation of the process). The type is checked on the opened
+ * descriptor, so a name swapped after a check cannot slip through; O_NONBLOCK means nothing to a
+ * regular file's reads.
+ */
 export async function openFileIn(dir: FileHandle, name: string, shown: string): Promise<FileHandle> {
   let file: FileHandle;
   try {
-    file = await open(at(dir, name), O_RDONLY | O_NOFOLLOW);
+    file = await open(at(dir, name), O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
   } catch (err) {
     throw describe(err, shown);
   }
   const st = await file.stat();
   if (!st.isFile()) {
     await file.close();
-    throw new InvalidArgumentError(`${shown} is not a regular file`);
+    const hint = st.isDirectory() ? ': list it instead' : ': only regular files can be downloaded';
+    throw new InvalidArgumentError(`${shown} is ${kindOf(st)}, not a regular file${hint}`, {
+      details: { path: shown, type: kindOf(st) },
+    });
   }
   return file;
+}
+
+/** What a file is, for error messages. */
+export function kindOf(st: Stats): string {
+  if (st.isDirectory()) return 'a directory';
+  if (st.isFIFO()) return 'a FIFO (named pipe)';
+  if (st.isSocket()) return 'a socket';
+  if (st.isCharacterDevice() || st.isBlockDevice()) return 'a device';
+  if (st.isSymbolicLink()) return 'a symlink';
+  return 'a special file';
 }
 
 /** Creates a fresh temporary file in `dir` (never an existing name, never through a symlink). */

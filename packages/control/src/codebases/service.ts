@@ -5,11 +5,13 @@ import { realpath, rm, stat } from 'node:fs/promises';
 import { basename } from 'node:path';
 import type { Readable } from 'node:stream';
 import type { Logger } from 'pino';
-import { InvalidArgumentError, NotFoundError, WrongStateError } from '@agentfense/protocol';
+import { CancelledError, InvalidArgumentError, WrongStateError } from '@agentfense/protocol';
+import type { DirIdentity } from '@agentfense/protocol';
+import { identityOf, openPinnedDir } from '@agentfense/fuse-worker';
 import { newId, validateId } from '../ids.js';
 import { ensurePrivateDir } from '../paths.js';
 import type { DataLayout } from '../paths.js';
-import { CodebaseStore, codebaseInfo } from '../store/codebases.js';
+import { CodebaseStore, codebaseInfo, formatIdentity } from '../store/codebases.js';
 import type { CodebaseRow } from '../store/codebases.js';
 import type { Db } from '../store/db.js';
 import type { SandboxStore } from '../store/sandboxes.js';
@@ -24,6 +26,8 @@ import {
   renameIn,
   unlinkIn,
 } from './safe-fs.js';
+import { openCodebaseRoot } from './roots.js';
+import type { OpenedRoot } from './roots.js';
 import type { CodebaseInfo, FileEntry } from './types.js';
 import { splitCodebasePath } from './upload-path.js';
 
@@ -32,6 +36,13 @@ export const DEFAULT_MAX_UPLOAD_BYTES = 1024 ** 3;
 
 /** What an upload's content may be: bytes, a string, or a stream / async iterable of chunks. */
 export type UploadSource = Uint8Array | string | AsyncIterable<Uint8Array | string>;
+
+export interface UploadOptions {
+  /** Cap on this file (bytes), at most the service's own. */
+  readonly maxBytes?: number;
+  /** Aborted (the client went away): nothing is written, even if the content seemed complete. */
+  readonly signal?: AbortSignal;
+}
 
 export interface CodebaseServiceOptions {
   readonly db: Db;
@@ -70,6 +81,7 @@ export class CodebaseService {
       owner_id: options.ownerId ?? null,
       kind: 'stored',
       host_path: null,
+      host_identity: null,
       file_count: 0,
       size_bytes: 0,
       created_at: now,
@@ -80,7 +92,10 @@ export class CodebaseService {
     return this.#info(row);
   }
 
-  /** Registers an existing host directory as a codebase used in place (its real path is recorded). */
+  /**
+   * Registers an existing host directory as a codebase used in place: its real path and its identity
+   * (device, inode) are recorded, and every later host-side open must find that same directory there.
+   */
   async link(options: { path: string; name?: string; ownerId?: string | null }): Promise<CodebaseInfo> {
     if (typeof options.path !== 'string' || options.path === '' || options.path.includes('\0')) {
       throw new InvalidArgumentError('a linked codebase needs a directory path');
@@ -99,6 +114,7 @@ export class CodebaseService {
     if (hostPath === '/' || hostPath.startsWith(this.#layout.root + '/') || hostPath === this.#layout.root) {
       throw new InvalidArgumentError(`cannot link ${hostPath}: it is / or inside the data directory`);
     }
+    const identity = await linkedIdentity(options.path, hostPath);
     const id = newId('codebase');
     const now = Date.now();
     const row: CodebaseRow = {
@@ -107,6 +123,7 @@ export class CodebaseService {
       owner_id: options.ownerId ?? null,
       kind: 'linked',
       host_path: hostPath,
+      host_identity: formatIdentity(identity),
       file_count: null,
       size_bytes: null,
       created_at: now,
@@ -125,32 +142,37 @@ export class CodebaseService {
     return this.#store.list().map((row) => this.#info(row));
   }
 
-  /** The directory a sandbox mounts as its lower layer. */
-  lowerDir(id: string): string {
-    return this.get(id).path;
+  /**
+   * The directory a sandbox mounts as its lower layer and the identity the worker must find there,
+   * checked now (a linked directory may have been removed, replaced or reached through a symlink since).
+   */
+  async lowerForMount(id: string): Promise<{ path: string; identity: DirIdentity | undefined }> {
+    const root = await this.#openRoot(id);
+    await root.handle.close();
+    return { path: root.path, identity: root.identity };
   }
 
-  /** lowerDir(), checked to exist as a directory (a linked directory may have been removed since). */
-  async existingLowerDir(id: string): Promise<string> {
-    const dir = this.lowerDir(id);
-    const st = await stat(dir).catch(() => undefined);
-    if (st?.isDirectory() !== true) {
-      throw new NotFoundError(`the directory of codebase ${id} (${dir}) does not exist any more`, {
-        details: { id, path: dir },
-      });
-    }
-    return dir;
+  /** Opens a codebase's root (roots.ts: a linked one pinned to the directory that was linked). */
+  #openRoot(id: string): Promise<OpenedRoot> {
+    const row = this.#store.get(validateId('codebase', id));
+    return openCodebaseRoot(row, {
+      store: this.#store,
+      logger: this.#logger,
+      storedPath: this.#layout.codebaseFiles(row.id),
+    });
   }
 
   /**
    * Writes one file of a stored codebase from bytes or a stream, creating parent directories. The file
-   * appears atomically (temp file + rename in its directory); no component of the path may be a symlink.
+   * appears atomically: the content goes to a temporary file in the same directory, is fsynced and
+   * renamed over the name only when the source ended normally and `signal` is not aborted; any failure
+   * or cancellation removes the temporary file and leaves the old file. No component may be a symlink.
    */
   async upload(
     id: string,
     path: string,
     source: UploadSource,
-    options: { maxBytes?: number } = {},
+    options: UploadOptions = {},
   ): Promise<FileEntry> {
     const row = this.#store.get(validateId('codebase', id));
     const segments = splitCodebasePath(path);
@@ -161,7 +183,10 @@ export class CodebaseService {
     }
     const maxBytes = Math.min(options.maxBytes ?? this.#maxUploadBytes, this.#maxUploadBytes);
     const name = segments.at(-1) as string;
-    const dir = await openDirChain(this.#layout.codebaseFiles(id), segments.slice(0, -1), { create: true });
+    const root = await this.#openRoot(id);
+    const dir = await openDirChain(root.handle, segments.slice(0, -1), { create: true }).finally(() =>
+      root.handle.close(),
+    );
     try {
       const existing = await lstatIn(dir, name);
       if (existing?.isDirectory() === true) throw new InvalidArgumentError(`${path} is a directory`);
@@ -178,7 +203,11 @@ export class CodebaseService {
           }
           await temp.file.write(chunk);
         }
+        await temp.file.sync();
         await temp.file.close();
+        if (options.signal?.aborted === true) {
+          throw new CancelledError(`the upload of ${path} was cancelled by the client; nothing was written`);
+        }
         await renameIn(dir, tempName, name);
       } catch (err) {
         await temp.file.close().catch(() => undefined);
@@ -197,7 +226,6 @@ export class CodebaseService {
 
   /** Lists a directory of the codebase (`path` '' is the root), recursively when asked. Symlinks are listed, never followed. */
   async listFiles(id: string, options: { path?: string; recursive?: boolean } = {}): Promise<FileEntry[]> {
-    const root = this.lowerDir(validateId('codebase', id));
     const segments = splitCodebasePath(options.path ?? '', { allowRoot: true });
     const out: FileEntry[] = [];
     const walk = async (dir: Awaited<ReturnType<typeof openDirChain>>, prefix: string): Promise<void> => {
@@ -217,7 +245,8 @@ export class CodebaseService {
         }
       }
     };
-    const dir = await openDirChain(root, segments);
+    const root = await this.#openRoot(id);
+    const dir = await openDirChain(root.handle, segments).finally(() => root.handle.close());
     try {
       await walk(dir, segments.join('/'));
     } finally {
@@ -228,9 +257,9 @@ export class CodebaseService {
 
   /** A stream of one file's content (the file must be a regular file reached without symlinks). */
   async download(id: string, path: string): Promise<{ stream: Readable; size: number }> {
-    const root = this.lowerDir(validateId('codebase', id));
     const segments = splitCodebasePath(path);
-    const dir = await openDirChain(root, segments.slice(0, -1));
+    const root = await this.#openRoot(id);
+    const dir = await openDirChain(root.handle, segments.slice(0, -1)).finally(() => root.handle.close());
     try {
       const file = await openFileIn(dir, segments.at(-1) as string, path);
       const { size } = await file.stat();
@@ -256,6 +285,18 @@ export class CodebaseService {
 
   #info(row: CodebaseRow): CodebaseInfo {
     return codebaseInfo(row, this.#layout.codebaseFiles(row.id));
+  }
+}
+
+/** The identity of the directory at `hostPath` (a real path: no symlink may be on the way by now). */
+async function linkedIdentity(given: string, hostPath: string): Promise<DirIdentity> {
+  const handle = await openPinnedDir(hostPath, { label: 'the directory' }).catch((err: unknown) => {
+    throw new InvalidArgumentError(`cannot link ${given}: ${(err as Error).message}`, { cause: err });
+  });
+  try {
+    return await identityOf(handle);
+  } finally {
+    await handle.close();
   }
 }
 

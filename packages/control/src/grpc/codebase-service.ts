@@ -3,7 +3,7 @@
 import { createHash } from 'node:crypto';
 import { once } from 'node:events';
 import type { ServerReadableStream } from '@grpc/grpc-js';
-import { InvalidArgumentError } from '@agentfense/protocol';
+import { CancelledError, InvalidArgumentError } from '@agentfense/protocol';
 import type { HttpBackend as Backend } from '../http/backend.js';
 import { codebasePath, codebaseToProto, fileToProto, optional, requestId } from './convert.js';
 import type {
@@ -43,7 +43,7 @@ export function codebaseService(backend: Backend, context: HandlerContext): Code
       await backend.deleteCodebase(requestId('codebase', 'codebase_id', req.codebaseId));
       return {};
     }),
-    uploadFiles: clientStream(context, 'UploadFiles', (call) => upload(backend, call)),
+    uploadFiles: clientStream(context, 'UploadFiles', (call, signal) => upload(backend, call, signal)),
     downloadFile: serverStream(context, 'DownloadFile', async (req, signal, call) => {
       const id = requestId('codebase', 'codebase_id', req.codebaseId);
       if (req.filePath === '') throw new InvalidArgumentError('file_path is required');
@@ -72,12 +72,13 @@ export function codebaseService(backend: Backend, context: HandlerContext): Code
 
 /**
  * One file from a client stream. The first message must be the metadata; the data chunks that follow go
- * straight to the backend's atomic upload (temp file + rename), so a stream that breaks the rules or
- * fails half-way leaves the codebase as it was.
+ * straight to the backend's atomic upload (temp file + rename), so a stream that breaks the rules, fails
+ * half-way or is cancelled by the client leaves the codebase as it was.
  */
 async function upload(
   backend: Backend,
   call: ServerReadableStream<UploadChunk, UploadResult>,
+  signal: AbortSignal,
 ): Promise<UploadResult> {
   const messages = call[Symbol.asyncIterator]() as AsyncIterator<UploadChunk>;
   const first = await messages.next();
@@ -105,6 +106,13 @@ async function upload(
       size += content.value.length;
       yield content.value;
     }
+    // A client's cancel (RST_STREAM) first ends the message stream as a normal end would, and grpc-js
+    // reports the cancel only from the stream's close, a few ticks later: let those run before
+    // taking the end for a complete upload (the backend checks the signal again before the rename).
+    await new Promise((done) => setImmediate(done));
+    if (signal.aborted) {
+      throw new CancelledError(`the upload of ${meta.filePath} was cancelled; nothing was written`);
+    }
     // The declared size is optional (0); when given, a short or long stream is a broken upload.
     if (meta.totalSize > 0 && meta.totalSize !== size) {
       throw new InvalidArgumentError(
@@ -112,6 +120,6 @@ async function upload(
       );
     }
   }
-  await backend.uploadFile(id, path, data());
+  await backend.uploadFile(id, path, data(), { signal });
   return { codebaseId: id, filePath: meta.filePath, size, checksum: md5.digest('hex') };
 }

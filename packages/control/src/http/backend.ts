@@ -40,7 +40,13 @@ export interface HttpBackend {
   getCodebase(id: string): MaybePromise<CodebaseInfo>;
   listCodebases(options: ListCodebasesOptions): MaybePromise<Page<CodebaseInfo>>;
   deleteCodebase(id: string): Promise<void>;
-  uploadFile(id: string, path: string, source: AsyncIterable<Uint8Array>): Promise<FileEntry>;
+  /** Writes one file atomically; an aborted `signal` (the client went away) leaves the old file. */
+  uploadFile(
+    id: string,
+    path: string,
+    source: AsyncIterable<Uint8Array>,
+    options?: { signal?: AbortSignal },
+  ): Promise<FileEntry>;
   listFiles(id: string, options: { path?: string; recursive?: boolean }): Promise<FileEntry[]>;
   downloadFile(id: string, path: string): Promise<{ stream: Readable; size: number }>;
 
@@ -103,7 +109,7 @@ export function controlPlaneBackend(
     getCodebase: (id) => plane.getCodebase(id),
     listCodebases: (options) => pageCodebases(plane.listCodebases(), options),
     deleteCodebase: (id) => plane.deleteCodebase(id),
-    uploadFile: (id, path, source) => plane.uploadFile(id, path, source),
+    uploadFile: (id, path, source, options) => plane.uploadFile(id, path, source, options),
     listFiles: (id, options) => plane.listFiles(id, options),
     downloadFile: (id, path) => plane.downloadFile(id, path),
 

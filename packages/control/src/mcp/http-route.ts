@@ -1,11 +1,14 @@
 // The `/mcp` route of the HTTP server: MCP's streamable HTTP transport, behind the same bearer token as
 // the rest of the API. This file stays free of the MCP SDK; the session handling (and the SDK with it) is
 // imported on the first request to /mcp, so a server nobody asks for MCP never loads it.
+import type { IncomingMessage } from 'node:http';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import type { HttpBackend } from '../http/backend.js';
+import { toHttpError } from '../http/errors.js';
 import { ErrorBody } from '../http/schemas.js';
 import type { McpHttpSessions, McpSessionQuery } from './http-sessions.js';
+import { MCP_MAX_MESSAGE_BYTES, tooLargeMessage } from './message-limit.js';
 
 const QUERY = {
   type: 'object',
@@ -20,6 +23,28 @@ const QUERY = {
   },
   additionalProperties: true,
 } as const;
+
+/** Bytes of a refused body read and dropped before the connection is closed instead. */
+const MAX_DRAIN_BYTES = 8 * MCP_MAX_MESSAGE_BYTES;
+
+/**
+ * Calls `then` once the rest of a refused body is read and dropped: a client (fetch) still sending its
+ * body when the answer comes and the connection closes sees only a failed request, not the answer. A body
+ * that goes on past MAX_DRAIN_BYTES gets its connection closed.
+ */
+function afterBody(raw: IncomingMessage, then: () => void): void {
+  if (raw.complete) {
+    then();
+    return;
+  }
+  let drained = 0;
+  raw.on('data', (chunk: Buffer) => {
+    drained += chunk.length;
+    if (drained > MAX_DRAIN_BYTES) raw.socket.destroy();
+  });
+  raw.once('end', then);
+  raw.resume();
+}
 
 /** Registers GET/POST/DELETE /mcp; open sessions are closed (their sandboxes destroyed) when the app closes. */
 export function registerMcpRoute(
@@ -61,6 +86,23 @@ export function registerMcpRoute(
         },
       },
       config: { doc: {} },
+      // One message at most MCP_MAX_MESSAGE_BYTES, as on stdio; a larger one gets a JSON-RPC error (below),
+      // not the REST error shape, and the session it was sent on lives on.
+      bodyLimit: MCP_MAX_MESSAGE_BYTES,
+      errorHandler: (error, request, reply) => {
+        if ((error as { code?: string }).code !== 'FST_ERR_CTP_BODY_TOO_LARGE') {
+          const { status, body } = toHttpError(error);
+          void reply.status(status).send(body);
+          return;
+        }
+        request.log.info({ limit: MCP_MAX_MESSAGE_BYTES }, 'MCP request over the size limit refused');
+        afterBody(request.raw, () => {
+          void reply
+            .status(413)
+            .header('content-type', 'application/json')
+            .send({ jsonrpc: '2.0', id: null, error: { code: -32600, message: tooLargeMessage() } });
+        });
+      },
       handler: async (request, reply) => {
         const handler = await load();
         // The SDK's transport writes the response itself (JSON or an SSE stream).

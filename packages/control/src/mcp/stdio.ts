@@ -5,10 +5,10 @@
 import type { NetworkPolicyInput } from '@agentfense/network';
 import type { Readable, Writable } from 'node:stream';
 import type { PermissionRule } from '@agentfense/protocol';
-import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import { ControlPlane } from '../control-plane.js';
 import { controlPlaneBackend } from '../http/backend.js';
 import { createSandboxMcpServer } from './server.js';
+import { LimitedStdioServerTransport } from './stdio-transport.js';
 
 export interface McpStdioOptions {
   readonly dir: string;
@@ -68,7 +68,8 @@ export async function serveMcpStdio(options: McpStdioOptions): Promise<string> {
       { backend: controlPlaneBackend(plane), sandboxId, allowCommit: options.allowCommit },
       { logger: plane.logger.child({ component: 'mcp', sandboxId }) },
     );
-    const transport = new StdioServerTransport(stdin, stdout);
+    // Not the SDK's transport: it closes (and so ends the sandbox) on a message over 10 MiB.
+    const transport = new LimitedStdioServerTransport({ stdin, stdout });
     const transportClosed = new Promise<string>(
       (done) => (transport.onclose = () => done('transport closed')),
     );

@@ -3,7 +3,7 @@
 import { netnsPathOf, removeSandboxNetns } from '@agentfense/network';
 import type { Logger } from 'pino';
 import { clearFuseMount } from '@agentfense/fuse-worker';
-import type { MountParams, RuntimeTraits } from '@agentfense/protocol';
+import type { DirIdentity, MountParams, RuntimeTraits } from '@agentfense/protocol';
 import { ensurePrivateDir } from '../paths.js';
 import type { SandboxPaths } from '../paths.js';
 import type { SandboxRow } from '../store/sandboxes.js';
@@ -74,18 +74,23 @@ export class SandboxMounts {
 }
 
 /**
- * The worker's mount of a stored sandbox. `traits` is the runtime that will use the mount (null: only the
- * control plane reads it, through a temporary worker).
+ * The worker's mount of a stored sandbox. `lower` is the codebase directory and the identity the worker
+ * must find there (CodebaseService.lowerForMount); `traits` is the runtime that will use the mount (null:
+ * only the control plane reads it, through a temporary worker).
  */
 export function mountParams(
   row: SandboxRow,
   paths: SandboxPaths,
-  options: { readonly lowerDir: string; readonly traits: RuntimeTraits | null },
+  options: {
+    readonly lower: { readonly path: string; readonly identity: DirIdentity | undefined };
+    readonly traits: RuntimeTraits | null;
+  },
 ): MountParams {
-  const { traits } = options;
+  const { traits, lower } = options;
   const { diskBytes } = row.resources;
   return {
-    lowerDir: options.lowerDir,
+    lowerDir: lower.path,
+    ...(lower.identity === undefined ? {} : { lowerIdentity: lower.identity }),
     deltaDir: paths.delta,
     mountpoint: paths.workspace,
     rules: row.rules,

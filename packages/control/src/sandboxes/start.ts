@@ -67,12 +67,12 @@ export async function startSandbox(deps: StartDeps, row: SandboxRow, hooks: Star
     const { traits } = runtime;
     await deps.mounts.prepare(paths, { runtimeName: row.runtime, sharedBind: true });
     const t1 = performance.now();
-    const lowerDir = await deps.codebases.existingLowerDir(row.codebase_id);
+    const lower = await deps.codebases.lowerForMount(row.codebase_id);
     let tWorker = t1;
     let tRuntime = t1;
     const supervising = WorkerSupervisor.start({
       sandboxId: id,
-      mount: mountParams(row, paths, { lowerDir, traits }),
+      mount: mountParams(row, paths, { lower, traits }),
       logFile: paths.workerLog,
       logger: log,
       supervision: deps.supervision,

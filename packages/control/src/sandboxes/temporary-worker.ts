@@ -30,9 +30,10 @@ export async function onTemporaryWorker<M extends WorkerMethod>(
   try {
     // No runtime will see this mount: no shared bind, and the mount's owner is the worker's own.
     await deps.mounts.prepare(paths, { runtimeName: row.runtime, sharedBind: false });
+    const lower = await deps.codebases.lowerForMount(row.codebase_id);
     worker = await spawnAndMount({
       sandboxId: id,
-      mount: mountParams(row, paths, { lowerDir: deps.codebases.lowerDir(row.codebase_id), traits: null }),
+      mount: mountParams(row, paths, { lower, traits: null }),
       logFile: paths.workerLog,
       onWorker: (pid) =>
         deps.store.update(id, { worker_pid: pid, worker_start: processStartTime(pid) ?? null }),

@@ -1,6 +1,7 @@
 // Codebase rows: prepared statements over the `codebases` table.
 import type { Statement } from 'better-sqlite3';
 import { NotFoundError } from '@agentfense/protocol';
+import type { DirIdentity } from '@agentfense/protocol';
 import type { CodebaseInfo, CodebaseKind } from '../codebases/types.js';
 import type { Db } from './db.js';
 
@@ -11,6 +12,8 @@ export interface CodebaseRow {
   readonly owner_id: string | null;
   readonly kind: CodebaseKind;
   readonly host_path: string | null;
+  /** A linked directory's (device, inode) when linked, "<dev>:<ino>"; null for older records. */
+  readonly host_identity: string | null;
   readonly file_count: number | null;
   readonly size_bytes: number | null;
   readonly created_at: number;
@@ -23,11 +26,14 @@ export class CodebaseStore {
   readonly #list: Statement<[], CodebaseRow>;
   readonly #delete: Statement<[string]>;
   readonly #addFile: Statement;
+  readonly #setIdentity: Statement<[string | null, string]>;
 
   constructor(db: Db) {
     this.#insert = db.prepare(
-      `INSERT INTO codebases (id, name, owner_id, kind, host_path, file_count, size_bytes, created_at, updated_at)
-       VALUES (@id, @name, @owner_id, @kind, @host_path, @file_count, @size_bytes, @created_at, @updated_at)`,
+      `INSERT INTO codebases (id, name, owner_id, kind, host_path, host_identity, file_count, size_bytes,
+         created_at, updated_at)
+       VALUES (@id, @name, @owner_id, @kind, @host_path, @host_identity, @file_count, @size_bytes,
+         @created_at, @updated_at)`,
     );
     this.#get = db.prepare('SELECT * FROM codebases WHERE id = ?');
     this.#list = db.prepare('SELECT * FROM codebases ORDER BY created_at, id');
@@ -35,6 +41,9 @@ export class CodebaseStore {
     this.#addFile = db.prepare(
       `UPDATE codebases SET file_count = file_count + @files, size_bytes = size_bytes + @bytes,
        updated_at = @now WHERE id = @id`,
+    );
+    this.#setIdentity = db.prepare(
+      'UPDATE codebases SET host_identity = ? WHERE id = ? AND host_identity IS NULL',
     );
   }
 
@@ -62,10 +71,26 @@ export class CodebaseStore {
     this.#delete.run(id);
   }
 
+  /** Records a linked directory's identity on a record that has none yet (older records). */
+  recordIdentity(id: string, identity: DirIdentity): void {
+    this.#setIdentity.run(formatIdentity(identity), id);
+  }
+
   /** Adjusts the file count and total size after an upload (deltas may be negative). */
   addFiles(id: string, files: number, bytes: number): void {
     this.#addFile.run({ id, files, bytes, now: Date.now() });
   }
+}
+
+/** "<dev>:<ino>", the stored form of a directory identity. */
+export function formatIdentity(identity: DirIdentity): string {
+  return `${identity.dev}:${identity.ino}`;
+}
+
+/** The identity stored on a row, or undefined when none was recorded. */
+export function parseIdentity(stored: string | null): DirIdentity | undefined {
+  const match = stored === null ? null : /^(\d+):(\d+)$/.exec(stored);
+  return match === null ? undefined : { dev: match[1] as string, ino: match[2] as string };
 }
 
 /** The public form of a row; `path` is where its files are. */

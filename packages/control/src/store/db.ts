@@ -75,6 +75,11 @@ export const MIGRATIONS: readonly { readonly version: number; readonly sql: stri
     version: 4,
     sql: 'ALTER TABLE sandboxes ADD COLUMN network_policy TEXT',
   },
+  {
+    // A linked codebase's directory identity, "<dev>:<ino>" (null: recorded on first use).
+    version: 5,
+    sql: 'ALTER TABLE codebases ADD COLUMN host_identity TEXT',
+  },
 ];
 
 /** How long a writer waits for another process's transaction before failing (ms). */

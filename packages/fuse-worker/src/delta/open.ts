@@ -1,7 +1,10 @@
 // Opening a delta directory: its layout (upper/, work/, meta/), the cleanup of interrupted copy-ups, the
 // journal replay, and the disk quota's background recount.
+import { AgentFenseError } from '@agentfense/protocol';
+
 import { asFsError } from '../errors.js';
 import { HostDir } from '../host/host-dir.js';
+import { openPinnedDir } from '../host/pinned-dir.js';
 import type { DeltaContext } from './context.js';
 import { COMPACT_AFTER_RECORDS, MetaJournal } from './journal.js';
 import { DiskQuota } from './quota.js';
@@ -20,8 +23,11 @@ export async function openDelta(options: DeltaOpenOptions): Promise<OpenedDelta>
   const logger = options.logger ?? NO_LOG;
   const opened: HostDir[] = [];
   try {
+    // The codebase: no symlink in any component of its path, and the directory that was linked.
+    const lowerRoot = await openPinnedDir(options.lowerDir, { identity: options.lowerIdentity });
     const lower = await HostDir.open({
       path: options.lowerDir,
+      root: lowerRoot,
       cacheMaxAgeMs: options.lowerCacheMaxAgeMs ?? 2000,
     });
     opened.push(lower);
@@ -50,6 +56,8 @@ export async function openDelta(options: DeltaOpenOptions): Promise<OpenedDelta>
     return { ctx, hostDirs: opened };
   } catch (err) {
     for (const dir of opened) await dir.close();
+    // A refused codebase directory keeps its own kind and message (pinned-dir.ts) across the wire.
+    if (err instanceof AgentFenseError) throw err;
     throw asFsError(err, 'opening the delta');
   }
 }

@@ -1,7 +1,7 @@
 // Public types of the delta layer (what the FUSE handlers receive and pass).
 import type { BigIntStats } from 'node:fs';
 
-import type { CommitMode, CommitNote, CommitResult } from '@agentfense/protocol';
+import type { CommitMode, CommitNote, CommitResult, DirIdentity } from '@agentfense/protocol';
 
 import type { HostEntryType } from '../host/host-dir.js';
 
@@ -70,8 +70,10 @@ export interface DeltaLogger {
 }
 
 export interface DeltaOpenOptions {
-  /** The codebase: read-only except through commit. */
+  /** The codebase: read-only except through commit; opened without following any symlink. */
   readonly lowerDir: string;
+  /** The codebase directory's identity when it was linked: another directory there is refused. */
+  readonly lowerIdentity?: DirIdentity | undefined;
   /** This sandbox's delta directory (created if missing; its parent must exist). */
   readonly deltaDir: string;
   readonly logger?: DeltaLogger;

@@ -1,5 +1,5 @@
 // A root directory opened once, and every filesystem operation below it without following any symlink.
-import type { BigIntStats } from 'node:fs';
+import type { BigIntStats, Stats } from 'node:fs';
 import { constants, lstatSync, openSync } from 'node:fs';
 import fsp from 'node:fs/promises';
 import type { FileHandle } from 'node:fs/promises';
@@ -36,6 +36,8 @@ const SUBDIR_COUNTING_FS = new Set([0xef53, 0x58465342, 0x01021994]);
 export interface HostDirOptions {
   /** Absolute path of the root. Its own last component must not be a symlink (it is trusted config). */
   readonly path: string;
+  /** The root already opened (a codebase: pinned-dir.ts, no symlink in any component); else `path` is. */
+  readonly root?: FileHandle;
   /** Directory fds kept open (default 256). */
   readonly cacheCapacity?: number;
   /** Re-open cached directory fds older than this (default Infinity; see DirFdCache). */
@@ -82,7 +84,7 @@ export class HostDir {
 
   /** Opens `options.path` as a root (O_DIRECTORY|O_NOFOLLOW on its last component). */
   static async open(options: HostDirOptions): Promise<HostDir> {
-    const root = await fsp.open(options.path, WALK_DIR_FLAGS);
+    const root = options.root ?? (await fsp.open(options.path, WALK_DIR_FLAGS));
     let fsType: number;
     try {
       // Through the fd's magic link: exactly the filesystem of the directory opened, whatever the path
@@ -485,12 +487,9 @@ export class HostDir {
   }
 }
 
-function direntType(entry: {
-  isFile(): boolean;
-  isDirectory(): boolean;
-  isSymbolicLink(): boolean;
-  isFIFO(): boolean;
-}): HostEntryType {
+function direntType(
+  entry: Pick<Stats, 'isFile' | 'isDirectory' | 'isSymbolicLink' | 'isFIFO'>,
+): HostEntryType {
   if (entry.isFile()) return 'file';
   if (entry.isDirectory()) return 'directory';
   if (entry.isSymbolicLink()) return 'symlink';

@@ -204,6 +204,7 @@ export class WorkerService {
       const ownerGid = params.ownerGid ?? process.getgid?.() ?? 0;
       const delta = await Delta.open({
         lowerDir: params.lowerDir,
+        lowerIdentity: params.lowerIdentity,
         deltaDir: params.deltaDir,
         logger: this.#logger,
         ...(params.diskQuotaBytes === undefined ? {} : { diskQuotaBytes: params.diskQuotaBytes }),

@@ -70,10 +70,21 @@ export interface FuseConnStats {
   readonly disabled: readonly string[];
 }
 
+/** A directory's (device, inode), as decimal strings: 64-bit values cross msgpack and JSON intact. */
+export interface DirIdentity {
+  readonly dev: string;
+  readonly ino: string;
+}
+
 /** What a worker mounts: the codebase (lower), this sandbox's delta, where, and with which rules. */
 export interface MountParams {
-  /** The codebase directory (read-only lower layer). */
+  /**
+   * The codebase directory (read-only lower layer): an absolute path the worker opens without following
+   * a symlink in any component.
+   */
   readonly lowerDir: string;
+  /** The identity `lowerDir` had when it was linked: a different directory there is refused. */
+  readonly lowerIdentity?: DirIdentity;
   /** This sandbox's delta directory (created if missing). */
   readonly deltaDir: string;
   /** An existing empty directory to mount on. */
@@ -245,6 +256,7 @@ export const WORKER_METHOD_GUARDS: {
   mount: {
     params: g.shape({
       lowerDir: g.string,
+      lowerIdentity: g.optional(g.shape({ dev: g.string, ino: g.string })),
       deltaDir: g.string,
       mountpoint: g.string,
       rules: g.arrayOf(permissionRule),

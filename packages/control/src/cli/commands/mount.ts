@@ -1,7 +1,7 @@
 // `agentfense mount <dir> <mountpoint>`: serves the permission view of a directory in the foreground until
 // SIGINT/SIGTERM, which unmount cleanly (contract §7). Useful to look at what an agent would see, or to hand
 // the view to another tool. Without --delta, changes go to a temporary delta removed at exit.
-import { mkdtemp, readdir, rm, stat } from 'node:fs/promises';
+import { mkdtemp, readdir, realpath, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { Command } from 'commander';
@@ -77,6 +77,8 @@ export function registerMount(program: Command, { io, result }: CliContext): voi
       const rules = await policyFromFlags(flags);
       const diskQuotaBytes = flags.disk === undefined ? undefined : parseByteSize(flags.disk, '--disk');
       await requireDir(lowerDir, 'codebase directory');
+      // The worker walks the codebase's path without following any symlink: give it the real one.
+      const realLower = await realpath(lowerDir);
       await requireDir(target, 'mountpoint');
       if (await isFuseMounted(target)) throw new InvalidArgumentError(`${target} is already a FUSE mount`);
       if ((await readdir(target)).length > 0)
@@ -95,7 +97,7 @@ export function registerMount(program: Command, { io, result }: CliContext): voi
           });
         }
         await worker.mount({
-          lowerDir,
+          lowerDir: realLower,
           deltaDir,
           mountpoint: target,
           rules,

@@ -165,7 +165,13 @@ export function registerCodebaseRoutes(
           return tooLarge(reply, path, options.maxUploadBytes);
         }
         try {
-          return fileToWire(await backend.uploadFile(id, path, req.raw));
+          // The body stream fails when the client goes away mid-body; the signal also covers a
+          // connection closed before the answer, once the body seemed complete.
+          const gone = new AbortController();
+          reply.raw.once('close', () => {
+            if (!reply.raw.writableFinished) gone.abort();
+          });
+          return fileToWire(await backend.uploadFile(id, path, req.raw, { signal: gone.signal }));
         } catch (err) {
           // The control plane's own cap, found while streaming a body sent without a length.
           const maxBytes = err instanceof InvalidArgumentError ? err.details?.maxBytes : undefined;
