@@ -8,10 +8,10 @@ export async function removeSandboxFiles(options: {
   readonly dir: string;
   readonly id: string;
   readonly trash: SandboxTrash;
-  readonly keepDelta: boolean;
+  readonly keepDelta?: boolean | undefined;
 }): Promise<void> {
   const { dir } = options;
-  if (options.keepDelta) {
+  if (options.keepDelta === true) {
     for (const name of await readdir(dir).catch(() => [] as string[])) {
       if (name !== 'delta') await removeTree(`${dir}/${name}`);
     }

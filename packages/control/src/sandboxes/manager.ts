@@ -57,6 +57,9 @@ import type {
 
 export type { SandboxManagerOptions } from './manager-options.js';
 
+/** The file decisions or the network's records. */
+type AuditRecords = AuditEvent[] | NetworkAuditEvent[];
+
 export class SandboxManager {
   readonly #layout: DataLayout;
   readonly #store: SandboxStore;
@@ -116,15 +119,6 @@ export class SandboxManager {
       defaultRuntime: options.defaultRuntime ?? 'bwrap',
       defaultResources: checkResources({ ...DEFAULT_RESOURCES, ...options.defaultResources }),
     };
-    this.#policies = new PolicyChanges({
-      locks: this.#locks,
-      store: this.#store,
-      live: this.#live,
-      owner: this.#owner,
-      logger: this.#logger,
-      presets: options.presets,
-      info: (id) => this.get(id),
-    });
     this.#recovery = {
       store: this.#store,
       owner: this.#owner,
@@ -132,6 +126,13 @@ export class SandboxManager {
       logger: this.#logger,
       destroy: (id) => this.destroy(id),
     };
+    // The recovery's store, ownership, locks and logger are the ones policy changes go through too.
+    this.#policies = new PolicyChanges({
+      ...this.#recovery,
+      live: this.#live,
+      presets: options.presets,
+      info: (id) => this.get(id),
+    });
   }
 
   /** Creates a sandbox in PENDING; rules, runtime, labels, env and expiry are validated now. */
@@ -169,10 +170,7 @@ export class SandboxManager {
   /** The file decisions (denials; allowed accesses if asked for), or the network's with `kind: 'network'`. */
   async audit(id: string, query?: AuditQuery): Promise<AuditEvent[]>;
   async audit(id: string, query: NetworkAuditQuery): Promise<NetworkAuditEvent[]>;
-  async audit(
-    id: string,
-    query: AuditQuery | NetworkAuditQuery = {},
-  ): Promise<AuditEvent[] | NetworkAuditEvent[]> {
+  async audit(id: string, query: AuditQuery | NetworkAuditQuery = {}): Promise<AuditRecords> {
     this.#store.get(validateId('sandbox', id));
     const live = this.#live.get(id);
     // The worker and the policy point batch their records: a stats request to the worker and a flush of
@@ -234,12 +232,7 @@ export class SandboxManager {
       // `agentfense gc` retry.
       try {
         await this.#mounts.clear(paths, claimed.runtime);
-        await removeSandboxFiles({
-          dir: paths.dir,
-          id,
-          trash: this.trash,
-          keepDelta: options.keepDelta === true,
-        });
+        await removeSandboxFiles({ dir: paths.dir, id, trash: this.trash, ...options });
       } catch (err) {
         const error = toAgentFenseError(err, `destroying sandbox ${id}`);
         this.#store.update(id, {
