@@ -9,6 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { execa } from 'execa';
 import { describe, expect, it } from 'vitest';
+import { controlPlaneBackend, createHttpServer } from '@agentfense/control';
 import { useNetworkFixture } from '../helpers/network-fixture.js';
 import { TEST_ADDRESSES } from '../helpers/test-net.js';
 
@@ -93,6 +94,59 @@ print('ended after', i)"`,
     const closed = await fx().cp.audit(sb.id, { kind: 'network', decision: 'deny' });
     expect(closed.some((e) => e.port === 7 && /closed by a policy change/.test(e.reason))).toBe(true);
     expect(fx().cp.getSandbox(sb.id).networkPolicy.rules).toEqual([{ action: 'allow', host: 'other.test' }]);
+  });
+
+  it('the HTTP face: create with network_policy, read the records, replace the policy', async () => {
+    const server = createHttpServer({ backend: controlPlaneBackend(fx().cp) });
+    try {
+      const codebaseId = fx().cp.listCodebases()[0]?.id ?? '';
+      const created = await server.app.inject({
+        method: 'POST',
+        url: '/v1/sandboxes',
+        payload: {
+          codebase_id: codebaseId,
+          start: true,
+          network_policy: { rules: [{ action: 'allow', host: 'pub.test', ports: [80] }] },
+        },
+      });
+      expect(created.statusCode).toBe(200);
+      const sandbox = created.json<{ id: string; network: boolean; networkPolicy: unknown }>();
+      expect(sandbox.network).toBe(true);
+      expect(sandbox.networkPolicy).toEqual({
+        mode: 'allow',
+        rules: [{ action: 'allow', host: 'pub.test', ports: [80] }],
+      });
+      const r = await fx().cp.run(
+        sandbox.id,
+        'curl -s -m 5 http://pub.test/; curl -s -m 5 http://other.test/',
+      );
+      expect(r.stdout).toContain('hello from pub.test');
+      const audit = await server.app.inject({
+        method: 'GET',
+        url: `/v1/sandboxes/${sandbox.id}/network/audit`,
+      });
+      expect(audit.json<{ records: { path: string; decision: string }[] }>().records).toEqual([
+        expect.objectContaining({ path: 'pub.test:80', decision: 'allow', bytesDown: expect.any(Number) }),
+        expect.objectContaining({ path: 'other.test:80', decision: 'deny' }),
+      ]);
+      const bad = await server.app.inject({
+        method: 'PUT',
+        url: `/v1/sandboxes/${sandbox.id}/network`,
+        payload: { mode: 'allow', rules: [{ action: 'allow', host: 'a b' }] },
+      });
+      expect(bad.statusCode).toBe(400);
+      expect(bad.json<{ message: string }>().message).toContain('network rule 0: "a b" is not a host name');
+      const replaced = await server.app.inject({
+        method: 'PUT',
+        url: `/v1/sandboxes/${sandbox.id}/network`,
+        payload: { mode: 'none' },
+      });
+      expect(replaced.json<{ network: boolean }>().network).toBe(false);
+      const after = await fx().cp.run(sandbox.id, 'curl -s -m 5 http://pub.test/; echo " $?"');
+      expect(after.stdout).not.toContain('hello');
+    } finally {
+      await server.app.close();
+    }
   });
 
   it('the CLI: run with --allow-host, audit --network, explain --host', async () => {

@@ -2,6 +2,7 @@
 // ControlPlane. Routes only ever talk to an HttpBackend, so this file is the only one that follows the
 // control plane's API; it also pages the one listing the control plane does not page itself (codebases)
 // and reads a sandbox's log.
+import type { NetworkAuditEvent, NetworkPolicyInput } from '@agentfense/network';
 import { availableParallelism } from 'node:os';
 import type { Readable } from 'node:stream';
 import type { AuditEvent, ChangeEntry, CommitMode, CommitResult, ExecResult } from '@agentfense/protocol';
@@ -73,6 +74,9 @@ export interface HttpBackend {
   /** Where the sandbox's log is (NotFoundError for an unknown sandbox), for following it. */
   logFile(id: string): MaybePromise<string>;
   audit(id: string, query: AuditQuery): Promise<AuditEvent[]>;
+  /** Replaces the network policy (validated); a running sandbox applies it at once. */
+  setNetwork(id: string, policy: boolean | NetworkPolicyInput): Promise<SandboxInfo>;
+  networkAudit(id: string, query: AuditQuery): Promise<NetworkAuditEvent[]>;
 
   createSession(sandboxId: string, options: CreateSessionOptions): Promise<SessionInfo>;
   getSession(id: string): MaybePromise<SessionInfo>;
@@ -144,6 +148,8 @@ export function controlPlaneBackend(
       return plane.layout.sandbox(id).workerLog;
     },
     audit: (id, query) => plane.audit(id, query),
+    setNetwork: (id, policy) => plane.setNetwork(id, policy),
+    networkAudit: (id, query) => plane.audit(id, { ...query, kind: 'network' }),
 
     createSession: async (sandboxId, options) => {
       plane.getSandbox(sandboxId); // 404 for an unknown sandbox before "not running"

@@ -238,6 +238,7 @@ export function sandboxToWire(s: SandboxInfo): Record<string, unknown> {
     image: s.image ?? '',
     resources: resourcesToWire(s.resources),
     network: s.network,
+    network_policy: s.networkPolicy,
     audit_allowed: s.auditAllowed,
     restart_count: s.restartCount,
     last_restart_at: s.lastRestartAt,

@@ -9,9 +9,11 @@ import {
   SANDBOX_STATUS,
   SESSION_STATUS,
 } from './mapping.js';
+import { NetworkPolicyIn, NetworkPolicyOut } from './network-schemas.js';
+import { object, outObject } from './schema-builders.js';
+import type { Schema } from './schema-builders.js';
 
-/** A JSON Schema object (the subset we write: plain data). */
-export type Schema = Readonly<Record<string, unknown>>;
+export type { Schema } from './schema-builders.js';
 
 const str = { type: 'string' } as const;
 const nullableStr = { type: ['string', 'null'] } as const;
@@ -33,21 +35,6 @@ const encoding = {
   description:
     'How stdout/stderr are put in the JSON: UTF-8 text (default; invalid bytes replaced) or base64.',
 } as const;
-
-function object(title: string, properties: Record<string, Schema>, required: readonly string[] = []): Schema {
-  return { title, type: 'object', properties, required: [...required], additionalProperties: false };
-}
-
-/** Response objects may gain fields in later versions: clients must ignore unknown ones. */
-function outObject(title: string, properties: Record<string, Schema>): Schema {
-  return {
-    title,
-    type: 'object',
-    properties,
-    required: Object.keys(properties),
-    additionalProperties: false,
-  };
-}
 
 // --- Common -----------------------------------------------------------------------------------------
 
@@ -201,7 +188,11 @@ export const CreateSandboxBody = object(
     resources: Resources,
     labels: stringMap,
     expires_in: duration,
-    network: { type: 'boolean', description: 'default false: only a private loopback' },
+    network: {
+      type: 'boolean',
+      description: 'true: mode open (any public destination); default false: only a loopback of its own',
+    },
+    network_policy: NetworkPolicyIn,
     env: { ...stringMap, description: 'environment of every command (never reported back)' },
     audit_allowed: { type: 'boolean', description: 'audit allowed accesses too (denials always are)' },
     start: { type: 'boolean', description: 'start it at once (default false: it stays PENDING)' },
@@ -224,7 +215,8 @@ export const Sandbox = outObject('Sandbox', {
   runtime: str,
   image: nullableStr,
   resources: Resources,
-  network: { type: 'boolean' },
+  network: { type: 'boolean', description: 'whether the sandbox reaches beyond its own loopback' },
+  network_policy: NetworkPolicyOut,
   audit_allowed: { type: 'boolean' },
   restart_count: { type: 'integer' },
   last_restart_at: nullableTime,

@@ -3,11 +3,13 @@
 import { once } from 'node:events';
 import { PassThrough } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
+import type { NetworkPolicyInput } from '@agentfense/network';
 import { WrongStateError, toAgentFenseError } from '@agentfense/protocol';
 import { followLog, tailLog } from '../../sandboxes/log-file.js';
 import type { HttpBackend, HttpCreateSandboxOptions } from '../backend.js';
 import { defineRoute } from '../define.js';
 import { registerExecRoutes } from './exec.js';
+import { registerNetworkRoutes } from './network.js';
 import {
   COMMIT_MODE,
   RUNTIME_TYPE,
@@ -60,6 +62,7 @@ interface CreateBody {
   labels?: Record<string, string>;
   expires_in?: WireDuration;
   network?: boolean;
+  network_policy?: NetworkPolicyInput;
   env?: Record<string, string>;
   audit_allowed?: boolean;
   start?: boolean;
@@ -96,6 +99,8 @@ export function registerSandboxRoutes(
         ...(b.labels === undefined ? {} : { labels: b.labels }),
         ...(b.expires_in === undefined ? {} : { expiresIn: parseDuration('expires_in', b.expires_in) }),
         ...(b.network === undefined ? {} : { network: b.network }),
+        // Our own field wins over the original's flag when both are given.
+        ...(b.network_policy === undefined ? {} : { network: b.network_policy }),
         ...(b.env === undefined ? {} : { env: b.env }),
         ...(b.audit_allowed === undefined ? {} : { auditAllowed: b.audit_allowed }),
       };
@@ -201,6 +206,7 @@ export function registerSandboxRoutes(
   });
 
   registerExecRoutes(app, backend, context);
+  registerNetworkRoutes(app, backend);
 
   defineRoute<unknown, unknown, IdParam>(app, {
     method: 'GET',
