@@ -125,10 +125,13 @@ print('ended after', i)"`,
         method: 'GET',
         url: `/v1/sandboxes/${sandbox.id}/network/audit`,
       });
-      expect(audit.json<{ records: { path: string; decision: string }[] }>().records).toEqual([
-        expect.objectContaining({ path: 'pub.test:80', decision: 'allow', bytesDown: expect.any(Number) }),
-        expect.objectContaining({ path: 'other.test:80', decision: 'deny' }),
+      const records = audit.json<{ records: { path: string; decision: string; bytesDown?: number }[] }>()
+        .records;
+      expect(records.map((e) => `${e.decision} ${e.path}`)).toEqual([
+        'allow pub.test:80',
+        'deny other.test:80',
       ]);
+      expect(records[0]?.bytesDown).toBeGreaterThan(0);
       const bad = await server.app.inject({
         method: 'PUT',
         url: `/v1/sandboxes/${sandbox.id}/network`,
