@@ -1,0 +1,89 @@
+// The API token of a data directory: `agentfense serve` requires a bearer token unless told otherwise, and
+// without --token-file it uses the one in <data>/api-token, made on first start (256 random bits, hex,
+// mode 0600 in the 0700 data directory). Clients of the same user (the CLI's session commands, a library
+// user) read it from there; other local users cannot, which is the point: loopback is not a boundary
+// between the users of one host. The token itself is never logged or printed.
+import { randomBytes } from 'node:crypto';
+import { constants } from 'node:fs';
+import { open } from 'node:fs/promises';
+import type { FileHandle } from 'node:fs/promises';
+import { join } from 'node:path';
+import { InvalidArgumentError } from '@agentfense/protocol/core';
+import { MIN_TOKEN_LENGTH } from './auth.js';
+
+/** The token's file name in the data directory. */
+export const API_TOKEN_FILE = 'api-token';
+
+/** Where the data directory's API token is. */
+export function apiTokenPath(dataDir: string): string {
+  return join(dataDir, API_TOKEN_FILE);
+}
+
+/**
+ * The data directory's token, made if there is none. Creation is O_EXCL (two servers starting at once
+ * agree on one token: the loser reads the winner's) and O_NOFOLLOW (a symlink planted there is refused).
+ */
+export async function ensureApiToken(
+  dataDir: string,
+): Promise<{ readonly token: string; readonly file: string; readonly created: boolean }> {
+  const file = apiTokenPath(dataDir);
+  const token = randomBytes(32).toString('hex');
+  let handle: FileHandle | undefined;
+  try {
+    handle = await open(
+      file,
+      constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW,
+      0o600,
+    );
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+  }
+  if (handle === undefined) {
+    const existing = await readApiToken(dataDir);
+    if (existing === undefined) throw new InvalidArgumentError(`${file} vanished while it was read`);
+    return { token: existing, file, created: false };
+  }
+  try {
+    await handle.writeFile(`${token}\n`);
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+  return { token, file, created: true };
+}
+
+/**
+ * Reads the data directory's token; undefined when there is none or this user may not read it (another
+ * user's server: the server's 401 then says what is missing). A token file that is not a regular file of
+ * this user, or that others may read or write, is refused: its token could be known or replaced.
+ */
+export async function readApiToken(dataDir: string): Promise<string | undefined> {
+  const file = apiTokenPath(dataDir);
+  let handle: FileHandle;
+  try {
+    handle = await open(file, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT' || code === 'EACCES') return undefined;
+    if (code === 'ELOOP') throw new InvalidArgumentError(`${file} is a symlink; remove it`, { cause: err });
+    throw err;
+  }
+  try {
+    const st = await handle.stat();
+    const uid = process.getuid?.() ?? 0;
+    if (!st.isFile() || st.uid !== uid || (st.mode & 0o077) !== 0) {
+      throw new InvalidArgumentError(
+        `${file} must be a regular file of uid ${uid} that only its owner may read (mode 0600; it is ${(st.mode & 0o7777).toString(8)}, uid ${st.uid}): remove it and a new token is made at the next \`agentfense serve\``,
+      );
+    }
+    const token = (await handle.readFile('utf8')).trim();
+    if (token.length < MIN_TOKEN_LENGTH || /\s/.test(token)) {
+      throw new InvalidArgumentError(
+        `${file} does not hold a token (one word of at least ${MIN_TOKEN_LENGTH} characters): remove it and a new one is made at the next \`agentfense serve\``,
+      );
+    }
+    return token;
+  } finally {
+    await handle.close();
+  }
+}
