@@ -24,7 +24,7 @@ import {
   renameIn,
   unlinkIn,
 } from './safe-fs.js';
-import type { CodebaseInfo, FileEntry } from './types.js';
+import type { CodebaseInfo, CodebaseVisibility, FileEntry } from './types.js';
 import { splitCodebasePath } from './upload-path.js';
 
 /** Default cap on one uploaded file: 1 GiB. */
@@ -72,6 +72,7 @@ export class CodebaseService {
       host_path: null,
       file_count: 0,
       size_bytes: 0,
+      visibility: 'api',
       created_at: now,
       updated_at: now,
     };
@@ -80,8 +81,16 @@ export class CodebaseService {
     return this.#info(row);
   }
 
-  /** Registers an existing host directory as a codebase used in place (its real path is recorded). */
-  async link(options: { path: string; name?: string; ownerId?: string | null }): Promise<CodebaseInfo> {
+  /**
+   * Registers an existing host directory as a codebase used in place (its real path is recorded). It is
+   * local (API clients cannot reach it) unless `apiVisible`.
+   */
+  async link(options: {
+    path: string;
+    name?: string;
+    ownerId?: string | null;
+    apiVisible?: boolean;
+  }): Promise<CodebaseInfo> {
     if (typeof options.path !== 'string' || options.path === '' || options.path.includes('\0')) {
       throw new InvalidArgumentError('a linked codebase needs a directory path');
     }
@@ -109,6 +118,7 @@ export class CodebaseService {
       host_path: hostPath,
       file_count: null,
       size_bytes: null,
+      visibility: options.apiVisible === true ? 'api' : 'local',
       created_at: now,
       updated_at: now,
     };
@@ -123,6 +133,11 @@ export class CodebaseService {
 
   list(): CodebaseInfo[] {
     return this.#store.list().map((row) => this.#info(row));
+  }
+
+  /** Who may reach codebase `id` (NotFoundError when there is none). */
+  visibility(id: string): CodebaseVisibility {
+    return this.#store.get(validateId('codebase', id)).visibility;
   }
 
   /** The directory a sandbox mounts as its lower layer. */

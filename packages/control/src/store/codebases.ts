@@ -1,7 +1,7 @@
 // Codebase rows: prepared statements over the `codebases` table.
 import type { Statement } from 'better-sqlite3';
 import { NotFoundError } from '@agentfense/protocol';
-import type { CodebaseInfo, CodebaseKind } from '../codebases/types.js';
+import type { CodebaseInfo, CodebaseKind, CodebaseVisibility } from '../codebases/types.js';
 import type { Db } from './db.js';
 
 /** A codebase row as stored (times in ms since the epoch). */
@@ -13,6 +13,7 @@ export interface CodebaseRow {
   readonly host_path: string | null;
   readonly file_count: number | null;
   readonly size_bytes: number | null;
+  readonly visibility: CodebaseVisibility;
   readonly created_at: number;
   readonly updated_at: number;
 }
@@ -26,8 +27,10 @@ export class CodebaseStore {
 
   constructor(db: Db) {
     this.#insert = db.prepare(
-      `INSERT INTO codebases (id, name, owner_id, kind, host_path, file_count, size_bytes, created_at, updated_at)
-       VALUES (@id, @name, @owner_id, @kind, @host_path, @file_count, @size_bytes, @created_at, @updated_at)`,
+      `INSERT INTO codebases (id, name, owner_id, kind, host_path, file_count, size_bytes, visibility,
+         created_at, updated_at)
+       VALUES (@id, @name, @owner_id, @kind, @host_path, @file_count, @size_bytes, @visibility,
+         @created_at, @updated_at)`,
     );
     this.#get = db.prepare('SELECT * FROM codebases WHERE id = ?');
     this.#list = db.prepare('SELECT * FROM codebases ORDER BY created_at, id');
