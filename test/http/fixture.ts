@@ -67,12 +67,12 @@ export async function launchServer(args: readonly string[], dataDir: string): Pr
     void child.then((r) => reject(new Error(`serve exited early (${r.exitCode}): ${r.all}`)));
   });
   let stopped: Promise<{ exitCode: number | undefined; output: string }> | undefined;
+  // The token file it was given, else the one it made (none if it serves without: a test says so).
   const tokenAt = args.indexOf('--token-file');
+  const tokenFile = tokenAt >= 0 ? (args[tokenAt + 1] as string) : join(dataDir, 'api-token');
   const token = args.includes('--insecure-no-auth')
     ? undefined
-    : (
-        await readFile(tokenAt >= 0 ? (args[tokenAt + 1] as string) : join(dataDir, 'api-token'), 'utf8')
-      ).trim();
+    : (await readFile(tokenFile, 'utf8').catch(() => undefined))?.trim();
   return {
     url,
     dataDir,
