@@ -86,6 +86,11 @@ export interface ControlPlaneBackendOptions {
    * handshake deadline, while queued they all succeed sooner. Default: the number of CPUs (at least 2).
    */
   readonly maxConcurrentStarts?: number;
+  /**
+   * Also reach codebases a local process linked (and their sandboxes and sessions): only for a backend
+   * that serves the local user itself (`agentfense mcp` on stdio), never for a network face.
+   */
+  readonly localCodebases?: boolean;
 }
 
 /** Default of `maxConcurrentStarts`. */
@@ -101,18 +106,18 @@ export function controlPlaneBackend(
   const starts = new ConcurrencyLimit(options.maxConcurrentStarts ?? defaultMaxConcurrentStarts());
   // Every id a request names is checked first: a locally linked codebase, its sandboxes and their
   // sessions are "not found" here (api-reach.ts).
-  const reach = apiReach(plane);
+  const reach = options.localCodebases === true ? undefined : apiReach(plane);
   // Synchronous answers check synchronously; asynchronous ones reject (never throw) when refused.
   const sandbox = <T>(id: string, act: () => T): T => {
-    reach.sandbox(id);
+    reach?.sandbox(id);
     return act();
   };
   const session = <T>(id: string, act: () => T): T => {
-    reach.session(id);
+    reach?.session(id);
     return act();
   };
   const codebase = <T>(id: string, act: () => T): T => {
-    reach.codebase(id);
+    reach?.codebase(id);
     return act();
   };
   const inSandbox = <T>(id: string, act: () => Promise<T>): Promise<T> =>
@@ -126,7 +131,7 @@ export function controlPlaneBackend(
     getCodebase: (id) => codebase(id, () => plane.getCodebase(id)),
     listCodebases: (options) =>
       pageCodebases(
-        plane.listCodebases().filter((c) => reach.listed(c)),
+        plane.listCodebases().filter((c) => reach?.listed(c) ?? true),
         options,
       ),
     deleteCodebase: (id) => inCodebase(id, () => plane.deleteCodebase(id)),
@@ -147,7 +152,7 @@ export function controlPlaneBackend(
       plane.listSandboxes({
         ...options,
         ...(options.labels === undefined ? {} : { labels: checkUserLabels(options.labels) }),
-        apiVisibleOnly: true,
+        apiVisibleOnly: reach !== undefined,
       }),
     startSandbox: (id) => inSandbox(id, () => starts.run(() => plane.startSandbox(id))),
     stopSandbox: (id) => inSandbox(id, () => plane.stopSandbox(id)),

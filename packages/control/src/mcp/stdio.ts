@@ -64,7 +64,12 @@ export async function serveMcpStdio(options: McpStdioOptions): Promise<string> {
       return reason;
     }
     const mcp = createSandboxMcpServer(
-      { backend: controlPlaneBackend(plane), sandboxId, allowCommit: options.allowCommit },
+      {
+        // The user's own directory, linked here: this backend serves that local user, not the API.
+        backend: controlPlaneBackend(plane, { localCodebases: true }),
+        sandboxId,
+        allowCommit: options.allowCommit,
+      },
       { logger: plane.logger.child({ component: 'mcp', sandboxId }) },
     );
     const transport = new StdioServerTransport(stdin, stdout);
