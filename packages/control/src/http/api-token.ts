@@ -5,7 +5,7 @@
 // between the users of one host. The token itself is never logged or printed.
 import { randomBytes } from 'node:crypto';
 import { constants } from 'node:fs';
-import { open } from 'node:fs/promises';
+import { link, open, unlink } from 'node:fs/promises';
 import type { FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { InvalidArgumentError } from '@agentfense/protocol/core';
@@ -20,34 +20,38 @@ export function apiTokenPath(dataDir: string): string {
 }
 
 /**
- * The data directory's token, made if there is none. Creation is O_EXCL (two servers starting at once
- * agree on one token: the loser reads the winner's) and O_NOFOLLOW (a symlink planted there is refused).
+ * The data directory's token, made if there is none. It is written whole under a temporary name and
+ * linked into place (link(2) never replaces a file): two servers starting at once agree on one token, and
+ * no reader ever sees a half-written file. A symlink planted at the name is refused when read.
  */
 export async function ensureApiToken(
   dataDir: string,
 ): Promise<{ readonly token: string; readonly file: string; readonly created: boolean }> {
   const file = apiTokenPath(dataDir);
+  const existing = await readApiToken(dataDir);
+  if (existing !== undefined) return { token: existing, file, created: false };
   const token = randomBytes(32).toString('hex');
-  let handle: FileHandle | undefined;
-  try {
-    handle = await open(
-      file,
-      constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW,
-      0o600,
-    );
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
-  }
-  if (handle === undefined) {
-    const existing = await readApiToken(dataDir);
-    if (existing === undefined) throw new InvalidArgumentError(`${file} vanished while it was read`);
-    return { token: existing, file, created: false };
-  }
+  const temporary = `${file}.${randomBytes(8).toString('hex')}`;
+  const handle = await open(
+    temporary,
+    constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW,
+    0o600,
+  );
   try {
     await handle.writeFile(`${token}\n`);
     await handle.sync();
   } finally {
     await handle.close();
+  }
+  try {
+    await link(temporary, file);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+    const winner = await readApiToken(dataDir);
+    if (winner === undefined) throw new InvalidArgumentError(`${file} cannot be read`, { cause: err });
+    return { token: winner, file, created: false };
+  } finally {
+    await unlink(temporary);
   }
   return { token, file, created: true };
 }
