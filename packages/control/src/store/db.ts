@@ -73,7 +73,8 @@ export const MIGRATIONS: readonly { readonly version: number; readonly sql: stri
     // Who may reach a codebase (docs/security.md): 'api' (the HTTP, gRPC and /mcp faces too) or 'local'
     // (only processes that open the data directory: a directory linked by `run`, `shell`, `mcp`, the
     // library). Every linked codebase so far was linked locally; stored ones are shared as they were.
-    version: 4,
+    // Numbered 6: main's 4 (network_policy) and 5 (host_identity) come before it.
+    version: 6,
     sql: `
       ALTER TABLE codebases ADD COLUMN visibility TEXT NOT NULL DEFAULT 'api'
         CHECK (visibility IN ('api', 'local'));
