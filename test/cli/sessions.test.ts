@@ -1,6 +1,6 @@
 // Sessions from the command line: `agentfense shell <dir>` (a local sandbox, commands from stdin) and the
 // `session` commands plus `shell <sandbox>` against a real `agentfense serve` on loopback.
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -23,10 +23,12 @@ afterAll(async () => {
   expect(left).toEqual([]);
 });
 
+// The session commands find the server's token in this data directory (the one `serve` below uses).
 const agentfense = (args: string[], input?: string) =>
   execa(process.execPath, [bin, ...args], {
     reject: false,
     stripFinalNewline: false,
+    env: { AGENTFENSE_DATA_DIR: join(scratch, 'served') },
     ...(input === undefined ? {} : { input }),
   });
 
@@ -77,12 +79,15 @@ describe('agentfense session (through agentfense serve)', () => {
       });
       void server.then((r) => reject(new Error(`serve exited: ${String(r.stderr)}`)));
     });
+    const authorization = `Bearer ${(await readFile(join(scratch, 'served', 'api-token'), 'utf8')).trim()}`;
     const call = async (method: string, path: string, body?: unknown): Promise<Record<string, unknown>> => {
       const response = await fetch(`${url}${path}`, {
         method,
-        ...(body === undefined
-          ? {}
-          : { headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) }),
+        headers: {
+          authorization,
+          ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+        },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
       });
       const json = (await response.json()) as Record<string, unknown>;
       if (!response.ok) throw new Error(`${method} ${path}: ${JSON.stringify(json)}`);
@@ -91,6 +96,7 @@ describe('agentfense session (through agentfense serve)', () => {
     const codebase = await call('POST', '/v1/codebases', { name: 'sessions-test', owner_id: 'test' });
     await fetch(`${url}/v1/codebases/${String(codebase.id)}/files/src/a.txt`, {
       method: 'PUT',
+      headers: { authorization },
       body: 'hello\n',
     });
     const created = await call('POST', '/v1/sandboxes', { codebase_id: codebase.id, preset: 'agent-safe' });
@@ -155,6 +161,15 @@ describe('agentfense session (through agentfense serve)', () => {
     const r = await agentfense(['shell', sandbox, '--server', url], 'cd /workspace/src\nls\n');
     expect(r.stdout).toBe('a.txt\n');
     expect(r.exitCode).toBe(0);
+  });
+
+  it('sends no token when the data directory has none: the server refuses', async () => {
+    const r = await execa(process.execPath, [bin, 'session', 'list', sandbox, '--server', url], {
+      reject: false,
+      env: { AGENTFENSE_DATA_DIR: join(scratch, 'other') },
+    });
+    expect(r.exitCode).toBe(1);
+    expect(r.stderr).toContain('missing or invalid bearer token');
   });
 
   it('says how to fix an unreachable server', async () => {

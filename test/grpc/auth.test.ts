@@ -1,5 +1,5 @@
-// Issue 14: the gRPC face is behind the same bearer token as HTTP (metadata `authorization`), refuses a
-// non-loopback address without one before opening anything, and stops with serve (SIGTERM ends running
+// The gRPC face is behind the same bearer token as HTTP (metadata `authorization`; the data directory's
+// by default), refuses a non-loopback address with --insecure-no-auth before opening anything, and stops with serve (SIGTERM ends running
 // calls, exits 0, leaves no mount or process).
 /* eslint-disable @typescript-eslint/no-unsafe-member-access, @typescript-eslint/no-unsafe-assignment --
    gRPC messages are loaded from the .proto at run time (as the SDK's are), so they are untyped here. */
@@ -14,17 +14,19 @@ describe('gRPC sandbox.v1: authentication and lifecycle', () => {
   it('enforces the token on gRPC and HTTP alike', async () => {
     const { file, token } = await tokenFile(await scratch());
     const server = await startGrpcServer(['--token-file', file]);
-    expect(await codeOf(server.client().unary('codebase', 'ListCodebases', {}))).toBe(status.UNAUTHENTICATED);
+    expect(await codeOf(server.client(null).unary('codebase', 'ListCodebases', {}))).toBe(
+      status.UNAUTHENTICATED,
+    );
     expect(await codeOf(server.client('x'.repeat(40)).unary('codebase', 'ListCodebases', {}))).toBe(
       status.UNAUTHENTICATED,
     );
-    expect(await codeOf(server.client().unary('codebase', 'CreateCodebase', { name: 'n' }))).toBe(
+    expect(await codeOf(server.client(null).unary('codebase', 'CreateCodebase', { name: 'n' }))).toBe(
       status.UNAUTHENTICATED,
     );
     expect(
-      await codeOf(server.client().stream('sandbox', 'ExecStream', { sandbox_id: '', command: 'x' })),
+      await codeOf(server.client(null).stream('sandbox', 'ExecStream', { sandbox_id: '', command: 'x' })),
     ).toBe(status.UNAUTHENTICATED);
-    expect(await codeOf(server.client().upload([]))).toBe(status.UNAUTHENTICATED);
+    expect(await codeOf(server.client(null).upload([]))).toBe(status.UNAUTHENTICATED);
     const authed = server.client(token);
     // Nothing was created by the refused calls; the right token works on both faces, for one backend.
     expect((await authed.unary('codebase', 'ListCodebases', {})).codebases).toEqual([]);
@@ -35,12 +37,22 @@ describe('gRPC sandbox.v1: authentication and lifecycle', () => {
   });
 
   it.each(['0.0.0.0:0', '[::]:0'])(
-    'refuses --grpc-listen %s without a token, before opening anything',
+    'refuses --grpc-listen %s with --insecure-no-auth, before opening anything',
     async (listen) => {
       const dir = await scratch();
       const result = await execa(
         process.execPath,
-        [bin, 'serve', '--listen', '127.0.0.1:0', '--grpc-listen', listen, '--data', `${dir}/data`],
+        [
+          bin,
+          'serve',
+          '--insecure-no-auth',
+          '--listen',
+          '127.0.0.1:0',
+          '--grpc-listen',
+          listen,
+          '--data',
+          `${dir}/data`,
+        ],
         { reject: false },
       );
       expect(result.exitCode).toBe(2);
@@ -62,6 +74,14 @@ describe('gRPC sandbox.v1: authentication and lifecycle', () => {
       expect(result.exitCode, args.join(' ')).toBe(2);
       expect(result.stderr).toMatch(message);
     }
+  });
+
+  it("uses the data directory's token by default (the CLI's session commands read it from there)", async () => {
+    const server = await startGrpcServer();
+    expect(await codeOf(server.client(null).unary('codebase', 'ListCodebases', {}))).toBe(
+      status.UNAUTHENTICATED,
+    );
+    expect((await server.client().unary('codebase', 'ListCodebases', {})).codebases).toEqual([]);
   });
 
   it('SIGTERM ends a running Exec and stops cleanly', async () => {

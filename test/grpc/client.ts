@@ -52,12 +52,16 @@ function load(): { sandbox: grpc.ServiceClientConstructor; codebase: grpc.Servic
   };
 }
 
-/** A client of `target` (`host:port`), sending `authorization: Bearer <token>` when a token is given. */
-export function grpcClient(target: string, token?: string): GrpcClient {
+/**
+ * A client of `target` (`host:port`), sending `authorization: Bearer <token>` when a token is given, and
+ * `authority` as the `:authority` of its calls when given (a rebinding page's name).
+ */
+export function grpcClient(target: string, token?: string, authority?: string): GrpcClient {
   const ctors = load();
+  const options = authority === undefined ? {} : { 'grpc.default_authority': authority };
   const clients = {
-    sandbox: new ctors.sandbox(target, grpc.credentials.createInsecure()),
-    codebase: new ctors.codebase(target, grpc.credentials.createInsecure()),
+    sandbox: new ctors.sandbox(target, grpc.credentials.createInsecure(), options),
+    codebase: new ctors.codebase(target, grpc.credentials.createInsecure(), options),
   };
   const metadata = (): grpc.Metadata => {
     const m = new grpc.Metadata();

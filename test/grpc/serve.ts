@@ -9,8 +9,8 @@ export interface GrpcServed {
   readonly served: Served;
   /** `127.0.0.1:port` of the gRPC listener. */
   readonly target: string;
-  /** A client (closed when the test finishes). */
-  client(token?: string): GrpcClient;
+  /** A client (closed when the test finishes), with the server's token unless given one (null: none). */
+  client(token?: string | null): GrpcClient;
 }
 
 export async function startGrpcServer(args: readonly string[] = []): Promise<GrpcServed> {
@@ -28,7 +28,7 @@ export async function startGrpcServer(args: readonly string[] = []): Promise<Grp
     served,
     target,
     client: (token) => {
-      const c = grpcClient(target, token);
+      const c = grpcClient(target, token === null ? undefined : (token ?? served.token));
       onTestFinished(() => c.close());
       return c;
     },

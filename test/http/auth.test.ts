@@ -1,12 +1,24 @@
-// Bearer-token authentication and the loopback rule of `agentfense serve`, over real HTTP: with a token
-// every route but health and the OpenAPI document needs it; without one the server refuses to listen
-// beyond loopback; bad flags are refused before anything is opened.
+// Bearer-token authentication and the loopback rule of `agentfense serve`, over real HTTP: every route but
+// health and the OpenAPI document needs the token (--token-file's, else the data directory's, made on
+// first start); only --insecure-no-auth serves without one, and then on loopback only; bad flags are
+// refused before anything is opened.
 /* eslint-disable @typescript-eslint/no-unsafe-member-access --
    Answers are parsed JSON (`any`); the document's own tests check their shapes. */
+import { mkdir, readFile, stat, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import { execa } from 'execa';
 import { describe, expect, it } from 'vitest';
 import { isLoopback, parseListen } from '@agentfense/control';
-import { bin, client, expectError, scratch, startServer, tokenFile } from './fixture.js';
+import {
+  bin,
+  client,
+  expectError,
+  launchServer,
+  scratch,
+  startServer,
+  stopAndCheck,
+  tokenFile,
+} from './fixture.js';
 
 describe('with --token-file', () => {
   it('requires the bearer token on every route but health and the OpenAPI document', async () => {
@@ -60,13 +72,53 @@ describe('with --token-file', () => {
   });
 });
 
-describe('without a token', () => {
-  it('serves loopback with no authentication, and says so in the OpenAPI document', async () => {
+describe("without --token-file: the data directory's token", () => {
+  it('makes a 0600 token on first start, never prints it, requires it, and keeps it across restarts', async () => {
     const served = await startServer();
-    expect(served.output()).toContain('no authentication');
+    const file = join(served.dataDir, 'api-token');
+    const st = await stat(file);
+    expect(st.mode & 0o777).toBe(0o600);
+    expect(served.token).toMatch(/^[0-9a-f]{64}$/);
+    expect(served.output()).toContain(`bearer token required, the one in ${file}`);
+    expect(served.output()).not.toContain(served.token);
+    expect((await client(served.url)('GET', '/v1/codebases')).status).toBe(401);
+    expect((await client(served.url, served.token)('GET', '/v1/codebases')).status).toBe(200);
+    expect((await client(served.url)('GET', '/v1/openapi.json')).json.security).toEqual([{ bearer: [] }]);
+    // Its log has no token either.
+    const logs = await readFile(join(served.dataDir, 'logs', 'control.log'), 'utf8').catch(() => '');
+    expect(logs).not.toContain(served.token);
+    await served.stop();
+    const again = await launchServer([], served.dataDir);
+    try {
+      expect(again.token).toBe(served.token);
+    } finally {
+      await stopAndCheck(again);
+    }
+  });
+
+  it('refuses a token file others may read, naming the file and the fix', async () => {
+    const dir = await scratch();
+    await mkdir(`${dir}/data`, { mode: 0o700 });
+    await writeFile(`${dir}/data/api-token`, `${'f'.repeat(64)}\n`, { mode: 0o644 });
+    const result = await execa(
+      process.execPath,
+      [bin, 'serve', '--listen', '127.0.0.1:0', '--grpc-listen', '', '--data', `${dir}/data`],
+      { reject: false },
+    );
+    expect(result.exitCode).toBe(2);
+    expect(result.stderr).toMatch(/api-token must be a regular file .*\(mode 0600; it is 644/);
+  });
+});
+
+describe('--insecure-no-auth', () => {
+  it('serves loopback with no authentication, warns, and says so in the OpenAPI document', async () => {
+    const served = await startServer(['--insecure-no-auth']);
+    expect(served.output()).toContain('NO AUTHENTICATION');
+    expect(served.output()).toMatch(/WARNING: --insecure-no-auth: .*every local user/);
     const call = client(served.url);
     expect((await call('GET', '/v1/codebases')).status).toBe(200);
     expect((await call('GET', '/v1/openapi.json')).json.security).toBeUndefined();
+    await expect(stat(join(served.dataDir, 'api-token'))).rejects.toMatchObject({ code: 'ENOENT' });
   });
 
   it.each(['0.0.0.0:0', '[::]:0', '192.0.2.1:9000', 'example.com:9000'])(
@@ -75,19 +127,27 @@ describe('without a token', () => {
       const dir = await scratch();
       const result = await execa(
         process.execPath,
-        [bin, 'serve', '--listen', listen, '--data', `${dir}/data`],
-        {
-          reject: false,
-        },
+        [bin, 'serve', '--insecure-no-auth', '--listen', listen, '--data', `${dir}/data`],
+        { reject: false },
       );
       expect(result.exitCode).toBe(2);
       expect(result.stderr).toMatch(/refusing to listen on .* without authentication/);
-      expect(result.stderr).toContain('--token-file');
-      await expect(import('node:fs/promises').then((fs) => fs.stat(`${dir}/data`))).rejects.toMatchObject({
-        code: 'ENOENT',
-      });
+      expect(result.stderr).toContain('drop --insecure-no-auth');
+      await expect(stat(`${dir}/data`)).rejects.toMatchObject({ code: 'ENOENT' });
     },
   );
+
+  it('refuses --insecure-no-auth with --token-file', async () => {
+    const dir = await scratch();
+    const { file } = await tokenFile(dir);
+    const result = await execa(
+      process.execPath,
+      [bin, 'serve', '--insecure-no-auth', '--token-file', file, '--data', `${dir}/data`],
+      { reject: false },
+    );
+    expect(result.exitCode).toBe(2);
+    expect(result.stderr).toContain('--insecure-no-auth and --token-file contradict each other');
+  });
 });
 
 describe('bad flags', () => {

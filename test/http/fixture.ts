@@ -17,6 +17,8 @@ export const bin = `${root}packages/control/bin/agentfense.js`;
 export interface Served {
   readonly url: string;
   readonly dataDir: string;
+  /** The bearer token it requires: its --token-file's, else the one it made in the data directory. */
+  readonly token: string | undefined;
   readonly child: ResultPromise<{ reject: false; all: true }>;
   /** Everything the server printed so far. */
   output(): string;
@@ -65,9 +67,16 @@ export async function launchServer(args: readonly string[], dataDir: string): Pr
     void child.then((r) => reject(new Error(`serve exited early (${r.exitCode}): ${r.all}`)));
   });
   let stopped: Promise<{ exitCode: number | undefined; output: string }> | undefined;
+  // The token file it was given, else the one it made (none if it serves without: a test says so).
+  const tokenAt = args.indexOf('--token-file');
+  const tokenFile = tokenAt >= 0 ? (args[tokenAt + 1] as string) : join(dataDir, 'api-token');
+  const token = args.includes('--insecure-no-auth')
+    ? undefined
+    : (await readFile(tokenFile, 'utf8').catch(() => undefined))?.trim();
   return {
     url,
     dataDir,
+    token,
     child,
     output: () => seen,
     stop: (signal = 'SIGTERM') =>
@@ -77,6 +86,11 @@ export async function launchServer(args: readonly string[], dataDir: string): Pr
         return { exitCode: result.exitCode, output: seen };
       })()),
   };
+}
+
+/** The Authorization header of `served`'s token (none for --insecure-no-auth), for raw requests. */
+export function bearer(served: Served): Record<string, string> {
+  return served.token === undefined ? {} : { authorization: `Bearer ${served.token}` };
 }
 
 /** Stops the server; it must exit 0 and leave no mount and no process behind in its data directory. */
@@ -324,7 +338,7 @@ export function useServer(prefix: string): ServerForSuite {
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), prefix));
     const served = await launchServer([], join(dir, 'data'));
-    parts = { served, call: client(served.url), check: await responseChecker(served.url) };
+    parts = { served, call: client(served.url, served.token), check: await responseChecker(served.url) };
   });
   afterAll(async () => {
     if (parts !== undefined) await stopAndCheck(parts.served);

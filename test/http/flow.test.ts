@@ -5,6 +5,7 @@
    Answers are parsed JSON (`any`); each one's shape is checked against the served OpenAPI schema (check()). */
 import { describe, expect, it } from 'vitest';
 import {
+  bearer,
   client,
   expectError,
   descendantsOf,
@@ -124,7 +125,9 @@ describe('full flow', () => {
       changed: [],
       interrupted: '',
     });
-    const download = await fetch(`${api.served.url}/v1/codebases/${cb}/files/src/app.py`);
+    const download = await fetch(`${api.served.url}/v1/codebases/${cb}/files/src/app.py`, {
+      headers: bearer(api.served),
+    });
     expect(await download.text()).toBe('print("changed")\n');
     expect((await call('GET', `/v1/sandboxes/${sb}/changes`)).json.changes).toEqual([]);
 
@@ -201,7 +204,7 @@ describe('streaming exec', () => {
     const ids = await runningSandbox();
     const response = await fetch(`${api.served.url}/v1/sandboxes/${ids.sb}/exec/stream`, {
       method: 'POST',
-      headers: { 'content-type': 'application/json' },
+      headers: { ...bearer(api.served), 'content-type': 'application/json' },
       body: JSON.stringify({ command: 'echo one; sleep 0.3; echo two >&2; printf "\\303\\251"; exit 3' }),
     });
     expect(response.status).toBe(200);
@@ -221,7 +224,7 @@ describe('streaming exec', () => {
     const text = await ndjson(
       await fetch(`${api.served.url}/v1/sandboxes/${ids.sb}/exec/stream`, {
         method: 'POST',
-        headers: { 'content-type': 'application/json' },
+        headers: { ...bearer(api.served), 'content-type': 'application/json' },
         body: JSON.stringify({
           command: 'printf "h\\303"; sleep 0.2; printf "\\251!"',
           output_encoding: 'utf8',
@@ -242,7 +245,9 @@ describe('streaming exec', () => {
       (await call('GET', '/v1/sandboxes/sb_00000000-0000-4000-8000-000000000000/logs/stream')).status,
     ).toBe(404);
     const ids = await runningSandbox();
-    const response = await fetch(`${api.served.url}/v1/sandboxes/${ids.sb}/logs/stream?tail=5`);
+    const response = await fetch(`${api.served.url}/v1/sandboxes/${ids.sb}/logs/stream?tail=5`, {
+      headers: bearer(api.served),
+    });
     expect(response.status).toBe(200);
     expect(response.headers.get('content-type')).toBe('application/x-ndjson');
     const reader = response.body!.getReader();
@@ -285,7 +290,7 @@ describe('streaming exec', () => {
     const controller = new AbortController();
     const response = await fetch(`${api.served.url}/v1/sandboxes/${ids.sb}/exec/stream`, {
       method: 'POST',
-      headers: { 'content-type': 'application/json' },
+      headers: { ...bearer(api.served), 'content-type': 'application/json' },
       // The marker is in the command text, so in the argv of bwrap and of the sandboxed shell.
       body: JSON.stringify({ command: `echo started; sleep 300; echo ${marker}` }),
       signal: controller.signal,
@@ -357,7 +362,7 @@ describe('sessions', () => {
 describe('shutdown', () => {
   it('SIGTERM stops running sandboxes, unmounts everything and exits 0', async () => {
     const own = await startServer();
-    const ownCall = client(own.url);
+    const ownCall = client(own.url, own.token);
     const cb = (await ownCall('POST', '/v1/codebases', { name: 'x' })).json.id as string;
     await ownCall('PUT', `/v1/codebases/${cb}/files/a.txt`, 'a');
     const sandboxes: string[] = [];

@@ -6,7 +6,7 @@
 /* eslint-disable @typescript-eslint/no-unsafe-member-access, @typescript-eslint/no-unsafe-assignment --
    Answers are parsed JSON (`any`); each one's shape is checked against the served OpenAPI schema (check()). */
 import { describe, expect, it } from 'vitest';
-import { expectError, rawRequest, useServer } from './fixture.js';
+import { bearer, expectError, rawRequest, useServer } from './fixture.js';
 
 const api = useServer('af-http-gateway-');
 const { call, check } = api;
@@ -133,6 +133,7 @@ describe('grpc-gateway JSON', () => {
       'POST',
       '/v1/codebases',
       '{"name":"no-type","ownerId":"c"}',
+      bearer(api.served),
     );
     expect(answer.status, JSON.stringify(answer.json)).toBe(200);
     expect(answer.json).toMatchObject({ name: 'no-type', ownerId: 'c' });

@@ -28,7 +28,7 @@ let server: HttpServer;
 let url: string;
 
 beforeAll(async () => {
-  server = createHttpServer({ backend });
+  server = createHttpServer({ backend, insecureNoAuth: true });
   const { host, port } = await server.listen({ host: '127.0.0.1', port: 0 });
   url = `http://${host}:${port}`;
 });
@@ -222,7 +222,7 @@ describe('errors', () => {
             ? () => Promise.reject(fromWire({ code: 'AF_WORKER_EXITED', message: 'worker died' }))
             : (Reflect.get(target, name) as unknown),
     });
-    const own = createHttpServer({ backend: streaming });
+    const own = createHttpServer({ backend: streaming, insecureNoAuth: true });
     const { port } = await own.listen({ host: '127.0.0.1', port: 0 });
     try {
       const answer = await client(`http://127.0.0.1:${port}`)(

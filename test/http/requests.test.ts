@@ -5,7 +5,7 @@
    Answers are parsed JSON (`any`); each one's shape is checked against the served OpenAPI schema (check()). */
 import { createHash, randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { client, expectError, rawRequest, sendHeadOnly, startServer, useServer } from './fixture.js';
+import { bearer, client, expectError, rawRequest, sendHeadOnly, startServer, useServer } from './fixture.js';
 
 const api = useServer('af-http-requests-');
 const { call, check } = api;
@@ -66,6 +66,7 @@ describe('malformed requests', () => {
 
   it('answers a JSON body declared over the limit with 413 before reading any of it', async () => {
     const answer = await sendHeadOnly(api.served.url, '/v1/codebases', {
+      ...bearer(api.served),
       'content-type': 'application/json',
       'content-length': String(16 * 1024 * 1024 + 1),
     });
@@ -98,7 +99,13 @@ describe('ids', () => {
       'AF_NOT_FOUND',
     );
     // An id is never used as a path: a traversal attempt is just an id that names nothing.
-    const answer = await rawRequest(api.served.url, 'GET', '/v1/codebases/..%2F..%2Fetc');
+    const answer = await rawRequest(
+      api.served.url,
+      'GET',
+      '/v1/codebases/..%2F..%2Fetc',
+      undefined,
+      bearer(api.served),
+    );
     expect(answer.status).toBe(404);
   });
 });
@@ -120,10 +127,22 @@ describe('raw file transfer', () => {
       '/dir/',
     ];
     for (const path of bad) {
-      const answer = await rawRequest(api.served.url, 'PUT', `/v1/codebases/${id}/files${path}`, 'x');
+      const answer = await rawRequest(
+        api.served.url,
+        'PUT',
+        `/v1/codebases/${id}/files${path}`,
+        'x',
+        bearer(api.served),
+      );
       expect(answer.status, `${path}: ${JSON.stringify(answer.json)}`).toBe(400);
       expectError(answer, 400, 'AF_INVALID_ARGUMENT');
-      const get = await rawRequest(api.served.url, 'GET', `/v1/codebases/${id}/files${path}`);
+      const get = await rawRequest(
+        api.served.url,
+        'GET',
+        `/v1/codebases/${id}/files${path}`,
+        undefined,
+        bearer(api.served),
+      );
       expect(get.status, path).toBe(400);
     }
     const listing = await call('GET', `/v1/codebases/${id}/files?recursive=true`);
@@ -144,7 +163,9 @@ describe('raw file transfer', () => {
       size: String(content.length),
       isDir: false,
     });
-    const response = await fetch(`${api.served.url}/v1/codebases/${id}/files/data/big%20file.bin`);
+    const response = await fetch(`${api.served.url}/v1/codebases/${id}/files/data/big%20file.bin`, {
+      headers: bearer(api.served),
+    });
     expect(response.status).toBe(200);
     expect(response.headers.get('content-type')).toBe('application/octet-stream');
     expect(Number(response.headers.get('content-length'))).toBe(content.length);
@@ -176,12 +197,12 @@ describe('raw file transfer', () => {
 describe('upload limit', () => {
   it('refuses a file over --max-upload-bytes with 413, from its length or while streaming, writing nothing', async () => {
     const limited = await startServer(['--max-upload-bytes', String(1024 * 1024)]);
-    const own = client(limited.url);
+    const own = client(limited.url, limited.token);
     const id = (await own('POST', '/v1/codebases', { name: 'small' })).json.id as string;
     const declared = await sendHeadOnly(
       limited.url,
       `/v1/codebases/${id}/files/big.bin`,
-      { 'content-length': String(2 * 1024 * 1024) },
+      { ...bearer(limited), 'content-length': String(2 * 1024 * 1024) },
       'PUT',
     );
     expect(declared.status).toBe(413);
@@ -192,7 +213,7 @@ describe('upload limit', () => {
       'PUT',
       `/v1/codebases/${id}/files/big.bin`,
       Buffer.alloc(1024 * 1024 + 1),
-      { 'transfer-encoding': 'chunked' },
+      { ...bearer(limited), 'transfer-encoding': 'chunked' },
     );
     expect(streamed.status).toBe(413);
     expect((await own('GET', `/v1/codebases/${id}/files`)).json).toEqual({ files: [] });

@@ -61,7 +61,7 @@ beforeAll(async () => {
   served = await launchServer(['--grpc-listen', '127.0.0.1:0'], data);
   const target = /grpc:\/\/(\S+) /.exec(served.output())?.[1];
   if (target === undefined) throw new Error(`no gRPC address in: ${served.output()}`);
-  grpc = grpcClient(target);
+  grpc = grpcClient(target, served.token);
 });
 
 afterAll(async () => {
@@ -76,7 +76,7 @@ afterAll(async () => {
 
 describe("the run helper's spare sandbox over HTTP and gRPC", () => {
   it('is in no listing of either face, nor is its codebase', async () => {
-    const call = client((served as Served).url);
+    const call = client((served as Served).url, (served as Served).token);
     const c = grpc as GrpcClient;
     // Control: the server sees the data directory, and a sandbox with the spare's other label is listed.
     const cb = (await call('POST', '/v1/codebases', { name: 'visible' })).json.id as string;
@@ -116,7 +116,7 @@ describe("the run helper's spare sandbox over HTTP and gRPC", () => {
   });
 
   it('cannot be made: the reserved label is refused on create over HTTP and gRPC, and nothing is created', async () => {
-    const call = client((served as Served).url);
+    const call = client((served as Served).url, (served as Served).token);
     const c = grpc as GrpcClient;
     const cb = (await call('POST', '/v1/codebases', { name: 'p' })).json.id as string;
     for (const value of ['true', 'x']) {

@@ -97,7 +97,11 @@ print('ended after', i)"`,
   });
 
   it('the HTTP face: create with network_policy, read the records, replace the policy', async () => {
-    const server = createHttpServer({ backend: controlPlaneBackend(fx().cp) });
+    // The fixture's codebase is linked locally: this backend serves it as `agentfense mcp` on stdio does.
+    const server = createHttpServer({
+      backend: controlPlaneBackend(fx().cp, { localCodebases: true }),
+      insecureNoAuth: true,
+    });
     try {
       const codebaseId = fx().cp.listCodebases()[0]?.id ?? '';
       const created = await server.app.inject({

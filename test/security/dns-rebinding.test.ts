@@ -1,10 +1,13 @@
-// Issue 12 row 8: `serve` without a token is protected only by listening on loopback. A web page on
+// `serve --insecure-no-auth` is protected only by listening on loopback. A web page on
 // evil.example whose DNS name is re-pointed at 127.0.0.1 (DNS rebinding) makes the victim's browser send
 // requests to our socket with `Host: evil.example` and `Origin: http://evil.example`; answering them
 // would let the page list codebases and download files. Such requests must be refused (403) before any
-// route runs; loopback names keep working. Real `agentfense serve`, raw HTTP requests on loopback.
+// route runs; loopback names keep working. The same for gRPC's `:authority`. Real `agentfense serve`, raw
+// HTTP requests and a gRPC client on loopback.
 import { request as httpRequest } from 'node:http';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, onTestFinished } from 'vitest';
+import { codeOf, grpcClient, status } from '../grpc/client.js';
+import { startGrpcServer } from '../grpc/serve.js';
 import { expectError, startServer, tokenFile, scratch } from '../http/fixture.js';
 
 /** A request with the Host/Origin headers a rebinding browser would send (fetch would not let us). */
@@ -36,9 +39,29 @@ function send(
   });
 }
 
-describe('DNS rebinding against serve without a token', () => {
+describe('DNS rebinding against serve --insecure-no-auth', () => {
+  it('gRPC: refuses a foreign :authority with PERMISSION_DENIED before the call runs', async () => {
+    const server = await startGrpcServer(['--insecure-no-auth']);
+    const port = server.target.split(':').at(-1) as string;
+    const evil = grpcClient(server.target, undefined, `evil.example:${port}`);
+    onTestFinished(() => evil.close());
+    const refused = evil.unary('codebase', 'CreateCodebase', { name: 'planted', owner_id: 'u' });
+    expect(await codeOf(refused)).toBe(status.PERMISSION_DENIED);
+    expect(await codeOf(evil.unary('codebase', 'ListCodebases', {}))).toBe(status.PERMISSION_DENIED);
+    expect(await codeOf(evil.stream('sandbox', 'ExecStream', { sandbox_id: 'sb_x', command: 'true' }))).toBe(
+      status.PERMISSION_DENIED,
+    );
+    // Nothing was created; loopback names (what the original's SDK sends: localhost:9000) are answered.
+    for (const authority of [`localhost:${port}`, `127.0.0.1:${port}`]) {
+      const local = grpcClient(server.target, undefined, authority);
+      onTestFinished(() => local.close());
+      const listed = (await local.unary('codebase', 'ListCodebases', {})) as { codebases: unknown[] };
+      expect(listed.codebases, authority).toEqual([]);
+    }
+  });
+
   it('refuses foreign Host and Origin values with 403, answers loopback ones', async () => {
-    const served = await startServer();
+    const served = await startServer(['--insecure-no-auth']);
     const port = new URL(served.url).port;
     // Something to steal: a codebase with a file.
     const created = await send(

@@ -181,7 +181,7 @@ describe('destroy during a commit through the HTTP API', () => {
     const pad = 240;
     const destroyAt = 12_000;
     const served = await startServer();
-    const call = client(served.url);
+    const call = client(served.url, served.token);
     const codebase = (await call('POST', '/v1/codebases', { name: 'long' })).json as { id: string };
     const output = join(served.dataDir, 'codebases', codebase.id, 'files', 'output');
     await mkdir(output, { recursive: true });

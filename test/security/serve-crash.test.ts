@@ -38,7 +38,7 @@ describe('kill -9 of serve during parallel create + exec + destroy', () => {
     const marker = `af_crash_${process.pid}_${Date.now()}`;
     const seen = new Set<string>();
     try {
-      const call = client(served.url);
+      const call = client(served.url, served.token);
       const codebase = await call('POST', '/v1/codebases', { name: 'crash' });
       expect(codebase.status).toBe(200);
       const cb = (codebase.json as { id: string }).id;
@@ -86,7 +86,7 @@ describe('kill -9 of serve during parallel create + exec + destroy', () => {
 
       // The restart: recovery and gc run before it serves.
       served = await launchServer([], dataDir);
-      const again = client(served.url);
+      const again = client(served.url, served.token);
       const list = await again('GET', '/v1/sandboxes?page_size=1000');
       expect(list.status).toBe(200);
       const sandboxes = (list.json as { sandboxes: { id: string; status: string; statusReason: string }[] })
@@ -122,7 +122,7 @@ describe('kill -9 of serve during parallel create + exec + destroy', () => {
         served.child.kill('SIGKILL');
         await served.child;
         const cleaner = await launchServer([], dataDir);
-        const call = client(cleaner.url);
+        const call = client(cleaner.url, cleaner.token);
         const left = await call('GET', '/v1/sandboxes?page_size=1000');
         for (const { id } of (left.json as { sandboxes: { id: string }[] }).sandboxes)
           await call('DELETE', `/v1/sandboxes/${id}`);

@@ -46,11 +46,12 @@ try {
     reapIntervalMs: 0,
     logger: pino({ level: 'warn' }),
   });
-  const { id: codebaseId } = await plane.linkCodebase({ path: repo });
+  // Shared with the API faces: a locally linked codebase is not reachable through them otherwise.
+  const { id: codebaseId } = await plane.linkCodebase({ path: repo, apiVisible: true });
   const { id } = await plane.createSandbox({ codebaseId, preset: 'agent-safe' });
   await plane.startSandbox(id);
 
-  server = createGrpcServer({ backend: controlPlaneBackend(plane) });
+  server = createGrpcServer({ backend: controlPlaneBackend(plane), insecureNoAuth: true });
   const { port } = await server.listen({ host: '127.0.0.1', port: 0 });
   client = new SandboxServiceClient(`127.0.0.1:${port}`, credentials.createInsecure());
 

@@ -67,7 +67,17 @@ function call(base, agent, method, path, body) {
 
 /** Starts the server and resolves with its URL and process once it listens. */
 async function startServer(dataDir) {
-  const args = [BIN, 'serve', '--listen', '127.0.0.1:0', '--grpc-listen', '', '--data', dataDir];
+  const args = [
+    BIN,
+    'serve',
+    '--insecure-no-auth',
+    '--listen',
+    '127.0.0.1:0',
+    '--grpc-listen',
+    '',
+    '--data',
+    dataDir,
+  ];
   if (MAX_STARTS !== undefined) args.push('--max-starts', MAX_STARTS);
   const child = spawn(process.execPath, args, {
     stdio: ['ignore', 'inherit', 'pipe'],

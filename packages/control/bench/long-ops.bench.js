@@ -125,7 +125,7 @@ let workerLog;
 try {
   server = spawn(
     process.execPath,
-    [BIN, 'serve', '--listen', '127.0.0.1:0', '--grpc-listen', '', '--data', dataDir],
+    [BIN, 'serve', '--insecure-no-auth', '--listen', '127.0.0.1:0', '--grpc-listen', '', '--data', dataDir],
     { stdio: ['ignore', 'ignore', 'pipe'] },
   );
   let serverOutput = '';

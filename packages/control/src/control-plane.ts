@@ -16,7 +16,7 @@ import { InvalidArgumentError } from '@agentfense/protocol';
 import type { NetworkAuditEvent, NetworkOptions, NetworkPolicyInput } from '@agentfense/network';
 import { CodebaseService } from './codebases/service.js';
 import type { UploadOptions, UploadSource } from './codebases/service.js';
-import type { CodebaseInfo, FileEntry } from './codebases/types.js';
+import type { CodebaseInfo, CodebaseVisibility, FileEntry } from './codebases/types.js';
 import { validateId } from './ids.js';
 import { createControlLogger } from './logger.js';
 import { DataLayout, ensurePrivateDir, resolveDataDir } from './paths.js';
@@ -231,12 +231,24 @@ export class ControlPlane implements AsyncDisposable {
   createCodebase(options: { name: string; ownerId?: string | null }): Promise<CodebaseInfo> {
     return this.codebases.create(options);
   }
-  /** A host directory used in place as the codebase (nothing copied). */
-  linkCodebase(options: { path: string; name?: string; ownerId?: string | null }): Promise<CodebaseInfo> {
+  /**
+   * A host directory used in place as the codebase (nothing copied). Local: the HTTP, gRPC and /mcp faces
+   * answer "not found" for it and its sandboxes, unless `apiVisible: true` (docs/security.md).
+   */
+  linkCodebase(options: {
+    path: string;
+    name?: string;
+    ownerId?: string | null;
+    apiVisible?: boolean;
+  }): Promise<CodebaseInfo> {
     return this.codebases.link(options);
   }
   getCodebase(id: string): CodebaseInfo {
     return this.codebases.get(id);
+  }
+  /** Who may reach codebase `id`: API clients too ('api'), or only local processes ('local'). */
+  codebaseVisibility(id: string): CodebaseVisibility {
+    return this.codebases.visibility(id);
   }
   /** All codebases but those linked for the run helper's idle spare (internal, like the spare itself). */
   listCodebases(): CodebaseInfo[] {

@@ -103,6 +103,7 @@ export { GrpcCode, GRPC_CODE_OF_ERROR, httpStatusFromGrpcCode, statusOf } from '
 export type { ApiStatus } from './api/status.js';
 export type { RegisteredRoute } from './http/openapi.js';
 export { isLoopback, parseListen } from './http/auth.js';
+export { API_TOKEN_FILE, apiTokenPath, ensureApiToken, readApiToken } from './http/api-token.js';
 export type { ListenAddress } from './http/auth.js';
 
 // --- gRPC API (sandbox.v1, issue 14): the original's wire API, over the same backend as HTTP ---

@@ -66,11 +66,22 @@ describe('metadata database', () => {
     old.exec('CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)');
     old.exec(MIGRATIONS[0]!.sql);
     old.prepare('INSERT INTO schema_migrations VALUES (1, 0)').run();
+    const insert = old.prepare(
+      "INSERT INTO codebases (id, name, kind, host_path, created_at, updated_at) VALUES (?, 'c', ?, ?, 0, 0)",
+    );
+    insert.run('cb_stored', 'stored', null);
+    insert.run('cb_linked', 'linked', '/home/user/repo');
     old.close();
     db = openDatabase(file);
     expect(schemaVersion(db)).toBe(MIGRATIONS.at(-1)?.version);
     const columns = db.prepare('PRAGMA table_info(sandboxes)').all() as { name: string }[];
     expect(columns.map((c) => c.name)).toContain('limits');
+    // Every directory linked so far was linked by a local process: it stays out of the API's reach.
+    const reach = db.prepare('SELECT id, visibility FROM codebases ORDER BY id').all();
+    expect(reach).toEqual([
+      { id: 'cb_linked', visibility: 'local' },
+      { id: 'cb_stored', visibility: 'api' },
+    ]);
   });
 
   it('refuses a database from a newer release', () => {
@@ -93,6 +104,7 @@ describe('metadata database', () => {
       host_identity: null,
       file_count: 0,
       size_bytes: 0,
+      visibility: 'api',
       created_at: 1,
       updated_at: 1,
     });

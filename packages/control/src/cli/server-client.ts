@@ -4,6 +4,8 @@
 import { readFile } from 'node:fs/promises';
 import type { Command } from 'commander';
 import { UnavailableError, fromWire } from '@agentfense/protocol/core';
+import { readApiToken } from '../http/api-token.js';
+import { resolveDataDir } from '../paths.js';
 
 /** The server the CLI talks to when none is named. */
 export const DEFAULT_SERVER = 'http://127.0.0.1:8080';
@@ -14,13 +16,21 @@ export const TOKEN_FILE_ENV = 'AGENTFENSE_TOKEN_FILE';
 export interface ServerFlags {
   readonly server?: string;
   readonly tokenFile?: string;
+  /** The data directory whose api-token is sent when no token file is named. */
+  readonly data?: string;
 }
 
-/** Adds `--server URL` and `--token-file F` to a command. */
+/**
+ * Adds `--server URL` and `--token-file F` to a command. Without a token file, the token of the data
+ * directory (`--data`, which the command adds itself) is sent: the one `agentfense serve` made there.
+ */
 export function addServerOptions(command: Command): Command {
   return command
     .option('--server <url>', `the agentfense serve address (default $${SERVER_ENV} or ${DEFAULT_SERVER})`)
-    .option('--token-file <file>', `bearer token for the server (default $${TOKEN_FILE_ENV})`);
+    .option(
+      '--token-file <file>',
+      `bearer token for the server (default $${TOKEN_FILE_ENV}, else the data directory's api-token)`,
+    );
 }
 
 /** A JSON-over-HTTP client of one server. */
@@ -36,7 +46,10 @@ export class ServerClient {
   static async fromFlags(flags: ServerFlags): Promise<ServerClient> {
     const base = flags.server ?? process.env[SERVER_ENV] ?? DEFAULT_SERVER;
     const tokenFile = flags.tokenFile ?? process.env[TOKEN_FILE_ENV];
-    const token = tokenFile === undefined ? undefined : (await readFile(tokenFile, 'utf8')).trim();
+    const token =
+      tokenFile === undefined
+        ? await readApiToken(resolveDataDir({ dataDir: flags.data }))
+        : (await readFile(tokenFile, 'utf8')).trim();
     return new ServerClient(base, token);
   }
 
@@ -67,9 +80,14 @@ export class ServerClient {
         details?: { reason?: unknown; metadata?: Record<string, unknown> }[];
       };
       const info = error.details?.find((d) => typeof d.reason === 'string');
+      // A refused token: say where the CLI looked for one, and how to name the right one.
+      const hint =
+        response.status === 401
+          ? ` (the CLI sends --token-file's token, else $${TOKEN_FILE_ENV}'s, else the data directory's api-token: give the server's data directory with --data or its token file with --token-file)`
+          : '';
       throw fromWire({
         code: info?.reason,
-        message: error.message ?? `HTTP ${response.status}`,
+        message: `${typeof error.message === 'string' ? error.message : `HTTP ${response.status}`}${hint}`,
         ...(info?.metadata === undefined || Object.keys(info.metadata).length === 0
           ? {}
           : { details: info.metadata }),

@@ -28,7 +28,7 @@ import {
 } from './safe-fs.js';
 import { openCodebaseRoot } from './roots.js';
 import type { OpenedRoot } from './roots.js';
-import type { CodebaseInfo, FileEntry } from './types.js';
+import type { CodebaseInfo, CodebaseVisibility, FileEntry } from './types.js';
 import { splitCodebasePath } from './upload-path.js';
 
 /** Default cap on one uploaded file: 1 GiB. */
@@ -84,6 +84,7 @@ export class CodebaseService {
       host_identity: null,
       file_count: 0,
       size_bytes: 0,
+      visibility: 'api',
       created_at: now,
       updated_at: now,
     };
@@ -95,8 +96,14 @@ export class CodebaseService {
   /**
    * Registers an existing host directory as a codebase used in place: its real path and its identity
    * (device, inode) are recorded, and every later host-side open must find that same directory there.
+   * It is local (API clients cannot reach it) unless `apiVisible`.
    */
-  async link(options: { path: string; name?: string; ownerId?: string | null }): Promise<CodebaseInfo> {
+  async link(options: {
+    path: string;
+    name?: string;
+    ownerId?: string | null;
+    apiVisible?: boolean;
+  }): Promise<CodebaseInfo> {
     if (typeof options.path !== 'string' || options.path === '' || options.path.includes('\0')) {
       throw new InvalidArgumentError('a linked codebase needs a directory path');
     }
@@ -126,6 +133,7 @@ export class CodebaseService {
       host_identity: formatIdentity(identity),
       file_count: null,
       size_bytes: null,
+      visibility: options.apiVisible === true ? 'api' : 'local',
       created_at: now,
       updated_at: now,
     };
@@ -140,6 +148,11 @@ export class CodebaseService {
 
   list(): CodebaseInfo[] {
     return this.#store.list().map((row) => this.#info(row));
+  }
+
+  /** Who may reach codebase `id` (NotFoundError when there is none). */
+  visibility(id: string): CodebaseVisibility {
+    return this.#store.get(validateId('codebase', id)).visibility;
   }
 
   /**

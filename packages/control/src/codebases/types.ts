@@ -3,6 +3,13 @@
 /** `stored`: files uploaded into the data directory. `linked`: a host directory used in place. */
 export type CodebaseKind = 'stored' | 'linked';
 
+/**
+ * Who may reach a codebase: `api` — the HTTP, gRPC and /mcp faces as well as local processes; `local` —
+ * only processes that open the data directory themselves (a directory linked by `run`, `shell`, `mcp` or
+ * the library, unless linked with `apiVisible: true`). API clients get "not found" for a local one.
+ */
+export type CodebaseVisibility = 'api' | 'local';
+
 /** A codebase as clients see it. Times are ISO 8601 strings. */
 export interface CodebaseInfo {
   readonly id: string;

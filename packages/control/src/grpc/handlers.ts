@@ -20,6 +20,8 @@ import { toGrpcError } from './status.js';
 export interface SurfaceCall {
   readonly cancelled: boolean;
   readonly metadata: Metadata;
+  /** The `:authority` the client addressed (`localhost:9000`). */
+  getHost(): string;
   once(event: 'cancelled', listener: () => void): unknown;
 }
 

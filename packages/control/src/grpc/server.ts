@@ -4,7 +4,7 @@
 // running commands and waits for calls to end; it does not close the backend, which the caller owns.
 import { Server, ServerCredentials, status as Status } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
-import { BearerAuth, assertListenAllowed, type ListenAddress } from '../http/auth.js';
+import { assertListenAllowed, authOf, refuseNonLoopback, type ListenAddress } from '../http/auth.js';
 import type { HttpBackend as Backend } from '../http/backend.js';
 import { DEFAULT_BODY_LIMIT } from '../http/server.js';
 import { codebaseService } from './codebase-service.js';
@@ -26,6 +26,8 @@ export interface GrpcServerOptions {
   readonly backend: Backend;
   /** Require metadata `authorization: Bearer <token>` on every call. */
   readonly token?: string;
+  /** Serve without a token (loopback only, loopback `:authority` only); required when `token` is absent. */
+  readonly insecureNoAuth?: boolean;
   readonly logger?: Logger;
 }
 
@@ -37,13 +39,19 @@ export interface GrpcServer {
 }
 
 export function createGrpcServer(options: GrpcServerOptions): GrpcServer {
-  const auth = options.token === undefined ? undefined : new BearerAuth(options.token);
+  const auth = authOf(options);
   const shutdown = new AbortController();
   const context: HandlerContext = {
     shutdown: shutdown.signal,
     logger: options.logger,
     authenticate: (call: SurfaceCall) => {
-      if (auth === undefined) return undefined;
+      if (auth === undefined) {
+        // DNS rebinding, as on the HTTP face: only calls addressed to a loopback name are answered.
+        const refused = refuseNonLoopback({ host: call.getHost() });
+        return refused === undefined
+          ? undefined
+          : grpcError(Status.PERMISSION_DENIED, refused, 'AF_PERMISSION_DENIED');
+      }
       const [header] = call.metadata.get('authorization');
       if (auth.check(typeof header === 'string' ? header : undefined)) return undefined;
       return grpcError(

@@ -46,6 +46,21 @@ export class BearerAuth {
   }
 }
 
+/**
+ * The check a server applies: a BearerAuth for its token, or undefined when it was explicitly told to serve
+ * without one. Neither is an error, so a server is never open by omission.
+ */
+export function authOf(options: { token?: string; insecureNoAuth?: boolean }): BearerAuth | undefined {
+  if (options.token !== undefined && options.insecureNoAuth === true) {
+    throw new InvalidArgumentError('give either a token or insecureNoAuth: true, not both');
+  }
+  if (options.token !== undefined) return new BearerAuth(options.token);
+  if (options.insecureNoAuth === true) return undefined;
+  throw new InvalidArgumentError(
+    'a server needs a token (e.g. `(await ensureApiToken(dataDir)).token`) or, to serve loopback without authentication, insecureNoAuth: true',
+  );
+}
+
 function sha256(text: string): Buffer {
   return createHash('sha256').update(text, 'utf8').digest();
 }
@@ -90,7 +105,7 @@ export function isLoopback(host: string): boolean {
 export function assertListenAllowed(address: ListenAddress, hasToken: boolean): void {
   if (!hasToken && !isLoopback(address.host)) {
     throw new InvalidArgumentError(
-      `refusing to listen on ${address.host} without authentication: anyone who can reach it could run commands; give --token-file or listen on 127.0.0.1`,
+      `refusing to listen on ${address.host} without authentication: anyone who can reach it could run commands; drop --insecure-no-auth (a token is then required) or listen on 127.0.0.1`,
     );
   }
 }
@@ -113,7 +128,7 @@ export function refuseNonLoopback(headers: {
 }): string | undefined {
   const host = headers.host === undefined ? undefined : hostOfHeader(headers.host);
   if (host === undefined || !isLoopback(host)) {
-    return `Host ${JSON.stringify(headers.host ?? '')} is not a loopback name: a server without a token answers only requests addressed to localhost, 127.0.0.1 or [::1] (start it with --token-file to serve other names)`;
+    return `Host ${JSON.stringify(headers.host ?? '')} is not a loopback name: a server without a token answers only requests addressed to localhost, 127.0.0.1 or [::1] (start it without --insecure-no-auth to serve other names)`;
   }
   if (headers.origin !== undefined) {
     let origin: string | undefined;

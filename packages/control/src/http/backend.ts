@@ -21,6 +21,7 @@ import type { CreateSessionOptions, SessionExecOptions, SessionExecResult } from
 import type { SessionInfo } from '../sessions/session.js';
 import { checkUserLabels } from '../sandboxes/validate.js';
 import { decodePageToken, encodePageToken, pageSize } from '../store/pagination.js';
+import { apiReach } from './api-reach.js';
 import { ConcurrencyLimit } from './limit.js';
 
 type MaybePromise<T> = T | Promise<T>;
@@ -95,6 +96,11 @@ export interface ControlPlaneBackendOptions {
    * handshake deadline, while queued they all succeed sooner. Default: the number of CPUs (at least 2).
    */
   readonly maxConcurrentStarts?: number;
+  /**
+   * Also reach codebases a local process linked (and their sandboxes and sessions): only for a backend
+   * that serves the local user itself (`agentfense mcp` on stdio), never for a network face.
+   */
+  readonly localCodebases?: boolean;
 }
 
 /** Default of `maxConcurrentStarts`. */
@@ -108,61 +114,84 @@ export function controlPlaneBackend(
   options: ControlPlaneBackendOptions = {},
 ): HttpBackend {
   const starts = new ConcurrencyLimit(options.maxConcurrentStarts ?? defaultMaxConcurrentStarts());
+  // Every id a request names is checked first: a locally linked codebase, its sandboxes and their
+  // sessions are "not found" here (api-reach.ts).
+  const reach = options.localCodebases === true ? undefined : apiReach(plane);
+  // Synchronous answers check synchronously; asynchronous ones reject (never throw) when refused.
+  const sandbox = <T>(id: string, act: () => T): T => {
+    reach?.sandbox(id);
+    return act();
+  };
+  const session = <T>(id: string, act: () => T): T => {
+    reach?.session(id);
+    return act();
+  };
+  const codebase = <T>(id: string, act: () => T): T => {
+    reach?.codebase(id);
+    return act();
+  };
+  const inSandbox = <T>(id: string, act: () => Promise<T>): Promise<T> =>
+    Promise.resolve().then(() => sandbox(id, act));
+  const inSession = <T>(id: string, act: () => Promise<T>): Promise<T> =>
+    Promise.resolve().then(() => session(id, act));
+  const inCodebase = <T>(id: string, act: () => Promise<T>): Promise<T> =>
+    Promise.resolve().then(() => codebase(id, act));
   return {
     createCodebase: (options) => plane.createCodebase(options),
-    getCodebase: (id) => plane.getCodebase(id),
-    listCodebases: (options) => pageCodebases(plane.listCodebases(), options),
-    deleteCodebase: (id) => plane.deleteCodebase(id),
-    uploadFile: (id, path, source, options) => plane.uploadFile(id, path, source, options),
-    listFiles: (id, options) => plane.listFiles(id, options),
-    downloadFile: (id, path) => plane.downloadFile(id, path),
+    getCodebase: (id) => codebase(id, () => plane.getCodebase(id)),
+    listCodebases: (options) =>
+      pageCodebases(
+        plane.listCodebases().filter((c) => reach?.listed(c) ?? true),
+        options,
+      ),
+    deleteCodebase: (id) => inCodebase(id, () => plane.deleteCodebase(id)),
+    uploadFile: (id, path, source, options) =>
+      inCodebase(id, () => plane.uploadFile(id, path, source, options)),
+    listFiles: (id, options) => inCodebase(id, () => plane.listFiles(id, options)),
+    downloadFile: (id, path) => inCodebase(id, () => plane.downloadFile(id, path)),
 
     // The control plane refuses an image for a runtime other than docker.
     // Owned by this server from creation: if it dies before the start, recovery settles the sandbox
     // (STOPPED) instead of leaving it PENDING; a clean shutdown hands it back PENDING.
-    createSandbox: (options) => plane.createSandbox(options, { own: true }),
-    getSandbox: (id) => plane.getSandbox(id),
+    createSandbox: (options) =>
+      inCodebase(options.codebaseId, () => plane.createSandbox(options, { own: true })),
+    getSandbox: (id) => sandbox(id, () => plane.getSandbox(id)),
     // The run helper's idle spares are internal: the local CLI may list them by their reserved label
     // (records.ts), a remote caller may not (it could then exec in, stop or destroy a sandbox the next
     // `run` takes): a filter on that key is refused as a create with it is.
     listSandboxes: (options) =>
-      plane.listSandboxes(
-        options.labels === undefined ? options : { ...options, labels: checkUserLabels(options.labels) },
-      ),
-    startSandbox: (id) => starts.run(() => plane.startSandbox(id)),
-    stopSandbox: (id) => plane.stopSandbox(id),
-    destroySandbox: (id) => plane.destroySandbox(id),
-    exec: (id, command, options) => plane.run(id, command, { ...options, encoding: 'buffer' }),
-    changes: (id) => plane.changes(id),
-    diff: (id, options) => plane.diff(id, options),
-    commit: (id, options) => plane.commit(id, options),
-    discard: (id, options) => plane.discard(id, options),
-    readFile: (id, path) => plane.readFile(id, path),
-    writeFile: (id, path, data) => plane.writeFile(id, path, data),
-    logs: async (id, { tail }) => {
-      plane.getSandbox(id); // NotFoundError / InvalidArgumentError
-      return (await tailLog(plane.layout.sandbox(id).workerLog, tail)).lines;
-    },
-    logFile: (id) => {
-      plane.getSandbox(id);
-      return plane.layout.sandbox(id).workerLog;
-    },
-    audit: (id, query) => plane.audit(id, query),
-    setNetwork: (id, policy) => plane.setNetwork(id, policy),
-    networkAudit: (id, query) => plane.audit(id, { ...query, kind: 'network' }),
+      plane.listSandboxes({
+        ...options,
+        ...(options.labels === undefined ? {} : { labels: checkUserLabels(options.labels) }),
+        apiVisibleOnly: reach !== undefined,
+      }),
+    startSandbox: (id) => inSandbox(id, () => starts.run(() => plane.startSandbox(id))),
+    stopSandbox: (id) => inSandbox(id, () => plane.stopSandbox(id)),
+    destroySandbox: (id) => inSandbox(id, () => plane.destroySandbox(id)),
+    exec: (id, command, options) =>
+      inSandbox(id, () => plane.run(id, command, { ...options, encoding: 'buffer' })),
+    changes: (id) => inSandbox(id, () => plane.changes(id)),
+    diff: (id, options) => inSandbox(id, () => plane.diff(id, options)),
+    commit: (id, options) => inSandbox(id, () => plane.commit(id, options)),
+    discard: (id, options) => inSandbox(id, () => plane.discard(id, options)),
+    readFile: (id, path) => inSandbox(id, () => plane.readFile(id, path)),
+    writeFile: (id, path, data) => inSandbox(id, () => plane.writeFile(id, path, data)),
+    logs: (id, { tail }) =>
+      inSandbox(id, async () => (await tailLog(plane.layout.sandbox(id).workerLog, tail)).lines),
+    logFile: (id) => sandbox(id, () => plane.layout.sandbox(id).workerLog),
+    audit: (id, query) => inSandbox(id, () => plane.audit(id, query)),
+    setNetwork: (id, policy) => inSandbox(id, () => plane.setNetwork(id, policy)),
+    networkAudit: (id, query) => inSandbox(id, () => plane.audit(id, { ...query, kind: 'network' })),
 
-    createSession: async (sandboxId, options) => {
-      plane.getSandbox(sandboxId); // 404 for an unknown sandbox before "not running"
-      return (await plane.createSession(sandboxId, options)).info();
-    },
-    getSession: (id) => plane.getSession(id).info(),
-    listSessions: (sandboxId) => {
-      plane.getSandbox(sandboxId);
-      return plane.listSessions({ sandboxId }).map((s) => s.info());
-    },
+    // 404 for an unknown sandbox before "not running".
+    createSession: (sandboxId, options) =>
+      inSandbox(sandboxId, async () => (await plane.createSession(sandboxId, options)).info()),
+    getSession: (id) => session(id, () => plane.getSession(id).info()),
+    listSessions: (sandboxId) =>
+      sandbox(sandboxId, () => plane.listSessions({ sandboxId }).map((s) => s.info())),
     sessionExec: (id, command, options) =>
-      plane.getSession(id).run(command, { ...options, encoding: 'buffer' }),
-    closeSession: (id) => plane.closeSession(id),
+      inSession(id, () => plane.getSession(id).run(command, { ...options, encoding: 'buffer' })),
+    closeSession: (id) => inSession(id, () => plane.closeSession(id)),
 
     close: () => plane.close(),
   };

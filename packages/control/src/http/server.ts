@@ -8,7 +8,7 @@ import type { FastifyBaseLogger, FastifyInstance, FastifyReply, FastifyRequest }
 import type { Logger } from 'pino';
 import { DEFAULT_MAX_UPLOAD_BYTES } from '../codebases/service.js';
 import { GrpcCode } from '../api/status.js';
-import { BearerAuth, assertListenAllowed, refuseNonLoopback } from './auth.js';
+import { assertListenAllowed, authOf, refuseNonLoopback } from './auth.js';
 import type { ListenAddress } from './auth.js';
 import type { HttpBackend } from './backend.js';
 import { defineRoute } from './define.js';
@@ -40,6 +40,11 @@ export interface HttpServerOptions {
   readonly backend: HttpBackend;
   /** Require `Authorization: Bearer <token>` on every route but health and the OpenAPI document. */
   readonly token?: string;
+  /**
+   * Serve without a token (loopback only, loopback Host/Origin only): every local user can then use the
+   * API. Required when `token` is absent, so that no server is open by omission.
+   */
+  readonly insecureNoAuth?: boolean;
   readonly logger?: Logger;
   readonly bodyLimit?: number;
   /** Largest uploaded file (bytes); default the control plane's, 1 GiB. Give the plane the same value. */
@@ -73,7 +78,7 @@ function validators(): { body: Ajv; other: Ajv } {
 
 export function createHttpServer(options: HttpServerOptions): HttpServer {
   const { backend } = options;
-  const auth = options.token === undefined ? undefined : new BearerAuth(options.token);
+  const auth = authOf(options);
   // Widened to FastifyBaseLogger so the instance has the default type that routes are written against.
   const logger: FastifyBaseLogger | undefined = options.logger;
   const app = fastify({

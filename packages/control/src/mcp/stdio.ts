@@ -65,7 +65,12 @@ export async function serveMcpStdio(options: McpStdioOptions): Promise<string> {
       return reason;
     }
     const mcp = createSandboxMcpServer(
-      { backend: controlPlaneBackend(plane), sandboxId, allowCommit: options.allowCommit },
+      {
+        // The user's own directory, linked here: this backend serves that local user, not the API.
+        backend: controlPlaneBackend(plane, { localCodebases: true }),
+        sandboxId,
+        allowCommit: options.allowCommit,
+      },
       { logger: plane.logger.child({ component: 'mcp', sandboxId }) },
     );
     // Not the SDK's transport: it closes (and so ends the sandbox) on a message over 10 MiB.

@@ -93,7 +93,7 @@ export class SandboxManager {
       logger: this.#logger.child({ component: 'worker-pool' }),
     });
     this.#mounts = new SandboxMounts({ runtimes: this.#runtimes, logger: this.#logger });
-    this.trash = new SandboxTrash({ dir: this.#layout.trashDir, logger: this.#logger });
+    this.trash = new SandboxTrash({ layout: this.#layout, logger: this.#logger });
     this.#owner = new Ownership({
       layout: this.#layout,
       store: this.#store,

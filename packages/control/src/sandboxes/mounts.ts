@@ -1,5 +1,6 @@
 // One sandbox's mounts and directories: the one setup both a start and a temporary worker go through
 // (directories, leftovers cleared, the shared bind, the mount parameters), and the one way to clear them.
+import { mkdir } from 'node:fs/promises';
 import { netnsPathOf, removeSandboxNetns } from '@agentfense/network';
 import type { Logger } from 'pino';
 import { clearFuseMount } from '@agentfense/fuse-worker';
@@ -34,6 +35,11 @@ export class SandboxMounts {
     paths: SandboxPaths,
     options: { readonly runtimeName: string; readonly sharedBind: boolean },
   ): Promise<void> {
+    // The sandbox's own directory only: a data directory removed meanwhile is not made again (the start
+    // fails with ENOENT instead, before anything is mounted in it).
+    await mkdir(paths.dir, { mode: 0o700 }).catch((err: NodeJS.ErrnoException) => {
+      if (err.code !== 'EEXIST') throw err;
+    });
     for (const dir of [paths.dir, paths.delta, paths.mnt, paths.state]) await ensurePrivateDir(dir);
     await this.clear(paths, options.runtimeName);
     if (options.sharedBind) await makeSharedBind(paths.mnt);

@@ -91,6 +91,7 @@ export function listSandboxes(store: SandboxStore, options: ListSandboxesOptions
     labels: options.labels === undefined ? undefined : checkLabels(options.labels),
     // An idle spare is internal: only a filter on its reserved key lists it.
     withoutLabelKeys: options.labels?.[SPARE_LABEL] === undefined ? [SPARE_LABEL] : [],
+    codebaseVisibility: options.apiVisibleOnly === true ? 'api' : undefined,
     after: options.pageToken === undefined ? undefined : decodePageToken(options.pageToken),
     limit: limit + 1,
   });

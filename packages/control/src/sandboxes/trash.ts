@@ -4,38 +4,52 @@
 // in the trash when it dies (a removal half-way) is finished by the next process that opens the data
 // directory (recover) and by `agentfense gc`, so nothing in it is ever lost track of.
 import { randomUUID } from 'node:crypto';
-import { mkdir, readdir, rename } from 'node:fs/promises';
+import { lstat, mkdir, readdir, rename } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { listMounts, removeTree } from '@agentfense/fuse-worker';
+import type { DataLayout } from '../paths.js';
 
 /** Attempts at removing one trash entry while another process may be removing it too. */
 const REMOVE_ATTEMPTS = 3;
 
 export class SandboxTrash {
   readonly #dir: string;
+  readonly #database: string;
   readonly #logger: Logger;
   /** Removals under way in this process, by entry path (one removal per entry), and what started them. */
   readonly #removing = new Map<string, { readonly done: Promise<void>; readonly by: 'destroy' | 'sweep' }>();
   /** A sweep's listing of the trash, until its removals are registered (idle waits for it too). */
   #listing: Promise<void> = Promise.resolve();
 
-  constructor(options: { readonly dir: string; readonly logger: Logger }) {
-    this.#dir = options.dir;
+  /** The data directory's trash; once its database is gone, the directory is being removed (no new trash). */
+  constructor(options: { readonly layout: DataLayout; readonly logger: Logger }) {
+    this.#dir = options.layout.trashDir;
+    this.#database = options.layout.database;
     this.#logger = options.logger;
   }
 
   /**
    * Moves `dir` into the trash and starts its removal in the background. Resolves false when it was left
-   * where it is: nothing there, or something is mounted inside it (a removal must fail there and be
+   * where it is: nothing there, the data directory being removed (its database gone: the trash is not
+   * made again), or something is mounted inside it (a removal must fail there and be
    * reported as it always was: the caller removes in place, which throws and keeps the sandbox in ERROR).
    */
   async discard(dir: string, name: string): Promise<boolean> {
+    if ((await lstat(dir).catch(() => undefined)) === undefined) return false;
+    if ((await lstat(this.#database).catch(() => undefined)) === undefined) return false;
     const inside = `${dir}/`;
     if ((await listMounts()).some((m) => m.mountpoint === dir || m.mountpoint.startsWith(inside))) {
       return false;
     }
-    await mkdir(this.#dir, { recursive: true, mode: 0o700 });
+    // Not recursive: a data directory someone removed is never made again for its trash.
+    try {
+      await mkdir(this.#dir, { mode: 0o700 });
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code === 'ENOENT') return false;
+      if (code !== 'EEXIST') throw err;
+    }
     const entry = join(this.#dir, `${name}.${randomUUID()}`);
     try {
       await rename(dir, entry);

@@ -77,6 +77,8 @@ export interface ListSandboxesOptions {
   readonly pageSize?: number;
   /** The `nextPageToken` of the previous page. */
   readonly pageToken?: string;
+  /** Only sandboxes over codebases API clients may reach (what the HTTP, gRPC and /mcp faces list). */
+  readonly apiVisibleOnly?: boolean;
 }
 
 /** One page of a listing. */

@@ -2,7 +2,7 @@
 import type { Statement } from 'better-sqlite3';
 import { NotFoundError } from '@agentfense/protocol';
 import type { DirIdentity } from '@agentfense/protocol';
-import type { CodebaseInfo, CodebaseKind } from '../codebases/types.js';
+import type { CodebaseInfo, CodebaseKind, CodebaseVisibility } from '../codebases/types.js';
 import type { Db } from './db.js';
 
 /** A codebase row as stored (times in ms since the epoch). */
@@ -16,6 +16,7 @@ export interface CodebaseRow {
   readonly host_identity: string | null;
   readonly file_count: number | null;
   readonly size_bytes: number | null;
+  readonly visibility: CodebaseVisibility;
   readonly created_at: number;
   readonly updated_at: number;
 }
@@ -31,8 +32,8 @@ export class CodebaseStore {
   constructor(db: Db) {
     this.#insert = db.prepare(
       `INSERT INTO codebases (id, name, owner_id, kind, host_path, host_identity, file_count, size_bytes,
-         created_at, updated_at)
-       VALUES (@id, @name, @owner_id, @kind, @host_path, @host_identity, @file_count, @size_bytes,
+         visibility, created_at, updated_at)
+       VALUES (@id, @name, @owner_id, @kind, @host_path, @host_identity, @file_count, @size_bytes, @visibility,
          @created_at, @updated_at)`,
     );
     this.#get = db.prepare('SELECT * FROM codebases WHERE id = ?');

@@ -80,6 +80,17 @@ export const MIGRATIONS: readonly { readonly version: number; readonly sql: stri
     version: 5,
     sql: 'ALTER TABLE codebases ADD COLUMN host_identity TEXT',
   },
+  {
+    // Who may reach a codebase (docs/security.md): 'api' (the HTTP, gRPC and /mcp faces too) or 'local'
+    // (only processes that open the data directory: a directory linked by `run`, `shell`, `mcp`, the
+    // library). Every linked codebase so far was linked locally; stored ones are shared as they were.
+    version: 6,
+    sql: `
+      ALTER TABLE codebases ADD COLUMN visibility TEXT NOT NULL DEFAULT 'api'
+        CHECK (visibility IN ('api', 'local'));
+      UPDATE codebases SET visibility = 'local' WHERE kind = 'linked';
+    `,
+  },
 ];
 
 /** How long a writer waits for another process's transaction before failing (ms). */

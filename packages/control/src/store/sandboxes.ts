@@ -156,6 +156,8 @@ export interface SandboxQuery {
   readonly labels?: Readonly<Record<string, string>> | undefined;
   /** Leaves out sandboxes that carry any of these label keys. */
   readonly withoutLabelKeys?: readonly string[] | undefined;
+  /** Only sandboxes over codebases of this visibility (the API faces ask for 'api'). */
+  readonly codebaseVisibility?: 'api' | 'local' | undefined;
   readonly after?: PageCursor | undefined;
   readonly limit: number;
 }
@@ -297,6 +299,10 @@ export class SandboxStore {
         'EXISTS (SELECT 1 FROM sandbox_labels l WHERE l.sandbox_id = s.id AND l.key = ? AND l.value = ?)',
       );
       params.push(key, value);
+    }
+    if (q.codebaseVisibility !== undefined) {
+      where.push('s.codebase_id IN (SELECT c.id FROM codebases c WHERE c.visibility = ?)');
+      params.push(q.codebaseVisibility);
     }
     for (const key of q.withoutLabelKeys ?? []) {
       where.push('NOT EXISTS (SELECT 1 FROM sandbox_labels l WHERE l.sandbox_id = s.id AND l.key = ?)');

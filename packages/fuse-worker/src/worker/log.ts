@@ -2,8 +2,7 @@
 // {type, message, stack, ...}) appended to a file, without pino. Importing pino cost the worker ~135 ms of
 // CPU at every start on a loaded 2-core host (half of node's own start-up), and the worker logs a few lines
 // per mount (start, mount, unmount, failures), so plain synchronous appends are enough, and `flush` is free.
-import { closeSync, mkdirSync, openSync, writeSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { closeSync, openSync, writeSync } from 'node:fs';
 
 export const LOG_LEVELS = { trace: 10, debug: 20, info: 30, warn: 40, error: 50, fatal: 60 } as const;
 export type LogLevel = keyof typeof LOG_LEVELS;
@@ -39,14 +38,23 @@ export class LogFile {
     }
   }
   reopen(path: string): void {
+    let fd: number;
+    try {
+      fd = open(path);
+    } catch {
+      return; // its directory is gone (the data directory was removed): keep writing where it was
+    }
     const old = this.#fd;
-    this.#fd = open(path);
+    this.#fd = fd;
     closeSync(old);
   }
 }
 
+/**
+ * Opens a log for appending. Its directory is never made here: the control plane makes its data
+ * directory's, and a worker must not make a data directory someone removed again.
+ */
 function open(path: string): number {
-  mkdirSync(dirname(path), { recursive: true });
   return openSync(path, 'a', 0o600);
 }
 

@@ -14,6 +14,7 @@ interface GcFlags extends DataFlags {
   readonly json?: boolean;
   readonly stoppedOlderThan?: string;
   readonly codebases: boolean;
+  readonly allHelpers?: boolean;
 }
 
 const UNITS: Record<string, number> = { s: 1, m: 60, h: 3600, d: 86_400 };
@@ -56,6 +57,30 @@ export function printGcReport(io: CliIo, report: GcReport): void {
   }
 }
 
+/**
+ * `--all-helpers`: stops (with --dry-run, lists) the data directory's run helpers before collecting, so
+ * their spare sandboxes are gone and nothing of theirs is in use. False when one did not exit.
+ */
+async function stopHelpers(io: CliIo, flags: GcFlags): Promise<boolean> {
+  const [{ resolveDataDir }, { runHelperPids, stopRunHelpers }] = await Promise.all([
+    import('../../paths.js'),
+    import('../run-helper/stop-all.js'),
+  ]);
+  const dataDir = resolveDataDir({ dataDir: flags.data });
+  if (flags.dryRun === true) {
+    for (const pid of await runHelperPids(dataDir)) io.stdout.write(`would stop run helper ${pid}\n`);
+    return true;
+  }
+  const { stopped, running } = await stopRunHelpers(dataDir);
+  for (const pid of stopped) io.stdout.write(`stopped run helper ${pid}\n`);
+  for (const pid of running) {
+    io.stderr.write(
+      `agentfense: gc: run helper ${pid} did not exit within 30 s of SIGTERM (kill -9 ${pid})\n`,
+    );
+  }
+  return running.length === 0;
+}
+
 /** Registers `gc` on the program. */
 export function registerGc(program: Command, { io, result }: CliContext): void {
   addDataOption(
@@ -72,8 +97,16 @@ export function registerGc(program: Command, { io, result }: CliContext): void {
       'also destroy sandboxes stopped longer ago than this (30m, 12h, 7d)',
     )
     .option('--no-codebases', 'keep linked codebase records nothing refers to')
+    .option(
+      '--all-helpers',
+      'first stop every run helper of the data directory (their runs are stopped, their spare sandboxes removed)',
+    )
     .action(async (flags: GcFlags) => {
       const olderThan = flags.stoppedOlderThan === undefined ? undefined : parseAge(flags.stoppedOlderThan);
+      if (flags.allHelpers === true && !(await stopHelpers(io, flags))) {
+        result.exitCode = 1;
+        return;
+      }
       const report = await withControlPlane(flags, (plane) =>
         plane.gc({
           dryRun: flags.dryRun === true,

@@ -1,7 +1,9 @@
-// `agentfense serve [--listen 127.0.0.1:8080] [--grpc-listen 127.0.0.1:9000] [--data DIR] [--token-file F]`:
-// the control plane as an HTTP service (docs/contract.md §7) and a gRPC service (sandbox.v1, the original's
-// wire API, issue 14) in the foreground, both over one backend and one token; an empty address disables a
-// face. SIGINT/SIGTERM stop accepting on both, abort running commands, stop every sandbox's worker and
+// `agentfense serve [--listen 127.0.0.1:8080] [--grpc-listen 127.0.0.1:9000] [--data DIR] [--token-file F]
+// | --insecure-no-auth]`: the control plane as an HTTP service (docs/contract.md §7) and a gRPC service
+// (sandbox.v1, the original's wire API) in the foreground, both over one backend and one bearer token: the
+// --token-file one, else the data directory's (api-token.ts, made on first start). Only
+// --insecure-no-auth serves without one, on loopback only and with a warning. An empty address disables
+// a face. SIGINT/SIGTERM stop accepting on both, abort running commands, stop every sandbox's worker and
 // unmount everything before the process exits.
 import type { Command } from 'commander';
 import { InvalidArgumentError, UnavailableError } from '@agentfense/protocol/core';
@@ -15,6 +17,7 @@ interface ServeFlags {
   readonly grpcListen: string;
   readonly data?: string;
   readonly tokenFile?: string;
+  readonly insecureNoAuth?: boolean;
   readonly maxStarts?: string;
   readonly maxUploadBytes?: string;
 }
@@ -39,7 +42,11 @@ export function registerServe(program: Command, { io, result }: CliContext): voi
     .option('--data <dir>', 'the data directory (default $AGENTFENSE_DATA_DIR or ~/.local/share/agentfense)')
     .option(
       '--token-file <file>',
-      'require "Authorization: Bearer <token>" with the token in this file (needed to listen beyond loopback)',
+      'the bearer token is the one in this file (default: <data>/api-token, made on first start)',
+    )
+    .option(
+      '--insecure-no-auth',
+      'serve without authentication, on loopback only: every local user can then use the API',
     )
     .option(
       '--max-starts <n>',
@@ -54,11 +61,15 @@ export function registerServe(program: Command, { io, result }: CliContext): voi
       // modules of the CLI, which every other command would otherwise pay for at start-up.
       const [
         { assertListenAllowed, parseListen, readTokenFile },
+        { ensureApiToken },
+        { ensurePrivateDir, resolveDataDir },
         { ControlPlane },
         { createHttpServer },
         { createGrpcServer },
       ] = await Promise.all([
         import('../../http/auth.js'),
+        import('../../http/api-token.js'),
+        import('../../paths.js'),
         import('../../control-plane.js'),
         import('../../http/server.js'),
         import('../../grpc/server.js'),
@@ -79,11 +90,30 @@ export function registerServe(program: Command, { io, result }: CliContext): voi
           `--max-upload-bytes must be a positive integer, got ${flags.maxUploadBytes}`,
         );
       }
-      const token = flags.tokenFile === undefined ? undefined : await readTokenFile(flags.tokenFile);
+      const insecure = flags.insecureNoAuth === true;
+      if (insecure && flags.tokenFile !== undefined) {
+        throw new InvalidArgumentError(
+          '--insecure-no-auth and --token-file contradict each other: give one of them',
+        );
+      }
+      const fileToken = flags.tokenFile === undefined ? undefined : await readTokenFile(flags.tokenFile);
       // Before anything is opened: neither face may be reachable from elsewhere without a token.
       for (const address of [httpAddress, grpcAddress]) {
-        if (address !== undefined) assertListenAllowed(address, token !== undefined);
+        if (address !== undefined) assertListenAllowed(address, !insecure);
       }
+      if (insecure) {
+        io.stderr.write(
+          'agentfense: WARNING: --insecure-no-auth: no authentication; every local user and process that can connect to this port can read the codebases and run commands in sandboxes. Use it only on a single-user machine.\n',
+        );
+      }
+      // The data directory's token, made (with the directory, 0700) on first start.
+      let dataToken: Awaited<ReturnType<typeof ensureApiToken>> | undefined;
+      if (!insecure && fileToken === undefined) {
+        const dir = resolveDataDir({ dataDir: flags.data });
+        await ensurePrivateDir(dir);
+        dataToken = await ensureApiToken(dir);
+      }
+      const token = fileToken ?? dataToken?.token;
       const signal = untilSignal();
       try {
         const plane = await ControlPlane.open({
@@ -106,7 +136,7 @@ export function registerServe(program: Command, { io, result }: CliContext): voi
             ? undefined
             : createHttpServer({
                 backend,
-                ...(token === undefined ? {} : { token }),
+                ...(token === undefined ? { insecureNoAuth: true } : { token }),
                 ...(maxUploadBytes === undefined ? {} : { maxUploadBytes }),
                 logger: plane.logger.child({ component: 'http' }),
               });
@@ -115,7 +145,7 @@ export function registerServe(program: Command, { io, result }: CliContext): voi
             ? undefined
             : createGrpcServer({
                 backend,
-                ...(token === undefined ? {} : { token }),
+                ...(token === undefined ? { insecureNoAuth: true } : { token }),
                 logger: plane.logger.child({ component: 'grpc' }),
               });
         try {
@@ -130,7 +160,9 @@ export function registerServe(program: Command, { io, result }: CliContext): voi
           }
           io.stderr.write(
             `agentfense: serving ${served.join(' and ')} (data ${plane.dataDir}, ${
-              token === undefined ? 'no authentication' : 'bearer token required'
+              token === undefined
+                ? 'NO AUTHENTICATION'
+                : `bearer token required, the one in ${dataToken?.file ?? flags.tokenFile ?? ''}`
             }); Ctrl-C stops\n`,
           );
           const ended = await signal.promise;

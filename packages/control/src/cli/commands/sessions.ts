@@ -110,11 +110,13 @@ export function registerSessions(program: Command, { io, result }: CliContext): 
     .command('session')
     .description('persistent shells in sandboxes run by `agentfense serve`');
 
-  addServerOptions(
-    session
-      .command('create')
-      .description('open a session in a running sandbox; prints its id')
-      .argument('<sandbox>', 'sandbox id'),
+  addDataOption(
+    addServerOptions(
+      session
+        .command('create')
+        .description('open a session in a running sandbox; prints its id')
+        .argument('<sandbox>', 'sandbox id'),
+    ),
   )
     .option('--shell <path>', '/bin/sh (default) or /bin/bash')
     .option('--env <K=V>', 'initial environment (repeatable)', collect, [])
@@ -135,12 +137,16 @@ export function registerSessions(program: Command, { io, result }: CliContext): 
       },
     );
 
-  addServerOptions(
-    session
-      .command('exec')
-      .description('run one command line in a session (cd, export, functions persist); exits with its status')
-      .argument('<session>', 'session id (ses_…)')
-      .argument('<command...>', 'the shell command line (joined with spaces)'),
+  addDataOption(
+    addServerOptions(
+      session
+        .command('exec')
+        .description(
+          'run one command line in a session (cd, export, functions persist); exits with its status',
+        )
+        .argument('<session>', 'session id (ses_…)')
+        .argument('<command...>', 'the shell command line (joined with spaces)'),
+    ),
   )
     .option('--timeout <seconds>', 'interrupt the command after this long (the session stays usable)')
     .option('--json', 'print the result as JSON')
@@ -163,8 +169,13 @@ export function registerSessions(program: Command, { io, result }: CliContext): 
       },
     );
 
-  addServerOptions(
-    session.command('list').description('list the sessions of a sandbox').argument('<sandbox>', 'sandbox id'),
+  addDataOption(
+    addServerOptions(
+      session
+        .command('list')
+        .description('list the sessions of a sandbox')
+        .argument('<sandbox>', 'sandbox id'),
+    ),
   )
     .option('--json', 'print a JSON array')
     .action(async (sandbox: string, flags: ServerFlags & { json?: boolean }) => {
@@ -181,11 +192,13 @@ export function registerSessions(program: Command, { io, result }: CliContext): 
         );
     });
 
-  addServerOptions(
-    session
-      .command('close')
-      .description('close sessions (their processes are killed)')
-      .argument('<session...>', 'session ids'),
+  addDataOption(
+    addServerOptions(
+      session
+        .command('close')
+        .description('close sessions (their processes are killed)')
+        .argument('<session...>', 'session ids'),
+    ),
   ).action(async (ids: string[], flags: ServerFlags) => {
     const client = await ServerClient.fromFlags(flags);
     for (const id of ids) {

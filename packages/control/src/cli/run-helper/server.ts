@@ -109,6 +109,7 @@ class RunHelper {
   readonly #spare: SpareSandbox | undefined;
   #server: Server | undefined;
   #ino: number | undefined;
+  readonly #dataDirIno: number | undefined;
   #idleSince = Date.now();
   #timer: NodeJS.Timeout | undefined;
   #closing = false;
@@ -121,6 +122,7 @@ class RunHelper {
     this.#path = path;
     this.#options = options;
     this.#spare = process.env[RUN_HELPER_SPARE_ENV] === '0' ? undefined : new SpareSandbox(plane);
+    this.#dataDirIno = statSync(options.dataDir, { throwIfNoEntry: false })?.ino;
   }
 
   get #log() {
@@ -158,8 +160,8 @@ class RunHelper {
    * draining too, for the last case.
    */
   #check(): void {
-    if (statSync(this.#options.dataDir, { throwIfNoEntry: false }) === undefined) {
-      void this.shutdown('its data directory was removed', { interrupt: true });
+    if (this.#dataDirRemoved()) {
+      void this.shutdown('its data directory was removed', { interrupt: true, removed: true });
       return;
     }
     if (this.#closing) return;
@@ -172,13 +174,33 @@ class RunHelper {
   }
 
   /**
+   * Whether the data directory is being or was removed: it is gone, another directory took its name, or
+   * its database is gone (`rm -rf` removes that early and then fails with EBUSY on a spare's mount, so
+   * the directory itself may stay).
+   */
+  #dataDirRemoved(): boolean {
+    const current = statSync(this.#options.dataDir, { throwIfNoEntry: false });
+    return (
+      current === undefined ||
+      current.ino !== this.#dataDirIno ||
+      statSync(this.#plane.layout.database, { throwIfNoEntry: false }) === undefined
+    );
+  }
+
+  /**
    * Stops taking runs and resolves `closed` once the runs in progress are done. With `interrupt` (a real
    * signal to the helper, its data directory gone) they are stopped as a signal to their client would
    * stop them; without (idle, socket replaced, build changed) they run to their end. A later call with
    * `interrupt` during a drain stops them then.
    */
-  async shutdown(reason: string, { interrupt }: { interrupt: boolean }): Promise<void> {
+  async shutdown(
+    reason: string,
+    { interrupt, removed = false }: { interrupt: boolean; removed?: boolean },
+  ): Promise<void> {
     if (interrupt) for (const run of this.#active) run.interrupt('SIGTERM');
+    // The spare first (its mount is what a `rm -rf` of the data directory fails on), and without a
+    // destroy, which would make the trash directory again in a data directory being removed.
+    if (removed) await this.#spare?.abandon();
     if (this.#closing) return;
     this.#closing = true;
     this.#log.info({ reason, running: this.#active.size, interrupt }, 'run helper exiting');
@@ -194,7 +216,9 @@ class RunHelper {
     // Runs accepted meanwhile are in #active too: wait until none is left.
     while (this.#active.size > 0) await Promise.all([...this.#active].map((run) => run.done));
     if (this.#timer !== undefined) clearInterval(this.#timer);
-    await this.#spare?.close();
+    // Checked again: the removal may have begun with the socket, while the helper was draining.
+    if (this.#dataDirRemoved()) await this.#spare?.abandon();
+    else await this.#spare?.close();
     this.#close();
   }
 

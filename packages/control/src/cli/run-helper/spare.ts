@@ -8,6 +8,7 @@
 // create options are ever taken. An idle spare carries a reserved label (SPARE_LABEL) that keeps it out
 // of listings; taking it removes the label, so the run's sandbox is listed and labelled as any run's.
 import { realpath, stat } from 'node:fs/promises';
+import { removeTree } from '@agentfense/fuse-worker';
 import type { ControlPlane } from '../../control-plane.js';
 import type { CreateSandboxOptions } from '../../sandboxes/types.js';
 
@@ -58,6 +59,7 @@ export class SpareSandbox {
   #spare: Spare | undefined;
   readonly #discarding = new Set<Promise<void>>();
   #closed = false;
+  #abandoning: Promise<void> | undefined;
 
   constructor(plane: ControlPlane) {
     this.#plane = plane;
@@ -143,8 +145,32 @@ export class SpareSandbox {
     this.#discarding.add(tracked);
   }
 
+  /**
+   * The data directory is being removed: stops the spare (its worker and mounts, which a `rm -rf` of the
+   * directory fails on) and removes its directory in place. Not a destroy: that moves the directory into
+   * the data directory's trash, which it would make again. The record and the codebase go with the
+   * database. Prepares no more; a second call waits for the first.
+   */
+  abandon(): Promise<void> {
+    this.#closed = true;
+    const spare = this.#spare;
+    this.#spare = undefined;
+    const log = (what: string) => (err: unknown) =>
+      this.#plane.logger.warn({ err }, `run helper: spare sandbox ${what} (data directory removed)`);
+    this.#abandoning ??= (async () => {
+      const ready = await spare?.ready;
+      if (ready === undefined) return;
+      await this.#plane.stopSandbox(ready.sandboxId).catch(log('not stopped'));
+      await removeTree(this.#plane.layout.sandbox(ready.sandboxId).dir).catch((err: unknown) => {
+        if ((err as NodeJS.ErrnoException).code !== 'ENOENT') log('directory not removed')(err);
+      });
+    })();
+    return this.#abandoning;
+  }
+
   /** Destroys the spare (and waits for earlier discards); prepares no more. */
   async close(): Promise<void> {
+    if (this.#abandoning !== undefined) return this.#abandoning;
     this.#closed = true;
     if (this.#spare !== undefined) this.#discard(this.#spare);
     this.#spare = undefined;

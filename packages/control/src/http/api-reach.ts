@@ -1,0 +1,38 @@
+// Who may reach what through the API faces (HTTP, gRPC, /mcp; docs/security.md): a codebase linked by a
+// local process (`run`, `shell`, `mcp`, the library) is that user's own directory, not something the API
+// was given, so the faces answer for it, its sandboxes and their sessions exactly as for an unknown id.
+// The backend (backend.ts) checks every id a request names through these before it acts.
+import { NotFoundError } from '@agentfense/protocol';
+import type { CodebaseInfo } from '../codebases/types.js';
+import type { ControlPlane } from '../control-plane.js';
+
+/** The checks of one control plane; each throws NotFoundError, worded as for an unknown id. */
+export interface ApiReach {
+  /** Codebase `id` exists and API clients may reach it. */
+  codebase(id: string): void;
+  /** Sandbox `id` exists and its codebase is reachable. */
+  sandbox(id: string): void;
+  /** Session `id` exists and its sandbox is reachable. */
+  session(id: string): void;
+  /** Whether a listed codebase is reachable (listings leave the others out). */
+  listed(codebase: CodebaseInfo): boolean;
+}
+
+export function apiReach(plane: ControlPlane): ApiReach {
+  const reachable = (codebaseId: string): boolean => plane.codebaseVisibility(codebaseId) === 'api';
+  const notFound = (kind: string, id: string): NotFoundError =>
+    new NotFoundError(`${kind} ${id} not found`, { details: { id } });
+  const sandboxReachable = (id: string): boolean => reachable(plane.getSandbox(id).codebaseId);
+  return {
+    codebase: (id) => {
+      if (!reachable(id)) throw notFound('codebase', id);
+    },
+    sandbox: (id) => {
+      if (!sandboxReachable(id)) throw notFound('sandbox', id);
+    },
+    session: (id) => {
+      if (!sandboxReachable(plane.getSession(id).info().sandboxId)) throw notFound('session', id);
+    },
+    listed: (codebase) => reachable(codebase.id),
+  };
+}
