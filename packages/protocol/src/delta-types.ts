@@ -60,4 +60,9 @@ export interface AuditEvent {
   readonly errno?: string;
   /** Process id of the caller as the kernel reports it (host pid namespace). */
   readonly pid?: number;
+  /**
+   * Set by the control plane's trail on a record that stands for this many denials of the same op, errno
+   * and permission within one second, not written one by one; the fields are the first one's.
+   */
+  readonly similar?: number;
 }

@@ -319,6 +319,7 @@ export function auditToWire(e: AuditEvent): Record<string, unknown> {
     permission: PERMISSION.format(e.permission),
     errno: e.errno ?? null,
     pid: e.pid ?? null,
+    similar: e.similar ?? 1,
   };
 }
 

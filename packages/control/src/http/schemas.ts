@@ -379,6 +379,11 @@ export const AuditResult = outObject('AuditResponse', {
       permission: { type: 'string', enum: Object.values(PERMISSION.long) },
       errno: nullableStr,
       pid: { type: ['integer', 'null'] },
+      similar: {
+        type: 'integer',
+        description:
+          "how many denials of the same op, errno and permission within one second this record stands for (1: just this one); the fields are the first one's",
+      },
     }),
   },
 });
