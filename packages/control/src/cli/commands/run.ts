@@ -12,6 +12,7 @@ import { resolveDataDir } from '../../paths.js';
 import { addDataOption, openControlPlane } from '../control-options.js';
 import type { DataFlags } from '../control-options.js';
 import { isTerminal, printJson } from '../io.js';
+import { terminalWriter } from '../terminal-filter.js';
 import type { CliContext, CliIo, Interrupt } from '../io.js';
 import { ONE_SHOT_LABEL } from '../../sandboxes/one-shot.js';
 import type { CreateSandboxOptions } from '../../sandboxes/types.js';
@@ -45,6 +46,7 @@ interface RunFlags extends PolicyFlags, DataFlags, ResourceFlags {
   readonly keep?: boolean;
   readonly json?: boolean;
   readonly verbose?: boolean;
+  readonly rawOutput?: boolean;
 }
 
 const collect = (value: string, previous: string[]): string[] => [...previous, value];
@@ -124,6 +126,10 @@ export function registerRun(program: Command, { io, result, mode }: CliContext):
     .option('--keep', 'keep the sandbox (stopped, with its changes, logs and audit trail) and print its id')
     .option('--json', 'print one JSON object: exit status, output, changes, diff, commit result')
     .option('-v, --verbose', 'print each step with its duration on stderr')
+    .option(
+      '--raw-output',
+      "on a terminal, pass the command's escape sequences as they are (default: colours only)",
+    )
     .action(async (dir: string, command: string[], flags: RunFlags) => {
       // In the run helper (run-helper/server.ts) the request is another process's: its cwd, stdin and
       // signals, and the helper's open control plane. Everything else below is the same on both paths.
@@ -309,6 +315,10 @@ async function runInSandbox(plane: ControlPlane, request: RunRequest): Promise<R
     }
     const sandbox = { id: sandboxId };
     abort.throwIfAborted();
+    // The command's bytes on a terminal: colours pass, other escape sequences are shown, not obeyed.
+    const raw = flags.rawOutput === true;
+    const stdout = terminalWriter(io.stdout, isTerminal(io.stdout) && !raw);
+    const stderr = terminalWriter(io.stderr, isTerminal(io.stderr) && !raw);
     const exec = await plane.run(sandbox.id, request.command, {
       encoding: 'buffer',
       env: request.env,
@@ -320,10 +330,12 @@ async function runInSandbox(plane: ControlPlane, request: RunRequest): Promise<R
       ...(json
         ? {}
         : {
-            onStdout: (chunk: Buffer) => io.stdout.write(chunk),
-            onStderr: (chunk: Buffer) => io.stderr.write(chunk),
+            onStdout: (chunk: Buffer) => stdout.write(chunk),
+            onStderr: (chunk: Buffer) => stderr.write(chunk),
           }),
     });
+    stdout.end();
+    stderr.end();
     step(`command finished (status ${exec.exitCode ?? exec.signal})`);
     abort.throwIfAborted();
     const changes = await plane.changes(sandbox.id);
