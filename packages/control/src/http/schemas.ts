@@ -290,6 +290,12 @@ const Change = outObject('Change', {
   kind: { type: 'string', enum: ['added', 'modified', 'deleted'] },
   type: { type: 'string', enum: ['file', 'directory', 'symlink', 'other'] },
   size: { type: ['integer', 'null'], 'x-int64': true },
+  mode: {
+    type: ['integer', 'null'],
+    description: 'permission bits a commit writes (added and modified files and directories)',
+  },
+  old_mode: { type: ['integer', 'null'], description: "the codebase entry's permission bits (modified)" },
+  target: { type: ['string', 'null'], description: 'the link target a commit writes (symlinks)' },
 });
 
 export const ChangeList = outObject('ListChangesResponse', { changes: { type: 'array', items: Change } });

@@ -5,7 +5,13 @@
 import { constants as osConstants } from 'node:os';
 import { isAbsolute, resolve } from 'node:path';
 import type { Command } from 'commander';
-import { CancelledError, InvalidArgumentError, escapeControls, quotePath } from '@agentfense/protocol/core';
+import {
+  CancelledError,
+  InvalidArgumentError,
+  changeLine,
+  escapeControls,
+  quotePath,
+} from '@agentfense/protocol/core';
 import type { ChangeEntry, CommitResult, ExecResult } from '@agentfense/protocol';
 import type { ControlPlane } from '../../control-plane.js';
 import { resolveDataDir } from '../../paths.js';
@@ -80,10 +86,7 @@ function workingDirectory(paths: readonly (string | undefined)[]): string {
 
 function summarize(changes: readonly ChangeEntry[]): string {
   if (changes.length === 0) return 'no changes\n';
-  const mark = { added: 'A', modified: 'M', deleted: 'D' } as const;
-  return changes
-    .map((c) => `${mark[c.kind]} ${quotePath(`${c.path}${c.type === 'directory' ? '/' : ''}`)}\n`)
-    .join('');
+  return changes.map((c) => `${changeLine(c)}\n`).join('');
 }
 
 function exitStatusOf(result: ExecResult): number {
