@@ -98,7 +98,9 @@ describe('agentfense run', () => {
       stderr: '',
       sandboxId: null,
     });
-    expect(out.changes).toEqual([{ path: '/output/j.txt', kind: 'added', type: 'file', size: 2 }]);
+    expect(out.changes).toEqual([
+      { path: '/output/j.txt', kind: 'added', type: 'file', size: 2, mode: 0o644 },
+    ]);
   });
 
   it('--stdin passes standard input to the command', async () => {

@@ -107,7 +107,15 @@ describe('full flow', () => {
     const changes = await call('GET', `/v1/sandboxes/${sb}/changes`);
     check('ListChanges', changes);
     expect(changes.json.changes).toEqual([
-      { path: '/src/app.py', kind: 'modified', type: 'file', size: '17' },
+      {
+        path: '/src/app.py',
+        kind: 'modified',
+        type: 'file',
+        size: '17',
+        mode: 0o644,
+        oldMode: 0o644,
+        target: null,
+      },
     ]);
     const diff = await call('GET', `/v1/sandboxes/${sb}/diff`);
     check('Diff', diff);
@@ -119,7 +127,17 @@ describe('full flow', () => {
     expect(commit.status, commit.text).toBe(200);
     check('Commit', commit);
     expect(commit.json).toEqual({
-      applied: [{ path: '/src/app.py', kind: 'modified', type: 'file', size: '17' }],
+      applied: [
+        {
+          path: '/src/app.py',
+          kind: 'modified',
+          type: 'file',
+          size: '17',
+          mode: 0o644,
+          oldMode: 0o644,
+          target: null,
+        },
+      ],
       conflicts: [],
       skipped: [],
       changed: [],

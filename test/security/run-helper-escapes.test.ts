@@ -3,7 +3,8 @@
 // terminal (set the title, clear the screen, OSC 52 into the clipboard). Defence: the client tells the
 // helper whether its stdout and stderr are terminals, and the helper's writers carry that as isTTY, so
 // `run` escapes the diff's contents exactly as in-process (test/security/terminal-escapes.test.ts).
-// Without it the helper's writers are never terminals and the raw ESC/BEL bytes reach the pty.
+// Without it the helper's writers are never terminals and the raw ESC/BEL bytes reach the pty. The same
+// holds for the command's own output (OSC 52 into the clipboard), escaped on a terminal but for colours.
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -73,5 +74,29 @@ describe('terminal safety of run --diff through the run helper', () => {
     expect(r.exitCode).toBe(0);
     expect(r.stderr).toContain('handed to the run helper');
     expect(r.stdout).toContain(`+line${ESC}[2J${ESC}]0;pwned${BEL}`);
+  });
+
+  it("on the client's terminal, the command's own escape sequences are shown escaped; colours pass", async () => {
+    const r = await onTerminal(
+      [
+        process.execPath,
+        bin,
+        'run',
+        repo,
+        '--data',
+        data,
+        '-v',
+        '--',
+        'printf',
+        String.raw`\033]52;c;cm0gLXJmIH4=\007\033[31mred\033[0m\n`,
+      ],
+      ON,
+    );
+    expect(r.exitCode).toBe(0);
+    expect(r.stdout).toContain('handed to the run helper');
+    expect(r.stdout).toContain(String.raw`\x1b]52;c;cm0gLXJmIH4=\a`);
+    expect(r.stdout).toContain(`${ESC}[31mred${ESC}[0m`);
+    expect(r.stdout).not.toContain(`${ESC}]`);
+    expect(r.stdout).not.toContain(BEL);
   });
 });

@@ -4,6 +4,9 @@
 // "committed 0 change(s)". Defence: every path the CLI prints is quoted git-style when it holds control
 // characters (protocol's quotePath), log lines are escaped, and a diff's contents are escaped when
 // stdout is a terminal. Without the defence the raw ESC/BEL/newline bytes below reach stdout/stderr.
+// The command's own output too: on a terminal `run` and `shell` pass text and colours (SGR) but show
+// OSC (title, clipboard), DCS and cursor/screen sequences escaped, unless --raw-output; a pipe gets the
+// bytes as they are.
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -13,6 +16,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { listMounts } from '@agentfense/fuse-worker';
 import { waitForReapers } from '../helpers/reapers.js';
 import { onTerminal } from '../helpers/terminal.js';
+import { shellOnTerminal } from '../helpers/terminal-shell.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const bin = `${root}packages/control/bin/agentfense.js`;
@@ -126,5 +130,41 @@ describe('terminal safety of what the CLI prints', () => {
     expect(explain.exitCode).toBe(0);
     expect(explain.stdout.trim().split('\n')).toHaveLength(1);
     expect(explain.stdout).toContain(String.raw`"/src/a\nrule #0 glob ** -> write"`);
+  });
+
+  // What the command prints: a clipboard write (OSC 52), a title (OSC 0), a DCS, a screen clear and a
+  // cursor move, around a coloured word.
+  const HOSTILE_OUTPUT = String.raw`\033]52;c;cm0gLXJmIH4=\007\033]0;pwned\007\033Pq#0\033\\\033[2J\033[H\033[31mred\033[0m\n`;
+
+  it("on a terminal, run shows the command's escape sequences escaped and passes its colours", async () => {
+    const argv = [process.execPath, bin, 'run', repo, '--data', data];
+    const r = await onTerminal([...argv, '--', 'printf', HOSTILE_OUTPUT]);
+    expect(r.exitCode).toBe(0);
+    expect(r.stdout).toContain(String.raw`\x1b]52;c;cm0gLXJmIH4=\a\x1b]0;pwned\a\x1bPq#0\x1b\\x1b[2J\x1b[H`);
+    expect(r.stdout).toContain(`${ESC}[31mred${ESC}[0m`);
+    expect(r.stdout).not.toContain(`${ESC}]`);
+    expect(r.stdout).not.toContain(`${ESC}P`);
+    expect(r.stdout).not.toContain(`${ESC}[2J`);
+    expect(r.stdout).not.toContain(BEL);
+    // Asked for: the bytes as they are.
+    const raw = await onTerminal([...argv, '--raw-output', '--', 'printf', HOSTILE_OUTPUT]);
+    expect(raw.stdout).toContain(`${ESC}]52;c;cm0gLXJmIH4=${BEL}${ESC}]0;pwned${BEL}`);
+    // A pipe is not a terminal: exact bytes.
+    const piped = await agentfense(['run', repo, '--data', data, '--', 'printf', HOSTILE_OUTPUT]);
+    expect(piped.stdout).toBe(
+      `${ESC}]52;c;cm0gLXJmIH4=${BEL}${ESC}]0;pwned${BEL}${ESC}Pq#0${ESC}\\${ESC}[2J${ESC}[H${ESC}[31mred${ESC}[0m`,
+    );
+  });
+
+  it("on a terminal, shell shows the commands' escape sequences escaped", async () => {
+    const r = await shellOnTerminal(
+      [process.execPath, bin, 'shell', repo, '--data', data],
+      [`printf '${HOSTILE_OUTPUT}'`, 'exit'],
+    );
+    expect(r.exitCode).toBe(0);
+    expect(r.stdout).toContain(String.raw`\x1b]52;c;cm0gLXJmIH4=\a\x1b]0;pwned\a`);
+    expect(r.stdout).toContain(`${ESC}[31mred${ESC}[0m`);
+    expect(r.stdout).not.toContain(`${ESC}]`);
+    expect(r.stdout).not.toContain(BEL);
   });
 });

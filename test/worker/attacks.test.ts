@@ -252,8 +252,10 @@ describe.each(['sandbox', 'host'] as const)('attacks as %s', (who) => {
       ['readlink', 'output/d'],
     ]);
     expect(seen).toEqual(['ENOENT', 'ENOENT', 'ok:0o120777', 'ok:../../../outside']);
+    // The diff shows the symlinks as their targets' text (as git does), never what they lead to.
     const diff = await f.worker.client.request('diff', {});
-    expect(diff.diff).not.toContain('outside');
+    expect(diff.diff).toContain('+../../../outside/x.txt\n');
+    expect(diff.diff).not.toContain('+outside');
     await f.worker.client.request('commit', { mode: 'last-writer-wins' });
     expect((await readdir(outside)).sort()).toEqual(['x.txt']);
     expect(await readFile(join(outside, 'x.txt'), 'utf8')).toBe('outside\n');

@@ -138,11 +138,11 @@ describe('delta layer on a real mount', () => {
     expect(r.stderr).toBe('');
     const { changes } = await f.worker.client.request('changes', {});
     expect(changes).toEqual([
-      { path: '/output/bin', kind: 'added', type: 'file', size: 3 },
-      { path: '/output/d', kind: 'added', type: 'directory', size: null },
-      { path: '/output/edit.txt', kind: 'modified', type: 'file', size: 14 },
+      { path: '/output/bin', kind: 'added', type: 'file', size: 3, mode: 0o644 },
+      { path: '/output/d', kind: 'added', type: 'directory', size: null, mode: 0o755 },
+      { path: '/output/edit.txt', kind: 'modified', type: 'file', size: 14, mode: 0o644, oldMode: 0o644 },
       { path: '/output/gone.txt', kind: 'deleted', type: 'file', size: null },
-      { path: '/output/new.txt', kind: 'added', type: 'file', size: 3 },
+      { path: '/output/new.txt', kind: 'added', type: 'file', size: 3, mode: 0o644 },
     ]);
     const diff = await f.worker.client.request('diff', {});
     expect(diff.binary).toEqual(['/output/bin']);

@@ -39,7 +39,9 @@ describe('file data through the mount', () => {
     expect(host.size).toBe(6 * 1024 ** 3);
     expect(host.blocks * 512).toBeLessThan(1024 * 1024);
     const { changes } = await f.worker.client.request('changes', {});
-    expect(changes).toEqual([{ path: '/output/big', kind: 'added', type: 'file', size: 6 * 1024 ** 3 }]);
+    expect(changes).toEqual([
+      { path: '/output/big', kind: 'added', type: 'file', size: 6 * 1024 ** 3, mode: 0o644 },
+    ]);
   });
 
   it('an open file keeps working after it is unlinked or renamed over', async () => {

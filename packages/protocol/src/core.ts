@@ -42,3 +42,4 @@ export { normalizePath } from './permissions/normalize.js';
 export type { Decision, Explanation, NormalizedRule, Visibility } from './permissions/types.js';
 export { parseByteSize, parseCpus } from './runtime/sizes.js';
 export { escapeControls, escapeJsonText, escapeLine, quotePath } from './text/terminal.js';
+export { changeLine } from './text/change-line.js';

@@ -8,6 +8,15 @@ export interface ChangeEntry {
   readonly type: 'file' | 'directory' | 'symlink' | 'other';
   /** Size in bytes of the new content (null for deletions and directories). */
   readonly size: number | null;
+  /**
+   * Permission bits (of 0o7777) a commit writes, for added and modified files and directories: the
+   * sandbox's, without set-id bits (commit strips them, CommitResult.changed says so).
+   */
+  readonly mode?: number;
+  /** Permission bits of the codebase entry the sandbox first saw, for modified entries. */
+  readonly oldMode?: number;
+  /** The link target a commit writes, for added and modified symlinks. */
+  readonly target?: string;
 }
 
 /** How a commit treats files that changed in the codebase since the sandbox first saw them. */
@@ -60,4 +69,9 @@ export interface AuditEvent {
   readonly errno?: string;
   /** Process id of the caller as the kernel reports it (host pid namespace). */
   readonly pid?: number;
+  /**
+   * Set by the control plane's trail on a record that stands for this many denials of the same op, errno
+   * and permission within one second, not written one by one; the fields are the first one's.
+   */
+  readonly similar?: number;
 }

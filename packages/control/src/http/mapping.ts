@@ -295,7 +295,16 @@ export function sessionToWire(s: SessionInfo, closedAt: Date | null = null): Rec
 }
 
 export function changeToWire(c: ChangeEntry): Record<string, unknown> {
-  return { path: c.path, kind: c.kind, type: c.type, size: c.size };
+  return {
+    path: c.path,
+    kind: c.kind,
+    type: c.type,
+    size: c.size,
+    // What a commit does besides the content (null where it does not apply): a review must show it.
+    mode: c.mode ?? null,
+    old_mode: c.oldMode ?? null,
+    target: c.target ?? null,
+  };
 }
 
 export function commitToWire(r: CommitResult): Record<string, unknown> {
@@ -320,6 +329,7 @@ export function auditToWire(e: AuditEvent): Record<string, unknown> {
     permission: PERMISSION.format(e.permission),
     errno: e.errno ?? null,
     pid: e.pid ?? null,
+    similar: e.similar ?? 1,
   };
 }
 

@@ -282,6 +282,12 @@ const Change = outObject('Change', {
   kind: { type: 'string', enum: ['added', 'modified', 'deleted'] },
   type: { type: 'string', enum: ['file', 'directory', 'symlink', 'other'] },
   size: { type: ['integer', 'null'], 'x-int64': true },
+  mode: {
+    type: ['integer', 'null'],
+    description: 'permission bits a commit writes (added and modified files and directories)',
+  },
+  old_mode: { type: ['integer', 'null'], description: "the codebase entry's permission bits (modified)" },
+  target: { type: ['string', 'null'], description: 'the link target a commit writes (symlinks)' },
 });
 
 export const ChangeList = outObject('ListChangesResponse', { changes: { type: 'array', items: Change } });
@@ -371,6 +377,11 @@ export const AuditResult = outObject('AuditResponse', {
       permission: { type: 'string', enum: Object.values(PERMISSION.long) },
       errno: nullableStr,
       pid: { type: ['integer', 'null'] },
+      similar: {
+        type: 'integer',
+        description:
+          "how many denials of the same op, errno and permission within one second this record stands for (1: just this one); the fields are the first one's",
+      },
     }),
   },
 });

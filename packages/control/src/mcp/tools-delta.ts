@@ -2,6 +2,7 @@
 // `discard` drops it. The last two exist only when the server was started with --allow-commit.
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import type { ChangeEntry } from '@agentfense/protocol';
+import { changeLine } from '@agentfense/protocol/core';
 import type { McpSandboxContext, ToolCall, ToolDefinition } from './context.js';
 import { capText } from './output.js';
 import { toCodebasePath } from './paths.js';
@@ -10,11 +11,9 @@ import { failure, ok } from './results.js';
 /** Characters of a diff returned before its middle is cut. */
 export const MAX_DIFF_CHARS = 100_000;
 
-const MARK = { added: 'A', modified: 'M', deleted: 'D' } as const;
-
 function summary(changes: readonly ChangeEntry[]): string {
   if (changes.length === 0) return 'no changes';
-  return changes.map((c) => `${MARK[c.kind]} ${c.path}${c.type === 'directory' ? '/' : ''}`).join('\n');
+  return changes.map(changeLine).join('\n');
 }
 
 /** The change list and the unified diff of a sandbox, as text (also the delta resource). */
@@ -74,7 +73,7 @@ async function commit(args: Record<string, unknown>, call: ToolCall): Promise<Ca
     mode,
     ...(paths === undefined ? {} : { paths }),
   });
-  const applied = result.applied.map((c) => `  ${MARK[c.kind]} ${c.path}`).join('\n');
+  const applied = result.applied.map((c) => `  ${changeLine(c)}`).join('\n');
   const data = {
     applied: result.applied.map((c) => c.path),
     conflicts: result.conflicts.map((c) => ({ ...c })),

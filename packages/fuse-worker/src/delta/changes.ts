@@ -35,16 +35,20 @@ export async function computeChanges(ctx: DeltaContext): Promise<DeltaChange[]> 
     rel: string,
     st: BigIntStats,
     type: DeltaEntryType,
-    existed: boolean,
+    existed: BigIntStats | BaseRecord | null,
     base?: BaseRecord,
   ): void => {
+    const oldMode = existed === null ? undefined : permissionBits(existed);
     changes.push({
       rel,
       entry: {
         path: toCodebase(rel),
-        kind: existed ? 'modified' : 'added',
+        kind: existed !== null ? 'modified' : 'added',
         type: publicType(type),
         size: type === 'directory' ? null : Number(st.size),
+        // What a review must show because commit writes it: the mode (set-id bits never: commit.ts).
+        ...(type === 'symlink' ? {} : { mode: Number(st.mode) & 0o7777 & ~SET_ID }),
+        ...(oldMode === undefined ? {} : { oldMode }),
       },
       upperType: type,
       base,
@@ -56,14 +60,14 @@ export async function computeChanges(ctx: DeltaContext): Promise<DeltaChange[]> 
       inUpper.add(rel);
       const type = typeOf(st);
       const base = ctx.meta.bases.get(rel);
-      if (base !== undefined) push(rel, st, type, base.exists, base);
+      if (base !== undefined) push(rel, st, type, base.exists ? base : null, base);
       else if (type !== 'directory') unknown.push({ rel, st, type });
     },
   });
   const yielder = new Yielder();
   for (const { rel, st, type } of unknown) {
     await yielder.maybe();
-    const existed = !ctx.meta.isHidden(rel) && (await ctx.lower.lstatOrNull(rel)) !== null;
+    const existed = ctx.meta.isHidden(rel) ? null : await ctx.lower.lstatOrNull(rel);
     push(rel, st, type, existed);
   }
   for (const rel of ctx.meta.whiteouts) {
@@ -77,7 +81,23 @@ export async function computeChanges(ctx: DeltaContext): Promise<DeltaChange[]> 
       base,
     });
   }
+  // The link target a commit writes: one readlink per symlink change.
+  for (const [i, change] of changes.entries()) {
+    if (change.upperType !== 'symlink') continue;
+    await yielder.maybe();
+    const target = await ctx.upper.readlink(change.rel);
+    changes[i] = { ...change, entry: { ...change.entry, target } };
+  }
   return changes.sort((a, b) => (a.rel < b.rel ? -1 : a.rel > b.rel ? 1 : 0));
+}
+
+/** Set-uid and set-gid: shown and committed without them. */
+const SET_ID = 0o6000;
+
+/** The permission bits of a codebase entry (its lstat now, or its base record); none for symlinks. */
+function permissionBits(entry: BigIntStats | BaseRecord): number | undefined {
+  if ('exists' in entry) return entry.exists && entry.type !== 'symlink' ? entry.mode & 0o7777 : undefined;
+  return entry.isSymbolicLink() ? undefined : Number(entry.mode) & 0o7777;
 }
 
 function publicType(type: DeltaEntryType): ChangeEntry['type'] {

@@ -19,8 +19,10 @@ export type DiffItem = { readonly text: string } | { readonly binary: string };
 
 /**
  * Diffs each regular-file change against the codebase's current version (what a commit would replace),
- * one file at a time (a diff of 200k files is never one string in memory here).
- * Directories, symlinks and special files are not text and are left out.
+ * one file at a time (a diff of 200k files is never one string in memory here). Everything else a commit
+ * writes shows too, in git's extended headers: a mode change (`old mode`/`new mode`, directories
+ * included), a new file's mode unless it is 0644 (`new file mode`), and symlinks as their target's text.
+ * Special files are not text and are left out.
  */
 export async function* diffItems(
   ctx: DeltaContext,
@@ -29,15 +31,27 @@ export async function* diffItems(
   const yielder = new Yielder();
   for (const change of changes) {
     await yielder.maybe();
+    const name = change.entry.path.slice(1);
+    const header = modeHeader(change);
+    const isLink =
+      change.upperType === 'symlink' || (change.base?.exists === true && change.base.type === 'symlink');
+    if (isLink && change.upperType !== 'file') {
+      const text = await symlinkDiff(ctx, change, name);
+      if (header !== '' || text !== '') yield { text: `${header}${text}` };
+      continue;
+    }
     const isFile = change.upperType === 'file' || (change.upperType === null && change.entry.type === 'file');
-    if (!isFile) continue;
+    if (!isFile) {
+      if (header !== '') yield { text: header };
+      continue;
+    }
     const oldText = change.entry.kind === 'added' ? '' : await readText(ctx.lower, change.rel);
     const newText = change.upperType === 'file' ? await readText(ctx.upper, change.rel) : '';
     if (oldText === null || newText === null) {
+      if (header !== '') yield { text: header };
       yield { binary: change.entry.path };
       continue;
     }
-    const name = change.entry.path.slice(1);
     const text = unifiedDiff({
       oldText,
       newText,
@@ -45,8 +59,52 @@ export async function* diffItems(
       oldName: change.entry.kind === 'added' ? '/dev/null' : quotePath(`a/${name}`),
       newName: change.entry.kind === 'deleted' ? '/dev/null' : quotePath(`b/${name}`),
     });
-    if (text !== '') yield { text };
+    if (header !== '' || text !== '') yield { text: `${header}${text}` };
   }
+}
+
+const S_IFDIR = 0o040000;
+const S_IFREG = 0o100000;
+const S_IFLNK = 0o120000;
+
+/** git's extended header for what a commit does to a mode, '' when there is nothing to show. */
+function modeHeader(change: DeltaChange): string {
+  const { kind, mode, oldMode, type, path } = change.entry;
+  if (mode === undefined) return '';
+  const bits = type === 'directory' ? S_IFDIR : S_IFREG;
+  const oldBits = change.base?.exists === true && change.base.type === 'directory' ? S_IFDIR : S_IFREG;
+  const git = gitLine(path.slice(1));
+  if (kind === 'modified' && oldMode !== undefined && (oldMode !== mode || oldBits !== bits)) {
+    return `${git}old mode ${octal(oldBits | oldMode)}\nnew mode ${octal(bits | mode)}\n`;
+  }
+  if (kind === 'added' && type === 'file' && mode !== 0o644)
+    return `${git}new file mode ${octal(bits | mode)}\n`;
+  return '';
+}
+
+/** A symlink's change as git shows it: its target as a one-line text without a final newline. */
+async function symlinkDiff(ctx: DeltaContext, change: DeltaChange, name: string): Promise<string> {
+  const wasLink = change.base?.exists === true && change.base.type === 'symlink';
+  const oldTarget = wasLink ? await ctx.lower.readlink(change.rel).catch(() => null) : null;
+  const newTarget = change.upperType === 'symlink' ? (change.entry.target ?? null) : null;
+  if (oldTarget === newTarget) return '';
+  const text = unifiedDiff({
+    oldText: oldTarget ?? '',
+    newText: newTarget ?? '',
+    oldName: oldTarget === null ? '/dev/null' : quotePath(`a/${name}`),
+    newName: newTarget === null ? '/dev/null' : quotePath(`b/${name}`),
+  });
+  const created = oldTarget === null ? `new file mode ${octal(S_IFLNK)}\n` : '';
+  const deleted = newTarget === null ? `deleted file mode ${octal(S_IFLNK)}\n` : '';
+  return `${gitLine(name)}${created}${deleted}${text}`;
+}
+
+function gitLine(name: string): string {
+  return `diff --git ${quotePath(`a/${name}`)} ${quotePath(`b/${name}`)}\n`;
+}
+
+function octal(mode: number): string {
+  return mode.toString(8).padStart(6, '0');
 }
 
 /** The whole diff in one piece (tests and small deltas). */

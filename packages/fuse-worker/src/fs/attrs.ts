@@ -66,8 +66,16 @@ export interface AttrOptions {
   readonly gid: number;
 }
 
+/**
+ * What every directory reports as its size and blocks: the host's count the bytes of every entry,
+ * hidden ones included (an ext4 directory of hidden files is 12288 bytes, an empty one 4096).
+ */
+const DIR_SIZE = 4096;
+const DIR_BLOCKS = 8;
+
 /** Converts an lstat result into the kernel's view of the entry. */
 export function toAttr(stat: BigIntStats, options: AttrOptions): FuseAttr {
+  const isDir = (Number(stat.mode) & S_IFMT) === S_IFDIR;
   return {
     ino: options.ino,
     mode: modeFor(Number(stat.mode), options.permission),
@@ -75,8 +83,8 @@ export function toAttr(stat: BigIntStats, options: AttrOptions): FuseAttr {
     uid: options.uid,
     gid: options.gid,
     rdev: Number(stat.rdev),
-    size: exactSize(stat.size),
-    blocks: Number(stat.blocks),
+    size: isDir ? DIR_SIZE : exactSize(stat.size),
+    blocks: isDir ? DIR_BLOCKS : Number(stat.blocks),
     blksize: Number(stat.blksize),
     atimeNs: stat.atimeNs,
     mtimeNs: stat.mtimeNs,

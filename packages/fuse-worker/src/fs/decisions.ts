@@ -7,18 +7,23 @@ import type { FsCore } from './core.js';
 import { pendingAccess } from './kernel-denials.js';
 import type { Caller } from './types.js';
 
-/** The permission a lookup answers with; hidden names throw ENOENT (never cached: a rule may reveal them). */
+/**
+ * The permission a lookup answers with, or null for a hidden name (the denial audited): the caller answers
+ * it exactly as a name that does not exist, a negative entry with the same timeout, so neither caching nor
+ * timing tells a hidden file from an absent one (rule changes take those entries back: kernel-cache.ts).
+ */
 export function lookupPermission(
   fs: FsCore,
   path: string,
   found: DeltaLookup | null,
   caller: Caller,
-): Permission {
+): Permission | null {
   const permission = fs.rules.permissionOf(path);
   if (permission !== 'none') return permission;
   const traversable = found === null || found.type === 'directory' ? fs.rules.isTraversable(path) : false;
-  if (!traversable) throw deny(fs, 'lookup', path, permission, 'ENOENT', caller);
-  return permission;
+  if (traversable) return permission;
+  deny(fs, 'lookup', path, permission, 'ENOENT', caller);
+  return null;
 }
 
 /** The permission of a node that the kernel already holds; ENOENT if the rules now hide it. */

@@ -4,7 +4,11 @@ import type { FsCore } from './core.js';
 import { allow, lookupPermission } from './decisions.js';
 import type { Caller, EntryReply, NegativeEntry } from './types.js';
 
-/** LOOKUP: a visible entry, null for a name that does not exist (cacheable), ENOENT for a hidden one. */
+/**
+ * LOOKUP: a visible entry, or a negative entry (cacheable) for a name that does not exist and, alike, for a
+ * hidden one: an error reply for hidden names made them reach the worker at every stat while absent ones
+ * were answered from the kernel's cache, which told them apart by timing.
+ */
 export async function lookup(
   fs: FsCore,
   parent: number,
@@ -20,7 +24,10 @@ export async function lookup(
 ): Promise<EntryReply | NegativeEntry> {
   const generation = fs.cache.generation;
   const path = fs.childPath(parent, name);
-  lookupPermission(fs, path, null, caller);
+  // Hidden: answered before any host I/O, whether the name exists or not.
+  if (lookupPermission(fs, path, null, caller) === null) {
+    return { ino: 0, entryTimeout: fs.cache.negativeTtl(parent, name, fs.ttl) };
+  }
   // A codebase entry under a cached directory is answered without a promise (most of a listing's
   // entries): the same answer, minus the awaits and their allocations.
   const cached = background ? undefined : fs.delta.lookupIfCached(path);
@@ -30,7 +37,9 @@ export async function lookup(
   // An invalidation that started while we looked (rule change, discard, commit, writeFile) may already
   // have been processed by the kernel: an answer cached now could outlive it, so cache nothing.
   const ttl = generation === fs.cache.generation ? fs.ttl : 0;
-  if (found === null) return { ino: 0, entryTimeout: fs.cache.negativeTtl(parent, name, ttl) };
+  if (found === null || permission === null) {
+    return { ino: 0, entryTimeout: fs.cache.negativeTtl(parent, name, ttl) };
+  }
   const node = fs.inodes.remember(parent, name, found.type === 'directory');
   allow(fs, 'lookup', path, permission, caller);
   let entry = fs.entry(node, path, found, permission, ttl);

@@ -1,4 +1,6 @@
 // The change set and the unified diff.
+import { chmod, readlink, stat } from 'node:fs/promises';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 import { unifiedDiff } from '../../src/delta/unified-diff.js';
@@ -15,9 +17,9 @@ describe('Delta changes and diff', () => {
     await f.delta.unlink('/tmp');
     expect(await f.delta.changes()).toEqual([
       { path: '/del.txt', kind: 'deleted', type: 'file', size: null },
-      { path: '/dir/new', kind: 'added', type: 'file', size: 2 },
-      { path: '/link', kind: 'added', type: 'symlink', size: 6 },
-      { path: '/mod.txt', kind: 'modified', type: 'file', size: 8 },
+      { path: '/dir/new', kind: 'added', type: 'file', size: 2, mode: 0o644 },
+      { path: '/link', kind: 'added', type: 'symlink', size: 6, target: 'target' },
+      { path: '/mod.txt', kind: 'modified', type: 'file', size: 8, mode: 0o644, oldMode: 0o644 },
     ]);
     expect(await f.delta.changes({ paths: ['/dir'] })).toHaveLength(1);
   });
@@ -61,6 +63,41 @@ describe('Delta changes and diff', () => {
     );
     expect((await f.delta.diff({ paths: ['/src'] })).diff).toContain('+FOUR');
     expect((await f.delta.diff({ paths: ['/src'] })).diff).not.toContain('gone');
+  });
+});
+
+describe('what a commit does besides content', () => {
+  it('lists mode changes, new modes and symlink targets, shows them as git headers, and commits them', async () => {
+    const f = await fixture({ 'run.sh': 'echo\n', 'd/x': 'x', ln: '' });
+    await chmod(join(f.lower, 'run.sh'), 0o644);
+    await chmod(join(f.lower, 'd'), 0o755);
+    await f.delta.unlink('/ln');
+    await f.delta.setattr('/run.sh', { mode: 0o666 });
+    await f.delta.setattr('/d', { mode: 0o777 });
+    await write(f.delta, '/new.sh', 'x\n', 0o4755);
+    await f.delta.symlink('run.sh', '/ln2');
+    expect(await f.delta.changes()).toEqual([
+      { path: '/d', kind: 'modified', type: 'directory', size: null, mode: 0o777, oldMode: 0o755 },
+      { path: '/ln', kind: 'deleted', type: 'file', size: null },
+      { path: '/ln2', kind: 'added', type: 'symlink', size: 6, target: 'run.sh' },
+      // Set-id bits are never committed, so never listed as what a commit writes.
+      { path: '/new.sh', kind: 'added', type: 'file', size: 2, mode: 0o755 },
+      { path: '/run.sh', kind: 'modified', type: 'file', size: 5, mode: 0o666, oldMode: 0o644 },
+    ]);
+    const { diff } = await f.delta.diff();
+    expect(diff).toContain('diff --git a/d b/d\nold mode 040755\nnew mode 040777\n');
+    expect(diff).toContain('diff --git a/run.sh b/run.sh\nold mode 100644\nnew mode 100666\n');
+    expect(diff).toContain(
+      'diff --git a/new.sh b/new.sh\nnew file mode 100755\n--- /dev/null\n+++ b/new.sh\n',
+    );
+    expect(diff).toContain(
+      'diff --git a/ln2 b/ln2\nnew file mode 120000\n--- /dev/null\n+++ b/ln2\n@@ -0,0 +1 @@\n+run.sh\n\\ No newline at end of file\n',
+    );
+    await f.delta.commit({ mode: 'detect-conflicts' });
+    expect((await stat(join(f.lower, 'run.sh'))).mode & 0o7777).toBe(0o666);
+    expect((await stat(join(f.lower, 'd'))).mode & 0o7777).toBe(0o777);
+    expect((await stat(join(f.lower, 'new.sh'))).mode & 0o7777).toBe(0o755);
+    expect(await readlink(join(f.lower, 'ln2'))).toBe('run.sh');
   });
 });
 

@@ -124,7 +124,9 @@ describe('Delta commit', () => {
     await writeFile(victim, 'precious');
     await f.delta.symlink(victim, '/link');
     const result = await f.delta.commit({ mode: 'detect-conflicts' });
-    expect(result.applied).toEqual([{ path: '/link', kind: 'added', type: 'symlink', size: victim.length }]);
+    expect(result.applied).toEqual([
+      { path: '/link', kind: 'added', type: 'symlink', size: victim.length, target: victim },
+    ]);
     expect((await lstat(join(f.lower, 'link'))).isSymbolicLink()).toBe(true);
     expect(await readlink(join(f.lower, 'link'))).toBe(victim);
     expect(await readFile(victim, 'utf8')).toBe('precious');

@@ -77,7 +77,9 @@ describe('Delta overlay', () => {
     expect(await readFile(join(f.lower, 'a.txt'), 'utf8')).toBe('old');
     await write(f.delta, '/a.txt', 'new');
     expect(await read(f.delta, '/a.txt')).toBe('new');
-    expect(await f.delta.changes()).toEqual([{ path: '/a.txt', kind: 'modified', type: 'file', size: 3 }]);
+    expect(await f.delta.changes()).toEqual([
+      { path: '/a.txt', kind: 'modified', type: 'file', size: 3, mode: 0o644, oldMode: 0o644 },
+    ]);
   });
 
   it('rmdir + mkdir gives an opaque directory that starts empty', async () => {

@@ -14,7 +14,7 @@ describe('Delta rename', () => {
     expect(await readFile(join(f.lower, 'a.txt'), 'utf8')).toBe('A');
     expect(await f.delta.changes()).toEqual([
       { path: '/a.txt', kind: 'deleted', type: 'file', size: null },
-      { path: '/d/b.txt', kind: 'added', type: 'file', size: 1 },
+      { path: '/d/b.txt', kind: 'added', type: 'file', size: 1, mode: 0o644 },
     ]);
   });
 
@@ -28,7 +28,7 @@ describe('Delta rename', () => {
     expect(await names(f.delta, '/')).toEqual(['b']);
     expect(await f.delta.changes()).toEqual([
       { path: '/a', kind: 'deleted', type: 'file', size: null },
-      { path: '/b', kind: 'modified', type: 'file', size: 1 },
+      { path: '/b', kind: 'modified', type: 'file', size: 1, mode: 0o644, oldMode: 0o644 },
     ]);
     // Renaming back restores a file at /a (a replacement of the deleted codebase entry).
     await f.delta.rename('/b', '/a');

@@ -216,6 +216,9 @@ const changeEntry: Guard<ChangeEntry> = g.shape({
   kind: g.oneOf(['added', 'modified', 'deleted']),
   type: g.oneOf(['file', 'directory', 'symlink', 'other']),
   size: g.nullable(g.count),
+  mode: g.optional(g.count),
+  oldMode: g.optional(g.count),
+  target: g.optional(g.string),
 });
 
 const commitConflict: Guard<CommitConflict> = g.shape({ path: g.string, reason: g.string });

@@ -52,6 +52,8 @@ function formatAudit(events: readonly AuditEvent[]): string {
       e.target === undefined ? quotePath(e.path) : `${quotePath(e.path)} -> ${quotePath(e.target)}`,
       e.errno ?? '',
       `permission=${e.permission}`,
+      // A flood collapsed by the trail (audit-collapse.ts): this record stands for all of them.
+      ...(e.similar === undefined ? [] : [`(${e.similar} similar denials, the first shown)`]),
     ]),
   );
 }

@@ -6,13 +6,20 @@ import type { NetworkPolicyInput } from '@agentfense/network';
 import { constants as osConstants } from 'node:os';
 import { isAbsolute, resolve } from 'node:path';
 import type { Command } from 'commander';
-import { CancelledError, InvalidArgumentError, escapeControls, quotePath } from '@agentfense/protocol/core';
+import {
+  CancelledError,
+  InvalidArgumentError,
+  changeLine,
+  escapeControls,
+  quotePath,
+} from '@agentfense/protocol/core';
 import type { ChangeEntry, CommitResult, ExecResult } from '@agentfense/protocol';
 import type { ControlPlane } from '../../control-plane.js';
 import { resolveDataDir } from '../../paths.js';
 import { addDataOption, openControlPlane } from '../control-options.js';
 import type { DataFlags } from '../control-options.js';
 import { isTerminal, printJson } from '../io.js';
+import { terminalWriter } from '../terminal-filter.js';
 import type { CliContext, CliIo, Interrupt } from '../io.js';
 import { ONE_SHOT_LABEL } from '../../sandboxes/one-shot.js';
 import type { CreateSandboxOptions } from '../../sandboxes/types.js';
@@ -47,6 +54,7 @@ interface RunFlags extends PolicyFlags, DataFlags, ResourceFlags, NetworkFlags {
   readonly keep?: boolean;
   readonly json?: boolean;
   readonly verbose?: boolean;
+  readonly rawOutput?: boolean;
 }
 
 const collect = (value: string, previous: string[]): string[] => [...previous, value];
@@ -80,10 +88,7 @@ function workingDirectory(paths: readonly (string | undefined)[]): string {
 
 function summarize(changes: readonly ChangeEntry[]): string {
   if (changes.length === 0) return 'no changes\n';
-  const mark = { added: 'A', modified: 'M', deleted: 'D' } as const;
-  return changes
-    .map((c) => `${mark[c.kind]} ${quotePath(`${c.path}${c.type === 'directory' ? '/' : ''}`)}\n`)
-    .join('');
+  return changes.map((c) => `${changeLine(c)}\n`).join('');
 }
 
 function exitStatusOf(result: ExecResult): number {
@@ -127,6 +132,10 @@ export function registerRun(program: Command, { io, result, mode }: CliContext):
     .option('--keep', 'keep the sandbox (stopped, with its changes, logs and audit trail) and print its id')
     .option('--json', 'print one JSON object: exit status, output, changes, diff, commit result')
     .option('-v, --verbose', 'print each step with its duration on stderr')
+    .option(
+      '--raw-output',
+      "on a terminal, pass the command's escape sequences as they are (default: colours only)",
+    )
     .action(async (dir: string, command: string[], flags: RunFlags) => {
       // In the run helper (run-helper/server.ts) the request is another process's: its cwd, stdin and
       // signals, and the helper's open control plane. Everything else below is the same on both paths.
@@ -315,6 +324,10 @@ async function runInSandbox(plane: ControlPlane, request: RunRequest): Promise<R
     }
     const sandbox = { id: sandboxId };
     abort.throwIfAborted();
+    // The command's bytes on a terminal: colours pass, other escape sequences are shown, not obeyed.
+    const raw = flags.rawOutput === true;
+    const stdout = terminalWriter(io.stdout, isTerminal(io.stdout) && !raw);
+    const stderr = terminalWriter(io.stderr, isTerminal(io.stderr) && !raw);
     const exec = await plane.run(sandbox.id, request.command, {
       encoding: 'buffer',
       env: request.env,
@@ -326,10 +339,12 @@ async function runInSandbox(plane: ControlPlane, request: RunRequest): Promise<R
       ...(json
         ? {}
         : {
-            onStdout: (chunk: Buffer) => io.stdout.write(chunk),
-            onStderr: (chunk: Buffer) => io.stderr.write(chunk),
+            onStdout: (chunk: Buffer) => stdout.write(chunk),
+            onStderr: (chunk: Buffer) => stderr.write(chunk),
           }),
     });
+    stdout.end();
+    stderr.end();
     step(`command finished (status ${exec.exitCode ?? exec.signal})`);
     abort.throwIfAborted();
     const changes = await plane.changes(sandbox.id);

@@ -7,7 +7,8 @@ import type { Command } from 'commander';
 import { InvalidArgumentError, TimeoutError } from '@agentfense/protocol/core';
 import { addDataOption } from '../control-options.js';
 import type { DataFlags } from '../control-options.js';
-import { printJson, formatTable } from '../io.js';
+import { isTerminal, printJson, formatTable } from '../io.js';
+import { terminalWriter } from '../terminal-filter.js';
 import type { CliContext, CliIo, CliResult } from '../io.js';
 import { parseEnvPairs, parseSeconds } from '../parse.js';
 import { addNetworkOptions, networkFromFlags } from '../network-options.js';
@@ -75,11 +76,32 @@ function remoteSession(client: ServerClient, id: string): ShellSession {
   };
 }
 
+/** A command's output: on a terminal, colours pass and other escape sequences are shown, not obeyed. */
+function writeOutput(
+  io: CliIo,
+  r: { readonly stdout: string | Uint8Array; readonly stderr: string | Uint8Array },
+  rawOutput: boolean,
+): void {
+  for (const [stream, data] of [
+    [io.stdout, r.stdout],
+    [io.stderr, r.stderr],
+  ] as const) {
+    const writer = terminalWriter(stream, isTerminal(stream) && !rawOutput);
+    writer.write(data);
+    writer.end();
+  }
+}
+
 /**
  * Reads command lines from stdin and runs each in the session, output as it returns. On a terminal a
  * prompt is shown. Ends at EOF (status 0) or when the shell exits (its status).
  */
-async function shellLoop(io: CliIo, result: CliResult, session: ShellSession): Promise<void> {
+async function shellLoop(
+  io: CliIo,
+  result: CliResult,
+  session: ShellSession,
+  rawOutput: boolean,
+): Promise<void> {
   const interactive = process.stdin.isTTY === true;
   const lines = createInterface({
     input: process.stdin,
@@ -90,8 +112,7 @@ async function shellLoop(io: CliIo, result: CliResult, session: ShellSession): P
     for await (const line of lines) {
       if (line.trim() !== '') {
         const r = await session.exec(line);
-        io.stdout.write(r.stdout);
-        io.stderr.write(r.stderr);
+        writeOutput(io, r, rawOutput);
         result.exitCode = r.exitCode ?? 1;
         if (r.closed) return;
       }
@@ -150,8 +171,16 @@ export function registerSessions(program: Command, { io, result }: CliContext): 
   )
     .option('--timeout <seconds>', 'interrupt the command after this long (the session stays usable)')
     .option('--json', 'print the result as JSON')
+    .option(
+      '--raw-output',
+      "on a terminal, pass the command's escape sequences as they are (default: colours only)",
+    )
     .action(
-      async (id: string, words: string[], flags: ServerFlags & { timeout?: string; json?: boolean }) => {
+      async (
+        id: string,
+        words: string[],
+        flags: ServerFlags & { timeout?: string; json?: boolean; rawOutput?: boolean },
+      ) => {
         const client = await ServerClient.fromFlags(flags);
         const timeout = flags.timeout === undefined ? undefined : parseSeconds(flags.timeout, '--timeout');
         const r = await client
@@ -161,10 +190,7 @@ export function registerSessions(program: Command, { io, result }: CliContext): 
           })
           .catch(timedOutResult);
         if (flags.json === true) printJson(io, r);
-        else {
-          io.stdout.write(r.stdout);
-          io.stderr.write(r.stderr);
-        }
+        else writeOutput(io, r, flags.rawOutput === true);
         result.exitCode = r.timedOut ? 124 : (r.exitCode ?? 1);
       },
     );
@@ -225,11 +251,16 @@ export function registerSessions(program: Command, { io, result }: CliContext): 
     ),
   )
     .option('--shell <path>', '/bin/sh (default) or /bin/bash')
+    .option(
+      '--raw-output',
+      "on a terminal, pass the commands' escape sequences as they are (default: colours only)",
+    )
     .action(
       async (
         target: string,
-        flags: PolicyFlags & ServerFlags & DataFlags & NetworkFlags & { shell?: string },
+        flags: PolicyFlags & ServerFlags & DataFlags & NetworkFlags & { shell?: string; rawOutput?: boolean },
       ) => {
+        const raw = flags.rawOutput === true;
         // The session validates the shell and names the allowed ones.
         const shell = flags.shell === undefined ? {} : { shell: flags.shell as SessionShell };
         if (target.startsWith('sb_')) {
@@ -249,7 +280,7 @@ export function registerSessions(program: Command, { io, result }: CliContext): 
             shell,
           );
           io.stderr.write(`agentfense: session ${created.id} in ${target}; Ctrl-D ends it\n`);
-          await shellLoop(io, result, remoteSession(client, created.id));
+          await shellLoop(io, result, remoteSession(client, created.id), raw);
           return;
         }
         const info = await stat(target).catch(() => null);
@@ -269,13 +300,18 @@ export function registerSessions(program: Command, { io, result }: CliContext): 
           io.stderr.write(
             `agentfense: sandbox ${sb.id} over ${target}; Ctrl-D ends it (changes are discarded)\n`,
           );
-          await shellLoop(io, result, {
-            exec: async (command) => {
-              const r = await local.run(command, { encoding: 'buffer' });
-              return { stdout: r.stdout, stderr: r.stderr, exitCode: r.exitCode, closed: r.sessionClosed };
+          await shellLoop(
+            io,
+            result,
+            {
+              exec: async (command) => {
+                const r = await local.run(command, { encoding: 'buffer' });
+                return { stdout: r.stdout, stderr: r.stderr, exitCode: r.exitCode, closed: r.sessionClosed };
+              },
+              close: () => local.close(),
             },
-            close: () => local.close(),
-          });
+            raw,
+          );
         } finally {
           await sb.destroy();
         }
