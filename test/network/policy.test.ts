@@ -187,6 +187,13 @@ print('ended after', i)"`,
       expect(records.map((e) => `${e.decision} ${e.path}`)).toEqual(
         expect.arrayContaining(['allow pub.test:80', 'deny pub.test:443']),
       );
+      // A kept (stopped) sandbox's policy is replaced for its next start.
+      const replaced = await execa(
+        'node',
+        [BIN, 'sandbox', 'network', id, '--data', data, '--allow-host', 'pub.test:443'],
+        { env },
+      );
+      expect(replaced.stdout).toMatch(/network\s+allow; rule 0 \(allow pub\.test ports 443\)/);
       await execa('node', [BIN, 'sandbox', 'destroy', id, '--data', data], { env });
     } finally {
       await rm(data, { recursive: true, force: true });

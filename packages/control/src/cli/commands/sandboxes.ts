@@ -3,7 +3,10 @@ import type { Command } from 'commander';
 import type { SandboxInfo, SandboxState } from '../../sandboxes/types.js';
 import { SANDBOX_STATES } from '../../sandboxes/types.js';
 import { InvalidArgumentError } from '@agentfense/protocol/core';
+import { describeRule } from '@agentfense/network';
 import { addDataOption, withControlPlane } from '../control-options.js';
+import { addNetworkOptions, networkFromFlags } from '../network-options.js';
+import type { NetworkFlags } from '../network-options.js';
 import type { DataFlags } from '../control-options.js';
 import { formatTable, printJson } from '../io.js';
 import type { CliContext } from '../io.js';
@@ -35,7 +38,12 @@ function describe(sb: SandboxInfo): string {
     ['state', sb.stateReason === null ? sb.state : `${sb.state} (${sb.stateReason})`],
     ['codebase', sb.codebaseId],
     ['runtime', sb.runtime],
-    ['network', sb.network ? 'on' : 'off'],
+    [
+      'network',
+      sb.networkPolicy.mode === 'none'
+        ? 'none'
+        : `${sb.networkPolicy.mode}; ${sb.networkPolicy.rules.map(describeRule).join('; ') || 'no rules'}`,
+    ],
     [
       'labels',
       Object.entries(sb.labels)
@@ -100,6 +108,22 @@ export function registerSandboxes(program: Command, { io }: CliContext): void {
         else io.stdout.write(describe(info));
       });
     });
+
+  addNetworkOptions(
+    addDataOption(
+      sandbox
+        .command('network')
+        .description(
+          "replace a sandbox's network policy; a running one closes the connections it no longer allows",
+        )
+        .argument('<id>', 'sandbox id'),
+    ),
+  ).action(async (id: string, flags: DataFlags & NetworkFlags) => {
+    const policy = (await networkFromFlags(flags)) ?? { mode: 'none' as const };
+    await withControlPlane(flags, async (plane) => {
+      io.stdout.write(describe(await plane.setNetwork(id, policy)));
+    });
+  });
 
   addDataOption(
     sandbox
