@@ -60,8 +60,8 @@ export async function runContainer(options: {
   }
 }
 
-/** The container's cgroups as the host sees them, from its init's host pid; null if not visible. */
-export async function locateCgroup(api: EngineApi, containerId: string): Promise<ContainerCgroup | null> {
+/** The host pid of the container's init (af-init), as the engine reports it. */
+async function initPid(api: EngineApi, containerId: string): Promise<number> {
   const info = await api
     .request<ContainerInspectInfo>('GET', `/containers/${containerId}/json`, { timeoutMs: QUERY_TIMEOUT_MS })
     .catch((err: unknown) => {
@@ -71,7 +71,12 @@ export async function locateCgroup(api: EngineApi, containerId: string): Promise
   if (!Number.isSafeInteger(pid) || pid <= 0) {
     throw new InternalError(`the engine reports no process for container ${containerId}`);
   }
-  return resolveContainerCgroup({ initPid: pid });
+  return pid;
+}
+
+/** The container's cgroups as the host sees them, from its init's host pid; null if not visible. */
+export async function locateCgroup(api: EngineApi, containerId: string): Promise<ContainerCgroup | null> {
+  return resolveContainerCgroup({ initPid: await initPid(api, containerId) });
 }
 
 /**
@@ -120,15 +125,7 @@ const execFileAsync = promisify(execFile);
  * policy sets it up and polices it (packages/network). The container then holds af-init and nothing else.
  */
 export async function publishNetns(api: EngineApi, containerId: string, file: string): Promise<void> {
-  const info = await api
-    .request<ContainerInspectInfo>('GET', `/containers/${containerId}/json`, { timeoutMs: QUERY_TIMEOUT_MS })
-    .catch((err: unknown) => {
-      throw apiError(err, { action: 'locating the container', cli: api });
-    });
-  const pid = info.State.Pid;
-  if (!Number.isSafeInteger(pid) || pid <= 0) {
-    throw new InternalError(`the engine reports no process for container ${containerId}`);
-  }
+  const pid = await initPid(api, containerId);
   await rm(file, { force: true });
   await writeFile(file, '', { mode: 0o600, flag: 'wx' });
   try {
