@@ -4,43 +4,25 @@
 // needs to see. Defence: the trail rotates at a byte cap (audit.jsonl + audit.jsonl.1), similar denials
 // (same op, errno, permission) past the first few of each second become one record with a count, and
 // readers stream the files.
-import { mkdtemp, readdir, rm, stat } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { execa } from 'execa';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { AuditEvent } from '@agentfense/protocol';
-import { listMounts } from '@agentfense/fuse-worker';
-import { waitForReapers } from '../helpers/reapers.js';
+import { useCliScratch } from '../helpers/cli-scratch.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const bin = `${root}packages/control/bin/agentfense.js`;
 const CAP = 64 * 1024;
 const FLOOD = 20_000;
 
-let scratch: string;
-let repo: string;
-let data: string;
+const dirs = useCliScratch('af-sec-audit-');
 
-beforeAll(async () => {
-  scratch = await mkdtemp(join(tmpdir(), 'af-sec-audit-'));
-  repo = join(scratch, 'repo');
-  data = join(scratch, 'data');
-  await execa('cp', ['-a', `${root}examples/demo-repo`, repo]);
-});
-
-afterAll(async () => {
-  expect(await waitForReapers(data)).toBe(true);
-  const left = (await listMounts()).filter((m) => m.mountpoint.startsWith(scratch));
-  await rm(scratch, { recursive: true, force: true });
-  expect(left).toEqual([]);
-});
-
-/** The CLI on this test's data directory (given before `--`: what follows it is the command's). */
+/** The CLI on this test's dirs.data directory (given before `--`: what follows it is the command's). */
 function agentfense(args: string[]) {
   const end = args.includes('--') ? args.indexOf('--') : args.length;
-  const argv = [...args.slice(0, end), '--data', data, ...args.slice(end)];
+  const argv = [...args.slice(0, end), '--data', dirs.data, ...args.slice(end)];
   return execa(process.execPath, [bin, ...argv], {
     reject: false,
     env: { AGENTFENSE_AUDIT_MAX_BYTES: String(CAP) },
@@ -58,7 +40,7 @@ describe('a flood of denials', () => {
     const long = 'x'.repeat(200);
     const run = await agentfense([
       'run',
-      repo,
+      dirs.repo,
       '--keep',
       '--json',
       '--timeout',
@@ -75,7 +57,7 @@ describe('a flood of denials', () => {
     expect(run.exitCode).toBe(0);
     const id = (JSON.parse(run.stdout) as { sandboxId: string }).sandboxId;
     try {
-      const trail = await auditFiles(join(data, 'sandboxes'));
+      const trail = await auditFiles(join(dirs.data, 'sandboxes'));
       expect(trail.length).toBeGreaterThan(0);
       for (const file of trail) expect((await stat(file)).size).toBeLessThanOrEqual(CAP);
       const audit = await agentfense(['audit', id, '--denied', '--limit', '100000', '--json']);

@@ -3,36 +3,21 @@
 // world-writable; a symlink showed as `A` with no target. Defence: the change list carries the mode a
 // commit writes and the codebase's old one, and symlink targets; the CLI prints them, the unified diff
 // has git's `old mode`/`new mode` and `new file mode` headers, and the commit applies exactly that.
-import { chmod, mkdtemp, readlink, rm, stat, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { chmod, readlink, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { execa } from 'execa';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { listMounts } from '@agentfense/fuse-worker';
-import { waitForReapers } from '../helpers/reapers.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { useCliScratch } from '../helpers/cli-scratch.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const bin = `${root}packages/control/bin/agentfense.js`;
 
-let scratch: string;
-let repo: string;
-let data: string;
+const dirs = useCliScratch('af-sec-review-');
 
 beforeAll(async () => {
-  scratch = await mkdtemp(join(tmpdir(), 'af-sec-review-'));
-  repo = join(scratch, 'repo');
-  data = join(scratch, 'data');
-  await execa('cp', ['-a', `${root}examples/demo-repo`, repo]);
-  await writeFile(join(repo, 'output', 'report.txt'), 'same content\n');
-  await chmod(join(repo, 'output', 'report.txt'), 0o644);
-});
-
-afterAll(async () => {
-  expect(await waitForReapers(data)).toBe(true);
-  const left = (await listMounts()).filter((m) => m.mountpoint.startsWith(scratch));
-  await rm(scratch, { recursive: true, force: true });
-  expect(left).toEqual([]);
+  await writeFile(join(dirs.repo, 'output', 'report.txt'), 'same content\n');
+  await chmod(join(dirs.repo, 'output', 'report.txt'), 0o644);
 });
 
 describe('a review shows everything a commit does', () => {
@@ -42,9 +27,9 @@ describe('a review shows everything a commit does', () => {
       [
         bin,
         'run',
-        repo,
+        dirs.repo,
         '--data',
-        data,
+        dirs.data,
         '--diff',
         '--commit',
         '--',
@@ -65,7 +50,7 @@ describe('a review shows everything a commit does', () => {
       'new file mode 120000\n--- /dev/null\n+++ b/output/link\n@@ -0,0 +1 @@\n+/etc/shadow\n',
     );
     // The commit applied what the review showed: that mode, that link.
-    expect((await stat(join(repo, 'output', 'report.txt'))).mode & 0o7777).toBe(0o666);
-    expect(await readlink(join(repo, 'output', 'link'))).toBe('/etc/shadow');
+    expect((await stat(join(dirs.repo, 'output', 'report.txt'))).mode & 0o7777).toBe(0o666);
+    expect(await readlink(join(dirs.repo, 'output', 'link'))).toBe('/etc/shadow');
   });
 });

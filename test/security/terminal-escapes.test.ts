@@ -7,14 +7,10 @@
 // The command's own output too: on a terminal `run` and `shell` pass text and colours (SGR) but show
 // OSC (title, clipboard), DCS and cursor/screen sequences escaped, unless --raw-output; a pipe gets the
 // bytes as they are.
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { execa } from 'execa';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { listMounts } from '@agentfense/fuse-worker';
-import { waitForReapers } from '../helpers/reapers.js';
+import { describe, expect, it } from 'vitest';
+import { useCliScratch } from '../helpers/cli-scratch.js';
 import { onTerminal } from '../helpers/terminal.js';
 import { shellOnTerminal } from '../helpers/terminal-shell.js';
 
@@ -23,24 +19,7 @@ const bin = `${root}packages/control/bin/agentfense.js`;
 const ESC = '\u001b';
 const BEL = '\u0007';
 
-let scratch: string;
-let repo: string;
-let data: string;
-
-beforeAll(async () => {
-  scratch = await mkdtemp(join(tmpdir(), 'af-sec-term-'));
-  repo = join(scratch, 'repo');
-  data = join(scratch, 'data');
-  await execa('cp', ['-a', `${root}examples/demo-repo`, repo]);
-});
-
-afterAll(async () => {
-  // The runs' sandboxes are removed in the background of their exit.
-  expect(await waitForReapers(data)).toBe(true);
-  const left = (await listMounts()).filter((m) => m.mountpoint.startsWith(scratch));
-  await rm(scratch, { recursive: true, force: true });
-  expect(left).toEqual([]);
-});
+const dirs = useCliScratch('af-sec-term-');
 
 function agentfense(args: string[]) {
   return execa(process.execPath, [bin, ...args], { reject: false });
@@ -54,9 +33,9 @@ describe('terminal safety of what the CLI prints', () => {
   it('run --diff quotes hostile file names in the change list and the diff headers', async () => {
     const r = await agentfense([
       'run',
-      repo,
+      dirs.repo,
       '--data',
-      data,
+      dirs.data,
       '--diff',
       '--',
       'sh',
@@ -79,9 +58,9 @@ describe('terminal safety of what the CLI prints', () => {
       process.execPath,
       bin,
       'run',
-      repo,
+      dirs.repo,
       '--data',
-      data,
+      dirs.data,
       '--diff',
       '--',
       'sh',
@@ -99,9 +78,9 @@ describe('terminal safety of what the CLI prints', () => {
     // the worker audits with the agent's chosen path.
     const run = await agentfense([
       'run',
-      repo,
+      dirs.repo,
       '--data',
-      data,
+      dirs.data,
       '--keep',
       '--json',
       '--',
@@ -112,18 +91,18 @@ describe('terminal safety of what the CLI prints', () => {
     expect(run.exitCode).toBe(0);
     const id = (JSON.parse(run.stdout) as { sandboxId: string }).sandboxId;
     try {
-      const audit = await agentfense(['audit', id, '--data', data, '--denied']);
+      const audit = await agentfense(['audit', id, '--data', dirs.data, '--denied']);
       expect(audit.exitCode).toBe(0);
       expect(audit.stdout).toContain(String.raw`"/.env\x1b]0;pwned\a"`);
       expect(audit.stdout).not.toContain(ESC);
       expect(audit.stdout).not.toContain(BEL);
-      const json = await agentfense(['audit', id, '--data', data, '--denied', '--json']);
+      const json = await agentfense(['audit', id, '--data', dirs.data, '--denied', '--json']);
       expect(json.stdout).not.toContain(ESC);
       expect(JSON.parse(json.stdout)).toEqual(
         expect.arrayContaining([expect.objectContaining({ path: `/.env${ESC}]0;pwned${BEL}` })]),
       );
     } finally {
-      await agentfense(['sandbox', 'destroy', id, '--data', data]);
+      await agentfense(['sandbox', 'destroy', id, '--data', dirs.data]);
     }
 
     const explain = await agentfense(['explain', `/src/a\nrule #0 glob ** -> write`]);
@@ -137,7 +116,7 @@ describe('terminal safety of what the CLI prints', () => {
   const HOSTILE_OUTPUT = String.raw`\033]52;c;cm0gLXJmIH4=\007\033]0;pwned\007\033Pq#0\033\\\033[2J\033[H\033[31mred\033[0m\n`;
 
   it("on a terminal, run shows the command's escape sequences escaped and passes its colours", async () => {
-    const argv = [process.execPath, bin, 'run', repo, '--data', data];
+    const argv = [process.execPath, bin, 'run', dirs.repo, '--data', dirs.data];
     const r = await onTerminal([...argv, '--', 'printf', HOSTILE_OUTPUT]);
     expect(r.exitCode).toBe(0);
     expect(r.stdout).toContain(String.raw`\x1b]52;c;cm0gLXJmIH4=\a\x1b]0;pwned\a\x1bPq#0\x1b\\x1b[2J\x1b[H`);
@@ -150,7 +129,7 @@ describe('terminal safety of what the CLI prints', () => {
     const raw = await onTerminal([...argv, '--raw-output', '--', 'printf', HOSTILE_OUTPUT]);
     expect(raw.stdout).toContain(`${ESC}]52;c;cm0gLXJmIH4=${BEL}${ESC}]0;pwned${BEL}`);
     // A pipe is not a terminal: exact bytes.
-    const piped = await agentfense(['run', repo, '--data', data, '--', 'printf', HOSTILE_OUTPUT]);
+    const piped = await agentfense(['run', dirs.repo, '--data', dirs.data, '--', 'printf', HOSTILE_OUTPUT]);
     expect(piped.stdout).toBe(
       `${ESC}]52;c;cm0gLXJmIH4=${BEL}${ESC}]0;pwned${BEL}${ESC}Pq#0${ESC}\\${ESC}[2J${ESC}[H${ESC}[31mred${ESC}[0m`,
     );
@@ -158,7 +137,7 @@ describe('terminal safety of what the CLI prints', () => {
 
   it("on a terminal, shell shows the commands' escape sequences escaped", async () => {
     const r = await shellOnTerminal(
-      [process.execPath, bin, 'shell', repo, '--data', data],
+      [process.execPath, bin, 'shell', dirs.repo, '--data', dirs.data],
       [`printf '${HOSTILE_OUTPUT}'`, 'exit'],
     );
     expect(r.exitCode).toBe(0);
