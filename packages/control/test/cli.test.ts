@@ -127,7 +127,7 @@ describe('agentfense explain', () => {
   it('requires at least one path', async () => {
     const run = await cli('explain');
     expect(run.code).toBe(2);
-    expect(run.stderr).toMatch(/missing required argument/);
+    expect(run.stderr).toMatch(/give codebase paths to explain, or --host/);
   });
 });
 

@@ -1,4 +1,4 @@
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -46,6 +46,8 @@ describe('createWorkerLogger', () => {
   it('switches to another file on reopen (a pooled worker learns its sandbox at mount)', async () => {
     const pool = join(dir, 'pool.log');
     const mine = join(dir, 'sandbox', 'worker.log');
+    // The control plane makes the sandbox's directory before a worker mounts it; the worker makes none.
+    await mkdir(join(dir, 'sandbox'));
     const file = new LogFile(pool);
     const log = createWorkerLogger(file, 'info', {});
     log.info('ready');

@@ -34,6 +34,7 @@ describe('prepareSandboxEtc', () => {
     await mkdir(join(hostEtc, 'ssl', 'private'), { recursive: true });
     await writeFile(join(hostEtc, 'ssl', 'private', 'key.pem'), 'PRIVATE');
     await symlink('/usr/share/ca-certificates/x.crt', join(hostEtc, 'ssl', 'certs', 'x.pem'));
+    await writeFile(join(hostEtc, 'host.conf'), 'multi on\n');
     await writeFile(join(hostEtc, 'resolv.conf'), 'nameserver 10.0.0.1\n');
     await writeFile(join(hostEtc, 'secret.conf'), 'token');
     await chmod(join(hostEtc, 'secret.conf'), 0o600);
@@ -46,12 +47,22 @@ describe('prepareSandboxEtc', () => {
     await prepareSandboxEtc({
       dir,
       hostEtc,
-      entries: ['ssl/certs', 'resolv.conf', 'secret.conf', 'missing.conf', 'passwd', '../escape'],
+      entries: [
+        'ssl/certs',
+        'host.conf',
+        'resolv.conf',
+        'secret.conf',
+        'missing.conf',
+        'passwd',
+        '../escape',
+      ],
       logger: quiet,
     });
 
     expect(await readlink(join(dir, 'ssl', 'certs', 'x.pem'))).toBe('/usr/share/ca-certificates/x.crt');
-    expect(await readFile(join(dir, 'resolv.conf'), 'utf8')).toBe('nameserver 10.0.0.1\n');
+    expect(await readFile(join(dir, 'host.conf'), 'utf8')).toBe('multi on\n');
+    // Never the host's resolvers: the sandbox's DNS is its own loopback (its policy point, if any).
+    expect(await readFile(join(dir, 'resolv.conf'), 'utf8')).toBe('nameserver 127.0.0.1\noptions edns0\n');
     await expect(lstat(join(dir, 'ssl', 'private'))).rejects.toThrow(/ENOENT/);
     await expect(lstat(join(dir, 'secret.conf'))).rejects.toThrow(/ENOENT/);
     await expect(lstat(join(dir, 'missing.conf'))).rejects.toThrow(/ENOENT/);
