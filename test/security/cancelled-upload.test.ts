@@ -38,7 +38,13 @@ function settledOnDisk(dataDir: string, codebaseId: string): Promise<string[]> {
 }
 
 /** A PUT that declares `declared` bytes, sends `sent` of them, then drops the connection. */
-function droppedPut(url: string, path: string, declared: number, sent: Buffer): Promise<void> {
+function droppedPut(
+  url: string,
+  token: string | undefined,
+  path: string,
+  declared: number,
+  sent: Buffer,
+): Promise<void> {
   const { hostname, port } = new URL(url);
   return new Promise((resolve) => {
     const req = request({
@@ -46,7 +52,11 @@ function droppedPut(url: string, path: string, declared: number, sent: Buffer): 
       port,
       method: 'PUT',
       path,
-      headers: { 'content-length': String(declared), 'content-type': 'application/octet-stream' },
+      headers: {
+        'content-length': String(declared),
+        'content-type': 'application/octet-stream',
+        ...(token === undefined ? {} : { authorization: `Bearer ${token}` }),
+      },
     });
     req.on('error', () => resolve());
     req.on('close', () => resolve());
@@ -87,13 +97,25 @@ describe('uploads that end half-way over an existing file', () => {
 
   it('HTTP: a PUT whose connection drops half-way leaves the old file and no debris', async () => {
     const served = await startServer();
-    const api = client(served.url);
+    const api = client(served.url, served.token);
     const cb = ((await api('POST', '/v1/codebases', { name: 'drop' })).json as { id: string }).id;
     expect((await api('PUT', `/v1/codebases/${cb}/files/a.txt`, ORIGINAL)).status).toBe(200);
 
     for (let i = 0; i < 20; i++) {
-      await droppedPut(served.url, `/v1/codebases/${cb}/files/a.txt`, 1000, Buffer.from('partial'));
-      await droppedPut(served.url, `/v1/codebases/${cb}/files/new-${i}.txt`, 1000, Buffer.from('x'));
+      await droppedPut(
+        served.url,
+        served.token,
+        `/v1/codebases/${cb}/files/a.txt`,
+        1000,
+        Buffer.from('partial'),
+      );
+      await droppedPut(
+        served.url,
+        served.token,
+        `/v1/codebases/${cb}/files/new-${i}.txt`,
+        1000,
+        Buffer.from('x'),
+      );
     }
     expect((await api('PUT', `/v1/codebases/${cb}/files/b.txt`, 'b\n')).status).toBe(200);
 

@@ -34,14 +34,15 @@ describe('a FIFO in a linked codebase, downloaded through the API', () => {
     await execa('mkfifo', [fifo]);
     const dataDir = join(dir, 'data');
     const cp = await ControlPlane.open({ dataDir, workerPoolSize: 0 });
-    const cb = (await cp.linkCodebase({ path: repo })).id;
+    // Linked for the API (a locally linked codebase is not the API's to serve).
+    const cb = (await cp.linkCodebase({ path: repo, apiVisible: true })).id;
     await cp.close();
     const served = await launchServer([], dataDir);
     onTestFinished(async () => {
       await stopAndCheck(served);
     });
     onTestFinished(() => releaseReaders(fifo)); // runs first (after-hooks run in reverse)
-    const api = client(served.url);
+    const api = client(served.url, served.token);
     // Without the defence the request never gets an answer: fail after ANSWER_MS, naming it.
     const get = (path: string): ReturnType<typeof api> =>
       Promise.race([

@@ -12,7 +12,7 @@ import { client, launchServer, scratch, stopAndCheck } from '../http/fixture.js'
 async function linkIn(dataDir: string, dir: string): Promise<string> {
   const cp = await ControlPlane.open({ dataDir, workerPoolSize: 0 });
   try {
-    return (await cp.linkCodebase({ path: dir })).id;
+    return (await cp.linkCodebase({ path: dir, apiVisible: true })).id;
   } finally {
     await cp.close();
   }
@@ -23,7 +23,7 @@ async function serve(dataDir: string): Promise<ReturnType<typeof client>> {
   onTestFinished(async () => {
     await stopAndCheck(served);
   });
-  return client(served.url);
+  return client(served.url, served.token);
 }
 
 /** The answer must be a refusal naming the codebase and what changed, with no byte of /etc in it. */
