@@ -22,6 +22,7 @@ const NEVER = blockList([
   '255.255.255.255/32',
   '::/128',
   '::1/128',
+  '::/96', // IPv4-compatible (deprecated): never a real destination
   'ff00::/8',
 ]);
 
@@ -40,11 +41,35 @@ const SPECIAL = blockList([
   '2002::/16', // 6to4: embeds an IPv4 address
 ]);
 
-/** An IPv4-mapped IPv6 address (`::ffff:10.0.0.1`) is its IPv4 address for every check. */
+const MAPPED = blockList(['::ffff:0:0/96']);
+
+/** The eight 16-bit groups of an IPv6 address (any spelling: `::`, a trailing dotted quad). */
+function ipv6Groups(address: string): number[] {
+  let text = address;
+  const quad = /(\d+)\.(\d+)\.(\d+)\.(\d+)$/.exec(text);
+  if (quad !== null) {
+    const [a, b, c, d] = quad.slice(1).map(Number) as [number, number, number, number];
+    text = `${text.slice(0, quad.index)}${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`;
+  }
+  const [head = '', tail] = text.split('::');
+  const part = (s: string): number[] => (s === '' ? [] : s.split(':').map((g) => parseInt(g, 16)));
+  const left = part(head);
+  const right = tail === undefined ? [] : part(tail);
+  return [...left, ...new Array<number>(8 - left.length - right.length).fill(0), ...right];
+}
+
+/**
+ * One spelling per address, so that every check and every rule sees the same one: lower case, and an
+ * IPv4-mapped IPv6 address (`::ffff:10.0.0.1`, `::ffff:a00:1`) as its IPv4 address — it reaches that
+ * IPv4 host, and a rule or class written for the IPv4 address must apply to it.
+ */
 export function canonicalAddress(address: string): string {
   const lower = address.toLowerCase();
-  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/.exec(lower);
-  return mapped?.[1] ?? lower;
+  if (isIP(lower) !== 6 || !MAPPED.check(lower, 'ipv6')) return lower;
+  const groups = ipv6Groups(lower);
+  const high = groups[6] ?? 0;
+  const low = groups[7] ?? 0;
+  return `${high >> 8}.${high & 255}.${low >> 8}.${low & 255}`;
 }
 
 /** The host's own addresses, read when the policy point starts (and refreshed by `refreshHostAddresses`). */

@@ -1,0 +1,108 @@
+// The policy's decisions, without a sandbox: address classes in every spelling, priority and
+// specificity, names that may resolve, and the validation errors a user sees.
+import { describe, expect, it } from 'vitest';
+import { canonicalAddress, classifyAddress } from '../src/addresses.js';
+import { CompiledPolicy } from '../src/decide.js';
+import { validateNetworkPolicy } from '../src/policy.js';
+
+const policy = (input: Parameters<typeof validateNetworkPolicy>[0]): CompiledPolicy =>
+  new CompiledPolicy(validateNetworkPolicy(input));
+
+describe('address classes', () => {
+  it('sees an IPv4-mapped IPv6 address as its IPv4 address, in any spelling', () => {
+    expect(canonicalAddress('::ffff:7f00:1')).toBe('127.0.0.1');
+    expect(canonicalAddress('::FFFF:10.0.0.1')).toBe('10.0.0.1');
+    expect(canonicalAddress('0:0:0:0:0:ffff:cb00:710a')).toBe('203.0.113.10');
+    expect(canonicalAddress('2001:db8::1')).toBe('2001:db8::1');
+    for (const address of ['127.0.0.1', '::ffff:7f00:1', '::1', '::7f00:1', '0.0.0.0', '224.0.0.1']) {
+      expect(classifyAddress(address)).toBe('never');
+    }
+    for (const address of ['10.1.2.3', '::ffff:a01:203', '169.254.169.254', 'fd00::1', '100.64.0.1']) {
+      expect(classifyAddress(address)).toBe('special');
+    }
+    expect(classifyAddress('203.0.113.10')).toBe('public');
+  });
+
+  it('a deny rule for a range holds whatever spelling the address is dialled in', () => {
+    const open = policy({ mode: 'open', rules: [{ action: 'deny', cidr: '203.0.113.0/24' }] });
+    for (const address of ['203.0.113.10', '::ffff:203.0.113.10', '::ffff:cb00:710a']) {
+      expect(open.decide({ address, port: 80 })).toMatchObject({ allowed: false, rule: 0 });
+    }
+    expect(open.decide({ address: '198.51.100.1', port: 80 }).allowed).toBe(true);
+  });
+});
+
+describe('decisions', () => {
+  it('priority first, then the most specific rule, and deny over an equally specific allow', () => {
+    const p = policy({
+      rules: [
+        { action: 'allow', host: '*.example.com' },
+        { action: 'deny', host: 'api.example.com' },
+        { action: 'allow', host: 'api.example.com', ports: [443] },
+        { action: 'allow', host: 'gist.example.com' },
+        { action: 'deny', host: 'gist.example.com' },
+        { action: 'allow', host: 'ops.example.com', priority: -1 },
+        { action: 'deny', host: '*.example.com', priority: 5, ports: [22] },
+      ],
+    });
+    expect(p.decide({ name: 'www.example.com', port: 80 })).toMatchObject({ allowed: true, rule: 0 });
+    expect(p.decide({ name: 'api.example.com', port: 80 })).toMatchObject({ allowed: false, rule: 1 });
+    expect(p.decide({ name: 'api.example.com', port: 443 })).toMatchObject({ allowed: true, rule: 2 });
+    expect(p.decide({ name: 'gist.example.com', port: 443 })).toMatchObject({ allowed: false, rule: 4 });
+    expect(p.decide({ name: 'ops.example.com', port: 22 })).toMatchObject({ allowed: false, rule: 6 });
+    expect(p.decide({ name: 'example.com', port: 443 })).toMatchObject({ allowed: false });
+  });
+
+  it('opens special ranges only through a CIDR rule, never through a host rule', () => {
+    const p = policy({ rules: [{ action: 'allow', host: 'db.internal' }] });
+    expect(p.decide({ name: 'db.internal', address: '10.0.0.5', port: 5432 }).allowed).toBe(false);
+    const named = policy({
+      rules: [
+        { action: 'allow', host: 'db.internal' },
+        { action: 'allow', cidr: '10.0.0.0/24', ports: [5432] },
+      ],
+    });
+    expect(named.decide({ name: 'db.internal', address: '10.0.0.5', port: 5432 }).allowed).toBe(true);
+    expect(named.decide({ name: 'db.internal', address: '10.0.0.5', port: 22 }).allowed).toBe(false);
+    const open = policy({ mode: 'open', rules: [{ action: 'allow', cidr: '127.0.0.0/8' }] });
+    expect(open.decide({ address: '127.0.0.1', port: 80 }).allowed).toBe(false);
+  });
+
+  it('methods match plain HTTP requests only', () => {
+    const p = policy({ rules: [{ action: 'allow', host: 'mirror.test', methods: ['GET'] }] });
+    expect(p.decide({ name: 'mirror.test', port: 80, method: 'GET' }).allowed).toBe(true);
+    expect(p.decide({ name: 'mirror.test', port: 80, method: 'POST' }).allowed).toBe(false);
+    expect(p.decide({ name: 'mirror.test', port: 443 }).allowed).toBe(false);
+    expect(p.mayResolve('mirror.test').allowed).toBe(true);
+  });
+
+  it('a name resolves only when a host rule allows it (mode allow), or no rule denies it for every port (open)', () => {
+    const allow = policy({ rules: [{ action: 'allow', cidr: '203.0.113.0/24' }] });
+    expect(allow.mayResolve('anything.test').allowed).toBe(false);
+    const open = policy({
+      mode: 'open',
+      rules: [
+        { action: 'deny', host: '*.ads.test' },
+        { action: 'deny', host: 'web.test', ports: [80] },
+      ],
+    });
+    expect(open.mayResolve('x.ads.test').allowed).toBe(false);
+    expect(open.mayResolve('web.test').allowed).toBe(true);
+  });
+});
+
+describe('validation', () => {
+  it('names the rule and the problem', () => {
+    expect(() => validateNetworkPolicy({ rules: [{ action: 'allow' }] })).toThrow(
+      'network rule 0: give exactly one of `host` (a name) and `cidr` (an address range)',
+    );
+    expect(() => validateNetworkPolicy({ rules: [{ action: 'allow', cidr: '10.0.0.0/33' }] })).toThrow(
+      /prefix of "10.0.0.0\/33" must be 0-32/,
+    );
+    expect(() => validateNetworkPolicy({ presets: ['nope'] })).toThrow(/"nope" is unknown \(known: /);
+    expect(() =>
+      validateNetworkPolicy({ mode: 'none', rules: [{ action: 'allow', host: 'a.test' }] }),
+    ).toThrow(/mode "none" takes no rules/);
+    expect(validateNetworkPolicy(true)).toEqual({ mode: 'open', rules: [] });
+  });
+});
