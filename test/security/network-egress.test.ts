@@ -108,6 +108,18 @@ describe('network policy attacks', () => {
     expect(denied.find((e) => e.path === 'other.test:80')?.rule).toBe(2);
   });
 
+  it('a denied range holds whatever spelling of the address is dialled (IPv4-mapped IPv6)', async () => {
+    const sb = await fx().sandbox({ mode: 'open', rules: [{ action: 'deny', cidr: '203.0.113.0/24' }] });
+    const r = await sb.run(
+      [
+        `${CURL} http://[::ffff:${TEST_ADDRESSES.public}]/; echo " $?"`,
+        `${CURL} http://[::ffff:cb00:710a]/; echo " $?"`,
+        `${CURL} http://${TEST_ADDRESSES.public}/; echo " $?"`,
+      ].join('; '),
+    );
+    expect(r.out).toBe('403 0\n403 0\n403 0\n');
+  });
+
   it('refuses TLS server names and HTTP Hosts that do not belong to the address dialled, both ways', async () => {
     const sb = await fx().sandbox({ mode: 'allow', rules: [{ action: 'allow', host: 'pub.test' }] });
     const before = fx().net.sniSeen.length;
