@@ -54,7 +54,7 @@ export async function readJsonFile(
     return JSON.parse(text) as unknown;
   } catch (err) {
     // Where, not what: V8's message quotes the text around the error, and a root CLI's --rules may name
-    // a file whose contents are not for its output (review7: `--rules /etc/shadow` printed a line of it).
+    // a file whose contents are not for its output (`--rules /etc/shadow` would print a line of it).
     throw new InvalidArgumentError(`${what} ${file} is not valid JSON${jsonErrorPlace(text, err)}`, {
       cause: err,
     });
