@@ -5,8 +5,10 @@
 //   2. exec `true` latency in a running sandbox;
 //   3. 20 sandboxes running at once on one codebase, each running a command (all must succeed), with the
 //      total proportional set size of their workers and the control plane;
+//   4. the library's front door: `Sandbox.fromLocal(dir)` → first exec, paced, for bwrap and docker
+//      (from-local.js);
 //   plus a baseline measured in this same process (bare `bwrap … true`, bare `node -e 0`), so the figures
-//   can be read as ratios on a noisy host.
+//   can be read as ratios on a noisy host. BENCH_FROM_LOCAL_ONLY=1 runs the baseline and 4 only.
 // Run as root: `pnpm bench:sandbox` (builds first). Exits 1 when something fails; figures over their
 // target are marked but do not fail the run (the host's load decides them). The temporary directory is
 // removed and every sandbox stopped on success, failure and SIGINT/SIGTERM.
@@ -19,6 +21,7 @@ import process from 'node:process';
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import { ControlPlane } from '../dist/index.js';
+import { FROM_LOCAL_ROUNDS, PACE_MS, dockerEngine, fromLocalRounds } from './from-local.js';
 
 const START_TARGET_P50_MS = 150;
 const EXEC_TARGET_P50_MS = 15;
@@ -26,6 +29,10 @@ const START_ROUNDS = 20;
 const EXEC_ROUNDS = 200;
 const CONCURRENT = 20;
 const BASELINE_ROUNDS = 20;
+/** fromLocal → first exec p50, as a multiple of the bare bwrap (bwrap) and of bwrap's fromLocal (docker). */
+const FROM_LOCAL_TARGET_X_BWRAP = 3;
+const FROM_LOCAL_DOCKER_TARGET_X = 2;
+const FROM_LOCAL_ONLY = process.env.BENCH_FROM_LOCAL_ONLY === '1';
 
 /** The value at fraction `q` of `values` (nearest rank). */
 function quantile(values, q) {
@@ -102,10 +109,12 @@ const logger = pino({ level: 'info' }, logSink);
 
 const root = await mkdtemp(join(tmpdir(), 'af-bench-sandbox-'));
 let cp;
+let engine;
 let cleaning;
 const cleanup = () => {
   cleaning ??= (async () => {
     await cp?.close().catch((err) => console.error('closing the control plane failed:', err));
+    await engine?.stop?.();
     await rm(root, { recursive: true, force: true });
   })();
   return cleaning;
@@ -117,31 +126,33 @@ for (const signal of ['SIGINT', 'SIGTERM']) {
   });
 }
 
+/** A bare bwrap running `true`: the yardstick of every figure. */
+const bwrapArgv = [
+  'bwrap',
+  '--unshare-all',
+  '--die-with-parent',
+  '--ro-bind',
+  '/usr',
+  '/usr',
+  '--symlink',
+  'usr/bin',
+  '/bin',
+  '--symlink',
+  'usr/lib',
+  '/lib',
+  '--symlink',
+  'usr/lib64',
+  '/lib64',
+  '--proc',
+  '/proc',
+  '--dev',
+  '/dev',
+  '--',
+  'true',
+];
+
 try {
   // 0. Baseline, in this process and on this host's current load.
-  const bwrapArgv = [
-    'bwrap',
-    '--unshare-all',
-    '--die-with-parent',
-    '--ro-bind',
-    '/usr',
-    '/usr',
-    '--symlink',
-    'usr/bin',
-    '/bin',
-    '--symlink',
-    'usr/lib',
-    '/lib',
-    '--symlink',
-    'usr/lib64',
-    '/lib64',
-    '--proc',
-    '/proc',
-    '--dev',
-    '/dev',
-    '--',
-    'true',
-  ];
   for (let i = 0; i < 3; i += 1) await timeSpawn(bwrapArgv);
   const bwrapTimes = [];
   for (let i = 0; i < BASELINE_ROUNDS; i += 1) bwrapTimes.push(await timeSpawn(bwrapArgv));
@@ -156,6 +167,41 @@ try {
 
   const repo = join(root, 'repo');
   await generateTree(repo);
+  if (!FROM_LOCAL_ONLY) await controlPlaneRounds({ repo, bwrapBase, nodeBase });
+
+  // 4. The library's front door, each runtime (the bare bwrap above is the yardstick of both).
+  const fromLocal = {};
+  for (const runtime of ['bwrap', 'docker']) {
+    if (runtime === 'docker') {
+      engine = await dockerEngine();
+      if (engine.unavailable !== undefined) {
+        console.log(`fromLocal → first exec (docker): skipped, no engine: ${engine.unavailable}`);
+        continue;
+      }
+    }
+    const { first, times } = await fromLocalRounds({ repo, dataDir: join(root, `lib-${runtime}`), runtime });
+    const p50 = quantile(times, 0.5);
+    fromLocal[runtime] = p50;
+    const against =
+      runtime === 'bwrap'
+        ? `; target p50 ≤ ${FROM_LOCAL_TARGET_X_BWRAP}× the bare bwrap: ${p50 <= FROM_LOCAL_TARGET_X_BWRAP * bwrapBase ? 'ok' : 'OVER TARGET'}`
+        : fromLocal.bwrap === undefined
+          ? ''
+          : `, ${(p50 / fromLocal.bwrap).toFixed(2)}× bwrap's fromLocal; target p50 ≤ ${FROM_LOCAL_DOCKER_TARGET_X}×: ${p50 <= FROM_LOCAL_DOCKER_TARGET_X * fromLocal.bwrap ? 'ok' : 'OVER TARGET'}`;
+    console.log(
+      `fromLocal → first exec (${runtime}, paced ${PACE_MS / 1000} s): p50 ${ms(p50)}, p90 ${ms(quantile(times, 0.9))} ` +
+        `(${FROM_LOCAL_ROUNDS} rounds after a first call of ${ms(first)}) = ${(p50 / bwrapBase).toFixed(1)}× a bare bwrap${against}`,
+    );
+  }
+} catch (err) {
+  console.error(err);
+  process.exitCode = 1;
+} finally {
+  await cleanup();
+}
+
+/** Sections 1-3, on one ControlPlane of the bench's own. */
+async function controlPlaneRounds({ repo, bwrapBase, nodeBase }) {
   cp = await ControlPlane.open({ dataDir: join(root, 'data'), reapIntervalMs: 0, logger });
   const { id: codebaseId } = await cp.linkCodebase({ path: repo });
   const policy = { codebaseId, preset: 'agent-safe' };
@@ -276,9 +322,4 @@ try {
     process.exitCode = 1;
   }
   await cp.deleteCodebase(codebaseId);
-} catch (err) {
-  console.error(err);
-  process.exitCode = 1;
-} finally {
-  await cleanup();
 }
