@@ -261,33 +261,36 @@ export function createBwrapRuntime(options: BwrapRuntimeOptions = {}): SandboxRu
     // From here on processes of this sandbox may exist: recovery must search for them (leftovers.ts).
     const runningMark = posix.join(stateDir, RUNNING_MARK);
     await writeFile(runningMark, '', { mode: 0o600 });
-    let cgroup: SandboxCgroup | null = null;
-    // The sandbox user reaches the workspace through its relay (relay.ts); root reaches it directly.
-    let boundWorkspace = workspaceHostPath;
-    try {
-      cgroup = hasLimits
-        ? await createSandboxCgroup({
-            sandboxId,
-            limits,
-            logger,
-            host: await cgroupHost(),
-            ...(options.cgroupParent === undefined ? {} : { parent: options.cgroupParent }),
-          })
-        : null;
-      if (runDir !== undefined && identity !== null)
-        boundWorkspace = await createRelay({
-          runDir,
-          sandboxId,
-          workspaceHostPath,
-          stateDir,
-          gid: identity.gid,
-        });
-    } catch (err) {
-      await cgroup?.destroy();
+    // The cgroups and the relay (through which the sandbox user reaches the workspace; root reaches it
+    // directly) are independent of each other: made at once, and both undone if either fails.
+    const [madeCgroup, madeRelay] = await Promise.allSettled([
+      hasLimits
+        ? cgroupHost().then((host) =>
+            createSandboxCgroup({
+              sandboxId,
+              limits,
+              logger,
+              host,
+              ...(options.cgroupParent === undefined ? {} : { parent: options.cgroupParent }),
+            }),
+          )
+        : null,
+      runDir !== undefined && identity !== null
+        ? createRelay({ runDir, sandboxId, workspaceHostPath, stateDir, gid: identity.gid })
+        : workspaceHostPath,
+    ]);
+    if (madeCgroup.status === 'rejected' || madeRelay.status === 'rejected') {
+      if (madeCgroup.status === 'fulfilled') await madeCgroup.value?.destroy();
+      if (madeRelay.status === 'fulfilled' && madeRelay.value !== workspaceHostPath)
+        await clearRelay(stateDir);
       // Nothing was launched.
       await rm(runningMark, { force: true });
-      throw err;
+      throw madeCgroup.status === 'rejected'
+        ? madeCgroup.reason
+        : (madeRelay as PromiseRejectedResult).reason;
     }
+    const cgroup: SandboxCgroup | null = madeCgroup.value;
+    const boundWorkspace = madeRelay.value;
     const placeholders = [
       { hostPath: boundWorkspace, placeholder: '<workspace>' },
       { hostPath: workspaceHostPath, placeholder: '<workspace>' },

@@ -1,5 +1,5 @@
 // The docker SandboxRuntime: checks the engine once, then starts one container per sandbox.
-import { readFile } from 'node:fs/promises';
+import { access, readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { posix } from 'node:path';
 import type {
@@ -399,6 +399,11 @@ export function createDockerRuntime(options: DockerRuntimeOptions = {}): DockerR
     // What a crashed control plane (or a killed `run`) left: the sandbox's containers, found by the label
     // of its state directory, then the workspace relay (a bind of the sandbox's mnt under <stateDir>/docker).
     clearLeftovers: async (stateDir) => {
+      // Every start makes its scratch directory before anything else (the relay of a fresh container, the
+      // marker of a claimed one): without it, this sandbox never had a container (a fresh sandbox), and
+      // asking the engine would only cost a round trip on every start.
+      const scratch = posix.join(validateHostPath(stateDir, 'stateDir'), SCRATCH_DIR);
+      if (!(await exists(scratch))) return;
       try {
         const removed = [
           ...(await removeContainersOf(api, validateHostPath(stateDir, 'stateDir'))),
@@ -425,6 +430,14 @@ export function createDockerRuntime(options: DockerRuntimeOptions = {}): DockerR
     },
     pool,
   };
+}
+
+/** Whether `path` exists (anything at all there). */
+function exists(path: string): Promise<boolean> {
+  return access(path).then(
+    () => true,
+    () => false,
+  );
 }
 
 /** A numeric, non-root uid:gid. */

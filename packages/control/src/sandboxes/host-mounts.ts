@@ -17,6 +17,11 @@ export async function isMountPoint(path: string): Promise<boolean> {
   return (await listMounts()).some((m) => m.mountpoint === path);
 }
 
+/** Mount points at or below `dir` (mountinfo only). */
+export async function mountsBelow(dir: string): Promise<string[]> {
+  return (await listMounts()).map((m) => m.mountpoint).filter((p) => p === dir || p.startsWith(`${dir}/`));
+}
+
 /**
  * Mounts a tiny tmpfs at P and makes it a shared mount in a peer group of its own (private first: a mount
  * on a shared parent, as on systemd hosts, would otherwise join the parent's group and propagate the
@@ -28,10 +33,11 @@ export async function isMountPoint(path: string): Promise<boolean> {
  * directory's filesystem it would be a host path of the data directory. Only root writes here (the
  * mountpoint directory), so the sizes are minimal.
  */
-export async function makeSharedBind(path: string): Promise<void> {
+export async function makeSharedBind(path: string, known: { mounted?: boolean } = {}): Promise<void> {
   try {
-    // One mount(8) run: it applies the propagation changes, in order, right after the mount.
-    if (!(await isMountPoint(path)))
+    // One mount(8) run: it applies the propagation changes, in order, right after the mount. `known`: the
+    // caller has just read the mount table.
+    if (!(known.mounted ?? (await isMountPoint(path))))
       await run('mount', [
         '-t',
         'tmpfs',

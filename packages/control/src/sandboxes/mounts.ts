@@ -8,7 +8,7 @@ import type { DirIdentity, MountParams, RuntimeTraits } from '@agentfense/protoc
 import { ensurePrivateDir } from '../paths.js';
 import type { SandboxPaths } from '../paths.js';
 import type { SandboxRow } from '../store/sandboxes.js';
-import { makeSharedBind, unmountAll } from './host-mounts.js';
+import { makeSharedBind, mountsBelow, unmountAll } from './host-mounts.js';
 import type { RuntimeRegistry } from './runtimes.js';
 
 export interface SandboxMountsOptions {
@@ -40,9 +40,17 @@ export class SandboxMounts {
     await mkdir(paths.dir, { mode: 0o700 }).catch((err: NodeJS.ErrnoException) => {
       if (err.code !== 'EEXIST') throw err;
     });
-    for (const dir of [paths.dir, paths.delta, paths.mnt, paths.state]) await ensurePrivateDir(dir);
-    await this.clear(paths, options.runtimeName);
-    if (options.sharedBind) await makeSharedBind(paths.mnt);
+    await ensurePrivateDir(paths.dir);
+    await Promise.all([paths.delta, paths.mnt, paths.state].map((dir) => ensurePrivateDir(dir)));
+    // One look at the mount table: a directory with nothing mounted in it (a fresh sandbox, one stopped
+    // cleanly) skips the FUSE and bind clearing, which would each read it again; the runtime's own
+    // leftovers and a network namespace file are always looked for.
+    if ((await mountsBelow(paths.dir)).length > 0) await this.clear(paths, options.runtimeName);
+    else {
+      await this.#clearRuntime(paths, options.runtimeName);
+      await removeSandboxNetns(netnsPathOf(paths.state));
+    }
+    if (options.sharedBind) await makeSharedBind(paths.mnt, { mounted: false });
     await ensurePrivateDir(paths.workspace);
   }
 
@@ -52,15 +60,20 @@ export class SandboxMounts {
    * A runtime that is not registered (any more) cannot clear its leftovers: that is logged.
    */
   async clear(paths: SandboxPaths, runtimeName: string | undefined): Promise<void> {
+    await this.#clearRuntime(paths, runtimeName);
+    await clearFuseMount(paths.workspace);
+    await unmountAll(paths.mnt);
+    await removeSandboxNetns(netnsPathOf(paths.state));
+  }
+
+  /** What the sandbox's runtime left in its state directory (e.g. docker's relay and containers). */
+  async #clearRuntime(paths: SandboxPaths, runtimeName: string | undefined): Promise<void> {
     if (runtimeName !== undefined && this.#runtimes.names.includes(runtimeName)) {
       const runtime = await this.#runtimes.get(runtimeName);
       await runtime.clearLeftovers(paths.state);
     } else {
       this.#logger.warn({ runtime: runtimeName }, 'runtime not registered: its leftovers are not cleared');
     }
-    await clearFuseMount(paths.workspace);
-    await unmountAll(paths.mnt);
-    await removeSandboxNetns(netnsPathOf(paths.state));
   }
 
   /** Clears a directory without a record (`agentfense gc`): every registered runtime clears its leftovers. */

@@ -4,6 +4,7 @@
 import { performance } from 'node:perf_hooks';
 import { toAgentFenseError } from '@agentfense/protocol';
 import type { RuntimeInstance } from '@agentfense/protocol';
+import type { WorkerHandle } from '@agentfense/fuse-worker';
 import { PROXY_ENV, SandboxNetwork, netnsPathOf } from '@agentfense/network';
 import type { NetworkOptions } from '@agentfense/network';
 import type { CodebaseService } from '../codebases/service.js';
@@ -17,6 +18,19 @@ import type { SupervisionOptions } from './supervisor.js';
 import { tearDown } from './teardown.js';
 import type { TeardownDeps, TeardownParts } from './teardown.js';
 import type { WorkerPool } from './worker-pool.js';
+
+/**
+ * Awaits every promise, then throws the first rejection (if any): nothing is left running unobserved
+ * when one part of a start fails.
+ */
+async function settleAll<T extends readonly unknown[]>(promises: {
+  readonly [K in keyof T]: Promise<T[K]>;
+}): Promise<T> {
+  const settled = await Promise.allSettled(promises);
+  const failed = settled.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+  if (failed !== undefined) throw failed.reason;
+  return settled.map((r) => (r as PromiseFulfilledResult<unknown>).value) as unknown as T;
+}
 
 /** What a running sandbox holds in this process. */
 export interface Live {
@@ -61,13 +75,28 @@ export async function startSandbox(deps: StartDeps, row: SandboxRow, hooks: Star
   const audit = new AuditWriter(paths.auditLog, (err) =>
     log.error({ err }, 'could not write the audit trail'),
   );
+  // The worker is asked for first, so a spawn it has to wait for (the pool's refill, raised to full
+  // priority now) overlaps everything before the mount. Never handed to a supervisor: stopped below.
+  let handedOver = false;
+  const t0 = performance.now();
+  let tTaken = t0;
+  const taking: Promise<WorkerHandle> = deps.pool.take().then((worker) => {
+    tTaken = performance.now();
+    return worker;
+  });
+  // Observed now: a failed spawn surfaces where the worker is used (the supervisor's start), not as an
+  // unhandled rejection while the directories are being prepared.
+  taking.catch(() => undefined);
   try {
-    const t0 = performance.now();
-    const runtime = await deps.runtimes.get(row.runtime);
+    // Independent of each other: the runtime (created on first use), the codebase's directory and its
+    // identity, and the sandbox's directories with the shared bind.
+    const [runtime, lower] = await settleAll([
+      deps.runtimes.get(row.runtime),
+      deps.codebases.lowerForMount(row.codebase_id),
+      deps.mounts.prepare(paths, { runtimeName: row.runtime, sharedBind: true }),
+    ] as const);
     const { traits } = runtime;
-    await deps.mounts.prepare(paths, { runtimeName: row.runtime, sharedBind: true });
     const t1 = performance.now();
-    const lower = await deps.codebases.lowerForMount(row.codebase_id);
     let tWorker = t1;
     let tRuntime = t1;
     const supervising = WorkerSupervisor.start({
@@ -76,7 +105,12 @@ export async function startSandbox(deps: StartDeps, row: SandboxRow, hooks: Star
       logFile: paths.workerLog,
       logger: log,
       supervision: deps.supervision,
-      spawn: () => deps.pool.take(),
+      // The first worker is the one taken above; a restart takes another.
+      spawn: () => {
+        if (handedOver) return deps.pool.take();
+        handedOver = true;
+        return taking;
+      },
       onAudit: (events) => audit.append(events),
       onWorker: (pid) =>
         deps.store.update(id, { worker_pid: pid, worker_start: processStartTime(pid) ?? null }),
@@ -142,13 +176,28 @@ export async function startSandbox(deps: StartDeps, row: SandboxRow, hooks: Star
     log.info(
       {
         worker: supervisor.pid,
-        // worker and runtime overlap for bwrap (each measured from the end of mounts).
-        ms: { mounts: t1 - t0, worker: tWorker - t1, runtime: tRuntime - t1, total: t3 - t0 },
+        // mounts: the directories and the shared bind, while a worker is taken (take: from the start);
+        // worker (its mount) and runtime overlap for bwrap, each measured from the end of mounts.
+        ms: {
+          mounts: t1 - t0,
+          take: tTaken - t0,
+          worker: tWorker - t1,
+          runtime: tRuntime - t1,
+          total: t3 - t0,
+        },
       },
       'sandbox started',
     );
     return { supervisor, instance, network, audit };
   } catch (err) {
+    // A worker taken for a start that failed before the supervisor got it: it mounted nothing.
+    if (!handedOver) {
+      handedOver = true;
+      void taking.then(
+        (worker) => worker.stop({ graceMs: 1000 }),
+        () => undefined,
+      );
+    }
     const error = toAgentFenseError(err, `starting sandbox ${id}`);
     await tearDown(deps, {
       id,
