@@ -195,6 +195,20 @@ describe.skipIf(docker.unavailable !== null)(
       expect(await readdir(dir)).toEqual([]);
     });
 
+    it('prepare() starts creating a container at once, and a start while it is being created takes it', async () => {
+      const dir = await mkdtemp(join(tmpdir(), 'af-docker-pooldir-'));
+      const rt = createDockerRuntime({ ...base, poolSize: 1, poolDir: dir });
+      onTestFinished(async () => {
+        await rt.close();
+        await rm(dir, { recursive: true, force: true });
+      });
+      // No sandbox of this kind has started yet: without prepare() the start would make a fresh container.
+      rt.prepare?.({});
+      const { sb } = await start(rt);
+      const r = await sb.exec({ command: ['true'] });
+      expect(r.audit.argv.join(' ')).toMatch(/ && docker rename agentfense-pool-\S+ agentfense-sb_\S+ && /);
+    });
+
     it('gc removes pooled containers whose owner process is gone, never a live owner’s', async () => {
       await warm(pooled);
       const live = await pooledContainers(dockerHost);

@@ -25,6 +25,7 @@ import type { AuditQuery, NetworkAuditQuery } from './sandboxes/audit-log.js';
 import { collectGarbage } from './sandboxes/gc.js';
 import type { GcOptions, GcReport } from './sandboxes/gc.js';
 import { SandboxManager } from './sandboxes/manager.js';
+import type { PrewarmKind } from './sandboxes/prewarm.js';
 import { SPARE_LABEL } from './sandboxes/one-shot.js';
 import type { CreateInternal } from './sandboxes/records.js';
 import { RuntimeRegistry, builtinRuntimes } from './sandboxes/runtimes.js';
@@ -91,7 +92,7 @@ export interface ControlPlaneOptions {
    * A sandbox of this runtime will be started soon (the one-shot CLI): spawn a worker and check the
    * runtime's host now, in the background, while the data directory is recovered and the sandbox created.
    */
-  readonly prewarm?: string;
+  readonly prewarm?: PrewarmKind;
 }
 
 /** Idle docker containers kept per image by default (docs/decisions.md, "Docker container pool"). */

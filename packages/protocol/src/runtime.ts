@@ -226,6 +226,12 @@ export interface SandboxRuntime {
    */
   close?(): Promise<void>;
   /**
+   * Sandboxes of this kind are about to start (a control plane opened to start one at once): get ready
+   * for them in the background, e.g. docker starts filling its container pool for that image and /tmp
+   * size now. Optional; never throws (a failure shows in the start itself).
+   */
+  prepare?(kind: { readonly image?: string; readonly resources?: ResourceLimits }): void;
+  /**
    * Finds and removes what crashed processes of this runtime left outside any sandbox's stateDir (docker:
    * pooled containers whose owner process is gone), resolving a description of each thing removed.
    * Called by `agentfense gc`; optional.

@@ -85,6 +85,8 @@ export class ContainerPool {
   /** This process's pool directory: a shared mount made once (null until the first fill). */
   #ownerDir: Promise<string> | undefined;
   #filling: Promise<void> | undefined;
+  /** The container being created now (the refill makes one at a time), by key. */
+  #creating: { readonly key: string; readonly done: Promise<unknown> } | undefined;
   /** A refill waiting for the engine to go quiet (REFILL_DELAY_MS after the last start). */
   #scheduled: { timer: NodeJS.Timeout; done: Promise<void>; run: () => void } | undefined;
   #again = false;
@@ -105,10 +107,30 @@ export class ContainerPool {
     return n;
   }
 
-  /** An idle container of `key`, now theirs (never handed out again); undefined when none is ready. */
-  take(key: PoolKey): PooledContainer | undefined {
+  /**
+   * An idle container of `key`, now theirs (never handed out again); undefined when none is ready. When
+   * one of that key is being created it is waited for: it is further along than a fresh container would
+   * be, and a second creation would only compete with it for the engine.
+   */
+  async take(key: PoolKey): Promise<PooledContainer | undefined> {
     if (this.#o.size === 0 || this.#closed) return undefined;
-    return this.#keys.get(keyOf(key))?.idle.shift();
+    const k = keyOf(key);
+    let taken = this.#keys.get(k)?.idle.shift();
+    if (taken === undefined && this.#creating?.key === k) {
+      await this.#creating.done.catch(() => undefined);
+      taken = this.#closed ? undefined : this.#keys.get(k)?.idle.shift();
+    }
+    return taken;
+  }
+
+  /**
+   * Sandboxes of `key` are about to start (a control plane that will start one at once): keep `size` of
+   * them from now on and start creating them now, not REFILL_DELAY_MS after a start.
+   */
+  prepare(key: PoolKey): void {
+    if (this.#o.size === 0 || this.#closed) return;
+    this.want(key);
+    this.#scheduled?.run();
   }
 
   /**
@@ -191,15 +213,20 @@ export class ContainerPool {
             entry.idle.length < this.#o.size
           ) {
             let c: PooledContainer;
+            const creating = this.#create(entry.key);
+            this.#creating = { key: keyOf(entry.key), done: creating };
             try {
-              c = await this.#create(entry.key);
+              c = await creating;
             } catch (err) {
+              this.#creating = undefined;
               // Not retried until a sandbox of the key starts again (a missing image would loop).
               this.#o.logger.warn({ err, image: entry.key.image }, 'could not create a pooled container');
               break;
             }
             if (this.#closed || this.#keys.get(keyOf(entry.key)) !== entry) await this.#discard(c);
             else entry.idle.push(c);
+            // Cleared only now: a take() waiting for it finds it idle when it resumes.
+            this.#creating = undefined;
           }
         }
       } while (this.#again && !this.#closed);

@@ -190,7 +190,7 @@ export function createDockerRuntime(options: DockerRuntimeOptions = {}): DockerR
     const key: PoolKey = { image, tmpBytes: resources.tmpBytes ?? null };
     // Every container has a network namespace of its own with only a loopback (`--network none`),
     // pooled or not; a network policy polices that namespace from the host (publishNetns below).
-    const pooled = pool.take(key);
+    const pooled = await pool.take(key);
     let started:
       | {
           containerId: string;
@@ -418,6 +418,22 @@ export function createDockerRuntime(options: DockerRuntimeOptions = {}): DockerR
       }
       await clearWorkspaceRelays(posix.join(stateDir, SCRATCH_DIR));
       await clearLauncherDirs(posix.join(stateDir, SCRATCH_DIR));
+    },
+    prepare: (kind) => {
+      let key: PoolKey;
+      try {
+        key = {
+          image: validateImage(kind.image ?? defaultImage),
+          tmpBytes: kind.resources?.tmpBytes ?? null,
+        };
+      } catch {
+        return; // an invalid image fails the start that names it
+      }
+      // Containers are made from an image the engine was checked to have.
+      check().then(
+        () => pool.prepare(key),
+        (err: unknown) => logger.debug({ err }, 'engine check ahead failed'),
+      );
     },
     close: () => pool.close(),
     collectGarbage: async () => {

@@ -22,9 +22,8 @@ import { ensurePrivateDir } from '../paths.js';
 import type { DataLayout } from '../paths.js';
 import { sandboxInfo } from '../store/sandboxes.js';
 import type { SandboxStore } from '../store/sandboxes.js';
-import { readAudit } from './audit-log.js';
+import { readAudit, type AuditQuery, type NetworkAuditQuery } from './audit-log.js';
 import { removeSandboxFiles } from './destroy-files.js';
-import type { AuditQuery, NetworkAuditQuery } from './audit-log.js';
 import { KeyedLock } from './keyed-lock.js';
 import { networkOptions } from './network.js';
 import { PolicyChanges } from './policy-changes.js';
@@ -35,10 +34,10 @@ import type { RecoveryDeps } from './recovery.js';
 import type { RuntimeRegistry } from './runtimes.js';
 import { whenWorkerReady } from './ready-instance.js';
 import { partsOf, startSandbox } from './start.js';
+import { prewarm, type PrewarmKind } from './prewarm.js';
 import type { Live, StartDeps } from './start.js';
 import { assertTransition } from './state.js';
-import { retireSandbox } from './retire.js';
-import type { Retiring } from './retire.js';
+import { retireSandbox, type Retiring } from './retire.js';
 import { tearDown } from './teardown.js';
 import type { SandboxManagerOptions } from './manager-options.js';
 import { onTemporaryWorker } from './temporary-worker.js';
@@ -371,17 +370,12 @@ export class SandboxManager {
   }
 
   /**
-   * Gets ready for a start that is about to come (the one-shot CLI): a worker spawns and `runtime` checks
-   * the host in the background, overlapping whatever the caller does before start(). Failures surface in
-   * the start itself.
+   * Gets ready for a start about to come (the one-shot CLI, the library's first call) in the background,
+   * overlapping what the caller does before start() (prewarm.ts). Failures surface in the start.
    */
-  prewarm(runtime: string = this.#records.defaultRuntime): void {
+  prewarm(kind: PrewarmKind = this.#records.defaultRuntime): void {
     if (this.#closed) return;
-    this.#pool.prewarm();
-    void this.#runtimes
-      .get(runtime)
-      .then((r) => r.check())
-      .catch((err: unknown) => this.#logger.debug({ err, runtime }, 'runtime check ahead failed'));
+    prewarm({ ...this.#records, pool: this.#pool, logger: this.#logger }, kind);
   }
 
   /** Pids of the idle workers spawned ahead of time (memory accounting). */
