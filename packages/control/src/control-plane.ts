@@ -378,6 +378,13 @@ export class ControlPlane implements AsyncDisposable {
   get idleWorkerPids(): number[] {
     return this.sandboxes.idleWorkerPids;
   }
+  /**
+   * Whether a sandbox this process runs keeps the process alive (yes by default): a sandbox started ahead
+   * and idle (the library's spare) need not, as whoever started it closes it before the process exits.
+   */
+  keepProcessAlive(id: string, keep: boolean): void {
+    this.sandboxes.keepProcessAlive(id, keep);
+  }
   /** The runtime instance of a sandbox this process runs (sessions are built on it). */
   runtimeInstance(id: string): RuntimeInstance {
     return this.sandboxes.runtimeInstance(id);

@@ -13,6 +13,7 @@ import {
   clientHandshake,
   createSocketTransport,
   createWorkerClient,
+  keepChildAlive,
 } from '@agentfense/protocol';
 import type { MountParams, WorkerClient, WorkerResult } from '@agentfense/protocol';
 import { clearFuseMount } from './mounts.js';
@@ -72,6 +73,15 @@ export class WorkerHandle {
     this.exited = exited.then((exit) => (this.#exit = exit));
   }
 
+  /**
+   * Whether this worker keeps this process's event loop alive (its process, stderr pipe and connection;
+   * yes by default). An idle worker waiting in a pool need not: it exits by itself when this process
+   * does, since its connection closes.
+   */
+  keepProcessAlive(keep: boolean): void {
+    keepChildAlive(this.#child, keep); // the process, its stderr pipe and its connection (fd 3)
+  }
+
   /** False once the process has exited. */
   get alive(): boolean {
     return this.#exit === undefined;
@@ -94,6 +104,8 @@ export class WorkerHandle {
    */
   async stop(options: { graceMs?: number } = {}): Promise<WorkerExit> {
     const graceMs = options.graceMs ?? 5000;
+    // A stop under way keeps the process alive until the worker is gone (an idle one did not).
+    if (this.alive) this.keepProcessAlive(true);
     if (this.alive && !this.#peer.closed) {
       await this.client.request('unmount', {}, { timeoutMs: graceMs }).catch(() => undefined);
     }

@@ -172,6 +172,12 @@ export interface RuntimeInstance {
   spawn(options: SpawnOptions): Promise<SandboxProcess>;
   /** Kills every process of the sandbox and releases its resources (cgroups, container). Idempotent. */
   stop(): Promise<void>;
+  /**
+   * Whether the instance's processes and connections on the host keep the control plane's event loop
+   * alive (yes by default). A sandbox started ahead and idle (the library's spare) need not: its process
+   * closes it before exiting. Optional: without it the instance always keeps the process alive.
+   */
+  keepProcessAlive?(keep: boolean): void;
 }
 
 /**

@@ -168,6 +168,11 @@ export class BwrapInstance implements RuntimeInstance {
     return this.#gate.stop(() => this.#teardown());
   }
 
+  /** Whether the launcher keeps this process alive (a sandbox started ahead and idle need not). */
+  keepProcessAlive(keep: boolean): void {
+    this.#options.launcher?.keepProcessAlive(keep);
+  }
+
   #launchBase(): {
     bwrapPath: string;
     netns: NetnsJoin | undefined;

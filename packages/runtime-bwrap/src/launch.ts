@@ -24,6 +24,7 @@ import {
   InternalError,
   armTermination,
   isSameProcess,
+  keepChildAlive,
   processStartTime,
 } from '@agentfense/protocol';
 import { openAnonymous, openShared } from './anonymous-file.js';
@@ -293,6 +294,8 @@ export interface LaunchedBwrap {
   terminate(reason: Exclude<TerminationReason, null>): Promise<void>;
   /** Why it was terminated, if it was. */
   readonly reason: () => TerminationReason;
+  /** Whether bwrap and its pipes keep this process's event loop alive (yes by default; keep-alive.ts). */
+  keepProcessAlive(keep: boolean): void;
 }
 
 /**
@@ -359,6 +362,7 @@ export async function launchBwrap(options: LaunchOptions): Promise<LaunchedBwrap
     },
     terminate,
     reason: () => reason,
+    keepProcessAlive: (keep) => keepChildAlive(child, keep),
   };
   options.onSpawned?.(launched);
   forward(subprocess.stdout, options.onStdout, options.logger);

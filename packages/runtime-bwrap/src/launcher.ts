@@ -92,6 +92,8 @@ export class SandboxLauncher {
   readonly #processes: ProcessView;
   #current: Promise<Running> | undefined;
   #stopped = false;
+  /** Whether the launcher keeps this process alive (false while its sandbox waits, idle, to be used). */
+  #keepAlive = true;
 
   constructor(options: SandboxLauncherOptions) {
     this.#options = options;
@@ -163,6 +165,15 @@ export class SandboxLauncher {
   prestart(): void {
     this.#running().catch((err: unknown) =>
       this.#options.logger.debug({ err, sandboxId: this.#options.sandboxId }, 'launcher prestart failed'),
+    );
+  }
+
+  /** Whether this launcher (and any started later) keeps this process's event loop alive; yes by default. */
+  keepProcessAlive(keep: boolean): void {
+    this.#keepAlive = keep;
+    void this.#current?.then(
+      (running) => running.launched.keepProcessAlive(keep),
+      () => undefined,
     );
   }
 
@@ -298,6 +309,7 @@ export class SandboxLauncher {
           await anchor?.release();
         })
         .catch((err: unknown) => o.logger.warn({ err }, 'could not remove the launcher anchor'));
+      if (!this.#keepAlive) launched.keepProcessAlive(false);
       return running;
     } catch (err) {
       if (launched !== undefined) {

@@ -180,6 +180,11 @@ export class DockerInstance implements RuntimeInstance {
     return { client: launcher.client, cgroup, env: launcher.env };
   }
 
+  /** Whether af-init's connection keeps this process alive (a sandbox started ahead and idle need not). */
+  keepProcessAlive(keep: boolean): void {
+    this.#options.launcher?.client.keepProcessAlive(keep);
+  }
+
   stop(): Promise<void> {
     return this.#gate.stop(() => this.#teardown());
   }

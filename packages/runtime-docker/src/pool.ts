@@ -120,6 +120,8 @@ export class ContainerPool {
       await this.#creating.done.catch(() => undefined);
       taken = this.#closed ? undefined : this.#keys.get(k)?.idle.shift();
     }
+    // Idle, its af-init connection did not keep the process alive; its sandbox's does.
+    taken?.launcher?.client.keepProcessAlive(true);
     return taken;
   }
 
@@ -257,6 +259,8 @@ export class ContainerPool {
       listener?.arm();
       const cgroup = this.#o.hostCgroup ? await locateCgroup(this.#o.api, id).catch(() => null) : null;
       const launcher = listener === undefined ? undefined : await connectLauncher(this.#o.api, id, listener);
+      // An idle container does not keep the process alive: af-init ends it when the connection closes.
+      launcher?.client.keepProcessAlive(false);
       return {
         id,
         name,

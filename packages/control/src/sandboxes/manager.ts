@@ -33,7 +33,7 @@ import { DESTROY_FAILED, reapSandboxes, recoverSandboxes } from './recovery.js';
 import type { RecoveryDeps } from './recovery.js';
 import type { RuntimeRegistry } from './runtimes.js';
 import { whenWorkerReady } from './ready-instance.js';
-import { partsOf, startSandbox } from './start.js';
+import { keepLiveAlive, partsOf, startSandbox } from './start.js';
 import { prewarm, type PrewarmKind } from './prewarm.js';
 import type { Live, StartDeps } from './start.js';
 import { assertTransition } from './state.js';
@@ -276,6 +276,11 @@ export class SandboxManager {
   /** The worker's resource and activity report (running sandboxes of this process). */
   workerStats(id: string): Promise<WorkerStats> {
     return this.#requireLive(id).supervisor.request('stats', {});
+  }
+
+  /** Whether a running sandbox of this process keeps it alive (yes by default; an idle spare need not). */
+  keepProcessAlive(id: string, keep: boolean): void {
+    keepLiveAlive(this.#requireLive(id), keep);
   }
 
   /** The runtime instance of a running sandbox (sessions spawn their shells through it). */

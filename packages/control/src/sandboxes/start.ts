@@ -41,6 +41,12 @@ export interface Live {
   readonly audit: AuditWriter;
 }
 
+/** Whether a running sandbox's worker and runtime keep this process alive (an idle spare's need not). */
+export function keepLiveAlive(live: Live, keep: boolean): void {
+  live.supervisor.keepProcessAlive(keep);
+  live.instance.keepProcessAlive?.(keep);
+}
+
 /** What tear-down stops of a running sandbox. */
 export function partsOf(live: Live): TeardownParts {
   return { instance: live.instance, worker: live.supervisor, network: live.network, audit: live.audit };

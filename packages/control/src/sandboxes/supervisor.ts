@@ -91,6 +91,8 @@ export class WorkerSupervisor {
   /** requestWhole calls in progress (stop() then waits longer for the unmount). */
   #wholeRequests = 0;
   #fatalReason: string | undefined;
+  /** Whether the worker keeps this process alive (false while an idle spare waits to be taken). */
+  #keepAlive = true;
   readonly #timer: NodeJS.Timeout;
 
   private constructor(options: WorkerSupervisorOptions, worker: WorkerHandle) {
@@ -113,6 +115,12 @@ export class WorkerSupervisor {
   /** The live worker's pid. */
   get pid(): number {
     return this.#current.pid;
+  }
+
+  /** Whether the worker, and any that replaces it, keeps this process's event loop alive (yes by default). */
+  keepProcessAlive(keep: boolean): void {
+    this.#keepAlive = keep;
+    this.#current.keepProcessAlive(keep);
   }
 
   /** True while a replacement worker is being started. */
@@ -188,6 +196,7 @@ export class WorkerSupervisor {
 
   #attach(worker: WorkerHandle): void {
     this.#missed = 0;
+    if (!this.#keepAlive) worker.keepProcessAlive(false);
     worker.client.onEvent('audit', (events) => this.#options.onAudit(events));
     worker.client.onEvent('log', (event) => {
       const { level, msg, ...fields } = event;

@@ -48,6 +48,9 @@ export interface TeardownOptions {
 export async function tearDown(deps: TeardownDeps, options: TeardownOptions): Promise<void> {
   const { id, parts } = options;
   const log = deps.logger.child({ sandboxId: id });
+  // What the stops wait for (processes exiting, connections closing) keeps the process alive until they
+  // are done, also for a sandbox that did not (an idle spare); a worker's own stop does the same.
+  parts.instance?.keepProcessAlive?.(true);
   if (options.closeSessions) {
     await deps.onStopping(id).catch((err: unknown) => log.warn({ err }, 'closing sessions failed'));
   }

@@ -63,7 +63,10 @@ export class WorkerPool {
       throw new WrongStateError('the worker pool is closed');
     }
     if (worker === undefined) worker = await this.#spawn();
-    else setPriority(worker.pid, 0);
+    else {
+      setPriority(worker.pid, 0);
+      worker.keepProcessAlive(true);
+    }
     this.#refill();
     return worker;
   }
@@ -79,7 +82,7 @@ export class WorkerPool {
     const spawned = this.#spawn().then(
       (worker) => {
         if (this.#closed) return worker.stop({ graceMs: 1000 }).then(() => undefined);
-        this.#idle.push(worker);
+        this.#addIdle(worker);
         return undefined;
       },
       (err: unknown) => this.#options.logger.warn({ err }, 'could not spawn a worker ahead'),
@@ -119,11 +122,7 @@ export class WorkerPool {
       }).then(
         (worker) => {
           if (this.#closed) return worker.stop({ graceMs: 1000 }).then(() => undefined);
-          this.#idle.push(worker);
-          void worker.exited.then(() => {
-            const i = this.#idle.indexOf(worker);
-            if (i >= 0) this.#idle.splice(i, 1);
-          });
+          this.#addIdle(worker);
           return undefined;
         },
         // Not retried here (a broken host would spin): the next take() spawns on demand and refills.
@@ -136,6 +135,19 @@ export class WorkerPool {
       });
       this.#inFlight.add(tracked);
     }
+  }
+
+  /**
+   * A ready worker waits here, not keeping the process alive (it exits by itself with this process: its
+   * connection closes), and leaves the list if it dies meanwhile.
+   */
+  #addIdle(worker: WorkerHandle): void {
+    worker.keepProcessAlive(false);
+    this.#idle.push(worker);
+    void worker.exited.then(() => {
+      const i = this.#idle.indexOf(worker);
+      if (i >= 0) this.#idle.splice(i, 1);
+    });
   }
 
   /** Spawns one worker, waiting for a slot when too many spawns are under way. */

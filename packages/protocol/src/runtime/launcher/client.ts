@@ -190,6 +190,17 @@ export class LauncherClient {
     });
   }
 
+  /**
+   * Whether the connection keeps this process's event loop alive (yes by default). A launcher waiting for
+   * its first command (a container or sandbox kept ahead) need not: af-init ends everything when this
+   * process exits and the connection closes.
+   */
+  keepProcessAlive(keep: boolean): void {
+    const socket = this.#socket as Duplex & { ref?: () => void; unref?: () => void };
+    if (keep) socket.ref?.();
+    else socket.unref?.();
+  }
+
   /** Closes the connection: af-init kills every command and exits. Pending commands fail. Idempotent. */
   close(): void {
     this.#fail(new UnavailableError("the sandbox's launcher connection was closed by the host"));
