@@ -26,6 +26,8 @@ describe.skipIf(docker.dockerHost === null)(
       scratch = await mkdtemp(join(tmpdir(), 'af-docker-run-'));
     });
     afterAll(async () => {
+      // The library's control plane stays open a while after its last sandbox, with pooled containers.
+      await Sandbox.closeIdle();
       const left = (await listMounts()).filter((m) => m.mountpoint.startsWith(scratch));
       await rm(scratch, { recursive: true, force: true });
       expect(left).toEqual([]);

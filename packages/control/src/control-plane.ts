@@ -425,6 +425,11 @@ export class ControlPlane implements AsyncDisposable {
     return this.sessions.close(id);
   }
 
+  /** True once close() was called. */
+  get closed(): boolean {
+    return this.#closing !== undefined;
+  }
+
   /** Stops every sandbox this process runs (deltas kept), then closes the database. Idempotent. */
   close(): Promise<void> {
     this.#closing ??= (async () => {

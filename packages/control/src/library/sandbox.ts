@@ -12,7 +12,7 @@ import type {
   ExecResult,
   ResourceLimits,
 } from '@agentfense/protocol';
-import { ControlPlane } from '../control-plane.js';
+import type { ControlPlane } from '../control-plane.js';
 import type { AuditQuery } from '../sandboxes/audit-log.js';
 import type { RuntimeMap } from '../sandboxes/runtimes.js';
 import type { SupervisionOptions } from '../sandboxes/supervisor.js';
@@ -20,6 +20,8 @@ import type { SandboxExecOptions, SandboxInfo } from '../sandboxes/types.js';
 import type { CreateSessionOptions } from '../sessions/options.js';
 import type { Session } from '../sessions/session.js';
 import { ExecStream } from './exec-stream.js';
+import { SharedPlanes } from './shared-planes.js';
+import type { PlaneLease } from './shared-planes.js';
 import { decodeOutput, splitEncoding } from './output.js';
 import type { BytesOutput, OutputEncoding, RunResult, TextOutput } from './output.js';
 
@@ -43,11 +45,14 @@ export interface FromLocalOptions {
   readonly labels?: Readonly<Record<string, string>>;
   readonly expiresIn?: number;
   readonly auditAllowed?: boolean;
-  /** Data directory of the control plane this sandbox opens (ignored with `controlPlane`). */
+  /**
+   * Data directory of the control plane (ignored with `controlPlane`). Calls that name the same one (and
+   * the same `runtimes`, `supervision` and `logger`) share one control plane in this process.
+   */
   readonly dataDir?: string;
-  /** Use this control plane instead of opening one (it is then not closed by destroy()). */
+  /** Use this control plane instead of the shared one (it is then never closed by destroy()). */
   readonly controlPlane?: ControlPlane;
-  /** Options of the control plane opened for this sandbox. */
+  /** Options of the shared control plane (calls with other ones get a control plane of their own). */
   readonly runtimes?: RuntimeMap;
   readonly supervision?: SupervisionOptions;
   readonly logger?: Logger;
@@ -65,32 +70,48 @@ export class Sandbox implements AsyncDisposable {
   readonly id: string;
   readonly codebaseId: string;
   readonly controlPlane: ControlPlane;
-  readonly #ownsControlPlane: boolean;
+  /** This sandbox's use of the shared control plane (none when one was passed in). */
+  readonly #lease: PlaneLease | undefined;
   #destroyed: Promise<void> | undefined;
+
+  /** The control planes fromLocal opens itself, one per data directory (shared-planes.ts). */
+  static readonly #planes = new SharedPlanes();
 
   private constructor(options: {
     id: string;
     codebaseId: string;
     controlPlane: ControlPlane;
-    owns: boolean;
+    lease: PlaneLease | undefined;
   }) {
     this.id = options.id;
     this.codebaseId = options.codebaseId;
     this.controlPlane = options.controlPlane;
-    this.#ownsControlPlane = options.owns;
+    this.#lease = options.lease;
   }
 
-  /** Links `dir` as a codebase, creates a sandbox over it with the given policy, and starts it. */
+  /**
+   * Links `dir` as a codebase, creates a sandbox over it with the given policy, and starts it. Without
+   * `controlPlane`, sandboxes of one data directory share one control plane in this process, opened by
+   * the first call and closed a while after the last of them is destroyed (`closeIdle()` closes it now).
+   */
   static async fromLocal(dir: string, options: FromLocalOptions = {}): Promise<Sandbox> {
-    const owns = options.controlPlane === undefined;
-    const cp =
-      options.controlPlane ??
-      (await ControlPlane.open({
-        ...(options.dataDir === undefined ? {} : { dataDir: options.dataDir }),
-        ...(options.runtimes === undefined ? {} : { runtimes: options.runtimes }),
-        ...(options.supervision === undefined ? {} : { supervision: options.supervision }),
-        ...(options.logger === undefined ? {} : { logger: options.logger }),
-      }));
+    const lease =
+      options.controlPlane === undefined
+        ? await Sandbox.#planes.acquire({
+            dataDir: options.dataDir,
+            runtimes: options.runtimes,
+            supervision: options.supervision,
+            logger: options.logger,
+            // The first call starts its sandbox at once: its worker spawns, its runtime checks the host and
+            // (docker) starts a container for it while the data directory opens.
+            prewarm: {
+              runtime: options.runtime ?? 'bwrap',
+              ...(options.image === undefined ? {} : { image: options.image }),
+              ...(options.resources === undefined ? {} : { resources: options.resources }),
+            },
+          })
+        : undefined;
+    const cp = options.controlPlane ?? (lease as PlaneLease).plane;
     let codebaseId: string | undefined;
     let sandboxId: string | undefined;
     try {
@@ -113,13 +134,22 @@ export class Sandbox implements AsyncDisposable {
         })
       ).id;
       await cp.startSandbox(sandboxId);
-      return new Sandbox({ id: sandboxId, codebaseId, controlPlane: cp, owns });
+      return new Sandbox({ id: sandboxId, codebaseId, controlPlane: cp, lease });
     } catch (err) {
       if (sandboxId !== undefined) await cp.destroySandbox(sandboxId).catch(() => undefined);
       if (codebaseId !== undefined) await cp.deleteCodebase(codebaseId).catch(() => undefined);
-      if (owns) await cp.close();
+      await lease?.release();
       throw err;
     }
+  }
+
+  /**
+   * Closes the control planes fromLocal opened that no sandbox uses any more, now instead of after their
+   * idle period (`AGENTFENSE_LIBRARY_IDLE` seconds, default 30): before removing their data directory, for
+   * instance. They also close by themselves when the process has nothing else to do.
+   */
+  static closeIdle(): Promise<void> {
+    return Sandbox.#planes.closeIdle();
   }
 
   /** The sandbox's current record (state, restarts, labels...). */
@@ -239,8 +269,8 @@ export class Sandbox implements AsyncDisposable {
   }
 
   /**
-   * Destroys the sandbox (its changes are dropped unless committed), removes the linked codebase record,
-   * and closes the control plane if this sandbox opened it. Idempotent.
+   * Destroys the sandbox (its changes are dropped unless committed) and removes the linked codebase
+   * record; the shared control plane closes a while after its last sandbox is destroyed. Idempotent.
    */
   destroy(): Promise<void> {
     this.#destroyed ??= (async () => {
@@ -248,7 +278,7 @@ export class Sandbox implements AsyncDisposable {
         await this.controlPlane.destroySandbox(this.id);
         await this.controlPlane.deleteCodebase(this.codebaseId);
       } finally {
-        if (this.#ownsControlPlane) await this.controlPlane.close();
+        await this.#lease?.release();
       }
     })();
     return this.#destroyed;
