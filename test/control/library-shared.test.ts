@@ -1,13 +1,20 @@
 // The library's front door (docs/decisions.md "The library's front door"): `Sandbox.fromLocal` calls of one
 // process share one control plane per data directory, opened once (concurrent first calls too), kept open
 // for an idle period after the last sandbox and closed after it (at once with AGENTFENSE_LIBRARY_IDLE=0,
-// with Sandbox.closeIdle(), or when the process has nothing else to do), leaving no process or mount.
-import { readFile } from 'node:fs/promises';
+// with Sandbox.closeIdle(), or when the process has nothing else to do), leaving no process or mount; a
+// request made again takes a spare sandbox started ahead, which sees the directory as a fresh one would.
+import { spawn } from 'node:child_process';
+import { readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ControlPlane, Sandbox } from '@agentfense/control';
 import { assertCleanAndRemove, makeDirs, mountsUnder, pidExists, waitFor } from './fixtures.js';
 import type { TestDirs } from './fixtures.js';
+
+const root = fileURLToPath(new URL('../..', import.meta.url));
+/** The reserved label of an idle spare (sandboxes/one-shot.ts). */
+const SPARE = 'agentfense.spare';
 
 /** How many times a control plane opened the data directory (its log's "control plane open" records). */
 async function opens(dataDir: string): Promise<number> {
@@ -109,4 +116,126 @@ describe('Sandbox.fromLocal without a control plane', () => {
     for (const pid of idle) expect(pidExists(pid)).toBe(false);
     expect(await mountsUnder(dirs.root)).toEqual([]);
   });
+
+  it('a request made again takes a spare started ahead: the directory as it is now, listed and labelled as any', async () => {
+    const options = { dataDir: dirs.dataDir, labels: { task: 'triage' } };
+    const first = await Sandbox.fromLocal(dirs.repo, options);
+    const cp = first.controlPlane;
+    await first.destroy();
+    await (await Sandbox.fromLocal(dirs.repo, options)).destroy();
+    // The second identical request's destroy started a spare: running, but not listed while idle.
+    const spare = await waitFor('a spare sandbox', () =>
+      cp.listSandboxes({ labels: { [SPARE]: 'true' } }).items.find((s) => s.state === 'RUNNING'),
+    );
+    expect(cp.listSandboxes().items).toEqual([]);
+    // The directory changes after the spare's mount: what the next sandbox sees is the directory now.
+    await writeFile(join(dirs.repo, 'README.md'), '# changed after the spare started\n');
+    await writeFile(join(dirs.repo, 'src', 'new.py'), 'x = 1\n');
+    await rm(join(dirs.repo, 'docs'), { recursive: true });
+    const took = await Sandbox.fromLocal(dirs.repo, options);
+    try {
+      expect(took.id).toBe(spare.id);
+      expect(took.info().labels).toEqual({ task: 'triage' });
+      expect(cp.listSandboxes().items.map((s) => s.id)).toEqual([took.id]);
+      const r = await took.run(
+        'cat /workspace/README.md; ls /workspace; ls /workspace/src; cat /workspace/.env',
+      );
+      expect(r.stdout).toBe(
+        '# changed after the spare started\nREADME.md\nconfig\noutput\nsrc\napp.py\nnew.py\nutil.py\n',
+      );
+      expect(r.stderr).toContain('/workspace/.env: No such file or directory');
+    } finally {
+      await took.destroy();
+    }
+    // Another request does not take the next spare (made after that destroy); the spare goes.
+    const next = await waitFor('the next spare', () =>
+      cp.listSandboxes({ labels: { [SPARE]: 'true' } }).items.find((s) => s.state === 'RUNNING'),
+    );
+    const other = await Sandbox.fromLocal(dirs.repo, { ...options, preset: 'read-only' });
+    try {
+      expect(other.id).not.toBe(next.id);
+      await waitFor('the unused spare removed', () =>
+        cp.listSandboxes({ labels: { [SPARE]: 'true' } }).items.length === 0 ? true : undefined,
+      );
+    } finally {
+      await other.destroy();
+    }
+  });
+
+  it('a process that ends after its last destroy exits at once, leaving no sandbox, process or mount', async () => {
+    // Three identical requests: the third one's destroy leaves a spare, and the pool an idle worker.
+    const program = `
+import { Sandbox } from '@agentfense/control';
+const pids = [];
+for (let i = 0; i < 3; i++) {
+  const sb = await Sandbox.fromLocal(process.argv[1], { dataDir: process.argv[2] });
+  if ((await sb.run('true')).exitCode !== 0) process.exit(3);
+  pids.push(sb.info().workerPid, ...sb.controlPlane.idleWorkerPids);
+  const cp = sb.controlPlane;
+  await sb.destroy();
+  if (i === 2) {
+    const spares = () => cp.listSandboxes({ labels: { '${SPARE}': 'true' } }).items;
+    while (!spares().some((s) => s.state === 'RUNNING')) await new Promise((r) => setTimeout(r, 50));
+    for (const s of spares()) pids.push(s.workerPid);
+  }
+}
+console.log(JSON.stringify(pids.filter((p) => p !== null)));
+`;
+    const child = spawn(process.execPath, ['--input-type=module', '-e', program, dirs.repo, dirs.dataDir], {
+      cwd: root,
+      stdio: ['ignore', 'pipe', 'pipe'],
+      // Far longer than the test waits: the exit must come from the process running out of work.
+      env: { ...process.env, AGENTFENSE_LIBRARY_IDLE: '600' },
+    });
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
+    child.stderr.on('data', (chunk: Buffer) => (err += chunk.toString()));
+    const status = await new Promise<number | null>((resolve) => child.on('close', resolve));
+    expect(err).toBe('');
+    expect(status).toBe(0);
+    const pids = JSON.parse(out) as number[];
+    expect(pids.length).toBeGreaterThanOrEqual(4);
+    for (const pid of pids) expect(pidExists(pid)).toBe(false);
+    expect(await mountsUnder(dirs.root)).toEqual([]);
+    // The spare went with it: nothing is left in the data directory, listed or not.
+    const cp = await ControlPlane.open({ dataDir: dirs.dataDir });
+    try {
+      expect(cp.listSandboxes({ labels: { [SPARE]: 'true' } }).items).toEqual([]);
+      expect(cp.listSandboxes().items).toEqual([]);
+    } finally {
+      await cp.close();
+    }
+  }, 120_000);
+
+  it('an idle spare whose process was killed is removed by the next control plane to open the directory', async () => {
+    const program = `
+import { Sandbox } from '@agentfense/control';
+for (let i = 0; i < 2; i++) {
+  const sb = await Sandbox.fromLocal(process.argv[1], { dataDir: process.argv[2] });
+  const cp = sb.controlPlane;
+  await sb.destroy();
+  if (i === 1) {
+    while (!cp.listSandboxes({ labels: { '${SPARE}': 'true' } }).items.some((s) => s.state === 'RUNNING'))
+      await new Promise((r) => setTimeout(r, 50));
+    process.kill(process.pid, 'SIGKILL');
+  }
+}
+`;
+    const child = spawn(process.execPath, ['--input-type=module', '-e', program, dirs.repo, dirs.dataDir], {
+      cwd: root,
+      stdio: 'ignore',
+    });
+    const signal = await new Promise<NodeJS.Signals | null>((resolve) =>
+      child.on('close', (_code, sig) => resolve(sig)),
+    );
+    expect(signal).toBe('SIGKILL');
+    const cp = await ControlPlane.open({ dataDir: dirs.dataDir });
+    try {
+      expect(cp.listSandboxes({ labels: { [SPARE]: 'true' } }).items).toEqual([]);
+      expect(await mountsUnder(dirs.dataDir)).toEqual([]);
+    } finally {
+      await cp.close();
+    }
+  }, 120_000);
 });

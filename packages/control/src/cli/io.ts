@@ -1,7 +1,7 @@
 // Where the CLI writes: injectable so commands can be tested in-process, and one place for --json.
 import { escapeJsonText } from '@agentfense/protocol/core';
 import type { ControlPlane } from '../control-plane.js';
-import type { SpareSandbox } from './run-helper/spare.js';
+import type { SpareSandbox } from '../sandboxes/spare.js';
 
 /** The CLI's output channels. */
 export interface CliIo {
@@ -58,7 +58,7 @@ export interface HelperRun {
    * is gone, and the helper waits for `removed` (its processes, mounts, files) before it exits.
    */
   readonly retiring: (removed: Promise<void>) => void;
-  /** A started sandbox kept for the next identical request (run-helper/spare.ts), when switched on. */
+  /** A started sandbox kept for the next identical request (sandboxes/spare.ts), when switched on. */
   readonly spare?: SpareSandbox;
 }
 

@@ -22,6 +22,8 @@ import type { Session } from '../sessions/session.js';
 import { ExecStream } from './exec-stream.js';
 import { SharedPlanes } from './shared-planes.js';
 import type { PlaneLease } from './shared-planes.js';
+import { LibrarySpares } from './spares.js';
+import type { SpareSpec } from '../sandboxes/spare.js';
 import { decodeOutput, splitEncoding } from './output.js';
 import type { BytesOutput, OutputEncoding, RunResult, TextOutput } from './output.js';
 
@@ -72,21 +74,27 @@ export class Sandbox implements AsyncDisposable {
   readonly controlPlane: ControlPlane;
   /** This sandbox's use of the shared control plane (none when one was passed in). */
   readonly #lease: PlaneLease | undefined;
+  /** What fromLocal was asked for (a spare for the next identical call is made from it). */
+  readonly #spec: SpareSpec;
   #destroyed: Promise<void> | undefined;
 
+  /** Spare sandboxes of the shared control planes (spares.ts), removed before their plane closes. */
+  static readonly #spares = new LibrarySpares();
   /** The control planes fromLocal opens itself, one per data directory (shared-planes.ts). */
-  static readonly #planes = new SharedPlanes();
+  static readonly #planes = new SharedPlanes({ beforeClose: (plane) => Sandbox.#spares.close(plane) });
 
   private constructor(options: {
     id: string;
     codebaseId: string;
     controlPlane: ControlPlane;
     lease: PlaneLease | undefined;
+    spec: SpareSpec;
   }) {
     this.id = options.id;
     this.codebaseId = options.codebaseId;
     this.controlPlane = options.controlPlane;
     this.#lease = options.lease;
+    this.#spec = options.spec;
   }
 
   /**
@@ -112,29 +120,39 @@ export class Sandbox implements AsyncDisposable {
           })
         : undefined;
     const cp = options.controlPlane ?? (lease as PlaneLease).plane;
+    const spec: SpareSpec = {
+      dir,
+      options: pick(options, [
+        'preset',
+        'rules',
+        'runtime',
+        'image',
+        'network',
+        'resources',
+        'env',
+        'labels',
+        'expiresIn',
+        'auditAllowed',
+      ]),
+    };
     let codebaseId: string | undefined;
     let sandboxId: string | undefined;
     try {
+      // A spare started ahead for exactly this request (library/spares.ts): only on the shared plane.
+      const taken = lease === undefined ? undefined : await Sandbox.#spares.take(cp, spec);
+      if (taken !== undefined) {
+        return new Sandbox({
+          id: taken.sandboxId,
+          codebaseId: taken.codebaseId,
+          controlPlane: cp,
+          lease,
+          spec,
+        });
+      }
       codebaseId = (await cp.linkCodebase({ path: dir })).id;
-      sandboxId = (
-        await cp.createSandbox({
-          codebaseId,
-          ...pick(options, [
-            'preset',
-            'rules',
-            'runtime',
-            'image',
-            'network',
-            'resources',
-            'env',
-            'labels',
-            'expiresIn',
-            'auditAllowed',
-          ]),
-        })
-      ).id;
+      sandboxId = (await cp.createSandbox({ codebaseId, ...spec.options })).id;
       await cp.startSandbox(sandboxId);
-      return new Sandbox({ id: sandboxId, codebaseId, controlPlane: cp, lease });
+      return new Sandbox({ id: sandboxId, codebaseId, controlPlane: cp, lease, spec });
     } catch (err) {
       if (sandboxId !== undefined) await cp.destroySandbox(sandboxId).catch(() => undefined);
       if (codebaseId !== undefined) await cp.deleteCodebase(codebaseId).catch(() => undefined);
@@ -277,6 +295,8 @@ export class Sandbox implements AsyncDisposable {
       try {
         await this.controlPlane.destroySandbox(this.id);
         await this.controlPlane.deleteCodebase(this.codebaseId);
+        // The next identical call may find a spare (on the shared plane, for a request that repeats).
+        if (this.#lease !== undefined) Sandbox.#spares.finished(this.controlPlane, this.#spec);
       } finally {
         await this.#lease?.release();
       }

@@ -22,7 +22,7 @@ import type { RuntimeRegistry } from './runtimes.js';
 import type { SandboxRow, SandboxStore } from '../store/sandboxes.js';
 import { DESTROY_FAILED } from './recovery.js';
 import type { SandboxManager } from './manager.js';
-import { isOneShot } from './one-shot.js';
+import { SPARE_LABEL, isOneShot } from './one-shot.js';
 import { isSameProcess } from './process-identity.js';
 
 export interface GcOptions {
@@ -90,7 +90,11 @@ export async function collectGarbage(deps: GcDeps, options: GcOptions = {}): Pro
   for (const row of deps.store.all()) {
     if (hasLiveOwner(row)) continue;
     let reason: string | undefined;
-    if (isOneShot(row.labels)) reason = 'one-shot sandbox of a run that ended without removing it';
+    if (isOneShot(row.labels))
+      reason =
+        row.labels[SPARE_LABEL] === 'true'
+          ? 'spare sandbox of a process that ended without removing it'
+          : 'one-shot sandbox of a run that ended without removing it';
     else if (row.state === 'ERROR' && row.state_reason?.startsWith(DESTROY_FAILED) === true)
       reason = 'retrying a destroy that failed';
     else if (row.state === 'STOPPED') {

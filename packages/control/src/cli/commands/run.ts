@@ -23,7 +23,7 @@ import { terminalWriter } from '../terminal-filter.js';
 import type { CliContext, CliIo, Interrupt } from '../io.js';
 import { ONE_SHOT_LABEL } from '../../sandboxes/one-shot.js';
 import type { CreateSandboxOptions } from '../../sandboxes/types.js';
-import type { SpareSandbox } from '../run-helper/spare.js';
+import type { SpareSandbox } from '../../sandboxes/spare.js';
 import { MAX_STDIN_BYTES, stdinTooLarge } from '../stdin-limit.js';
 import { armWatchdog } from '../watchdog.js';
 import type { Watchdog } from '../watchdog.js';

@@ -27,7 +27,7 @@ import { runCli } from '../main.js';
 import { buildStamp } from './build-stamp.js';
 import { lockExclusive, peerOf } from './peercred.js';
 import { MAX_STDIN_BYTES, stdinTooLarge } from '../stdin-limit.js';
-import { RUN_HELPER_SPARE_ENV, SpareSandbox } from './spare.js';
+import { SpareSandbox } from '../../sandboxes/spare.js';
 import {
   FRAME,
   dataFrames,
@@ -40,6 +40,9 @@ import {
   sameEnvironment,
 } from './protocol.js';
 import type { HelperRequest } from './protocol.js';
+
+/** Turns the helper's spare sandboxes off (`0`); on otherwise (sandboxes/spare.ts). */
+export const RUN_HELPER_SPARE_ENV = 'AGENTFENSE_RUN_HELPER_SPARE';
 
 export interface RunHelperOptions {
   readonly dataDir: string;

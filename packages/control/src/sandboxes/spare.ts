@@ -1,21 +1,19 @@
-// A started sandbox kept ready by the run helper for the next request with the same parameters (on by
-// default, AGENTFENSE_RUN_HELPER_SPARE=0 turns it off; docs/decisions.md "A warm run helper"). Through the
-// helper a run still pays create → start → first exec; an agent that calls `run` over and over asks for
-// the same directory, rules and limits each time, so after each run the helper links, creates and starts
-// one sandbox with exactly that run's options, and the next run whose options are identical (and whose
+// A started sandbox kept ready for the next request with the same parameters: the run helper's for the
+// next identical `run` (docs/decisions.md "A warm run helper"), the library's for the next identical
+// `Sandbox.fromLocal` ("The library's front door"). Whoever calls over and over asks for the same
+// directory, rules and limits each time, so after one such request one sandbox is linked, created and
+// started with exactly its options, and the next request whose options are identical (and whose
 // directory still resolves to the same place) takes it instead of starting its own. Anything else
 // destroys it in the background and starts fresh. Nothing of the request is guessed: only the same
 // create options are ever taken. An idle spare carries a reserved label (SPARE_LABEL) that keeps it out
-// of listings; taking it removes the label, so the run's sandbox is listed and labelled as any run's.
+// of listings, and does not keep the process alive; taking it removes the label, so the sandbox is
+// listed and labelled as any other.
 import { realpath, stat } from 'node:fs/promises';
 import { removeTree } from '@agentfense/fuse-worker';
-import type { ControlPlane } from '../../control-plane.js';
-import type { CreateSandboxOptions } from '../../sandboxes/types.js';
+import type { ControlPlane } from '../control-plane.js';
+import type { CreateSandboxOptions } from './types.js';
 
-/** Turns spare sandboxes off (`0`); on otherwise. */
-export const RUN_HELPER_SPARE_ENV = 'AGENTFENSE_RUN_HELPER_SPARE';
-
-/** What a run would create: the directory and the sandbox options (all but the codebase id). */
+/** What a request would create: the directory and the sandbox options (all but the codebase id). */
 export interface SpareSpec {
   readonly dir: string;
   readonly options: Omit<CreateSandboxOptions, 'codebaseId'>;
@@ -33,7 +31,7 @@ interface Spare {
 }
 
 /** Sorted-key JSON: the same options in any property order give the same key. */
-function keyOf(spec: SpareSpec): string {
+export function spareKey(spec: SpareSpec): string {
   const sort = (value: unknown): unknown =>
     Array.isArray(value)
       ? value.map(sort)
@@ -53,7 +51,7 @@ async function identityOf(path: string): Promise<string | undefined> {
   return st === undefined ? undefined : `${st.dev}:${st.ino}`;
 }
 
-/** At most one spare sandbox of the helper's control plane. */
+/** At most one spare sandbox of a control plane. */
 export class SpareSandbox {
   readonly #plane: ControlPlane;
   #spare: Spare | undefined;
@@ -70,7 +68,7 @@ export class SpareSandbox {
     const spare = this.#spare;
     this.#spare = undefined;
     if (spare === undefined) return undefined;
-    if (spare.key !== keyOf(spec)) {
+    if (spare.key !== spareKey(spec)) {
       this.#discard(spare);
       return undefined;
     }
@@ -93,10 +91,11 @@ export class SpareSandbox {
       this.#discard(spare);
       return undefined;
     }
+    this.#plane.keepProcessAlive(ready.sandboxId, true);
     return { codebaseId: ready.codebaseId, sandboxId: ready.sandboxId };
   }
 
-  /** Starts a spare for `spec` in the background unless one is there or the helper is closing. */
+  /** Starts a spare for `spec` in the background unless one is there or this is closing. */
   prepare(spec: SpareSpec): void {
     if (this.#closed || this.#spare !== undefined) return;
     const plane = this.#plane;
@@ -117,6 +116,8 @@ export class SpareSandbox {
         );
         try {
           await plane.startSandbox(sandbox.id);
+          // Idle, it does not keep the process alive: its owner closes it before the process exits.
+          plane.keepProcessAlive(sandbox.id, false);
         } catch (err) {
           await plane.destroySandbox(sandbox.id).catch(() => undefined);
           throw err;
@@ -127,10 +128,10 @@ export class SpareSandbox {
         throw err;
       }
     })().catch((err: unknown) => {
-      plane.logger.warn({ err }, 'run helper: no spare sandbox');
+      plane.logger.warn({ err }, 'no spare sandbox');
       return undefined;
     });
-    this.#spare = { key: keyOf(spec), ready };
+    this.#spare = { key: spareKey(spec), ready };
   }
 
   #discard(spare: Spare): void {
@@ -140,7 +141,7 @@ export class SpareSandbox {
       await this.#plane.deleteCodebase(ready.codebaseId);
     });
     const tracked = done
-      .catch((err: unknown) => this.#plane.logger.warn({ err }, 'run helper: spare sandbox not removed'))
+      .catch((err: unknown) => this.#plane.logger.warn({ err }, 'spare sandbox not removed'))
       .finally(() => this.#discarding.delete(tracked));
     this.#discarding.add(tracked);
   }
@@ -156,7 +157,7 @@ export class SpareSandbox {
     const spare = this.#spare;
     this.#spare = undefined;
     const log = (what: string) => (err: unknown) =>
-      this.#plane.logger.warn({ err }, `run helper: spare sandbox ${what} (data directory removed)`);
+      this.#plane.logger.warn({ err }, `spare sandbox ${what} (data directory removed)`);
     this.#abandoning ??= (async () => {
       const ready = await spare?.ready;
       if (ready === undefined) return;
