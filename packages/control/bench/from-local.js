@@ -15,16 +15,21 @@ export const FROM_LOCAL_ROUNDS = 20;
 export const PACE_MS = 1_000;
 
 /**
- * `rounds` + 1 fromLocal → first exec rounds over `repo` on `runtime`; returns the first round's time and
- * the others'. `dataDir` is the data directory every call names (the library's control plane for it).
+ * `rounds` + 1 fromLocal → first exec rounds over `repo` on `runtime`; returns the first round's time, the
+ * others' (`times`), their two steps (`steps`: fromLocal, first exec) and how many of them got a sandbox
+ * created before the call (`ahead`: a spare). `dataDir` is the data directory every call names.
  */
 export async function fromLocalRounds({ repo, dataDir, runtime, rounds = FROM_LOCAL_ROUNDS }) {
   const times = [];
+  const steps = [];
   let first;
+  let ahead = 0;
   for (let i = 0; i <= rounds; i += 1) {
     if (i > 0) await sleep(PACE_MS);
+    const called = Date.now();
     const started = performance.now();
     const sb = await Sandbox.fromLocal(repo, { dataDir, runtime });
+    const made = performance.now();
     try {
       const result = await sb.run('cat /workspace/README.md', { encoding: 'buffer' });
       const elapsed = performance.now() - started;
@@ -32,14 +37,18 @@ export async function fromLocalRounds({ repo, dataDir, runtime, rounds = FROM_LO
         throw new Error(`first exec exited ${result.exitCode}: ${result.stderr.toString().trim()}`);
       }
       if (i === 0) first = elapsed;
-      else times.push(elapsed);
+      else {
+        times.push(elapsed);
+        steps.push({ fromLocal: made - started, firstExec: elapsed - (made - started) });
+        if (Date.parse(sb.info().createdAt) < called) ahead += 1;
+      }
     } finally {
       await sb.destroy();
     }
   }
   // What the library keeps open between calls (if anything) is closed before the bench removes its files.
   await Sandbox.closeIdle?.();
-  return { first, times };
+  return { first, times, steps, ahead };
 }
 
 /**

@@ -179,7 +179,11 @@ try {
         continue;
       }
     }
-    const { first, times } = await fromLocalRounds({ repo, dataDir: join(root, `lib-${runtime}`), runtime });
+    const { first, times, steps, ahead } = await fromLocalRounds({
+      repo,
+      dataDir: join(root, `lib-${runtime}`),
+      runtime,
+    });
     const p50 = quantile(times, 0.5);
     fromLocal[runtime] = p50;
     const against =
@@ -191,6 +195,17 @@ try {
     console.log(
       `fromLocal → first exec (${runtime}, paced ${PACE_MS / 1000} s): p50 ${ms(p50)}, p90 ${ms(quantile(times, 0.9))} ` +
         `(${FROM_LOCAL_ROUNDS} rounds after a first call of ${ms(first)}) = ${(p50 / bwrapBase).toFixed(1)}× a bare bwrap${against}`,
+    );
+    const p50Of = (key) =>
+      ms(
+        quantile(
+          steps.map((x) => x[key]),
+          0.5,
+        ),
+      );
+    console.log(
+      `  steps (p50): fromLocal ${p50Of('fromLocal')}, first exec ${p50Of('firstExec')}; ` +
+        `${ahead}/${FROM_LOCAL_ROUNDS} got a sandbox started ahead`,
     );
   }
 } catch (err) {
