@@ -81,6 +81,7 @@ export { AF_INIT_PATH, afInitPath } from './runtime/launcher/binary.js';
 // --- Runtime logging surface (shared by both runtimes) ---
 export { createStderrLogger } from './runtime/logger.js';
 export { isSameProcess, processStartTime, selfIdentity } from './runtime/process-identity.js';
+export { processEnded } from './runtime/thread-group.js';
 export type { RuntimeLogger } from './runtime/logger.js';
 
 // --- Delta and audit data ---
