@@ -59,7 +59,7 @@ export async function computeChanges(ctx: DeltaContext): Promise<DeltaChange[]> 
     onEntry: (st, rel) => {
       inUpper.add(rel);
       const type = typeOf(st);
-      const base = ctx.meta.bases.get(rel);
+      const base = ctx.meta.base(rel);
       if (base !== undefined) push(rel, st, type, base.exists ? base : null, base);
       else if (type !== 'directory') unknown.push({ rel, st, type });
     },
@@ -70,9 +70,9 @@ export async function computeChanges(ctx: DeltaContext): Promise<DeltaChange[]> 
     const existed = ctx.meta.isHidden(rel) ? null : await ctx.lower.lstatOrNull(rel);
     push(rel, st, type, existed);
   }
-  for (const rel of ctx.meta.whiteouts) {
+  for (const rel of ctx.meta.whiteoutPaths()) {
     if (inUpper.has(rel)) continue;
-    const base = ctx.meta.bases.get(rel);
+    const base = ctx.meta.base(rel);
     const type = base?.exists === true ? publicType(base.type) : 'other';
     changes.push({
       rel,

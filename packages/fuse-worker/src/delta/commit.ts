@@ -228,7 +228,7 @@ async function pruneUpperDirs(ctx: DeltaContext, rel: string, yielder: Yielder):
       empty = false;
     }
   }
-  return empty && !ctx.meta.bases.has(rel) && !ctx.meta.whiteouts.has(rel);
+  return empty && !ctx.meta.hasBase(rel) && !ctx.meta.isWhiteout(rel);
 }
 
 /** Filesystem errors that mean "this change cannot go in" rather than a broken worker. */

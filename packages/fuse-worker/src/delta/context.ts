@@ -5,7 +5,7 @@ import { FsError } from '../errors.js';
 import type { HostDir } from '../host/host-dir.js';
 import { isMissing } from '../host/host-dir.js';
 import { randomHex } from '../host/random-hex.js';
-import { relJoin, relParent } from '../host/rel-path.js';
+import { relParent } from '../host/rel-path.js';
 import type { MetaJournal } from './journal.js';
 import type { MetaState } from './meta-state.js';
 import type { DiskQuota } from './quota.js';
@@ -158,7 +158,7 @@ export function resolveIfCached(ctx: DeltaContext, rel: string): DeltaLookup | n
 
 /** The merged entry for an upper-layer stat at `rel`: the codebase identity it replaced, if any. */
 function upperEntry(ctx: DeltaContext, rel: string, up: BigIntStats): DeltaLookup {
-  const base = ctx.meta.bases.get(rel);
+  const base = ctx.meta.base(rel);
   const lower = base?.exists === true ? { dev: BigInt(base.dev), ino: BigInt(base.ino) } : null;
   return { layer: 'upper', stat: up, type: typeOf(up), upper: { dev: up.dev, ino: up.ino }, lower };
 }
@@ -213,9 +213,10 @@ export async function mergedEntries(
     } catch (err) {
       if (!isMissing(err)) throw err;
     }
+    const whitedOut = ctx.meta.whiteoutsIn(rel);
     for (const e of lower) {
       // Upper entry wins over lower; a whited-out lower entry is gone.
-      if (!entries.has(e.name) && !ctx.meta.whiteouts.has(relJoin(rel, e.name))) entries.set(e.name, e.type);
+      if (!entries.has(e.name) && !whitedOut.has(e.name)) entries.set(e.name, e.type);
     }
   }
   return entries;

@@ -109,7 +109,7 @@ export class Delta {
       found.type === 'directory' &&
       found.lower === null &&
       rel !== '' &&
-      !this.ctx.meta.bases.has(rel) &&
+      !this.ctx.meta.hasBase(rel) &&
       !this.ctx.meta.isHidden(rel)
     );
   }
