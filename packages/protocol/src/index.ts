@@ -82,6 +82,23 @@ export { AF_INIT_PATH, afInitPath } from './runtime/launcher/binary.js';
 export { createStderrLogger } from './runtime/logger.js';
 export { isSameProcess, processStartTime, selfIdentity } from './runtime/process-identity.js';
 export { processEnded } from './runtime/thread-group.js';
+
+// --- cgroups (the sandboxes' in runtime-bwrap, the workers' in control) ---
+export { detectCgroupHost } from './runtime/cgroups/detect.js';
+export type { CgroupController, CgroupHost } from './runtime/cgroups/detect.js';
+export {
+  TEARDOWN_DEADLINE_MS,
+  TEARDOWN_RETRY_MS,
+  killPids,
+  makeCgroupDir,
+  mkdirOnce,
+  readControlSync,
+  readPids,
+  removeCgroupDir,
+  removeParentIfEmpty,
+  whileParentVanishes,
+  writeControl,
+} from './runtime/cgroups/files.js';
 export type { RuntimeLogger } from './runtime/logger.js';
 
 // --- Delta and audit data ---

@@ -18,8 +18,8 @@ import {
 } from '@agentfense/protocol';
 import { checkFuseDevice, probeBwrap, resolveBwrapPath } from './check.js';
 import { createSandboxCgroup, removeSandboxCgroups } from './cgroups.js';
-import { detectCgroupHost } from './cgroups/detect.js';
-import type { CgroupHost } from './cgroups/detect.js';
+import { detectCgroupHost } from '@agentfense/protocol';
+import type { CgroupHost } from '@agentfense/protocol';
 import type { SandboxCgroup } from './cgroups/types.js';
 import { DEFAULT_ETC_ENTRIES, generatedEtcContents, prepareSandboxEtc } from './etc-files.js';
 import { cachedEtc, etcFingerprint, probeCached, probeKey, recordProbe } from './host-cache.js';
