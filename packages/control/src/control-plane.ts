@@ -30,6 +30,7 @@ import type { CreateInternal } from './sandboxes/records.js';
 import { RuntimeRegistry, builtinRuntimes } from './sandboxes/runtimes.js';
 import type { RuntimeMap } from './sandboxes/runtimes.js';
 import type { SupervisionOptions } from './sandboxes/supervisor.js';
+import type { WorkerMemoryOptions } from './sandboxes/worker-cgroup.js';
 import type {
   CreateSandboxOptions,
   ListSandboxesOptions,
@@ -87,6 +88,12 @@ export interface ControlPlaneOptions {
    * 4 GiB, all CPUs but one, disk 10 GiB, /tmp 1 GiB).
    */
   readonly defaultResources?: ResourceLimits;
+  /**
+   * The memory bound of each sandbox's worker, which runs in a cgroup of its own: `baseBytes` (default
+   * 256 MiB) + `share` (default 0.5) x the sandbox's memory limit. Past it the kernel kills the worker;
+   * supervision restarts it, and repeated kills put the sandbox in ERROR saying so.
+   */
+  readonly workerMemory?: WorkerMemoryOptions;
   /**
    * A sandbox of this runtime will be started soon (the one-shot CLI): spawn a worker and check the
    * runtime's host now, in the background, while the data directory is recovered and the sandbox created.
@@ -197,6 +204,7 @@ export class ControlPlane implements AsyncDisposable {
       defaultRuntime: options.defaultRuntime,
       workerPoolSize: options.workerPoolSize,
       defaultResources: options.defaultResources,
+      workerMemory: options.workerMemory,
       onStopping: (id) => sessions.closeSandbox(id),
       // A runtime whose sessions see the remount (bwrap's anchor and docker's relay propagate it into the
       // running shell) keeps them, and each shell re-enters its cwd, which was in the dead mount. Others

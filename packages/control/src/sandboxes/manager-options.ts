@@ -8,6 +8,7 @@ import type { PresetRegistry } from '../presets/registry.js';
 import type { SandboxStore } from '../store/sandboxes.js';
 import type { RuntimeRegistry } from './runtimes.js';
 import type { SupervisionOptions } from './supervisor.js';
+import type { WorkerMemoryOptions } from './worker-cgroup.js';
 
 export interface SandboxManagerOptions {
   readonly layout: DataLayout;
@@ -29,4 +30,6 @@ export interface SandboxManagerOptions {
   readonly workerPoolSize?: number | undefined;
   /** Limits of sandboxes that do not set them (default DEFAULT_RESOURCES; each field replaceable). */
   readonly defaultResources?: ResourceLimits | undefined;
+  /** Each worker's memory bound: base + share x its sandbox's memory limit (worker-cgroup.ts). */
+  readonly workerMemory?: WorkerMemoryOptions | undefined;
 }

@@ -34,11 +34,9 @@ import { DESTROY_FAILED, reapSandboxes, recoverSandboxes } from './recovery.js';
 import type { RecoveryDeps } from './recovery.js';
 import type { RuntimeRegistry } from './runtimes.js';
 import { whenWorkerReady } from './ready-instance.js';
-import { partsOf, startSandbox } from './start.js';
-import type { Live, StartDeps } from './start.js';
+import { partsOf, startSandbox, type Live, type StartDeps } from './start.js';
 import { assertTransition } from './state.js';
-import { retireSandbox } from './retire.js';
-import type { Retiring } from './retire.js';
+import { retireSandbox, type Retiring } from './retire.js';
 import { tearDown } from './teardown.js';
 import type { SandboxManagerOptions } from './manager-options.js';
 import { onTemporaryWorker } from './temporary-worker.js';
@@ -111,6 +109,7 @@ export class SandboxManager {
       pool: this.#pool,
       supervision: options.supervision,
       network: networkOptions(options.network),
+      workerMemory: options.workerMemory,
     };
     this.#records = {
       codebases: options.codebases,

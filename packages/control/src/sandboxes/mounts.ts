@@ -1,6 +1,7 @@
 // One sandbox's mounts and directories: the one setup both a start and a temporary worker go through
 // (directories, leftovers cleared, the shared bind, the mount parameters), and the one way to clear them.
 import { mkdir } from 'node:fs/promises';
+import { basename } from 'node:path';
 import { netnsPathOf, removeSandboxNetns } from '@agentfense/network';
 import type { Logger } from 'pino';
 import { clearFuseMount } from '@agentfense/fuse-worker';
@@ -9,6 +10,7 @@ import { ensurePrivateDir } from '../paths.js';
 import type { SandboxPaths } from '../paths.js';
 import type { SandboxRow } from '../store/sandboxes.js';
 import { makeSharedBind, unmountAll } from './host-mounts.js';
+import { removeWorkerCgroup } from './worker-cgroup.js';
 import type { RuntimeRegistry } from './runtimes.js';
 
 export interface SandboxMountsOptions {
@@ -48,7 +50,9 @@ export class SandboxMounts {
 
   /**
    * Clears a sandbox's mounts: what its runtime left in the state directory (e.g. docker's relay, which
-   * outlives a crashed control plane), the FUSE mount (aborting a hung daemon first), the shared bind.
+   * outlives a crashed control plane), the FUSE mount (aborting a hung daemon first), the shared bind;
+   * then its worker's cgroup (worker-cgroup.ts), killing what is left in it: called only when no worker of
+   * the sandbox may run (before a start, after a stop, when recovering or collecting it).
    * A runtime that is not registered (any more) cannot clear its leftovers: that is logged.
    */
   async clear(paths: SandboxPaths, runtimeName: string | undefined): Promise<void> {
@@ -61,6 +65,7 @@ export class SandboxMounts {
     await clearFuseMount(paths.workspace);
     await unmountAll(paths.mnt);
     await removeSandboxNetns(netnsPathOf(paths.state));
+    await removeWorkerCgroup({ sandboxId: basename(paths.dir), logger: this.#logger });
   }
 
   /** Clears a directory without a record (`agentfense gc`): every registered runtime clears its leftovers. */
@@ -76,6 +81,7 @@ export class SandboxMounts {
     await clearFuseMount(paths.workspace);
     await unmountAll(paths.mnt);
     await removeSandboxNetns(netnsPathOf(paths.state));
+    await removeWorkerCgroup({ sandboxId: basename(paths.dir), logger: this.#logger });
   }
 }
 

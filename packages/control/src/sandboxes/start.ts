@@ -17,6 +17,8 @@ import type { SupervisionOptions } from './supervisor.js';
 import { tearDown } from './teardown.js';
 import type { TeardownDeps, TeardownParts } from './teardown.js';
 import type { WorkerPool } from './worker-pool.js';
+import { createWorkerCgroup, workerMemoryBound } from './worker-cgroup.js';
+import type { WorkerMemoryOptions } from './worker-cgroup.js';
 
 /** What a running sandbox holds in this process. */
 export interface Live {
@@ -38,6 +40,8 @@ export interface StartDeps extends TeardownDeps {
   readonly pool: WorkerPool;
   readonly supervision: SupervisionOptions | undefined;
   readonly network: NetworkOptions;
+  /** The parts of each worker's memory bound (worker-cgroup.ts). */
+  readonly workerMemory: WorkerMemoryOptions | undefined;
 }
 
 export interface StartHooks {
@@ -66,6 +70,13 @@ export async function startSandbox(deps: StartDeps, row: SandboxRow, hooks: Star
     const runtime = await deps.runtimes.get(row.runtime);
     const { traits } = runtime;
     await deps.mounts.prepare(paths, { runtimeName: row.runtime, sharedBind: true });
+    // Made while the codebase is checked; every worker of the sandbox joins it before it mounts, and the
+    // tear-down's clearing of the mounts removes it.
+    const cgroup = createWorkerCgroup({
+      sandboxId: id,
+      boundBytes: workerMemoryBound(row.resources.memoryBytes, deps.workerMemory),
+      logger: log,
+    });
     const t1 = performance.now();
     const lower = await deps.codebases.lowerForMount(row.codebase_id);
     let tWorker = t1;
@@ -77,6 +88,7 @@ export async function startSandbox(deps: StartDeps, row: SandboxRow, hooks: Star
       logger: log,
       supervision: deps.supervision,
       spawn: () => deps.pool.take(),
+      cgroup,
       onAudit: (events) => audit.append(events),
       onWorker: (pid) =>
         deps.store.update(id, { worker_pid: pid, worker_start: processStartTime(pid) ?? null }),

@@ -10,13 +10,19 @@ import { spawnAndMount } from './supervisor.js';
 import { tearDown } from './teardown.js';
 import { requestWholeOn } from './whole-answer.js';
 import type { TeardownDeps } from './teardown.js';
+import { createWorkerCgroup, workerMemoryBound } from './worker-cgroup.js';
+import { exitReasonOf, explainedCall } from './worker-exit.js';
+import type { WorkerMemoryOptions } from './worker-cgroup.js';
 
 /**
  * Calls `method` on a temporary worker mounted on the claimed, not running sandbox `row`, then tears it
  * down (worker stopped, mounts cleared, audit flushed, ownership released) whatever happened.
  */
 export async function onTemporaryWorker<M extends WorkerMethod>(
-  deps: TeardownDeps & { readonly codebases: CodebaseService },
+  deps: TeardownDeps & {
+    readonly codebases: CodebaseService;
+    readonly workerMemory: WorkerMemoryOptions | undefined;
+  },
   row: SandboxRow,
   method: M,
   params: WorkerParams<M>,
@@ -31,16 +37,29 @@ export async function onTemporaryWorker<M extends WorkerMethod>(
     // No runtime will see this mount: no shared bind, and the mount's owner is the worker's own.
     await deps.mounts.prepare(paths, { runtimeName: row.runtime, sharedBind: false });
     const lower = await deps.codebases.lowerForMount(row.codebase_id);
+    // Bounded as a running sandbox's worker is; removed with the mounts by the tear-down below.
+    const cgroup = createWorkerCgroup({
+      sandboxId: id,
+      boundBytes: workerMemoryBound(row.resources.memoryBytes, deps.workerMemory),
+      logger: deps.logger,
+    });
     worker = await spawnAndMount({
       sandboxId: id,
       mount: mountParams(row, paths, { lower, traits: null }),
       logFile: paths.workerLog,
+      cgroup,
       onWorker: (pid) =>
         deps.store.update(id, { worker_pid: pid, worker_start: processStartTime(pid) ?? null }),
     });
     // Attached once mounted, as the supervisor does: the call below is the first access through the mount.
     worker.client.onEvent('audit', (events) => audit.append(events));
-    return await requestWholeOn(worker.client, method, params);
+    const exit = exitReasonOf(worker, await cgroup);
+    return await explainedCall({
+      sandboxId: id,
+      method,
+      call: requestWholeOn(worker.client, method, params),
+      exit,
+    });
   } finally {
     await tearDown(deps, {
       id,
