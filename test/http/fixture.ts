@@ -365,6 +365,7 @@ export const GRPC_CODE: Readonly<Record<string, number>> = {
   AF_WRONG_STATE: 9,
   AF_CONFLICT: 10,
   AF_PERMISSION_DENIED: 7,
+  AF_NO_SPACE: 8,
   AF_TIMEOUT: 4,
   AF_CANCELLED: 1,
   AF_UNAVAILABLE: 14,
