@@ -23,11 +23,12 @@ import {
 } from './context.js';
 import { copyUp } from './copy-up.js';
 import { buildDiff, diffItems, type DiffItem } from './diff.js';
+import { discardPaths } from './discard.js';
 import { AsyncLock } from './lock.js';
 import type { DiskQuota } from './quota.js';
 import { openDelta } from './open.js';
 import { selected, toRel } from './paths.js';
-import { prepareCreate, record, removeEntry } from './records.js';
+import { prepareCreate, removeEntry } from './records.js';
 import { renameEntry } from './rename.js';
 import type {
   CommitOptions,
@@ -444,23 +445,10 @@ export class Delta {
     });
   }
 
-  /** Drops the delta (or the given paths and everything below them). */
+  /** Drops the delta (or the given paths and everything below them); works on a full filesystem. */
   async discard(filter: PathFilter = {}): Promise<void> {
     await this.mutate('discard', async () => {
-      const paths = filter.paths ?? ['/'];
-      for (const path of paths) {
-        const rel = toRel(path);
-        await record(this.ctx, [{ op: 'forget', path: rel, subtree: true }]);
-        if (rel === '') {
-          for (const e of await this.ctx.upper.readdir('')) await this.ctx.upper.removeTree(e.name);
-        } else {
-          await this.ctx.upper.removeTree(rel).catch((err: unknown) => {
-            // An ancestor that is not a directory in the upper layer: nothing of ours is below it.
-            if ((err as NodeJS.ErrnoException).code !== 'ENOTDIR') throw err;
-          });
-        }
-      }
-      await this.ctx.journal.compact(this.ctx.meta);
+      await discardPaths(this.ctx, filter.paths ?? ['/']);
       await this.recount();
     });
   }
