@@ -15,6 +15,7 @@ import type {
 import { InvalidArgumentError } from '@agentfense/protocol';
 import type { NetworkAuditEvent, NetworkOptions, NetworkPolicyInput } from '@agentfense/network';
 import { CodebaseService } from './codebases/service.js';
+import { DiskGuard } from './disk/guard.js';
 import type { UploadOptions, UploadSource } from './codebases/service.js';
 import type { CodebaseInfo, CodebaseVisibility, FileEntry } from './codebases/types.js';
 import { validateId } from './ids.js';
@@ -117,6 +118,8 @@ export class ControlPlane implements AsyncDisposable {
   readonly #store: SandboxStore;
   readonly #reaper: NodeJS.Timeout | undefined;
   readonly #runtimes: RuntimeRegistry;
+  /** Failures for lack of room said as such, and room kept for the operations that free it. */
+  readonly #disk: DiskGuard;
   #closing: Promise<void> | undefined;
 
   private constructor(parts: {
@@ -130,8 +133,10 @@ export class ControlPlane implements AsyncDisposable {
     sessions: SessionManager;
     reapIntervalMs: number;
     runtimes: RuntimeRegistry;
+    disk: DiskGuard;
   }) {
     this.#runtimes = parts.runtimes;
+    this.#disk = parts.disk;
     this.dataDir = parts.dataDir;
     this.layout = parts.layout;
     this.logger = parts.logger;
@@ -166,7 +171,8 @@ export class ControlPlane implements AsyncDisposable {
     }
     const logger =
       options.logger ?? createControlLogger({ file: layout.controlLog, level: options.logLevel });
-    const db = openDatabase(layout.database);
+    const disk = new DiskGuard({ layout, logger });
+    const db = await disk.writing('opening its database', () => openDatabase(layout.database));
     const store = new SandboxStore(db);
     const codebases = new CodebaseService({
       db,
@@ -219,9 +225,11 @@ export class ControlPlane implements AsyncDisposable {
       sessions,
       reapIntervalMs: options.reapIntervalMs ?? DEFAULT_REAP_INTERVAL_MS,
       runtimes,
+      disk,
     });
     if (options.prewarm !== undefined) sandboxes.prewarm(options.prewarm);
     const recovered = await sandboxes.recover();
+    await disk.reserve.replenish();
     logger.info({ dataDir, recovered }, 'control plane open');
     return plane;
   }
@@ -229,7 +237,7 @@ export class ControlPlane implements AsyncDisposable {
   // --- Codebases ---
 
   createCodebase(options: { name: string; ownerId?: string | null }): Promise<CodebaseInfo> {
-    return this.codebases.create(options);
+    return this.#disk.writing('creating a codebase', () => this.codebases.create(options));
   }
   /**
    * A host directory used in place as the codebase (nothing copied). Local: the HTTP, gRPC and /mcp faces
@@ -241,7 +249,7 @@ export class ControlPlane implements AsyncDisposable {
     ownerId?: string | null;
     apiVisible?: boolean;
   }): Promise<CodebaseInfo> {
-    return this.codebases.link(options);
+    return this.#disk.writing('linking a codebase', () => this.codebases.link(options));
   }
   getCodebase(id: string): CodebaseInfo {
     return this.codebases.get(id);
@@ -256,7 +264,7 @@ export class ControlPlane implements AsyncDisposable {
     return this.codebases.list().filter((c) => !internal.has(c.id));
   }
   uploadFile(id: string, path: string, source: UploadSource, options?: UploadOptions): Promise<FileEntry> {
-    return this.codebases.upload(id, path, source, options);
+    return this.#disk.writing(`uploading ${path}`, () => this.codebases.upload(id, path, source, options));
   }
   listFiles(id: string, options?: { path?: string; recursive?: boolean }): Promise<FileEntry[]> {
     return this.codebases.listFiles(id, options);
@@ -265,7 +273,7 @@ export class ControlPlane implements AsyncDisposable {
     return this.codebases.download(id, path);
   }
   deleteCodebase(id: string): Promise<void> {
-    return this.codebases.delete(id);
+    return this.#disk.freeing('deleting a codebase', () => this.codebases.delete(id));
   }
 
   // --- Sandboxes ---
@@ -276,7 +284,7 @@ export class ControlPlane implements AsyncDisposable {
    * `spare`: the run helper's spare sandbox (reserved label, left out of listings; claimSpareSandbox).
    */
   createSandbox(options: CreateSandboxOptions, ownership: CreateInternal = {}): Promise<SandboxInfo> {
-    return this.sandboxes.create(options, ownership);
+    return this.#disk.writing('creating a sandbox', () => this.sandboxes.create(options, ownership));
   }
   /**
    * The run helper hands its spare sandbox (created with `spare: true`) to a run: the reserved label goes
@@ -293,13 +301,13 @@ export class ControlPlane implements AsyncDisposable {
     return this.sandboxes.list(options);
   }
   startSandbox(id: string): Promise<SandboxInfo> {
-    return this.sandboxes.start(id);
+    return this.#disk.writing('starting a sandbox', () => this.sandboxes.start(id));
   }
   stopSandbox(id: string, options?: { reason?: string }): Promise<SandboxInfo> {
-    return this.sandboxes.stop(id, options);
+    return this.#disk.writing('stopping a sandbox', () => this.sandboxes.stop(id, options));
   }
   destroySandbox(id: string, options?: { keepDelta?: boolean }): Promise<void> {
-    return this.sandboxes.destroy(id, options);
+    return this.#disk.freeing('destroying a sandbox', () => this.sandboxes.destroy(id, options));
   }
   /**
    * Runs one command in a running sandbox of this process: stdout and stderr as UTF-8 strings, or as
@@ -342,23 +350,23 @@ export class ControlPlane implements AsyncDisposable {
     return this.sandboxes.diff(id, options);
   }
   commit(id: string, options?: { mode?: CommitMode; paths?: readonly string[] }): Promise<CommitResult> {
-    return this.sandboxes.commit(id, options);
+    return this.#disk.writing('committing', () => this.sandboxes.commit(id, options));
   }
   discard(id: string, options?: { paths?: readonly string[] }): Promise<void> {
-    return this.sandboxes.discard(id, options);
+    return this.#disk.freeing('discarding changes', () => this.sandboxes.discard(id, options));
   }
   readFile(id: string, path: string): Promise<Buffer> {
     return this.sandboxes.readFile(id, path);
   }
   writeFile(id: string, path: string, data: Uint8Array | string): Promise<void> {
-    return this.sandboxes.writeFile(id, path, data);
+    return this.#disk.writing(`writing ${path}`, () => this.sandboxes.writeFile(id, path, data));
   }
   setRules(id: string, policy: { rules?: readonly unknown[]; preset?: string }): Promise<SandboxInfo> {
-    return this.sandboxes.setRules(id, policy);
+    return this.#disk.writing('changing the rules', () => this.sandboxes.setRules(id, policy));
   }
   /** Replaces the network policy; a running sandbox closes the connections it no longer allows. */
   setNetwork(id: string, policy: boolean | NetworkPolicyInput): Promise<SandboxInfo> {
-    return this.sandboxes.setNetwork(id, policy);
+    return this.#disk.writing('changing the network policy', () => this.sandboxes.setNetwork(id, policy));
   }
   audit(id: string, query?: AuditQuery): Promise<AuditEvent[]>;
   audit(id: string, query: NetworkAuditQuery): Promise<NetworkAuditEvent[]>;

@@ -61,6 +61,10 @@ export class DataLayout {
   get sandboxesDir(): string {
     return join(this.root, 'sandboxes');
   }
+  /** Room kept for destroy, discard and codebase deletion on a full filesystem (disk/reserve.ts). */
+  get spaceReserve(): string {
+    return join(this.root, 'space-reserve');
+  }
   /** Destroyed sandboxes' directories being removed in the background (sandboxes/trash.ts). */
   get trashDir(): string {
     return join(this.root, 'trash');

@@ -176,6 +176,9 @@ export function registerCodebaseRoutes(
           // The control plane's own cap, found while streaming a body sent without a length.
           const maxBytes = err instanceof InvalidArgumentError ? err.details?.maxBytes : undefined;
           if (typeof maxBytes === 'number') return tooLarge(reply, path, maxBytes);
+          // Answered before the body was read to its end (a full disk): the client is still sending it,
+          // so this connection cannot carry another request.
+          if (!req.raw.complete) void reply.header('connection', 'close');
           throw err;
         }
       },
