@@ -2,6 +2,7 @@
 // around a sandbox's /workspace and runs processes in it. Both runtimes pass one contract test suite
 // (test/runtime/contract.ts); anything a caller can observe is specified here.
 import { availableParallelism } from 'node:os';
+import type { OutputCallback } from './runtime/output-stream.js';
 
 /** Resource limits of a sandbox; every field optional (absent = no limit). Same names as the HTTP API. */
 export interface ResourceLimits {
@@ -115,9 +116,19 @@ export interface ExecOptions {
   readonly timeoutMs?: number;
   /** Aborting kills the process tree like a timeout (result: `cancelled`). */
   readonly signal?: AbortSignal;
-  /** Streaming: called with each chunk as it arrives (the result still holds all output). */
-  readonly onStdout?: (chunk: Buffer) => void;
-  readonly onStderr?: (chunk: Buffer) => void;
+  /**
+   * Streaming: called with each chunk as it arrives (the result still holds the output, up to the cap).
+   * A returned promise is back-pressure: no more of that output is read until it settles, so a command
+   * whose output is not taken blocks on its pipe, as it would writing to a terminal nobody reads.
+   */
+  readonly onStdout?: OutputCallback;
+  readonly onStderr?: OutputCallback;
+  /**
+   * false: the result's stdout and stderr are empty and the output cap does not apply; the streaming
+   * callbacks are the only consumers (a stream of any length, its memory bounded by back-pressure).
+   * Default true.
+   */
+  readonly keepOutput?: boolean;
 }
 
 /** How a command ran: which wrapper and the wrapped argv with host paths replaced by placeholders. */
