@@ -24,6 +24,7 @@ import type { PresetRegistry } from './presets/registry.js';
 import type { AuditQuery, NetworkAuditQuery } from './sandboxes/audit-log.js';
 import { collectGarbage } from './sandboxes/gc.js';
 import type { GcOptions, GcReport } from './sandboxes/gc.js';
+import { SandboxHostUsers } from './sandboxes/host-user.js';
 import { SandboxManager } from './sandboxes/manager.js';
 import { SPARE_LABEL } from './sandboxes/one-shot.js';
 import type { CreateInternal } from './sandboxes/records.js';
@@ -117,6 +118,7 @@ export class ControlPlane implements AsyncDisposable {
   readonly #store: SandboxStore;
   readonly #reaper: NodeJS.Timeout | undefined;
   readonly #runtimes: RuntimeRegistry;
+  readonly #hostUsers: SandboxHostUsers;
   #closing: Promise<void> | undefined;
 
   private constructor(parts: {
@@ -130,8 +132,10 @@ export class ControlPlane implements AsyncDisposable {
     sessions: SessionManager;
     reapIntervalMs: number;
     runtimes: RuntimeRegistry;
+    hostUsers: SandboxHostUsers;
   }) {
     this.#runtimes = parts.runtimes;
+    this.#hostUsers = parts.hostUsers;
     this.dataDir = parts.dataDir;
     this.layout = parts.layout;
     this.logger = parts.logger;
@@ -175,10 +179,13 @@ export class ControlPlane implements AsyncDisposable {
       logger,
       ...(options.maxUploadBytes === undefined ? {} : { maxUploadBytes: options.maxUploadBytes }),
     });
+    // Each sandbox's own host uid, leased host-wide (docker's pool leases its idle containers' through it).
+    const hostUsers = new SandboxHostUsers({ logger: logger.child({ component: 'host-users' }) });
     const runtimes = new RuntimeRegistry({
       ...builtinRuntimes({
         dataDir,
         logger,
+        hostUsers,
         dockerPoolSize:
           options.dockerPoolSize ?? (options.workerPoolSize === 0 ? 0 : DEFAULT_DOCKER_POOL_SIZE),
       }),
@@ -190,6 +197,7 @@ export class ControlPlane implements AsyncDisposable {
       store,
       codebases,
       runtimes,
+      hostUsers,
       logger,
       presets: options.presets,
       supervision: options.supervision,
@@ -219,6 +227,7 @@ export class ControlPlane implements AsyncDisposable {
       sessions,
       reapIntervalMs: options.reapIntervalMs ?? DEFAULT_REAP_INTERVAL_MS,
       runtimes,
+      hostUsers,
     });
     if (options.prewarm !== undefined) sandboxes.prewarm(options.prewarm);
     const recovered = await sandboxes.recover();
@@ -427,6 +436,8 @@ export class ControlPlane implements AsyncDisposable {
       await this.#runtimes.close((err, runtime) =>
         this.logger.warn({ err, runtime }, 'a runtime did not close cleanly'),
       );
+      // After the runtimes: docker's pool releases its idle containers' uids as it closes.
+      this.#hostUsers.close();
       this.logger.info('control plane closed');
       this.#db.close();
     })();

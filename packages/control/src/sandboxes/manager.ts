@@ -111,6 +111,7 @@ export class SandboxManager {
       pool: this.#pool,
       supervision: options.supervision,
       network: networkOptions(options.network),
+      hostUsers: options.hostUsers,
     };
     this.#records = {
       codebases: options.codebases,
@@ -227,12 +228,11 @@ export class SandboxManager {
       // any other process from starting it while it is being removed.
       const claimed = await this.#owner.claim(id);
       const paths = this.#layout.sandbox(id);
-      // The record goes last: a destroy that fails half-way leaves the sandbox listed in ERROR with what
-      // is left of its files (never files nobody knows about), and destroying it again, the reaper or
-      // `agentfense gc` retry.
+      // The record goes last: a destroy that fails half-way leaves the sandbox listed in ERROR with what is
+      // left of its files (never files nobody knows about), and destroying it again, the reaper or gc retry.
       try {
         await this.#mounts.clear(paths, claimed.runtime);
-        await removeSandboxFiles({ dir: paths.dir, id, trash: this.trash, ...options });
+        await removeSandboxFiles({ paths, id, trash: this.trash, users: this.#deps.hostUsers, ...options });
       } catch (err) {
         const error = toAgentFenseError(err, `destroying sandbox ${id}`);
         this.#store.update(id, {
