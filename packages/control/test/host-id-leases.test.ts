@@ -1,6 +1,6 @@
 // The host-wide lease table of sandbox uids (src/host-ids/leases.ts) over a temporary file, with the
 // host's accounts, processes and owners replaced by sets the tests control.
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -99,6 +99,16 @@ describe('host uid leases', () => {
     expect(leases.lease('dir:/a')).toEqual(pooled);
     expect(() => leases.transfer(pooled.uid, 'process:1:2', 'dir:/b')).toThrow(/not leased to/);
     leases.close();
+  });
+
+  it('starts a new table when the file is damaged (a kernel crash without fsync), keeping the old aside', () => {
+    const file = join(dir, 'ids', 'host-ids.db');
+    open().close();
+    writeFileSync(file, 'not a database, only garbage '.repeat(200));
+    const leases = open();
+    expect(leases.lease('dir:/a')).toEqual({ uid: 100_000, gid: 100_000 });
+    leases.close();
+    expect(readdirSync(join(dir, 'ids')).some((n) => n.startsWith('host-ids.db.damaged-'))).toBe(true);
   });
 
   it('reads ranges as FIRST-LAST and refuses ranges that reach login users or past the last uid', () => {

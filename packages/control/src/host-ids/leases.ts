@@ -9,7 +9,7 @@
 // what it starts ahead (docker's pooled containers), moved to the sandbox that takes it. Destroy releases
 // it. A lease whose owner is gone without releasing it (a crash) is taken back only when no process of
 // the host runs under the uid (or its gid) any more.
-import { mkdirSync, chmodSync } from 'node:fs';
+import { chmodSync, mkdirSync, renameSync } from 'node:fs';
 import { posix } from 'node:path';
 import Database from 'better-sqlite3';
 import { InvalidArgumentError, UnavailableError } from '@agentfense/protocol';
@@ -95,6 +95,22 @@ export class HostIdLeases {
     const range = options.range ?? parseUidRange(process.env[UID_RANGE_ENV]);
     let db: Database.Database;
     try {
+      db = HostIdLeases.#connect(file);
+    } catch (err) {
+      const code = (err as { code?: unknown }).code;
+      if (code !== 'SQLITE_CORRUPT' && code !== 'SQLITE_NOTADB') throw err;
+      // A kernel crash (no fsync, below) can leave the file damaged: a new table, the old kept aside.
+      // Sandboxes re-take their recorded uids at their next start.
+      renameSync(file, `${file}.damaged-${String(Date.now())}`);
+      db = HostIdLeases.#connect(file);
+    }
+    return new HostIdLeases(db, range, options.host ?? HOST);
+  }
+
+  /** Opens the file, sets it up for speed and makes its layout if it has none. */
+  static #connect(file: string): Database.Database {
+    let db: Database.Database;
+    try {
       mkdirSync(posix.dirname(file), { recursive: true, mode: 0o700 });
       db = new Database(file);
       chmodSync(file, 0o600);
@@ -104,17 +120,22 @@ export class HostIdLeases {
         { cause: err },
       );
     }
-    db.pragma(`busy_timeout = ${String(BUSY_TIMEOUT_MS)}`);
-    // No fsync (synchronous OFF): it cost ~12 ms per lease on this host, on every sandbox's start. A
-    // process that dies mid-transaction still rolls back (the journal is in the page cache); only a
-    // kernel crash or power cut can lose the last leases, and every process of theirs is gone then too
-    // (a sandbox re-takes its recorded uid at its next start). A rollback journal, not WAL: opening and
-    // closing a WAL database cost more than the lease (a one-shot `run` opens it once).
-    db.pragma('journal_mode = TRUNCATE');
-    db.pragma('synchronous = OFF');
-    // The layout is made once; later opens only read its version (no write on a start's path).
-    if (db.pragma('user_version', { simple: true }) !== LAYOUT_VERSION) HostIdLeases.#layout(db, file);
-    return new HostIdLeases(db, range, options.host ?? HOST);
+    try {
+      db.pragma(`busy_timeout = ${String(BUSY_TIMEOUT_MS)}`);
+      // No fsync (synchronous OFF): it cost ~12 ms per lease on this host, on every sandbox's start. A
+      // process that dies mid-transaction still rolls back (the journal is in the page cache); only a
+      // kernel crash or power cut can lose the last leases, and every process of theirs is gone then
+      // too (a sandbox re-takes its recorded uid at its next start). A rollback journal, not WAL:
+      // opening and closing a WAL database cost more than the lease (a one-shot `run` opens it once).
+      db.pragma('journal_mode = TRUNCATE');
+      db.pragma('synchronous = OFF');
+      // The layout is made once; later opens only read its version (no write on a start's path).
+      if (db.pragma('user_version', { simple: true }) !== LAYOUT_VERSION) HostIdLeases.#layout(db, file);
+    } catch (err) {
+      db.close();
+      throw err;
+    }
+    return db;
   }
 
   /** Creates the tables (or refuses a newer layout), in one transaction. */
