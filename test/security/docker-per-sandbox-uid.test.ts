@@ -70,10 +70,14 @@ describe.skipIf(docker.unavailable !== null)(
     const recorded = async (id: string): Promise<number> =>
       Number((await readFile(cp.layout.sandbox(id).hostUser, 'utf8')).split(':')[0]);
 
-    it('a fresh and a pooled container run under different uids, each its sandbox\'s, no host account\'s', async () => {
+    it("a fresh and a pooled container run under different uids, each its sandbox's, no host account's", async () => {
       const marker = `af-docker-per-uid-${String(process.pid)}`;
-      running.push(cp.run(fresh, `sleep 15; : ${marker}-fresh`, { timeoutMs: 30_000 }).catch(() => undefined));
-      running.push(cp.run(pooled, `sleep 15; : ${marker}-pooled`, { timeoutMs: 30_000 }).catch(() => undefined));
+      running.push(
+        cp.run(fresh, `sleep 15; : ${marker}-fresh`, { timeoutMs: 30_000 }).catch(() => undefined),
+      );
+      running.push(
+        cp.run(pooled, `sleep 15; : ${marker}-pooled`, { timeoutMs: 30_000 }).catch(() => undefined),
+      );
       const uidsFresh = hostUidsOf(await waitForHostProcesses(`${marker}-fresh`));
       const uidsPooled = hostUidsOf(await waitForHostProcesses(`${marker}-pooled`));
       expect([...uidsFresh]).toEqual([await recorded(fresh)]);

@@ -49,7 +49,11 @@ describe('per-uid kernel limits are per sandbox, across data directories', () =>
   });
 
   it('sandbox A holds every inotify instance and message queue it can; sandbox B still gets its own', async () => {
-    running.push(a().run(python(EXHAUST), 90_000).catch(() => undefined));
+    running.push(
+      a()
+        .run(python(EXHAUST), 90_000)
+        .catch(() => undefined),
+    );
     let held = '';
     for (let i = 0; i < 600 && held === ''; i++) {
       held = (await a().run('cat /tmp/held 2>/dev/null || true')).out;
@@ -71,8 +75,16 @@ describe('per-uid kernel limits are per sandbox, across data directories', () =>
     const { cp: cpA, id: idA } = a();
     if (cpA.getSandbox(idA).state !== 'RUNNING') await cpA.startSandbox(idA);
     const marker = `af-per-uid-${String(process.pid)}`;
-    running.push(a().run(`sleep 20 # ${marker}-a`, 30_000).catch(() => undefined));
-    running.push(b().run(`sleep 20 # ${marker}-b`, 30_000).catch(() => undefined));
+    running.push(
+      a()
+        .run(`sleep 20 # ${marker}-a`, 30_000)
+        .catch(() => undefined),
+    );
+    running.push(
+      b()
+        .run(`sleep 20 # ${marker}-b`, 30_000)
+        .catch(() => undefined),
+    );
     const uidsA = hostUidsOf(await waitForHostProcesses(`${marker}-a`));
     const uidsB = hostUidsOf(await waitForHostProcesses(`${marker}-b`));
     // Every process of a sandbox has one uid (real, effective, saved, filesystem), its own.

@@ -86,7 +86,6 @@ export interface BwrapRuntimeOptions {
  */
 export const DEFAULT_RUN_DIR = '/run/agentfense-sandboxes';
 
-
 /** Name of the runtime's scratch directory inside each sandbox's stateDir. */
 const SCRATCH_DIR = 'bwrap';
 
@@ -242,7 +241,9 @@ export function createBwrapRuntime(options: BwrapRuntimeOptions = {}): SandboxRu
     }
     for (const id of [user.uid, user.gid]) {
       if (!Number.isSafeInteger(id) || id <= 0 || id > 4_294_967_294) {
-        throw new InvalidArgumentError(`user must be a numeric non-root uid and gid, got ${JSON.stringify(user)}`);
+        throw new InvalidArgumentError(
+          `user must be a numeric non-root uid and gid, got ${JSON.stringify(user)}`,
+        );
       }
     }
     return { uid: user.uid, gid: user.gid, name: `uid ${String(user.uid)}` };

@@ -81,7 +81,13 @@ export interface ContainerPoolOptions {
   /** Where owners keep their slot directories (`<dir>/<pid>-<start>/slot-<uuid>`). */
   readonly dir: string;
   /** The run spec of a pooled container of `key`, run as `user`, whose /workspace binds `slot`. */
-  readonly spec: (key: PoolKey, slot: string, name: string, user: string, launcherDir?: string) => DockerRunSpec;
+  readonly spec: (
+    key: PoolKey,
+    slot: string,
+    name: string,
+    user: string,
+    launcherDir?: string,
+  ) => DockerRunSpec;
   /** uid:gid of the containers' processes when no uid is leased for them. */
   readonly user: string;
   /** Leases each container a uid of its own (absent: all run as `user`). */

@@ -173,8 +173,7 @@ export class HostIdLeases {
         this.#inUse = undefined;
         if (recorded !== undefined) return this.#claim(owner, recorded);
         const held = this.#db.prepare('SELECT uid FROM leases WHERE owner = ?').get(owner) as
-          | { uid: number }
-          | undefined;
+          { uid: number } | undefined;
         if (held !== undefined) return { uid: held.uid, gid: held.uid };
         return this.#allocate(owner);
       })
@@ -199,8 +198,7 @@ export class HostIdLeases {
   /** The lease of `uid`, if any (tests, diagnostics). */
   ownerOf(uid: number): string | undefined {
     const row = this.#db.prepare('SELECT owner FROM leases WHERE uid = ?').get(uid) as
-      | { owner: string }
-      | undefined;
+      { owner: string } | undefined;
     return row?.owner;
   }
 
@@ -215,8 +213,7 @@ export class HostIdLeases {
       throw new UnavailableError(`host uid ${String(uid)} cannot be a sandbox's (a host account has it)`);
     }
     const row = this.#db.prepare('SELECT owner FROM leases WHERE uid = ?').get(uid) as
-      | { owner: string }
-      | undefined;
+      { owner: string } | undefined;
     if (row !== undefined && row.owner !== owner && !this.#reclaimable(row.owner, uid)) {
       throw new UnavailableError(
         `host uid ${String(uid)}, which this sandbox's files are owned by, is leased to ${row.owner}`,
@@ -232,8 +229,7 @@ export class HostIdLeases {
   #allocate(owner: string): HostUser {
     const { first, count } = this.#range;
     const cursor = this.#db.prepare('SELECT next FROM cursor WHERE id = 0').get() as
-      | { next: number }
-      | undefined;
+      { next: number } | undefined;
     const start = cursor === undefined ? 0 : cursor.next % count;
     const accounts = this.#host.accounts();
     const ownerOf = this.#db.prepare('SELECT owner FROM leases WHERE uid = ?');
@@ -247,7 +243,9 @@ export class HostIdLeases {
         .prepare('INSERT OR REPLACE INTO leases (uid, owner, leased_at) VALUES (?, ?, ?)')
         .run(uid, owner, Date.now());
       this.#db
-        .prepare('INSERT INTO cursor (id, next) VALUES (0, ?) ON CONFLICT (id) DO UPDATE SET next = excluded.next')
+        .prepare(
+          'INSERT INTO cursor (id, next) VALUES (0, ?) ON CONFLICT (id) DO UPDATE SET next = excluded.next',
+        )
         .run((slot + 1) % count);
       return { uid, gid: uid };
     }
