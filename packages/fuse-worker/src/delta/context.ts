@@ -222,6 +222,26 @@ export async function mergedEntries(
 }
 
 /**
+ * Whether the merged directory `rel` has no entry at all (rmdir, rename over a directory): the upper
+ * layer's first entry answers at once (one getdents, not a listing, and synchronous where the directory's
+ * fd is cached); the lower layer is listed only when the upper one is empty, since its entries may all be
+ * whited out.
+ */
+export async function mergedIsEmpty(ctx: DeltaContext, rel: string): Promise<boolean> {
+  const found = await mustResolve(ctx, rel);
+  if (found.type !== 'directory') throw new FsError('ENOTDIR', `/${rel}`);
+  if ((found.layer === 'upper' || rel === '') && (await ctx.upper.hasEntries(rel))) return false;
+  if (rel !== '' && ctx.meta.isHidden(rel)) return true;
+  let lower: Awaited<ReturnType<HostDir['readdir']>> = [];
+  try {
+    lower = await ctx.lower.readdir(rel);
+  } catch (err) {
+    if (!isMissing(err)) throw err;
+  }
+  return lower.every((e) => ctx.meta.whiteouts.has(relJoin(rel, e.name)));
+}
+
+/**
  * Makes sure directory `rel` exists in the upper layer, creating it (and its parents) as copies of the
  * merged directories' lower versions: same mode and times, no base record (they are structure, not changes).
  */

@@ -29,6 +29,7 @@ export async function openDelta(options: DeltaOpenOptions): Promise<OpenedDelta>
       path: options.lowerDir,
       root: lowerRoot,
       cacheMaxAgeMs: options.lowerCacheMaxAgeMs ?? 2000,
+      rememberMissingMs: options.lowerCacheMaxAgeMs ?? 2000,
     });
     opened.push(lower);
     const root = await HostDir.open({ path: options.deltaDir, cacheCapacity: 0 });
