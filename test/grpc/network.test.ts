@@ -92,7 +92,8 @@ describe('gRPC sandbox.v1: the network policy', () => {
     for (const [what, call, code] of [
       [
         'SetNetworkPolicy of an unknown sandbox',
-        () => c.unary('sandbox', 'SetNetworkPolicy', { sandbox_id: UNKNOWN_SANDBOX, policy: { mode: 'open' } }),
+        () =>
+          c.unary('sandbox', 'SetNetworkPolicy', { sandbox_id: UNKNOWN_SANDBOX, policy: { mode: 'open' } }),
         status.NOT_FOUND,
       ],
       [
@@ -124,7 +125,13 @@ describe('gRPC sandbox.v1: the network policy', () => {
     const created = await c.unary('sandbox', 'CreateSandbox', {
       codebase_id: await codebase(c),
       permissions: READ_ALL,
-      network_policy: { mode: 'allow', rules: [{ action: 'allow', host: 'pub.test' }] },
+      network_policy: {
+        mode: 'allow',
+        rules: [
+          { action: 'deny', host: 'evil.test', ports: [80] },
+          { action: 'allow', host: 'pub.test' },
+        ],
+      },
     });
     await c.unary('sandbox', 'StartSandbox', { sandbox_id: created.id });
     // curl goes through the proxy variables (a 403 naming the policy); getent asks the sandbox's DNS.
@@ -140,17 +147,24 @@ describe('gRPC sandbox.v1: the network policy', () => {
     const seen = audit.records.map((e: Message) => `${e.op} ${e.decision} ${e.path} ${e.via}`);
     // getent asks for IPv6 and IPv4 addresses: one refused question each.
     expect(new Set(seen)).toEqual(new Set(['connect deny evil.test:80 proxy', 'dns deny evil.test dns']));
-    expect(audit.records[0]).toMatchObject({ name: 'evil.test', port: 80, method: 'GET' });
-    expect(audit.records[1].reason).toBe('no rule allows the name (mode allow)');
+    // Rule 0 decided the request; no rule decided the DNS question (an absent rule, not rule 0).
+    expect(audit.records[0]).toMatchObject({ name: 'evil.test', port: 80, method: 'GET', rule: 0 });
+    expect(audit.records[1]).toMatchObject({ reason: 'no rule allows the name (mode allow)' });
+    expect(audit.records[1].rule).toBeUndefined();
     expect(Number(audit.records[0].time.seconds) * 1000).toBeGreaterThan(Date.now() - 120_000);
     // The query's filters, as the HTTP route's: the most recent N, one decision.
     const last = await c.unary('sandbox', 'GetNetworkAudit', { sandbox_id: created.id, limit: 1 });
     expect(last.records.map((e: Message) => e.op)).toEqual(['dns']);
-    const allowed = await c.unary('sandbox', 'GetNetworkAudit', { sandbox_id: created.id, decision: 'allow' });
+    const allowed = await c.unary('sandbox', 'GetNetworkAudit', {
+      sandbox_id: created.id,
+      decision: 'allow',
+    });
     expect(allowed.records).toEqual([]);
     // The HTTP face lists the same records.
     const http = httpClient(server.served.url, server.served.token);
     const overHttp = await http('GET', `/v1/sandboxes/${created.id}/network/audit`);
-    expect(overHttp.json.records.map((e: Message) => `${e.op} ${e.decision} ${e.path} ${e.via}`)).toEqual(seen);
+    expect(overHttp.json.records.map((e: Message) => `${e.op} ${e.decision} ${e.path} ${e.via}`)).toEqual(
+      seen,
+    );
   });
 });
