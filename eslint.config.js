@@ -27,6 +27,8 @@ export default tseslint.config(
             'scripts/*.js',
             'packages/*/bin/*.js',
             'packages/*/bench/*.js',
+            // A bench split into small modules (control's bench/workloads).
+            'packages/*/bench/*/*.js',
             'packages/*/scripts/*.js',
           ],
           // One bench script per package plus scripts and configs: more than the default cap of 8.
