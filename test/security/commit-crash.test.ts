@@ -14,7 +14,7 @@ import type { ResultPromise } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { listMounts } from '@agentfense/fuse-worker';
 import { waitForReapers } from '../helpers/reapers.js';
-import { helperPids, stopHelper } from '../helpers/run-helper.js';
+import { helperPids, startHelper, stopHelper } from '../helpers/run-helper.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const bin = `${root}packages/control/bin/agentfense.js`;
@@ -77,6 +77,17 @@ async function runUntilLanded(
   }
 }
 
+/** The worker processes among the children of `pid` (their process title names them). */
+async function workersOf(pid: number): Promise<number[]> {
+  const children = await readFile(`/proc/${pid}/task/${pid}/children`, 'utf8').catch(() => '');
+  const found: number[] = [];
+  for (const child of children.split(' ').filter(Boolean).map(Number)) {
+    const cmdline = await readFile(`/proc/${child}/cmdline`, 'utf8').catch(() => '');
+    if (cmdline.startsWith('agentfense-worker')) found.push(child);
+  }
+  return found;
+}
+
 /** What the codebase holds that it should not, and what it lacks: empty when the commit is whole. */
 async function damage(repo: string): Promise<string[]> {
   const found: string[] = [];
@@ -120,7 +131,7 @@ describe('a crash during a commit', () => {
     expect((await readdir(repo)).sort()).toEqual(['README.md', 'out']);
   }, 240_000);
 
-  it('a process that dies committing leaves its sandbox listed; `sandbox commit` finishes the commit', async () => {
+  it('the run helper and its worker killed committing: the sandbox stays listed until `sandbox commit`', async () => {
     const { repo, data } = await dirs('killed-helper');
     // The run helper runs the command and the commit; no reaper is armed for it (the client's is not).
     const on = {
@@ -128,14 +139,12 @@ describe('a crash during a commit', () => {
       AGENTFENSE_RUN_HELPER_SPARE: '0',
       AGENTFENSE_RUN_HELPER_IDLE: '60',
     };
-    const first = await agentfense(['run', repo, '--data', data, '--', 'true'], on);
-    expect(first.exitCode, first.stderr).toBe(0);
-    for (let i = 0; (await helperPids(data)).length === 0; i++) {
-      if (i > 600) throw new Error('no run helper started');
-      await sleep(50);
-    }
+    await startHelper([bin, 'run', repo, '--data', data, '--', 'true'], data, on);
+    const helpers = await helperPids(data);
+    // Killed the moment files land, with its worker (a worker left alone notices the end of its control
+    // connection only at its next health ping and commits on meanwhile, maybe to the end).
     const { run } = await runUntilLanded(repo, data, on);
-    for (const pid of await helperPids(data)) process.kill(pid, 'SIGKILL');
+    for (const pid of [...helpers, ...(await workersOf(helpers[0] ?? 0))]) process.kill(pid, 'SIGKILL');
     await run;
     expect(await landed(repo)).toBeLessThan(FILES);
     // The next command that opens the data directory recovers the sandbox: kept, stopped, saying why.
@@ -154,6 +163,23 @@ describe('a crash during a commit', () => {
     expect(commit.exitCode, commit.stderr).toBe(0);
     expect(await damage(repo)).toEqual([]);
     expect((await listed(data)).map((s) => s.stateReason)).toEqual(['its unfinished commit was finished']);
+    const destroy = await agentfense(['sandbox', 'destroy', id, '--data', data]);
+    expect(destroy.exitCode, destroy.stderr).toBe(0);
+  }, 240_000);
+
+  it('the worker killed committing: `run` keeps the sandbox and says how to finish the commit', async () => {
+    const { repo, data } = await dirs('killed-worker');
+    const { run } = await runUntilLanded(repo, data, { AGENTFENSE_RUN_HELPER: '0' });
+    for (const pid of await workersOf(run.pid ?? 0)) process.kill(pid, 'SIGKILL');
+    const r = await run;
+    expect(await landed(repo)).toBeLessThan(FILES);
+    expect(r.exitCode).toBe(1);
+    const id = /sandbox (sb_[0-9a-f-]+) kept \(stopped\)/.exec(r.stderr)?.[1] ?? '';
+    expect(r.stderr).toContain(`\`agentfense sandbox commit ${id}\` finishes the commit`);
+    expect((await listed(data)).map((s) => [s.id, s.state])).toEqual([[id, 'STOPPED']]);
+    const commit = await agentfense(['sandbox', 'commit', id, '--data', data]);
+    expect(commit.exitCode, commit.stderr).toBe(0);
+    expect(await damage(repo)).toEqual([]);
     const destroy = await agentfense(['sandbox', 'destroy', id, '--data', data]);
     expect(destroy.exitCode, destroy.stderr).toBe(0);
   }, 240_000);
