@@ -6,6 +6,7 @@ import type { HostDir } from '../host/host-dir.js';
 import { isMissing } from '../host/host-dir.js';
 import { randomHex } from '../host/random-hex.js';
 import { relJoin, relParent } from '../host/rel-path.js';
+import type { CommitJournal } from './commit-journal.js';
 import type { MetaJournal } from './journal.js';
 import type { MetaState } from './meta-state.js';
 import type { DiskQuota } from './quota.js';
@@ -22,6 +23,8 @@ export interface DeltaContext {
   readonly work: HostDir;
   readonly meta: MetaState;
   readonly journal: MetaJournal;
+  /** The intent record of an unfinished commit (commit-journal.ts). */
+  readonly commits: CommitJournal;
   readonly logger: DeltaLogger;
   /** The disk quota on the upper layer, when the sandbox has one. */
   readonly quota: DiskQuota | null;

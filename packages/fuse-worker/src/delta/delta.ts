@@ -9,8 +9,10 @@ import type { HostDir } from '../host/host-dir.js';
 import { RawFile, type HostFile, type WritableFile } from '../host/raw-file.js';
 import { createFile, makeDir, type NewOwner } from '../host/sync-make.js';
 import { warmInode } from '../host/warm.js';
+import { Yielder } from '../host/yielder.js';
 import { computeChanges } from './changes.js';
 import { commitChanges } from './commit.js';
+import { abandonUnfinishedCommit } from './commit-resume.js';
 import {
   chargeNew,
   mergedEntries,
@@ -451,6 +453,8 @@ export class Delta {
       const paths = filter.paths ?? ['/'];
       for (const path of paths) {
         const rel = toRel(path);
+        // Nothing of an unfinished commit is left to finish once everything goes (its temporary files first).
+        if (rel === '') await abandonUnfinishedCommit(this.ctx, new Yielder());
         await record(this.ctx, [{ op: 'forget', path: rel, subtree: true }]);
         if (rel === '') {
           for (const e of await this.ctx.upper.readdir('')) await this.ctx.upper.removeTree(e.name);
