@@ -41,6 +41,7 @@ import type {
 import { openDatabase } from './store/db.js';
 import type { Db } from './store/db.js';
 import { SandboxStore } from './store/sandboxes.js';
+import { settleUnfinished } from './sandboxes/pending-commit.js';
 import { SessionManager } from './sessions/manager.js';
 import type { CreateSessionOptions } from './sessions/options.js';
 import type { Session } from './sessions/session.js';
@@ -93,6 +94,12 @@ export interface ControlPlaneOptions {
    * runtime's host now, in the background, while the data directory is recovered and the sandbox created.
    */
   readonly prewarm?: string;
+  /**
+   * What recovery does with a sandbox whose owner died in the middle of a commit: 'keep' it, stopped, for
+   * its user to finish (`commit`) or give up (`discard`, `destroySandbox`) — the default; or 'finish' the
+   * commit during open (the reaper of a killed `agentfense run` does).
+   */
+  readonly unfinishedCommits?: 'keep' | 'finish';
 }
 
 /** Idle docker containers kept per image by default (docs/decisions.md, "Docker container pool"). */
@@ -205,6 +212,7 @@ export class ControlPlane implements AsyncDisposable {
       defaultRuntime: options.defaultRuntime,
       workerPoolSize: options.workerPoolSize,
       defaultResources: options.defaultResources,
+      unfinishedCommits: options.unfinishedCommits,
       onStopping: (id) => sessions.closeSandbox(id),
       // A runtime whose sessions see the remount (bwrap's anchor and docker's relay propagate it into the
       // running shell) keeps them, and each shell re-enters its cwd, which was in the dead mount. Others
@@ -350,11 +358,19 @@ export class ControlPlane implements AsyncDisposable {
   ): Promise<{ diff: string; binary: readonly string[] }> {
     return this.sandboxes.diff(id, options);
   }
-  commit(id: string, options?: { mode?: CommitMode; paths?: readonly string[] }): Promise<CommitResult> {
-    return this.sandboxes.commit(id, options);
+  /** Also finishes an unfinished commit first (one a crash or a stop cut short). */
+  async commit(
+    id: string,
+    options?: { mode?: CommitMode; paths?: readonly string[] },
+  ): Promise<CommitResult> {
+    const result = await this.sandboxes.commit(id, options);
+    if (result.interrupted === undefined) settleUnfinished(this.#store, id, 'finished');
+    return result;
   }
-  discard(id: string, options?: { paths?: readonly string[] }): Promise<void> {
-    return this.sandboxes.discard(id, options);
+  /** Without `paths` also gives up an unfinished commit (what it applied stays in the codebase). */
+  async discard(id: string, options?: { paths?: readonly string[] }): Promise<void> {
+    await this.sandboxes.discard(id, options);
+    if (options?.paths === undefined) settleUnfinished(this.#store, id, 'given up');
   }
   readFile(id: string, path: string): Promise<Buffer> {
     return this.sandboxes.readFile(id, path);

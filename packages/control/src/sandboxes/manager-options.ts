@@ -32,4 +32,6 @@ export interface SandboxManagerOptions {
   readonly workerPoolSize?: number | undefined;
   /** Limits of sandboxes that do not set them (default DEFAULT_RESOURCES; each field replaceable). */
   readonly defaultResources?: ResourceLimits | undefined;
+  /** What recovery does with a dead owner's unfinished commit (recovery.ts); default 'keep'. */
+  readonly unfinishedCommits?: 'keep' | 'finish' | undefined;
 }

@@ -9,11 +9,14 @@ import type { HostDir } from '../host/host-dir.js';
 import { RawFile, type HostFile, type WritableFile } from '../host/raw-file.js';
 import { createFile, makeDir, type NewOwner } from '../host/sync-make.js';
 import { warmInode } from '../host/warm.js';
+import { Yielder } from '../host/yielder.js';
 import { computeChanges } from './changes.js';
 import { commitChanges } from './commit.js';
+import { abandonUnfinishedCommit } from './commit-resume.js';
 import {
   chargeNew,
   mergedEntries,
+  mergedIsEmpty,
   mustResolve,
   upperKnownAbsent,
   resolve,
@@ -359,7 +362,7 @@ export class Delta {
       if (rel === '') throw new FsError('EBUSY', 'the root');
       const found = await mustResolve(this.ctx, rel);
       if (found.type !== 'directory') throw new FsError('ENOTDIR', path);
-      if ((await mergedEntries(this.ctx, rel)).size > 0) throw new FsError('ENOTEMPTY', path);
+      if (!(await mergedIsEmpty(this.ctx, rel))) throw new FsError('ENOTEMPTY', path);
       await removeEntry(this.ctx, rel, found);
     });
   }
@@ -450,6 +453,8 @@ export class Delta {
       const paths = filter.paths ?? ['/'];
       for (const path of paths) {
         const rel = toRel(path);
+        // Nothing of an unfinished commit is left to finish once everything goes (its temporary files first).
+        if (rel === '') await abandonUnfinishedCommit(this.ctx, new Yielder());
         await record(this.ctx, [{ op: 'forget', path: rel, subtree: true }]);
         if (rel === '') {
           for (const e of await this.ctx.upper.readdir('')) await this.ctx.upper.removeTree(e.name);

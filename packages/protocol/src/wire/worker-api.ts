@@ -150,7 +150,10 @@ export interface WorkerMethods {
     params: { readonly paths?: readonly string[] };
     result: { readonly diff: string; readonly binary: readonly string[]; readonly next?: string };
   };
-  /** Writes changes (all, or those under `paths`) to the codebase. */
+  /**
+   * Writes changes (all, or those under `paths`) to the codebase; first the changes of an unfinished
+   * commit (one a crash or stop cut short), whatever `paths` says: `paths: []` finishes only those.
+   */
   commit: {
     params: { readonly mode: CommitMode; readonly paths?: readonly string[] };
     result: CommitResult & { readonly next?: string };
