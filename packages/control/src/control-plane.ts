@@ -25,6 +25,7 @@ import type { PresetRegistry } from './presets/registry.js';
 import type { AuditQuery, NetworkAuditQuery } from './sandboxes/audit-log.js';
 import { collectGarbage } from './sandboxes/gc.js';
 import type { GcOptions, GcReport } from './sandboxes/gc.js';
+import { SandboxHostUsers } from './sandboxes/host-user.js';
 import { SandboxManager } from './sandboxes/manager.js';
 import { SPARE_LABEL } from './sandboxes/one-shot.js';
 import type { CreateInternal } from './sandboxes/records.js';
@@ -41,6 +42,7 @@ import type {
 import { openDatabase } from './store/db.js';
 import type { Db } from './store/db.js';
 import { SandboxStore } from './store/sandboxes.js';
+import { settleUnfinished } from './sandboxes/pending-commit.js';
 import { SessionManager } from './sessions/manager.js';
 import type { CreateSessionOptions } from './sessions/options.js';
 import type { Session } from './sessions/session.js';
@@ -93,6 +95,12 @@ export interface ControlPlaneOptions {
    * runtime's host now, in the background, while the data directory is recovered and the sandbox created.
    */
   readonly prewarm?: string;
+  /**
+   * What recovery does with a sandbox whose owner died in the middle of a commit: 'keep' it, stopped, for
+   * its user to finish (`commit`) or give up (`discard`, `destroySandbox`) — the default; or 'finish' the
+   * commit during open (the reaper of a killed `agentfense run` does).
+   */
+  readonly unfinishedCommits?: 'keep' | 'finish';
 }
 
 /** Idle docker containers kept per image by default (docs/decisions.md, "Docker container pool"). */
@@ -120,6 +128,7 @@ export class ControlPlane implements AsyncDisposable {
   readonly #runtimes: RuntimeRegistry;
   /** Failures for lack of room said as such, and room kept for the operations that free it. */
   readonly #disk: DiskGuard;
+  readonly #hostUsers: SandboxHostUsers;
   #closing: Promise<void> | undefined;
 
   private constructor(parts: {
@@ -134,9 +143,11 @@ export class ControlPlane implements AsyncDisposable {
     reapIntervalMs: number;
     runtimes: RuntimeRegistry;
     disk: DiskGuard;
+    hostUsers: SandboxHostUsers;
   }) {
     this.#runtimes = parts.runtimes;
     this.#disk = parts.disk;
+    this.#hostUsers = parts.hostUsers;
     this.dataDir = parts.dataDir;
     this.layout = parts.layout;
     this.logger = parts.logger;
@@ -181,10 +192,13 @@ export class ControlPlane implements AsyncDisposable {
       logger,
       ...(options.maxUploadBytes === undefined ? {} : { maxUploadBytes: options.maxUploadBytes }),
     });
+    // Each sandbox's own host uid, leased host-wide (docker's pool leases its idle containers' through it).
+    const hostUsers = new SandboxHostUsers({ logger: logger.child({ component: 'host-users' }) });
     const runtimes = new RuntimeRegistry({
       ...builtinRuntimes({
         dataDir,
         logger,
+        hostUsers,
         dockerPoolSize:
           options.dockerPoolSize ?? (options.workerPoolSize === 0 ? 0 : DEFAULT_DOCKER_POOL_SIZE),
       }),
@@ -196,6 +210,7 @@ export class ControlPlane implements AsyncDisposable {
       store,
       codebases,
       runtimes,
+      hostUsers,
       logger,
       presets: options.presets,
       supervision: options.supervision,
@@ -203,6 +218,7 @@ export class ControlPlane implements AsyncDisposable {
       defaultRuntime: options.defaultRuntime,
       workerPoolSize: options.workerPoolSize,
       defaultResources: options.defaultResources,
+      unfinishedCommits: options.unfinishedCommits,
       onStopping: (id) => sessions.closeSandbox(id),
       // A runtime whose sessions see the remount (bwrap's anchor and docker's relay propagate it into the
       // running shell) keeps them, and each shell re-enters its cwd, which was in the dead mount. Others
@@ -226,6 +242,7 @@ export class ControlPlane implements AsyncDisposable {
       reapIntervalMs: options.reapIntervalMs ?? DEFAULT_REAP_INTERVAL_MS,
       runtimes,
       disk,
+      hostUsers,
     });
     if (options.prewarm !== undefined) sandboxes.prewarm(options.prewarm);
     const recovered = await sandboxes.recover();
@@ -349,11 +366,19 @@ export class ControlPlane implements AsyncDisposable {
   ): Promise<{ diff: string; binary: readonly string[] }> {
     return this.sandboxes.diff(id, options);
   }
-  commit(id: string, options?: { mode?: CommitMode; paths?: readonly string[] }): Promise<CommitResult> {
-    return this.#disk.writing('committing', () => this.sandboxes.commit(id, options));
+  /** Also finishes an unfinished commit first (one a crash or a stop cut short). */
+  async commit(
+    id: string,
+    options?: { mode?: CommitMode; paths?: readonly string[] },
+  ): Promise<CommitResult> {
+    const result = await this.#disk.writing('committing', () => this.sandboxes.commit(id, options));
+    if (result.interrupted === undefined) settleUnfinished(this.#store, id, 'finished');
+    return result;
   }
-  discard(id: string, options?: { paths?: readonly string[] }): Promise<void> {
-    return this.#disk.freeing('discarding changes', () => this.sandboxes.discard(id, options));
+  /** Without `paths` also gives up an unfinished commit (what it applied stays in the codebase). */
+  async discard(id: string, options?: { paths?: readonly string[] }): Promise<void> {
+    await this.#disk.freeing('discarding changes', () => this.sandboxes.discard(id, options));
+    if (options?.paths === undefined) settleUnfinished(this.#store, id, 'given up');
   }
   readFile(id: string, path: string): Promise<Buffer> {
     return this.sandboxes.readFile(id, path);
@@ -435,6 +460,8 @@ export class ControlPlane implements AsyncDisposable {
       await this.#runtimes.close((err, runtime) =>
         this.logger.warn({ err, runtime }, 'a runtime did not close cleanly'),
       );
+      // After the runtimes: docker's pool releases its idle containers' uids as it closes.
+      this.#hostUsers.close();
       this.logger.info('control plane closed');
       this.#db.close();
     })();

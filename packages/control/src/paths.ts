@@ -92,6 +92,7 @@ export class DataLayout {
       workerLog: join(dir, 'worker.log'),
       auditLog: join(dir, 'audit.jsonl'),
       forgotten: join(dir, 'forgotten'),
+      hostUser: join(dir, 'host-user'),
     };
   }
 }
@@ -114,6 +115,8 @@ export interface SandboxPaths {
    * (cli/forget-one-shot.ts): a directory with this file and no record is safe to remove.
    */
   readonly forgotten: string;
+  /** `uid:gid` of the host user leased to the sandbox (sandboxes/host-user.ts); its delta's files are its. */
+  readonly hostUser: string;
 }
 
 /** mkdir -p with mode 0700 on every directory it creates and on `dir` itself. */

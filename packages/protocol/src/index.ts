@@ -19,6 +19,8 @@ export type {
   SandboxRuntime,
   RuntimeTraits,
   DefaultResources,
+  HostUser,
+  ReservedUser,
 } from './runtime.js';
 export { CPU_PERIOD_US, DEFAULT_RESOURCES, NO_LIMITS, defaultResources } from './runtime.js';
 export {

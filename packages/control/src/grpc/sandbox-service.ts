@@ -13,6 +13,9 @@ import {
   durationMs,
   execResultToProto,
   exitCode,
+  networkAuditQuery,
+  networkPolicyFromProto,
+  networkRecordToProto,
   optional,
   requestId,
   resourcesFromProto,
@@ -53,6 +56,7 @@ export function sandboxService(backend: Backend, context: HandlerContext): Sandb
         ...(resources === undefined ? {} : { resources }),
         ...(Object.keys(req.labels).length === 0 ? {} : { labels: req.labels }),
         ...(expiresMs === undefined ? {} : { expiresIn: expiresMs / 1000 }),
+        ...(req.networkPolicy === undefined ? {} : { network: networkPolicyFromProto(req.networkPolicy) }),
       });
       return sandboxToProto(created);
     }),
@@ -88,6 +92,15 @@ export function sandboxService(backend: Backend, context: HandlerContext): Sandb
     destroySandbox: unary(context, 'DestroySandbox', async (req) => {
       await backend.destroySandbox(sandboxId(req.sandboxId));
       return {};
+    }),
+    setNetworkPolicy: unary(context, 'SetNetworkPolicy', async (req) => {
+      const id = sandboxId(req.sandboxId);
+      return sandboxToProto(await backend.setNetwork(id, networkPolicyFromProto(req.policy)));
+    }),
+    getNetworkAudit: unary(context, 'GetNetworkAudit', async (req) => {
+      const id = sandboxId(req.sandboxId);
+      const records = await backend.networkAudit(id, networkAuditQuery(req));
+      return { records: records.map(networkRecordToProto) };
     }),
 
     exec: unary(context, 'Exec', async (req, signal) => {

@@ -14,6 +14,7 @@ import { commitChanges } from './commit.js';
 import {
   chargeNew,
   mergedEntries,
+  mergedIsEmpty,
   mustResolve,
   upperKnownAbsent,
   resolve,
@@ -360,7 +361,7 @@ export class Delta {
       if (rel === '') throw new FsError('EBUSY', 'the root');
       const found = await mustResolve(this.ctx, rel);
       if (found.type !== 'directory') throw new FsError('ENOTDIR', path);
-      if ((await mergedEntries(this.ctx, rel)).size > 0) throw new FsError('ENOTEMPTY', path);
+      if (!(await mergedIsEmpty(this.ctx, rel))) throw new FsError('ENOTEMPTY', path);
       await removeEntry(this.ctx, rel, found);
     });
   }

@@ -2,6 +2,8 @@
 // filesystem (the delta lives on the data directory's), so nothing it must do before removing files may
 // need room there.
 import { isNoSpace } from '../errors.js';
+import { Yielder } from '../host/yielder.js';
+import { abandonUnfinishedCommit } from './commit-resume.js';
 import type { DeltaContext } from './context.js';
 import type { MetaRecord } from './meta-state.js';
 import { toRel } from './paths.js';
@@ -11,6 +13,8 @@ import { record } from './records.js';
 export async function discardPaths(ctx: DeltaContext, paths: readonly string[]): Promise<void> {
   for (const path of paths) {
     const rel = toRel(path);
+    // Nothing of an unfinished commit is left to finish once everything goes (its temporary files first).
+    if (rel === '') await abandonUnfinishedCommit(ctx, new Yielder());
     const forget: MetaRecord[] = [{ op: 'forget', path: rel, subtree: true }];
     // The record goes first: a crash after it leaves entries of ours without metadata, shown as they are,
     // and discarding again removes them. When the filesystem is full it cannot be written before the

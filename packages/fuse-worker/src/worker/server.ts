@@ -227,6 +227,7 @@ export class WorkerService {
         stats: this.#stats,
         attrTimeout: ttl,
         onInternalError: (op, err) => this.#logger.error({ op, err }, 'filesystem op failed unexpectedly'),
+        callerUid: params.callerUid,
       });
       const fuse = new LowLevelFuse(params.mountpoint, handlers, {
         fsname: 'agentfense',
