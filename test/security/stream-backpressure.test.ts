@@ -8,6 +8,7 @@
 /* eslint-disable @typescript-eslint/no-unsafe-member-access, @typescript-eslint/no-unsafe-assignment --
    gRPC messages are loaded from the .proto at run time (as the SDK's are), so they are untyped here. */
 import { once } from 'node:events';
+import { readFileSync } from 'node:fs';
 import { readFile, writeFile } from 'node:fs/promises';
 import { request, type IncomingMessage } from 'node:http';
 import { join } from 'node:path';
@@ -18,8 +19,12 @@ import { grpcClient, status, type GrpcClient, type Message } from '../grpc/clien
 const MiB = 1024 * 1024;
 const STREAMS = 30;
 const DOWNLOADS = 300;
-/** Far more than the kernel's socket buffers take for a reader that stopped (~4 MiB on loopback). */
-const FILE_BYTES = 8 * MiB;
+/**
+ * More than the kernel's socket buffers can take for a reader that stopped: its receive buffer may grow
+ * to tcp_rmem's maximum (32 MiB here), the sender's to tcp_wmem's. A file they could hold whole would
+ * arrive complete however the server paces it.
+ */
+const FILE_BYTES = socketBufferMax() + 8 * MiB;
 /** Commands that would write this much if their output were read. */
 const OUTPUT = 'head -c 200000000 /dev/zero';
 /**
@@ -32,6 +37,12 @@ const OUTPUT = 'head -c 200000000 /dev/zero';
 const GROWTH_BOUND = 160 * MiB;
 /** How much it may still grow over the last seconds of the measurement: it has stopped growing. */
 const DRIFT_BOUND = 40 * MiB;
+
+function socketBufferMax(): number {
+  const max = (name: string): number =>
+    Number(readFileSync(`/proc/sys/net/ipv4/${name}`, 'utf8').trim().split(/\s+/)[2]);
+  return max('tcp_rmem') + max('tcp_wmem');
+}
 
 /** A process's resident set and its peak since the last reset (/proc/<pid>/status), in bytes. */
 async function memoryOf(pid: number): Promise<{ rss: number; peak: number }> {
