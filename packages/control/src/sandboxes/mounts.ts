@@ -5,7 +5,7 @@ import { basename } from 'node:path';
 import { netnsPathOf, removeSandboxNetns } from '@agentfense/network';
 import type { Logger } from 'pino';
 import { clearFuseMount } from '@agentfense/fuse-worker';
-import type { DirIdentity, MountParams, RuntimeTraits } from '@agentfense/protocol';
+import type { DirIdentity, HostUser, MountParams, RuntimeTraits } from '@agentfense/protocol';
 import { ensurePrivateDir } from '../paths.js';
 import type { SandboxPaths } from '../paths.js';
 import type { SandboxRow } from '../store/sandboxes.js';
@@ -88,7 +88,8 @@ export class SandboxMounts {
 /**
  * The worker's mount of a stored sandbox. `lower` is the codebase directory and the identity the worker
  * must find there (CodebaseService.lowerForMount); `traits` is the runtime that will use the mount (null:
- * only the control plane reads it, through a temporary worker).
+ * only the control plane reads it, through a temporary worker); `user` the sandbox's own host user, if it
+ * has one (host-user.ts), else the runtime's shared one owns the files.
  */
 export function mountParams(
   row: SandboxRow,
@@ -96,9 +97,11 @@ export function mountParams(
   options: {
     readonly lower: { readonly path: string; readonly identity: DirIdentity | undefined };
     readonly traits: RuntimeTraits | null;
+    readonly user?: HostUser | undefined;
   },
 ): MountParams {
   const { traits, lower } = options;
+  const owner = traits === null ? null : (options.user ?? traits.hostOwner);
   const { diskBytes } = row.resources;
   return {
     lowerDir: lower.path,
@@ -110,9 +113,9 @@ export function mountParams(
     // A sandbox user whose host uid is not the mounter's needs allow_other ...
     ...(traits === null ? {} : { allowOther: traits.needsAllowOther }),
     // ... and owns the files it sees, so the owner mode bits carry the rules for it too.
-    ...(traits === null || traits.hostOwner === null
-      ? {}
-      : { ownerUid: traits.hostOwner.uid, ownerGid: traits.hostOwner.gid }),
+    ...(owner === null ? {} : { ownerUid: owner.uid, ownerGid: owner.gid }),
+    // A uid of the sandbox's own: the worker serves it and root, nobody else.
+    ...(options.user === undefined ? {} : { callerUid: options.user.uid }),
     ...(diskBytes === undefined ? {} : { diskQuotaBytes: diskBytes }),
   };
 }

@@ -9,6 +9,7 @@ import type { NetworkOptions } from '@agentfense/network';
 import type { CodebaseService } from '../codebases/service.js';
 import type { SandboxRow } from '../store/sandboxes.js';
 import { AuditWriter } from './audit-log.js';
+import type { SandboxHostUsers } from './host-user.js';
 import { mountParams } from './mounts.js';
 import { processStartTime } from './process-identity.js';
 import type { RuntimeRegistry } from './runtimes.js';
@@ -42,6 +43,7 @@ export interface StartDeps extends TeardownDeps {
   readonly network: NetworkOptions;
   /** The parts of each worker's memory bound (worker-cgroup.ts). */
   readonly workerMemory: WorkerMemoryOptions | undefined;
+  readonly hostUsers: SandboxHostUsers;
 }
 
 export interface StartHooks {
@@ -77,13 +79,15 @@ export async function startSandbox(deps: StartDeps, row: SandboxRow, hooks: Star
       boundBytes: workerMemoryBound(row.resources.memoryBytes, deps.workerMemory),
       logger: log,
     });
+    // Before the mount: the worker reports the sandbox's own uid as the owner of what it sees.
+    const user = await deps.hostUsers.forStart({ row, paths, runtime });
     const t1 = performance.now();
     const lower = await deps.codebases.lowerForMount(row.codebase_id);
     let tWorker = t1;
     let tRuntime = t1;
     const supervising = WorkerSupervisor.start({
       sandboxId: id,
-      mount: mountParams(row, paths, { lower, traits }),
+      mount: mountParams(row, paths, { lower, traits, user }),
       logFile: paths.workerLog,
       logger: log,
       supervision: deps.supervision,
@@ -122,6 +126,7 @@ export async function startSandbox(deps: StartDeps, row: SandboxRow, hooks: Star
         ...(row.image === null ? {} : { image: row.image }),
         ...(policed ? { netns: netnsPathOf(paths.state) } : {}),
         resources: row.resources,
+        ...(user === undefined ? {} : { user }),
         // The proxy variables first: a sandbox's own env may override them (the NAT polices either way).
         env: policed ? { ...PROXY_ENV, ...row.env } : row.env,
       });
