@@ -21,6 +21,7 @@ import type { WorkerMemoryOptions } from './worker-cgroup.js';
 /** What a worker call needs from the manager. */
 export interface WorkerCallDeps extends TeardownDeps {
   readonly codebases: CodebaseService;
+  readonly workerMemory: WorkerMemoryOptions | undefined;
   readonly live: ReadonlyMap<string, Live>;
   readonly locks: KeyedLock;
   readonly owner: Ownership;

@@ -5,7 +5,7 @@ import { FsError } from '../errors.js';
 import type { HostDir } from '../host/host-dir.js';
 import { isMissing } from '../host/host-dir.js';
 import { randomHex } from '../host/random-hex.js';
-import { relJoin, relParent } from '../host/rel-path.js';
+import { relParent } from '../host/rel-path.js';
 import type { CommitJournal } from './commit-journal.js';
 import type { MetaJournal } from './journal.js';
 import type { MetaState } from './meta-state.js';
@@ -242,7 +242,8 @@ export async function mergedIsEmpty(ctx: DeltaContext, rel: string): Promise<boo
   } catch (err) {
     if (!isMissing(err)) throw err;
   }
-  return lower.every((e) => ctx.meta.whiteouts.has(relJoin(rel, e.name)));
+  const gone = ctx.meta.whiteoutsIn(rel);
+  return lower.every((e) => gone.has(e.name));
 }
 
 /**
