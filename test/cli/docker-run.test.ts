@@ -40,7 +40,7 @@ describe.skipIf(docker.dockerHost === null)(
     const agentfense = (args: string[]) =>
       execa(process.execPath, [bin, ...args, '--data', join(scratch, 'data')], { reject: false, env });
 
-    it('runs as the dedicated sandbox uid over the permission view: secrets hidden, src read-only, output writable', async () => {
+    it("runs as the sandbox's own leased uid over the permission view: secrets hidden, src read-only, output writable", async () => {
       const r = await agentfense([
         'run',
         demo,
@@ -53,7 +53,9 @@ describe.skipIf(docker.dockerHost === null)(
         'id -u; ls /workspace; cat /workspace/.env; echo x >> /workspace/src/app.py; echo ok > /workspace/output/d.txt && cat /workspace/output/d.txt; exit 4',
       ]);
       expect(r.exitCode).toBe(4);
-      expect(r.stdout).toMatch(/^2000000000\nREADME.md\nconfig\ndocs\noutput\nsrc\nok\n/);
+      // A uid of the leased range (2,000,000,001 and up), not the runtime's fixed 2000000000.
+      expect(r.stdout).toMatch(/^20000\d{5}\nREADME.md\nconfig\ndocs\noutput\nsrc\nok\n/);
+      expect(r.stdout.split('\n')[0]).not.toBe('2000000000');
       expect(r.stderr).toContain('/workspace/.env: No such file or directory');
       expect(r.stderr).toContain('/workspace/src/app.py: Permission denied');
       expect(r.stdout).toContain('+++ b/output/d.txt');

@@ -24,6 +24,11 @@ export interface GrpcClient {
   unary(service: 'sandbox' | 'codebase', method: string, request: Message): Promise<Message>;
   /** A server-streaming call, collected. */
   stream(service: 'sandbox' | 'codebase', method: string, request: Message): Promise<StreamResult>;
+  /**
+   * A server-streaming call left unread (paused: nothing is consumed until the caller reads or resumes
+   * it), as a client that stops reading holds it; cancelled when the client closes.
+   */
+  open(service: 'sandbox' | 'codebase', method: string, request: Message): grpc.ClientReadableStream<Message>;
   /** UploadFiles with these messages in order. */
   upload(messages: readonly Message[]): Promise<Message>;
   /**
@@ -92,6 +97,17 @@ export function grpcClient(target: string, token?: string, authority?: string): 
         call.on('error', reject);
         call.on('end', () => setImmediate(() => resolve({ messages, trailers })));
       }),
+    open: (service, name, request) => {
+      const call = method(service, name)(request, metadata()) as grpc.ClientReadableStream<Message>;
+      call.pause();
+      // One read starts grpc-js's flow control: until a call's first read, grpc-js keeps taking its
+      // messages from the connection into a list of its own without bound, so the server would see a
+      // client that reads everything.
+      call.read(0);
+      // Its end is for the caller to observe; an error nobody listens to must not fail the test run.
+      call.on('error', () => undefined);
+      return call;
+    },
     upload: (messages) =>
       new Promise((resolve, reject) => {
         const call = method('codebase', 'UploadFiles')(

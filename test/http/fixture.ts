@@ -44,13 +44,18 @@ export async function tokenFile(dir: string, token = 'a'.repeat(16) + 'b'.repeat
  * Starts `agentfense serve` on an ephemeral loopback port and resolves once it listens. The caller stops
  * it with `stopAndCheck` (startServer does that when the test finishes).
  */
-export async function launchServer(args: readonly string[], dataDir: string): Promise<Served> {
+export async function launchServer(
+  args: readonly string[],
+  dataDir: string,
+  options: { readonly env?: Readonly<Record<string, string>> } = {},
+): Promise<Served> {
   const child = execa(
     process.execPath,
     [bin, 'serve', '--listen', '127.0.0.1:0', '--grpc-listen', '', '--data', dataDir, ...args],
     {
       reject: false,
       all: true,
+      ...(options.env === undefined ? {} : { env: options.env }),
     },
   );
   let seen = '';
@@ -365,6 +370,7 @@ export const GRPC_CODE: Readonly<Record<string, number>> = {
   AF_WRONG_STATE: 9,
   AF_CONFLICT: 10,
   AF_PERMISSION_DENIED: 7,
+  AF_NO_SPACE: 8,
   AF_TIMEOUT: 4,
   AF_CANCELLED: 1,
   AF_UNAVAILABLE: 14,

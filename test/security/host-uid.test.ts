@@ -1,37 +1,14 @@
-// Issue 12 row 1: `cat /proc/self/uid_map` inside showed the sandbox user was host uid 0 (bwrap was started
-// as root and mapped the sandbox's uid 1000 to root). Now bwrap runs as the unprivileged system user
-// `agentfense-sandbox` (scripts/setup creates it): every process of a sandbox — commands and session
-// shells — has that host uid and no capabilities, seen from the host; the workspace still shows the
-// sandbox user as owner and writes in the write areas work (allow_other, owner reporting).
-import { readFile, readdir } from 'node:fs/promises';
+// `cat /proc/self/uid_map` inside once showed the sandbox user was host uid 0 (bwrap was started as root
+// and mapped the sandbox's uid 1000 to root). Now bwrap runs as an unprivileged host uid of the sandbox's
+// own (leased host-wide; `agentfense-sandbox`, made by scripts/setup, is the runtime's default when none
+// is given): every process of a sandbox — commands and session shells — has that host uid and no
+// capabilities, seen from the host; the workspace still shows the sandbox user as owner and writes in the
+// write areas work (allow_other, owner reporting).
+import { readFile } from 'node:fs/promises';
 import { describe, expect, it } from 'vitest';
 import { createBwrapRuntime, resolveSandboxUser } from '@agentfense/runtime-bwrap';
 import { useSandbox } from './helpers/control.js';
-
-/** Host pids whose command line contains `marker`, with their Uid and CapEff lines from the host's view. */
-async function hostProcesses(marker: string): Promise<{ pid: number; uid: string; capEff: string }[]> {
-  const found: { pid: number; uid: string; capEff: string }[] = [];
-  for (const entry of await readdir('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    const cmdline = await readFile(`/proc/${entry}/cmdline`, 'utf8').catch(() => '');
-    if (!cmdline.includes(marker) || cmdline.includes('vitest')) continue;
-    const status = await readFile(`/proc/${entry}/status`, 'utf8').catch(() => '');
-    const uid = /^Uid:\s+(.*)$/m.exec(status)?.[1] ?? '';
-    const capEff = /^CapEff:\s+(\S+)$/m.exec(status)?.[1] ?? '';
-    if (uid !== '') found.push({ pid: Number(entry), uid, capEff });
-  }
-  return found;
-}
-
-/** Waits until a process with `marker` in its command line shows up on the host. */
-async function waitForHost(marker: string): Promise<{ pid: number; uid: string; capEff: string }[]> {
-  for (let i = 0; i < 200; i++) {
-    const seen = await hostProcesses(marker);
-    if (seen.length > 0) return seen;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  return [];
-}
+import { waitForHostProcesses } from './helpers/host-processes.js';
 
 describe('sandbox processes never run as host root', () => {
   const sandbox = useSandbox();
@@ -42,11 +19,11 @@ describe('sandbox processes never run as host root', () => {
     const { cp, id } = sandbox();
     const marker = `af-uid-marker-${process.pid}`;
     const running = cp.run(id, `sleep 30 # ${marker}`, { timeoutMs: 20_000 });
-    const seen = await waitForHost(marker);
+    const seen = await waitForHostProcesses(marker);
     const session = await cp.createSession(id);
     try {
       await session.run(`sh -c 'sleep 30 # ${marker}-session' &`);
-      seen.push(...(await waitForHost(`${marker}-session`)));
+      seen.push(...(await waitForHostProcesses(`${marker}-session`)));
     } finally {
       await cp.closeSession(session.id);
     }
@@ -54,9 +31,17 @@ describe('sandbox processes never run as host root', () => {
     await running.catch(() => undefined);
     // the command (bwrap monitor, pid 1, sh) and the session shell's child
     expect(seen.filter((p) => p.pid > 0).length).toBeGreaterThanOrEqual(2);
+    // The sandbox's own uid (leased for it alone, recorded in its directory): not root, not the shared
+    // system user, no host account's.
+    const [uid, gid] = (await readFile(cp.layout.sandbox(id).hostUser, 'utf8')).trim().split(':');
+    expect(uid).toBe(gid);
+    expect(Number(uid)).toBeGreaterThan(2_000_000_000);
+    expect(Number(uid)).not.toBe(user?.uid);
+    const passwd = await readFile('/etc/passwd', 'utf8');
+    expect(passwd.split('\n').some((line) => line.split(':')[2] === uid)).toBe(false);
     for (const p of seen) {
-      // real, effective, saved and filesystem uid: all the sandbox user, none root
-      expect(p.uid.split(/\s+/)).toEqual(Array(4).fill(String(user?.uid)));
+      // real, effective, saved and filesystem uid: all the sandbox's own, none root
+      expect(p.uid.split(/\s+/)).toEqual(Array(4).fill(uid));
       expect(p.capEff).toBe('0000000000000000');
     }
     await cp.startSandbox(id);
@@ -69,9 +54,10 @@ describe('sandbox processes never run as host root', () => {
     expect(r.out).toBe('1000\n1000:1000\nmade\nrefused\n');
   });
 
-  it('the runtime reports the sandbox user as the workspace owner (the worker mounts for it)', () => {
+  it('the runtime reports the shared sandbox user as the default owner, and takes a user per sandbox', () => {
     const runtime = createBwrapRuntime();
     expect(runtime.traits.hostOwner).toEqual({ uid: user?.uid, gid: user?.gid });
     expect(runtime.traits.needsAllowOther).toBe(true);
+    expect(runtime.traits.perSandboxUser).toBe(true);
   });
 });

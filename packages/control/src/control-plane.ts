@@ -15,6 +15,7 @@ import type {
 import { InvalidArgumentError } from '@agentfense/protocol';
 import type { NetworkAuditEvent, NetworkOptions, NetworkPolicyInput } from '@agentfense/network';
 import { CodebaseService } from './codebases/service.js';
+import { DiskGuard } from './disk/guard.js';
 import type { UploadOptions, UploadSource } from './codebases/service.js';
 import type { CodebaseInfo, CodebaseVisibility, FileEntry } from './codebases/types.js';
 import { validateId } from './ids.js';
@@ -24,6 +25,7 @@ import type { PresetRegistry } from './presets/registry.js';
 import type { AuditQuery, NetworkAuditQuery } from './sandboxes/audit-log.js';
 import { collectGarbage } from './sandboxes/gc.js';
 import type { GcOptions, GcReport } from './sandboxes/gc.js';
+import { SandboxHostUsers } from './sandboxes/host-user.js';
 import { SandboxManager } from './sandboxes/manager.js';
 import type { PrewarmKind } from './sandboxes/prewarm.js';
 import { SPARE_LABEL } from './sandboxes/one-shot.js';
@@ -31,6 +33,7 @@ import type { CreateInternal } from './sandboxes/records.js';
 import { RuntimeRegistry, builtinRuntimes } from './sandboxes/runtimes.js';
 import type { RuntimeMap } from './sandboxes/runtimes.js';
 import type { SupervisionOptions } from './sandboxes/supervisor.js';
+import type { WorkerMemoryOptions } from './sandboxes/worker-cgroup.js';
 import type {
   CreateSandboxOptions,
   ListSandboxesOptions,
@@ -41,6 +44,7 @@ import type {
 import { openDatabase } from './store/db.js';
 import type { Db } from './store/db.js';
 import { SandboxStore } from './store/sandboxes.js';
+import { settleUnfinished } from './sandboxes/pending-commit.js';
 import { SessionManager } from './sessions/manager.js';
 import type { CreateSessionOptions } from './sessions/options.js';
 import type { Session } from './sessions/session.js';
@@ -89,10 +93,22 @@ export interface ControlPlaneOptions {
    */
   readonly defaultResources?: ResourceLimits;
   /**
+   * The memory bound of each sandbox's worker, which runs in a cgroup of its own: `baseBytes` (default
+   * 256 MiB) + `share` (default 0.5) x the sandbox's memory limit. Past it the kernel kills the worker;
+   * supervision restarts it, and repeated kills put the sandbox in ERROR saying so.
+   */
+  readonly workerMemory?: WorkerMemoryOptions;
+  /**
    * A sandbox of this runtime will be started soon (the one-shot CLI): spawn a worker and check the
    * runtime's host now, in the background, while the data directory is recovered and the sandbox created.
    */
   readonly prewarm?: PrewarmKind;
+  /**
+   * What recovery does with a sandbox whose owner died in the middle of a commit: 'keep' it, stopped, for
+   * its user to finish (`commit`) or give up (`discard`, `destroySandbox`) — the default; or 'finish' the
+   * commit during open (the reaper of a killed `agentfense run` does).
+   */
+  readonly unfinishedCommits?: 'keep' | 'finish';
 }
 
 /** Idle docker containers kept per image by default (docs/decisions.md, "Docker container pool"). */
@@ -118,6 +134,9 @@ export class ControlPlane implements AsyncDisposable {
   readonly #store: SandboxStore;
   readonly #reaper: NodeJS.Timeout | undefined;
   readonly #runtimes: RuntimeRegistry;
+  /** Failures for lack of room said as such, and room kept for the operations that free it. */
+  readonly #disk: DiskGuard;
+  readonly #hostUsers: SandboxHostUsers;
   #closing: Promise<void> | undefined;
 
   private constructor(parts: {
@@ -131,8 +150,12 @@ export class ControlPlane implements AsyncDisposable {
     sessions: SessionManager;
     reapIntervalMs: number;
     runtimes: RuntimeRegistry;
+    disk: DiskGuard;
+    hostUsers: SandboxHostUsers;
   }) {
     this.#runtimes = parts.runtimes;
+    this.#disk = parts.disk;
+    this.#hostUsers = parts.hostUsers;
     this.dataDir = parts.dataDir;
     this.layout = parts.layout;
     this.logger = parts.logger;
@@ -167,7 +190,8 @@ export class ControlPlane implements AsyncDisposable {
     }
     const logger =
       options.logger ?? createControlLogger({ file: layout.controlLog, level: options.logLevel });
-    const db = openDatabase(layout.database);
+    const disk = new DiskGuard({ layout, logger });
+    const db = await disk.writing('opening its database', () => openDatabase(layout.database));
     const store = new SandboxStore(db);
     const codebases = new CodebaseService({
       db,
@@ -176,10 +200,13 @@ export class ControlPlane implements AsyncDisposable {
       logger,
       ...(options.maxUploadBytes === undefined ? {} : { maxUploadBytes: options.maxUploadBytes }),
     });
+    // Each sandbox's own host uid, leased host-wide (docker's pool leases its idle containers' through it).
+    const hostUsers = new SandboxHostUsers({ logger: logger.child({ component: 'host-users' }) });
     const runtimes = new RuntimeRegistry({
       ...builtinRuntimes({
         dataDir,
         logger,
+        hostUsers,
         dockerPoolSize:
           options.dockerPoolSize ?? (options.workerPoolSize === 0 ? 0 : DEFAULT_DOCKER_POOL_SIZE),
       }),
@@ -191,6 +218,7 @@ export class ControlPlane implements AsyncDisposable {
       store,
       codebases,
       runtimes,
+      hostUsers,
       logger,
       presets: options.presets,
       supervision: options.supervision,
@@ -198,6 +226,8 @@ export class ControlPlane implements AsyncDisposable {
       defaultRuntime: options.defaultRuntime,
       workerPoolSize: options.workerPoolSize,
       defaultResources: options.defaultResources,
+      workerMemory: options.workerMemory,
+      unfinishedCommits: options.unfinishedCommits,
       onStopping: (id) => sessions.closeSandbox(id),
       // A runtime whose sessions see the remount (bwrap's anchor and docker's relay propagate it into the
       // running shell) keeps them, and each shell re-enters its cwd, which was in the dead mount. Others
@@ -220,9 +250,12 @@ export class ControlPlane implements AsyncDisposable {
       sessions,
       reapIntervalMs: options.reapIntervalMs ?? DEFAULT_REAP_INTERVAL_MS,
       runtimes,
+      disk,
+      hostUsers,
     });
     if (options.prewarm !== undefined) sandboxes.prewarm(options.prewarm);
     const recovered = await sandboxes.recover();
+    await disk.reserve.replenish();
     logger.info({ dataDir, recovered }, 'control plane open');
     return plane;
   }
@@ -230,7 +263,7 @@ export class ControlPlane implements AsyncDisposable {
   // --- Codebases ---
 
   createCodebase(options: { name: string; ownerId?: string | null }): Promise<CodebaseInfo> {
-    return this.codebases.create(options);
+    return this.#disk.writing('creating a codebase', () => this.codebases.create(options));
   }
   /**
    * A host directory used in place as the codebase (nothing copied). Local: the HTTP, gRPC and /mcp faces
@@ -242,7 +275,7 @@ export class ControlPlane implements AsyncDisposable {
     ownerId?: string | null;
     apiVisible?: boolean;
   }): Promise<CodebaseInfo> {
-    return this.codebases.link(options);
+    return this.#disk.writing('linking a codebase', () => this.codebases.link(options));
   }
   getCodebase(id: string): CodebaseInfo {
     return this.codebases.get(id);
@@ -257,7 +290,7 @@ export class ControlPlane implements AsyncDisposable {
     return this.codebases.list().filter((c) => !internal.has(c.id));
   }
   uploadFile(id: string, path: string, source: UploadSource, options?: UploadOptions): Promise<FileEntry> {
-    return this.codebases.upload(id, path, source, options);
+    return this.#disk.writing(`uploading ${path}`, () => this.codebases.upload(id, path, source, options));
   }
   listFiles(id: string, options?: { path?: string; recursive?: boolean }): Promise<FileEntry[]> {
     return this.codebases.listFiles(id, options);
@@ -266,7 +299,7 @@ export class ControlPlane implements AsyncDisposable {
     return this.codebases.download(id, path);
   }
   deleteCodebase(id: string): Promise<void> {
-    return this.codebases.delete(id);
+    return this.#disk.freeing('deleting a codebase', () => this.codebases.delete(id));
   }
 
   // --- Sandboxes ---
@@ -277,7 +310,7 @@ export class ControlPlane implements AsyncDisposable {
    * `spare`: the run helper's spare sandbox (reserved label, left out of listings; claimSpareSandbox).
    */
   createSandbox(options: CreateSandboxOptions, ownership: CreateInternal = {}): Promise<SandboxInfo> {
-    return this.sandboxes.create(options, ownership);
+    return this.#disk.writing('creating a sandbox', () => this.sandboxes.create(options, ownership));
   }
   /**
    * The run helper hands its spare sandbox (created with `spare: true`) to a run: the reserved label goes
@@ -294,13 +327,13 @@ export class ControlPlane implements AsyncDisposable {
     return this.sandboxes.list(options);
   }
   startSandbox(id: string): Promise<SandboxInfo> {
-    return this.sandboxes.start(id);
+    return this.#disk.writing('starting a sandbox', () => this.sandboxes.start(id));
   }
   stopSandbox(id: string, options?: { reason?: string }): Promise<SandboxInfo> {
-    return this.sandboxes.stop(id, options);
+    return this.#disk.writing('stopping a sandbox', () => this.sandboxes.stop(id, options));
   }
   destroySandbox(id: string, options?: { keepDelta?: boolean }): Promise<void> {
-    return this.sandboxes.destroy(id, options);
+    return this.#disk.freeing('destroying a sandbox', () => this.sandboxes.destroy(id, options));
   }
   /**
    * Runs one command in a running sandbox of this process: stdout and stderr as UTF-8 strings, or as
@@ -342,24 +375,32 @@ export class ControlPlane implements AsyncDisposable {
   ): Promise<{ diff: string; binary: readonly string[] }> {
     return this.sandboxes.diff(id, options);
   }
-  commit(id: string, options?: { mode?: CommitMode; paths?: readonly string[] }): Promise<CommitResult> {
-    return this.sandboxes.commit(id, options);
+  /** Also finishes an unfinished commit first (one a crash or a stop cut short). */
+  async commit(
+    id: string,
+    options?: { mode?: CommitMode; paths?: readonly string[] },
+  ): Promise<CommitResult> {
+    const result = await this.#disk.writing('committing', () => this.sandboxes.commit(id, options));
+    if (result.interrupted === undefined) settleUnfinished(this.#store, id, 'finished');
+    return result;
   }
-  discard(id: string, options?: { paths?: readonly string[] }): Promise<void> {
-    return this.sandboxes.discard(id, options);
+  /** Without `paths` also gives up an unfinished commit (what it applied stays in the codebase). */
+  async discard(id: string, options?: { paths?: readonly string[] }): Promise<void> {
+    await this.#disk.freeing('discarding changes', () => this.sandboxes.discard(id, options));
+    if (options?.paths === undefined) settleUnfinished(this.#store, id, 'given up');
   }
   readFile(id: string, path: string): Promise<Buffer> {
     return this.sandboxes.readFile(id, path);
   }
   writeFile(id: string, path: string, data: Uint8Array | string): Promise<void> {
-    return this.sandboxes.writeFile(id, path, data);
+    return this.#disk.writing(`writing ${path}`, () => this.sandboxes.writeFile(id, path, data));
   }
   setRules(id: string, policy: { rules?: readonly unknown[]; preset?: string }): Promise<SandboxInfo> {
-    return this.sandboxes.setRules(id, policy);
+    return this.#disk.writing('changing the rules', () => this.sandboxes.setRules(id, policy));
   }
   /** Replaces the network policy; a running sandbox closes the connections it no longer allows. */
   setNetwork(id: string, policy: boolean | NetworkPolicyInput): Promise<SandboxInfo> {
-    return this.sandboxes.setNetwork(id, policy);
+    return this.#disk.writing('changing the network policy', () => this.sandboxes.setNetwork(id, policy));
   }
   audit(id: string, query?: AuditQuery): Promise<AuditEvent[]>;
   audit(id: string, query: NetworkAuditQuery): Promise<NetworkAuditEvent[]>;
@@ -440,6 +481,8 @@ export class ControlPlane implements AsyncDisposable {
       await this.#runtimes.close((err, runtime) =>
         this.logger.warn({ err, runtime }, 'a runtime did not close cleanly'),
       );
+      // After the runtimes: docker's pool releases its idle containers' uids as it closes.
+      this.#hostUsers.close();
       this.logger.info('control plane closed');
       this.#db.close();
     })();

@@ -61,6 +61,10 @@ export class DataLayout {
   get sandboxesDir(): string {
     return join(this.root, 'sandboxes');
   }
+  /** Room kept for destroy, discard and codebase deletion on a full filesystem (disk/reserve.ts). */
+  get spaceReserve(): string {
+    return join(this.root, 'space-reserve');
+  }
   /** Destroyed sandboxes' directories being removed in the background (sandboxes/trash.ts). */
   get trashDir(): string {
     return join(this.root, 'trash');
@@ -88,6 +92,7 @@ export class DataLayout {
       workerLog: join(dir, 'worker.log'),
       auditLog: join(dir, 'audit.jsonl'),
       forgotten: join(dir, 'forgotten'),
+      hostUser: join(dir, 'host-user'),
     };
   }
 }
@@ -110,6 +115,8 @@ export interface SandboxPaths {
    * (cli/forget-one-shot.ts): a directory with this file and no record is safe to remove.
    */
   readonly forgotten: string;
+  /** `uid:gid` of the host user leased to the sandbox (sandboxes/host-user.ts); its delta's files are its. */
+  readonly hostUser: string;
 }
 
 /** mkdir -p with mode 0700 on every directory it creates and on `dir` itself. */

@@ -4,6 +4,7 @@ import {
   ConflictError,
   ERROR_CODES,
   InternalError,
+  NoSpaceError,
   NotFoundError,
   TimeoutError,
   WrongStateError,
@@ -42,6 +43,13 @@ describe('api status mapping', () => {
     expect(statusOf(new WrongStateError('x'))).toMatchObject({ grpcCode: 9, httpStatus: 400 });
     expect(statusOf(new TimeoutError('x'))).toMatchObject({ grpcCode: 4, httpStatus: 504 });
     expect(statusOf(new ConflictError('x'))).toMatchObject({ grpcCode: GrpcCode.ABORTED, httpStatus: 409 });
+    // A full filesystem: RESOURCE_EXHAUSTED, and 507 rather than the gateway's 429 (no retry helps).
+    expect(statusOf(new NoSpaceError('full'))).toMatchObject({
+      errorCode: 'AF_NO_SPACE',
+      grpcCode: GrpcCode.RESOURCE_EXHAUSTED,
+      httpStatus: 507,
+      message: 'full',
+    });
   });
 
   it('hides internal messages', () => {

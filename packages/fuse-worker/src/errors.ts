@@ -20,6 +20,8 @@ const KIND_OF_ERRNO: Readonly<Record<string, ErrorCode>> = {
   ENOTSUP: 'AF_INVALID_ARGUMENT',
   ETIMEDOUT: 'AF_TIMEOUT',
   ECANCELED: 'AF_CANCELLED',
+  ENOSPC: 'AF_NO_SPACE',
+  EDQUOT: 'AF_NO_SPACE',
 };
 
 /** The errno each AgentFense kind becomes at the FUSE boundary. */
@@ -30,6 +32,7 @@ const ERRNO_OF_KIND: Readonly<Record<ErrorCode, string>> = {
   AF_WRONG_STATE: 'EBUSY',
   AF_CONFLICT: 'EBUSY',
   AF_PERMISSION_DENIED: 'EACCES',
+  AF_NO_SPACE: 'ENOSPC',
   AF_TIMEOUT: 'ETIMEDOUT',
   AF_CANCELLED: 'EINTR',
   AF_UNAVAILABLE: 'EIO',
@@ -66,6 +69,15 @@ export function toErrnoName(err: unknown): string {
 /** The positive errno number a filesystem op should return for `err` (fuse-native wants it negated). */
 export function toErrno(err: unknown): number {
   return errnoNumber(toErrnoName(err));
+}
+
+/**
+ * True when `err` says the host has no room left (ENOSPC, EDQUOT), as a Node error or an FsError (a
+ * sandbox's own quota included).
+ */
+export function isNoSpace(err: unknown): boolean {
+  const code = err instanceof FsError ? err.errnoName : (err as NodeJS.ErrnoException | null)?.code;
+  return code === 'ENOSPC' || code === 'EDQUOT';
 }
 
 /** Wraps a Node fs error (or passes an FsError through) so callers see one error type. */

@@ -15,3 +15,6 @@ export type { MountInfo } from './mounts.js';
 export { removeTree } from './host/walk.js';
 export { identityOf, openPinnedDir } from './host/pinned-dir.js';
 export type { PinnedDirOptions } from './host/pinned-dir.js';
+// A delta's unfinished commit (its intent record): nothing may remove such a delta unasked.
+export { readPendingCommit } from './delta/commit-journal.js';
+export type { PendingCommit } from './delta/commit-journal.js';

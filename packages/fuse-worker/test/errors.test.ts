@@ -12,6 +12,7 @@ describe('toErrno', () => {
     AF_WRONG_STATE: 'EBUSY',
     AF_CONFLICT: 'EBUSY',
     AF_PERMISSION_DENIED: 'EACCES',
+    AF_NO_SPACE: 'ENOSPC',
     AF_TIMEOUT: 'ETIMEDOUT',
     AF_CANCELLED: 'EINTR',
     AF_UNAVAILABLE: 'EIO',
@@ -30,6 +31,8 @@ describe('toErrno', () => {
     [new FsError('EXDEV', 'dir'), 'EXDEV', 'AF_WRONG_STATE'],
     [new FsError('ENOENT', 'x'), 'ENOENT', 'AF_NOT_FOUND'],
     [new FsError('EIO', 'x'), 'EIO', 'AF_INTERNAL'],
+    [new FsError('ENOSPC', 'full'), 'ENOSPC', 'AF_NO_SPACE'],
+    [new FsError('EDQUOT', 'quota'), 'EDQUOT', 'AF_NO_SPACE'],
   ])('FsError %s keeps its errno', (err, errno, kind) => {
     expect(toErrnoName(err)).toBe(errno);
     expect(err.code).toBe(kind);

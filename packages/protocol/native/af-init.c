@@ -2,7 +2,7 @@
 // spawns commands on request over one SOCK_STREAM connection to the host, so a command costs a fork+exec
 // inside the sandbox instead of a new bwrap or a new `docker exec`.
 //
-// Wire protocol v1 (authoritative text: /work/team/TEAM.md "af-init wire protocol", mirrored in
+// Wire protocol v2 (authoritative text: /work/team/TEAM.md "af-init wire protocol", mirrored in
 // packages/protocol/src/runtime/launcher/frames.ts): frame = u32 LE length of what follows (<= 1 MiB + 16)
 // . u8 type . u32 LE id . payload.
 //
@@ -32,7 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define PROTOCOL_VERSION 1u
+#define PROTOCOL_VERSION 2u
 #define HEADER_BYTES 9u                       /* u32 length + u8 type + u32 id */
 #define MAX_FRAME_LENGTH (1024u * 1024u + 16u) /* the length field's largest value */
 #define OUTPUT_CHUNK 65536u                    /* largest STDOUT/STDERR payload */
@@ -53,6 +53,8 @@ enum {
   T_STDIN = 2,
   T_SIGNAL = 3,
   T_PING = 4,
+  T_PAUSE = 5,  /* stop reading this command's output pipes: its consumer is behind (v2) */
+  T_RESUME = 6, /* read them again (v2) */
   T_READY = 10,
   T_STARTED = 11,
   T_FAILED = 12,
@@ -86,6 +88,7 @@ struct cmd {
   int reaped, status;  /* reaped before its start was resolved */
   int64_t start_deadline; /* STARTING: monotonic ms after which the child is killed */
   int start_killed;    /* killed at its start deadline: reported FAILED, never STARTED */
+  int paused;          /* PAUSE received: its pipes are not read (it blocks writing them, as on a terminal) */
   struct buf in_q;
 };
 
@@ -525,6 +528,14 @@ static void handle_frame(uint8_t type, uint32_t id, const uint8_t *p, size_t len
   case T_PING:
     send_frame(T_PONG, id, p, len);
     return;
+  case T_PAUSE:
+  case T_RESUME:
+    if (id == 0 || len != 0) die_killing("malformed PAUSE or RESUME");
+    c = find_cmd(id);
+    /* Unknown id: the command already ended; its last output may still be on the way. At its exit its
+       pipes are drained (EXIT_DRAIN_LIMIT) whether paused or not. */
+    if (c) c->paused = type == T_PAUSE;
+    return;
   default:
     die_killing("unknown frame type");
   }
@@ -639,7 +650,7 @@ int main(int argc, char **argv) {
       struct cmd *c = &cmds[i];
       struct pollfd *q = &pfds[2 + 4 * i];
       q[0] = (struct pollfd){c->state == STARTING ? c->err_fd : -1, POLLIN, 0};
-      int run = c->state == RUNNING && reading;
+      int run = c->state == RUNNING && reading && !c->paused;
       q[1] = (struct pollfd){run ? c->out_fd : -1, POLLIN, 0};
       q[2] = (struct pollfd){run ? c->err_pipe : -1, POLLIN, 0};
       q[3] = (struct pollfd){c->in_q.len ? c->in_fd : -1, POLLOUT, 0};

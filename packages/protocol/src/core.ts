@@ -11,6 +11,7 @@ export {
   WrongStateError,
   ConflictError,
   PermissionDeniedError,
+  NoSpaceError,
   TimeoutError,
   CancelledError,
   UnavailableError,

@@ -46,7 +46,7 @@ export interface CommitResult {
   /**
    * Set when the commit stopped before the end (the sandbox was stopped or destroyed meanwhile): why.
    * `applied` then lists exactly what was written (each file completely, none half-written); the rest
-   * stays in the delta.
+   * stays in the delta, and the commit stays unfinished: the next commit of the sandbox finishes it first.
    */
   readonly interrupted?: string;
 }

@@ -10,6 +10,7 @@ export const ERROR_CODES = [
   'AF_WRONG_STATE',
   'AF_CONFLICT',
   'AF_PERMISSION_DENIED',
+  'AF_NO_SPACE',
   'AF_TIMEOUT',
   'AF_CANCELLED',
   'AF_UNAVAILABLE',
@@ -76,6 +77,13 @@ export class ConflictError extends AgentFenseError {
 export class PermissionDeniedError extends AgentFenseError {
   readonly code = 'AF_PERMISSION_DENIED';
 }
+/**
+ * No room left to write: the filesystem holding the data is full (ENOSPC) or a quota is reached (EDQUOT,
+ * a sandbox's own disk quota). The message names what is full and what frees it.
+ */
+export class NoSpaceError extends AgentFenseError {
+  readonly code = 'AF_NO_SPACE';
+}
 /** A deadline passed (a command's timeout, a worker that did not answer). */
 export class TimeoutError extends AgentFenseError {
   readonly code = 'AF_TIMEOUT';
@@ -122,6 +130,7 @@ const CONSTRUCTORS: Record<
   AF_WRONG_STATE: WrongStateError,
   AF_CONFLICT: ConflictError,
   AF_PERMISSION_DENIED: PermissionDeniedError,
+  AF_NO_SPACE: NoSpaceError,
   AF_TIMEOUT: TimeoutError,
   AF_CANCELLED: CancelledError,
   AF_UNAVAILABLE: UnavailableError,

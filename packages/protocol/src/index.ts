@@ -19,6 +19,8 @@ export type {
   SandboxRuntime,
   RuntimeTraits,
   DefaultResources,
+  HostUser,
+  ReservedUser,
 } from './runtime.js';
 export { CPU_PERIOD_US, DEFAULT_RESOURCES, NO_LIMITS, defaultResources } from './runtime.js';
 export {
@@ -38,7 +40,7 @@ export { formatByteSize, parseByteSize, parseCpus } from './runtime/sizes.js';
 export { HOST_PATH_BOUNDARY, REDACTED, maskEnvValue, maskHostPaths } from './runtime/audit-mask.js';
 export type { MaskArgvOptions, PathPlaceholder } from './runtime/audit-mask.js';
 
-// --- Runtime helpers shared by both runtimes: the output cap, the timeout/abort triggers, stop-once,
+// --- Runtime helpers shared by both runtimes: the output cap and back-pressure, the timeout/abort triggers, stop-once,
 // the long-lived process handle, finding host binaries ---
 export {
   CappedOutput,
@@ -46,6 +48,8 @@ export {
   MAX_OUTPUT_BYTES_LIMIT,
   checkMaxOutputBytes,
 } from './runtime/output-cap.js';
+export { collectOutput } from './runtime/output-stream.js';
+export type { CollectOutputOptions, CollectedOutput, OutputCallback } from './runtime/output-stream.js';
 export { armTermination } from './runtime/termination.js';
 export { StopGate } from './runtime/stop-gate.js';
 export { execIo } from './runtime/exec-io.js';
@@ -82,6 +86,24 @@ export { AF_INIT_PATH, afInitPath } from './runtime/launcher/binary.js';
 export { createStderrLogger } from './runtime/logger.js';
 export { isSameProcess, processStartTime, selfIdentity } from './runtime/process-identity.js';
 export { keepChildAlive } from './runtime/keep-alive.js';
+export { processEnded } from './runtime/thread-group.js';
+
+// --- cgroups (the sandboxes' in runtime-bwrap, the workers' in control) ---
+export { detectCgroupHost } from './runtime/cgroups/detect.js';
+export type { CgroupController, CgroupHost } from './runtime/cgroups/detect.js';
+export {
+  TEARDOWN_DEADLINE_MS,
+  TEARDOWN_RETRY_MS,
+  killPids,
+  makeCgroupDir,
+  mkdirOnce,
+  readControlSync,
+  readPids,
+  removeCgroupDir,
+  removeParentIfEmpty,
+  whileParentVanishes,
+  writeControl,
+} from './runtime/cgroups/files.js';
 export type { RuntimeLogger } from './runtime/logger.js';
 
 // --- Delta and audit data ---

@@ -2,6 +2,7 @@
 // around a sandbox's /workspace and runs processes in it. Both runtimes pass one contract test suite
 // (test/runtime/contract.ts); anything a caller can observe is specified here.
 import { availableParallelism } from 'node:os';
+import type { OutputCallback } from './runtime/output-stream.js';
 
 /** Resource limits of a sandbox; every field optional (absent = no limit). Same names as the HTTP API. */
 export interface ResourceLimits {
@@ -99,6 +100,24 @@ export interface RuntimeStartOptions {
   readonly env?: Readonly<Record<string, string>>;
   /** Host directory for runtime scratch state (cgroup names, container ids); owned by the control plane. */
   readonly stateDir: string;
+  /**
+   * The host uid/gid of this sandbox alone, leased host-wide by the control plane (trait
+   * `perSandboxUser`): every process of the sandbox runs under it, so per-uid kernel limits (inotify,
+   * message queues, RLIMIT_NPROC) are the sandbox's own. Absent: the runtime's shared default user.
+   */
+  readonly user?: HostUser;
+}
+
+/** A host uid and gid (numeric; never 0). */
+export interface HostUser {
+  readonly uid: number;
+  readonly gid: number;
+}
+
+/** A host user a runtime set aside for one sandbox before its start (SandboxRuntime.reserveUser). */
+export interface ReservedUser extends HostUser {
+  /** The lease owner the runtime took the uid under; the control plane moves the lease to the sandbox. */
+  readonly leaseOwner: string;
 }
 
 /** One command to run inside a started sandbox. */
@@ -115,9 +134,19 @@ export interface ExecOptions {
   readonly timeoutMs?: number;
   /** Aborting kills the process tree like a timeout (result: `cancelled`). */
   readonly signal?: AbortSignal;
-  /** Streaming: called with each chunk as it arrives (the result still holds all output). */
-  readonly onStdout?: (chunk: Buffer) => void;
-  readonly onStderr?: (chunk: Buffer) => void;
+  /**
+   * Streaming: called with each chunk as it arrives (the result still holds the output, up to the cap).
+   * A returned promise is back-pressure: no more of that output is read until it settles, so a command
+   * whose output is not taken blocks on its pipe, as it would writing to a terminal nobody reads.
+   */
+  readonly onStdout?: OutputCallback;
+  readonly onStderr?: OutputCallback;
+  /**
+   * false: the result's stdout and stderr are empty and the output cap does not apply; the streaming
+   * callbacks are the only consumers (a stream of any length, its memory bounded by back-pressure).
+   * Default true.
+   */
+  readonly keepOutput?: boolean;
 }
 
 /** How a command ran: which wrapper and the wrapped argv with host paths replaced by placeholders. */
@@ -196,6 +225,11 @@ export interface RuntimeTraits {
    */
   readonly hostOwner: { readonly uid: number; readonly gid: number } | null;
   /**
+   * start() runs the sandbox under RuntimeStartOptions.user when given (a uid of its own); false: every
+   * sandbox runs as the runtime's shared user (a control plane that is not root).
+   */
+  readonly perSandboxUser: boolean;
+  /**
    * start() does not touch the workspace path (each command binds it when it starts), so the control
    * plane may start the runtime while the worker is still mounting; false: start after the mount.
    */
@@ -225,6 +259,17 @@ export interface SandboxRuntime {
    * sandbox's directories, whether or not this process started it. Idempotent; no-op when clean.
    */
   clearLeftovers(stateDir: string): Promise<void>;
+  /**
+   * Sets aside something started ahead for this sandbox (docker: an idle pooled container, whose uid was
+   * leased when it was created) and returns its user, which the control plane then gives the sandbox
+   * (mount owner, RuntimeStartOptions.user); undefined: nothing ready, the control plane leases a uid.
+   * What is set aside and not started within a minute is removed. Optional.
+   */
+  reserveUser?(options: {
+    readonly sandboxId: string;
+    readonly image?: string;
+    readonly resources?: ResourceLimits;
+  }): Promise<ReservedUser | undefined>;
   /**
    * Removes what this runtime keeps ahead of time (docker's idle pooled containers). Sandboxes already
    * started are not affected (stop them first). Idempotent; optional: a runtime that keeps nothing

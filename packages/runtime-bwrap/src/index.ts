@@ -37,8 +37,8 @@ export type { PathPlaceholder, MaskArgvOptions } from '@agentfense/protocol';
 // --- Cgroups ---
 export { createSandboxCgroup, DEFAULT_CGROUP_PARENT } from './cgroups.js';
 export type { CreateSandboxCgroupOptions } from './cgroups.js';
-export { detectCgroupHost } from './cgroups/detect.js';
-export type { CgroupHost, CgroupController } from './cgroups/detect.js';
+export { detectCgroupHost } from '@agentfense/protocol';
+export type { CgroupHost, CgroupController } from '@agentfense/protocol';
 export { planCgroups, validateLimits } from './cgroups/plan.js';
 export type { CgroupPlan } from './cgroups/plan.js';
 export type { SandboxCgroup } from './cgroups/types.js';

@@ -19,19 +19,22 @@ import type { ChildProcess, StdioNull, StdioPipe } from 'node:child_process';
 import { closeSync, openSync } from 'node:fs';
 import type { Duplex, Readable, Writable } from 'node:stream';
 import {
-  CappedOutput,
   DEFAULT_MAX_OUTPUT_BYTES,
   InternalError,
   armTermination,
+  collectOutput,
   isSameProcess,
   keepChildAlive,
   processStartTime,
 } from '@agentfense/protocol';
+import type { OutputCallback } from '@agentfense/protocol';
 import { openAnonymous, openShared } from './anonymous-file.js';
 import type { CgroupHandshakeFds } from './args.js';
 import { leakedDescriptors } from './inherited-fds.js';
 import type { SandboxCgroup } from './cgroups/types.js';
 import type { RuntimeLogger } from './logger.js';
+
+const NO_OUTPUT = Buffer.alloc(0);
 
 /** The fds the handshake uses (the child's stdio[3] and stdio[4]). */
 export const HANDSHAKE_FDS: CgroupHandshakeFds = { infoFd: 3, blockFd: 4 };
@@ -86,8 +89,10 @@ export interface LaunchOptions {
   /** Called synchronously once the process exists (before the handshake), e.g. to track it for stop(). */
   readonly onSpawned?: (launched: LaunchedBwrap) => void;
   /** Streaming: each chunk as it arrives, attached before any output can flow. */
-  readonly onStdout?: (chunk: Buffer) => void;
-  readonly onStderr?: (chunk: Buffer) => void;
+  readonly onStdout?: OutputCallback;
+  readonly onStderr?: OutputCallback;
+  /** Exec mode: false keeps nothing for the result and applies no cap (ExecOptions.keepOutput). */
+  readonly keepOutput?: boolean;
 }
 
 /** How a bwrap process ended (never a rejection). */
@@ -205,24 +210,26 @@ function startBwrap(
   const buffered = options.mode === 'exec';
   const cap = options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES;
   let isMaxBuffer = false;
-  // The output cap (the protocol's CappedOutput): once either stream overflows, both stop collecting and
-  // the outer bwrap is stopped (its exit kills the namespace).
-  const collect = (stream: Readable | null): (() => Buffer) => {
-    const output = new CappedOutput(cap);
-    if (stream !== null && buffered) {
-      stream.on('data', (chunk: Buffer) => {
-        if (isMaxBuffer) return;
-        output.push(chunk);
-        if (output.truncated) {
-          isMaxBuffer = true;
-          child.kill('SIGTERM');
-        }
-      });
-    }
+  // Exec mode: output kept up to the cap and streamed with back-pressure (the protocol's collectOutput);
+  // once either stream overflows the outer bwrap is stopped (its exit kills the namespace). Spawn mode's
+  // caller reads the streams itself.
+  const collect = (stream: Readable | null, callback: OutputCallback | undefined): (() => Buffer) => {
+    if (stream === null || !buffered) return () => NO_OUTPUT;
+    const output = collectOutput(stream, {
+      cap,
+      ...(options.keepOutput === undefined ? {} : { keep: options.keepOutput }),
+      callback,
+      onOverflow: () => {
+        isMaxBuffer = true;
+        child.kill('SIGTERM');
+      },
+      onCallbackError: (err) =>
+        options.logger.warn({ err }, 'an output callback failed; output is still collected'),
+    });
     return () => output.toBuffer();
   };
-  const stdout = collect(child.stdout);
-  const stderr = collect(child.stderr);
+  const stdout = collect(child.stdout, options.onStdout);
+  const stderr = collect(child.stderr, options.onStderr);
   if (options.stdin !== undefined && child.stdin !== null) {
     // A command that does not read its stdin closes the pipe early: EPIPE is not an error of ours.
     child.stdin.on('error', () => undefined);
@@ -365,8 +372,10 @@ export async function launchBwrap(options: LaunchOptions): Promise<LaunchedBwrap
     keepProcessAlive: (keep) => keepChildAlive(child, keep),
   };
   options.onSpawned?.(launched);
-  forward(subprocess.stdout, options.onStdout, options.logger);
-  forward(subprocess.stderr, options.onStderr, options.logger);
+  if (options.mode !== 'exec') {
+    forward(subprocess.stdout, options.onStdout, options.logger);
+    forward(subprocess.stderr, options.onStderr, options.logger);
+  }
   if (cgroup === null) {
     // bwrap writes the pid right after clone(), so this costs ~nothing; a bwrap that never started
     // (missing binary) is reported by the caller from the result.
@@ -445,12 +454,11 @@ function closed(stream: Readable | null): Promise<void> {
   return new Promise((resolve) => stream.once('close', () => resolve()));
 }
 
-/** Calls `callback` with each chunk; a throwing callback is logged, never allowed to crash the process. */
-function forward(
-  stream: Readable | null,
-  callback: ((chunk: Buffer) => void) | undefined,
-  logger: RuntimeLogger,
-): void {
+/**
+ * Spawn mode: calls `callback` with each chunk (the caller reads the streams too, so no back-pressure
+ * here); a throwing callback is logged, never allowed to crash the process.
+ */
+function forward(stream: Readable | null, callback: OutputCallback | undefined, logger: RuntimeLogger): void {
   if (stream === null || callback === undefined) return;
   stream.on('data', (chunk: Buffer) => {
     try {

@@ -4,10 +4,10 @@ import { constants } from 'node:os';
 import type { Readable } from 'node:stream';
 import type { ExecAudit, ExecIo, ExecResult, LauncherOutcome } from '@agentfense/protocol';
 import {
-  CappedOutput,
   DEFAULT_MAX_OUTPUT_BYTES,
   UnavailableError,
   armTermination,
+  collectOutput,
 } from '@agentfense/protocol';
 import type { SandboxCgroup } from './cgroups/types.js';
 import type { SandboxLauncher } from './launcher.js';
@@ -55,22 +55,21 @@ export async function runLauncherExec(options: LauncherExecOptions): Promise<Exe
   let ending: Promise<void> | undefined;
   const end = (): Promise<void> => (ending ??= run.terminate());
   const cap = options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES;
-  const collect = (stream: Readable, callback: ((chunk: Buffer) => void) | undefined): (() => Buffer) => {
-    const output = new CappedOutput(cap);
-    stream.on('data', (chunk: Buffer) => {
-      if (isMaxBuffer) return;
-      output.push(chunk);
-      if (output.truncated) {
+  const collect = (stream: Readable, callback: ExecIo['onStdout']): (() => Buffer) => {
+    const output = collectOutput(stream, {
+      cap,
+      ...(options.keepOutput === undefined ? {} : { keep: options.keepOutput }),
+      callback,
+      onOverflow: () => {
+        // Both streams stop at the first overflow: the command is being stopped.
+        if (isMaxBuffer) return;
         isMaxBuffer = true;
         void end().catch((err: unknown) =>
           options.logger.warn({ err }, 'could not stop a command past its output cap'),
         );
-      }
-      try {
-        callback?.(chunk);
-      } catch (err) {
-        options.logger.warn({ err }, 'an output callback threw; output is still collected');
-      }
+      },
+      onCallbackError: (err) =>
+        options.logger.warn({ err }, 'an output callback failed; output is still collected'),
     });
     return () => output.toBuffer();
   };

@@ -16,7 +16,7 @@
 // its parent cannot be told from a leftover; it is killed when any command of the sandbox ends.
 import { readFileSync, readdirSync, statSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { isSameProcess } from '@agentfense/protocol';
+import { isSameProcess, processEnded } from '@agentfense/protocol';
 
 /** How long one sweep keeps killing before it gives up (a process that cannot be killed is a kernel matter). */
 const SWEEP_DEADLINE_MS = 5_000;
@@ -42,8 +42,12 @@ function childrenOf(pid: number): number[] {
   return out;
 }
 
-/** A process's state letter and its session id in the innermost pid namespace; null once it is gone. */
-function statusOf(pid: number): { state: string; sid: number } | null {
+/**
+ * Whether a process has ended (all its threads exited: its parent has only to reap it) and its session id
+ * in the innermost pid namespace; null once it is gone. A leader that exited alone shows "Z" while its
+ * other threads run on: that process has not ended (protocol thread-group.ts).
+ */
+function statusOf(pid: number): ProcessStatus | null {
   let text: string;
   try {
     text = readFileSync(`/proc/${String(pid)}/status`, 'utf8');
@@ -53,7 +57,7 @@ function statusOf(pid: number): { state: string; sid: number } | null {
   const state = /^State:\s+(\S)/m.exec(text)?.[1] ?? '?';
   const sids = /^NSsid:\s+([\d\s]+?)\s*$/m.exec(text)?.[1]?.split(/\s+/);
   const sid = Number(sids?.[sids.length - 1] ?? Number.NaN);
-  return { state, sid };
+  return { ended: processEnded(pid, state), sid };
 }
 
 /** Every process of the host: /proc's listing, by pid number, misses no process that lives through it. */
@@ -100,12 +104,20 @@ function kill(pid: number): boolean {
   }
 }
 
+/** What a sweep needs to know of one process. */
+export interface ProcessStatus {
+  /** Every thread of it exited (a zombie waiting to be reaped): it can neither run nor fork again. */
+  readonly ended: boolean;
+  /** Its session id in the innermost pid namespace. */
+  readonly sid: number;
+}
+
 /** What a sweep reads of the host's processes and does to them (the host's /proc; tests give their own). */
 export interface ProcessView {
   /** Host pids of a process's children. */
   children(pid: number): number[];
-  /** State letter and session id in the innermost pid namespace; null once the process is gone. */
-  status(pid: number): { state: string; sid: number } | null;
+  /** Whether it ended, and its session id in the innermost pid namespace; null once it is gone. */
+  status(pid: number): ProcessStatus | null;
   /** SIGKILL; false if the process was gone. */
   kill(pid: number): boolean;
   /** Whether `pid` is still the process that started at `startTime`. */
@@ -155,7 +167,7 @@ function spared(sid: number, live: ReadonlySet<number>): boolean {
 }
 
 /**
- * One pass; returns how many live (not zombie) processes it signalled, plus how many of af-init's children
+ * One pass; returns how many live (not ended) processes it signalled, plus how many of af-init's children
  * it found dead or dying. Synchronous: no command starts in between.
  */
 function sweepOnce(
@@ -166,7 +178,7 @@ function sweepOnce(
   let changed = 0;
   for (const child of view.children(init.pid)) {
     const status = view.status(child);
-    if (status === null || status.state === 'Z') {
+    if (status === null || status.ended) {
       // It died after af-init's children were listed (a command's root killed by its group's SIGKILL, which
       // races the sweep): its own children are af-init's now, and were not in that listing. The next pass
       // sees them; ending here left a command's setsid'd child alive (a flaky runtime test caught it).
@@ -177,7 +189,7 @@ function sweepOnce(
     if (spared(status.sid, live)) continue;
     for (const pid of subtree(child, view)) {
       const s = view.status(pid);
-      if (s !== null && s.state !== 'Z' && view.kill(pid)) changed++;
+      if (s !== null && !s.ended && view.kill(pid)) changed++;
     }
   }
   return changed;
@@ -195,8 +207,9 @@ function sweepNamespace(
   let changed = 0;
   for (const pid of view.namespaceMembers(init.pid)) {
     const status = view.status(pid);
-    // A zombie cannot run; its parent (af-init, or a process this pass kills) reaps it.
-    if (status !== null && status.state !== 'Z' && !spared(status.sid, live) && view.kill(pid)) changed++;
+    // An ended process cannot run; its parent (af-init, or a process this pass kills) reaps it. A zombie
+    // leader with live threads has not ended: SIGKILL to its pid ends the whole group.
+    if (status !== null && !status.ended && !spared(status.sid, live) && view.kill(pid)) changed++;
   }
   return changed;
 }

@@ -22,6 +22,13 @@ import { isSameProcess, processStartTime } from '@agentfense/protocol';
 /** Present in a sandbox's stateDir while processes of it may exist (see the header). */
 export const RUNNING_MARK = 'bwrap-running';
 
+/** The uid the sandbox's processes run as, from the mark (null: none recorded, the shared user's). */
+export async function recordedUid(stateDir: string): Promise<number | null> {
+  const text = await readFile(posix.join(stateDir, RUNNING_MARK), 'utf8').catch(() => '');
+  const uid = Number(text.trim());
+  return text.trim() !== '' && Number.isSafeInteger(uid) && uid > 0 ? uid : null;
+}
+
 /** False only when `stateDir` is missing or empty: no process of this sandbox was ever left running. */
 export async function mayHaveProcesses(stateDir: string): Promise<boolean> {
   try {

@@ -61,13 +61,13 @@ export async function createRelay(options: {
   sandboxId: string;
   workspaceHostPath: string;
   stateDir: string;
-  /** The sandbox user's group: the only one besides root that may pass through (run-dir.ts). */
+  /** The sandbox's group: the only one besides root that may pass through (run-dir.ts). */
   gid: number;
 }): Promise<string> {
   await clearRelay(options.stateDir);
   const parent = posix.dirname(options.workspaceHostPath);
   const relay = posix.join(options.runDir, options.sandboxId);
-  await prepareRunDir(options.runDir, options.gid);
+  await prepareRunDir(options.runDir);
   await mkdir(relay, { recursive: true, mode: 0o700 });
   await closeToOthers(relay, options.gid);
   await writeFile(posix.join(options.stateDir, RELAY_RECORD), relay, { mode: 0o600 });
@@ -128,7 +128,7 @@ export interface WorkspaceAnchor {
 export async function createAnchor(options: {
   relayDir: string;
   workspaceHostPath: string;
-  /** The sandbox user's group (run-dir.ts); the mounted anchor shows P's root, closed the same way. */
+  /** The sandbox's group (run-dir.ts); the mounted anchor shows P's root, closed the same way. */
   gid: number;
 }): Promise<WorkspaceAnchor> {
   const dir = `${options.relayDir}${ANCHOR_INFIX}${randomUUID()}`;

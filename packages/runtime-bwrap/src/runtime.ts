@@ -3,7 +3,7 @@ import { rmSync } from 'node:fs';
 import { chmod, mkdir, mkdtemp, realpath, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { posix } from 'node:path';
-import type { RuntimeInstance, RuntimeStartOptions, SandboxRuntime } from '@agentfense/protocol';
+import type { HostUser, RuntimeInstance, RuntimeStartOptions, SandboxRuntime } from '@agentfense/protocol';
 import {
   InvalidArgumentError,
   NO_LIMITS,
@@ -18,12 +18,12 @@ import {
 } from '@agentfense/protocol';
 import { checkFuseDevice, probeBwrap, resolveBwrapPath } from './check.js';
 import { createSandboxCgroup, removeSandboxCgroups } from './cgroups.js';
-import { detectCgroupHost } from './cgroups/detect.js';
-import type { CgroupHost } from './cgroups/detect.js';
+import { detectCgroupHost } from '@agentfense/protocol';
+import type { CgroupHost } from '@agentfense/protocol';
 import type { SandboxCgroup } from './cgroups/types.js';
 import { DEFAULT_ETC_ENTRIES, generatedEtcContents, prepareSandboxEtc } from './etc-files.js';
 import { cachedEtc, etcFingerprint, probeCached, probeKey, recordProbe } from './host-cache.js';
-import { RUNNING_MARK, killLeftovers, mayHaveProcesses } from './leftovers.js';
+import { RUNNING_MARK, killLeftovers, mayHaveProcesses, recordedUid } from './leftovers.js';
 import { BwrapInstance } from './instance.js';
 import { createStderrLogger } from './logger.js';
 import type { RuntimeLogger } from './logger.js';
@@ -62,9 +62,9 @@ export interface BwrapRuntimeOptions {
    */
   readonly sandboxUser?: string | number;
   /**
-   * A directory where the sandbox user reaches each sandbox's workspace and the shared /etc (the data
-   * directory is private to root); made root's with the sandbox user's group, mode 0710, so no other
-   * local user passes through (run-dir.ts); default /run/agentfense.
+   * A directory where each sandbox's user reaches its workspace and the shared /etc (the data directory
+   * is private to root): root's, 0711; each sandbox's relay in it is root's with that sandbox's group,
+   * 0710, so no other local user or sandbox passes through (run-dir.ts); default DEFAULT_RUN_DIR.
    */
   readonly runDir?: string;
   /**
@@ -79,8 +79,12 @@ export interface BwrapRuntimeOptions {
   readonly logger?: RuntimeLogger;
 }
 
-/** Default of BwrapRuntimeOptions.runDir. */
-export const DEFAULT_RUN_DIR = '/run/agentfense';
+/**
+ * Default of BwrapRuntimeOptions.runDir. Not `/run/agentfense`, where versions before sandboxes had uids
+ * of their own keep their relays in a directory closed to one shared group: a host running both (an
+ * upgrade under way) would have each version set the other's mode.
+ */
+export const DEFAULT_RUN_DIR = '/run/agentfense-sandboxes';
 
 /** Name of the runtime's scratch directory inside each sandbox's stateDir. */
 const SCRATCH_DIR = 'bwrap';
@@ -94,10 +98,8 @@ const SCRATCH_DIR = 'bwrap';
  */
 async function prepareSharedEtc(options: {
   dataDir: string | undefined;
-  /** Set when bwrap runs as the sandbox user: a directory that user can reach. */
+  /** Set when bwrap runs as a sandbox user: a directory every sandbox's user can reach. */
   runDir: string | undefined;
-  /** The sandbox user's group, the only one besides root that may pass through runDir. */
-  runGid: number | undefined;
   entries: readonly string[] | undefined;
   logger: RuntimeLogger;
 }): Promise<string> {
@@ -107,8 +109,8 @@ async function prepareSharedEtc(options: {
       logger: options.logger,
       ...(options.entries === undefined ? {} : { entries: options.entries }),
     });
-  // The sandbox user must reach it, nobody else: root's, the sandbox user's group, 0710 (run-dir.ts).
-  if (options.runDir !== undefined) await prepareRunDir(options.runDir, options.runGid ?? 0);
+  // Every sandbox's user must reach it: root's, 0711 (run-dir.ts); the copy itself is world-readable.
+  if (options.runDir !== undefined) await prepareRunDir(options.runDir);
   if (options.dataDir !== undefined || options.runDir !== undefined) {
     return cachedEtc({
       runDir: options.runDir ?? posix.join(options.dataDir ?? '', 'run'),
@@ -208,7 +210,6 @@ export function createBwrapRuntime(options: BwrapRuntimeOptions = {}): SandboxRu
     prepareSharedEtc({
       dataDir: options.dataDir,
       runDir,
-      runGid: identity?.gid,
       entries: options.etcEntries,
       logger,
     }),
@@ -232,8 +233,25 @@ export function createBwrapRuntime(options: BwrapRuntimeOptions = {}): SandboxRu
     detectCgroupHost(options.cgroupRoot === undefined ? {} : { root: options.cgroupRoot }),
   );
 
+  /** Who the sandbox runs as: its own user when the control plane leased one, else the shared one. */
+  const sandboxIdentity = (user: HostUser | undefined): HostIdentity => {
+    if (user === undefined) return identity;
+    if (identity === null) {
+      throw new InvalidArgumentError('a sandbox user of its own needs a control plane running as root');
+    }
+    for (const id of [user.uid, user.gid]) {
+      if (!Number.isSafeInteger(id) || id <= 0 || id > 4_294_967_294) {
+        throw new InvalidArgumentError(
+          `user must be a numeric non-root uid and gid, got ${JSON.stringify(user)}`,
+        );
+      }
+    }
+    return { uid: user.uid, gid: user.gid, name: `uid ${String(user.uid)}` };
+  };
+
   const start = async (start: RuntimeStartOptions): Promise<RuntimeInstance> => {
     const sandboxId = validateSandboxId(start.sandboxId);
+    const user = sandboxIdentity(start.user);
     const workspaceHostPath = validateHostPath(start.workspaceHostPath, 'workspaceHostPath');
     const stateDir = validateHostPath(start.stateDir, 'stateDir');
     const env = validateEnv(start.env ?? {});
@@ -258,9 +276,10 @@ export function createBwrapRuntime(options: BwrapRuntimeOptions = {}): SandboxRu
     // Only a sandbox with limits gets cgroups (the host's hierarchies are detected once per runtime).
     const hasLimits = Object.values(limits).some((v) => v !== undefined);
     const systemMounts = await systemMountsOnce();
-    // From here on processes of this sandbox may exist: recovery must search for them (leftovers.ts).
+    // From here on processes of this sandbox may exist: recovery must search for them (leftovers.ts), by
+    // the uid the mark holds.
     const runningMark = posix.join(stateDir, RUNNING_MARK);
-    await writeFile(runningMark, '', { mode: 0o600 });
+    await writeFile(runningMark, user === null ? '' : String(user.uid), { mode: 0o600 });
     // The cgroups and the relay (through which the sandbox user reaches the workspace; root reaches it
     // directly) are independent of each other: made at once, and both undone if either fails.
     const [madeCgroup, madeRelay] = await Promise.allSettled([
@@ -275,8 +294,8 @@ export function createBwrapRuntime(options: BwrapRuntimeOptions = {}): SandboxRu
             }),
           )
         : null,
-      runDir !== undefined && identity !== null
-        ? createRelay({ runDir, sandboxId, workspaceHostPath, stateDir, gid: identity.gid })
+      runDir !== undefined && user !== null
+        ? createRelay({ runDir, sandboxId, workspaceHostPath, stateDir, gid: user.gid })
         : workspaceHostPath,
     ]);
     if (madeCgroup.status === 'rejected' || madeRelay.status === 'rejected') {
@@ -301,17 +320,16 @@ export function createBwrapRuntime(options: BwrapRuntimeOptions = {}): SandboxRu
     ];
     const enforced = { ...(cgroup?.limits ?? NO_LIMITS), ...(tmpBytes === undefined ? {} : { tmpBytes }) };
     const createWorkspaceAnchor =
-      runDir === undefined || identity === null
+      runDir === undefined || user === null
         ? undefined
-        : () =>
-            createAnchor({ relayDir: posix.join(runDir, sandboxId), workspaceHostPath, gid: identity.gid });
+        : () => createAnchor({ relayDir: posix.join(runDir, sandboxId), workspaceHostPath, gid: user.gid });
     const launcher = !launcherWanted
       ? undefined
       : makeLauncher({
           sandboxId,
           bwrapPath,
           netns,
-          identity,
+          identity: user,
           seccomp,
           cgroup,
           createAnchor: createWorkspaceAnchor,
@@ -353,10 +371,10 @@ export function createBwrapRuntime(options: BwrapRuntimeOptions = {}): SandboxRu
       scratchDir,
       runningMark,
       maxOutputBytes,
-      identity,
+      identity: user,
       seccomp,
       tmpBytes,
-      ...(runDir === undefined || identity === null
+      ...(runDir === undefined || user === null
         ? {}
         : {
             createAnchor: createWorkspaceAnchor,
@@ -394,6 +412,8 @@ export function createBwrapRuntime(options: BwrapRuntimeOptions = {}): SandboxRu
       needsAllowOther: identity !== null,
       // ... and owns the files it sees, so the owner mode bits carry the rules for it too.
       hostOwner: identity === null ? null : { uid: identity.uid, gid: identity.gid },
+      // As root, each sandbox can run under a uid of its own (start's `user`) instead of that user.
+      perSandboxUser: identity !== null,
       // Each command binds the workspace when it starts; start() never touches it.
       startsBeforeMount: true,
       acceptsImage: false,
@@ -426,7 +446,7 @@ export function createBwrapRuntime(options: BwrapRuntimeOptions = {}): SandboxRu
         const killed = await killLeftovers(
           stateDir,
           await realpath(bwrapPath).catch(() => bwrapPath),
-          identity?.uid ?? null,
+          (await recordedUid(stateDir)) ?? identity?.uid ?? null,
         );
         if (killed.length > 0) logger.warn({ stateDir, pids: killed }, 'killed a sandbox left running');
       }

@@ -40,7 +40,7 @@ function table(
     namespaceMembers: (pid) => (pid === INIT.pid ? [...procs.keys()].filter((p) => p !== pid) : []),
     status: (pid) => {
       const p = procs.get(pid);
-      return p === undefined ? null : { state: p.state, sid: p.sid };
+      return p === undefined ? null : { ended: p.state === 'Z', sid: p.sid };
     },
     kill: (pid) => {
       const p = procs.get(pid);

@@ -10,6 +10,7 @@
 import { readFile, writeFile } from 'node:fs/promises';
 import { posix } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { processEnded } from '@agentfense/protocol';
 
 /** A container's cgroups as seen from the host. */
 export interface ContainerCgroup {
@@ -260,7 +261,10 @@ async function killRound(o: {
     pids.map(async (pid) => {
       if (o.killed.has(pid)) return;
       const status = await readOrNull(`${o.proc}/${pid}/status`);
-      if (status === null || /^State:\s+[ZX]/m.test(status)) return;
+      if (status === null) return;
+      // An ended process cannot fork; a zombie leader whose other threads run on has not ended, and a
+      // SIGKILL to its pid ends them all (protocol thread-group.ts).
+      if (processEnded(pid, /^State:\s+(\S)/m.exec(status)?.[1] ?? '?', o.proc)) return;
       const sid = nsField(status, 'NSsid');
       const pgid = nsField(status, 'NSpgid');
       // Same pid-namespace depth as the container's init: never a host process whose pid was recycled

@@ -3,7 +3,8 @@
 // an image without /bin/sh or setsid).
 import { finished } from 'node:stream/promises';
 import type { ExecAudit, ExecResult } from '@agentfense/protocol';
-import { CappedOutput, UnavailableError } from '@agentfense/protocol';
+import { UnavailableError, collectOutput as takeOutput } from '@agentfense/protocol';
+import type { CollectedOutput, OutputCallback } from '@agentfense/protocol';
 import type { ContainerCgroup } from './cgroup.js';
 import { engineError, isEngineUnreachable } from './engine.js';
 import { launchExec } from './launch.js';
@@ -20,8 +21,10 @@ export interface RunExecOptions extends Omit<LaunchOptions, 'mode'> {
   readonly cgroup: Promise<ContainerCgroup | null>;
   /** Watch the OOM counter (the sandbox has a memory limit). */
   readonly watchOom: boolean;
-  readonly onStdout?: (chunk: Buffer) => void;
-  readonly onStderr?: (chunk: Buffer) => void;
+  readonly onStdout?: OutputCallback;
+  readonly onStderr?: OutputCallback;
+  /** false: nothing kept for the result, no cap (ExecOptions.keepOutput). */
+  readonly keepOutput?: boolean;
 }
 
 /** Runs one command to completion (or timeout/abort) and reports how it ended. */
@@ -101,36 +104,30 @@ function notStarted(stderr: string, options: RunExecOptions): void {
 }
 
 /**
- * Collects a stream's output up to the cap (the protocol's CappedOutput), forwarding what is kept to the
- * streaming callback as it arrives; output that does not fit kills the command.
+ * Collects a stream's output up to the cap and streams it with back-pressure (the protocol's
+ * collectOutput); output that does not fit kills the command.
  */
 export function collectOutput(
   stream: NodeJS.ReadableStream,
   options: {
     readonly maxOutputBytes: number;
-    readonly callback: ((chunk: Buffer) => void) | undefined;
+    readonly keepOutput?: boolean;
+    readonly callback: OutputCallback | undefined;
     readonly logger: RunExecOptions['logger'];
     readonly kill: (why: 'output-limit') => void;
   },
-): CappedOutput {
-  const out = new CappedOutput(options.maxOutputBytes);
-  const { callback } = options;
-  stream.on('data', (chunk: Buffer) => {
-    if (out.truncated) return;
-    const kept = out.push(chunk);
-    if (callback !== undefined && kept.length > 0) {
-      try {
-        callback(kept);
-      } catch (err) {
-        options.logger.warn({ err }, 'an output callback threw; output is still collected');
-      }
-    }
-    if (out.truncated) {
+): CollectedOutput {
+  return takeOutput(stream, {
+    cap: options.maxOutputBytes,
+    ...(options.keepOutput === undefined ? {} : { keep: options.keepOutput }),
+    callback: options.callback,
+    onOverflow: () => {
       options.logger.warn({ limit: options.maxOutputBytes }, 'command output exceeded the cap: killing it');
       options.kill('output-limit');
-    }
+    },
+    onCallbackError: (err) =>
+      options.logger.warn({ err }, 'an output callback failed; output is still collected'),
   });
-  return out;
 }
 
 /** collectOutput for an engine exec. */
@@ -138,9 +135,10 @@ function collect(
   stream: NodeJS.ReadableStream,
   options: RunExecOptions,
   launched: LaunchedExec,
-): CappedOutput {
+): CollectedOutput {
   return collectOutput(stream, {
     maxOutputBytes: options.maxOutputBytes,
+    ...(options.keepOutput === undefined ? {} : { keepOutput: options.keepOutput }),
     callback: stream === launched.stdout ? options.onStdout : options.onStderr,
     logger: options.logger,
     kill: (why) =>

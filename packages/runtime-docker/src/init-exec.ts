@@ -3,7 +3,13 @@
 // aborts kill the command's whole session from the host through the container's cgroup, OOM read from the
 // memory cgroup's counter, and whatever the command left in its session is swept when it ends.
 import { finished } from 'node:stream/promises';
-import type { ExecAudit, ExecResult, LauncherClient, LauncherOutcome } from '@agentfense/protocol';
+import type {
+  ExecAudit,
+  ExecResult,
+  LauncherClient,
+  LauncherOutcome,
+  OutputCallback,
+} from '@agentfense/protocol';
 import { armTermination } from '@agentfense/protocol';
 import type { ContainerCgroup } from './cgroup.js';
 import { collectOutput } from './exec.js';
@@ -24,8 +30,10 @@ export interface InitExecOptions {
   readonly stdin?: Uint8Array;
   readonly timeoutMs?: number;
   readonly signal?: AbortSignal;
-  readonly onStdout?: (chunk: Buffer) => void;
-  readonly onStderr?: (chunk: Buffer) => void;
+  readonly onStdout?: OutputCallback;
+  readonly onStderr?: OutputCallback;
+  /** false: nothing kept for the result, no cap (ExecOptions.keepOutput). */
+  readonly keepOutput?: boolean;
   readonly audit: ExecAudit;
   readonly maxOutputBytes: number;
   /** The container's cgroups seen from the host (required: kills go through it). */

@@ -11,7 +11,10 @@
 //  - its /workspace binds a *slot*: an empty directory in the owner's pool directory, a shared mount, so
 //    the sandbox's workspace bound onto the slot at claim propagates into the running container;
 //  - its labels name the owner process; containers and pool directories of owners that are gone are
-//    removed by the next pool of any process (and by `agentfense gc`).
+//    removed by the next pool of any process (and by `agentfense gc`);
+//  - with `leases`, each is created under a host uid of its own, leased when it is created; a sandbox
+//    takes it by reserving it first (reserve(): its uid becomes the sandbox's, before the sandbox's
+//    mount), and only the sandbox it was reserved for may then claim it (takeReserved()).
 import { randomUUID } from 'node:crypto';
 import { mkdir, readdir, rmdir } from 'node:fs/promises';
 import { posix } from 'node:path';
@@ -50,6 +53,25 @@ export interface PooledContainer {
   readonly runArgs: readonly string[];
   /** Its af-init, connected while it waited (absent: launcher off). */
   readonly launcher?: Launcher;
+  /** uid:gid of its processes. */
+  readonly user: string;
+  /** The owner its uid is leased under (absent: the runtime's fixed user, not leased). */
+  readonly leaseOwner?: string;
+}
+
+/** A host uid leased for one pooled container, under an owner of its own. */
+export interface PoolLease {
+  readonly uid: number;
+  readonly gid: number;
+  readonly owner: string;
+}
+
+/** Where pooled containers get their uids (the control plane's host-wide leases). */
+export interface PoolUserLeases {
+  /** A uid for one container; undefined: none to lease (the containers run as the runtime's user). */
+  lease(): PoolLease | undefined;
+  /** Gives back the uid of a container removed before any sandbox took it. */
+  release(owner: string): void;
 }
 
 export interface ContainerPoolOptions {
@@ -58,10 +80,18 @@ export interface ContainerPoolOptions {
   readonly size: number;
   /** Where owners keep their slot directories (`<dir>/<pid>-<start>/slot-<uuid>`). */
   readonly dir: string;
-  /** The run spec of a pooled container of `key` whose /workspace binds `slot`. */
-  readonly spec: (key: PoolKey, slot: string, name: string, launcherDir?: string) => DockerRunSpec;
-  /** uid:gid of the containers' processes (the launcher socket's group). */
+  /** The run spec of a pooled container of `key`, run as `user`, whose /workspace binds `slot`. */
+  readonly spec: (
+    key: PoolKey,
+    slot: string,
+    name: string,
+    user: string,
+    launcherDir?: string,
+  ) => DockerRunSpec;
+  /** uid:gid of the containers' processes when no uid is leased for them. */
   readonly user: string;
+  /** Leases each container a uid of its own (absent: all run as `user`). */
+  readonly leases?: PoolUserLeases | undefined;
   /** Run af-init as each container's pid 1 (launcher.ts). */
   readonly launcher: boolean;
   /** Look at each container's cgroup from the host. */
@@ -75,6 +105,8 @@ export const MAX_POOL_KEYS = 4;
 export const REFILL_DELAY_MS = 1_000;
 /** Largest pool size per key. */
 export const MAX_POOL_SIZE = 16;
+/** How long a container reserved for a sandbox waits for that sandbox's start before it is removed. */
+export const RESERVATION_MS = 60_000;
 
 const keyOf = (key: PoolKey): string => JSON.stringify([key.image, key.tmpBytes]);
 
@@ -91,6 +123,8 @@ export class ContainerPool {
   #scheduled: { timer: NodeJS.Timeout; done: Promise<void>; run: () => void } | undefined;
   #again = false;
   #closed = false;
+  /** Containers reserved for a sandbox (by sandbox id), each removed if its start does not come in time. */
+  readonly #reserved = new Map<string, { container: PooledContainer; timer: NodeJS.Timeout }>();
 
   constructor(options: ContainerPoolOptions) {
     this.#o = options;
@@ -108,21 +142,65 @@ export class ContainerPool {
   }
 
   /**
-   * An idle container of `key`, now theirs (never handed out again); undefined when none is ready. When
-   * one of that key is being created it is waited for: it is further along than a fresh container would
-   * be, and a second creation would only compete with it for the engine.
+   * An idle container of `key` running as `user`, now theirs (never handed out again); undefined when
+   * none is ready. Containers with a leased uid run as nobody's user but their own: only reserve() gives
+   * those out. When one of that key is being created it is waited for: it is further along than a fresh
+   * container would be, and a second creation would only compete with it for the engine.
    */
-  async take(key: PoolKey): Promise<PooledContainer | undefined> {
-    if (this.#o.size === 0 || this.#closed) return undefined;
-    const k = keyOf(key);
-    let taken = this.#keys.get(k)?.idle.shift();
-    if (taken === undefined && this.#creating?.key === k) {
-      await this.#creating.done.catch(() => undefined);
-      taken = this.#closed ? undefined : this.#keys.get(k)?.idle.shift();
-    }
+  async take(key: PoolKey, user: string): Promise<PooledContainer | undefined> {
+    const taken = await this.#pick(key, (c) => c.user === user && c.leaseOwner === undefined);
     // Idle, its af-init connection did not keep the process alive; its sandbox's does.
     taken?.launcher?.client.keepProcessAlive(true);
     return taken;
+  }
+
+  /**
+   * Sets an idle container of `key` with a leased uid aside for sandbox `sandboxId` (its uid is then the
+   * sandbox's); removed unless takeReserved() claims it within RESERVATION_MS.
+   */
+  async reserve(key: PoolKey, sandboxId: string): Promise<PooledContainer | undefined> {
+    if (this.#reserved.has(sandboxId)) return undefined;
+    const container = await this.#pick(key, (c) => c.leaseOwner !== undefined);
+    if (container === undefined || this.#reserved.has(sandboxId)) {
+      if (container !== undefined) void this.#discard(container);
+      return undefined;
+    }
+    const timer = setTimeout(() => {
+      if (this.#reserved.get(sandboxId)?.container !== container) return;
+      this.#reserved.delete(sandboxId);
+      void this.#discard(container);
+    }, RESERVATION_MS);
+    timer.unref();
+    this.#reserved.set(sandboxId, { container, timer });
+    return container;
+  }
+
+  /** The container reserved for `sandboxId`, if it runs as `user`; now theirs. */
+  takeReserved(sandboxId: string, user: string): PooledContainer | undefined {
+    const reserved = this.#reserved.get(sandboxId);
+    if (reserved === undefined || reserved.container.user !== user) return undefined;
+    clearTimeout(reserved.timer);
+    this.#reserved.delete(sandboxId);
+    reserved.container.launcher?.client.keepProcessAlive(true);
+    return reserved.container;
+  }
+
+  /** Removes an idle container of `key` that `fits`, waiting for one of that key being created. */
+  async #pick(
+    key: PoolKey,
+    fits: (c: PooledContainer) => boolean,
+  ): Promise<PooledContainer | undefined> {
+    if (this.#o.size === 0 || this.#closed) return undefined;
+    const k = keyOf(key);
+    const from = (): PooledContainer | undefined => {
+      const idle = this.#keys.get(k)?.idle;
+      const at = idle?.findIndex(fits) ?? -1;
+      return at < 0 ? undefined : idle?.splice(at, 1)[0];
+    };
+    const found = from();
+    if (found !== undefined || this.#creating?.key !== k) return found;
+    await this.#creating.done.catch(() => undefined);
+    return this.#closed ? undefined : from();
   }
 
   /**
@@ -191,6 +269,11 @@ export class ContainerPool {
     this.#scheduled?.run();
     await this.#filling;
     const idle = [...this.#keys.values()].flatMap((k) => k.idle.splice(0));
+    for (const { container, timer } of this.#reserved.values()) {
+      clearTimeout(timer);
+      idle.push(container);
+    }
+    this.#reserved.clear();
     await Promise.all(idle.map((c) => this.#discard(c)));
     if (this.#ownerDir !== undefined) {
       const dir = await this.#ownerDir.catch(() => undefined);
@@ -244,11 +327,14 @@ export class ContainerPool {
     const name = `agentfense-pool-${randomUUID()}`;
     let listener: LauncherListener | undefined;
     let id: string | undefined;
+    // A uid of its own, leased now: the sandbox that takes the container takes the uid with it.
+    const lease = this.#o.leases?.lease();
+    const user = lease === undefined ? this.#o.user : `${String(lease.uid)}:${String(lease.gid)}`;
     try {
       listener = this.#o.launcher
-        ? await listenForLauncher({ parent: dir, user: this.#o.user, logger: this.#o.logger })
+        ? await listenForLauncher({ parent: dir, user, logger: this.#o.logger })
         : undefined;
-      const spec = this.#o.spec(key, slot, name, listener?.dir);
+      const spec = this.#o.spec(key, slot, name, user, listener?.dir);
       id = await runContainer({
         api: this.#o.api,
         body: buildCreateBody(spec),
@@ -267,12 +353,15 @@ export class ContainerPool {
         slot,
         cgroup,
         runArgs: buildRunArgs(spec),
+        user,
+        ...(lease === undefined ? {} : { leaseOwner: lease.owner }),
         ...(launcher === undefined ? {} : { launcher }),
       };
     } catch (err) {
       if (id !== undefined) await removeContainer(this.#o.api, id).catch(() => undefined);
       await listener?.release();
       await rmdir(slot).catch(() => undefined);
+      if (lease !== undefined) this.#o.leases?.release(lease.owner);
       throw err;
     }
   }
@@ -282,6 +371,9 @@ export class ContainerPool {
       await removeContainer(this.#o.api, c.id);
       await c.launcher?.listener.release();
       await releaseSlot(c.slot);
+      // Its uid goes back only once nothing runs under it (its container is gone). A reserved
+      // container's lease may be its sandbox's by now: releasing under the pool's owner leaves that one.
+      if (c.leaseOwner !== undefined) this.#o.leases?.release(c.leaseOwner);
     } catch (err) {
       this.#o.logger.warn({ err, container: c.id }, 'could not remove a pooled container');
     }

@@ -4,6 +4,8 @@ import { tmpdir } from 'node:os';
 import { posix } from 'node:path';
 import type {
   EnforcedLimits,
+  HostUser,
+  ReservedUser,
   RuntimeInstance,
   RuntimeStartOptions,
   SandboxRuntime,
@@ -49,7 +51,7 @@ import type { EngineCapabilities } from './limits.js';
 import { createStderrLogger } from './logger.js';
 import type { RuntimeLogger } from './logger.js';
 import { ContainerPool, MAX_POOL_SIZE, collectPoolGarbage, poolOwner } from './pool.js';
-import type { PoolKey } from './pool.js';
+import type { PoolKey, PoolUserLeases } from './pool.js';
 import { validateHostPath, validateLimits } from './validate.js';
 import { clearLauncherDirs, connectLauncher, listenForLauncher } from './launcher.js';
 import type { Launcher } from './launcher.js';
@@ -71,10 +73,17 @@ export interface DockerRuntimeOptions {
    */
   readonly hostCgroup?: boolean;
   /**
-   * uid:gid of the container's processes (numeric; default SANDBOX_USER, a dedicated id). No host user
-   * may have this uid (check() refuses otherwise): it is the host uid of everything the agent starts.
+   * uid:gid of the container's processes (numeric; default SANDBOX_USER, a dedicated id) when start() is
+   * given no user of the sandbox's own. No host user may have this uid (check() refuses otherwise): it is
+   * the host uid of everything the agent starts.
    */
   readonly user?: string;
+  /**
+   * Leases each pooled container a host uid of its own (the control plane's host-wide table), so a
+   * sandbox that takes one runs under a uid no other sandbox has (reserveUser). Absent: pooled containers
+   * run as `user`.
+   */
+  readonly hostUsers?: PoolUserLeases;
   /** The control plane's data directory: shown as `<data>` in audit records. */
   readonly dataDir?: string;
   /** Cap on each of stdout/stderr of `exec` (bytes; default 16 MiB, at most 32 MiB); exceeding it kills the command. */
@@ -128,7 +137,7 @@ export function createDockerRuntime(options: DockerRuntimeOptions = {}): DockerR
   const logger = options.logger ?? createStderrLogger();
   const maxOutputBytes = checkMaxOutputBytes(options.maxOutputBytes);
   const defaultImage = validateImage(options.image ?? DEFAULT_IMAGE);
-  const user = validateUser(options.user ?? SANDBOX_USER);
+  const defaultUser = validateUser(options.user ?? SANDBOX_USER);
   const poolSize = options.poolSize ?? 0;
   if (!Number.isInteger(poolSize) || poolSize < 0 || poolSize > MAX_POOL_SIZE) {
     throw new InvalidArgumentError(
@@ -160,7 +169,7 @@ export function createDockerRuntime(options: DockerRuntimeOptions = {}): DockerR
         .catch((err: unknown) => {
           throw apiError(err, { action: 'checking the image', cli: api, image: defaultImage });
         });
-      await refuseHostUser(user);
+      await refuseHostUser(defaultUser);
       return { api, caps: parseEngineCapabilities(info) };
     })();
     // Not a swallowed error: callers still get the rejection; this only forgets it so the next call retries.
@@ -179,6 +188,8 @@ export function createDockerRuntime(options: DockerRuntimeOptions = {}): DockerR
     validateLimits(resources);
     const image = validateImage(start.image ?? defaultImage);
     const { caps } = await check();
+    // The sandbox's own uid (leased by the control plane), else the fixed one.
+    const user = start.user === undefined ? defaultUser : await sandboxUser(start.user);
     await checkWorkspaceDir(workspaceHostPath);
 
     const name = containerName(sandboxId);
@@ -190,7 +201,7 @@ export function createDockerRuntime(options: DockerRuntimeOptions = {}): DockerR
     const key: PoolKey = { image, tmpBytes: resources.tmpBytes ?? null };
     // Every container has a network namespace of its own with only a loopback (`--network none`),
     // pooled or not; a network policy polices that namespace from the host (publishNetns below).
-    const pooled = await pool.take(key);
+    const pooled = pool.takeReserved(sandboxId, user) ?? (await pool.take(key, user));
     let started:
       | {
           containerId: string;
@@ -243,6 +254,7 @@ export function createDockerRuntime(options: DockerRuntimeOptions = {}): DockerR
         limits,
         swapLimit: caps.swapLimit,
         labels: { [STATE_LABEL]: stateDir },
+        user,
       });
       let containerId: string | undefined;
       let launcher: Launcher | undefined;
@@ -331,6 +343,7 @@ export function createDockerRuntime(options: DockerRuntimeOptions = {}): DockerR
     limits: EnforcedLimits;
     swapLimit: boolean;
     labels: Readonly<Record<string, string>>;
+    user: string;
     launcherDir?: string;
   }): DockerRunSpec => ({
     containerName: o.name,
@@ -340,7 +353,7 @@ export function createDockerRuntime(options: DockerRuntimeOptions = {}): DockerR
     env: { ...BASE_ENV, ...o.env },
     limits: o.limits,
     swapLimit: o.swapLimit,
-    user,
+    user: o.user,
     seccompProfile: DOCKER_SECCOMP_PROFILE,
     tmpBytes: o.key.tmpBytes,
     labels: o.labels,
@@ -359,9 +372,10 @@ export function createDockerRuntime(options: DockerRuntimeOptions = {}): DockerR
     dir: poolDir,
     hostCgroup: options.hostCgroup !== false,
     logger,
-    user,
+    user: defaultUser,
+    leases: options.hostUsers,
     launcher: useLauncher,
-    spec: (key, slot, name, launcherDir) =>
+    spec: (key, slot, name, user, launcherDir) =>
       containerSpec({
         ...(launcherDir === undefined ? {} : { launcherDir }),
         key,
@@ -371,12 +385,26 @@ export function createDockerRuntime(options: DockerRuntimeOptions = {}): DockerR
         env: {},
         limits: NO_LIMITS,
         swapLimit: false,
+        user,
         // Whoever finds it after this process is gone removes it (and its pool directory).
         labels: { [POOL_OWNER_LABEL]: poolOwner(), [POOL_DIR_LABEL]: posix.dirname(slot) },
       }),
   });
 
-  const [ownerUid, ownerGid] = user.split(':').map(Number);
+  const [ownerUid, ownerGid] = defaultUser.split(':').map(Number);
+  /** A pooled container with a uid of its own, set aside for this sandbox (pool.ts reserve()). */
+  const reserveUser = async (o: {
+    sandboxId: string;
+    image?: string;
+    resources?: { readonly tmpBytes?: number };
+  }): Promise<ReservedUser | undefined> => {
+    if (!IMAGE_REFERENCE.test(o.image ?? defaultImage)) return undefined;
+    const key = { image: o.image ?? defaultImage, tmpBytes: o.resources?.tmpBytes ?? null };
+    const reserved = await pool.reserve(key, validateSandboxId(o.sandboxId));
+    if (reserved?.leaseOwner === undefined) return undefined;
+    const [uid, gid] = reserved.user.split(':').map(Number);
+    return { uid: uid ?? 0, gid: gid ?? 0, leaseOwner: reserved.leaseOwner };
+  };
   return {
     name: 'docker',
     traits: {
@@ -384,6 +412,8 @@ export function createDockerRuntime(options: DockerRuntimeOptions = {}): DockerR
       needsAllowOther: true,
       // ... and owns the files it sees, so the owner mode bits carry the rules for it too.
       hostOwner: { uid: ownerUid ?? 0, gid: ownerGid ?? 0 },
+      // start()'s user, when given, is the container's: a uid of the sandbox's own.
+      perSandboxUser: true,
       // The container binds the workspace (through its relay) when it is created.
       startsBeforeMount: false,
       acceptsImage: true,
@@ -395,6 +425,7 @@ export function createDockerRuntime(options: DockerRuntimeOptions = {}): DockerR
       await check();
     },
     start,
+    reserveUser,
     // The workspace relay (a bind of the sandbox's mnt under <stateDir>/docker) outlives a crash.
     // What a crashed control plane (or a killed `run`) left: the sandbox's containers, found by the label
     // of its state directory, then the workspace relay (a bind of the sandbox's mnt under <stateDir>/docker).
@@ -454,6 +485,13 @@ function exists(path: string): Promise<boolean> {
     () => true,
     () => false,
   );
+}
+
+/** A sandbox's own user as `uid:gid`, refused if it is not a numeric non-root one or a host account's. */
+async function sandboxUser(user: HostUser): Promise<string> {
+  const spec = validateUser(`${String(user.uid)}:${String(user.gid)}`);
+  await refuseHostUser(spec);
+  return spec;
 }
 
 /** A numeric, non-root uid:gid. */

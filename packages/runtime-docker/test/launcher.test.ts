@@ -9,7 +9,7 @@ import type { Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { LauncherFrameType, encodeLauncherFrame } from '@agentfense/protocol';
+import { AF_INIT_PROTOCOL_VERSION, LauncherFrameType, encodeLauncherFrame } from '@agentfense/protocol';
 import { listenForLauncher } from '../src/launcher.js';
 
 const quiet = { debug: () => undefined, warn: () => undefined };
@@ -43,7 +43,7 @@ describe.skipIf(process.getuid?.() !== 0)('listenForLauncher (needs root: chown 
     const first = await connectIn(listener.dir);
     expect(first).toHaveProperty('write');
     const ready = Buffer.alloc(8);
-    ready.writeUInt32LE(1, 0);
+    ready.writeUInt32LE(AF_INIT_PROTOCOL_VERSION, 0);
     ready.writeUInt32LE(1, 4);
     (first as Socket).write(encodeLauncherFrame(LauncherFrameType.READY, 0, ready));
     const client = await listener.client;
@@ -85,7 +85,7 @@ describe.skipIf(process.getuid?.() !== 0)('listenForLauncher (needs root: chown 
     expect(warnings.filter((w) => /second connection to the container launcher/.test(w))).toHaveLength(2);
     expect(readdirSync(listener.dir)).toEqual(['af-init']);
     const ready = Buffer.alloc(8);
-    ready.writeUInt32LE(1, 0);
+    ready.writeUInt32LE(AF_INIT_PROTOCOL_VERSION, 0);
     ready.writeUInt32LE(1, 4);
     first.write(encodeLauncherFrame(LauncherFrameType.READY, 0, ready));
     expect((await listener.client).pid).toBe(1);

@@ -38,6 +38,9 @@ export const GRPC_CODE_OF_ERROR: Readonly<Record<ErrorCode, GrpcCode>> = {
   // Concurrent changes colliding (a codebase in use, commit conflicts) is gRPC's "retry at a higher level".
   AF_CONFLICT: GrpcCode.ABORTED,
   AF_PERMISSION_DENIED: GrpcCode.PERMISSION_DENIED,
+  // A full filesystem or quota: gRPC's "some resource has been exhausted, perhaps a per-user quota, or
+  // perhaps the entire file system is out of space".
+  AF_NO_SPACE: GrpcCode.RESOURCE_EXHAUSTED,
   AF_TIMEOUT: GrpcCode.DEADLINE_EXCEEDED,
   AF_CANCELLED: GrpcCode.CANCELLED,
   AF_UNAVAILABLE: GrpcCode.UNAVAILABLE,
@@ -68,6 +71,15 @@ const HTTP_STATUS_OF_GRPC: Readonly<Record<GrpcCode, number>> = {
   [GrpcCode.UNAUTHENTICATED]: 401,
 };
 
+/**
+ * Error kinds whose HTTP status is more precise than the gateway's for their gRPC code: no room to
+ * write is 507 Insufficient Storage (the gateway would say 429 Too Many Requests, which invites a
+ * retry that cannot succeed until room is freed).
+ */
+const HTTP_STATUS_OF_ERROR: Readonly<Partial<Record<ErrorCode, number>>> = {
+  AF_NO_SPACE: 507,
+};
+
 /** The HTTP status grpc-gateway answers for a gRPC code (500 for a code outside the table, as it does). */
 export function httpStatusFromGrpcCode(code: number): number {
   return HTTP_STATUS_OF_GRPC[code as GrpcCode] ?? 500;
@@ -90,7 +102,7 @@ export function statusOfError(err: AgentFenseError): ApiStatus {
   return {
     errorCode: err.code,
     grpcCode,
-    httpStatus: httpStatusFromGrpcCode(grpcCode),
+    httpStatus: HTTP_STATUS_OF_ERROR[err.code] ?? httpStatusFromGrpcCode(grpcCode),
     message: err.code === 'AF_INTERNAL' ? INTERNAL_MESSAGE : err.message,
     ...(err.details === undefined ? {} : { details: err.details }),
   };

@@ -1,6 +1,7 @@
 // The `agentfense` command line: builds the commander program and maps errors to exit statuses once.
 import { Command, CommanderError } from 'commander';
 import { AgentFenseError, InvalidArgumentError } from '@agentfense/protocol/core';
+import { noSpaceCode, noSpaceMessage } from '../disk/no-space.js';
 import { registerCodebases } from './commands/codebases.js';
 import { registerExplain } from './commands/explain.js';
 import { registerGc } from './commands/gc.js';
@@ -94,6 +95,12 @@ export async function runCli(
     if (err instanceof AgentFenseError) {
       io.stderr.write(`agentfense: ${err.message}\n`);
       return err instanceof InvalidArgumentError ? EXIT_USAGE : EXIT_FAILURE;
+    }
+    // A full filesystem met outside the control plane's own operations: said as such, not as a bug.
+    const reason = noSpaceCode(err);
+    if (reason !== undefined) {
+      io.stderr.write(`agentfense: ${noSpaceMessage({ operation: 'running this command', reason })}\n`);
+      return EXIT_FAILURE;
     }
     io.stderr.write(
       `agentfense: internal error: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`,

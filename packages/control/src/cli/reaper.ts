@@ -2,7 +2,9 @@
 // cleaning up): `node reaper.js --data DIR --owner PID [--codebase ID]`. Waits until the CLI process is
 // really gone (its pipe closes a moment before it becomes a zombie), then:
 //   - opens the control plane, whose recovery kills and removes every dead one-shot sandbox of the data
-//     directory (a SIGKILLed run's: its command dies through the sandbox's cgroups);
+//     directory (a SIGKILLed run's: its command dies through the sandbox's cgroups), and finishes the
+//     commit of one killed in the middle of `--commit` (removed afterwards unless conflicts are left,
+//     kept for its user otherwise: sandboxes/recovery.ts);
 //   - removes every sandbox directory a fast exit forgot (marked, no record: forget-one-shot.ts), this
 //     run's and any an earlier reaper did not finish: its mounts, cgroups and relay (the bwrap runtime's
 //     leftovers), then the directory; not one whose marker's writer still runs (sandboxes/forgotten.ts);
@@ -17,6 +19,7 @@ import { removeTree } from '@agentfense/fuse-worker';
 import { AgentFenseError, NotFoundError } from '@agentfense/protocol/core';
 import type { ControlPlane } from '../control-plane.js';
 import { markerWriterAlive } from '../sandboxes/forgotten.js';
+import { unfinishedCommit } from '../sandboxes/pending-commit.js';
 import { processStartTime } from '../sandboxes/process-identity.js';
 
 /** How long to wait for the CLI to finish exiting. */
@@ -39,8 +42,11 @@ async function forgottenSandboxes(plane: ControlPlane): Promise<string[]> {
   for (const name of await readdir(plane.layout.sandboxesDir).catch(() => [] as string[])) {
     if (!/^sb_[0-9a-f-]+$/.test(name)) continue;
     const marker = await readFile(plane.layout.sandbox(name).forgotten, 'utf8').catch(() => undefined);
-    // A live writer (the run helper, tearing it down after its answer) removes it itself.
-    if (marker !== undefined && !markerWriterAlive(marker) && !recorded(plane, name)) found.push(name);
+    // A live writer (the run helper, tearing it down after its answer) removes it itself. A marked
+    // directory never holds an unfinished commit (a run forgets its sandbox only after a whole commit);
+    // one that does anyway is left to `agentfense gc`, which says so.
+    if (marker === undefined || markerWriterAlive(marker) || recorded(plane, name)) continue;
+    if ((await unfinishedCommit(plane.layout, name, plane.logger)) === null) found.push(name);
   }
   return found;
 }
@@ -63,6 +69,8 @@ async function main(): Promise<void> {
     ...(values.data === undefined ? {} : { dataDir: values.data }),
     workerPoolSize: 0,
     reapIntervalMs: 0,
+    // The run asked for its commit: one it was killed in the middle of is finished now.
+    unfinishedCommits: 'finish',
   });
   try {
     for (const id of await forgottenSandboxes(plane)) {

@@ -26,6 +26,7 @@ import {
   renameIn,
   unlinkIn,
 } from './safe-fs.js';
+import { FileChunks } from './file-chunks.js';
 import { openCodebaseRoot } from './roots.js';
 import type { OpenedRoot } from './roots.js';
 import type { CodebaseInfo, CodebaseVisibility, FileEntry } from './types.js';
@@ -268,7 +269,10 @@ export class CodebaseService {
     return out;
   }
 
-  /** A stream of one file's content (the file must be a regular file reached without symlinks). */
+  /**
+   * A stream of one file's content (the file must be a regular file reached without symlinks), read a
+   * chunk at a time as it is consumed (file-chunks.ts).
+   */
   async download(id: string, path: string): Promise<{ stream: Readable; size: number }> {
     const segments = splitCodebasePath(path);
     const root = await this.#openRoot(id);
@@ -276,7 +280,7 @@ export class CodebaseService {
     try {
       const file = await openFileIn(dir, segments.at(-1) as string, path);
       const { size } = await file.stat();
-      return { stream: file.createReadStream({ autoClose: true }), size };
+      return { stream: new FileChunks(file), size };
     } finally {
       await dir.close();
     }

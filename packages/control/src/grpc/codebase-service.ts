@@ -1,7 +1,6 @@
 // sandbox.v1.CodebaseService over the shared backend (the HTTP face's): codebases, uploads as a client
 // stream (metadata first, then data chunks), downloads as a server stream of ≤ 64 KiB chunks, listings.
 import { createHash } from 'node:crypto';
-import { once } from 'node:events';
 import type { ServerReadableStream } from '@grpc/grpc-js';
 import { CancelledError, InvalidArgumentError } from '@agentfense/protocol';
 import type { HttpBackend as Backend } from '../http/backend.js';
@@ -13,6 +12,7 @@ import type {
   UploadResult,
 } from './gen/sandbox/v1/codebase.js';
 import { clientStream, serverStream, unary, type HandlerContext } from './handlers.js';
+import { pacedCall } from './paced-call.js';
 
 /** Largest chunk DownloadFile sends (the original's size; the SDK joins them). */
 export const DOWNLOAD_CHUNK_BYTES = 64 * 1024;
@@ -48,17 +48,20 @@ export function codebaseService(backend: Backend, context: HandlerContext): Code
       const id = requestId('codebase', 'codebase_id', req.codebaseId);
       if (req.filePath === '') throw new InvalidArgumentError('file_path is required');
       const { stream } = await backend.downloadFile(id, codebasePath(req.filePath));
+      // Back-pressure (paced-call.ts): a slow client holds the file read, not the server's memory; one
+      // that reads nothing for the stall time has the call ended.
+      const out = pacedCall(call, { streams: context.streams, signal, streamBytes: DOWNLOAD_CHUNK_BYTES });
       try {
         for await (const chunk of stream as AsyncIterable<Buffer>) {
           for (let at = 0; at < chunk.length; at += DOWNLOAD_CHUNK_BYTES) {
             if (signal.aborted) return;
-            // Backpressure: a slow client holds the file read, not the server's memory.
-            if (!call.write({ data: chunk.subarray(at, at + DOWNLOAD_CHUNK_BYTES) })) {
-              await once(call, 'drain', { signal });
-            }
+            const piece = chunk.subarray(at, at + DOWNLOAD_CHUNK_BYTES);
+            await out.send({ data: piece }, piece.length);
+            if (out.stalled.aborted) throw out.stalled.reason;
           }
         }
       } finally {
+        out.close();
         stream.destroy();
       }
     }),

@@ -7,13 +7,26 @@ import type {
   ResourceLimits,
 } from '@agentfense/protocol';
 import { InvalidArgumentError, NotFoundError } from '@agentfense/protocol';
+import type {
+  NetworkAuditEvent,
+  NetworkMode,
+  NetworkPolicy as Policy,
+  NetworkPolicyInput,
+} from '@agentfense/network';
 import type { CodebaseInfo, FileEntry } from '../codebases/types.js';
 import { isId, type IdKind } from '../ids.js';
+import type { AuditQuery } from '../sandboxes/audit-log.js';
 import type { SandboxInfo, SandboxState } from '../sandboxes/types.js';
 import type { SessionExecResult } from '../sessions/options.js';
 import type { SessionInfo } from '../sessions/session.js';
 import type { Duration } from './gen/google/protobuf/duration.js';
 import type { Codebase, FileInfo } from './gen/sandbox/v1/codebase.js';
+import type {
+  GetNetworkAuditRequest,
+  NetworkAuditRecord,
+  NetworkPolicy,
+  NetworkRule,
+} from './gen/sandbox/v1/network.js';
 import { PatternType, Permission, SandboxStatus, SessionStatus } from './gen/sandbox/v1/common.js';
 import type { PermissionRule } from './gen/sandbox/v1/common.js';
 import { RuntimeType } from './gen/sandbox/v1/sandbox.js';
@@ -164,6 +177,79 @@ export function resourcesFromProto(r: WireResources | undefined): ResourceLimits
   return Object.keys(out).length === 0 ? undefined : out;
 }
 
+// --- Network policy -------------------------------------------------------------------------------
+
+/**
+ * A request's policy in the shape the HTTP face's JSON gives the control plane, which validates it there
+ * and here alike, so an invalid policy gets the same message on both faces (`network rule 0: ...`). Proto3
+ * defaults ("", 0, empty lists) are left out, as absent JSON fields are.
+ */
+export function networkPolicyFromProto(policy: NetworkPolicy | undefined): NetworkPolicyInput {
+  if (policy === undefined) return {};
+  const rules = policy.rules.map((r: NetworkRule) => ({
+    action: r.action,
+    ...(r.host === '' ? {} : { host: r.host }),
+    ...(r.cidr === '' ? {} : { cidr: r.cidr }),
+    ...(r.ports.length === 0 ? {} : { ports: r.ports }),
+    ...(r.methods.length === 0 ? {} : { methods: r.methods }),
+    ...(r.priority === 0 ? {} : { priority: r.priority }),
+  }));
+  return {
+    // Not checked here: validateNetworkPolicy names a mode that is none of the three.
+    ...(policy.mode === '' ? {} : { mode: policy.mode as NetworkMode }),
+    ...(rules.length === 0 ? {} : { rules }),
+    ...(policy.presets.length === 0 ? {} : { presets: policy.presets }),
+  };
+}
+
+/** The policy in force: presets are already rules, so `presets` is empty. */
+export function networkPolicyToProto(policy: Policy): NetworkPolicy {
+  return {
+    mode: policy.mode,
+    rules: policy.rules.map((r) => ({
+      action: r.action,
+      host: r.host ?? '',
+      cidr: r.cidr ?? '',
+      ports: [...(r.ports ?? [])],
+      methods: [...(r.methods ?? [])],
+      priority: r.priority ?? 0,
+    })),
+    presets: [],
+  };
+}
+
+/** The audit query of GetNetworkAudit: limit 0 is the default; the control plane refuses a negative one. */
+export function networkAuditQuery(req: GetNetworkAuditRequest): AuditQuery {
+  if (req.decision !== '' && req.decision !== 'allow' && req.decision !== 'deny') {
+    throw new InvalidArgumentError(
+      `decision must be "allow", "deny" or empty (both), got ${JSON.stringify(req.decision.slice(0, 40))}`,
+    );
+  }
+  return {
+    ...(req.decision === '' ? {} : { decision: req.decision }),
+    ...(req.limit === 0 ? {} : { limit: req.limit }),
+  };
+}
+
+export function networkRecordToProto(e: NetworkAuditEvent): NetworkAuditRecord {
+  return {
+    time: new Date(e.time),
+    op: e.op,
+    path: e.path,
+    decision: e.decision,
+    rule: e.rule,
+    reason: e.reason,
+    name: e.name ?? '',
+    address: e.address ?? '',
+    port: e.port ?? 0,
+    method: e.method ?? '',
+    via: e.via,
+    bytesUp: e.bytesUp ?? 0,
+    bytesDown: e.bytesDown ?? 0,
+    durationMs: e.durationMs ?? 0,
+  };
+}
+
 // --- Responses ------------------------------------------------------------------------------------
 
 export function codebaseToProto(c: CodebaseInfo): Codebase {
@@ -216,6 +302,7 @@ export function sandboxToProto(s: SandboxInfo): Sandbox {
       cpuShares: r.cpuShares ?? 0,
       pidsLimit: r.pidsLimit ?? 0,
     },
+    networkPolicy: networkPolicyToProto(s.networkPolicy),
   };
 }
 

@@ -14,6 +14,7 @@ import type {
 import { status as Status } from '@grpc/grpc-js';
 import type { Metadata } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
+import type { StreamBudget } from '../api/stream-budget.js';
 import { toGrpcError } from './status.js';
 
 /** What every call kind has (grpc-js does not export its own name for this). */
@@ -32,6 +33,8 @@ export interface HandlerContext {
   /** Checks the call's credentials; returns the error to end it with when they are wrong. */
   readonly authenticate: (call: SurfaceCall) => ServiceError | undefined;
   readonly logger?: Logger | undefined;
+  /** Back-pressure of the server's streams (shared with the HTTP face under `serve`). */
+  readonly streams: StreamBudget;
 }
 
 /** An AbortSignal for one call: client cancellation, deadline, or server shutdown. */

@@ -13,6 +13,9 @@ import {
   durationMs,
   execResultToProto,
   exitCode,
+  networkAuditQuery,
+  networkPolicyFromProto,
+  networkRecordToProto,
   optional,
   requestId,
   resourcesFromProto,
@@ -24,6 +27,7 @@ import {
 import { ExecOutput_OutputType } from './gen/sandbox/v1/sandbox.js';
 import type { ExecOutput, SandboxServiceServer } from './gen/sandbox/v1/sandbox.js';
 import { serverStream, unary, type HandlerContext } from './handlers.js';
+import { pacedCall, type PacedCall } from './paced-call.js';
 
 /** Trailing metadata of ExecStream/SessionExecStream: the command's exit code (the stream has no field). */
 export const EXIT_CODE_KEY = 'x-exit-code';
@@ -52,6 +56,7 @@ export function sandboxService(backend: Backend, context: HandlerContext): Sandb
         ...(resources === undefined ? {} : { resources }),
         ...(Object.keys(req.labels).length === 0 ? {} : { labels: req.labels }),
         ...(expiresMs === undefined ? {} : { expiresIn: expiresMs / 1000 }),
+        ...(req.networkPolicy === undefined ? {} : { network: networkPolicyFromProto(req.networkPolicy) }),
       });
       return sandboxToProto(created);
     }),
@@ -88,6 +93,15 @@ export function sandboxService(backend: Backend, context: HandlerContext): Sandb
       await backend.destroySandbox(sandboxId(req.sandboxId));
       return {};
     }),
+    setNetworkPolicy: unary(context, 'SetNetworkPolicy', async (req) => {
+      const id = sandboxId(req.sandboxId);
+      return sandboxToProto(await backend.setNetwork(id, networkPolicyFromProto(req.policy)));
+    }),
+    getNetworkAudit: unary(context, 'GetNetworkAudit', async (req) => {
+      const id = sandboxId(req.sandboxId);
+      const records = await backend.networkAudit(id, networkAuditQuery(req));
+      return { records: records.map(networkRecordToProto) };
+    }),
 
     exec: unary(context, 'Exec', async (req, signal) => {
       const id = sandboxId(req.sandboxId);
@@ -102,20 +116,36 @@ export function sandboxService(backend: Backend, context: HandlerContext): Sandb
       assertFinished(result, timeoutMs);
       return execResultToProto(result);
     }),
+    // Output goes out as it arrives, with back-pressure (paced-call.ts): while the client does not read,
+    // the command blocks on its output pipe; nothing is kept for a result the stream does not have.
     execStream: serverStream(context, 'ExecStream', async (req, signal, call) => {
       const id = sandboxId(req.sandboxId);
       const timeoutMs = commandTimeout(req.command, req.timeout);
-      const result = await backend.exec(id, req.command, {
-        ...(req.stdin === '' ? {} : { stdin: req.stdin }),
-        ...(Object.keys(req.env).length === 0 ? {} : { env: req.env }),
-        ...(req.workdir === '' ? {} : { cwd: req.workdir }),
-        ...(timeoutMs === undefined ? {} : { timeoutMs }),
-        signal,
-        onStdout: (chunk) => send(call, ExecOutput_OutputType.OUTPUT_TYPE_STDOUT, chunk),
-        onStderr: (chunk) => send(call, ExecOutput_OutputType.OUTPUT_TYPE_STDERR, chunk),
-      });
-      assertFinished(result, timeoutMs);
-      endWithExitCode(call, exitCode(result.exitCode, result.signal));
+      const out = pacedCall(call, { streams: context.streams, signal, stops: 'its command is stopped' });
+      const sent = { stdout: 0, stderr: 0 };
+      const stream =
+        (type: ExecOutput_OutputType, counter: 'stdout' | 'stderr') =>
+        (chunk: Buffer): Promise<void> | undefined => {
+          sent[counter] += chunk.length;
+          return send(out, type, chunk);
+        };
+      try {
+        const result = await backend.exec(id, req.command, {
+          ...(req.stdin === '' ? {} : { stdin: req.stdin }),
+          ...(Object.keys(req.env).length === 0 ? {} : { env: req.env }),
+          ...(req.workdir === '' ? {} : { cwd: req.workdir }),
+          ...(timeoutMs === undefined ? {} : { timeoutMs }),
+          signal: AbortSignal.any([signal, out.stalled]),
+          keepOutput: false,
+          onStdout: stream(ExecOutput_OutputType.OUTPUT_TYPE_STDOUT, 'stdout'),
+          onStderr: stream(ExecOutput_OutputType.OUTPUT_TYPE_STDERR, 'stderr'),
+        });
+        if (out.stalled.aborted) throw out.stalled.reason;
+        assertFinished(result, timeoutMs, { stdoutBytes: sent.stdout, stderrBytes: sent.stderr });
+        endWithExitCode(call, exitCode(result.exitCode, result.signal));
+      } finally {
+        out.close();
+      }
     }),
 
     createSession: unary(context, 'CreateSession', async (req) => {
@@ -151,14 +181,24 @@ export function sandboxService(backend: Backend, context: HandlerContext): Sandb
     }),
     // A session command's output arrives whole (the shell relay frames each command), so this stream
     // sends stdout, then stderr, in ≤ 64 KiB messages once the command has finished.
-    sessionExecStream: serverStream(context, 'SessionExecStream', async (req, _signal, call) => {
+    sessionExecStream: serverStream(context, 'SessionExecStream', async (req, signal, call) => {
       const id = sessionId(req.sessionId);
       const timeoutMs = commandTimeout(req.command, req.timeout);
       const result = await backend.sessionExec(id, req.command, timeoutMs === undefined ? {} : { timeoutMs });
       assertFinished(result, timeoutMs);
-      send(call, ExecOutput_OutputType.OUTPUT_TYPE_STDOUT, result.stdout);
-      send(call, ExecOutput_OutputType.OUTPUT_TYPE_STDERR, result.stderr);
-      endWithExitCode(call, exitCode(result.exitCode, null));
+      const out = pacedCall(call, { streams: context.streams, signal });
+      try {
+        for (const [type, data] of [
+          [ExecOutput_OutputType.OUTPUT_TYPE_STDOUT, result.stdout],
+          [ExecOutput_OutputType.OUTPUT_TYPE_STDERR, result.stderr],
+        ] as const) {
+          await send(out, type, data);
+          if (out.stalled.aborted) throw out.stalled.reason;
+        }
+        endWithExitCode(call, exitCode(result.exitCode, null));
+      } finally {
+        out.close();
+      }
     }),
   };
 }
@@ -169,25 +209,36 @@ function commandTimeout(command: string, timeout: Parameters<typeof durationMs>[
   return durationMs('timeout', timeout);
 }
 
-/** A command that ran out of time or was cancelled ends the call with that status, as in the original. */
-function assertFinished(result: RuntimeExecResult | SessionExecResult, timeoutMs: number | undefined): void {
+/**
+ * A command that ran out of time or was cancelled ends the call with that status, as in the original;
+ * `sent` counts what a stream sent (it keeps no output in the result).
+ */
+function assertFinished(
+  result: RuntimeExecResult | SessionExecResult,
+  timeoutMs: number | undefined,
+  sent: { stdoutBytes: number; stderrBytes: number } = {
+    stdoutBytes: result.stdout.length,
+    stderrBytes: result.stderr.length,
+  },
+): void {
   if (result.timedOut) {
-    throw new TimeoutError(`command timed out after ${(timeoutMs ?? 0) / 1000}s`, {
-      details: { stdoutBytes: result.stdout.length, stderrBytes: result.stderr.length },
-    });
+    throw new TimeoutError(`command timed out after ${(timeoutMs ?? 0) / 1000}s`, { details: sent });
   }
   if ('cancelled' in result && result.cancelled) throw new CancelledError('command cancelled');
 }
 
+/** Sends `data` in messages of at most 64 KiB; a returned promise: wait for it before sending more. */
 function send(
-  call: ServerWritableStream<unknown, ExecOutput>,
+  out: PacedCall<ExecOutput>,
   type: ExecOutput_OutputType,
   data: Buffer,
-): void {
+): Promise<void> | undefined {
+  let wait: Promise<void> | undefined;
   for (let at = 0; at < data.length; at += STREAM_CHUNK_BYTES) {
-    if (call.cancelled || call.writableEnded) return;
-    call.write({ type, data: data.subarray(at, at + STREAM_CHUNK_BYTES) });
+    const piece = data.subarray(at, at + STREAM_CHUNK_BYTES);
+    wait = out.send({ type, data: piece }, piece.length) ?? wait;
   }
+  return wait;
 }
 
 function endWithExitCode(call: ServerWritableStream<unknown, ExecOutput>, code: number): void {

@@ -6,6 +6,7 @@ import { Server, ServerCredentials, status as Status } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import { assertListenAllowed, authOf, refuseNonLoopback, type ListenAddress } from '../http/auth.js';
 import type { HttpBackend as Backend } from '../http/backend.js';
+import { StreamBudget } from '../api/stream-budget.js';
 import { DEFAULT_BODY_LIMIT } from '../http/server.js';
 import { codebaseService } from './codebase-service.js';
 import { CodebaseServiceService } from './gen/sandbox/v1/codebase.js';
@@ -29,6 +30,8 @@ export interface GrpcServerOptions {
   /** Serve without a token (loopback only, loopback `:authority` only); required when `token` is absent. */
   readonly insecureNoAuth?: boolean;
   readonly logger?: Logger;
+  /** Back-pressure of its streams; `serve` shares one with its HTTP face. Default: its own. */
+  readonly streams?: StreamBudget;
 }
 
 export interface GrpcServer {
@@ -41,9 +44,11 @@ export interface GrpcServer {
 export function createGrpcServer(options: GrpcServerOptions): GrpcServer {
   const auth = authOf(options);
   const shutdown = new AbortController();
+  const streams = options.streams ?? new StreamBudget();
   const context: HandlerContext = {
     shutdown: shutdown.signal,
     logger: options.logger,
+    streams,
     authenticate: (call: SurfaceCall) => {
       if (auth === undefined) {
         // DNS rebinding, as on the HTTP face: only calls addressed to a loopback name are answered.

@@ -8,6 +8,7 @@ import type { FastifyBaseLogger, FastifyInstance, FastifyReply, FastifyRequest }
 import type { Logger } from 'pino';
 import { DEFAULT_MAX_UPLOAD_BYTES } from '../codebases/service.js';
 import { GrpcCode } from '../api/status.js';
+import { StreamBudget } from '../api/stream-budget.js';
 import { assertListenAllowed, authOf, refuseNonLoopback } from './auth.js';
 import type { ListenAddress } from './auth.js';
 import type { HttpBackend } from './backend.js';
@@ -49,6 +50,8 @@ export interface HttpServerOptions {
   readonly bodyLimit?: number;
   /** Largest uploaded file (bytes); default the control plane's, 1 GiB. Give the plane the same value. */
   readonly maxUploadBytes?: number;
+  /** Back-pressure of its streams; `serve` shares one with its gRPC face. Default: its own. */
+  readonly streams?: StreamBudget;
 }
 
 /** A built server: the fastify instance, the routes it registered, and its lifecycle. */
@@ -238,10 +241,13 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
     doc: { auth: false },
     handler: () => Promise.resolve(openApi()),
   });
+  const streams = options.streams ?? new StreamBudget();
   registerCodebaseRoutes(app, backend, {
     maxUploadBytes: options.maxUploadBytes ?? DEFAULT_MAX_UPLOAD_BYTES,
+    streams,
+    shutdown: shutdown.signal,
   });
-  registerSandboxRoutes(app, backend, { shutdown: shutdown.signal });
+  registerSandboxRoutes(app, backend, { shutdown: shutdown.signal, streams });
   registerSessionRoutes(app, backend);
   registerMcpRoute(app, backend, options.logger === undefined ? {} : { logger: options.logger });
 

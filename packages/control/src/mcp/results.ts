@@ -2,8 +2,9 @@
 // programs. Failures are tool results with isError (never JSON-RPC errors), so the model sees them and can
 // act: each carries the project's stable error code and a message that says what to do instead.
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import { AgentFenseError, InternalError } from '@agentfense/protocol';
+import { AgentFenseError, InternalError, NoSpaceError } from '@agentfense/protocol';
 import type { ErrorCode } from '@agentfense/protocol';
+import { noSpaceMessage } from '../disk/no-space.js';
 
 /** A successful result: `text` for the model, `data` as structuredContent. */
 export function ok(text: string, data?: Record<string, unknown>): CallToolResult {
@@ -32,6 +33,11 @@ export function failure(
  * users already); anything else is an internal error whose details go to the log, not to the model.
  */
 export function errorResult(err: unknown, log?: (err: unknown) => void): CallToolResult {
+  if (err instanceof NoSpaceError && typeof err.details?.['directory'] === 'string') {
+    // The same facts without the data directory's host path, which no MCP answer carries.
+    const facts = { operation: String(err.details['operation']), reason: String(err.details['reason']) };
+    return failure(err.code, noSpaceMessage(facts), { details: facts });
+  }
   if (err instanceof AgentFenseError) {
     return failure(err.code, err.message, err.details === undefined ? undefined : { details: err.details });
   }

@@ -10,6 +10,8 @@
 //   - what runtimes keep outside sandboxes and whose owner process is gone (docker's pooled containers);
 //   - stopped sandboxes (kept by `run --keep`, or stopped by hand) only when older than
 //     `stoppedOlderThanMs`; otherwise they are listed as kept, so they never pile up unseen.
+// Never a sandbox whose commit is unfinished (pending-commit.ts), nor the directory of one: they are
+// listed as such, for their user to finish or give up.
 // Workers talk over a socketpair on fd 3: there are no worker socket files to collect.
 import { readdir, rm } from 'node:fs/promises';
 import type { Logger } from 'pino';
@@ -23,6 +25,7 @@ import type { SandboxRow, SandboxStore } from '../store/sandboxes.js';
 import { DESTROY_FAILED } from './recovery.js';
 import type { SandboxManager } from './manager.js';
 import { SPARE_LABEL, isOneShot } from './one-shot.js';
+import { unfinishedCommit } from './pending-commit.js';
 import { isSameProcess } from './process-identity.js';
 
 export interface GcOptions {
@@ -48,6 +51,8 @@ export interface GcReport {
   readonly codebases: { id: string; path: string }[];
   /** Stopped sandboxes left in place (name them with `sandbox destroy`, or gc --stopped-older-than). */
   readonly kept: { id: string; state: string; stoppedAt: string | null }[];
+  /** Sandboxes left in place because their commit is unfinished (`sandbox commit` or `sandbox discard`). */
+  readonly unfinished: { id: string; state: string }[];
   /** What could not be removed, and why. */
   readonly errors: { what: string; error: string }[];
 }
@@ -78,6 +83,7 @@ export async function collectGarbage(deps: GcDeps, options: GcOptions = {}): Pro
     runtimes: [],
     codebases: [],
     kept: [],
+    unfinished: [],
     errors: [],
   };
   const fail = (what: string, err: unknown): void => {
@@ -89,6 +95,10 @@ export async function collectGarbage(deps: GcDeps, options: GcOptions = {}): Pro
   // 1. Sandboxes nobody will use again.
   for (const row of deps.store.all()) {
     if (hasLiveOwner(row)) continue;
+    if ((await unfinishedCommit(deps.layout, row.id, deps.logger)) !== null) {
+      report.unfinished.push({ id: row.id, state: row.state });
+      continue;
+    }
     let reason: string | undefined;
     if (isOneShot(row.labels))
       reason =
@@ -155,6 +165,11 @@ export async function collectGarbage(deps: GcDeps, options: GcOptions = {}): Pro
   for (const name of names) {
     if (!SANDBOX_DIR.test(name) || recorded.has(name)) continue;
     const dir = `${prefix}${name}`;
+    if ((await unfinishedCommit(deps.layout, name, deps.logger)) !== null) {
+      // No record says whose it is, but it holds changes that are not in the codebase yet.
+      fail(dir, new Error('a commit of it did not finish and no record names it: kept for you to look at'));
+      continue;
+    }
     if (!dryRun) {
       try {
         await deps.sandboxes.clearMountsOf(name);

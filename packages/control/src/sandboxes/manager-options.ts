@@ -6,14 +6,18 @@ import type { CodebaseService } from '../codebases/service.js';
 import type { DataLayout } from '../paths.js';
 import type { PresetRegistry } from '../presets/registry.js';
 import type { SandboxStore } from '../store/sandboxes.js';
+import type { SandboxHostUsers } from './host-user.js';
 import type { RuntimeRegistry } from './runtimes.js';
 import type { SupervisionOptions } from './supervisor.js';
+import type { WorkerMemoryOptions } from './worker-cgroup.js';
 
 export interface SandboxManagerOptions {
   readonly layout: DataLayout;
   readonly store: SandboxStore;
   readonly codebases: CodebaseService;
   readonly runtimes: RuntimeRegistry;
+  /** The host users sandboxes run as (a uid of their own each, leased host-wide). */
+  readonly hostUsers: SandboxHostUsers;
   readonly logger: Logger;
   readonly presets?: PresetRegistry | undefined;
   readonly supervision?: SupervisionOptions | undefined;
@@ -29,4 +33,8 @@ export interface SandboxManagerOptions {
   readonly workerPoolSize?: number | undefined;
   /** Limits of sandboxes that do not set them (default DEFAULT_RESOURCES; each field replaceable). */
   readonly defaultResources?: ResourceLimits | undefined;
+  /** Each worker's memory bound: base + share x its sandbox's memory limit (worker-cgroup.ts). */
+  readonly workerMemory?: WorkerMemoryOptions | undefined;
+  /** What recovery does with a dead owner's unfinished commit (recovery.ts); default 'keep'. */
+  readonly unfinishedCommits?: 'keep' | 'finish' | undefined;
 }

@@ -29,8 +29,8 @@ import { networkOptions } from './network.js';
 import { PolicyChanges } from './policy-changes.js';
 import { SandboxMounts } from './mounts.js';
 import { Ownership } from './ownership.js';
-import { DESTROY_FAILED, reapSandboxes, recoverSandboxes } from './recovery.js';
-import type { RecoveryDeps } from './recovery.js';
+import { keepForUser } from './pending-commit.js';
+import { DESTROY_FAILED, reapSandboxes, recoverSandboxes, type RecoveryDeps } from './recovery.js';
 import type { RuntimeRegistry } from './runtimes.js';
 import { whenWorkerReady } from './ready-instance.js';
 import { keepLiveAlive, partsOf, startSandbox } from './start.js';
@@ -40,7 +40,7 @@ import { assertTransition } from './state.js';
 import { retireSandbox, type Retiring } from './retire.js';
 import { tearDown } from './teardown.js';
 import type { SandboxManagerOptions } from './manager-options.js';
-import { onTemporaryWorker } from './temporary-worker.js';
+import { onWorker } from './temporary-worker.js';
 import { checkResources } from './validate.js';
 import { listSandboxes, newSandboxRow } from './records.js';
 import type { CreateInternal, RecordDeps } from './records.js';
@@ -110,6 +110,8 @@ export class SandboxManager {
       pool: this.#pool,
       supervision: options.supervision,
       network: networkOptions(options.network),
+      workerMemory: options.workerMemory,
+      hostUsers: options.hostUsers,
     };
     this.#records = {
       codebases: options.codebases,
@@ -123,7 +125,10 @@ export class SandboxManager {
       owner: this.#owner,
       locks: this.#locks,
       logger: this.#logger,
+      layout: this.#layout,
       destroy: (id) => this.destroy(id),
+      commit: (id, commit) => this.commit(id, commit),
+      unfinishedCommits: options.unfinishedCommits ?? 'keep',
     };
     // The recovery's store, ownership, locks and logger are the ones policy changes go through too.
     this.#policies = new PolicyChanges({
@@ -226,12 +231,11 @@ export class SandboxManager {
       // any other process from starting it while it is being removed.
       const claimed = await this.#owner.claim(id);
       const paths = this.#layout.sandbox(id);
-      // The record goes last: a destroy that fails half-way leaves the sandbox listed in ERROR with what
-      // is left of its files (never files nobody knows about), and destroying it again, the reaper or
-      // `agentfense gc` retry.
+      // The record goes last: a destroy that fails half-way leaves the sandbox listed in ERROR with what is
+      // left of its files (never files nobody knows about), and destroying it again, the reaper or gc retry.
       try {
         await this.#mounts.clear(paths, claimed.runtime);
-        await removeSandboxFiles({ dir: paths.dir, id, trash: this.trash, ...options });
+        await removeSandboxFiles({ paths, id, trash: this.trash, users: this.#deps.hostUsers, ...options });
       } catch (err) {
         const error = toAgentFenseError(err, `destroying sandbox ${id}`);
         this.#store.update(id, {
@@ -245,6 +249,15 @@ export class SandboxManager {
       }
       this.#store.delete(id);
       this.#logger.info({ sandboxId: id, keepDelta: options.keepDelta === true }, 'sandbox destroyed');
+    });
+  }
+
+  /** Keeps a sandbox for its user (its commit did not finish): stopped, with `reason`, no longer one-shot. */
+  keepForUser(id: string, reason: string): Promise<void> {
+    validateId('sandbox', id);
+    return this.#locks.run(id, async () => {
+      if (this.#live.has(id)) await this.#stopLocked(id, reason);
+      keepForUser(this.#store, id, reason);
     });
   }
 
@@ -470,30 +483,19 @@ export class SandboxManager {
     throw this.#owner.notRunningHere(this.#store.get(id));
   }
 
-  /**
-   * Calls a worker method: on the live worker of a running sandbox (all parts of an answer from the one
-   * worker, even once a stop began: a commit cut short still says exactly what it wrote), or, for a
-   * sandbox that is not running, on a temporary worker mounted just for this call (so changes, diff,
-   * commit and discard work after a stop). The temporary worker holds the sandbox's ownership meanwhile.
-   */
-  async #withWorker<M extends WorkerMethod>(
+  /** Calls a worker method on the sandbox's live worker, or on a temporary one (temporary-worker.ts). */
+  #withWorker<M extends WorkerMethod>(
     id: string,
     method: M,
     params: WorkerParams<M>,
   ): Promise<WorkerResult<M>> {
-    validateId('sandbox', id);
-    const live = this.#live.get(id);
-    if (live !== undefined) return live.supervisor.requestWhole(method, params);
-    return this.#locks.run(id, async () => {
-      const again = this.#live.get(id);
-      if (again !== undefined) return again.supervisor.requestWhole(method, params);
-      this.#assertOpen();
-      const row = await this.#owner.claim(id);
-      if (row.state === 'RUNNING') {
-        this.#owner.release(id);
-        throw new WrongStateError(`sandbox ${id} is RUNNING but not in this process`);
-      }
-      return onTemporaryWorker(this.#deps, row, method, params);
-    });
+    const calls = {
+      ...this.#deps,
+      live: this.#live,
+      locks: this.#locks,
+      owner: this.#owner,
+      assertOpen: () => this.#assertOpen(),
+    };
+    return onWorker(calls, validateId('sandbox', id), method, params);
   }
 }

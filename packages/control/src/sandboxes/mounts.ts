@@ -1,14 +1,16 @@
 // One sandbox's mounts and directories: the one setup both a start and a temporary worker go through
 // (directories, leftovers cleared, the shared bind, the mount parameters), and the one way to clear them.
 import { mkdir } from 'node:fs/promises';
+import { basename } from 'node:path';
 import { netnsPathOf, removeSandboxNetns } from '@agentfense/network';
 import type { Logger } from 'pino';
 import { clearFuseMount } from '@agentfense/fuse-worker';
-import type { DirIdentity, MountParams, RuntimeTraits } from '@agentfense/protocol';
+import type { DirIdentity, HostUser, MountParams, RuntimeTraits } from '@agentfense/protocol';
 import { ensurePrivateDir } from '../paths.js';
 import type { SandboxPaths } from '../paths.js';
 import type { SandboxRow } from '../store/sandboxes.js';
 import { makeSharedBind, mountsBelow, unmountAll } from './host-mounts.js';
+import { removeWorkerCgroup } from './worker-cgroup.js';
 import type { RuntimeRegistry } from './runtimes.js';
 
 export interface SandboxMountsOptions {
@@ -49,6 +51,7 @@ export class SandboxMounts {
     else {
       await this.#clearRuntime(paths, options.runtimeName);
       await removeSandboxNetns(netnsPathOf(paths.state));
+      await removeWorkerCgroup({ sandboxId: basename(paths.dir), logger: this.#logger });
     }
     if (options.sharedBind) await makeSharedBind(paths.mnt, { mounted: false });
     await ensurePrivateDir(paths.workspace);
@@ -56,7 +59,9 @@ export class SandboxMounts {
 
   /**
    * Clears a sandbox's mounts: what its runtime left in the state directory (e.g. docker's relay, which
-   * outlives a crashed control plane), the FUSE mount (aborting a hung daemon first), the shared bind.
+   * outlives a crashed control plane), the FUSE mount (aborting a hung daemon first), the shared bind;
+   * then its worker's cgroup (worker-cgroup.ts), killing what is left in it: called only when no worker of
+   * the sandbox may run (before a start, after a stop, when recovering or collecting it).
    * A runtime that is not registered (any more) cannot clear its leftovers: that is logged.
    */
   async clear(paths: SandboxPaths, runtimeName: string | undefined): Promise<void> {
@@ -64,6 +69,7 @@ export class SandboxMounts {
     await clearFuseMount(paths.workspace);
     await unmountAll(paths.mnt);
     await removeSandboxNetns(netnsPathOf(paths.state));
+    await removeWorkerCgroup({ sandboxId: basename(paths.dir), logger: this.#logger });
   }
 
   /** What the sandbox's runtime left in its state directory (e.g. docker's relay and containers). */
@@ -89,13 +95,15 @@ export class SandboxMounts {
     await clearFuseMount(paths.workspace);
     await unmountAll(paths.mnt);
     await removeSandboxNetns(netnsPathOf(paths.state));
+    await removeWorkerCgroup({ sandboxId: basename(paths.dir), logger: this.#logger });
   }
 }
 
 /**
  * The worker's mount of a stored sandbox. `lower` is the codebase directory and the identity the worker
  * must find there (CodebaseService.lowerForMount); `traits` is the runtime that will use the mount (null:
- * only the control plane reads it, through a temporary worker).
+ * only the control plane reads it, through a temporary worker); `user` the sandbox's own host user, if it
+ * has one (host-user.ts), else the runtime's shared one owns the files.
  */
 export function mountParams(
   row: SandboxRow,
@@ -103,9 +111,11 @@ export function mountParams(
   options: {
     readonly lower: { readonly path: string; readonly identity: DirIdentity | undefined };
     readonly traits: RuntimeTraits | null;
+    readonly user?: HostUser | undefined;
   },
 ): MountParams {
   const { traits, lower } = options;
+  const owner = traits === null ? null : (options.user ?? traits.hostOwner);
   const { diskBytes } = row.resources;
   return {
     lowerDir: lower.path,
@@ -117,9 +127,9 @@ export function mountParams(
     // A sandbox user whose host uid is not the mounter's needs allow_other ...
     ...(traits === null ? {} : { allowOther: traits.needsAllowOther }),
     // ... and owns the files it sees, so the owner mode bits carry the rules for it too.
-    ...(traits === null || traits.hostOwner === null
-      ? {}
-      : { ownerUid: traits.hostOwner.uid, ownerGid: traits.hostOwner.gid }),
+    ...(owner === null ? {} : { ownerUid: owner.uid, ownerGid: owner.gid }),
+    // A uid of the sandbox's own: the worker serves it and root, nobody else.
+    ...(options.user === undefined ? {} : { callerUid: options.user.uid }),
     ...(diskBytes === undefined ? {} : { diskQuotaBytes: diskBytes }),
   };
 }

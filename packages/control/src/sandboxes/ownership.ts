@@ -7,7 +7,10 @@ import { WrongStateError } from '@agentfense/protocol';
 import type { DataLayout } from '../paths.js';
 import type { SandboxRow, SandboxStore } from '../store/sandboxes.js';
 import type { SandboxMounts } from './mounts.js';
-import { isSameProcess, selfIdentity } from './process-identity.js';
+import { isSameProcess, selfIdentity, waitGone } from './process-identity.js';
+
+/** How long a claim waits for a dead owner's SIGKILLed worker to be gone (it dies in milliseconds). */
+const KILLED_WORKER_WAIT_MS = 5000;
 
 export interface OwnershipOptions {
   readonly layout: DataLayout;
@@ -111,12 +114,20 @@ export class Ownership {
    * STOPPED. Called by claim() only, so the caller already holds the claim (ownership stays with it).
    */
   async #cleanupStale(row: SandboxRow): Promise<void> {
-    if (row.worker_pid !== null && isSameProcess(row.worker_pid, row.worker_start)) {
+    if (
+      row.worker_pid !== null &&
+      row.worker_start !== null &&
+      isSameProcess(row.worker_pid, row.worker_start)
+    ) {
       try {
         process.kill(row.worker_pid, 'SIGKILL');
       } catch (err) {
         this.#logger.debug({ err, pid: row.worker_pid }, 'leftover worker already gone');
       }
+      // Until its last thread is gone it may still finish a write into the codebase (a commit's), which a
+      // commit finished by the new owner must not race.
+      if (!(await waitGone(row.worker_pid, row.worker_start, KILLED_WORKER_WAIT_MS)))
+        this.#logger.warn({ pid: row.worker_pid }, 'a killed leftover worker is still running');
     }
     await this.#mounts.clear(this.#layout.sandbox(row.id), row.runtime);
     const ownerPid = row.owner_pid ?? 'unknown';

@@ -58,6 +58,7 @@ export function retireSandbox(d: RetireDeps, id: string): Retiring {
     await removeTree(paths.dir).catch((err: NodeJS.ErrnoException) => {
       if (err.code !== 'ENOENT') throw err; // removed meanwhile: done
     });
+    d.deps.hostUsers.releaseSandbox(paths);
     d.deps.logger.info({ sandboxId: id }, 'sandbox retired');
   });
   removed.catch(failed);

@@ -6,6 +6,7 @@ import type { Logger } from 'pino';
 import { InvalidArgumentError } from '@agentfense/protocol';
 import type { SandboxRuntime } from '@agentfense/protocol';
 import type * as DockerRuntimeModule from '@agentfense/runtime-docker';
+import type { HostUserLeases } from './host-user.js';
 
 /** A runtime, or a factory called the first time a sandbox needs it. */
 export type RuntimeProvider = SandboxRuntime | (() => SandboxRuntime | Promise<SandboxRuntime>);
@@ -73,6 +74,8 @@ export function builtinRuntimes(options: {
   readonly logger: Logger;
   /** Idle docker containers kept per image (the runtime's `poolSize`). */
   readonly dockerPoolSize: number;
+  /** The host-wide uid leases: docker's pool leases each idle container's uid up front. */
+  readonly hostUsers: HostUserLeases;
 }): RuntimeMap {
   const { dataDir, logger } = options;
   return {
@@ -86,6 +89,7 @@ export function builtinRuntimes(options: {
       (await import('@agentfense/runtime-docker')).createDockerRuntime({
         dataDir,
         poolSize: options.dockerPoolSize,
+        hostUsers: options.hostUsers,
         logger: logger.child({ component: 'runtime-docker' }),
       }),
   };

@@ -10,6 +10,7 @@ import type { NetworkOptions } from '@agentfense/network';
 import type { CodebaseService } from '../codebases/service.js';
 import type { SandboxRow } from '../store/sandboxes.js';
 import { AuditWriter } from './audit-log.js';
+import type { SandboxHostUsers } from './host-user.js';
 import { mountParams } from './mounts.js';
 import { processStartTime } from './process-identity.js';
 import type { RuntimeRegistry } from './runtimes.js';
@@ -18,6 +19,8 @@ import type { SupervisionOptions } from './supervisor.js';
 import { tearDown } from './teardown.js';
 import type { TeardownDeps, TeardownParts } from './teardown.js';
 import type { WorkerPool } from './worker-pool.js';
+import { createWorkerCgroup, workerMemoryBound } from './worker-cgroup.js';
+import type { WorkerMemoryOptions } from './worker-cgroup.js';
 
 /**
  * Awaits every promise, then throws the first rejection (if any): nothing is left running unobserved
@@ -58,6 +61,9 @@ export interface StartDeps extends TeardownDeps {
   readonly pool: WorkerPool;
   readonly supervision: SupervisionOptions | undefined;
   readonly network: NetworkOptions;
+  /** The parts of each worker's memory bound (worker-cgroup.ts). */
+  readonly workerMemory: WorkerMemoryOptions | undefined;
+  readonly hostUsers: SandboxHostUsers;
 }
 
 export interface StartHooks {
@@ -102,12 +108,21 @@ export async function startSandbox(deps: StartDeps, row: SandboxRow, hooks: Star
       deps.mounts.prepare(paths, { runtimeName: row.runtime, sharedBind: true }),
     ] as const);
     const { traits } = runtime;
+    // Every worker of the sandbox joins it before it mounts; the tear-down's clearing of the mounts
+    // removes it.
+    const cgroup = createWorkerCgroup({
+      sandboxId: id,
+      boundBytes: workerMemoryBound(row.resources.memoryBytes, deps.workerMemory),
+      logger: log,
+    });
+    // Before the mount: the worker reports the sandbox's own uid as the owner of what it sees.
+    const user = await deps.hostUsers.forStart({ row, paths, runtime });
     const t1 = performance.now();
     let tWorker = t1;
     let tRuntime = t1;
     const supervising = WorkerSupervisor.start({
       sandboxId: id,
-      mount: mountParams(row, paths, { lower, traits }),
+      mount: mountParams(row, paths, { lower, traits, user }),
       logFile: paths.workerLog,
       logger: log,
       supervision: deps.supervision,
@@ -117,6 +132,7 @@ export async function startSandbox(deps: StartDeps, row: SandboxRow, hooks: Star
         handedOver = true;
         return taking;
       },
+      cgroup,
       onAudit: (events) => audit.append(events),
       onWorker: (pid) =>
         deps.store.update(id, { worker_pid: pid, worker_start: processStartTime(pid) ?? null }),
@@ -150,6 +166,7 @@ export async function startSandbox(deps: StartDeps, row: SandboxRow, hooks: Star
         ...(row.image === null ? {} : { image: row.image }),
         ...(policed ? { netns: netnsPathOf(paths.state) } : {}),
         resources: row.resources,
+        ...(user === undefined ? {} : { user }),
         // The proxy variables first: a sandbox's own env may override them (the NAT polices either way).
         env: policed ? { ...PROXY_ENV, ...row.env } : row.env,
       });

@@ -8,6 +8,8 @@ import { clearFuseMount, spawnWorker } from '@agentfense/fuse-worker';
 import type { WorkerHandle } from '@agentfense/fuse-worker';
 import { TimeoutError, WrongStateError } from '@agentfense/protocol';
 import { requestWholeOn } from './whole-answer.js';
+import type { WorkerCgroup } from './worker-cgroup.js';
+import { exitReasonOf, explainedCall } from './worker-exit.js';
 import type {
   AuditEvent,
   MountParams,
@@ -64,6 +66,8 @@ export interface WorkerSupervisorOptions {
    * The mount request names the sandbox and its log file, so a pooled worker takes them on.
    */
   readonly spawn?: (() => Promise<WorkerHandle>) | undefined;
+  /** The cgroup every worker of the sandbox runs in (its memory bound); null: none on this host. */
+  readonly cgroup?: Promise<WorkerCgroup | null> | undefined;
   /** Audit batches from whichever worker is current. */
   readonly onAudit: (events: readonly AuditEvent[]) => void;
   /** A new worker process serves the mount (first start and every restart). */
@@ -94,9 +98,14 @@ export class WorkerSupervisor {
   /** Whether the worker keeps this process alive (false while an idle spare waits to be taken). */
   #keepAlive = true;
   readonly #timer: NodeJS.Timeout;
+  /** The cgroup every worker of the sandbox runs in; null without one. */
+  readonly #cgroup: WorkerCgroup | null;
+  /** Why each worker exited, once it has (worker-exit.ts). */
+  readonly #exits = new WeakMap<WorkerHandle, Promise<string>>();
 
-  private constructor(options: WorkerSupervisorOptions, worker: WorkerHandle) {
+  private constructor(options: WorkerSupervisorOptions, worker: WorkerHandle, cgroup: WorkerCgroup | null) {
     this.#options = options;
+    this.#cgroup = cgroup;
     this.#timing = { ...DEFAULT_SUPERVISION, ...options.supervision };
     this.#logger = options.logger;
     this.#mount = options.mount;
@@ -109,7 +118,7 @@ export class WorkerSupervisor {
   /** Spawns a worker and mounts; on failure nothing is left running or mounted. */
   static async start(options: WorkerSupervisorOptions): Promise<WorkerSupervisor> {
     const worker = await spawnAndMount(options);
-    return new WorkerSupervisor(options, worker);
+    return new WorkerSupervisor(options, worker, (await options.cgroup) ?? null);
   }
 
   /** The live worker's pid. */
@@ -146,7 +155,7 @@ export class WorkerSupervisor {
     options?: RequestOptions,
   ): Promise<WorkerResult<M>> {
     const worker = await this.worker();
-    return worker.client.request(method, params, options);
+    return this.#explained(worker, method, worker.client.request(method, params, options));
   }
 
   /**
@@ -154,10 +163,10 @@ export class WorkerSupervisor {
    * began: a commit a stop or destroy cuts short still answers with exactly what it wrote.
    */
   async requestWhole<M extends WorkerMethod>(method: M, params: WorkerParams<M>): Promise<WorkerResult<M>> {
-    const { client } = await this.worker();
+    const worker = await this.worker();
     this.#wholeRequests++;
     try {
-      return await requestWholeOn(client, method, params);
+      return await this.#explained(worker, method, requestWholeOn(worker.client, method, params));
     } finally {
       this.#wholeRequests--;
     }
@@ -202,9 +211,12 @@ export class WorkerSupervisor {
       const { level, msg, ...fields } = event;
       this.#logger[level]({ worker: worker.pid, ...fields }, msg);
     });
-    void worker.exited.then((exit) => {
-      if (this.#current !== worker || this.#phase !== 'running') return;
-      this.#fail(`worker ${worker.pid} exited (code ${exit.code}, signal ${exit.signal})`);
+    // Its cgroup's OOM counter is read now: a kill for the memory bound shows as that counter growing. The
+    // restart is begun before any caller hears why its call failed (reactions run in order).
+    const exit = exitReasonOf(worker, this.#cgroup);
+    this.#exits.set(worker, exit);
+    void exit.then((reason) => {
+      if (this.#current === worker && this.#phase === 'running') this.#fail(reason);
     });
   }
 
@@ -228,6 +240,12 @@ export class WorkerSupervisor {
     } finally {
       this.#pinging = false;
     }
+  }
+
+  /** The call's answer, or an error saying why its worker exited if it died under the call. */
+  #explained<T>(worker: WorkerHandle, method: string, call: Promise<T>): Promise<T> {
+    const exit = this.#exits.get(worker);
+    return explainedCall({ sandboxId: this.#options.sandboxId, method, call, exit });
   }
 
   /** Records a failure and restarts the worker, or gives up when failures come too often. */
@@ -293,11 +311,13 @@ export class WorkerSupervisor {
 
 /** One worker, mounted (within MOUNT_TIMEOUT_MS); killed and its mount cleared if the mount fails. */
 export async function spawnAndMount(
-  options: Pick<WorkerSupervisorOptions, 'sandboxId' | 'mount' | 'logFile' | 'spawn' | 'onWorker'>,
+  options: Pick<WorkerSupervisorOptions, 'sandboxId' | 'mount' | 'logFile' | 'spawn' | 'onWorker' | 'cgroup'>,
 ): Promise<WorkerHandle> {
   const worker = await (options.spawn?.() ??
     spawnWorker({ logFile: options.logFile, name: options.sandboxId }));
   try {
+    // Before the mount: everything the worker holds for this sandbox is charged to its bound.
+    await (await options.cgroup)?.attach(worker.pid);
     // A mount that never completes (a wedged kernel) must not hang start forever.
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {

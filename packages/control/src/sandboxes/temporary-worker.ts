@@ -1,22 +1,70 @@
 // Worker calls on a sandbox's delta whether or not it runs: on the live worker of a running sandbox, or
 // on a temporary worker mounted just for the call (so changes, diff, commit and discard work after a stop).
+import { WrongStateError } from '@agentfense/protocol';
 import type { WorkerMethod, WorkerParams, WorkerResult } from '@agentfense/protocol';
 import type { CodebaseService } from '../codebases/service.js';
 import type { SandboxRow } from '../store/sandboxes.js';
 import { AuditWriter } from './audit-log.js';
+import type { KeyedLock } from './keyed-lock.js';
+import type { Ownership } from './ownership.js';
+import type { Live } from './start.js';
 import { mountParams } from './mounts.js';
 import { processStartTime } from './process-identity.js';
 import { spawnAndMount } from './supervisor.js';
 import { tearDown } from './teardown.js';
 import { requestWholeOn } from './whole-answer.js';
 import type { TeardownDeps } from './teardown.js';
+import { createWorkerCgroup, workerMemoryBound } from './worker-cgroup.js';
+import { exitReasonOf, explainedCall } from './worker-exit.js';
+import type { WorkerMemoryOptions } from './worker-cgroup.js';
+
+/** What a worker call needs from the manager. */
+export interface WorkerCallDeps extends TeardownDeps {
+  readonly codebases: CodebaseService;
+  readonly workerMemory: WorkerMemoryOptions | undefined;
+  readonly live: ReadonlyMap<string, Live>;
+  readonly locks: KeyedLock;
+  readonly owner: Ownership;
+  /** Throws when the control plane is closed. */
+  readonly assertOpen: () => void;
+}
+
+/**
+ * Calls a worker method: on the live worker of a running sandbox (all parts of an answer from the one
+ * worker, even once a stop began: a commit cut short still says exactly what it wrote), or, for a
+ * sandbox that is not running, on a temporary worker mounted just for this call (so changes, diff,
+ * commit and discard work after a stop). The temporary worker holds the sandbox's ownership meanwhile.
+ */
+export async function onWorker<M extends WorkerMethod>(
+  d: WorkerCallDeps,
+  id: string,
+  method: M,
+  params: WorkerParams<M>,
+): Promise<WorkerResult<M>> {
+  const live = d.live.get(id);
+  if (live !== undefined) return live.supervisor.requestWhole(method, params);
+  return d.locks.run(id, async () => {
+    const again = d.live.get(id);
+    if (again !== undefined) return again.supervisor.requestWhole(method, params);
+    d.assertOpen();
+    const row = await d.owner.claim(id);
+    if (row.state === 'RUNNING') {
+      d.owner.release(id);
+      throw new WrongStateError(`sandbox ${id} is RUNNING but not in this process`);
+    }
+    return onTemporaryWorker(d, row, method, params);
+  });
+}
 
 /**
  * Calls `method` on a temporary worker mounted on the claimed, not running sandbox `row`, then tears it
  * down (worker stopped, mounts cleared, audit flushed, ownership released) whatever happened.
  */
 export async function onTemporaryWorker<M extends WorkerMethod>(
-  deps: TeardownDeps & { readonly codebases: CodebaseService },
+  deps: TeardownDeps & {
+    readonly codebases: CodebaseService;
+    readonly workerMemory: WorkerMemoryOptions | undefined;
+  },
   row: SandboxRow,
   method: M,
   params: WorkerParams<M>,
@@ -31,16 +79,29 @@ export async function onTemporaryWorker<M extends WorkerMethod>(
     // No runtime will see this mount: no shared bind, and the mount's owner is the worker's own.
     await deps.mounts.prepare(paths, { runtimeName: row.runtime, sharedBind: false });
     const lower = await deps.codebases.lowerForMount(row.codebase_id);
+    // Bounded as a running sandbox's worker is; removed with the mounts by the tear-down below.
+    const cgroup = createWorkerCgroup({
+      sandboxId: id,
+      boundBytes: workerMemoryBound(row.resources.memoryBytes, deps.workerMemory),
+      logger: deps.logger,
+    });
     worker = await spawnAndMount({
       sandboxId: id,
       mount: mountParams(row, paths, { lower, traits: null }),
       logFile: paths.workerLog,
+      cgroup,
       onWorker: (pid) =>
         deps.store.update(id, { worker_pid: pid, worker_start: processStartTime(pid) ?? null }),
     });
     // Attached once mounted, as the supervisor does: the call below is the first access through the mount.
     worker.client.onEvent('audit', (events) => audit.append(events));
-    return await requestWholeOn(worker.client, method, params);
+    const exit = exitReasonOf(worker, await cgroup);
+    return await explainedCall({
+      sandboxId: id,
+      method,
+      call: requestWholeOn(worker.client, method, params),
+      exit,
+    });
   } finally {
     await tearDown(deps, {
       id,

@@ -1,4 +1,5 @@
-// Commit: applying a delta's changes to the codebase, atomically per file, with conflict detection.
+// Commit: applying a delta's changes to the codebase, atomically per file, with conflict detection, as a
+// journalled operation that a crash at any moment leaves finished or to be finished (commit-journal.ts).
 import type { BigIntStats } from 'node:fs';
 import { constants } from 'node:fs';
 import fsp from 'node:fs/promises';
@@ -6,15 +7,18 @@ import fsp from 'node:fs/promises';
 import type { ChangeEntry, CommitConflict, CommitNote } from '@agentfense/protocol';
 
 import { fdPath } from '../host/flags.js';
-import { relBase, relJoin, relParent } from '../host/rel-path.js';
+import { relJoin, relParent } from '../host/rel-path.js';
 import { Yielder } from '../host/yielder.js';
+import { AppliedBatch } from './commit-batch.js';
+import { newCommitId } from './commit-journal.js';
+import { SET_ID, commitTempPath, inDoubtVerdict, removeLeftoverTemps } from './commit-resume.js';
 import { computeChanges, type DeltaChange } from './changes.js';
-import { tempName, type DeltaContext } from './context.js';
+import type { DeltaContext } from './context.js';
 import { baseMismatch } from './identity.js';
-/** S_ISUID | S_ISGID: never written to the codebase. */
-const SET_ID = 0o6000;
 import { selected } from './paths.js';
 import type { CommitOptions, DeltaCommitResult } from './types.js';
+
+export { commitTempName } from './commit-resume.js';
 
 /** A change that cannot be applied; it stays in the delta and is reported as a conflict. */
 class Refused extends Error {}
@@ -24,22 +28,39 @@ class Refused extends Error {}
  * is written to a temp name in its codebase directory and renamed over the old one; parent directories are
  * created as needed. Nothing in the codebase is followed: a path whose codebase ancestor is a symlink (or
  * not a directory) is refused in every mode. In 'detect-conflicts' mode a change whose codebase entry no
- * longer matches its base record is refused too. Applied changes leave the delta (metadata first, then the
- * upper entry: a crash in between only makes the change look uncommitted); refused ones stay.
+ * longer matches its base record is refused too. Refused changes stay in the delta.
  * Device nodes, FIFOs and sockets are never synced back: reported as skipped, kept in the delta. Set-id
  * bits are never written to the codebase: such files are written without them and reported as changed.
+ *
+ * Journalled (commit-journal.ts): before its first write into the codebase the commit records, fsynced,
+ * which changes it applies; applied changes leave the delta in batches once they are durable in the
+ * codebase (commit-batch.ts); the record goes when the commit has run to its end, conflicts included. A
+ * commit that finds an unfinished one first takes over its changes (whatever `paths` says) and its
+ * temporary files, and finishes them in the mode asked for now: a change it finds already done in the
+ * codebase counts as applied (commit-resume.ts). An interrupted commit (`signal`) keeps its record.
  */
 export async function commitChanges(ctx: DeltaContext, options: CommitOptions): Promise<DeltaCommitResult> {
   // Walk the codebase afresh: a cached directory fd could name a directory someone moved since.
   await ctx.lower.invalidateCache();
-  const all = (await computeChanges(ctx)).filter((c) => selected(c.rel, options.paths));
+  const unfinished = await ctx.commits.pending();
+  const yielder = new Yielder();
+  // What it may have left half-written: a temporary file next to any change it listed.
+  if (unfinished !== null) await removeLeftoverTemps(ctx, unfinished.paths, unfinished.id, yielder);
+  const inDoubt = new Set(unfinished?.paths);
+  const all = (await computeChanges(ctx)).filter((c) => inDoubt.has(c.rel) || selected(c.rel, options.paths));
   const applied: ChangeEntry[] = [];
   const conflicts: CommitConflict[] = [];
   const skipped: CommitNote[] = [];
   const changed: CommitNote[] = [];
+  if (all.length === 0) {
+    if (unfinished !== null) await ctx.commits.finish(); // everything it listed was applied or discarded
+    return { applied, conflicts, skipped, changed };
+  }
+  const id = unfinished?.id ?? newCommitId();
+  await ctx.commits.begin({ id, mode: options.mode, paths: all.map((c) => c.rel) });
   const deletions = all.filter((c) => c.entry.kind === 'deleted').sort((a, b) => depth(b.rel) - depth(a.rel));
   const writes = all.filter((c) => c.entry.kind !== 'deleted');
-  const yielder = new Yielder();
+  const batch = new AppliedBatch(ctx);
   let interrupted: string | undefined;
   for (const change of [...deletions, ...writes]) {
     // Between two changes, never inside one: each file lands whole (temp name, then rename) or not at all.
@@ -53,9 +74,13 @@ export async function commitChanges(ctx: DeltaContext, options: CommitOptions): 
       continue;
     }
     try {
-      const stripped = await applyChange(ctx, change, options.mode === 'last-writer-wins');
+      const stripped = await applyChange(ctx, change, {
+        lastWriterWins: options.mode === 'last-writer-wins',
+        id,
+        inDoubt: inDoubt.has(change.rel),
+      });
       if (stripped !== null) changed.push({ path: change.entry.path, reason: stripped });
-      await forget(ctx, change);
+      await batch.add(change);
       applied.push(change.entry);
     } catch (err) {
       if (!(err instanceof Refused) && !isFsRefusal(err)) throw err;
@@ -63,7 +88,9 @@ export async function commitChanges(ctx: DeltaContext, options: CommitOptions): 
       conflicts.push({ path: change.entry.path, reason: err instanceof Error ? err.message : String(err) });
     }
   }
+  await batch.flush();
   await pruneUpperDirs(ctx, '', yielder);
+  if (interrupted === undefined) await ctx.commits.finish();
   return { applied, conflicts, skipped, changed, ...(interrupted === undefined ? {} : { interrupted }) };
 }
 
@@ -85,40 +112,55 @@ async function skipReason(ctx: DeltaContext, rel: string): Promise<string> {
   return `${what}: never written to the codebase (kept in the sandbox)`;
 }
 
+/** How one change is applied. */
+interface ApplyOptions {
+  readonly lastWriterWins: boolean;
+  /** The commit's id (its temporary names). */
+  readonly id: string;
+  /** Listed by an unfinished commit: it may be done or half done in the codebase already. */
+  readonly inDoubt: boolean;
+}
+
 /**
  * Applies one change; returns a note when the file was written with set-id bits removed, else null.
  */
 async function applyChange(
   ctx: DeltaContext,
   change: DeltaChange,
-  lastWriterWins: boolean,
+  { lastWriterWins, id, inDoubt }: ApplyOptions,
 ): Promise<string | null> {
   const { rel } = change;
-  const now = await codebaseStat(ctx, rel);
-  if (!lastWriterWins && change.base !== undefined) {
-    const reason = baseMismatch(change.base, now);
-    if (reason !== null) throw new Refused(reason);
-  }
-  if (change.upperType === null) {
-    await removeFromCodebase(ctx, rel, now, lastWriterWins);
-    return null;
-  }
-  await ensureCodebaseDir(ctx, relParent(rel));
-  const upperSt = await ctx.upper.lstat(rel);
+  // A deletion the unfinished commit may have done already: a codebase ancestor that is no directory by
+  // now (the commit put a file where that directory was) means the entry is gone; nothing is followed.
+  const now = await codebaseStat(ctx, rel, { goneBelowNonDir: inDoubt && change.upperType === null });
+  const upperSt = change.upperType === null ? null : await ctx.upper.lstat(rel);
   // Never set-id bits in the codebase (a sandbox must not plant a set-uid program there): the entry is
   // written without them and the commit result says so.
-  const mode = Number(upperSt.mode) & 0o7777;
+  const mode = upperSt === null ? 0 : Number(upperSt.mode) & 0o7777;
   const stripped =
     (mode & SET_ID) === 0 || change.upperType === 'symlink'
       ? null
       : `set-uid/set-gid bits removed (mode ${mode.toString(8)} written as ${(mode & ~SET_ID).toString(8)})`;
+  if (!lastWriterWins && change.base !== undefined) {
+    const reason = baseMismatch(change.base, now);
+    if (reason !== null) {
+      const verdict = inDoubt ? await inDoubtVerdict(ctx, change, now) : 'conflict';
+      if (verdict === 'done') return stripped;
+      if (verdict === 'conflict') throw new Refused(reason);
+    }
+  }
+  if (upperSt === null) {
+    await removeFromCodebase(ctx, rel, now, lastWriterWins);
+    return null;
+  }
+  await ensureCodebaseDir(ctx, relParent(rel));
   if (change.upperType === 'directory') {
     if (now !== null && !now.isDirectory()) await removeFromCodebase(ctx, rel, now, lastWriterWins);
     if (now === null || !now.isDirectory()) await ctx.lower.mkdir(rel, 0o700);
     await ctx.lower.chmod(rel, mode & ~SET_ID);
     return stripped;
   }
-  const tmp = relJoin(relParent(rel), commitTempName(relBase(rel)));
+  const tmp = commitTempPath(rel, id);
   try {
     if (change.upperType === 'symlink') {
       await ctx.lower.symlink(await ctx.upper.readlink(rel), tmp);
@@ -158,14 +200,22 @@ async function copyToCodebase(
   }
 }
 
-/** lstat of the codebase entry; a symlink or non-directory among its ancestors refuses the change. */
-async function codebaseStat(ctx: DeltaContext, rel: string): Promise<BigIntStats | null> {
+/**
+ * lstat of the codebase entry; a symlink or non-directory among its ancestors refuses the change, or with
+ * `goneBelowNonDir` means there is no entry (null).
+ */
+async function codebaseStat(
+  ctx: DeltaContext,
+  rel: string,
+  { goneBelowNonDir = false } = {},
+): Promise<BigIntStats | null> {
   try {
     return await ctx.lower.lstat(rel);
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     if (code === 'ENOENT') return null;
     if (code === 'ENOTDIR' || code === 'ELOOP') {
+      if (goneBelowNonDir) return null;
       throw new Refused('a directory on the codebase path is a symlink or not a directory');
     }
     throw err;
@@ -208,14 +258,6 @@ async function removeFromCodebase(
   }
 }
 
-/** Drops an applied change from the delta: its records, then its upper entry (directories: later, if empty). */
-async function forget(ctx: DeltaContext, change: DeltaChange): Promise<void> {
-  const record = { op: 'forget', path: change.rel, subtree: false } as const;
-  await ctx.journal.append([record]);
-  ctx.meta.apply(record);
-  if (change.upperType !== null && change.upperType !== 'directory') await ctx.upper.unlink(change.rel);
-}
-
 /** Removes upper directories left empty and unrecorded (structure whose content was committed). */
 async function pruneUpperDirs(ctx: DeltaContext, rel: string, yielder: Yielder): Promise<boolean> {
   let empty = true;
@@ -228,7 +270,7 @@ async function pruneUpperDirs(ctx: DeltaContext, rel: string, yielder: Yielder):
       empty = false;
     }
   }
-  return empty && !ctx.meta.bases.has(rel) && !ctx.meta.whiteouts.has(rel);
+  return empty && !ctx.meta.hasBase(rel) && !ctx.meta.isWhiteout(rel);
 }
 
 /** Filesystem errors that mean "this change cannot go in" rather than a broken worker. */
@@ -248,15 +290,4 @@ function depth(rel: string): number {
 function stopReason(signal: AbortSignal): string {
   const reason: unknown = signal.reason;
   return reason instanceof Error ? reason.message : typeof reason === 'string' ? reason : 'stopped';
-}
-
-/** Longest name kept in a commit's temporary name: with `.` + `.af-commit-<pid>-<16 hex>` it fits NAME_MAX. */
-const MAX_NAME_IN_TEMP = 200;
-
-/**
- * The temporary name a file is copied to before it is renamed over `name`: `.<name>.af-commit-…`, so a
- * leftover says whose it was, or just `.af-commit-…` for a name too long to fit in 255 bytes with it.
- */
-export function commitTempName(name: string): string {
-  return tempName(Buffer.byteLength(name) <= MAX_NAME_IN_TEMP ? `.${name}.af-commit` : '.af-commit');
 }

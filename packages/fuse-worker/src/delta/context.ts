@@ -5,7 +5,8 @@ import { FsError } from '../errors.js';
 import type { HostDir } from '../host/host-dir.js';
 import { isMissing } from '../host/host-dir.js';
 import { randomHex } from '../host/random-hex.js';
-import { relJoin, relParent } from '../host/rel-path.js';
+import { relParent } from '../host/rel-path.js';
+import type { CommitJournal } from './commit-journal.js';
 import type { MetaJournal } from './journal.js';
 import type { MetaState } from './meta-state.js';
 import type { DiskQuota } from './quota.js';
@@ -22,6 +23,8 @@ export interface DeltaContext {
   readonly work: HostDir;
   readonly meta: MetaState;
   readonly journal: MetaJournal;
+  /** The intent record of an unfinished commit (commit-journal.ts). */
+  readonly commits: CommitJournal;
   readonly logger: DeltaLogger;
   /** The disk quota on the upper layer, when the sandbox has one. */
   readonly quota: DiskQuota | null;
@@ -158,7 +161,7 @@ export function resolveIfCached(ctx: DeltaContext, rel: string): DeltaLookup | n
 
 /** The merged entry for an upper-layer stat at `rel`: the codebase identity it replaced, if any. */
 function upperEntry(ctx: DeltaContext, rel: string, up: BigIntStats): DeltaLookup {
-  const base = ctx.meta.bases.get(rel);
+  const base = ctx.meta.base(rel);
   const lower = base?.exists === true ? { dev: BigInt(base.dev), ino: BigInt(base.ino) } : null;
   return { layer: 'upper', stat: up, type: typeOf(up), upper: { dev: up.dev, ino: up.ino }, lower };
 }
@@ -213,12 +216,34 @@ export async function mergedEntries(
     } catch (err) {
       if (!isMissing(err)) throw err;
     }
+    const whitedOut = ctx.meta.whiteoutsIn(rel);
     for (const e of lower) {
       // Upper entry wins over lower; a whited-out lower entry is gone.
-      if (!entries.has(e.name) && !ctx.meta.whiteouts.has(relJoin(rel, e.name))) entries.set(e.name, e.type);
+      if (!entries.has(e.name) && !whitedOut.has(e.name)) entries.set(e.name, e.type);
     }
   }
   return entries;
+}
+
+/**
+ * Whether the merged directory `rel` has no entry at all (rmdir, rename over a directory): the upper
+ * layer's first entry answers at once (one getdents, not a listing, and synchronous where the directory's
+ * fd is cached); the lower layer is listed only when the upper one is empty, since its entries may all be
+ * whited out.
+ */
+export async function mergedIsEmpty(ctx: DeltaContext, rel: string): Promise<boolean> {
+  const found = await mustResolve(ctx, rel);
+  if (found.type !== 'directory') throw new FsError('ENOTDIR', `/${rel}`);
+  if ((found.layer === 'upper' || rel === '') && (await ctx.upper.hasEntries(rel))) return false;
+  if (rel !== '' && ctx.meta.isHidden(rel)) return true;
+  let lower: Awaited<ReturnType<HostDir['readdir']>> = [];
+  try {
+    lower = await ctx.lower.readdir(rel);
+  } catch (err) {
+    if (!isMissing(err)) throw err;
+  }
+  const gone = ctx.meta.whiteoutsIn(rel);
+  return lower.every((e) => gone.has(e.name));
 }
 
 /**

@@ -14,6 +14,7 @@ import { commitChanges } from './commit.js';
 import {
   chargeNew,
   mergedEntries,
+  mergedIsEmpty,
   mustResolve,
   upperKnownAbsent,
   resolve,
@@ -23,11 +24,12 @@ import {
 } from './context.js';
 import { copyUp } from './copy-up.js';
 import { buildDiff, diffItems, type DiffItem } from './diff.js';
+import { discardPaths } from './discard.js';
 import { AsyncLock } from './lock.js';
 import type { DiskQuota } from './quota.js';
 import { openDelta } from './open.js';
 import { selected, toRel } from './paths.js';
-import { prepareCreate, record, removeEntry } from './records.js';
+import { prepareCreate, removeEntry } from './records.js';
 import { renameEntry } from './rename.js';
 import type {
   CommitOptions,
@@ -109,7 +111,7 @@ export class Delta {
       found.type === 'directory' &&
       found.lower === null &&
       rel !== '' &&
-      !this.ctx.meta.bases.has(rel) &&
+      !this.ctx.meta.hasBase(rel) &&
       !this.ctx.meta.isHidden(rel)
     );
   }
@@ -359,7 +361,7 @@ export class Delta {
       if (rel === '') throw new FsError('EBUSY', 'the root');
       const found = await mustResolve(this.ctx, rel);
       if (found.type !== 'directory') throw new FsError('ENOTDIR', path);
-      if ((await mergedEntries(this.ctx, rel)).size > 0) throw new FsError('ENOTEMPTY', path);
+      if (!(await mergedIsEmpty(this.ctx, rel))) throw new FsError('ENOTEMPTY', path);
       await removeEntry(this.ctx, rel, found);
     });
   }
@@ -444,23 +446,10 @@ export class Delta {
     });
   }
 
-  /** Drops the delta (or the given paths and everything below them). */
+  /** Drops the delta (or the given paths and everything below them); works on a full filesystem. */
   async discard(filter: PathFilter = {}): Promise<void> {
     await this.mutate('discard', async () => {
-      const paths = filter.paths ?? ['/'];
-      for (const path of paths) {
-        const rel = toRel(path);
-        await record(this.ctx, [{ op: 'forget', path: rel, subtree: true }]);
-        if (rel === '') {
-          for (const e of await this.ctx.upper.readdir('')) await this.ctx.upper.removeTree(e.name);
-        } else {
-          await this.ctx.upper.removeTree(rel).catch((err: unknown) => {
-            // An ancestor that is not a directory in the upper layer: nothing of ours is below it.
-            if ((err as NodeJS.ErrnoException).code !== 'ENOTDIR') throw err;
-          });
-        }
-      }
-      await this.ctx.journal.compact(this.ctx.meta);
+      await discardPaths(this.ctx, filter.paths ?? ['/']);
       await this.recount();
     });
   }

@@ -1,5 +1,5 @@
 // Durable storage of a delta's metadata: an append-only JSONL journal replayed over a compacted snapshot.
-import { constants, writeSync } from 'node:fs';
+import { constants, fstatSync, ftruncateSync, writeSync } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
 
 import type { HostDir } from '../host/host-dir.js';
@@ -82,13 +82,28 @@ export class MetaJournal {
     try {
       while (offset < data.length) offset += writeSync(this.handle.fd, data, offset, data.length - offset);
     } catch (err) {
+      // A full filesystem can take part of the records: cut them off again, or the next append would
+      // follow a torn line in the middle of the journal, which replay refuses.
+      if (offset > 0) this.#cutTail(offset);
       return Promise.reject(err instanceof Error ? err : new Error(String(err)));
     }
     this.appended += records.length;
     return Promise.resolve();
   }
 
-  /** Writes `state` as the snapshot of the next generation and starts an empty journal. */
+  /** Removes the last `bytes` written (a partial append); failing that, a torn line stays for replay to report. */
+  #cutTail(bytes: number): void {
+    try {
+      ftruncateSync(this.handle.fd, fstatSync(this.handle.fd).size - bytes);
+    } catch (err) {
+      this.logger.warn({ err }, 'could not cut a partly written journal record');
+    }
+  }
+
+  /**
+   * Writes `state` as the snapshot of the next generation and starts an empty journal. A failure (a full
+   * filesystem) leaves the current snapshot and journal as they were, and no temporary file.
+   */
   async compact(state: MetaState): Promise<void> {
     const next = this.generation + 1;
     const tmp = await this.dir.open(
@@ -99,9 +114,12 @@ export class MetaJournal {
     try {
       await tmp.writeFile(JSON.stringify(state.snapshot(next)));
       await tmp.sync();
-    } finally {
-      await tmp.close();
+    } catch (err) {
+      await tmp.close().catch(() => undefined);
+      await this.dir.unlink(SNAPSHOT_TMP).catch(() => undefined);
+      throw err;
     }
+    await tmp.close();
     await this.dir.rename(SNAPSHOT_TMP, { dir: this.dir, rel: SNAPSHOT });
     const handle = await openJournal(this.dir, next);
     await this.handle.close();

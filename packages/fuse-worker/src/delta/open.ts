@@ -5,6 +5,7 @@ import { AgentFenseError } from '@agentfense/protocol';
 import { asFsError } from '../errors.js';
 import { HostDir } from '../host/host-dir.js';
 import { openPinnedDir } from '../host/pinned-dir.js';
+import { CommitJournal } from './commit-journal.js';
 import type { DeltaContext } from './context.js';
 import { COMPACT_AFTER_RECORDS, MetaJournal } from './journal.js';
 import { DiskQuota } from './quota.js';
@@ -29,6 +30,7 @@ export async function openDelta(options: DeltaOpenOptions): Promise<OpenedDelta>
       path: options.lowerDir,
       root: lowerRoot,
       cacheMaxAgeMs: options.lowerCacheMaxAgeMs ?? 2000,
+      rememberMissingMs: options.lowerCacheMaxAgeMs ?? 2000,
     });
     opened.push(lower);
     const root = await HostDir.open({ path: options.deltaDir, cacheCapacity: 0 });
@@ -50,7 +52,8 @@ export async function openDelta(options: DeltaOpenOptions): Promise<OpenedDelta>
     if (journal.pending > COMPACT_AFTER_RECORDS) await journal.compact(state);
     const quota = options.diskQuotaBytes === undefined ? null : new DiskQuota(options.diskQuotaBytes);
     const owner = options.owner ?? null;
-    const ctx: DeltaContext = { lower, upper, work, meta: state, journal, logger, quota, owner };
+    const commits = new CommitJournal(metaDir);
+    const ctx: DeltaContext = { lower, upper, work, meta: state, journal, commits, logger, quota, owner };
     // Recounted in the background: a huge delta must not hold up the mount (growth waits for it).
     void quota?.rescan(upper, (err) => logger.warn({ err }, 'disk quota: counting the delta failed'));
     return { ctx, hostDirs: opened };

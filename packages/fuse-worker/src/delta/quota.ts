@@ -89,6 +89,9 @@ export class DiskQuota {
       throw new FsError(
         'ENOSPC',
         `${what}: the sandbox's disk quota of ${this.limit} bytes is used up (${this.#used} used)`,
+        // The control plane tells a quota from a full host filesystem by this (it names the data
+        // directory only for the latter).
+        { details: { quotaBytes: this.limit } },
       );
     }
   }

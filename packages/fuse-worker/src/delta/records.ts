@@ -39,7 +39,7 @@ export async function removeEntry(ctx: DeltaContext, rel: string, found: DeltaLo
   const records: MetaRecord[] = [];
   if (codebaseHad(ctx, rel, found)) {
     // An upper entry without a base is an implicit directory copied from the codebase (no record yet).
-    if (!ctx.meta.bases.has(rel)) {
+    if (!ctx.meta.hasBase(rel)) {
       const lo = await ctx.lower.lstatOrNull(rel);
       if (lo !== null) records.push({ op: 'base', path: rel, base: baseOf(lo) });
     }
@@ -58,7 +58,7 @@ export async function removeEntry(ctx: DeltaContext, rel: string, found: DeltaLo
 export async function baseAt(ctx: DeltaContext, rel: string, found: DeltaLookup | null): Promise<BaseRecord> {
   if (found === null) return ABSENT;
   if (found.layer === 'lower') return baseOf(found.stat);
-  const known = ctx.meta.bases.get(rel);
+  const known = ctx.meta.base(rel);
   if (known !== undefined) return known;
   const lo = codebaseHad(ctx, rel, found) ? await ctx.lower.lstatOrNull(rel) : null;
   return lo === null ? ABSENT : baseOf(lo);
@@ -66,15 +66,15 @@ export async function baseAt(ctx: DeltaContext, rel: string, found: DeltaLookup 
 
 /** Records that make `rel` gone after its upper entry moves away. */
 export function goneRecords(ctx: DeltaContext, rel: string): MetaRecord[] {
-  const base = ctx.meta.bases.get(rel);
-  if (base?.exists === true || ctx.meta.whiteouts.has(rel)) return [{ op: 'whiteout', path: rel }];
+  const base = ctx.meta.base(rel);
+  if (base?.exists === true || ctx.meta.isWhiteout(rel)) return [{ op: 'whiteout', path: rel }];
   return [{ op: 'unbase', path: rel }];
 }
 
 /** True when the codebase had an entry at `rel` that this sandbox's view replaced or shows. */
 export function codebaseHad(ctx: DeltaContext, rel: string, found: DeltaLookup): boolean {
   if (found.layer === 'lower') return true;
-  const base = ctx.meta.bases.get(rel);
+  const base = ctx.meta.base(rel);
   if (base !== undefined) return base.exists;
   // No base: an implicit upper directory mirroring a codebase directory.
   return found.type === 'directory' && !ctx.meta.isHidden(rel);
@@ -82,6 +82,6 @@ export function codebaseHad(ctx: DeltaContext, rel: string, found: DeltaLookup):
 
 /** True for a directory the sandbox created, with no codebase content at or below it. */
 export function isAddedDir(ctx: DeltaContext, rel: string): boolean {
-  const base = ctx.meta.bases.get(rel);
+  const base = ctx.meta.base(rel);
   return base?.exists === false && !ctx.meta.isHidden(rel) && !ctx.meta.hasWhiteoutBelow(rel);
 }

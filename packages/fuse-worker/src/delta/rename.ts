@@ -5,6 +5,7 @@ import { relIsWithin, relJoin, relParent } from '../host/rel-path.js';
 import {
   ensureUpperDir,
   mergedEntries,
+  mergedIsEmpty,
   mustResolve,
   releaseUpper,
   requireDir,
@@ -41,7 +42,7 @@ export async function renameEntry(
   if (dstFound !== null) {
     if (srcFound.type === 'directory' && dstFound.type !== 'directory') throw new FsError('ENOTDIR', to);
     if (srcFound.type !== 'directory' && dstFound.type === 'directory') throw new FsError('EISDIR', to);
-    if (dstFound.type === 'directory' && (await mergedEntries(ctx, dst)).size > 0) {
+    if (dstFound.type === 'directory' && !(await mergedIsEmpty(ctx, dst))) {
       throw new FsError('ENOTEMPTY', to);
     }
   }

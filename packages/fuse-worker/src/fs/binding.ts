@@ -41,6 +41,8 @@ export interface BindingOptions {
   readonly attrTimeout: number;
   /** Unexpected failures (EIO) are reported here. */
   readonly onInternalError: (op: string, err: unknown) => void;
+  /** Besides root, the only caller uid served (MountParams.callerUid); absent: any. */
+  readonly callerUid?: number | undefined;
 }
 
 /**
@@ -65,7 +67,7 @@ const MUTATING: ReadonlySet<string> = new Set([
 
 /** Builds the handler table the binding calls. */
 export function createHandlers(options: BindingOptions): LowLevelHandlers {
-  const { fs, stats, attrTimeout } = options;
+  const { fs, stats, attrTimeout, callerUid } = options;
 
   /** Runs one op: reply on success, errno on failure, and count it. */
   const serve = (op: string, req: Req, work: () => Promise<void> | void): Promise<void> | void => {
@@ -88,6 +90,10 @@ export function createHandlers(options: BindingOptions): LowLevelHandlers {
       stats.record(op, (performance.now() - started) * 1000, false);
     };
     try {
+      // Another uid than the sandbox's own or root: refused before the op looks at anything.
+      if (callerUid !== undefined && req.uid !== callerUid && req.uid !== 0) {
+        throw new FsError('EACCES', `uid ${String(req.uid)} is not this sandbox's`);
+      }
       const pending = work();
       if (pending === undefined) {
         done();

@@ -14,6 +14,9 @@ interface Hint {
 
 const GLOB_CHARS = /[*?[\]{}!]/;
 
+/** Longest directory path whose answer is remembered (the kernel's PATH_MAX). */
+const MAX_CACHED_PATH = 4096;
+
 /** Precomputed from a rule set's write rules; answers per directory with a cache. */
 export class WriteHints {
   readonly #hints: readonly Hint[];
@@ -28,6 +31,9 @@ export class WriteHints {
     let answer = this.#cache.get(dir);
     if (answer === undefined) {
       answer = this.#hints.some((h) => covers(h, dir));
+      // A path longer than PATH_MAX is answered each time: kept, a chain of deep directories would hold a
+      // path per level (up to 50,000 of them, each up to hundreds of KB).
+      if (dir.length > MAX_CACHED_PATH) return answer;
       if (this.#cache.size > 50_000) this.#cache.clear();
       this.#cache.set(dir, answer);
     }

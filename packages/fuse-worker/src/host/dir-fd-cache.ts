@@ -7,6 +7,9 @@ export interface DirHandle {
   close(): Promise<void>;
 }
 
+/** Default DirFdCacheOptions.maxKeyChars. */
+const DEFAULT_MAX_KEY_CHARS = 8 * 1024 * 1024;
+
 /** One cached directory fd. */
 export interface CachedDir {
   readonly handle: DirHandle;
@@ -26,6 +29,12 @@ export interface CachedDir {
 export interface DirFdCacheOptions {
   /** Maximum number of unpinned fds kept open when idle. */
   readonly capacity: number;
+  /**
+   * Maximum number of characters of the keys (paths) held (default 8 Mi). Paths have no bound of their
+   * own: 256 fds below a chain of 1,200 nested directories of 255-character names were keyed by ~75 MB of
+   * paths. Past it, the least recently used entries go as past `capacity`; the deepest ones, in use, stay.
+   */
+  readonly maxKeyChars?: number;
   /**
    * Entries older than this are checked on their next use (stillCurrent) and re-opened unless they pass.
    * Bounds how long a directory replaced behind our back (another worker's commit) stays visible through a
@@ -50,11 +59,14 @@ export interface DirFdCacheOptions {
  */
 export class DirFdCache {
   private readonly entries = new Map<string, CachedDir>();
+  private keyChars = 0;
+  private readonly maxKeyChars: number;
   private readonly options: DirFdCacheOptions;
   private readonly now: () => number;
 
   constructor(options: DirFdCacheOptions) {
     this.options = options;
+    this.maxKeyChars = options.maxKeyChars ?? DEFAULT_MAX_KEY_CHARS;
     this.now = options.now ?? Date.now;
   }
 
@@ -102,6 +114,7 @@ export class DirFdCache {
       return entry;
     }
     this.entries.set(rel, entry);
+    this.keyChars += rel.length;
     this.trim();
     return entry;
   }
@@ -127,15 +140,21 @@ export class DirFdCache {
   }
 
   private evict(key: string, entry: CachedDir): Promise<void> {
-    this.entries.delete(key);
+    if (this.entries.get(key) === entry) {
+      this.entries.delete(key);
+      this.keyChars -= key.length;
+    }
     entry.evicted = true;
     return entry.refs === 0 ? entry.handle.close() : Promise.resolve();
   }
 
   private trim(): void {
-    if (this.entries.size <= this.options.capacity) return;
+    const within = (): boolean =>
+      this.entries.size <= this.options.capacity && this.keyChars <= this.maxKeyChars;
+    if (within()) return;
     for (const [key, entry] of this.entries) {
-      if (this.entries.size <= this.options.capacity) break;
+      // The entry just inserted (the last) stays: its caller holds it and walks on from it.
+      if (within() || this.entries.size === 1) break;
       // An fd in use is evicted too (the map stays bounded); it is closed by its last release.
       this.evictInBackground(key, entry);
     }

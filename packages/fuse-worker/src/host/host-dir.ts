@@ -1,19 +1,30 @@
 // A root directory opened once, and every filesystem operation below it without following any symlink.
 import type { BigIntStats, Stats } from 'node:fs';
-import { constants, lstatSync, openSync } from 'node:fs';
+import {
+  chmodSync,
+  closeSync,
+  constants,
+  linkSync,
+  lchownSync,
+  lstatSync,
+  openSync,
+  opendirSync,
+  renameSync,
+  rmdirSync,
+  symlinkSync,
+  unlinkSync,
+} from 'node:fs';
 import fsp from 'node:fs/promises';
 import type { FileHandle } from 'node:fs/promises';
 
 import { hostIo } from 'fuse-native/lowlevel.js';
 
-import { dirStillAt } from './dir-check.js';
-import { DirFdCache, type CachedDir } from './dir-fd-cache.js';
+import { DirFdCache } from './dir-fd-cache.js';
+import { DirTree } from './dir-tree.js';
 import { fdPath, PATH_ONLY_FLAGS, WALK_DIR_FLAGS } from './flags.js';
 import { isMissing, timespec, type TimeSpec } from './host-values.js';
-import { RawFile } from './raw-file.js';
-import { checkLastPart, splitRel } from './rel-path.js';
 import { makeFifo, makeSocket } from './special-nodes.js';
-import { removeTree as removeTreeAt } from './walk.js';
+import { POOL_UNLINK_BYTES, removeTree as removeTreeAt } from './walk.js';
 
 export { isMissing, timespec, type TimeSpec } from './host-values.js';
 
@@ -26,13 +37,6 @@ export interface HostDirent {
   readonly type: HostEntryType;
 }
 
-/**
- * statfs f_type of filesystems whose directories have st_nlink = 2 + their number of subdirectories
- * (ext2/3/4, XFS, tmpfs). Others may report 1 (btrfs, overlayfs' merged directories) or a constant, so
- * there a directory's link count is only ever computed from its listing.
- */
-const SUBDIR_COUNTING_FS = new Set([0xef53, 0x58465342, 0x01021994]);
-
 export interface HostDirOptions {
   /** Absolute path of the root. Its own last component must not be a symlink (it is trusted config). */
   readonly path: string;
@@ -42,6 +46,11 @@ export interface HostDirOptions {
   readonly cacheCapacity?: number;
   /** Re-open cached directory fds older than this (default Infinity; see DirFdCache). */
   readonly cacheMaxAgeMs?: number;
+  /**
+   * Remember directories a walk found missing for this long (absent-dirs.ts); default: not at all. For a
+   * tree other processes change, where a name is re-checked after `cacheMaxAgeMs` anyway.
+   */
+  readonly rememberMissingMs?: number;
 }
 
 /** Copy source/destination for HostDir.rename and HostDir.link across two roots on one filesystem. */
@@ -60,28 +69,7 @@ export interface HostLocation {
  * Cost: with the parent directory cached, one syscall per operation; a miss adds one open per uncached
  * component.
  */
-export class HostDir {
-  readonly path: string;
-  private readonly root: CachedDir;
-  /** The root's own handle (the cache types it as a bare fd). */
-  readonly #rootFile: FileHandle;
-  private readonly cache: DirFdCache;
-  private closed = false;
-  #generation = 0;
-  /**
-   * Whether this tree's filesystem counts subdirectories in a directory's st_nlink (SUBDIR_COUNTING_FS):
-   * then a directory whose lstat says 2 has none, which spares the listing a link count would need.
-   */
-  readonly nlinkCountsSubdirs: boolean;
-
-  private constructor(path: string, root: FileHandle, cache: DirFdCache, fsType: number) {
-    this.path = path;
-    this.root = DirFdCache.pinned(root);
-    this.#rootFile = root;
-    this.cache = cache;
-    this.nlinkCountsSubdirs = SUBDIR_COUNTING_FS.has(fsType);
-  }
-
+export class HostDir extends DirTree {
   /** Opens `options.path` as a root (O_DIRECTORY|O_NOFOLLOW on its last component). */
   static async open(options: HostDirOptions): Promise<HostDir> {
     const root = options.root ?? (await fsp.open(options.path, WALK_DIR_FLAGS));
@@ -99,64 +87,8 @@ export class HostDir {
       maxAgeMs: options.cacheMaxAgeMs ?? Number.POSITIVE_INFINITY,
       stillCurrent: (rel, entry) => self.dir?.stillCurrent(rel, entry) ?? false,
     });
-    self.dir = new HostDir(options.path, root, cache, fsType);
+    self.dir = new HostDir(options.path, root, cache, fsType, options.rememberMissingMs);
     return self.dir;
-  }
-
-  /**
-   * Whether the cached fd of directory `rel` is still the directory at that name (dirStillAt), checked
-   * from its parent's fd (itself checked the same way, up to the root): two synchronous stats instead of
-   * re-opening the path in the thread pool every `cacheMaxAgeMs` (2 s for the codebase layer: most of a
-   * second `grep -r`'s walk). A name replaced behind our back fails, and the entry is re-opened as before.
-   */
-  private stillCurrent(rel: string, entry: CachedDir): boolean {
-    const slash = rel.lastIndexOf('/');
-    const parent = slash < 0 ? this.root : this.cache.acquire(rel.slice(0, slash));
-    if (parent === undefined) return false;
-    try {
-      return dirStillAt(parent.handle.fd, rel.slice(slash + 1), entry.handle.fd);
-    } finally {
-      if (parent !== this.root) this.cache.release(parent).catch(() => undefined);
-    }
-  }
-
-  /** Closes the root and every cached fd. Using the HostDir afterwards is a bug. */
-  async close(): Promise<void> {
-    if (this.closed) return;
-    this.closed = true;
-    await this.cache.clear();
-    await this.root.handle.close();
-  }
-
-  /**
-   * Changes whenever an operation of this HostDir that can add, remove or move a name starts or ends.
-   * Lets callers cache facts about the namespace ("no such entry") exactly: a fact observed while the
-   * generation did not move is true until it moves. Names created outside this object (another process)
-   * are not seen; the layers are private to their worker.
-   */
-  get generation(): number {
-    return this.#generation;
-  }
-
-  /** Runs a namespace change with the generation bumped before and after it. */
-  private async changing<T>(op: () => Promise<T>): Promise<T> {
-    this.#generation++;
-    try {
-      return await op();
-    } finally {
-      this.#generation++;
-    }
-  }
-
-  /** Number of cached directory fds (for tests and metrics). */
-  get cachedDirs(): number {
-    return this.cache.size;
-  }
-
-  /** Drops every cached directory fd, so the next operations walk from the root again. */
-  async invalidateCache(): Promise<void> {
-    this.#generation++; // the reason to drop the fds is usually that the tree changed behind our back
-    await this.cache.clear();
   }
 
   /**
@@ -166,7 +98,7 @@ export class HostDir {
    * lookup/getattr. A miss walks asynchronously as before.
    */
   async lstat(rel: string): Promise<BigIntStats> {
-    if (rel === '') return this.#rootFile.stat({ bigint: true });
+    if (rel === '') return this.rootFile.stat({ bigint: true });
     const cached = this.inCachedParent(rel, (at) => lstatSync(at, { bigint: true }));
     return cached ?? this.inParent(rel, (at) => fsp.lstat(at, { bigint: true }));
   }
@@ -213,72 +145,39 @@ export class HostDir {
     return this.inCachedParent(rel, (at) => openSync(at, flags | constants.O_NOFOLLOW));
   }
 
-  /** `make` (a create) on `rel` synchronously as a namespace change; undefined on a miss (sync-make.ts). */
-  changeSyncIfCached<T>(rel: string, make: (at: string) => T): T | undefined {
-    if (this.closed || rel === '') return undefined;
-    this.#generation++;
-    const made = this.inCachedParent(rel, make); // on a throw, one bump already voids what it must
-    this.#generation++;
-    return made;
-  }
-
-  /**
-   * Runs `fn` synchronously on the magic-link path of `rel` ('' excluded) when its parent's fd is cached;
-   * undefined on a miss, after checking the whole path as the walk that follows will.
-   */
-  private inCachedParent<T>(rel: string, fn: (at: string) => T): T | undefined {
-    const slash = rel.lastIndexOf('/');
-    const name = rel.slice(slash + 1);
-    checkLastPart(name, rel); // the parent, if cached, is a validated path (checkLastPart)
-    const dir = this.closed ? undefined : slash < 0 ? this.root : this.cache.acquire(rel.slice(0, slash));
-    if (dir === undefined) {
-      splitRel(rel);
-      return undefined;
-    }
-    try {
-      return fn(`${fdPath(dir.handle.fd)}/${name}`);
-    } finally {
-      // Releasing only closes a directory fd evicted meanwhile; that close failing would be our bug.
-      if (dir !== this.root) this.cache.release(dir).catch(() => undefined);
-    }
-  }
-
-  /**
-   * Opens and caches directory `rel`'s fd synchronously when its parent's is cached and its own is not
-   * (same flags as the walk: O_PATH|O_DIRECTORY|O_NOFOLLOW). For a directory just looked up: the lookups
-   * of its children that follow then take the synchronous path (lstatIfCached) instead of each first
-   * one walking through the thread pool (an open and an lstat there: ~0.3-0.9 ms under load, against a
-   * few µs). Any failure leaves the cache as it was; the walk reports it when an operation needs it.
-   */
-  cacheDirSync(rel: string): void {
-    if (this.closed || rel === '' || this.cache.has(rel)) return;
-    try {
-      const fd = this.inCachedParent(rel, (at) => openSync(at, WALK_DIR_FLAGS));
-      if (fd !== undefined) void this.cache.release(this.cache.insert(rel, new RawFile(fd)));
-    } catch {
-      // Not a directory (any more), a symlink, gone: nothing to cache.
-    }
-  }
-
-  /**
-   * Runs `use` with an fd of directory `rel` ('' is the root) if one is cached (never opens one), kept
-   * open until what `use` returns settles; undefined without a cached fd. For the read-ahead, whose
-   * files the binding opens from that fd on its own threads (store-ahead.ts).
-   */
-  withCachedDir<T>(rel: string, use: (dirFd: number) => Promise<T>): Promise<T> | undefined {
-    if (this.closed) return undefined;
-    const dir = rel === '' ? this.root : this.cache.acquire(rel);
-    if (dir === undefined) return undefined;
-    const done = use(dir.handle.fd);
-    if (dir !== this.root) void done.finally(() => this.cache.release(dir).catch(() => undefined));
-    return done;
-  }
-
   /** Entries of directory `rel` ('' is the root) with their d_type, unsorted. */
   async readdir(rel: string): Promise<HostDirent[]> {
     return this.withDir(rel, async (dir) => {
       const entries = await fsp.readdir(fdPath(dir.handle.fd), { withFileTypes: true });
       return entries.map((e) => ({ name: e.name, type: direntType(e) }));
+    });
+  }
+
+  /** Whether directory `rel` ('' is the root) has any entry: its first one read, synchronously if cached. */
+  async hasEntries(rel: string): Promise<boolean> {
+    const firstOf = (path: string): boolean => {
+      const dir = opendirSync(path, { bufferSize: 32 });
+      try {
+        return dir.readSync() !== null;
+      } finally {
+        dir.closeSync();
+      }
+    };
+    const cached = this.closed ? undefined : rel === '' ? this.root : this.cache.acquire(rel);
+    if (cached !== undefined) {
+      try {
+        return firstOf(fdPath(cached.handle.fd));
+      } finally {
+        if (cached !== this.root) this.cache.release(cached).catch(() => undefined);
+      }
+    }
+    return this.withDir(rel, async (dir) => {
+      const handle = await fsp.opendir(fdPath(dir.handle.fd), { bufferSize: 32 });
+      try {
+        return (await handle.read()) !== null;
+      } finally {
+        await handle.close();
+      }
     });
   }
 
@@ -306,6 +205,7 @@ export class HostDir {
       await fsp.chown(fdPath(this.root.handle.fd), uid, gid);
       return;
     }
+    if (this.inCachedParent(rel, (at) => done(lchownSync(at, uid, gid)))) return;
     await this.inParent(rel, (at) => fsp.lchown(at, uid, gid));
   }
 
@@ -321,17 +221,26 @@ export class HostDir {
 
   /** unlink(2) of a non-directory. */
   async unlink(rel: string): Promise<void> {
+    // On the spot unless the file has blocks to free (walk.ts POOL_UNLINK_BYTES): then in the pool.
+    const unlinked = this.changeSyncIfCached(rel, (at) => {
+      const st = lstatSync(at, { bigint: true });
+      return st.blocks * 512n < POOL_UNLINK_BYTES || st.nlink > 1n ? done(unlinkSync(at)) : false;
+    });
+    if (unlinked === true) return;
     await this.changing(() => this.inParent(rel, (at) => fsp.unlink(at)));
   }
 
   /** rmdir(2); cached fds at and below `rel` are invalidated. */
   async rmdir(rel: string): Promise<void> {
-    await this.changing(() => this.inParent(rel, (at) => fsp.rmdir(at)));
+    if (!this.changeSyncIfCached(rel, (at) => done(rmdirSync(at)))) {
+      await this.changing(() => this.inParent(rel, (at) => fsp.rmdir(at)));
+    }
     await this.cache.invalidate(rel);
   }
 
   /** symlink(2): stores `target` verbatim; nothing ever resolves it on the host. */
   async symlink(target: string, rel: string): Promise<void> {
+    if (this.changeSyncIfCached(rel, (at) => done(symlinkSync(target, at)))) return;
     await this.changing(() => this.inParent(rel, (at) => fsp.symlink(target, at)));
   }
 
@@ -342,6 +251,18 @@ export class HostDir {
 
   /** chmod through an O_PATH|O_NOFOLLOW fd's magic link (Linux has no lchmod; a symlink gives ENOTSUP). */
   async chmod(rel: string, mode: number): Promise<void> {
+    const changed =
+      rel !== '' &&
+      this.inCachedParent(rel, (at) => {
+        const fd = openSync(at, PATH_ONLY_FLAGS);
+        try {
+          chmodSync(fdPath(fd), mode & 0o7777);
+        } finally {
+          closeSync(fd);
+        }
+        return true;
+      });
+    if (changed === true) return;
     const handle = rel === '' ? null : await this.open(rel, PATH_ONLY_FLAGS);
     try {
       await fsp.chmod(fdPath(handle === null ? this.root.handle.fd : handle.fd), mode & 0o7777);
@@ -362,10 +283,12 @@ export class HostDir {
       hostIo.lutimens(fdPath(this.root.handle.fd), aSec, aNsec, mSec, mNsec);
       return;
     }
-    await this.inParent(rel, (at) => {
+    const set = (at: string): true => {
       hostIo.lutimens(at, aSec, aNsec, mSec, mNsec);
-      return Promise.resolve();
-    });
+      return true;
+    };
+    if (this.inCachedParent(rel, set) === true) return;
+    await this.inParent(rel, (at) => Promise.resolve(set(at)));
   }
 
   /** ftruncate through an fd opened O_WRONLY|O_NOFOLLOW; sizes above 2^53 exact (bigint). */
@@ -381,11 +304,21 @@ export class HostDir {
 
   /** rename(2) within this root or into another root on the same filesystem (EXDEV otherwise). */
   async rename(fromRel: string, to: HostLocation): Promise<void> {
-    await this.changing(() =>
-      to.dir.changing(() =>
-        this.inParent(fromRel, (fromAt) => to.dir.inParent(to.rel, (toAt) => fsp.rename(fromAt, toAt))),
-      ),
+    const moved = this.changeSyncIfCached(fromRel, (fromAt) =>
+      to.dir.changeSyncIfCached(to.rel, (toAt) => {
+        // Replacing a file frees its blocks inside rename(2): a big one in the pool, as unlink does.
+        const old = lstatSync(toAt, { bigint: true, throwIfNoEntry: false });
+        if (old?.isFile() === true && old.nlink === 1n && old.blocks * 512n >= POOL_UNLINK_BYTES)
+          return false;
+        return done(renameSync(fromAt, toAt));
+      }),
     );
+    if (moved !== true)
+      await this.changing(() =>
+        to.dir.changing(() =>
+          this.inParent(fromRel, (fromAt) => to.dir.inParent(to.rel, (toAt) => fsp.rename(fromAt, toAt))),
+        ),
+      );
     // The moved directory's cached fds would answer for its old path: drop them, and whatever the
     // destination replaced.
     await this.cache.invalidate(fromRel);
@@ -394,6 +327,10 @@ export class HostDir {
 
   /** link(2) (never dereferences a symlink source on Linux) from `fromRel` to another location. */
   async link(fromRel: string, to: HostLocation): Promise<void> {
+    const linked = this.inCachedParent(fromRel, (fromAt) =>
+      to.dir.changeSyncIfCached(to.rel, (toAt) => done(linkSync(fromAt, toAt))),
+    );
+    if (linked === true) return;
     await to.dir.changing(() =>
       this.inParent(fromRel, (fromAt) => to.dir.inParent(to.rel, (toAt) => fsp.link(fromAt, toAt))),
     );
@@ -414,77 +351,11 @@ export class HostDir {
     });
     await this.cache.invalidate(rel);
   }
+}
 
-  /**
-   * Runs `fn` with a magic path for `rel` inside its parent directory: `/proc/self/fd/<parentFd>/<name>`.
-   * The parent fd is held (not closable) until `fn` settles.
-   */
-  private async inParent<T>(
-    rel: string,
-    fn: (at: string, dirFd: number, name: string) => Promise<T>,
-  ): Promise<T> {
-    const parts = splitRel(rel);
-    const name = parts.pop();
-    if (name === undefined) throw new TypeError('operation needs a path below the root');
-    const dir = await this.acquireDir(parts);
-    try {
-      return await fn(`${fdPath(dir.handle.fd)}/${name}`, dir.handle.fd, name);
-    } finally {
-      await this.cache.release(dir);
-    }
-  }
-
-  /** Runs `fn` with the directory `rel` held open. */
-  private async withDir<T>(rel: string, fn: (dir: CachedDir) => Promise<T>): Promise<T> {
-    const dir = await this.acquireDir(splitRel(rel));
-    try {
-      return await fn(dir);
-    } finally {
-      await this.cache.release(dir);
-    }
-  }
-
-  /** The directory made of `parts`, with a reference taken: cache hit, else a walk from the deepest hit. */
-  private async acquireDir(parts: readonly string[]): Promise<CachedDir> {
-    if (this.closed) throw new Error(`HostDir ${this.path} used after close`);
-    if (parts.length === 0) return this.root;
-    const hit = this.cache.acquire(parts.join('/'));
-    if (hit !== undefined) return hit;
-    // The deepest cached ancestor: the parent or grandparent usually (a walk or a create); past that,
-    // from the root down while the cache hits (a path whose ancestors do not exist here, as in the
-    // codebase layer below a directory the sandbox made). Either way O(depth) cache probes at most, not
-    // O(depth) probes per level: a 3000-level path costs a few probes, not millions of hashed prefixes.
-    let depth = parts.length - 1;
-    let cur: CachedDir | undefined;
-    const nearest = Math.max(1, parts.length - 3);
-    for (; depth >= nearest && cur === undefined; depth--) {
-      cur = this.cache.acquire(parts.slice(0, depth).join('/'));
-    }
-    if (cur !== undefined) {
-      depth++;
-    } else {
-      cur = this.root;
-      depth = 0;
-      let prefix = '';
-      for (; depth < nearest; depth++) {
-        prefix = prefix === '' ? (parts[0] as string) : `${prefix}/${parts[depth] as string}`;
-        const next = this.cache.acquire(prefix);
-        if (next === undefined) break;
-        await this.cache.release(cur);
-        cur = next;
-      }
-    }
-    for (; depth < parts.length; depth++) {
-      const parent: CachedDir = cur;
-      try {
-        const handle = await fsp.open(`${fdPath(parent.handle.fd)}/${parts[depth]}`, WALK_DIR_FLAGS);
-        cur = this.cache.insert(parts.slice(0, depth + 1).join('/'), handle);
-      } finally {
-        await this.cache.release(parent);
-      }
-    }
-    return cur;
-  }
+/** True, after a synchronous syscall that returns nothing (the fast paths' "done"). */
+function done(_: void): true {
+  return true;
 }
 
 function direntType(

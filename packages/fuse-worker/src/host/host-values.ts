@@ -25,3 +25,18 @@ export function timespec(time: TimeSpec): [bigint | number, number] {
   }
   return [sec, Number(nsec)];
 }
+
+/** The ENOENT error a syscall on `rel` would have thrown (for answers given without one). */
+export function missing(rel: string): NodeJS.ErrnoException {
+  // Without a stack: answered for every name created below a new directory, where a stack trace was a
+  // measurable share of the worker's time; nobody reads it (callers test the code).
+  const limit = Error.stackTraceLimit;
+  Error.stackTraceLimit = 0;
+  const err = new Error(`ENOENT: no such file or directory, ${rel}`);
+  Error.stackTraceLimit = limit;
+  return Object.assign(err, {
+    code: 'ENOENT',
+    errno: -2,
+    path: rel,
+  });
+}

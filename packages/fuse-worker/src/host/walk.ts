@@ -145,7 +145,7 @@ export async function removeTree(root: string): Promise<void> {
  * host filesystem frees a file inside unlink(2), about 0.3 s per GiB written out on ext4, and the JS
  * thread must not stall that long (the sandbox's requests; the control plane's 2 s health ping).
  */
-const POOL_UNLINK_BYTES = 1n << 20n;
+export const POOL_UNLINK_BYTES = 1n << 20n;
 
 async function removeFile(path: PathLike, st: BigIntStats): Promise<void> {
   if (st.blocks * 512n >= POOL_UNLINK_BYTES) await unlink(path);

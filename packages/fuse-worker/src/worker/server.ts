@@ -227,6 +227,7 @@ export class WorkerService {
         stats: this.#stats,
         attrTimeout: ttl,
         onInternalError: (op, err) => this.#logger.error({ op, err }, 'filesystem op failed unexpectedly'),
+        callerUid: params.callerUid,
       });
       const fuse = new LowLevelFuse(params.mountpoint, handlers, {
         fsname: 'agentfense',
@@ -411,6 +412,9 @@ export class WorkerService {
       more: ({ cursor }) => this.#parts.more(cursor),
       discard: async ({ paths }) => {
         const mounted = this.#need();
+        // The host files the discard removes free their room only once no handle of ours holds them
+        // (invalidateAll closes them too, but after): on a full filesystem the discard needs that room.
+        mounted.fs.handles.closeUnpinned();
         await mounted.delta.discard(pathFilter(paths));
         await mounted.fs.invalidateAll();
         this.#logger.info({ paths: paths ?? ['/'] }, 'discard');

@@ -29,15 +29,32 @@ function sampleHash(key: string): number {
 /** Lookups per measurement window of the hit rate. */
 const WINDOW = 4096;
 
+/**
+ * Keys are paths, whose length has no bound of its own: a chain of 1,200 nested directories of 255-character
+ * names makes 1,200 paths of up to 300 KB, ~184 MB held by a memo counted in entries only. So the keys'
+ * characters count too: past this many the cache empties like a full one (~16 MiB of one-byte keys: a
+ * 100,000-path working set of 60-character paths holds a third of it).
+ */
+const DEFAULT_MAX_KEY_CHARS = 16 * 1024 * 1024;
+/**
+ * A key longer than this is never kept: the kernel's PATH_MAX, past which no syscall names a path anyway
+ * (such a path is reached by relative steps, each of which asks about its own path).
+ */
+const MAX_KEY_LENGTH = 4096;
+
 /** Options for BoundedCache. */
 export interface BoundedCacheOptions {
   /** Maximum number of entries (0 disables caching). */
   readonly capacity: number;
+  /** Maximum number of key characters held (default 16 Mi). */
+  readonly maxKeyChars?: number;
 }
 
-/** A string-keyed cache holding at most `capacity` entries. */
+/** A string-keyed cache holding at most `capacity` entries and `maxKeyChars` characters of keys. */
 export class BoundedCache<V> {
   #map = new Map<string, V>();
+  #keyChars = 0;
+  readonly #maxKeyChars: number;
   readonly #filter = new Uint32Array(FILTER_BITS / 32);
   readonly #capacity: number;
   #lookups = 0;
@@ -48,6 +65,7 @@ export class BoundedCache<V> {
 
   constructor(options: BoundedCacheOptions) {
     this.#capacity = Math.max(0, Math.floor(options.capacity));
+    this.#maxKeyChars = options.maxKeyChars ?? DEFAULT_MAX_KEY_CHARS;
   }
 
   /** The cached value, or undefined. */
@@ -62,9 +80,10 @@ export class BoundedCache<V> {
 
   /** Offers a value computed after a miss; it is kept unless a scan is in progress (see above). */
   set(key: string, value: V): void {
-    if (this.#capacity === 0) return;
+    if (this.#capacity === 0 || key.length > MAX_KEY_LENGTH) return;
     if (this.#admitEvery > 1 && ++this.#misses % this.#admitEvery !== 0) return;
-    if (this.#map.size >= this.#capacity) this.clear();
+    if (this.#map.size >= this.#capacity || this.#keyChars + key.length > this.#maxKeyChars) this.clear();
+    this.#keyChars += key.length;
     const bit = sampleHash(key);
     this.#filter[bit >>> 5]! |= 1 << (bit & 31);
     this.#map.set(key, value);
@@ -73,6 +92,7 @@ export class BoundedCache<V> {
   /** Drops every entry. */
   clear(): void {
     this.#map = new Map();
+    this.#keyChars = 0;
     this.#filter.fill(0);
   }
 

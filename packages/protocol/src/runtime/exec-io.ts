@@ -1,15 +1,18 @@
 // The part of ExecOptions (runtime.ts) a runtime hands on unchanged to the code that runs the command:
-// stdin as bytes, the timeout, the abort signal and the streaming callbacks, each only when given
-// (exactOptionalPropertyTypes: an absent option is absent, never `undefined`).
+// stdin as bytes, the timeout, the abort signal, the streaming callbacks and whether the output is kept,
+// each only when given (exactOptionalPropertyTypes: an absent option is absent, never `undefined`).
 import type { ExecOptions } from '../runtime.js';
+import type { OutputCallback } from './output-stream.js';
 
 /** The I/O and termination options of one exec, as passed on to a runtime's launcher. */
 export interface ExecIo {
   readonly stdin?: Uint8Array;
   readonly timeoutMs?: number;
   readonly signal?: AbortSignal;
-  readonly onStdout?: (chunk: Buffer) => void;
-  readonly onStderr?: (chunk: Buffer) => void;
+  readonly onStdout?: OutputCallback;
+  readonly onStderr?: OutputCallback;
+  /** false: nothing is kept for the result and no cap applies (ExecOptions.keepOutput). */
+  readonly keepOutput?: boolean;
 }
 
 /** Picks the ExecIo of `options`; a string stdin becomes its UTF-8 bytes. */
@@ -21,5 +24,6 @@ export function execIo(options: ExecOptions): ExecIo {
     ...(options.signal === undefined ? {} : { signal: options.signal }),
     ...(options.onStdout === undefined ? {} : { onStdout: options.onStdout }),
     ...(options.onStderr === undefined ? {} : { onStderr: options.onStderr }),
+    ...(options.keepOutput === undefined ? {} : { keepOutput: options.keepOutput }),
   };
 }

@@ -98,6 +98,13 @@ export interface MountParams {
    */
   readonly ownerUid?: number;
   readonly ownerGid?: number;
+  /**
+   * With `allowOther`, the one uid besides root (0) whose requests the worker serves: the sandbox's own
+   * (a uid no other sandbox has). Any other caller gets EACCES, a second layer behind the closed
+   * directories that lead to the mount (a request the kernel answers from its caches never reaches the
+   * worker). Absent: every caller the kernel lets in.
+   */
+  readonly callerUid?: number;
   /** Seconds the kernel may cache entries and attributes (rule changes invalidate explicitly). */
   readonly cacheTtlSeconds?: number;
   /** Audit allowed accesses too (denials always are). */
@@ -143,7 +150,10 @@ export interface WorkerMethods {
     params: { readonly paths?: readonly string[] };
     result: { readonly diff: string; readonly binary: readonly string[]; readonly next?: string };
   };
-  /** Writes changes (all, or those under `paths`) to the codebase. */
+  /**
+   * Writes changes (all, or those under `paths`) to the codebase; first the changes of an unfinished
+   * commit (one a crash or stop cut short), whatever `paths` says: `paths: []` finishes only those.
+   */
   commit: {
     params: { readonly mode: CommitMode; readonly paths?: readonly string[] };
     result: CommitResult & { readonly next?: string };
@@ -266,6 +276,7 @@ export const WORKER_METHOD_GUARDS: {
       allowOther: g.optional(g.boolean),
       ownerUid: g.optional(g.count),
       ownerGid: g.optional(g.count),
+      callerUid: g.optional(g.count),
       cacheTtlSeconds: g.optional(g.number),
       auditAllowed: g.optional(g.boolean),
       diskQuotaBytes: g.optional(g.count),

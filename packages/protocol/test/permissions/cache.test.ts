@@ -22,6 +22,22 @@ describe('BoundedCache', () => {
     expect(cache.get('/p999')).toBeUndefined();
   });
 
+  it('holds at most maxKeyChars characters of keys, and never a key longer than PATH_MAX', () => {
+    const cache = new BoundedCache<number>({ capacity: 1000, maxKeyChars: 10_000 });
+    const long = `/${'d'.repeat(255)}`;
+    let held = 0;
+    for (let i = 0; i < 200; i++) {
+      cache.set(`${long}/${i}`, i);
+      held = Math.max(held, cache.size);
+    }
+    // 10,000 characters of ~260-character keys: at most 38 at a time.
+    expect(held).toBeLessThanOrEqual(38);
+    expect(cache.get(`${long}/199`)).toBe(199);
+    const deep = Array<string>(20).fill('d'.repeat(255)).join('/');
+    cache.set(deep, 1);
+    expect(cache.get(deep)).toBeUndefined();
+  });
+
   it('capacity 0 disables caching', () => {
     const cache = new BoundedCache<number>({ capacity: 0 });
     cache.set('/a', 1);

@@ -9,10 +9,13 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
   AF_INIT_MAX_FRAME_LENGTH,
+  AF_INIT_PROTOCOL_VERSION,
   LauncherClient,
+  LauncherFrameDecoder,
   LauncherFrameType as T,
   encodeLauncherFrame,
 } from '../../src/index.js';
+import type { LauncherFrame } from '../../src/index.js';
 
 const cleanups: (() => void)[] = [];
 
@@ -40,7 +43,7 @@ async function pair(): Promise<{ host: Socket; peer: Socket }> {
 
 function ready(pid = 1): Buffer {
   const p = Buffer.alloc(8);
-  p.writeUInt32LE(1, 0);
+  p.writeUInt32LE(AF_INIT_PROTOCOL_VERSION, 0);
   p.writeUInt32LE(pid, 4);
   return encodeLauncherFrame(T.READY, 0, p);
 }
@@ -95,9 +98,9 @@ describe('LauncherClient against a hostile af-init', () => {
   it('a protocol version it does not speak is refused with the fix', async () => {
     const { host, peer } = await pair();
     const p = Buffer.alloc(8);
-    p.writeUInt32LE(2, 0);
+    p.writeUInt32LE(1, 0);
     peer.write(encodeLauncherFrame(T.READY, 0, p));
-    await expect(LauncherClient.connect(host)).rejects.toThrow(/protocol 2.*pnpm build/);
+    await expect(LauncherClient.connect(host)).rejects.toThrow(/protocol 1.*pnpm build/);
   });
 
   it('an af-init that never says READY is reported unavailable after the timeout', async () => {
@@ -117,5 +120,70 @@ describe('LauncherClient against a hostile af-init', () => {
     peer.destroy();
     await expect(cmd.done).rejects.toMatchObject({ code: 'AF_UNAVAILABLE' });
     await expect(ping).rejects.toMatchObject({ code: 'AF_UNAVAILABLE' });
+  });
+});
+
+/** What the host sent to the fake af-init, frame by frame. */
+function framesFrom(peer: Socket): LauncherFrame[] {
+  const decoder = new LauncherFrameDecoder();
+  const frames: LauncherFrame[] = [];
+  peer.on('data', (chunk: Buffer) => frames.push(...decoder.push(chunk)));
+  return frames;
+}
+
+/** Lets the event loop run until `check` holds (at most 2 s). */
+async function until(check: () => boolean): Promise<void> {
+  for (let i = 0; i < 200 && !check(); i++) await new Promise((done) => setTimeout(done, 10));
+  expect(check()).toBe(true);
+}
+
+describe('LauncherClient back-pressure, per command', () => {
+  const chunk = Buffer.alloc(64 * 1024, 1);
+
+  it('PAUSEs a command whose consumer stopped, RESUMEs it when read again; the others flow', async () => {
+    const { client, peer } = await connected();
+    const sent = framesFrom(peer);
+    const slow = client.spawn({ argv: ['slow'], cwd: '/', env: {} });
+    const fast = client.spawn({ argv: ['fast'], cwd: '/', env: {} });
+    peer.write(encodeLauncherFrame(T.STARTED, slow.id, u32(5)));
+    peer.write(encodeLauncherFrame(T.STARTED, fast.id, u32(6)));
+    let fastBytes = 0;
+    fast.stdout.on('data', (c: Buffer) => (fastBytes += c.length));
+    for (let i = 0; i < 4; i++) {
+      peer.write(encodeLauncherFrame(T.STDOUT, slow.id, chunk));
+      peer.write(encodeLauncherFrame(T.STDOUT, fast.id, chunk));
+    }
+    const flow = (): number[] =>
+      sent.filter((f) => f.type === T.PAUSE || f.type === T.RESUME).map((f) => f.type);
+    // Nobody reads the slow one: it is paused once (not the connection: the fast one gets all of its).
+    await until(() => fastBytes === 4 * chunk.length);
+    expect(sent.filter((f) => f.type === T.PAUSE).map((f) => f.id)).toEqual([slow.id]);
+    expect(slow.stdout.readableLength).toBe(4 * chunk.length);
+    // Reading it again resumes it.
+    let slowBytes = 0;
+    slow.stdout.on('data', (c: Buffer) => (slowBytes += c.length));
+    await until(() => slowBytes === 4 * chunk.length && flow().length === 2);
+    expect(flow()).toEqual([T.PAUSE, T.RESUME]);
+    expect(sent.filter((f) => f.type === T.RESUME).map((f) => f.id)).toEqual([slow.id]);
+  });
+
+  it('stops reading the connection when a peer ignores PAUSE, so what it sends stays bounded', async () => {
+    const { client, peer } = await connected();
+    const cmd = client.spawn({ argv: ['flood'], cwd: '/', env: {} });
+    peer.write(encodeLauncherFrame(T.STARTED, cmd.id, u32(5)));
+    // 16 MiB for a command nobody reads: the host takes 8 MiB (what af-init may legitimately have in
+    // flight is far less), then leaves the rest in the socket.
+    const flood = (): void => {
+      for (let i = 0; i < 256; i++) peer.write(encodeLauncherFrame(T.STDOUT, cmd.id, chunk));
+    };
+    flood();
+    await until(() => cmd.stdout.readableLength > 8 * 1024 * 1024);
+    await new Promise((done) => setTimeout(done, 200));
+    expect(cmd.stdout.readableLength).toBeLessThanOrEqual(8 * 1024 * 1024 + chunk.length);
+    expect(peer.writableLength).toBeGreaterThan(0);
+    // Reading resumes the connection.
+    let read = 0;
+    cmd.stdout.on('data', (c: Buffer) => (read += c.length));
+    await until(() => read === 256 * chunk.length);
   });
 });

@@ -1,7 +1,7 @@
 // Decides, without touching the host, which cgroup version and controllers enforce a sandbox's limits.
 import type { EnforcedLimits, ResourceLimits } from '@agentfense/protocol';
 import { InvalidArgumentError, NO_LIMITS } from '@agentfense/protocol';
-import type { CgroupController, CgroupHost } from './detect.js';
+import type { CgroupController, CgroupHost } from '@agentfense/protocol';
 
 /** The outcome of planning: which mechanism, which controllers to create, which limits will hold. */
 export interface CgroupPlan {

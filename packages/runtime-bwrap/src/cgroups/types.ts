@@ -1,7 +1,7 @@
 // The per-sandbox cgroup handle both cgroup versions implement.
 import type { EnforcedLimits, ResourceLimits } from '@agentfense/protocol';
 import type { RuntimeLogger } from '../logger.js';
-import type { CgroupHost } from './detect.js';
+import type { CgroupHost } from '@agentfense/protocol';
 import type { CgroupPlan } from './plan.js';
 
 /** One sandbox's cgroups (one per controller on v1, one directory on v2). */

@@ -4,9 +4,8 @@ import { access, readFile } from 'node:fs/promises';
 import { posix } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { InternalError } from '@agentfense/protocol';
-import type { CgroupController } from './detect.js';
+import type { CgroupController } from '@agentfense/protocol';
 import {
-  ProcsWriter,
   TEARDOWN_DEADLINE_MS,
   TEARDOWN_RETRY_MS,
   killPids,
@@ -16,7 +15,8 @@ import {
   removeCgroupDir,
   removeParentIfEmpty,
   writeControl,
-} from './fs.js';
+} from '@agentfense/protocol';
+import { ProcsWriter } from './procs-writer.js';
 import type { CgroupCreateOptions, SandboxCgroup } from './types.js';
 
 /** The CFS period we express quotas against: the contract's cpuQuota is "µs per 100 ms". */

@@ -5,7 +5,6 @@ import { posix } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { InternalError } from '@agentfense/protocol';
 import {
-  ProcsWriter,
   TEARDOWN_DEADLINE_MS,
   TEARDOWN_RETRY_MS,
   killPids,
@@ -16,7 +15,8 @@ import {
   removeParentIfEmpty,
   whileParentVanishes,
   writeControl,
-} from './fs.js';
+} from '@agentfense/protocol';
+import { ProcsWriter } from './procs-writer.js';
 import type { CgroupCreateOptions, SandboxCgroup } from './types.js';
 
 /** The CFS period of cpu.max: the contract's cpuQuota is "µs per 100 ms". */

@@ -55,6 +55,13 @@ export function printGcReport(io: CliIo, report: GcReport): void {
         '(remove with `agentfense sandbox destroy ID` or `agentfense gc --stopped-older-than 7d`)\n',
     );
   }
+  if (report.unfinished.length > 0) {
+    io.stdout.write(
+      `kept ${report.unfinished.length} sandbox(es) whose commit did not finish: ` +
+        `${report.unfinished.map((k) => k.id).join(', ')} ` +
+        '(finish with `agentfense sandbox commit ID`, give up with `agentfense sandbox discard ID`)\n',
+    );
+  }
 }
 
 /**

@@ -24,6 +24,7 @@ import type { CliContext, CliIo, Interrupt } from '../io.js';
 import { ONE_SHOT_LABEL } from '../../sandboxes/one-shot.js';
 import type { CreateSandboxOptions } from '../../sandboxes/types.js';
 import type { SpareSandbox } from '../../sandboxes/spare.js';
+import { EXIT_CONFLICT, reportCommit } from '../commit-report.js';
 import { MAX_STDIN_BYTES, stdinTooLarge } from '../stdin-limit.js';
 import { armWatchdog } from '../watchdog.js';
 import type { Watchdog } from '../watchdog.js';
@@ -37,8 +38,6 @@ import type { ResourceFlags } from '../resource-options.js';
 
 /** Status when the command was killed by --timeout (as timeout(1) does). */
 export const EXIT_TIMEOUT = 124;
-/** Status when the command succeeded but --commit found conflicts (nothing conflicting was written). */
-export const EXIT_CONFLICT = 3;
 
 interface RunFlags extends PolicyFlags, DataFlags, ResourceFlags, NetworkFlags {
   readonly runtime?: string;
@@ -225,7 +224,7 @@ export function registerRun(program: Command, { io, result, mode }: CliContext):
       const { exec, changes, diff, commit, sandboxId } = outcome;
       if (flags.json === true) {
         printJson(io, {
-          sandboxId: flags.keep === true ? sandboxId : null,
+          sandboxId: flags.keep === true || outcome.unfinished !== undefined ? sandboxId : null,
           exitCode: exec.exitCode,
           signal: exec.signal,
           timedOut: exec.timedOut,
@@ -244,7 +243,11 @@ export function registerRun(program: Command, { io, result, mode }: CliContext):
         io.stderr.write('agentfense: the command was killed for exceeding its memory limit\n');
       const status = exitStatusOf(exec);
       result.exitCode =
-        status === 0 && commit !== undefined && commit.conflicts.length > 0 ? EXIT_CONFLICT : status;
+        outcome.unfinished !== undefined
+          ? 1
+          : status === 0 && commit !== undefined && commit.conflicts.length > 0
+            ? EXIT_CONFLICT
+            : status;
       if (outcome.detached) mode.exitNow = true;
     });
 }
@@ -278,6 +281,8 @@ interface RunOutcome {
   readonly changes: readonly ChangeEntry[];
   readonly diff?: { diff: string; binary: readonly string[] };
   readonly commit?: CommitResult;
+  /** Why the commit did not run to its end (the sandbox is kept, stopped, with the rest of it). */
+  readonly unfinished?: string;
   /** The sandbox is still there, RUNNING, for the reaper to remove once this process has exited. */
   readonly detached: boolean;
 }
@@ -311,6 +316,8 @@ async function runInSandbox(plane: ControlPlane, request: RunRequest): Promise<R
   let sandboxId: string | undefined = taken?.sandboxId;
   let detached = false;
   let retire = false;
+  /** Why the commit did not run to its end, when it did not: the sandbox is then kept. */
+  let unfinished: string | undefined;
   try {
     abort.throwIfAborted();
     if (sandboxId === undefined) {
@@ -360,9 +367,15 @@ async function runInSandbox(plane: ControlPlane, request: RunRequest): Promise<R
     }
     let commit: CommitResult | undefined;
     if (flags.commit === true) {
-      commit = await plane.commit(sandbox.id, {
-        mode: flags.lastWriterWins === true ? 'last-writer-wins' : 'detect-conflicts',
-      });
+      try {
+        commit = await plane.commit(sandbox.id, {
+          mode: flags.lastWriterWins === true ? 'last-writer-wins' : 'detect-conflicts',
+        });
+      } catch (err) {
+        unfinished = `its commit failed (${err instanceof Error ? err.message : String(err)})`;
+        throw err;
+      }
+      if (commit.interrupted !== undefined) unfinished = `its commit stopped early (${commit.interrupted})`;
       if (!json) reportCommit(io, commit, request.dir);
     }
     if (flags.keep === true) {
@@ -371,21 +384,27 @@ async function runInSandbox(plane: ControlPlane, request: RunRequest): Promise<R
         io.stderr.write(`agentfense: kept sandbox ${sandbox.id} (stopped; changes, logs and audit kept)\n`);
     }
     // Everything the user asked for is done: the rest is teardown, which the reaper can do after exit.
-    detached = request.detach && flags.keep !== true && !abort.aborted;
-    retire = request.retiring !== undefined && flags.keep !== true && !abort.aborted;
+    const done = flags.keep !== true && !abort.aborted && unfinished === undefined;
+    detached = request.detach && done;
+    retire = request.retiring !== undefined && done;
     return {
       sandboxId: sandbox.id,
       exec,
       changes,
       ...(diff && { diff }),
       ...(commit && { commit }),
+      ...(unfinished === undefined ? {} : { unfinished }),
       detached,
     };
   } finally {
-    if (flags.keep === true && abort.aborted && sandboxId !== undefined) {
-      await plane.stopSandbox(sandboxId, { reason: 'agentfense run --keep interrupted' });
-    }
-    if (detached && sandboxId !== undefined) {
+    if (unfinished !== undefined && sandboxId !== undefined) {
+      // Part of the commit is in <dir>, the rest only in the delta: the sandbox is the user's now.
+      const { finishOrDiscard } = await import('../../sandboxes/pending-commit.js');
+      await plane.sandboxes.keepForUser(sandboxId, `${unfinished}; ${finishOrDiscard(sandboxId)}`);
+      io.stderr.write(
+        `agentfense: ${unfinished}: sandbox ${sandboxId} kept (stopped); ${finishOrDiscard(sandboxId)}\n`,
+      );
+    } else if (detached && sandboxId !== undefined) {
       // Loaded here: SQLite is the control plane's (already open), not something --help should load.
       const { forgetOneShot } = await import('../forget-one-shot.js');
       forgetOneShot(plane.layout, { sandboxId, codebaseId: codebase.id });
@@ -398,7 +417,11 @@ async function runInSandbox(plane: ControlPlane, request: RunRequest): Promise<R
       step('sandbox forgotten (the helper removes it after answering)');
       // The next identical request takes a sandbox started meanwhile (after this one's answer).
       spare?.prepare({ dir: request.dir, options });
-    } else if (flags.keep !== true) {
+    } else if (flags.keep === true) {
+      if (abort.aborted && sandboxId !== undefined) {
+        await plane.stopSandbox(sandboxId, { reason: 'agentfense run --keep interrupted' });
+      }
+    } else {
       if (sandboxId !== undefined) await plane.destroySandbox(sandboxId);
       await plane.deleteCodebase(codebase.id);
       step('sandbox destroyed');
@@ -434,19 +457,6 @@ function interruptOnSignals(): Interrupt {
   }
   for (const name of INTERRUPTS) process.on(name, onSignal);
   return state;
-}
-
-function reportCommit(io: CliIo, commit: CommitResult, dir: string): void {
-  io.stderr.write(`agentfense: committed ${commit.applied.length} change(s) to ${dir}\n`);
-  for (const conflict of commit.conflicts) {
-    io.stderr.write(`agentfense: conflict, not written: ${quotePath(conflict.path)}: ${conflict.reason}\n`);
-  }
-  for (const note of commit.skipped ?? []) {
-    io.stderr.write(`agentfense: skipped, not written: ${quotePath(note.path)}: ${note.reason}\n`);
-  }
-  for (const note of commit.changed ?? []) {
-    io.stderr.write(`agentfense: written with a change: ${quotePath(note.path)}: ${note.reason}\n`);
-  }
 }
 
 /** `--verbose` progress: each step with the time since the previous one. */

@@ -1,4 +1,5 @@
-// `agentfense sandbox list|inspect|stop|destroy`: the sandboxes recorded in the data directory.
+// `agentfense sandbox list|inspect|network|commit|discard|destroy`: the sandboxes recorded in the data
+// directory.
 import type { Command } from 'commander';
 import type { SandboxInfo, SandboxState } from '../../sandboxes/types.js';
 import { SANDBOX_STATES } from '../../sandboxes/types.js';
@@ -10,6 +11,7 @@ import type { NetworkFlags } from '../network-options.js';
 import type { DataFlags } from '../control-options.js';
 import { formatTable, printJson } from '../io.js';
 import type { CliContext } from '../io.js';
+import { EXIT_CONFLICT, reportCommit } from '../commit-report.js';
 import { parseLabels } from '../parse.js';
 
 interface ListFlags extends DataFlags {
@@ -66,8 +68,10 @@ function describe(sb: SandboxInfo): string {
 }
 
 /** Registers `sandbox` and its subcommands on the program. */
-export function registerSandboxes(program: Command, { io }: CliContext): void {
-  const sandbox = program.command('sandbox').description('list, inspect, stop and destroy sandboxes');
+export function registerSandboxes(program: Command, { io, result }: CliContext): void {
+  const sandbox = program
+    .command('sandbox')
+    .description('list, inspect, commit, discard and destroy sandboxes');
 
   addDataOption(sandbox.command('list').description('list sandboxes (newest first)'))
     .option('--codebase <id>', 'only sandboxes of this codebase')
@@ -122,6 +126,47 @@ export function registerSandboxes(program: Command, { io }: CliContext): void {
     const policy = (await networkFromFlags(flags)) ?? { mode: 'none' as const };
     await withControlPlane(flags, async (plane) => {
       io.stdout.write(describe(await plane.setNetwork(id, policy)));
+    });
+  });
+
+  addDataOption(
+    sandbox
+      .command('commit')
+      .description(
+        "apply a sandbox's changes to its codebase; first finishes a commit that did not finish (a killed `run --commit`)",
+      )
+      .argument('<id>', 'sandbox id'),
+  )
+    .option(
+      '--last-writer-wins',
+      'overwrite files changed in the codebase meanwhile instead of reporting them',
+    )
+    .option('--json', 'print the commit result as JSON')
+    .action(async (id: string, flags: DataFlags & { lastWriterWins?: boolean; json?: boolean }) => {
+      await withControlPlane(flags, async (plane) => {
+        const commit = await plane.commit(id, {
+          mode: flags.lastWriterWins === true ? 'last-writer-wins' : 'detect-conflicts',
+        });
+        if (flags.json === true) printJson(io, commit);
+        else reportCommit(io, commit, plane.getCodebase(plane.getSandbox(id).codebaseId).path);
+        if (commit.interrupted !== undefined) {
+          io.stderr.write(`agentfense: the commit stopped early (${commit.interrupted}); run it again\n`);
+          result.exitCode = 1;
+        } else if (commit.conflicts.length > 0) result.exitCode = EXIT_CONFLICT;
+      });
+    });
+
+  addDataOption(
+    sandbox
+      .command('discard')
+      .description(
+        "drop a sandbox's changes (an unfinished commit is given up: what it applied stays in the codebase)",
+      )
+      .argument('<id>', 'sandbox id'),
+  ).action(async (id: string, flags: DataFlags) => {
+    await withControlPlane(flags, async (plane) => {
+      await plane.discard(id);
+      io.stderr.write(`agentfense: discarded the changes of ${id}\n`);
     });
   });
 

@@ -66,6 +66,7 @@ export function registerServe(program: Command, { io, result }: CliContext): voi
         { ControlPlane },
         { createHttpServer },
         { createGrpcServer },
+        { StreamBudget },
       ] = await Promise.all([
         import('../../http/auth.js'),
         import('../../http/api-token.js'),
@@ -73,6 +74,7 @@ export function registerServe(program: Command, { io, result }: CliContext): voi
         import('../../control-plane.js'),
         import('../../http/server.js'),
         import('../../grpc/server.js'),
+        import('../../api/stream-budget.js'),
       ]);
       const httpAddress = flags.listen === '' ? undefined : parseListen(flags.listen);
       const grpcAddress =
@@ -90,6 +92,8 @@ export function registerServe(program: Command, { io, result }: CliContext): voi
           `--max-upload-bytes must be a positive integer, got ${flags.maxUploadBytes}`,
         );
       }
+      // One bound for the streams of both faces (AGENTFENSE_STREAM_STALL_SECONDS checked here, up front).
+      const streams = new StreamBudget();
       const insecure = flags.insecureNoAuth === true;
       if (insecure && flags.tokenFile !== undefined) {
         throw new InvalidArgumentError(
@@ -139,6 +143,7 @@ export function registerServe(program: Command, { io, result }: CliContext): voi
                 ...(token === undefined ? { insecureNoAuth: true } : { token }),
                 ...(maxUploadBytes === undefined ? {} : { maxUploadBytes }),
                 logger: plane.logger.child({ component: 'http' }),
+                streams,
               });
         const grpc =
           grpcAddress === undefined
@@ -147,6 +152,7 @@ export function registerServe(program: Command, { io, result }: CliContext): voi
                 backend,
                 ...(token === undefined ? { insecureNoAuth: true } : { token }),
                 logger: plane.logger.child({ component: 'grpc' }),
+                streams,
               });
         try {
           const served: string[] = [];

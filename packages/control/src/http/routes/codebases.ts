@@ -1,13 +1,16 @@
 // Codebase routes: create/get/list/delete, file listing, and raw file transfer (PUT streams the request
 // body into the codebase, GET streams a file back), any size, with the path checked before any byte moves.
 import type { FastifyInstance, FastifyReply } from 'fastify';
-import { InvalidArgumentError } from '@agentfense/protocol';
+import { InvalidArgumentError, UnavailableError } from '@agentfense/protocol';
+import { stallError, type StreamBudget } from '../../api/stream-budget.js';
+import { FILE_CHUNK_BYTES } from '../../codebases/file-chunks.js';
 import { splitCodebasePath } from '../../codebases/upload-path.js';
 import type { HttpBackend } from '../backend.js';
 import { GrpcCode } from '../../api/status.js';
 import { defineRoute } from '../define.js';
 import { errorReply } from '../errors.js';
 import { codebaseToWire, fileToWire, pathId } from '../mapping.js';
+import { pacedBody } from '../paced-body.js';
 import {
   Codebase,
   CodebaseList,
@@ -36,6 +39,10 @@ interface FileParam {
 export interface CodebaseRouteOptions {
   /** Largest uploaded file: a larger declared Content-Length is refused before reading, 413. */
   readonly maxUploadBytes: number;
+  /** Back-pressure of downloads (api/stream-budget.ts). */
+  readonly streams: StreamBudget;
+  /** Aborts when the server shuts down: downloads in progress end. */
+  readonly shutdown: AbortSignal;
 }
 
 /** A 413 `{code, message}`; the connection closes, since the rest of the body is not read. */
@@ -176,6 +183,9 @@ export function registerCodebaseRoutes(
           // The control plane's own cap, found while streaming a body sent without a length.
           const maxBytes = err instanceof InvalidArgumentError ? err.details?.maxBytes : undefined;
           if (typeof maxBytes === 'number') return tooLarge(reply, path, maxBytes);
+          // Answered before the body was read to its end (a full disk): the client is still sending it,
+          // so this connection cannot carry another request.
+          if (!req.raw.complete) void reply.header('connection', 'close');
           throw err;
         }
       },
@@ -195,7 +205,18 @@ export function registerCodebaseRoutes(
         const path = req.params['*'];
         splitCodebasePath(path);
         const { stream, size } = await backend.downloadFile(id, path);
-        return reply.type('application/octet-stream').header('content-length', size).send(stream);
+        // Back-pressure (paced-body.ts): a chunk is read once the client took the last one; a client that
+        // takes nothing for the stall time has its connection closed (a short body, which it can tell).
+        const paced = options.streams.open({
+          streamBytes: FILE_CHUNK_BYTES,
+          onStall: (stall) => body.destroy(stallError(stall)),
+        });
+        const body = pacedBody(stream, paced);
+        // A download waiting for its client does not hold the server's shutdown.
+        const stop = (): void => void body.destroy(new UnavailableError('the server is shutting down'));
+        options.shutdown.addEventListener('abort', stop, { once: true });
+        body.once('close', () => options.shutdown.removeEventListener('abort', stop));
+        return reply.type('application/octet-stream').header('content-length', size).send(body);
       },
     });
     done();

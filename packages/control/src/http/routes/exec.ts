@@ -5,6 +5,7 @@ import { StringDecoder } from 'node:string_decoder';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { ExecResult } from '@agentfense/protocol';
 import { TimeoutError, WrongStateError, toAgentFenseError } from '@agentfense/protocol';
+import { stallError, stallGraceMs } from '../../api/stream-budget.js';
 import type { SandboxExecOptions } from '../../sandboxes/types.js';
 import type { HttpBackend } from '../backend.js';
 import { defineRoute } from '../define.js';
@@ -82,13 +83,28 @@ export function registerExecRoutes(
       }
       const encoding = req.body.output_encoding ?? 'base64';
       const out = new PassThrough();
-      const write = (line: Record<string, unknown>): void => void out.write(`${JSON.stringify(line)}\n`);
-      const chunker = (stream: 'stdout' | 'stderr'): ((chunk: Buffer) => void) => {
+      // Output lines go out with back-pressure (paced-body.ts): while the client does not read, the
+      // command blocks on its pipe. One that reads nothing for the stall time gets an error line, and its
+      // connection is closed after a grace if that line is still not read.
+      const stalled = new AbortController();
+      const grace = stallGraceMs(context.streams.limits);
+      const paced = context.streams.open({
+        onStall: (stall) => {
+          stalled.abort(stallError(stall, 'its command is stopped'));
+          setTimeout(() => reply.raw.writableFinished || reply.raw.destroy(), grace).unref();
+        },
+      });
+      const write = (line: Record<string, unknown>): Promise<void> | undefined => {
+        const text = `${JSON.stringify(line)}\n`;
+        return paced.write(Buffer.byteLength(text), (taken) => void out.write(text, () => taken()));
+      };
+      const last = (line: Record<string, unknown>): void => void out.write(`${JSON.stringify(line)}\n`);
+      const chunker = (stream: 'stdout' | 'stderr'): ((chunk: Buffer) => Promise<void> | undefined) => {
         if (encoding === 'base64') return (chunk) => write({ stream, data: chunk.toString('base64') });
         const decoder = new StringDecoder('utf8'); // never splits a character across lines
         return (chunk) => {
           const data = decoder.write(chunk);
-          if (data !== '') write({ stream, data });
+          return data === '' ? undefined : write({ stream, data });
         };
       };
       const { options, abort } = execOptions(req.body, reply, context.shutdown, {
@@ -97,15 +113,24 @@ export function registerExecRoutes(
       });
       // Through a promise chain, so even a synchronous throw ends the stream with an error line.
       void Promise.resolve()
-        .then(() => backend.exec(id, req.body.command, options))
-        .then(
-          (result) =>
-            result.timedOut
-              ? write({ done: true, error: toHttpError(timedOut(finalLine(result))).body })
-              : write({ done: true, ...camelKeys(finalLine(result)) }),
-          (err: unknown) => write({ done: true, error: toHttpError(toAgentFenseError(err)).body }),
+        .then(() =>
+          backend.exec(id, req.body.command, {
+            ...options,
+            signal: AbortSignal.any([options.signal as AbortSignal, stalled.signal]),
+            keepOutput: false,
+          }),
         )
+        .then((result) => {
+          if (stalled.signal.aborted) throw stalled.signal.reason;
+          last(
+            result.timedOut
+              ? { done: true, error: toHttpError(timedOut(finalLine(result))).body }
+              : { done: true, ...camelKeys(finalLine(result)) },
+          );
+        })
+        .catch((err: unknown) => last({ done: true, error: toHttpError(toAgentFenseError(err)).body }))
         .finally(() => {
+          paced.close();
           abort.dispose();
           out.end();
         });

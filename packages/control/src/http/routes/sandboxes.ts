@@ -1,10 +1,10 @@
 // Sandbox routes: lifecycle (exec is exec.ts), the delta (changes, diff, commit, discard), logs
 // and audit. Bodies arrive validated by the schemas; conversion to the control plane's shapes is mapping.ts.
-import { once } from 'node:events';
 import { PassThrough } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import type { NetworkPolicyInput } from '@agentfense/network';
 import { WrongStateError, toAgentFenseError } from '@agentfense/protocol';
+import { stallError, type StreamBudget } from '../../api/stream-budget.js';
 import { followLog, tailLog } from '../../sandboxes/log-file.js';
 import type { HttpBackend, HttpCreateSandboxOptions } from '../backend.js';
 import { defineRoute } from '../define.js';
@@ -71,6 +71,8 @@ interface CreateBody {
 /** What routes need besides the backend: the signal that aborts every running command at shutdown. */
 export interface SandboxRouteContext {
   readonly shutdown: AbortSignal;
+  /** Back-pressure of the streaming routes (api/stream-budget.ts). */
+  readonly streams: StreamBudget;
 }
 
 export function registerSandboxRoutes(
@@ -325,16 +327,23 @@ export function registerSandboxRoutes(
       }
       const out = new PassThrough();
       out.once('close', stop);
-      // Backpressure: a client that reads slowly holds the poll back instead of growing our memory.
+      // Back-pressure (api/stream-budget.ts): a client that reads slowly holds the poll back instead of
+      // growing our memory; one that reads nothing for the stall time has its stream ended.
+      let reason: string | undefined;
+      const paced = context.streams.open({
+        onStall: (stall) => {
+          reason = stallError(stall).message;
+          stop();
+        },
+      });
+      controller.signal.addEventListener('abort', () => paced.close(), { once: true });
       const send = async (lines: readonly string[]): Promise<void> => {
         for (const line of lines) {
-          if (!out.write(`${JSON.stringify({ line })}\n`)) {
-            await once(out, 'drain', { signal: controller.signal }).catch(() => undefined);
-          }
+          const text = `${JSON.stringify({ line })}\n`;
+          await paced.write(Buffer.byteLength(text), (taken) => void out.write(text, () => taken()));
           if (controller.signal.aborted) return;
         }
       };
-      let reason: string | undefined;
       const gone = async (): Promise<boolean> => {
         try {
           await backend.getSandbox(id);
@@ -351,6 +360,7 @@ export function registerSandboxRoutes(
         .catch((err: unknown) => (reason = `reading the log failed: ${toAgentFenseError(err).message}`))
         .finally(() => {
           release();
+          paced.close();
           if (reason === undefined && context.shutdown.aborted) reason = 'server shutting down';
           if (reason !== undefined) out.write(`${JSON.stringify({ done: true, reason })}\n`);
           out.end();

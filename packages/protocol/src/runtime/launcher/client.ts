@@ -1,5 +1,7 @@
 // The host's side of one af-init connection: spawn commands, feed their stdin, signal them, read their
-// output with backpressure, learn how they ended.
+// output with backpressure, learn how they ended. Back-pressure is per command: a consumer that falls
+// behind has its command PAUSEd (af-init stops reading that command's pipes, so the command blocks on
+// them as it would on a terminal), and the other commands of the sandbox carry on.
 //
 // af-init runs with the agent's uid, so everything it sends is checked as if hostile: frame sizes, frame
 // types, ids we never gave out, a second READY/STARTED, output after EXIT. Any violation closes the
@@ -23,6 +25,14 @@ import type { LauncherFrame } from './frames.js';
 
 /** How long connect() waits for READY by default. */
 const DEFAULT_READY_TIMEOUT_MS = 10_000;
+/**
+ * What a paused command's output stream may hold before the whole connection is paused as well. After a
+ * PAUSE af-init still sends what it had read (its queue stops growing at 512 KiB) and, at the command's
+ * exit, up to 1 MiB more from each pipe; a peer that sends far more ignored the PAUSE, and the connection
+ * stops being read until the consumer catches up (af-init runs as the agent: nothing it sends may grow the
+ * host's memory without bound).
+ */
+const MAX_BUFFERED_WHILE_PAUSED = 8 * 1024 * 1024;
 
 /** How a command ended. `failed`: it never started (exec or chdir failed; errno and af-init's message). */
 export type LauncherOutcome =
@@ -67,6 +77,8 @@ interface Pending {
   readonly stdout: Readable;
   readonly stderr: Readable;
   started: boolean;
+  /** Its output streams whose consumer is behind: the command is PAUSEd while any is listed. */
+  readonly behind: Set<Readable>;
   resolvePid(pid: number | null): void;
   rejectPid(err: Error): void;
   resolveDone(outcome: LauncherOutcome): void;
@@ -79,7 +91,7 @@ export class LauncherClient {
   readonly #decoder = new LauncherFrameDecoder();
   readonly #commands = new Map<number, Pending>();
   readonly #pings = new Map<number, { resolve: () => void; reject: (err: Error) => void }>();
-  /** Output streams whose consumer is behind: the socket stays paused while any is listed. */
+  /** Output streams far past their limit (a peer ignoring PAUSE): the socket stays paused while any is listed. */
   readonly #blocked = new Set<Readable>();
   #nextId = 1;
   #failure: Error | undefined;
@@ -213,8 +225,9 @@ export class LauncherClient {
   }
 
   #track(id: number, withStdin: boolean): Pending {
-    const stdout = this.#output();
-    const stderr = this.#output();
+    const behind = new Set<Readable>();
+    const stdout = this.#output(id, behind);
+    const stderr = this.#output(id, behind);
     let resolvePid!: (pid: number | null) => void;
     let rejectPid!: (err: Error) => void;
     let resolveDone!: (o: LauncherOutcome) => void;
@@ -247,6 +260,7 @@ export class LauncherClient {
       stdout,
       stderr,
       started: false,
+      behind,
       resolvePid,
       rejectPid,
       resolveDone,
@@ -256,17 +270,26 @@ export class LauncherClient {
     return pending;
   }
 
-  #output(): Readable {
+  /** A command's stdout or stderr: reading it again after it filled RESUMEs the command. */
+  #output(id: number, behind: Set<Readable>): Readable {
+    const caughtUp = (): void => {
+      if (this.#blocked.delete(stream) && this.#blocked.size === 0 && !this.#failure) this.#socket.resume();
+      if (behind.delete(stream) && behind.size === 0) this.#flow(T.RESUME, id);
+    };
     const stream: Readable = new Readable({
-      read: () => {
-        if (this.#blocked.delete(stream) && this.#blocked.size === 0 && !this.#failure) this.#socket.resume();
-      },
+      read: caughtUp,
       destroy: (err, cb) => {
-        if (this.#blocked.delete(stream) && this.#blocked.size === 0 && !this.#failure) this.#socket.resume();
+        caughtUp();
         cb(err);
       },
     });
     return stream;
+  }
+
+  /** Sends PAUSE or RESUME for a command that is still running. */
+  #flow(type: typeof T.PAUSE | typeof T.RESUME, id: number): void {
+    if (this.#failure || !this.#commands.has(id)) return;
+    this.#socket.write(encodeLauncherFrame(type, id));
   }
 
   #stdin(id: number): Writable {
@@ -359,7 +382,12 @@ export class LauncherClient {
         }
         const stream = type === T.STDOUT ? pending.stdout : pending.stderr;
         if (stream.destroyed) return; // the consumer gave up on it: drop
-        if (!stream.push(payload) && !this.#blocked.has(stream)) {
+        if (stream.push(payload)) return;
+        if (!pending.behind.has(stream)) {
+          pending.behind.add(stream);
+          if (pending.behind.size === 1) this.#flow(T.PAUSE, id);
+        }
+        if (stream.readableLength > MAX_BUFFERED_WHILE_PAUSED && !this.#blocked.has(stream)) {
           this.#blocked.add(stream);
           this.#socket.pause();
         }

@@ -1,4 +1,4 @@
-// The af-init wire protocol v1 (the C side: packages/protocol/native/af-init.c): frames of
+// The af-init wire protocol v2 (the C side: packages/protocol/native/af-init.c): frames of
 // `u32 LE length (of what follows) · u8 type · u32 LE id · payload`. Encoding checks what we send; the
 // decoder treats af-init as untrusted (it runs with the agent's uid inside the sandbox; it is not
 // dumpable, but nothing the host does may depend on that): a length out of range fails at once, so a
@@ -6,7 +6,7 @@
 import { InvalidArgumentError, ProtocolError } from '../../errors.js';
 
 /** The protocol version af-init announces in READY. */
-export const AF_INIT_PROTOCOL_VERSION = 1;
+export const AF_INIT_PROTOCOL_VERSION = 2;
 /** The largest value of a frame's length field (type + id + payload). */
 export const AF_INIT_MAX_FRAME_LENGTH = 1024 * 1024 + 16;
 /** The largest payload of a STDOUT/STDERR frame. */
@@ -22,6 +22,10 @@ export const LauncherFrameType = {
   STDIN: 2,
   SIGNAL: 3,
   PING: 4,
+  /** Stop reading a command's output: its consumer is behind (the command then blocks on its pipe). */
+  PAUSE: 5,
+  /** Read a paused command's output again. */
+  RESUME: 6,
   READY: 10,
   STARTED: 11,
   FAILED: 12,

@@ -1,5 +1,6 @@
-// Finds the cgroup hierarchies of this host: a v2 (unified) hierarchy with its controllers, and the v1
-// hierarchies by controller. Reads only the filesystem under `root`, so tests can point it at a fake tree.
+// Finds the cgroup hierarchies of this host (for the sandboxes' cgroups in runtime-bwrap and the workers'
+// in control): a v2 (unified) hierarchy with its controllers, and the v1 hierarchies by controller. Reads
+// only the filesystem under `root`, so tests can point it at a fake tree.
 import { access, readFile } from 'node:fs/promises';
 import { posix } from 'node:path';
 
