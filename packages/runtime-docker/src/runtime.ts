@@ -400,6 +400,10 @@ export function createDockerRuntime(options: DockerRuntimeOptions = {}): DockerR
   }): Promise<ReservedUser | undefined> => {
     if (!IMAGE_REFERENCE.test(o.image ?? defaultImage)) return undefined;
     const key = { image: o.image ?? defaultImage, tmpBytes: o.resources?.tmpBytes ?? null };
+    // prepare() starts the pool's first container once the engine check is done: waiting for that check
+    // too lets reserve() find the container being created and wait for it instead of leasing a new uid
+    // (and creating a second container) for a sandbox that started right after its control plane opened.
+    if (pool.size > 0) await check().catch(() => undefined);
     const reserved = await pool.reserve(key, validateSandboxId(o.sandboxId));
     if (reserved?.leaseOwner === undefined) return undefined;
     const [uid, gid] = reserved.user.split(':').map(Number);
