@@ -186,10 +186,7 @@ export class ContainerPool {
   }
 
   /** Removes an idle container of `key` that `fits`, waiting for one of that key being created. */
-  async #pick(
-    key: PoolKey,
-    fits: (c: PooledContainer) => boolean,
-  ): Promise<PooledContainer | undefined> {
+  async #pick(key: PoolKey, fits: (c: PooledContainer) => boolean): Promise<PooledContainer | undefined> {
     if (this.#o.size === 0 || this.#closed) return undefined;
     const k = keyOf(key);
     const from = (): PooledContainer | undefined => {
