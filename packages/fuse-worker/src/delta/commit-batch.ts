@@ -47,8 +47,7 @@ export class AppliedBatch {
     this.#changes = [];
     const records: MetaRecord[] = changes.map((c) => ({ op: 'forget', path: c.rel, subtree: false }));
     // One write(2) for the batch; a crash before the upper entries go only makes them look uncommitted.
-    await ctx.journal.append(records);
-    for (const record of records) ctx.meta.apply(record);
+    ctx.journal.record(records);
     for (const change of changes) {
       if (change.upperType !== null && change.upperType !== 'directory') await ctx.upper.unlink(change.rel);
     }

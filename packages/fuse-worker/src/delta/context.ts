@@ -5,11 +5,11 @@ import { FsError } from '../errors.js';
 import type { HostDir } from '../host/host-dir.js';
 import { isMissing } from '../host/host-dir.js';
 import { randomHex } from '../host/random-hex.js';
-import { relParent } from '../host/rel-path.js';
+import { relBase, relParent } from '../host/rel-path.js';
 import type { CommitJournal } from './commit-journal.js';
 import type { MetaJournal } from './journal.js';
 import type { MetaState } from './meta-state.js';
-import type { DiskQuota } from './quota.js';
+import { entryBytes, type DiskQuota } from './quota.js';
 import { typeOf } from './identity.js';
 import type { DeltaLogger, DeltaLookup } from './types.js';
 
@@ -284,6 +284,24 @@ export async function chargeNew(
   await make();
   const st = await ctx.upper.lstatOrNull(rel);
   if (st !== null) quota.record(st);
+  await chargeDir(ctx, relParent(rel));
+}
+
+/**
+ * A name was added in upper directory `dirRel`: the directory costs what it holds now (its blocks grow
+ * with its entries: 20,000 hard links are 20,000 names, and the directory keeps its size when they go).
+ */
+export async function chargeDir(ctx: DeltaContext, dirRel: string): Promise<void> {
+  if (ctx.quota === null) return;
+  const st = ctx.upper.lstatIfCached(dirRel) ?? (await ctx.upper.lstatOrNull(dirRel));
+  if (st !== null) ctx.quota.record(st);
+}
+
+/** Throws ENOSPC unless the name of `rel` fits in its directory within the quota (before a link or rename). */
+export async function checkName(ctx: DeltaContext, rel: string): Promise<void> {
+  if (ctx.quota === null) return;
+  await ctx.quota.whenReady();
+  ctx.quota.checkGrowth(entryBytes(relBase(rel)), `/${rel}`);
 }
 
 /** The upper entry at `rel` is about to lose a name: when it was the last one, it costs nothing more. */

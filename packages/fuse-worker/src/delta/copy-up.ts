@@ -31,8 +31,7 @@ export async function copyUp(ctx: DeltaContext, rel: string, options: CopyUpOpti
     await ctx.quota.whenReady();
     ctx.quota.check(null, lo.isFile() && options.content !== false ? Number(lo.size) : 0, `/${rel}`);
   }
-  await ctx.journal.append([{ op: 'base', path: rel, base: baseOf(lo) }]);
-  ctx.meta.apply({ op: 'base', path: rel, base: baseOf(lo) });
+  ctx.journal.record([{ op: 'base', path: rel, base: baseOf(lo) }]);
   const atime = lo.atimeNs;
   const mtime = lo.mtimeNs;
   // chown before chmod: a chown clears set-id bits on the host, the chmod restores the codebase's mode.

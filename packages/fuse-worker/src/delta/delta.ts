@@ -6,13 +6,16 @@ import type { ChangeEntry } from '@agentfense/protocol';
 
 import { asFsError, FsError } from '../errors.js';
 import type { HostDir } from '../host/host-dir.js';
+import { relParent } from '../host/rel-path.js';
 import { RawFile, type HostFile, type WritableFile } from '../host/raw-file.js';
 import { createFile, makeDir, type NewOwner } from '../host/sync-make.js';
 import { warmInode } from '../host/warm.js';
 import { computeChanges } from './changes.js';
 import { commitChanges } from './commit.js';
 import {
+  chargeDir,
   chargeNew,
+  checkName,
   mergedEntries,
   mergedIsEmpty,
   mustResolve,
@@ -336,7 +339,9 @@ export class Delta {
       if (src.type === 'directory') throw new FsError('EPERM', `hard link to a directory: ${existing}`);
       const rel = await prepareCreate(this.ctx, newPath);
       await copyUp(this.ctx, from);
+      await checkName(this.ctx, rel);
       await this.ctx.upper.link(from, { dir: this.ctx.upper, rel });
+      await chargeDir(this.ctx, relParent(rel));
     });
   }
 
@@ -391,11 +396,9 @@ export class Delta {
       // Linux has no lchmod: a symlink's mode is always 0777 and never changes.
       if (attrs.mode !== undefined && found.type !== 'symlink') await upper.chmod(rel, attrs.mode & 0o7777);
       if (attrs.size !== undefined) {
+        // A size change adds no block (growing leaves a hole): only what is written later costs.
         const quota = this.ctx.quota;
-        if (quota !== null) {
-          await quota.whenReady();
-          quota.check((await upper.lstat(rel)).ino, Number(attrs.size), path); // rounds only far above any quota
-        }
+        if (quota !== null) await quota.whenReady();
         await upper.truncate(rel, attrs.size);
         if (quota !== null) quota.record(await upper.lstat(rel));
       }

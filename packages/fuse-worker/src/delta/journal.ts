@@ -1,6 +1,18 @@
 // Durable storage of a delta's metadata: an append-only JSONL journal replayed over a compacted snapshot.
-import { constants, fstatSync, ftruncateSync, writeSync } from 'node:fs';
+import {
+  closeSync,
+  constants,
+  fstatSync,
+  fsyncSync,
+  ftruncateSync,
+  openSync,
+  renameSync,
+  rmSync,
+  unlinkSync,
+  writeSync,
+} from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
+import { join } from 'node:path';
 
 import type { HostDir } from '../host/host-dir.js';
 import { MetaState, type MetaRecord, type MetaSnapshot } from './meta-state.js';
@@ -8,10 +20,30 @@ import type { DeltaLogger } from './types.js';
 
 const SNAPSHOT = 'snapshot.json';
 const SNAPSHOT_TMP = 'snapshot.json.tmp';
+/** Characters of snapshot text gathered before each write(2). */
+const SNAPSHOT_PIECE = 64 * 1024;
 const journalName = (generation: number): string => `journal-${generation}.jsonl`;
 
 /** Journal records appended since the last snapshot after which `Delta` compacts (at open and commit). */
 export const COMPACT_AFTER_RECORDS = 10_000;
+
+/**
+ * Journal bytes past which it is compacted at once, while the sandbox works (and past the snapshot's own
+ * size, so the work stays proportional to what is appended): create/unlink churn appends records without
+ * end while the state they leave stays small, and the journal is on the host's disk, charged to the quota.
+ * A delta with a disk quota compacts at an eighth of it at the latest, so that churn never fills a quota
+ * with records of entries long gone.
+ */
+export const COMPACT_AFTER_BYTES = 4 * 1024 * 1024;
+
+/** The least journal worth a compaction (each one costs an fsync). */
+const COMPACT_AT_LEAST_BYTES = 64 * 1024;
+
+/** When a journal of a delta with `quotaBytes` (undefined: none) is compacted while the sandbox works. */
+export function compactAfterBytes(quotaBytes: number | undefined): number {
+  if (quotaBytes === undefined) return COMPACT_AFTER_BYTES;
+  return Math.max(COMPACT_AT_LEAST_BYTES, Math.min(COMPACT_AFTER_BYTES, Math.floor(quotaBytes / 8)));
+}
 
 /**
  * Durability model: a worker crash is a process death, not a power cut. Each record is appended with one
@@ -20,25 +52,50 @@ export const COMPACT_AFTER_RECORDS = 10_000;
  * a new journal generation: a crash at any point leaves either the old snapshot + old journal or the new
  * snapshot (+ an empty or missing new journal). A torn last line cannot come from a process death
  * (write(2) to a regular file completes) but is tolerated and logged anyway.
+ *
+ * The meta directory is the worker's own (root-only, never in the sandbox's view): its files are opened
+ * by path, synchronously, so that recording and compacting never yield to another request in between.
  */
 export class MetaJournal {
   private generation: number;
-  private handle: FileHandle;
+  private fd: number;
   private appended = 0;
+  #journalBytes: number;
+  #snapshotBytes: number;
+  /** No automatic compaction before the journal reaches this size (moved on after a failed one). */
+  #compactAt: number;
+  readonly #compactAfter: number;
   private readonly dir: HostDir;
+  private readonly state: MetaState;
   private readonly logger: DeltaLogger;
 
-  private constructor(dir: HostDir, generation: number, handle: FileHandle, logger: DeltaLogger) {
-    this.dir = dir;
-    this.generation = generation;
-    this.handle = handle;
-    this.logger = logger;
+  private constructor(o: {
+    dir: HostDir;
+    state: MetaState;
+    generation: number;
+    fd: number;
+    logger: DeltaLogger;
+    journalBytes: number;
+    snapshotBytes: number;
+    compactAfterBytes: number;
+  }) {
+    this.dir = o.dir;
+    this.state = o.state;
+    this.generation = o.generation;
+    this.fd = o.fd;
+    this.logger = o.logger;
+    this.#journalBytes = o.journalBytes;
+    this.#snapshotBytes = o.snapshotBytes;
+    this.#compactAfter = o.compactAfterBytes;
+    this.#compactAt = this.#threshold();
   }
 
   /** Loads snapshot + journal from `dir` into a fresh MetaState. */
   static async open(options: {
     dir: HostDir;
     logger: DeltaLogger;
+    /** Journal bytes past which it is compacted while the sandbox works (compactAfterBytes). */
+    compactAfterBytes?: number;
   }): Promise<{ journal: MetaJournal; state: MetaState }> {
     const { dir, logger } = options;
     const state = new MetaState();
@@ -59,8 +116,17 @@ export class MetaJournal {
       if (entry.name !== journalName(generation) && entry.name.startsWith('journal-'))
         await dir.unlink(entry.name);
     }
-    const handle = await openJournal(dir, generation);
-    const journal = new MetaJournal(dir, generation, handle, logger);
+    const fd = openJournal(dir, generation);
+    const journal = new MetaJournal({
+      dir,
+      state,
+      generation,
+      fd,
+      logger,
+      journalBytes: fstatSync(fd).size,
+      snapshotBytes: snapshotText === null ? 0 : Buffer.byteLength(snapshotText),
+      compactAfterBytes: options.compactAfterBytes ?? COMPACT_AFTER_BYTES,
+    });
     journal.appended = lines.length;
     return { journal, state };
   }
@@ -70,77 +136,137 @@ export class MetaJournal {
     return this.appended;
   }
 
+  /** Bytes the metadata takes on the host's disk (snapshot and journal), charged to the disk quota. */
+  get diskBytes(): number {
+    return this.#snapshotBytes + this.#journalBytes;
+  }
+
   /**
-   * Appends records with a single write(2), synchronously: a few hundred bytes into the page cache take a
-   * few µs, a trip through the thread pool 50-100 µs, and every create, mkdir, unlink and rename of the
-   * sandbox appends one. Resolves once the kernel has them.
+   * Journals records (one write(2), synchronously: a few hundred bytes into the page cache take a few µs,
+   * a trip through the thread pool 50-100 µs, and every create, mkdir, unlink and rename of the sandbox
+   * appends one), then applies them to the state in the same turn, so that a compaction always snapshots
+   * a state holding exactly the records journalled. Compacts when the journal outgrew its threshold.
    */
-  append(records: readonly MetaRecord[]): Promise<void> {
-    if (records.length === 0) return Promise.resolve();
+  record(records: readonly MetaRecord[]): void {
+    if (records.length === 0) return;
+    this.#append(records);
+    for (const r of records) this.state.apply(r);
+    if (this.#journalBytes >= this.#compactAt) this.#compactNow();
+  }
+
+  #append(records: readonly MetaRecord[]): void {
     const data = Buffer.from(records.map((r) => `${JSON.stringify(r)}\n`).join(''));
     let offset = 0;
     try {
-      while (offset < data.length) offset += writeSync(this.handle.fd, data, offset, data.length - offset);
+      while (offset < data.length) offset += writeSync(this.fd, data, offset, data.length - offset);
     } catch (err) {
       // A full filesystem can take part of the records: cut them off again, or the next append would
       // follow a torn line in the middle of the journal, which replay refuses.
       if (offset > 0) this.#cutTail(offset);
-      return Promise.reject(err instanceof Error ? err : new Error(String(err)));
+      throw err instanceof Error ? err : new Error(String(err));
     }
+    this.#journalBytes += data.length;
     this.appended += records.length;
-    return Promise.resolve();
   }
 
   /** Removes the last `bytes` written (a partial append); failing that, a torn line stays for replay to report. */
   #cutTail(bytes: number): void {
     try {
-      ftruncateSync(this.handle.fd, fstatSync(this.handle.fd).size - bytes);
+      ftruncateSync(this.fd, fstatSync(this.fd).size - bytes);
     } catch (err) {
       this.logger.warn({ err }, 'could not cut a partly written journal record');
     }
   }
 
+  #compactNow(): void {
+    try {
+      this.#compact();
+    } catch (err) {
+      // The journal stays as it is (complete); tried again once it grew by as much again.
+      this.#compactAt = this.#journalBytes + this.#threshold();
+      this.logger.warn({ err }, 'could not compact the delta journal; it is kept as it is');
+    }
+  }
+
   /**
-   * Writes `state` as the snapshot of the next generation and starts an empty journal. A failure (a full
+   * Writes the state as the snapshot of the next generation and starts an empty journal. A failure (a full
    * filesystem) leaves the current snapshot and journal as they were, and no temporary file.
    */
   async compact(state: MetaState): Promise<void> {
+    if (state !== this.state) throw new Error('compact: not the state this journal records');
+    this.#compact();
+    return Promise.resolve();
+  }
+
+  #compact(): void {
     const next = this.generation + 1;
-    const tmp = await this.dir.open(
-      SNAPSHOT_TMP,
-      constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC,
+    const tmp = join(this.dir.path, SNAPSHOT_TMP);
+    const fd = openSync(
+      tmp,
+      constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | constants.O_NOFOLLOW,
       0o600,
     );
+    let written = 0;
     try {
-      await tmp.writeFile(JSON.stringify(state.snapshot(next)));
-      await tmp.sync();
+      // Written in pieces of ~64 KiB: the snapshot of a large state never sits in memory whole.
+      let pending: string[] = [];
+      let pendingLength = 0;
+      const flush = (): void => {
+        written += writeFully(fd, Buffer.from(pending.join('')));
+        pending = [];
+        pendingLength = 0;
+      };
+      for (const piece of this.state.snapshotText(next)) {
+        pending.push(piece);
+        pendingLength += piece.length;
+        if (pendingLength >= SNAPSHOT_PIECE) flush();
+      }
+      flush();
+      fsyncSync(fd);
     } catch (err) {
-      await tmp.close().catch(() => undefined);
-      await this.dir.unlink(SNAPSHOT_TMP).catch(() => undefined);
+      closeSync(fd);
+      rmSync(tmp, { force: true });
       throw err;
     }
-    await tmp.close();
-    await this.dir.rename(SNAPSHOT_TMP, { dir: this.dir, rel: SNAPSHOT });
-    const handle = await openJournal(this.dir, next);
-    await this.handle.close();
-    await this.dir.unlink(journalName(this.generation)).catch((err: unknown) => {
+    closeSync(fd);
+    renameSync(tmp, join(this.dir.path, SNAPSHOT));
+    const journal = openJournal(this.dir, next);
+    closeSync(this.fd);
+    try {
+      unlinkSync(join(this.dir.path, journalName(this.generation)));
+    } catch (err) {
       this.logger.debug({ err }, 'old journal already gone');
-    });
-    this.handle = handle;
+    }
+    this.fd = journal;
     this.generation = next;
     this.appended = 0;
+    this.#journalBytes = 0;
+    this.#snapshotBytes = written;
+    this.#compactAt = this.#threshold();
+  }
+
+  /** Journal bytes at which the next compaction runs: past the set bound and the snapshot's size. */
+  #threshold(): number {
+    return Math.max(this.#compactAfter, this.#snapshotBytes);
   }
 
   /** Closes the journal file. */
-  async close(): Promise<void> {
-    await this.handle.close();
+  close(): Promise<void> {
+    closeSync(this.fd);
+    return Promise.resolve();
   }
 }
 
-async function openJournal(dir: HostDir, generation: number): Promise<FileHandle> {
-  return dir.open(
-    journalName(generation),
-    constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT,
+/** write(2) until all of `data` is written; its length. */
+function writeFully(fd: number, data: Buffer): number {
+  for (let offset = 0; offset < data.length;) offset += writeSync(fd, data, offset, data.length - offset);
+  return data.length;
+}
+
+function openJournal(dir: HostDir, generation: number): number {
+  return openSync(
+    join(dir.path, journalName(generation)),
+    constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT | constants.O_NOFOLLOW,
     0o600,
   );
 }

@@ -7,7 +7,7 @@ import { HostDir } from '../host/host-dir.js';
 import { openPinnedDir } from '../host/pinned-dir.js';
 import { CommitJournal } from './commit-journal.js';
 import type { DeltaContext } from './context.js';
-import { COMPACT_AFTER_RECORDS, MetaJournal } from './journal.js';
+import { COMPACT_AFTER_RECORDS, MetaJournal, compactAfterBytes } from './journal.js';
 import { DiskQuota } from './quota.js';
 import type { DeltaLogger, DeltaOpenOptions } from './types.js';
 
@@ -48,9 +48,14 @@ export async function openDelta(options: DeltaOpenOptions): Promise<OpenedDelta>
     const metaDir = await sub('meta');
     // Leftovers of copy-ups interrupted by a crash.
     for (const e of await work.readdir('')) await work.removeTree(e.name);
-    const { journal, state } = await MetaJournal.open({ dir: metaDir, logger });
+    const { journal, state } = await MetaJournal.open({
+      dir: metaDir,
+      logger,
+      compactAfterBytes: compactAfterBytes(options.diskQuotaBytes),
+    });
     if (journal.pending > COMPACT_AFTER_RECORDS) await journal.compact(state);
     const quota = options.diskQuotaBytes === undefined ? null : new DiskQuota(options.diskQuotaBytes);
+    quota?.chargeMetadata(() => journal.diskBytes);
     const owner = options.owner ?? null;
     const commits = new CommitJournal(metaDir);
     const ctx: DeltaContext = { lower, upper, work, meta: state, journal, commits, logger, quota, owner };

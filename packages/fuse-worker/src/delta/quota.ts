@@ -1,7 +1,8 @@
-// The per-sandbox disk quota on the delta (issue 12 row 4): every upper entry is charged, and an operation
-// that would grow the delta past the limit fails with ENOSPC before it touches the disk.
+// The per-sandbox disk quota on the delta: every upper entry is charged by the blocks it holds, the
+// delta's metadata by its bytes, and an operation that would grow the delta past the limit fails with
+// ENOSPC before it touches the disk.
 import type { BigIntStats } from 'node:fs';
-import { fstatSync } from 'node:fs';
+import { constants, fstatSync } from 'node:fs';
 
 import { FsError } from '../errors.js';
 import type { HostDir } from '../host/host-dir.js';
@@ -10,17 +11,51 @@ import { walkTree } from '../host/walk.js';
 /** Every entry costs at least one block: an agent creating millions of empty files exhausts the disk too. */
 export const MIN_CHARGE = 4096;
 
-/** What an upper entry costs: its apparent size, or its allocated blocks when more (fallocate KEEP_SIZE). */
-export function chargeOf(st: Pick<BigIntStats, 'size' | 'blocks'>): number {
-  return Math.max(Number(st.size), Number(st.blocks) * 512, MIN_CHARGE);
+/** The block size bounds are computed in when the host's is unknown. */
+const BLOCK = 4096;
+
+/**
+ * What an upper entry costs: the blocks it holds on the host (a sparse file only what it wrote; a
+ * directory grows with its entries and keeps its size on ext4), at least MIN_CHARGE. A directory also
+ * costs its size where the filesystem keeps entries without blocks (tmpfs).
+ */
+export function chargeOf(st: Pick<BigIntStats, 'size' | 'blocks' | 'mode'>): number {
+  const blocks = Number(st.blocks) * 512;
+  const isDir = (Number(st.mode) & constants.S_IFMT) === constants.S_IFDIR;
+  return Math.max(blocks, isDir ? Number(st.size) : 0, MIN_CHARGE);
 }
 
 /**
- * Charges per upper inode (hard links share one), summed. Apparent sizes make every check exact before
- * the fact: a write ending at E makes the file cost max(cost, E), whatever holes it fills; a sparse file
- * costs its full size, which over-counts only in the host's favour.
- * Recomputed from the upper tree when a delta is opened (`scan`), in the background: growing operations
- * wait for it (`ready`), everything else (reads, lookups, removals' bookkeeping) does not.
+ * The most that writing (or allocating) `length` bytes at `offset` of the file `st` can add to its
+ * blocks: every block the range touches, less those a file without holes already holds (a file with
+ * holes may hold none of them). The host's metadata blocks (an extent tree's) come on top, found by the
+ * fstat after the write: a write may pass the quota by those, never by data.
+ */
+export function growthBound(
+  st: Pick<BigIntStats, 'size' | 'blocks' | 'blksize'>,
+  range: { readonly offset: number; readonly length: number },
+): number {
+  if (range.length <= 0) return 0;
+  const bs = Number(st.blksize) > 0 ? Number(st.blksize) : BLOCK;
+  const start = Math.floor(range.offset / bs) * bs;
+  const end = Math.ceil((range.offset + range.length) / bs) * bs;
+  const sizeEnd = Math.ceil(Number(st.size) / bs) * bs;
+  const dense = Number(st.blocks) * 512 >= sizeEnd;
+  return end - (dense ? Math.min(end, Math.max(start, sizeEnd)) : start);
+}
+
+/** The bytes a directory entry named `name` takes (ext4's: an 8-byte header, the name, 4-byte aligned). */
+export function entryBytes(name: string): number {
+  return (8 + Buffer.byteLength(name) + 3) & ~3;
+}
+
+/**
+ * Charges per upper inode (hard links share one; their names are in their directories' blocks), summed,
+ * plus the delta's metadata (its journal and snapshot). A growing operation is checked against a bound of
+ * what it can add before it runs (`check`, `checkGrowth`); what it really added is recorded after, from
+ * the host's own count (`record`). Recomputed from the upper tree when a delta is opened (`rescan`), in
+ * the background: growing operations wait for it (`ready`), everything else (reads, lookups, removals'
+ * bookkeeping) does not.
  */
 export class DiskQuota {
   readonly limit: number;
@@ -28,6 +63,7 @@ export class DiskQuota {
   readonly #charges = new Map<bigint, number>();
   #ready = false;
   #scan: Promise<void> | undefined;
+  #metadata: () => number = () => 0;
 
   constructor(limit: number) {
     if (!Number.isSafeInteger(limit) || limit < 0) {
@@ -38,12 +74,17 @@ export class DiskQuota {
 
   /** Bytes charged now. */
   get used(): number {
-    return this.#used;
+    return this.#used + this.#metadata();
   }
 
   /** Bytes still available. */
   get free(): number {
-    return Math.max(0, this.limit - this.#used);
+    return Math.max(0, this.limit - this.used);
+  }
+
+  /** Charges the bytes `bytes()` answers at each check too (the delta's journal and snapshot). */
+  chargeMetadata(bytes: () => number): void {
+    this.#metadata = bytes;
   }
 
   /** True once the opening scan finished. */
@@ -84,11 +125,16 @@ export class DiskQuota {
    */
   check(ino: bigint | null, next: number, what: string): void {
     const current = ino === null ? 0 : (this.#charges.get(ino) ?? 0);
-    const growth = Math.max(next, MIN_CHARGE) - current;
-    if (growth > 0 && this.#used + growth > this.limit) {
+    this.checkGrowth(Math.max(next, MIN_CHARGE) - current, what);
+  }
+
+  /** Throws ENOSPC unless the delta may grow by `growth` bytes. Records nothing. */
+  checkGrowth(growth: number, what: string): void {
+    const used = this.used;
+    if (growth > 0 && used + growth > this.limit) {
       throw new FsError(
         'ENOSPC',
-        `${what}: the sandbox's disk quota of ${this.limit} bytes is used up (${this.#used} used)`,
+        `${what}: the sandbox's disk quota of ${this.limit} bytes is used up (${used} used)`,
         // The control plane tells a quota from a full host filesystem by this (it names the data
         // directory only for the latter).
         { details: { quotaBytes: this.limit } },
@@ -104,8 +150,13 @@ export class DiskQuota {
   }
 
   /** Records an lstat/fstat of an upper entry. */
-  record(st: Pick<BigIntStats, 'ino' | 'size' | 'blocks'>): void {
+  record(st: Pick<BigIntStats, 'ino' | 'size' | 'blocks' | 'mode'>): void {
     this.set(st.ino, chargeOf(st));
+  }
+
+  /** Whether inode `ino` is charged (a recount may not have reached it yet). */
+  has(ino: bigint): boolean {
+    return this.#charges.has(ino);
   }
 
   /** The inode's last name went away: it costs nothing from now on. */
@@ -118,8 +169,9 @@ export class DiskQuota {
 }
 
 /**
- * Runs the synchronous `write` of `length` bytes at `offset` on host fd `fd` within the quota: ENOSPC
- * before a byte is written when the file would grow past it; the file's new cost recorded after.
+ * Runs the synchronous `write` (or allocation) of `length` bytes at `offset` on host fd `fd` within the
+ * quota: ENOSPC before a byte is written when the blocks it may add do not fit (growthBound); the file's
+ * new cost, from a second fstat, recorded after.
  */
 export function writeWithin(
   quota: DiskQuota,
@@ -129,10 +181,13 @@ export function writeWithin(
   write: () => number,
 ): number {
   const st = fstatSync(fd, { bigint: true });
-  quota.check(st.ino, range.offset + range.length, what);
-  const written = write();
-  quota.set(st.ino, Math.max(chargeOf(st), range.offset + written));
-  return written;
+  if (!quota.has(st.ino)) quota.record(st);
+  quota.checkGrowth(growthBound(st, range), what);
+  try {
+    return write();
+  } finally {
+    quota.record(fstatSync(fd, { bigint: true }));
+  }
 }
 
 /** statfs numbers with the quota as the filesystem's size (the host's free space caps what is left). */

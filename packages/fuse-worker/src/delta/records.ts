@@ -10,10 +10,14 @@ import type { MetaRecord } from './meta-state.js';
 import { toRel } from './paths.js';
 import type { DeltaLookup } from './types.js';
 
-/** Journals records, then applies them to the in-memory index. */
-export async function record(ctx: DeltaContext, records: readonly MetaRecord[]): Promise<void> {
-  await ctx.journal.append(records);
-  for (const r of records) ctx.meta.apply(r);
+/** Journals records and applies them to the in-memory index (journal.ts). */
+export function record(ctx: DeltaContext, records: readonly MetaRecord[]): Promise<void> {
+  try {
+    ctx.journal.record(records);
+    return Promise.resolve();
+  } catch (err) {
+    return Promise.reject(err instanceof Error ? err : new Error(String(err)));
+  }
 }
 
 /** Validates a create at `path`: nothing there (EEXIST), parent a directory; records the base of the add. */

@@ -3,6 +3,8 @@
 import { FsError } from '../errors.js';
 import { relIsWithin, relJoin, relParent } from '../host/rel-path.js';
 import {
+  chargeDir,
+  checkName,
   ensureUpperDir,
   mergedEntries,
   mergedIsEmpty,
@@ -66,9 +68,11 @@ export async function renameEntry(
   // The source: a codebase entry is now deleted there; an add simply moved.
   records.push(...goneRecords(ctx, src));
   if (srcFound.type === 'directory') records.push({ op: 'move', from: src, to: dst });
+  await checkName(ctx, dst);
   await record(ctx, records);
   if (dstFound?.layer === 'upper') await releaseUpper(ctx, dst);
   await ctx.upper.rename(src, { dir: ctx.upper, rel: dst });
+  await chargeDir(ctx, relParent(dst));
 }
 
 /** True when `pred` holds for some entry strictly below directory `rel` in the merged view. */

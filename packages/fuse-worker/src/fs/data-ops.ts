@@ -146,8 +146,10 @@ export class DataPath {
         hostIo.fallocate(fd, mode, offset, length);
         return;
       }
-      const bytes = end > BigInt(Number.MAX_SAFE_INTEGER) ? Number.MAX_SAFE_INTEGER : Number(end);
-      writeWithin(quota, fd, { offset: bytes, length: 0 }, `fallocate #${ino}`, () => {
+      // Clamped: a range past 2^53 is refused by the quota either way.
+      const at = Number(offset);
+      const bytes = end > BigInt(Number.MAX_SAFE_INTEGER) ? Number.MAX_SAFE_INTEGER - at : Number(length);
+      writeWithin(quota, fd, { offset: at, length: bytes }, `fallocate #${ino}`, () => {
         hostIo.fallocate(fd, mode, offset, length);
         return 0;
       });

@@ -27,7 +27,7 @@ class Crash extends Error {}
 const MUTATING: Record<'lower' | 'upper' | 'journal' | 'commits', readonly string[]> = {
   lower: ['open', 'mkdir', 'unlink', 'rmdir', 'symlink', 'chmod', 'utimes', 'rename', 'removeTree'],
   upper: ['unlink', 'rmdir', 'removeTree'],
-  journal: ['append', 'compact'],
+  journal: ['record', 'compact'],
   commits: ['begin', 'finish'],
 };
 
