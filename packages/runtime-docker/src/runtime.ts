@@ -1,10 +1,9 @@
 // The docker SandboxRuntime: checks the engine once, then starts one container per sandbox.
-import { access, readFile } from 'node:fs/promises';
+import { access } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { posix } from 'node:path';
 import type {
   EnforcedLimits,
-  HostUser,
   ReservedUser,
   RuntimeInstance,
   RuntimeStartOptions,
@@ -52,7 +51,8 @@ import { createStderrLogger } from './logger.js';
 import type { RuntimeLogger } from './logger.js';
 import { ContainerPool, MAX_POOL_SIZE, collectPoolGarbage, poolOwner } from './pool.js';
 import type { PoolKey, PoolUserLeases } from './pool.js';
-import { validateHostPath, validateLimits } from './validate.js';
+import { refuseHostUser, sandboxUser, validateUser } from './users.js';
+import { IMAGE_REFERENCE, validateHostPath, validateImage, validateLimits } from './validate.js';
 import { clearLauncherDirs, connectLauncher, listenForLauncher } from './launcher.js';
 import type { Launcher } from './launcher.js';
 
@@ -123,9 +123,6 @@ interface EngineState {
 
 /** Name of the runtime's scratch directory inside each sandbox's stateDir (holds the workspace relay). */
 const SCRATCH_DIR = 'docker';
-
-/** Image references as docker accepts them; never starting with `-` (it would read as an option). */
-const IMAGE_REFERENCE = /^[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,511}$/;
 
 /** Container name of a sandbox. */
 export function containerName(sandboxId: string): string {
@@ -489,44 +486,4 @@ function exists(path: string): Promise<boolean> {
     () => true,
     () => false,
   );
-}
-
-/** A sandbox's own user as `uid:gid`, refused if it is not a numeric non-root one or a host account's. */
-async function sandboxUser(user: HostUser): Promise<string> {
-  const spec = validateUser(`${String(user.uid)}:${String(user.gid)}`);
-  await refuseHostUser(spec);
-  return spec;
-}
-
-/** A numeric, non-root uid:gid. */
-function validateUser(user: string): string {
-  const m = /^(\d{1,10}):(\d{1,10})$/.exec(user);
-  if (m === null || Number(m[1]) === 0 || Number(m[1]) > 4_294_967_294 || Number(m[2]) > 4_294_967_294) {
-    throw new InvalidArgumentError(`user must be a numeric non-root uid:gid, got ${JSON.stringify(user)}`);
-  }
-  return user;
-}
-
-/**
- * Refuses a container uid that belongs to a host account (/etc/passwd): the sandbox's processes would run
- * as that user on the host (and could signal its processes, read its files through shared mounts).
- */
-async function refuseHostUser(user: string): Promise<void> {
-  const uid = user.split(':')[0];
-  const passwd = await readFile('/etc/passwd', 'utf8').catch(() => '');
-  const owner = passwd.split('\n').find((line) => line.split(':')[2] === uid);
-  if (owner !== undefined) {
-    throw new UnavailableError(
-      `the docker sandbox uid ${String(uid)} belongs to host user ${owner.split(':')[0] ?? '?'}: sandboxes must ` +
-        'run under a uid no host user has; choose another with the runtime option `user`',
-    );
-  }
-}
-
-/** Refuses image references docker would not take, or that could be read as an option. */
-function validateImage(image: string): string {
-  if (!IMAGE_REFERENCE.test(image)) {
-    throw new InvalidArgumentError(`invalid image reference ${JSON.stringify(image)}`);
-  }
-  return image;
 }

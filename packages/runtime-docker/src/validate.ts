@@ -37,3 +37,14 @@ export function validateLimits(limits: ResourceLimits): void {
   check('cpuShares', MIN_CPU_SHARES);
   check('pidsLimit', 1);
 }
+
+/** Image references as docker accepts them; never starting with `-` (it would read as an option). */
+export const IMAGE_REFERENCE = /^[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,511}$/;
+
+/** Refuses image references docker would not take, or that could be read as an option. */
+export function validateImage(image: string): string {
+  if (!IMAGE_REFERENCE.test(image)) {
+    throw new InvalidArgumentError(`invalid image reference ${JSON.stringify(image)}`);
+  }
+  return image;
+}

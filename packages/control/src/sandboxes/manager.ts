@@ -18,10 +18,8 @@ import type {
   WorkerStats,
 } from '@agentfense/protocol';
 import { validateId } from '../ids.js';
-import { ensurePrivateDir } from '../paths.js';
-import type { DataLayout } from '../paths.js';
-import { sandboxInfo } from '../store/sandboxes.js';
-import type { SandboxStore } from '../store/sandboxes.js';
+import { ensurePrivateDir, type DataLayout } from '../paths.js';
+import { sandboxInfo, type SandboxStore } from '../store/sandboxes.js';
 import { readAudit, type AuditQuery, type NetworkAuditQuery } from './audit-log.js';
 import { removeSandboxFiles } from './destroy-files.js';
 import { KeyedLock } from './keyed-lock.js';
@@ -33,17 +31,15 @@ import { keepForUser } from './pending-commit.js';
 import { DESTROY_FAILED, reapSandboxes, recoverSandboxes, type RecoveryDeps } from './recovery.js';
 import type { RuntimeRegistry } from './runtimes.js';
 import { whenWorkerReady } from './ready-instance.js';
-import { keepLiveAlive, partsOf, startSandbox } from './start.js';
+import { keepLiveAlive, partsOf, startSandbox, type Live, type StartDeps } from './start.js';
 import { prewarm, type PrewarmKind } from './prewarm.js';
-import type { Live, StartDeps } from './start.js';
 import { assertTransition } from './state.js';
 import { retireSandbox, type Retiring } from './retire.js';
 import { tearDown } from './teardown.js';
 import type { SandboxManagerOptions } from './manager-options.js';
 import { onWorker } from './temporary-worker.js';
 import { checkResources } from './validate.js';
-import { listSandboxes, newSandboxRow } from './records.js';
-import type { CreateInternal, RecordDeps } from './records.js';
+import { listSandboxes, newSandboxRow, type CreateInternal, type RecordDeps } from './records.js';
 import { DEFAULT_WORKER_POOL_SIZE, WorkerPool } from './worker-pool.js';
 import { SandboxTrash } from './trash.js';
 import type {
