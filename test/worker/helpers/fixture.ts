@@ -66,7 +66,7 @@ export interface MountedFixture {
   /** Every audit event received so far, oldest first. */
   readonly audit: AuditEvent[];
   /** Runs `sh -c cmd` in bwrap, uid 1000 without capabilities, cwd /workspace (= the mount). */
-  readonly sandbox: (cmd: string, options?: { stdin?: string }) => Promise<RunResult>;
+  readonly sandbox: (cmd: string, options?: { stdin?: string; timeoutMs?: number }) => Promise<RunResult>;
   /** Runs `sh -c cmd` as host root with cwd = the mountpoint. */
   readonly host: (cmd: string, options?: { stdin?: string }) => Promise<RunResult>;
   /** Waits until an audit event matching `pred` arrived (events are batched every 50 ms). */

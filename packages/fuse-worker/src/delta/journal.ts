@@ -250,9 +250,10 @@ export class MetaJournal {
     return Math.max(this.#compactAfter, this.#snapshotBytes);
   }
 
-  /** Closes the journal file. */
+  /** Closes the journal file (again: nothing). */
   close(): Promise<void> {
-    closeSync(this.fd);
+    if (this.fd >= 0) closeSync(this.fd);
+    this.fd = -1;
     return Promise.resolve();
   }
 }
