@@ -58,6 +58,7 @@ export { toSandboxProcess } from './runtime/sandbox-process.js';
 export type { SandboxProcessParts } from './runtime/sandbox-process.js';
 export { SYSTEM_BIN_DIRS, findExecutable } from './runtime/executable.js';
 export { checkWorkspaceDir } from './runtime/workspace.js';
+export { SANDBOX_PTY_MAX, devptsMountOptions } from './runtime/devpts.js';
 export type { FindExecutableOptions } from './runtime/executable.js';
 export type { TerminationOptions, TerminationTrigger } from './runtime/termination.js';
 

@@ -79,6 +79,11 @@ export interface BwrapSpec {
   readonly cgroupHandshake?: CgroupHandshakeFds;
   /** `--info-fd` alone (no cgroups): bwrap reports its pid 1 so a kill can take the namespace down. */
   readonly infoFd?: number;
+  /**
+   * The sandbox's own devpts on the host (devpts.ts), bound over /dev/pts: its ptys are bounded. Absent
+   * (a control plane that is not root): bwrap's own devpts, which has no bound.
+   */
+  readonly devptsHostPath?: string;
   /** Size of the private /tmp tmpfs in bytes (absent: the kernel's default, half of RAM). */
   readonly tmpBytes?: number;
   /** fd from which bwrap loads the seccomp BPF program (seccomp.ts). */
@@ -141,7 +146,8 @@ export function buildBwrapArgs(spec: BwrapSpec): string[] {
 
   // --- /dev, /proc and /tmp ---
   // proc: a new procfs for the new pid namespace: /proc/1 is bwrap's init, not the host's.
-  // dev: a minimal devtmpfs-like /dev (null, zero, full, random, urandom, tty, pts) without host devices.
+  // dev: a minimal devtmpfs-like /dev (null, zero, full, random, urandom, tty, pts) without host devices;
+  // its /dev/ptmx is a symlink to pts/ptmx, so it opens the devpts bound over /dev/pts below.
   // tmpfs /tmp: private to this bwrap (each command's, or the sandbox's with the per-sandbox launcher,
   // where /tmp lasts across its commands as in a Docker sandbox); HOME lives inside it.
   // /proc/sys and /proc/sysrq-trigger are covered read-only (bound from the host's, which exist): sysctls
@@ -149,6 +155,10 @@ export function buildBwrapArgs(spec: BwrapSpec): string[] {
   // tmpfs /tmp: capped (its pages also count against the memory cgroup).
   args.push('--proc', '/proc', '--ro-bind', '/proc/sys', '/proc/sys');
   args.push('--ro-bind-try', '/proc/sysrq-trigger', '/proc/sysrq-trigger', '--dev', '/dev');
+  // The sandbox's own devpts over the one `--dev` made (bwrap sets no `max=` and takes no devpts options):
+  // at most SANDBOX_PTY_MAX ptys, shared by all its commands, so it cannot take the host's (devpts.ts).
+  // --dev-bind, not --bind: bwrap's --bind adds nodev, and ptmx would then fail to open (EACCES).
+  if (spec.devptsHostPath !== undefined) args.push('--dev-bind', spec.devptsHostPath, '/dev/pts');
   if (spec.tmpBytes !== undefined) args.push('--size', String(spec.tmpBytes));
   args.push('--tmpfs', '/tmp', '--dir', SANDBOX_HOME);
   for (const file of spec.dataFiles ?? [])

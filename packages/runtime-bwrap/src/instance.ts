@@ -50,6 +50,8 @@ export interface BwrapInstanceOptions {
   readonly seccomp: Buffer | null;
   /** Size of /tmp (bytes); absent: the kernel's default. */
   readonly tmpBytes?: number | undefined;
+  /** The sandbox's own devpts on the host (devpts.ts); absent: bwrap's own, unbounded. */
+  readonly devptsHostPath?: string | undefined;
   /**
    * Makes the anchor a long-lived process (spawn) binds under the workspace so it follows a remounted
    * worker (relay.ts); absent: spawned processes bind the workspace only, as commands do.
@@ -212,6 +214,7 @@ export class BwrapInstance implements RuntimeInstance {
       ...(command.cwd === undefined ? {} : { cwd: command.cwd }),
       ...(o.cgroup === null ? { infoFd: HANDSHAKE_FDS.infoFd } : { cgroupHandshake: HANDSHAKE_FDS }),
       ...(o.tmpBytes === undefined ? {} : { tmpBytes: o.tmpBytes }),
+      ...(o.devptsHostPath === undefined ? {} : { devptsHostPath: o.devptsHostPath }),
       ...(o.seccomp === null ? {} : { seccompFd: SECCOMP_FD }),
     });
     const audit: ExecAudit = {

@@ -33,7 +33,7 @@ const RELAY_RECORD = 'bwrap-relay';
  * child_process directly, not execa: execa's per-call machinery costs milliseconds on every sandbox start
  * under load (bench/README.md of the control package), and nothing of it is needed here.
  */
-function runMount(
+export function runMount(
   command: 'mount' | 'umount',
   args: readonly string[],
 ): Promise<{ failed: boolean; message: string }> {
@@ -87,7 +87,7 @@ export async function createRelay(options: {
 }
 
 /** Lazily unmounts everything stacked at `dir`, then removes the (then empty) directory. Idempotent. */
-async function unmountAndRemove(dir: string): Promise<void> {
+export async function unmountAndRemove(dir: string): Promise<void> {
   for (let i = 0; i < MAX_STACKED && (await isMountPoint(dir)); i++) {
     // Lazy: a command still holding the workspace must not keep the relay (or a stop) hanging.
     await runMount('umount', ['-l', '--', dir]);

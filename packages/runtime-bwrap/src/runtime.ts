@@ -29,6 +29,7 @@ import { createStderrLogger } from './logger.js';
 import type { RuntimeLogger } from './logger.js';
 import { resolveSystemMounts } from './system-mounts.js';
 import { clearRelay, createAnchor, createRelay } from './relay.js';
+import { clearDevpts, createDevpts } from './devpts.js';
 import { prepareRunDir } from './run-dir.js';
 import { resolveSandboxUser } from './sandbox-user.js';
 import type { HostIdentity } from './sandbox-user.js';
@@ -280,9 +281,11 @@ export function createBwrapRuntime(options: BwrapRuntimeOptions = {}): SandboxRu
     // the uid the mark holds.
     const runningMark = posix.join(stateDir, RUNNING_MARK);
     await writeFile(runningMark, user === null ? '' : String(user.uid), { mode: 0o600 });
-    // The cgroups and the relay (through which the sandbox user reaches the workspace; root reaches it
-    // directly) are independent of each other: made at once, and both undone if either fails.
-    const [madeCgroup, madeRelay] = await Promise.allSettled([
+    // The cgroups, the relay (through which the sandbox user reaches the workspace; root reaches it
+    // directly) and the sandbox's own devpts (its ptys bounded, devpts.ts; it needs root, as the relay
+    // does) are independent of each other: made at once, and all undone if any fails.
+    const ownDevpts = runDir !== undefined && user !== null;
+    const [madeCgroup, madeRelay, madeDevpts] = await Promise.allSettled([
       hasLimits
         ? cgroupHost().then((host) =>
             createSandboxCgroup({
@@ -297,23 +300,29 @@ export function createBwrapRuntime(options: BwrapRuntimeOptions = {}): SandboxRu
       runDir !== undefined && user !== null
         ? createRelay({ runDir, sandboxId, workspaceHostPath, stateDir, gid: user.gid })
         : workspaceHostPath,
+      ownDevpts ? createDevpts({ runDir, sandboxId, gid: user.gid }) : undefined,
     ]);
-    if (madeCgroup.status === 'rejected' || madeRelay.status === 'rejected') {
+    if (
+      madeCgroup.status === 'rejected' ||
+      madeRelay.status === 'rejected' ||
+      madeDevpts.status === 'rejected'
+    ) {
       if (madeCgroup.status === 'fulfilled') await madeCgroup.value?.destroy();
       if (madeRelay.status === 'fulfilled' && madeRelay.value !== workspaceHostPath)
         await clearRelay(stateDir);
+      if (madeDevpts.status === 'fulfilled' && runDir !== undefined) await clearDevpts(runDir, sandboxId);
       // Nothing was launched.
       await rm(runningMark, { force: true });
-      throw madeCgroup.status === 'rejected'
-        ? madeCgroup.reason
-        : (madeRelay as PromiseRejectedResult).reason;
+      throw [madeCgroup, madeRelay, madeDevpts].find((made) => made.status === 'rejected')?.reason;
     }
     const cgroup: SandboxCgroup | null = madeCgroup.value;
     const boundWorkspace = madeRelay.value;
+    const devptsHostPath = madeDevpts.value;
     const placeholders = [
       { hostPath: boundWorkspace, placeholder: '<workspace>' },
       { hostPath: workspaceHostPath, placeholder: '<workspace>' },
       { hostPath: stateDir, placeholder: '<state>' },
+      ...(devptsHostPath === undefined ? [] : [{ hostPath: devptsHostPath, placeholder: '<devpts>' }]),
       ...(options.dataDir === undefined
         ? []
         : [{ hostPath: validateHostPath(options.dataDir, 'dataDir'), placeholder: '<data>' }]),
@@ -351,6 +360,7 @@ export function createBwrapRuntime(options: BwrapRuntimeOptions = {}): SandboxRu
               dataFiles: [{ fd: LAUNCHER_BINARY_FD, dest: AF_INIT_DEST }],
               ...(cgroup === null ? { infoFd: HANDSHAKE_FDS.infoFd } : { cgroupHandshake: HANDSHAKE_FDS }),
               ...(tmpBytes === undefined ? {} : { tmpBytes }),
+              ...(devptsHostPath === undefined ? {} : { devptsHostPath }),
               ...(seccomp === null ? {} : { seccompFd: SECCOMP_FD }),
             }),
         });
@@ -374,11 +384,15 @@ export function createBwrapRuntime(options: BwrapRuntimeOptions = {}): SandboxRu
       identity: user,
       seccomp,
       tmpBytes,
+      devptsHostPath,
       ...(runDir === undefined || user === null
         ? {}
         : {
             createAnchor: createWorkspaceAnchor,
-            onStop: () => clearRelay(stateDir),
+            onStop: async () => {
+              await clearRelay(stateDir);
+              await clearDevpts(runDir, sandboxId);
+            },
           }),
       logger,
     });
@@ -451,6 +465,19 @@ export function createBwrapRuntime(options: BwrapRuntimeOptions = {}): SandboxRu
         if (killed.length > 0) logger.warn({ stateDir, pids: killed }, 'killed a sandbox left running');
       }
       await clearRelay(stateDir);
+      // The sandbox's devpts (devpts.ts), named by the sandbox's id: the state directory's parent.
+      const sandboxId = posix.basename(posix.dirname(stateDir));
+      if (runDir !== undefined && isSandboxId(sandboxId)) await clearDevpts(runDir, sandboxId);
     },
   };
+}
+
+/** Whether `id` is a valid sandbox id (clearLeftovers derives it from a path). */
+function isSandboxId(id: string): boolean {
+  try {
+    validateSandboxId(id);
+    return true;
+  } catch {
+    return false;
+  }
 }

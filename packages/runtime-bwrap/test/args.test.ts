@@ -200,6 +200,15 @@ describe('buildBwrapArgs', () => {
     expect(buildBwrapArgs(spec({ joinsNetns: true }))).not.toContain('--unshare-net');
   });
 
+  it("binds the sandbox's own devpts over /dev/pts, after --dev and with devices allowed (no nodev)", () => {
+    const args = buildBwrapArgs(spec({ devptsHostPath: '/run/af/sb_1.dev/pts' }));
+    const at = args.indexOf('--dev-bind');
+    expect(args.slice(at, at + 3)).toEqual(['--dev-bind', '/run/af/sb_1.dev/pts', '/dev/pts']);
+    expect(at).toBeGreaterThan(args.indexOf('--dev'));
+    expect(valuesOf(args, '--bind')).not.toContain('/run/af/sb_1.dev/pts');
+    expect(buildBwrapArgs(spec())).not.toContain('--dev-bind');
+  });
+
   it('binds the workspace read-write at /workspace, as the last mount', () => {
     const args = buildBwrapArgs(spec());
     const at = args.indexOf('--bind');

@@ -13,7 +13,7 @@
 //     commands on the host's request, and exits only when its connection to the host closes. Without a
 //     launcher it is docker's init (`--init`, tini) running `sleep infinity`.
 import type { EnforcedLimits } from '@agentfense/protocol';
-import { validateCommand, validateCwd, validateEnv } from '@agentfense/protocol';
+import { devptsMountOptions, validateCommand, validateCwd, validateEnv } from '@agentfense/protocol';
 
 /**
  * The uid:gid every process runs as inside the container (an unprivileged user, no capabilities). There is
@@ -33,6 +33,20 @@ export const LAUNCHER_SOCKET = `${LAUNCHER_DIR}/sock`;
 export const LAUNCHER_ARGS: readonly string[] = ['--connect', LAUNCHER_SOCKET];
 /** Where the workspace (the FUSE mount) appears inside the container; also the default cwd. */
 export const WORKSPACE_DIR = '/workspace';
+/**
+ * The container's /dev/pts: an anonymous volume of the engine's `local` driver that is a devpts instance of
+ * the container's own with `max=` (@agentfense/protocol runtime/devpts.ts). It replaces the engine's
+ * default devpts, which has no bound: ptys are counted per host, so one container could take every pty
+ * the host's other devpts instances share. The engine mounts it when the container starts and removes it
+ * with the container (`v=true`), pooled or not.
+ */
+export const DEVPTS_DIR = '/dev/pts';
+/** The volume driver's options of that devpts (`type`, `device`, `o` as mount(8) takes them). */
+export const DEVPTS_VOLUME_OPTIONS: Readonly<Record<string, string>> = {
+  type: 'devpts',
+  device: 'devpts',
+  o: devptsMountOptions(),
+};
 /** HOME inside the container: a private tmpfs owned by the sandbox user (the root filesystem is read-only). */
 export const SANDBOX_HOME = '/home/agent';
 /** Hostname inside the container (neither the host's name nor the container id is revealed). */
@@ -212,6 +226,15 @@ export function buildRunArgs(spec: DockerRunSpec): string[] {
     `/tmp:rw,nosuid,nodev,mode=1777${spec.tmpBytes == null ? '' : `,size=${String(spec.tmpBytes)}`}`,
     '--tmpfs',
     `${SANDBOX_HOME}:rw,nosuid,nodev,uid=${userPart(spec.user, 0)},gid=${userPart(spec.user, 1)},mode=0700`,
+    // the container's own devpts, bounded (DEVPTS_DIR): nocopy, the image's /dev/pts holds nothing
+    '--mount',
+    [
+      'type=volume',
+      `target=${DEVPTS_DIR}`,
+      'volume-nocopy',
+      'volume-driver=local',
+      ...Object.entries(DEVPTS_VOLUME_OPTIONS).map(([k, v]) => csvField(`volume-opt=${k}=${v}`)),
+    ].join(','),
     // rslave: a mount made later under the workspace on the host (a worker remounted after a crash) shows up
     // inside the running container. Docker requires the source to be on a shared or slave mount.
     '--mount',

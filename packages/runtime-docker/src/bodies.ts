@@ -10,6 +10,8 @@ import {
   SANDBOX_LABEL,
   SANDBOX_USER,
   WORKSPACE_DIR,
+  DEVPTS_DIR,
+  DEVPTS_VOLUME_OPTIONS,
   WRAPPER_SCRIPT,
   KILL_SESSION_SCRIPT,
   LAUNCHER_ARGS,
@@ -48,6 +50,14 @@ export function buildCreateBody(spec: DockerRunSpec): ContainerCreateOptions {
         [SANDBOX_HOME]: `rw,nosuid,nodev,uid=${userPart(spec.user, 0)},gid=${userPart(spec.user, 1)},mode=0700`,
       },
       Mounts: [
+        {
+          Type: 'volume',
+          Target: DEVPTS_DIR,
+          VolumeOptions: {
+            NoCopy: true,
+            DriverConfig: { Name: 'local', Options: { ...DEVPTS_VOLUME_OPTIONS } },
+          },
+        },
         {
           Type: 'bind',
           Source: spec.workspaceHostPath,

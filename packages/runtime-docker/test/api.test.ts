@@ -5,6 +5,7 @@ import { PassThrough, Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import {
   InvalidArgumentError,
+  SANDBOX_PTY_MAX,
   UnavailableError,
   WrongStateError,
   type EnforcedLimits,
@@ -144,6 +145,21 @@ describe('API bodies', () => {
       CpuQuota: 50_000,
       Mounts: [
         {
+          Type: 'volume',
+          Target: '/dev/pts',
+          VolumeOptions: {
+            NoCopy: true,
+            DriverConfig: {
+              Name: 'local',
+              Options: {
+                type: 'devpts',
+                device: 'devpts',
+                o: `nosuid,noexec,newinstance,ptmxmode=0666,mode=0620,max=${String(SANDBOX_PTY_MAX)}`,
+              },
+            },
+          },
+        },
+        {
           Type: 'bind',
           Source: spec.workspaceHostPath,
           Target: '/workspace',
@@ -151,6 +167,9 @@ describe('API bodies', () => {
         },
       ],
     });
+    expect(argv).toContain(
+      `type=volume,target=/dev/pts,volume-nocopy,volume-driver=local,volume-opt=type=devpts,volume-opt=device=devpts,"volume-opt=o=nosuid,noexec,newinstance,ptmxmode=0666,mode=0620,max=${String(SANDBOX_PTY_MAX)}"`,
+    );
     expect(argv).toEqual(
       expect.arrayContaining(['--memory', String(256 << 20), '--pids-limit', '100', '--cpu-quota', '50000']),
     );

@@ -65,6 +65,8 @@ describe('buildRunArgs', () => {
         "--tmpfs",
         "/home/agent:rw,nosuid,nodev,uid=2000000000,gid=2000000000,mode=0700",
         "--mount",
+        "type=volume,target=/dev/pts,volume-nocopy,volume-driver=local,volume-opt=type=devpts,volume-opt=device=devpts,"volume-opt=o=nosuid,noexec,newinstance,ptmxmode=0666,mode=0620,max=256"",
+        "--mount",
         "type=bind,source=/srv/af/mnt/sb_1,target=/workspace,bind-propagation=rslave",
         "--workdir",
         "/workspace",
@@ -105,7 +107,7 @@ describe('buildRunArgs', () => {
 
   it('quotes the workspace as one CSV field, so a comma cannot add mount options', () => {
     const args = buildRunArgs(spec({ workspaceHostPath: '/srv/a,readonly=false,"x' }));
-    expect(valuesOf(args, '--mount')).toEqual([
+    expect(valuesOf(args, '--mount').filter((m) => m.startsWith('type=bind'))).toEqual([
       'type=bind,source="/srv/a,readonly=false,""x",target=/workspace,bind-propagation=rslave',
     ]);
     expect(csvField('plain/path')).toBe('plain/path');
