@@ -1,6 +1,6 @@
 // Host-side mount bookkeeping for FUSE mountpoints: is something mounted there, and clearing a dead or
 // hung mount. Never stat()s the mountpoint: a hung FUSE daemon would block that call forever
-// (MACHINE-NOTES: "a stopped worker blocks every access, even stat of the mountpoint").
+// (a stopped worker blocks every access, even a stat of the mountpoint).
 import { execFile } from 'node:child_process';
 import { access, mkdir, readFile, writeFile } from 'node:fs/promises';
 import { promisify } from 'node:util';

@@ -58,7 +58,7 @@ function bundleIsFresh(): boolean {
  * Not used: `--single-threaded` (0.2 MiB less once bundled, but a fresh worker's lookups measured ~20 %
  * slower: 6 of 6 runs at a p50 of 23 µs against 16-19 µs), `--optimize-for-size` (no idle saving
  * measured; +10-25 % CPU per lookup) and `--jitless`/`--lite-mode` (another ~0.3 MiB once bundled;
- * 27-45 % slower, MACHINE-NOTES).
+ * 27-45 % slower per op, measured on this kind of machine).
  */
 export const WORKER_NODE_FLAGS: readonly string[] = [
   '--max-semi-space-size=1',

@@ -1,4 +1,4 @@
-// The shared parent mount of each sandbox's FUSE mountpoint (MACHINE-NOTES: a mount made later under a
+// The shared parent mount of each sandbox's FUSE mountpoint (a mount made later under a
 // shared mount bound into the sandbox propagates into it, so a restarted worker's mount reaches a running
 // sandbox). Always argv arrays, never a shell.
 import { execFile } from 'node:child_process';
