@@ -7,7 +7,7 @@
 import { readFile } from 'node:fs/promises';
 import { execa } from 'execa';
 import { afterAll, describe, expect, it } from 'vitest';
-import { useSandbox } from './helpers/control.js';
+import { python, useSandbox } from './helpers/control.js';
 import { hostUidsOf, waitForHostProcesses } from './helpers/host-processes.js';
 
 /** Python run in a sandbox: takes inotify instances and message queues until the kernel refuses one. */
@@ -37,8 +37,6 @@ name = lambda r: 'ok' if r >= 0 else errno.errorcode.get(ctypes.get_errno(), '?'
 print('inotify', name(libc.inotify_init1(0)))
 print('mqueue', name(libc.mq_open(b'/af-one', os.O_CREAT | os.O_RDWR, 0o600, None)))
 `;
-
-const python = (script: string): string => `python3 -c '${script.replaceAll("'", `'\\''`)}'`;
 
 describe('per-uid kernel limits are per sandbox, across data directories', () => {
   const a = useSandbox();

@@ -9,7 +9,7 @@ import { execa } from 'execa';
 import { afterAll, describe, expect, it } from 'vitest';
 import { SANDBOX_PTY_MAX } from '@agentfense/protocol';
 import { DEFAULT_RUN_DIR } from '@agentfense/runtime-bwrap';
-import { useSandbox } from './helpers/control.js';
+import { python, useSandbox } from './helpers/control.js';
 
 /**
  * Python run in a sandbox: opens pty masters (one descriptor each; the descriptor limit raised to its
@@ -45,8 +45,6 @@ except OSError as e:
 const OPEN_PTMX =
   "import errno, os\ntry:\n  os.close(os.open(os.environ['PTMX'], os.O_RDWR | os.O_NOCTTY)); print('ok')\n" +
   "except OSError as e:\n  print(errno.errorcode.get(e.errno, '?'))";
-
-const python = (script: string): string => `python3 -c '${script.replaceAll("'", `'\\''`)}'`;
 
 /** Mount points of the host's mount namespace under `dir`. */
 async function mountsUnder(dir: string): Promise<string[]> {

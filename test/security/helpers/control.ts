@@ -48,3 +48,8 @@ export function useSandbox(options: Omit<ControlPlaneOptions, 'dataDir'> = {}): 
     return fixture;
   };
 }
+
+/** A shell command running a Python script, the script single-quoted for `/bin/sh -c`. */
+export function python(script: string): string {
+  return `python3 -c '${script.replaceAll("'", `'\\''`)}'`;
+}
