@@ -12,11 +12,16 @@ import { run } from './host.js';
 import { NPM_PACKAGE, cProject, tsProject } from './sources.js';
 
 /** Bump when the fixture's layout or content changes: the cache key holds it. */
-const FIXTURE_VERSION = 2;
+const FIXTURE_VERSION = 3;
 /** Files of the standard library committed to the repository that `git clone` clones. */
 const REPO_FILES = 500;
 /** File times before the commit, so git never finds an index "racily clean" (it would re-hash files). */
 const PAST = '@1700000000';
+/**
+ * The owner of the checkout and of its index: a developer's own uid, as a checkout in a user's codebase
+ * is (the sandbox user is uid 1000 inside and sees codebase files as its own, so git's index matches).
+ */
+const DEVELOPER = '1000:1000';
 const NPM_QUIET = ['--no-audit', '--no-fund', '--no-update-notifier', '--logs-max=0'];
 const GIT = [
   'git',
@@ -43,6 +48,16 @@ async function commitAll(dir, message) {
   await run([...GIT, '-C', dir, 'add', '-A']);
   await run([...GIT, '-C', dir, 'commit', '-q', '-m', message]);
   await run([...GIT, '-C', dir, 'gc', '-q']);
+}
+
+/**
+ * Gives the checkout to DEVELOPER and records the new owner (and ctime) in its index, as a checkout the
+ * developer made would hold: git compares both with each file's, and re-hashes a file whose differ.
+ */
+async function ownAsDeveloper(dir) {
+  await run(['chown', '-R', DEVELOPER, dir]);
+  await run([...GIT, '-c', 'safe.directory=*', '-C', dir, 'update-index', '-q', '--refresh']);
+  await run(['chown', DEVELOPER, join(dir, '.git', 'index')]);
 }
 
 async function writeTree(root, files) {
@@ -92,6 +107,7 @@ async function build(dir, python) {
   await mkdir(checkout);
   await run(['tar', '-xf', tarball, '-C', checkout, '--no-same-owner']);
   await commitAll(checkout, 'the standard library');
+  await ownAsDeveloper(checkout);
 
   // Evenly spread over the library, so the clone has its directory shape.
   const repo = join(codebase, 'repo');

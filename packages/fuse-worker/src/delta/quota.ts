@@ -171,20 +171,21 @@ export class DiskQuota {
 /**
  * Runs the synchronous `write` (or allocation) of `length` bytes at `offset` on host fd `fd` within the
  * quota: ENOSPC before a byte is written when the blocks it may add do not fit (growthBound); the file's
- * new cost, from a second fstat, recorded after.
+ * new cost, from a second fstat, recorded after. `write` gets the first fstat's result, so it need not
+ * make its own (a write clearing set-id bits reads the mode from it).
  */
 export function writeWithin(
   quota: DiskQuota,
   fd: number,
   range: { readonly offset: number; readonly length: number },
   what: string,
-  write: () => number,
+  write: (before: BigIntStats) => number,
 ): number {
   const st = fstatSync(fd, { bigint: true });
   if (!quota.has(st.ino)) quota.record(st);
   quota.checkGrowth(growthBound(st, range), what);
   try {
-    return write();
+    return write(st);
   } finally {
     quota.record(fstatSync(fd, { bigint: true }));
   }

@@ -2,6 +2,7 @@
 // README). The permission is checked on every request that reaches the worker (host root skips the mode
 // bits); the first write-side request copies the file up into the delta.
 import { constants, fchmodSync, fstatSync, readSync, writeSync } from 'node:fs';
+import type { BigIntStats } from 'node:fs';
 import { hostIo } from 'fuse-native/lowlevel.js';
 import { atLeast } from '@agentfense/protocol';
 import type { Permission } from '@agentfense/protocol';
@@ -112,8 +113,8 @@ export class DataPath {
     // writes the kernel leaves clearing set-id bits to us. It clears them for a writer without
     // CAP_FSETID in the host's namespace: every sandbox process (never host root), not host root.
     const killSetId = caller.uid !== 0 && this.#fs.directWriters.has(ino);
-    const put = (fd: number): number => {
-      if (killSetId) clearSetId(fd);
+    const put = (fd: number, before?: BigIntStats): number => {
+      if (killSetId) clearSetId(fd, before === undefined ? fstatSync(fd).mode : Number(before.mode));
       return typeof offset === 'bigint'
         ? hostIo.pwrite(fd, data, offset)
         : writeSync(fd, data, 0, data.length, offset);
@@ -123,7 +124,7 @@ export class DataPath {
     if (!quota.ready) await quota.whenReady();
     // Number(offset) only rounds above 2^53, far beyond any quota: such a write is refused either way.
     return this.#withFd(ino, true, caller, 'write', (fd) =>
-      writeWithin(quota, fd, { offset: Number(offset), length: data.length }, `write #${ino}`, () => put(fd)),
+      writeWithin(quota, fd, { offset: Number(offset), length: data.length }, `write #${ino}`, (before) => put(fd, before)),
     );
   }
 
@@ -222,8 +223,7 @@ export class DataPath {
  * set-gid goes when the group may execute (without it, set-gid marks mandatory locking and stays). The
  * kernel refreshes the mode from us at the next stat: a direct write invalidates the file's attributes.
  */
-function clearSetId(fd: number): void {
-  const mode = fstatSync(fd).mode;
+function clearSetId(fd: number, mode: number): void {
   let kill = mode & S_ISUID;
   if ((mode & S_ISGID) !== 0 && (mode & S_IXGRP) !== 0) kill |= S_ISGID;
   if (kill !== 0) fchmodSync(fd, mode & 0o7777 & ~kill);
