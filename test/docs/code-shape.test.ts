@@ -1,7 +1,7 @@
-// The codebase's shape rules (issue 16), checked on every run so they stay true: small files of one
+// The codebase's shape rules, checked on every run so they stay true: small files of one
 // concern, and control reaching runtimes only through its runtime registry.
-import { readFile, readdir } from 'node:fs/promises';
-import { join, relative } from 'node:path';
+import { readFile, readdir, stat } from 'node:fs/promises';
+import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 
@@ -30,6 +30,33 @@ async function packageSources(): Promise<string[]> {
   return files.map((f) => relative(root, f));
 }
 
+/** Directories never scanned: dependencies, build output, generated code, git's own. */
+const SKIP_DIRS = new Set(['node_modules', 'dist', 'build', '.git', 'gen']);
+
+async function filesUnder(dir: string, pattern: RegExp): Promise<string[]> {
+  const out: string[] = [];
+  for (const entry of await readdir(dir, { withFileTypes: true }).catch(() => [])) {
+    if (SKIP_DIRS.has(entry.name)) continue;
+    const path = join(dir, entry.name);
+    if (entry.isDirectory()) out.push(...(await filesUnder(path, pattern)));
+    else if (pattern.test(entry.name)) out.push(path);
+  }
+  return out;
+}
+
+/**
+ * What marks a development log rather than a description: a work item's number, or a working session's
+ * number given as the time something happened (after "since", "until", "in", a README's name, ...).
+ * Unix session ids ("af-init's own session", followed by its number) are not matched.
+ */
+const LOG_MARKERS = [
+  /\bissues? #?\d+/i,
+  /\b(?:in|since|until|after|before|during|of|README\.md,) session \d+/i,
+  /\bsession \d+'s\b/i,
+];
+/** A dated entry in prose (an ISO date); examples of API values live in code blocks of their own. */
+const DATED = /\b20\d\d-\d\d-\d\d\b/;
+
 describe('code shape', () => {
   it(`no file in packages/*/src has more than ${MAX_LINES} lines (generated code excepted)`, async () => {
     const files = (await packageSources()).filter((f) => !GENERATED.some((g) => f.startsWith(g)));
@@ -40,6 +67,40 @@ describe('code shape', () => {
       if (lines > MAX_LINES) tooLong.push(`${file}: ${lines} lines`);
     }
     expect(tooLong).toEqual([]);
+  });
+
+  it('no doc or comment carries a development log (issue or session numbers, dated entries)', async () => {
+    const texts = await filesUnder(root, /\.(md|ts|js|mjs|cjs|c|h|sh)$/);
+    expect(texts.length).toBeGreaterThan(100); // the scan found the repository
+    const found: string[] = [];
+    for (const file of texts) {
+      const lines = (await readFile(file, 'utf8')).split('\n');
+      lines.forEach((line, i) => {
+        const markers = file.endsWith('.md') ? [...LOG_MARKERS, DATED] : LOG_MARKERS;
+        if (markers.some((m) => m.test(line))) found.push(`${relative(root, file)}:${i + 1}: ${line.trim()}`);
+      });
+    }
+    expect(found).toEqual([]);
+  });
+
+  it('every relative link in the Markdown resolves to a file or directory of the repository', async () => {
+    const docs = await filesUnder(root, /\.md$/);
+    expect(docs.length).toBeGreaterThan(10);
+    const broken: string[] = [];
+    for (const file of docs) {
+      const text = await readFile(file, 'utf8');
+      for (const match of text.matchAll(/\]\(([^)\s]+)\)/g)) {
+        const target = match[1]!;
+        if (/^(?:[a-z]+:|#)/i.test(target)) continue; // a URL or an anchor in the same page
+        const path = decodeURIComponent(target.split('#')[0]!);
+        const exists = await stat(resolve(dirname(file), path)).then(
+          () => true,
+          () => false,
+        );
+        if (!exists) broken.push(`${relative(root, file)}: ${target}`);
+      }
+    }
+    expect(broken).toEqual([]);
   });
 
   it('control imports a runtime package only in its runtime registry (sandboxes/runtimes.ts)', async () => {

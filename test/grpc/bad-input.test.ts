@@ -1,4 +1,4 @@
-// Issue 14: bad input on the gRPC face gets the code the original's SDK expects and changes nothing;
+// Bad input on the gRPC face gets the code the original's SDK expects and changes nothing;
 // ids in the original's format (a migrated client's stale id) or any other that is not ours are NOT_FOUND,
 // as the original answers, not INVALID_ARGUMENT.
 /* eslint-disable @typescript-eslint/no-unsafe-member-access, @typescript-eslint/no-unsafe-assignment, @typescript-eslint/no-unsafe-call, @typescript-eslint/no-unsafe-argument --

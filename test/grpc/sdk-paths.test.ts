@@ -1,4 +1,4 @@
-// Issue 14: the original's Python SDK paths against a real `agentfense serve`, through a real gRPC client
+// The original's Python SDK paths against a real `agentfense serve`, through a real gRPC client
 // built from the .proto files: from_local (CreateCodebase, UploadFiles per file, CreateSandbox,
 // StartSandbox), Exec with timeout/stdin/env/workdir, ExecStream, sessions, read/write file (the SDK's
 // DownloadFile/UploadFiles), listings, stop/start, destroy, delete codebase.

@@ -1,4 +1,4 @@
-// Clients written for the original's grpc-gateway work unchanged (issue 14): the REST face speaks the
+// Clients written for the original's grpc-gateway work unchanged: the REST face speaks the
 // gateway's JSON mapping. Over real HTTP against `agentfense serve`: camelCase answers with defaults
 // present and int64 values as strings; requests with camelCase or proto names, enums by name or number,
 // `*_UNSPECIFIED`, int64 as strings or numbers, Durations as "90s", unknown fields, no Content-Type; and

@@ -1,5 +1,5 @@
 // pjdfstest, the POSIX filesystem conformance suite, against `agentfense mount SRC MNT --preset full-access
-// --allow-other` as root (issue 13). Built from ../shared/tools/pjdfstest (beside the checkout, in CI too)
+// --allow-other` as root. Built from ../shared/tools/pjdfstest (beside the checkout, in CI too)
 // into a temporary directory; its sources never enter the repository. Passes when at least 99 % of the
 // planned tests pass and every failure is listed, with its reason, in pjdfstest-known-failures.md.
 import { mkdir, mkdtemp, readFile, rm, stat } from 'node:fs/promises';
@@ -14,7 +14,7 @@ const root = fileURLToPath(new URL('../..', import.meta.url));
 const bin = `${root}packages/control/bin/agentfense.js`;
 const SOURCE = resolve(root, '../shared/tools/pjdfstest');
 const KNOWN = fileURLToPath(new URL('./pjdfstest-known-failures.md', import.meta.url));
-/** Categories issue 13 says may never be a known failure. */
+/** Categories that may never be a known failure (docs/decisions.md, "POSIX fidelity of the mount"). */
 const NEVER_KNOWN = /^(chown|chmod|utimensat|mknod|mkfifo)\//;
 
 const cleanups: (() => Promise<void>)[] = [];
@@ -109,8 +109,7 @@ describe('pjdfstest on a full-access mount (as root)', () => {
       );
     }
     const known = await knownFailures();
-    for (const entry of known.keys())
-      expect(entry, 'may never be a known failure (issue 13)').not.toMatch(NEVER_KNOWN);
+    for (const entry of known.keys()) expect(entry, 'may never be a known failure').not.toMatch(NEVER_KNOWN);
 
     const buildDir = await build();
     const work = await mkdtemp(join(tmpdir(), 'af-pjdfstest-'));

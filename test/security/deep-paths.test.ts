@@ -1,4 +1,4 @@
-// Issue 12 row 5: 25 nested directories of 200-character names plus a 300 MB file made `run` fail with
+// 25 nested directories of 200-character names plus a 300 MB file made `run` fail with
 // ENAMETOOLONG on unlink, and the sandbox vanished from the list while its delta (301 MB) stayed on disk;
 // with 3000 levels the change list exceeded the wire's frame limit. Delta, diff, commit, the change
 // listing and destroy must work at any depth and name length (directory fds, answers in parts).

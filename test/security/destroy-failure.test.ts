@@ -1,4 +1,4 @@
-// Issue 12 "nothing is ever lost track of": a destroy that failed half-way removed the sandbox's record
+// A destroy that failed half-way removed the sandbox's record
 // first, so the sandbox vanished from `sandbox list` while its delta (and the linked codebase) stayed on
 // disk with nothing pointing at them. Now the record goes last: a failed destroy leaves the sandbox
 // listed in ERROR with its files, and destroying it again (or the reaper, or `agentfense gc`) finishes.

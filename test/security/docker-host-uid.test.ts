@@ -1,4 +1,4 @@
-// Issue 12 row 16: a Docker sandbox's processes, seen from the host, run under a uid no host user has,
+// A Docker sandbox's processes, seen from the host, run under a uid no host user has,
 // with the default limits (pids 1024, memory, CPU) and the shared seccomp deny list (io_uring, which
 // Docker's own default profile allows on this engine, is refused).
 import { randomUUID } from 'node:crypto';

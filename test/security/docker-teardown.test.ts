@@ -1,4 +1,4 @@
-// Issue 12 row 12: `agentfense run --runtime docker … -- sleep 300` killed by SIGTERM, SIGINT or SIGKILL,
+// `agentfense run --runtime docker … -- sleep 300` killed by SIGTERM, SIGINT or SIGKILL,
 // then `sandbox destroy`: the container and the agent's processes must not keep running, and destroy must
 // really remove the container. Recovery (any later CLI invocation opening the data dir) removes a dead
 // run's containers, found by the label of the sandbox's state directory.

@@ -1,4 +1,4 @@
-// Issue 12 row 14: posix_fallocate(fd, 0, 1 TiB) in the write area took 300 s and wrote 21.5 GB, because
+// posix_fallocate(fd, 0, 1 TiB) in the write area took 300 s and wrote 21.5 GB, because
 // the mount had no fallocate and glibc wrote the file out. The worker implements fallocate (mode 0 and
 // KEEP_SIZE; other modes EOPNOTSUPP) and answers ENOSPC at once beyond the disk quota.
 import { describe, expect, it } from 'vitest';

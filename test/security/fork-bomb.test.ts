@@ -1,4 +1,4 @@
-// Issue 12 row 3: `ulimit -u 100; for i in $(seq 1000); do sleep 30 & done` started 1000 processes: no
+// `ulimit -u 100; for i in $(seq 1000); do sleep 30 & done` started 1000 processes: no
 // process limit by default, and the kernel skips RLIMIT_NPROC for host root. Now every sandbox has a pids
 // cgroup limit by default (1024, DEFAULT_RESOURCES), and since sandbox processes are no longer host root,
 // RLIMIT_NPROC applies as well.

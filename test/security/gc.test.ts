@@ -1,4 +1,4 @@
-// Issue 12 row 11: `--keep` and failed runs piled up linked codebases and stopped sandboxes (8 seen) and
+// `--keep` and failed runs piled up linked codebases and stopped sandboxes (8 seen) and
 // nothing collected them. `agentfense gc` removes what nothing refers to (orphaned sandbox directories,
 // their mounts, unreferenced linked codebase records), reports kept stopped sandboxes instead of hiding
 // them, removes old ones when asked, and `--dry-run` removes nothing.

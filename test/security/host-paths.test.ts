@@ -1,4 +1,4 @@
-// Issue 12 row 9 (runtime part): /proc/1/cmdline inside showed host paths of the data directory (bwrap's
+// /proc/1/cmdline inside showed host paths of the data directory (bwrap's
 // own argv: the workspace, the prepared /etc, state directories), readable by every process of the
 // sandbox. Now bwrap reads its options from a file descriptor (`--args FD`): its command line is only
 // `bwrap --args 5 -- <command>`, and its environment is empty.

@@ -1,4 +1,4 @@
-// Issue 12 row 7: `echo x > /workspace/src/app.py` was refused (the kernel checks the mode bits the worker
+// `echo x > /workspace/src/app.py` was refused (the kernel checks the mode bits the worker
 // publishes, with no OPEN round trip), but `agentfense audit --denied` did not list it: the worker never
 // saw the attempt. Now the kernel's re-validation of the file (a GETATTR, served while the caller is still
 // inside its syscall) is where the worker reads what was asked (/proc/<pid>/syscall) and audits the

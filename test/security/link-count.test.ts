@@ -1,4 +1,4 @@
-// Issue 12 row 9: `stat -c %h` of a directory counted hidden subdirectories (host link count), telling
+// `stat -c %h` of a directory counted hidden subdirectories (host link count), telling
 // the agent that something it cannot see is there. The count must be 2 + visible subdirectories.
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';

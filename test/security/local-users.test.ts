@@ -1,9 +1,9 @@
 // Another local user of the host must not reach a running sandbox's workspace, nor anything of the data
 // directory (deltas, stored codebases, the database, logs, worker files). The worker mounts with
 // `allow_other` (the sandbox user is not the mounter), so the mount itself lets any uid in: what keeps
-// other users out is that every directory leading to it is closed to them. Found in session 5's review:
-// the bwrap relay directories under /run/agentfense were 0711, so a user who built the path (sandbox ids
-// are visible to everyone as cgroup names) read what the rules let the sandbox read.
+// other users out is that every directory leading to it is closed to them. With the bwrap relay
+// directories under /run/agentfense at 0711, a user who built the path (sandbox ids are visible to
+// everyone as cgroup names) read what the rules let the sandbox read.
 //
 // A real throwaway host user (random name, removed afterwards) tries every path it can build while a
 // sandbox runs a command and a session: the relay and the session anchors with what is behind them, every

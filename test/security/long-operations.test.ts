@@ -1,4 +1,4 @@
-// Issue 12 row 15: `GET /diff` on a 200k-file delta kept the worker busy for 38 s without answering its
+// `GET /diff` on a 200k-file delta kept the worker busy for 38 s without answering its
 // health pings (two missed pings restart the worker), and destroying a sandbox during a big commit ended
 // the commit request with a 502. Changes, diff and commit of 100k+ files must keep the worker answering,
 // and a stop during a commit must end it between two files with an answer saying what was applied.

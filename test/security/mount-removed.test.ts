@@ -1,4 +1,4 @@
-// Issue 12: `agentfense mount` kept running, reporting nothing, after someone else unmounted its view
+// `agentfense mount` kept running, reporting nothing, after someone else unmounted its view
 // (`umount -l`, `fusermount -u`): a user or a tool relying on it saw an empty directory. It now notices,
 // says so, and exits with a failure status.
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';

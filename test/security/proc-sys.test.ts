@@ -1,4 +1,4 @@
-// Issue 12 row 2: `echo 46 > /proc/sys/fs/lease-break-time` inside changed the HOST's value, and
+// `echo 46 > /proc/sys/fs/lease-break-time` inside changed the HOST's value, and
 // /proc/sys/kernel/core_pattern was writable (a `|program` there runs as host root on the next crash).
 // Now /proc/sys and /proc/sysrq-trigger are read-only inside, the sandbox user is not host root, and
 // /sys is absent.

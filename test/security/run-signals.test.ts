@@ -1,4 +1,4 @@
-// Issue 12 rows 12/13 (bwrap): `run` handled no signal, so SIGTERM/SIGINT/SIGHUP killed the CLI with its
+// `run` handled no signal, so SIGTERM/SIGINT/SIGHUP killed the CLI with its
 // sandbox still there (the command running, a STOPPED or RUNNING record, a `bwrap-etc-…` temporary
 // directory); a kill -9 of `run` left its sandbox forever. Now the signal stops the command, removes the
 // sandbox and exits 128+N, and a killed run's sandbox is removed by the next invocation's recovery.

@@ -1,4 +1,4 @@
-// Issue 12 row 6: `grep Seccomp /proc/self/status` inside printed 0: no seccomp filter. Now every command
+// `grep Seccomp /proc/self/status` inside printed 0: no seccomp filter. Now every command
 // runs under the shared deny list (@agentfense/protocol runtime/seccomp.ts, compiled with libseccomp):
 // mount, new user namespaces, keyrings, bpf and the rest fail with EPERM (never a kill, so tools degrade
 // gracefully), while ordinary work — and ptrace of the sandbox's own processes — goes on.

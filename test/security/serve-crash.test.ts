@@ -1,4 +1,4 @@
-// Issue 12 row 13: kill -9 of `serve` during parallel create+exec+destroy cycles, then a restart, left 47
+// Kill -9 of `serve` during parallel create+exec+destroy cycles, then a restart, left 47
 // sandboxes PENDING with their directories forever. Now a sandbox created through the API is owned by its
 // server from birth, so the next server's recovery settles it whatever step it was in (created, starting,
 // running, being destroyed); recovery kills what the dead server left running, and the gc at start removes

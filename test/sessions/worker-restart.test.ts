@@ -1,4 +1,4 @@
-// Issue 12 row 10: a bwrap session survives a kill -9 of its sandbox's worker, keeping its shell state.
+// A bwrap session survives a kill -9 of its sandbox's worker, keeping its shell state.
 // The session's shell binds /workspace over an anchor (runtime-bwrap relay.ts): the dead mount's copy is
 // removed by propagation and the new worker's mount appears under the running shell; after the restart
 // the shell re-enters its cwd, which was a directory of the dead mount. Without the anchor the session

@@ -267,7 +267,7 @@ describe.each(['sandbox', 'host'] as const)('attacks as %s', (who) => {
       'chmod 4755 output/plain.txt && printf "#!/bin/sh\\n" > output/new && chmod 6755 output/new && mkdir -m 2775 output/sgid-dir && stat -c %a output/plain.txt output/new output/sgid-dir',
     );
     expect(r.stderr).toBe('');
-    // Stored and shown exactly (issue 13); the mount is nosuid, so they grant nothing inside.
+    // Stored and shown exactly (contract §2); the mount is nosuid, so they grant nothing inside.
     expect(r.stdout).toBe('4755\n6755\n2775\n');
     const { stat: hostStat } = await import('node:fs/promises');
     // The delta's upper tree is root-only: nobody on the host can reach a set-id file in it.

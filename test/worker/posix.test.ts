@@ -1,4 +1,4 @@
-// POSIX fidelity on a real mount (issue 13): exact 64-bit offsets, nanosecond times, owners and chown
+// POSIX fidelity on a real mount (contract §2): exact 64-bit offsets, nanosecond times, owners and chown
 // semantics, special files, set-id bits. Each test is what a user of git/tar/cp -a/make would check.
 import { chmod, lstat } from 'node:fs/promises';
 import { join } from 'node:path';

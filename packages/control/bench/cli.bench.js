@@ -1,4 +1,4 @@
-// One-shot CLI benchmark (issue 19): the wall time of single `agentfense` invocations, as an agent or a
+// One-shot CLI benchmark: the wall time of single `agentfense` invocations, as an agent or a
 // script calling the CLI once per command pays it, against baselines measured in the same run:
 //   - `node -e 0` (what any Node CLI pays to exist);
 //   - a bare bwrap wrapper equivalent to Anthropic's sandbox-runtime (`srt`, also a Node program around

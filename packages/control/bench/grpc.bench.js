@@ -1,4 +1,4 @@
-// gRPC Exec round trip (issue 14): in one process, a ControlPlane with a running bwrap sandbox, the gRPC
+// gRPC Exec round trip: in one process, a ControlPlane with a running bwrap sandbox, the gRPC
 // face (`createGrpcServer`, as `agentfense serve` runs it) on an ephemeral loopback port over the same
 // plane, and a client built from the generated sandbox.v1 code. Measures `true` through the library's
 // exec and through a gRPC Exec call, interleaved in pairs so machine noise hits both alike, and prints

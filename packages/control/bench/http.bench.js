@@ -1,4 +1,4 @@
-// HTTP API load (issue 6): `agentfense serve` on loopback, 50 concurrent clients each running
+// HTTP API load: `agentfense serve` on loopback, 50 concurrent clients each running
 // create+start → exec → destroy cycles over one codebase, through keep-alive connections. Prints
 // throughput and p50/p99 per request kind and per cycle, then checks that no request failed and nothing
 // leaked: no mount left under the data directory, no process left under the server, and the server's

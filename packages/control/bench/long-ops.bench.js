@@ -1,4 +1,4 @@
-// Long operations through the HTTP API (issue 12 row 15): a sandbox whose delta holds 200,000 added files
+// Long operations through the HTTP API: a sandbox whose delta holds 200,000 added files
 // (AF_BENCH_LONG_FILES) is committed through `agentfense serve`, and destroyed while the commit runs. The
 // original report: 38 s inside the worker without a health ping answered, and the commit request ended
 // 502. Prints how long the commit ran, the slowest answer to other requests meanwhile (sandbox status,

@@ -1,4 +1,4 @@
-// Control-plane benchmark (issue 4 targets), on real bwrap and real worker mounts, in one process with one
+// Control-plane benchmark (targets in bench/README.md), on real bwrap and real worker mounts, in one process with one
 // ControlPlane over a temporary data directory:
 //   1. create → start → first exec result, for a linked codebase (a generated tree, agent-safe preset),
 //      with a breakdown of where start time goes (from the control plane's own 'sandbox started' log);

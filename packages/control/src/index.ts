@@ -108,7 +108,7 @@ export { isLoopback, parseListen } from './http/auth.js';
 export { API_TOKEN_FILE, apiTokenPath, ensureApiToken, readApiToken } from './http/api-token.js';
 export type { ListenAddress } from './http/auth.js';
 
-// --- gRPC API (sandbox.v1, issue 14): the original's wire API, over the same backend as HTTP ---
+// --- gRPC API (sandbox.v1): the original's wire API, over the same backend as HTTP ---
 export { MAX_RECEIVE_BYTES, createGrpcServer } from './grpc/server.js';
 export type { GrpcServer, GrpcServerOptions } from './grpc/server.js';
 export { ERROR_CODE_KEY } from './grpc/status.js';

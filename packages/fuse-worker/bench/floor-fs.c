@@ -2,13 +2,13 @@
  * floor-fs: the fastest a FUSE daemon can answer the data lines of `pnpm bench:fs`, for
  * `pnpm bench:fs-floor` (floor.bench.js compiles and runs it; never part of the product).
  *
- * Why it exists: issue 15 asks for a 100 MiB write within 2x native. Before building a C fast path for
+ * Why it exists: the 100 MiB write's target is 2x native. Before building a C fast path for
  * WRITE into the worker's binding (a registered inode answered in C, with a splice of the payload from
  * /dev/fuse into the backing file), this measures what such a path could reach at best: a C libfuse 3.14
  * daemon (the library the binding links) with no JS, no permission check, no quota, nothing but the data
  * path. If a line misses its target here, no worker can meet it with the same kernel data path.
  *
- * Issue 15's first-stat line (the first os.stat of a file in a fresh mount: one LOOKUP round trip) uses it
+ * The first-stat line (the first os.stat of a file in a fresh mount: one LOOKUP round trip) uses it
  * too: LOOKUP and GETATTR work at any depth below the backing directory, so it serves bench:fs's tree
  * (tree/dNN/fNN.txt). Every name the kernel learns gets an inode number from a hash table keyed by (parent
  * inode, name); the data ops (create, unlink) stay in the backing directory's top level, as the data lines

@@ -1,4 +1,4 @@
-// What a FUSE daemon can reach at best on the data lines of `pnpm bench:fs` (issue 15: 100 MiB write ≤ 2x
+// What a FUSE daemon can reach at best on the data lines of `pnpm bench:fs` (targets: 100 MiB write ≤ 2x
 // native with and without fsync, 1 GiB warm read ≤ 1.2x). Compiles floor-fs.c (a C libfuse 3.14 daemon with
 // nothing but the data path: no JS, no rules, no quota) and times it in several data-path variants (copy,
 // splice, payload discarded, direct I/O) against native writes to the same filesystem and the worker itself,

@@ -341,9 +341,9 @@ async function main() {
   // 100 MB write into the write area, with conv=fsync (data on disk when dd returns) and without. Only
   // the dd is timed. The previous run's file is removed first, untimed, and given 100 ms to be freed:
   // natively rm frees it itself, the worker when the kernel forgets the node, in its thread pool, just
-  // after rm returned. (Until session 12 the line timed rm + dd and subtracted an rm-only run, which
-  // removed the file just written: that subtracted native's freeing of it, 30 ms for 100 MiB written
-  // out, from a dd that never paid it, and not the worker's, which happens later.)
+  // after rm returned. Timing rm + dd and subtracting an rm-only run would take native's freeing of the
+  // file just written (30 ms for 100 MiB written out) off a dd that never paid it, and not the worker's,
+  // which happens later.
   for (const fsync of phase('write') ? [true, false] : []) {
     const ddw = (dir) => [
       'dd',
@@ -601,7 +601,7 @@ async function main() {
       `${idlePss < 15 * 1048576 ? 'met' : 'MISSED'};  after the warm phases ${mib(worked.pssBytes)} ` +
       `(RSS ${mib(worked.rssBytes)})`,
   );
-  // Issue 15's target is on the private part (what each extra worker adds): <= 12 MiB.
+  // The target is on the private part (what each extra worker adds): <= 12 MiB.
   if (idleMany.length > 0) {
     const manyPss = median(idleMany.map((x) => x.pss));
     const manyPrivate = median(idleMany.map((x) => x.anon));

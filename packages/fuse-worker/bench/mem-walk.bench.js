@@ -1,4 +1,4 @@
-// A worker's memory per entry the kernel knows (bench/README.md, session 9): one worker mounted on a tree of
+// A worker's memory per entry the kernel knows (bench/README.md, "Memory per known entry"): one worker mounted on a tree of
 // WALK_DIRS x WALK_FILES files of 2 KB; private memory (Pss_Anon) idle, then 8 s and 30 s after one `find`
 // over the mount (READDIRPLUS: the worker learns every entry), split into glibc's main heap and the rest
 // (V8's pages, stacks, mmap'd buffers). Bytes per entry = (private after - private idle) / entries. A fresh

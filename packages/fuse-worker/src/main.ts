@@ -50,7 +50,7 @@ async function main(): Promise<void> {
   const gc = takeCollector();
   // After each idle collection, glibc gives back the free pages of its heap too, those below the top
   // included (freeing returns only the top): what start-up, a mount or a burst allocated and freed stayed
-  // resident otherwise, 3-7 MiB of an idle worker's ~10 (bench/README.md, session 9).
+  // resident otherwise, 3-7 MiB of an idle worker's ~10 (bench/README.md, "Memory per known entry").
   const collect =
     gc === undefined
       ? undefined

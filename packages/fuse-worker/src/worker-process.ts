@@ -78,9 +78,9 @@ export const WORKER_NODE_FLAGS: readonly string[] = [
  *   workers after start-up and 10-14 MiB after a burst of work (private memory 7 s after three 100 MB
  *   writes: 25-29 -> 15-16 MiB). The JS thread is the only busy allocator, so there is no contention.
  * - `UV_THREADPOOL_SIZE=4` (libuv's default, named here): the read-ahead across files runs on the
- *   binding's own threads since session 9 (fs/store-ahead.ts); it kept 8 warm-ups in this pool before,
- *   hence 10. Big READs, listings and lookups that miss the directory-fd cache use it; a cold 1 GiB read
- *   measured the same with 4 and 10 (bench/README.md, session 9).
+ *   binding's own threads (fs/store-ahead.ts), not in this pool. Big READs, listings and lookups that
+ *   miss the directory-fd cache use it; a cold 1 GiB read measured the same with 4 and 10 threads
+ *   (bench/README.md, "The cold walk").
  * - msgpackr's optional native string extractor is not loaded (one more shared object, and its loader's
  *   code in the bundle): it speeds up decoding messages full of long strings, and the worker receives
  *   small requests (file contents travel as binary, which it does not touch).

@@ -1,4 +1,4 @@
-// What the bwrap runtime prepares about the host, kept across processes (issue 19): a one-shot
+// What the bwrap runtime prepares about the host, kept across processes: a one-shot
 // `agentfense run` is a new process each time, and probing bwrap (a sandbox of its own) and copying the
 // sandbox /etc (~300 entries) took most of its start. Both now live in the data directory's private
 // `run/` and are reused while the host stays the same:

@@ -1,4 +1,4 @@
-// The host cache behind the one-shot CLI's speed (issue 19): a prepared /etc is reused while the host
+// The host cache behind the one-shot CLI's speed: a prepared /etc is reused while the host
 // entries it was copied from stay the same, rebuilt when one changes, and an outdated copy no live process
 // uses is removed; a probe result only counts for the same key.
 import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';

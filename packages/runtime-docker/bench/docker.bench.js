@@ -235,7 +235,7 @@ async function main() {
     await ensureBaseImage({ ...(dockerHost ? { dockerHost } : {}), progress: (line) => console.log(line) });
     const docker = createDockerRuntime({ ...(dockerHost ? { dockerHost } : {}), logger });
     const pooled = createDockerRuntime({ ...(dockerHost ? { dockerHost } : {}), logger, poolSize: 2 });
-    // Before af-init (issue 17's last step): every command an engine exec under the session wrapper.
+    // Without af-init: every command an engine exec under the session wrapper.
     const engineOnly = createDockerRuntime({
       ...(dockerHost ? { dockerHost } : {}),
       logger,

@@ -1,4 +1,4 @@
-// The gRPC face (issue 14): sandbox.v1.SandboxService and sandbox.v1.CodebaseService on @grpc/grpc-js,
+// The gRPC face: sandbox.v1.SandboxService and sandbox.v1.CodebaseService on @grpc/grpc-js,
 // over the same backend as the HTTP face, behind the same bearer token (metadata `authorization:
 // Bearer <token>`). `createGrpcServer` builds it; `listen`/`close` run and stop it. Closing aborts
 // running commands and waits for calls to end; it does not close the backend, which the caller owns.

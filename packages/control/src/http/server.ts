@@ -1,4 +1,4 @@
-// The HTTP server (contract §7, issue 6): fastify with our validators, error mapping, bearer auth and the
+// The HTTP server (contract §7): fastify with our validators, error mapping, bearer auth and the
 // routes, over an HttpBackend. `createHttpServer` builds it; `listen`/`close` run and stop it. Closing stops
 // accepting, aborts running commands, then closes the backend (sessions, sandboxes, workers, mounts).
 import type { AddressInfo } from 'node:net';

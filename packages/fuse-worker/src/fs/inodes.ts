@@ -8,7 +8,7 @@
 //   when its last name goes. `links` is undefined while the node has one name (never an empty array).
 // - `children` is undefined while a node has no known child (every file, and a directory none of whose
 //   entries the kernel holds): the table holds one node per entry the kernel knows, so what a node costs
-//   is multiplied by the size of the tree a sandbox walks (bench/README.md, session 9).
+//   is multiplied by the size of the tree a sandbox walks (bench/README.md, "Memory per known entry").
 // - Node ids are never reused within a worker's life (the generation stays 0).
 // Paths are computed by walking parents (O(depth)), so a directory rename is O(1).
 

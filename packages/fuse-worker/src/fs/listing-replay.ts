@@ -5,7 +5,7 @@
 // directory's cached listing on the first READ in it (KernelCache.noteRead), and the next listing is one
 // READDIRPLUS that refreshes every entry at once. Building that answer again (a host lstat, the rules,
 // the inode table, per entry) was most of the worker's time in a `grep -r` right after a cold one
-// (bench/README.md, session 7). Nothing the answer says has changed, so it is replayed instead.
+// (bench/README.md, "The run right after a cold `grep -r`"). Nothing the answer says has changed, so it is replayed instead.
 //
 // What keeps a replay exactly as true as the first answer:
 // - The kernel gets each entry's attributes with the time left of the first answer's timeout, never a

@@ -5,7 +5,7 @@
 // Kept as three flat columns, not one object per entry: a walk leaves one listing per directory, so its
 // cost is paid for every entry the kernel is shown. An object per entry with its index, name, inode number
 // (a boxed double when above 2^31) and type cost ~75 bytes; a name slot, a double and a type character
-// cost 17 (bench/README.md, session 9). Entry objects are made only for the part of a listing a reply
+// cost 17 (bench/README.md, "Memory per known entry"). Entry objects are made only for the part of a listing a reply
 // carries, and the garbage collector takes them back young.
 import type { DirEntryOut } from './types.js';
 

@@ -1,4 +1,4 @@
-// Who owns an entry and who may change that (issue 13). Owners are stored on the delta's upper entries
+// Who owns an entry and who may change that. Owners are stored on the delta's upper entries
 // (real host uid/gid, root-only tree); codebase entries show the sandbox owner. The kernel checks the
 // same rules first (the mount uses default_permissions, with the caller's full credentials); these
 // checks repeat them in the worker, so a mount without default_permissions, or a request the kernel let

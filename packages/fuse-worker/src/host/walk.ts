@@ -1,4 +1,4 @@
-// Whole-tree walks with directory fds (issue 12 row 5): every syscall names its target as
+// Whole-tree walks with directory fds: every syscall names its target as
 // `/proc/self/fd/<dir fd>/<one name>`, so no path handed to the kernel grows with the tree's depth or its
 // names' lengths, and no symlink is ever followed. Only one directory fd is open at a time: going back up
 // opens `..` of the child and checks it is the directory we came from (dev + inode), so a tree moved

@@ -9,7 +9,7 @@
 // full one: its gc extension recognizes only `type: 'minor'` and `execution: 'async'` in an options object
 // and treats any other object as the old truthy `gc(true)`, which meant "minor". The young generation still
 // shrinks (what the figures above measured), but the old generation's garbage after a walk stays until V8's
-// own memory reducer runs, ~10 s or more after the burst (bench/README.md, session 9). The options are
+// own memory reducer runs, ~10 s or more after the burst (bench/README.md, "Memory per known entry"). The options are
 // those of newer V8 releases' extension (not measured here on a newer Node).
 
 /** A memory-reducing garbage collection (on Node 20 a scavenge only: see the head of the file). */

@@ -60,7 +60,7 @@ describe('InodeTable', () => {
 });
 
 // Every entry the kernel knows is one node, so a node's fixed cost is multiplied by the size of the tree a
-// sandbox walks (bench/README.md, session 9): a file node carries no map and no array.
+// sandbox walks (bench/README.md, "Memory per known entry"): a file node carries no map and no array.
 describe('InodeTable memory per node', () => {
   it('gives a file no children map and a one-name node no links array', () => {
     const t = new InodeTable();

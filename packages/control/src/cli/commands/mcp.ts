@@ -1,4 +1,4 @@
-// `agentfense mcp <dir>`: an MCP server on stdio giving an agent a fenced shell over <dir> (issue 18).
+// `agentfense mcp <dir>`: an MCP server on stdio giving an agent a fenced shell over <dir>.
 // The MCP SDK is loaded only when this command runs, so other commands do not pay for it.
 import { resolve } from 'node:path';
 import { stat } from 'node:fs/promises';
