@@ -6,7 +6,6 @@ import {
   chargeDir,
   checkName,
   ensureUpperDir,
-  mergedEntries,
   mergedIsEmpty,
   mustResolve,
   releaseUpper,
@@ -75,13 +74,17 @@ export async function renameEntry(
   await chargeDir(ctx, relParent(dst));
 }
 
-/** True when `pred` holds for some entry strictly below directory `rel` in the merged view. */
+/**
+ * True when `pred` holds for some entry strictly below directory `rel`, a directory the sandbox added:
+ * nothing of the codebase is at or below it (isAddedDir), so its upper listing is its merged one and the
+ * walk lists one layer (no codebase lookups, no whiteout checks per level).
+ */
 async function subtreeHas(
   ctx: DeltaContext,
   rel: string,
   pred: (path: string, type: DeltaEntryType) => boolean,
 ): Promise<boolean> {
-  for (const [name, type] of await mergedEntries(ctx, rel)) {
+  for (const { name, type } of await ctx.upper.readdir(rel)) {
     const child = relJoin(rel, name);
     if (pred(toCodebase(child), type)) return true;
     if (type === 'directory' && (await subtreeHas(ctx, child, pred))) return true;

@@ -60,6 +60,27 @@ describe('Delta rename', () => {
     ]);
   });
 
+  it('asks `refuse` about every entry below an added directory, and moves nothing it refuses', async () => {
+    const f = await fixture({});
+    await f.delta.mkdir('/new', 0o755);
+    await f.delta.mkdir('/new/a', 0o755);
+    await f.delta.mkdir('/new/a/b', 0o755);
+    await write(f.delta, '/new/a/b/deep.key', 'K');
+    await write(f.delta, '/new/top', 'T');
+    const asked: string[] = [];
+    const refuse = (path: string): boolean => {
+      asked.push(path);
+      return path.endsWith('.key');
+    };
+    await expect(f.delta.rename('/new', '/moved', { refuse })).rejects.toMatchObject({ errnoName: 'EACCES' });
+    expect(asked).toContain('/new/a/b/deep.key');
+    expect(await names(f.delta, '/new/a/b')).toEqual(['deep.key']);
+    expect(await f.delta.lookup('/moved')).toBeNull();
+    // Nothing refused: the whole tree moves.
+    await f.delta.rename('/new', '/moved', { refuse: () => false });
+    expect(await read(f.delta, '/moved/a/b/deep.key')).toBe('K');
+  });
+
   it('moves an added directory over an emptied codebase directory (opaque)', async () => {
     const f = await fixture({ 'old/x': 'x' });
     await f.delta.unlink('/old/x');
