@@ -16,12 +16,18 @@ export const COMMAND_TIMEOUT_MS = 20 * 60_000;
 /** Where the agentfense workloads write: the codebase root is the sandbox's /workspace. */
 const SANDBOX_WORK = '/workspace/work';
 
-/** Native: the commands run as they are, writing into `dir`/work. */
+/**
+ * Native: the commands run as they are, writing into `dir`/work. npm writes into its cache as it reads
+ * it (index entries), so native npm gets a copy of the fixture's cache, made untimed: the other targets
+ * write into their layer above the fixture, and the fixture stays the same for every run.
+ */
 export async function openNative({ codebase, dir, cleanup }) {
   const work = join(dir, 'work');
   await mkdir(work, { recursive: true });
   const close = cleanup.add(`remove ${dir}`, () => rm(dir, { recursive: true, force: true }));
-  const env = workloadEnv({ codebase, work });
+  const npmCache = join(dir, 'npm-cache');
+  await run(['cp', '-a', join(codebase, 'npm-cache'), npmCache]);
+  const env = workloadEnv({ codebase, work, npmCache });
   return { sh: (script) => bash({ script, cwd: work, env, timeoutMs: COMMAND_TIMEOUT_MS }), close };
 }
 

@@ -6,7 +6,7 @@
 
 /** npm without its network habits: the cache is filled at set-up, nothing may reach the registry. */
 const NPM_CI =
-  'npm ci --offline --cache "$CB/npm-cache" --no-audit --no-fund --no-update-notifier --loglevel=error --logs-max=0';
+  'npm ci --offline --cache "$NPM_CACHE" --no-audit --no-fund --no-update-notifier --loglevel=error --logs-max=0';
 
 export const WORKLOADS = [
   // First: the first `git status` in a fresh sandbox (a fresh fuse-overlayfs mount) of a checkout that is
@@ -69,13 +69,14 @@ export const MAKE_WORKLOAD = {
 };
 
 /** The environment of every workload command on every target: the same PATH, locale and HOME. */
-export function workloadEnv({ codebase, work }) {
+export function workloadEnv({ codebase, work, npmCache = `${codebase}/npm-cache` }) {
   return {
     PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
     LC_ALL: 'C',
     HOME: work,
     CB: codebase,
     W: work,
+    NPM_CACHE: npmCache,
   };
 }
 
