@@ -13,8 +13,8 @@ export default function setup(): void {
     cwd: root,
     stdio: 'inherit',
   });
-  // af-init, the in-sandbox launcher both runtimes start (packages/protocol/scripts/build-af-init.js).
-  execFileSync(process.execPath, [`${root}packages/protocol/scripts/build-af-init.js`], {
+  // af-init, the in-sandbox launcher both runtimes start (packages/launcher/scripts/build-af-init.js).
+  execFileSync(process.execPath, [`${root}packages/launcher/scripts/build-af-init.js`], {
     cwd: root,
     stdio: 'inherit',
   });

@@ -255,7 +255,7 @@ describe.skipIf(docker.unavailable !== null)(
             'tmp-writable',
             'home-writable',
             '/home/agent',
-            // pid 1 is af-init, the launcher (packages/protocol/native/af-init.c); no host path in its argv.
+            // pid 1 is af-init, the launcher (packages/launcher/native/af-init.c); no host path in its argv.
             '/.agentfense/af-init --connect /.agentfense/sock ',
           ]);
         });

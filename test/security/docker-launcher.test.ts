@@ -2,12 +2,12 @@
 // pid 1) holds a connection to the control plane and runs with the agent's uid, so a hostile agent tries
 // to connect to the host's launcher socket itself, to kill af-init, to ptrace it or read its descriptors,
 // and to learn host paths from it. Defences (packages/runtime-docker/src/launcher.ts,
-// packages/protocol/native/af-init.c): the host's listener accepts exactly one connection and is closed and
+// packages/launcher/native/af-init.c): the host's listener accepts exactly one connection and is closed and
 // unlinked; af-init is the pid namespace's init (signals from inside cannot kill it) and not dumpable (no
 // ptrace, no /proc access for the same uid); its argv/env name no host path; a dead af-init gives a clear
 // error instead of a hang; a command SIGSTOPped between af-init's fork and its exec (the host cannot name it
 // yet) is killed at af-init's start deadline and reported, instead of hanging the exec for good. What a hostile af-init could send is covered by
-// packages/protocol/test/runtime/launcher-client.test.ts.
+// packages/launcher/test/client.test.ts.
 import { randomUUID } from 'node:crypto';
 import { readdir, readFile, stat } from 'node:fs/promises';
 import { createConnection } from 'node:net';

@@ -62,27 +62,6 @@ export { SANDBOX_PTY_MAX, devptsMountOptions } from './runtime/devpts.js';
 export type { FindExecutableOptions } from './runtime/executable.js';
 export type { TerminationOptions, TerminationTrigger } from './runtime/termination.js';
 
-// --- af-init, the in-sandbox launcher shared by both runtimes: its wire protocol and the host's client ---
-export {
-  AF_INIT_MAX_FRAME_LENGTH,
-  AF_INIT_MAX_OUTPUT_CHUNK,
-  AF_INIT_MAX_STDIN_CHUNK,
-  AF_INIT_PROTOCOL_VERSION,
-  LauncherFrameDecoder,
-  LauncherFrameType,
-  encodeLauncherFrame,
-  encodeSpawnPayload,
-} from './runtime/launcher/frames.js';
-export type { LauncherFrame, SpawnPayload } from './runtime/launcher/frames.js';
-export { LauncherClient } from './runtime/launcher/client.js';
-export type {
-  LauncherCommand,
-  LauncherConnectOptions,
-  LauncherOutcome,
-  LauncherSpawnOptions,
-} from './runtime/launcher/client.js';
-export { AF_INIT_PATH, afInitPath } from './runtime/launcher/binary.js';
-
 // --- Runtime logging surface (shared by both runtimes) ---
 export { createStderrLogger } from './runtime/logger.js';
 export { isSameProcess, processStartTime, selfIdentity } from './runtime/process-identity.js';

@@ -2,7 +2,8 @@
 // bwrap (exec.ts), from af-init's answers instead of bwrap's exit.
 import { constants } from 'node:os';
 import type { Readable } from 'node:stream';
-import type { ExecAudit, ExecIo, ExecResult, LauncherOutcome } from '@agentfense/protocol';
+import type { LauncherOutcome } from '@agentfense/launcher';
+import type { ExecAudit, ExecIo, ExecResult } from '@agentfense/protocol';
 import {
   DEFAULT_MAX_OUTPUT_BYTES,
   UnavailableError,

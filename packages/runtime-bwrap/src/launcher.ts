@@ -20,8 +20,9 @@
 // A launcher that died (OOM-killed, killed from the host) is replaced on the next exec; commands it was
 // running end as killed.
 import { closeSync, openSync } from 'node:fs';
-import { InternalError, LauncherClient, processStartTime } from '@agentfense/protocol';
-import type { LauncherCommand, LauncherSpawnOptions } from '@agentfense/protocol';
+import { LauncherClient } from '@agentfense/launcher';
+import type { LauncherCommand, LauncherSpawnOptions } from '@agentfense/launcher';
+import { InternalError, processStartTime } from '@agentfense/protocol';
 import type { SandboxCgroup } from './cgroups/types.js';
 import { launchBwrap } from './launch.js';
 import type { LaunchedBwrap, NetnsJoin } from './launch.js';

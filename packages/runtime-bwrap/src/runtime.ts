@@ -7,7 +7,6 @@ import type { HostUser, RuntimeInstance, RuntimeStartOptions, SandboxRuntime } f
 import {
   InvalidArgumentError,
   NO_LIMITS,
-  afInitPath,
   checkMaxOutputBytes,
   checkWorkspaceDir,
   findExecutable,
@@ -16,6 +15,7 @@ import {
   validateHostPath,
   validateSandboxId,
 } from '@agentfense/protocol';
+import { afInitPath } from '@agentfense/launcher';
 import { checkFuseDevice, probeBwrap, resolveBwrapPath } from './check.js';
 import { createSandboxCgroup, removeSandboxCgroups } from './cgroups.js';
 import { detectCgroupHost } from '@agentfense/protocol';

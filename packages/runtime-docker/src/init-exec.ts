@@ -3,13 +3,8 @@
 // aborts kill the command's whole session from the host through the container's cgroup, OOM read from the
 // memory cgroup's counter, and whatever the command left in its session is swept when it ends.
 import { finished } from 'node:stream/promises';
-import type {
-  ExecAudit,
-  ExecResult,
-  LauncherClient,
-  LauncherOutcome,
-  OutputCallback,
-} from '@agentfense/protocol';
+import type { LauncherClient, LauncherOutcome } from '@agentfense/launcher';
+import type { ExecAudit, ExecResult, OutputCallback } from '@agentfense/protocol';
 import { armTermination } from '@agentfense/protocol';
 import type { ContainerCgroup } from './cgroup.js';
 import { collectOutput } from './exec.js';

@@ -11,7 +11,7 @@ import type {
   SpawnOptions,
 } from '@agentfense/protocol';
 import { StopGate, execIo, validateEnv, validateTimeoutMs } from '@agentfense/protocol';
-import type { LauncherClient } from '@agentfense/protocol';
+import type { LauncherClient } from '@agentfense/launcher';
 import { WORKSPACE_DIR, buildExecArgs } from './args.js';
 import type { EngineApi } from './api.js';
 import { buildExecBody, buildKillBody } from './bodies.js';

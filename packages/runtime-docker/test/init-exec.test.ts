@@ -10,7 +10,8 @@ import { readFile, readdir } from 'node:fs/promises';
 import type { Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, expect, it, onTestFinished } from 'vitest';
-import { LauncherClient, NO_LIMITS, afInitPath } from '@agentfense/protocol';
+import { LauncherClient, afInitPath } from '@agentfense/launcher';
+import { NO_LIMITS } from '@agentfense/protocol';
 import type { ContainerCgroup } from '../src/cgroup.js';
 import { runInitExec } from '../src/init-exec.js';
 

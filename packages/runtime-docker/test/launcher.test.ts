@@ -9,7 +9,7 @@ import type { Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { AF_INIT_PROTOCOL_VERSION, LauncherFrameType, encodeLauncherFrame } from '@agentfense/protocol';
+import { AF_INIT_PROTOCOL_VERSION, LauncherFrameType, encodeLauncherFrame } from '@agentfense/launcher';
 import { listenForLauncher } from '../src/launcher.js';
 
 const quiet = { debug: () => undefined, warn: () => undefined };

@@ -2,8 +2,8 @@
 // spawns commands on request over one SOCK_STREAM connection to the host, so a command costs a fork+exec
 // inside the sandbox instead of a new bwrap or a new `docker exec`.
 //
-// Wire protocol v2 (authoritative text: /work/team/TEAM.md "af-init wire protocol", mirrored in
-// packages/protocol/src/runtime/launcher/frames.ts): frame = u32 LE length of what follows (<= 1 MiB + 16)
+// Wire protocol v2 (the host's side and the constants both share: packages/launcher/src/frames.ts):
+// frame = u32 LE length of what follows (<= 1 MiB + 16)
 // . u8 type . u32 LE id . payload.
 //
 // Trust: the host is trusted; everything else in the sandbox is not. Commands run as the same uid as this

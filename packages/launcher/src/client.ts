@@ -11,7 +11,7 @@
 import { constants as osConstants } from 'node:os';
 import { Readable, Writable } from 'node:stream';
 import type { Duplex } from 'node:stream';
-import { InvalidArgumentError, ProtocolError, UnavailableError } from '../../errors.js';
+import { InvalidArgumentError, ProtocolError, UnavailableError } from '@agentfense/protocol';
 import {
   AF_INIT_MAX_OUTPUT_CHUNK,
   AF_INIT_MAX_STDIN_CHUNK,

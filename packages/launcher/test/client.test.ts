@@ -14,8 +14,8 @@ import {
   LauncherFrameDecoder,
   LauncherFrameType as T,
   encodeLauncherFrame,
-} from '../../src/index.js';
-import type { LauncherFrame } from '../../src/index.js';
+} from '../src/index.js';
+import type { LauncherFrame } from '../src/index.js';
 
 const cleanups: (() => void)[] = [];
 

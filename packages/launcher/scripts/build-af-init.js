@@ -1,4 +1,4 @@
-// Builds the static launcher packages/protocol/dist/af-init from native/af-init.c (part of `pnpm build`;
+// Builds the static launcher packages/launcher/dist/af-init from native/af-init.c (part of `pnpm build`;
 // scripts/build-static-c.js says how).
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';

@@ -1,6 +1,6 @@
-// af-init (native/af-init.c) and its host client (src/runtime/launcher/) against each other: the real static
+// af-init (native/af-init.c) and its host client (src/) against each other: the real static
 // binary, started as a child with its connection on fd 3 (a socketpair: Node's stdio 'pipe'), as the bwrap
-// runtime starts it. What the host sees of each duty of the protocol (TEAM.md "af-init wire protocol").
+// runtime starts it. What the host sees of each duty of the protocol (src/frames.ts).
 import { execFileSync, spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { readFileSync, readdirSync } from 'node:fs';
@@ -9,10 +9,10 @@ import { finished } from 'node:stream/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { AF_INIT_PATH, LauncherClient, afInitPath } from '../../src/index.js';
-import type { LauncherCommand, LauncherOutcome } from '../../src/index.js';
+import { AF_INIT_PATH, LauncherClient, afInitPath } from '../src/index.js';
+import type { LauncherCommand, LauncherOutcome } from '../src/index.js';
 
-const BUILD = fileURLToPath(new URL('../../scripts/build-af-init.js', import.meta.url));
+const BUILD = fileURLToPath(new URL('../scripts/build-af-init.js', import.meta.url));
 const PATH_ENV = { PATH: '/usr/local/bin:/usr/bin:/bin' };
 
 interface Started {

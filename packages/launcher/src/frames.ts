@@ -1,9 +1,9 @@
-// The af-init wire protocol v2 (the C side: packages/protocol/native/af-init.c): frames of
+// The af-init wire protocol v2 (the C side: native/af-init.c): frames of
 // `u32 LE length (of what follows) · u8 type · u32 LE id · payload`. Encoding checks what we send; the
 // decoder treats af-init as untrusted (it runs with the agent's uid inside the sandbox; it is not
 // dumpable, but nothing the host does may depend on that): a length out of range fails at once, so a
 // hostile peer cannot make the host buffer more than one frame.
-import { InvalidArgumentError, ProtocolError } from '../../errors.js';
+import { InvalidArgumentError, ProtocolError } from '@agentfense/protocol';
 
 /** The protocol version af-init announces in READY. */
 export const AF_INIT_PROTOCOL_VERSION = 2;
