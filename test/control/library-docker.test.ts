@@ -1,7 +1,8 @@
-// The library's front door on Docker (docs/decisions.md "The library's front door"): the control plane
-// fromLocal opens for a Docker sandbox starts a pooled container at once, so the first sandbox of a data
-// directory is served by it, and the next ones by the refilled pool; what the plane kept goes when it
-// closes. The engine comes from test/helpers/docker-setup.ts (the test is skipped, saying why, without one).
+// The library's front door on Docker (docs/decisions.md "The library's front door shares one control plane
+// per data directory"): the control plane fromLocal opens for a Docker sandbox starts a pooled container at
+// once, so the first sandbox of a data directory is served by it, and the next ones by the refilled pool;
+// what the plane kept goes when it closes. The engine comes from test/helpers/docker-setup.ts (the test is
+// skipped, saying why, without one).
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { Sandbox } from '@agentfense/control';
 import { containersOf, pooledContainers } from '#helpers/docker.js';

@@ -1,6 +1,7 @@
-// The library's one shape (docs/decisions.md "One library shape") on a real sandbox: every way to run a
-// command gives strings by default and Buffers with `{ encoding: 'buffer' }`; the previous names still
-// work as deprecated aliases with their old results; `timeout` (not the option's name) is refused.
+// The library's one shape (docs/decisions.md "One library shape: strings by default, bytes on request") on a
+// real sandbox: every way to run a command gives strings by default and Buffers with `{ encoding: 'buffer'
+// }`; the previous names still work as deprecated aliases with their old results; `timeout` (not the option's
+// name) is refused.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { InvalidArgumentError } from '@agentfense/protocol';
 import { ControlPlane, Sandbox } from '@agentfense/control';

@@ -1,8 +1,9 @@
-// The library's front door (docs/decisions.md "The library's front door"): `Sandbox.fromLocal` calls of one
-// process share one control plane per data directory, opened once (concurrent first calls too), kept open
-// for an idle period after the last sandbox and closed after it (at once with AGENTFENSE_LIBRARY_IDLE=0,
-// with Sandbox.closeIdle(), or when the process has nothing else to do), leaving no process or mount; a
-// request made again takes a spare sandbox started ahead, which sees the directory as a fresh one would.
+// The library's front door (docs/decisions.md "The library's front door shares one control plane per data
+// directory"): `Sandbox.fromLocal` calls of one process share one control plane per data directory, opened
+// once (concurrent first calls too), kept open for an idle period after the last sandbox and closed after it
+// (at once with AGENTFENSE_LIBRARY_IDLE=0, with Sandbox.closeIdle(), or when the process has nothing else to
+// do), leaving no process or mount; a request made again takes a spare sandbox started ahead, which sees the
+// directory as a fresh one would.
 import { spawn } from 'node:child_process';
 import { readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';

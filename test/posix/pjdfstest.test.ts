@@ -14,7 +14,7 @@ const root = fileURLToPath(new URL('../..', import.meta.url));
 const bin = `${root}packages/control/bin/agentfense.js`;
 const SOURCE = resolve(root, '../shared/tools/pjdfstest');
 const KNOWN = fileURLToPath(new URL('./pjdfstest-known-failures.md', import.meta.url));
-/** Categories that may never be a known failure (docs/decisions.md, "POSIX fidelity of the mount"). */
+/** Categories that may never be a known failure (docs/decisions.md, "pjdfstest passes whole, in CI"). */
 const NEVER_KNOWN = /^(chown|chmod|utimensat|mknod|mkfifo)\//;
 
 const cleanups: (() => Promise<void>)[] = [];

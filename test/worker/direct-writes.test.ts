@@ -1,7 +1,7 @@
-// Files the sandbox creates write-only are written with direct I/O (directWrites, docs/decisions.md):
-// every write still reaches the worker, but nothing is copied into the mount's page cache on the way.
-// What a user checks: the data is all there, readers see it as it is written, set-id bits go as on
-// Linux, and the switch turns it off.
+// Files the sandbox creates write-only are written with direct I/O (directWrites, docs/decisions.md, "Files
+// created write-only are written with direct I/O"): every write still reaches the worker, but nothing is
+// copied into the mount's page cache on the way. What a user checks: the data is all there, readers see it as
+// it is written, set-id bits go as on Linux, and the switch turns it off.
 import { describe, expect, it } from 'vitest';
 import { AGENT_SAFE, mountFixture, useMountHygiene, type MountedFixture } from './helpers/fixture.js';
 

@@ -2,7 +2,8 @@
 // Generates the gRPC face's TypeScript (messages, service definitions, clients) from proto/sandbox/v1/*.proto
 // into src/grpc/gen/ with protoc (Debian's protobuf-compiler, installed by scripts/setup) and ts-proto.
 // The output is a build product: gitignored, regenerated when a .proto or this script is newer than it.
-// docs/decisions.md, "gRPC face", says why generated code is not committed.
+// docs/decisions.md, "The gRPC face is grpc-js with our own `.proto` files of the original's wire", says why
+// generated code is not committed.
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';

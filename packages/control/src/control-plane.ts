@@ -111,7 +111,8 @@ export interface ControlPlaneOptions {
   readonly unfinishedCommits?: 'keep' | 'finish';
 }
 
-/** Idle docker containers kept per image by default (docs/decisions.md, "Docker container pool"). */
+/** Idle docker containers kept per image by default (docs/decisions.md, "Docker keeps a pool of idle
+ * containers, never shared and never returned"). */
 const DEFAULT_DOCKER_POOL_SIZE = 2;
 
 /** Largest `workerPoolSize`: each idle worker is a process of ~15 MiB. */
@@ -123,7 +124,8 @@ export class ControlPlane implements AsyncDisposable {
   readonly layout: DataLayout;
   readonly logger: Logger;
   // The flat methods below are the API; these parts are what they delegate to. Kept public, deprecated,
-  // for code written against the earlier two-way surface (docs/decisions.md "One library shape").
+  // for code written against the earlier two-way surface (docs/decisions.md "One library shape: strings
+  // by default, bytes on request").
   /** @deprecated Use the flat codebase methods (`createCodebase`, `linkCodebase`, `listFiles`, …). */
   readonly codebases: CodebaseService;
   /** @deprecated Use the flat sandbox methods (`createSandbox`, `startSandbox`, `run`, `diff`, …). */

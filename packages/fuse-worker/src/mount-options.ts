@@ -18,7 +18,8 @@ import { InvalidArgumentError } from '@agentfense/protocol';
 // entryWarmup (needs readdirplus): after the first access the worker lists the tree through its own mount,
 // so the kernel holds an entry for every visible name before the sandbox asks (fs/entry-warmup.ts).
 // directWrites: a file the sandbox creates write-only is opened with FOPEN_DIRECT_IO, so its writes go to
-// the worker without a copy into the mount's page cache (fs/namespace-ops.ts create, docs/decisions.md).
+// the worker without a copy into the mount's page cache (fs/namespace-ops.ts create, docs/decisions.md,
+// "Files created write-only are written with direct I/O").
 export const SWITCHABLE_FEATURES = [
   'maxPages',
   'writebackCache',
@@ -41,7 +42,7 @@ export const ENABLE_ENV = 'AGENTFENSE_FUSE_ENABLE';
  * Off unless enabled. writebackCache: with it the kernel trusts its own size and mtime of a regular file
  * over ours, so a change made behind the mount (another sandbox's commit, discard, the control plane's
  * writeFile) would keep a stale size; writes also arrive later, without the writer's pid, and a quota
- * error only at close (docs/decisions.md).
+ * error only at close (docs/decisions.md, "The writeback cache is off").
  */
 const OFF_BY_DEFAULT: readonly SwitchableFeature[] = ['writebackCache'];
 

@@ -12,8 +12,9 @@
 // Tree passes can miss a process while the tree changes under them (the kernel's children file skips
 // entries then), so a sweep ends with a scan of the whole namespace (by session).
 //
-// Limitation (docs/decisions.md): a daemon of a still-running command that both left its session and lost
-// its parent cannot be told from a leftover; it is killed when any command of the sandbox ends.
+// Limitation (docs/decisions.md, "What a command leaves behind is killed from the host's view of the
+// sandbox"): a daemon of a still-running command that both left its session and lost its parent cannot be
+// told from a leftover; it is killed when any command of the sandbox ends.
 import { readFileSync, readdirSync, statSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { isSameProcess, processEnded } from '@agentfense/protocol';

@@ -2,10 +2,11 @@
 // its keep-alive connections), JSON requests, and hijacked exec streams (`upgrade`). The engine's own
 // error message travels in EngineApiError; engine.ts maps it to AgentFense errors.
 //
-// Why undici and not dockerode (docs/decisions.md, "Docker runtime over the Engine API"): the same exec
-// round trip measured within noise for both (the engine's runc exec dominates), undici has no dependencies
-// and loads in half the time, and the exec stream is demultiplexed here with backpressure (dockerode's
-// demuxStream ignores it). The request/response shapes are typed from @types/dockerode (types only).
+// Why undici and not dockerode (docs/decisions.md, "Docker is driven through the Engine API with undici"):
+// the same exec round trip measured within noise for both (the engine's runc exec dominates), undici has no
+// dependencies and loads in half the time, and the exec stream is demultiplexed here with backpressure
+// (dockerode's demuxStream ignores it). The request/response shapes are typed from @types/dockerode (types
+// only).
 import type { Duplex } from 'node:stream';
 import { Client } from 'undici';
 import { InvalidArgumentError, UnavailableError } from '@agentfense/protocol';

@@ -1,7 +1,7 @@
 // The container pool: a few idle containers per (image, /tmp size), created and started ahead of time so a
 // sandbox start costs a claim (a bind, a rename, a limits update) instead of a container creation.
 //
-// Rules (docs/decisions.md, "Docker container pool"):
+// Rules (docs/decisions.md, "Docker keeps a pool of idle containers, never shared and never returned"):
 //  - a pooled container serves exactly one sandbox and is never returned: stop() removes it as it removes
 //    a fresh one, and the pool creates a new one in the background;
 //  - it is created exactly as a fresh sandbox container (same user, capabilities, seccomp, read-only image,

@@ -1,6 +1,7 @@
-// The library's one output shape (docs/decisions.md "One library shape"): every call that runs a command
-// — Sandbox.run, Sandbox.stream, Session.run, ControlPlane.run — gives stdout and stderr as UTF-8 strings,
-// or as Buffers with `{ encoding: 'buffer' }`; a timeout is always `timeoutMs` (the runtime contract's name).
+// The library's one output shape (docs/decisions.md "One library shape: strings by default, bytes on
+// request"): every call that runs a command — Sandbox.run, Sandbox.stream, Session.run, ControlPlane.run —
+// gives stdout and stderr as UTF-8 strings, or as Buffers with `{ encoding: 'buffer' }`; a timeout is always
+// `timeoutMs` (the runtime contract's name).
 import { InvalidArgumentError } from '@agentfense/protocol';
 import type { ExecResult } from '@agentfense/protocol';
 

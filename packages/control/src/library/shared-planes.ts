@@ -1,9 +1,10 @@
-// The control planes `Sandbox.fromLocal` opens by itself (docs/decisions.md "The library's front door"):
-// one per data directory and set of plane options in this process, opened on first use (concurrent first
-// calls share the one open), counted per sandbox, and kept open for an idle period after its last sandbox
-// goes, so a loop of fromLocal calls does not open the data directory (SQLite, recovery, the runtime's
-// checks, a worker spawn) each time. What an idle plane keeps never holds the process open: it is closed
-// when the process has nothing else to do (`beforeExit`), after the idle period, or by `closeIdle()`.
+// The control planes `Sandbox.fromLocal` opens by itself (docs/decisions.md "The library's front door shares
+// one control plane per data directory"): one per data directory and set of plane options in this process,
+// opened on first use (concurrent first calls share the one open), counted per sandbox, and kept open for an
+// idle period after its last sandbox goes, so a loop of fromLocal calls does not open the data directory
+// (SQLite, recovery, the runtime's checks, a worker spawn) each time. What an idle plane keeps never holds
+// the process open: it is closed when the process has nothing else to do (`beforeExit`), after the idle
+// period, or by `closeIdle()`.
 import process from 'node:process';
 import type { Logger } from 'pino';
 import { ControlPlane } from '../control-plane.js';

@@ -1,11 +1,11 @@
-// The library's spare sandboxes (docs/decisions.md "The library's front door"): an agent that makes a fresh
-// sandbox per task calls fromLocal with the same directory and options again and again, and each call pays
-// create → start → first exec (a FUSE mount, the runtime's start, the launcher). So once a shared control
-// plane has seen the same request twice, destroying a sandbox of it starts one spare with exactly those
-// options (sandboxes/spare.ts), and the next identical call takes it. One spare per plane; it goes with
-// the plane (closed when idle, before the process exits). Requests whose sandbox would differ from a
-// fresh one in anything but its start time never get one: an expiry (counted from creation) or a
-// network policy (a policy point of its own).
+// The library's spare sandboxes (docs/decisions.md "The library's front door shares one control plane per
+// data directory"): an agent that makes a fresh sandbox per task calls fromLocal with the same directory and
+// options again and again, and each call pays create → start → first exec (a FUSE mount, the runtime's start,
+// the launcher). So once a shared control plane has seen the same request twice, destroying a sandbox of it
+// starts one spare with exactly those options (sandboxes/spare.ts), and the next identical call takes it. One
+// spare per plane; it goes with the plane (closed when idle, before the process exits). Requests whose
+// sandbox would differ from a fresh one in anything but its start time never get one: an expiry (counted from
+// creation) or a network policy (a policy point of its own).
 import process from 'node:process';
 import type { ControlPlane } from '../control-plane.js';
 import { SpareSandbox, spareKey } from '../sandboxes/spare.js';

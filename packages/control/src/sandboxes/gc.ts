@@ -1,5 +1,6 @@
 // `agentfense gc` (and a safe subset when `serve` starts): removes what nothing refers to any more, and
-// says what it removed (docs/decisions.md "Garbage collection" has the policy):
+// says what it removed (docs/decisions.md "Garbage collection lists what it might remove before it reads the
+// records" has the policy):
 //   - one-shot sandboxes (`run` without --keep) whose process is gone: `run` would have removed them;
 //   - sandboxes whose destroy failed (ERROR, "destroy failed: …"): the destroy is retried;
 //   - sandbox directories without a record (a destroy interrupted between its steps) and mounts under the

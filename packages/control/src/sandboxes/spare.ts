@@ -1,13 +1,13 @@
 // A started sandbox kept ready for the next request with the same parameters: the run helper's for the
-// next identical `run` (docs/decisions.md "A warm run helper"), the library's for the next identical
-// `Sandbox.fromLocal` ("The library's front door"). Whoever calls over and over asks for the same
-// directory, rules and limits each time, so after one such request one sandbox is linked, created and
-// started with exactly its options, and the next request whose options are identical (and whose
-// directory still resolves to the same place) takes it instead of starting its own. Anything else
-// destroys it in the background and starts fresh. Nothing of the request is guessed: only the same
-// create options are ever taken. An idle spare carries a reserved label (SPARE_LABEL) that keeps it out
-// of listings, and does not keep the process alive; taking it removes the label, so the sandbox is
-// listed and labelled as any other.
+// next identical `run` (docs/decisions.md "The run helper keeps a spare sandbox for the next identical run"),
+// the library's for the next identical `Sandbox.fromLocal` ("The library's front door shares one control
+// plane per data directory"). Whoever calls over and over asks for the same directory, rules and limits each
+// time, so after one such request one sandbox is linked, created and started with exactly its options, and
+// the next request whose options are identical (and whose directory still resolves to the same place) takes
+// it instead of starting its own. Anything else destroys it in the background and starts fresh. Nothing of
+// the request is guessed: only the same create options are ever taken. An idle spare carries a reserved
+// label (SPARE_LABEL) that keeps it out of listings, and does not keep the process alive; taking it removes
+// the label, so the sandbox is listed and labelled as any other.
 import { realpath, stat } from 'node:fs/promises';
 import { removeTree } from '@agentfense/fuse-worker';
 import type { ControlPlane } from '../control-plane.js';

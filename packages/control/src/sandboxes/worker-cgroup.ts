@@ -41,7 +41,7 @@ export interface WorkerMemoryOptions {
 
 /**
  * Default base: an idle worker is ~50 MiB RSS (most of it node's shared text), a walk of a 100,000-entry
- * tree adds ~100 MiB (docs/decisions.md, "Memory per entry the kernel knows").
+ * tree adds ~100 MiB (docs/decisions.md, "Worker state per known entry is kept compact").
  */
 const DEFAULT_BASE_BYTES = 256 * MiB;
 /** Default share: a sandbox given more memory works on larger trees, which its worker then holds. */

@@ -1,8 +1,9 @@
 // Creates in the delta's upper layer without a thread-pool trip, where the parent's fd is cached (the
 // usual case: the kernel looked the name up just before). A trip through libuv's pool costs 30-100 µs here
-// and a create took several (docs/decisions.md, "Creating files"); the syscalls themselves take a few µs.
-// Both never follow a symlink: O_CREAT|O_EXCL fails on any existing name, and the new directory is
-// opened with O_NOFOLLOW|O_DIRECTORY to be given its owner and mode.
+// and a create took several (docs/decisions.md, "Creating files takes no thread-pool trip where the parent's
+// fd is cached"); the syscalls themselves take a few µs. Both never follow a symlink: O_CREAT|O_EXCL fails on
+// any existing name, and the new directory is opened with O_NOFOLLOW|O_DIRECTORY to be given its owner and
+// mode.
 import { closeSync, constants, fchmodSync, fchownSync, mkdirSync, openSync } from 'node:fs';
 
 import type { HostDir } from './host-dir.js';

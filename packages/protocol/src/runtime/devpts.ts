@@ -3,7 +3,7 @@
 // per user, and a devpts mounted without `max=` (bwrap's `--dev`, Docker's /dev/pts) may take every pty
 // the other instances share: one sandbox could leave every other sandbox and container of the host none.
 // The runtime's control plane (root) mounts the instance on the host and binds it over the sandbox's
-// /dev/pts (docs/decisions.md, "A devpts of each sandbox's own, bounded").
+// /dev/pts (docs/decisions.md, "Each sandbox has a devpts of its own, bounded").
 
 /**
  * How many ptys one sandbox may hold at once. A terminal multiplexer, an expect-style test suite or a few

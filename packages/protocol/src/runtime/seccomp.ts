@@ -8,7 +8,7 @@
 // (never kill the process), so tools that probe a feature degrade gracefully; clone3 answers ENOSYS so
 // that glibc falls back to clone(2), whose flags a filter can inspect (clone3 passes them in memory).
 //
-// Deliberately allowed (decisions in docs/decisions.md, "Seccomp deny list"):
+// Deliberately allowed (decisions in docs/decisions.md, "One seccomp deny list for both runtimes"):
 // - ptrace, process_vm_readv/writev, kcmp, pidfd_getfd: the sandbox has its own pid namespace, so it can
 //   only name (and trace) its own processes; the kernel's ptrace access check (same uid, no capabilities)
 //   applies on top. Agents need strace/gdb. A process outside the sandbox has no pid inside it.

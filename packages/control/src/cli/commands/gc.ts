@@ -1,6 +1,6 @@
 // `agentfense gc`: removes what nothing refers to any more and prints what it removed (policy in
-// src/sandboxes/gc.ts and docs/decisions.md). `serve` runs the same collection (without codebases) when
-// it starts.
+// src/sandboxes/gc.ts and docs/decisions.md, "Garbage collection lists what it might remove before it reads
+// the records"). `serve` runs the same collection (without codebases) when it starts.
 import type { Command } from 'commander';
 import { InvalidArgumentError, quotePath } from '@agentfense/protocol/core';
 import type { GcReport } from '../../sandboxes/gc.js';

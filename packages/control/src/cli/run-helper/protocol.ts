@@ -1,5 +1,5 @@
-// The run helper's wire format and rendezvous (docs/decisions.md "A warm helper for one-shot runs"). Kept
-// free of the CLI's modules: the client side runs in the executable's prelude, before the CLI loads.
+// The run helper's wire format and rendezvous (docs/decisions.md "A warm run helper serves one-shot `run`s").
+// Kept free of the CLI's modules: the client side runs in the executable's prelude, before the CLI loads.
 //
 // One connection per `run`. Frames: u32 LE length of what follows · u8 type · payload.
 //   client → helper: REQUEST (JSON, first and once) · STDIN (bytes; empty = end) · SIGNAL (its name)
