@@ -1,16 +1,33 @@
 // A sandbox's network policy as the manager applies it: the options every policy point gets, and a
 // policy change on a running sandbox (its policy point closes what the new policy no longer allows).
-import { WrongStateError } from '@agentfense/protocol';
+import { InvalidArgumentError, WrongStateError } from '@agentfense/protocol';
 import type { NetworkOptions, NetworkPolicy } from '@agentfense/network';
 import type { Live } from './start.js';
 
-/** The control plane's network options, with the operator's hosts file from the environment by default. */
+/**
+ * The control plane's network options, with the operator's hosts file and connection bound from the
+ * environment by default (AGENTFENSE_NETWORK_HOSTS, AGENTFENSE_NETWORK_MAX_CONNECTIONS: the CLI and
+ * `serve` have no other way to set them, and a refused connection's audit record names the latter).
+ */
 export function networkOptions(options: NetworkOptions | undefined): NetworkOptions {
   const hostsFile = options?.hostsFile ?? process.env['AGENTFENSE_NETWORK_HOSTS'];
+  const maxConnections = options?.maxConnections ?? connectionsFromEnv();
   return {
     ...(hostsFile === undefined || hostsFile === '' ? {} : { hostsFile }),
-    ...(options?.maxConnections === undefined ? {} : { maxConnections: options.maxConnections }),
+    ...(maxConnections === undefined ? {} : { maxConnections }),
   };
+}
+
+function connectionsFromEnv(): number | undefined {
+  const text = process.env['AGENTFENSE_NETWORK_MAX_CONNECTIONS'];
+  if (text === undefined || text === '') return undefined;
+  const value = Number(text);
+  if (!Number.isSafeInteger(value) || value < 1) {
+    throw new InvalidArgumentError(
+      `AGENTFENSE_NETWORK_MAX_CONNECTIONS must be a positive integer, got ${JSON.stringify(text)}`,
+    );
+  }
+  return value;
 }
 
 /**
