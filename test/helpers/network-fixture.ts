@@ -4,7 +4,7 @@
 import { afterAll, beforeAll } from 'vitest';
 import { ControlPlane } from '@agentfense/control';
 import type { ControlPlaneOptions, NetworkPolicyInput } from '@agentfense/control';
-import type { ExecResult } from '@agentfense/protocol';
+import type { ExecResult, ResourceLimits } from '@agentfense/protocol';
 import { assertCleanAndRemove, makeDirs } from '../control/fixtures.js';
 import type { TestDirs } from '../control/fixtures.js';
 import { makeTestNet } from './test-net.js';
@@ -20,7 +20,10 @@ export interface NetworkFixture {
   readonly cp: ControlPlane;
   readonly net: TestNet;
   readonly dirs: TestDirs;
-  sandbox(network: boolean | NetworkPolicyInput, options?: { runtime?: string }): Promise<NetSandbox>;
+  sandbox(
+    network: boolean | NetworkPolicyInput,
+    options?: { runtime?: string; resources?: ResourceLimits },
+  ): Promise<NetSandbox>;
 }
 
 export function useNetworkFixture(
@@ -51,6 +54,7 @@ export function useNetworkFixture(
           preset: 'agent-safe',
           network,
           ...(sandboxOptions.runtime === undefined ? {} : { runtime: sandboxOptions.runtime }),
+          ...(sandboxOptions.resources === undefined ? {} : { resources: sandboxOptions.resources }),
         });
         await plane.startSandbox(id);
         return {

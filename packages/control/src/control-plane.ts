@@ -33,6 +33,7 @@ import type { CreateInternal } from './sandboxes/records.js';
 import { RuntimeRegistry, builtinRuntimes } from './sandboxes/runtimes.js';
 import type { RuntimeMap } from './sandboxes/runtimes.js';
 import type { SupervisionOptions } from './sandboxes/supervisor.js';
+import type { NetworkMemoryOptions } from './sandboxes/network-cgroup.js';
 import type { WorkerMemoryOptions } from './sandboxes/worker-cgroup.js';
 import type {
   CreateSandboxOptions,
@@ -98,6 +99,12 @@ export interface ControlPlaneOptions {
    * supervision restarts it, and repeated kills put the sandbox in ERROR saying so.
    */
   readonly workerMemory?: WorkerMemoryOptions;
+  /**
+   * The memory bound of each sandbox's network policy point, which runs in a cgroup of its own with the
+   * sandbox's CPU quota: `baseBytes` (default 128 MiB) + `share` (default 1/16) x the sandbox's memory
+   * limit. Past it the kernel kills the policy point: that sandbox's network ends, saying why.
+   */
+  readonly networkMemory?: NetworkMemoryOptions;
   /**
    * A sandbox of this runtime will be started soon (the one-shot CLI): spawn a worker and check the
    * runtime's host now, in the background, while the data directory is recovered and the sandbox created.
@@ -227,6 +234,7 @@ export class ControlPlane implements AsyncDisposable {
       workerPoolSize: options.workerPoolSize,
       defaultResources: options.defaultResources,
       workerMemory: options.workerMemory,
+      networkMemory: options.networkMemory,
       unfinishedCommits: options.unfinishedCommits,
       onStopping: (id) => sessions.closeSandbox(id),
       // A runtime whose sessions see the remount (bwrap's anchor and docker's relay propagate it into the

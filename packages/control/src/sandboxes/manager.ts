@@ -107,6 +107,7 @@ export class SandboxManager {
       supervision: options.supervision,
       network: networkOptions(options.network),
       workerMemory: options.workerMemory,
+      networkMemory: options.networkMemory,
       hostUsers: options.hostUsers,
     };
     this.#records = {
