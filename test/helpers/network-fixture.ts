@@ -4,6 +4,7 @@
 import { afterAll, beforeAll } from 'vitest';
 import { ControlPlane } from '@agentfense/control';
 import type { ControlPlaneOptions, NetworkPolicyInput } from '@agentfense/control';
+import type { NetworkMemoryOptions } from '@agentfense/network';
 import type { ExecResult, ResourceLimits } from '@agentfense/protocol';
 import { assertCleanAndRemove, makeDirs } from '../control/fixtures.js';
 import type { TestDirs } from '../control/fixtures.js';
@@ -27,7 +28,10 @@ export interface NetworkFixture {
 }
 
 export function useNetworkFixture(
-  options: Omit<ControlPlaneOptions, 'dataDir' | 'network'> & { maxConnections?: number } = {},
+  options: Omit<ControlPlaneOptions, 'dataDir' | 'network'> & {
+    maxConnections?: number;
+    networkMemory?: NetworkMemoryOptions;
+  } = {},
 ): () => NetworkFixture {
   let fixture: NetworkFixture | undefined;
   let net: TestNet | undefined;
@@ -36,11 +40,15 @@ export function useNetworkFixture(
   beforeAll(async () => {
     net = await makeTestNet();
     dirs = await makeDirs();
-    const { maxConnections, ...rest } = options;
+    const { maxConnections, networkMemory, ...rest } = options;
     cp = await ControlPlane.open({
       ...rest,
       dataDir: dirs.dataDir,
-      network: { hostsFile: net.hostsFile, ...(maxConnections === undefined ? {} : { maxConnections }) },
+      network: {
+        hostsFile: net.hostsFile,
+        ...(maxConnections === undefined ? {} : { maxConnections }),
+        ...(networkMemory === undefined ? {} : { memory: networkMemory }),
+      },
     });
     const plane = cp;
     const { id: codebaseId } = await plane.linkCodebase({ path: dirs.repo });

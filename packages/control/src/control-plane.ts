@@ -33,7 +33,6 @@ import type { CreateInternal } from './sandboxes/records.js';
 import { RuntimeRegistry, builtinRuntimes } from './sandboxes/runtimes.js';
 import type { RuntimeMap } from './sandboxes/runtimes.js';
 import type { SupervisionOptions } from './sandboxes/supervisor.js';
-import type { NetworkMemoryOptions } from './sandboxes/network-cgroup.js';
 import type { WorkerMemoryOptions } from './sandboxes/worker-cgroup.js';
 import type {
   CreateSandboxOptions,
@@ -70,7 +69,8 @@ export interface ControlPlaneOptions {
   readonly supervision?: SupervisionOptions;
   /**
    * Sandboxes' network: a hosts file the policy point resolves names from before the host's resolver
-   * (default: `AGENTFENSE_NETWORK_HOSTS`, else none), open connections per sandbox (default 512).
+   * (default: `AGENTFENSE_NETWORK_HOSTS`, else none), open connections per sandbox (default 512), and
+   * `memory`: the policy point's bound, `baseBytes` (128 MiB) + `share` (1/16) x its sandbox's memory.
    */
   readonly network?: NetworkOptions;
   /** Largest single uploaded file (bytes); default 1 GiB. */
@@ -99,12 +99,6 @@ export interface ControlPlaneOptions {
    * supervision restarts it, and repeated kills put the sandbox in ERROR saying so.
    */
   readonly workerMemory?: WorkerMemoryOptions;
-  /**
-   * The memory bound of each sandbox's network policy point, which runs in a cgroup of its own with the
-   * sandbox's CPU quota: `baseBytes` (default 128 MiB) + `share` (default 1/16) x the sandbox's memory
-   * limit. Past it the kernel kills the policy point: that sandbox's network ends, saying why.
-   */
-  readonly networkMemory?: NetworkMemoryOptions;
   /**
    * A sandbox of this runtime will be started soon (the one-shot CLI): spawn a worker and check the
    * runtime's host now, in the background, while the data directory is recovered and the sandbox created.
@@ -234,7 +228,6 @@ export class ControlPlane implements AsyncDisposable {
       workerPoolSize: options.workerPoolSize,
       defaultResources: options.defaultResources,
       workerMemory: options.workerMemory,
-      networkMemory: options.networkMemory,
       unfinishedCommits: options.unfinishedCommits,
       onStopping: (id) => sessions.closeSandbox(id),
       // A runtime whose sessions see the remount (bwrap's anchor and docker's relay propagate it into the

@@ -190,4 +190,14 @@ export class SandboxNetwork {
 export interface NetworkOptions {
   readonly hostsFile?: string;
   readonly maxConnections?: number;
+  /** The policy point's memory bound, which the control plane's cgroup for it enforces. */
+  readonly memory?: NetworkMemoryOptions;
+}
+
+/** The policy point's memory bound's parts: `baseBytes + share x the sandbox's memory limit`. */
+export interface NetworkMemoryOptions {
+  /** What any policy point may use whatever its sandbox's limit (default 128 MiB). */
+  readonly baseBytes?: number;
+  /** The part of the sandbox's memory limit added to it (default 1/16). */
+  readonly share?: number;
 }

@@ -9,7 +9,6 @@ import type { SandboxStore } from '../store/sandboxes.js';
 import type { SandboxHostUsers } from './host-user.js';
 import type { RuntimeRegistry } from './runtimes.js';
 import type { SupervisionOptions } from './supervisor.js';
-import type { NetworkMemoryOptions } from './network-cgroup.js';
 import type { WorkerMemoryOptions } from './worker-cgroup.js';
 
 export interface SandboxManagerOptions {
@@ -36,8 +35,6 @@ export interface SandboxManagerOptions {
   readonly defaultResources?: ResourceLimits | undefined;
   /** Each worker's memory bound: base + share x its sandbox's memory limit (worker-cgroup.ts). */
   readonly workerMemory?: WorkerMemoryOptions | undefined;
-  /** Each policy point's memory bound: base + share x its sandbox's memory limit (network-cgroup.ts). */
-  readonly networkMemory?: NetworkMemoryOptions | undefined;
   /** What recovery does with a dead owner's unfinished commit (recovery.ts); default 'keep'. */
   readonly unfinishedCommits?: 'keep' | 'finish' | undefined;
 }

@@ -107,7 +107,6 @@ export class SandboxManager {
       supervision: options.supervision,
       network: networkOptions(options.network),
       workerMemory: options.workerMemory,
-      networkMemory: options.networkMemory,
       hostUsers: options.hostUsers,
     };
     this.#records = {

@@ -30,20 +30,13 @@ import {
   writeControl,
 } from '@agentfense/protocol';
 import type { CgroupHost } from '@agentfense/protocol';
+import type { NetworkMemoryOptions } from '@agentfense/network';
 import { parseOomKillCount } from './worker-cgroup.js';
 
 /** Directory (under each hierarchy's root) that holds one cgroup per sandbox's policy point. */
 export const NETWORK_CGROUP_PARENT = 'agentfense-network';
 
 const MiB = 1024 * 1024;
-
-/** The policy point's memory bound's parts: `baseBytes + share x the sandbox's memory limit`. */
-export interface NetworkMemoryOptions {
-  /** What any policy point may use whatever its sandbox's limit (default 128 MiB). */
-  readonly baseBytes?: number;
-  /** The part of the sandbox's memory limit added to it (default 1/16). */
-  readonly share?: number;
-}
 
 /**
  * Default base: an idle policy point is ~40 MiB (Node's heap and code; its shared text is charged to

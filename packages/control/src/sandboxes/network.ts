@@ -8,7 +8,7 @@ import type { Logger } from 'pino';
 import type { SandboxRow, SandboxStore } from '../store/sandboxes.js';
 import type { AuditWriter } from './audit-log.js';
 import { createNetworkCgroup, networkMemoryBound } from './network-cgroup.js';
-import type { NetworkCgroup, NetworkMemoryOptions } from './network-cgroup.js';
+import type { NetworkCgroup } from './network-cgroup.js';
 import type { Live } from './start.js';
 
 /**
@@ -22,6 +22,7 @@ export function networkOptions(options: NetworkOptions | undefined): NetworkOpti
   return {
     ...(hostsFile === undefined || hostsFile === '' ? {} : { hostsFile }),
     ...(maxConnections === undefined ? {} : { maxConnections }),
+    ...(options?.memory === undefined ? {} : { memory: options.memory }),
   };
 }
 
@@ -61,7 +62,6 @@ export interface PolicyPointStart {
   /** true: make the namespace; false: set up the one the runtime published. */
   readonly create: boolean;
   readonly network: NetworkOptions;
-  readonly networkMemory: NetworkMemoryOptions | undefined;
   readonly store: SandboxStore;
   readonly audit: AuditWriter;
   readonly logger: Logger;
@@ -76,9 +76,10 @@ export interface PolicyPointStart {
  */
 export async function startPolicyPoint(options: PolicyPointStart): Promise<SandboxNetwork> {
   const { row, logger, store } = options;
+  const { memory, ...network } = options.network;
   const cgroup = await createNetworkCgroup({
     sandboxId: row.id,
-    boundBytes: networkMemoryBound(row.resources.memoryBytes, options.networkMemory),
+    boundBytes: networkMemoryBound(row.resources.memoryBytes, memory),
     cpuQuota: row.resources.cpuQuota,
     cpuShares: row.resources.cpuShares,
     logger,
@@ -89,7 +90,7 @@ export async function startPolicyPoint(options: PolicyPointStart): Promise<Sandb
     stateDir: options.stateDir,
     policy: row.network,
     create: options.create,
-    ...options.network,
+    ...network,
     onAudit: (events) => options.audit.append(events),
     ...(cgroup === null ? {} : { place: (pid: number) => cgroup.attach(pid) }),
     onExit: (exited, exit) => {

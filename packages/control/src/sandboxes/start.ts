@@ -13,7 +13,6 @@ import type { SandboxRow } from '../store/sandboxes.js';
 import { AuditWriter } from './audit-log.js';
 import type { SandboxHostUsers } from './host-user.js';
 import { mountParams } from './mounts.js';
-import type { NetworkMemoryOptions } from './network-cgroup.js';
 import { startPolicyPoint } from './network.js';
 import { processStartTime } from './process-identity.js';
 import type { RuntimeRegistry } from './runtimes.js';
@@ -66,8 +65,6 @@ export interface StartDeps extends TeardownDeps {
   readonly network: NetworkOptions;
   /** The parts of each worker's memory bound (worker-cgroup.ts). */
   readonly workerMemory: WorkerMemoryOptions | undefined;
-  /** The parts of each policy point's memory bound (network-cgroup.ts). */
-  readonly networkMemory: NetworkMemoryOptions | undefined;
   readonly hostUsers: SandboxHostUsers;
 }
 
@@ -154,7 +151,6 @@ export async function startSandbox(deps: StartDeps, row: SandboxRow, hooks: Star
         stateDir: paths.state,
         create,
         network: deps.network,
-        networkMemory: deps.networkMemory,
         store: deps.store,
         audit,
         logger: log,
