@@ -4,7 +4,8 @@
 import { afterAll, beforeAll } from 'vitest';
 import { ControlPlane } from '@agentfense/control';
 import type { ControlPlaneOptions, NetworkPolicyInput } from '@agentfense/control';
-import type { ExecResult } from '@agentfense/protocol';
+import type { NetworkMemoryOptions } from '@agentfense/network';
+import type { ExecResult, ResourceLimits } from '@agentfense/protocol';
 import { assertCleanAndRemove, makeDirs } from '../control/fixtures.js';
 import type { TestDirs } from '../control/fixtures.js';
 import { makeTestNet } from './test-net.js';
@@ -20,11 +21,17 @@ export interface NetworkFixture {
   readonly cp: ControlPlane;
   readonly net: TestNet;
   readonly dirs: TestDirs;
-  sandbox(network: boolean | NetworkPolicyInput, options?: { runtime?: string }): Promise<NetSandbox>;
+  sandbox(
+    network: boolean | NetworkPolicyInput,
+    options?: { runtime?: string; resources?: ResourceLimits },
+  ): Promise<NetSandbox>;
 }
 
 export function useNetworkFixture(
-  options: Omit<ControlPlaneOptions, 'dataDir' | 'network'> & { maxConnections?: number } = {},
+  options: Omit<ControlPlaneOptions, 'dataDir' | 'network'> & {
+    maxConnections?: number;
+    networkMemory?: NetworkMemoryOptions;
+  } = {},
 ): () => NetworkFixture {
   let fixture: NetworkFixture | undefined;
   let net: TestNet | undefined;
@@ -33,11 +40,15 @@ export function useNetworkFixture(
   beforeAll(async () => {
     net = await makeTestNet();
     dirs = await makeDirs();
-    const { maxConnections, ...rest } = options;
+    const { maxConnections, networkMemory, ...rest } = options;
     cp = await ControlPlane.open({
       ...rest,
       dataDir: dirs.dataDir,
-      network: { hostsFile: net.hostsFile, ...(maxConnections === undefined ? {} : { maxConnections }) },
+      network: {
+        hostsFile: net.hostsFile,
+        ...(maxConnections === undefined ? {} : { maxConnections }),
+        ...(networkMemory === undefined ? {} : { memory: networkMemory }),
+      },
     });
     const plane = cp;
     const { id: codebaseId } = await plane.linkCodebase({ path: dirs.repo });
@@ -51,6 +62,7 @@ export function useNetworkFixture(
           preset: 'agent-safe',
           network,
           ...(sandboxOptions.runtime === undefined ? {} : { runtime: sandboxOptions.runtime }),
+          ...(sandboxOptions.resources === undefined ? {} : { resources: sandboxOptions.resources }),
         });
         await plane.startSandbox(id);
         return {

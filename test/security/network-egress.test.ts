@@ -200,11 +200,12 @@ except OSError as e:
     expect(fx().net.udpSeen()).toBe(0);
   });
 
-  it('bounds the connections one sandbox may hold open, and says so in the audit', async () => {
+  it('bounds the connections one sandbox may hold open, and says so: in the audit and to a proxy client', async () => {
     const sb = await fx().sandbox({ mode: 'open' });
+    // While 8 are held, a client of the explicit proxy gets a 503 naming the bound and how to raise it.
     const r = await sb.run(
       `python3 -c "
-import socket
+import socket, subprocess
 sockets, answered = [], 0
 for i in range(12):
     s = socket.create_connection(('${TEST_ADDRESSES.public}', 7), 5); s.settimeout(2)
@@ -213,10 +214,18 @@ for i in range(12):
         s.sendall(b'x'); answered += s.recv(1) == b'x'
     except OSError:
         pass
-print(answered)"`,
+print(answered)
+curl = subprocess.run(['curl', '-s', '-m', '5', '-w', ' %{http_code}', 'http://pub.test/'], capture_output=True, text=True)
+print(curl.stdout)"`,
     );
-    expect(Number(r.out.trim())).toBe(8);
+    const [answered, ...proxied] = r.out.trim().split('\n');
+    expect(Number(answered)).toBe(8);
+    expect(proxied.join('\n')).toMatch(
+      /8 connections open \(its limit\).*AGENTFENSE_NETWORK_MAX_CONNECTIONS.* 503$/s,
+    );
     const denied = await fx().cp.audit(sb.id, { kind: 'network', decision: 'deny' });
-    expect(denied.some((e) => /8 connections open/.test(e.reason))).toBe(true);
+    expect(
+      denied.some((e) => /8 connections open \(its limit\).*network\.maxConnections/.test(e.reason)),
+    ).toBe(true);
   });
 });

@@ -69,7 +69,8 @@ export interface ControlPlaneOptions {
   readonly supervision?: SupervisionOptions;
   /**
    * Sandboxes' network: a hosts file the policy point resolves names from before the host's resolver
-   * (default: `AGENTFENSE_NETWORK_HOSTS`, else none), open connections per sandbox (default 512).
+   * (default: `AGENTFENSE_NETWORK_HOSTS`, else none), open connections per sandbox (default 512), and
+   * `memory`: the policy point's bound, `baseBytes` (128 MiB) + `share` (1/16) x its sandbox's memory.
    */
   readonly network?: NetworkOptions;
   /** Largest single uploaded file (bytes); default 1 GiB. */

@@ -24,6 +24,7 @@ export { CompiledPolicy, NETWORK_PRESETS, validateNetworkPolicy } from '@agentfe
 export type {
   Decision,
   NetworkAuditEvent,
+  NetworkMemoryOptions,
   NetworkMode,
   NetworkPolicy,
   NetworkPolicyInput,
@@ -92,6 +93,7 @@ export { DEFAULT_SUPERVISION } from './sandboxes/supervisor.js';
 export type { SupervisionOptions } from './sandboxes/supervisor.js';
 export { WORKER_CGROUP_PARENT, workerMemoryBound } from './sandboxes/worker-cgroup.js';
 export type { WorkerMemoryOptions } from './sandboxes/worker-cgroup.js';
+export { NETWORK_CGROUP_PARENT, networkMemoryBound } from './sandboxes/network-cgroup.js';
 export type { AuditQuery } from './sandboxes/audit-log.js';
 
 // --- HTTP API (contract §7): the server behind `agentfense serve`, embeddable in another process ---

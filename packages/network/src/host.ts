@@ -32,8 +32,19 @@ export interface SandboxNetworkOptions {
   /** Names the policy point resolves from this file before the host's resolver (tests, air-gapped hosts). */
   readonly hostsFile?: string;
   readonly onAudit: (events: readonly NetworkAuditEvent[]) => void;
+  /**
+   * Places the new process (its pid) before it opens a listener: the control plane moves it into the
+   * sandbox's policy point cgroup there, so everything the sandbox makes it hold is charged to that.
+   */
+  readonly place?: (pid: number) => Promise<void>;
   /** The process ended without being asked to (the sandbox then has no way out at all). */
-  readonly onExit?: (reason: string) => void;
+  readonly onExit?: (reason: string, exit: PolicyPointExit) => void;
+}
+
+/** How the policy point's process ended. */
+export interface PolicyPointExit {
+  readonly code: number | null;
+  readonly signal: NodeJS.Signals | null;
 }
 
 export function netnsPathOf(stateDir: string): string {
@@ -98,13 +109,23 @@ export class SandboxNetwork {
           } else if (message.type === 'audit') options.onAudit(message.events);
           else if (message.type === 'policy-applied') network.#waiting.get(message.id)?.(message.closed);
         });
-        network.#send({
-          type: 'start',
-          netnsPath,
-          policy: options.policy,
-          maxConnections: options.maxConnections ?? DEFAULT_MAX_CONNECTIONS,
-          ...(options.hostsFile === undefined ? {} : { hostsFile: options.hostsFile }),
-        });
+        // Placed first: the listeners, and whatever the sandbox makes it hold, are charged to its cgroup.
+        const { place } = options;
+        const placed = place === undefined || child.pid === undefined ? Promise.resolve() : place(child.pid);
+        placed.then(
+          () =>
+            network.#send({
+              type: 'start',
+              netnsPath,
+              policy: options.policy,
+              maxConnections: options.maxConnections ?? DEFAULT_MAX_CONNECTIONS,
+              ...(options.hostsFile === undefined ? {} : { hostsFile: options.hostsFile }),
+            }),
+          (err: unknown) => {
+            clearTimeout(timer);
+            reject(err instanceof Error ? err : new InternalError(String(err)));
+          },
+        );
       });
     } catch (err) {
       await network.stop();
@@ -113,7 +134,7 @@ export class SandboxNetwork {
     child.removeAllListeners('exit');
     child.once('exit', (code, signal) => {
       if (!network.#stopping)
-        options.onExit?.(`the network policy point exited (${signal ?? `status ${code}`})`);
+        options.onExit?.(`the network policy point exited (${signal ?? `status ${code}`})`, { code, signal });
     });
     return network;
   }
@@ -169,4 +190,14 @@ export class SandboxNetwork {
 export interface NetworkOptions {
   readonly hostsFile?: string;
   readonly maxConnections?: number;
+  /** The policy point's memory bound, which the control plane's cgroup for it enforces. */
+  readonly memory?: NetworkMemoryOptions;
+}
+
+/** The policy point's memory bound's parts: `baseBytes + share x the sandbox's memory limit`. */
+export interface NetworkMemoryOptions {
+  /** What any policy point may use whatever its sandbox's limit (default 128 MiB). */
+  readonly baseBytes?: number;
+  /** The part of the sandbox's memory limit added to it (default 1/16). */
+  readonly share?: number;
 }

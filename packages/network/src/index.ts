@@ -17,6 +17,6 @@ export { classifyAddress } from './addresses.js';
 export type { AddressClass } from './addresses.js';
 export type { NetworkAuditEvent } from './audit.js';
 export { DEFAULT_MAX_CONNECTIONS, SandboxNetwork, netnsPathOf } from './host.js';
-export type { NetworkOptions, SandboxNetworkOptions } from './host.js';
+export type { NetworkMemoryOptions, NetworkOptions, PolicyPointExit, SandboxNetworkOptions } from './host.js';
 export { DNS_PORT, PROXY_ENV, PROXY_PORT, PROXY_URL, removeSandboxNetns } from './netns.js';
 export { openSocketInNetns } from './native.js';

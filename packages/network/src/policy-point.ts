@@ -28,6 +28,25 @@ export interface PolicyPointOptions {
   readonly audit: NetworkAuditSink;
 }
 
+/** How long a refused proxy client may take to read its 503 before it is reset. */
+const REFUSAL_LINGER_MS = 1_000;
+
+/**
+ * Why a connection past the bound is refused, with how to raise it: the ControlPlane option
+ * `network.maxConnections`, or AGENTFENSE_NETWORK_MAX_CONNECTIONS for the CLI and `serve`.
+ */
+export function connectionBoundReason(maxConnections: number): string {
+  return (
+    `the sandbox already has ${maxConnections} connections open (its limit): close some, or raise the ` +
+    `bound (network.maxConnections; AGENTFENSE_NETWORK_MAX_CONNECTIONS for the CLI and serve)`
+  );
+}
+
+/** A connection that dialled the proxy's own address: a client of the explicit proxy. */
+function isProxyItself(target: { address: string; port: number }): boolean {
+  return target.port === PROXY_PORT && (target.address === '127.0.0.1' || target.address === '::1');
+}
+
 export class PolicyPoint {
   readonly #ctx: FlowContext;
   readonly #http: HttpFlows;
@@ -86,11 +105,7 @@ export class PolicyPoint {
     const server = createServer({ pauseOnConnect: true, noDelay: true }, (socket) => {
       const { clients, maxConnections } = this.#ctx;
       if (clients.size >= maxConnections) {
-        socket.destroy();
-        this.#ctx.record({ port: 0 }, 'transparent', {
-          allowed: false,
-          reason: `the sandbox already has ${maxConnections} connections open (its limit)`,
-        });
+        this.#refuseOverBound(socket, connectionBoundReason(maxConnections));
         return;
       }
       clients.add(socket);
@@ -102,6 +117,31 @@ export class PolicyPoint {
     this.#servers.push(server);
   }
 
+  /**
+   * A connection past the bound: audited with the reason; a client of the explicit proxy is told it in
+   * a 503 (curl prints it), any other is reset (a TLS or raw client has no way to be told in-band).
+   */
+  #refuseOverBound(socket: Socket, reason: string): void {
+    socket.on('error', () => socket.destroy());
+    let target: { address: string; port: number } | undefined;
+    try {
+      target = netnsAddon().originalDestination(socketFd(socket));
+    } catch {
+      target = undefined; // not a redirected TCP connection (DNS over TCP): reset below
+    }
+    this.#ctx.record(target ?? { port: 0 }, 'transparent', { allowed: false, reason });
+    if (target !== undefined && isProxyItself(target)) {
+      const body = `AgentFense network policy refused the connection: ${reason}\n`;
+      socket.end(
+        `HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+      );
+      // A client that does not read its answer is reset: a refused socket holds nothing for long.
+      socket.setTimeout(REFUSAL_LINGER_MS, () => socket.destroy());
+      return;
+    }
+    socket.destroy();
+  }
+
   #proxyConnection(socket: Socket): void {
     let target: { address: string; port: number };
     try {
@@ -111,7 +151,7 @@ export class PolicyPoint {
       return;
     }
     // Dialled 127.0.0.1:3128 / [::1]:3128 itself: a client of the explicit proxy.
-    if (target.port === PROXY_PORT && (target.address === '127.0.0.1' || target.address === '::1')) {
+    if (isProxyItself(target)) {
       this.#http.takeProxyClient(socket);
       socket.resume();
       return;

@@ -10,6 +10,7 @@ import { ensurePrivateDir } from '../paths.js';
 import type { SandboxPaths } from '../paths.js';
 import type { SandboxRow } from '../store/sandboxes.js';
 import { makeSharedBind, mountsBelow, unmountAll } from './host-mounts.js';
+import { removeNetworkCgroup } from './network-cgroup.js';
 import { removeWorkerCgroup } from './worker-cgroup.js';
 import type { RuntimeRegistry } from './runtimes.js';
 
@@ -51,7 +52,7 @@ export class SandboxMounts {
     else {
       await this.#clearRuntime(paths, options.runtimeName);
       await removeSandboxNetns(netnsPathOf(paths.state));
-      await removeWorkerCgroup({ sandboxId: basename(paths.dir), logger: this.#logger });
+      await this.#removeCgroups(paths);
     }
     if (options.sharedBind) await makeSharedBind(paths.mnt, { mounted: false });
     await ensurePrivateDir(paths.workspace);
@@ -60,8 +61,8 @@ export class SandboxMounts {
   /**
    * Clears a sandbox's mounts: what its runtime left in the state directory (e.g. docker's relay, which
    * outlives a crashed control plane), the FUSE mount (aborting a hung daemon first), the shared bind;
-   * then its worker's cgroup (worker-cgroup.ts), killing what is left in it: called only when no worker of
-   * the sandbox may run (before a start, after a stop, when recovering or collecting it).
+   * then its worker's and policy point's cgroups (worker-cgroup.ts, network-cgroup.ts), killing what is
+   * left in them: called only when no worker or policy point of the sandbox may run (before a start, after a stop, when recovering or collecting it).
    * A runtime that is not registered (any more) cannot clear its leftovers: that is logged.
    */
   async clear(paths: SandboxPaths, runtimeName: string | undefined): Promise<void> {
@@ -69,7 +70,14 @@ export class SandboxMounts {
     await clearFuseMount(paths.workspace);
     await unmountAll(paths.mnt);
     await removeSandboxNetns(netnsPathOf(paths.state));
-    await removeWorkerCgroup({ sandboxId: basename(paths.dir), logger: this.#logger });
+    await this.#removeCgroups(paths);
+  }
+
+  /** The cgroups of the sandbox's host-side processes: its worker's and its policy point's. */
+  async #removeCgroups(paths: SandboxPaths): Promise<void> {
+    const sandboxId = basename(paths.dir);
+    await removeWorkerCgroup({ sandboxId, logger: this.#logger });
+    await removeNetworkCgroup({ sandboxId, logger: this.#logger });
   }
 
   /** What the sandbox's runtime left in its state directory (e.g. docker's relay and containers). */
@@ -95,7 +103,7 @@ export class SandboxMounts {
     await clearFuseMount(paths.workspace);
     await unmountAll(paths.mnt);
     await removeSandboxNetns(netnsPathOf(paths.state));
-    await removeWorkerCgroup({ sandboxId: basename(paths.dir), logger: this.#logger });
+    await this.#removeCgroups(paths);
   }
 }
 

@@ -1,16 +1,41 @@
-// A sandbox's network policy as the manager applies it: the options every policy point gets, and a
-// policy change on a running sandbox (its policy point closes what the new policy no longer allows).
-import { WrongStateError } from '@agentfense/protocol';
-import type { NetworkOptions, NetworkPolicy } from '@agentfense/network';
+// A sandbox's network policy as the manager applies it: the options every policy point gets, its start
+// in a cgroup of its own, and a policy change on a running sandbox (its policy point closes what the new
+// policy no longer allows).
+import { InvalidArgumentError, WrongStateError } from '@agentfense/protocol';
+import { SandboxNetwork } from '@agentfense/network';
+import type { NetworkOptions, NetworkPolicy, PolicyPointExit } from '@agentfense/network';
+import type { Logger } from 'pino';
+import type { SandboxRow, SandboxStore } from '../store/sandboxes.js';
+import type { AuditWriter } from './audit-log.js';
+import { createNetworkCgroup, networkMemoryBound } from './network-cgroup.js';
+import type { NetworkCgroup } from './network-cgroup.js';
 import type { Live } from './start.js';
 
-/** The control plane's network options, with the operator's hosts file from the environment by default. */
+/**
+ * The control plane's network options, with the operator's hosts file and connection bound from the
+ * environment by default (AGENTFENSE_NETWORK_HOSTS, AGENTFENSE_NETWORK_MAX_CONNECTIONS: the CLI and
+ * `serve` have no other way to set them, and a refused connection's audit record names the latter).
+ */
 export function networkOptions(options: NetworkOptions | undefined): NetworkOptions {
   const hostsFile = options?.hostsFile ?? process.env['AGENTFENSE_NETWORK_HOSTS'];
+  const maxConnections = options?.maxConnections ?? connectionsFromEnv();
   return {
     ...(hostsFile === undefined || hostsFile === '' ? {} : { hostsFile }),
-    ...(options?.maxConnections === undefined ? {} : { maxConnections: options.maxConnections }),
+    ...(maxConnections === undefined ? {} : { maxConnections }),
+    ...(options?.memory === undefined ? {} : { memory: options.memory }),
   };
+}
+
+function connectionsFromEnv(): number | undefined {
+  const text = process.env['AGENTFENSE_NETWORK_MAX_CONNECTIONS'];
+  if (text === undefined || text === '') return undefined;
+  const value = Number(text);
+  if (!Number.isSafeInteger(value) || value < 1) {
+    throw new InvalidArgumentError(
+      `AGENTFENSE_NETWORK_MAX_CONNECTIONS must be a positive integer, got ${JSON.stringify(text)}`,
+    );
+  }
+  return value;
 }
 
 /**
@@ -27,4 +52,71 @@ export async function applyNetworkPolicy(id: string, live: Live, policy: Network
       `sandbox ${id} was started without a network (mode none): stop it and start it again to give it network mode ${policy.mode}`,
     );
   }
+}
+
+/** What starting a sandbox's policy point needs from the start (start.ts). */
+export interface PolicyPointStart {
+  readonly row: SandboxRow;
+  /** The sandbox's state directory (its namespace file is made there). */
+  readonly stateDir: string;
+  /** true: make the namespace; false: set up the one the runtime published. */
+  readonly create: boolean;
+  readonly network: NetworkOptions;
+  readonly store: SandboxStore;
+  readonly audit: AuditWriter;
+  readonly logger: Logger;
+}
+
+/**
+ * Starts a sandbox's policy point in its own cgroup (network-cgroup.ts: a memory bound from the
+ * sandbox's memory limit, the sandbox's CPU quota), removed with the sandbox's mounts. A policy point
+ * that dies (the kernel killing it at its bound, a crash) ends that sandbox's network only: the reason
+ * is logged and kept as the running sandbox's state reason; the sandbox, its files and every other
+ * sandbox carry on.
+ */
+export async function startPolicyPoint(options: PolicyPointStart): Promise<SandboxNetwork> {
+  const { row, logger, store } = options;
+  const { memory, ...network } = options.network;
+  const cgroup = await createNetworkCgroup({
+    sandboxId: row.id,
+    boundBytes: networkMemoryBound(row.resources.memoryBytes, memory),
+    cpuQuota: row.resources.cpuQuota,
+    cpuShares: row.resources.cpuShares,
+    logger,
+  });
+  const oomBefore = cgroup?.oomKills() ?? null;
+  return SandboxNetwork.start({
+    sandboxId: row.id,
+    stateDir: options.stateDir,
+    policy: row.network,
+    create: options.create,
+    ...network,
+    onAudit: (events) => options.audit.append(events),
+    ...(cgroup === null ? {} : { place: (pid: number) => cgroup.attach(pid) }),
+    onExit: (exited, exit) => {
+      const reason = policyPointExitReason({ exited, exit, cgroup, oomBefore });
+      logger.error({ reason }, 'the network policy point exited: the sandbox has no network');
+      if (store.find(row.id)?.state === 'RUNNING')
+        store.update(row.id, { state_reason: `no network: ${reason}` });
+    },
+  });
+}
+
+/** A SIGKILL while the cgroup's OOM counter grew is the kernel enforcing the bound: said so, with the fix. */
+function policyPointExitReason(options: {
+  readonly exited: string;
+  readonly exit: PolicyPointExit;
+  readonly cgroup: NetworkCgroup | null;
+  readonly oomBefore: number | null;
+}): string {
+  const { exit, cgroup, oomBefore } = options;
+  const after = cgroup?.oomKills() ?? null;
+  if (exit.signal !== 'SIGKILL' || cgroup === null || oomBefore === null || after === null)
+    return options.exited;
+  if (after <= oomBefore) return options.exited;
+  const mib = Math.round(cgroup.boundBytes / (1024 * 1024));
+  return (
+    `the network policy point went over its memory bound of ${mib} MiB and the kernel killed it ` +
+    `(by default 128 MiB + 1/16 of the sandbox's memory limit: give the sandbox more memory to raise it)`
+  );
 }

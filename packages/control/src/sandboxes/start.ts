@@ -5,13 +5,15 @@ import { performance } from 'node:perf_hooks';
 import { toAgentFenseError } from '@agentfense/protocol';
 import type { RuntimeInstance } from '@agentfense/protocol';
 import type { WorkerHandle } from '@agentfense/fuse-worker';
-import { PROXY_ENV, SandboxNetwork, netnsPathOf } from '@agentfense/network';
+import { PROXY_ENV, netnsPathOf } from '@agentfense/network';
+import type { SandboxNetwork } from '@agentfense/network';
 import type { NetworkOptions } from '@agentfense/network';
 import type { CodebaseService } from '../codebases/service.js';
 import type { SandboxRow } from '../store/sandboxes.js';
 import { AuditWriter } from './audit-log.js';
 import type { SandboxHostUsers } from './host-user.js';
 import { mountParams } from './mounts.js';
+import { startPolicyPoint } from './network.js';
 import { processStartTime } from './process-identity.js';
 import type { RuntimeRegistry } from './runtimes.js';
 import { WorkerSupervisor } from './supervisor.js';
@@ -144,15 +146,14 @@ export async function startSandbox(deps: StartDeps, row: SandboxRow, hooks: Star
     });
     const policed = row.network.mode !== 'none';
     const startNetwork = async (create: boolean): Promise<void> => {
-      network = await SandboxNetwork.start({
-        sandboxId: id,
+      network = await startPolicyPoint({
+        row,
         stateDir: paths.state,
-        policy: row.network,
         create,
-        ...deps.network,
-        onAudit: (events) => audit.append(events),
-        onExit: (reason) =>
-          log.error({ reason }, 'the network policy point exited: the sandbox has no network'),
+        network: deps.network,
+        store: deps.store,
+        audit,
+        logger: log,
       });
     };
     const startRuntime = async (): Promise<RuntimeInstance> => {
