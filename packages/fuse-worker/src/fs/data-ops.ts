@@ -124,7 +124,9 @@ export class DataPath {
     if (!quota.ready) await quota.whenReady();
     // Number(offset) only rounds above 2^53, far beyond any quota: such a write is refused either way.
     return this.#withFd(ino, true, caller, 'write', (fd) =>
-      writeWithin(quota, fd, { offset: Number(offset), length: data.length }, `write #${ino}`, (before) => put(fd, before)),
+      writeWithin(quota, fd, { offset: Number(offset), length: data.length }, `write #${ino}`, (before) =>
+        put(fd, before),
+      ),
     );
   }
 
