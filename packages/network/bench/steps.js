@@ -1,0 +1,195 @@
+// The bench's three measurements, each side by side in one run with the same transfer made without the
+// policy point (curl on the host) and, for the download, through srt's proxy. Each returns rows for the
+// summary table: [line, ours, beside it, target, verdict].
+import console from 'node:console';
+import process from 'node:process';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { NAME, SERVER, run } from './server.js';
+import { firstLine, line, mbs, median, verdict } from './report.js';
+import { srtRun } from './srt.js';
+
+const GiB = 1024 ** 3;
+const CURL = ['curl', '-s', '-k', '-o', '/dev/null'];
+const SPEED = ['-w', '%{speed_download}'];
+const url = (scheme, path) => `${scheme}://${NAME}${path}`;
+
+/** curl on the host, the server's name pinned to its address (no proxy, no sandbox). */
+export async function hostCurl(args) {
+  const { stdout } = await run('curl', [...CURL.slice(1), ...args], { env: { PATH: process.env.PATH } });
+  return stdout;
+}
+
+/** 1. A 1 GiB HTTPS download: host, srt, our explicit proxy, our transparent path; medians of `rounds`. */
+export async function downloadStep({ a, srt, rounds }) {
+  console.log(`1. 1 GiB HTTPS download (MB/s, median of ${rounds}, the four interleaved)`);
+  const big = url('https', `/bytes/${GiB}`);
+  const pin = ['--resolve', `${NAME}:443:${SERVER}`];
+  const speeds = { host: [], srt: [], proxy: [], transparent: [] };
+  let srtError = srt.error;
+  for (let round = 0; round < rounds; round++) {
+    speeds.host.push(Number(await hostCurl([...SPEED, ...pin, big])));
+    if (srtError === undefined) {
+      try {
+        speeds.srt.push(Number(await srtRun(srt.settings, [...CURL, ...SPEED, big], srt.dir)));
+      } catch (err) {
+        srtError = `srt failed: ${firstLine(err)}`;
+      }
+    }
+    speeds.proxy.push(Number(await a([...CURL, ...SPEED, ...pin, big])));
+    speeds.transparent.push(Number(await a([...CURL, ...SPEED, ...pin, '--noproxy', '*', big])));
+  }
+  const m = Object.fromEntries(Object.entries(speeds).map(([k, v]) => [k, v.length ? median(v) : NaN]));
+  const all = (k) => `[${speeds[k].map(mbs).join(', ')}]`;
+  line('host (curl, no sandbox)', `${mbs(m.host)} MB/s`, all('host'));
+  if (srtError === undefined)
+    line("srt's proxy", `${mbs(m.srt)} MB/s`, `${(m.srt / m.host).toFixed(2)}× host  ${all('srt')}`);
+  else line("srt's proxy", 'n/a', srtError);
+  const rows = [];
+  for (const [key, label] of [
+    ['proxy', 'explicit proxy (CONNECT)'],
+    ['transparent', 'transparent'],
+  ]) {
+    const vsSrt = srtError === undefined ? `, ${(m[key] / m.srt).toFixed(2)}× srt` : '';
+    const met = m[key] >= 500e6 && (srtError !== undefined || m[key] >= m.srt);
+    line(
+      label,
+      `${mbs(m[key])} MB/s`,
+      `${(m[key] / m.host).toFixed(2)}× host${vsSrt}  ${all(key)}  ${verdict(met)}`,
+    );
+    rows.push([
+      `1 GiB HTTPS download, ${label}`,
+      `${mbs(m[key])} MB/s`,
+      `host ${mbs(m.host)} MB/s; srt ${srtError === undefined ? `${mbs(m.srt)} MB/s` : 'not measured'}`,
+      key === 'proxy' ? '≥ 500 MB/s and ≥ srt' : '≥ 500 MB/s',
+      srtError === undefined || key !== 'proxy' ? verdict(met) : `${verdict(met)} (srt not measured)`,
+    ]);
+  }
+  return rows;
+}
+
+/** Time to the first byte of 100 small HTTP answers, each on a new connection, inside a sandbox. */
+const LOOP = [
+  'sh',
+  '-c',
+  'i=0; while [ "$i" -lt 100 ]; do curl -s -o /dev/null -w "%{time_starttransfer}\\n" "$@" || exit 1; i=$((i+1)); done',
+  'loop',
+];
+
+/** 2. Connection set-up: p50 of 100 sequential first bytes, through the policy point and directly. */
+export async function setupStep({ a, srt }) {
+  console.log(
+    '2. connection set-up: time to first byte of a small HTTP answer (p50 of 100, new connections)',
+  );
+  const small = url('http', '/small');
+  const pin = ['--resolve', `${NAME}:80:${SERVER}`];
+  const host = [];
+  for (let i = 0; i < 100; i++)
+    host.push(Number(await hostCurl(['-w', '%{time_starttransfer}', ...pin, small])));
+  const times = (stdout) => stdout.trim().split('\n').map(Number);
+  const proxy = times(await a([...LOOP, small]));
+  const transparent = times(await a([...LOOP, '--noproxy', '*', ...pin, small]));
+  let peer;
+  if (srt.error === undefined)
+    peer = await srtRun(srt.settings, [...LOOP, small], srt.dir).then(times, () => undefined);
+  const ms = (list) => median(list) * 1000;
+  line('host (curl, no sandbox)', `${ms(host).toFixed(2)} ms`);
+  if (peer !== undefined)
+    line("srt's proxy", `${ms(peer).toFixed(2)} ms`, `+${(ms(peer) - ms(host)).toFixed(2)} ms`);
+  const rows = [];
+  for (const [label, list] of [
+    ['explicit proxy', proxy],
+    ['transparent', transparent],
+  ]) {
+    const added = ms(list) - ms(host);
+    line(label, `${ms(list).toFixed(2)} ms`, `+${added.toFixed(2)} ms  ${verdict(added <= 1)}`);
+    rows.push([
+      `time to first byte, small HTTP answer, p50 of 100, ${label}`,
+      `+${added.toFixed(2)} ms (${ms(list).toFixed(2)} ms)`,
+      `host ${ms(host).toFixed(2)} ms${peer === undefined ? '' : `; srt +${(ms(peer) - ms(host)).toFixed(2)} ms`}`,
+      '≤ +1 ms',
+      verdict(added <= 1),
+    ]);
+  }
+  return rows;
+}
+
+/** Established TCP connections from this host (the policy points dial from it) to the server's :443. */
+async function connectionsToServer() {
+  const { stdout } = await run('ss', ['-Htn', 'state', 'established', 'dst', `${SERVER}:443`]);
+  return stdout.split('\n').filter((l) => l.trim() !== '').length;
+}
+
+/**
+ * 3. Isolation: B's download alone, then while A holds 100 concurrent downloads (each paced to
+ * `rate`, so the load is A's connections, not a saturated CPU); the same made from the host beside it.
+ */
+export async function isolationStep({ a, b, rounds }) {
+  const size = 256 * 1024 * 1024;
+  const rate = '512k';
+  console.log(
+    `3. isolation: B's 256 MiB download (median of ${rounds}) alone, then while A holds 100 concurrent downloads (${rate}B/s each)`,
+  );
+  const big = url('https', `/bytes/${size}`);
+  const pin = ['--resolve', `${NAME}:443:${SERVER}`];
+  const loadArgs = ['-Z', '--parallel-max', '100', '--limit-rate', rate, ...pin];
+  const loadUrls = Array.from({ length: 100 }, () => url('https', `/bytes/${GiB}`));
+  const measure = async (download) => {
+    const list = [];
+    for (let i = 0; i < rounds; i++) list.push(Number(await download()));
+    return median(list);
+  };
+  /** Runs `measure` while `startLoad(signal)` holds 100 connections; the load ends before it returns. */
+  const underLoad = async (download, startLoad) => {
+    const before = await connectionsToServer();
+    const abort = new AbortController();
+    const load = startLoad(abort.signal);
+    try {
+      for (let waited = 0; (await connectionsToServer()) < before + 100; waited += 100) {
+        if (waited > 30_000) throw new Error('the 100 concurrent downloads did not all connect within 30 s');
+        await sleep(100);
+      }
+      return await measure(download);
+    } finally {
+      abort.abort();
+      await load;
+    }
+  };
+  const bDownload = () => b([...CURL, ...SPEED, ...pin, big]);
+  const hDownload = () => hostCurl([...SPEED, ...pin, big]);
+  const bAlone = await measure(bDownload);
+  const bLoaded = await underLoad(bDownload, (signal) =>
+    a([...CURL.slice(0, 3), ...loadArgs, ...loadUrls.flatMap((u) => ['-o', '/dev/null', u])], {
+      signal,
+      allowCancel: true,
+    }),
+  );
+  const hAlone = await measure(hDownload);
+  const hLoaded = await underLoad(hDownload, async (signal) => {
+    await run('curl', ['-s', '-k', ...loadArgs, ...loadUrls.flatMap((u) => ['-o', '/dev/null', u])], {
+      signal,
+    }).catch((err) => {
+      if (err.name !== 'AbortError') throw err;
+    });
+  });
+  const slower = 1 - bLoaded / bAlone;
+  const hostSlower = 1 - hLoaded / hAlone;
+  line(
+    'host (curl, no sandbox)',
+    `${(hostSlower * 100).toFixed(0)} %`,
+    `alone ${mbs(hAlone)} MB/s, loaded ${mbs(hLoaded)} MB/s`,
+  );
+  line(
+    'sandbox B',
+    `${(slower * 100).toFixed(0)} %`,
+    `alone ${mbs(bAlone)} MB/s, loaded ${mbs(bLoaded)} MB/s  ${verdict(slower <= 0.1)}`,
+  );
+  return [
+    [
+      `sandbox B's 256 MiB download while A holds 100 downloads (${rate}B/s each)`,
+      `${(slower * 100).toFixed(0)} % slower (${mbs(bAlone)} → ${mbs(bLoaded)} MB/s)`,
+      `host under the same load: ${(hostSlower * 100).toFixed(0)} % slower`,
+      '≤ 10 % slower',
+      verdict(slower <= 0.1),
+    ],
+  ];
+}
