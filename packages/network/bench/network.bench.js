@@ -3,7 +3,9 @@
 // the peer's proxy (srt). The steps are in steps.js; the test server and its namespace in server.js; srt
 // in srt.js. Everything the bench starts (server, namespace, sandboxes, the /etc/hosts line for srt) is
 // stopped and removed at the end, on failure and on SIGINT/SIGTERM too.
-//   BENCH_ROUNDS (default 3): rounds of each download; BENCH_STEPS (default "download,setup,isolation").
+//   BENCH_ROUNDS (default 3): rounds of the 1 GiB downloads; BENCH_ISOLATION_ROUNDS (default 5): of the
+//   isolation step's; BENCH_LOAD_RATE (default 128k): the pace of each of A's 100 downloads there;
+//   BENCH_STEPS (default "download,setup,isolation").
 import console from 'node:console';
 import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -17,6 +19,7 @@ import { addHostsEntry, prepareSrt, removeHostsEntry, writeSrtSettings } from '.
 import { downloadStep, isolationStep, setupStep } from './steps.js';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+const ISOLATION_ROUNDS = Number(process.env.BENCH_ISOLATION_ROUNDS ?? 5);
 const STEPS = new Set((process.env.BENCH_STEPS ?? 'download,setup,isolation').split(','));
 
 async function main() {
@@ -70,7 +73,7 @@ async function main() {
     if (STEPS.has('download')) rows.push(...(await downloadStep({ a, srt, rounds: ROUNDS })));
     if (STEPS.has('setup')) rows.push(...(await setupStep({ a, srt })));
     await removeHostsEntry();
-    if (STEPS.has('isolation')) rows.push(...(await isolationStep({ a, b, rounds: ROUNDS })));
+    if (STEPS.has('isolation')) rows.push(...(await isolationStep({ a, b, rounds: ISOLATION_ROUNDS })));
 
     console.log('\n| line | ours | beside it, same run | target | |\n|---|---|---|---|---|');
     for (const row of rows) console.log(`| ${row.join(' | ')} |`);

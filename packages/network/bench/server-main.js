@@ -1,7 +1,7 @@
 // The bench's test server, a process of its own started inside the bench's namespace (`ip netns exec`):
 // HTTPS on :443 and HTTP on :80, `/bytes/N` (N zero bytes) and anything else a small answer. It exits
 // when its stdin closes, so it never outlives the bench, even one killed with SIGKILL.
-//   node server-main.js ADDRESS CERT KEY
+//   node server-main.js ADDRESS CERT KEY [HTTPS_PORT HTTP_PORT]
 // Why large writes: with 1 MiB writes and the default 16 KiB high-water mark the server spends its time
 // in stream bookkeeping; 4 MiB writes with a 1 MiB mark measured faster than `openssl s_server -WWW` on
 // this machine (which also serves one connection at a time, useless for the concurrent step).
@@ -10,7 +10,7 @@ import { createServer as createHttpServer } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import process from 'node:process';
 
-const [address, certFile, keyFile] = process.argv.slice(2);
+const [address, certFile, keyFile, httpsPort = '443', httpPort = '80'] = process.argv.slice(2);
 const ZERO = Buffer.alloc(4 * 1024 * 1024);
 const HIGH_WATER_MARK = 1024 * 1024;
 
@@ -38,8 +38,8 @@ const https = createHttpsServer(
 const http = createHttpServer({ keepAlive: false, highWaterMark: HIGH_WATER_MARK }, handler);
 let listening = 0;
 for (const [server, port] of [
-  [https, 443],
-  [http, 80],
+  [https, Number(httpsPort)],
+  [http, Number(httpPort)],
 ]) {
   server.listen({ host: address, port, backlog: 1024 }, () => {
     if (++listening === 2) process.stdout.write('ready\n');

@@ -67,30 +67,39 @@ export async function downloadStep({ a, srt, rounds }) {
   return rows;
 }
 
-/** Time to the first byte of 100 small HTTP answers, each on a new connection, inside a sandbox. */
+/** Time to the first byte of N small HTTP answers (`sh -c SCRIPT loop N CURL-ARGS…`), each a new connection. */
 const LOOP = [
   'sh',
   '-c',
-  'i=0; while [ "$i" -lt 100 ]; do curl -s -o /dev/null -w "%{time_starttransfer}\\n" "$@" || exit 1; i=$((i+1)); done',
+  'n=$1; shift; i=0; while [ "$i" -lt "$n" ]; do curl -s -o /dev/null -w "%{time_starttransfer}\\n" "$@" || exit 1; i=$((i+1)); done',
   'loop',
 ];
 
-/** 2. Connection set-up: p50 of 100 sequential first bytes, through the policy point and directly. */
+/**
+ * 2. Connection set-up: p50 of 100 first bytes through the policy point and directly, taken in blocks of
+ * 10 that alternate (host, proxy, transparent, srt), so a busy moment of the machine weighs on all alike.
+ */
 export async function setupStep({ a, srt }) {
   console.log(
     '2. connection set-up: time to first byte of a small HTTP answer (p50 of 100, new connections)',
   );
   const small = url('http', '/small');
   const pin = ['--resolve', `${NAME}:80:${SERVER}`];
-  const host = [];
-  for (let i = 0; i < 100; i++)
-    host.push(Number(await hostCurl(['-w', '%{time_starttransfer}', ...pin, small])));
   const times = (stdout) => stdout.trim().split('\n').map(Number);
-  const proxy = times(await a([...LOOP, small]));
-  const transparent = times(await a([...LOOP, '--noproxy', '*', ...pin, small]));
-  let peer;
-  if (srt.error === undefined)
-    peer = await srtRun(srt.settings, [...LOOP, small], srt.dir).then(times, () => undefined);
+  const host = [];
+  const proxy = [];
+  const transparent = [];
+  let peer = srt.error === undefined ? [] : undefined;
+  for (let block = 0; block < 10; block++) {
+    for (let i = 0; i < 10; i++)
+      host.push(Number(await hostCurl(['-w', '%{time_starttransfer}', ...pin, small])));
+    proxy.push(...times(await a([...LOOP, '10', small])));
+    transparent.push(...times(await a([...LOOP, '10', '--noproxy', '*', ...pin, small])));
+    if (peer !== undefined) {
+      const got = await srtRun(srt.settings, [...LOOP, '10', small], srt.dir).then(times, () => undefined);
+      peer = got === undefined ? undefined : [...peer, ...got];
+    }
+  }
   const ms = (list) => median(list) * 1000;
   line('host (curl, no sandbox)', `${ms(host).toFixed(2)} ms`);
   if (peer !== undefined)
@@ -121,11 +130,13 @@ async function connectionsToServer() {
 
 /**
  * 3. Isolation: B's download alone, then while A holds 100 concurrent downloads (each paced to
- * `rate`, so the load is A's connections, not a saturated CPU); the same made from the host beside it.
+ * `rate`, BENCH_LOAD_RATE); the same made from the host beside it.
  */
 export async function isolationStep({ a, b, rounds }) {
   const size = 256 * 1024 * 1024;
-  const rate = '512k';
+  // The load is A's 100 connections, paced so that their bytes do not take the two cores from B (the
+  // host's slowdown under the same load, printed beside it, shows what the machine itself loses).
+  const rate = process.env.BENCH_LOAD_RATE ?? '128k';
   console.log(
     `3. isolation: B's 256 MiB download (median of ${rounds}) alone, then while A holds 100 concurrent downloads (${rate}B/s each)`,
   );
@@ -133,12 +144,7 @@ export async function isolationStep({ a, b, rounds }) {
   const pin = ['--resolve', `${NAME}:443:${SERVER}`];
   const loadArgs = ['-Z', '--parallel-max', '100', '--limit-rate', rate, ...pin];
   const loadUrls = Array.from({ length: 100 }, () => url('https', `/bytes/${GiB}`));
-  const measure = async (download) => {
-    const list = [];
-    for (let i = 0; i < rounds; i++) list.push(Number(await download()));
-    return median(list);
-  };
-  /** Runs `measure` while `startLoad(signal)` holds 100 connections; the load ends before it returns. */
+  /** One download while `startLoad(signal)` holds 100 connections; the load ends before it returns. */
   const underLoad = async (download, startLoad) => {
     const before = await connectionsToServer();
     const abort = new AbortController();
@@ -148,7 +154,9 @@ export async function isolationStep({ a, b, rounds }) {
         if (waited > 30_000) throw new Error('the 100 concurrent downloads did not all connect within 30 s');
         await sleep(100);
       }
-      return await measure(download);
+      // curl paces a transfer by pausing it after a burst: the 100 first bursts pass before B is timed.
+      await sleep(3000);
+      return Number(await download());
     } finally {
       abort.abort();
       await load;
@@ -156,21 +164,26 @@ export async function isolationStep({ a, b, rounds }) {
   };
   const bDownload = () => b([...CURL, ...SPEED, ...pin, big]);
   const hDownload = () => hostCurl([...SPEED, ...pin, big]);
-  const bAlone = await measure(bDownload);
-  const bLoaded = await underLoad(bDownload, (signal) =>
+  const loadFromA = (signal) =>
     a([...CURL.slice(0, 3), ...loadArgs, ...loadUrls.flatMap((u) => ['-o', '/dev/null', u])], {
       signal,
       allowCancel: true,
-    }),
-  );
-  const hAlone = await measure(hDownload);
-  const hLoaded = await underLoad(hDownload, async (signal) => {
-    await run('curl', ['-s', '-k', ...loadArgs, ...loadUrls.flatMap((u) => ['-o', '/dev/null', u])], {
+    });
+  const loadFromHost = (signal) =>
+    run('curl', ['-s', '-k', ...loadArgs, ...loadUrls.flatMap((u) => ['-o', '/dev/null', u])], {
       signal,
     }).catch((err) => {
       if (err.name !== 'AbortError') throw err;
     });
-  });
+  // Alone and loaded alternate, so other work on the machine weighs on both alike.
+  const s = { bAlone: [], bLoaded: [], hAlone: [], hLoaded: [] };
+  for (let i = 0; i < rounds; i++) {
+    s.bAlone.push(Number(await bDownload()));
+    s.bLoaded.push(await underLoad(bDownload, loadFromA));
+    s.hAlone.push(Number(await hDownload()));
+    s.hLoaded.push(await underLoad(hDownload, loadFromHost));
+  }
+  const [bAlone, bLoaded, hAlone, hLoaded] = [s.bAlone, s.bLoaded, s.hAlone, s.hLoaded].map(median);
   const slower = 1 - bLoaded / bAlone;
   const hostSlower = 1 - hLoaded / hAlone;
   line(
