@@ -14,7 +14,7 @@ import process from 'node:process';
 import { pino } from 'pino';
 import { ControlPlane } from '../../control/dist/index.js';
 import { firstLine } from './report.js';
-import { NAME, SERVER, startTestNet } from './server.js';
+import { NAME, SERVER, startTestNet, stopping } from './server.js';
 import { addHostsEntry, prepareSrt, removeHostsEntry, writeSrtSettings } from './srt.js';
 import { downloadStep, isolationStep, setupStep } from './steps.js';
 
@@ -27,8 +27,13 @@ async function main() {
   let net;
   let cp;
   let cleaning;
+  const sandboxes = [];
   const cleanup = () =>
     (cleaning ??= (async () => {
+      stopping.abort();
+      for (const id of sandboxes) {
+        await cp.destroySandbox(id).catch((err) => console.error(`destroying ${id}: ${firstLine(err)}`));
+      }
       await cp?.close().catch((err) => console.error(`closing the control plane: ${firstLine(err)}`));
       await net?.stop();
       await removeHostsEntry();
@@ -51,6 +56,7 @@ async function main() {
         preset: 'agent-safe',
         network: { mode: 'allow', rules: [{ action: 'allow', host: NAME }] },
       });
+      sandboxes.push(id);
       await cp.startSandbox(id);
       return async (argv, options = {}) => {
         const { allowCancel, ...rest } = options;

@@ -8,6 +8,8 @@ import process from 'node:process';
 import { promisify } from 'node:util';
 
 export const run = promisify(execFile);
+/** Aborted when the bench stops: the curls and srt it runs on the host end with it (SIGTERM). */
+export const stopping = new AbortController();
 export const SERVER = '198.51.100.10';
 export const NAME = 'bench.test';
 const NS = `afbench${process.pid}`;

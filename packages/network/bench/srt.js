@@ -82,9 +82,10 @@ export async function writeSrtSettings(dir, name) {
 }
 
 /** Runs `argv` inside srt; its stdout. */
-export async function srtRun(settings, argv, cwd) {
+export async function srtRun(settings, argv, cwd, signal) {
   const { stdout } = await run(SRT, ['--settings', settings, '--', ...argv], {
     cwd,
+    signal,
     timeout: 600_000,
     env: { PATH: process.env.PATH, HOME: process.env.HOME ?? '/root' },
   });

@@ -4,7 +4,7 @@
 import console from 'node:console';
 import process from 'node:process';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { NAME, SERVER, run } from './server.js';
+import { NAME, SERVER, run, stopping } from './server.js';
 import { firstLine, line, mbs, median, verdict } from './report.js';
 import { srtRun } from './srt.js';
 
@@ -15,7 +15,10 @@ const url = (scheme, path) => `${scheme}://${NAME}${path}`;
 
 /** curl on the host, the server's name pinned to its address (no proxy, no sandbox). */
 export async function hostCurl(args) {
-  const { stdout } = await run('curl', [...CURL.slice(1), ...args], { env: { PATH: process.env.PATH } });
+  const { stdout } = await run('curl', [...CURL.slice(1), ...args], {
+    env: { PATH: process.env.PATH },
+    signal: stopping.signal,
+  });
   return stdout;
 }
 
@@ -30,7 +33,9 @@ export async function downloadStep({ a, srt, rounds }) {
     speeds.host.push(Number(await hostCurl([...SPEED, ...pin, big])));
     if (srtError === undefined) {
       try {
-        speeds.srt.push(Number(await srtRun(srt.settings, [...CURL, ...SPEED, big], srt.dir)));
+        speeds.srt.push(
+          Number(await srtRun(srt.settings, [...CURL, ...SPEED, big], srt.dir, stopping.signal)),
+        );
       } catch (err) {
         srtError = `srt failed: ${firstLine(err)}`;
       }
@@ -96,7 +101,10 @@ export async function setupStep({ a, srt }) {
     proxy.push(...times(await a([...LOOP, '10', small])));
     transparent.push(...times(await a([...LOOP, '10', '--noproxy', '*', ...pin, small])));
     if (peer !== undefined) {
-      const got = await srtRun(srt.settings, [...LOOP, '10', small], srt.dir).then(times, () => undefined);
+      const got = await srtRun(srt.settings, [...LOOP, '10', small], srt.dir, stopping.signal).then(
+        times,
+        () => undefined,
+      );
       peer = got === undefined ? undefined : [...peer, ...got];
     }
   }
@@ -171,7 +179,7 @@ export async function isolationStep({ a, b, rounds }) {
     });
   const loadFromHost = (signal) =>
     run('curl', ['-s', '-k', ...loadArgs, ...loadUrls.flatMap((u) => ['-o', '/dev/null', u])], {
-      signal,
+      signal: AbortSignal.any([signal, stopping.signal]),
     }).catch((err) => {
       if (err.name !== 'AbortError') throw err;
     });
