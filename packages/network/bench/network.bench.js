@@ -4,8 +4,8 @@
 // in srt.js. Everything the bench starts (server, namespace, sandboxes, the /etc/hosts line for srt) is
 // stopped and removed at the end, on failure and on SIGINT/SIGTERM too.
 //   BENCH_ROUNDS (default 3): rounds of the 1 GiB downloads; BENCH_ISOLATION_ROUNDS (default 5): of the
-//   isolation step's; BENCH_LOAD_RATE (default 128k): the pace of each of A's 100 downloads there;
-//   BENCH_STEPS (default "download,setup,isolation").
+//   isolation step's; BENCH_LOAD_RATE (bytes a second, default 131072): the pace the server gives each
+//   of A's 100 downloads there; BENCH_STEPS (default "download,setup,isolation").
 import console from 'node:console';
 import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';

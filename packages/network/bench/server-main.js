@@ -1,5 +1,5 @@
 // The bench's test server, a process of its own started inside the bench's namespace (`ip netns exec`):
-// HTTPS on :443 and HTTP on :80, `/bytes/N` (N zero bytes) and anything else a small answer. It exits
+// HTTPS on :443 and HTTP on :80, `/bytes/N`, `/paced/R` and anything else a small answer. It exits
 // when its stdin closes, so it never outlives the bench, even one killed with SIGKILL.
 //   node server-main.js ADDRESS CERT KEY [HTTPS_PORT HTTP_PORT]
 // Why large writes: with 1 MiB writes and the default 16 KiB high-water mark the server spends its time
@@ -14,8 +14,21 @@ const [address, certFile, keyFile, httpsPort = '443', httpPort = '80'] = process
 const ZERO = Buffer.alloc(4 * 1024 * 1024);
 const HIGH_WATER_MARK = 1024 * 1024;
 
-/** Serves `/bytes/N` (N zero bytes) and `/small`. */
+/**
+ * `/paced/R`: R bytes a second, a tenth every 100 ms, until the client goes (a steady stream, as a
+ * model's streamed answer; what a client paces itself comes in bursts that it then pays off by pausing).
+ */
+function paced(res, rate) {
+  res.writeHead(200, { 'content-type': 'application/octet-stream' });
+  const piece = ZERO.subarray(0, Math.max(1, Math.floor(rate / 10)));
+  const timer = setInterval(() => res.write(piece), 100);
+  res.once('close', () => clearInterval(timer));
+}
+
+/** Serves `/bytes/N` (N zero bytes), `/paced/R` and anything else a small answer. */
 function handler(req, res) {
+  const pace = /^\/paced\/(\d+)$/.exec(req.url ?? '');
+  if (pace !== null) return paced(res, Number(pace[1]));
   const match = /^\/bytes\/(\d+)$/.exec(req.url ?? '');
   if (match === null) return res.end('ok\n');
   let left = Number(match[1]);
