@@ -29,9 +29,11 @@ function ready(child) {
 
 export async function startTestNet(dir) {
   let server;
+  let exited;
   const stop = async () => {
-    if (server !== undefined && server.exitCode === null) {
-      const exited = new Promise((resolve) => server.once('exit', resolve));
+    // `exited` was made at spawn: a server that already died (a signal leaves exitCode null) is not
+    // waited for again, which would leave the bench with nothing to run and exit before the rest.
+    if (server !== undefined) {
       server.kill('SIGTERM');
       await exited;
     }
@@ -56,6 +58,10 @@ export async function startTestNet(dir) {
     const main = new URL('./server-main.js', import.meta.url).pathname;
     server = spawn('ip', ['netns', 'exec', NS, process.execPath, main, SERVER, cert, key], {
       stdio: ['pipe', 'pipe', 'inherit'],
+    });
+    exited = new Promise((resolve) => {
+      server.once('exit', resolve);
+      server.once('error', resolve);
     });
     await ready(server);
     const hostsFile = join(dir, 'hosts');

@@ -165,14 +165,23 @@ export async function isolationStep({ a, b, rounds }) {
   const underLoad = async (download, startLoad) => {
     const before = await connectionsToServer();
     const abort = new AbortController();
-    const load = startLoad(abort.signal);
+    // Settled is a failure until it is aborted: the load never ends by itself (the server paces it
+    // without end). Caught at once, so a failed load is reported, not an unhandled rejection.
+    let ended;
+    const load = startLoad(abort.signal).then(
+      () => (ended ??= new Error("A's load ended before it was stopped")),
+      (err) => (ended ??= err),
+    );
     try {
       for (let waited = 0; (await connectionsToServer()) < before + 100; waited += 100) {
+        if (ended !== undefined) throw ended;
         if (waited > 30_000) throw new Error('the 100 concurrent downloads did not all connect within 30 s');
         await sleep(100);
       }
       await sleep(1000);
-      return Number(await download());
+      const speed = Number(await download());
+      if (ended !== undefined) throw ended;
+      return speed;
     } finally {
       abort.abort();
       await load;
