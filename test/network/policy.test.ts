@@ -63,6 +63,25 @@ s = socket.create_connection(('pub.test', 7), 5); s.sendall(b'ping'); print(s.re
     expect(echo?.bytesDown).toBe(4);
   });
 
+  it('sends a redirected request on the connection dialled at accept only once the request is allowed', async () => {
+    const sb = await fx().sandbox(ALLOW_PUB);
+    // curl resolves pub.test through the sandbox's DNS, so its address alone is allowed and dialled at
+    // accept; a request whose Host is refused must not go out on that connection, an allowed one does.
+    const r = await sb.run(
+      [
+        `curl -s -m 5 --noproxy '*' -o /dev/null -w '%{http_code}\\n' -H 'Host: evil.test' http://pub.test/early-spoof`,
+        `curl -s -m 5 --noproxy '*' http://pub.test/early-ok`,
+      ].join('; '),
+    );
+    expect(r.out).toBe('403\nhello from pub.test\n');
+    expect(fx().net.httpSeen).toContain('GET pub.test /early-ok');
+    expect(fx().net.httpSeen.some((line) => line.includes('/early-spoof'))).toBe(false);
+    const records = await fx().cp.audit(sb.id, { kind: 'network' });
+    const ok = records.find((e) => e.via === 'transparent' && e.decision === 'allow' && e.port === 80);
+    expect(ok).toMatchObject({ name: 'pub.test', method: 'GET' });
+    expect(ok?.bytesDown).toBeGreaterThan(0);
+  });
+
   it('mode open reaches a public-range address, not a private one', async () => {
     const sb = await fx().sandbox(true);
     const r = await sb.run(

@@ -43,6 +43,12 @@ export class HttpFlows {
   readonly #ctx: FlowContext;
   /** Sockets the NAT redirected: their destination address and port. */
   readonly #transparent = new WeakMap<Socket, { address: string; port: number }>();
+  /**
+   * A redirected socket's connection to its destination, dialled at accept because the address alone
+   * was allowed: the first request decided allowed there is sent on it (no second dial). It carries
+   * nothing before that decision, and is closed with its client.
+   */
+  readonly #early = new WeakMap<Socket, Socket>();
 
   constructor(ctx: FlowContext) {
     this.#ctx = ctx;
@@ -61,10 +67,26 @@ export class HttpFlows {
     this.server.emit('connection', socket);
   }
 
-  /** A redirected plain-HTTP connection to `target`. */
-  takeTransparent(socket: Socket, target: { address: string; port: number }): void {
+  /** A redirected plain-HTTP connection to `target`, with its destination already dialled or not. */
+  takeTransparent(socket: Socket, target: { address: string; port: number }, early?: Socket): void {
     this.#transparent.set(socket, target);
+    if (early !== undefined) {
+      early.on('error', () => early.destroy());
+      socket.once('close', () => early.destroy());
+      this.#early.set(socket, early);
+    }
     this.server.emit('connection', socket);
+  }
+
+  /** The early connection of `client` if it goes to `target` and is still open; it is used once. */
+  #takeEarly(client: Socket, target: Target): Socket | undefined {
+    const early = this.#early.get(client);
+    if (early === undefined) return undefined;
+    this.#early.delete(client);
+    const to = this.#transparent.get(client);
+    if (!early.destroyed && to?.address === target.address && to.port === target.port) return early;
+    early.destroy();
+    return undefined;
   }
 
   /** Chooses the address of a named destination: the first one the policy allows. */
@@ -151,6 +173,7 @@ export class HttpFlows {
     const { target, decision, path } = await this.#requestTarget(req);
     const label = target ?? { port: 0, method: req.method ?? 'GET' };
     if (!decision.allowed || !dialable(target)) {
+      this.#early.get(req.socket)?.destroy();
       this.#ctx.record(label, via, decision);
       res.writeHead(403, { 'content-type': 'text/plain; charset=utf-8', connection: 'close' });
       res.end(
@@ -167,6 +190,7 @@ export class HttpFlows {
     const started = Date.now();
     let bytesUp = 0;
     let bytesDown = 0;
+    const early = this.#takeEarly(req.socket, target);
     const upstream = httpRequest({
       host: target.address,
       port: target.port,
@@ -175,7 +199,11 @@ export class HttpFlows {
       headers,
       setHost: false,
       agent: false,
+      ...(early === undefined ? {} : { createConnection: () => early }),
     });
+    // The early connection was paused when it stopped piping to the client; its reader is now the
+    // request's parser (attached before 'socket' is emitted).
+    if (early !== undefined) upstream.once('socket', (socket) => socket.resume());
     const flow: Tracked = {
       dest: target,
       via,
@@ -276,6 +304,7 @@ export class HttpFlows {
   /** A WebSocket (or other Upgrade) request: decided like a request, then a raw tunnel. */
   async #upgrade(req: IncomingMessage, socket: Socket, head: Buffer): Promise<void> {
     socket.on('error', () => socket.destroy());
+    this.#early.get(socket)?.destroy();
     const via = this.#transparent.has(socket) ? 'transparent' : 'proxy';
     const { target, decision, path } = await this.#requestTarget(req);
     if (!decision.allowed || !dialable(target)) {

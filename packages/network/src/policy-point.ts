@@ -157,8 +157,8 @@ export class PolicyPoint {
       return;
     }
     void handleTransparent(this.#ctx, socket, target, {
-      http: (client, to) => {
-        this.#http.takeTransparent(client, to);
+      http: (client, to, early) => {
+        this.#http.takeTransparent(client, to, early);
         client.resume();
       },
     });

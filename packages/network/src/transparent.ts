@@ -45,8 +45,11 @@ export function readFirstBytes(
 }
 
 export interface TransparentHooks {
-  /** Plain HTTP: the HTTP handler takes the socket (the bytes read are put back first). */
-  readonly http: (client: Socket, target: { address: string; port: number }) => void;
+  /**
+   * Plain HTTP: the HTTP handler takes the socket (the bytes read are put back first), and the
+   * connection already dialled to the destination, if any, for the first request it allows there.
+   */
+  readonly http: (client: Socket, target: { address: string; port: number }, early?: Socket) => void;
 }
 
 export async function handleTransparent(
@@ -82,9 +85,8 @@ export async function handleTransparent(
   const { head, sniffed } = await readFirstBytes(client, early === undefined ? FIRST_BYTES_MS : 2 ** 31 - 1);
   if (sniffed?.kind === 'http') {
     early?.unpipe(client);
-    early?.destroy();
     client.unshift(head);
-    hooks.http(client, target);
+    hooks.http(client, target, early);
     return;
   }
   const claimed = sniffed !== null && 'name' in sniffed ? sniffed.name : undefined;
