@@ -112,8 +112,7 @@ export interface ControlPlaneOptions {
   readonly unfinishedCommits?: 'keep' | 'finish';
 }
 
-/** Idle docker containers kept per image by default (docs/decisions.md, "Docker keeps a pool of idle
- * containers, never shared and never returned"). */
+/** Idle docker containers kept per image by default (docs/decisions.md, "Docker keeps a pool of idle containers"). */
 const DEFAULT_DOCKER_POOL_SIZE = 2;
 
 /** Largest `workerPoolSize`: each idle worker is a process of ~15 MiB. */
