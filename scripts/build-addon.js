@@ -1,7 +1,7 @@
-// Builds one small Node-API addon of the repository (the run helper's SO_PEERCRED, the network policy
-// point's namespace sockets: each package's build script calls this) against the running node's
-// Node-API headers (they ship with node: <prefix>/include/node). Skipped when the addon is newer than its
-// source; `--force` on the caller's command line rebuilds.
+// Builds one Node-API addon of the repository (the run helper's SO_PEERCRED, the network policy point's
+// namespace sockets, the FUSE binding: each package's build script calls this) against the running node's
+// Node-API headers (they ship with node: <prefix>/include/node). Skipped when the addon is newer than all
+// its sources and headers; `--force` on the caller's command line rebuilds.
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, renameSync, statSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
@@ -16,9 +16,22 @@ const candidates = [
 
 const mtime = (path) => statSync(path, { throwIfNoEntry: false })?.mtimeMs ?? -1;
 
-/** Compiles `source` into the addon `output` unless it is up to date. */
-export function buildAddon({ source, output, force = process.argv.includes('--force') }) {
-  if (!force && mtime(output) >= mtime(source)) return;
+/**
+ * Compiles `source` (or `sources`) into the addon `output` unless it is newer than each of them and of
+ * `includes` (its own headers). `cflags` and `libs` come before and after the sources; `werror` turns warnings into errors
+ * (the FUSE binding: its compiler is the one Debian pins, see packages/fuse-native/README.md).
+ */
+export function buildAddon({
+  source,
+  sources = [source],
+  includes = [],
+  output,
+  cflags = [],
+  libs = [],
+  werror = false,
+  force = process.argv.includes('--force'),
+}) {
+  if (!force && [...sources, ...includes].every((input) => mtime(output) >= mtime(input))) return;
   const headers = candidates.find((dir) => existsSync(join(dir, 'node_api.h'))) ?? candidates[0];
   mkdirSync(dirname(output), { recursive: true });
   const tmp = `${output}.${process.pid}.tmp`;
@@ -26,9 +39,12 @@ export function buildAddon({ source, output, force = process.argv.includes('--fo
   try {
     execFileSync(
       cc,
-      // No -Werror: a newer compiler may warn about something new, which must not fail a fresh setup;
-      // -isystem: warnings inside node's headers are not ours.
-      ['-O2', '-Wall', '-Wextra', '-shared', '-fPIC', '-isystem', headers, '-o', tmp, source],
+      // No -Werror by default: a newer compiler may warn about something new, which must not fail a fresh
+      // setup; -isystem: warnings inside node's headers are not ours.
+      [
+        ...['-O2', '-Wall', '-Wextra', ...(werror ? ['-Werror'] : []), '-shared', '-fPIC'],
+        ...['-isystem', headers, ...cflags, '-o', tmp, ...sources, ...libs],
+      ],
       { stdio: 'inherit' },
     );
   } catch (err) {

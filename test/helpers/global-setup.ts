@@ -28,6 +28,11 @@ export default function setup(): void {
     cwd: root,
     stdio: 'inherit',
   });
+  // The FUSE binding's addon (packages/fuse-native/scripts/build.js).
+  execFileSync(process.execPath, [`${root}packages/fuse-native/scripts/build.js`], {
+    cwd: root,
+    stdio: 'inherit',
+  });
   // Workers run the bundle of the worker program (packages/fuse-worker/scripts/bundle.js).
   execFileSync(process.execPath, [`${root}packages/fuse-worker/scripts/bundle.js`], {
     cwd: root,
