@@ -10,7 +10,6 @@ export default tseslint.config(
       '**/dist/**',
       '**/node_modules/**',
       'coverage/**',
-      'patches/**',
       // Generated from the .proto files at build time (packages/control/scripts/gen-proto.js).
       'packages/control/src/grpc/gen/**',
     ],

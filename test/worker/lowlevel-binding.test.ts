@@ -1,4 +1,4 @@
-// The patched fuse-native low-level binding, exercised through real syscalls on a real mount.
+// The low-level libfuse 3 binding (@agentfense/fuse-native), exercised through real syscalls on a real mount.
 //
 // This process is the filesystem server: its JS thread answers the FUSE requests. Every access
 // to the mount must therefore be asynchronous (fs.promises, child processes); a synchronous fs
@@ -25,16 +25,12 @@ import {
 } from 'node:fs/promises';
 import { randomBytes } from 'node:crypto';
 import { readFileSync, readdirSync, statSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import type * as LL from '../../packages/fuse-worker/node_modules/fuse-native/lowlevel.js';
-
-// fuse-native is a dependency of @agentfense/fuse-worker, so resolve it from there.
-const requireFromWorker = createRequire(new URL('../../packages/fuse-worker/package.json', import.meta.url));
-const { LowLevelFuse } = requireFromWorker('fuse-native/lowlevel.js') as typeof LL;
+import { LowLevelFuse } from '@agentfense/fuse-native';
+import type * as LL from '@agentfense/fuse-native';
 
 const run = promisify(execFile);
 const ENOENT = 2;
@@ -885,8 +881,9 @@ describe('fuse-native low-level binding', () => {
     // In a child with the worker's malloc settings: 100 KiB buffers come from the heap (below the mmap
     // threshold), each followed by a small one that stays; freeing the big ones leaves ~20 MiB of holes.
     const program = [
-      `const { hostIo } = require(${JSON.stringify(requireFromWorker.resolve('fuse-native/lowlevel.js'))});`,
-      "const fs = require('fs');",
+      // the built package (a child process runs JavaScript; the global setup builds dist/ first)
+      `import { hostIo } from ${JSON.stringify(new URL('../../packages/fuse-native/dist/index.js', import.meta.url).href)};`,
+      "import fs from 'node:fs';",
       "const heap = () => Number(/Rss:\\s+(\\d+)/.exec(fs.readFileSync('/proc/self/smaps', 'utf8').split(/\\n(?=[0-9a-f]+-)/).find((b) => b.includes('[heap]')))[1]);",
       'let big = []; const small = [];',
       'for (let i = 0; i < 200; i++) { big.push(Buffer.allocUnsafeSlow(102400).fill(1)); small.push(Buffer.allocUnsafeSlow(4096).fill(1)); }',
@@ -894,7 +891,7 @@ describe('fuse-native low-level binding', () => {
       'const before = heap(); const trimmed = hostIo.mallocTrim();',
       'console.log(JSON.stringify({ before, after: heap(), trimmed, kept: small.length }));',
     ].join('\n');
-    const { stdout } = await run(process.execPath, ['--expose-gc', '-e', program], {
+    const { stdout } = await run(process.execPath, ['--expose-gc', '--input-type=module', '-e', program], {
       env: { ...process.env, MALLOC_MMAP_THRESHOLD_: '131072', MALLOC_ARENA_MAX: '1' },
     });
     const r = JSON.parse(stdout) as { before: number; after: number; trimmed: boolean; kept: number };

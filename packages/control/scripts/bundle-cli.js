@@ -7,12 +7,12 @@
 // packages/control/bench/README.md). Dynamic imports stay dynamic (splitting: the control plane, the
 // runtimes, serve's servers are chunks loaded only by the commands that use them).
 //
-// Left as they are (external): native addons (better-sqlite3, fuse-native) and dependencies only a
+// Left as they are (external): native addons (better-sqlite3) and dependencies only a
 // long-running command loads (serve's fastify and gRPC, MCP, execa for compiling a seccomp filter). pino
 // is bundled: its transports (which find their worker file by path) are not used, only pino.destination.
 //
 // A module that locates files next to itself (`import.meta.url`: the reaper beside the watchdog, the
-// worker program, the seccomp compiler) gets the URL of its original file in dist/, so it finds them
+// worker program, the seccomp compiler, a workspace package's addon) gets the URL of its original file in dist/, so it finds them
 // wherever its code lands in the bundle.
 import { readFile, rm, writeFile } from 'node:fs/promises';
 import { dirname, join, relative } from 'node:path';
@@ -29,7 +29,6 @@ const outdir = join(root, 'dist', 'bundle');
 const EXTERNAL = [
   // native addons (and what locates them)
   /^better-sqlite3$/,
-  /^fuse-native(\/|$)/,
   /^msgpackr-extract$/,
   // only long-running commands load these (serve, mcp) or compiling a seccomp filter (execa)
   /^fastify$/,

@@ -12,13 +12,36 @@
 // so spawnWorker() can tell a bundle older than its package's last `tsc -b` (tsc rewrites a project's
 // .tsbuildinfo whenever it emits; a no-op build leaves it) and fall back to dist/main.js instead of running
 // stale code: two stats per process instead of one per input file (~150, on every one-shot `run`).
-import { writeFile } from 'node:fs/promises';
-import { dirname, join, resolve } from 'node:path';
+import { readFile, writeFile } from 'node:fs/promises';
+import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const dist = join(root, 'dist');
+
+/**
+ * The FUSE binding (@agentfense/fuse-native) is bundled too, but it loads its compiled addon relative to
+ * its own module (`import.meta.url`): each of its modules keeps the URL of its original file in dist/.
+ */
+const bindingUrls = {
+  name: 'binding-urls',
+  setup(b) {
+    b.onLoad({ filter: /[/]fuse-native[/]dist[/].*\.js$/ }, async (args) => {
+      const text = await readFile(args.path, 'utf8');
+      if (!text.includes('import.meta.url')) return undefined;
+      const original = relative(dist, args.path);
+      return {
+        contents: text.replaceAll(
+          'import.meta.url',
+          `new URL(${JSON.stringify(original)}, import.meta.url).href`,
+        ),
+        loader: 'js',
+        resolveDir: dirname(args.path),
+      };
+    });
+  },
+};
 
 const result = await build({
   entryPoints: [join(dist, 'main.js')],
@@ -27,9 +50,10 @@ const result = await build({
   platform: 'node',
   format: 'esm',
   target: 'node20',
-  // fuse-native loads its compiled addon relative to its own package; msgpackr's optional native string
-  // extractor is not used by the worker (its messages are small; WORKER_ENV disables the attempt).
-  external: ['fuse-native', 'fuse-native/*', 'msgpackr-extract'],
+  // msgpackr's optional native string extractor is not used by the worker (its messages are small;
+  // WORKER_ENV disables the attempt).
+  external: ['msgpackr-extract'],
+  plugins: [bindingUrls],
   // Bundled CommonJS dependencies (picomatch) call require() for Node built-ins.
   banner: {
     js: "import { createRequire as __workerRequire } from 'node:module';\nconst require = __workerRequire(import.meta.url);",

@@ -4,7 +4,7 @@
 // SIGTERM/SIGINT — unmounting first every time.
 import { Socket } from 'node:net';
 import { parseArgs } from 'node:util';
-import { hostIo } from 'fuse-native/lowlevel.js';
+import { hostIo } from '@agentfense/fuse-native';
 import { RpcPeer, createSocketTransport, serverHandshake } from '@agentfense/protocol';
 import { takeCollector } from './worker/idle-trim.js';
 import { LogFile, createWorkerLogger } from './worker/log.js';

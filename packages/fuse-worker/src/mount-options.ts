@@ -3,7 +3,7 @@
 // so an older kernel falls back feature by feature. AGENTFENSE_FUSE_DISABLE switches features off and
 // AGENTFENSE_FUSE_ENABLE switches on the ones that are off by default (comma-separated names below):
 // that is how the bench measures what each one buys.
-import type { ConnInfo, LowLevelOptions } from 'fuse-native/lowlevel.js';
+import type { ConnInfo, LowLevelOptions } from '@agentfense/fuse-native';
 import type { FuseConnStats } from '@agentfense/protocol';
 import { InvalidArgumentError } from '@agentfense/protocol';
 
@@ -84,7 +84,7 @@ export function featureOptions(
     maxWrite: on('maxPages') ? BIG_REQUEST : SMALL_REQUEST,
     features: {
       // The kernel keeps written pages and sends them in max_write chunks; it then decides size and
-      // mtime itself and may READ pages of a file open for writing (see docs/fuse-native.md).
+      // mtime itself and may READ pages of a file open for writing (see packages/fuse-native/README.md).
       writebackCache: on('writebackCache'),
       readdirplus: on('readdirplus'),
       parallelDirops: on('parallelDirops'),

@@ -1,6 +1,6 @@
 // Which FUSE features a mount asks for, from the worker's environment (the bench switches them this way).
 import { describe, expect, it } from 'vitest';
-import type { ConnInfo } from 'fuse-native/lowlevel.js';
+import type { ConnInfo } from '@agentfense/fuse-native';
 import { disabledFeatures, featureOptions, readaheadBytes } from '../src/mount-options.js';
 
 describe('FUSE feature switches', () => {

@@ -1,7 +1,7 @@
 // Attribute ops on a node the kernel holds: GETATTR, SETATTR (chmod, chown, truncate, utimens),
 // READLINK, ACCESS, SETXATTR/REMOVEXATTR; and the same for nodes that lost their last name but are open.
 import { constants } from 'node:fs';
-import { hostIo } from 'fuse-native/lowlevel.js';
+import { hostIo } from '@agentfense/fuse-native';
 import { atLeast } from '@agentfense/protocol';
 import type { Permission } from '@agentfense/protocol';
 import { FsError } from '../errors.js';

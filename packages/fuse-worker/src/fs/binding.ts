@@ -1,4 +1,4 @@
-// The adapter between the patched fuse-native low-level binding and PolicyFs: decodes names, answers
+// The adapter between the low-level binding (@agentfense/fuse-native) and PolicyFs: decodes names, answers
 // each request exactly once (value or errno), and counts every op with its latency.
 //
 // GETXATTR and LISTXATTR have no handler either: no attributes are stored, and ENOSYS makes the kernel
@@ -11,7 +11,7 @@
 // have carried is made elsewhere: at lookup (none), in the mode bits the kernel enforces with
 // default_permissions, and again here at read/write/setattr.
 import { performance } from 'node:perf_hooks';
-import type { LowLevelHandlers, Req } from 'fuse-native/lowlevel.js';
+import type { LowLevelHandlers, Req } from '@agentfense/fuse-native';
 import { FsError, toErrno } from '../errors.js';
 import type { OpStats } from './op-stats.js';
 import type { Caller, PolicyFs } from './policy-fs.js';

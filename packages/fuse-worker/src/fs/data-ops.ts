@@ -3,7 +3,7 @@
 // bits); the first write-side request copies the file up into the delta.
 import { constants, fchmodSync, fstatSync, readSync, writeSync } from 'node:fs';
 import type { BigIntStats } from 'node:fs';
-import { hostIo } from 'fuse-native/lowlevel.js';
+import { hostIo } from '@agentfense/fuse-native';
 import { atLeast } from '@agentfense/protocol';
 import type { Permission } from '@agentfense/protocol';
 import { writeWithin } from '../delta/quota.js';

@@ -17,7 +17,7 @@ import {
 import fsp from 'node:fs/promises';
 import type { FileHandle } from 'node:fs/promises';
 
-import { hostIo } from 'fuse-native/lowlevel.js';
+import { hostIo } from '@agentfense/fuse-native';
 
 import { DirFdCache } from './dir-fd-cache.js';
 import { DirTree } from './dir-tree.js';

@@ -1,5 +1,5 @@
 // Small host-side values shared by HostDir and its users: which errors mean "absent", and utimensat times.
-import { hostIo } from 'fuse-native/lowlevel.js';
+import { hostIo } from '@agentfense/fuse-native';
 
 /** True for the errors that mean "no such entry here": ENOENT, and ENOTDIR/ELOOP from a non-directory or
  * symlink in the path (which the merged view treats as absent, never as something to follow). */

@@ -2,7 +2,7 @@
 // rules and mounts; every other method works on that one mount. Teardown is idempotent and is reached from
 // `unmount`, from the control plane hanging up, and from SIGTERM/SIGINT.
 import { mkdir, readFile } from 'node:fs/promises';
-import { LowLevelFuse } from 'fuse-native/lowlevel.js';
+import { LowLevelFuse } from '@agentfense/fuse-native';
 import {
   InvalidArgumentError,
   WrongStateError,
