@@ -66,7 +66,7 @@ export function toErrnoName(err: unknown): string {
   return 'EIO';
 }
 
-/** The positive errno number a filesystem op should return for `err` (fuse-native wants it negated). */
+/** The positive errno number a filesystem op answers `err` with (what `req.replyErr` takes). */
 export function toErrno(err: unknown): number {
   return errnoNumber(toErrnoName(err));
 }

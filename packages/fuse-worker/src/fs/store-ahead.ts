@@ -17,7 +17,7 @@
 // invalidation of file contents was asked for since the job was made: KernelCache bumps the binding's
 // store epoch before each one (Invalidator.beforeContents), and every notification waits for the stores
 // in progress, so a store either sees the bump and is dropped or reaches the kernel before the
-// invalidation (docs/fuse-native.md, storeAhead). Rules, discards, commits, writeFile and switching the
+// invalidation (packages/fuse-native/README.md, storeAhead). Rules, discards, commits, writeFile and switching the
 // audit on all invalidate every node (invalidateAll); a codebase file seen changed invalidates its node.
 // The stores run off the JS thread: the kernel locks each page it fills, and a reader whose READ waits for
 // the JS thread may hold that lock.

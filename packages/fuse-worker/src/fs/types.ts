@@ -45,7 +45,7 @@ export interface DirEntryOut {
 /** SETATTR fields (absent = unchanged): the delta's own shape, passed on once decided. */
 export type SetattrChanges = SetattrOptions;
 
-/** A file offset exactly as the kernel sent it: a bigint above 2^53 - 1 (see docs/fuse-native.md). */
+/** A file offset exactly as the kernel sent it: a bigint above 2^53 - 1 (see packages/fuse-native/README.md). */
 export type Offset = number | bigint;
 
 export interface StatfsReply {
