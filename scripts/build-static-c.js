@@ -14,14 +14,23 @@ function mtime(path) {
   }
 }
 
-/** Compiles `source` into `output` (`-O2 -Wall -Wextra -Werror -static`) unless `output` is up to date. */
-export function buildStaticC({ source, output, force = process.argv.includes('--force') }) {
-  if (!force && mtime(output) >= mtime(source)) return;
+/**
+ * Compiles `source` (or `sources`) into `output` (`-O2 -Wall -Wextra -Werror -static`) unless `output` is
+ * newer than each of them and of `includes` (their own headers).
+ */
+export function buildStaticC({
+  source,
+  sources = [source],
+  includes = [],
+  output,
+  force = process.argv.includes('--force'),
+}) {
+  if (!force && [...sources, ...includes].every((input) => mtime(output) >= mtime(input))) return;
   mkdirSync(dirname(output), { recursive: true });
   const tmp = `${output}.${process.pid}.tmp`;
   const cc = process.env.CC ?? 'cc';
   try {
-    execFileSync(cc, ['-O2', '-Wall', '-Wextra', '-Werror', '-static', '-o', tmp, source], {
+    execFileSync(cc, ['-O2', '-Wall', '-Wextra', '-Werror', '-static', '-o', tmp, ...sources], {
       stdio: 'inherit',
     });
   } catch (err) {
