@@ -1,8 +1,11 @@
-// The codebase's shape rules, checked on every run so they stay true: small files of one
-// concern, and control reaching runtimes only through its runtime registry.
+// The codebase's shape rules, checked on every run so they stay true: small files of one concern (every
+// package's TypeScript and C), lint over every package's TypeScript, packages reached as packages (never
+// through a node_modules path), docs that describe rather than log and whose links resolve, and control
+// reaching runtimes only through its runtime registry.
 import { readFile, readdir, stat } from 'node:fs/promises';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { ESLint } from 'eslint';
 import { describe, expect, it } from 'vitest';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
@@ -11,23 +14,32 @@ const MAX_LINES = 500;
 /** Generated code, exempt from the size rule. */
 const GENERATED = ['packages/control/src/grpc/gen/'];
 
-async function sourceFiles(dir: string): Promise<string[]> {
+/** Source files by extension: TypeScript and JavaScript, C and its headers. */
+const SCRIPT = /\.(ts|js|mjs|cjs)$/;
+const C = /\.[ch]$/;
+
+async function sourceFiles(dir: string, kind: RegExp): Promise<string[]> {
   const out: string[] = [];
   for (const entry of await readdir(dir, { withFileTypes: true })) {
     const path = join(dir, entry.name);
-    if (entry.isDirectory()) out.push(...(await sourceFiles(path)));
-    else if (/\.(ts|js|mjs|cjs)$/.test(entry.name)) out.push(path);
+    if (entry.isDirectory()) out.push(...(await sourceFiles(path, kind)));
+    else if (kind.test(entry.name)) out.push(path);
   }
   return out;
 }
 
-async function packageSources(): Promise<string[]> {
+/** Files of `kind` in each package's `dir` (src, native, test), relative to the repository. */
+async function packageFiles(dir: string, kind: RegExp): Promise<string[]> {
   const files: string[] = [];
   for (const pkg of await readdir(join(root, 'packages'))) {
-    const src = join(root, 'packages', pkg, 'src');
-    files.push(...(await sourceFiles(src).catch(() => [])));
+    files.push(...(await sourceFiles(join(root, 'packages', pkg, dir), kind).catch(() => [])));
   }
   return files.map((f) => relative(root, f));
+}
+
+/** Every package's sources: TypeScript (and JavaScript) in src/, C in native/. */
+async function packageSources(): Promise<string[]> {
+  return [...(await packageFiles('src', SCRIPT)), ...(await packageFiles('native', C))];
 }
 
 /** Directories never scanned: dependencies, build output, generated code, git's own. */
@@ -58,9 +70,11 @@ const LOG_MARKERS = [
 const DATED = /\b20\d\d-\d\d-\d\d\b/;
 
 describe('code shape', () => {
-  it(`no file in packages/*/src has more than ${MAX_LINES} lines (generated code excepted)`, async () => {
+  it(`no source file in packages/*/src or packages/*/native has more than ${MAX_LINES} lines (generated code excepted)`, async () => {
     const files = (await packageSources()).filter((f) => !GENERATED.some((g) => f.startsWith(g)));
     expect(files.length).toBeGreaterThan(50); // the scan found the sources
+    // the C too, the FUSE binding's included
+    expect(files.filter((f) => f.startsWith('packages/fuse-native/native/')).length).toBeGreaterThan(5);
     const tooLong: string[] = [];
     for (const file of files) {
       const lines = (await readFile(join(root, file), 'utf8')).split('\n').length - 1;
@@ -101,6 +115,31 @@ describe('code shape', () => {
       }
     }
     expect(broken).toEqual([]);
+  });
+
+  it("lint covers every package's TypeScript and JavaScript (src and test; generated code excepted)", async () => {
+    const files = [...(await packageFiles('src', SCRIPT)), ...(await packageFiles('test', SCRIPT))].filter(
+      (f) => !GENERATED.some((g) => f.startsWith(g)),
+    );
+    expect(files.some((f) => f.startsWith('packages/fuse-native/src/'))).toBe(true);
+    const eslint = new ESLint({ cwd: root });
+    const ignored: string[] = [];
+    for (const file of files) if (await eslint.isPathIgnored(join(root, file))) ignored.push(file);
+    expect(ignored).toEqual([]);
+  });
+
+  it('no package or test imports through a node_modules path', async () => {
+    const files = [
+      ...(await packageFiles('src', SCRIPT)),
+      ...(await packageFiles('test', SCRIPT)),
+      ...(await sourceFiles(join(root, 'test'), SCRIPT)).map((f) => relative(root, f)),
+    ].filter((f) => !f.includes('/node_modules/') && !f.includes('/.readme-examples/'));
+    const importers: string[] = [];
+    for (const file of files) {
+      const text = await readFile(join(root, file), 'utf8');
+      if (/(from|import|require)\s*\(?\s*['"][^'"]*node_modules\//.test(text)) importers.push(file);
+    }
+    expect(importers).toEqual([]);
   });
 
   it('control imports a runtime package only in its runtime registry (sandboxes/runtimes.ts)', async () => {
