@@ -3,7 +3,7 @@
 // descriptors above the stdio it is given, so an agent could write into whatever the host's pipe led to.
 // (The `agentfense` executable closes such descriptors at start-up; a library user's process is its own,
 // so the runtime cannot close them.) Now each bwrap spawn covers those positions with /dev/null
-// (runtime-bwrap/src/inherited-fds.ts).
+// (runtime-bwrap/src/exec/inherited-fds.ts).
 import { spawn } from 'node:child_process';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';

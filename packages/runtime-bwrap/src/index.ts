@@ -3,9 +3,9 @@
 // --- Runtime ---
 export { createBwrapRuntime, DEFAULT_RUN_DIR } from './runtime.js';
 // --- Host identity of sandbox processes (never root), seccomp, workspace relay ---
-export { DEFAULT_SANDBOX_USER, SANDBOX_USER_ENV, resolveSandboxUser } from './sandbox-user.js';
-export type { HostIdentity } from './sandbox-user.js';
-export { DEFAULT_SECCOMP_COMPILER, loadSeccompFilter } from './seccomp.js';
+export { DEFAULT_SANDBOX_USER, SANDBOX_USER_ENV, resolveSandboxUser } from './host/sandbox-user.js';
+export type { HostIdentity } from './host/sandbox-user.js';
+export { DEFAULT_SECCOMP_COMPILER, loadSeccompFilter } from './exec/seccomp.js';
 export type { BwrapRuntimeOptions } from './runtime.js';
 export type { RuntimeLogger } from './logger.js';
 
@@ -19,24 +19,24 @@ export {
   SANDBOX_HOME,
   SANDBOX_HOSTNAME,
   WORKSPACE_DIR,
-} from './args.js';
-export type { BwrapSpec, SystemMount, CgroupHandshakeFds } from './args.js';
-export { DEFAULT_SYSTEM_DIRS, resolveSystemMounts } from './system-mounts.js';
-export type { ResolveSystemMountsOptions } from './system-mounts.js';
-export { DEFAULT_ETC_ENTRIES, generatedEtcContents, prepareSandboxEtc } from './etc-files.js';
-export type { PrepareEtcOptions } from './etc-files.js';
+} from './exec/args.js';
+export type { BwrapSpec, SystemMount, CgroupHandshakeFds } from './exec/args.js';
+export { DEFAULT_SYSTEM_DIRS, resolveSystemMounts } from './sandbox-fs/system-mounts.js';
+export type { ResolveSystemMountsOptions } from './sandbox-fs/system-mounts.js';
+export { DEFAULT_ETC_ENTRIES, generatedEtcContents, prepareSandboxEtc } from './sandbox-fs/etc-files.js';
+export type { PrepareEtcOptions } from './sandbox-fs/etc-files.js';
 // Input validation is shared with runtime-docker (from @agentfense/protocol, re-exported for callers).
 export { validateCwd, validateEnv } from '@agentfense/protocol';
 
 // --- Audit records ---
-export { maskArgv } from './audit.js';
+export { maskArgv } from './exec/audit.js';
 // The masking core, with bwrap's path boundaries (its default).
 export { maskHostPaths } from '@agentfense/protocol';
 export type { PathPlaceholder, MaskArgvOptions } from '@agentfense/protocol';
 
 // --- Cgroups ---
-export { createSandboxCgroup, DEFAULT_CGROUP_PARENT } from './cgroups.js';
-export type { CreateSandboxCgroupOptions } from './cgroups.js';
+export { createSandboxCgroup, DEFAULT_CGROUP_PARENT } from './cgroups/create.js';
+export type { CreateSandboxCgroupOptions } from './cgroups/create.js';
 export { detectCgroupHost } from '@agentfense/protocol';
 export type { CgroupHost, CgroupController } from '@agentfense/protocol';
 export { planCgroups, validateLimits } from './cgroups/plan.js';

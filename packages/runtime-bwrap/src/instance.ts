@@ -11,19 +11,19 @@ import type {
   SpawnOptions,
 } from '@agentfense/protocol';
 import { StopGate, execIo, validateEnv, validateTimeoutMs } from '@agentfense/protocol';
-import { BASE_ENV, WORKSPACE_DIR, buildBwrapArgs, commandArgv } from './args.js';
-import type { SystemMount } from './args.js';
-import { maskArgv } from './audit.js';
+import { BASE_ENV, WORKSPACE_DIR, buildBwrapArgs, commandArgv } from './exec/args.js';
+import type { SystemMount } from './exec/args.js';
+import { maskArgv } from './exec/audit.js';
 import type { SandboxCgroup } from './cgroups/types.js';
-import { runExec } from './exec.js';
-import type { SandboxLauncher } from './launcher.js';
-import { runLauncherExec } from './launcher-exec.js';
-import { HANDSHAKE_FDS, SECCOMP_FD } from './launch.js';
-import type { LaunchedBwrap, NetnsJoin } from './launch.js';
+import { runExec } from './exec/exec.js';
+import type { SandboxLauncher } from './launcher/launcher.js';
+import { runLauncherExec } from './launcher/exec.js';
+import { HANDSHAKE_FDS, SECCOMP_FD } from './exec/launch.js';
+import type { LaunchedBwrap, NetnsJoin } from './exec/launch.js';
 import type { RuntimeLogger } from './logger.js';
-import { ANCHOR_TRIES } from './relay.js';
-import type { WorkspaceAnchor } from './relay.js';
-import { runSpawn } from './spawn.js';
+import { ANCHOR_TRIES } from './sandbox-fs/relay.js';
+import type { WorkspaceAnchor } from './sandbox-fs/relay.js';
+import { runSpawn } from './exec/spawn.js';
 
 export interface BwrapInstanceOptions {
   readonly sandboxId: string;

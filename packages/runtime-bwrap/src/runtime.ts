@@ -16,28 +16,33 @@ import {
   validateSandboxId,
 } from '@agentfense/protocol';
 import { afInitPath } from '@agentfense/launcher';
-import { checkFuseDevice, probeBwrap, resolveBwrapPath } from './check.js';
-import { createSandboxCgroup, removeSandboxCgroups } from './cgroups.js';
+import { checkFuseDevice, probeBwrap, resolveBwrapPath } from './host/check.js';
+import { createSandboxCgroup, removeSandboxCgroups } from './cgroups/create.js';
 import { detectCgroupHost } from '@agentfense/protocol';
 import type { CgroupHost } from '@agentfense/protocol';
 import type { SandboxCgroup } from './cgroups/types.js';
-import { DEFAULT_ETC_ENTRIES, generatedEtcContents, prepareSandboxEtc } from './etc-files.js';
-import { cachedEtc, etcFingerprint, probeCached, probeKey, recordProbe } from './host-cache.js';
-import { RUNNING_MARK, killLeftovers, mayHaveProcesses, recordedUid } from './leftovers.js';
+import { DEFAULT_ETC_ENTRIES, generatedEtcContents, prepareSandboxEtc } from './sandbox-fs/etc-files.js';
+import { cachedEtc, etcFingerprint, probeCached, probeKey, recordProbe } from './host/host-cache.js';
+import { RUNNING_MARK, killLeftovers, mayHaveProcesses, recordedUid } from './host/leftovers.js';
 import { BwrapInstance } from './instance.js';
 import { createStderrLogger } from './logger.js';
 import type { RuntimeLogger } from './logger.js';
-import { resolveSystemMounts } from './system-mounts.js';
-import { clearRelay, createAnchor, createRelay } from './relay.js';
-import { clearDevpts, createDevpts } from './devpts.js';
-import { prepareRunDir } from './run-dir.js';
-import { resolveSandboxUser } from './sandbox-user.js';
-import type { HostIdentity } from './sandbox-user.js';
-import { loadSeccompFilter } from './seccomp.js';
-import { AF_INIT_DEST, LAUNCHER_BINARY_FD, LAUNCHER_CONNECTION_FD, SandboxLauncher } from './launcher.js';
-import { buildBwrapArgs } from './args.js';
-import { HANDSHAKE_FDS, SECCOMP_FD } from './launch.js';
-import type { NetnsJoin } from './launch.js';
+import { resolveSystemMounts } from './sandbox-fs/system-mounts.js';
+import { clearRelay, createAnchor, createRelay } from './sandbox-fs/relay.js';
+import { clearDevpts, createDevpts } from './sandbox-fs/devpts.js';
+import { prepareRunDir } from './sandbox-fs/run-dir.js';
+import { resolveSandboxUser } from './host/sandbox-user.js';
+import type { HostIdentity } from './host/sandbox-user.js';
+import { loadSeccompFilter } from './exec/seccomp.js';
+import {
+  AF_INIT_DEST,
+  LAUNCHER_BINARY_FD,
+  LAUNCHER_CONNECTION_FD,
+  SandboxLauncher,
+} from './launcher/launcher.js';
+import { buildBwrapArgs } from './exec/args.js';
+import { HANDSHAKE_FDS, SECCOMP_FD } from './exec/launch.js';
+import type { NetnsJoin } from './exec/launch.js';
 
 /** Configuration of the bwrap runtime (all optional; defaults suit Debian 12 hosts). */
 export interface BwrapRuntimeOptions {

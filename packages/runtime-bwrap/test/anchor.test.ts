@@ -2,7 +2,7 @@
 // so follows a worker restart) or on a FUSE mount bwrap bound by mistake. The layouts are mountinfo lines
 // read inside real sandboxes (the missed ones from the CI failure's reproduction: ENOTCONN after a restart).
 import { describe, expect, it } from 'vitest';
-import { anchoredIn } from '../src/relay.js';
+import { anchoredIn } from '../src/sandbox-fs/relay.js';
 
 const ROOT = '76 60 0:38 / / rw,nosuid,nodev,relatime - tmpfs tmpfs rw,size=64k';
 const ANCHOR =

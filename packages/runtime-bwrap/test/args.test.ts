@@ -1,8 +1,8 @@
 // buildBwrapArgs: the exact argv (inline snapshot) and the security properties it must keep (targeted).
 import { describe, expect, it } from 'vitest';
 import { InvalidArgumentError } from '@agentfense/protocol';
-import { buildBwrapArgs } from '../src/args.js';
-import type { BwrapSpec, SystemMount } from '../src/args.js';
+import { buildBwrapArgs } from '../src/exec/args.js';
+import type { BwrapSpec, SystemMount } from '../src/exec/args.js';
 
 const MOUNTS: SystemMount[] = [
   { kind: 'ro-bind', source: '/usr', dest: '/usr' },

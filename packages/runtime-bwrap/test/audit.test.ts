@@ -1,7 +1,7 @@
 // bwrap's audit argv: `--setenv NAME VALUE` values redacted, host paths masked everywhere (the masking core
 // itself is tested in packages/protocol/test/runtime/audit-mask.test.ts).
 import { describe, expect, it } from 'vitest';
-import { maskArgv } from '../src/audit.js';
+import { maskArgv } from '../src/exec/audit.js';
 import { maskHostPaths } from '../src/index.js';
 
 const placeholders = [

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { InvalidArgumentError, NO_LIMITS } from '@agentfense/protocol';
 import { execa } from 'execa';
-import { createSandboxCgroup } from '../src/cgroups.js';
+import { createSandboxCgroup } from '../src/cgroups/create.js';
 import type { CgroupController, CgroupHost } from '@agentfense/protocol';
 import { detectCgroupHost, makeCgroupDir } from '@agentfense/protocol';
 import { planCgroups, validateLimits } from '../src/cgroups/plan.js';

@@ -15,7 +15,7 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { generatedEtcContents, prepareSandboxEtc } from '../src/etc-files.js';
+import { generatedEtcContents, prepareSandboxEtc } from '../src/sandbox-fs/etc-files.js';
 
 const quiet = { debug: () => undefined, warn: () => undefined };
 

@@ -5,7 +5,7 @@ import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promis
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { cachedEtc, etcFingerprint, probeCached, recordProbe } from '../src/host-cache.js';
+import { cachedEtc, etcFingerprint, probeCached, recordProbe } from '../src/host/host-cache.js';
 
 describe('host cache', () => {
   let root = '';

@@ -6,7 +6,7 @@ import { chmod, chown, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { DEFAULT_SECCOMP_COMPILER, loadSeccompFilter } from '../src/seccomp.js';
+import { DEFAULT_SECCOMP_COMPILER, loadSeccompFilter } from '../src/exec/seccomp.js';
 
 const dirs: string[] = [];
 afterEach(async () => {

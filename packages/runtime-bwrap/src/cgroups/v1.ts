@@ -146,7 +146,7 @@ class V1Cgroup implements SandboxCgroup {
 
 /**
  * Kills every process in a sandbox's v1 cgroups and removes them; resolves the pids it killed. Shared by
- * a sandbox's own teardown and by recovery after a crashed control plane (cgroups.ts), which knows the
+ * a sandbox's own teardown and by recovery after a crashed control plane (create.ts), which knows the
  * directories only by the sandbox id: a directory that does not exist is simply empty.
  * Kill loop: freeze (so nothing forks between reading cgroup.procs and killing), SIGKILL every pid, thaw
  * (frozen processes only die once thawed; this also thaws a tree a teardown that died half-way left

@@ -143,7 +143,7 @@ async function killAll(dir: string, logger: CgroupCreateOptions['logger']): Prom
 
 /**
  * Kills every process in a sandbox's v2 cgroup and removes it; resolves the pids that were in it. Shared
- * by a sandbox's own teardown and by recovery after a crashed control plane (cgroups.ts), which knows the
+ * by a sandbox's own teardown and by recovery after a crashed control plane (create.ts), which knows the
  * directory only by the sandbox id: a directory that does not exist is simply empty.
  */
 export async function killAndRemoveV2(options: {

@@ -9,8 +9,8 @@ import { constants } from 'node:fs';
 import { copyFile, lstat, mkdir, readdir, readlink, symlink, writeFile } from 'node:fs/promises';
 import { InternalError } from '@agentfense/protocol';
 import { posix } from 'node:path';
-import type { RuntimeLogger } from './logger.js';
-import { SANDBOX_GID, SANDBOX_HOME, SANDBOX_HOSTNAME, SANDBOX_UID } from './args.js';
+import type { RuntimeLogger } from '../logger.js';
+import { SANDBOX_GID, SANDBOX_HOME, SANDBOX_HOSTNAME, SANDBOX_UID } from '../exec/args.js';
 
 /**
  * The parts of the host's /etc that programs need, relative to /etc, and nothing else. /etc as a whole is

@@ -1,7 +1,7 @@
 // Which parts of the host system a sandbox sees (read-only), resolved once per runtime from the host's
 // layout, so the per-exec argv builder stays pure and does no I/O.
 import { lstat, readlink } from 'node:fs/promises';
-import type { SystemMount } from './args.js';
+import type { SystemMount } from '../exec/args.js';
 
 /** Debian's system directories; on merged-usr hosts /bin, /lib, /lib64 and /sbin are symlinks into /usr. */
 export const DEFAULT_SYSTEM_DIRS: readonly string[] = ['/usr', '/bin', '/lib', '/lib64', '/sbin'];

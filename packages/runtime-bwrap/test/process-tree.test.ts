@@ -1,10 +1,10 @@
-// launcher-tree.ts `killLeftovers`: the host's sweep of a launcher's pid namespace, on a scripted process
+// launcher/process-tree.ts `killLeftovers`: the host's sweep of a launcher's pid namespace, on a scripted process
 // table. The race it must survive: a command's root is killed by its group's SIGKILL (sent through af-init)
 // while the host sweeps; the root dies after af-init's children were listed, and its setsid'd child, now
 // af-init's, was in no listing (a flaky runtime test: "a timeout kills the tree including what left the
 // session" left that child alive about once in 20 runs).
 import { describe, expect, it } from 'vitest';
-import { killLeftovers, type ProcessView } from '../src/launcher-tree.js';
+import { killLeftovers, type ProcessView } from '../src/launcher/process-tree.js';
 
 interface Proc {
   state: string;

@@ -2,7 +2,7 @@
 // --die-with-parent does not always take the sandbox down (a pid-namespace init may outlive its monitor,
 // seen with the nested user namespace of --disable-userns), and no control plane is left to SIGKILL its
 // pid 1. Recovery (the next process to open the data directory) calls clearLeftovers(stateDir). It first
-// kills and removes the sandbox's own cgroups (cgroups.ts removeSandboxCgroups: every process of a
+// kills and removes the sandbox's own cgroups (cgroups/create.ts removeSandboxCgroups: every process of a
 // sandbox joins them before it runs, and every sandbox has a pids limit by default), so no process of
 // those is left for this scan to find. This finds the rest by what only they carry: a bwrap whose argv
 // names a path inside the sandbox's directory (bwrap started before it read its options from a file

@@ -2,13 +2,13 @@
 import { posix } from 'node:path';
 import type { ResourceLimits } from '@agentfense/protocol';
 import { InvalidArgumentError } from '@agentfense/protocol';
-import type { RuntimeLogger } from './logger.js';
+import type { RuntimeLogger } from '../logger.js';
 import { detectCgroupHost } from '@agentfense/protocol';
 import type { CgroupHost } from '@agentfense/protocol';
-import { planCgroups, validateLimits } from './cgroups/plan.js';
-import type { SandboxCgroup } from './cgroups/types.js';
-import { createV1Cgroup, killAndRemoveV1 } from './cgroups/v1.js';
-import { createV2Cgroup, killAndRemoveV2 } from './cgroups/v2.js';
+import { planCgroups, validateLimits } from './plan.js';
+import type { SandboxCgroup } from './types.js';
+import { createV1Cgroup, killAndRemoveV1 } from './v1.js';
+import { createV2Cgroup, killAndRemoveV2 } from './v2.js';
 
 /** Default directory (under each hierarchy's root) that holds one cgroup per sandbox. */
 export const DEFAULT_CGROUP_PARENT = 'agentfense';

@@ -31,8 +31,8 @@ import type { OutputCallback } from '@agentfense/protocol';
 import { openAnonymous, openShared } from './anonymous-file.js';
 import type { CgroupHandshakeFds } from './args.js';
 import { leakedDescriptors } from './inherited-fds.js';
-import type { SandboxCgroup } from './cgroups/types.js';
-import type { RuntimeLogger } from './logger.js';
+import type { SandboxCgroup } from '../cgroups/types.js';
+import type { RuntimeLogger } from '../logger.js';
 
 const NO_OUTPUT = Buffer.alloc(0);
 

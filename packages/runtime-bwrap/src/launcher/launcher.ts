@@ -10,7 +10,7 @@
 // - its environment and cwd: from the SPAWN request (af-init adds nothing; its own environment is only
 //   BASE_ENV, so /proc/1/environ holds no sandbox variable);
 // - a new session (setsid) and only fds 0-2: af-init's duty;
-// - the end of everything it started: launcher-tree.ts (host side, from /proc).
+// - the end of everything it started: process-tree.ts (host side, from /proc).
 // af-init runs as the namespace's pid 1 (`--as-pid-1`): commands cannot SIGKILL/SIGSTOP it, and it reaps
 // every orphan. Its binary is copied in (`--ro-bind-data`), so no host path of it shows inside.
 //
@@ -23,13 +23,13 @@ import { closeSync, openSync } from 'node:fs';
 import { LauncherClient } from '@agentfense/launcher';
 import type { LauncherCommand, LauncherSpawnOptions } from '@agentfense/launcher';
 import { InternalError, processStartTime } from '@agentfense/protocol';
-import type { SandboxCgroup } from './cgroups/types.js';
-import { launchBwrap } from './launch.js';
-import type { LaunchedBwrap, NetnsJoin } from './launch.js';
-import { hostProcessView, killLeftovers, type ProcessView } from './launcher-tree.js';
-import type { RuntimeLogger } from './logger.js';
-import { ANCHOR_TRIES, sitsOnAnchor } from './relay.js';
-import type { WorkspaceAnchor } from './relay.js';
+import type { SandboxCgroup } from '../cgroups/types.js';
+import { launchBwrap } from '../exec/launch.js';
+import type { LaunchedBwrap, NetnsJoin } from '../exec/launch.js';
+import { hostProcessView, killLeftovers, type ProcessView } from './process-tree.js';
+import type { RuntimeLogger } from '../logger.js';
+import { ANCHOR_TRIES, sitsOnAnchor } from '../sandbox-fs/relay.js';
+import type { WorkspaceAnchor } from '../sandbox-fs/relay.js';
 
 /** How long af-init gets to report a command we killed before the launcher itself is killed. */
 const WEDGED_MS = 3_000;

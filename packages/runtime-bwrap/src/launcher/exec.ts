@@ -1,5 +1,5 @@
 // One buffered command through the sandbox's launcher (launcher.ts): the same ExecResult as a per-exec
-// bwrap (exec.ts), from af-init's answers instead of bwrap's exit.
+// bwrap (exec/exec.ts), from af-init's answers instead of bwrap's exit.
 import { constants } from 'node:os';
 import type { Readable } from 'node:stream';
 import type { LauncherOutcome } from '@agentfense/launcher';
@@ -10,9 +10,9 @@ import {
   armTermination,
   collectOutput,
 } from '@agentfense/protocol';
-import type { SandboxCgroup } from './cgroups/types.js';
+import type { SandboxCgroup } from '../cgroups/types.js';
 import type { SandboxLauncher } from './launcher.js';
-import type { RuntimeLogger } from './logger.js';
+import type { RuntimeLogger } from '../logger.js';
 
 export interface LauncherExecOptions extends ExecIo {
   readonly launcher: SandboxLauncher;

@@ -5,7 +5,7 @@ import { readFile } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { launchBwrap } from './launch.js';
 import type { LaunchOptions, LaunchedBwrap } from './launch.js';
-import { sitsOnAnchor } from './relay.js';
+import { sitsOnAnchor } from '../sandbox-fs/relay.js';
 
 export interface RunSpawnOptions extends Omit<
   LaunchOptions,
