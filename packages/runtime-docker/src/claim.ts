@@ -8,7 +8,7 @@ import type { EngineApi } from './api.js';
 import { buildUpdateArgs } from './args.js';
 import { limitFields } from './bodies.js';
 import { QUERY_TIMEOUT_MS } from './containers.js';
-import { apiError } from './engine.js';
+import { apiError } from './engine-errors.js';
 import { removeContainer } from './instance.js';
 import type { RuntimeLogger } from './logger.js';
 import type { PooledContainer } from './pool.js';

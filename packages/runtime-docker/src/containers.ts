@@ -11,7 +11,7 @@ import { STATE_LABEL } from './args.js';
 import type { buildCreateBody } from './bodies.js';
 import { resolveContainerCgroup } from './cgroup.js';
 import type { ContainerCgroup } from './cgroup.js';
-import { apiError } from './engine.js';
+import { apiError } from './engine-errors.js';
 import { removeContainer } from './instance.js';
 import type { RuntimeLogger } from './logger.js';
 

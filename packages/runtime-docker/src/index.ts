@@ -38,7 +38,7 @@ export { SessionHeaderParser } from './header.js';
 export { DOCKER_SECCOMP_PROFILE, dockerSeccompProfile } from './seccomp.js';
 
 // --- Engine errors ---
-export { SETUP_COMMAND, engineError, isEngineUnreachable } from './engine.js';
+export { SETUP_COMMAND, engineError, isEngineUnreachable } from './engine-errors.js';
 
 // --- Audit records ---
 export { maskArgv, maskHostPaths } from './audit.js';

@@ -17,7 +17,7 @@ import type { EngineApi } from './api.js';
 import { buildExecBody, buildKillBody } from './bodies.js';
 import { maskArgv } from './audit.js';
 import type { ContainerCgroup } from './cgroup.js';
-import { apiError } from './engine.js';
+import { apiError } from './engine-errors.js';
 import { EngineApiError } from './api.js';
 import { runExec } from './exec.js';
 import { launchExec } from './launch.js';

@@ -12,7 +12,7 @@ import type { Duplex, Readable } from 'node:stream';
 import type { ExecCreateOptions, ExecInspectInfo } from 'dockerode';
 import { armTermination } from '@agentfense/protocol';
 import type { EngineApi } from './api.js';
-import { apiError } from './engine.js';
+import { apiError } from './engine-errors.js';
 import { SessionHeaderParser } from './header.js';
 import type { RuntimeLogger } from './logger.js';
 import { demultiplex } from './demux.js';

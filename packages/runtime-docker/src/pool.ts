@@ -26,7 +26,7 @@ import type { DockerRunSpec } from './args.js';
 import { buildCreateBody } from './bodies.js';
 import type { ContainerCgroup } from './cgroup.js';
 import { QUERY_TIMEOUT_MS, locateCgroup, runContainer } from './containers.js';
-import { apiError } from './engine.js';
+import { apiError } from './engine-errors.js';
 import { removeContainer } from './instance.js';
 import type { RuntimeLogger } from './logger.js';
 import { unmountBelow } from './setup/mounts.js';

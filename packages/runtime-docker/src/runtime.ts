@@ -40,7 +40,7 @@ import {
   removeContainersOf,
   runContainer,
 } from './containers.js';
-import { apiError, engineError } from './engine.js';
+import { apiError, engineError } from './engine-errors.js';
 import { DockerInstance, removeContainer } from './instance.js';
 import { DOCKER_SECCOMP_PROFILE } from './seccomp.js';
 import { checkRelayParent, clearWorkspaceRelays, createWorkspaceRelay } from './relay.js';

@@ -14,7 +14,7 @@ import { EngineApiError, EngineUnreachableError, parseDockerHost } from '../src/
 import { buildRunArgs, SANDBOX_USER, WRAPPER_SCRIPT } from '../src/args.js';
 import { buildCreateBody, buildExecBody } from '../src/bodies.js';
 import { demultiplex } from '../src/demux.js';
-import { apiError } from '../src/engine.js';
+import { apiError } from '../src/engine-errors.js';
 
 function frame(kind: number, text: string): Buffer {
   const payload = Buffer.from(text);

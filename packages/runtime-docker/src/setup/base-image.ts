@@ -8,7 +8,8 @@ import { posix } from 'node:path';
 import { execa } from 'execa';
 import { InternalError, UnavailableError } from '@agentfense/protocol';
 import { DEFAULT_IMAGE } from '../args.js';
-import { createDockerCli, engineError, runDocker } from '../engine.js';
+import { engineError } from '../engine-errors.js';
+import { createDockerCli, runDocker } from './cli.js';
 import { unmountBelow } from './mounts.js';
 
 /** Default directory of the cached root filesystem tarball. */

@@ -7,7 +7,7 @@ import { mkdir, open, readFile, writeFile } from 'node:fs/promises';
 import { posix } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { InvalidArgumentError, UnavailableError, findExecutable } from '@agentfense/protocol';
-import { createDockerCli, runDocker } from '../engine.js';
+import { createDockerCli, runDocker } from './cli.js';
 import { unmountBelow } from './mounts.js';
 
 /** Default state directory of an AgentFense-started engine. */
