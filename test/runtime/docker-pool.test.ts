@@ -1,4 +1,4 @@
-// The docker runtime's container pool (packages/runtime-docker/src/pool.ts) against a real engine: a
+// The docker runtime's container pool (packages/runtime-docker/src/container/pool.ts) against a real engine: a
 // sandbox served from the pool is indistinguishable in security from a fresh one (flags as the engine
 // reports them, limits, env, what a command sees), a pooled container serves one sandbox and is removed
 // with it, the network bypasses the pool, and close(), recovery and gc leave nothing behind.

@@ -1,7 +1,7 @@
 // Attack: reach the host or the control plane through a docker sandbox's launcher. af-init (the container's
 // pid 1) holds a connection to the control plane and runs with the agent's uid, so a hostile agent tries
 // to connect to the host's launcher socket itself, to kill af-init, to ptrace it or read its descriptors,
-// and to learn host paths from it. Defences (packages/runtime-docker/src/launcher.ts,
+// and to learn host paths from it. Defences (packages/runtime-docker/src/launcher/launcher.ts,
 // packages/launcher/native/af-init.c): the host's listener accepts exactly one connection and is closed and
 // unlinked; af-init is the pid namespace's init (signals from inside cannot kill it) and not dumpable (no
 // ptrace, no /proc access for the same uid); its argv/env name no host path; a dead af-init gives a clear

@@ -1,7 +1,7 @@
 // Attack: use the docker container pool to reach another sandbox or escape one's limits. A hostile agent
 // leaves files in /tmp and HOME and a daemon that left its session, hoping the next sandbox gets the same
 // container; or counts on a pooled container keeping the pool's (absent) limits. Defence
-// (packages/runtime-docker/src/pool.ts, claim.ts): a pooled container serves one sandbox and is removed
+// (packages/runtime-docker/src/container/pool.ts, claim.ts): a pooled container serves one sandbox and is removed
 // with it, and the claim applies the sandbox's limits before anything runs in it.
 import { randomUUID } from 'node:crypto';
 import { afterAll, describe, expect, inject, it, onTestFinished } from 'vitest';

@@ -1,5 +1,5 @@
 // Attack: outlive your command with a leaderless thread group (helpers/leaderless.ts), Docker. Each command's
-// session is killed from the host when it ends (runtime-docker cgroup.ts killSession); the kill skipped
+// session is killed from the host when it ends (runtime-docker container/cgroup.ts killSession); the kill skipped
 // zombies, so a zombie leader whose other thread lived on survived. Defence (protocol
 // runtime/thread-group.ts): a process is dead only when none of its threads lives.
 import { afterAll, beforeAll, describe, inject } from 'vitest';

@@ -31,8 +31,8 @@ import {
   SANDBOX_USER,
 } from '../dist/index.js';
 // Internal pieces, for the exec profile only.
-import { createEngineApi } from '../dist/api.js';
-import { demultiplex } from '../dist/demux.js';
+import { createEngineApi } from '../dist/engine/api.js';
+import { demultiplex } from '../dist/engine/demux.js';
 
 const CREATES = 5;
 const WARMUP = 5;

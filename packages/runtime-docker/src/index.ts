@@ -4,7 +4,7 @@
 // --- Runtime ---
 export { createDockerRuntime, containerName } from './runtime.js';
 export type { DockerRuntime, DockerRuntimeOptions } from './runtime.js';
-export { MAX_POOL_KEYS, MAX_POOL_SIZE, collectPoolGarbage } from './pool.js';
+export { MAX_POOL_KEYS, MAX_POOL_SIZE, collectPoolGarbage } from './container/pool.js';
 export type { RuntimeLogger } from './logger.js';
 
 // --- docker argv (pure) ---
@@ -27,30 +27,35 @@ export {
   WRAPPER_SCRIPT,
   KILL_SESSION_SCRIPT,
   SESSION_HEADER_PREFIX,
-} from './args.js';
-export type { DockerRunSpec, DockerExecSpec } from './args.js';
+} from './exec/args.js';
+export type { DockerRunSpec, DockerExecSpec } from './exec/args.js';
 // cwd/env validation is shared with runtime-bwrap (from @agentfense/protocol, re-exported for callers).
 export { validateCwd, validateEnv } from '@agentfense/protocol';
 export { validateLimits } from './validate.js';
-export { planLimits, parseEngineCapabilities } from './limits.js';
-export type { EngineCapabilities } from './limits.js';
-export { SessionHeaderParser } from './header.js';
-export { DOCKER_SECCOMP_PROFILE, dockerSeccompProfile } from './seccomp.js';
+export { planLimits, parseEngineCapabilities } from './container/limits.js';
+export type { EngineCapabilities } from './container/limits.js';
+export { SessionHeaderParser } from './exec/header.js';
+export { DOCKER_SECCOMP_PROFILE, dockerSeccompProfile } from './container/seccomp.js';
 
 // --- Engine errors ---
-export { SETUP_COMMAND, engineError, isEngineUnreachable } from './engine-errors.js';
+export { SETUP_COMMAND, engineError, isEngineUnreachable } from './engine/engine-errors.js';
 
 // --- Audit records ---
-export { maskArgv, maskHostPaths } from './audit.js';
+export { maskArgv, maskHostPaths } from './exec/audit.js';
 export type { PathPlaceholder, MaskArgvOptions } from '@agentfense/protocol';
 
 // --- The workspace relay (a remounted worker propagates into a running container) ---
-export { clearWorkspaceRelays, createWorkspaceRelay, propagationOf } from './relay.js';
-export type { WorkspaceRelay } from './relay.js';
+export { clearWorkspaceRelays, createWorkspaceRelay, propagationOf } from './container/relay.js';
+export type { WorkspaceRelay } from './container/relay.js';
 
 // --- Host view of a container (OOM counter, session kills) ---
-export { parseCgroupMounts, parseOomKills, parseProcCgroup, resolveContainerCgroup } from './cgroup.js';
-export type { ContainerCgroup } from './cgroup.js';
+export {
+  parseCgroupMounts,
+  parseOomKills,
+  parseProcCgroup,
+  resolveContainerCgroup,
+} from './container/cgroup.js';
+export type { ContainerCgroup } from './container/cgroup.js';
 
 // --- Host setup: an engine and the base image (`agentfense setup docker`) ---
 export {

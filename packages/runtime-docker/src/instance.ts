@@ -12,21 +12,21 @@ import type {
 } from '@agentfense/protocol';
 import { StopGate, execIo, validateEnv, validateTimeoutMs } from '@agentfense/protocol';
 import type { LauncherClient } from '@agentfense/launcher';
-import { WORKSPACE_DIR, buildExecArgs } from './args.js';
-import type { EngineApi } from './api.js';
-import { buildExecBody, buildKillBody } from './bodies.js';
-import { maskArgv } from './audit.js';
-import type { ContainerCgroup } from './cgroup.js';
-import { apiError } from './engine-errors.js';
-import { EngineApiError } from './api.js';
-import { runExec } from './exec.js';
-import { launchExec } from './launch.js';
-import type { LaunchedExec } from './launch.js';
+import { WORKSPACE_DIR, buildExecArgs } from './exec/args.js';
+import type { EngineApi } from './engine/api.js';
+import { buildExecBody, buildKillBody } from './engine/bodies.js';
+import { maskArgv } from './exec/audit.js';
+import type { ContainerCgroup } from './container/cgroup.js';
+import { apiError } from './engine/engine-errors.js';
+import { EngineApiError } from './engine/api.js';
+import { runExec } from './exec/exec.js';
+import { launchExec } from './exec/launch.js';
+import type { LaunchedExec } from './exec/launch.js';
 import type { RuntimeLogger } from './logger.js';
-import type { WorkspaceRelay } from './relay.js';
-import { runSpawn } from './spawn.js';
-import { runInitExec } from './init-exec.js';
-import type { LauncherListener } from './launcher.js';
+import type { WorkspaceRelay } from './container/relay.js';
+import { runSpawn } from './exec/spawn.js';
+import { runInitExec } from './launcher/exec.js';
+import type { LauncherListener } from './launcher/launcher.js';
 
 /** How long a forced removal may take before stop() reports the engine as unresponsive. */
 const REMOVE_TIMEOUT_MS = 60_000;

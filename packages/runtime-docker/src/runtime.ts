@@ -18,8 +18,8 @@ import {
   validateEnv,
   validateSandboxId,
 } from '@agentfense/protocol';
-import { createEngineApi } from './api.js';
-import type { EngineApi } from './api.js';
+import { createEngineApi } from './engine/api.js';
+import type { EngineApi } from './engine/api.js';
 import {
   BASE_ENV,
   DEFAULT_IMAGE,
@@ -28,33 +28,33 @@ import {
   SANDBOX_USER,
   STATE_LABEL,
   buildRunArgs,
-} from './args.js';
-import type { DockerRunSpec } from './args.js';
-import { buildCreateBody } from './bodies.js';
-import type { ContainerCgroup } from './cgroup.js';
-import { claimPooled, clearClaimedContainers } from './claim.js';
+} from './exec/args.js';
+import type { DockerRunSpec } from './exec/args.js';
+import { buildCreateBody } from './engine/bodies.js';
+import type { ContainerCgroup } from './container/cgroup.js';
+import { claimPooled, clearClaimedContainers } from './container/claim.js';
 import {
   QUERY_TIMEOUT_MS,
   locateCgroup,
   publishNetns,
   removeContainersOf,
   runContainer,
-} from './containers.js';
-import { apiError, engineError } from './engine-errors.js';
+} from './container/containers.js';
+import { apiError, engineError } from './engine/engine-errors.js';
 import { DockerInstance, removeContainer } from './instance.js';
-import { DOCKER_SECCOMP_PROFILE } from './seccomp.js';
-import { checkRelayParent, clearWorkspaceRelays, createWorkspaceRelay } from './relay.js';
-import type { WorkspaceRelay } from './relay.js';
-import { parseEngineCapabilities, planLimits } from './limits.js';
-import type { EngineCapabilities } from './limits.js';
+import { DOCKER_SECCOMP_PROFILE } from './container/seccomp.js';
+import { checkRelayParent, clearWorkspaceRelays, createWorkspaceRelay } from './container/relay.js';
+import type { WorkspaceRelay } from './container/relay.js';
+import { parseEngineCapabilities, planLimits } from './container/limits.js';
+import type { EngineCapabilities } from './container/limits.js';
 import { createStderrLogger } from './logger.js';
 import type { RuntimeLogger } from './logger.js';
-import { ContainerPool, MAX_POOL_SIZE, collectPoolGarbage, poolOwner } from './pool.js';
-import type { PoolKey, PoolUserLeases } from './pool.js';
-import { refuseHostUser, sandboxUser, validateUser } from './users.js';
+import { ContainerPool, MAX_POOL_SIZE, collectPoolGarbage, poolOwner } from './container/pool.js';
+import type { PoolKey, PoolUserLeases } from './container/pool.js';
+import { refuseHostUser, sandboxUser, validateUser } from './container/users.js';
 import { IMAGE_REFERENCE, validateHostPath, validateImage, validateLimits } from './validate.js';
-import { clearLauncherDirs, connectLauncher, listenForLauncher } from './launcher.js';
-import type { Launcher } from './launcher.js';
+import { clearLauncherDirs, connectLauncher, listenForLauncher } from './launcher/launcher.js';
+import type { Launcher } from './launcher/launcher.js';
 
 /** Configuration of the docker runtime (all optional). */
 export interface DockerRuntimeOptions {

@@ -10,11 +10,11 @@ import {
   WrongStateError,
   type EnforcedLimits,
 } from '@agentfense/protocol';
-import { EngineApiError, EngineUnreachableError, parseDockerHost } from '../src/api.js';
-import { buildRunArgs, SANDBOX_USER, WRAPPER_SCRIPT } from '../src/args.js';
-import { buildCreateBody, buildExecBody } from '../src/bodies.js';
-import { demultiplex } from '../src/demux.js';
-import { apiError } from '../src/engine-errors.js';
+import { EngineApiError, EngineUnreachableError, parseDockerHost } from '../src/engine/api.js';
+import { buildRunArgs, SANDBOX_USER, WRAPPER_SCRIPT } from '../src/exec/args.js';
+import { buildCreateBody, buildExecBody } from '../src/engine/bodies.js';
+import { demultiplex } from '../src/engine/demux.js';
+import { apiError } from '../src/engine/engine-errors.js';
 
 function frame(kind: number, text: string): Buffer {
   const payload = Buffer.from(text);
@@ -198,7 +198,7 @@ describe('API bodies', () => {
 
 describe('seccomp profile', () => {
   it('is the shared deny list in Docker JSON: EPERM for each listed call, namespace flags by mask', async () => {
-    const { dockerSeccompProfile } = await import('../src/seccomp.js');
+    const { dockerSeccompProfile } = await import('../src/container/seccomp.js');
     const { SECCOMP_DENIED_SYSCALLS } = await import('@agentfense/protocol');
     const profile = dockerSeccompProfile();
     expect(profile.defaultAction).toBe('SCMP_ACT_ALLOW');

@@ -11,8 +11,8 @@ import {
   csvField,
   SESSION_HEADER_PREFIX,
   WRAPPER_SCRIPT,
-} from '../src/args.js';
-import type { DockerRunSpec } from '../src/args.js';
+} from '../src/exec/args.js';
+import type { DockerRunSpec } from '../src/exec/args.js';
 
 const spec = (over: Partial<DockerRunSpec> = {}): DockerRunSpec => ({
   containerName: 'agentfense-sb_1',

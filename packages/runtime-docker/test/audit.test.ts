@@ -1,7 +1,7 @@
 // Audit argv masking for docker: host paths inside --mount, caller env values, the wrapper script.
 import { describe, expect, it } from 'vitest';
-import { buildExecArgs } from '../src/args.js';
-import { maskArgv, maskHostPaths } from '../src/audit.js';
+import { buildExecArgs } from '../src/exec/args.js';
+import { maskArgv, maskHostPaths } from '../src/exec/audit.js';
 
 const placeholders = [
   { hostPath: '/srv/af/mnt/sb_1', placeholder: '<workspace>' },

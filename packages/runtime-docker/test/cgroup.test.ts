@@ -1,6 +1,6 @@
 // Parsing the host's view of a container: /proc/PID/cgroup, cgroup mounts in mountinfo, the OOM counter.
 import { describe, expect, it } from 'vitest';
-import { parseCgroupMounts, parseOomKills, parseProcCgroup } from '../src/cgroup.js';
+import { parseCgroupMounts, parseOomKills, parseProcCgroup } from '../src/container/cgroup.js';
 
 describe('cgroup parsing', () => {
   it('reads controllers and paths of /proc/PID/cgroup (v1 and v2 lines)', () => {

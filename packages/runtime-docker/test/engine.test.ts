@@ -1,6 +1,6 @@
 // Engine errors: every message the engine gives for a known failure maps to a stable code and a fix.
 import { describe, expect, it } from 'vitest';
-import { engineError } from '../src/engine-errors.js';
+import { engineError } from '../src/engine/engine-errors.js';
 import type { DockerCli } from '../src/setup/cli.js';
 
 const cli: DockerCli = { path: '/usr/bin/docker', env: {}, host: 'unix:///run/x.sock' };

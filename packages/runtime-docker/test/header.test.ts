@@ -1,7 +1,7 @@
 // SessionHeaderParser: the header is split off however the bytes are chunked; no header means an error text.
 import { Readable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import { SessionHeaderParser } from '../src/header.js';
+import { SessionHeaderParser } from '../src/exec/header.js';
 
 async function parse(chunks: string[]): Promise<{ session: number | null; out: string; preamble: string }> {
   const parser = new SessionHeaderParser();

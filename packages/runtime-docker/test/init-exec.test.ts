@@ -12,8 +12,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, expect, it, onTestFinished } from 'vitest';
 import { LauncherClient, afInitPath } from '@agentfense/launcher';
 import { NO_LIMITS } from '@agentfense/protocol';
-import type { ContainerCgroup } from '../src/cgroup.js';
-import { runInitExec } from '../src/init-exec.js';
+import type { ContainerCgroup } from '../src/container/cgroup.js';
+import { runInitExec } from '../src/launcher/exec.js';
 
 const children: ChildProcess[] = [];
 

@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { AF_INIT_PROTOCOL_VERSION, LauncherFrameType, encodeLauncherFrame } from '@agentfense/launcher';
-import { listenForLauncher } from '../src/launcher.js';
+import { listenForLauncher } from '../src/launcher/launcher.js';
 
 const quiet = { debug: () => undefined, warn: () => undefined };
 const cleanups: (() => void)[] = [];

@@ -1,7 +1,7 @@
 // planLimits: a limit is reported only when the engine enforces it; mechanism follows.
 import { describe, expect, it } from 'vitest';
 import { InvalidArgumentError } from '@agentfense/protocol';
-import { parseEngineCapabilities, planLimits } from '../src/limits.js';
+import { parseEngineCapabilities, planLimits } from '../src/container/limits.js';
 import { validateLimits } from '../src/validate.js';
 
 const all = { memoryLimit: true, swapLimit: true, pidsLimit: true, cpuCfsQuota: true, cpuShares: true };

@@ -2,7 +2,7 @@
 // label. Anyone with the engine's socket can create a container with any label: only an owner directory
 // of our own pool may be acted on, never `/` or another path the label names.
 import { describe, expect, it } from 'vitest';
-import { isOwnerDirOf } from '../src/pool.js';
+import { isOwnerDirOf } from '../src/container/pool.js';
 
 describe('isOwnerDirOf: which labelled directories pool garbage collection may unmount', () => {
   const pool = '/var/lib/agentfense/docker-pool';

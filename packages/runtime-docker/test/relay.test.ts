@@ -1,6 +1,6 @@
 // propagationOf: which mount holds a path (the topmost, deepest one) and its propagation fields.
 import { describe, expect, it } from 'vitest';
-import { propagationOf } from '../src/relay.js';
+import { propagationOf } from '../src/container/relay.js';
 
 const mountinfo = [
   '27 1 254:0 / / rw,relatime - ext4 /dev/vda rw',

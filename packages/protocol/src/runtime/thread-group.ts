@@ -1,5 +1,5 @@
 // Whether a process can still run, for the sweeps that kill what a sandbox command left behind (runtime-bwrap
-// launcher/process-tree.ts, runtime-docker cgroup.ts). /proc/<pid>/status shows a thread group's leader as a
+// launcher/process-tree.ts, runtime-docker container/cgroup.ts). /proc/<pid>/status shows a thread group's leader as a
 // zombie ("Z") as soon as the leader thread itself exits (exit(2), pthread_exit from main), even while other
 // threads of the group run on: the leader is reaped only with the last thread. Taking that "Z" for a dead
 // process let such a group outlive every sweep. A SIGKILL to the pid still reaches the whole group (the

@@ -7,8 +7,8 @@ import { access, appendFile, mkdir, mkdtemp, readdir, readFile, rename, rm, stat
 import { posix } from 'node:path';
 import { execa } from 'execa';
 import { InternalError, UnavailableError } from '@agentfense/protocol';
-import { DEFAULT_IMAGE } from '../args.js';
-import { engineError } from '../engine-errors.js';
+import { DEFAULT_IMAGE } from '../exec/args.js';
+import { engineError } from '../engine/engine-errors.js';
 import { createDockerCli, runDocker } from './cli.js';
 import { unmountBelow } from './mounts.js';
 

@@ -2,7 +2,7 @@
 // Engine API, api.ts): finding the `docker` executable, the CLI's environment, one call with an argv array.
 import { execa } from 'execa';
 import { UnavailableError, findExecutable } from '@agentfense/protocol';
-import { SETUP_COMMAND } from '../engine-errors.js';
+import { SETUP_COMMAND } from '../engine/engine-errors.js';
 
 /** Variables of the control plane's environment that configure the docker CLI (and nothing else passes). */
 const CLI_ENV_NAMES = [
@@ -91,4 +91,3 @@ export async function runDocker(
     failed: result.failed,
   };
 }
-

@@ -8,7 +8,7 @@ import {
   WrongStateError,
 } from '@agentfense/protocol';
 import { EngineApiError, EngineUnreachableError, unreachableEngine } from './api.js';
-import { DEFAULT_IMAGE } from './args.js';
+import { DEFAULT_IMAGE } from '../exec/args.js';
 
 /** The command users are told to run when the engine or the base image is missing. */
 export const SETUP_COMMAND = 'agentfense setup docker';

@@ -5,8 +5,8 @@ import { finished } from 'node:stream/promises';
 import type { ExecAudit, ExecResult } from '@agentfense/protocol';
 import { UnavailableError, collectOutput as takeOutput } from '@agentfense/protocol';
 import type { CollectedOutput, OutputCallback } from '@agentfense/protocol';
-import type { ContainerCgroup } from './cgroup.js';
-import { engineError, isEngineUnreachable } from './engine-errors.js';
+import type { ContainerCgroup } from '../container/cgroup.js';
+import { engineError, isEngineUnreachable } from '../engine/engine-errors.js';
 import { launchExec } from './launch.js';
 import type { LaunchOptions, LaunchedExec } from './launch.js';
 

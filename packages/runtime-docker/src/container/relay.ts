@@ -21,7 +21,7 @@ import { mkdir, readdir, readFile, rmdir } from 'node:fs/promises';
 import { posix } from 'node:path';
 import { execa } from 'execa';
 import { InvalidArgumentError, UnavailableError } from '@agentfense/protocol';
-import { unmountBelow } from './setup/mounts.js';
+import { unmountBelow } from '../setup/mounts.js';
 
 /** A sandbox's relay: the path docker binds, then `attach()` once the container exists. */
 export interface WorkspaceRelay {

@@ -20,18 +20,18 @@ import { mkdir, readdir, rmdir } from 'node:fs/promises';
 import { posix } from 'node:path';
 import { isSameProcess, selfIdentity } from '@agentfense/protocol';
 import { execa } from 'execa';
-import type { EngineApi } from './api.js';
-import { POOL_DIR_LABEL, POOL_OWNER_LABEL, buildRunArgs } from './args.js';
-import type { DockerRunSpec } from './args.js';
-import { buildCreateBody } from './bodies.js';
+import type { EngineApi } from '../engine/api.js';
+import { POOL_DIR_LABEL, POOL_OWNER_LABEL, buildRunArgs } from '../exec/args.js';
+import type { DockerRunSpec } from '../exec/args.js';
+import { buildCreateBody } from '../engine/bodies.js';
 import type { ContainerCgroup } from './cgroup.js';
 import { QUERY_TIMEOUT_MS, locateCgroup, runContainer } from './containers.js';
-import { apiError } from './engine-errors.js';
-import { removeContainer } from './instance.js';
-import type { RuntimeLogger } from './logger.js';
-import { unmountBelow } from './setup/mounts.js';
-import { clearLauncherDirs, connectLauncher, listenForLauncher } from './launcher.js';
-import type { Launcher, LauncherListener } from './launcher.js';
+import { apiError } from '../engine/engine-errors.js';
+import { removeContainer } from '../instance.js';
+import type { RuntimeLogger } from '../logger.js';
+import { unmountBelow } from '../setup/mounts.js';
+import { clearLauncherDirs, connectLauncher, listenForLauncher } from '../launcher/launcher.js';
+import type { Launcher, LauncherListener } from '../launcher/launcher.js';
 
 /** What a pooled container is made for: containers of one key are interchangeable. */
 export interface PoolKey {

@@ -5,15 +5,15 @@ import { rm, writeFile } from 'node:fs/promises';
 import { promisify } from 'node:util';
 import type { ContainerInspectInfo } from 'dockerode';
 import { InternalError } from '@agentfense/protocol';
-import { EngineApiError } from './api.js';
-import type { EngineApi } from './api.js';
-import { STATE_LABEL } from './args.js';
-import type { buildCreateBody } from './bodies.js';
+import { EngineApiError } from '../engine/api.js';
+import type { EngineApi } from '../engine/api.js';
+import { STATE_LABEL } from '../exec/args.js';
+import type { buildCreateBody } from '../engine/bodies.js';
 import { resolveContainerCgroup } from './cgroup.js';
 import type { ContainerCgroup } from './cgroup.js';
-import { apiError } from './engine-errors.js';
-import { removeContainer } from './instance.js';
-import type { RuntimeLogger } from './logger.js';
+import { apiError } from '../engine/engine-errors.js';
+import { removeContainer } from '../instance.js';
+import type { RuntimeLogger } from '../logger.js';
 
 /** How long one engine query (info, inspect) may take before the engine counts as unresponsive. */
 export const QUERY_TIMEOUT_MS = 30_000;

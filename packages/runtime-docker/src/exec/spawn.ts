@@ -1,7 +1,7 @@
 // A long-lived process in the container (sessions): raw pipes, no buffering, kill() takes the whole tree.
 import type { ExecAudit, SandboxProcess } from '@agentfense/protocol';
 import { InternalError, toSandboxProcess } from '@agentfense/protocol';
-import { engineError } from './engine-errors.js';
+import { engineError } from '../engine/engine-errors.js';
 import { launchExec } from './launch.js';
 import type { LaunchOptions } from './launch.js';
 

@@ -6,10 +6,10 @@ import { finished } from 'node:stream/promises';
 import type { LauncherClient, LauncherOutcome } from '@agentfense/launcher';
 import type { ExecAudit, ExecResult, OutputCallback } from '@agentfense/protocol';
 import { armTermination } from '@agentfense/protocol';
-import type { ContainerCgroup } from './cgroup.js';
-import { collectOutput } from './exec.js';
-import type { TerminationReason } from './launch.js';
-import type { RuntimeLogger } from './logger.js';
+import type { ContainerCgroup } from '../container/cgroup.js';
+import { collectOutput } from '../exec/exec.js';
+import type { TerminationReason } from '../exec/launch.js';
+import type { RuntimeLogger } from '../logger.js';
 
 /** How long a killed command's EXIT may take before the command is given up on (af-init is hostile-able). */
 const EXIT_AFTER_KILL_MS = 2_000;

@@ -19,9 +19,9 @@ import type { Socket } from 'node:net';
 import { posix } from 'node:path';
 import { LauncherClient, afInitPath } from '@agentfense/launcher';
 import { UnavailableError } from '@agentfense/protocol';
-import type { EngineApi } from './api.js';
-import { containerEnv } from './containers.js';
-import type { RuntimeLogger } from './logger.js';
+import type { EngineApi } from '../engine/api.js';
+import { containerEnv } from '../container/containers.js';
+import type { RuntimeLogger } from '../logger.js';
 
 /** Prefix of launcher directories on the host (in a stateDir's docker scratch dir or a pool owner dir). */
 export const LAUNCHER_DIR_PREFIX = 'launcher-';

@@ -18,8 +18,8 @@ import {
   LAUNCHER_DIR,
   LAUNCHER_ENTRYPOINT,
   userPart,
-} from './args.js';
-import type { DockerExecSpec, DockerRunSpec } from './args.js';
+} from '../exec/args.js';
+import type { DockerExecSpec, DockerRunSpec } from '../exec/args.js';
 
 /** The create body (`POST /containers/create?name=…`) of a sandbox's container. */
 export function buildCreateBody(spec: DockerRunSpec): ContainerCreateOptions {

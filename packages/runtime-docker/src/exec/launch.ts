@@ -11,11 +11,11 @@ import { PassThrough, Writable } from 'node:stream';
 import type { Duplex, Readable } from 'node:stream';
 import type { ExecCreateOptions, ExecInspectInfo } from 'dockerode';
 import { armTermination } from '@agentfense/protocol';
-import type { EngineApi } from './api.js';
-import { apiError } from './engine-errors.js';
+import type { EngineApi } from '../engine/api.js';
+import { apiError } from '../engine/engine-errors.js';
 import { SessionHeaderParser } from './header.js';
-import type { RuntimeLogger } from './logger.js';
-import { demultiplex } from './demux.js';
+import type { RuntimeLogger } from '../logger.js';
+import { demultiplex } from '../engine/demux.js';
 
 /** How long the stream gets to end after its command's session was killed before it is dropped. */
 const STREAM_END_GRACE_MS = 2_000;
