@@ -20,3 +20,16 @@ export { DEFAULT_MAX_CONNECTIONS, SandboxNetwork, netnsPathOf } from './host.js'
 export type { NetworkOptions, SandboxNetworkOptions } from './host.js';
 export { DNS_PORT, PROXY_ENV, PROXY_PORT, PROXY_URL, removeSandboxNetns } from './netns.js';
 export { openSocketInNetns } from './native.js';
+export {
+  PLACEHOLDER_PREFIX,
+  hostMatches,
+  placeholderEnv,
+  secretBinding,
+  validateSecret,
+  validateSecrets,
+  withPlaceholders,
+} from './secrets.js';
+export type { SandboxSecret, SecretBinding, SecretInput } from './secrets.js';
+export { createSandboxCa } from './ca.js';
+export type { SandboxCaPem } from './ca.js';
+export type { SecretSetOptions } from './secret-set.js';

@@ -5,6 +5,8 @@ import { createRequire } from 'node:module';
 interface Addon {
   openInNetns(nsFd: number, family: 4 | 6, type: 'tcp' | 'udp', address: string, port: number): number;
   originalDestination(fd: number): { address: string; port: number };
+  /** prctl(PR_SET_DUMPABLE, 0): no core dump, /proc/<pid> of this process closed to other uids. */
+  notDumpable(): void;
 }
 
 let loaded: Addon | undefined;
