@@ -30,6 +30,7 @@ import type { RuntimeLogger } from './logger.js';
 import { resolveSystemMounts } from './system-mounts.js';
 import { clearRelay, createAnchor, createRelay } from './relay.js';
 import { clearDevpts, createDevpts } from './devpts.js';
+import { clearSandboxFiles, writeSandboxFiles } from './sandbox-files.js';
 import { prepareRunDir } from './run-dir.js';
 import { resolveSandboxUser } from './sandbox-user.js';
 import type { HostIdentity } from './sandbox-user.js';
@@ -276,7 +277,18 @@ export function createBwrapRuntime(options: BwrapRuntimeOptions = {}): SandboxRu
     }
     // Only a sandbox with limits gets cgroups (the host's hierarchies are detected once per runtime).
     const hasLimits = Object.values(limits).some((v) => v !== undefined);
-    const systemMounts = await systemMountsOnce();
+    const sharedMounts = await systemMountsOnce();
+    const files = start.files ?? [];
+    if (files.length > 0 && (runDir === undefined || user === null)) {
+      throw new InvalidArgumentError(
+        'files for a sandbox need a sandbox user of its own (a root control plane)',
+      );
+    }
+    // The sandbox's own files come after the shared ones (they may sit inside /etc).
+    const systemMounts =
+      files.length === 0 || runDir === undefined || user === null
+        ? sharedMounts
+        : [...sharedMounts, ...(await writeSandboxFiles({ runDir, sandboxId, gid: user.gid, files }))];
     // From here on processes of this sandbox may exist: recovery must search for them (leftovers.ts), by
     // the uid the mark holds.
     const runningMark = posix.join(stateDir, RUNNING_MARK);
@@ -311,6 +323,7 @@ export function createBwrapRuntime(options: BwrapRuntimeOptions = {}): SandboxRu
       if (madeRelay.status === 'fulfilled' && madeRelay.value !== workspaceHostPath)
         await clearRelay(stateDir);
       if (madeDevpts.status === 'fulfilled' && runDir !== undefined) await clearDevpts(runDir, sandboxId);
+      if (runDir !== undefined) await clearSandboxFiles(runDir, sandboxId);
       // Nothing was launched.
       await rm(runningMark, { force: true });
       throw [madeCgroup, madeRelay, madeDevpts].find((made) => made.status === 'rejected')?.reason;
@@ -392,6 +405,7 @@ export function createBwrapRuntime(options: BwrapRuntimeOptions = {}): SandboxRu
             onStop: async () => {
               await clearRelay(stateDir);
               await clearDevpts(runDir, sandboxId);
+              await clearSandboxFiles(runDir, sandboxId);
             },
           }),
       logger,
@@ -467,7 +481,10 @@ export function createBwrapRuntime(options: BwrapRuntimeOptions = {}): SandboxRu
       await clearRelay(stateDir);
       // The sandbox's devpts (devpts.ts), named by the sandbox's id: the state directory's parent.
       const sandboxId = posix.basename(posix.dirname(stateDir));
-      if (runDir !== undefined && isSandboxId(sandboxId)) await clearDevpts(runDir, sandboxId);
+      if (runDir !== undefined && isSandboxId(sandboxId)) {
+        await clearDevpts(runDir, sandboxId);
+        await clearSandboxFiles(runDir, sandboxId);
+      }
     },
   };
 }
