@@ -3,7 +3,7 @@
 // network policy. Everything is destroyed afterwards, and the test fails if a mount is left behind.
 import { afterAll, beforeAll } from 'vitest';
 import { ControlPlane } from '@agentfense/control';
-import type { ControlPlaneOptions, NetworkPolicyInput } from '@agentfense/control';
+import type { ControlPlaneOptions, NetworkPolicyInput, SecretInput } from '@agentfense/control';
 import type { ExecResult } from '@agentfense/protocol';
 import { assertCleanAndRemove, makeDirs } from '../control/fixtures.js';
 import type { TestDirs } from '../control/fixtures.js';
@@ -20,11 +20,17 @@ export interface NetworkFixture {
   readonly cp: ControlPlane;
   readonly net: TestNet;
   readonly dirs: TestDirs;
-  sandbox(network: boolean | NetworkPolicyInput, options?: { runtime?: string }): Promise<NetSandbox>;
+  sandbox(
+    network: boolean | NetworkPolicyInput,
+    options?: { runtime?: string; secrets?: SecretInput[]; env?: Record<string, string> },
+  ): Promise<NetSandbox>;
 }
 
 export function useNetworkFixture(
-  options: Omit<ControlPlaneOptions, 'dataDir' | 'network'> & { maxConnections?: number } = {},
+  options: Omit<ControlPlaneOptions, 'dataDir' | 'network'> & {
+    maxConnections?: number;
+    upstreamCa?: string;
+  } = {},
 ): () => NetworkFixture {
   let fixture: NetworkFixture | undefined;
   let net: TestNet | undefined;
@@ -33,11 +39,15 @@ export function useNetworkFixture(
   beforeAll(async () => {
     net = await makeTestNet();
     dirs = await makeDirs();
-    const { maxConnections, ...rest } = options;
+    const { maxConnections, upstreamCa, ...rest } = options;
     cp = await ControlPlane.open({
       ...rest,
       dataDir: dirs.dataDir,
-      network: { hostsFile: net.hostsFile, ...(maxConnections === undefined ? {} : { maxConnections }) },
+      network: {
+        hostsFile: net.hostsFile,
+        ...(maxConnections === undefined ? {} : { maxConnections }),
+        ...(upstreamCa === undefined ? {} : { upstreamCa }),
+      },
     });
     const plane = cp;
     const { id: codebaseId } = await plane.linkCodebase({ path: dirs.repo });
@@ -51,6 +61,8 @@ export function useNetworkFixture(
           preset: 'agent-safe',
           network,
           ...(sandboxOptions.runtime === undefined ? {} : { runtime: sandboxOptions.runtime }),
+          ...(sandboxOptions.secrets === undefined ? {} : { secrets: sandboxOptions.secrets }),
+          ...(sandboxOptions.env === undefined ? {} : { env: sandboxOptions.env }),
         });
         await plane.startSandbox(id);
         return {

@@ -90,8 +90,11 @@ describe('interceptor', () => {
   beforeAll(async () => {
     upstream = await serve(upstreamCa);
     forged = await serve(forgerCa);
-    [secret] = withPlaceholders(validateSecrets([{ name: 'API_KEY', hosts: ['api.test'], value: VALUE }]));
-    if (secret === undefined) throw new Error('no secret');
+    const [made] = withPlaceholders(
+      validateSecrets([{ name: 'API_KEY', hosts: ['api.test'], value: VALUE }]),
+    );
+    if (made === undefined) throw new Error('no secret');
+    secret = made;
     const set = new SecretSet({ secrets: [secret], ca: sandboxCa, upstreamCa: upstreamCa.cert });
     const ctx = new FlowContext({
       policy: { mode: 'open', rules: [] },

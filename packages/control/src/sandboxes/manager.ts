@@ -40,6 +40,7 @@ import type { SandboxManagerOptions } from './manager-options.js';
 import { onWorker } from './temporary-worker.js';
 import { checkResources } from './validate.js';
 import { listSandboxes, newSandboxRow, type CreateInternal, type RecordDeps } from './records.js';
+import { SecretVault, redact } from './secrets.js';
 import { DEFAULT_WORKER_POOL_SIZE, WorkerPool } from './worker-pool.js';
 import { SandboxTrash } from './trash.js';
 import type {
@@ -68,6 +69,8 @@ export class SandboxManager {
   readonly #recovery: RecoveryDeps;
   readonly #records: RecordDeps;
   readonly #live = new Map<string, Live>();
+  /** Secret values: in this process's memory only (secrets.ts). */
+  readonly #secrets = new SecretVault();
   readonly #locks = new KeyedLock();
   readonly #pool: WorkerPool;
   readonly #policies: PolicyChanges;
@@ -141,8 +144,10 @@ export class SandboxManager {
     // Strictly increasing within this process: listings are in creation order (created_at, then id).
     const now = Math.max(Date.now(), this.#lastCreatedAt + 1);
     const row = await newSandboxRow(this.#records, options, now, internal);
+    const secrets = SecretVault.prepare(options.secrets, row.network);
     this.#lastCreatedAt = now;
     const { id } = row;
+    this.#secrets.set(id, secrets);
     // The record first, then the directory: `agentfense gc` removes directories without a record.
     // A caller that starts it at once (the one-shot CLI, the API's `start: true`) owns it from birth, in
     // the same statement: if the process dies before the start, recovery sees a dead owner and settles
@@ -178,7 +183,7 @@ export class SandboxManager {
     await live?.supervisor.request('stats', {}).catch(() => undefined);
     await live?.network?.flush();
     await live?.audit.flush();
-    return readAudit(this.#layout.sandbox(id).auditLog, query);
+    return redact(await readAudit(this.#layout.sandbox(id).auditLog, query), this.#secrets.get(id));
   }
 
   // --- Lifecycle ---------------------------------------------------------------------------------
@@ -200,10 +205,15 @@ export class SandboxManager {
         this.#owner.release(id);
         throw err;
       }
-      const live = await startSandbox(this.#deps, row, {
-        onRestart: (reason) => this.#recordRestart(id, reason),
-        onFatal: (reason) => void this.#onFatal(id, reason),
-      });
+      const live = await startSandbox(
+        this.#deps,
+        row,
+        {
+          onRestart: (reason) => this.#recordRestart(id, reason),
+          onFatal: (reason) => void this.#onFatal(id, reason),
+        },
+        this.#secrets.get(id),
+      );
       this.#live.set(id, live);
       return this.get(id);
     });
@@ -244,6 +254,7 @@ export class SandboxManager {
         throw error;
       }
       this.#store.delete(id);
+      this.#secrets.delete(id);
       this.#logger.info({ sandboxId: id, keepDelta: options.keepDelta === true }, 'sandbox destroyed');
     });
   }
@@ -279,7 +290,7 @@ export class SandboxManager {
   ): Promise<ExecResult> {
     const live = this.#requireLive(id);
     await live.supervisor.worker();
-    return live.instance.exec({ ...options, command });
+    return redact(await live.instance.exec({ ...options, command }), this.#secrets.get(id));
   }
 
   /** The worker's resource and activity report (running sandboxes of this process). */
@@ -307,8 +318,13 @@ export class SandboxManager {
     return this.#withWorker(id, 'changes', {}).then((r) => r.changes);
   }
 
-  diff(id: string, options: { paths?: readonly string[] } = {}): Promise<WorkerResult<'diff'>> {
-    return this.#withWorker(id, 'diff', options.paths === undefined ? {} : { paths: options.paths });
+  async diff(id: string, options: { paths?: readonly string[] } = {}): Promise<WorkerResult<'diff'>> {
+    const diff = await this.#withWorker(
+      id,
+      'diff',
+      options.paths === undefined ? {} : { paths: options.paths },
+    );
+    return redact(diff, this.#secrets.get(id));
   }
 
   commit(id: string, options: { mode?: CommitMode; paths?: readonly string[] } = {}): Promise<CommitResult> {

@@ -10,6 +10,7 @@ export function networkOptions(options: NetworkOptions | undefined): NetworkOpti
   return {
     ...(hostsFile === undefined || hostsFile === '' ? {} : { hostsFile }),
     ...(options?.maxConnections === undefined ? {} : { maxConnections: options.maxConnections }),
+    ...(options?.upstreamCa === undefined ? {} : { upstreamCa: options.upstreamCa }),
   };
 }
 

@@ -6,13 +6,14 @@ import { toAgentFenseError } from '@agentfense/protocol';
 import type { RuntimeInstance } from '@agentfense/protocol';
 import type { WorkerHandle } from '@agentfense/fuse-worker';
 import { PROXY_ENV, SandboxNetwork, netnsPathOf } from '@agentfense/network';
-import type { NetworkOptions } from '@agentfense/network';
+import type { NetworkOptions, SandboxSecret } from '@agentfense/network';
 import type { CodebaseService } from '../codebases/service.js';
 import type { SandboxRow } from '../store/sandboxes.js';
 import { AuditWriter } from './audit-log.js';
 import type { SandboxHostUsers } from './host-user.js';
 import { mountParams } from './mounts.js';
 import { processStartTime } from './process-identity.js';
+import { secretStart } from './secret-start.js';
 import type { RuntimeRegistry } from './runtimes.js';
 import { WorkerSupervisor } from './supervisor.js';
 import type { SupervisionOptions } from './supervisor.js';
@@ -77,7 +78,12 @@ export interface StartHooks {
  * Starts the parts of a claimed sandbox and records it RUNNING. On failure everything started is undone,
  * the sandbox goes to ERROR with the reason (ownership released), and the error is thrown.
  */
-export async function startSandbox(deps: StartDeps, row: SandboxRow, hooks: StartHooks): Promise<Live> {
+export async function startSandbox(
+  deps: StartDeps,
+  row: SandboxRow,
+  hooks: StartHooks,
+  secrets: readonly SandboxSecret[] = [],
+): Promise<Live> {
   const { id } = row;
   const paths = deps.layout.sandbox(id);
   const log = deps.logger.child({ sandboxId: id });
@@ -143,13 +149,21 @@ export async function startSandbox(deps: StartDeps, row: SandboxRow, hooks: Star
       return started;
     });
     const policed = row.network.mode !== 'none';
+    // A sandbox with secrets: its CA (in memory), the files and variables that make the sandbox trust it.
+    const withSecrets = policed ? secretStart(id, secrets) : undefined;
+    const { upstreamCa, ...networkOptions } = deps.network;
     const startNetwork = async (create: boolean): Promise<void> => {
       network = await SandboxNetwork.start({
         sandboxId: id,
         stateDir: paths.state,
         policy: row.network,
         create,
-        ...deps.network,
+        ...networkOptions,
+        ...(withSecrets === undefined
+          ? {}
+          : {
+              secrets: { secrets, ca: withSecrets.ca, ...(upstreamCa === undefined ? {} : { upstreamCa }) },
+            }),
         onAudit: (events) => audit.append(events),
         onExit: (reason) =>
           log.error({ reason }, 'the network policy point exited: the sandbox has no network'),
@@ -168,7 +182,8 @@ export async function startSandbox(deps: StartDeps, row: SandboxRow, hooks: Star
         resources: row.resources,
         ...(user === undefined ? {} : { user }),
         // The proxy variables first: a sandbox's own env may override them (the NAT polices either way).
-        env: policed ? { ...PROXY_ENV, ...row.env } : row.env,
+        env: policed ? { ...PROXY_ENV, ...row.env, ...withSecrets?.env } : row.env,
+        ...(withSecrets === undefined ? {} : { files: withSecrets.files }),
       });
       instance = started;
       if (policed && traits.netns === 'publishes') await startNetwork(false);

@@ -1,0 +1,77 @@
+// Secrets as a user relies on them (bwrap, docs/secrets.md): the agent's request to the bound host with
+// the placeholder reaches the server with the real value, through the proxy variables (curl) and
+// without them (Node's fetch); the same placeholder sent to another allowed host arrives unchanged; the
+// agent's env and output show only the placeholder, even when the server echoes the value back; each
+// use is in the audit trail by name. Test hosts: test/helpers/test-net.ts, secret-hosts.ts.
+import type { Server } from 'node:https';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { useNetworkFixture } from '../helpers/network-fixture.js';
+import { makeTestCerts, serveHttps } from '../helpers/secret-hosts.js';
+import type { Seen } from '../helpers/secret-hosts.js';
+
+const VALUE = 'sk-test-REAL-0f1e2d3c4b5a69788796a5b4';
+const POLICY = {
+  mode: 'allow',
+  rules: [
+    { action: 'allow', host: 'pub.test' },
+    { action: 'allow', host: 'other.test' },
+  ],
+} as const;
+const SECRET = { name: 'API_KEY', hosts: ['pub.test'], value: VALUE };
+const certs = makeTestCerts();
+
+describe('secrets', () => {
+  const fx = useNetworkFixture({ upstreamCa: certs.ca });
+  let server: Server;
+  let seen: Seen[];
+  beforeAll(() => {
+    ({ server, seen } = serveHttps(fx().net.nsPath, 8443, certs.leaf));
+  });
+  afterAll(() => server.close());
+
+  it('puts the value into requests to the bound host, leaves the placeholder elsewhere, shows only the placeholder', async () => {
+    const sb = await fx().sandbox(POLICY, { secrets: [SECRET] });
+    const env = await sb.run('printf "%s" "$API_KEY"');
+    const placeholder = env.out;
+    expect(placeholder).toMatch(/^af-secret-[0-9a-f]{32}$/);
+    const r = await sb.run(
+      [
+        // Through the proxy variables; the sandbox trusts its CA through the system bundle.
+        'curl -sS -m 10 -H "Authorization: Bearer $API_KEY" "https://pub.test:8443/v1?key=$API_KEY" -d "{\\"k\\":\\"$API_KEY\\"}"',
+        // Without them (Node's fetch ignores them): the transparent path, trusted through NODE_EXTRA_CA_CERTS.
+        `node -e "fetch('https://pub.test:8443/node', { headers: { authorization: 'Bearer ' + process.env.API_KEY } }).then(async (r) => process.stdout.write(await r.text()))"`,
+        // Another allowed host: not intercepted, its own certificate (the sandbox does not trust it: -k).
+        'curl -sS -m 10 -k -H "Authorization: Bearer $API_KEY" https://other.test:8443/other',
+        'env',
+      ].join('; '),
+    );
+    expect(r.err).toBe('');
+    const byUrl = (url: string): Seen | undefined => seen.find((s) => s.url === url);
+    expect(byUrl(`/v1?key=${VALUE}`)).toEqual({
+      host: 'pub.test:8443',
+      authorization: `Bearer ${VALUE}`,
+      url: `/v1?key=${VALUE}`,
+      body: `{"k":"${VALUE}"}`,
+    });
+    expect(byUrl('/node')?.authorization).toBe(`Bearer ${VALUE}`);
+    expect(byUrl('/other')?.authorization).toBe(`Bearer ${placeholder}`);
+    // The server echoed the real value: the agent got the placeholder back.
+    expect(r.out).toContain(`echo Bearer ${placeholder}\n`);
+    expect(r.out).toContain(`API_KEY=${placeholder}\n`);
+    expect(r.out).not.toContain(VALUE);
+    const records = await fx().cp.audit(sb.id, { kind: 'network' });
+    const uses = records.filter((e) => e.op === 'secret');
+    expect(uses.length).toBe(2);
+    expect(uses[0]).toMatchObject({ secret: 'API_KEY', name: 'pub.test', port: 8443, decision: 'allow' });
+    expect(JSON.stringify(records)).not.toContain(VALUE);
+  });
+
+  it('a header rule adds the value for clients that read no variable', async () => {
+    const sb = await fx().sandbox(POLICY, {
+      secrets: [{ ...SECRET, header: { name: 'Authorization', value: 'token {value}' } }],
+    });
+    const r = await sb.run('curl -sS -m 10 https://pub.test:8443/header');
+    expect(seen.find((s) => s.url === '/header')?.authorization).toBe(`token ${VALUE}`);
+    expect(r.out).not.toContain(VALUE);
+  });
+});
