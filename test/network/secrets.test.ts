@@ -3,7 +3,12 @@
 // without them (Node's fetch); the same placeholder sent to another allowed host arrives unchanged; the
 // agent's env and output show only the placeholder, even when the server echoes the value back; each
 // use is in the audit trail by name. Test hosts: test/helpers/test-net.ts, secret-hosts.ts.
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import type { Server } from 'node:https';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { useNetworkFixture } from '../helpers/network-fixture.js';
 import { makeTestCerts, serveHttps } from '../helpers/secret-hosts.js';
@@ -19,6 +24,7 @@ const POLICY = {
 } as const;
 const SECRET = { name: 'API_KEY', hosts: ['pub.test'], value: VALUE };
 const certs = makeTestCerts();
+const BIN = fileURLToPath(new URL('../../packages/control/bin/agentfense.js', import.meta.url));
 
 describe('secrets', () => {
   const fx = useNetworkFixture({ upstreamCa: certs.ca });
@@ -73,5 +79,46 @@ describe('secrets', () => {
     const r = await sb.run('curl -sS -m 10 https://pub.test:8443/header');
     expect(seen.find((s) => s.url === '/header')?.authorization).toBe(`token ${VALUE}`);
     expect(r.out).not.toContain(VALUE);
+  });
+
+  it('the CLI: --secret NAME@host:env:VAR and --secret-file with a command source', async () => {
+    const data = await mkdtemp(join(tmpdir(), 'af-secret-cli-'));
+    try {
+      const caFile = join(data, 'upstream-ca.pem');
+      await writeFile(caFile, certs.ca);
+      const secretFile = join(data, 'secrets.json');
+      const token = 'tok-from-a-command-1234567890';
+      await writeFile(
+        secretFile,
+        JSON.stringify([{ name: 'CMD_TOKEN', hosts: ['pub.test'], command: ['printf', '%s', token] }]),
+      );
+      const env = {
+        ...process.env,
+        AGENTFENSE_NETWORK_HOSTS: fx().net.hostsFile,
+        AGENTFENSE_NETWORK_UPSTREAM_CA: caFile,
+        AGENTFENSE_RUN_HELPER: '0',
+        AF_TEST_OPERATOR_KEY: VALUE,
+      };
+      const ran = await execa(
+        'node',
+        [
+          ...[BIN, 'run', fx().dirs.repo, '--data', data, '--allow-host', 'pub.test', '--keep'],
+          ...['--secret', 'API_KEY@pub.test:env:AF_TEST_OPERATOR_KEY', '--secret-file', secretFile, '--'],
+          'sh',
+          '-c',
+          'curl -sS -m 10 -H "Authorization: Bearer $API_KEY" "https://pub.test:8443/cli?t=$CMD_TOKEN"; echo "$API_KEY $CMD_TOKEN"',
+        ],
+        { env, reject: false },
+      );
+      const id = /kept sandbox (sb_\S+)/.exec(ran.stderr)?.[1] ?? '';
+      await execa('node', [BIN, 'sandbox', 'destroy', id, '--data', data], { env });
+      expect(ran.stderr).not.toMatch(/error|refused/i);
+      expect(seen.find((s) => s.url === `/cli?t=${token}`)?.authorization).toBe(`Bearer ${VALUE}`);
+      expect(ran.stdout).toMatch(
+        /^echo Bearer af-secret-[0-9a-f]{32}\naf-secret-[0-9a-f]{32} af-secret-[0-9a-f]{32}$/,
+      );
+    } finally {
+      await rm(data, { recursive: true, force: true });
+    }
   });
 });

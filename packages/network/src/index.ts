@@ -33,3 +33,5 @@ export type { SandboxSecret, SecretBinding, SecretInput } from './secrets.js';
 export { createSandboxCa } from './ca.js';
 export type { SandboxCaPem } from './ca.js';
 export type { SecretSetOptions } from './secret-set.js';
+export { swapBytes } from './swap.js';
+export type { Swap } from './swap.js';

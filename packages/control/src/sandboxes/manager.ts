@@ -40,7 +40,7 @@ import type { SandboxManagerOptions } from './manager-options.js';
 import { onWorker } from './temporary-worker.js';
 import { checkResources } from './validate.js';
 import { listSandboxes, newSandboxRow, type CreateInternal, type RecordDeps } from './records.js';
-import { SecretVault, redact } from './secrets.js';
+import { SecretVault, maskingCallback, redact } from './secrets.js';
 import { DEFAULT_WORKER_POOL_SIZE, WorkerPool } from './worker-pool.js';
 import { SandboxTrash } from './trash.js';
 import type {
@@ -290,7 +290,23 @@ export class SandboxManager {
   ): Promise<ExecResult> {
     const live = this.#requireLive(id);
     await live.supervisor.worker();
-    return redact(await live.instance.exec({ ...options, command }), this.#secrets.get(id));
+    const secrets = this.#secrets.get(id);
+    if (secrets.length === 0) return live.instance.exec({ ...options, command });
+    // Live output is masked as it streams, the result as a whole (secrets.ts).
+    const out = options.onStdout === undefined ? undefined : maskingCallback(secrets, options.onStdout);
+    const err = options.onStderr === undefined ? undefined : maskingCallback(secrets, options.onStderr);
+    try {
+      const result = await live.instance.exec({
+        ...options,
+        command,
+        ...(out === undefined ? {} : { onStdout: out.write }),
+        ...(err === undefined ? {} : { onStderr: err.write }),
+      });
+      return redact(result, secrets);
+    } finally {
+      out?.flush();
+      err?.flush();
+    }
   }
 
   /** The worker's resource and activity report (running sandboxes of this process). */

@@ -3,7 +3,7 @@
 // Redaction is the second line: output, diffs and audit records this process returns are searched for
 // the real values (in case one leaked another way) and masked.
 import { InvalidArgumentError } from '@agentfense/protocol';
-import { secretBinding, validateSecrets, withPlaceholders } from '@agentfense/network';
+import { secretBinding, swapBytes, validateSecrets, withPlaceholders } from '@agentfense/network';
 import type { NetworkPolicy, SandboxSecret, SecretBinding } from '@agentfense/network';
 
 /** What a masked value reads as. */
@@ -45,6 +45,27 @@ export function redact<T>(value: T, secrets: readonly SandboxSecret[]): T {
     return v;
   };
   return walk(value) as T;
+}
+
+/**
+ * A live output callback with the values masked: the last bytes of each chunk that may begin a value
+ * wait for the next chunk (or `flush`), so a value split across chunks is masked too.
+ */
+export function maskingCallback(
+  secrets: readonly SandboxSecret[],
+  write: (chunk: Buffer) => void,
+): { write: (chunk: Buffer) => void; flush: () => void } {
+  const swaps = secrets.map((s) => ({ from: Buffer.from(s.value), to: Buffer.from(maskOf(s.name)) }));
+  let carry = Buffer.alloc(0);
+  const emit = (data: Buffer, final: boolean): void => {
+    const { out, kept } = swapBytes(data, swaps, final);
+    carry = Buffer.from(data.subarray(data.length - kept));
+    if (out.length > 0) write(out);
+  };
+  return {
+    write: (chunk) => emit(carry.length === 0 ? chunk : Buffer.concat([carry, chunk]), false),
+    flush: () => emit(carry, true),
+  };
 }
 
 export class SecretVault {
