@@ -40,7 +40,7 @@ import type { SandboxManagerOptions } from './manager-options.js';
 import { onWorker } from './temporary-worker.js';
 import { checkResources } from './validate.js';
 import { listSandboxes, newSandboxRow, type CreateInternal, type RecordDeps } from './records.js';
-import { SecretVault, maskingCallback, redact } from './secrets.js';
+import { SecretVault, maskedExec, redact } from './secrets.js';
 import { DEFAULT_WORKER_POOL_SIZE, WorkerPool } from './worker-pool.js';
 import { SandboxTrash } from './trash.js';
 import type {
@@ -69,8 +69,6 @@ export class SandboxManager {
   readonly #recovery: RecoveryDeps;
   readonly #records: RecordDeps;
   readonly #live = new Map<string, Live>();
-  /** Secret values: in this process's memory only (secrets.ts). */
-  readonly #secrets = new SecretVault();
   readonly #locks = new KeyedLock();
   readonly #pool: WorkerPool;
   readonly #policies: PolicyChanges;
@@ -111,10 +109,10 @@ export class SandboxManager {
       network: networkOptions(options.network),
       workerMemory: options.workerMemory,
       hostUsers: options.hostUsers,
+      secrets: new SecretVault(),
     };
     this.#records = {
-      codebases: options.codebases,
-      runtimes: this.#runtimes,
+      ...this.#deps, // codebases, runtimes and the secrets' vault
       presets: options.presets,
       defaultRuntime: options.defaultRuntime ?? 'bwrap',
       defaultResources: checkResources({ ...DEFAULT_RESOURCES, ...options.defaultResources }),
@@ -144,10 +142,8 @@ export class SandboxManager {
     // Strictly increasing within this process: listings are in creation order (created_at, then id).
     const now = Math.max(Date.now(), this.#lastCreatedAt + 1);
     const row = await newSandboxRow(this.#records, options, now, internal);
-    const secrets = SecretVault.prepare(options.secrets, row.network);
     this.#lastCreatedAt = now;
     const { id } = row;
-    this.#secrets.set(id, secrets);
     // The record first, then the directory: `agentfense gc` removes directories without a record.
     // A caller that starts it at once (the one-shot CLI, the API's `start: true`) owns it from birth, in
     // the same statement: if the process dies before the start, recovery sees a dead owner and settles
@@ -183,7 +179,7 @@ export class SandboxManager {
     await live?.supervisor.request('stats', {}).catch(() => undefined);
     await live?.network?.flush();
     await live?.audit.flush();
-    return redact(await readAudit(this.#layout.sandbox(id).auditLog, query), this.#secrets.get(id));
+    return redact(await readAudit(this.#layout.sandbox(id).auditLog, query), this.#deps.secrets.get(id));
   }
 
   // --- Lifecycle ---------------------------------------------------------------------------------
@@ -205,15 +201,10 @@ export class SandboxManager {
         this.#owner.release(id);
         throw err;
       }
-      const live = await startSandbox(
-        this.#deps,
-        row,
-        {
-          onRestart: (reason) => this.#recordRestart(id, reason),
-          onFatal: (reason) => void this.#onFatal(id, reason),
-        },
-        this.#secrets.get(id),
-      );
+      const live = await startSandbox(this.#deps, row, {
+        onRestart: (reason) => this.#recordRestart(id, reason),
+        onFatal: (reason) => void this.#onFatal(id, reason),
+      });
       this.#live.set(id, live);
       return this.get(id);
     });
@@ -254,7 +245,7 @@ export class SandboxManager {
         throw error;
       }
       this.#store.delete(id);
-      this.#secrets.delete(id);
+      this.#deps.secrets.delete(id);
       this.#logger.info({ sandboxId: id, keepDelta: options.keepDelta === true }, 'sandbox destroyed');
     });
   }
@@ -290,23 +281,7 @@ export class SandboxManager {
   ): Promise<ExecResult> {
     const live = this.#requireLive(id);
     await live.supervisor.worker();
-    const secrets = this.#secrets.get(id);
-    if (secrets.length === 0) return live.instance.exec({ ...options, command });
-    // Live output is masked as it streams, the result as a whole (secrets.ts).
-    const out = options.onStdout === undefined ? undefined : maskingCallback(secrets, options.onStdout);
-    const err = options.onStderr === undefined ? undefined : maskingCallback(secrets, options.onStderr);
-    try {
-      const result = await live.instance.exec({
-        ...options,
-        command,
-        ...(out === undefined ? {} : { onStdout: out.write }),
-        ...(err === undefined ? {} : { onStderr: err.write }),
-      });
-      return redact(result, secrets);
-    } finally {
-      out?.flush();
-      err?.flush();
-    }
+    return maskedExec((o) => live.instance.exec(o), { ...options, command }, this.#deps.secrets.get(id));
   }
 
   /** The worker's resource and activity report (running sandboxes of this process). */
@@ -334,13 +309,8 @@ export class SandboxManager {
     return this.#withWorker(id, 'changes', {}).then((r) => r.changes);
   }
 
-  async diff(id: string, options: { paths?: readonly string[] } = {}): Promise<WorkerResult<'diff'>> {
-    const diff = await this.#withWorker(
-      id,
-      'diff',
-      options.paths === undefined ? {} : { paths: options.paths },
-    );
-    return redact(diff, this.#secrets.get(id));
+  diff(id: string, options: { paths?: readonly string[] } = {}): Promise<WorkerResult<'diff'>> {
+    return this.#withWorker(id, 'diff', options.paths === undefined ? {} : { paths: options.paths });
   }
 
   commit(id: string, options: { mode?: CommitMode; paths?: readonly string[] } = {}): Promise<CommitResult> {

@@ -3,6 +3,7 @@
 // Redaction is the second line: output, diffs and audit records this process returns are searched for
 // the real values (in case one leaked another way) and masked.
 import { InvalidArgumentError } from '@agentfense/protocol';
+import type { ExecOptions, ExecResult } from '@agentfense/protocol';
 import { secretBinding, swapBytes, validateSecrets, withPlaceholders } from '@agentfense/network';
 import type { NetworkPolicy, SandboxSecret, SecretBinding } from '@agentfense/network';
 
@@ -66,6 +67,28 @@ export function maskingCallback(
     write: (chunk) => emit(carry.length === 0 ? chunk : Buffer.concat([carry, chunk]), false),
     flush: () => emit(carry, true),
   };
+}
+
+/** Runs `exec` with its live output and its result masked (nothing to do without secrets). */
+export async function maskedExec<O extends ExecOptions>(
+  exec: (options: O) => Promise<ExecResult>,
+  options: O,
+  secrets: readonly SandboxSecret[],
+): Promise<ExecResult> {
+  if (secrets.length === 0) return exec(options);
+  const out = options.onStdout === undefined ? undefined : maskingCallback(secrets, options.onStdout);
+  const err = options.onStderr === undefined ? undefined : maskingCallback(secrets, options.onStderr);
+  try {
+    const result = await exec({
+      ...options,
+      ...(out === undefined ? {} : { onStdout: out.write }),
+      ...(err === undefined ? {} : { onStderr: err.write }),
+    });
+    return redact(result, secrets);
+  } finally {
+    out?.flush();
+    err?.flush();
+  }
 }
 
 export class SecretVault {

@@ -6,7 +6,7 @@ import { toAgentFenseError } from '@agentfense/protocol';
 import type { RuntimeInstance } from '@agentfense/protocol';
 import type { WorkerHandle } from '@agentfense/fuse-worker';
 import { PROXY_ENV, SandboxNetwork, netnsPathOf } from '@agentfense/network';
-import type { NetworkOptions, SandboxSecret } from '@agentfense/network';
+import type { NetworkOptions } from '@agentfense/network';
 import type { CodebaseService } from '../codebases/service.js';
 import type { SandboxRow } from '../store/sandboxes.js';
 import { AuditWriter } from './audit-log.js';
@@ -14,6 +14,7 @@ import type { SandboxHostUsers } from './host-user.js';
 import { mountParams } from './mounts.js';
 import { processStartTime } from './process-identity.js';
 import { secretStart } from './secret-start.js';
+import type { SecretVault } from './secrets.js';
 import type { RuntimeRegistry } from './runtimes.js';
 import { WorkerSupervisor } from './supervisor.js';
 import type { SupervisionOptions } from './supervisor.js';
@@ -65,6 +66,8 @@ export interface StartDeps extends TeardownDeps {
   /** The parts of each worker's memory bound (worker-cgroup.ts). */
   readonly workerMemory: WorkerMemoryOptions | undefined;
   readonly hostUsers: SandboxHostUsers;
+  /** Secret values by sandbox (secrets.ts). */
+  readonly secrets: SecretVault;
 }
 
 export interface StartHooks {
@@ -78,13 +81,9 @@ export interface StartHooks {
  * Starts the parts of a claimed sandbox and records it RUNNING. On failure everything started is undone,
  * the sandbox goes to ERROR with the reason (ownership released), and the error is thrown.
  */
-export async function startSandbox(
-  deps: StartDeps,
-  row: SandboxRow,
-  hooks: StartHooks,
-  secrets: readonly SandboxSecret[] = [],
-): Promise<Live> {
+export async function startSandbox(deps: StartDeps, row: SandboxRow, hooks: StartHooks): Promise<Live> {
   const { id } = row;
+  const secrets = deps.secrets.get(id);
   const paths = deps.layout.sandbox(id);
   const log = deps.logger.child({ sandboxId: id });
   let supervisor: WorkerSupervisor | undefined;
