@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { controlPlaneBackend, createHttpServer } from '@agentfense/control';
 import { useNetworkFixture } from '../helpers/network-fixture.js';
 import { makeTestCerts, serveHttps } from '../helpers/secret-hosts.js';
 import type { Seen } from '../helpers/secret-hosts.js';
@@ -119,6 +120,55 @@ describe('secrets', () => {
       );
     } finally {
       await rm(data, { recursive: true, force: true });
+    }
+  });
+
+  it('the HTTP face: secrets in POST /v1/sandboxes are write-only; their uses are in the network audit', async () => {
+    const server = createHttpServer({
+      backend: controlPlaneBackend(fx().cp, { localCodebases: true }),
+      insecureNoAuth: true,
+    });
+    try {
+      const created = await server.app.inject({
+        method: 'POST',
+        url: '/v1/sandboxes',
+        payload: {
+          codebase_id: fx().cp.listCodebases()[0]?.id ?? '',
+          start: true,
+          network_policy: POLICY,
+          secrets: [{ name: 'API_KEY', hosts: ['pub.test'], value: VALUE }],
+        },
+      });
+      expect(created.statusCode).toBe(200);
+      expect(created.body).not.toContain(VALUE);
+      const { id } = created.json<{ id: string }>();
+      await fx().cp.run(
+        id,
+        'curl -sS -m 10 -H "Authorization: Bearer $API_KEY" https://pub.test:8443/http-face',
+      );
+      expect(seen.find((s) => s.url === '/http-face')?.authorization).toBe(`Bearer ${VALUE}`);
+      for (const url of [`/v1/sandboxes/${id}`, '/v1/sandboxes', `/v1/sandboxes/${id}/network/audit`]) {
+        const got = await server.app.inject({ method: 'GET', url });
+        expect(got.body).not.toContain(VALUE);
+      }
+      const audit = await server.app.inject({ method: 'GET', url: `/v1/sandboxes/${id}/network/audit` });
+      expect(audit.json<{ records: { op: string; secret?: string }[] }>().records).toContainEqual(
+        expect.objectContaining({ op: 'secret', secret: 'API_KEY' }),
+      );
+      const bad = await server.app.inject({
+        method: 'POST',
+        url: '/v1/sandboxes',
+        payload: {
+          codebase_id: fx().cp.listCodebases()[0]?.id ?? '',
+          network_policy: POLICY,
+          secrets: [{ name: 'API_KEY', hosts: ['pub.test'], value: `${VALUE}\n` }],
+        },
+      });
+      expect(bad.statusCode).toBe(400);
+      expect(bad.body).toContain('secret 0 (API_KEY)');
+      expect(bad.body).not.toContain(VALUE);
+    } finally {
+      await server.app.close();
     }
   });
 });
