@@ -14,6 +14,7 @@ import type { SandboxHostUsers } from './host-user.js';
 import { mountParams } from './mounts.js';
 import { processStartTime } from './process-identity.js';
 import { secretStart } from './secret-start.js';
+import { redact } from './secrets.js';
 import type { SecretVault } from './secrets.js';
 import type { RuntimeRegistry } from './runtimes.js';
 import { WorkerSupervisor } from './supervisor.js';
@@ -138,7 +139,8 @@ export async function startSandbox(deps: StartDeps, row: SandboxRow, hooks: Star
         return taking;
       },
       cgroup,
-      onAudit: (events) => audit.append(events),
+      // Masked as written: the trail on disk never holds a secret's value either (secrets.ts).
+      onAudit: (events) => audit.append(redact(events, secrets)),
       onWorker: (pid) =>
         deps.store.update(id, { worker_pid: pid, worker_start: processStartTime(pid) ?? null }),
       onRestart: hooks.onRestart,
@@ -163,7 +165,7 @@ export async function startSandbox(deps: StartDeps, row: SandboxRow, hooks: Star
           : {
               secrets: { secrets, ca: withSecrets.ca, ...(upstreamCa === undefined ? {} : { upstreamCa }) },
             }),
-        onAudit: (events) => audit.append(events),
+        onAudit: (events) => audit.append(redact(events, secrets)),
         onExit: (reason) =>
           log.error({ reason }, 'the network policy point exited: the sandbox has no network'),
       });
