@@ -128,7 +128,7 @@ describe('secrets under attack', () => {
     expect(r.out).not.toContain(VALUE);
   });
 
-  it('a value that leaked another way is masked in output, diffs and audit', async () => {
+  it('a value that leaked another way is masked in output, diffs, a session shell and audit', async () => {
     // The operator put the value in the sandbox's env too: the second line must still hide it.
     const sb = await fx().sandbox(POLICY, {
       secrets: [{ name: 'API_KEY', hosts: ['pub.test'], value: VALUE }],
@@ -142,5 +142,13 @@ describe('secrets under attack', () => {
     const diff = JSON.stringify(await fx().cp.diff(sb.id));
     expect(diff).toContain('leak.txt');
     expect(diff).not.toContain(VALUE);
+    // A persistent shell's results too.
+    const session = await fx().cp.createSession(sb.id);
+    try {
+      const inShell = await session.run('echo "shell $LEAKED"; cat /workspace/output/leak.txt');
+      expect(inShell.stdout).toBe('shell [secret API_KEY redacted]\n[secret API_KEY redacted]\n');
+    } finally {
+      await session.close();
+    }
   });
 });

@@ -40,7 +40,7 @@ import type { SandboxManagerOptions } from './manager-options.js';
 import { onWorker } from './temporary-worker.js';
 import { checkResources } from './validate.js';
 import { listSandboxes, newSandboxRow, type CreateInternal, type RecordDeps } from './records.js';
-import { SecretVault, maskedExec, redact } from './secrets.js';
+import { SecretVault, maskedExec, redact, type WithSecrets } from './secrets.js';
 import { DEFAULT_WORKER_POOL_SIZE, WorkerPool } from './worker-pool.js';
 import { SandboxTrash } from './trash.js';
 import type {
@@ -300,9 +300,9 @@ export class SandboxManager {
   }
 
   /** Runs `start` (a session's shell) on the instance once any worker restart is over (ready-instance.ts). */
-  withReadyInstance<T>(id: string, start: (instance: RuntimeInstance) => Promise<T>): Promise<T> {
+  withReadyInstance<T>(id: string, start: WithSecrets<T>): Promise<T> {
     const live = this.#requireLive(id);
-    return whenWorkerReady(live.supervisor, () => start(live.instance));
+    return whenWorkerReady(live.supervisor, () => start(live.instance, this.#deps.secrets.get(id)));
   }
 
   changes(id: string): Promise<readonly ChangeEntry[]> {

@@ -3,9 +3,12 @@
 // Redaction is the second line: output, diffs and audit records this process returns are searched for
 // the real values (in case one leaked another way) and masked.
 import { InvalidArgumentError } from '@agentfense/protocol';
-import type { ExecOptions, ExecResult } from '@agentfense/protocol';
+import type { ExecOptions, ExecResult, RuntimeInstance } from '@agentfense/protocol';
 import { secretBinding, swapBytes, validateSecrets, withPlaceholders } from '@agentfense/network';
 import type { NetworkPolicy, SandboxSecret, SecretBinding } from '@agentfense/network';
+
+/** A start on a sandbox's instance that is handed its secrets too (a session masks with them). */
+export type WithSecrets<T> = (instance: RuntimeInstance, secrets: readonly SandboxSecret[]) => Promise<T>;
 
 /** What a masked value reads as. */
 export function maskOf(name: string): string {
