@@ -147,9 +147,12 @@ export class Interceptor {
     const headers: [string, string][] = [];
     for (let i = 0; i + 1 < req.rawHeaders.length; i += 2) {
       const key = req.rawHeaders[i] ?? '';
-      if (!HOP_BY_HOP.has(key.toLowerCase()))
+      const lower = key.toLowerCase();
+      if (!HOP_BY_HOP.has(lower) && lower !== 'accept-encoding')
         headers.push([key, swapText(req.rawHeaders[i + 1] ?? '', swaps)]);
     }
+    // Answers asked uncompressed, so a value the host echoes back is seen (and masked) in them.
+    headers.push(['Accept-Encoding', 'identity']);
     for (const s of secrets) {
       if (s.header === undefined) continue;
       const name = s.header.name.toLowerCase();

@@ -150,12 +150,14 @@ describe('interceptor', () => {
     const port = (upstream.address() as AddressInfo).port;
     const out = await ask(
       port,
-      `POST /v1/x?k=${p} HTTP/1.1\r\nHost: api.test\r\nAuthorization: Bearer ${p}\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`,
+      `POST /v1/x?k=${p} HTTP/1.1\r\nHost: api.test\r\nAuthorization: Bearer ${p}\r\nAccept-Encoding: gzip, br\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`,
     );
     const last = seen.at(-1);
     expect(last?.headers['authorization']).toBe(`Bearer ${VALUE}`);
     expect(last?.url).toBe(`/v1/x?k=${VALUE}`);
     expect(last?.body).toBe(`{"key":"${VALUE}"}`);
+    // Asked uncompressed: an echo of the value comes back where the mask sees it.
+    expect(last?.headers['accept-encoding']).toBe('identity');
     // The server echoed the real value: the client got the placeholder.
     expect(out).toContain(`echo Bearer ${p}`);
     expect(out).not.toContain(VALUE);
