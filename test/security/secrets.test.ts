@@ -6,6 +6,7 @@ import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import type { Server } from 'node:https';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { isDumpable } from '@agentfense/network';
 import { useNetworkFixture } from '../helpers/network-fixture.js';
 import { makeTestCerts, serveHttps } from '../helpers/secret-hosts.js';
 import type { Seen } from '../helpers/secret-hosts.js';
@@ -61,6 +62,8 @@ describe('secrets under attack', () => {
     expect(r.out).toContain('found:\n');
     expect(r.out).toMatch(/API_KEY=af-secret-[0-9a-f]{32}/);
     expect(r.out).not.toContain(VALUE);
+    // The control plane (this process) holds the value too: it marked itself not dumpable.
+    expect(isDumpable()).toBe(false);
     const pids = policyPointPids();
     expect(pids.length).toBeGreaterThan(0);
     for (const pid of pids) {

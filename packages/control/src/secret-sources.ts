@@ -6,6 +6,7 @@
 import { execFile } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import { InvalidArgumentError } from '@agentfense/protocol';
+import { markNotDumpable } from '@agentfense/network';
 import type { SecretBinding, SecretInput } from '@agentfense/network';
 
 /** A secret as an operator declares it: its binding and exactly one source of its value. */
@@ -76,6 +77,8 @@ async function valueOf(source: SecretSource): Promise<string> {
 /** Reads every secret's value from its source; the bindings are checked by the control plane. */
 export async function resolveSecrets(sources: readonly SecretSource[] | undefined): Promise<SecretInput[]> {
   const out: SecretInput[] = [];
+  // Before the first value is read: no core dump of this process, its /proc closed to other uids.
+  if ((sources ?? []).length > 0) markNotDumpable();
   for (const source of sources ?? []) {
     const { name, hosts, paths, methods, header } = source;
     out.push({

@@ -138,6 +138,16 @@ static napi_value not_dumpable(napi_env env, napi_callback_info info) {
   return out;
 }
 
+// isDumpable(): PR_GET_DUMPABLE, for the tests of the above.
+static napi_value is_dumpable(napi_env env, napi_callback_info info) {
+  (void)info;
+  int r = prctl(PR_GET_DUMPABLE, 0, 0, 0, 0);
+  if (r < 0) return fail(env, "prctl(PR_GET_DUMPABLE)", errno);
+  napi_value out;
+  napi_get_boolean(env, r != 0, &out);
+  return out;
+}
+
 NAPI_MODULE_INIT() {
   napi_value f;
   if (napi_create_function(env, "openInNetns", NAPI_AUTO_LENGTH, open_in_netns, NULL, &f) !=
@@ -150,6 +160,9 @@ NAPI_MODULE_INIT() {
     return NULL;
   if (napi_create_function(env, "notDumpable", NAPI_AUTO_LENGTH, not_dumpable, NULL, &f) != napi_ok ||
       napi_set_named_property(env, exports, "notDumpable", f) != napi_ok)
+    return NULL;
+  if (napi_create_function(env, "isDumpable", NAPI_AUTO_LENGTH, is_dumpable, NULL, &f) != napi_ok ||
+      napi_set_named_property(env, exports, "isDumpable", f) != napi_ok)
     return NULL;
   return exports;
 }

@@ -19,7 +19,7 @@ export type { NetworkAuditEvent } from './audit.js';
 export { DEFAULT_MAX_CONNECTIONS, SandboxNetwork, netnsPathOf } from './host.js';
 export type { NetworkOptions, SandboxNetworkOptions } from './host.js';
 export { DNS_PORT, PROXY_ENV, PROXY_PORT, PROXY_URL, removeSandboxNetns } from './netns.js';
-export { openSocketInNetns } from './native.js';
+export { isDumpable, markNotDumpable, openSocketInNetns } from './native.js';
 export {
   PLACEHOLDER_PREFIX,
   hostMatches,

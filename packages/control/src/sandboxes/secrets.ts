@@ -4,7 +4,13 @@
 // the real values (in case one leaked another way) and masked.
 import { InvalidArgumentError } from '@agentfense/protocol';
 import type { ExecOptions, ExecResult, RuntimeInstance } from '@agentfense/protocol';
-import { secretBinding, swapBytes, validateSecrets, withPlaceholders } from '@agentfense/network';
+import {
+  markNotDumpable,
+  secretBinding,
+  swapBytes,
+  validateSecrets,
+  withPlaceholders,
+} from '@agentfense/network';
 import type { NetworkPolicy, SandboxSecret, SecretBinding } from '@agentfense/network';
 
 /** A start on a sandbox's instance that is handed its secrets too (a session masks with them). */
@@ -112,7 +118,10 @@ export class SecretVault {
   }
 
   set(id: string, secrets: readonly SandboxSecret[]): void {
-    if (secrets.length > 0) this.#byId.set(id, secrets);
+    if (secrets.length === 0) return;
+    // This process now holds values: no core dump of it, its /proc closed to other uids.
+    markNotDumpable();
+    this.#byId.set(id, secrets);
   }
 
   get(id: string): readonly SandboxSecret[] {
