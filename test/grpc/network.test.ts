@@ -167,4 +167,43 @@ describe('gRPC sandbox.v1: the network policy', () => {
       seen,
     );
   });
+
+  it('secrets in CreateSandbox are write-only: the sandbox sees a placeholder, no reply carries the value', async () => {
+    const value = 'sk-grpc-REAL-0123456789abcdef';
+    const server = await startGrpcServer();
+    const c = server.client();
+    const codebaseId = await codebase(c);
+    const secret = { name: 'API_KEY', hosts: ['pub.test'], value };
+    const created = await c.unary('sandbox', 'CreateSandbox', {
+      codebase_id: codebaseId,
+      permissions: READ_ALL,
+      network_policy: { rules: [{ action: 'allow', host: 'pub.test' }] },
+      secrets: [secret],
+    });
+    await c.unary('sandbox', 'StartSandbox', { sandbox_id: created.id });
+    const r = await c.unary('sandbox', 'Exec', {
+      sandbox_id: created.id,
+      command: 'printf "%s" "$API_KEY"',
+      timeout: { seconds: 30, nanos: 0 },
+    });
+    expect(r.stdout).toMatch(/^af-secret-[0-9a-f]{32}$/);
+    const replies = [
+      created,
+      await c.unary('sandbox', 'GetSandbox', { sandbox_id: created.id }),
+      await c.unary('sandbox', 'ListSandboxes', {}),
+    ];
+    expect(JSON.stringify(replies)).not.toContain(value);
+    // A bad secret: INVALID_ARGUMENT naming it, never echoing its value.
+    const refused = await c
+      .unary('sandbox', 'CreateSandbox', {
+        codebase_id: codebaseId,
+        permissions: READ_ALL,
+        network_policy: { mode: 'open' },
+        secrets: [{ ...secret, hosts: [] }],
+      })
+      .catch((e: unknown) => e);
+    expect(refused.code).toBe(status.INVALID_ARGUMENT);
+    expect(refused.details).toMatch(/^secret 0 \(API_KEY\): `hosts` must be a non-empty array/);
+    expect(String(refused.details)).not.toContain(value);
+  });
 });

@@ -44,6 +44,7 @@ describe('sandbox.v1 wire shape', () => {
       expect.arrayContaining([
         'message sandbox.v1.CreateSandboxRequest 100 network_policy LABEL_OPTIONAL TYPE_MESSAGE NetworkPolicy',
         'message sandbox.v1.Sandbox 100 network_policy LABEL_OPTIONAL TYPE_MESSAGE NetworkPolicy',
+        'message sandbox.v1.CreateSandboxRequest 101 secrets LABEL_REPEATED TYPE_MESSAGE Secret',
         'rpc /sandbox.v1.SandboxService/SetNetworkPolicy SetNetworkPolicyRequest -> Sandbox',
         'rpc /sandbox.v1.SandboxService/GetNetworkAudit GetNetworkAuditRequest -> GetNetworkAuditResponse',
       ]),

@@ -3,7 +3,7 @@
 // network policy. Everything is destroyed afterwards, and the test fails if a mount is left behind.
 import { afterAll, beforeAll } from 'vitest';
 import { ControlPlane } from '@agentfense/control';
-import type { ControlPlaneOptions, NetworkPolicyInput } from '@agentfense/control';
+import type { ControlPlaneOptions, NetworkPolicyInput, SecretInput } from '@agentfense/control';
 import type { NetworkMemoryOptions } from '@agentfense/network';
 import type { ExecResult, ResourceLimits } from '@agentfense/protocol';
 import { assertCleanAndRemove, makeDirs } from '../control/fixtures.js';
@@ -23,7 +23,12 @@ export interface NetworkFixture {
   readonly dirs: TestDirs;
   sandbox(
     network: boolean | NetworkPolicyInput,
-    options?: { runtime?: string; resources?: ResourceLimits },
+    options?: {
+      runtime?: string;
+      resources?: ResourceLimits;
+      secrets?: SecretInput[];
+      env?: Record<string, string>;
+    },
   ): Promise<NetSandbox>;
 }
 
@@ -31,6 +36,7 @@ export function useNetworkFixture(
   options: Omit<ControlPlaneOptions, 'dataDir' | 'network'> & {
     maxConnections?: number;
     networkMemory?: NetworkMemoryOptions;
+    upstreamCa?: string;
   } = {},
 ): () => NetworkFixture {
   let fixture: NetworkFixture | undefined;
@@ -40,7 +46,7 @@ export function useNetworkFixture(
   beforeAll(async () => {
     net = await makeTestNet();
     dirs = await makeDirs();
-    const { maxConnections, networkMemory, ...rest } = options;
+    const { maxConnections, networkMemory, upstreamCa, ...rest } = options;
     cp = await ControlPlane.open({
       ...rest,
       dataDir: dirs.dataDir,
@@ -48,6 +54,7 @@ export function useNetworkFixture(
         hostsFile: net.hostsFile,
         ...(maxConnections === undefined ? {} : { maxConnections }),
         ...(networkMemory === undefined ? {} : { memory: networkMemory }),
+        ...(upstreamCa === undefined ? {} : { upstreamCa }),
       },
     });
     const plane = cp;
@@ -63,6 +70,8 @@ export function useNetworkFixture(
           network,
           ...(sandboxOptions.runtime === undefined ? {} : { runtime: sandboxOptions.runtime }),
           ...(sandboxOptions.resources === undefined ? {} : { resources: sandboxOptions.resources }),
+          ...(sandboxOptions.secrets === undefined ? {} : { secrets: sandboxOptions.secrets }),
+          ...(sandboxOptions.env === undefined ? {} : { env: sandboxOptions.env }),
         });
         await plane.startSandbox(id);
         return {

@@ -31,6 +31,8 @@ export const TEST_ADDRESSES = {
 } as const;
 
 export interface TestNet {
+  /** The test hosts' namespace (`openSocketInNetns` opens more servers there). */
+  readonly nsPath: string;
   /** `ADDRESS NAME` lines for the policy point (ControlPlane option network.hostsFile). */
   readonly hostsFile: string;
   /** Server names TLS clients sent to the HTTPS server, in order. */
@@ -125,6 +127,7 @@ export async function makeTestNet(): Promise<TestNet> {
       ].join('\n'),
     );
     return {
+      nsPath,
       hostsFile,
       sniSeen,
       httpSeen,

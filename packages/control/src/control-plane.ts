@@ -456,7 +456,9 @@ export class ControlPlane implements AsyncDisposable {
 
   /** Starts a persistent shell in a running sandbox of this process (contract §5). */
   createSession(sandboxId: string, options?: CreateSessionOptions): Promise<Session> {
-    return this.sandboxes.withReadyInstance(sandboxId, (instance) => this.sessions.create(instance, options));
+    return this.sandboxes.withReadyInstance(sandboxId, (instance, secrets) =>
+      this.sessions.create(instance, options, secrets),
+    );
   }
   getSession(id: string): Session {
     return this.sessions.get(id);

@@ -21,6 +21,7 @@ export { loadRulesFile } from './rules-file.js';
 
 // --- Network policy (re-exported for library users: policies, presets, decisions, audit records) ---
 export { CompiledPolicy, NETWORK_PRESETS, validateNetworkPolicy } from '@agentfense/network';
+export type { SecretBinding, SecretInput } from '@agentfense/network';
 export type {
   Decision,
   NetworkAuditEvent,
@@ -64,6 +65,8 @@ export type { SessionShell } from './sessions/script.js';
 
 // --- Library: sandboxes over a local directory (contract §7) ---
 export { Sandbox } from './library/sandbox.js';
+export { resolveSecrets } from './secret-sources.js';
+export type { SecretSource } from './secret-sources.js';
 export type { FromLocalOptions, RunBytesOptions, RunOptions, StreamOptions } from './library/sandbox.js';
 export type { BytesOutput, OutputEncoding, RunResult, TextOutput } from './library/output.js';
 export { ExecStream } from './library/exec-stream.js';

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -127,6 +128,26 @@ static napi_value original_destination(napi_env env, napi_callback_info info) {
   return obj;
 }
 
+// notDumpable(): PR_SET_DUMPABLE 0 for the whole process. The policy point holds a sandbox's secret
+// values: no core dump, and /proc/<pid>/{environ,mem,maps} become root's and ptrace needs CAP_SYS_PTRACE.
+static napi_value not_dumpable(napi_env env, napi_callback_info info) {
+  (void)info;
+  if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) return fail(env, "prctl(PR_SET_DUMPABLE)", errno);
+  napi_value out;
+  napi_get_undefined(env, &out);
+  return out;
+}
+
+// isDumpable(): PR_GET_DUMPABLE, for the tests of the above.
+static napi_value is_dumpable(napi_env env, napi_callback_info info) {
+  (void)info;
+  int r = prctl(PR_GET_DUMPABLE, 0, 0, 0, 0);
+  if (r < 0) return fail(env, "prctl(PR_GET_DUMPABLE)", errno);
+  napi_value out;
+  napi_get_boolean(env, r != 0, &out);
+  return out;
+}
+
 NAPI_MODULE_INIT() {
   napi_value f;
   if (napi_create_function(env, "openInNetns", NAPI_AUTO_LENGTH, open_in_netns, NULL, &f) !=
@@ -136,6 +157,12 @@ NAPI_MODULE_INIT() {
   if (napi_create_function(env, "originalDestination", NAPI_AUTO_LENGTH, original_destination,
                            NULL, &f) != napi_ok ||
       napi_set_named_property(env, exports, "originalDestination", f) != napi_ok)
+    return NULL;
+  if (napi_create_function(env, "notDumpable", NAPI_AUTO_LENGTH, not_dumpable, NULL, &f) != napi_ok ||
+      napi_set_named_property(env, exports, "notDumpable", f) != napi_ok)
+    return NULL;
+  if (napi_create_function(env, "isDumpable", NAPI_AUTO_LENGTH, is_dumpable, NULL, &f) != napi_ok ||
+      napi_set_named_property(env, exports, "isDumpable", f) != napi_ok)
     return NULL;
   return exports;
 }

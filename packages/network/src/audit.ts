@@ -4,8 +4,11 @@
 export interface NetworkAuditEvent {
   /** Milliseconds since the epoch, when the connection was decided. */
   readonly time: number;
-  /** `connect`: a TCP connection or plain-HTTP request; `dns`: a question answered NXDOMAIN. */
-  readonly op: 'connect' | 'dns';
+  /**
+   * `connect`: a TCP connection or plain-HTTP request; `dns`: a question answered NXDOMAIN; `secret`: a
+   * request a secret's value was put into (`secret` names it).
+   */
+  readonly op: 'connect' | 'dns' | 'secret';
   /** `name:port` (or `address:port` when no name is known); the name for DNS. */
   readonly path: string;
   readonly decision: 'allow' | 'deny';
@@ -21,6 +24,8 @@ export interface NetworkAuditEvent {
   readonly bytesUp?: number;
   readonly bytesDown?: number;
   readonly durationMs?: number;
+  /** The secret's name (op `secret`); never its value. */
+  readonly secret?: string;
 }
 
 export type NetworkAuditSink = (event: NetworkAuditEvent) => void;

@@ -7,6 +7,7 @@ import { CompiledPolicy } from './decide.js';
 import type { Decision, Destination } from './decide.js';
 import type { NetworkPolicy } from './policy.js';
 import type { Resolver } from './resolver.js';
+import type { SecretSet } from './secret-set.js';
 
 /** One open connection the policy allowed: what decided it, so a policy change can decide it again. */
 export interface Tracked {
@@ -25,13 +26,17 @@ export class FlowContext {
   /** Accepted client sockets (the bound applies to these: each carries at most one upstream at a time). */
   readonly clients = new Set<Socket>();
   readonly open = new Set<Tracked>();
+  /** The sandbox's secrets; absent: nothing is intercepted. */
+  readonly secrets: SecretSet | undefined;
 
   constructor(options: {
     policy: NetworkPolicy;
     resolver: Resolver;
     maxConnections: number;
     audit: NetworkAuditSink;
+    secrets?: SecretSet;
   }) {
+    this.secrets = options.secrets;
     this.#policy = new CompiledPolicy(options.policy);
     this.resolver = options.resolver;
     this.maxConnections = options.maxConnections;
@@ -106,6 +111,28 @@ export class FlowContext {
             bytesDown: traffic.bytesDown,
             durationMs: Date.now() - traffic.started,
           }),
+    });
+  }
+
+  /** One request that carried secret `secret` to `dest`: the name and host, never the value. */
+  recordSecret(
+    secret: string,
+    dest: Destination & { readonly name: string },
+    method: string,
+    via: 'proxy' | 'transparent',
+  ): void {
+    this.#audit({
+      time: Date.now(),
+      op: 'secret',
+      path: destinationLabel(dest.name, dest.address, dest.port ?? 0),
+      decision: 'allow',
+      reason: `secret ${secret} put into a ${method} request to ${dest.name}`,
+      name: dest.name,
+      ...(dest.address === undefined ? {} : { address: dest.address }),
+      ...(dest.port === undefined ? {} : { port: dest.port }),
+      method,
+      secret,
+      via,
     });
   }
 

@@ -10,6 +10,7 @@ import type { NetworkAuditEvent } from './audit.js';
 import { removeSandboxNetns, setUpSandboxNetns } from './netns.js';
 import type { NetworkPolicy } from './policy.js';
 import type { FromPolicyPoint, ToPolicyPoint } from './process-main.js';
+import type { SecretSetOptions } from './secret-set.js';
 
 /** Open connections per sandbox unless the control plane says otherwise. */
 export const DEFAULT_MAX_CONNECTIONS = 512;
@@ -31,6 +32,8 @@ export interface SandboxNetworkOptions {
   readonly maxConnections?: number;
   /** Names the policy point resolves from this file before the host's resolver (tests, air-gapped hosts). */
   readonly hostsFile?: string;
+  /** The sandbox's secrets and CA (docs/secrets.md): sent over the IPC channel, never argv or env. */
+  readonly secrets?: SecretSetOptions;
   readonly onAudit: (events: readonly NetworkAuditEvent[]) => void;
   /**
    * Places the new process (its pid) before it opens a listener: the control plane moves it into the
@@ -86,6 +89,8 @@ export class SandboxNetwork {
     await setUpSandboxNetns(netnsPath, { create: options.create });
     const child = fork(entry(), [], {
       execArgv: [`--max-old-space-size=${HEAP_MB}`],
+      // With secrets, none of the control plane's environment (where an operator's keys may be) is copied.
+      ...(options.secrets === undefined ? {} : { env: { PATH: process.env['PATH'] ?? '/usr/bin:/bin' } }),
       stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
       serialization: 'advanced',
     });
@@ -120,6 +125,7 @@ export class SandboxNetwork {
               policy: options.policy,
               maxConnections: options.maxConnections ?? DEFAULT_MAX_CONNECTIONS,
               ...(options.hostsFile === undefined ? {} : { hostsFile: options.hostsFile }),
+              ...(options.secrets === undefined ? {} : { secrets: options.secrets }),
             }),
           (err: unknown) => {
             clearTimeout(timer);
@@ -192,6 +198,8 @@ export interface NetworkOptions {
   readonly maxConnections?: number;
   /** The policy point's memory bound, which the control plane's cgroup for it enforces. */
   readonly memory?: NetworkMemoryOptions;
+  /** Extra CAs (PEM) a host a secret is bound to may chain to, besides the system's (tests). */
+  readonly upstreamCa?: string;
 }
 
 /** The policy point's memory bound's parts: `baseBytes + share x the sandbox's memory limit`. */

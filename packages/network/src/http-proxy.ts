@@ -12,6 +12,7 @@ import { canonicalAddress } from './addresses.js';
 import type { FlowContext, Tracked } from './context.js';
 import type { Decision, Destination } from './decide.js';
 import { readFirstBytes } from './transparent.js';
+import type { TransparentHooks } from './transparent.js';
 import { dial, tunnel } from './tunnel.js';
 
 type Target = Destination & { readonly address: string; readonly port: number };
@@ -50,8 +51,11 @@ export class HttpFlows {
    */
   readonly #early = new WeakMap<Socket, Socket>();
 
-  constructor(ctx: FlowContext) {
+  readonly #intercept: TransparentHooks['intercept'];
+
+  constructor(ctx: FlowContext, intercept?: TransparentHooks['intercept']) {
     this.#ctx = ctx;
+    this.#intercept = intercept;
     this.server = createServer({ requireHostHeader: false }, (req, res) => void this.#request(req, res));
     this.server.on('connect', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
       void this.#connect(req, socket as Socket, head);
@@ -289,6 +293,13 @@ export class HttpFlows {
       socket.destroy();
       this.#ctx.record({ ...target, name: claimed ?? target.name ?? '' }, 'proxy', final);
       return;
+    }
+    const name = claimed ?? target.name;
+    if (first.sniffed?.kind === 'tls' && name !== undefined && this.#intercept !== undefined) {
+      if (this.#intercept(socket, first.head, { ...target, name }, final)) {
+        upstream.destroy();
+        return;
+      }
     }
     tunnel({
       ctx: this.#ctx,

@@ -19,4 +19,19 @@ export type { NetworkAuditEvent } from './audit.js';
 export { DEFAULT_MAX_CONNECTIONS, SandboxNetwork, netnsPathOf } from './host.js';
 export type { NetworkMemoryOptions, NetworkOptions, PolicyPointExit, SandboxNetworkOptions } from './host.js';
 export { DNS_PORT, PROXY_ENV, PROXY_PORT, PROXY_URL, removeSandboxNetns } from './netns.js';
-export { openSocketInNetns } from './native.js';
+export { isDumpable, markNotDumpable, openSocketInNetns } from './native.js';
+export {
+  PLACEHOLDER_PREFIX,
+  hostMatches,
+  placeholderEnv,
+  secretBinding,
+  validateSecret,
+  validateSecrets,
+  withPlaceholders,
+} from './secrets.js';
+export type { SandboxSecret, SecretBinding, SecretInput } from './secrets.js';
+export { createSandboxCa } from './ca.js';
+export type { SandboxCaPem } from './ca.js';
+export type { SecretSetOptions } from './secret-set.js';
+export { swapBytes } from './swap.js';
+export type { Swap } from './swap.js';

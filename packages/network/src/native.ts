@@ -5,6 +5,9 @@ import { createRequire } from 'node:module';
 interface Addon {
   openInNetns(nsFd: number, family: 4 | 6, type: 'tcp' | 'udp', address: string, port: number): number;
   originalDestination(fd: number): { address: string; port: number };
+  /** prctl(PR_SET_DUMPABLE, 0): no core dump, /proc/<pid> of this process closed to other uids. */
+  notDumpable(): void;
+  isDumpable(): boolean;
 }
 
 let loaded: Addon | undefined;
@@ -41,4 +44,17 @@ export function openSocketInNetns(
   } finally {
     closeSync(ns);
   }
+}
+
+/**
+ * Marks this process not dumpable (no core dump; its /proc closed to other uids and to ptrace without
+ * CAP_SYS_PTRACE): a process that holds secret values does this before it takes the first one.
+ */
+export function markNotDumpable(): void {
+  netnsAddon().notDumpable();
+}
+
+/** Whether this process may dump core (tests of markNotDumpable). */
+export function isDumpable(): boolean {
+  return netnsAddon().isDumpable();
 }

@@ -12,11 +12,15 @@ import type { NetworkAuditSink } from './audit.js';
 import { FlowContext } from './context.js';
 import { answerDns } from './dns-answer.js';
 import { HttpFlows } from './http-proxy.js';
+import { Interceptor } from './intercept.js';
 import { netnsAddon, socketFd } from './native.js';
 import { DNS_PORT, PROXY_PORT } from './netns.js';
 import type { NetworkPolicy } from './policy.js';
 import { Resolver } from './resolver.js';
+import { SecretSet } from './secret-set.js';
+import type { SecretSetOptions } from './secret-set.js';
 import { handleTransparent } from './transparent.js';
+import type { TransparentHooks } from './transparent.js';
 
 export interface PolicyPointOptions {
   /** The bind-mounted namespace file (netns.ts). */
@@ -26,6 +30,8 @@ export interface PolicyPointOptions {
   readonly maxConnections: number;
   readonly hostsFile?: string;
   readonly audit: NetworkAuditSink;
+  /** The sandbox's secrets and CA: TLS to a bound host is intercepted (intercept.ts). */
+  readonly secrets?: SecretSetOptions;
 }
 
 /** How long a refused proxy client may take to read its 503 before it is reset. */
@@ -52,6 +58,9 @@ export class PolicyPoint {
   readonly #http: HttpFlows;
   readonly #servers: Server[] = [];
   readonly #udp: UdpSocket[] = [];
+  readonly #intercept: TransparentHooks['intercept'];
+  /** Connections the NAT redirected (the rest came through the explicit proxy). */
+  readonly #via = new WeakMap<Socket, 'transparent'>();
 
   constructor(options: PolicyPointOptions) {
     this.#ctx = new FlowContext({
@@ -59,8 +68,16 @@ export class PolicyPoint {
       resolver: new Resolver(options.hostsFile === undefined ? {} : { hostsFile: options.hostsFile }),
       maxConnections: options.maxConnections,
       audit: options.audit,
+      ...(options.secrets === undefined ? {} : { secrets: new SecretSet(options.secrets) }),
     });
-    this.#http = new HttpFlows(this.#ctx);
+    const interceptor = new Interceptor(this.#ctx);
+    this.#intercept = (client, head, target, decision) => {
+      const set = this.#ctx.secrets;
+      if (set === undefined || !set.bound(target.name)) return false;
+      interceptor.take({ set, client, head, target, via: this.#via.get(client) ?? 'proxy', decision });
+      return true;
+    };
+    this.#http = new HttpFlows(this.#ctx, this.#intercept);
     const ns = openSync(options.netnsPath, 'r');
     try {
       const addon = netnsAddon();
@@ -156,11 +173,13 @@ export class PolicyPoint {
       socket.resume();
       return;
     }
+    this.#via.set(socket, 'transparent');
     void handleTransparent(this.#ctx, socket, target, {
       http: (client, to, early) => {
         this.#http.takeTransparent(client, to, early);
         client.resume();
       },
+      ...(this.#intercept === undefined ? {} : { intercept: this.#intercept }),
     });
   }
 

@@ -3,7 +3,9 @@
 // process that started it. Audit records leave in batches.
 import type { NetworkAuditEvent } from './audit.js';
 import type { NetworkPolicy } from './policy.js';
+import { netnsAddon } from './native.js';
 import { PolicyPoint } from './policy-point.js';
+import type { SecretSetOptions } from './secret-set.js';
 
 export type ToPolicyPoint =
   | {
@@ -12,6 +14,8 @@ export type ToPolicyPoint =
       readonly policy: NetworkPolicy;
       readonly maxConnections: number;
       readonly hostsFile?: string;
+      /** Secret values and the sandbox CA's key: they reach this process over its IPC channel alone. */
+      readonly secrets?: SecretSetOptions;
     }
   | { readonly type: 'policy'; readonly id: number; readonly policy: NetworkPolicy }
   | { readonly type: 'flush'; readonly id: number }
@@ -47,6 +51,9 @@ function audit(event: NetworkAuditEvent): void {
   flushTimer ??= setTimeout(flush, AUDIT_BATCH_MS);
 }
 
+// Before any secret arrives: no core dump of this process, and its /proc is root's alone.
+netnsAddon().notDumpable();
+
 process.on('message', (message: ToPolicyPoint) => {
   if (message.type === 'start') {
     try {
@@ -55,6 +62,7 @@ process.on('message', (message: ToPolicyPoint) => {
         policy: message.policy,
         maxConnections: message.maxConnections,
         ...(message.hostsFile === undefined ? {} : { hostsFile: message.hostsFile }),
+        ...(message.secrets === undefined ? {} : { secrets: message.secrets }),
         audit,
       });
       send({ type: 'ready' });

@@ -50,6 +50,16 @@ export interface TransparentHooks {
    * connection already dialled to the destination, if any, for the first request it allows there.
    */
   readonly http: (client: Socket, target: { address: string; port: number }, early?: Socket) => void;
+  /**
+   * An allowed TLS connection whose verified server name may carry a secret: returns true when it took
+   * the connection (intercept.ts), false to tunnel it as any other.
+   */
+  readonly intercept?: (
+    client: Socket,
+    head: Buffer,
+    target: { name: string; address: string; port: number },
+    decision: Decision,
+  ) => boolean;
 }
 
 export async function handleTransparent(
@@ -106,6 +116,15 @@ export async function handleTransparent(
     client.destroy();
     ctx.record(dest, 'transparent', decision);
     return;
+  }
+  // Only a name the ClientHello claimed and that resolves to the address dialled is ever intercepted.
+  if (sniffed?.kind === 'tls' && claimed !== undefined && hooks.intercept !== undefined) {
+    early?.unpipe(client);
+    if (hooks.intercept(client, head, { name: claimed, address, port }, decision)) {
+      early?.destroy();
+      return;
+    }
+    early?.pipe(client);
   }
   const upstream = early ?? dial(address, port);
   tunnel({

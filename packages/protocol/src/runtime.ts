@@ -106,6 +106,11 @@ export interface RuntimeStartOptions {
    * message queues, RLIMIT_NPROC) are the sandbox's own. Absent: the runtime's shared default user.
    */
   readonly user?: HostUser;
+  /**
+   * Read-only files made visible at `dest` inside (the sandbox's CA bundle when it has secrets); their
+   * contents are public, only root may change them. A runtime that cannot give them refuses the start.
+   */
+  readonly files?: readonly { readonly dest: string; readonly content: string }[];
 }
 
 /** A host uid and gid (numeric; never 0). */

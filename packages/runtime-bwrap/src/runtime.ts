@@ -1,6 +1,5 @@
 // The bwrap SandboxRuntime: checks the host once, then starts sandboxes (scratch files, cgroups, argv).
-import { rmSync } from 'node:fs';
-import { chmod, mkdir, mkdtemp, realpath, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdir, realpath, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { posix } from 'node:path';
 import type { HostUser, RuntimeInstance, RuntimeStartOptions, SandboxRuntime } from '@agentfense/protocol';
@@ -21,8 +20,8 @@ import { createSandboxCgroup, removeSandboxCgroups } from './cgroups/create.js';
 import { detectCgroupHost } from '@agentfense/protocol';
 import type { CgroupHost } from '@agentfense/protocol';
 import type { SandboxCgroup } from './cgroups/types.js';
-import { DEFAULT_ETC_ENTRIES, generatedEtcContents, prepareSandboxEtc } from './sandbox-fs/etc-files.js';
-import { cachedEtc, etcFingerprint, probeCached, probeKey, recordProbe } from './host/host-cache.js';
+import { prepareSharedEtc } from './sandbox-fs/shared-etc.js';
+import { probeCached, probeKey, recordProbe } from './host/host-cache.js';
 import { RUNNING_MARK, killLeftovers, mayHaveProcesses, recordedUid } from './host/leftovers.js';
 import { BwrapInstance } from './instance.js';
 import { createStderrLogger } from './logger.js';
@@ -30,7 +29,7 @@ import type { RuntimeLogger } from './logger.js';
 import { resolveSystemMounts } from './sandbox-fs/system-mounts.js';
 import { clearRelay, createAnchor, createRelay } from './sandbox-fs/relay.js';
 import { clearDevpts, createDevpts } from './sandbox-fs/devpts.js';
-import { prepareRunDir } from './sandbox-fs/run-dir.js';
+import { clearSandboxFiles, writeSandboxFiles } from './sandbox-fs/sandbox-files.js';
 import { resolveSandboxUser } from './host/sandbox-user.js';
 import type { HostIdentity } from './host/sandbox-user.js';
 import { loadSeccompFilter } from './exec/seccomp.js';
@@ -94,56 +93,6 @@ export const DEFAULT_RUN_DIR = '/run/agentfense-sandboxes';
 
 /** Name of the runtime's scratch directory inside each sandbox's stateDir. */
 const SCRATCH_DIR = 'bwrap';
-
-/**
- * The sandbox /etc, shared read-only by every sandbox: it holds copies of host entries and our generated
- * passwd/group/hosts, nothing per sandbox, and each sandbox binds it with --ro-bind (so no sandbox can
- * change what another sees). With a data directory it is prepared once per host state and reused across
- * processes (host-cache.ts); without one, once per process in a private temporary directory removed at
- * exit.
- */
-async function prepareSharedEtc(options: {
-  dataDir: string | undefined;
-  /** Set when bwrap runs as a sandbox user: a directory every sandbox's user can reach. */
-  runDir: string | undefined;
-  entries: readonly string[] | undefined;
-  logger: RuntimeLogger;
-}): Promise<string> {
-  const build = (dir: string): Promise<void> =>
-    prepareSandboxEtc({
-      dir,
-      logger: options.logger,
-      ...(options.entries === undefined ? {} : { entries: options.entries }),
-    });
-  // Every sandbox's user must reach it: root's, 0711 (run-dir.ts); the copy itself is world-readable.
-  if (options.runDir !== undefined) await prepareRunDir(options.runDir);
-  if (options.dataDir !== undefined || options.runDir !== undefined) {
-    return cachedEtc({
-      runDir: options.runDir ?? posix.join(options.dataDir ?? '', 'run'),
-      fingerprint: etcFingerprint('/etc', options.entries ?? DEFAULT_ETC_ENTRIES, generatedEtcContents()),
-      build,
-    });
-  }
-  // mkdtemp makes it 0700 and ours alone; removed at exit.
-  const dir = await mkdtemp(posix.join(tmpdir(), 'agentfense-etc-'));
-  removeAtExit(dir);
-  await chmod(dir, 0o755);
-  await build(posix.join(dir, 'etc'));
-  return posix.join(dir, 'etc');
-}
-
-// Temporary /etc copies of runtimes without a data directory, removed when the process exits. One
-// exit listener for all of them: a listener per runtime would pile up (and trip MaxListeners) in a
-// process that creates many runtimes.
-const tempEtcDirs = new Set<string>();
-function removeAtExit(dir: string): void {
-  if (tempEtcDirs.size === 0) {
-    process.once('exit', () => {
-      for (const d of tempEtcDirs) rmSync(d, { recursive: true, force: true });
-    });
-  }
-  tempEtcDirs.add(dir);
-}
 
 /** True when `path` is the root of a mount other than its parent's (the worker's FUSE mount is there). */
 async function isMountRoot(path: string): Promise<boolean> {
@@ -281,7 +230,18 @@ export function createBwrapRuntime(options: BwrapRuntimeOptions = {}): SandboxRu
     }
     // Only a sandbox with limits gets cgroups (the host's hierarchies are detected once per runtime).
     const hasLimits = Object.values(limits).some((v) => v !== undefined);
-    const systemMounts = await systemMountsOnce();
+    const sharedMounts = await systemMountsOnce();
+    const files = start.files ?? [];
+    if (files.length > 0 && (runDir === undefined || user === null)) {
+      throw new InvalidArgumentError(
+        'files for a sandbox need a sandbox user of its own (a root control plane)',
+      );
+    }
+    // The sandbox's own files come after the shared ones (they may sit inside /etc).
+    const systemMounts =
+      files.length === 0 || runDir === undefined || user === null
+        ? sharedMounts
+        : [...sharedMounts, ...(await writeSandboxFiles({ runDir, sandboxId, gid: user.gid, files }))];
     // From here on processes of this sandbox may exist: recovery must search for them (leftovers.ts), by
     // the uid the mark holds.
     const runningMark = posix.join(stateDir, RUNNING_MARK);
@@ -316,6 +276,7 @@ export function createBwrapRuntime(options: BwrapRuntimeOptions = {}): SandboxRu
       if (madeRelay.status === 'fulfilled' && madeRelay.value !== workspaceHostPath)
         await clearRelay(stateDir);
       if (madeDevpts.status === 'fulfilled' && runDir !== undefined) await clearDevpts(runDir, sandboxId);
+      if (runDir !== undefined) await clearSandboxFiles(runDir, sandboxId);
       // Nothing was launched.
       await rm(runningMark, { force: true });
       throw [madeCgroup, madeRelay, madeDevpts].find((made) => made.status === 'rejected')?.reason;
@@ -397,6 +358,7 @@ export function createBwrapRuntime(options: BwrapRuntimeOptions = {}): SandboxRu
             onStop: async () => {
               await clearRelay(stateDir);
               await clearDevpts(runDir, sandboxId);
+              await clearSandboxFiles(runDir, sandboxId);
             },
           }),
       logger,
@@ -472,7 +434,10 @@ export function createBwrapRuntime(options: BwrapRuntimeOptions = {}): SandboxRu
       await clearRelay(stateDir);
       // The sandbox's devpts (devpts.ts), named by the sandbox's id: the state directory's parent.
       const sandboxId = posix.basename(posix.dirname(stateDir));
-      if (runDir !== undefined && isSandboxId(sandboxId)) await clearDevpts(runDir, sandboxId);
+      if (runDir !== undefined && isSandboxId(sandboxId)) {
+        await clearDevpts(runDir, sandboxId);
+        await clearSandboxFiles(runDir, sandboxId);
+      }
     },
   };
 }

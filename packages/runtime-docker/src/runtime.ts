@@ -178,6 +178,12 @@ export function createDockerRuntime(options: DockerRuntimeOptions = {}): DockerR
 
   const start = async (start: RuntimeStartOptions): Promise<RuntimeInstance> => {
     const sandboxId = validateSandboxId(start.sandboxId);
+    // Not yet given to containers (a sandbox's CA bundle, docs/secrets.md): refused, never dropped.
+    if ((start.files ?? []).length > 0) {
+      throw new InvalidArgumentError(
+        'the docker runtime does not take sandbox files yet (secrets need --runtime bwrap)',
+      );
+    }
     const workspaceHostPath = validateHostPath(start.workspaceHostPath, 'workspaceHostPath');
     const stateDir = validateHostPath(start.stateDir, 'stateDir');
     const env = validateEnv(start.env ?? {});

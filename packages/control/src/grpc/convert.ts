@@ -12,6 +12,7 @@ import type {
   NetworkMode,
   NetworkPolicy as Policy,
   NetworkPolicyInput,
+  SecretInput,
 } from '@agentfense/network';
 import type { CodebaseInfo, FileEntry } from '../codebases/types.js';
 import { isId, type IdKind } from '../ids.js';
@@ -26,6 +27,7 @@ import type {
   NetworkAuditRecord,
   NetworkPolicy,
   NetworkRule,
+  Secret,
 } from './gen/sandbox/v1/network.js';
 import { PatternType, Permission, SandboxStatus, SessionStatus } from './gen/sandbox/v1/common.js';
 import type { PermissionRule } from './gen/sandbox/v1/common.js';
@@ -231,6 +233,18 @@ export function networkAuditQuery(req: GetNetworkAuditRequest): AuditQuery {
   };
 }
 
+/** A create's secret: proto3's empty lists and strings are "not given" (validated by the control plane). */
+export function secretFromProto(s: Secret): SecretInput {
+  return {
+    name: s.name,
+    hosts: s.hosts,
+    ...(s.paths.length === 0 ? {} : { paths: s.paths }),
+    ...(s.methods.length === 0 ? {} : { methods: s.methods }),
+    ...(s.header === undefined ? {} : { header: { name: s.header.name, value: s.header.value } }),
+    value: s.value,
+  };
+}
+
 export function networkRecordToProto(e: NetworkAuditEvent): NetworkAuditRecord {
   return {
     time: new Date(e.time),
@@ -247,6 +261,7 @@ export function networkRecordToProto(e: NetworkAuditEvent): NetworkAuditRecord {
     bytesUp: e.bytesUp ?? 0,
     bytesDown: e.bytesDown ?? 0,
     durationMs: e.durationMs ?? 0,
+    secret: e.secret ?? '',
   };
 }
 

@@ -15,6 +15,7 @@ import {
   exitCode,
   networkAuditQuery,
   networkPolicyFromProto,
+  secretFromProto,
   networkRecordToProto,
   optional,
   requestId,
@@ -57,6 +58,7 @@ export function sandboxService(backend: Backend, context: HandlerContext): Sandb
         ...(Object.keys(req.labels).length === 0 ? {} : { labels: req.labels }),
         ...(expiresMs === undefined ? {} : { expiresIn: expiresMs / 1000 }),
         ...(req.networkPolicy === undefined ? {} : { network: networkPolicyFromProto(req.networkPolicy) }),
+        ...(req.secrets.length === 0 ? {} : { secrets: req.secrets.map(secretFromProto) }),
       });
       return sandboxToProto(created);
     }),

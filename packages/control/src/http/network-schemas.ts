@@ -27,6 +27,27 @@ export const NetworkPolicyIn = object('NetworkPolicyInput', {
   presets: { type: 'array', items: { type: 'string', enum: Object.keys(NETWORK_PRESETS) } },
 });
 
+/** A secret given at create: write-only, its value is never returned by any route (docs/secrets.md). */
+export const SecretIn = object(
+  'SecretInput',
+  {
+    name: { type: 'string', description: 'the variable the sandbox gets, set to a placeholder' },
+    hosts: {
+      type: 'array',
+      items: { type: 'string' },
+      description: 'hosts (or `*.domain`) whose HTTPS requests get the value in place of the placeholder',
+    },
+    paths: { type: 'array', items: { type: 'string' }, description: 'path prefixes (default any)' },
+    methods: { type: 'array', items: { type: 'string' }, description: 'HTTP methods (default any)' },
+    header: object('SecretHeader', { name: { type: 'string' }, value: { type: 'string' } }, [
+      'name',
+      'value',
+    ]),
+    value: { type: 'string', description: 'the value; write-only' },
+  },
+  ['name', 'hosts', 'value'],
+);
+
 export const NetworkPolicyOut = outObject('NetworkPolicy', {
   mode: { type: 'string', enum: [...NETWORK_MODES] },
   rules: { type: 'array', items: NetworkRule },
@@ -38,10 +59,11 @@ export const NetworkAuditResult = outObject('NetworkAuditResponse', {
     items: {
       title: 'NetworkAuditRecord',
       type: 'object',
-      description: 'one connection, plain-HTTP request or refused DNS question',
+      description: 'one connection, plain-HTTP request, refused DNS question or use of a secret',
       properties: {
         time: { type: 'string', description: 'RFC 3339 time' },
-        op: { type: 'string', enum: ['connect', 'dns'] },
+        op: { type: 'string', enum: ['connect', 'dns', 'secret'] },
+        secret: { type: 'string', description: "op secret: the secret's name (never its value)" },
         path: { type: 'string', description: '`name:port` (or `address:port`), the name for DNS' },
         decision: { type: 'string', enum: ['allow', 'deny'] },
         rule: { type: 'integer', description: 'index of the deciding rule' },

@@ -9,7 +9,7 @@ import {
   SANDBOX_STATUS,
   SESSION_STATUS,
 } from './mapping.js';
-import { NetworkPolicyIn, NetworkPolicyOut } from './network-schemas.js';
+import { NetworkPolicyIn, NetworkPolicyOut, SecretIn } from './network-schemas.js';
 import { object, outObject } from './schema-builders.js';
 import type { Schema } from './schema-builders.js';
 
@@ -193,6 +193,11 @@ export const CreateSandboxBody = object(
       description: 'true: mode open (any public destination); default false: only a loopback of its own',
     },
     network_policy: NetworkPolicyIn,
+    secrets: {
+      type: 'array',
+      items: SecretIn,
+      description: 'secrets the sandbox may use but never read (write-only: no route returns a value)',
+    },
     env: { ...stringMap, description: 'environment of every command (never reported back)' },
     audit_allowed: { type: 'boolean', description: 'audit allowed accesses too (denials always are)' },
     start: { type: 'boolean', description: 'start it at once (default false: it stays PENDING)' },

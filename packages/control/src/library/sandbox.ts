@@ -23,6 +23,8 @@ import { ExecStream } from './exec-stream.js';
 import { SharedPlanes } from './shared-planes.js';
 import type { PlaneLease } from './shared-planes.js';
 import { LibrarySpares } from './spares.js';
+import { resolveSecrets } from '../secret-sources.js';
+import type { SecretSource } from '../secret-sources.js';
 import type { SpareSpec } from '../sandboxes/spare.js';
 import { decodeOutput, splitEncoding } from './output.js';
 import type { BytesOutput, OutputEncoding, RunResult, TextOutput } from './output.js';
@@ -42,6 +44,12 @@ export interface FromLocalOptions {
    * presets: ['model-apis'] }` (docs/network.md). Never the host's network.
    */
   readonly network?: boolean | NetworkPolicyInput;
+  /**
+   * Secrets the sandbox may use but never read (docs/secrets.md): `{ name: 'OPENAI_API_KEY', hosts:
+   * ['api.openai.com'], env: 'OPENAI_API_KEY' }` (or `value`, `file`, `command: [argv]`). The sandbox
+   * sees `NAME=af-secret-…`; the network policy must allow the hosts.
+   */
+  readonly secrets?: readonly SecretSource[];
   readonly resources?: ResourceLimits;
   readonly env?: Readonly<Record<string, string>>;
   readonly labels?: Readonly<Record<string, string>>;
@@ -138,8 +146,11 @@ export class Sandbox implements AsyncDisposable {
     let codebaseId: string | undefined;
     let sandboxId: string | undefined;
     try {
-      // A spare started ahead for exactly this request (library/spares.ts): only on the shared plane.
-      const taken = lease === undefined ? undefined : await Sandbox.#spares.take(cp, spec);
+      const secrets = await resolveSecrets(options.secrets);
+      // A spare started ahead for exactly this request (library/spares.ts): only on the shared plane, and
+      // never for one with secrets (a spare has none; secrets are never part of a spare's spec).
+      const taken =
+        lease === undefined || secrets.length > 0 ? undefined : await Sandbox.#spares.take(cp, spec);
       if (taken !== undefined) {
         return new Sandbox({
           id: taken.sandboxId,
@@ -150,7 +161,9 @@ export class Sandbox implements AsyncDisposable {
         });
       }
       codebaseId = (await cp.linkCodebase({ path: dir })).id;
-      sandboxId = (await cp.createSandbox({ codebaseId, ...spec.options })).id;
+      sandboxId = (
+        await cp.createSandbox({ codebaseId, ...spec.options, ...(secrets.length > 0 ? { secrets } : {}) })
+      ).id;
       await cp.startSandbox(sandboxId);
       return new Sandbox({ id: sandboxId, codebaseId, controlPlane: cp, lease, spec });
     } catch (err) {

@@ -2,7 +2,7 @@
 // of stdin, SIGINT or SIGTERM ends it; the sandbox is then destroyed (mount, processes and change set
 // gone) unless `keep`, which stops it with its changes, logs and audit trail and prints its id on stderr.
 // stdout carries only the protocol: everything else goes to stderr or the control plane's log file.
-import type { NetworkPolicyInput } from '@agentfense/network';
+import type { NetworkPolicyInput, SecretInput } from '@agentfense/network';
 import type { Readable, Writable } from 'node:stream';
 import type { PermissionRule } from '@agentfense/protocol';
 import { ControlPlane } from '../control-plane.js';
@@ -16,6 +16,8 @@ export interface McpStdioOptions {
   readonly runtime?: string;
   readonly image?: string;
   readonly network?: boolean | NetworkPolicyInput;
+  /** Secrets with their values read (docs/secrets.md); the sandbox sees placeholders. */
+  readonly secrets?: readonly SecretInput[];
   readonly allowCommit: boolean;
   readonly keep: boolean;
   readonly dataDir?: string;
@@ -56,6 +58,9 @@ export async function serveMcpStdio(options: McpStdioOptions): Promise<string> {
         ...(options.runtime === undefined ? {} : { runtime: options.runtime }),
         ...(options.image === undefined ? {} : { image: options.image }),
         ...(options.network === undefined ? {} : { network: options.network }),
+        ...(options.secrets === undefined || options.secrets.length === 0
+          ? {}
+          : { secrets: options.secrets }),
       })
     ).id;
     // A stop request during the start wins: nothing is served, everything is cleaned up below.

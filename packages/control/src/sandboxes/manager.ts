@@ -40,6 +40,7 @@ import type { SandboxManagerOptions } from './manager-options.js';
 import { onWorker } from './temporary-worker.js';
 import { checkResources } from './validate.js';
 import { listSandboxes, newSandboxRow, type CreateInternal, type RecordDeps } from './records.js';
+import { SecretVault, maskedExec, redact, type WithSecrets } from './secrets.js';
 import { DEFAULT_WORKER_POOL_SIZE, WorkerPool } from './worker-pool.js';
 import { SandboxTrash } from './trash.js';
 import type {
@@ -108,10 +109,10 @@ export class SandboxManager {
       network: networkOptions(options.network),
       workerMemory: options.workerMemory,
       hostUsers: options.hostUsers,
+      secrets: new SecretVault(),
     };
     this.#records = {
-      codebases: options.codebases,
-      runtimes: this.#runtimes,
+      ...this.#deps, // codebases, runtimes and the secrets' vault
       presets: options.presets,
       defaultRuntime: options.defaultRuntime ?? 'bwrap',
       defaultResources: checkResources({ ...DEFAULT_RESOURCES, ...options.defaultResources }),
@@ -178,7 +179,7 @@ export class SandboxManager {
     await live?.supervisor.request('stats', {}).catch(() => undefined);
     await live?.network?.flush();
     await live?.audit.flush();
-    return readAudit(this.#layout.sandbox(id).auditLog, query);
+    return redact(await readAudit(this.#layout.sandbox(id).auditLog, query), this.#deps.secrets.get(id));
   }
 
   // --- Lifecycle ---------------------------------------------------------------------------------
@@ -244,6 +245,7 @@ export class SandboxManager {
         throw error;
       }
       this.#store.delete(id);
+      this.#deps.secrets.delete(id);
       this.#logger.info({ sandboxId: id, keepDelta: options.keepDelta === true }, 'sandbox destroyed');
     });
   }
@@ -279,7 +281,7 @@ export class SandboxManager {
   ): Promise<ExecResult> {
     const live = this.#requireLive(id);
     await live.supervisor.worker();
-    return live.instance.exec({ ...options, command });
+    return maskedExec((o) => live.instance.exec(o), { ...options, command }, this.#deps.secrets.get(id));
   }
 
   /** The worker's resource and activity report (running sandboxes of this process). */
@@ -298,9 +300,9 @@ export class SandboxManager {
   }
 
   /** Runs `start` (a session's shell) on the instance once any worker restart is over (ready-instance.ts). */
-  withReadyInstance<T>(id: string, start: (instance: RuntimeInstance) => Promise<T>): Promise<T> {
+  withReadyInstance<T>(id: string, start: WithSecrets<T>): Promise<T> {
     const live = this.#requireLive(id);
-    return whenWorkerReady(live.supervisor, () => start(live.instance));
+    return whenWorkerReady(live.supervisor, () => start(live.instance, this.#deps.secrets.get(id)));
   }
 
   changes(id: string): Promise<readonly ChangeEntry[]> {

@@ -1,9 +1,16 @@
 // A sandbox's network policy as the manager applies it: the options every policy point gets, its start
 // in a cgroup of its own, and a policy change on a running sandbox (its policy point closes what the new
 // policy no longer allows).
+import { readFileSync } from 'node:fs';
 import { InvalidArgumentError, WrongStateError } from '@agentfense/protocol';
 import { SandboxNetwork } from '@agentfense/network';
-import type { NetworkOptions, NetworkPolicy, PolicyPointExit } from '@agentfense/network';
+import type {
+  NetworkAuditEvent,
+  NetworkOptions,
+  NetworkPolicy,
+  PolicyPointExit,
+  SecretSetOptions,
+} from '@agentfense/network';
 import type { Logger } from 'pino';
 import type { SandboxRow, SandboxStore } from '../store/sandboxes.js';
 import type { AuditWriter } from './audit-log.js';
@@ -12,17 +19,22 @@ import type { NetworkCgroup } from './network-cgroup.js';
 import type { Live } from './start.js';
 
 /**
- * The control plane's network options, with the operator's hosts file and connection bound from the
- * environment by default (AGENTFENSE_NETWORK_HOSTS, AGENTFENSE_NETWORK_MAX_CONNECTIONS: the CLI and
- * `serve` have no other way to set them, and a refused connection's audit record names the latter).
+ * The control plane's network options, with the operator's hosts file, connection bound and the extra CAs
+ * of upstreams a secret is bound to (a PEM file) from the environment by default
+ * (AGENTFENSE_NETWORK_HOSTS, AGENTFENSE_NETWORK_MAX_CONNECTIONS, AGENTFENSE_NETWORK_UPSTREAM_CA: the CLI and
+ * `serve` have no other way to set them; a refused connection's audit record names the bound's).
  */
 export function networkOptions(options: NetworkOptions | undefined): NetworkOptions {
   const hostsFile = options?.hostsFile ?? process.env['AGENTFENSE_NETWORK_HOSTS'];
   const maxConnections = options?.maxConnections ?? connectionsFromEnv();
+  const caFile = process.env['AGENTFENSE_NETWORK_UPSTREAM_CA'];
+  const upstreamCa =
+    options?.upstreamCa ?? (caFile === undefined || caFile === '' ? undefined : readFileSync(caFile, 'utf8'));
   return {
     ...(hostsFile === undefined || hostsFile === '' ? {} : { hostsFile }),
     ...(maxConnections === undefined ? {} : { maxConnections }),
     ...(options?.memory === undefined ? {} : { memory: options.memory }),
+    ...(upstreamCa === undefined ? {} : { upstreamCa }),
   };
 }
 
@@ -65,6 +77,10 @@ export interface PolicyPointStart {
   readonly store: SandboxStore;
   readonly audit: AuditWriter;
   readonly logger: Logger;
+  /** The sandbox's secrets and CA (docs/secrets.md), when it has any; upstreamCa comes from `network`. */
+  readonly secrets?: Omit<SecretSetOptions, 'upstreamCa'>;
+  /** Masks secret values in audit records before they are written (a second line: secrets.ts). */
+  readonly redact?: (events: readonly NetworkAuditEvent[]) => readonly NetworkAuditEvent[];
 }
 
 /**
@@ -76,7 +92,7 @@ export interface PolicyPointStart {
  */
 export async function startPolicyPoint(options: PolicyPointStart): Promise<SandboxNetwork> {
   const { row, logger, store } = options;
-  const { memory, ...network } = options.network;
+  const { memory, upstreamCa, ...network } = options.network;
   const cgroup = await createNetworkCgroup({
     sandboxId: row.id,
     boundBytes: networkMemoryBound(row.resources.memoryBytes, memory),
@@ -91,7 +107,10 @@ export async function startPolicyPoint(options: PolicyPointStart): Promise<Sandb
     policy: row.network,
     create: options.create,
     ...network,
-    onAudit: (events) => options.audit.append(events),
+    ...(options.secrets === undefined
+      ? {}
+      : { secrets: { ...options.secrets, ...(upstreamCa === undefined ? {} : { upstreamCa }) } }),
+    onAudit: (events) => options.audit.append(options.redact === undefined ? events : options.redact(events)),
     ...(cgroup === null ? {} : { place: (pid: number) => cgroup.attach(pid) }),
     onExit: (exited, exit) => {
       const reason = policyPointExitReason({ exited, exit, cgroup, oomBefore });

@@ -12,6 +12,7 @@ import type { NewSandboxRow, SandboxStore } from '../store/sandboxes.js';
 import type { RuntimeRegistry } from './runtimes.js';
 import type { CreateSandboxOptions, ListSandboxesOptions, Page, SandboxInfo } from './types.js';
 import { SPARE_LABEL } from './one-shot.js';
+import { SecretVault } from './secrets.js';
 import { checkExpiresIn, checkImage, checkLabels, checkResources, checkUserLabels } from './validate.js';
 
 export interface RecordDeps {
@@ -21,6 +22,8 @@ export interface RecordDeps {
   readonly defaultRuntime: string;
   /** Limits of sandboxes that do not set them, already checked. */
   readonly defaultResources: ResourceLimits;
+  /** Where a new sandbox's secrets are kept (in memory only). */
+  readonly secrets: SecretVault;
 }
 
 /** Rules from explicit rules or a preset (validated; the error names the rule's index). */
@@ -63,15 +66,19 @@ export async function newSandboxRow(
   // Every sandbox gets limits: what it asks for, the configured defaults for the rest.
   const resources = { ...deps.defaultResources, ...checkResources(options.resources ?? {}) };
   const expiresIn = checkExpiresIn(options.expiresIn);
+  const network = validateNetworkPolicy(options.network);
+  const id = newId('sandbox');
+  // Validated with the rest; kept once the row is made (a create refused here keeps nothing).
+  deps.secrets.set(id, SecretVault.prepare(options.secrets, network));
   return {
-    id: newId('sandbox'),
+    id,
     codebase_id: codebaseId,
     state: 'PENDING',
     state_reason: null,
     runtime,
     image,
     rules,
-    network: validateNetworkPolicy(options.network),
+    network,
     resources,
     env,
     audit_allowed: options.auditAllowed === true,

@@ -15,6 +15,9 @@ import type { SandboxHostUsers } from './host-user.js';
 import { mountParams } from './mounts.js';
 import { startPolicyPoint } from './network.js';
 import { processStartTime } from './process-identity.js';
+import { secretStart } from './secret-start.js';
+import { redact } from './secrets.js';
+import type { SecretVault } from './secrets.js';
 import type { RuntimeRegistry } from './runtimes.js';
 import { WorkerSupervisor } from './supervisor.js';
 import type { SupervisionOptions } from './supervisor.js';
@@ -66,6 +69,8 @@ export interface StartDeps extends TeardownDeps {
   /** The parts of each worker's memory bound (worker-cgroup.ts). */
   readonly workerMemory: WorkerMemoryOptions | undefined;
   readonly hostUsers: SandboxHostUsers;
+  /** Secret values by sandbox (secrets.ts). */
+  readonly secrets: SecretVault;
 }
 
 export interface StartHooks {
@@ -81,6 +86,7 @@ export interface StartHooks {
  */
 export async function startSandbox(deps: StartDeps, row: SandboxRow, hooks: StartHooks): Promise<Live> {
   const { id } = row;
+  const secrets = deps.secrets.get(id);
   const paths = deps.layout.sandbox(id);
   const log = deps.logger.child({ sandboxId: id });
   let supervisor: WorkerSupervisor | undefined;
@@ -135,7 +141,8 @@ export async function startSandbox(deps: StartDeps, row: SandboxRow, hooks: Star
         return taking;
       },
       cgroup,
-      onAudit: (events) => audit.append(events),
+      // Masked as written: the trail on disk never holds a secret's value either (secrets.ts).
+      onAudit: (events) => audit.append(redact(events, secrets)),
       onWorker: (pid) =>
         deps.store.update(id, { worker_pid: pid, worker_start: processStartTime(pid) ?? null }),
       onRestart: hooks.onRestart,
@@ -145,6 +152,8 @@ export async function startSandbox(deps: StartDeps, row: SandboxRow, hooks: Star
       return started;
     });
     const policed = row.network.mode !== 'none';
+    // A sandbox with secrets: its CA (in memory), the files and variables that make the sandbox trust it.
+    const withSecrets = policed ? secretStart(id, secrets) : undefined;
     const startNetwork = async (create: boolean): Promise<void> => {
       network = await startPolicyPoint({
         row,
@@ -154,6 +163,8 @@ export async function startSandbox(deps: StartDeps, row: SandboxRow, hooks: Star
         store: deps.store,
         audit,
         logger: log,
+        ...(withSecrets === undefined ? {} : { secrets: { secrets, ca: withSecrets.ca } }),
+        redact: (events) => redact(events, secrets),
       });
     };
     const startRuntime = async (): Promise<RuntimeInstance> => {
@@ -169,7 +180,8 @@ export async function startSandbox(deps: StartDeps, row: SandboxRow, hooks: Star
         resources: row.resources,
         ...(user === undefined ? {} : { user }),
         // The proxy variables first: a sandbox's own env may override them (the NAT polices either way).
-        env: policed ? { ...PROXY_ENV, ...row.env } : row.env,
+        env: policed ? { ...PROXY_ENV, ...row.env, ...withSecrets?.env } : row.env,
+        ...(withSecrets === undefined ? {} : { files: withSecrets.files }),
       });
       instance = started;
       if (policed && traits.netns === 'publishes') await startNetwork(false);

@@ -13,6 +13,8 @@ import { processStartTime } from './process-identity.js';
 import { spawnAndMount } from './supervisor.js';
 import { tearDown } from './teardown.js';
 import { requestWholeOn } from './whole-answer.js';
+import { redact } from './secrets.js';
+import type { SecretVault } from './secrets.js';
 import type { TeardownDeps } from './teardown.js';
 import { createWorkerCgroup, workerMemoryBound } from './worker-cgroup.js';
 import { exitReasonOf, explainedCall } from './worker-exit.js';
@@ -27,6 +29,8 @@ export interface WorkerCallDeps extends TeardownDeps {
   readonly owner: Ownership;
   /** Throws when the control plane is closed. */
   readonly assertOpen: () => void;
+  /** Secret values by sandbox: masked in every answer (a diff, a file read), secrets.ts. */
+  readonly secrets: SecretVault;
 }
 
 /**
@@ -36,6 +40,15 @@ export interface WorkerCallDeps extends TeardownDeps {
  * commit and discard work after a stop). The temporary worker holds the sandbox's ownership meanwhile.
  */
 export async function onWorker<M extends WorkerMethod>(
+  d: WorkerCallDeps,
+  id: string,
+  method: M,
+  params: WorkerParams<M>,
+): Promise<WorkerResult<M>> {
+  return redact(await unmaskedOnWorker(d, id, method, params), d.secrets.get(id));
+}
+
+async function unmaskedOnWorker<M extends WorkerMethod>(
   d: WorkerCallDeps,
   id: string,
   method: M,

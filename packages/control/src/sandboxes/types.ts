@@ -1,6 +1,6 @@
 // Public shapes of sandboxes: states, create options, records and exec options.
 import type { EnforcedLimits, ExecOptions, PermissionRule, ResourceLimits } from '@agentfense/protocol';
-import type { NetworkPolicy, NetworkPolicyInput } from '@agentfense/network';
+import type { NetworkPolicy, NetworkPolicyInput, SecretInput } from '@agentfense/network';
 
 /** contract §6: PENDING → RUNNING ⇄ STOPPED; any → ERROR. */
 export const SANDBOX_STATES = ['PENDING', 'RUNNING', 'STOPPED', 'ERROR'] as const;
@@ -31,6 +31,13 @@ export interface CreateSandboxOptions {
   readonly env?: Readonly<Record<string, string>>;
   /** Audit allowed accesses too (denials always are). */
   readonly auditAllowed?: boolean;
+  /**
+   * Secrets the sandbox may use but never read (docs/secrets.md): each bound to hosts; the sandbox gets
+   * `NAME=<placeholder>`, and its policy point puts the value into HTTPS requests to those hosts. Held
+   * in this process's memory only (a control plane restarted has to be given them again); never
+   * reported back.
+   */
+  readonly secrets?: readonly SecretInput[];
 }
 
 /** A sandbox as clients see it. Times are ISO 8601 strings. */

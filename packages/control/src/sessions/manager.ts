@@ -2,6 +2,8 @@
 // sandbox when it stops (contract §5). Closed sessions leave the registry by themselves (onClose).
 import type { RuntimeInstance } from '@agentfense/protocol';
 import { NotFoundError } from '@agentfense/protocol';
+import type { SandboxSecret } from '@agentfense/network';
+import { redact } from '../sandboxes/secrets.js';
 import { assertSessionId } from './ids.js';
 import type { CreateSessionOptions, SessionCloseReason } from './options.js';
 import type { Session } from './session.js';
@@ -23,7 +25,11 @@ export class SessionManager {
   }
 
   /** Starts a session in `instance` and registers it until it closes. */
-  async create(instance: RuntimeInstance, options: CreateSessionOptions = {}): Promise<Session> {
+  async create(
+    instance: RuntimeInstance,
+    options: CreateSessionOptions = {},
+    secrets: readonly SandboxSecret[] = [],
+  ): Promise<Session> {
     const callerOnClose = options.onClose;
     // Loaded on the first session: processes that never open one (the one-shot CLI) skip the shell code.
     const { createSession } = await import('./create.js');
@@ -31,6 +37,8 @@ export class SessionManager {
       ...(this.#options.idleTimeoutMs === undefined ? {} : { idleTimeoutMs: this.#options.idleTimeoutMs }),
       ...(this.#options.logger === undefined ? {} : { logger: this.#options.logger }),
       ...options,
+      // A secret's value that reached the sandbox another way is masked in every command's result.
+      ...(secrets.length === 0 ? {} : { redact: (result) => redact(result, secrets) }),
       onClose: (closed) => {
         this.#sessions.delete(closed.id);
         callerOnClose?.(closed);

@@ -41,6 +41,8 @@ export interface CreateSessionOptions {
   /** Called once, synchronously, when the session closes (for registries). */
   readonly onClose?: (session: Session) => void;
   readonly logger?: SessionLogger;
+  /** Masks what a command's result must not show (a sandbox's secret values, docs/secrets.md). */
+  readonly redact?: (result: SessionExecResult) => SessionExecResult;
 }
 
 export interface SessionExecOptions {
@@ -91,6 +93,7 @@ export interface ResolvedCreateOptions {
   readonly maxOutputBytes: number;
   readonly onClose: ((session: Session) => void) | undefined;
   readonly logger: SessionLogger;
+  readonly redact: ((result: SessionExecResult) => SessionExecResult) | undefined;
 }
 
 const SILENT: SessionLogger = { debug: () => undefined };
@@ -113,6 +116,7 @@ export function resolveCreateOptions(options: CreateSessionOptions): ResolvedCre
     maxOutputBytes: checkCount('maxOutputBytes', options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES),
     onClose: options.onClose,
     logger: options.logger ?? SILENT,
+    redact: options.redact,
   };
 }
 

@@ -138,7 +138,8 @@ export class Session implements AsyncDisposable {
     const run = this.#queue.then(() => this.#runQueued(resolved));
     this.#queue = run.catch(() => undefined);
     try {
-      return await run;
+      const done = await run;
+      return this.#options.redact?.(done) ?? done;
     } finally {
       this.#pending -= 1;
       this.#lastActiveAt = new Date();

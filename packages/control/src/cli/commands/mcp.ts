@@ -8,12 +8,14 @@ import { addDataOption } from '../control-options.js';
 import type { DataFlags } from '../control-options.js';
 import type { CliContext } from '../io.js';
 import { addNetworkOptions, networkFromFlags } from '../network-options.js';
+import { addSecretOptions, secretsFromFlags } from '../secret-options.js';
+import type { SecretFlags } from '../secret-options.js';
 import type { NetworkFlags } from '../network-options.js';
 import { addPolicyOptions, policyFromFlags } from '../policy-options.js';
 import type { PolicyFlags } from '../policy-options.js';
 import { untilSignal } from '../signals.js';
 
-interface McpFlags extends PolicyFlags, DataFlags, NetworkFlags {
+interface McpFlags extends PolicyFlags, DataFlags, NetworkFlags, SecretFlags {
   readonly runtime?: string;
   readonly image?: string;
   readonly allowCommit?: boolean;
@@ -22,15 +24,17 @@ interface McpFlags extends PolicyFlags, DataFlags, NetworkFlags {
 
 /** Registers `mcp` on the program. */
 export function registerMcp(program: Command, { io, result }: CliContext): void {
-  addNetworkOptions(
-    addDataOption(
-      addPolicyOptions(
-        program
-          .command('mcp')
-          .description(
-            'serve an MCP server on stdio with one sandbox over <dir> (tools: run, shell, read_file, write_file, list_files, explain, changes)',
-          )
-          .argument('<dir>', 'the codebase directory, seen as /workspace (used in place, nothing copied)'),
+  addSecretOptions(
+    addNetworkOptions(
+      addDataOption(
+        addPolicyOptions(
+          program
+            .command('mcp')
+            .description(
+              'serve an MCP server on stdio with one sandbox over <dir> (tools: run, shell, read_file, write_file, list_files, explain, changes)',
+            )
+            .argument('<dir>', 'the codebase directory, seen as /workspace (used in place, nothing copied)'),
+        ),
       ),
     ),
   )
@@ -41,6 +45,7 @@ export function registerMcp(program: Command, { io, result }: CliContext): void 
     .action(async (dir: string, flags: McpFlags) => {
       const rules = await policyFromFlags(flags);
       const network = await networkFromFlags(flags);
+      const secrets = await secretsFromFlags(flags, { cwd: process.cwd() });
       const path = resolve(dir);
       const info = await stat(path).catch(() => null);
       if (info === null || !info.isDirectory()) {
@@ -59,6 +64,7 @@ export function registerMcp(program: Command, { io, result }: CliContext): void 
           ...(flags.runtime === undefined ? {} : { runtime: flags.runtime }),
           ...(flags.image === undefined ? {} : { image: flags.image }),
           ...(network === undefined ? {} : { network }),
+          secrets,
           ...(flags.data === undefined ? {} : { dataDir: flags.data }),
         });
         io.stderr.write(`agentfense: MCP server stopped (${reason})\n`);

@@ -30,6 +30,9 @@ import { armWatchdog } from '../watchdog.js';
 import type { Watchdog } from '../watchdog.js';
 import { parseEnvPairs, parseLabels, parseSeconds } from '../parse.js';
 import { addNetworkOptions, networkFromFlags } from '../network-options.js';
+import { addSecretOptions, secretsFromFlags } from '../secret-options.js';
+import type { SecretFlags } from '../secret-options.js';
+import type { SecretInput } from '@agentfense/network';
 import type { NetworkFlags } from '../network-options.js';
 import { addPolicyOptions, policyFromFlags } from '../policy-options.js';
 import type { PolicyFlags } from '../policy-options.js';
@@ -39,7 +42,7 @@ import type { ResourceFlags } from '../resource-options.js';
 /** Status when the command was killed by --timeout (as timeout(1) does). */
 export const EXIT_TIMEOUT = 124;
 
-interface RunFlags extends PolicyFlags, DataFlags, ResourceFlags, NetworkFlags {
+interface RunFlags extends PolicyFlags, DataFlags, ResourceFlags, NetworkFlags, SecretFlags {
   readonly runtime?: string;
   readonly image?: string;
   readonly timeout?: string;
@@ -98,19 +101,21 @@ function exitStatusOf(result: ExecResult): number {
 
 /** Registers `run` on the program. */
 export function registerRun(program: Command, { io, result, mode }: CliContext): void {
-  addNetworkOptions(
-    addResourceOptions(
-      addDataOption(
-        addPolicyOptions(
-          program
-            .command('run')
-            .description("run one command in a fresh sandbox over <dir>; exits with the command's status")
-            .argument('<dir>', 'the codebase directory, seen as /workspace (used in place, nothing copied)')
-            .argument(
-              '<command...>',
-              'the command and its arguments (after --); use `sh -c "..."` for a shell line',
-            )
-            .usage('<dir> [options] -- <command...>'),
+  addSecretOptions(
+    addNetworkOptions(
+      addResourceOptions(
+        addDataOption(
+          addPolicyOptions(
+            program
+              .command('run')
+              .description("run one command in a fresh sandbox over <dir>; exits with the command's status")
+              .argument('<dir>', 'the codebase directory, seen as /workspace (used in place, nothing copied)')
+              .argument(
+                '<command...>',
+                'the command and its arguments (after --); use `sh -c "..."` for a shell line',
+              )
+              .usage('<dir> [options] -- <command...>'),
+          ),
         ),
       ),
     ),
@@ -142,6 +147,7 @@ export function registerRun(program: Command, { io, result, mode }: CliContext):
       const cwd = helper?.cwd ?? workingDirectory([dir, flags.rules]);
       const rules = await policyFromFlags(flags, { cwd });
       const network = await networkFromFlags(flags, { cwd });
+      const secrets = await secretsFromFlags(flags, { cwd });
       const env = parseEnvPairs(flags.env);
       const labels = parseLabels(flags.label);
       const timeoutMs =
@@ -184,6 +190,7 @@ export function registerRun(program: Command, { io, result, mode }: CliContext):
           dir: resolve(cwd, dir),
           rules,
           network,
+          secrets,
           command,
           env,
           labels,
@@ -260,6 +267,8 @@ interface RunRequest {
   readonly env: Record<string, string>;
   readonly labels: Record<string, string>;
   readonly flags: RunFlags;
+  /** Never part of a spare's options: a run with secrets runs in-process (run-helper/client.ts). */
+  readonly secrets: readonly SecretInput[];
   readonly timeoutMs?: number;
   readonly stdin?: Buffer;
   readonly step: (what: string) => void;
@@ -293,6 +302,7 @@ function sandboxOptions(request: RunRequest): Omit<CreateSandboxOptions, 'codeba
   return {
     rules: request.rules,
     ...(request.network === undefined ? {} : { network: request.network }),
+    ...(request.secrets.length === 0 ? {} : { secrets: request.secrets }),
     resources: resourcesFromFlags(flags),
     // Marks a sandbox nobody will ask for again: if this process dies before removing it, recovery and
     // `agentfense gc` remove it (a --keep sandbox is the user's and stays).

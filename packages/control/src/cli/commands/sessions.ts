@@ -12,6 +12,8 @@ import { terminalWriter } from '../terminal-filter.js';
 import type { CliContext, CliIo, CliResult } from '../io.js';
 import { parseEnvPairs, parseSeconds } from '../parse.js';
 import { addNetworkOptions, networkFromFlags } from '../network-options.js';
+import { addSecretOptions, secretsFromFlags } from '../secret-options.js';
+import type { SecretFlags } from '../secret-options.js';
 import type { NetworkFlags } from '../network-options.js';
 import { addPolicyOptions, policyFromFlags } from '../policy-options.js';
 import type { PolicyFlags } from '../policy-options.js';
@@ -233,19 +235,21 @@ export function registerSessions(program: Command, { io, result }: CliContext): 
     }
   });
 
-  addNetworkOptions(
-    addDataOption(
-      addServerOptions(
-        addPolicyOptions(
-          program
-            .command('shell')
-            .description(
-              'an interactive shell: in a fresh sandbox over <dir>, or in a sandbox `agentfense serve` runs',
-            )
-            .argument(
-              '<target>',
-              'a directory (local sandbox, destroyed at exit) or a sandbox id (sb_…, via the server)',
-            ),
+  addSecretOptions(
+    addNetworkOptions(
+      addDataOption(
+        addServerOptions(
+          addPolicyOptions(
+            program
+              .command('shell')
+              .description(
+                'an interactive shell: in a fresh sandbox over <dir>, or in a sandbox `agentfense serve` runs',
+              )
+              .argument(
+                '<target>',
+                'a directory (local sandbox, destroyed at exit) or a sandbox id (sb_…, via the server)',
+              ),
+          ),
         ),
       ),
     ),
@@ -258,7 +262,11 @@ export function registerSessions(program: Command, { io, result }: CliContext): 
     .action(
       async (
         target: string,
-        flags: PolicyFlags & ServerFlags & DataFlags & NetworkFlags & { shell?: string; rawOutput?: boolean },
+        flags: PolicyFlags &
+          ServerFlags &
+          DataFlags &
+          NetworkFlags &
+          SecretFlags & { shell?: string; rawOutput?: boolean },
       ) => {
         const raw = flags.rawOutput === true;
         // The session validates the shell and names the allowed ones.
@@ -267,10 +275,12 @@ export function registerSessions(program: Command, { io, result }: CliContext): 
           if (
             flags.preset !== undefined ||
             flags.rules !== undefined ||
-            (await networkFromFlags(flags)) !== undefined
+            (await networkFromFlags(flags)) !== undefined ||
+            flags.secret !== undefined ||
+            flags.secretFile !== undefined
           ) {
             throw new InvalidArgumentError(
-              '--preset, --rules and the network options apply to a local directory, not to a running sandbox',
+              '--preset, --rules, the network and secret options apply to a local directory, not to a running sandbox',
             );
           }
           const client = await ServerClient.fromFlags(flags);
@@ -289,10 +299,12 @@ export function registerSessions(program: Command, { io, result }: CliContext): 
         }
         const rules = await policyFromFlags(flags);
         const network = await networkFromFlags(flags);
+        const secrets = await secretsFromFlags(flags, { cwd: process.cwd() });
         const { Sandbox } = await import('../../library/sandbox.js');
         const sb = await Sandbox.fromLocal(target, {
           rules,
           ...(network === undefined ? {} : { network }),
+          ...(secrets.length === 0 ? {} : { secrets }),
           ...(flags.data === undefined ? {} : { dataDir: flags.data }),
         });
         try {

@@ -26,10 +26,16 @@ import type { HelperRequest, ProcessTraits } from './protocol.js';
 /** The signals `run` answers by stopping the command (run.ts): forwarded to the helper. */
 const INTERRUPTS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
 
-/** A request only the in-process path serves identically (Docker keeps its synchronous teardown there). */
+/**
+ * A request only the in-process path serves identically (Docker keeps its synchronous teardown there).
+ * Secrets too: their values are read by the process the operator started, and never kept for a spare.
+ */
 function helperCanServe(options: readonly string[]): boolean {
   const runtime = flagValue(options, '--runtime');
-  return (runtime === undefined || runtime === 'bwrap') && flagValue(options, '--image') === undefined;
+  const secrets = options.some((o) => /^--secret(-file)?(=|$)/.test(o));
+  return (
+    (runtime === undefined || runtime === 'bwrap') && flagValue(options, '--image') === undefined && !secrets
+  );
 }
 
 /**

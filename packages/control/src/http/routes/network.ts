@@ -31,6 +31,7 @@ function recordToWire(e: NetworkAuditEvent): Record<string, unknown> {
     ...(e.bytesUp === undefined ? {} : { bytes_up: e.bytesUp }),
     ...(e.bytesDown === undefined ? {} : { bytes_down: e.bytesDown }),
     ...(e.durationMs === undefined ? {} : { duration_ms: e.durationMs }),
+    ...(e.secret === undefined ? {} : { secret: e.secret }),
   };
 }
 

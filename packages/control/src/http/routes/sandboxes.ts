@@ -2,7 +2,7 @@
 // and audit. Bodies arrive validated by the schemas; conversion to the control plane's shapes is mapping.ts.
 import { PassThrough } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
-import type { NetworkPolicyInput } from '@agentfense/network';
+import type { NetworkPolicyInput, SecretInput } from '@agentfense/network';
 import { WrongStateError, toAgentFenseError } from '@agentfense/protocol';
 import { stallError, type StreamBudget } from '../../api/stream-budget.js';
 import { followLog, tailLog } from '../../sandboxes/log-file.js';
@@ -63,6 +63,7 @@ interface CreateBody {
   expires_in?: WireDuration;
   network?: boolean;
   network_policy?: NetworkPolicyInput;
+  secrets?: SecretInput[];
   env?: Record<string, string>;
   audit_allowed?: boolean;
   start?: boolean;
@@ -103,6 +104,8 @@ export function registerSandboxRoutes(
         ...(b.network === undefined ? {} : { network: b.network }),
         // Our own field wins over the original's flag when both are given.
         ...(b.network_policy === undefined ? {} : { network: b.network_policy }),
+        // Values only: an API caller never names a file or command for the control plane to read.
+        ...(b.secrets === undefined ? {} : { secrets: b.secrets }),
         ...(b.env === undefined ? {} : { env: b.env }),
         ...(b.audit_allowed === undefined ? {} : { auditAllowed: b.audit_allowed }),
       };

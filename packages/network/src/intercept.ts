@@ -1,0 +1,256 @@
+// An allowed TLS connection to a host a secret is bound to: the policy point terminates it with a
+// certificate of the sandbox's CA (offering only HTTP/1.1), reads each request, puts the real values in
+// place of their placeholders (headers, URL, body) and adds the binding's header, then sends it to the
+// real host over a TLS connection verified strictly against the system's CAs (and the operator's extra
+// ones). Real values coming back are masked to their placeholders. Each use is audited, never a value.
+import { Agent, request as httpsRequest } from 'node:https';
+import { createServer } from 'node:http';
+import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
+import { TLSSocket, checkServerIdentity } from 'node:tls';
+import type { Readable } from 'node:stream';
+import type { FlowContext, Tracked } from './context.js';
+import type { Decision, Destination } from './decide.js';
+import type { SecretSet } from './secret-set.js';
+import { SwapStream, swapBytes, swapText } from './swap.js';
+import type { Swap } from './swap.js';
+
+type Target = Destination & { readonly name: string; readonly address: string; readonly port: number };
+
+/** Bodies up to this size are swapped whole, so their Content-Length stays exact; larger ones stream. */
+const WHOLE_BODY_LIMIT = 1024 * 1024;
+const HOP_BY_HOP = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'proxy-authorization',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+  'content-length',
+]);
+
+interface Conn {
+  readonly target: Target;
+  readonly agent: Agent;
+  readonly set: SecretSet;
+  readonly via: 'proxy' | 'transparent';
+}
+
+/** Reads a body whole (it is at most WHOLE_BODY_LIMIT). */
+async function readAll(stream: Readable): Promise<Buffer> {
+  const parts: Buffer[] = [];
+  for await (const chunk of stream) parts.push(chunk as Buffer);
+  return Buffer.concat(parts);
+}
+
+function contentLength(headers: IncomingMessage['headers']): number | undefined {
+  const value = headers['content-length'];
+  return value === undefined ? undefined : Number(value);
+}
+
+export class Interceptor {
+  readonly #ctx: FlowContext;
+  readonly #conns = new WeakMap<object, Conn>();
+  readonly #server = createServer({ requireHostHeader: false }, (req, res) => void this.#request(req, res));
+
+  constructor(ctx: FlowContext) {
+    this.#ctx = ctx;
+    this.#server.on('clientError', (_err, socket) => socket.destroy());
+  }
+
+  /**
+   * Takes an allowed connection whose first bytes (`head`, a ClientHello) were read: answers its TLS
+   * itself and serves its requests. `early`, an upstream dialled before the name was known, is closed.
+   */
+  take(options: {
+    set: SecretSet;
+    client: Socket;
+    head: Buffer;
+    target: Target;
+    via: 'proxy' | 'transparent';
+    decision: Decision;
+  }): void {
+    const { set, client, target, via, decision } = options;
+    const leaf = set.leaves.for(target.name);
+    // The bytes read while deciding go back first: TLSSocket feeds what the socket holds to its parser.
+    if (options.head.length > 0) client.unshift(options.head);
+    const tls = new TLSSocket(client, {
+      isServer: true,
+      key: leaf.key,
+      cert: leaf.cert,
+      ALPNProtocols: ['http/1.1'],
+    });
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    const started = Date.now();
+    const flow: Tracked = { dest: target, via, started, close: () => tls.destroy() };
+    this.#ctx.open.add(flow);
+    tls.on('error', () => tls.destroy());
+    tls.once('close', () => {
+      agent.destroy();
+      client.destroy();
+      if (!this.#ctx.open.delete(flow)) return;
+      this.#ctx.record(
+        target,
+        via,
+        { ...decision, reason: `${decision.reason}; intercepted (a secret is bound to ${target.name})` },
+        {
+          started,
+          bytesUp: client.bytesRead,
+          bytesDown: client.bytesWritten,
+        },
+      );
+    });
+    this.#conns.set(tls, { target, agent, set, via });
+    // Not client.resume(): the TLS layer reads the socket's handle itself; a JS reader would steal bytes.
+    this.#server.emit('connection', tls);
+  }
+
+  async #request(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const conn = this.#conns.get(req.socket);
+    if (conn === undefined) {
+      res.destroy();
+      return;
+    }
+    const { target, set } = conn;
+    const method = req.method ?? 'GET';
+    const rawPath = req.url ?? '/';
+    const host = (req.headers.host ?? target.name).toLowerCase().replace(/:\d+$/, '').replace(/\.$/, '');
+    // The TLS name was checked against the address dialled; a Host naming another server is refused, so
+    // the name a secret is bound to is the one the request really goes to.
+    if (host !== target.name) {
+      res.writeHead(421, { 'content-type': 'text/plain; charset=utf-8', connection: 'close' });
+      res.end(`AgentFense: Host ${host} is not ${target.name}, the server this connection was opened to\n`);
+      return;
+    }
+    let pathOnly: string;
+    try {
+      // Dot segments resolved (`/v1/../admin` is /admin): a path binding is checked on the real path.
+      pathOnly = new URL(rawPath, 'https://x').pathname;
+    } catch {
+      res.writeHead(400, { connection: 'close' }).end();
+      return;
+    }
+    const used = new Set<string>();
+    const secrets = set.forRequest(target.name, method, pathOnly);
+    const swaps: Swap[] = secrets.map((s) => ({
+      from: Buffer.from(s.placeholder),
+      to: Buffer.from(s.value),
+      onUse: () => used.add(s.name),
+    }));
+    // Coming back, every real value of the sandbox is masked, whichever request carried it.
+    const masks: Swap[] = set.secrets.map((s) => ({
+      from: Buffer.from(s.value),
+      to: Buffer.from(s.placeholder),
+    }));
+    const headers: [string, string][] = [];
+    for (let i = 0; i + 1 < req.rawHeaders.length; i += 2) {
+      const key = req.rawHeaders[i] ?? '';
+      const lower = key.toLowerCase();
+      if (!HOP_BY_HOP.has(lower) && lower !== 'accept-encoding')
+        headers.push([key, swapText(req.rawHeaders[i + 1] ?? '', swaps)]);
+    }
+    // Answers asked uncompressed, so a value the host echoes back is seen (and masked) in them.
+    headers.push(['Accept-Encoding', 'identity']);
+    for (const s of secrets) {
+      if (s.header === undefined) continue;
+      const name = s.header.name.toLowerCase();
+      const at = headers.findIndex(([k]) => k.toLowerCase() === name);
+      const value: [string, string] = [s.header.name, s.header.value.split('{value}').join(s.value)];
+      if (at === -1) headers.push(value);
+      else headers[at] = value;
+      used.add(s.name);
+    }
+    const path = swapText(rawPath, swaps);
+    const length = contentLength(req.headers);
+    let body: Buffer | Readable | undefined;
+    if (length !== undefined && length <= WHOLE_BODY_LIMIT) {
+      body = swapBytes(await readAll(req), swaps, true).out;
+      headers.push(['Content-Length', String(body.length)]);
+    } else if (length !== undefined || req.headers['transfer-encoding'] !== undefined) {
+      body = req.pipe(new SwapStream(swaps));
+      headers.push(['Transfer-Encoding', 'chunked']);
+    } else req.resume();
+    this.#forward({ conn, req, res, method, path, headers, body, masks, used });
+  }
+
+  #forward(o: {
+    conn: Conn;
+    req: IncomingMessage;
+    res: ServerResponse;
+    method: string;
+    path: string;
+    headers: [string, string][];
+    body: Buffer | Readable | undefined;
+    masks: Swap[];
+    used: Set<string>;
+  }): void {
+    const { conn, res, masks } = o;
+    const { target, set } = conn;
+    const upstream = httpsRequest({
+      host: target.address,
+      port: target.port,
+      servername: target.name,
+      method: o.method,
+      path: o.path,
+      headers: o.headers.flat() as unknown as OutgoingHttpHeaders,
+      setHost: false,
+      agent: conn.agent,
+      ca: [...set.upstreamCa],
+      rejectUnauthorized: true,
+      // The certificate must be for the name the sandbox asked for, not merely for the address dialled.
+      checkServerIdentity: (_host, cert) => checkServerIdentity(target.name, cert),
+    });
+    let audited = false;
+    const auditUses = (): void => {
+      if (audited) return;
+      audited = true;
+      for (const name of o.used) this.#ctx.recordSecret(name, target, o.method, conn.via);
+    };
+    upstream.on('error', (err) => {
+      const reason = `the upstream ${target.name} (${target.address}) failed: ${err.message}`;
+      this.#ctx.record(target, conn.via, { allowed: false, reason });
+      if (!res.headersSent) {
+        res.writeHead(502, { 'content-type': 'text/plain; charset=utf-8', connection: 'close' });
+        res.end(`AgentFense network policy point: ${reason}\n`);
+      } else res.destroy();
+    });
+    upstream.on('response', (up) => {
+      // Audited once the real host answered: a refused certificate never got the value.
+      auditUses();
+      void this.#respond(up, res, masks, o.method);
+    });
+    if (o.body === undefined) upstream.end();
+    else if (Buffer.isBuffer(o.body)) upstream.end(o.body);
+    else o.body.pipe(upstream);
+  }
+
+  async #respond(up: IncomingMessage, res: ServerResponse, masks: Swap[], method: string): Promise<void> {
+    const headers: [string, string][] = [];
+    for (let i = 0; i + 1 < up.rawHeaders.length; i += 2) {
+      const key = up.rawHeaders[i] ?? '';
+      if (!HOP_BY_HOP.has(key.toLowerCase()))
+        headers.push([key, swapText(up.rawHeaders[i + 1] ?? '', masks)]);
+    }
+    const status = up.statusCode ?? 502;
+    const length = contentLength(up.headers);
+    const bodiless = method === 'HEAD' || status === 204 || status === 304 || (status >= 100 && status < 200);
+    if (bodiless) {
+      if (length !== undefined) headers.push(['Content-Length', String(length)]);
+      res.writeHead(status, headers.flat());
+      res.end();
+      up.resume();
+      return;
+    }
+    if (length !== undefined && length <= WHOLE_BODY_LIMIT) {
+      const body = swapBytes(await readAll(up), masks, true).out;
+      headers.push(['Content-Length', String(body.length)]);
+      res.writeHead(status, headers.flat());
+      res.end(body);
+      return;
+    }
+    res.writeHead(status, headers.flat());
+    up.pipe(new SwapStream(masks)).pipe(res);
+  }
+}
