@@ -74,7 +74,7 @@ export type { ExecChunk } from './library/exec-stream.js';
 
 // --- Control plane: the lower-level client (codebases, sandboxes) ---
 export { AgentFense, ControlPlane, DEFAULT_REAP_INTERVAL_MS } from './control-plane.js';
-export type { ControlPlaneOptions } from './control-plane.js';
+export type { ControlPlaneOptions } from './control-plane-options.js';
 export { CodebaseService, DEFAULT_MAX_UPLOAD_BYTES } from './codebases/service.js';
 export type { UploadOptions, UploadSource } from './codebases/service.js';
 export type { CodebaseInfo, CodebaseKind, FileEntry } from './codebases/types.js';

@@ -1,6 +1,7 @@
 // The `--data DIR` option shared by every command that opens the control plane, and opening it.
 import type { Command } from 'commander';
-import type { ControlPlane, ControlPlaneOptions } from '../control-plane.js';
+import type { ControlPlane } from '../control-plane.js';
+import type { ControlPlaneOptions } from '../control-plane-options.js';
 
 export interface DataFlags {
   readonly data?: string;

@@ -8,7 +8,7 @@
 import process from 'node:process';
 import type { Logger } from 'pino';
 import { ControlPlane } from '../control-plane.js';
-import type { ControlPlaneOptions } from '../control-plane.js';
+import type { ControlPlaneOptions } from '../control-plane-options.js';
 import { resolveDataDir } from '../paths.js';
 import type { RuntimeMap } from '../sandboxes/runtimes.js';
 import type { SupervisionOptions } from '../sandboxes/supervisor.js';

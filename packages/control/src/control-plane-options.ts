@@ -1,0 +1,68 @@
+// What ControlPlane.open() takes: where its data lives, its runtimes, presets, supervision, the bounds of
+// its workers and policy points, and the background work it does.
+import type { Level, Logger } from 'pino';
+import type { ResourceLimits } from '@agentfense/protocol';
+import type { NetworkOptions } from '@agentfense/network';
+import type { PresetRegistry } from './presets/registry.js';
+import type { PrewarmKind } from './sandboxes/prewarm.js';
+import type { RuntimeMap } from './sandboxes/runtimes.js';
+import type { SupervisionOptions } from './sandboxes/supervisor.js';
+import type { WorkerMemoryOptions } from './sandboxes/worker-cgroup.js';
+
+export interface ControlPlaneOptions {
+  /** The data directory; default $AGENTFENSE_DATA_DIR, else $XDG_DATA_HOME/agentfense, else ~/.local/share/agentfense. */
+  readonly dataDir?: string;
+  /** Log here instead of `<dataDir>/logs/control.log`. */
+  readonly logger?: Logger;
+  readonly logLevel?: Level;
+  /** Runtimes by name, merged over the default `{ bwrap }` (Docker plugs in here). */
+  readonly runtimes?: RuntimeMap;
+  /** Runtime of sandboxes created without one; default 'bwrap'. */
+  readonly defaultRuntime?: string;
+  /** Presets that `preset` names resolve in; default the process-wide registry. */
+  readonly presets?: PresetRegistry;
+  readonly supervision?: SupervisionOptions;
+  /**
+   * Sandboxes' network: a hosts file the policy point resolves names from before the host's resolver
+   * (default: `AGENTFENSE_NETWORK_HOSTS`, else none), open connections per sandbox (default 512), and
+   * `memory`: the policy point's bound, `baseBytes` (128 MiB) + `share` (1/16) x its sandbox's memory.
+   */
+  readonly network?: NetworkOptions;
+  /** Largest single uploaded file (bytes); default 1 GiB. */
+  readonly maxUploadBytes?: number;
+  /** Period of the expired-sandbox reaper (ms); 0 turns it off. */
+  readonly reapIntervalMs?: number;
+  /**
+   * Idle workers kept spawned ahead of time once a sandbox has started (default 1): a start then costs a
+   * mount, not a process start. 0 spawns every worker on demand (about 15 MiB less while idle).
+   */
+  readonly workerPoolSize?: number;
+  /**
+   * Idle docker containers kept started ahead per image once a docker sandbox has started (default 2, or
+   * 0 when `workerPoolSize` is 0: one-shot processes keep nothing ahead). Each serves one sandbox and is
+   * removed with it; a sandbox with the network on never uses one. close() removes the idle ones.
+   */
+  readonly dockerPoolSize?: number;
+  /**
+   * Limits of sandboxes that do not set them, field by field over DEFAULT_RESOURCES (pids 1024, memory
+   * 4 GiB, all CPUs but one, disk 10 GiB, /tmp 1 GiB).
+   */
+  readonly defaultResources?: ResourceLimits;
+  /**
+   * The memory bound of each sandbox's worker, which runs in a cgroup of its own: `baseBytes` (default
+   * 256 MiB) + `share` (default 0.5) x the sandbox's memory limit. Past it the kernel kills the worker;
+   * supervision restarts it, and repeated kills put the sandbox in ERROR saying so.
+   */
+  readonly workerMemory?: WorkerMemoryOptions;
+  /**
+   * A sandbox of this runtime will be started soon (the one-shot CLI): spawn a worker and check the
+   * runtime's host now, in the background, while the data directory is recovered and the sandbox created.
+   */
+  readonly prewarm?: PrewarmKind;
+  /**
+   * What recovery does with a sandbox whose owner died in the middle of a commit: 'keep' it, stopped, for
+   * its user to finish (`commit`) or give up (`discard`, `destroySandbox`) — the default; or 'finish' the
+   * commit during open (the reaper of a killed `agentfense run` does).
+   */
+  readonly unfinishedCommits?: 'keep' | 'finish';
+}
