@@ -7,8 +7,8 @@ import { text } from 'node:stream/consumers';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ControlPlane } from '@agentfense/control';
 import { InvalidArgumentError, NotFoundError, WrongStateError } from '@agentfense/protocol';
-import { assertCleanAndRemove, makeDirs } from './fixtures.js';
-import type { TestDirs } from './fixtures.js';
+import { assertCleanAndRemove, makeDirs } from '../helpers/control-fixtures.js';
+import type { TestDirs } from '../helpers/control-fixtures.js';
 
 describe('stored codebases', () => {
   let dirs: TestDirs;

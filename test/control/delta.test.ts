@@ -4,8 +4,8 @@ import { lstat, readFile, readdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ControlPlane } from '@agentfense/control';
-import { assertCleanAndRemove, makeDirs, mountsUnder } from './fixtures.js';
-import type { TestDirs } from './fixtures.js';
+import { assertCleanAndRemove, makeDirs, mountsUnder } from '../helpers/control-fixtures.js';
+import type { TestDirs } from '../helpers/control-fixtures.js';
 
 describe('deltas, commit and conflicts', () => {
   let dirs: TestDirs;

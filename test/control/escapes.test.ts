@@ -5,8 +5,8 @@ import { createServer } from 'node:net';
 import type { AddressInfo, Server } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Sandbox } from '@agentfense/control';
-import { assertCleanAndRemove, makeDirs } from './fixtures.js';
-import type { TestDirs } from './fixtures.js';
+import { assertCleanAndRemove, makeDirs } from '../helpers/control-fixtures.js';
+import type { TestDirs } from '../helpers/control-fixtures.js';
 
 describe('escapes', () => {
   let dirs: TestDirs;

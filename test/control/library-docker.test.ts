@@ -6,8 +6,8 @@
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { Sandbox } from '@agentfense/control';
 import { containersOf, pooledContainers } from '#helpers/docker.js';
-import { assertCleanAndRemove, makeDirs } from './fixtures.js';
-import type { TestDirs } from './fixtures.js';
+import { assertCleanAndRemove, makeDirs } from '../helpers/control-fixtures.js';
+import type { TestDirs } from '../helpers/control-fixtures.js';
 
 const docker = inject('docker');
 

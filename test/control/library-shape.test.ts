@@ -6,8 +6,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { InvalidArgumentError } from '@agentfense/protocol';
 import { ControlPlane, Sandbox } from '@agentfense/control';
 import type { Session } from '@agentfense/control';
-import { assertCleanAndRemove, makeDirs } from './fixtures.js';
-import type { TestDirs } from './fixtures.js';
+import { assertCleanAndRemove, makeDirs } from '../helpers/control-fixtures.js';
+import type { TestDirs } from '../helpers/control-fixtures.js';
 
 /** "é" then a byte that is not UTF-8: the bytes tell a Buffer from a decoded string. */
 const PRINT = "printf 'caf\\303\\251\\377'; printf 'err' >&2";

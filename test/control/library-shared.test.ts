@@ -10,8 +10,14 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ControlPlane, Sandbox } from '@agentfense/control';
-import { assertCleanAndRemove, makeDirs, mountsUnder, pidExists, waitFor } from './fixtures.js';
-import type { TestDirs } from './fixtures.js';
+import {
+  assertCleanAndRemove,
+  makeDirs,
+  mountsUnder,
+  pidExists,
+  waitFor,
+} from '../helpers/control-fixtures.js';
+import type { TestDirs } from '../helpers/control-fixtures.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 /** The reserved label of an idle spare (sandboxes/one-shot.ts). */

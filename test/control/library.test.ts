@@ -5,8 +5,8 @@ import { join } from 'node:path';
 import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ControlPlane, Sandbox } from '@agentfense/control';
-import { assertCleanAndRemove, makeDirs } from './fixtures.js';
-import type { TestDirs } from './fixtures.js';
+import { assertCleanAndRemove, makeDirs } from '../helpers/control-fixtures.js';
+import type { TestDirs } from '../helpers/control-fixtures.js';
 
 describe('Sandbox.fromLocal with the agent-safe preset', () => {
   let dirs: TestDirs;

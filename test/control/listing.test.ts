@@ -2,8 +2,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ControlPlane } from '@agentfense/control';
 import { InvalidArgumentError } from '@agentfense/protocol';
-import { assertCleanAndRemove, makeDirs, waitFor } from './fixtures.js';
-import type { TestDirs } from './fixtures.js';
+import { assertCleanAndRemove, makeDirs, waitFor } from '../helpers/control-fixtures.js';
+import type { TestDirs } from '../helpers/control-fixtures.js';
 
 describe('sandbox listing and expiry', () => {
   let dirs: TestDirs;

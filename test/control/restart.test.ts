@@ -7,8 +7,14 @@ import { execa } from 'execa';
 import type { ResultPromise } from 'execa';
 import { ControlPlane } from '@agentfense/control';
 import { WrongStateError } from '@agentfense/protocol';
-import { assertCleanAndRemove, makeDirs, mountsUnder, pidExists, waitFor } from './fixtures.js';
-import type { TestDirs } from './fixtures.js';
+import {
+  assertCleanAndRemove,
+  makeDirs,
+  mountsUnder,
+  pidExists,
+  waitFor,
+} from '../helpers/control-fixtures.js';
+import type { TestDirs } from '../helpers/control-fixtures.js';
 
 interface Started {
   readonly child: ResultPromise;

@@ -6,8 +6,14 @@ import { ControlPlane } from '@agentfense/control';
 import { UnavailableError } from '@agentfense/protocol';
 import type { RuntimeStartOptions, SandboxRuntime } from '@agentfense/protocol';
 import { createBwrapRuntime } from '@agentfense/runtime-bwrap';
-import { assertCleanAndRemove, makeDirs, mountsUnder, pidExists, writeTree } from './fixtures.js';
-import type { TestDirs } from './fixtures.js';
+import {
+  assertCleanAndRemove,
+  makeDirs,
+  mountsUnder,
+  pidExists,
+  writeTree,
+} from '../helpers/control-fixtures.js';
+import type { TestDirs } from '../helpers/control-fixtures.js';
 
 describe('start failures', () => {
   let dirs: TestDirs;

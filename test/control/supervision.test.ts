@@ -5,8 +5,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ControlPlane } from '@agentfense/control';
 import { WrongStateError } from '@agentfense/protocol';
 import { createBwrapRuntime } from '@agentfense/runtime-bwrap';
-import { assertCleanAndRemove, makeDirs, mountsUnder, pidExists, waitFor } from './fixtures.js';
-import type { TestDirs } from './fixtures.js';
+import {
+  assertCleanAndRemove,
+  makeDirs,
+  mountsUnder,
+  pidExists,
+  waitFor,
+} from '../helpers/control-fixtures.js';
+import type { TestDirs } from '../helpers/control-fixtures.js';
 
 describe('worker supervision', () => {
   let dirs: TestDirs;

@@ -6,8 +6,8 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ControlPlane } from '@agentfense/control';
 import { WORKER_BUNDLE, WORKER_NODE_FLAGS } from '@agentfense/fuse-worker';
-import { assertCleanAndRemove, makeDirs, waitFor } from './fixtures.js';
-import type { TestDirs } from './fixtures.js';
+import { assertCleanAndRemove, makeDirs, waitFor } from '../helpers/control-fixtures.js';
+import type { TestDirs } from '../helpers/control-fixtures.js';
 
 interface LogEntry {
   readonly msg: string;

@@ -6,9 +6,9 @@
 import { stat } from 'node:fs/promises';
 import { execa } from 'execa';
 import { describe, expect, it } from 'vitest';
-import { bin, client as httpClient, scratch, tokenFile } from '../http/fixture.js';
-import { codeOf, grpcClient, status } from './client.js';
-import { startGrpcServer } from './serve.js';
+import { bin, client as httpClient, scratch, tokenFile } from '../helpers/http-fixture.js';
+import { codeOf, grpcClient, status } from '../helpers/grpc-client.js';
+import { startGrpcServer } from '../helpers/grpc-serve.js';
 
 describe('gRPC sandbox.v1: authentication and lifecycle', () => {
   it('enforces the token on gRPC and HTTP alike', async () => {

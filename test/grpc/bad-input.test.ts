@@ -4,8 +4,8 @@
 /* eslint-disable @typescript-eslint/no-unsafe-member-access, @typescript-eslint/no-unsafe-assignment, @typescript-eslint/no-unsafe-call, @typescript-eslint/no-unsafe-argument --
    gRPC messages are loaded from the .proto at run time (as the SDK's are), so they are untyped here. */
 import { describe, expect, it } from 'vitest';
-import { codeOf, status, uploadMessages, type GrpcClient } from './client.js';
-import { startGrpcServer } from './serve.js';
+import { codeOf, status, uploadMessages, type GrpcClient } from '../helpers/grpc-client.js';
+import { startGrpcServer } from '../helpers/grpc-serve.js';
 
 /** Everything a client can list: what must not change after a refused call. */
 async function snapshot(c: GrpcClient, codebaseId: string, sandboxId: string) {

@@ -5,9 +5,9 @@
 /* eslint-disable @typescript-eslint/no-unsafe-member-access, @typescript-eslint/no-unsafe-assignment, @typescript-eslint/no-unsafe-call, @typescript-eslint/no-unsafe-return, @typescript-eslint/no-unsafe-argument --
    gRPC messages are loaded from the .proto at run time (as the SDK's are), so they are untyped here. */
 import { describe, expect, it } from 'vitest';
-import { client as httpClient } from '../http/fixture.js';
-import { codeOf, status, uploadMessages, type GrpcClient, type Message } from './client.js';
-import { startGrpcServer } from './serve.js';
+import { client as httpClient } from '../helpers/http-fixture.js';
+import { codeOf, status, uploadMessages, type GrpcClient, type Message } from '../helpers/grpc-client.js';
+import { startGrpcServer } from '../helpers/grpc-serve.js';
 
 const READ_ALL = [{ pattern: '**', permission: 'PERMISSION_READ' }];
 const UNKNOWN_SANDBOX = 'sb_00000000-0000-4000-8000-000000000000';

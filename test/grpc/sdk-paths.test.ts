@@ -6,8 +6,8 @@
    gRPC messages are loaded from the .proto at run time (as the SDK's are), so they are untyped here. */
 import { createHash, randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { codeOf, status, uploadMessages, type GrpcClient, type Message } from './client.js';
-import { startGrpcServer } from './serve.js';
+import { codeOf, status, uploadMessages, type GrpcClient, type Message } from '../helpers/grpc-client.js';
+import { startGrpcServer } from '../helpers/grpc-serve.js';
 
 const md5 = (data: Buffer): string => createHash('md5').update(data).digest('hex');
 const seconds = (s: number): Message => ({ seconds: s, nanos: 0 });

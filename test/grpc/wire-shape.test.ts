@@ -7,7 +7,7 @@
 import { readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { wireShape } from './wire-shape.js';
+import { wireShape } from '../helpers/grpc-wire-shape.js';
 
 const protoRoot = fileURLToPath(new URL('../../packages/control/proto', import.meta.url));
 /** The lowest field number of ours in a message of the original's. */

@@ -6,8 +6,8 @@ import { ControlPlane } from '@agentfense/control';
 import type { ControlPlaneOptions, NetworkPolicyInput, SecretInput } from '@agentfense/control';
 import type { NetworkMemoryOptions } from '@agentfense/network';
 import type { ExecResult, ResourceLimits } from '@agentfense/protocol';
-import { assertCleanAndRemove, makeDirs } from '../control/fixtures.js';
-import type { TestDirs } from '../control/fixtures.js';
+import { assertCleanAndRemove, makeDirs } from './control-fixtures.js';
+import type { TestDirs } from './control-fixtures.js';
 import { makeTestNet } from './test-net.js';
 import type { TestNet } from './test-net.js';
 

@@ -18,7 +18,7 @@ import {
   startServer,
   stopAndCheck,
   tokenFile,
-} from './fixture.js';
+} from '../helpers/http-fixture.js';
 
 describe('with --token-file', () => {
   it('requires the bearer token on every route but health and the OpenAPI document', async () => {

@@ -15,7 +15,7 @@ import {
   stillAlive,
   stopAndCheck,
   useServer,
-} from './fixture.js';
+} from '../helpers/http-fixture.js';
 
 const api = useServer('af-http-flow-');
 const { call, check } = api;

@@ -6,7 +6,7 @@
 /* eslint-disable @typescript-eslint/no-unsafe-member-access, @typescript-eslint/no-unsafe-assignment --
    Answers are parsed JSON (`any`); each one's shape is checked against the served OpenAPI schema (check()). */
 import { describe, expect, it } from 'vitest';
-import { bearer, expectError, rawRequest, useServer } from './fixture.js';
+import { bearer, expectError, rawRequest, useServer } from '../helpers/http-fixture.js';
 
 const api = useServer('af-http-gateway-');
 const { call, check } = api;

@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GRPC_CODE_OF_ERROR, createHttpServer, httpStatusFromGrpcCode } from '@agentfense/control';
 import type { HttpBackend, HttpServer } from '@agentfense/control';
 import { ERROR_CODES, NotFoundError, fromWire } from '@agentfense/protocol';
-import { client } from './fixture.js';
+import { client } from '../helpers/http-fixture.js';
 
 /** What every backend call throws; changed per test. */
 let failure: unknown = new NotFoundError('nothing here');

@@ -5,7 +5,15 @@
    Answers are parsed JSON (`any`); each one's shape is checked against the served OpenAPI schema (check()). */
 import { createHash, randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { bearer, client, expectError, rawRequest, sendHeadOnly, startServer, useServer } from './fixture.js';
+import {
+  bearer,
+  client,
+  expectError,
+  rawRequest,
+  sendHeadOnly,
+  startServer,
+  useServer,
+} from '../helpers/http-fixture.js';
 
 const api = useServer('af-http-requests-');
 const { call, check } = api;

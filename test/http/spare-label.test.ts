@@ -13,10 +13,10 @@ import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { waitForReapers } from '../helpers/reapers.js';
 import { startHelper, stopHelper, until } from '../helpers/run-helper.js';
-import { bin, client, expectError, launchServer, stopAndCheck } from './fixture.js';
-import type { Served } from './fixture.js';
-import { grpcClient, status } from '../grpc/client.js';
-import type { GrpcClient } from '../grpc/client.js';
+import { bin, client, expectError, launchServer, stopAndCheck } from '../helpers/http-fixture.js';
+import type { Served } from '../helpers/http-fixture.js';
+import { grpcClient, status } from '../helpers/grpc-client.js';
+import type { GrpcClient } from '../helpers/grpc-client.js';
 
 /** The helper on, with spares (the default for users); it idles out soon if the file fails early. */
 const HELPER = { AGENTFENSE_RUN_HELPER: '1', AGENTFENSE_RUN_HELPER_IDLE: '60' };

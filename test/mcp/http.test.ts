@@ -5,8 +5,8 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { describe, expect, it } from 'vitest';
-import { client, scratch, startServer, tokenFile } from '../http/fixture.js';
-import { call, errorCode } from './helpers.js';
+import { client, scratch, startServer, tokenFile } from '../helpers/http-fixture.js';
+import { call, errorCode } from '../helpers/mcp.js';
 
 interface Listed {
   readonly id: string;

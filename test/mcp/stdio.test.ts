@@ -16,8 +16,8 @@ import {
   sandboxDirs,
   startStdio,
   waitGone,
-} from './helpers.js';
-import type { StdioServer } from './helpers.js';
+} from '../helpers/mcp.js';
+import type { StdioServer } from '../helpers/mcp.js';
 
 let scratch: string;
 let repo: string;

@@ -7,8 +7,8 @@
 // Twelve sandboxes make that start race likely to show if the defence (launcher.ts #start) is gone.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ControlPlane } from '@agentfense/control';
-import { assertCleanAndRemove, makeDirs, waitFor } from '../control/fixtures.js';
-import type { TestDirs } from '../control/fixtures.js';
+import { assertCleanAndRemove, makeDirs, waitFor } from '../helpers/control-fixtures.js';
+import type { TestDirs } from '../helpers/control-fixtures.js';
 
 describe('bwrap launcher across a worker restart', () => {
   let dirs: TestDirs;

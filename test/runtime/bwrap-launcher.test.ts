@@ -10,7 +10,7 @@ import { describe, expect, it, onTestFinished } from 'vitest';
 import type { RuntimeInstance } from '@agentfense/protocol';
 import { createBwrapRuntime } from '@agentfense/runtime-bwrap';
 import { expectNoProcessWith, hostProcessesWith, runRuntimeContract } from './contract.js';
-import { cgroupLeftovers, makeFixture, quiet } from './bwrap-fixtures.js';
+import { cgroupLeftovers, makeFixture, quiet } from '../helpers/bwrap-fixtures.js';
 
 const launcherRuntime = (extra = {}) => createBwrapRuntime({ logger: quiet, execLauncher: true, ...extra });
 

@@ -17,7 +17,7 @@ import {
 } from '@agentfense/runtime-bwrap';
 import type { WorkspaceFixture } from './contract.js';
 import { expectNoProcessWith, hostProcessesWith, runRuntimeContract } from './contract.js';
-import { cgroupLeftovers, makeFixture, quiet } from './bwrap-fixtures.js';
+import { cgroupLeftovers, makeFixture, quiet } from '../helpers/bwrap-fixtures.js';
 
 const CGROUP_ROOT = '/sys/fs/cgroup';
 

@@ -11,9 +11,9 @@ import { mkdir, readFile, readdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { execa } from 'execa';
 import { describe, expect, it, onTestFinished } from 'vitest';
-import { codeOf, grpcClient, status } from '../grpc/client.js';
-import { bin, client, expectError, launchServer, scratch, stopAndCheck } from '../http/fixture.js';
-import type { Served } from '../http/fixture.js';
+import { codeOf, grpcClient, status } from '../helpers/grpc-client.js';
+import { bin, client, expectError, launchServer, scratch, stopAndCheck } from '../helpers/http-fixture.js';
+import type { Served } from '../helpers/http-fixture.js';
 
 interface Ids {
   readonly codebase: string;

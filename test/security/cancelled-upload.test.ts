@@ -9,11 +9,11 @@ import { readdir } from 'node:fs/promises';
 import { request } from 'node:http';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { waitFor } from '../control/fixtures.js';
-import { status, uploadMessages } from '../grpc/client.js';
-import type { GrpcClient } from '../grpc/client.js';
-import { startGrpcServer } from '../grpc/serve.js';
-import { client, startServer } from '../http/fixture.js';
+import { waitFor } from '../helpers/control-fixtures.js';
+import { status, uploadMessages } from '../helpers/grpc-client.js';
+import type { GrpcClient } from '../helpers/grpc-client.js';
+import { startGrpcServer } from '../helpers/grpc-serve.js';
+import { client, startServer } from '../helpers/http-fixture.js';
 
 const ORIGINAL = Buffer.from('the original content\n');
 

@@ -16,7 +16,7 @@ import { fileURLToPath } from 'node:url';
 import { execa } from 'execa';
 import { describe, expect, it } from 'vitest';
 import { listMounts } from '@agentfense/fuse-worker';
-import { scratch } from '../http/fixture.js';
+import { scratch } from '../helpers/http-fixture.js';
 import { helperListening, helperPids, stopHelper, until } from '../helpers/run-helper.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));

@@ -9,8 +9,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ControlPlane } from '@agentfense/control';
 import { removeTree } from '@agentfense/fuse-worker';
 import { DEFAULT_MAX_FRAME_BYTES } from '@agentfense/protocol';
-import { makeDirs, mountsUnder } from '../control/fixtures.js';
-import type { TestDirs } from '../control/fixtures.js';
+import { makeDirs, mountsUnder } from '../helpers/control-fixtures.js';
+import type { TestDirs } from '../helpers/control-fixtures.js';
 
 /** Size of the file at `names` below `root`, opened one component at a time (no long path anywhere). */
 function sizeAt(root: string, names: readonly string[], file: string): number {

@@ -6,7 +6,7 @@
 // Growth past it fails with ENOSPC before it touches the disk, whatever the route; `df` shows the quota;
 // removing files gives the space back; the count survives a worker restart.
 import { describe, expect, it } from 'vitest';
-import { AGENT_SAFE, mountFixture, useMountHygiene } from '../worker/helpers/fixture.js';
+import { AGENT_SAFE, mountFixture, useMountHygiene } from '../helpers/worker-fixture.js';
 
 const MiB = 1024 * 1024;
 

@@ -6,9 +6,9 @@
 // HTTP requests and a gRPC client on loopback.
 import { request as httpRequest } from 'node:http';
 import { describe, expect, it, onTestFinished } from 'vitest';
-import { codeOf, grpcClient, status } from '../grpc/client.js';
-import { startGrpcServer } from '../grpc/serve.js';
-import { expectError, startServer, tokenFile, scratch } from '../http/fixture.js';
+import { codeOf, grpcClient, status } from '../helpers/grpc-client.js';
+import { startGrpcServer } from '../helpers/grpc-serve.js';
+import { expectError, startServer, tokenFile, scratch } from '../helpers/http-fixture.js';
 
 /** A request with the Host/Origin headers a rebinding browser would send (fetch would not let us). */
 function send(

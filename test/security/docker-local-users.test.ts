@@ -11,8 +11,14 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { ControlPlane } from '@agentfense/control';
 import { containersOf } from '#helpers/docker.js';
-import { EXAMPLE_FILES, assertCleanAndRemove, makeDirs, waitFor, writeTree } from '../control/fixtures.js';
-import type { TestDirs } from '../control/fixtures.js';
+import {
+  EXAMPLE_FILES,
+  assertCleanAndRemove,
+  makeDirs,
+  waitFor,
+  writeTree,
+} from '../helpers/control-fixtures.js';
+import type { TestDirs } from '../helpers/control-fixtures.js';
 import {
   createLocalUser,
   probeAs,
@@ -20,8 +26,8 @@ import {
   removeLocalUser,
   succeeded,
   targetsUnder,
-} from './helpers/local-user.js';
-import type { HostUser, ProbeTarget } from './helpers/local-user.js';
+} from '../helpers/local-user.js';
+import type { HostUser, ProbeTarget } from '../helpers/local-user.js';
 
 const docker = inject('docker');
 

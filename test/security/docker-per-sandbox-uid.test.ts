@@ -8,9 +8,9 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { ControlPlane } from '@agentfense/control';
-import { assertCleanAndRemove, makeDirs, waitFor } from '../control/fixtures.js';
-import type { TestDirs } from '../control/fixtures.js';
-import { hostUidsOf, waitForHostProcesses } from './helpers/host-processes.js';
+import { assertCleanAndRemove, makeDirs, waitFor } from '../helpers/control-fixtures.js';
+import type { TestDirs } from '../helpers/control-fixtures.js';
+import { hostUidsOf, waitForHostProcesses } from '../helpers/host-processes.js';
 
 const docker = inject('docker');
 

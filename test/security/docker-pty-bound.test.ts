@@ -8,8 +8,8 @@ import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { ControlPlane } from '@agentfense/control';
 import { SANDBOX_PTY_MAX } from '@agentfense/protocol';
-import { assertCleanAndRemove, makeDirs } from '../control/fixtures.js';
-import type { TestDirs } from '../control/fixtures.js';
+import { assertCleanAndRemove, makeDirs } from '../helpers/control-fixtures.js';
+import type { TestDirs } from '../helpers/control-fixtures.js';
 
 const docker = inject('docker');
 

@@ -3,7 +3,7 @@
 // zombies, so a zombie leader whose other thread lived on survived. Defence (protocol
 // runtime/thread-group.ts): a process is dead only when none of its threads lives.
 import { afterAll, beforeAll, describe, inject } from 'vitest';
-import { leaderlessAttack } from './helpers/leaderless.js';
+import { leaderlessAttack } from '../helpers/leaderless.js';
 
 const docker = inject('docker');
 

@@ -8,7 +8,7 @@ import { mkdir, mkdtemp, rm, stat, utimes, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { mountFixture, useMountHygiene } from '../worker/helpers/fixture.js';
+import { mountFixture, useMountHygiene } from '../helpers/worker-fixture.js';
 
 /** 600 directories, each with two files and a subdirectory `s`: the names the attacker swaps. */
 function tree(): Record<string, string> {

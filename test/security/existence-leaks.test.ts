@@ -7,8 +7,8 @@
 // every directory reports one fixed size. The timing is asserted through its mechanism, the requests
 // that reach the worker, which a noisy machine does not blur.
 import { describe, expect, it } from 'vitest';
-import { mountFixture, useMountHygiene } from '../worker/helpers/fixture.js';
-import type { MountedFixture } from '../worker/helpers/fixture.js';
+import { mountFixture, useMountHygiene } from '../helpers/worker-fixture.js';
+import type { MountedFixture } from '../helpers/worker-fixture.js';
 
 const RULES = [
   { pattern: '**', permission: 'read' as const },

@@ -2,7 +2,7 @@
 // the mount had no fallocate and glibc wrote the file out. The worker implements fallocate (mode 0 and
 // KEEP_SIZE; other modes EOPNOTSUPP) and answers ENOSPC at once beyond the disk quota.
 import { describe, expect, it } from 'vitest';
-import { AGENT_SAFE, mountFixture, useMountHygiene } from '../worker/helpers/fixture.js';
+import { AGENT_SAFE, mountFixture, useMountHygiene } from '../helpers/worker-fixture.js';
 
 const MiB = 1024 * 1024;
 

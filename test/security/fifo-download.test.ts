@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { execa } from 'execa';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { ControlPlane } from '@agentfense/control';
-import { client, launchServer, scratch, stopAndCheck } from '../http/fixture.js';
+import { client, launchServer, scratch, stopAndCheck } from '../helpers/http-fixture.js';
 
 /** Every request gets this long; the server answers a refusal in milliseconds. */
 const ANSWER_MS = 15_000;

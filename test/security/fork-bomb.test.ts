@@ -4,7 +4,7 @@
 // RLIMIT_NPROC applies as well.
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_RESOURCES } from '@agentfense/protocol';
-import { useSandbox } from './helpers/control.js';
+import { useSandbox } from '../helpers/security-control.js';
 
 describe('a fork bomb is capped by default', () => {
   const sandbox = useSandbox();

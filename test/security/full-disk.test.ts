@@ -10,8 +10,8 @@ import { statfs } from 'node:fs/promises';
 import { join } from 'node:path';
 import { execa } from 'execa';
 import { describe, expect, it, onTestFinished } from 'vitest';
-import { client, expectError, launchServer, scratch, stopAndCheck } from '../http/fixture.js';
-import { codeOf, grpcClient, status } from '../grpc/client.js';
+import { client, expectError, launchServer, scratch, stopAndCheck } from '../helpers/http-fixture.js';
+import { codeOf, grpcClient, status } from '../helpers/grpc-client.js';
 
 const MiB = 1024 * 1024;
 /** The data directory's filesystem: small, so filling it takes a second. */

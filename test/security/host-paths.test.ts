@@ -3,7 +3,7 @@
 // sandbox. Now bwrap reads its options from a file descriptor (`--args FD`): its command line is only
 // `bwrap --args 5 -- <command>`, and its environment is empty.
 import { describe, expect, it } from 'vitest';
-import { useSandbox } from './helpers/control.js';
+import { useSandbox } from '../helpers/security-control.js';
 
 describe('no host path inside the sandbox', () => {
   const sandbox = useSandbox();

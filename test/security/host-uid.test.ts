@@ -7,8 +7,8 @@
 import { readFile } from 'node:fs/promises';
 import { describe, expect, it } from 'vitest';
 import { createBwrapRuntime, resolveSandboxUser } from '@agentfense/runtime-bwrap';
-import { useSandbox } from './helpers/control.js';
-import { waitForHostProcesses } from './helpers/host-processes.js';
+import { useSandbox } from '../helpers/security-control.js';
+import { waitForHostProcesses } from '../helpers/host-processes.js';
 
 describe('sandbox processes never run as host root', () => {
   const sandbox = useSandbox();

@@ -11,8 +11,8 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ControlPlane, Sandbox } from '@agentfense/control';
 import type { AuditEvent } from '@agentfense/protocol';
-import { EXAMPLE_FILES, assertCleanAndRemove, makeDirs } from '../control/fixtures.js';
-import type { TestDirs } from '../control/fixtures.js';
+import { EXAMPLE_FILES, assertCleanAndRemove, makeDirs } from '../helpers/control-fixtures.js';
+import type { TestDirs } from '../helpers/control-fixtures.js';
 
 let dirs: TestDirs;
 let cp: ControlPlane;

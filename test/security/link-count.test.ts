@@ -3,7 +3,7 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { AGENT_SAFE, mountFixture, useMountHygiene } from '../worker/helpers/fixture.js';
+import { AGENT_SAFE, mountFixture, useMountHygiene } from '../helpers/worker-fixture.js';
 
 describe('directory link counts', () => {
   useMountHygiene();

@@ -11,7 +11,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ControlPlane } from '@agentfense/control';
 import type { PermissionRule } from '@agentfense/protocol';
 import { spawnWorker } from '@agentfense/fuse-worker';
-import { assertCleanAndRemove, makeDirs } from '../control/fixtures.js';
+import { assertCleanAndRemove, makeDirs } from '../helpers/control-fixtures.js';
 
 // The metadata database, opened with the control package's own driver (the test package has none).
 const Database = createRequire(fileURLToPath(import.meta.resolve('@agentfense/control/package.json')))(
@@ -20,7 +20,7 @@ const Database = createRequire(fileURLToPath(import.meta.resolve('@agentfense/co
   prepare(sql: string): { run(...args: unknown[]): unknown };
   close(): void;
 };
-import type { TestDirs } from '../control/fixtures.js';
+import type { TestDirs } from '../helpers/control-fixtures.js';
 
 const WRITE_ALL: PermissionRule[] = [{ pattern: '**', permission: 'write' }];
 

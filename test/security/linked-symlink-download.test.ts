@@ -6,7 +6,7 @@ import { mkdir, rename, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { ControlPlane } from '@agentfense/control';
-import { client, launchServer, scratch, stopAndCheck } from '../http/fixture.js';
+import { client, launchServer, scratch, stopAndCheck } from '../helpers/http-fixture.js';
 
 /** A data directory with `dir` linked as a codebase (as `agentfense run --keep` leaves one). */
 async function linkIn(dataDir: string, dir: string): Promise<string> {

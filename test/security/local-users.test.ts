@@ -19,8 +19,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ControlPlane } from '@agentfense/control';
 import type { Session } from '@agentfense/control';
 import { DEFAULT_RUN_DIR } from '@agentfense/runtime-bwrap';
-import { EXAMPLE_FILES, assertCleanAndRemove, makeDirs, waitFor, writeTree } from '../control/fixtures.js';
-import type { TestDirs } from '../control/fixtures.js';
+import {
+  EXAMPLE_FILES,
+  assertCleanAndRemove,
+  makeDirs,
+  waitFor,
+  writeTree,
+} from '../helpers/control-fixtures.js';
+import type { TestDirs } from '../helpers/control-fixtures.js';
 import {
   createLocalUser,
   probeAs,
@@ -29,8 +35,8 @@ import {
   succeeded,
   targetsFor,
   targetsUnder,
-} from './helpers/local-user.js';
-import type { HostUser, ProbeTarget } from './helpers/local-user.js';
+} from '../helpers/local-user.js';
+import type { HostUser, ProbeTarget } from '../helpers/local-user.js';
 
 /** Pids whose cgroup membership names the sandbox (its commands, session shells, their children). */
 async function sandboxPids(sandboxId: string): Promise<number[]> {

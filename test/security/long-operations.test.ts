@@ -11,9 +11,9 @@ import { ControlPlane } from '@agentfense/control';
 import { removeTree } from '@agentfense/fuse-worker';
 import { collectParts } from '@agentfense/protocol';
 import type { WorkerClient } from '@agentfense/protocol';
-import { assertCleanAndRemove, makeDirs } from '../control/fixtures.js';
-import { client, startServer } from '../http/fixture.js';
-import { mountFixture, useMountHygiene } from '../worker/helpers/fixture.js';
+import { assertCleanAndRemove, makeDirs } from '../helpers/control-fixtures.js';
+import { client, startServer } from '../helpers/http-fixture.js';
+import { mountFixture, useMountHygiene } from '../helpers/worker-fixture.js';
 
 /** The control plane's ping timeout: an answer slower than this counts as a missed health check. */
 const PING_TIMEOUT_MS = 2000;

@@ -9,8 +9,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { call, errorCode, mountsOf, root, startStdio, waitGone } from '../mcp/helpers.js';
-import type { StdioServer } from '../mcp/helpers.js';
+import { call, errorCode, mountsOf, root, startStdio, waitGone } from '../helpers/mcp.js';
+import type { StdioServer } from '../helpers/mcp.js';
 
 let scratch: string;
 let repo: string;

@@ -10,8 +10,8 @@ import { execa } from 'execa';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { describe, expect, it, onTestFinished } from 'vitest';
-import { client, scratch, startServer, tokenFile } from '../http/fixture.js';
-import { call, mountsOf, root, startStdio, waitGone } from '../mcp/helpers.js';
+import { client, scratch, startServer, tokenFile } from '../helpers/http-fixture.js';
+import { call, mountsOf, root, startStdio, waitGone } from '../helpers/mcp.js';
 
 /** Just over the limit of 10 MiB. */
 const OVERSIZED = 'x'.repeat(10 * 1024 * 1024 + 1024);

@@ -13,9 +13,9 @@ import { describe, expect, it } from 'vitest';
 import { DataLayout, NETWORK_CGROUP_PARENT, networkMemoryBound } from '@agentfense/control';
 import { netnsPathOf } from '@agentfense/network';
 import { detectCgroupHost } from '@agentfense/protocol';
-import { waitFor } from '../control/fixtures.js';
+import { waitFor } from '../helpers/control-fixtures.js';
 import { useNetworkFixture } from '../helpers/network-fixture.js';
-import { python } from './helpers/control.js';
+import { python } from '../helpers/security-control.js';
 import type { NetworkFixture } from '../helpers/network-fixture.js';
 import { TEST_ADDRESSES } from '../helpers/test-net.js';
 

@@ -7,8 +7,8 @@
 import { readFile } from 'node:fs/promises';
 import { execa } from 'execa';
 import { afterAll, describe, expect, it } from 'vitest';
-import { python, useSandbox } from './helpers/control.js';
-import { hostUidsOf, waitForHostProcesses } from './helpers/host-processes.js';
+import { python, useSandbox } from '../helpers/security-control.js';
+import { hostUidsOf, waitForHostProcesses } from '../helpers/host-processes.js';
 
 /** Python run in a sandbox: takes inotify instances and message queues until the kernel refuses one. */
 const EXHAUST = String.raw`

@@ -4,7 +4,7 @@
 // /sys is absent.
 import { readFile } from 'node:fs/promises';
 import { describe, expect, it } from 'vitest';
-import { useSandbox } from './helpers/control.js';
+import { useSandbox } from '../helpers/security-control.js';
 
 describe('host sysctls cannot be changed from a sandbox', () => {
   const sandbox = useSandbox();

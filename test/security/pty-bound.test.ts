@@ -9,7 +9,7 @@ import { execa } from 'execa';
 import { afterAll, describe, expect, it } from 'vitest';
 import { SANDBOX_PTY_MAX } from '@agentfense/protocol';
 import { DEFAULT_RUN_DIR } from '@agentfense/runtime-bwrap';
-import { python, useSandbox } from './helpers/control.js';
+import { python, useSandbox } from '../helpers/security-control.js';
 
 /**
  * Python run in a sandbox: opens pty masters (one descriptor each; the descriptor limit raised to its

@@ -16,8 +16,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { listMounts } from '@agentfense/fuse-worker';
 import { processTraits, relevantEnv } from '../../packages/control/src/cli/run-helper/protocol.js';
 import { waitForReapers } from '../helpers/reapers.js';
-import { createLocalUser, removeLocalUser } from './helpers/local-user.js';
-import type { HostUser } from './helpers/local-user.js';
+import { createLocalUser, removeLocalUser } from '../helpers/local-user.js';
+import type { HostUser } from '../helpers/local-user.js';
 import { startHelper, stopHelper } from '../helpers/run-helper.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));

@@ -3,7 +3,7 @@
 // mount, new user namespaces, keyrings, bpf and the rest fail with EPERM (never a kill, so tools degrade
 // gracefully), while ordinary work — and ptrace of the sandbox's own processes — goes on.
 import { describe, expect, it } from 'vitest';
-import { useSandbox } from './helpers/control.js';
+import { useSandbox } from '../helpers/security-control.js';
 
 /** Python calling raw syscalls by number (x86-64) and printing the errno name of each. */
 const SYSCALLS = `

@@ -8,8 +8,8 @@ import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_RUN_DIR } from '@agentfense/runtime-bwrap';
-import { client, launchServer, mountsUnder, scratch, stopAndCheck } from '../http/fixture.js';
-import type { Served } from '../http/fixture.js';
+import { client, launchServer, mountsUnder, scratch, stopAndCheck } from '../helpers/http-fixture.js';
+import type { Served } from '../helpers/http-fixture.js';
 
 /** Pids of processes whose command line holds `text`. */
 async function processesWith(text: string): Promise<number[]> {

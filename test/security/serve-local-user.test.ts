@@ -10,10 +10,10 @@ import { chmod } from 'node:fs/promises';
 import { join } from 'node:path';
 import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { client, launchServer, scratch, stopAndCheck } from '../http/fixture.js';
-import type { Served } from '../http/fixture.js';
-import { createLocalUser, removeLocalUser } from './helpers/local-user.js';
-import type { HostUser } from './helpers/local-user.js';
+import { client, launchServer, scratch, stopAndCheck } from '../helpers/http-fixture.js';
+import type { Served } from '../helpers/http-fixture.js';
+import { createLocalUser, removeLocalUser } from '../helpers/local-user.js';
+import type { HostUser } from '../helpers/local-user.js';
 
 // The other user's client: a constant script (targets on stdin as JSON) using only node's own modules:
 // fetch for HTTP and /mcp, a raw HTTP/2 gRPC call (an empty ListCodebasesRequest), and a read of the

@@ -5,9 +5,9 @@
 // records allowed accesses.
 import { describe, expect, it } from 'vitest';
 import type { PermissionRule } from '@agentfense/protocol';
-import { AGENT_SAFE, mountFixture, useMountHygiene } from '../worker/helpers/fixture.js';
-import type { MountedFixture } from '../worker/helpers/fixture.js';
-import { opCount, waitForOps } from '../worker/helpers/store-ahead.js';
+import { AGENT_SAFE, mountFixture, useMountHygiene } from '../helpers/worker-fixture.js';
+import type { MountedFixture } from '../helpers/worker-fixture.js';
+import { opCount, waitForOps } from '../helpers/store-ahead.js';
 
 /** `dir` with 30 small readable files and, after them in name order, 10 `.view` ones. */
 function tree(dir: string): Record<string, string> {

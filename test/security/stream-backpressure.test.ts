@@ -13,8 +13,8 @@ import { readFile, writeFile } from 'node:fs/promises';
 import { request, type IncomingMessage } from 'node:http';
 import { join } from 'node:path';
 import { describe, expect, it, onTestFinished } from 'vitest';
-import { client, launchServer, scratch, stopAndCheck, type Served } from '../http/fixture.js';
-import { grpcClient, status, type GrpcClient, type Message } from '../grpc/client.js';
+import { client, launchServer, scratch, stopAndCheck, type Served } from '../helpers/http-fixture.js';
+import { grpcClient, status, type GrpcClient, type Message } from '../helpers/grpc-client.js';
 
 const MiB = 1024 * 1024;
 const STREAMS = 30;

@@ -8,8 +8,8 @@
 // the first (names of `big` stay stat-able); the second is the in-process test's
 // (packages/fuse-worker/test/fs/readdir-plus.test.ts), since the kernel's lock makes it a second line here.
 import { describe, expect, it } from 'vitest';
-import { mountFixture, useMountHygiene } from '../worker/helpers/fixture.js';
-import type { MountedFixture } from '../worker/helpers/fixture.js';
+import { mountFixture, useMountHygiene } from '../helpers/worker-fixture.js';
+import type { MountedFixture } from '../helpers/worker-fixture.js';
 
 const FILES = 3000;
 const ROUNDS = 8;

@@ -11,8 +11,8 @@ import { posix } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ControlPlane, WORKER_CGROUP_PARENT, workerMemoryBound } from '@agentfense/control';
 import { detectCgroupHost } from '@agentfense/protocol';
-import { assertCleanAndRemove, makeDirs, waitFor } from '../control/fixtures.js';
-import type { TestDirs } from '../control/fixtures.js';
+import { assertCleanAndRemove, makeDirs, waitFor } from '../helpers/control-fixtures.js';
+import type { TestDirs } from '../helpers/control-fixtures.js';
 
 const MiB = 1024 * 1024;
 

@@ -6,7 +6,7 @@
 // (protocol runtime/thread-group.ts): a process is dead only when none of its threads lives; a zombie
 // leader with a live thread is SIGKILLed like any process (the signal reaches the whole thread group).
 import { describe } from 'vitest';
-import { leaderlessAttack } from './helpers/leaderless.js';
+import { leaderlessAttack } from '../helpers/leaderless.js';
 
 describe('a leaderless thread group does not outlive its command (bwrap)', () => {
   leaderlessAttack('bwrap');

@@ -6,7 +6,7 @@ import { SessionManager, createSession } from '@agentfense/control';
 import { InvalidArgumentError, NotFoundError, UnavailableError, WrongStateError } from '@agentfense/protocol';
 import type { RuntimeInstance } from '@agentfense/protocol';
 import { expectNoProcessWith, hostProcessesWith } from '../runtime/contract.js';
-import { newMarker, openSession, startSandbox } from './fixture.js';
+import { newMarker, openSession, startSandbox } from '../helpers/session-fixture.js';
 
 /** Resolves once some host process carries `marker` (the session's commands have started). */
 async function waitForProcessWith(marker: string, count = 1): Promise<void> {

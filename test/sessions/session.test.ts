@@ -5,7 +5,7 @@ import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { SESSION_SHELLS } from '@agentfense/control';
-import { openSession, startSandbox } from './fixture.js';
+import { openSession, startSandbox } from '../helpers/session-fixture.js';
 
 /** All 256 byte values, as a printf format of octal escapes. */
 const ALL_BYTES = Buffer.from(Array.from({ length: 256 }, (_, i) => i));

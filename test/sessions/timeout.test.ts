@@ -5,7 +5,7 @@ import { SESSION_SHELLS } from '@agentfense/control';
 import { WrongStateError } from '@agentfense/protocol';
 import type { RuntimeInstance } from '@agentfense/protocol';
 import { expectNoProcessWith, hostProcessesWith } from '../runtime/contract.js';
-import { newMarker, openSession, startSandbox } from './fixture.js';
+import { newMarker, openSession, startSandbox } from '../helpers/session-fixture.js';
 
 /** A process that carries `marker` in its argv (sh does not exec a non-final sleep). */
 const sleeper = (marker: string): string => `sh -c 'sleep 1000; : ${marker}'`;

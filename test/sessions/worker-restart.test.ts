@@ -7,8 +7,8 @@ import { readdir } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ControlPlane } from '@agentfense/control';
 import { DEFAULT_RUN_DIR } from '@agentfense/runtime-bwrap';
-import { assertCleanAndRemove, makeDirs, mountsUnder, waitFor } from '../control/fixtures.js';
-import type { TestDirs } from '../control/fixtures.js';
+import { assertCleanAndRemove, makeDirs, mountsUnder, waitFor } from '../helpers/control-fixtures.js';
+import type { TestDirs } from '../helpers/control-fixtures.js';
 
 describe('a bwrap session across a worker restart', () => {
   let dirs: TestDirs;

@@ -4,7 +4,7 @@
 import { lstat, readFile, readdir, writeFile } from 'node:fs/promises';
 import { describe, expect, it } from 'vitest';
 import { clearFuseMount } from '@agentfense/fuse-worker';
-import { AGENT_SAFE, mountFixture, useMountHygiene } from './helpers/fixture.js';
+import { AGENT_SAFE, mountFixture, useMountHygiene } from '../helpers/worker-fixture.js';
 
 const TREE = {
   'src/a.ts': 'a\n',

@@ -3,7 +3,7 @@
 // copied into the mount's page cache on the way. What a user checks: the data is all there, readers see it as
 // it is written, set-id bits go as on Linux, and the switch turns it off.
 import { describe, expect, it } from 'vitest';
-import { AGENT_SAFE, mountFixture, useMountHygiene, type MountedFixture } from './helpers/fixture.js';
+import { AGENT_SAFE, mountFixture, useMountHygiene, type MountedFixture } from '../helpers/worker-fixture.js';
 
 /** Pages of `file` (in the mount) resident in the kernel's page cache, by fincore. */
 async function residentPages(f: MountedFixture, file: string): Promise<number> {

@@ -8,9 +8,9 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import type { WarmupStats } from '@agentfense/protocol';
-import { AGENT_SAFE, mountFixture, useMountHygiene } from './helpers/fixture.js';
-import type { MountedFixture } from './helpers/fixture.js';
-import { opCount } from './helpers/store-ahead.js';
+import { AGENT_SAFE, mountFixture, useMountHygiene } from '../helpers/worker-fixture.js';
+import type { MountedFixture } from '../helpers/worker-fixture.js';
+import { opCount } from '../helpers/store-ahead.js';
 
 const run = promisify(execFile);
 

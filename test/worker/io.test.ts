@@ -6,7 +6,7 @@ import { readFile, stat, writeFile } from 'node:fs/promises';
 import { promisify } from 'node:util';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { AGENT_SAFE, leftoverMounts, mountFixture, useMountHygiene } from './helpers/fixture.js';
+import { AGENT_SAFE, leftoverMounts, mountFixture, useMountHygiene } from '../helpers/worker-fixture.js';
 
 const TREE = {
   'src/a.txt': 'a\n',

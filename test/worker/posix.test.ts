@@ -3,7 +3,7 @@
 import { chmod, lstat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { mountFixture, useMountHygiene, type MountedFixture } from './helpers/fixture.js';
+import { mountFixture, useMountHygiene, type MountedFixture } from '../helpers/worker-fixture.js';
 
 /** Runs `sh -c cmd` in the mount as host uid/gid 65534 (no supplementary groups, no capabilities). */
 function asNobody(f: MountedFixture, cmd: string): ReturnType<MountedFixture['host']> {

@@ -4,8 +4,8 @@ import { stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { PermissionRule } from '@agentfense/protocol';
-import { AGENT_SAFE, mountFixture, useMountHygiene } from './helpers/fixture.js';
-import { probe } from './helpers/probe.js';
+import { AGENT_SAFE, mountFixture, useMountHygiene } from '../helpers/worker-fixture.js';
+import { probe } from '../helpers/worker-probe.js';
 
 const TREE = {
   'src/a.txt': 'a\n',

@@ -3,10 +3,10 @@
 // once as host root (CAP_DAC_OVERRIDE skips the mode bits, so the worker's own checks must answer).
 import { describe, expect, it } from 'vitest';
 import type { PermissionRule } from '@agentfense/protocol';
-import { mountFixture, useMountHygiene } from './helpers/fixture.js';
-import type { MountedFixture } from './helpers/fixture.js';
-import { probe } from './helpers/probe.js';
-import type { ProbeOp } from './helpers/probe.js';
+import { mountFixture, useMountHygiene } from '../helpers/worker-fixture.js';
+import type { MountedFixture } from '../helpers/worker-fixture.js';
+import { probe } from '../helpers/worker-probe.js';
+import type { ProbeOp } from '../helpers/worker-probe.js';
 
 const RULES: readonly PermissionRule[] = [
   { pattern: '**', permission: 'read' },

@@ -6,9 +6,9 @@ import { createHash } from 'node:crypto';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { AGENT_SAFE, mountFixture, useMountHygiene } from './helpers/fixture.js';
-import type { MountedFixture } from './helpers/fixture.js';
-import { opCount, waitForOps } from './helpers/store-ahead.js';
+import { AGENT_SAFE, mountFixture, useMountHygiene } from '../helpers/worker-fixture.js';
+import type { MountedFixture } from '../helpers/worker-fixture.js';
+import { opCount, waitForOps } from '../helpers/store-ahead.js';
 
 /** 40 files of different sizes and contents in w/: one page, several pages, a partial last page. */
 function walkTree(): Record<string, string> {

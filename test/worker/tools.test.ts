@@ -5,7 +5,7 @@ import { readFile } from 'node:fs/promises';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import type { PermissionRule } from '@agentfense/protocol';
-import { AGENT_SAFE, mountFixture, useMountHygiene, writeTree } from './helpers/fixture.js';
+import { AGENT_SAFE, mountFixture, useMountHygiene, writeTree } from '../helpers/worker-fixture.js';
 
 const exec = promisify(execFile);
 

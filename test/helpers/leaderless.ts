@@ -7,8 +7,8 @@ import { fileURLToPath } from 'node:url';
 import { execa } from 'execa';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { ControlPlane } from '@agentfense/control';
-import { assertCleanAndRemove, makeDirs } from '../../control/fixtures.js';
-import type { TestDirs } from '../../control/fixtures.js';
+import { assertCleanAndRemove, makeDirs } from './control-fixtures.js';
+import type { TestDirs } from './control-fixtures.js';
 
 /** The program's source; compiled into the codebase at /src/leaderless before the sandbox starts. */
 const SOURCE = fileURLToPath(new URL('leaderless.c', import.meta.url));

@@ -5,8 +5,8 @@ import { afterAll, beforeAll } from 'vitest';
 import { ControlPlane } from '@agentfense/control';
 import type { ControlPlaneOptions } from '@agentfense/control';
 import type { ExecResult } from '@agentfense/protocol';
-import { assertCleanAndRemove, makeDirs } from '../../control/fixtures.js';
-import type { TestDirs } from '../../control/fixtures.js';
+import { assertCleanAndRemove, makeDirs } from './control-fixtures.js';
+import type { TestDirs } from './control-fixtures.js';
 
 export interface SandboxFixture {
   readonly cp: ControlPlane;

@@ -1,7 +1,7 @@
 // Exact errnos from real syscalls: a small python3 program (python's os module maps one call to one
 // syscall and reports errno names) runs a list of operations on the mount and prints each outcome as
 // 'ok', 'ok:<value>' or the errno name. Run it through a fixture's `sandbox` or `host` runner.
-import type { MountedFixture, RunResult } from './fixture.js';
+import type { MountedFixture, RunResult } from './worker-fixture.js';
 
 /** One operation; paths are relative to the mount's root (the runner's cwd). */
 export type ProbeOp =

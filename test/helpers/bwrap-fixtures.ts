@@ -4,7 +4,7 @@ import { access, chown, mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createBwrapRuntime } from '@agentfense/runtime-bwrap';
-import type { WorkspaceFixture } from './contract.js';
+import type { WorkspaceFixture } from '../runtime/contract.js';
 
 const CGROUP_ROOT = '/sys/fs/cgroup';
 export const quiet = {

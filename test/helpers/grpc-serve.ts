@@ -1,9 +1,9 @@
 // `agentfense serve` with its gRPC face on an ephemeral loopback port (HTTP too, also ephemeral), over a
-// fresh data directory; stopped and leak-checked when the test finishes (test/http/fixture.ts).
+// fresh data directory; stopped and leak-checked when the test finishes (test/helpers/http-fixture.ts).
 import { join } from 'node:path';
 import { onTestFinished } from 'vitest';
-import { launchServer, scratch, stopAndCheck, type Served } from '../http/fixture.js';
-import { grpcClient, type GrpcClient } from './client.js';
+import { launchServer, scratch, stopAndCheck, type Served } from './http-fixture.js';
+import { grpcClient, type GrpcClient } from './grpc-client.js';
 
 export interface GrpcServed {
   readonly served: Served;

@@ -1,7 +1,7 @@
 // Waiting for the worker's store-ahead and read-ahead (packages/fuse-worker/src/fs/store-ahead.ts) from its
 // `stats` counters: the tests of test/worker/store-ahead.test.ts and test/security/store-ahead.test.ts.
 import { expect } from 'vitest';
-import type { MountedFixture } from './fixture.js';
+import type { MountedFixture } from './worker-fixture.js';
 
 /** Requests of kind `op` the worker answered (or store-ahead/readahead events it counted). */
 export async function opCount(f: MountedFixture, op: string): Promise<number> {
