@@ -1,6 +1,7 @@
-// Every worker the control plane starts — on demand and from its pool — runs the bundled worker program
-// with the memory flags the fs bench measured (packages/fuse-worker/bench/README.md, "Idle memory"): one
-// spawn path for all of them. Each worker says what it runs in its 'worker ready' log line.
+// Every worker the control plane starts — on demand and from its pool — runs the bundled worker program with
+// the memory flags the fs bench measured (docs/decisions.md, "Every worker runs with the same V8 flags and
+// one malloc arena"): one spawn path for all of them. Each worker says what it runs in its 'worker ready' log
+// line.
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

@@ -5,8 +5,9 @@
 // Why: one idle worker runs per sandbox, so its memory is multiplied by the number of sandboxes. Loaded as
 // ~80 separate ES modules, each module costs V8 a module record, a namespace, its loader job and the
 // resolution state on top of its code; one bundled module measured 2.1 MiB less private memory per idle
-// mounted worker (13.6 -> 11.5 MiB, bench/README.md "Idle memory"). Not minified: stack traces in the
-// worker's log keep their names and lines (minifying saved only another 0.15 MiB).
+// mounted worker (13.6 -> 11.5 MiB, docs/decisions.md, "The worker runs as one bundled ES module with its own
+// log writer"). Not minified: stack traces in the worker's log keep their names and lines (minifying saved
+// only another 0.15 MiB).
 //
 // dist/worker.inputs.json lists the .tsbuildinfo of every package whose tsc output went into the bundle,
 // so spawnWorker() can tell a bundle older than its package's last `tsc -b` (tsc rewrites a project's

@@ -48,9 +48,10 @@ async function main(): Promise<void> {
   await serverHandshake(transport, { info: { pid: process.pid } });
   const peer = new RpcPeer({ transport });
   const gc = takeCollector();
-  // After each idle collection, glibc gives back the free pages of its heap too, those below the top
-  // included (freeing returns only the top): what start-up, a mount or a burst allocated and freed stayed
-  // resident otherwise, 3-7 MiB of an idle worker's ~10 (bench/README.md, "Memory per known entry").
+  // After each idle collection, glibc gives back the free pages of its heap too, those below the top included
+  // (freeing returns only the top): what start-up, a mount or a burst allocated and freed stayed resident
+  // otherwise, 3-7 MiB of an idle worker's ~10 (docs/decisions.md, "Quiet workers collect and trim their
+  // heap").
   const collect =
     gc === undefined
       ? undefined

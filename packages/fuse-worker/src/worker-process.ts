@@ -19,7 +19,8 @@ export const WORKER_ENTRY = join(DIST, 'main.js');
 
 /**
  * The same program bundled into one module by scripts/bundle.js (`pnpm build`), which is what spawnWorker()
- * runs: ~2 MiB less memory per idle worker (bench/README.md, "Idle memory").
+ * runs: ~2 MiB less memory per idle worker (docs/decisions.md, "The worker runs as one bundled ES module with
+ * its own log writer").
  */
 export const WORKER_BUNDLE = join(DIST, 'worker.js');
 
@@ -46,7 +47,8 @@ function bundleIsFresh(): boolean {
 }
 
 /**
- * Node/V8 flags of the worker process, chosen by measuring PSS and per-op CPU (bench/README.md):
+ * Node/V8 flags of the worker process, chosen by measuring PSS and per-op CPU (docs/decisions.md,
+ * "Every worker runs with the same V8 flags and one malloc arena"):
  * - `--max-semi-space-size=1` (MiB): V8's young generation otherwise grows to 3 x 16 MiB under a burst
  *   of FUSE requests (every request allocates a little) and keeps it: 70 -> 40 MiB PSS after a
  *   `grep -r` over 10,000 files, with no measurable cost per op (scavenges of 1 MiB are short).
@@ -80,7 +82,7 @@ export const WORKER_NODE_FLAGS: readonly string[] = [
  * - `UV_THREADPOOL_SIZE=4` (libuv's default, named here): the read-ahead across files runs on the
  *   binding's own threads (fs/store-ahead.ts), not in this pool. Big READs, listings and lookups that
  *   miss the directory-fd cache use it; a cold 1 GiB read measured the same with 4 and 10 threads
- *   (bench/README.md, "The cold walk").
+ *   (bench/README.md, "Measured, with no decision record").
  * - msgpackr's optional native string extractor is not loaded (one more shared object, and its loader's
  *   code in the bundle): it speeds up decoding messages full of long strings, and the worker receives
  *   small requests (file contents travel as binary, which it does not touch).

@@ -3,9 +3,10 @@
 // Why: when a READ completes, the kernel marks the file's atime stale (fuse_invalidate_atime), so the next
 // stat of every file a walker read costs a round trip even though nothing changed. The worker drops the
 // directory's cached listing on the first READ in it (KernelCache.noteRead), and the next listing is one
-// READDIRPLUS that refreshes every entry at once. Building that answer again (a host lstat, the rules,
-// the inode table, per entry) was most of the worker's time in a `grep -r` right after a cold one
-// (bench/README.md, "The run right after a cold `grep -r`"). Nothing the answer says has changed, so it is replayed instead.
+// READDIRPLUS that refreshes every entry at once. Building that answer again (a host lstat, the rules, the
+// inode table, per entry) was most of the worker's time in a `grep -r` right after a cold one
+// (docs/decisions.md, "After READs a listing goes stale at its second entry and is handed again from its
+// bytes"). Nothing the answer says has changed, so it is replayed instead.
 //
 // What keeps a replay exactly as true as the first answer:
 // - The kernel gets each entry's attributes with the time left of the first answer's timeout, never a

@@ -16,9 +16,10 @@ import { constants } from 'node:fs';
 
 /**
  * How far ahead of a READ files are read ahead, and how many at once (files; the binding reads them on 8
- * threads). Sessions 3-8 read 8-64 ahead, 2-8 at a time, each file three requests in libuv's pool and
- * two trips through the JS thread; a cold `grep -r` caught up with them and still sent 4,000 READs. In the
- * binding, a batch is one call and one completion (bench/README.md, "The cold walk").
+ * threads). Sessions 3-8 read 8-64 ahead, 2-8 at a time, each file three requests in libuv's pool and two
+ * trips through the JS thread; a cold `grep -r` caught up with them and still sent 4,000 READs. In the
+ * binding, a batch is one call and one completion (docs/decisions.md, "Files a walker lists are read ahead on
+ * the binding's threads").
  */
 const DEPTH = 64;
 const IN_FLIGHT = 128;

@@ -1,9 +1,9 @@
-// Gives memory back when the worker goes quiet. One idle worker runs per sandbox, so what it keeps
-// resident after a burst of work (or after its own start-up and mount) is multiplied by the number of
-// sandboxes. V8 sizes its young generation for the last burst and keeps it; a "last resort" collection
-// (the one V8 runs under memory pressure) also shrinks it back once the burst is over: ~1.5 MiB of the
-// idle worker's ~12 MiB (bench/README.md, "Idle memory"). One takes ~1 ms on the worker's small heap, and
-// a few run per quiet period, so a steady stream of requests never pays for them.
+// Gives memory back when the worker goes quiet. One idle worker runs per sandbox, so what it keeps resident
+// after a burst of work (or after its own start-up and mount) is multiplied by the number of sandboxes. V8
+// sizes its young generation for the last burst and keeps it; a "last resort" collection (the one V8 runs
+// under memory pressure) also shrinks it back once the burst is over: ~1.5 MiB of the idle worker's ~12 MiB
+// (docs/decisions.md, "Quiet workers collect and trim their heap"). One takes ~1 ms on the worker's small
+// heap, and a few run per quiet period, so a steady stream of requests never pays for them.
 //
 // What Node 20 (V8 11.3) does with the options below is a young-generation collection (a scavenge), not a
 // full one: its gc extension recognizes only `type: 'minor'` and `execution: 'async'` in an options object
