@@ -65,6 +65,8 @@ const LOG_MARKERS = [
   /\bissues? #?\d+/i,
   /\b(?:in|since|until|after|before|during|of|README\.md,) session \d+/i,
   /\bsession \d+'s\b/i,
+  /\bsessions \d+-\d+\b/i,
+  /\b(?:in|since|until|during|of) sessions \d+/i,
 ];
 /** A dated entry in prose (an ISO date); examples of API values live in code blocks of their own. */
 const DATED = /\b20\d\d-\d\d-\d\d\b/;

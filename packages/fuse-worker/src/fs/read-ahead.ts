@@ -16,8 +16,8 @@ import { constants } from 'node:fs';
 
 /**
  * How far ahead of a READ files are read ahead, and how many at once (files; the binding reads them on 8
- * threads). Sessions 3-8 read 8-64 ahead, 2-8 at a time, each file three requests in libuv's pool and two
- * trips through the JS thread; a cold `grep -r` caught up with them and still sent 4,000 READs. In the
+ * threads). Read ahead through libuv's pool (three requests and two trips through the JS thread per file),
+ * 8-64 files ahead at 2-8 at a time, a cold `grep -r` caught up and still sent 4,000 READs. In the
  * binding, a batch is one call and one completion (docs/decisions.md, "Files a walker lists are read ahead on
  * the binding's threads").
  */
