@@ -144,6 +144,36 @@ describe('code shape', () => {
     expect(importers).toEqual([]);
   });
 
+  it('every repository path a doc names in backquotes exists (from the root, its folder or its package)', async () => {
+    const docs = await filesUnder(root, /\.md$/);
+    const missing: string[] = [];
+    for (const file of docs) {
+      const text = await readFile(file, 'utf8');
+      const rel = relative(root, file).split('/');
+      // A package's README may name its own files from the package root (`scripts/build.js`).
+      const bases = [
+        root,
+        dirname(file),
+        ...(rel[0] === 'packages' ? [join(root, 'packages', rel[1]!)] : []),
+      ];
+      for (const match of text.matchAll(/`((?:packages|test|docs|scripts|examples)\/[\w.\-/]+)`/g)) {
+        const path = match[1]!.replace(/[/.]+$/, '');
+        // Tests are often named without their suffix (`test/cli/run-pipes`).
+        const candidates = bases.flatMap((b) => ['', '.ts', '.test.ts'].map((s) => join(b, path + s)));
+        const found = await Promise.all(
+          candidates.map((c) =>
+            stat(c).then(
+              () => true,
+              () => false,
+            ),
+          ),
+        );
+        if (!found.includes(true)) missing.push(`${relative(root, file)}: ${path}`);
+      }
+    }
+    expect(missing).toEqual([]);
+  });
+
   it('control imports a runtime package only in its runtime registry (sandboxes/runtimes.ts)', async () => {
     const files = (await packageSources()).filter((f) => f.startsWith('packages/control/src/'));
     const importers: string[] = [];
