@@ -3,8 +3,8 @@
 // bin/agentfense.js runs. Run by `pnpm build` and by the system tests' setup, after `tsc -b`.
 //
 // Why: each invocation of the CLI is a new node process, and loading ~150 ES modules one by one (resolve,
-// read, compile, link each) cost more than node's own start-up (`--help` 2.3× `node -e 0` unbundled,
-// packages/control/bench/README.md). Dynamic imports stay dynamic (splitting: the control plane, the
+// read, compile, link each) cost more than node's own start-up (packages/control/bench/README.md, the
+// one-shot CLI's figures). Dynamic imports stay dynamic (splitting: the control plane, the
 // runtimes, serve's servers are chunks loaded only by the commands that use them).
 //
 // Left as they are (external): native addons (better-sqlite3) and dependencies only a
