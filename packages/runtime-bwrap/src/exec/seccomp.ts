@@ -11,7 +11,7 @@ import { UnavailableError, seccompRuleLines } from '@agentfense/protocol';
 
 /** Where scripts/setup puts the compiler (relative to this package). */
 export const DEFAULT_SECCOMP_COMPILER = fileURLToPath(
-  new URL('../native/build/agentfense-seccomp', import.meta.url),
+  new URL('../../native/build/agentfense-seccomp', import.meta.url),
 );
 
 /** Compiles (or reads the cached) BPF program of the shared deny list. */
