@@ -4,7 +4,15 @@
 import { statSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
-const PACKAGES = ['protocol', 'launcher', 'fuse-native', 'fuse-worker', 'runtime-bwrap', 'runtime-docker', 'control'];
+const PACKAGES = [
+  'protocol',
+  'launcher',
+  'fuse-native',
+  'fuse-worker',
+  'runtime-bwrap',
+  'runtime-docker',
+  'control',
+];
 /** From dist/cli/run-helper/ (tsc's output, where the helper always runs from). */
 const INPUTS = [
   ...PACKAGES.map((name) => new URL(`../../../../${name}/dist/.tsbuildinfo`, import.meta.url)),
