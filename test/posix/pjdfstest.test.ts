@@ -1,6 +1,6 @@
 // pjdfstest, the POSIX filesystem conformance suite, against `agentfense mount SRC MNT --preset full-access
-// --allow-other` as root. Built from ../shared/tools/pjdfstest (beside the checkout, in CI too)
-// into a temporary directory; its sources never enter the repository. Passes when at least 99 % of the
+// --allow-other` as root. Built from the machine's copy of pjdfstest's sources (pjd/pjdfstest at 85a8aea,
+// SOURCE below) into a temporary directory; its sources never enter the repository. Passes when at least 99 % of the
 // planned tests pass and every failure is listed, with its reason, in pjdfstest-known-failures.md.
 import { mkdir, mkdtemp, readFile, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
