@@ -10,7 +10,8 @@ import type { CgroupController, CgroupHost } from '@agentfense/protocol';
 import { detectCgroupHost, makeCgroupDir } from '@agentfense/protocol';
 import { planCgroups, validateLimits } from '../src/cgroups/plan.js';
 import { parseOomControl } from '../src/cgroups/v1.js';
-import { parseMemoryEvents, sharesToWeight } from '../src/cgroups/v2.js';
+import { sharesToWeight } from '@agentfense/protocol';
+import { parseMemoryEvents } from '../src/cgroups/v2.js';
 
 const quiet = { debug: () => undefined, warn: () => undefined };
 

@@ -12,20 +12,18 @@
 // unbounded, as before, and logs it once; the connection bound (host.ts) holds either way.
 import { access } from 'node:fs/promises';
 import { posix } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import {
   CPU_PERIOD_US,
   DEFAULT_RESOURCES,
   TEARDOWN_DEADLINE_MS,
-  TEARDOWN_RETRY_MS,
   detectCgroupHost,
-  killPids,
+  killUntilEmpty,
   makeCgroupDir,
   readControlSync,
-  readPids,
   removeCgroupDir,
   removeParentIfEmpty,
+  sharesToWeight,
   whileParentVanishes,
   writeControl,
 } from '@agentfense/protocol';
@@ -137,7 +135,7 @@ export async function createNetworkCgroup(options: {
     const dirs = dirsOf(placement, sandboxId);
     for (const dir of dirs) {
       const made = placement.version === 2 ? await makeV2(placement, dir) : await makeCgroupDir(dir);
-      if (made === 'existed') await emptyOf(dir, logger);
+      if (made === 'existed') await killUntilEmpty(dir, 'network cgroup', logger);
     }
     const memoryDir = placement.memory === null ? null : dirIn(placement.memory, sandboxId);
     const cpuDir = placement.cpu === null ? null : dirIn(placement.cpu, sandboxId);
@@ -189,9 +187,6 @@ async function writeMemory(version: 1 | 2, dir: string, boundBytes: number): Pro
 }
 
 /** cgroup v1 cpu.shares (2..262144) to v2 cpu.weight (1..10000), as runtime-bwrap and runc do. */
-function sharesToWeight(shares: number): number {
-  return 1 + Math.floor(((shares - 2) * 9999) / 262142);
-}
 
 async function writeCpu(
   version: 1 | 2,
@@ -222,18 +217,6 @@ function makeV2(placement: Placement, dir: string): Promise<'created' | 'existed
   });
 }
 
-/** SIGKILLs what is in `dir` until it is empty (a policy point a crashed control plane left). */
-async function emptyOf(dir: string, logger: Logger): Promise<void> {
-  const deadline = Date.now() + TEARDOWN_DEADLINE_MS;
-  for (;;) {
-    const pids = await readPids(posix.join(dir, 'cgroup.procs'));
-    if (pids.length === 0) return;
-    if (Date.now() > deadline) throw new Error(`network cgroup ${dir} still has processes ${pids.join(',')}`);
-    killPids(pids, logger);
-    await sleep(TEARDOWN_RETRY_MS);
-  }
-}
-
 /**
  * Kills what is left in the policy point cgroup of `sandboxId` and removes it, in every hierarchy: after
  * its policy point stopped, and whenever a sandbox's mounts are cleared (before a start, after a stop,
@@ -248,7 +231,7 @@ export async function removeNetworkCgroup(options: {
   if (placement === null || !/^sb_[0-9a-f-]+$/.test(options.sandboxId)) return;
   for (const dir of dirsOf(placement, options.sandboxId)) {
     if (!(await exists(dir))) continue;
-    await emptyOf(dir, options.logger);
+    await killUntilEmpty(dir, 'network cgroup', options.logger);
     if (!(await removeCgroupDir(dir, Date.now() + TEARDOWN_DEADLINE_MS)))
       throw new Error(`could not remove the network cgroup ${dir}`);
     await removeParentIfEmpty(posix.dirname(dir), options.logger);

@@ -8,17 +8,14 @@
 // carry on. A host without a memory controller (or a control plane that may not create cgroups) runs
 // workers unbounded, as before, and logs it once.
 import { posix } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import {
   DEFAULT_RESOURCES,
   TEARDOWN_DEADLINE_MS,
-  TEARDOWN_RETRY_MS,
   detectCgroupHost,
-  killPids,
+  killUntilEmpty,
   makeCgroupDir,
   readControlSync,
-  readPids,
   removeCgroupDir,
   removeParentIfEmpty,
   whileParentVanishes,
@@ -122,7 +119,7 @@ export async function createWorkerCgroup(options: {
     if (hierarchy === null) throw new Error('no cgroup memory controller on this host');
     const dir = dirOf(hierarchy, options.sandboxId);
     const made = hierarchy.version === 2 ? await makeV2(hierarchy.root, dir) : await makeCgroupDir(dir);
-    if (made === 'existed') await emptyOf(dir, logger);
+    if (made === 'existed') await killUntilEmpty(dir, 'worker cgroup', logger);
     if (hierarchy.version === 2) {
       await writeControl(posix.join(dir, 'memory.max'), String(boundBytes));
       await writeControl(posix.join(dir, 'memory.swap.max'), '0').catch(() => undefined);
@@ -166,18 +163,6 @@ function makeV2(root: string, dir: string): Promise<'created' | 'existed'> {
   });
 }
 
-/** SIGKILLs what is in `dir` until it is empty (a worker and its entry warm-up walker at most). */
-async function emptyOf(dir: string, logger: Logger): Promise<void> {
-  const deadline = Date.now() + TEARDOWN_DEADLINE_MS;
-  for (;;) {
-    const pids = await readPids(posix.join(dir, 'cgroup.procs'));
-    if (pids.length === 0) return;
-    if (Date.now() > deadline) throw new Error(`worker cgroup ${dir} still has processes ${pids.join(',')}`);
-    killPids(pids, logger);
-    await sleep(TEARDOWN_RETRY_MS);
-  }
-}
-
 /**
  * Kills what is left in the worker cgroup of `sandboxId` and removes it (after its worker stopped; and when
  * a sandbox's mounts are cleared, so recovery, gc and destroy remove what a crashed control plane left).
@@ -191,7 +176,7 @@ export async function removeWorkerCgroup(options: {
   const hierarchy = await memoryHierarchy(options.cgroupRoot).catch(() => null);
   if (hierarchy === null || !/^sb_[0-9a-f-]+$/.test(options.sandboxId)) return;
   const dir = dirOf(hierarchy, options.sandboxId);
-  await emptyOf(dir, options.logger);
+  await killUntilEmpty(dir, 'worker cgroup', options.logger);
   if (!(await removeCgroupDir(dir, Date.now() + TEARDOWN_DEADLINE_MS)))
     throw new Error(`could not remove the worker cgroup ${dir}`);
   await removeParentIfEmpty(posix.dirname(dir), options.logger);

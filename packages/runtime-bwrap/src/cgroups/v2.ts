@@ -13,6 +13,7 @@ import {
   readPids,
   removeCgroupDir,
   removeParentIfEmpty,
+  sharesToWeight,
   whileParentVanishes,
   writeControl,
 } from '@agentfense/protocol';
@@ -26,11 +27,6 @@ const CPU_PERIOD_US = 100_000;
 export function parseMemoryEvents(text: string): number {
   const match = /^oom_kill (\d+)$/m.exec(text);
   return match === null ? 0 : Number(match[1]);
-}
-
-/** cgroup v1 cpu.shares (2..262144, default 1024) to v2 cpu.weight (1..10000, default 100), as runc does. */
-export function sharesToWeight(shares: number): number {
-  return 1 + Math.floor(((shares - 2) * 9999) / 262142);
 }
 
 async function exists(path: string): Promise<boolean> {

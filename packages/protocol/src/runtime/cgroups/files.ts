@@ -52,6 +52,26 @@ export function killPids(pids: readonly number[], logger: RuntimeLogger): void {
 }
 
 /**
+ * SIGKILLs what is in cgroup `dir` until it is empty, or throws after TEARDOWN_DEADLINE_MS (`what` names the
+ * cgroup in that error). For a cgroup of host processes (a worker, a policy point), not a sandbox's tree.
+ */
+export async function killUntilEmpty(dir: string, what: string, logger: RuntimeLogger): Promise<void> {
+  const deadline = Date.now() + TEARDOWN_DEADLINE_MS;
+  for (;;) {
+    const pids = await readPids(posix.join(dir, 'cgroup.procs'));
+    if (pids.length === 0) return;
+    if (Date.now() > deadline) throw new Error(`${what} ${dir} still has processes ${pids.join(',')}`);
+    killPids(pids, logger);
+    await sleep(TEARDOWN_RETRY_MS);
+  }
+}
+
+/** cgroup v1 cpu.shares (2..262144, default 1024) to v2 cpu.weight (1..10000, default 100), as runc does. */
+export function sharesToWeight(shares: number): number {
+  return 1 + Math.floor(((shares - 2) * 9999) / 262142);
+}
+
+/**
  * Removes a cgroup directory, retrying while the kernel still reports it busy (processes that were just
  * killed leave the cgroup asynchronously). Resolves true once it is gone (or never existed).
  */
