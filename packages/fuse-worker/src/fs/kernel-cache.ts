@@ -187,12 +187,15 @@ export class KernelCache {
     if (this.invalidator !== undefined) void this.invalidator.inode(node.ino);
   }
 
-  /** After a move, the kernel must re-ask for attributes of the node and everything below it. */
-  invalidateTree(node: Inode): void {
+  /**
+   * After a move, the kernel must re-ask for attributes of the node and, unless the rules give everything
+   * below the same permission at both places (`below: false`), of everything below it.
+   */
+  invalidateTree(node: Inode, options: { readonly below: boolean } = { below: true }): void {
     this.replays.clear();
     const invalidator = this.invalidator;
     if (invalidator === undefined) return;
-    const nodes = [node, ...(node.isDir ? this.#inodes.descendants(node.ino) : [])];
+    const nodes = [node, ...(node.isDir && options.below ? this.#inodes.descendants(node.ino) : [])];
     for (const n of nodes) void invalidator.inode(n.ino);
   }
 

@@ -142,6 +142,9 @@ export async function rename(
   if (toPermission !== 'write') throw deny(fs, 'rename', to, toPermission, 'EACCES', caller, from);
   // A file renamed over may still be open in the sandbox: keep its host file reachable.
   const replaced = fs.inodes.child(newParent, newName);
+  // Everything below is write at both places (decided from the rules, no walk): nothing inside can be
+  // refused and no attribute the kernel holds for it changes, so neither is walked.
+  const alike = fs.rules.uniformBelow(from) === 'write' && fs.rules.uniformBelow(to) === 'write';
   if (replaced !== undefined && replaced !== fs.inodes.child(parent, name)) {
     await keepOpenable(fs, replaced, to);
   }
@@ -153,7 +156,9 @@ export async function rename(
     const refuse = (p: string): boolean =>
       fs.rules.permissionOf(p) !== 'write' || fs.rules.permissionOf(landing(p)) !== 'write';
     // Whatever moved (a directory changes both parents' link counts), both are counted again.
-    await fs.subdirCounts.change([parent, newParent], 0, () => fs.delta.rename(from, to, { refuse }));
+    await fs.subdirCounts.change([parent, newParent], 0, () =>
+      fs.delta.rename(from, to, alike ? {} : { refuse }),
+    );
   } catch (err) {
     if (err instanceof FsError && err.errnoName === 'EACCES') {
       throw deny(fs, 'rename', from, 'write', 'EACCES', caller, to);
@@ -167,7 +172,7 @@ export async function rename(
   if (moved !== undefined) {
     // Copy-up may have happened (a codebase file is renamed through the delta).
     if (!moved.isDir) fs.forgetHandleUnlessWritable(moved.ino);
-    fs.cache.invalidateTree(moved);
+    fs.cache.invalidateTree(moved, { below: !alike });
   }
   allow(fs, 'rename', from, 'write', caller, to);
 }

@@ -8,6 +8,7 @@ import { BoundedCache } from './cache.js';
 import { resolveRank } from './resolve.js';
 import { buildExceptionIndex, computeTraversable, SegmentMatchers } from './traverse.js';
 import type { TraversalContext } from './traverse.js';
+import { computeUniformBelow } from './uniform.js';
 import { validateRules } from './validate.js';
 import type { Decision, Explanation, NormalizedRule, Permission, Visibility } from './types.js';
 
@@ -80,6 +81,14 @@ export class RuleSet {
     const answer = computeTraversable(this.#traversal, normalizePath(dirPath));
     this.#traversals.set(dirPath, answer);
     return answer;
+  }
+
+  /**
+   * The permission of every path strictly below directory `dirPath` when the rules decide them all alike,
+   * else null (conservative: null may also mean "could not tell").
+   */
+  uniformBelow(dirPath: string): Permission | null {
+    return computeUniformBelow(this.#traversal, normalizePath(dirPath));
   }
 
   /** `hidden` when the path's permission is none and it is not a traversable directory, else `visible`. */

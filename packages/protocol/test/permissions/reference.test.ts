@@ -232,6 +232,28 @@ describe('engine vs reference', () => {
     }
   });
 
+  it('calls a subtree uniform only when every path below the directory resolves to that permission', () => {
+    let uniform = 0;
+    for (let set = 0; set < 300; set++) {
+      const { rule, path } = makeRandom(9000 + set);
+      const rules = Array.from({ length: 1 + (set % 6) }, rule);
+      const rs: RuleSet = compileRules(rules);
+      for (let i = 0; i < 4; i++) {
+        const dir = path();
+        const answer = rs.uniformBelow(dir);
+        if (answer === null) continue;
+        uniform++;
+        for (const p of descendants(dir, 2)) {
+          expect(refDecide(rules, p).permission, `rules=${JSON.stringify(rules)} dir=${dir} path=${p}`).toBe(
+            answer,
+          );
+        }
+      }
+    }
+    // The property must be exercised, not vacuously true: a good share of random subtrees are uniform.
+    expect(uniform).toBeGreaterThan(100);
+  });
+
   it('clearCache does not change answers', () => {
     const { rule, path } = makeRandom(42);
     const rules = Array.from({ length: 10 }, rule);

@@ -157,3 +157,21 @@ describe('traversability', () => {
     expect(rs.visibility('/secrets', { isDirectory: false })).toBe('hidden');
   });
 });
+
+describe('uniform subtrees', () => {
+  it('full access is write below every directory; a hidden glob or a narrower rule inside breaks it', () => {
+    expect(compileRules([{ pattern: '**', permission: 'write' }]).uniformBelow('/src')).toBe('write');
+    const rs = compileRules(SEED_002);
+    expect(rs.uniformBelow('/output/build')).toBe(null); // **/.env* and **/*.key may match below
+    expect(rs.uniformBelow('/secrets')).toBe(null); // public.key is read
+    const plain = compileRules([
+      { pattern: '**/*', permission: 'read' },
+      { pattern: '/output/**', permission: 'write', priority: 10 },
+      { pattern: '/output/keep.txt', permission: 'read', priority: 20 },
+    ]);
+    expect(plain.uniformBelow('/output/a')).toBe('write');
+    expect(plain.uniformBelow('/output')).toBe(null);
+    expect(plain.uniformBelow('/docs')).toBe('read');
+    expect(compileRules([{ pattern: '/src/', permission: 'read' }]).uniformBelow('/docs')).toBe('none');
+  });
+});
