@@ -4,7 +4,8 @@
 // them. Defence: each policy point runs in a cgroup of its own (control sandboxes/network-cgroup.ts,
 // `<hierarchy>/agentfense-network/<id>`) bounded at 128 MiB + 1/16 of its sandbox's memory and at its
 // sandbox's CPU quota; past the memory bound the kernel kills it, which ends that sandbox's network only
-// and says why in the sandbox's state reason; another sandbox's network carries on.
+// and says why in the sandbox's state reason; another sandbox's network carries on. DNS over TCP answers
+// at most 16 questions ahead of a client and stops reading while its answers wait to be taken.
 import { execFile, spawn } from 'node:child_process';
 import { access, mkdir, readFile, writeFile } from 'node:fs/promises';
 import { posix } from 'node:path';
@@ -151,6 +152,42 @@ print(len(socks))`),
       expect((await sb.run(`${CURL} http://pub.test/; echo " $?"`)).out).not.toMatch(/^200/);
       expect((await other.run(`${CURL} http://pub.test/`)).out).toBe('200');
       expect(fx().cp.getSandbox(other.id).stateReason).toBeNull();
+    }, 90_000);
+
+    it('DNS questions pipelined over TCP by a client that never reads the answers are not read ahead of them: the policy point holds a bounded few', async () => {
+      const sb = await fx().sandbox({ mode: 'open' });
+      const pid = await policyPointPid(fx(), sb.id);
+      const idle = await privateRss(pid);
+      let peak = idle;
+      const sampler = setInterval(() => {
+        void privateRss(pid).then((rss) => (peak = Math.max(peak, rss)));
+      }, 20);
+      // pub.test is allowed: every question has an answer (~40 bytes) that the client never takes.
+      const flood = await sb
+        .run(
+          python(`
+import socket, struct, time
+q = struct.pack('>HHHHHH', 0x1234, 0x0100, 1, 0, 0, 0) + b'\\x03pub\\x04test\\x00' + struct.pack('>HH', 1, 1)
+block = (struct.pack('>H', len(q)) + q) * 2000
+s = socket.create_connection(('127.0.0.1', 53), 5)
+s.settimeout(2)
+sent, end, blocked = 0, time.time() + 8, False
+while time.time() < end:
+    try:
+        s.sendall(block); sent += len(block)
+    except socket.timeout:
+        blocked = True; break
+print(sent, blocked)`),
+          60_000,
+        )
+        .finally(() => clearInterval(sampler));
+      const [sent, blocked] = flood.out.trim().split(' ');
+      // Unbounded, the policy point read every question and queued every answer: its private memory
+      // grew by tens of MiB within the 8 s and the client was never held up.
+      expect(blocked, `sent ${sent ?? ''} bytes of questions; ${flood.err}`).toBe('True');
+      expect(peak - idle).toBeLessThan(12 * MiB);
+      expect(fx().cp.getSandbox(sb.id).stateReason).toBeNull();
+      expect((await sb.run(`${CURL} http://pub.test/`)).out).toBe('200');
     }, 90_000);
 
     it("a DNS flood from a sandbox of 0.1 CPU costs its policy point at most 0.1 CPU, and another sandbox's network keeps its pace", async () => {

@@ -53,6 +53,9 @@ function isProxyItself(target: { address: string; port: number }): boolean {
   return target.port === PROXY_PORT && (target.address === '127.0.0.1' || target.address === '::1');
 }
 
+/** DNS questions over one TCP connection answered ahead of the client reading them. */
+const DNS_TCP_AHEAD = 16;
+
 export class PolicyPoint {
   readonly #ctx: FlowContext;
   readonly #http: HttpFlows;
@@ -195,25 +198,50 @@ export class PolicyPoint {
     this.#udp.push(socket);
   }
 
-  /** DNS over TCP: two-byte length prefixes, answered in order. */
+  /**
+   * DNS over TCP: two-byte length prefixes, answered in order. Back-pressure: at most DNS_TCP_AHEAD
+   * questions are answered ahead of a client, and none while its answers wait to be written, so a
+   * client that pipelines questions and never reads holds its own socket buffers, not our memory.
+   */
   #dnsOverTcp(socket: Socket): void {
-    let buffered = Buffer.alloc(0);
+    let buffered: Buffer = Buffer.alloc(0);
     let chain = Promise.resolve();
-    socket.on('data', (chunk: Buffer) => {
-      buffered = Buffer.concat([buffered, chunk]);
-      while (buffered.length >= 2 && buffered.length >= 2 + buffered.readUInt16BE(0)) {
-        const query = buffered.subarray(2, 2 + buffered.readUInt16BE(0));
+    let pending = 0;
+    const pump = (): void => {
+      while (
+        pending < DNS_TCP_AHEAD &&
+        buffered.length >= 2 &&
+        buffered.length >= 2 + buffered.readUInt16BE(0)
+      ) {
+        const query = Buffer.from(buffered.subarray(2, 2 + buffered.readUInt16BE(0)));
         buffered = buffered.subarray(2 + query.length);
+        pending++;
         chain = chain.then(async () => {
-          const response = await this.#answer(Buffer.from(query));
-          if (response === null) return;
-          const length = Buffer.alloc(2);
-          length.writeUInt16BE(response.length);
-          socket.write(Buffer.concat([length, response]));
+          try {
+            const response = await this.#answer(query);
+            if (response === null || socket.destroyed) return;
+            const length = Buffer.alloc(2);
+            length.writeUInt16BE(response.length);
+            socket.write(Buffer.concat([length, response]));
+          } catch {
+            // An answer that could not be made ends this connection, not the ones after it.
+            socket.destroy();
+          } finally {
+            pending--;
+            pump();
+          }
         });
       }
-      if (buffered.length > 65_537) socket.destroy();
+      // Read on only while few questions wait and the client takes its answers.
+      const held = pending >= DNS_TCP_AHEAD || socket.writableNeedDrain || buffered.length >= 2 + 65_535;
+      if (held) socket.pause();
+      else socket.resume();
+    };
+    socket.on('data', (chunk: Buffer) => {
+      buffered = buffered.length === 0 ? chunk : Buffer.concat([buffered, chunk]);
+      pump();
     });
+    socket.on('drain', pump);
     socket.resume();
   }
 
