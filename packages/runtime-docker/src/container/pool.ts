@@ -185,6 +185,11 @@ export class ContainerPool {
     return reserved.container;
   }
 
+  /** Removes a container taken from the pool that its sandbox cannot use (runtime.ts: files). */
+  discard(c: PooledContainer): Promise<void> {
+    return this.#discard(c);
+  }
+
   /** Removes an idle container of `key` that `fits`, waiting for one of that key being created. */
   async #pick(key: PoolKey, fits: (c: PooledContainer) => boolean): Promise<PooledContainer | undefined> {
     if (this.#o.size === 0 || this.#closed) return undefined;
