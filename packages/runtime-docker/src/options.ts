@@ -36,8 +36,8 @@ export interface DockerRuntimeOptions {
   readonly maxOutputBytes?: number;
   /**
    * Idle containers kept started ahead per (image, /tmp size) once a sandbox of that kind has started
-   * (default 0: off; the control plane turns it on). Each is used by one sandbox only; a sandbox with the
-   * network on never uses one. close() removes them.
+   * (default 0: off; the control plane turns it on). Each is used by one sandbox only; a sandbox with files
+   * (its CA bundle) never uses one. close() removes them.
    */
   readonly poolSize?: number;
   /**

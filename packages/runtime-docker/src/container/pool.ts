@@ -7,7 +7,7 @@
 //  - it is created exactly as a fresh sandbox container (same user, capabilities, seccomp, read-only image,
 //    tmpfs, init, hostname) with `--network none` and no limits; what differs per sandbox is applied at
 //    claim (limits through `POST /containers/{id}/update`, the workspace through its slot, env per exec).
-//    A sandbox asking for the network bypasses the pool;
+//    A sandbox with files (its CA bundle) bypasses the pool: binds are fixed at creation;
 //  - its /workspace binds a *slot*: an empty directory in the owner's pool directory, a shared mount, so
 //    the sandbox's workspace bound onto the slot at claim propagates into the running container;
 //  - its labels name the owner process; containers and pool directories of owners that are gone are
