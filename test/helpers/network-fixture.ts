@@ -25,6 +25,7 @@ export interface NetworkFixture {
     network: boolean | NetworkPolicyInput,
     options?: {
       runtime?: string;
+      image?: string;
       resources?: ResourceLimits;
       secrets?: SecretInput[];
       env?: Record<string, string>;
@@ -69,6 +70,7 @@ export function useNetworkFixture(
           preset: 'agent-safe',
           network,
           ...(sandboxOptions.runtime === undefined ? {} : { runtime: sandboxOptions.runtime }),
+          ...(sandboxOptions.image === undefined ? {} : { image: sandboxOptions.image }),
           ...(sandboxOptions.resources === undefined ? {} : { resources: sandboxOptions.resources }),
           ...(sandboxOptions.secrets === undefined ? {} : { secrets: sandboxOptions.secrets }),
           ...(sandboxOptions.env === undefined ? {} : { env: sandboxOptions.env }),

@@ -1,7 +1,7 @@
 // The docker runtime's container pool (packages/runtime-docker/src/container/pool.ts) against a real engine: a
 // sandbox served from the pool is indistinguishable in security from a fresh one (flags as the engine
 // reports them, limits, env, what a command sees), a pooled container serves one sandbox and is removed
-// with it, the network bypasses the pool, and close(), recovery and gc leave nothing behind.
+// with it, a sandbox with files bypasses the pool, and close(), recovery and gc leave nothing behind.
 import { randomUUID } from 'node:crypto';
 import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -207,6 +207,61 @@ describe.skipIf(docker.unavailable !== null)(
       const { sb } = await start(rt);
       const r = await sb.exec({ command: ['true'] });
       expect(r.audit.argv.join(' ')).toMatch(/ && docker rename agentfense-pool-\S+ agentfense-sb_\S+ && /);
+    });
+
+    it('a sandbox with files gets a fresh container with them bound read-only, even one reserved for it', async () => {
+      const dir = await mkdtemp(join(tmpdir(), 'af-docker-pooldir-'));
+      let next = 2_000_000_500;
+      const rt = createDockerRuntime({
+        ...base,
+        poolSize: 1,
+        poolDir: dir,
+        hostUsers: {
+          lease: () => ({ uid: next, gid: next, owner: `test-${String(next++)}` }),
+          release: () => {},
+        },
+      });
+      onTestFinished(async () => {
+        await rt.close();
+        await rm(dir, { recursive: true, force: true });
+      });
+      await pooled.pool.settled(); // the other runtime's refill would change the list below
+      const before = await pooledContainers(dockerHost);
+      // Its one idle container has a leased uid: reserveUser() sets it aside for the sandbox.
+      const idle = (await warm(rt)).filter((c) => !before.includes(c));
+      expect(idle).toHaveLength(1);
+      const sandboxId = `sb_${randomUUID()}`;
+      const reserved = await rt.reserveUser?.({ sandboxId });
+      expect(reserved).toBeDefined();
+      const fx = await (await sharedParent()).fixture();
+      const dest = '/etc/ssl/certs/ca-certificates.crt';
+      const sb = await rt.start({
+        sandboxId,
+        ...fx,
+        user: { uid: reserved?.uid ?? 0, gid: reserved?.gid ?? 0 },
+        files: [{ dest, content: 'the bundle\n' }],
+      });
+      onTestFinished(async () => {
+        await sb.stop();
+        expect(await containersOf(dockerHost, sandboxId)).toEqual([]);
+        expect((await readdir(join(fx.stateDir, 'docker'))).filter((e) => e.startsWith('files-'))).toEqual(
+          [],
+        );
+        await fx.cleanup();
+      });
+      const [id] = await containersOf(dockerHost, sandboxId);
+      // Not from the pool, and the container reserved for it is gone.
+      expect(idle).not.toContain(id);
+      expect(await pooledContainers(dockerHost)).not.toContain(idle[0]);
+      const r = await sb.exec({
+        command: `id -u; stat -c "%u %a" ${dest}; cat ${dest}; echo x > ${dest} 2>/dev/null || echo refused`,
+      });
+      expect(r.stdout.toString()).toBe(`${String(reserved?.uid)}\n0 444\nthe bundle\nrefused\n`);
+      expect(r.audit.argv).toContainEqual(
+        expect.stringMatching(
+          new RegExp(`^type=bind,source=<state>/docker/files-[0-9a-f-]+/0,target=${dest},readonly$`),
+        ),
+      );
     });
 
     it('gc removes pooled containers whose owner process is gone, never a live owner’s', async () => {

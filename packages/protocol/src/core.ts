@@ -28,9 +28,11 @@ export {
   validateCwd,
   validateEnv,
   validateHostPath,
+  validateSandboxFiles,
   validateSandboxId,
   validateTimeoutMs,
 } from './runtime/input.js';
+export type { SandboxFile } from './runtime/input.js';
 export { PERMISSIONS, PATTERN_TYPES } from './permissions/types.js';
 export type { Permission, PatternType, PermissionRule } from './permissions/types.js';
 export { compileRules, RuleSet } from './permissions/ruleset.js';

@@ -108,7 +108,8 @@ export interface RuntimeStartOptions {
   readonly user?: HostUser;
   /**
    * Read-only files made visible at `dest` inside (the sandbox's CA bundle when it has secrets); their
-   * contents are public, only root may change them. A runtime that cannot give them refuses the start.
+   * contents are public, only root may change them. A runtime that cannot give them refuses the start, as
+   * it refuses a `dest` validateSandboxFiles refuses (a runtime's own mount points included).
    */
   readonly files?: readonly { readonly dest: string; readonly content: string }[];
 }

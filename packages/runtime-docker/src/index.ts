@@ -3,7 +3,8 @@
 
 // --- Runtime ---
 export { createDockerRuntime, containerName } from './runtime.js';
-export type { DockerRuntime, DockerRuntimeOptions } from './runtime.js';
+export type { DockerRuntime } from './runtime.js';
+export type { DockerRuntimeOptions } from './options.js';
 export { MAX_POOL_KEYS, MAX_POOL_SIZE, collectPoolGarbage } from './container/pool.js';
 export type { RuntimeLogger } from './logger.js';
 

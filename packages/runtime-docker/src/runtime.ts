@@ -45,67 +45,18 @@ import { DockerInstance, removeContainer } from './instance.js';
 import { DOCKER_SECCOMP_PROFILE } from './container/seccomp.js';
 import { checkRelayParent, clearWorkspaceRelays, createWorkspaceRelay } from './container/relay.js';
 import type { WorkspaceRelay } from './container/relay.js';
+import { checkFiles, clearFiles, writeFiles } from './container/files.js';
+import type { WrittenFiles } from './container/files.js';
 import { parseEngineCapabilities, planLimits } from './container/limits.js';
 import type { EngineCapabilities } from './container/limits.js';
 import { createStderrLogger } from './logger.js';
-import type { RuntimeLogger } from './logger.js';
 import { ContainerPool, MAX_POOL_SIZE, collectPoolGarbage, poolOwner } from './container/pool.js';
-import type { PoolKey, PoolUserLeases } from './container/pool.js';
+import type { PoolKey } from './container/pool.js';
+import type { DockerRuntimeOptions } from './options.js';
 import { refuseHostUser, sandboxUser, validateUser } from './container/users.js';
 import { IMAGE_REFERENCE, validateHostPath, validateImage, validateLimits } from './validate.js';
 import { clearLauncherDirs, connectLauncher, listenForLauncher } from './launcher/launcher.js';
 import type { Launcher } from './launcher/launcher.js';
-
-/** Configuration of the docker runtime (all optional). */
-export interface DockerRuntimeOptions {
-  /** Unused at run time (the runtime speaks the Engine API); kept so existing configurations still load. */
-  readonly dockerPath?: string;
-  /** The engine's address (e.g. `unix:///run/agentfense/docker.sock`); default: DOCKER_HOST, else docker's default. */
-  readonly dockerHost?: string;
-  /** Image for sandboxes that name none; default DEFAULT_IMAGE (`agentfense/base:latest`). */
-  readonly image?: string;
-  /** Mount the image read-only (default true); /tmp and HOME are writable tmpfs either way. */
-  readonly readOnlyRootfs?: boolean;
-  /**
-   * Look at each container's cgroup from the host (default true): OOM reports and kills that need no
-   * process in the container. Needs the engine on this host and root; false uses the in-container kill
-   * script only, and reports no OOM kills.
-   */
-  readonly hostCgroup?: boolean;
-  /**
-   * uid:gid of the container's processes (numeric; default SANDBOX_USER, a dedicated id) when start() is
-   * given no user of the sandbox's own. No host user may have this uid (check() refuses otherwise): it is
-   * the host uid of everything the agent starts.
-   */
-  readonly user?: string;
-  /**
-   * Leases each pooled container a host uid of its own (the control plane's host-wide table), so a
-   * sandbox that takes one runs under a uid no other sandbox has (reserveUser). Absent: pooled containers
-   * run as `user`.
-   */
-  readonly hostUsers?: PoolUserLeases;
-  /** The control plane's data directory: shown as `<data>` in audit records. */
-  readonly dataDir?: string;
-  /** Cap on each of stdout/stderr of `exec` (bytes; default 16 MiB, at most 32 MiB); exceeding it kills the command. */
-  readonly maxOutputBytes?: number;
-  /**
-   * Idle containers kept started ahead per (image, /tmp size) once a sandbox of that kind has started
-   * (default 0: off; the control plane turns it on). Each is used by one sandbox only; a sandbox with the
-   * network on never uses one. close() removes them.
-   */
-  readonly poolSize?: number;
-  /**
-   * Where the pool keeps the directories its containers' /workspace binds (root-only; one subdirectory per
-   * process). Default `<dataDir>/docker-pool`, or `<tmpdir>/agentfense-docker-pool` without a dataDir.
-   */
-  readonly poolDir?: string;
-  readonly logger?: RuntimeLogger;
-  /**
-   * Run af-init as each container's pid 1 and every `exec` through it (default true; needs `hostCgroup`).
-   * false: every command is an engine exec under the session wrapper, as before the launcher.
-   */
-  readonly launcher?: boolean;
-}
 
 /** The docker runtime: a SandboxRuntime with a container pool that close() empties. */
 export interface DockerRuntime extends SandboxRuntime {
@@ -178,12 +129,7 @@ export function createDockerRuntime(options: DockerRuntimeOptions = {}): DockerR
 
   const start = async (start: RuntimeStartOptions): Promise<RuntimeInstance> => {
     const sandboxId = validateSandboxId(start.sandboxId);
-    // Not yet given to containers (a sandbox's CA bundle, docs/secrets.md): refused, never dropped.
-    if ((start.files ?? []).length > 0) {
-      throw new InvalidArgumentError(
-        'the docker runtime does not take sandbox files yet (secrets need --runtime bwrap)',
-      );
-    }
+    const files = checkFiles(start.files ?? []);
     const workspaceHostPath = validateHostPath(start.workspaceHostPath, 'workspaceHostPath');
     const stateDir = validateHostPath(start.stateDir, 'stateDir');
     const env = validateEnv(start.env ?? {});
@@ -204,7 +150,11 @@ export function createDockerRuntime(options: DockerRuntimeOptions = {}): DockerR
     const key: PoolKey = { image, tmpBytes: resources.tmpBytes ?? null };
     // Every container has a network namespace of its own with only a loopback (`--network none`),
     // pooled or not; a network policy polices that namespace from the host (publishNetns below).
-    const pooled = pool.takeReserved(sandboxId, user) ?? (await pool.take(key, user));
+    // Files are binds, fixed when a container is created: a sandbox with files gets a fresh one (its
+    // reserved container, made before its files were known, is removed; its uid stays the sandbox's).
+    const reserved = pool.takeReserved(sandboxId, user);
+    if (reserved !== undefined && files.length > 0) await pool.discard(reserved);
+    const pooled = files.length > 0 ? undefined : (reserved ?? (await pool.take(key, user)));
     let started:
       | {
           containerId: string;
@@ -240,7 +190,15 @@ export function createDockerRuntime(options: DockerRuntimeOptions = {}): DockerR
       }
     }
     if (started === undefined) {
-      const fresh = await createWorkspaceRelay({ workspaceHostPath, scratchDir });
+      const written = files.length === 0 ? undefined : await writeFiles(scratchDir, files);
+      // The relay's release also removes the files: the instance releases it once the container is gone.
+      const fresh = await createWorkspaceRelay({ workspaceHostPath, scratchDir }).then(
+        (relay) => withFiles(relay, written),
+        async (err: unknown) => {
+          await written?.release();
+          throw err;
+        },
+      );
       const listener = useLauncher
         ? await listenForLauncher({ parent: scratchDir, user, logger }).catch(async (err: unknown) => {
             await fresh.release();
@@ -258,6 +216,7 @@ export function createDockerRuntime(options: DockerRuntimeOptions = {}): DockerR
         swapLimit: caps.swapLimit,
         labels: { [STATE_LABEL]: stateDir },
         user,
+        ...(written === undefined ? {} : { files: written.binds }),
       });
       let containerId: string | undefined;
       let launcher: Launcher | undefined;
@@ -348,6 +307,7 @@ export function createDockerRuntime(options: DockerRuntimeOptions = {}): DockerR
     labels: Readonly<Record<string, string>>;
     user: string;
     launcherDir?: string;
+    files?: DockerRunSpec['files'];
   }): DockerRunSpec => ({
     containerName: o.name,
     sandboxId: o.sandboxId,
@@ -361,6 +321,7 @@ export function createDockerRuntime(options: DockerRuntimeOptions = {}): DockerR
     tmpBytes: o.key.tmpBytes,
     labels: o.labels,
     ...(o.launcherDir === undefined ? {} : { launcherDir: o.launcherDir }),
+    ...(o.files === undefined ? {} : { files: o.files }),
     ...(options.readOnlyRootfs === undefined ? {} : { readOnlyRootfs: options.readOnlyRootfs }),
   });
 
@@ -456,6 +417,7 @@ export function createDockerRuntime(options: DockerRuntimeOptions = {}): DockerR
       }
       await clearWorkspaceRelays(posix.join(stateDir, SCRATCH_DIR));
       await clearLauncherDirs(posix.join(stateDir, SCRATCH_DIR));
+      await clearFiles(posix.join(stateDir, SCRATCH_DIR));
     },
     prepare: (kind) => {
       let key: PoolKey;
@@ -483,6 +445,19 @@ export function createDockerRuntime(options: DockerRuntimeOptions = {}): DockerR
       }
     },
     pool,
+  };
+}
+
+/** The relay, whose release also removes the start's files (written: absent without files). */
+function withFiles(relay: WorkspaceRelay, written: WrittenFiles | undefined): WorkspaceRelay {
+  if (written === undefined) return relay;
+  return {
+    source: relay.source,
+    attach: () => relay.attach(),
+    release: async () => {
+      await relay.release();
+      await written.release();
+    },
   };
 }
 

@@ -176,6 +176,21 @@ describe('API bodies', () => {
     expect(body.Env).toEqual(['HOME=/home/agent', 'A=b']);
   });
 
+  it("binds a sandbox's files read-only, in the body and the audit argv alike", () => {
+    const files = [
+      { source: '/data/state/sb_x/docker/files-1/0', dest: '/etc/ssl/certs/ca-certificates.crt' },
+    ];
+    expect(buildCreateBody({ ...spec, files }).HostConfig?.Mounts?.at(-1)).toEqual({
+      Type: 'bind',
+      Source: '/data/state/sb_x/docker/files-1/0',
+      Target: '/etc/ssl/certs/ca-certificates.crt',
+      ReadOnly: true,
+    });
+    expect(buildRunArgs({ ...spec, files })).toContain(
+      'type=bind,source=/data/state/sb_x/docker/files-1/0,target=/etc/ssl/certs/ca-certificates.crt,readonly',
+    );
+  });
+
   it('the exec body runs the command under the wrapper, never through a shell string of ours', () => {
     const body = buildExecBody({
       command: ['echo', '$(id)'],

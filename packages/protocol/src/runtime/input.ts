@@ -1,5 +1,5 @@
 // Pure validation of the caller-controlled inputs of the runtime contract (runtime.ts): cwd, env, argv,
-// sandbox ids, host paths and timeouts. Both runtimes validate with these, so they accept exactly the same
+// sandbox ids, host paths, timeouts and the destinations of a sandbox's files. Both runtimes validate with these, so they accept exactly the same
 // input. Every value ends up as an argument of a wrapper (bwrap, docker), so a bad value is refused, never
 // "fixed up". Runtime-specific extras (docker's line-break refusal, its limit minimums) stay in the runtime.
 import { posix } from 'node:path';
@@ -77,4 +77,43 @@ export function validateTimeoutMs(timeoutMs: number | undefined): void {
   if (timeoutMs !== undefined && (!Number.isSafeInteger(timeoutMs) || timeoutMs <= 0)) {
     throw new InvalidArgumentError(`timeoutMs must be a positive integer, got ${String(timeoutMs)}`);
   }
+}
+
+/** One read-only file a sandbox is given (RuntimeStartOptions.files). */
+export interface SandboxFile {
+  readonly dest: string;
+  readonly content: string;
+}
+
+/**
+ * Throws unless every `dest` is a normalised absolute file path other than `/` (no `..`, no `//`, no
+ * trailing `/`, no NUL), given once, and outside `reserved` (a runtime's own mount points: a file there
+ * would hide them).
+ */
+export function validateSandboxFiles(
+  files: readonly SandboxFile[],
+  reserved: readonly string[] = [],
+): readonly SandboxFile[] {
+  const seen = new Set<string>();
+  for (const [i, file] of files.entries()) {
+    const { dest } = file;
+    const normal = dest.startsWith('/') && !dest.endsWith('/') && posix.normalize(dest) === dest;
+    if (!normal || dest.includes('\0')) {
+      throw new InvalidArgumentError(
+        `files[${i}].dest must be a normalised absolute file path (not /, no trailing /), got ${JSON.stringify(dest)}`,
+      );
+    }
+    const clash = reserved.find((r) => dest === r || dest.startsWith(`${r}/`));
+    if (clash !== undefined) {
+      throw new InvalidArgumentError(
+        `files[${i}].dest ${dest} is inside ${clash}, which the runtime mounts itself: choose a path outside it`,
+      );
+    }
+    if (seen.has(dest)) throw new InvalidArgumentError(`files[${i}].dest ${dest} is given twice`);
+    seen.add(dest);
+    if (typeof file.content !== 'string') {
+      throw new InvalidArgumentError(`files[${i}].content must be a string`);
+    }
+  }
+  return files;
 }

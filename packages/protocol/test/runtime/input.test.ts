@@ -6,6 +6,7 @@ import {
   validateCwd,
   validateEnv,
   validateHostPath,
+  validateSandboxFiles,
   validateSandboxId,
   validateTimeoutMs,
 } from '../../src/index.js';
@@ -87,5 +88,24 @@ describe('validateTimeoutMs', () => {
 
   it.each([0, -1, 1.5, Number.NaN, Number.POSITIVE_INFINITY, 2 ** 53])('refuses %s', (timeoutMs) => {
     expect(() => validateTimeoutMs(timeoutMs)).toThrow(/timeoutMs must be a positive integer/);
+  });
+});
+
+describe('validateSandboxFiles', () => {
+  it('accepts absolute file paths outside the reserved ones', () => {
+    const files = [{ dest: '/etc/ssl/certs/ca-certificates.crt', content: 'x' }];
+    expect(validateSandboxFiles(files, ['/workspace'])).toBe(files);
+  });
+
+  it.each(['', 'etc/x', '/', '/a/../b', '//a', '/a/', '/a\0b'])('refuses the destination %j', (dest) => {
+    expect(() => validateSandboxFiles([{ dest, content: '' }])).toThrow(/files\[0\]\.dest/);
+  });
+
+  it('refuses a destination given twice or inside a reserved mount point, naming it', () => {
+    const file = { dest: '/etc/a', content: '' };
+    expect(() => validateSandboxFiles([file, file])).toThrow('files[1].dest /etc/a is given twice');
+    expect(() => validateSandboxFiles([{ dest: '/workspace/ca.pem', content: '' }], ['/workspace'])).toThrow(
+      'files[0].dest /workspace/ca.pem is inside /workspace',
+    );
   });
 });

@@ -4,7 +4,7 @@
 // relay (run-dir.ts), each file 0444, and bound read-only at its destination inside.
 import { mkdir, rm, writeFile } from 'node:fs/promises';
 import { posix } from 'node:path';
-import { InvalidArgumentError } from '@agentfense/protocol';
+import { validateSandboxFiles } from '@agentfense/protocol';
 import type { SystemMount } from '../exec/args.js';
 import { closeToOthers, prepareRunDir } from './run-dir.js';
 
@@ -19,6 +19,7 @@ export async function writeSandboxFiles(options: {
   gid: number;
   files: readonly { readonly dest: string; readonly content: string }[];
 }): Promise<SystemMount[]> {
+  validateSandboxFiles(options.files);
   await clearSandboxFiles(options.runDir, options.sandboxId);
   if (options.files.length === 0) return [];
   const dir = filesDir(options.runDir, options.sandboxId);
@@ -27,9 +28,6 @@ export async function writeSandboxFiles(options: {
   await closeToOthers(dir, options.gid);
   const mounts: SystemMount[] = [];
   for (const [i, file] of options.files.entries()) {
-    if (!posix.isAbsolute(file.dest) || posix.normalize(file.dest) !== file.dest || file.dest === '/') {
-      throw new InvalidArgumentError(`files[${i}].dest must be a normalised absolute path, got ${file.dest}`);
-    }
     const source = posix.join(dir, String(i));
     await writeFile(source, file.content, { mode: 0o444 });
     mounts.push({ kind: 'ro-bind', source, dest: file.dest });

@@ -7,7 +7,7 @@
 //  - it is created exactly as a fresh sandbox container (same user, capabilities, seccomp, read-only image,
 //    tmpfs, init, hostname) with `--network none` and no limits; what differs per sandbox is applied at
 //    claim (limits through `POST /containers/{id}/update`, the workspace through its slot, env per exec).
-//    A sandbox asking for the network bypasses the pool;
+//    A sandbox with files (its CA bundle) bypasses the pool: binds are fixed at creation;
 //  - its /workspace binds a *slot*: an empty directory in the owner's pool directory, a shared mount, so
 //    the sandbox's workspace bound onto the slot at claim propagates into the running container;
 //  - its labels name the owner process; containers and pool directories of owners that are gone are
@@ -183,6 +183,11 @@ export class ContainerPool {
     this.#reserved.delete(sandboxId);
     reserved.container.launcher?.client.keepProcessAlive(true);
     return reserved.container;
+  }
+
+  /** Removes a container taken from the pool that its sandbox cannot use (runtime.ts: files). */
+  discard(c: PooledContainer): Promise<void> {
+    return this.#discard(c);
   }
 
   /** Removes an idle container of `key` that `fits`, waiting for one of that key being created. */

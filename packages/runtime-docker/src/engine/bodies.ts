@@ -68,6 +68,12 @@ export function buildCreateBody(spec: DockerRunSpec): ContainerCreateOptions {
         ...(spec.launcherDir === undefined
           ? []
           : [{ Type: 'bind', Source: spec.launcherDir, Target: LAUNCHER_DIR, ReadOnly: true }]),
+        ...(spec.files ?? []).map((f) => ({
+          Type: 'bind',
+          Source: f.source,
+          Target: f.dest,
+          ReadOnly: true,
+        })),
       ],
       ...limitFields(spec.limits, spec.swapLimit),
     },

@@ -173,6 +173,8 @@ export interface DockerRunSpec {
    * engine exec).
    */
   readonly launcherDir?: string;
+  /** Host files bound read-only at their destinations (the sandbox's files, container/files.ts). */
+  readonly files?: readonly { readonly source: string; readonly dest: string }[];
 }
 
 /** Stands for the seccomp profile's JSON in audit records (it is long and constant). */
@@ -252,6 +254,10 @@ export function buildRunArgs(spec: DockerRunSpec): string[] {
             ',',
           ),
         ]),
+    ...(spec.files ?? []).flatMap((f) => [
+      '--mount',
+      ['type=bind', `source=${csvField(f.source)}`, `target=${csvField(f.dest)}`, 'readonly'].join(','),
+    ]),
     '--workdir',
     WORKSPACE_DIR,
     // --- resource limits: per container, i.e. per sandbox (shared by all its commands) ---
