@@ -6,7 +6,7 @@
 // addresses on this machine are ever used. close() removes everything.
 import { execFile } from 'node:child_process';
 import { createSocket } from 'node:dgram';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { access, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { createServer as createHttpServer } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import { createServer } from 'node:net';
@@ -46,7 +46,26 @@ export interface TestNet {
 
 const ip = (args: readonly string[]): Promise<unknown> => run('ip', [...args]);
 
+/**
+ * Removes the test networks of test processes that are gone (killed before their clean-up ran): their
+ * host-side addresses are this one's, and would take its traffic.
+ */
+async function removeStaleTestNets(): Promise<void> {
+  const { stdout } = await run('ip', ['netns', 'list']);
+  for (const match of stdout.matchAll(/^aft(\d+)\b/gm)) {
+    const pid = Number(match[1]);
+    const alive = await access(`/proc/${String(pid)}`).then(
+      () => true,
+      () => false,
+    );
+    if (alive) continue;
+    await ip(['netns', 'del', `aft${String(pid)}`]).catch(() => undefined);
+    await ip(['link', 'del', `afh${String(pid)}`.slice(0, 15)]).catch(() => undefined);
+  }
+}
+
 export async function makeTestNet(): Promise<TestNet> {
+  await removeStaleTestNets();
   const name = `aft${process.pid}`;
   const hostIf = `afh${process.pid}`.slice(0, 15);
   const dir = await mkdtemp(join(tmpdir(), 'af-testnet-'));
