@@ -8,10 +8,13 @@ import type { Server } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { controlPlaneBackend, createHttpServer } from '@agentfense/control';
 import { useNetworkFixture } from '../helpers/network-fixture.js';
+import { call } from '../helpers/mcp.js';
 import { makeTestCerts, serveHttps } from '../helpers/secret-hosts.js';
 import type { Seen } from '../helpers/secret-hosts.js';
 
@@ -168,6 +171,53 @@ describe('secrets', () => {
       expect(bad.body).toContain('secret 0 (API_KEY)');
       expect(bad.body).not.toContain(VALUE);
     } finally {
+      await server.app.close();
+    }
+  });
+
+  it("serve's /mcp face: a session on a sandbox made with secrets through POST /v1/sandboxes uses them and leaves the sandbox to its creator", async () => {
+    const server = createHttpServer({
+      backend: controlPlaneBackend(fx().cp, { localCodebases: true }),
+      insecureNoAuth: true,
+    });
+    try {
+      const { host, port } = await server.listen({ host: '127.0.0.1', port: 0 });
+      const created = await server.app.inject({
+        method: 'POST',
+        url: '/v1/sandboxes',
+        payload: {
+          codebase_id: fx().cp.listCodebases()[0]?.id ?? '',
+          network_policy: POLICY,
+          secrets: [{ name: 'API_KEY', hosts: ['pub.test'], value: VALUE }],
+        },
+      });
+      const { id } = created.json<{ id: string }>();
+      let transport: StreamableHTTPClientTransport | undefined;
+      const connect = async (query: string): Promise<Client> => {
+        const mcp = new Client({ name: 'agentfense-secrets-test', version: '1.0.0' });
+        transport = new StreamableHTTPClientTransport(new URL(`http://${host}:${port}/mcp${query}`));
+        await mcp.connect(transport);
+        return mcp;
+      };
+      // sandbox_id names a sandbox whole: a codebase or runtime beside it is refused with the reason.
+      await expect(connect(`?sandbox_id=${id}&codebase_id=cb_x`)).rejects.toThrow(/drop codebase_id/);
+      await expect(connect('?sandbox_id=sb_00000000-0000-4000-8000-000000000000')).rejects.toThrow(
+        /AF_NOT_FOUND/,
+      );
+      const mcp = await connect(`?sandbox_id=${id}`); // started by the session: it was PENDING
+      const ran = await call(mcp, 'run', {
+        command:
+          'curl -sS -m 10 -H "Authorization: Bearer $API_KEY" https://pub.test:8443/mcp-face; echo "$API_KEY"',
+      });
+      expect(seen.find((s) => s.url === '/mcp-face')?.authorization).toBe(`Bearer ${VALUE}`);
+      expect(JSON.stringify(ran.data)).toMatch(/af-secret-[0-9a-f]+/);
+      expect(JSON.stringify(ran.data)).not.toContain(VALUE);
+      await transport?.terminateSession();
+      await mcp.close();
+      // The session ended (DELETE): the sandbox is its creator's and still runs.
+      expect(fx().cp.getSandbox(id).state).toBe('RUNNING');
+    } finally {
+      // The app alone: the fixture's control plane outlives this server.
       await server.app.close();
     }
   });

@@ -17,6 +17,11 @@ const QUERY = {
       type: 'string',
       description: "On the initialize request: the codebase the session's sandbox is created over.",
     },
+    sandbox_id: {
+      type: 'string',
+      description:
+        'On initialize, instead of codebase_id: a sandbox made with POST /v1/sandboxes (its network policy, secrets, rules and limits), started if it is not running and kept when the session ends.',
+    },
     preset: { type: 'string', description: 'On initialize: the permission preset (default agent-safe).' },
     runtime: { type: 'string', description: 'On initialize: bwrap (default) or docker.' },
     allow_commit: { type: 'boolean', description: 'On initialize: offer the commit and discard tools.' },
@@ -71,7 +76,7 @@ export function registerMcpRoute(
         operationId,
         summary: 'The Model Context Protocol (streamable HTTP transport): one sandbox per MCP session',
         description:
-          'Initialize with POST /mcp?codebase_id=cb_… (optional preset, runtime, allow_commit); the Mcp-Session-Id response header names the session, whose sandbox is destroyed on DELETE, after 30 idle minutes, or at shutdown. Tools as `agentfense mcp`.',
+          'Initialize with POST /mcp?codebase_id=cb_… (optional preset, runtime, allow_commit), or with POST /mcp?sandbox_id=sb_… to work in a sandbox made through the API; the Mcp-Session-Id response header names the session, whose own sandbox is destroyed on DELETE, after 30 idle minutes, or at shutdown (a sandbox named by sandbox_id is kept). Tools as `agentfense mcp`.',
         tags: ['mcp'],
         querystring: QUERY,
         ...(method === 'POST'

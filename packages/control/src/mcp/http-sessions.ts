@@ -1,6 +1,9 @@
 // MCP over streamable HTTP (`/mcp` on `agentfense serve`): one sandbox per MCP session, over the codebase
 // the client names when it initializes (`/mcp?codebase_id=cb_…`), destroyed when the session ends: DELETE
-// by the client, idle for MCP_SESSION_IDLE_MS, or the server shutting down. Loaded on first use only.
+// by the client, idle for MCP_SESSION_IDLE_MS, or the server shutting down. Or a session on a sandbox made
+// through the API (`/mcp?sandbox_id=sb_…`), so everything the create request takes (network policy,
+// secrets, rules, limits) reaches MCP without a query string of its own; that sandbox is its creator's and
+// outlives the session. Loaded on first use only.
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
@@ -18,6 +21,7 @@ export const MCP_SESSION_IDLE_MS = 30 * 60_000;
 /** What a client may give on the initialize request's query string. */
 export interface McpSessionQuery {
   readonly codebase_id?: string;
+  readonly sandbox_id?: string;
   readonly preset?: string;
   readonly runtime?: string;
   readonly allow_commit?: boolean;
@@ -27,6 +31,8 @@ interface Entry {
   readonly transport: StreamableHTTPServerTransport;
   readonly mcp: SandboxMcpServer;
   readonly sandboxId: string;
+  /** Made for this session (destroyed with it), not a sandbox named by `sandbox_id`. */
+  readonly owned: boolean;
   timer: NodeJS.Timeout | undefined;
   closed: Promise<void> | undefined;
 }
@@ -116,24 +122,8 @@ export class McpHttpSessions {
   }
 
   async #open(query: McpSessionQuery): Promise<Entry> {
-    const codebaseId = query.codebase_id;
-    if (codebaseId === undefined || codebaseId === '') {
-      throw new InvalidArgumentError(
-        'name the codebase to work on: /mcp?codebase_id=cb_… (create or link one with POST /v1/codebases); optional: preset, runtime, allow_commit=true',
-      );
-    }
-    const sandbox = await this.#backend.createSandbox({
-      codebaseId,
-      labels: { 'agentfense.client': 'mcp-http' },
-      ...(query.preset === undefined ? {} : { preset: query.preset }),
-      ...(query.runtime === undefined ? {} : { runtime: query.runtime }),
-    });
-    try {
-      await this.#backend.startSandbox(sandbox.id);
-    } catch (err) {
-      await this.#backend.destroySandbox(sandbox.id).catch(() => undefined);
-      throw err;
-    }
+    const sandbox = query.sandbox_id === undefined ? await this.#create(query) : await this.#attach(query);
+    const owned = query.sandbox_id === undefined;
     const mcp = createSandboxMcpServer(
       { backend: this.#backend, sandboxId: sandbox.id, allowCommit: query.allow_commit === true },
       this.#logger === undefined ? {} : { logger: this.#logger.child({ sandboxId: sandbox.id }) },
@@ -149,12 +139,49 @@ export class McpHttpSessions {
       }),
       mcp,
       sandboxId: sandbox.id,
+      owned,
       timer: undefined,
       closed: undefined,
     };
     entry.transport.onclose = () => void this.#close(entry);
     await mcp.server.connect(entry.transport);
     return entry;
+  }
+
+  /** A sandbox of the session's own over `codebase_id`, started. */
+  async #create(query: McpSessionQuery): Promise<{ id: string }> {
+    const codebaseId = query.codebase_id;
+    if (codebaseId === undefined || codebaseId === '') {
+      throw new InvalidArgumentError(
+        'name the codebase to work on: /mcp?codebase_id=cb_… (create or link one with POST /v1/codebases); optional: preset, runtime, allow_commit=true; or name a sandbox made with POST /v1/sandboxes: /mcp?sandbox_id=sb_…',
+      );
+    }
+    const sandbox = await this.#backend.createSandbox({
+      codebaseId,
+      labels: { 'agentfense.client': 'mcp-http' },
+      ...(query.preset === undefined ? {} : { preset: query.preset }),
+      ...(query.runtime === undefined ? {} : { runtime: query.runtime }),
+    });
+    try {
+      await this.#backend.startSandbox(sandbox.id);
+    } catch (err) {
+      await this.#backend.destroySandbox(sandbox.id).catch(() => undefined);
+      throw err;
+    }
+    return sandbox;
+  }
+
+  /** An existing sandbox named by `sandbox_id`, started if it is not running. */
+  async #attach(query: McpSessionQuery): Promise<{ id: string }> {
+    const extra = (['codebase_id', 'preset', 'runtime'] as const).filter((k) => query[k] !== undefined);
+    if (extra.length > 0) {
+      throw new InvalidArgumentError(
+        `sandbox_id names a sandbox that already has its codebase, rules and runtime: drop ${extra.join(', ')} from the query, or drop sandbox_id to have a sandbox made for the session`,
+      );
+    }
+    const sandbox = await this.#backend.getSandbox(query.sandbox_id ?? '');
+    if (sandbox.state !== 'RUNNING') await this.#backend.startSandbox(sandbox.id);
+    return sandbox;
   }
 
   #touch(id: string, entry: Entry): void {
@@ -173,11 +200,13 @@ export class McpHttpSessions {
       if (id !== undefined) this.#sessions.delete(id);
       await entry.mcp.close().catch(() => undefined);
       await entry.transport.close().catch(() => undefined);
-      await this.#backend
-        .destroySandbox(entry.sandboxId)
-        .catch((err: unknown) =>
-          this.#logger?.error({ err, sandboxId: entry.sandboxId }, 'MCP sandbox destroy failed'),
-        );
+      if (entry.owned) {
+        await this.#backend
+          .destroySandbox(entry.sandboxId)
+          .catch((err: unknown) =>
+            this.#logger?.error({ err, sandboxId: entry.sandboxId }, 'MCP sandbox destroy failed'),
+          );
+      }
       this.#logger?.info({ sessionId: id, sandboxId: entry.sandboxId }, 'MCP session closed');
     })();
     return entry.closed;
