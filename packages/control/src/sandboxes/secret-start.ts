@@ -19,7 +19,8 @@ export interface SecretStart {
 
 export function secretStart(sandboxId: string, secrets: readonly SandboxSecret[]): SecretStart | undefined {
   if (secrets.length === 0) return undefined;
-  const ca = createSandboxCa(sandboxId);
+  // Constrained to the bound hosts: even its key could sign for nothing else the sandbox would accept.
+  const ca = createSandboxCa({ sandboxId, hosts: secrets.flatMap((s) => s.hosts) });
   let system = '';
   try {
     system = readFileSync(SYSTEM_BUNDLE, 'utf8');
