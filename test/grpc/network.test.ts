@@ -193,6 +193,10 @@ describe('gRPC sandbox.v1: the network policy', () => {
       await c.unary('sandbox', 'ListSandboxes', {}),
     ];
     expect(JSON.stringify(replies)).not.toContain(value);
+    // Every reply names the secret, its hosts and its source kind.
+    expect(created.secrets).toEqual([
+      { name: 'API_KEY', hosts: ['pub.test'], paths: [], methods: [], header: null, source: 'value' },
+    ]);
     // A bad secret: INVALID_ARGUMENT naming it, never echoing its value.
     const refused = await c
       .unary('sandbox', 'CreateSandbox', {

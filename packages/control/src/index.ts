@@ -88,6 +88,7 @@ export type {
   SandboxExecOptions,
   SandboxInfo,
   SandboxState,
+  SecretInfo,
 } from './sandboxes/types.js';
 export { TRANSITIONS, canTransition } from './sandboxes/state.js';
 export { RuntimeRegistry } from './sandboxes/runtimes.js';

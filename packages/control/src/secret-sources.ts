@@ -1,13 +1,16 @@
 // Where an operator's secret values come from: given directly, an environment variable of this
-// process, a file, or a command (a keychain or vault CLI, run as an argv without a shell). Resolved in
-// the operator's process (library, CLI) before the control plane sees them; never from the agent, and
-// never over the HTTP or gRPC API, whose callers may only give values (docs/secrets.md). Errors name
-// the secret and its source, never a value or a command's output.
+// process, a file, or a command (a keychain or vault CLI, run as an argv without a shell). Read in the
+// process of the control plane the operator opened (library, CLI), at create, and again from the kept
+// source by a process that starts the sandbox without holding the value; never from the agent, and
+// never named over the HTTP or gRPC API, whose callers may only give values (docs/secrets.md). Errors
+// name the secret and its source, never a value or a command's output.
 import { execFile } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
+import { resolve } from 'node:path';
 import { InvalidArgumentError } from '@agentfense/protocol';
 import { markNotDumpable } from '@agentfense/network';
 import type { SecretBinding, SecretInput } from '@agentfense/network';
+import type { SecretOrigin } from './sandboxes/types.js';
 
 /** A secret as an operator declares it: its binding and exactly one source of its value. */
 export type SecretSource = SecretBinding &
@@ -51,6 +54,35 @@ function runCommand(name: string, argv: readonly string[]): Promise<string> {
   });
 }
 
+const SOURCES = ['value', 'env', 'file', 'command'] as const;
+
+/**
+ * Where `source` reads its value, to be kept with the sandbox (a file by its absolute path); null for a
+ * value given as it is, which is never kept. Refuses a secret with no source or more than one.
+ */
+export function originOf(source: SecretSource): SecretOrigin | null {
+  const given = SOURCES.filter((k) => k in source);
+  const name = String((source as { name?: unknown }).name);
+  if (given.length !== 1) {
+    throw new InvalidArgumentError(
+      `secret ${name}: give exactly one of value, env, file, command (got ${given.join(', ') || 'none'})`,
+    );
+  }
+  if ('value' in source) return null;
+  if ('env' in source && typeof source.env === 'string' && source.env !== '') return { env: source.env };
+  if ('file' in source && typeof source.file === 'string' && source.file !== '')
+    return { file: resolve(source.file) };
+  if (
+    'command' in source &&
+    Array.isArray(source.command) &&
+    source.command.every((a) => typeof a === 'string')
+  )
+    return { command: [...source.command] };
+  throw new InvalidArgumentError(
+    `secret ${name}: \`${given[0] ?? ''}\` must be a non-empty string (env, file) or an argv (command)`,
+  );
+}
+
 async function valueOf(source: SecretSource): Promise<string> {
   const { name } = source;
   if ('value' in source) return source.value;
@@ -80,6 +112,7 @@ export async function resolveSecrets(sources: readonly SecretSource[] | undefine
   // Before the first value is read: no core dump of this process, its /proc closed to other uids.
   if ((sources ?? []).length > 0) markNotDumpable();
   for (const source of sources ?? []) {
+    originOf(source); // exactly one source, of the right type
     const { name, hosts, paths, methods, header } = source;
     out.push({
       name,

@@ -130,6 +130,7 @@ describe('metadata database', () => {
         // Equal creation times for some rows: the id breaks ties, so pages never skip or repeat.
         created_at: 100 + Math.floor(i / 2),
         updated_at: 100,
+        secrets: [],
       });
     }
     return { store, ids };

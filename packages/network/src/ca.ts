@@ -1,7 +1,8 @@
 // A sandbox's certificate authority: made in memory when a sandbox with secrets starts, trusted only
 // inside that sandbox, and used by its policy point alone to present certificates for the hosts a
 // secret is bound to. Its key is never written to disk (docs/secrets.md). Keys come from Node's own
-// generator; node-forge builds and signs the certificates (no hand-written ASN.1).
+// generator; node-forge builds and signs the certificates. The CA is name-constrained to those hosts:
+// forge has no builder for that extension, so its value is encoded here with forge.asn1.
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import forge from 'node-forge';
 
@@ -27,8 +28,53 @@ function dates(cert: forge.pki.Certificate, days: number): void {
   cert.validity.notAfter = new Date(Date.now() + days * 86_400_000);
 }
 
-/** A new CA for sandbox `sandboxId`: its certificate and key, PEM. */
-export function createSandboxCa(sandboxId: string): SandboxCaPem {
+export interface SandboxCaOptions {
+  readonly sandboxId: string;
+  /**
+   * The hosts the sandbox's secrets are bound to (names or `*.domain`): the only names a certificate
+   * under this CA may carry (name constraints below).
+   */
+  readonly hosts: readonly string[];
+}
+
+/**
+ * The permitted DNS subtrees for `hosts`. A subtree covers a name and every name below it (RFC 5280
+ * §4.2.1.10), so `*.example.com` becomes `example.com`: a dNSName constraint has no wildcard form, and
+ * the leading-dot form (below only) is not one every verifier reads the same way.
+ */
+export function permittedSubtrees(hosts: readonly string[]): string[] {
+  const bases = hosts.map((h) => (h.startsWith('*.') ? h.slice(2) : h));
+  return [...new Set(bases)].sort();
+}
+
+/**
+ * The DER of a NameConstraints value (RFC 5280 §4.2.1.10): permitted dNSName subtrees `names`, and every
+ * IPv4 and IPv6 address excluded (iPAddress 0.0.0.0/0 and ::/0), so a certificate under this CA can
+ * name neither another host nor an address.
+ */
+function nameConstraintsDer(names: readonly string[]): string {
+  const { asn1 } = forge;
+  const ctx = (tag: number, constructed: boolean, value: string | forge.asn1.Asn1[]): forge.asn1.Asn1 =>
+    asn1.create(asn1.Class.CONTEXT_SPECIFIC, tag, constructed, value);
+  // GeneralSubtree ::= SEQUENCE { base GeneralName } (minimum 0 and no maximum: both left out).
+  const subtree = (base: forge.asn1.Asn1): forge.asn1.Asn1 =>
+    asn1.create(asn1.Class.UNIVERSAL, asn1.Type.SEQUENCE, true, [base]);
+  // GeneralName dNSName [2] IA5String and iPAddress [7] OCTET STRING (address then mask), both IMPLICIT.
+  const dns = (name: string): forge.asn1.Asn1 => subtree(ctx(2, false, name));
+  const anyAddress = (bytes: number): forge.asn1.Asn1 => subtree(ctx(7, false, '\0'.repeat(bytes * 2)));
+  const value = asn1.create(asn1.Class.UNIVERSAL, asn1.Type.SEQUENCE, true, [
+    ctx(0, true, names.map(dns)), // permittedSubtrees
+    ctx(1, true, [anyAddress(4), anyAddress(16)]), // excludedSubtrees
+  ]);
+  return asn1.toDer(value).getBytes();
+}
+
+/** A new CA for a sandbox and the hosts its secrets are bound to: its certificate and key, PEM. */
+export function createSandboxCa(options: SandboxCaOptions): SandboxCaPem {
+  const { sandboxId } = options;
+  const names = permittedSubtrees(options.hosts);
+  // An empty permitted list would mean "no constraint" to some verifiers: a CA for no host is refused.
+  if (names.length === 0) throw new Error('a sandbox CA needs at least one bound host');
   const keys = rsaKeys();
   const cert = forge.pki.createCertificate();
   cert.publicKey = keys.publicKey;
@@ -44,6 +90,8 @@ export function createSandboxCa(sandboxId: string): SandboxCaPem {
     { name: 'basicConstraints', cA: true, pathLenConstraint: 0, critical: true },
     { name: 'keyUsage', keyCertSign: true, cRLSign: true, critical: true },
     { name: 'subjectKeyIdentifier' },
+    // Critical: a verifier that cannot read it must refuse the CA rather than trust it unconstrained.
+    { id: '2.5.29.30', critical: true, value: nameConstraintsDer(names) },
   ]);
   cert.sign(keys.privateKey, forge.md.sha256.create());
   return { cert: forge.pki.certificateToPem(cert), key: forge.pki.privateKeyToPem(keys.privateKey) };

@@ -31,7 +31,7 @@ export {
 } from './secrets.js';
 export type { SandboxSecret, SecretBinding, SecretInput } from './secrets.js';
 export { createSandboxCa } from './ca.js';
-export type { SandboxCaPem } from './ca.js';
+export type { SandboxCaOptions, SandboxCaPem } from './ca.js';
 export type { SecretSetOptions } from './secret-set.js';
 export { swapBytes } from './swap.js';
 export type { Swap } from './swap.js';

@@ -62,9 +62,9 @@ describe('swap', () => {
 });
 
 describe('interceptor', () => {
-  const upstreamCa = createSandboxCa('upstream');
-  const forgerCa = createSandboxCa('forger');
-  const sandboxCa = createSandboxCa('sb_test');
+  const upstreamCa = createSandboxCa({ sandboxId: 'upstream', hosts: ['api.test'] });
+  const forgerCa = createSandboxCa({ sandboxId: 'forger', hosts: ['api.test'] });
+  const sandboxCa = createSandboxCa({ sandboxId: 'sb_test', hosts: ['api.test'] });
   const seen: { headers: Record<string, unknown>; url: string; body: string }[] = [];
   const audit: NetworkAuditEvent[] = [];
   let upstream: HttpsServer;

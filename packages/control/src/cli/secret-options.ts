@@ -6,9 +6,8 @@
 import { resolve } from 'node:path';
 import type { Command } from 'commander';
 import { InvalidArgumentError } from '@agentfense/protocol/core';
-import type { SecretInput } from '@agentfense/network';
 import { readJsonFile } from '../rules-file.js';
-import { resolveSecrets } from '../secret-sources.js';
+import { originOf } from '../secret-sources.js';
 import type { SecretSource } from '../secret-sources.js';
 
 export interface SecretFlags {
@@ -71,8 +70,14 @@ function fromFileEntry(raw: unknown, index: number, cwd: string): SecretSource {
     : entry) as unknown as SecretSource;
 }
 
-/** The secrets the flags declare, with their values read. */
-export async function secretsFromFlags(flags: SecretFlags, options: { cwd: string }): Promise<SecretInput[]> {
+/**
+ * The secrets the flags declare, with their sources: the control plane reads each value at create and
+ * keeps the source (never the value) so a later start in another process reads it again.
+ */
+export async function secretsFromFlags(
+  flags: SecretFlags,
+  options: { cwd: string },
+): Promise<SecretSource[]> {
   const sources = (flags.secret ?? []).map((v) => parseSecretFlag(v, options.cwd));
   if (flags.secretFile !== undefined) {
     const list = await readJsonFile(flags.secretFile, { cwd: options.cwd, what: '--secret-file' });
@@ -80,5 +85,7 @@ export async function secretsFromFlags(flags: SecretFlags, options: { cwd: strin
       throw new InvalidArgumentError('--secret-file: expected a JSON array of secrets');
     sources.push(...list.map((raw, i) => fromFileEntry(raw, i, options.cwd)));
   }
-  return resolveSecrets(sources);
+  // Checked now (exactly one source each), before anything is created.
+  for (const source of sources) originOf(source);
+  return sources;
 }

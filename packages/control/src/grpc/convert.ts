@@ -318,6 +318,14 @@ export function sandboxToProto(s: SandboxInfo): Sandbox {
       pidsLimit: r.pidsLimit ?? 0,
     },
     networkPolicy: networkPolicyToProto(s.networkPolicy),
+    secrets: s.secrets.map((secret) => ({
+      name: secret.name,
+      hosts: [...secret.hosts],
+      paths: [...(secret.paths ?? [])],
+      methods: [...(secret.methods ?? [])],
+      ...(secret.header === undefined ? {} : { header: { ...secret.header } }),
+      source: secret.source,
+    })),
   };
 }
 

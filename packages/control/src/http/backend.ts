@@ -2,7 +2,8 @@
 // ControlPlane. Routes only ever talk to an HttpBackend, so this file is the only one that follows the
 // control plane's API; it also pages the one listing the control plane does not page itself (codebases)
 // and reads a sandbox's log.
-import type { NetworkAuditEvent, NetworkPolicyInput } from '@agentfense/network';
+import { validateSecrets } from '@agentfense/network';
+import type { NetworkAuditEvent, NetworkPolicyInput, SecretInput } from '@agentfense/network';
 import { availableParallelism } from 'node:os';
 import type { Readable } from 'node:stream';
 import type { AuditEvent, ChangeEntry, CommitMode, CommitResult, ExecResult } from '@agentfense/protocol';
@@ -33,8 +34,11 @@ export interface ListCodebasesOptions {
   readonly pageToken?: string;
 }
 
-/** Create options of a sandbox as the HTTP API takes them (the control plane's own). */
-export type HttpCreateSandboxOptions = CreateSandboxOptions;
+/** Create options of a sandbox as the HTTP API takes them: the control plane's, secrets by value only
+ * (an API caller never names a file or command to read). */
+export type HttpCreateSandboxOptions = Omit<CreateSandboxOptions, 'secrets'> & {
+  readonly secrets?: readonly SecretInput[];
+};
 
 /** The operations the HTTP API exposes, in the control plane's camelCase shapes. */
 export interface HttpBackend {
@@ -153,8 +157,18 @@ export function controlPlaneBackend(
     // The control plane refuses an image for a runtime other than docker.
     // Owned by this server from creation: if it dies before the start, recovery settles the sandbox
     // (STOPPED) instead of leaving it PENDING; a clean shutdown hands it back PENDING.
+    // Secrets are checked to be values alone here, whatever a face let through: a source (env, file,
+    // command) is an unknown field, so no API caller makes this process read a file or run a command.
     createSandbox: (options) =>
-      inCodebase(options.codebaseId, () => plane.createSandbox(options, { own: true })),
+      inCodebase(options.codebaseId, () =>
+        plane.createSandbox(
+          {
+            ...options,
+            ...(options.secrets === undefined ? {} : { secrets: validateSecrets(options.secrets) }),
+          },
+          { own: true },
+        ),
+      ),
     getSandbox: (id) => sandbox(id, () => plane.getSandbox(id)),
     // The run helper's idle spares are internal: the local CLI may list them by their reserved label
     // (records.ts), a remote caller may not (it could then exec in, stop or destroy a sandbox the next

@@ -239,6 +239,7 @@ export function sandboxToWire(s: SandboxInfo): Record<string, unknown> {
     resources: resourcesToWire(s.resources),
     network: s.network,
     network_policy: s.networkPolicy,
+    secrets: s.secrets,
     audit_allowed: s.auditAllowed,
     restart_count: s.restartCount,
     last_restart_at: s.lastRestartAt,

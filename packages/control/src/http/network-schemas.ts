@@ -48,6 +48,28 @@ export const SecretIn = object(
   ['name', 'hosts', 'value'],
 );
 
+/** A sandbox's secret as every answer shows it: where it may be used and its source, never a value. */
+export const SecretOut = object(
+  'SecretInfo',
+  {
+    name: { type: 'string' },
+    hosts: { type: 'array', items: { type: 'string' } },
+    paths: { type: 'array', items: { type: 'string' } },
+    methods: { type: 'array', items: { type: 'string' } },
+    header: object('SecretHeaderInfo', { name: { type: 'string' }, value: { type: 'string' } }, [
+      'name',
+      'value',
+    ]),
+    source: {
+      type: 'string',
+      enum: ['env', 'file', 'command', 'value'],
+      description:
+        'where the value comes from; `value`: given by value, not kept, so a restarted control plane lacks it',
+    },
+  },
+  ['name', 'hosts', 'source'],
+);
+
 export const NetworkPolicyOut = outObject('NetworkPolicy', {
   mode: { type: 'string', enum: [...NETWORK_MODES] },
   rules: { type: 'array', items: NetworkRule },

@@ -9,7 +9,7 @@ import {
   SANDBOX_STATUS,
   SESSION_STATUS,
 } from './mapping.js';
-import { NetworkPolicyIn, NetworkPolicyOut, SecretIn } from './network-schemas.js';
+import { NetworkPolicyIn, NetworkPolicyOut, SecretIn, SecretOut } from './network-schemas.js';
 import { object, outObject } from './schema-builders.js';
 import type { Schema } from './schema-builders.js';
 
@@ -222,6 +222,7 @@ export const Sandbox = outObject('Sandbox', {
   resources: Resources,
   network: { type: 'boolean', description: 'whether the sandbox reaches beyond its own loopback' },
   network_policy: NetworkPolicyOut,
+  secrets: { type: 'array', items: SecretOut, description: "the sandbox's secrets, never their values" },
   audit_allowed: { type: 'boolean' },
   restart_count: { type: 'integer' },
   last_restart_at: nullableTime,

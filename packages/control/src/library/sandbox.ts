@@ -23,7 +23,6 @@ import { ExecStream } from './exec-stream.js';
 import { SharedPlanes } from './shared-planes.js';
 import type { PlaneLease } from './shared-planes.js';
 import { LibrarySpares } from './spares.js';
-import { resolveSecrets } from '../secret-sources.js';
 import type { SecretSource } from '../secret-sources.js';
 import type { SpareSpec } from '../sandboxes/spare.js';
 import { decodeOutput, splitEncoding } from './output.js';
@@ -146,7 +145,8 @@ export class Sandbox implements AsyncDisposable {
     let codebaseId: string | undefined;
     let sandboxId: string | undefined;
     try {
-      const secrets = await resolveSecrets(options.secrets);
+      // Read by the control plane at create (this process), which keeps each source for a later start.
+      const secrets = options.secrets ?? [];
       // A spare started ahead for exactly this request (library/spares.ts): only on the shared plane, and
       // never for one with secrets (a spare has none; secrets are never part of a spare's spec).
       const taken =

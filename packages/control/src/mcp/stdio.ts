@@ -2,7 +2,8 @@
 // of stdin, SIGINT or SIGTERM ends it; the sandbox is then destroyed (mount, processes and change set
 // gone) unless `keep`, which stops it with its changes, logs and audit trail and prints its id on stderr.
 // stdout carries only the protocol: everything else goes to stderr or the control plane's log file.
-import type { NetworkPolicyInput, SecretInput } from '@agentfense/network';
+import type { NetworkPolicyInput } from '@agentfense/network';
+import type { SecretSource } from '../secret-sources.js';
 import type { Readable, Writable } from 'node:stream';
 import type { PermissionRule } from '@agentfense/protocol';
 import { ControlPlane } from '../control-plane.js';
@@ -16,8 +17,8 @@ export interface McpStdioOptions {
   readonly runtime?: string;
   readonly image?: string;
   readonly network?: boolean | NetworkPolicyInput;
-  /** Secrets with their values read (docs/secrets.md); the sandbox sees placeholders. */
-  readonly secrets?: readonly SecretInput[];
+  /** Secrets and their sources (docs/secrets.md); the sandbox sees placeholders. */
+  readonly secrets?: readonly SecretSource[];
   readonly allowCommit: boolean;
   readonly keep: boolean;
   readonly dataDir?: string;

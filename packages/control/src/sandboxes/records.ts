@@ -68,8 +68,10 @@ export async function newSandboxRow(
   const expiresIn = checkExpiresIn(options.expiresIn);
   const network = validateNetworkPolicy(options.network);
   const id = newId('sandbox');
-  // Validated with the rest; kept once the row is made (a create refused here keeps nothing).
-  deps.secrets.set(id, SecretVault.prepare(options.secrets, network));
+  // Read and validated with the rest; the values kept in memory once the row is made (a create refused
+  // here keeps nothing), the bindings and sources in the row.
+  const { secrets, stored } = await SecretVault.prepare(options.secrets, network);
+  deps.secrets.set(id, secrets);
   return {
     id,
     codebase_id: codebaseId,
@@ -86,6 +88,7 @@ export async function newSandboxRow(
     expires_at: expiresIn === undefined ? null : now + Math.round(expiresIn * 1000),
     created_at: now,
     updated_at: now,
+    secrets: stored,
   };
 }
 

@@ -2,8 +2,9 @@
 // the files that make the sandbox trust it (the system's CAs plus it, bound over the system bundle, and
 // the CA alone for Node), the variables that name them, and each secret's placeholder variable.
 import { readFileSync } from 'node:fs';
-import { createSandboxCa, placeholderEnv } from '@agentfense/network';
-import type { SandboxCaPem, SandboxSecret } from '@agentfense/network';
+import { createSandboxCa } from '@agentfense/network';
+import type { SandboxCaPem } from '@agentfense/network';
+import type { HeldSecrets } from './secrets.js';
 
 /** Debian's system bundle: the sandbox's /etc copy of it is what most TLS clients read. */
 const SYSTEM_BUNDLE = '/etc/ssl/certs/ca-certificates.crt';
@@ -11,15 +12,22 @@ const SYSTEM_BUNDLE = '/etc/ssl/certs/ca-certificates.crt';
 const CA_FILE = SYSTEM_BUNDLE;
 
 export interface SecretStart {
-  readonly ca: SandboxCaPem;
+  /** Absent when no secret has a value here (every one unusable): nothing is intercepted. */
+  readonly ca?: SandboxCaPem;
   readonly files: { dest: string; content: string }[];
   /** Placed after the sandbox's own env: a secret's name always carries its placeholder. */
   readonly env: Record<string, string>;
 }
 
-export function secretStart(sandboxId: string, secrets: readonly SandboxSecret[]): SecretStart | undefined {
-  if (secrets.length === 0) return undefined;
-  const ca = createSandboxCa(sandboxId);
+export function secretStart(
+  sandboxId: string,
+  held: Pick<HeldSecrets, 'usable' | 'placeholders'>,
+): SecretStart | undefined {
+  // Every secret's placeholder is set, usable or not: the agent's view stays the same either way.
+  if (Object.keys(held.placeholders).length === 0) return undefined;
+  if (held.usable.length === 0) return { files: [], env: { ...held.placeholders } };
+  // Constrained to the bound hosts: even its key could sign for nothing else the sandbox would accept.
+  const ca = createSandboxCa({ sandboxId, hosts: held.usable.flatMap((s) => s.hosts) });
   let system = '';
   try {
     system = readFileSync(SYSTEM_BUNDLE, 'utf8');
@@ -36,7 +44,7 @@ export function secretStart(sandboxId: string, secrets: readonly SandboxSecret[]
       REQUESTS_CA_BUNDLE: SYSTEM_BUNDLE,
       GIT_SSL_CAINFO: SYSTEM_BUNDLE,
       NODE_EXTRA_CA_CERTS: CA_FILE,
-      ...placeholderEnv(secrets),
+      ...held.placeholders,
     },
   };
 }

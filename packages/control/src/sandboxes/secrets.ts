@@ -1,5 +1,6 @@
-// A sandbox's secrets in the control plane: kept in this process's memory only (never in the store, a
-// log or an API answer), handed to the sandbox's policy point at each start, and forgotten at destroy.
+// A sandbox's secrets in the control plane: values in this process's memory only (never in the store, a
+// log or an API answer; the store keeps bindings and sources), handed to the sandbox's policy point at
+// each start, read again from their sources by a process that lacks them, and forgotten at destroy.
 // Redaction is the second line: output, diffs and audit records this process returns are searched for
 // the real values (in case one leaked another way) and masked.
 import { InvalidArgumentError } from '@agentfense/protocol';
@@ -11,7 +12,10 @@ import {
   validateSecrets,
   withPlaceholders,
 } from '@agentfense/network';
-import type { NetworkPolicy, SandboxSecret, SecretBinding } from '@agentfense/network';
+import type { NetworkPolicy, SandboxSecret } from '@agentfense/network';
+import { originOf, resolveSecrets } from '../secret-sources.js';
+import type { SecretSource } from '../secret-sources.js';
+import type { StoredSecret } from './types.js';
 
 /** A start on a sandbox's instance that is handed its secrets too (a session masks with them). */
 export type WithSecrets<T> = (instance: RuntimeInstance, secrets: readonly SandboxSecret[]) => Promise<T>;
@@ -100,37 +104,95 @@ export async function maskedExec<O extends ExecOptions>(
   }
 }
 
+/** What one process holds of a sandbox's secrets. */
+export interface HeldSecrets {
+  /** The secrets whose values this process holds: the ones the policy point is given. */
+  readonly usable: readonly SandboxSecret[];
+  /** Every secret's placeholder by name, usable or not: the sandbox's variables. */
+  readonly placeholders: Readonly<Record<string, string>>;
+  /** Which secrets are not usable and what to do about it (the sandbox's state reason); null: none. */
+  readonly reason: string | null;
+}
+
+const NONE: HeldSecrets = { usable: [], placeholders: {}, reason: null };
+
+/** Why a secret given by value is missing in a process that did not create its sandbox. */
+function notKept(name: string): string {
+  return `secret ${name} was given by value, which is never stored, so this control plane does not have it: its placeholder is set but never replaced; destroy the sandbox and create it again with the secret, or declare it from env:VAR, file:PATH or cmd:ARGV (CLI --secret, library secrets), which a later start reads again`;
+}
+
 export class SecretVault {
-  readonly #byId = new Map<string, readonly SandboxSecret[]>();
+  readonly #byId = new Map<string, HeldSecrets>();
 
   /**
-   * Validates a create's secrets and gives each its placeholder. A secret needs a network to be used
-   * on: a sandbox without one (mode none) is refused rather than given placeholders that never work.
+   * Reads and validates a create's secrets and gives each its placeholder; returns them and what the
+   * store keeps of them (never a value). A secret needs a network to be used on: a sandbox without one
+   * (mode none) is refused, before any source is read, rather than given placeholders that never work.
    */
-  static prepare(input: readonly unknown[] | undefined, network: NetworkPolicy): SandboxSecret[] {
-    const secrets = validateSecrets(input);
-    if (secrets.length > 0 && network.mode === 'none') {
+  static async prepare(
+    input: readonly SecretSource[] | undefined,
+    network: NetworkPolicy,
+  ): Promise<{ secrets: SandboxSecret[]; stored: StoredSecret[] }> {
+    const sources = input ?? [];
+    if (sources.length > 0 && network.mode === 'none') {
+      const first = sources[0];
       throw new InvalidArgumentError(
-        `secret ${secrets[0]?.name ?? ''}: the sandbox has no network (mode none); allow the secret's hosts (--allow-host ${secrets[0]?.hosts[0] ?? 'HOST'}) or use --network open`,
+        `secret ${first?.name ?? ''}: the sandbox has no network (mode none); allow the secret's hosts (--allow-host ${first?.hosts[0] ?? 'HOST'}) or use --network open`,
       );
     }
-    return withPlaceholders(secrets);
+    const origins = sources.map(originOf);
+    const secrets = withPlaceholders(validateSecrets(await resolveSecrets(sources)));
+    const stored = secrets.map((s, i) => ({
+      ...secretBinding(s),
+      placeholder: s.placeholder,
+      source: origins[i] ?? null,
+    }));
+    return { secrets, stored };
   }
 
   set(id: string, secrets: readonly SandboxSecret[]): void {
     if (secrets.length === 0) return;
     // This process now holds values: no core dump of it, its /proc closed to other uids.
     markNotDumpable();
-    this.#byId.set(id, secrets);
+    const placeholders = Object.fromEntries(secrets.map((s) => [s.name, s.placeholder]));
+    this.#byId.set(id, { usable: secrets, placeholders, reason: null });
+  }
+
+  /**
+   * What a start gives the sandbox: the values this process holds, and those it lacks read again from
+   * their kept sources (a control plane opened after the create). A secret given by value, or whose
+   * source fails now, stays a placeholder with no value, and the reason names it and the fix.
+   */
+  async load(id: string, stored: readonly StoredSecret[]): Promise<HeldSecrets> {
+    const held = this.#byId.get(id) ?? NONE;
+    if (stored.length === 0 || (held.reason === null && held.usable.length === stored.length)) return held;
+    const usable: SandboxSecret[] = [];
+    const missing: string[] = [];
+    for (const kept of stored) {
+      const had = held.usable.find((s) => s.name === kept.name);
+      if (had !== undefined) usable.push(had);
+      else if (kept.source === null) missing.push(notKept(kept.name));
+      else {
+        try {
+          const [input] = validateSecrets(await resolveSecrets([{ ...secretBinding(kept), ...kept.source }]));
+          if (input !== undefined) usable.push({ ...input, placeholder: kept.placeholder });
+        } catch (err) {
+          // The message names the secret and its source, never a value (secret-sources.ts).
+          missing.push(
+            `${(err as Error).message}: its placeholder is set but never replaced; fix the source and start the sandbox again`,
+          );
+        }
+      }
+    }
+    if (usable.length > 0) markNotDumpable();
+    const placeholders = Object.fromEntries(stored.map((s) => [s.name, s.placeholder]));
+    const loaded = { usable, placeholders, reason: missing.length === 0 ? null : missing.join('; ') };
+    this.#byId.set(id, loaded);
+    return loaded;
   }
 
   get(id: string): readonly SandboxSecret[] {
-    return this.#byId.get(id) ?? [];
-  }
-
-  /** The bindings alone (names, hosts): what may be shown. */
-  bindings(id: string): SecretBinding[] {
-    return this.get(id).map(secretBinding);
+    return this.#byId.get(id)?.usable ?? [];
   }
 
   delete(id: string): void {

@@ -86,7 +86,9 @@ export interface StartHooks {
  */
 export async function startSandbox(deps: StartDeps, row: SandboxRow, hooks: StartHooks): Promise<Live> {
   const { id } = row;
-  const secrets = deps.secrets.get(id);
+  // Values this process lacks (a control plane opened after the create) are read from their sources.
+  const held = await deps.secrets.load(id, row.secrets);
+  const secrets = held.usable;
   const paths = deps.layout.sandbox(id);
   const log = deps.logger.child({ sandboxId: id });
   let supervisor: WorkerSupervisor | undefined;
@@ -153,7 +155,8 @@ export async function startSandbox(deps: StartDeps, row: SandboxRow, hooks: Star
     });
     const policed = row.network.mode !== 'none';
     // A sandbox with secrets: its CA (in memory), the files and variables that make the sandbox trust it.
-    const withSecrets = policed ? secretStart(id, secrets) : undefined;
+    const withSecrets = policed ? secretStart(id, held) : undefined;
+    const ca = withSecrets?.ca;
     const startNetwork = async (create: boolean): Promise<void> => {
       network = await startPolicyPoint({
         row,
@@ -163,7 +166,7 @@ export async function startSandbox(deps: StartDeps, row: SandboxRow, hooks: Star
         store: deps.store,
         audit,
         logger: log,
-        ...(withSecrets === undefined ? {} : { secrets: { secrets, ca: withSecrets.ca } }),
+        ...(ca === undefined ? {} : { secrets: { secrets, ca } }),
         redact: (events) => redact(events, secrets),
       });
     };
@@ -181,7 +184,7 @@ export async function startSandbox(deps: StartDeps, row: SandboxRow, hooks: Star
         ...(user === undefined ? {} : { user }),
         // The proxy variables first: a sandbox's own env may override them (the NAT polices either way).
         env: policed ? { ...PROXY_ENV, ...row.env, ...withSecrets?.env } : row.env,
-        ...(withSecrets === undefined ? {} : { files: withSecrets.files }),
+        ...(withSecrets === undefined || withSecrets.files.length === 0 ? {} : { files: withSecrets.files }),
       });
       instance = started;
       if (policed && traits.netns === 'publishes') await startNetwork(false);
@@ -202,9 +205,11 @@ export async function startSandbox(deps: StartDeps, row: SandboxRow, hooks: Star
       instance = await startRuntime();
     }
     if (supervisor === undefined || instance === undefined) throw new Error('unreachable');
+    // A secret without its value here is named in the state reason (and the log), with the fix.
+    if (held.reason !== null) log.warn({ reason: held.reason }, 'sandbox started without some secrets');
     deps.store.update(id, {
       state: 'RUNNING',
-      state_reason: null,
+      state_reason: held.reason,
       started_at: Date.now(),
       limits: { ...instance.limits, diskBytes: row.resources.diskBytes ?? null },
     });

@@ -1,6 +1,7 @@
 // Public shapes of sandboxes: states, create options, records and exec options.
 import type { EnforcedLimits, ExecOptions, PermissionRule, ResourceLimits } from '@agentfense/protocol';
-import type { NetworkPolicy, NetworkPolicyInput, SecretInput } from '@agentfense/network';
+import type { NetworkPolicy, NetworkPolicyInput, SecretBinding } from '@agentfense/network';
+import type { SecretSource } from '../secret-sources.js';
 
 /** contract §6: PENDING → RUNNING ⇄ STOPPED; any → ERROR. */
 export const SANDBOX_STATES = ['PENDING', 'RUNNING', 'STOPPED', 'ERROR'] as const;
@@ -32,12 +33,30 @@ export interface CreateSandboxOptions {
   /** Audit allowed accesses too (denials always are). */
   readonly auditAllowed?: boolean;
   /**
-   * Secrets the sandbox may use but never read (docs/secrets.md): each bound to hosts; the sandbox gets
-   * `NAME=<placeholder>`, and its policy point puts the value into HTTPS requests to those hosts. Held
-   * in this process's memory only (a control plane restarted has to be given them again); never
-   * reported back.
+   * Secrets the sandbox may use but never read (docs/secrets.md): each bound to hosts, its value given
+   * or read (in this process) from `env`, `file` or `command`; the sandbox gets `NAME=<placeholder>`,
+   * and its policy point puts the value into HTTPS requests to those hosts. Values stay in this
+   * process's memory; the store keeps each binding and source, so a control plane opened later reads a
+   * value again from its source (one given by value cannot be: the sandbox then starts without it).
    */
-  readonly secrets?: readonly SecretInput[];
+  readonly secrets?: readonly SecretSource[];
+}
+
+/** Where a kept secret's value is read again by a process that does not hold it. */
+export type SecretOrigin =
+  { readonly env: string } | { readonly file: string } | { readonly command: readonly string[] };
+
+/** A secret as the store keeps it: binding, placeholder and source, never its value. */
+export interface StoredSecret extends SecretBinding {
+  readonly placeholder: string;
+  /** null: given by value, which is never stored. */
+  readonly source: SecretOrigin | null;
+}
+
+/** A secret as a sandbox's record shows it: where it may be used and where its value comes from. */
+export interface SecretInfo extends SecretBinding {
+  /** `value`: given by value, so a control plane opened later cannot read it again. */
+  readonly source: 'env' | 'file' | 'command' | 'value';
 }
 
 /** A sandbox as clients see it. Times are ISO 8601 strings. */
@@ -55,6 +74,8 @@ export interface SandboxInfo {
   readonly network: boolean;
   /** The network policy in force (mode and rules, presets expanded). */
   readonly networkPolicy: NetworkPolicy;
+  /** Its secrets' names, bindings and sources (never a value). */
+  readonly secrets: readonly SecretInfo[];
   readonly resources: ResourceLimits;
   /** The limits the runtime enforced at the last start, and how (null before the first start). */
   readonly limits: EnforcedLimits | null;

@@ -91,6 +91,12 @@ export const MIGRATIONS: readonly { readonly version: number; readonly sql: stri
       UPDATE codebases SET visibility = 'local' WHERE kind = 'linked';
     `,
   },
+  {
+    // A sandbox's secrets as JSON: name, binding, placeholder and source (env, file, command, or null
+    // for one given by value), never a value (docs/secrets.md). Null in older rows: no secrets kept.
+    version: 7,
+    sql: 'ALTER TABLE sandboxes ADD COLUMN secrets TEXT',
+  },
 ];
 
 /** How long a writer waits for another process's transaction before failing (ms). */

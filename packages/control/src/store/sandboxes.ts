@@ -4,7 +4,8 @@ import { NotFoundError } from '@agentfense/protocol';
 import type { EnforcedLimits, PermissionRule, ResourceLimits } from '@agentfense/protocol';
 import { NETWORK_NONE } from '@agentfense/network';
 import type { NetworkPolicy } from '@agentfense/network';
-import type { SandboxInfo, SandboxState } from '../sandboxes/types.js';
+import { secretBinding } from '@agentfense/network';
+import type { SandboxInfo, SandboxState, StoredSecret } from '../sandboxes/types.js';
 import type { Db } from './db.js';
 import type { PageCursor } from './pagination.js';
 
@@ -43,6 +44,8 @@ export interface SandboxRow {
   readonly last_restart_reason: string | null;
   /** The runtime's EnforcedLimits at the last start; null before. */
   readonly limits: EnforcedLimits | null;
+  /** Its secrets without their values (null in older rows: none). */
+  readonly secrets: readonly StoredSecret[];
 }
 
 /** The columns of a new sandbox. */
@@ -63,6 +66,7 @@ export type NewSandboxRow = Pick<
   | 'expires_at'
   | 'created_at'
   | 'updated_at'
+  | 'secrets'
 > &
   /** A sandbox owned from birth (a start follows at once): its owner, in the same statement. */
   Partial<Pick<SandboxRow, 'owner_pid' | 'owner_start' | 'owner_instance'>>;
@@ -73,7 +77,7 @@ export type SandboxPatch = Partial<Omit<SandboxRow, 'id' | 'codebase_id' | 'crea
 /** The row as SQLite holds it: JSON columns as text, flags as 0/1. */
 type StoredRow = Omit<
   SandboxRow,
-  'rules' | 'network' | 'resources' | 'env' | 'audit_allowed' | 'labels' | 'limits'
+  'rules' | 'network' | 'resources' | 'env' | 'audit_allowed' | 'labels' | 'limits' | 'secrets'
 > & {
   readonly rules: string;
   readonly network: number;
@@ -83,10 +87,11 @@ type StoredRow = Omit<
   readonly audit_allowed: number;
   readonly labels: string;
   readonly limits: string | null;
+  readonly secrets: string | null;
 };
 
 /** JSON columns and how each is written (null stays SQL NULL). */
-const JSON_COLUMNS = new Set<string>(['rules', 'resources', 'env', 'labels', 'limits']);
+const JSON_COLUMNS = new Set<string>(['rules', 'resources', 'env', 'labels', 'limits', 'secrets']);
 /** Boolean columns, stored as 0/1. */
 const FLAG_COLUMNS = new Set<string>(['audit_allowed']);
 
@@ -107,6 +112,7 @@ function decode(row: StoredRow): SandboxRow {
     audit_allowed: row.audit_allowed !== 0,
     labels: JSON.parse(row.labels) as Record<string, string>,
     limits: row.limits === null ? null : (JSON.parse(row.limits) as EnforcedLimits),
+    secrets: row.secrets === null ? [] : (JSON.parse(row.secrets) as StoredSecret[]),
   };
 }
 
@@ -177,10 +183,11 @@ export class SandboxStore {
     this.#insert = db.prepare(
       `INSERT INTO sandboxes (id, codebase_id, state, state_reason, runtime, image, rules, network, network_policy,
          resources, env, audit_allowed, labels, expires_at, created_at, updated_at, owner_pid, owner_start,
-         owner_instance)
+         owner_instance, secrets)
        VALUES (@id, @codebase_id, @state, @state_reason, @runtime, @image, @rules, @network, @network_policy,
          @resources, @env,
-         @audit_allowed, @labels, @expires_at, @created_at, @updated_at, @owner_pid, @owner_start, @owner_instance)`,
+         @audit_allowed, @labels, @expires_at, @created_at, @updated_at, @owner_pid, @owner_start, @owner_instance,
+         @secrets)`,
     );
     this.#insertLabel = db.prepare('INSERT INTO sandbox_labels (sandbox_id, key, value) VALUES (?, ?, ?)');
     this.#get = db.prepare('SELECT * FROM sandboxes WHERE id = ?');
@@ -337,6 +344,11 @@ export function sandboxInfo(row: SandboxRow): SandboxInfo {
     rules: row.rules,
     network: row.network.mode !== 'none',
     networkPolicy: row.network,
+    secrets: row.secrets.map((s) => ({
+      ...secretBinding(s),
+      source:
+        s.source === null ? 'value' : 'env' in s.source ? 'env' : 'file' in s.source ? 'file' : 'command',
+    })),
     resources: row.resources,
     limits: row.limits,
     labels: row.labels,

@@ -32,7 +32,7 @@ import { parseEnvPairs, parseLabels, parseSeconds } from '../parse.js';
 import { addNetworkOptions, networkFromFlags } from '../network-options.js';
 import { addSecretOptions, secretsFromFlags } from '../secret-options.js';
 import type { SecretFlags } from '../secret-options.js';
-import type { SecretInput } from '@agentfense/network';
+import type { SecretSource } from '../../secret-sources.js';
 import type { NetworkFlags } from '../network-options.js';
 import { addPolicyOptions, policyFromFlags } from '../policy-options.js';
 import type { PolicyFlags } from '../policy-options.js';
@@ -268,7 +268,7 @@ interface RunRequest {
   readonly labels: Record<string, string>;
   readonly flags: RunFlags;
   /** Never part of a spare's options: a run with secrets runs in-process (run-helper/client.ts). */
-  readonly secrets: readonly SecretInput[];
+  readonly secrets: readonly SecretSource[];
   readonly timeoutMs?: number;
   readonly stdin?: Buffer;
   readonly step: (what: string) => void;

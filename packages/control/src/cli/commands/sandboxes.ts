@@ -46,6 +46,7 @@ function describe(sb: SandboxInfo): string {
         ? 'none'
         : `${sb.networkPolicy.mode}; ${sb.networkPolicy.rules.map(describeRule).join('; ') || 'no rules'}`,
     ],
+    ['secrets', sb.secrets.map((s) => `${s.name}@${s.hosts.join(',')} (${s.source})`).join('; ') || '-'],
     [
       'labels',
       Object.entries(sb.labels)
