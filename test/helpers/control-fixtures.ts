@@ -51,7 +51,8 @@ export async function mountsUnder(dir: string): Promise<string[]> {
 /** Fails when any mount is left under `dir`, then removes it. */
 export async function assertCleanAndRemove(dirs: TestDirs): Promise<void> {
   expect(await mountsUnder(dirs.root)).toEqual([]);
-  await rm(dirs.root, { recursive: true, force: true });
+  // A log line flushed while the tree is removed can refill a directory already emptied (ENOTEMPTY).
+  await rm(dirs.root, { recursive: true, force: true, maxRetries: 5, retryDelay: 100 });
 }
 
 /** Polls `check` until it returns a defined value or `timeoutMs` passes (then fails naming `what`). */

@@ -6,6 +6,7 @@ import { chmod, copyFile, mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { execa } from 'execa';
+import { afterAll, beforeAll } from 'vitest';
 import { DEFAULT_IMAGE } from '@agentfense/runtime-docker';
 
 export const CURL_IMAGE = 'agentfense/test-curl:latest';
@@ -42,4 +43,22 @@ export async function ensureCurlImage(dockerHost: string): Promise<string> {
     await rm(stage, { recursive: true, force: true });
   }
   return CURL_IMAGE;
+}
+
+/**
+ * Registers the hooks a docker test file with curl needs: DOCKER_HOST pointed at the test engine (and put
+ * back after), the curl image made once. Returns the image's name, known once the hooks ran.
+ */
+export function useCurlImage(dockerHost: string | null | undefined): () => string {
+  const saved = process.env['DOCKER_HOST'];
+  let image = '';
+  beforeAll(async () => {
+    process.env['DOCKER_HOST'] = dockerHost ?? '';
+    image = await ensureCurlImage(dockerHost ?? '');
+  }, 120_000);
+  afterAll(() => {
+    if (saved === undefined) delete process.env['DOCKER_HOST'];
+    else process.env['DOCKER_HOST'] = saved;
+  });
+  return () => image;
 }

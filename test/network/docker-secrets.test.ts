@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { ensureCurlImage } from '../helpers/docker-curl-image.js';
+import { useCurlImage } from '../helpers/docker-curl-image.js';
 import { useNetworkFixture } from '../helpers/network-fixture.js';
 import { makeTestCerts, serveHttps } from '../helpers/secret-hosts.js';
 import type { Seen } from '../helpers/secret-hosts.js';
@@ -24,17 +24,8 @@ const BIN = fileURLToPath(new URL('../../packages/control/bin/agentfense.js', im
 describe.skipIf(docker.unavailable !== null)(
   `secrets, docker runtime${docker.unavailable === null ? '' : ` (skipped: ${docker.unavailable})`}`,
   () => {
-    const saved = process.env['DOCKER_HOST'];
     const certs = makeTestCerts();
-    let image = '';
-    beforeAll(async () => {
-      process.env['DOCKER_HOST'] = docker.dockerHost ?? '';
-      image = await ensureCurlImage(docker.dockerHost ?? '');
-    }, 120_000);
-    afterAll(() => {
-      if (saved === undefined) delete process.env['DOCKER_HOST'];
-      else process.env['DOCKER_HOST'] = saved;
-    });
+    const curlImage = useCurlImage(docker.dockerHost);
     // With a pool: a sandbox with secrets must still get its bundle (a fresh container, not a pooled one).
     const fx = useNetworkFixture({ upstreamCa: certs.ca, dockerPoolSize: 1 });
     let server: Server;
@@ -47,7 +38,7 @@ describe.skipIf(docker.unavailable !== null)(
     it('gives the placeholder and a trusted CA bundle; the bound host receives the real value', async () => {
       const sb = await fx().sandbox(POLICY, {
         runtime: 'docker',
-        image,
+        image: curlImage(),
         secrets: [{ name: 'API_KEY', hosts: ['pub.test'], value: VALUE }],
       });
       const env = await sb.run('printf "%s" "$API_KEY"');
@@ -90,7 +81,7 @@ describe.skipIf(docker.unavailable !== null)(
         const ran = await execa(
           'node',
           [
-            ...[BIN, 'run', fx().dirs.repo, '--data', data, '--runtime', 'docker', '--image', image],
+            ...[BIN, 'run', fx().dirs.repo, '--data', data, '--runtime', 'docker', '--image', curlImage()],
             ...['--allow-host', 'pub.test', '--secret', 'API_KEY@pub.test:env:AF_TEST_OPERATOR_KEY', '--'],
             'sh',
             '-c',

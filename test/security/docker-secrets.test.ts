@@ -5,9 +5,9 @@
 import { readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { execa } from 'execa';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { describe, expect, inject, it } from 'vitest';
 import { containersOf } from '../helpers/docker.js';
-import { ensureCurlImage } from '../helpers/docker-curl-image.js';
+import { useCurlImage } from '../helpers/docker-curl-image.js';
 import { useNetworkFixture } from '../helpers/network-fixture.js';
 import { makeTestCerts } from '../helpers/secret-hosts.js';
 
@@ -35,23 +35,14 @@ async function filesDirs(dir: string): Promise<string[]> {
 describe.skipIf(docker.unavailable !== null)(
   `docker secrets under attack${docker.unavailable === null ? '' : ` (skipped: ${docker.unavailable})`}`,
   () => {
-    const saved = process.env['DOCKER_HOST'];
     const certs = makeTestCerts();
-    let image = '';
-    beforeAll(async () => {
-      process.env['DOCKER_HOST'] = docker.dockerHost ?? '';
-      image = await ensureCurlImage(docker.dockerHost ?? '');
-    }, 120_000);
-    afterAll(() => {
-      if (saved === undefined) delete process.env['DOCKER_HOST'];
-      else process.env['DOCKER_HOST'] = saved;
-    });
+    const curlImage = useCurlImage(docker.dockerHost);
     const fx = useNetworkFixture({ upstreamCa: certs.ca, dockerPoolSize: 1 });
 
     it('the value is in no env, /proc entry, file, output, audit or container record', async () => {
       const sb = await fx().sandbox(POLICY, {
         runtime: 'docker',
-        image,
+        image: curlImage(),
         secrets: [{ name: 'API_KEY', hosts: ['pub.test'], value: VALUE }],
       });
       const r = await sb.run(
@@ -83,7 +74,7 @@ describe.skipIf(docker.unavailable !== null)(
     it('the CA bundle cannot be changed, replaced or unmounted; its host copy is root-only and goes with the sandbox', async () => {
       const sb = await fx().sandbox(POLICY, {
         runtime: 'docker',
-        image,
+        image: curlImage(),
         secrets: [{ name: 'API_KEY', hosts: ['pub.test'], value: VALUE }],
       });
       const before = await sb.run(`sha256sum ${BUNDLE}`);
