@@ -34,7 +34,8 @@ export interface MetaSnapshot {
  */
 interface MetaNode {
   readonly name: string;
-  readonly parent: MetaNode | null;
+  /** Changed only when a renamed directory's records move whole (#move). */
+  parent: MetaNode | null;
   children: Map<string, MetaNode> | undefined;
   whiteout: boolean;
   base: BaseRecord | undefined;
@@ -290,7 +291,8 @@ export class MetaState {
 
   #move(from: string, to: string): void {
     const source = this.#find(from);
-    if (source === undefined) return;
+    if (source?.children === undefined) return;
+    if (!to.startsWith(`${from}/`) && this.#moveWhole(source, to)) return;
     // Only adds move: a base of an entry that existed in the codebase describes that codebase path.
     const moving: { names: string[]; base: BaseRecord; node: MetaNode }[] = [];
     for (const node of subtree(source)) {
@@ -312,6 +314,27 @@ export class MetaState {
       node.base = base;
       this.#bases++;
     }
+  }
+
+  /**
+   * The usual move, in O(children of `source`) instead of O(entries below it): when everything below is
+   * an add (a directory the sandbox made, as rename allows) and the destination holds nothing below it,
+   * the nodes change parent instead of being re-made one by one (1.2-6.5 ms for 789 entries). False when
+   * the general move must run.
+   */
+  #moveWhole(source: MetaNode, to: string): boolean {
+    const existing = this.#find(to);
+    if (existing?.children !== undefined) return false;
+    for (const node of subtree(source)) {
+      if (node !== source && (node.whiteout || node.base?.exists === true)) return false;
+    }
+    const target = existing ?? this.#make(to);
+    const children = source.children as Map<string, MetaNode>;
+    for (const child of children.values()) child.parent = target;
+    target.children = children;
+    source.children = undefined;
+    this.#prune(source);
+    return true;
   }
 
   #forget(rel: string, subtreeToo: boolean): void {

@@ -66,6 +66,45 @@ describe('MetaState', () => {
     expect(meta.empty).toBe(true);
   });
 
+  it('moves a tree of adds whole, and the result is the same as records made at the new place', () => {
+    const meta = new MetaState();
+    const names = ['a', 'a/b', 'a/b/c', 'a/b/c/d.txt', 'a/e.txt', 'a/f', 'a/f/g.txt'];
+    for (const path of names) meta.apply({ op: 'base', path: `src/${path}`, base: ABSENT });
+    meta.apply({ op: 'base', path: 'src', base: ABSENT });
+    meta.apply({ op: 'whiteout', path: 'dst/gone' }); // a sibling of the destination stays
+    meta.apply({ op: 'move', from: 'src/a', to: 'dst/a2' });
+    const expected = new MetaState();
+    for (const path of names.slice(1))
+      expected.apply({ op: 'base', path: `dst/a2/${path.slice(2)}`, base: ABSENT });
+    expected.apply({ op: 'base', path: 'src', base: ABSENT });
+    expected.apply({ op: 'base', path: 'src/a', base: ABSENT });
+    expected.apply({ op: 'whiteout', path: 'dst/gone' });
+    const sorted = (m: MetaState) => {
+      const snap = m.snapshot(1);
+      return { whiteouts: [...snap.whiteouts].sort(), bases: [...snap.bases].sort() };
+    };
+    expect(sorted(meta)).toEqual(sorted(expected));
+    // The moved nodes answer at their new paths, through their new parents, and further records land there.
+    expect(meta.base('dst/a2/b/c/d.txt')).toEqual(ABSENT);
+    expect(meta.hasBase('src/a/b')).toBe(false);
+    meta.apply({ op: 'whiteout', path: 'dst/a2/b/c' });
+    expect(meta.isHidden('dst/a2/b/c/d.txt')).toBe(true);
+    expect(meta.isHidden('src/a/b/c/d.txt')).toBe(false);
+    meta.apply({ op: 'forget', path: 'dst', subtree: true });
+    meta.apply({ op: 'forget', path: 'src', subtree: true });
+    expect(meta.empty).toBe(true);
+  });
+
+  it('moves into a destination that holds records below it, keeping them', () => {
+    const meta = new MetaState();
+    meta.apply({ op: 'base', path: 'n/x', base: ABSENT });
+    meta.apply({ op: 'whiteout', path: 'old/y' }); // a codebase directory whose entries were deleted
+    meta.apply({ op: 'move', from: 'n', to: 'old' });
+    expect(meta.base('old/x')).toEqual(ABSENT);
+    expect(meta.isWhiteout('old/y')).toBe(true);
+    expect(meta.hasBase('n/x')).toBe(false);
+  });
+
   it('a snapshot loads back into the same state', () => {
     const meta = new MetaState();
     meta.apply({ op: 'whiteout', path: 'w' });
