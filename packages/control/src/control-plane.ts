@@ -26,6 +26,8 @@ import type { AuditQuery, NetworkAuditQuery } from './sandboxes/audit-log.js';
 import { collectGarbage } from './sandboxes/gc.js';
 import type { GcOptions, GcReport } from './sandboxes/gc.js';
 import { SandboxHostUsers } from './sandboxes/host-user.js';
+import { CheckpointService } from './sandboxes/checkpoints.js';
+import type { CheckpointInfo, CheckpointOptions, RestoreOptions } from './sandboxes/checkpoints.js';
 import { SandboxManager } from './sandboxes/manager.js';
 import { SPARE_LABEL } from './sandboxes/one-shot.js';
 import type { CreateInternal } from './sandboxes/records.js';
@@ -39,6 +41,7 @@ import type {
 } from './sandboxes/types.js';
 import { openDatabase } from './store/db.js';
 import type { Db } from './store/db.js';
+import { CheckpointStore } from './store/checkpoints.js';
 import { SandboxStore } from './store/sandboxes.js';
 import { settleUnfinished } from './sandboxes/pending-commit.js';
 import { SessionManager } from './sessions/manager.js';
@@ -77,6 +80,7 @@ export class ControlPlane implements AsyncDisposable {
   /** Failures for lack of room said as such, and room kept for the operations that free it. */
   readonly #disk: DiskGuard;
   readonly #hostUsers: SandboxHostUsers;
+  readonly #checkpoints: CheckpointService;
   #closing: Promise<void> | undefined;
 
   private constructor(parts: {
@@ -92,7 +96,9 @@ export class ControlPlane implements AsyncDisposable {
     runtimes: RuntimeRegistry;
     disk: DiskGuard;
     hostUsers: SandboxHostUsers;
+    checkpoints: CheckpointService;
   }) {
+    this.#checkpoints = parts.checkpoints;
     this.#runtimes = parts.runtimes;
     this.#disk = parts.disk;
     this.#hostUsers = parts.hostUsers;
@@ -153,6 +159,8 @@ export class ControlPlane implements AsyncDisposable {
       ...options.runtimes,
     });
     const sessions = new SessionManager({ logger: logger.child({ component: 'sessions' }) });
+    // Settled from every mount's report; made after the manager, which it calls for the worker.
+    let checkpoints: CheckpointService | undefined;
     const sandboxes = new SandboxManager({
       layout,
       store,
@@ -169,6 +177,7 @@ export class ControlPlane implements AsyncDisposable {
       workerMemory: options.workerMemory,
       unfinishedCommits: options.unfinishedCommits,
       onStopping: (id) => sessions.closeSandbox(id),
+      onLayers: (id, frozen) => checkpoints?.settle(id, frozen),
       // A runtime whose sessions see the remount (bwrap's anchor and docker's relay propagate it into the
       // running shell) keeps them, and each shell re-enters its cwd, which was in the dead mount. Others
       // (a shell that bound /workspace to the dead mount never sees the new one) are closed with a reason
@@ -179,7 +188,18 @@ export class ControlPlane implements AsyncDisposable {
         else await sessions.closeSandbox(id, 'worker-restarted');
       },
     });
+    checkpoints = new CheckpointService({
+      store: new CheckpointStore(db),
+      layout,
+      worker: {
+        checkpoint: (id, layerDir) => sandboxes.checkpointDelta(id, layerDir),
+        restore: (id, frozen) => sandboxes.restoreDelta(id, frozen),
+      },
+      trash: sandboxes.trash,
+      logger: logger.child({ component: 'checkpoints' }),
+    });
     const plane = new ControlPlane({
+      checkpoints,
       dataDir,
       layout,
       logger,
@@ -195,6 +215,8 @@ export class ControlPlane implements AsyncDisposable {
     });
     if (options.prewarm !== undefined) sandboxes.prewarm(options.prewarm);
     const recovered = await sandboxes.recover();
+    // Layers a destroy or delete cut short left behind (pending checkpoints' layers are kept).
+    await checkpoints.collect();
     await disk.reserve.replenish();
     logger.info({ dataDir, recovered }, 'control plane open');
     return plane;
@@ -272,8 +294,46 @@ export class ControlPlane implements AsyncDisposable {
   stopSandbox(id: string, options?: { reason?: string }): Promise<SandboxInfo> {
     return this.#disk.writing('stopping a sandbox', () => this.sandboxes.stop(id, options));
   }
-  destroySandbox(id: string, options?: { keepDelta?: boolean }): Promise<void> {
-    return this.#disk.freeing('destroying a sandbox', () => this.sandboxes.destroy(id, options));
+  async destroySandbox(id: string, options?: { keepDelta?: boolean }): Promise<void> {
+    await this.#disk.freeing('destroying a sandbox', () => this.sandboxes.destroy(id, options));
+    // Its checkpoints went with its record: their layers go unless a fork's stack holds them.
+    await this.#checkpoints.collect();
+  }
+  /**
+   * Freezes the sandbox's files as they are now as a checkpoint (no copying: the delta's writable layer
+   * becomes a frozen layer); `restoreCheckpoint` puts the sandbox back to it later.
+   */
+  checkpoint(id: string, options?: CheckpointOptions): Promise<CheckpointInfo> {
+    const sandboxId = validateId('sandbox', id);
+    this.sandboxes.get(sandboxId);
+    return this.#checkpoints.checkpoint(sandboxId, options);
+  }
+  /** The sandbox's checkpoints, oldest first. */
+  listCheckpoints(id: string): CheckpointInfo[] {
+    const sandboxId = validateId('sandbox', id);
+    this.sandboxes.get(sandboxId);
+    return this.#checkpoints.list(sandboxId);
+  }
+  /**
+   * Puts the sandbox's files back to checkpoint `checkpointId` (running commands see it at once); the
+   * changes made since are dropped, or kept as a checkpoint of their own with `keepCurrent`.
+   */
+  restoreCheckpoint(
+    id: string,
+    checkpointId: string,
+    options?: RestoreOptions,
+  ): Promise<{ kept?: CheckpointInfo }> {
+    const sandboxId = validateId('sandbox', id);
+    this.sandboxes.get(sandboxId);
+    return this.#disk.freeing('restoring a checkpoint', () =>
+      this.#checkpoints.restore(sandboxId, checkpointId, options),
+    );
+  }
+  /** Deletes a checkpoint; the files only it held are removed. */
+  deleteCheckpoint(id: string, checkpointId: string): Promise<void> {
+    const sandboxId = validateId('sandbox', id);
+    this.sandboxes.get(sandboxId);
+    return this.#disk.freeing('deleting a checkpoint', () => this.#checkpoints.remove(sandboxId, checkpointId));
   }
   /**
    * Runs one command in a running sandbox of this process: stdout and stderr as UTF-8 strings, or as

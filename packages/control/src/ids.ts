@@ -1,10 +1,11 @@
-// Resource ids (contract §6): `cb_<uuid>`, `sb_<uuid>`, `ses_<uuid>`. Every id that comes from a client goes
+// Resource ids (contract §6): `cb_<uuid>`, `sb_<uuid>`, `ses_<uuid>`; `cp_<uuid>` (checkpoints) and
+// `ly_<uuid>` (their frozen layers, internal). Every id that comes from a client goes
 // through validateId() before it reaches a path or a query, so an id can never name anything but itself.
 import { randomUUID } from 'node:crypto';
 import { InvalidArgumentError } from '@agentfense/protocol/core';
 
 /** The id kinds and their prefixes. */
-export const ID_PREFIXES = { codebase: 'cb', sandbox: 'sb', session: 'ses' } as const;
+export const ID_PREFIXES = { codebase: 'cb', sandbox: 'sb', session: 'ses', checkpoint: 'cp', layer: 'ly' } as const;
 export type IdKind = keyof typeof ID_PREFIXES;
 
 /** A lower-case RFC 4122 UUID as randomUUID() prints it. */
@@ -13,6 +14,8 @@ const PATTERNS: Record<IdKind, RegExp> = {
   codebase: new RegExp(`^cb_${UUID}$`),
   sandbox: new RegExp(`^sb_${UUID}$`),
   session: new RegExp(`^ses_${UUID}$`),
+  checkpoint: new RegExp(`^cp_${UUID}$`),
+  layer: new RegExp(`^ly_${UUID}$`),
 };
 
 /** A fresh id of `kind`. */

@@ -65,6 +65,14 @@ export class DataLayout {
   get spaceReserve(): string {
     return join(this.root, 'space-reserve');
   }
+  /** Frozen delta layers (checkpoints), shared by every sandbox whose stack holds them. */
+  get layersDir(): string {
+    return join(this.root, 'layers');
+  }
+  /** One frozen layer's directory. */
+  layerDir(id: string): string {
+    return join(this.layersDir, validateId('layer', id));
+  }
   /** Destroyed sandboxes' directories being removed in the background (sandboxes/trash.ts). */
   get trashDir(): string {
     return join(this.root, 'trash');

@@ -34,6 +34,8 @@ function handlers(overrides: Partial<WorkerHandlers> = {}): WorkerHandlers {
     commit: () => COMMIT_RESULT,
     more: () => ({}),
     discard: () => ({}),
+    checkpoint: ({ layerDir }) => ({ frozen: [layerDir] }),
+    restore: () => ({}),
     readFile: ({ path }) => {
       if (path === '/secret') throw new PermissionDeniedError('read denied: /secret', { details: { path } });
       return { data: Buffer.from(`contents of ${path}`) };

@@ -1,6 +1,7 @@
 // The library's high-level API (contract §7): `await using sb = await Sandbox.fromLocal(dir)` links the
 // directory as a codebase (nothing copied), creates and starts a sandbox over it, and on dispose destroys
 // both records and the sandbox's data — the user's directory is never touched except by an explicit commit.
+import type { CheckpointInfo, CheckpointOptions, RestoreOptions } from '../sandboxes/checkpoints.js';
 import type { NetworkAuditEvent, NetworkPolicyInput } from '@agentfense/network';
 import { StringDecoder } from 'node:string_decoder';
 import type { Logger } from 'pino';
@@ -269,6 +270,21 @@ export class Sandbox implements AsyncDisposable {
   }
   discard(options?: { paths?: readonly string[] }): Promise<void> {
     return this.controlPlane.discard(this.id, options);
+  }
+  /** Freezes the files as they are now; `restore(checkpoint.id)` comes back to them. No copying. */
+  checkpoint(options?: CheckpointOptions): Promise<CheckpointInfo> {
+    return this.controlPlane.checkpoint(this.id, options);
+  }
+  /** This sandbox's checkpoints, oldest first. */
+  checkpoints(): Promise<CheckpointInfo[]> {
+    return Promise.resolve(this.controlPlane.listCheckpoints(this.id));
+  }
+  /** Puts the files back to a checkpoint (changes since dropped, or kept as a checkpoint: `keepCurrent`). */
+  restore(checkpointId: string, options?: RestoreOptions): Promise<{ kept?: CheckpointInfo }> {
+    return this.controlPlane.restoreCheckpoint(this.id, checkpointId, options);
+  }
+  deleteCheckpoint(checkpointId: string): Promise<void> {
+    return this.controlPlane.deleteCheckpoint(this.id, checkpointId);
   }
   /** Reads a file as the sandbox sees it (codebase path: `/src/a.ts` or `src/a.ts`), through the rules. */
   readFile(path: string): Promise<Buffer> {

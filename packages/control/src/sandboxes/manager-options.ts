@@ -27,6 +27,8 @@ export interface SandboxManagerOptions {
   readonly defaultRuntime?: string | undefined;
   /** Called before a running sandbox's runtime stops (stop, destroy, ERROR): sessions close here. */
   readonly onStopping?: ((id: string) => Promise<void>) | undefined;
+  /** Called when a worker mounted a sandbox's delta, with the frozen layers it stands on (checkpoints.ts). */
+  readonly onLayers?: ((id: string, frozen: readonly string[]) => void) | undefined;
   /** Called after a worker was replaced under a running sandbox (with the sandbox's runtime name). */
   readonly onWorkerRestart?: ((id: string, runtime: string) => Promise<void>) | undefined;
   /** Idle workers kept spawned ahead of time once a sandbox has started (default 1; 0: none). */

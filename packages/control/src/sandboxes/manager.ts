@@ -102,6 +102,7 @@ export class SandboxManager {
       mounts: this.#mounts,
       logger: this.#logger,
       onStopping: options.onStopping ?? (() => Promise.resolve()),
+      onLayers: options.onLayers ?? (() => undefined),
       codebases: options.codebases,
       runtimes: this.#runtimes,
       pool: this.#pool,
@@ -322,6 +323,16 @@ export class SandboxManager {
 
   async discard(id: string, options: { paths?: readonly string[] } = {}): Promise<void> {
     await this.#withWorker(id, 'discard', options.paths === undefined ? {} : { paths: options.paths });
+  }
+
+  /** Freezes the delta's writable layer as the frozen layer `layerDir` (checkpoints.ts). */
+  checkpointDelta(id: string, layerDir: string): Promise<WorkerResult<'checkpoint'>> {
+    return this.#withWorker(id, 'checkpoint', { layerDir });
+  }
+
+  /** Puts the delta on the frozen layers `frozen`, its writable layer emptied (checkpoints.ts). */
+  async restoreDelta(id: string, frozen: readonly string[]): Promise<void> {
+    await this.#withWorker(id, 'restore', { frozen });
   }
 
   /** Reads a file as the sandbox sees it, through its rules (`path` is a codebase path, `/src/a.ts`). */

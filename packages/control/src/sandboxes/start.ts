@@ -145,8 +145,10 @@ export async function startSandbox(deps: StartDeps, row: SandboxRow, hooks: Star
       cgroup,
       // Masked as written: the trail on disk never holds a secret's value either (secrets.ts).
       onAudit: (events) => audit.append(redact(events, secrets)),
-      onWorker: (pid) =>
-        deps.store.update(id, { worker_pid: pid, worker_start: processStartTime(pid) ?? null }),
+      onWorker: (pid, mounted) => {
+        deps.store.update(id, { worker_pid: pid, worker_start: processStartTime(pid) ?? null });
+        deps.onLayers(id, mounted.frozen ?? []);
+      },
       onRestart: hooks.onRestart,
       onFatal: hooks.onFatal,
     }).then((started) => {

@@ -70,8 +70,11 @@ export interface WorkerSupervisorOptions {
   readonly cgroup?: Promise<WorkerCgroup | null> | undefined;
   /** Audit batches from whichever worker is current. */
   readonly onAudit: (events: readonly AuditEvent[]) => void;
-  /** A new worker process serves the mount (first start and every restart). */
-  readonly onWorker: (pid: number) => void;
+  /**
+   * A new worker process serves the mount (first start and every restart), with the mount's answer (the
+   * frozen layers its delta stands on).
+   */
+  readonly onWorker: (pid: number, mounted: WorkerResult<'mount'>) => void;
   /** A worker was replaced; `count` restarts so far in this supervisor's life. */
   readonly onRestart: (reason: string) => void;
   /** Supervision gave up: the mount is cleared and no worker runs. */
@@ -315,6 +318,7 @@ export async function spawnAndMount(
 ): Promise<WorkerHandle> {
   const worker = await (options.spawn?.() ??
     spawnWorker({ logFile: options.logFile, name: options.sandboxId }));
+  let mounted: WorkerResult<'mount'>;
   try {
     // Before the mount: everything the worker holds for this sandbox is charged to its bound.
     await (await options.cgroup)?.attach(worker.pid);
@@ -327,7 +331,7 @@ export async function spawnAndMount(
       );
     });
     try {
-      await Promise.race([
+      mounted = await Promise.race([
         worker.mount({ ...options.mount, logFile: options.logFile, name: options.sandboxId }),
         timeout,
       ]);
@@ -340,6 +344,6 @@ export async function spawnAndMount(
     await clearFuseMount(options.mount.mountpoint).catch(() => undefined);
     throw err;
   }
-  options.onWorker(worker.pid);
+  options.onWorker(worker.pid, mounted);
   return worker;
 }

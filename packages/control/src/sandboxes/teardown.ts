@@ -17,6 +17,11 @@ export interface TeardownDeps {
   readonly logger: Logger;
   /** Closes the sandbox's sessions (before its runtime stops under them). */
   readonly onStopping: (id: string) => Promise<void>;
+  /**
+   * A worker mounted the sandbox's delta and reported the frozen layers it stands on (its checkpoints'
+   * stack, which the delta records itself): the checkpoint records are settled from it.
+   */
+  readonly onLayers: (id: string, frozen: readonly string[]) => void;
 }
 
 /** The parts to stop; a failed start passes what it got to. */

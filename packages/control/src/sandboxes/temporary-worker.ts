@@ -103,8 +103,10 @@ export async function onTemporaryWorker<M extends WorkerMethod>(
       mount: mountParams(row, paths, { lower, traits: null }),
       logFile: paths.workerLog,
       cgroup,
-      onWorker: (pid) =>
-        deps.store.update(id, { worker_pid: pid, worker_start: processStartTime(pid) ?? null }),
+      onWorker: (pid, mounted) => {
+        deps.store.update(id, { worker_pid: pid, worker_start: processStartTime(pid) ?? null });
+        deps.onLayers(id, mounted.frozen ?? []);
+      },
     });
     // Attached once mounted, as the supervisor does: the call below is the first access through the mount.
     worker.client.onEvent('audit', (events) => audit.append(events));

@@ -97,6 +97,28 @@ export const MIGRATIONS: readonly { readonly version: number; readonly sql: stri
     version: 7,
     sql: 'ALTER TABLE sandboxes ADD COLUMN secrets TEXT',
   },
+  {
+    // Checkpoints: each names the stack of frozen layers (JSON array of layer ids, oldest first) its
+    // sandbox stood on when it was taken; 'pending' while the worker freezes the layer (a crash then
+    // leaves a row the next mount settles). sandbox_stacks mirrors the stack each delta records itself.
+    version: 8,
+    sql: `
+      CREATE TABLE checkpoints (
+        id          TEXT PRIMARY KEY,
+        sandbox_id  TEXT NOT NULL REFERENCES sandboxes (id) ON DELETE CASCADE,
+        name        TEXT,
+        message     TEXT,
+        layers      TEXT NOT NULL,
+        state       TEXT NOT NULL CHECK (state IN ('pending', 'ready')),
+        created_at  INTEGER NOT NULL
+      );
+      CREATE INDEX checkpoints_by_sandbox ON checkpoints (sandbox_id, created_at);
+      CREATE TABLE sandbox_stacks (
+        sandbox_id  TEXT PRIMARY KEY REFERENCES sandboxes (id) ON DELETE CASCADE,
+        layers      TEXT NOT NULL
+      );
+    `,
+  },
 ];
 
 /** How long a writer waits for another process's transaction before failing (ms). */

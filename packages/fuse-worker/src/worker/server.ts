@@ -206,6 +206,7 @@ export class WorkerService {
         lowerDir: params.lowerDir,
         lowerIdentity: params.lowerIdentity,
         deltaDir: params.deltaDir,
+        ...(params.frozen === undefined ? {} : { frozen: params.frozen }),
         logger: this.#logger,
         ...(params.diskQuotaBytes === undefined ? {} : { diskQuotaBytes: params.diskQuotaBytes }),
         // Copy-ups keep the owner the sandbox saw on the codebase entry (see README: owners).
@@ -293,7 +294,7 @@ export class WorkerService {
         this.#server.emit('health', { time: Date.now(), ops: this.#stats.total() });
         trim?.tick();
       }, HEALTH_INTERVAL_MS);
-      return { mountpoint: params.mountpoint, pid: process.pid };
+      return { mountpoint: params.mountpoint, pid: process.pid, frozen: delta.frozenLayers };
     } finally {
       this.#mounting = false;
     }
@@ -418,6 +419,24 @@ export class WorkerService {
         await mounted.delta.discard(pathFilter(paths));
         await mounted.fs.invalidateAll();
         this.#logger.info({ paths: paths ?? ['/'] }, 'discard');
+        return {};
+      },
+      checkpoint: async ({ layerDir }) => {
+        const mounted = this.#need();
+        // A handle of ours on a writable-layer file would write into the frozen layer once it is frozen:
+        // every handle a path can reopen is closed at the switch, before any other request runs (the next
+        // write reopens the file, copying it up into the new writable layer).
+        await mounted.delta.checkpoint({ layerDir, onSwitch: () => mounted.fs.handles.closeUnpinned() });
+        this.#logger.info({ layerDir, depth: mounted.delta.frozenLayers.length }, 'checkpoint');
+        return { frozen: mounted.delta.frozenLayers };
+      },
+      restore: async ({ frozen }) => {
+        const mounted = this.#need();
+        mounted.fs.handles.closeUnpinned();
+        await mounted.delta.restore({ frozen });
+        // What the sandbox sees changed as after a discard: the kernel forgets what it cached.
+        await mounted.fs.invalidateAll();
+        this.#logger.info({ depth: frozen.length }, 'restore');
         return {};
       },
       readFile: async ({ path }) => ({

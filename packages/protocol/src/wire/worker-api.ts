@@ -87,6 +87,11 @@ export interface MountParams {
   readonly lowerIdentity?: DirIdentity;
   /** This sandbox's delta directory (created if missing). */
   readonly deltaDir: string;
+  /**
+   * For a new delta only (a fork): the frozen layers it starts on, oldest first (checkpoints). A delta
+   * that exists keeps the stack it recorded itself, which the mount's answer reports.
+   */
+  readonly frozen?: readonly string[];
   /** An existing empty directory to mount on. */
   readonly mountpoint: string;
   readonly rules: readonly PermissionRule[];
@@ -132,7 +137,15 @@ export interface MountParams {
 /** Methods the control plane calls on a worker, with their params and result types. */
 export interface WorkerMethods {
   /** Mounts the filesystem; resolves once the kernel mount is live. Called once, first. */
-  mount: { params: MountParams; result: { readonly mountpoint: string; readonly pid: number } };
+  mount: {
+    params: MountParams;
+    result: {
+      readonly mountpoint: string;
+      readonly pid: number;
+      /** The frozen layers the delta sits on, oldest first (its checkpoints' stack). */
+      readonly frozen?: readonly string[];
+    };
+  };
   /** Unmounts and lets the worker exit cleanly (its delta stays on disk). */
   unmount: { params: Empty; result: Empty };
   /** Replaces the permission rules; `version` increases with every accepted set. */
@@ -162,6 +175,13 @@ export interface WorkerMethods {
   more: { params: { readonly cursor: string }; result: ResultPart };
   /** Drops changes (all, or those under `paths`). */
   discard: { params: { readonly paths?: readonly string[] }; result: Empty };
+  /**
+   * Freezes the delta's writable layer as the frozen layer `layerDir` (which must not exist) and goes on
+   * with an empty writable layer on top: what the sandbox sees does not change. Renames, no copying.
+   */
+  checkpoint: { params: { readonly layerDir: string }; result: { readonly frozen: readonly string[] } };
+  /** Drops the writable layer's content and puts the delta on `frozen` (oldest first): a rollback. */
+  restore: { params: { readonly frozen: readonly string[] }; result: Empty };
   /** Reads a file as the sandbox sees it, through the permission rules. */
   readFile: { params: { readonly path: string }; result: { readonly data: Uint8Array } };
   /** Writes a file into the sandbox's delta, through the permission rules. */
@@ -271,6 +291,7 @@ export const WORKER_METHOD_GUARDS: {
       lowerDir: g.string,
       lowerIdentity: g.optional(g.shape({ dev: g.string, ino: g.string })),
       deltaDir: g.string,
+      frozen: g.optional(g.arrayOf(g.string)),
       mountpoint: g.string,
       rules: g.arrayOf(permissionRule),
       allowOther: g.optional(g.boolean),
@@ -284,7 +305,7 @@ export const WORKER_METHOD_GUARDS: {
       logFile: g.optional(g.string),
       name: g.optional(g.string),
     }),
-    result: g.shape({ mountpoint: g.string, pid: g.count }),
+    result: g.shape({ mountpoint: g.string, pid: g.count, frozen: g.optional(g.arrayOf(g.string)) }),
   },
   unmount: { params: empty, result: empty },
   setRules: { params: g.shape({ rules: g.arrayOf(permissionRule) }), result: g.shape({ version: g.count }) },
@@ -345,6 +366,8 @@ export const WORKER_METHOD_GUARDS: {
     }),
   },
   discard: { params: g.shape({ paths }), result: empty },
+  checkpoint: { params: g.shape({ layerDir: g.string }), result: g.shape({ frozen: g.arrayOf(g.string) }) },
+  restore: { params: g.shape({ frozen: g.arrayOf(g.string) }), result: empty },
   readFile: { params: g.shape({ path: g.string }), result: g.shape({ data: g.bytes }) },
   writeFile: { params: g.shape({ path: g.string, data: g.bytes }), result: empty },
 };

@@ -1,5 +1,5 @@
-// `agentfense sandbox list|inspect|network|commit|discard|destroy`: the sandboxes recorded in the data
-// directory.
+// `agentfense sandbox list|inspect|network|commit|discard|destroy` (and the checkpoint commands of
+// checkpoints.ts): the sandboxes recorded in the data directory.
 import type { Command } from 'commander';
 import type { SandboxInfo, SandboxState } from '../../sandboxes/types.js';
 import { SANDBOX_STATES } from '../../sandboxes/types.js';
@@ -13,6 +13,7 @@ import { formatTable, printJson } from '../io.js';
 import type { CliContext } from '../io.js';
 import { EXIT_CONFLICT, reportCommit } from '../commit-report.js';
 import { parseLabels } from '../parse.js';
+import { registerCheckpoints } from './checkpoints.js';
 
 interface ListFlags extends DataFlags {
   readonly codebase?: string;
@@ -69,7 +70,8 @@ function describe(sb: SandboxInfo): string {
 }
 
 /** Registers `sandbox` and its subcommands on the program. */
-export function registerSandboxes(program: Command, { io, result }: CliContext): void {
+export function registerSandboxes(program: Command, context: CliContext): void {
+  const { io, result } = context;
   const sandbox = program
     .command('sandbox')
     .description('list, inspect, commit, discard and destroy sandboxes');
@@ -184,4 +186,6 @@ export function registerSandboxes(program: Command, { io, result }: CliContext):
       }
     });
   });
+
+  registerCheckpoints(sandbox, context);
 }

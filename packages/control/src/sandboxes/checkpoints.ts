@@ -1,0 +1,213 @@
+// Checkpoints: a sandbox's file state frozen as a layer (the worker renames its writable layer into the
+// data directory's layer store; nothing is copied), listed, restored and deleted. The delta records the
+// stack it stands on itself; the database holds the checkpoints and a mirror of each stack, settled from
+// the worker's own report at every mount. A frozen layer is removed once no checkpoint and no sandbox's
+// stack holds it.
+import { readdir } from 'node:fs/promises';
+import { basename } from 'node:path';
+import type { Logger } from 'pino';
+import { InvalidArgumentError, UnavailableError } from '@agentfense/protocol';
+import { isId, newId, validateId } from '../ids.js';
+import type { DataLayout } from '../paths.js';
+import { ensurePrivateDir } from '../paths.js';
+import type { CheckpointRow, CheckpointStore } from '../store/checkpoints.js';
+import { KeyedLock } from './keyed-lock.js';
+import type { SandboxTrash } from './trash.js';
+
+/** A checkpoint as the faces show it. */
+export interface CheckpointInfo {
+  readonly id: string;
+  readonly sandboxId: string;
+  readonly name: string | null;
+  readonly message: string | null;
+  /** How many frozen layers its stack has (the checkpoint's own is the last). */
+  readonly depth: number;
+  readonly createdAt: number;
+}
+
+export interface CheckpointOptions {
+  /** A short label (at most 200 characters). */
+  readonly name?: string;
+  /** What the step before it did (at most 4,000 characters). */
+  readonly message?: string;
+}
+
+export interface RestoreOptions {
+  /** Keep the changes made since as a checkpoint of their own (its id is returned) instead of dropping them. */
+  readonly keepCurrent?: boolean;
+}
+
+/** What the service needs from the sandbox manager: the worker calls, running or not. */
+export interface CheckpointWorker {
+  checkpoint(id: string, layerDir: string): Promise<{ readonly frozen: readonly string[] }>;
+  restore(id: string, frozen: readonly string[]): Promise<void>;
+}
+
+const NAME_MAX = 200;
+const MESSAGE_MAX = 4000;
+
+export class CheckpointService {
+  readonly #store: CheckpointStore;
+  readonly #layout: DataLayout;
+  readonly #worker: CheckpointWorker;
+  readonly #trash: SandboxTrash;
+  readonly #logger: Logger;
+  /**
+   * One change of checkpoints at a time in this process: a restore and a delete of the same checkpoint,
+   * or a checkpoint and the removal of unused layers, must not interleave.
+   */
+  readonly #lock = new KeyedLock();
+
+  constructor(options: {
+    readonly store: CheckpointStore;
+    readonly layout: DataLayout;
+    readonly worker: CheckpointWorker;
+    readonly trash: SandboxTrash;
+    readonly logger: Logger;
+  }) {
+    this.#store = options.store;
+    this.#layout = options.layout;
+    this.#worker = options.worker;
+    this.#trash = options.trash;
+    this.#logger = options.logger;
+  }
+
+  /** Freezes sandbox `id`'s current changes as a checkpoint; the sandbox goes on where it was. */
+  checkpoint(id: string, options: CheckpointOptions = {}): Promise<CheckpointInfo> {
+    checkText('name', options.name, NAME_MAX);
+    checkText('message', options.message, MESSAGE_MAX);
+    return this.#lock.run('', () => this.#take(id, options));
+  }
+
+  async #take(id: string, options: CheckpointOptions): Promise<CheckpointInfo> {
+    const layer = newId('layer');
+    const row: CheckpointRow = {
+      id: newId('checkpoint'),
+      sandbox_id: id,
+      name: options.name ?? null,
+      message: options.message ?? null,
+      layers: [...this.#store.stack(id), layer],
+      state: 'pending',
+      created_at: Date.now(),
+    };
+    // The row first: a crash while the worker freezes the layer leaves a reference to it (nothing
+    // removes a layer a row names), and the next mount settles the row from what the delta recorded.
+    this.#store.insert(row);
+    let frozen: string[];
+    try {
+      await ensurePrivateDir(this.#layout.layersDir);
+      frozen = this.#layerIds((await this.#worker.checkpoint(id, this.#layout.layerDir(layer))).frozen);
+    } catch (err) {
+      this.#store.delete(row.id);
+      throw err;
+    }
+    this.#store.transaction(() => {
+      this.#store.markReady(row.id, frozen);
+      this.#store.setStack(id, frozen);
+    });
+    return info({ ...row, layers: frozen, state: 'ready' });
+  }
+
+  list(id: string): CheckpointInfo[] {
+    return this.#store.list(id).map(info);
+  }
+
+  /**
+   * Puts sandbox `id` back to checkpoint `checkpointId`: its changes since are dropped (or kept as a new
+   * checkpoint with `keepCurrent`), and a running command sees the restored files at once.
+   */
+  restore(id: string, checkpointId: string, options: RestoreOptions = {}): Promise<{ kept?: CheckpointInfo }> {
+    validateId('checkpoint', checkpointId);
+    return this.#lock.run('', async () => {
+      const target = this.#store.get(id, checkpointId);
+      const kept = options.keepCurrent === true ? await this.#take(id, { name: `before restore of ${checkpointId}` }) : undefined;
+      await this.#worker.restore(
+        id,
+        target.layers.map((layer) => this.#layout.layerDir(layer)),
+      );
+      this.#store.setStack(id, target.layers);
+      await this.#collect();
+      return kept === undefined ? {} : { kept };
+    });
+  }
+
+  /** Deletes a checkpoint; its layers are removed once nothing else holds them. */
+  remove(id: string, checkpointId: string): Promise<void> {
+    validateId('checkpoint', checkpointId);
+    return this.#lock.run('', async () => {
+      this.#store.get(id, checkpointId);
+      this.#store.delete(checkpointId);
+      await this.#collect();
+    });
+  }
+
+  /**
+   * After a mount: the worker's report of the stack its delta stands on is the truth. A pending row
+   * whose layer made it into the stack becomes a checkpoint; one whose layer did not was never taken.
+   */
+  settle(id: string, frozenDirs: readonly string[]): void {
+    const frozen = this.#layerIds(frozenDirs);
+    this.#store.transaction(() => {
+      for (const row of this.#store.pending(id)) {
+        const layer = row.layers.at(-1);
+        if (layer !== undefined && frozen.includes(layer)) this.#store.markReady(row.id);
+        else this.#store.delete(row.id);
+      }
+      this.#store.setStack(id, frozen);
+    });
+  }
+
+  /** Removes the frozen layers nothing holds (after a destroy, a restore, a delete, and at open). */
+  collect(): Promise<void> {
+    return this.#lock.run('', () => this.#collect());
+  }
+
+  async #collect(): Promise<void> {
+    let names: string[];
+    try {
+      names = await readdir(this.#layout.layersDir);
+    } catch {
+      return; // no layer store yet
+    }
+    const held = this.#store.referencedLayers();
+    for (const name of names) {
+      // A `.tmp` name is a checkpoint under way or cut short: its delta finishes or undoes it.
+      if (!isId('layer', name) || held.has(name)) continue;
+      const dir = this.#layout.layerDir(name);
+      if (!(await this.#trash.discard(dir, name))) {
+        this.#logger.warn({ layer: name }, 'could not move an unused checkpoint layer to the trash');
+      }
+    }
+  }
+
+  /** Layer ids from the worker's layer directories (each must be in this data directory's store). */
+  #layerIds(dirs: readonly string[]): string[] {
+    return dirs.map((dir) => {
+      const id = basename(dir);
+      if (!isId('layer', id) || this.#layout.layerDir(id) !== dir) {
+        throw new UnavailableError(`the worker reported a frozen layer outside the layer store: ${dir}`);
+      }
+      return id;
+    });
+  }
+}
+
+function info(row: CheckpointRow): CheckpointInfo {
+  return {
+    id: row.id,
+    sandboxId: row.sandbox_id,
+    name: row.name,
+    message: row.message,
+    depth: row.layers.length,
+    createdAt: row.created_at,
+  };
+}
+
+function checkText(field: string, value: string | undefined, max: number): void {
+  if (value === undefined) return;
+  if (typeof value !== 'string' || value.length > max || value.includes('\0')) {
+    throw new InvalidArgumentError(
+      `checkpoint ${field} must be a string of at most ${max} characters without NUL bytes`,
+    );
+  }
+}

@@ -1,0 +1,120 @@
+// Checkpoint rows and each sandbox's layer stack: prepared statements over `checkpoints` and
+// `sandbox_stacks` (migration 8). Layer ids are stored as JSON arrays, oldest first.
+import type { Statement } from 'better-sqlite3';
+import { NotFoundError } from '@agentfense/protocol';
+import type { Db } from './db.js';
+
+/** A checkpoint row, decoded. Times are ms since the epoch. */
+export interface CheckpointRow {
+  readonly id: string;
+  readonly sandbox_id: string;
+  readonly name: string | null;
+  readonly message: string | null;
+  /** The frozen layers of its stack, oldest first: restoring puts the sandbox back on exactly these. */
+  readonly layers: readonly string[];
+  /** 'pending' while the worker freezes its layer. */
+  readonly state: 'pending' | 'ready';
+  readonly created_at: number;
+}
+
+interface RawCheckpoint extends Omit<CheckpointRow, 'layers'> {
+  readonly layers: string;
+}
+
+function decode(raw: RawCheckpoint): CheckpointRow {
+  return { ...raw, layers: JSON.parse(raw.layers) as string[] };
+}
+
+export class CheckpointStore {
+  readonly #db: Db;
+  readonly #insert: Statement;
+  readonly #get: Statement;
+  readonly #bySandbox: Statement;
+  readonly #pending: Statement;
+  readonly #ready: Statement;
+  readonly #delete: Statement;
+  readonly #allLayers: Statement;
+  readonly #stack: Statement;
+  readonly #setStack: Statement;
+  readonly #allStacks: Statement;
+
+  constructor(db: Db) {
+    this.#db = db;
+    this.#insert = db.prepare(
+      `INSERT INTO checkpoints (id, sandbox_id, name, message, layers, state, created_at)
+       VALUES (@id, @sandbox_id, @name, @message, @layers, @state, @created_at)`,
+    );
+    this.#get = db.prepare('SELECT * FROM checkpoints WHERE id = ?');
+    this.#bySandbox = db.prepare(
+      "SELECT * FROM checkpoints WHERE sandbox_id = ? AND state = 'ready' ORDER BY created_at, rowid",
+    );
+    this.#pending = db.prepare("SELECT * FROM checkpoints WHERE sandbox_id = ? AND state = 'pending'");
+    this.#ready = db.prepare("UPDATE checkpoints SET state = 'ready', layers = COALESCE(?, layers) WHERE id = ?");
+    this.#delete = db.prepare('DELETE FROM checkpoints WHERE id = ?');
+    this.#allLayers = db.prepare('SELECT layers FROM checkpoints');
+    this.#stack = db.prepare('SELECT layers FROM sandbox_stacks WHERE sandbox_id = ?');
+    this.#setStack = db.prepare(
+      `INSERT INTO sandbox_stacks (sandbox_id, layers) VALUES (?, ?)
+       ON CONFLICT (sandbox_id) DO UPDATE SET layers = excluded.layers`,
+    );
+    this.#allStacks = db.prepare('SELECT layers FROM sandbox_stacks');
+  }
+
+  insert(row: CheckpointRow): void {
+    this.#insert.run({ ...row, layers: JSON.stringify(row.layers) });
+  }
+
+  /** The checkpoint `id` of sandbox `sandboxId`, or NotFoundError (a pending one is not there yet). */
+  get(sandboxId: string, id: string): CheckpointRow {
+    const raw = this.#get.get(id) as RawCheckpoint | undefined;
+    if (raw === undefined || raw.sandbox_id !== sandboxId || raw.state !== 'ready') {
+      throw new NotFoundError(`checkpoint ${id} not found in sandbox ${sandboxId}`);
+    }
+    return decode(raw);
+  }
+
+  /** A sandbox's checkpoints, oldest first. */
+  list(sandboxId: string): CheckpointRow[] {
+    return (this.#bySandbox.all(sandboxId) as RawCheckpoint[]).map(decode);
+  }
+
+  /** Checkpoints a crash left between their row and their layer (settled at the next mount). */
+  pending(sandboxId: string): CheckpointRow[] {
+    return (this.#pending.all(sandboxId) as RawCheckpoint[]).map(decode);
+  }
+
+  /** The checkpoint was taken; `layers`, when given, is its stack as the worker reported it. */
+  markReady(id: string, layers?: readonly string[]): void {
+    this.#ready.run(layers === undefined ? null : JSON.stringify(layers), id);
+  }
+
+  delete(id: string): void {
+    this.#delete.run(id);
+  }
+
+  /** The stack the sandbox's delta stood on when last told ([] when it never had a checkpoint). */
+  stack(sandboxId: string): string[] {
+    const raw = this.#stack.get(sandboxId) as { layers: string } | undefined;
+    return raw === undefined ? [] : (JSON.parse(raw.layers) as string[]);
+  }
+
+  setStack(sandboxId: string, layers: readonly string[]): void {
+    this.#setStack.run(sandboxId, JSON.stringify(layers));
+  }
+
+  /** Every layer id some checkpoint (pending ones too) or some sandbox's stack holds. */
+  referencedLayers(): Set<string> {
+    const ids = new Set<string>();
+    const rows = [
+      ...(this.#allLayers.all() as { layers: string }[]),
+      ...(this.#allStacks.all() as { layers: string }[]),
+    ];
+    for (const row of rows) for (const id of JSON.parse(row.layers) as string[]) ids.add(id);
+    return ids;
+  }
+
+  /** Runs `fn` in one transaction. */
+  transaction<T>(fn: () => T): T {
+    return this.#db.transaction(fn)();
+  }
+}
