@@ -85,6 +85,9 @@ describe('agentfense mcp over stdio (demo-repo, agent-safe)', () => {
       'list_files',
       'explain',
       'changes',
+      'checkpoint',
+      'checkpoints',
+      'rollback',
     ]);
     for (const tool of tools) {
       expect(tool.description?.length).toBeGreaterThan(50);
@@ -229,6 +232,26 @@ describe('agentfense mcp over stdio (demo-repo, agent-safe)', () => {
     expect(long.data.truncated).toBe(true);
     expect(long.text).toMatch(/\[\.\.\. \d+ characters truncated by agentfense/);
     expect(long.text.length).toBeLessThan(40_000);
+  });
+
+  it('checkpoints before a risky step and rolls back after it', async () => {
+    const none = await call(server.client, 'rollback');
+    expect(errorCode(none)).toBe('AF_WRONG_STATE');
+    await call(server.client, 'write_file', { path: 'output/plan.txt', content: 'good\n' });
+    const taken = await call(server.client, 'checkpoint', { name: 'before refactor' });
+    expect(taken.isError).toBeFalsy();
+    await call(server.client, 'run', {
+      command: 'echo broken > /workspace/output/plan.txt; touch /workspace/output/junk',
+    });
+    const listed = await call(server.client, 'checkpoints');
+    expect(listed.text).toContain('before refactor');
+    const back = await call(server.client, 'rollback');
+    expect(back.isError).toBeFalsy();
+    expect(back.data.restored).toBe(taken.data.id);
+    const after = await call(server.client, 'run', {
+      command: 'cat /workspace/output/plan.txt; ls /workspace/output/junk 2>&1 || true',
+    });
+    expect(after.data.stdout).toMatch(/^good\n.*No such file/);
   });
 });
 

@@ -29,6 +29,7 @@ import { ExecOutput_OutputType } from './gen/sandbox/v1/sandbox.js';
 import type { ExecOutput, SandboxServiceServer } from './gen/sandbox/v1/sandbox.js';
 import { serverStream, unary, type HandlerContext } from './handlers.js';
 import { pacedCall, type PacedCall } from './paced-call.js';
+import { checkpointToProto } from './checkpoint-convert.js';
 
 /** Trailing metadata of ExecStream/SessionExecStream: the command's exit code (the stream has no field). */
 export const EXIT_CODE_KEY = 'x-exit-code';
@@ -103,6 +104,30 @@ export function sandboxService(backend: Backend, context: HandlerContext): Sandb
       const id = sandboxId(req.sandboxId);
       const records = await backend.networkAudit(id, networkAuditQuery(req));
       return { records: records.map(networkRecordToProto) };
+    }),
+
+    createCheckpoint: unary(context, 'CreateCheckpoint', async (req) => {
+      const id = sandboxId(req.sandboxId);
+      return checkpointToProto(
+        await backend.checkpoint(id, {
+          ...(req.name === '' ? {} : { name: req.name }),
+          ...(req.message === '' ? {} : { message: req.message }),
+        }),
+      );
+    }),
+    listCheckpoints: unary(context, 'ListCheckpoints', async (req) => ({
+      checkpoints: (await backend.listCheckpoints(sandboxId(req.sandboxId))).map(checkpointToProto),
+    })),
+    restoreCheckpoint: unary(context, 'RestoreCheckpoint', async (req) => {
+      const id = sandboxId(req.sandboxId);
+      const checkpoint = requestId('checkpoint', 'checkpoint_id', req.checkpointId);
+      const { kept } = await backend.restoreCheckpoint(id, checkpoint, { keepCurrent: req.keepCurrent });
+      return kept === undefined ? {} : { kept: checkpointToProto(kept) };
+    }),
+    deleteCheckpoint: unary(context, 'DeleteCheckpoint', async (req) => {
+      const id = sandboxId(req.sandboxId);
+      await backend.deleteCheckpoint(id, requestId('checkpoint', 'checkpoint_id', req.checkpointId));
+      return {};
     }),
 
     exec: unary(context, 'Exec', async (req, signal) => {

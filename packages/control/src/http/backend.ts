@@ -2,6 +2,7 @@
 // ControlPlane. Routes only ever talk to an HttpBackend, so this file is the only one that follows the
 // control plane's API; it also pages the one listing the control plane does not page itself (codebases)
 // and reads a sandbox's log.
+import type { CheckpointInfo, CheckpointOptions, RestoreOptions } from '../sandboxes/checkpoints.js';
 import { validateSecrets } from '@agentfense/network';
 import type { NetworkAuditEvent, NetworkPolicyInput, SecretInput } from '@agentfense/network';
 import { availableParallelism } from 'node:os';
@@ -70,6 +71,14 @@ export interface HttpBackend {
   ): Promise<{ diff: string; binary: readonly string[] }>;
   commit(id: string, options: { mode?: CommitMode; paths?: readonly string[] }): Promise<CommitResult>;
   discard(id: string, options: { paths?: readonly string[] }): Promise<void>;
+  checkpoint(id: string, options: CheckpointOptions): Promise<CheckpointInfo>;
+  listCheckpoints(id: string): Promise<CheckpointInfo[]>;
+  restoreCheckpoint(
+    id: string,
+    checkpointId: string,
+    options: RestoreOptions,
+  ): Promise<{ kept?: CheckpointInfo }>;
+  deleteCheckpoint(id: string, checkpointId: string): Promise<void>;
   /** A file as the sandbox sees it, through its rules (`path` is a codebase path, `/src/a.ts`). */
   readFile(id: string, path: string): Promise<Buffer>;
   /** Writes a file into the sandbox's delta, through its rules. */
@@ -188,6 +197,11 @@ export function controlPlaneBackend(
     diff: (id, options) => inSandbox(id, () => plane.diff(id, options)),
     commit: (id, options) => inSandbox(id, () => plane.commit(id, options)),
     discard: (id, options) => inSandbox(id, () => plane.discard(id, options)),
+    checkpoint: (id, options) => inSandbox(id, () => plane.checkpoint(id, options)),
+    listCheckpoints: (id) => inSandbox(id, () => Promise.resolve(plane.listCheckpoints(id))),
+    restoreCheckpoint: (id, checkpointId, options) =>
+      inSandbox(id, () => plane.restoreCheckpoint(id, checkpointId, options)),
+    deleteCheckpoint: (id, checkpointId) => inSandbox(id, () => plane.deleteCheckpoint(id, checkpointId)),
     readFile: (id, path) => inSandbox(id, () => plane.readFile(id, path)),
     writeFile: (id, path, data) => inSandbox(id, () => plane.writeFile(id, path, data)),
     logs: (id, { tail }) =>

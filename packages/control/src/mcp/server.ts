@@ -16,6 +16,7 @@ import {
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import type { McpSandboxContext, ShellState, ToolDefinition } from './context.js';
 import { failure, errorResult } from './results.js';
+import { CHECKPOINT_TOOLS } from './tools-checkpoints.js';
 import { DELTA_TOOLS, deltaReport } from './tools-delta.js';
 import { EXEC_TOOLS } from './tools-exec.js';
 import { FILE_TOOLS } from './tools-files.js';
@@ -26,7 +27,12 @@ export const MCP_SERVER_INFO = { name: 'agentfense', version: '0.1.0' } as const
 export const CHANGES_RESOURCE_URI = 'agentfense://sandbox/changes';
 
 /** Every tool, in the order they are listed. */
-export const ALL_TOOLS: readonly ToolDefinition[] = [...EXEC_TOOLS, ...FILE_TOOLS, ...DELTA_TOOLS];
+export const ALL_TOOLS: readonly ToolDefinition[] = [
+  ...EXEC_TOOLS,
+  ...FILE_TOOLS,
+  ...DELTA_TOOLS,
+  ...CHECKPOINT_TOOLS,
+];
 
 export interface McpServerOptions {
   readonly logger?: Logger;

@@ -116,11 +116,18 @@ export class CheckpointService {
    * Puts sandbox `id` back to checkpoint `checkpointId`: its changes since are dropped (or kept as a new
    * checkpoint with `keepCurrent`), and a running command sees the restored files at once.
    */
-  restore(id: string, checkpointId: string, options: RestoreOptions = {}): Promise<{ kept?: CheckpointInfo }> {
+  restore(
+    id: string,
+    checkpointId: string,
+    options: RestoreOptions = {},
+  ): Promise<{ kept?: CheckpointInfo }> {
     validateId('checkpoint', checkpointId);
     return this.#lock.run('', async () => {
       const target = this.#store.get(id, checkpointId);
-      const kept = options.keepCurrent === true ? await this.#take(id, { name: `before restore of ${checkpointId}` }) : undefined;
+      const kept =
+        options.keepCurrent === true
+          ? await this.#take(id, { name: `before restore of ${checkpointId}` })
+          : undefined;
       await this.#worker.restore(
         id,
         target.layers.map((layer) => this.#layout.layerDir(layer)),

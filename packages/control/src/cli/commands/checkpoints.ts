@@ -66,7 +66,9 @@ export function registerCheckpoints(sandbox: Command, { io }: CliContext): void 
       .option('--keep-current', 'keep the changes since as a checkpoint of their own'),
   ).action(async (id: string, checkpoint: string, flags: RestoreFlags) => {
     await withControlPlane(flags, async (plane) => {
-      const { kept } = await plane.restoreCheckpoint(id, checkpoint, { keepCurrent: flags.keepCurrent === true });
+      const { kept } = await plane.restoreCheckpoint(id, checkpoint, {
+        keepCurrent: flags.keepCurrent === true,
+      });
       if (kept !== undefined) io.stderr.write(`agentfense: the changes since are checkpoint ${kept.id}\n`);
       io.stderr.write(`agentfense: ${id} restored to ${checkpoint}\n`);
     });

@@ -9,6 +9,7 @@ import { followLog, tailLog } from '../../sandboxes/log-file.js';
 import type { HttpBackend, HttpCreateSandboxOptions } from '../backend.js';
 import { defineRoute } from '../define.js';
 import { registerExecRoutes } from './exec.js';
+import { registerCheckpointRoutes } from './checkpoints.js';
 import { registerNetworkRoutes } from './network.js';
 import {
   COMMIT_MODE,
@@ -212,6 +213,7 @@ export function registerSandboxRoutes(
 
   registerExecRoutes(app, backend, context);
   registerNetworkRoutes(app, backend);
+  registerCheckpointRoutes(app, backend);
 
   defineRoute<unknown, unknown, IdParam>(app, {
     method: 'GET',

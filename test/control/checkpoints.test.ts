@@ -1,0 +1,164 @@
+// Checkpoints on real sandboxes: the files as they were at each checkpoint come back on restore (files,
+// directories, deletions, modes, symlinks, hard links), a running shell sees a restore at once, they work on
+// a stopped sandbox and survive a control-plane restart, and their layers leave the disk with the last
+// thing that holds them.
+import { readdir, stat } from 'node:fs/promises';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ControlPlane } from '@agentfense/control';
+import { assertCleanAndRemove, makeDirs } from '../helpers/control-fixtures.js';
+import type { TestDirs } from '../helpers/control-fixtures.js';
+
+/** What `ls`, `cat` and `stat` show of the workspace's interesting paths, one line each. */
+const SHOW = [
+  'cd /workspace',
+  'for p in README.md src/app.py src/util.py docs output/new.txt output/dir/f output/link output/hard; do',
+  '  if [ -L "$p" ]; then echo "$p -> $(readlink "$p")";',
+  '  elif [ -d "$p" ]; then echo "$p/ $(ls -A "$p" | tr "\\n" " ")";',
+  '  elif [ -e "$p" ]; then echo "$p $(stat -c "%a %h" "$p") $(cat "$p")";',
+  '  else echo "$p gone"; fi',
+  'done',
+].join('\n');
+
+describe('checkpoints', () => {
+  let dirs: TestDirs;
+  let cp: ControlPlane;
+  let codebaseId: string;
+
+  beforeAll(async () => {
+    dirs = await makeDirs();
+    cp = await ControlPlane.open({ dataDir: dirs.dataDir });
+    codebaseId = (await cp.linkCodebase({ path: dirs.repo })).id;
+  });
+  afterAll(async () => {
+    for (const sb of cp?.listSandboxes().items ?? []) await cp.destroySandbox(sb.id);
+    await cp?.close();
+    await assertCleanAndRemove(dirs);
+  });
+
+  async function running(): Promise<string> {
+    const { id } = await cp.createSandbox({ codebaseId, preset: 'full-access' });
+    await cp.startSandbox(id);
+    return id;
+  }
+  const show = async (id: string): Promise<string> => {
+    const result = await cp.run(id, SHOW);
+    expect(result.exitCode, result.stderr).toBe(0);
+    return result.stdout;
+  };
+  const sh = async (id: string, command: string): Promise<void> => {
+    const result = await cp.run(id, command);
+    expect(result.exitCode, result.stderr).toBe(0);
+  };
+
+  it('restores each checkpoint exactly, across several layers, and lists them oldest first', async () => {
+    const id = await running();
+    const original = await show(id);
+    await sh(
+      id,
+      'cd /workspace && echo one > output/new.txt && mkdir -p output/dir && echo f1 > output/dir/f && ' +
+        'rm docs/guide.md && chmod 600 src/app.py && ln -s new.txt output/link && ln output/new.txt output/hard',
+    );
+    const first = await cp.checkpoint(id, { name: 'first', message: 'files made' });
+    const atFirst = await show(id);
+    expect(atFirst).toBe(await show(id)); // a checkpoint changes nothing the sandbox sees
+    expect(atFirst).toContain('output/new.txt 644 2 one');
+    await sh(
+      id,
+      'cd /workspace && echo two > output/new.txt && rm -r output/dir && echo readme2 > README.md && ' +
+        'mkdir docs && echo back > docs/again.md && rm output/link && chmod 644 src/app.py',
+    );
+    const second = await cp.checkpoint(id, { name: 'second' });
+    const atSecond = await show(id);
+    await sh(id, 'cd /workspace && echo three > output/new.txt && rm -rf src && touch output/late');
+
+    await cp.restoreCheckpoint(id, first.id);
+    expect(await show(id)).toBe(atFirst);
+    expect((await cp.run(id, 'ls /workspace/output')).stdout).not.toContain('late');
+    await cp.restoreCheckpoint(id, second.id);
+    expect(await show(id)).toBe(atSecond);
+    expect((await cp.run(id, 'cat /workspace/docs/again.md; ls /workspace/docs')).stdout).toBe(
+      'back\nagain.md\n',
+    );
+
+    expect(cp.listCheckpoints(id).map((c) => [c.id, c.name, c.message, c.depth])).toEqual([
+      [first.id, 'first', 'files made', 1],
+      [second.id, 'second', null, 2],
+    ]);
+    // The codebase never changed, and the sandbox's changes are still all there to commit or discard.
+    expect(await readdir(join(dirs.repo, 'output'))).toEqual(['.keep']);
+    await cp.discard(id);
+    expect(await show(id)).toBe(original);
+    await cp.destroySandbox(id);
+  });
+
+  it('shows a restore to a running shell at once, and keeps the changes since when asked', async () => {
+    const id = await running();
+    const session = await cp.createSession(id);
+    await session.exec('cd /workspace/output && echo before > f.txt');
+    const base = await cp.checkpoint(id);
+    await session.exec('echo after > f.txt');
+    const { kept } = await cp.restoreCheckpoint(id, base.id, { keepCurrent: true });
+    expect((await session.exec('cat f.txt')).stdout).toBe('before\n');
+    expect(kept).toBeDefined();
+    await cp.restoreCheckpoint(id, kept?.id as string);
+    expect((await session.exec('cat f.txt')).stdout).toBe('after\n');
+    // A file written through a handle that was open when the checkpoint was taken does not change it.
+    await session.exec('exec 3>>g.txt; echo one >&3');
+    const held = await cp.checkpoint(id);
+    await session.exec('echo two >&3; exec 3>&-');
+    expect((await session.exec('cat g.txt')).stdout).toBe('one\ntwo\n');
+    await cp.restoreCheckpoint(id, held.id);
+    expect((await session.exec('cat g.txt')).stdout).toBe('one\n');
+    await cp.closeSession(session.id);
+    await cp.destroySandbox(id);
+  });
+
+  it('works on a stopped sandbox and survives a restart of the control plane', async () => {
+    const id = await running();
+    await sh(id, 'echo v1 > /workspace/output/v.txt');
+    const v1 = await cp.checkpoint(id);
+    await sh(id, 'echo v2 > /workspace/output/v.txt');
+    await cp.stopSandbox(id);
+    const v2 = await cp.checkpoint(id, { name: 'while stopped' });
+    await cp.close();
+    cp = await ControlPlane.open({ dataDir: dirs.dataDir });
+    expect(cp.listCheckpoints(id).map((c) => c.id)).toEqual([v1.id, v2.id]);
+    await cp.startSandbox(id);
+    expect((await cp.run(id, 'cat /workspace/output/v.txt')).stdout).toBe('v2\n');
+    await cp.restoreCheckpoint(id, v1.id);
+    expect((await cp.run(id, 'cat /workspace/output/v.txt')).stdout).toBe('v1\n');
+    await cp.destroySandbox(id);
+  });
+
+  it('removes a layer once no checkpoint or sandbox holds it, and keeps the store private', async () => {
+    const layers = join(dirs.dataDir, 'layers');
+    const id = await running();
+    await sh(id, 'echo a > /workspace/output/a.txt');
+    const a = await cp.checkpoint(id);
+    await sh(id, 'echo b > /workspace/output/b.txt');
+    const b = await cp.checkpoint(id);
+    expect((await stat(layers)).mode & 0o777).toBe(0o700);
+    expect((await readdir(layers)).length).toBe(2);
+    // b's stack holds a's layer: deleting a keeps it, and b still restores whole.
+    await cp.deleteCheckpoint(id, a.id);
+    expect((await readdir(layers)).length).toBe(2);
+    await sh(id, 'rm /workspace/output/a.txt /workspace/output/b.txt');
+    await cp.restoreCheckpoint(id, b.id);
+    expect((await cp.run(id, 'cat /workspace/output/a.txt /workspace/output/b.txt')).stdout).toBe('a\nb\n');
+    await expect(cp.restoreCheckpoint(id, a.id)).rejects.toThrow(/not found/);
+    await cp.destroySandbox(id);
+    await cp.sandboxes.trash.idle();
+    expect(await readdir(layers)).toEqual([]);
+  });
+
+  it('refuses bad input with errors that name it', async () => {
+    const id = await running();
+    await expect(cp.restoreCheckpoint(id, 'cp_nope')).rejects.toThrow(/invalid checkpoint id "cp_nope"/);
+    await expect(cp.checkpoint(id, { name: 'x'.repeat(201) })).rejects.toThrow(
+      /name must be a string of at most 200/,
+    );
+    await expect(cp.checkpoint('sb_x')).rejects.toThrow(/invalid sandbox id/);
+    await cp.destroySandbox(id);
+  });
+});
