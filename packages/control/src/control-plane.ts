@@ -27,7 +27,12 @@ import { collectGarbage } from './sandboxes/gc.js';
 import type { GcOptions, GcReport } from './sandboxes/gc.js';
 import { SandboxHostUsers } from './sandboxes/host-user.js';
 import { CheckpointService } from './sandboxes/checkpoints.js';
-import type { CheckpointInfo, CheckpointOptions, RestoreOptions } from './sandboxes/checkpoints.js';
+import type {
+  CheckpointInfo,
+  CheckpointOptions,
+  ForkOptions,
+  RestoreOptions,
+} from './sandboxes/checkpoints.js';
 import { SandboxManager } from './sandboxes/manager.js';
 import { SPARE_LABEL } from './sandboxes/one-shot.js';
 import type { CreateInternal } from './sandboxes/records.js';
@@ -195,10 +200,16 @@ export class ControlPlane implements AsyncDisposable {
         checkpoint: (id, layerDir) => sandboxes.checkpointDelta(id, layerDir),
         restore: (id, frozen) => sandboxes.restoreDelta(id, frozen),
       },
+      // Called only once the plane below exists (a fork is asked of it).
+      host: {
+        parent: (id) => store.get(id),
+        create: (options): Promise<SandboxInfo> => plane.createSandbox(options),
+        start: (id): Promise<SandboxInfo> => plane.startSandbox(id),
+      },
       trash: sandboxes.trash,
       logger: logger.child({ component: 'checkpoints' }),
     });
-    const plane = new ControlPlane({
+    const plane: ControlPlane = new ControlPlane({
       checkpoints,
       dataDir,
       layout,
@@ -328,6 +339,15 @@ export class ControlPlane implements AsyncDisposable {
     return this.#disk.freeing('restoring a checkpoint', () =>
       this.#checkpoints.restore(sandboxId, checkpointId, options),
     );
+  }
+  /**
+   * New sandboxes whose files start as a checkpoint of sandbox `id` (default: its files now, checkpointed
+   * for the purpose), each with its own changes; settings are the parent's unless given.
+   */
+  forkSandbox(id: string, options?: ForkOptions): Promise<SandboxInfo[]> {
+    const sandboxId = validateId('sandbox', id);
+    this.sandboxes.get(sandboxId);
+    return this.#checkpoints.fork(sandboxId, options);
   }
   /** Deletes a checkpoint; the files only it held are removed. */
   deleteCheckpoint(id: string, checkpointId: string): Promise<void> {

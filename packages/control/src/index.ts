@@ -81,7 +81,12 @@ export type { CodebaseInfo, CodebaseKind, FileEntry } from './codebases/types.js
 export { SandboxManager } from './sandboxes/manager.js';
 export type { GcOptions, GcReport } from './sandboxes/gc.js';
 export { SANDBOX_STATES } from './sandboxes/types.js';
-export type { CheckpointInfo, CheckpointOptions, RestoreOptions } from './sandboxes/checkpoints.js';
+export type {
+  CheckpointInfo,
+  CheckpointOptions,
+  ForkOptions,
+  RestoreOptions,
+} from './sandboxes/checkpoints.js';
 export type {
   CreateSandboxOptions,
   ListSandboxesOptions,

@@ -124,6 +124,20 @@ export function sandboxService(backend: Backend, context: HandlerContext): Sandb
       const { kept } = await backend.restoreCheckpoint(id, checkpoint, { keepCurrent: req.keepCurrent });
       return kept === undefined ? {} : { kept: checkpointToProto(kept) };
     }),
+    forkSandbox: unary(context, 'ForkSandbox', async (req) => {
+      const id = sandboxId(req.sandboxId);
+      const resources = resourcesFromProto(req.resources);
+      const checkpoint = optional(req.checkpointId);
+      const forks = await backend.forkSandbox(id, {
+        ...(checkpoint === undefined ? {} : { checkpointId: requestId('checkpoint', 'checkpoint_id', checkpoint) }),
+        ...(req.count === 0 ? {} : { count: req.count }),
+        ...(req.permissions.length === 0 ? {} : { rules: rulesFromProto(req.permissions) }),
+        ...(req.preset === '' ? {} : { preset: req.preset }),
+        ...(resources === undefined ? {} : { resources }),
+        start: !req.noStart,
+      });
+      return { sandboxes: forks.map(sandboxToProto) };
+    }),
     deleteCheckpoint: unary(context, 'DeleteCheckpoint', async (req) => {
       const id = sandboxId(req.sandboxId);
       await backend.deleteCheckpoint(id, requestId('checkpoint', 'checkpoint_id', req.checkpointId));

@@ -2,7 +2,12 @@
 // ControlPlane. Routes only ever talk to an HttpBackend, so this file is the only one that follows the
 // control plane's API; it also pages the one listing the control plane does not page itself (codebases)
 // and reads a sandbox's log.
-import type { CheckpointInfo, CheckpointOptions, RestoreOptions } from '../sandboxes/checkpoints.js';
+import type {
+  CheckpointInfo,
+  CheckpointOptions,
+  ForkOptions,
+  RestoreOptions,
+} from '../sandboxes/checkpoints.js';
 import { validateSecrets } from '@agentfense/network';
 import type { NetworkAuditEvent, NetworkPolicyInput, SecretInput } from '@agentfense/network';
 import { availableParallelism } from 'node:os';
@@ -79,6 +84,7 @@ export interface HttpBackend {
     options: RestoreOptions,
   ): Promise<{ kept?: CheckpointInfo }>;
   deleteCheckpoint(id: string, checkpointId: string): Promise<void>;
+  forkSandbox(id: string, options: ForkOptions): Promise<SandboxInfo[]>;
   /** A file as the sandbox sees it, through its rules (`path` is a codebase path, `/src/a.ts`). */
   readFile(id: string, path: string): Promise<Buffer>;
   /** Writes a file into the sandbox's delta, through its rules. */
@@ -202,6 +208,7 @@ export function controlPlaneBackend(
     restoreCheckpoint: (id, checkpointId, options) =>
       inSandbox(id, () => plane.restoreCheckpoint(id, checkpointId, options)),
     deleteCheckpoint: (id, checkpointId) => inSandbox(id, () => plane.deleteCheckpoint(id, checkpointId)),
+    forkSandbox: (id, options) => inSandbox(id, () => plane.forkSandbox(id, options)),
     readFile: (id, path) => inSandbox(id, () => plane.readFile(id, path)),
     writeFile: (id, path, data) => inSandbox(id, () => plane.writeFile(id, path, data)),
     logs: (id, { tail }) =>

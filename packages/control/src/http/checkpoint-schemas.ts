@@ -1,6 +1,7 @@
 // JSON Schemas of checkpoints in the HTTP API (our own routes): a checkpoint as answered, and the bodies
 // that take or restore one.
 import { object, outObject } from './schema-builders.js';
+import type { Schema } from './schema-builders.js';
 
 export const Checkpoint = outObject('Checkpoint', {
   id: { type: 'string', description: 'cp_<uuid>' },
@@ -39,3 +40,20 @@ export const CheckpointParams = object(
   },
   ['id', 'checkpoint_id'],
 );
+
+/** A fork's body: the parent's settings unless given (the permission rule schema is the create's). */
+export const forkBody = (permissionRule: Schema, resources: Schema): Schema =>
+  object('ForkSandboxRequest', {
+    checkpoint_id: {
+      type: 'string',
+      description: "fork from this checkpoint (default: the sandbox's files now, checkpointed for it)",
+    },
+    count: { type: 'integer', minimum: 1, maximum: 32, description: 'how many sandboxes (default 1)' },
+    permissions: { type: 'array', items: permissionRule, description: 'exclusive with preset' },
+    preset: { type: 'string', description: "a preset name (default: the parent's rules)" },
+    resources,
+    start: { type: 'boolean', description: 'start them at once (default true)' },
+  });
+
+export const forkResult = (sandbox: Schema): Schema =>
+  outObject('ForkSandboxResponse', { sandboxes: { type: 'array', items: sandbox } });

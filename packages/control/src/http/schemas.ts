@@ -143,7 +143,7 @@ export const FileParams: Schema = {
 
 // --- Sandboxes --------------------------------------------------------------------------------------
 
-const PermissionRuleIn = object(
+export const PermissionRuleIn = object(
   'PermissionRuleInput',
   {
     pattern: { type: 'string', minLength: 1 },
@@ -168,7 +168,7 @@ const PermissionRuleOut: Schema = {
 };
 
 const positiveInt = { type: 'integer', minimum: 1, 'x-int64': true } as const;
-const Resources = object('ResourceLimits', {
+export const Resources = object('ResourceLimits', {
   memory_bytes: positiveInt,
   cpu_quota: { ...positiveInt, description: 'microseconds per 100 ms period (50000 = half a core)' },
   cpu_shares: { ...positiveInt, description: 'relative weight, 1024 = default' },

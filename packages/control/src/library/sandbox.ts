@@ -1,7 +1,12 @@
 // The library's high-level API (contract §7): `await using sb = await Sandbox.fromLocal(dir)` links the
 // directory as a codebase (nothing copied), creates and starts a sandbox over it, and on dispose destroys
 // both records and the sandbox's data — the user's directory is never touched except by an explicit commit.
-import type { CheckpointInfo, CheckpointOptions, RestoreOptions } from '../sandboxes/checkpoints.js';
+import type {
+  CheckpointInfo,
+  CheckpointOptions,
+  ForkOptions,
+  RestoreOptions,
+} from '../sandboxes/checkpoints.js';
 import type { NetworkAuditEvent, NetworkPolicyInput } from '@agentfense/network';
 import { StringDecoder } from 'node:string_decoder';
 import type { Logger } from 'pino';
@@ -84,6 +89,9 @@ export class Sandbox implements AsyncDisposable {
   readonly #lease: PlaneLease | undefined;
   /** What fromLocal was asked for (a spare for the next identical call is made from it). */
   readonly #spec: SpareSpec;
+  /** The sandboxes over this codebase record (this one and its forks): the last one gone deletes it. */
+  readonly #codebase: { holders: number };
+  readonly #fork: boolean;
   #destroyed: Promise<void> | undefined;
 
   /** Spare sandboxes of the shared control planes (spares.ts), removed before their plane closes. */
@@ -97,12 +105,18 @@ export class Sandbox implements AsyncDisposable {
     controlPlane: ControlPlane;
     lease: PlaneLease | undefined;
     spec: SpareSpec;
+    codebase?: { holders: number };
+    /** Made by fork(): no spare is made for it (fromLocal was never asked for it). */
+    fork?: boolean;
   }) {
+    this.#fork = options.fork === true;
     this.id = options.id;
     this.codebaseId = options.codebaseId;
     this.controlPlane = options.controlPlane;
     this.#lease = options.lease;
     this.#spec = options.spec;
+    this.#codebase = options.codebase ?? { holders: 0 };
+    this.#codebase.holders++;
   }
 
   /**
@@ -286,6 +300,26 @@ export class Sandbox implements AsyncDisposable {
   deleteCheckpoint(checkpointId: string): Promise<void> {
     return this.controlPlane.deleteCheckpoint(this.id, checkpointId);
   }
+  /**
+   * New started sandboxes whose files start as this one's now (or as `checkpointId`), each with changes
+   * of its own; its settings unless given. Each is destroyed on its own; the directory's record goes
+   * with the last of them.
+   */
+  async fork(options: ForkOptions = {}): Promise<Sandbox[]> {
+    const infos = await this.controlPlane.forkSandbox(this.id, { ...options, start: true });
+    return infos.map(
+      (info) =>
+        new Sandbox({
+          id: info.id,
+          codebaseId: this.codebaseId,
+          controlPlane: this.controlPlane,
+          lease: this.#lease?.share(),
+          spec: this.#spec,
+          codebase: this.#codebase,
+          fork: true,
+        }),
+    );
+  }
   /** Reads a file as the sandbox sees it (codebase path: `/src/a.ts` or `src/a.ts`), through the rules. */
   readFile(path: string): Promise<Buffer> {
     return this.controlPlane.readFile(this.id, codebasePath(path));
@@ -324,9 +358,9 @@ export class Sandbox implements AsyncDisposable {
       try {
         // The next identical call may find a spare (on the shared plane, for a request that repeats): it
         // starts now, alongside this teardown, to be ready sooner.
-        if (this.#lease !== undefined) Sandbox.#spares.finished(this.controlPlane, this.#spec);
+        if (this.#lease !== undefined && !this.#fork) Sandbox.#spares.finished(this.controlPlane, this.#spec);
         await this.controlPlane.destroySandbox(this.id);
-        await this.controlPlane.deleteCodebase(this.codebaseId);
+        if (--this.#codebase.holders === 0) await this.controlPlane.deleteCodebase(this.codebaseId);
       } finally {
         await this.#lease?.release();
       }

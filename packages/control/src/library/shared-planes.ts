@@ -32,6 +32,8 @@ export interface SharedPlaneOptions {
 export interface PlaneLease {
   readonly plane: ControlPlane;
   release(): Promise<void>;
+  /** Another lease on the same plane (a fork's: the plane stays open while either sandbox lives). */
+  share(): PlaneLease;
 }
 
 /** Hooks of the one who uses the planes (the library's spare sandboxes live and die with a plane). */
@@ -111,6 +113,10 @@ export class SharedPlanes {
     let released = false;
     return {
       plane,
+      share: () => {
+        entry.users++;
+        return this.#lease(entry, plane);
+      },
       release: async () => {
         if (released) return;
         released = true;

@@ -6,11 +6,17 @@
 import { readdir } from 'node:fs/promises';
 import { basename } from 'node:path';
 import type { Logger } from 'pino';
+import { initDeltaStack } from '@agentfense/fuse-worker';
+import type { NetworkPolicyInput } from '@agentfense/network';
 import { InvalidArgumentError, UnavailableError } from '@agentfense/protocol';
+import type { ResourceLimits } from '@agentfense/protocol';
 import { isId, newId, validateId } from '../ids.js';
 import type { DataLayout } from '../paths.js';
 import { ensurePrivateDir } from '../paths.js';
 import type { CheckpointRow, CheckpointStore } from '../store/checkpoints.js';
+import type { SandboxRow } from '../store/sandboxes.js';
+import type { SecretSource } from '../secret-sources.js';
+import type { CreateSandboxOptions, SandboxInfo } from './types.js';
 import { KeyedLock } from './keyed-lock.js';
 import type { SandboxTrash } from './trash.js';
 
@@ -43,6 +49,34 @@ export interface CheckpointWorker {
   restore(id: string, frozen: readonly string[]): Promise<void>;
 }
 
+/** A fork: the parent's settings unless given here (secrets are never inherited: give them again). */
+export interface ForkOptions {
+  /** Fork from this checkpoint; default: from the sandbox's current files (a checkpoint is taken). */
+  readonly checkpointId?: string;
+  /** How many sandboxes (1-32, default 1). */
+  readonly count?: number;
+  /** Started at once (default true). */
+  readonly start?: boolean;
+  readonly rules?: readonly unknown[];
+  readonly preset?: string;
+  readonly runtime?: string;
+  readonly image?: string;
+  readonly network?: boolean | NetworkPolicyInput;
+  readonly resources?: ResourceLimits;
+  readonly env?: Readonly<Record<string, string>>;
+  readonly labels?: Readonly<Record<string, string>>;
+  readonly secrets?: readonly SecretSource[];
+}
+
+/** What a fork needs from the control plane: the parent's record, and creating and starting sandboxes. */
+export interface ForkHost {
+  parent(id: string): SandboxRow;
+  create(options: CreateSandboxOptions): Promise<SandboxInfo>;
+  start(id: string): Promise<SandboxInfo>;
+}
+
+const MAX_FORKS = 32;
+
 const NAME_MAX = 200;
 const MESSAGE_MAX = 4000;
 
@@ -58,16 +92,20 @@ export class CheckpointService {
    */
   readonly #lock = new KeyedLock();
 
+  readonly #host: ForkHost;
+
   constructor(options: {
     readonly store: CheckpointStore;
     readonly layout: DataLayout;
     readonly worker: CheckpointWorker;
+    readonly host: ForkHost;
     readonly trash: SandboxTrash;
     readonly logger: Logger;
   }) {
     this.#store = options.store;
     this.#layout = options.layout;
     this.#worker = options.worker;
+    this.#host = options.host;
     this.#trash = options.trash;
     this.#logger = options.logger;
   }
@@ -149,6 +187,43 @@ export class CheckpointService {
   }
 
   /**
+   * New sandboxes whose files start as checkpoint `checkpointId` of sandbox `id` (or as its files now),
+   * each with a writable layer of its own: their changes never reach each other or the parent. The
+   * frozen layers are shared, never copied.
+   */
+  async fork(id: string, options: ForkOptions = {}): Promise<SandboxInfo[]> {
+    const count = options.count ?? 1;
+    if (!Number.isInteger(count) || count < 1 || count > MAX_FORKS) {
+      throw new InvalidArgumentError(`fork count must be an integer from 1 to ${MAX_FORKS}, got ${String(count)}`);
+    }
+    if (options.checkpointId !== undefined) validateId('checkpoint', options.checkpointId);
+    const parent = this.#host.parent(id);
+    const forks = await this.#lock.run('', async () => {
+      const from =
+        options.checkpointId === undefined
+          ? await this.#take(id, { name: 'fork' })
+          : info(this.#store.get(id, options.checkpointId));
+      const layers = this.#store.get(id, from.id).layers;
+      const made: SandboxInfo[] = [];
+      for (let i = 0; i < count; i++) {
+        const sandbox = await this.#host.create(forkSettings(parent, options));
+        // The mirror first: a layer it names is never removed, even if a crash comes before the delta.
+        this.#store.setStack(sandbox.id, layers);
+        await initDeltaStack({
+          deltaDir: this.#layout.sandbox(sandbox.id).delta,
+          frozen: layers.map((layer) => this.#layout.layerDir(layer)),
+        });
+        made.push(sandbox);
+      }
+      return made;
+    });
+    if (options.start === false) return forks;
+    const started: SandboxInfo[] = [];
+    for (const sandbox of forks) started.push(await this.#host.start(sandbox.id));
+    return started;
+  }
+
+  /**
    * After a mount: the worker's report of the stack its delta stands on is the truth. A pending row
    * whose layer made it into the stack becomes a checkpoint; one whose layer did not was never taken.
    */
@@ -197,6 +272,30 @@ export class CheckpointService {
       return id;
     });
   }
+}
+
+/** A fork's settings: the parent's, with what the caller gives instead (an image only on the same runtime). */
+function forkSettings(parent: SandboxRow, options: ForkOptions): CreateSandboxOptions {
+  const runtime = options.runtime ?? parent.runtime;
+  const image = options.image ?? (runtime === parent.runtime ? parent.image : null);
+  const policy = options.rules !== undefined || options.preset !== undefined;
+  return {
+    codebaseId: parent.codebase_id,
+    runtime,
+    ...(image === null ? {} : { image }),
+    ...(policy
+      ? {
+          ...(options.rules === undefined ? {} : { rules: options.rules }),
+          ...(options.preset === undefined ? {} : { preset: options.preset }),
+        }
+      : { rules: parent.rules }),
+    network: options.network ?? { mode: parent.network.mode, rules: parent.network.rules },
+    resources: options.resources ?? parent.resources,
+    env: options.env ?? parent.env,
+    auditAllowed: parent.audit_allowed,
+    ...(options.labels === undefined ? {} : { labels: options.labels }),
+    ...(options.secrets === undefined ? {} : { secrets: options.secrets }),
+  };
 }
 
 function info(row: CheckpointRow): CheckpointInfo {

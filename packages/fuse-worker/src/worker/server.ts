@@ -206,7 +206,6 @@ export class WorkerService {
         lowerDir: params.lowerDir,
         lowerIdentity: params.lowerIdentity,
         deltaDir: params.deltaDir,
-        ...(params.frozen === undefined ? {} : { frozen: params.frozen }),
         logger: this.#logger,
         ...(params.diskQuotaBytes === undefined ? {} : { diskQuotaBytes: params.diskQuotaBytes }),
         // Copy-ups keep the owner the sandbox saw on the codebase entry (see README: owners).

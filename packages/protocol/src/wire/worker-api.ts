@@ -87,11 +87,6 @@ export interface MountParams {
   readonly lowerIdentity?: DirIdentity;
   /** This sandbox's delta directory (created if missing). */
   readonly deltaDir: string;
-  /**
-   * For a new delta only (a fork): the frozen layers it starts on, oldest first (checkpoints). A delta
-   * that exists keeps the stack it recorded itself, which the mount's answer reports.
-   */
-  readonly frozen?: readonly string[];
   /** An existing empty directory to mount on. */
   readonly mountpoint: string;
   readonly rules: readonly PermissionRule[];
@@ -291,7 +286,6 @@ export const WORKER_METHOD_GUARDS: {
       lowerDir: g.string,
       lowerIdentity: g.optional(g.shape({ dev: g.string, ino: g.string })),
       deltaDir: g.string,
-      frozen: g.optional(g.arrayOf(g.string)),
       mountpoint: g.string,
       rules: g.arrayOf(permissionRule),
       allowOther: g.optional(g.boolean),

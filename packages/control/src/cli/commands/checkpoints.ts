@@ -1,4 +1,4 @@
-// `agentfense sandbox checkpoint|checkpoints|restore|checkpoint-delete`: a sandbox's file state frozen
+// `agentfense sandbox checkpoint|checkpoints|restore|checkpoint-delete|fork`: a sandbox's file state frozen
 // and put back (sandboxes/checkpoints.ts).
 import type { Command } from 'commander';
 import type { CheckpointInfo } from '../../sandboxes/checkpoints.js';
@@ -15,6 +15,13 @@ interface CheckpointFlags extends DataFlags {
 
 interface RestoreFlags extends DataFlags {
   readonly keepCurrent?: boolean;
+}
+
+interface ForkFlags extends DataFlags {
+  readonly checkpoint?: string;
+  readonly count: string;
+  readonly preset?: string;
+  readonly start: boolean;
 }
 
 function row(cp: CheckpointInfo): string[] {
@@ -86,6 +93,30 @@ export function registerCheckpoints(sandbox: Command, { io }: CliContext): void 
         await plane.deleteCheckpoint(id, cp);
         io.stderr.write(`agentfense: deleted checkpoint ${cp}\n`);
       }
+    });
+  });
+
+  addDataOption(
+    sandbox
+      .command('fork')
+      .description(
+        'new sandboxes whose files start as a checkpoint (default: the files now), each with changes of its own',
+      )
+      .argument('<id>', 'sandbox id')
+      .option('--checkpoint <id>', 'fork from this checkpoint')
+      .option('--count <n>', 'how many sandboxes (1-32)', '1')
+      .option('--preset <name>', "rules of the forks (default: the parent's)")
+      .option('--no-start', 'leave them PENDING'),
+  ).action(async (id: string, flags: ForkFlags) => {
+    await withControlPlane(flags, async (plane) => {
+      const count = Number(flags.count);
+      const forks = await plane.forkSandbox(id, {
+        count,
+        start: flags.start,
+        ...(flags.checkpoint === undefined ? {} : { checkpointId: flags.checkpoint }),
+        ...(flags.preset === undefined ? {} : { preset: flags.preset }),
+      });
+      for (const fork of forks) io.stdout.write(`${fork.id}\n`);
     });
   });
 }

@@ -10,15 +10,27 @@ import {
   ListCheckpointsResult,
   RestoreCheckpointBody,
   RestoreCheckpointResult,
+  forkBody,
+  forkResult,
 } from '../checkpoint-schemas.js';
 import { defineRoute } from '../define.js';
-import { pathId } from '../mapping.js';
-import { Empty, IdParams } from '../schemas.js';
+import { pathId, resourcesFromWire, rulesFromWire, sandboxToWire } from '../mapping.js';
+import type { WireResources, WireRuleIn } from '../mapping.js';
+import { Empty, IdParams, PermissionRuleIn, Resources, Sandbox } from '../schemas.js';
 
 const tags = ['checkpoints'];
 
 type IdParam = { id: string };
 type CheckpointParam = { id: string; checkpoint_id: string };
+
+interface ForkBody {
+  checkpoint_id?: string;
+  count?: number;
+  permissions?: WireRuleIn[];
+  preset?: string;
+  resources?: WireResources;
+  start?: boolean;
+}
 
 /** A checkpoint in the API's snake_case, its time as RFC 3339. */
 export function checkpointToWire(cp: CheckpointInfo): Record<string, unknown> {
@@ -96,6 +108,32 @@ export function registerCheckpointRoutes(app: FastifyInstance, backend: HttpBack
       const id = pathId('sandbox', req.params.id);
       await backend.deleteCheckpoint(id, pathId('checkpoint', req.params.checkpoint_id));
       return {};
+    },
+  });
+
+  defineRoute<ForkBody, unknown, IdParam>(app, {
+    method: 'POST',
+    url: '/v1/sandboxes/:id/fork',
+    operationId: 'ForkSandbox',
+    summary:
+      "New sandboxes whose files start as a checkpoint (default: the sandbox's files now), each with changes of its own",
+    tags,
+    params: IdParams('sandbox', 'sb'),
+    body: forkBody(PermissionRuleIn, Resources),
+    optionalBody: true,
+    response: forkResult(Sandbox),
+    handler: async (req) => {
+      const id = pathId('sandbox', req.params.id);
+      const b = req.body;
+      const forks = await backend.forkSandbox(id, {
+        ...(b.checkpoint_id === undefined ? {} : { checkpointId: pathId('checkpoint', b.checkpoint_id) }),
+        ...(b.count === undefined ? {} : { count: b.count }),
+        ...(b.permissions === undefined ? {} : { rules: rulesFromWire(b.permissions) }),
+        ...(b.preset === undefined ? {} : { preset: b.preset }),
+        ...(b.resources === undefined ? {} : { resources: resourcesFromWire(b.resources) }),
+        ...(b.start === undefined ? {} : { start: b.start }),
+      });
+      return { sandboxes: forks.map(sandboxToWire) };
     },
   });
 }
