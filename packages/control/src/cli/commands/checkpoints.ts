@@ -21,7 +21,6 @@ interface ForkFlags extends DataFlags {
   readonly checkpoint?: string;
   readonly count: string;
   readonly preset?: string;
-  readonly start: boolean;
 }
 
 function row(cp: CheckpointInfo): string[] {
@@ -100,19 +99,19 @@ export function registerCheckpoints(sandbox: Command, { io }: CliContext): void 
     sandbox
       .command('fork')
       .description(
-        'new sandboxes whose files start as a checkpoint (default: the files now), each with changes of its own',
+        'new sandboxes (not started, as `run --keep` leaves its own) whose files start as a checkpoint (default: the files now), each with changes of its own',
       )
       .argument('<id>', 'sandbox id')
       .option('--checkpoint <id>', 'fork from this checkpoint')
       .option('--count <n>', 'how many sandboxes (1-32)', '1')
-      .option('--preset <name>', "rules of the forks (default: the parent's)")
-      .option('--no-start', 'leave them PENDING'),
+      .option('--preset <name>', "rules of the forks (default: the parent's)"),
   ).action(async (id: string, flags: ForkFlags) => {
     await withControlPlane(flags, async (plane) => {
       const count = Number(flags.count);
       const forks = await plane.forkSandbox(id, {
         count,
-        start: flags.start,
+        // This process ends with the command: a sandbox it started would stop with it.
+        start: false,
         ...(flags.checkpoint === undefined ? {} : { checkpointId: flags.checkpoint }),
         ...(flags.preset === undefined ? {} : { preset: flags.preset }),
       });
