@@ -58,7 +58,18 @@ export async function openDelta(options: DeltaOpenOptions): Promise<OpenedDelta>
     quota?.chargeMetadata(() => journal.diskBytes);
     const owner = options.owner ?? null;
     const commits = new CommitJournal(metaDir);
-    const ctx: DeltaContext = { lower, upper, work, meta: state, journal, commits, logger, quota, owner };
+    const ctx: DeltaContext = {
+      lower,
+      codebase: lower,
+      upper,
+      work,
+      meta: state,
+      journal,
+      commits,
+      logger,
+      quota,
+      owner,
+    };
     // Recounted in the background: a huge delta must not hold up the mount (growth waits for it).
     void quota?.rescan(upper, (err) => logger.warn({ err }, 'disk quota: counting the delta failed'));
     return { ctx, hostDirs: opened };
