@@ -86,6 +86,12 @@ export interface DeltaOpenOptions {
   readonly lowerCacheMaxAgeMs?: number;
   /** Bytes the upper layer may hold (see quota.ts); undefined = no limit. */
   readonly diskQuotaBytes?: number;
+  /**
+   * The frozen layers between the writable layer and the codebase (absolute directories, oldest first).
+   * Must equal the stack the delta recorded (meta/stack.json), unless the delta's writable layer is empty,
+   * which then takes this stack; undefined: the recorded stack (none: no frozen layer).
+   */
+  readonly frozen?: readonly string[];
 }
 
 /** Restricts diff/commit/discard to these codebase paths and everything below them. */
