@@ -38,7 +38,7 @@ import {
   type LayerChangeContext,
   type LayerChangeResult,
 } from './layer-change.js';
-import { checkLayerTarget } from './layer-target.js';
+import { checkLayerDirs, checkLayerTarget } from './layer-target.js';
 import { AsyncLock } from './lock.js';
 import type { DiskQuota } from './quota.js';
 import { openDelta } from './open.js';
@@ -156,7 +156,8 @@ export class Delta {
   async restore(options: { frozen: readonly string[] }): Promise<void> {
     await this.mutate('restore', async () => {
       const dirs = normalizeStack(options.frozen);
-      // The layers are checked (opened) before anything changes.
+      // The layers are checked (and opened) before anything changes.
+      await checkLayerDirs({ dirs, deltaDir: this.#deltaDir, codebaseDir: this.ctx.codebase.path });
       const stack = await openFrozenStack(this.ctx.codebase, dirs);
       try {
         await abandonUnfinishedCommit(this.ctx, new Yielder());
@@ -621,16 +622,17 @@ export class Delta {
 
   /** Runs a namespace change under the lock, with errors as FsError. */
   private mutate<T>(what: string, fn: () => Promise<T>): Promise<T> {
-    return this.lock.run(() =>
-      guard(what, () => {
-        if (this.#broken !== null) {
-          throw new FsError(
-            'EIO',
-            `an interrupted checkpoint or restore is unfinished (${this.#broken.message}): reopen the delta`,
-          );
-        }
-        return fn();
-      }),
+    // No closure more than a plain guarded run: every create and write passes here.
+    return this.lock.run(() => (this.#broken === null ? guard(what, fn) : this.#refuseBroken(what)));
+  }
+
+  #refuseBroken(what: string): Promise<never> {
+    const cause = this.#broken?.message ?? '';
+    return Promise.reject(
+      new FsError(
+        'EIO',
+        `${what}: an interrupted checkpoint or restore is unfinished (${cause}): reopen the delta`,
+      ),
     );
   }
 }

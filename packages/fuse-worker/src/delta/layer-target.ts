@@ -21,6 +21,37 @@ async function absent(path: string): Promise<boolean> {
   );
 }
 
+/** Throws unless the layer at `real` (named `name`) lies outside the delta and the codebase, and they outside it. */
+async function refuseOverlap(
+  real: string,
+  name: string,
+  o: { readonly deltaDir: string; readonly codebaseDir: string },
+): Promise<void> {
+  for (const dir of [o.deltaDir, o.codebaseDir]) {
+    const other = await realpath(dir);
+    if (within(real, other) || within(other, real)) {
+      throw new FsError('EINVAL', `a frozen layer cannot be at ${name}: it overlaps ${other}`);
+    }
+  }
+}
+
+/**
+ * Checks the frozen layers of a stack to open or restore: each outside the delta and the codebase (the
+ * delta's own directory has the shape of a layer, and would be written through).
+ */
+export async function checkLayerDirs(o: {
+  dirs: readonly string[];
+  deltaDir: string;
+  codebaseDir: string;
+}): Promise<void> {
+  for (const dir of o.dirs) {
+    const real = await realpath(dir).catch(() => {
+      throw new FsError('ENOENT', `no frozen layer at ${dir}`);
+    });
+    await refuseOverlap(real, dir, o);
+  }
+}
+
 /**
  * The absolute path of a new frozen layer at `layerDir`, checked: absent (and its build directory too),
  * its parent an existing directory on the delta's filesystem (EXDEV otherwise), outside the delta and the
@@ -41,12 +72,7 @@ export async function checkLayerTarget(o: {
   for (const path of [layerDir, buildDirOf(layerDir)]) {
     if (!(await absent(path))) throw new FsError('EEXIST', `${path} exists`);
   }
-  for (const dir of [o.deltaDir, o.codebaseDir]) {
-    const other = await realpath(dir);
-    if (within(real, other) || within(other, real)) {
-      throw new FsError('EINVAL', `a frozen layer cannot be at ${layerDir}: it overlaps ${other}`);
-    }
-  }
+  await refuseOverlap(real, layerDir, o);
   const [where, delta] = await Promise.all([stat(parent), stat(o.deltaDir)]);
   if (!where.isDirectory()) throw new FsError('ENOTDIR', `${parent} is not a directory`);
   if (where.dev !== delta.dev) {

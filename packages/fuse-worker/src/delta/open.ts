@@ -1,5 +1,7 @@
 // Opening a delta directory: its layout (upper/, work/, meta/), the cleanup of interrupted copy-ups, the
 // journal replay, and the disk quota's background recount.
+import { resolve as absolute } from 'node:path';
+
 import { AgentFenseError } from '@agentfense/protocol';
 
 import { asFsError, FsError } from '../errors.js';
@@ -10,6 +12,7 @@ import type { DeltaContext } from './context.js';
 import { COMPACT_AFTER_RECORDS, MetaJournal, compactAfterBytes } from './journal.js';
 import { closeViews, normalizeStack, openFrozenStack, type FrozenStack } from './frozen-stack.js';
 import { resumeLayerChange } from './layer-change.js';
+import { checkLayerDirs } from './layer-target.js';
 import { readStack, sameStack, writeStack } from './layer-stack.js';
 import type { MetaState } from './meta-state.js';
 import { DiskQuota } from './quota.js';
@@ -32,7 +35,7 @@ export interface OpenedDelta {
 /** Opens (or creates) the delta at `deltaDir` over `lowerDir`, restoring everything a previous worker left. */
 export async function openDelta(options: DeltaOpenOptions): Promise<OpenedDelta> {
   const logger = options.logger ?? NO_LOG;
-  const deltaDir = normalizeStack([options.deltaDir])[0] as string;
+  const deltaDir = absolute(options.deltaDir);
   const opened: HostDir[] = [];
   let upper: HostDir | undefined;
   let stack: FrozenStack | undefined;
@@ -71,6 +74,7 @@ export async function openDelta(options: DeltaOpenOptions): Promise<OpenedDelta>
     if (journal.pending > COMPACT_AFTER_RECORDS) await journal.compact(state);
     upper = await HostDir.open({ path: `${deltaDir}/upper` });
     const frozen = await frozenLayers({ deltaDir, given: options.frozen, upper, state });
+    await checkLayerDirs({ dirs: frozen.dirs, deltaDir, codebaseDir: options.lowerDir });
     stack = await openFrozenStack(codebase, frozen.dirs);
     if (frozen.adopted) await writeStack(deltaDir, frozen.dirs);
     const quota = options.diskQuotaBytes === undefined ? null : new DiskQuota(options.diskQuotaBytes);

@@ -1,7 +1,7 @@
 // Frozen layers (checkpoints): what a user checks through the Delta API after a checkpoint, across the
 // layers, after a restore and after a reopen; and that a frozen layer is never written again.
 import { constants } from 'node:fs';
-import { lstat, readdir, readFile } from 'node:fs/promises';
+import { lstat, mkdir, readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
@@ -201,6 +201,20 @@ describe('Delta.checkpoint', () => {
     }
     expect(f.delta.frozenLayers).toEqual([]);
   });
+
+  it('waits for an unfinished commit to be finished or discarded (EBUSY)', async () => {
+    const f = await fixture(CODEBASE);
+    await write(f.delta, '/a.txt', 'mine');
+    const stop = new AbortController();
+    stop.abort(new Error('stopping'));
+    await f.delta.commit({ mode: 'detect-conflicts', signal: stop.signal });
+    await expect(f.delta.checkpoint({ layerDir: join(f.root, 'l1') })).rejects.toMatchObject({
+      errnoName: 'EBUSY',
+    });
+    await f.delta.commit({ mode: 'detect-conflicts', paths: [] });
+    await f.delta.checkpoint({ layerDir: join(f.root, 'l1') });
+    expect(f.delta.frozenLayers).toEqual([join(f.root, 'l1')]);
+  });
 });
 
 describe('Delta.restore', () => {
@@ -238,8 +252,20 @@ describe('Delta.restore', () => {
   it('refuses a directory that is no frozen layer, and changes nothing', async () => {
     const f = await fixture(CODEBASE);
     await write(f.delta, '/w', 'W');
-    await expect(f.delta.restore({ frozen: [f.lower] })).rejects.toThrow(/not a frozen layer/);
+    const other = join(f.root, 'other');
+    await (await f.open(other)).close();
+    await expect(f.delta.restore({ frozen: [other] })).rejects.toThrow(/not a frozen layer/);
+    // The delta's own directory has a layer's shape: it must never become one.
+    await expect(f.delta.restore({ frozen: [f.deltaDir] })).rejects.toMatchObject({ errnoName: 'EINVAL' });
+    await expect(f.delta.restore({ frozen: [join(f.root, 'none')] })).rejects.toMatchObject({
+      errnoName: 'ENOENT',
+    });
+    await mkdir(join(f.root, 'd3'));
+    await expect(
+      Delta.open({ lowerDir: f.lower, deltaDir: join(f.root, 'd3'), frozen: [f.deltaDir] }),
+    ).rejects.toMatchObject({ errnoName: 'EINVAL' });
     expect(await read(f.delta, '/w')).toBe('W');
+    expect(f.delta.frozenLayers).toEqual([]);
   });
 });
 
