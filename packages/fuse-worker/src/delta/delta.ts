@@ -69,17 +69,20 @@ const S_IFBLK = 0o060000;
  * reads do not wait for them. Errors are FsError with the errno the FUSE op should return.
  */
 export class Delta {
-  /** Replaced whole (never patched) by a checkpoint or a restore; each operation reads it once it starts. */
+  /**
+   * Replaced whole (never patched) by a checkpoint or a restore. A lookup or read that does not take the
+   * lock and started before may still use the old one's objects: after a checkpoint they show the same view.
+   */
   private ctx: DeltaContext;
   private readonly hostDirs: readonly HostDir[];
   private readonly lock = new AsyncLock();
   readonly #deltaDir: string;
   #stack: FrozenStack;
   /**
-   * Upper trees and frozen layers a checkpoint or restore replaced: a lookup that started before may
-   * still use them (the view they give is the same), so they are closed with the delta.
+   * The upper tree and frozen layers the last checkpoint or restore replaced: a lookup that started
+   * before may still use them, so they are closed at the next layer change (or with the delta).
    */
-  readonly #retired: { close(): Promise<void> }[] = [];
+  #retired: { close(): Promise<void> }[] = [];
   /** Set when a layer change failed and could not be finished: nothing may change the delta any more. */
   #broken: Error | null = null;
 
@@ -215,8 +218,8 @@ export class Delta {
       this.#broken = err instanceof Error ? err : new Error(String(err));
       throw err;
     }
-    this.#retired.push(ctx.upper);
-    for (const view of this.#stack.views) if (!views.includes(view)) this.#retired.push(view);
+    for (const old of this.#retired) await old.close();
+    this.#retired = [ctx.upper, ...this.#stack.views.filter((view) => !views.includes(view))];
     // Their cached directory fds go now; a lookup still using them walks again from their roots.
     await ctx.upper.invalidateCache();
     this.#stack = { views, top };
