@@ -68,12 +68,8 @@ export class FrozenView implements LowerLayer {
   }
 
   lstatIfCached(rel: string): BigIntStats | null | undefined {
-    try {
-      const found = resolveIfCached(this.#view, rel);
-      return found === undefined || found === null ? found : found.stat;
-    } catch {
-      return undefined; // the async path reports it
-    }
+    const found = this.#resolveIfCachedQuietly(rel);
+    return found === undefined || found === null ? found : found.stat;
   }
 
   async open(rel: string, flags: number): Promise<FileHandle> {
@@ -131,6 +127,7 @@ export class FrozenView implements LowerLayer {
     return found;
   }
 
+  /** resolveIfCached, with any error as "take the async path" (which reports it). */
   #resolveIfCachedQuietly(rel: string): DeltaLookup | null | undefined {
     try {
       return resolveIfCached(this.#view, rel);
