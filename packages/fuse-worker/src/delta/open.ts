@@ -108,8 +108,8 @@ export async function openDelta(options: DeltaOpenOptions): Promise<OpenedDelta>
 
 /**
  * The delta's frozen layers: the recorded stack (meta/stack.json), which the caller's `given` must equal.
- * A delta whose writable layer is empty takes the stack it is given instead (a new sandbox started from a
- * checkpoint): nothing in it was made over another stack.
+ * A new delta (no stack recorded, an empty writable layer) takes the stack it is given instead: a sandbox
+ * started from checkpoints, where nothing was made over another stack. Any other change is a restore's.
  */
 async function frozenLayers(o: {
   deltaDir: string;
@@ -122,7 +122,9 @@ async function frozenLayers(o: {
   const given = normalizeStack(o.given);
   if (sameStack(given, recorded)) return { dirs: recorded, adopted: false };
   // Recorded once the layers opened (the caller).
-  if (o.state.empty && !(await o.upper.hasEntries(''))) return { dirs: given, adopted: true };
+  if (recorded.length === 0 && o.state.empty && !(await o.upper.hasEntries(''))) {
+    return { dirs: given, adopted: true };
+  }
   throw new FsError(
     'EINVAL',
     `the delta ${o.deltaDir} was made over the frozen layers [${recorded.join(', ')}], ` +

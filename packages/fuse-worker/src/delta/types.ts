@@ -93,8 +93,8 @@ export interface DeltaOpenOptions {
   readonly diskQuotaBytes?: number;
   /**
    * The frozen layers between the writable layer and the codebase (absolute directories, oldest first).
-   * Must equal the stack the delta recorded (meta/stack.json), unless the delta's writable layer is empty,
-   * which then takes this stack; undefined: the recorded stack (none: no frozen layer).
+   * Must equal the stack the delta recorded (meta/stack.json), unless the delta is new (no stack recorded,
+   * an empty writable layer): it then takes this stack. Undefined: the recorded stack (none: no layer).
    */
   readonly frozen?: readonly string[];
 }

@@ -296,6 +296,10 @@ describe('a delta with frozen layers', () => {
     await started.close();
     const reopened = await f.open(join(f.root, 'delta2'));
     expect(reopened.frozenLayers).toEqual([l1]);
+    // Once recorded, a stack changes by a checkpoint or a restore only, empty writable layer or not.
+    await expect(
+      Delta.open({ lowerDir: f.lower, deltaDir: join(f.root, 'delta2'), frozen: [] }),
+    ).rejects.toThrow(/made over the frozen layers/);
   });
 
   it('refuses changes, diff and commit (ENOTSUP); a discard of everything empties the writable layer', async () => {
