@@ -50,6 +50,7 @@ export async function checkpointLayer(c: LayerChangeContext, layerDir: string): 
   await layerFs.mkdir(build);
   await layerFs.mkdir(join(build, 'meta'));
   await layerFs.writeLayerSnapshot(build, c.meta);
+  await layerFs.fsyncDir(join(build, 'meta')); // its name: the syncfs above came before it
   // The point of no return: the writable layer's entries now belong to the layer being built.
   await layerFs.rename(join(c.deltaDir, 'upper'), join(build, 'upper'));
   await publishLayer(c.deltaDir, layerDir);
@@ -109,6 +110,8 @@ async function finishLayerChange(c: LayerChangeContext, intent: LayersIntent): P
   const upper = join(c.deltaDir, 'upper');
   if (intent.op === 'restore') await layerFs.remove(upper);
   if (!(await exists(upper))) await layerFs.mkdir(upper);
+  // A restore's removal must not come back after a power cut once the restore has returned.
+  await layerFs.fsyncDir(c.deltaDir);
   const meta = c.journal.reset();
   await removeIntent(c.deltaDir);
   return { frozen: intent.frozen, meta };
