@@ -10,7 +10,9 @@ import { relParent } from '../host/rel-path.js';
 import { RawFile, type HostFile, type WritableFile } from '../host/raw-file.js';
 import { createFile, makeDir, type NewOwner } from '../host/sync-make.js';
 import { warmInode } from '../host/warm.js';
+import { Yielder } from '../host/yielder.js';
 import { computeChanges } from './changes.js';
+import { abandonUnfinishedCommit } from './commit-resume.js';
 import { commitChanges } from './commit.js';
 import {
   chargeDir,
@@ -28,7 +30,6 @@ import {
 import { copyUp } from './copy-up.js';
 import { buildDiff, diffItems, type DiffItem } from './diff.js';
 import { discardPaths } from './discard.js';
-import { abandonUnfinishedCommit } from './commit-resume.js';
 import { closeViews, normalizeStack, openFrozenStack, type FrozenStack } from './frozen-stack.js';
 import { FrozenView } from './frozen-view.js';
 import {
@@ -44,7 +45,6 @@ import type { DiskQuota } from './quota.js';
 import { openDelta } from './open.js';
 import { selected, toRel } from './paths.js';
 import { prepareCreate, removeEntry } from './records.js';
-import { Yielder } from '../host/yielder.js';
 import { renameEntry } from './rename.js';
 import type {
   CommitOptions,
