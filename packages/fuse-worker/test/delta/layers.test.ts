@@ -5,6 +5,7 @@ import { lstat, mkdir, readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
+import type { DeltaContext } from '../../src/delta/context.js';
 import { Delta } from '../../src/delta/delta.js';
 import { fixture, names, read, write } from './fixture.js';
 import { hostState, viewOf } from './layer-view.js';
@@ -270,6 +271,16 @@ describe('Delta.restore', () => {
 });
 
 describe('a delta with frozen layers', () => {
+  it('is the plain delta without them: the layer below is the codebase HostDir itself', async () => {
+    const f = await fixture(CODEBASE);
+    const ctxOf = (d: Delta): DeltaContext => (d as unknown as { ctx: DeltaContext }).ctx;
+    expect(ctxOf(f.delta).lower).toBe(ctxOf(f.delta).codebase);
+    await f.delta.checkpoint({ layerDir: join(f.root, 'l1') });
+    expect(ctxOf(f.delta).lower).not.toBe(ctxOf(f.delta).codebase);
+    await f.delta.restore({ frozen: [] });
+    expect(ctxOf(f.delta).lower).toBe(ctxOf(f.delta).codebase);
+  });
+
   it('reopens (no close) with its stack, and checks a stack it is given', async () => {
     const f = await fixture(CODEBASE);
     await write(f.delta, '/a.txt', 'one');
