@@ -67,7 +67,7 @@ export async function computeChanges(ctx: DeltaContext): Promise<DeltaChange[]> 
   const yielder = new Yielder();
   for (const { paths, st, type } of unknown) {
     await yielder.maybe();
-    const existed = ctx.meta.isHidden(paths.rel) ? null : await ctx.lower.lstatOrNull(paths.rel);
+    const existed = ctx.meta.isHidden(paths.rel) ? null : await ctx.codebase.lstatOrNull(paths.rel);
     push(paths, st, type, existed);
   }
   for (const rel of ctx.meta.whiteoutPaths()) {

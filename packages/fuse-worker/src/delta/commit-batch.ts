@@ -37,7 +37,7 @@ export class AppliedBatch {
     const changes = this.#changes;
     if (changes.length === 0) return;
     const ctx = this.#ctx;
-    if (!(await syncFilesystem(ctx.lower.path)) && !this.#noSyncLogged) {
+    if (!(await syncFilesystem(ctx.codebase.path)) && !this.#noSyncLogged) {
       this.#noSyncLogged = true;
       ctx.logger.warn(
         {},

@@ -47,7 +47,7 @@ export async function removeLeftoverTemps(
 ): Promise<void> {
   for (const rel of rels) {
     await yielder.maybe();
-    await ctx.lower.unlink(commitTempPath(rel, id)).catch((err: NodeJS.ErrnoException) => {
+    await ctx.codebase.unlink(commitTempPath(rel, id)).catch((err: NodeJS.ErrnoException) => {
       // Not there (the usual case), or its directory is gone or no directory: nothing of ours to remove.
       if (err.code !== 'ENOENT' && err.code !== 'ENOTDIR' && err.code !== 'ELOOP' && err.code !== 'EISDIR')
         throw err;
@@ -86,7 +86,7 @@ export async function inDoubtVerdict(
     case 'directory':
       return sameMode ? 'done' : 'conflict';
     case 'symlink':
-      return (await ctx.lower.readlink(change.rel)) === (await ctx.upper.readlink(change.rel))
+      return (await ctx.codebase.readlink(change.rel)) === (await ctx.upper.readlink(change.rel))
         ? 'done'
         : 'conflict';
     case 'file':
@@ -107,7 +107,7 @@ const CHUNK = 64 * 1024;
 
 /** True when the codebase file and the sandbox's file at `rel` hold the same bytes. */
 async function sameBytes(ctx: DeltaContext, rel: string): Promise<boolean> {
-  const lower = await ctx.lower.open(rel, constants.O_RDONLY);
+  const lower = await ctx.codebase.open(rel, constants.O_RDONLY);
   try {
     const upper = await ctx.upper.open(rel, constants.O_RDONLY);
     try {

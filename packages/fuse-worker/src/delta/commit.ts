@@ -41,7 +41,7 @@ class Refused extends Error {}
  */
 export async function commitChanges(ctx: DeltaContext, options: CommitOptions): Promise<DeltaCommitResult> {
   // Walk the codebase afresh: a cached directory fd could name a directory someone moved since.
-  await ctx.lower.invalidateCache();
+  await ctx.codebase.invalidateCache();
   const unfinished = await ctx.commits.pending();
   const yielder = new Yielder();
   // What it may have left half-written: a temporary file next to any change it listed.
@@ -156,23 +156,23 @@ async function applyChange(
   await ensureCodebaseDir(ctx, relParent(rel));
   if (change.upperType === 'directory') {
     if (now !== null && !now.isDirectory()) await removeFromCodebase(ctx, rel, now, lastWriterWins);
-    if (now === null || !now.isDirectory()) await ctx.lower.mkdir(rel, 0o700);
-    await ctx.lower.chmod(rel, mode & ~SET_ID);
+    if (now === null || !now.isDirectory()) await ctx.codebase.mkdir(rel, 0o700);
+    await ctx.codebase.chmod(rel, mode & ~SET_ID);
     return stripped;
   }
   const tmp = commitTempPath(rel, id);
   try {
     if (change.upperType === 'symlink') {
-      await ctx.lower.symlink(await ctx.upper.readlink(rel), tmp);
+      await ctx.codebase.symlink(await ctx.upper.readlink(rel), tmp);
     } else {
-      await copyToCodebase(ctx, rel, tmp, now ?? (await ctx.lower.lstat(relParent(rel))));
-      await ctx.lower.chmod(tmp, mode & ~SET_ID);
+      await copyToCodebase(ctx, rel, tmp, now ?? (await ctx.codebase.lstat(relParent(rel))));
+      await ctx.codebase.chmod(tmp, mode & ~SET_ID);
     }
-    await ctx.lower.utimes(tmp, upperSt.atimeNs, upperSt.mtimeNs);
+    await ctx.codebase.utimes(tmp, upperSt.atimeNs, upperSt.mtimeNs);
     if (now?.isDirectory() === true) await removeFromCodebase(ctx, rel, now, lastWriterWins);
-    await ctx.lower.rename(tmp, { dir: ctx.lower, rel });
+    await ctx.codebase.rename(tmp, { dir: ctx.codebase, rel });
   } catch (err) {
-    await ctx.lower.removeTree(tmp);
+    await ctx.codebase.removeTree(tmp);
     throw err;
   }
   return stripped;
@@ -185,7 +185,7 @@ async function copyToCodebase(
   tmp: string,
   owner: BigIntStats,
 ): Promise<void> {
-  const dst = await ctx.lower.open(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, 0o600);
+  const dst = await ctx.codebase.open(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, 0o600);
   try {
     const src = await ctx.upper.open(rel, constants.O_RDONLY);
     try {
@@ -210,7 +210,7 @@ async function codebaseStat(
   { goneBelowNonDir = false } = {},
 ): Promise<BigIntStats | null> {
   try {
-    return await ctx.lower.lstat(rel);
+    return await ctx.codebase.lstat(rel);
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     if (code === 'ENOENT') return null;
@@ -232,8 +232,8 @@ async function ensureCodebaseDir(ctx: DeltaContext, rel: string): Promise<void> 
   }
   await ensureCodebaseDir(ctx, relParent(rel));
   const up = await ctx.upper.lstatOrNull(rel);
-  await ctx.lower.mkdir(rel, 0o700);
-  await ctx.lower.chmod(rel, up === null ? 0o755 : Number(up.mode));
+  await ctx.codebase.mkdir(rel, 0o700);
+  await ctx.codebase.chmod(rel, up === null ? 0o755 : Number(up.mode));
 }
 
 /** Deletes a codebase entry; a directory with entries the sandbox never saw is refused unless LWW. */
@@ -246,15 +246,15 @@ async function removeFromCodebase(
   // Already gone: the deletion is idempotent, nobody's work is lost.
   if (now === null) return;
   if (!now.isDirectory()) {
-    await ctx.lower.unlink(rel);
+    await ctx.codebase.unlink(rel);
     return;
   }
   try {
-    await ctx.lower.rmdir(rel);
+    await ctx.codebase.rmdir(rel);
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'ENOTEMPTY') throw err;
     if (!lastWriterWins) throw new Refused('directory has entries in the codebase the sandbox never saw');
-    await ctx.lower.removeTree(rel);
+    await ctx.codebase.removeTree(rel);
   }
 }
 

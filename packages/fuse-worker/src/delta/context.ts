@@ -1,8 +1,9 @@
 // The state every delta operation works on, and the merged-view resolution they share.
 import type { BigIntStats } from 'node:fs';
+import type { FileHandle } from 'node:fs/promises';
 
 import { FsError } from '../errors.js';
-import type { HostDir } from '../host/host-dir.js';
+import type { HostDir, HostDirent } from '../host/host-dir.js';
 import { isMissing } from '../host/host-dir.js';
 import { randomHex } from '../host/random-hex.js';
 import { relBase, relParent } from '../host/rel-path.js';
@@ -13,10 +14,38 @@ import { entryBytes, type DiskQuota } from './quota.js';
 import { typeOf } from './identity.js';
 import type { DeltaLogger, DeltaLookup } from './types.js';
 
+/**
+ * What the delta asks of the layer below its writable one: the codebase itself (a HostDir) or a frozen
+ * layer over it (frozen-view.ts). Read-only. The synchronous fast paths may answer undefined ("take the
+ * async path") where an exact answer would cost, never a wrong one.
+ */
+export interface LowerLayer {
+  lstat(rel: string): Promise<BigIntStats>;
+  lstatOrNull(rel: string): Promise<BigIntStats | null>;
+  lstatIfCached(rel: string): BigIntStats | null | undefined;
+  /** Read-only flags only. */
+  open(rel: string, flags: number): Promise<FileHandle>;
+  openSyncIfCached(rel: string, flags: number): number | undefined;
+  readlink(rel: string): Promise<string>;
+  readdir(rel: string): Promise<HostDirent[]>;
+  /** undefined: no directory fd to lend (the read-ahead then skips). */
+  withCachedDir<T>(rel: string, use: (dirFd: number) => Promise<T>): Promise<T> | undefined;
+  cacheDirSync(rel: string): void;
+  /** Whether a directory's st_nlink of 2 means it has no subdirectory (see DirTree). */
+  readonly nlinkCountsSubdirs: boolean;
+  invalidateCache(): Promise<void>;
+  close(): Promise<void>;
+}
+
 /** The layers, the metadata and the logger of one open delta. */
 export interface DeltaContext {
+  /**
+   * The merged view below the writable layer: the newest frozen layer (over the older ones and the
+   * codebase), or the codebase itself (the same object as `codebase`) when there is no frozen layer.
+   */
+  readonly lower: LowerLayer;
   /** The codebase. Invariant: changed only by commit. */
-  readonly lower: HostDir;
+  readonly codebase: HostDir;
   /** New and changed entries, mirroring codebase paths. Holds no metadata of any kind. */
   readonly upper: HostDir;
   /** Scratch space on the upper's filesystem: copy-ups are built here and renamed into place. */
@@ -35,6 +64,12 @@ export interface DeltaContext {
    */
   readonly owner: { readonly uid: number; readonly gid: number } | null;
 }
+
+/**
+ * What the merged-view resolution needs: a writable layer over the view below it, or a frozen layer over
+ * the view below it (frozen-view.ts), which resolves the same way.
+ */
+export type LayerView = Pick<DeltaContext, 'upper' | 'lower' | 'meta'>;
 
 /** A name no concurrent operation will pick. */
 export function tempName(prefix: string): string {
@@ -98,7 +133,7 @@ function rememberAbsent(upper: HostDir, generation: number, rel: string): void {
 }
 
 /** True when `rel` is known, without a syscall, to be absent from the upper layer (see AbsentSet). */
-export function upperKnownAbsent(ctx: DeltaContext, rel: string): boolean {
+export function upperKnownAbsent(ctx: LayerView, rel: string): boolean {
   return knownAbsent(absentSet(ctx.upper), rel);
 }
 
@@ -108,10 +143,7 @@ export function upperKnownAbsent(ctx: DeltaContext, rel: string): boolean {
  * Answers 'missing' without a syscall when the path is known absent (see AbsentSet): an absence is
  * recorded only if no upper namespace change started or finished while the lstat ran.
  */
-export async function upperStat(
-  ctx: DeltaContext,
-  rel: string,
-): Promise<BigIntStats | 'missing' | 'blocked'> {
+export async function upperStat(ctx: LayerView, rel: string): Promise<BigIntStats | 'missing' | 'blocked'> {
   const upper = ctx.upper;
   if (knownAbsent(absentSet(upper), rel)) return 'missing';
   const generation = upper.generation;
@@ -129,7 +161,7 @@ export async function upperStat(
 }
 
 /** lstat of the lower entry if it is visible in the merged view (not whited out), else null. */
-export async function visibleLowerStat(ctx: DeltaContext, rel: string): Promise<BigIntStats | null> {
+export async function visibleLowerStat(ctx: LayerView, rel: string): Promise<BigIntStats | null> {
   // Invariant: whiteouts are checked before the lower layer is asked.
   if (ctx.meta.isHidden(rel)) return null;
   return ctx.lower.lstatOrNull(rel);
@@ -142,7 +174,7 @@ export async function visibleLowerStat(ctx: DeltaContext, rel: string): Promise<
  * undefined when a step would need the pool (the caller then calls resolve). With a cached upper parent,
  * which is a directory, an lstat of one name cannot meet ENOTDIR/ELOOP: "missing" is ENOENT.
  */
-export function resolveIfCached(ctx: DeltaContext, rel: string): DeltaLookup | null | undefined {
+export function resolveIfCached(ctx: LayerView, rel: string): DeltaLookup | null | undefined {
   if (rel === '') return undefined;
   const upper = ctx.upper;
   const set = absentSet(upper);
@@ -160,7 +192,7 @@ export function resolveIfCached(ctx: DeltaContext, rel: string): DeltaLookup | n
 }
 
 /** The merged entry for an upper-layer stat at `rel`: the codebase identity it replaced, if any. */
-function upperEntry(ctx: DeltaContext, rel: string, up: BigIntStats): DeltaLookup {
+function upperEntry(ctx: LayerView, rel: string, up: BigIntStats): DeltaLookup {
   const base = ctx.meta.base(rel);
   const lower = base?.exists === true ? { dev: BigInt(base.dev), ino: BigInt(base.ino) } : null;
   return { layer: 'upper', stat: up, type: typeOf(up), upper: { dev: up.dev, ino: up.ino }, lower };
@@ -170,7 +202,7 @@ function upperEntry(ctx: DeltaContext, rel: string, up: BigIntStats): DeltaLooku
  * The merged view at `rel`. Order: upper entry wins over lower; whiteouts checked before lower.
  * Cost: one upper lstat, then (only on a miss) O(depth) Set lookups and one lower lstat.
  */
-export async function resolve(ctx: DeltaContext, rel: string): Promise<DeltaLookup | null> {
+export async function resolve(ctx: LayerView, rel: string): Promise<DeltaLookup | null> {
   if (rel === '') {
     const stat = await ctx.lower.lstat('');
     return { layer: 'lower', stat, type: 'directory', upper: null, lower: { dev: stat.dev, ino: stat.ino } };
@@ -184,23 +216,20 @@ export async function resolve(ctx: DeltaContext, rel: string): Promise<DeltaLook
 }
 
 /** The merged entry at `rel`, or ENOENT. */
-export async function mustResolve(ctx: DeltaContext, rel: string): Promise<DeltaLookup> {
+export async function mustResolve(ctx: LayerView, rel: string): Promise<DeltaLookup> {
   const found = await resolve(ctx, rel);
   if (found === null) throw new FsError('ENOENT', `/${rel}`);
   return found;
 }
 
 /** Throws ENOENT/ENOTDIR unless the merged entry at `rel` is a directory. */
-export async function requireDir(ctx: DeltaContext, rel: string): Promise<void> {
+export async function requireDir(ctx: LayerView, rel: string): Promise<void> {
   const found = await mustResolve(ctx, rel);
   if (found.type !== 'directory') throw new FsError('ENOTDIR', `/${rel}`);
 }
 
 /** Names of the merged directory `rel` with their types: upper entries, then visible lower ones. */
-export async function mergedEntries(
-  ctx: DeltaContext,
-  rel: string,
-): Promise<Map<string, DeltaLookup['type']>> {
+export async function mergedEntries(ctx: LayerView, rel: string): Promise<Map<string, DeltaLookup['type']>> {
   const found = await mustResolve(ctx, rel);
   if (found.type !== 'directory') throw new FsError('ENOTDIR', `/${rel}`);
   const entries = new Map<string, DeltaLookup['type']>();
@@ -210,7 +239,7 @@ export async function mergedEntries(
   }
   // An opaque directory (upper dir on a whiteout) shows nothing from below.
   if (rel === '' || !ctx.meta.isHidden(rel)) {
-    let lower: Awaited<ReturnType<HostDir['readdir']>> = [];
+    let lower: HostDirent[] = [];
     try {
       lower = await ctx.lower.readdir(rel);
     } catch (err) {
@@ -231,12 +260,12 @@ export async function mergedEntries(
  * fd is cached); the lower layer is listed only when the upper one is empty, since its entries may all be
  * whited out.
  */
-export async function mergedIsEmpty(ctx: DeltaContext, rel: string): Promise<boolean> {
+export async function mergedIsEmpty(ctx: LayerView, rel: string): Promise<boolean> {
   const found = await mustResolve(ctx, rel);
   if (found.type !== 'directory') throw new FsError('ENOTDIR', `/${rel}`);
   if ((found.layer === 'upper' || rel === '') && (await ctx.upper.hasEntries(rel))) return false;
   if (rel !== '' && ctx.meta.isHidden(rel)) return true;
-  let lower: Awaited<ReturnType<HostDir['readdir']>> = [];
+  let lower: HostDirent[] = [];
   try {
     lower = await ctx.lower.readdir(rel);
   } catch (err) {

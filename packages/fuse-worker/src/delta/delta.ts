@@ -5,12 +5,14 @@ import type { FileHandle } from 'node:fs/promises';
 import type { ChangeEntry } from '@agentfense/protocol';
 
 import { asFsError, FsError } from '../errors.js';
-import type { HostDir } from '../host/host-dir.js';
+import { HostDir } from '../host/host-dir.js';
 import { relParent } from '../host/rel-path.js';
 import { RawFile, type HostFile, type WritableFile } from '../host/raw-file.js';
 import { createFile, makeDir, type NewOwner } from '../host/sync-make.js';
 import { warmInode } from '../host/warm.js';
+import { Yielder } from '../host/yielder.js';
 import { computeChanges } from './changes.js';
+import { abandonUnfinishedCommit } from './commit-resume.js';
 import { commitChanges } from './commit.js';
 import {
   chargeDir,
@@ -28,6 +30,16 @@ import {
 import { copyUp } from './copy-up.js';
 import { buildDiff, diffItems, type DiffItem } from './diff.js';
 import { discardPaths } from './discard.js';
+import { closeViews, normalizeStack, openFrozenStack, type FrozenStack } from './frozen-stack.js';
+import { FrozenView } from './frozen-view.js';
+import {
+  checkpointLayer,
+  restoreLayers,
+  resumeLayerChange,
+  type LayerChangeContext,
+  type LayerChangeResult,
+} from './layer-change.js';
+import { checkLayerDirs, checkLayerTarget } from './layer-target.js';
 import { AsyncLock } from './lock.js';
 import type { DiskQuota } from './quota.js';
 import { openDelta } from './open.js';
@@ -57,19 +69,43 @@ const S_IFBLK = 0o060000;
  * reads do not wait for them. Errors are FsError with the errno the FUSE op should return.
  */
 export class Delta {
-  private readonly ctx: DeltaContext;
+  /**
+   * Replaced whole (never patched) by a checkpoint or a restore. A lookup or read that does not take the
+   * lock and started before may still use the old one's objects: after a checkpoint they show the same view.
+   */
+  private ctx: DeltaContext;
   private readonly hostDirs: readonly HostDir[];
   private readonly lock = new AsyncLock();
+  readonly #deltaDir: string;
+  #stack: FrozenStack;
+  /**
+   * The upper tree and frozen layers the last checkpoint or restore replaced: a lookup that started
+   * before may still use them, so they are closed at the next layer change (or with the delta).
+   */
+  #retired: { close(): Promise<void> }[] = [];
+  /** Set when a layer change failed and could not be finished: nothing may change the delta any more. */
+  #broken: Error | null = null;
 
-  private constructor(ctx: DeltaContext, hostDirs: readonly HostDir[]) {
-    this.ctx = ctx;
-    this.hostDirs = hostDirs;
+  private constructor(opened: {
+    ctx: DeltaContext;
+    hostDirs: readonly HostDir[];
+    stack: FrozenStack;
+    deltaDir: string;
+  }) {
+    this.ctx = opened.ctx;
+    this.hostDirs = opened.hostDirs;
+    this.#stack = opened.stack;
+    this.#deltaDir = opened.deltaDir;
   }
 
   /** Opens (or creates) the delta at `deltaDir` over `lowerDir`, restoring everything a previous worker left. */
   static async open(options: DeltaOpenOptions): Promise<Delta> {
-    const { ctx, hostDirs } = await openDelta(options);
-    return new Delta(ctx, hostDirs);
+    return new Delta(await openDelta(options));
+  }
+
+  /** The frozen layers below the writable one, oldest first (absolute directories); [] when none. */
+  get frozenLayers(): readonly string[] {
+    return this.#stack.views.map((view) => view.dir);
   }
 
   /** The disk quota on this delta, or null (no limit). */
@@ -81,8 +117,114 @@ export class Delta {
   async close(): Promise<void> {
     await this.lock.run(async () => {
       await this.ctx.journal.close();
+      await this.ctx.upper.close();
+      await closeViews(this.#stack.views);
+      for (const old of this.#retired) await old.close();
       for (const dir of this.hostDirs) await dir.close();
     });
+  }
+
+  /**
+   * Freezes the writable layer into the new directory `layerDir` (its parent on the delta's filesystem)
+   * and continues with an empty writable layer over it; the view does not change. O(1) in the layer's
+   * data (renames); crash-safe (layer-change.ts). Writable handles opened before must be closed first:
+   * they would write into the frozen layer.
+   */
+  async checkpoint(options: { layerDir: string }): Promise<void> {
+    await this.mutate('checkpoint', async () => {
+      const ctx = this.ctx;
+      const layerDir = await checkLayerTarget({
+        layerDir: options.layerDir,
+        deltaDir: this.#deltaDir,
+        codebaseDir: ctx.codebase.path,
+      });
+      if ((await ctx.commits.pending()) !== null) {
+        throw new FsError('EBUSY', 'an unfinished commit must be finished or discarded before a checkpoint');
+      }
+      await this.#changeLayers(
+        (c) => checkpointLayer(c, layerDir),
+        async (result) => {
+          const view = await FrozenView.open({ dir: layerDir, below: ctx.lower });
+          return { views: [...this.#stack.views, view], top: view, result };
+        },
+      );
+    });
+  }
+
+  /**
+   * Drops the writable layer's content (as a discard of everything does, an unfinished commit included)
+   * and makes `frozen` (frozen layer directories, oldest first) the stack: usually a prefix of the
+   * current one, to roll back to a checkpoint; [] shows the codebase again. Crash-safe (layer-change.ts).
+   */
+  async restore(options: { frozen: readonly string[] }): Promise<void> {
+    await this.mutate('restore', async () => {
+      const dirs = normalizeStack(options.frozen);
+      // The layers are checked (and opened) before anything changes.
+      await checkLayerDirs({ dirs, deltaDir: this.#deltaDir, codebaseDir: this.ctx.codebase.path });
+      const stack = await openFrozenStack(this.ctx.codebase, dirs);
+      try {
+        await abandonUnfinishedCommit(this.ctx, new Yielder());
+        await this.#changeLayers(
+          (c) => restoreLayers(c, dirs),
+          (result) => Promise.resolve({ ...stack, result }),
+        );
+      } catch (err) {
+        if (this.#stack.views !== stack.views) await closeViews(stack.views);
+        throw err;
+      }
+    });
+  }
+
+  /**
+   * Runs a layer change, then adopts its outcome: a new context with a fresh upper HostDir (the old one's
+   * caches describe the tree that left), the new stack and the new (empty) metadata. A failure is
+   * finished (forward or back) at once; if even that fails the delta refuses every change until reopened.
+   */
+  async #changeLayers(
+    change: (c: LayerChangeContext) => Promise<LayerChangeResult>,
+    stackFor: (result: LayerChangeResult) => Promise<FrozenStack & { result: LayerChangeResult }>,
+  ): Promise<void> {
+    const ctx = this.ctx;
+    const c: LayerChangeContext = {
+      deltaDir: this.#deltaDir,
+      journal: ctx.journal,
+      meta: ctx.meta,
+      frozen: this.frozenLayers,
+      logger: ctx.logger,
+    };
+    let result: LayerChangeResult;
+    try {
+      result = await change(c);
+    } catch (err) {
+      let resumed: LayerChangeResult | null;
+      try {
+        resumed = await resumeLayerChange(c);
+      } catch (fatal) {
+        this.#broken = fatal instanceof Error ? fatal : new Error(String(fatal));
+        ctx.logger.warn({ err: fatal }, 'a layer change could not be finished: reopen the delta');
+        throw err;
+      }
+      if (resumed === null) throw err; // rolled back: the delta is as it was
+      result = resumed;
+    }
+    let upper: HostDir;
+    let views: readonly FrozenView[];
+    let top: FrozenStack['top'];
+    try {
+      upper = await HostDir.open({ path: `${this.#deltaDir}/upper` });
+      ({ views, top } = await stackFor(result));
+    } catch (err) {
+      // The old context's upper tree is now a frozen layer or gone: it must not take another write.
+      this.#broken = err instanceof Error ? err : new Error(String(err));
+      throw err;
+    }
+    for (const old of this.#retired) await old.close();
+    this.#retired = [ctx.upper, ...this.#stack.views.filter((view) => !views.includes(view))];
+    // Their cached directory fds go now; a lookup still using them walks again from their roots.
+    await ctx.upper.invalidateCache();
+    this.#stack = { views, top };
+    this.ctx = { ...ctx, upper, lower: top, meta: result.meta };
+    await this.recount();
   }
 
   /** The merged entry at `path`, or null. Hot path: one upper lstat, O(depth) Set lookups, one lower lstat. */
@@ -411,6 +553,7 @@ export class Delta {
   /** The change set: added / modified / deleted entries with sizes, sorted by path. */
   async changes(filter: PathFilter = {}): Promise<ChangeEntry[]> {
     return this.mutate('changes', async () => {
+      this.#refuseOnStack('the change set');
       const all = await computeChanges(this.ctx);
       return all.filter((c) => selected(c.rel, filter.paths)).map((c) => c.entry);
     });
@@ -419,6 +562,7 @@ export class Delta {
   /** Unified diff (`diff -u` style, a/ b/ prefixes) of the changed text files; binary files listed apart. */
   async diff(filter: PathFilter = {}): Promise<DeltaDiff> {
     return this.mutate('diff', async () => {
+      this.#refuseOnStack('a diff');
       const all = await computeChanges(this.ctx);
       return buildDiff(
         this.ctx,
@@ -433,6 +577,7 @@ export class Delta {
    */
   async diffItems(filter: PathFilter = {}): Promise<AsyncIterator<DiffItem>> {
     const changes = await this.mutate('diff', async () => {
+      this.#refuseOnStack('a diff');
       const all = await computeChanges(this.ctx);
       return all.filter((c) => selected(c.rel, filter.paths));
     });
@@ -442,6 +587,7 @@ export class Delta {
   /** Applies the change set to the codebase, atomically per file; see commit.ts. */
   async commit(options: CommitOptions): Promise<DeltaCommitResult> {
     return this.mutate('commit', async () => {
+      this.#refuseOnStack('a commit');
       const result = await commitChanges(this.ctx, options);
       await this.ctx.journal.compact(this.ctx.meta);
       await this.recount();
@@ -449,9 +595,14 @@ export class Delta {
     });
   }
 
-  /** Drops the delta (or the given paths and everything below them); works on a full filesystem. */
+  /**
+   * Drops the delta (or the given paths and everything below them); works on a full filesystem. With
+   * frozen layers only a discard of everything is possible: it empties the writable layer.
+   */
   async discard(filter: PathFilter = {}): Promise<void> {
     await this.mutate('discard', async () => {
+      const everything = filter.paths === undefined || filter.paths.some((p) => toRel(p) === '');
+      if (!everything) this.#refuseOnStack('a discard of some paths');
       await discardPaths(this.ctx, filter.paths ?? ['/']);
       await this.recount();
     });
@@ -463,9 +614,29 @@ export class Delta {
     await quota?.rescan(upper, (err) => logger.warn({ err }, 'disk quota: counting the delta failed'));
   }
 
+  /** Changes relative to the codebase need the stack flattened into one layer first (not built yet). */
+  #refuseOnStack(what: string): void {
+    if (this.#stack.views.length === 0) return;
+    throw new FsError(
+      'ENOTSUP',
+      `${what} of a sandbox with checkpoints needs its frozen layers flattened, which is not supported yet`,
+    );
+  }
+
   /** Runs a namespace change under the lock, with errors as FsError. */
   private mutate<T>(what: string, fn: () => Promise<T>): Promise<T> {
-    return this.lock.run(() => guard(what, fn));
+    // No closure more than a plain guarded run: every create and write passes here.
+    return this.lock.run(() => (this.#broken === null ? guard(what, fn) : this.#refuseBroken(what)));
+  }
+
+  #refuseBroken(what: string): Promise<never> {
+    const cause = this.#broken?.message ?? '';
+    return Promise.reject(
+      new FsError(
+        'EIO',
+        `${what}: an interrupted checkpoint or restore is unfinished (${cause}): reopen the delta`,
+      ),
+    );
   }
 }
 

@@ -45,7 +45,7 @@ export async function* diffItems(
       if (header !== '') yield { text: header };
       continue;
     }
-    const oldText = change.entry.kind === 'added' ? '' : await readText(ctx.lower, change.rel);
+    const oldText = change.entry.kind === 'added' ? '' : await readText(ctx.codebase, change.rel);
     const newText = change.upperType === 'file' ? await readText(ctx.upper, change.rel) : '';
     if (oldText === null || newText === null) {
       if (header !== '') yield { text: header };
@@ -85,7 +85,7 @@ function modeHeader(change: DeltaChange): string {
 /** A symlink's change as git shows it: its target as a one-line text without a final newline. */
 async function symlinkDiff(ctx: DeltaContext, change: DeltaChange, name: string): Promise<string> {
   const wasLink = change.base?.exists === true && change.base.type === 'symlink';
-  const oldTarget = wasLink ? await ctx.lower.readlink(change.rel).catch(() => null) : null;
+  const oldTarget = wasLink ? await ctx.codebase.readlink(change.rel).catch(() => null) : null;
   const newTarget = change.upperType === 'symlink' ? (change.entry.target ?? null) : null;
   if (oldTarget === newTarget) return '';
   const text = unifiedDiff({

@@ -11,7 +11,7 @@ import {
   unlinkSync,
   writeSync,
 } from 'node:fs';
-import type { FileHandle } from 'node:fs/promises';
+import { readFile, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 
 import type { HostDir } from '../host/host-dir.js';
@@ -66,7 +66,7 @@ export class MetaJournal {
   #compactAt: number;
   readonly #compactAfter: number;
   private readonly dir: HostDir;
-  private readonly state: MetaState;
+  private state: MetaState;
   private readonly logger: DeltaLogger;
 
   private constructor(o: {
@@ -201,34 +201,7 @@ export class MetaJournal {
   #compact(): void {
     const next = this.generation + 1;
     const tmp = join(this.dir.path, SNAPSHOT_TMP);
-    const fd = openSync(
-      tmp,
-      constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | constants.O_NOFOLLOW,
-      0o600,
-    );
-    let written = 0;
-    try {
-      // Written in pieces of ~64 KiB: the snapshot of a large state never sits in memory whole.
-      let pending: string[] = [];
-      let pendingLength = 0;
-      const flush = (): void => {
-        written += writeFully(fd, Buffer.from(pending.join('')));
-        pending = [];
-        pendingLength = 0;
-      };
-      for (const piece of this.state.snapshotText(next)) {
-        pending.push(piece);
-        pendingLength += piece.length;
-        if (pendingLength >= SNAPSHOT_PIECE) flush();
-      }
-      flush();
-      fsyncSync(fd);
-    } catch (err) {
-      closeSync(fd);
-      rmSync(tmp, { force: true });
-      throw err;
-    }
-    closeSync(fd);
+    const written = writeSnapshotFile(tmp, this.state, next);
     renameSync(tmp, join(this.dir.path, SNAPSHOT));
     const journal = openJournal(this.dir, next);
     closeSync(this.fd);
@@ -245,6 +218,23 @@ export class MetaJournal {
     this.#compactAt = this.#threshold();
   }
 
+  /**
+   * Starts over with an empty state (a checkpoint froze the old one): its snapshot is written as the next
+   * generation's and the journal restarts, exactly as a compaction does (same crash safety). Returns the
+   * new state, which this journal records from now on; the old state object is left as it was.
+   */
+  reset(): MetaState {
+    const old = this.state;
+    this.state = new MetaState();
+    try {
+      this.#compact();
+    } catch (err) {
+      this.state = old;
+      throw err;
+    }
+    return this.state;
+  }
+
   /** Journal bytes at which the next compaction runs: past the set bound and the snapshot's size. */
   #threshold(): number {
     return Math.max(this.#compactAfter, this.#snapshotBytes);
@@ -256,6 +246,54 @@ export class MetaJournal {
     this.fd = -1;
     return Promise.resolve();
   }
+}
+
+/**
+ * Writes `state` as the snapshot of `generation` to the file `path` (created or truncated), a ~64 KiB
+ * piece at a time (the snapshot of a large state never sits in memory whole), and fsyncs it. On a failure
+ * the file is removed. Returns the bytes written.
+ */
+export function writeSnapshotFile(path: string, state: MetaState, generation: number): number {
+  const fd = openSync(
+    path,
+    constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | constants.O_NOFOLLOW,
+    0o600,
+  );
+  let written = 0;
+  try {
+    let pending: string[] = [];
+    let pendingLength = 0;
+    const flush = (): void => {
+      written += writeFully(fd, Buffer.from(pending.join('')));
+      pending = [];
+      pendingLength = 0;
+    };
+    for (const piece of state.snapshotText(generation)) {
+      pending.push(piece);
+      pendingLength += piece.length;
+      if (pendingLength >= SNAPSHOT_PIECE) flush();
+    }
+    flush();
+    fsyncSync(fd);
+  } catch (err) {
+    closeSync(fd);
+    rmSync(path, { force: true });
+    throw err;
+  }
+  closeSync(fd);
+  return written;
+}
+
+/** The snapshot in directory `metaDir` (a delta's or a frozen layer's meta/), or null when it has none. */
+export async function readSnapshot(metaDir: string): Promise<MetaSnapshot | null> {
+  let text: string;
+  try {
+    text = await readFile(join(metaDir, SNAPSHOT), 'utf8');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return null;
+    throw err;
+  }
+  return JSON.parse(text) as MetaSnapshot;
 }
 
 /** write(2) until all of `data` is written; its length. */

@@ -16,7 +16,10 @@ export interface HostId {
 
 /** What `Delta.lookup` finds at a path. */
 export interface DeltaLookup {
-  /** Which layer serves the entry. Invariant: an upper entry wins over the lower one. */
+  /**
+   * Which layer serves the entry: the writable one, or one below it (a frozen layer or the codebase).
+   * Invariant: an upper entry wins over the lower one.
+   */
   readonly layer: 'upper' | 'lower';
   /** lstat of the serving entry (bigint: ns times, sizes above 2^53 exact). */
   readonly stat: BigIntStats;
@@ -26,6 +29,8 @@ export interface DeltaLookup {
   /**
    * The codebase identity behind the entry: the lower entry itself, or the one this sandbox copied up from
    * (so the FUSE layer can keep inode numbers stable across copy-up). Null for entries the sandbox added.
+   * Below frozen layers, the host identity of the layer that serves (or served) it: a frozen layer's
+   * inode for entries it holds.
    */
   readonly lower: HostId | null;
 }
@@ -86,6 +91,12 @@ export interface DeltaOpenOptions {
   readonly lowerCacheMaxAgeMs?: number;
   /** Bytes the upper layer may hold (see quota.ts); undefined = no limit. */
   readonly diskQuotaBytes?: number;
+  /**
+   * The frozen layers between the writable layer and the codebase (absolute directories, oldest first).
+   * Must equal the stack the delta recorded (meta/stack.json), unless the delta is new (no stack recorded,
+   * an empty writable layer): it then takes this stack. Undefined: the recorded stack (none: no layer).
+   */
+  readonly frozen?: readonly string[];
 }
 
 /** Restricts diff/commit/discard to these codebase paths and everything below them. */

@@ -10,7 +10,7 @@ import { checkLastPart } from './rel-path.js';
  * so the synchronous lstat of a lookup that follows takes microseconds instead of holding the JS thread for
  * a disk read (the entry warm-up's listings, fs/readdir-plus.ts). A callback, not a promise per file.
  */
-export function warmInode(dir: HostDir, dirRel: string, name: string): Promise<void> {
+export function warmInode(dir: Pick<HostDir, 'withCachedDir'>, dirRel: string, name: string): Promise<void> {
   try {
     checkLastPart(name, dirRel === '' ? name : `${dirRel}/${name}`);
   } catch {

@@ -24,8 +24,8 @@ vi.mock('../../src/host/sync-fs.js', () => ({
 class Crash extends Error {}
 
 /** The steps of a commit that change something on disk, per part of the delta. */
-const MUTATING: Record<'lower' | 'upper' | 'journal' | 'commits', readonly string[]> = {
-  lower: ['open', 'mkdir', 'unlink', 'rmdir', 'symlink', 'chmod', 'utimes', 'rename', 'removeTree'],
+const MUTATING: Record<'codebase' | 'upper' | 'journal' | 'commits', readonly string[]> = {
+  codebase: ['open', 'mkdir', 'unlink', 'rmdir', 'symlink', 'chmod', 'utimes', 'rename', 'removeTree'],
   upper: ['unlink', 'rmdir', 'removeTree'],
   journal: ['record', 'compact'],
   commits: ['begin', 'finish'],

@@ -1,0 +1,144 @@
+// One frozen layer (a checkpoint) seen through the layers below it: a read-only LowerLayer that resolves
+// exactly as a delta does (upper wins, whiteouts before the layer below, opaque directories), by the same
+// functions of context.ts on a view context { upper, meta, lower }.
+import { constants, type BigIntStats } from 'node:fs';
+import type { FileHandle } from 'node:fs/promises';
+import { join } from 'node:path';
+
+import { FsError } from '../errors.js';
+import { HostDir, type HostDirent } from '../host/host-dir.js';
+import {
+  mergedEntries,
+  resolve,
+  resolveIfCached,
+  upperKnownAbsent,
+  type LayerView,
+  type LowerLayer,
+} from './context.js';
+import { readSnapshot } from './journal.js';
+import { MetaState } from './meta-state.js';
+import type { DeltaLookup } from './types.js';
+
+/** Flags that could change a file: refused, since a frozen layer is never written. */
+const WRITING =
+  constants.O_WRONLY | constants.O_RDWR | constants.O_CREAT | constants.O_TRUNC | constants.O_APPEND;
+
+/** An errno error as the host layer throws them (callers test `code`, isMissing included). */
+function errnoError(code: string, rel: string): NodeJS.ErrnoException {
+  const err: NodeJS.ErrnoException = new Error(`${code}: /${rel}`);
+  err.code = code;
+  return err;
+}
+
+/**
+ * A frozen layer directory (`upper/` + `meta/snapshot.json`) over the next-lower layer. Immutable, so
+ * its HostDir's absent-paths cache never goes stale. Fast paths answer undefined where a step would need
+ * the thread pool; no directory fd is lent (withCachedDir), and link counts are never trusted.
+ */
+export class FrozenView implements LowerLayer {
+  /** The layer directory, as given. */
+  readonly dir: string;
+  readonly nlinkCountsSubdirs = false;
+  readonly #view: LayerView;
+
+  private constructor(dir: string, view: LayerView) {
+    this.dir = dir;
+    this.#view = view;
+  }
+
+  /** Opens the frozen layer at `dir` over `below`. Throws when `dir` is no frozen layer. */
+  static async open(options: { dir: string; below: LowerLayer }): Promise<FrozenView> {
+    const snapshot = await readSnapshot(join(options.dir, 'meta'));
+    if (snapshot === null)
+      throw new FsError('EINVAL', `not a frozen layer (no meta/snapshot.json): ${options.dir}`);
+    const meta = new MetaState();
+    meta.load(snapshot);
+    const upper = await HostDir.open({ path: join(options.dir, 'upper') });
+    return new FrozenView(options.dir, { upper, meta, lower: options.below });
+  }
+
+  async lstat(rel: string): Promise<BigIntStats> {
+    const found = await resolve(this.#view, rel);
+    if (found === null) throw errnoError('ENOENT', rel);
+    return found.stat;
+  }
+
+  async lstatOrNull(rel: string): Promise<BigIntStats | null> {
+    return (await resolve(this.#view, rel))?.stat ?? null;
+  }
+
+  lstatIfCached(rel: string): BigIntStats | null | undefined {
+    const found = this.#resolveIfCachedQuietly(rel);
+    return found === undefined || found === null ? found : found.stat;
+  }
+
+  async open(rel: string, flags: number): Promise<FileHandle> {
+    if ((flags & WRITING) !== 0) throw errnoError('EROFS', rel);
+    return this.#serving(await this.#mustResolve(rel), rel).open(rel, flags);
+  }
+
+  openSyncIfCached(rel: string, flags: number): number | undefined {
+    if ((flags & WRITING) !== 0) return undefined;
+    const found = this.#resolveIfCachedQuietly(rel);
+    if (found === undefined || found === null) return undefined;
+    return this.#serving(found, rel).openSyncIfCached(rel, flags);
+  }
+
+  async readlink(rel: string): Promise<string> {
+    return this.#serving(await this.#mustResolve(rel), rel).readlink(rel);
+  }
+
+  /** The merged listing (unsorted); ENOENT/ENOTDIR as errno errors, as a host directory answers. */
+  async readdir(rel: string): Promise<HostDirent[]> {
+    let entries: Map<string, DeltaLookup['type']>;
+    try {
+      entries = await mergedEntries(this.#view, rel);
+    } catch (err) {
+      if (err instanceof FsError) throw errnoError(err.errnoName, rel);
+      throw err;
+    }
+    return [...entries].map(([name, type]) => ({ name, type }));
+  }
+
+  /** No fd of a merged directory exists to lend: the callers (read-ahead) skip. */
+  withCachedDir<T>(): Promise<T> | undefined {
+    return undefined;
+  }
+
+  /** Caches the directory's fd in this layer (where it has it) and below, for the synchronous lookups. */
+  cacheDirSync(rel: string): void {
+    if (!upperKnownAbsent(this.#view, rel)) this.#view.upper.cacheDirSync(rel);
+    this.#view.lower.cacheDirSync(rel);
+  }
+
+  async invalidateCache(): Promise<void> {
+    await this.#view.upper.invalidateCache();
+    await this.#view.lower.invalidateCache();
+  }
+
+  /** Closes this layer's own fds (the layers below are closed by their owner). */
+  async close(): Promise<void> {
+    await this.#view.upper.close();
+  }
+
+  async #mustResolve(rel: string): Promise<DeltaLookup> {
+    const found = await resolve(this.#view, rel);
+    if (found === null) throw errnoError('ENOENT', rel);
+    return found;
+  }
+
+  /** resolveIfCached, with any error as "take the async path" (which reports it). */
+  #resolveIfCachedQuietly(rel: string): DeltaLookup | null | undefined {
+    try {
+      return resolveIfCached(this.#view, rel);
+    } catch {
+      return undefined;
+    }
+  }
+
+  /** The layer serving `found`: this one's upper tree, or the view below. */
+  #serving(found: DeltaLookup, rel: string): Pick<LowerLayer, 'open' | 'openSyncIfCached' | 'readlink'> {
+    if (rel === '' || found.layer === 'lower') return this.#view.lower;
+    return this.#view.upper;
+  }
+}

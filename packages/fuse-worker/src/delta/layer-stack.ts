@@ -1,0 +1,85 @@
+// The delta's record of its frozen layers (meta/stack.json) and the intent of a checkpoint or restore
+// under way (meta/layers-intent.json). Both are written whole (temporary file, fsync, rename), so anything
+// unreadable is damage, reported as such.
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+
+import { layerFs } from './layer-fs.js';
+
+const STACK = 'stack.json';
+const INTENT = 'layers-intent.json';
+
+/** A layer change under way: what the stack becomes, and for a checkpoint the layer it makes. */
+export type LayersIntent =
+  | {
+      readonly version: 1;
+      readonly op: 'checkpoint';
+      readonly layerDir: string;
+      readonly frozen: readonly string[];
+    }
+  | { readonly version: 1; readonly op: 'restore'; readonly frozen: readonly string[] };
+
+/** The frozen layers of the delta at `deltaDir`, oldest first; [] when it never had any. */
+export async function readStack(deltaDir: string): Promise<string[]> {
+  const value = await readJson(join(deltaDir, 'meta', STACK));
+  if (value === null) return [];
+  const v = value as { version?: unknown; frozen?: unknown };
+  if (v.version !== 1 || !isPathList(v.frozen)) throw damaged(STACK);
+  return v.frozen;
+}
+
+/** Records `frozen` as the delta's stack, durably: the switch of a checkpoint or a restore. */
+export async function writeStack(deltaDir: string, frozen: readonly string[]): Promise<void> {
+  await layerFs.writeFileDurably(join(deltaDir, 'meta', STACK), JSON.stringify({ version: 1, frozen }));
+}
+
+/** The layer change under way, or null. */
+export async function readIntent(deltaDir: string): Promise<LayersIntent | null> {
+  const value = await readJson(join(deltaDir, 'meta', INTENT));
+  if (value === null) return null;
+  const v = value as Partial<{ version: unknown; op: unknown; layerDir: unknown; frozen: unknown }>;
+  const ok =
+    v.version === 1 &&
+    isPathList(v.frozen) &&
+    (v.op === 'restore' || (v.op === 'checkpoint' && typeof v.layerDir === 'string'));
+  if (!ok) throw damaged(INTENT);
+  return value as LayersIntent;
+}
+
+/** Records a layer change before its first step (durably). */
+export async function writeIntent(deltaDir: string, intent: LayersIntent): Promise<void> {
+  await layerFs.writeFileDurably(join(deltaDir, 'meta', INTENT), JSON.stringify(intent));
+}
+
+/** The layer change is complete: its intent goes, durably (a stale intent must never run again). */
+export async function removeIntent(deltaDir: string): Promise<void> {
+  await layerFs.unlinkDurably(join(deltaDir, 'meta', INTENT));
+}
+
+/** Whether two stacks name the same layers in the same order. */
+export function sameStack(a: readonly string[], b: readonly string[]): boolean {
+  return a.length === b.length && a.every((dir, i) => dir === b[i]);
+}
+
+function isPathList(value: unknown): value is string[] {
+  return Array.isArray(value) && value.every((p) => typeof p === 'string' && p.startsWith('/'));
+}
+
+function damaged(name: string): Error {
+  return new Error(`the delta's meta/${name} is damaged: not a record of this version`);
+}
+
+async function readJson(path: string): Promise<unknown> {
+  let text: string;
+  try {
+    text = await readFile(path, 'utf8');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return null;
+    throw err;
+  }
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    return {}; // reported as damage by the caller
+  }
+}

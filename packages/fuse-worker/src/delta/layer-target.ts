@@ -1,0 +1,82 @@
+// Where a checkpoint may put its frozen layer: a new directory beside (never inside) the delta and the
+// codebase, on the delta's filesystem, since the writable layer's upper/ is renamed into it.
+import { lstat, realpath, stat } from 'node:fs/promises';
+import { basename, dirname, join, resolve as absolute } from 'node:path';
+
+import { FsError } from '../errors.js';
+import { buildDirOf } from './layer-change.js';
+
+/** True when `path` is `dir` or below it (both absolute and normalized). */
+function within(path: string, dir: string): boolean {
+  return path === dir || path.startsWith(dir.endsWith('/') ? dir : `${dir}/`);
+}
+
+async function absent(path: string): Promise<boolean> {
+  return lstat(path).then(
+    () => false,
+    (err: NodeJS.ErrnoException) => {
+      if (err.code === 'ENOENT') return true;
+      throw err;
+    },
+  );
+}
+
+/** Throws unless the layer at `real` (named `name`) lies outside the delta and the codebase, and they outside it. */
+async function refuseOverlap(
+  real: string,
+  name: string,
+  o: { readonly deltaDir: string; readonly codebaseDir: string },
+): Promise<void> {
+  for (const dir of [o.deltaDir, o.codebaseDir]) {
+    const other = await realpath(dir);
+    if (within(real, other) || within(other, real)) {
+      throw new FsError('EINVAL', `a frozen layer cannot be at ${name}: it overlaps ${other}`);
+    }
+  }
+}
+
+/**
+ * Checks the frozen layers of a stack to open or restore: each outside the delta and the codebase (the
+ * delta's own directory has the shape of a layer, and would be written through).
+ */
+export async function checkLayerDirs(o: {
+  dirs: readonly string[];
+  deltaDir: string;
+  codebaseDir: string;
+}): Promise<void> {
+  for (const dir of o.dirs) {
+    const real = await realpath(dir).catch(() => {
+      throw new FsError('ENOENT', `no frozen layer at ${dir}`);
+    });
+    await refuseOverlap(real, dir, o);
+  }
+}
+
+/**
+ * The absolute path of a new frozen layer at `layerDir`, checked: absent (and its build directory too),
+ * its parent an existing directory on the delta's filesystem (EXDEV otherwise), outside the delta and the
+ * codebase (anything there would show in a view or be committed).
+ */
+export async function checkLayerTarget(o: {
+  layerDir: string;
+  deltaDir: string;
+  codebaseDir: string;
+}): Promise<string> {
+  // Recorded as given (absolute): a caller naming the stack names it the same way. Compared for
+  // overlaps through the real path of its parent.
+  const layerDir = absolute(o.layerDir);
+  const parent = await realpath(dirname(layerDir)).catch(() => {
+    throw new FsError('ENOENT', `the parent of ${layerDir} does not exist`);
+  });
+  const real = join(parent, basename(layerDir));
+  for (const path of [layerDir, buildDirOf(layerDir)]) {
+    if (!(await absent(path))) throw new FsError('EEXIST', `${path} exists`);
+  }
+  await refuseOverlap(real, layerDir, o);
+  const [where, delta] = await Promise.all([stat(parent), stat(o.deltaDir)]);
+  if (!where.isDirectory()) throw new FsError('ENOTDIR', `${parent} is not a directory`);
+  if (where.dev !== delta.dev) {
+    throw new FsError('EXDEV', `${parent} is not on the delta's filesystem (${o.deltaDir})`);
+  }
+  return layerDir;
+}
