@@ -314,7 +314,7 @@ export class ControlPlane implements AsyncDisposable {
    * Freezes the sandbox's files as they are now as a checkpoint (no copying: the delta's writable layer
    * becomes a frozen layer); `restoreCheckpoint` puts the sandbox back to it later.
    */
-  checkpoint(id: string, options?: CheckpointOptions): Promise<CheckpointInfo> {
+  async checkpoint(id: string, options?: CheckpointOptions): Promise<CheckpointInfo> {
     const sandboxId = validateId('sandbox', id);
     this.sandboxes.get(sandboxId);
     return this.#checkpoints.checkpoint(sandboxId, options);
@@ -329,7 +329,7 @@ export class ControlPlane implements AsyncDisposable {
    * Puts the sandbox's files back to checkpoint `checkpointId` (running commands see it at once); the
    * changes made since are dropped, or kept as a checkpoint of their own with `keepCurrent`.
    */
-  restoreCheckpoint(
+  async restoreCheckpoint(
     id: string,
     checkpointId: string,
     options?: RestoreOptions,
@@ -344,13 +344,13 @@ export class ControlPlane implements AsyncDisposable {
    * New sandboxes whose files start as a checkpoint of sandbox `id` (default: its files now, checkpointed
    * for the purpose), each with its own changes; settings are the parent's unless given.
    */
-  forkSandbox(id: string, options?: ForkOptions): Promise<SandboxInfo[]> {
+  async forkSandbox(id: string, options?: ForkOptions): Promise<SandboxInfo[]> {
     const sandboxId = validateId('sandbox', id);
     this.sandboxes.get(sandboxId);
     return this.#checkpoints.fork(sandboxId, options);
   }
   /** Deletes a checkpoint; the files only it held are removed. */
-  deleteCheckpoint(id: string, checkpointId: string): Promise<void> {
+  async deleteCheckpoint(id: string, checkpointId: string): Promise<void> {
     const sandboxId = validateId('sandbox', id);
     this.sandboxes.get(sandboxId);
     return this.#disk.freeing('deleting a checkpoint', () => this.#checkpoints.remove(sandboxId, checkpointId));
@@ -407,7 +407,11 @@ export class ControlPlane implements AsyncDisposable {
   /** Without `paths` also gives up an unfinished commit (what it applied stays in the codebase). */
   async discard(id: string, options?: { paths?: readonly string[] }): Promise<void> {
     await this.#disk.freeing('discarding changes', () => this.sandboxes.discard(id, options));
-    if (options?.paths === undefined) settleUnfinished(this.#store, id, 'given up');
+    if (options?.paths === undefined) {
+      settleUnfinished(this.#store, id, 'given up');
+      // The delta stands on no checkpoint's layers any more.
+      this.#checkpoints.settle(validateId('sandbox', id), []);
+    }
   }
   readFile(id: string, path: string): Promise<Buffer> {
     return this.sandboxes.readFile(id, path);

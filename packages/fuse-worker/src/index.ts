@@ -18,3 +18,5 @@ export type { PinnedDirOptions } from './host/pinned-dir.js';
 // A delta's unfinished commit (its intent record): nothing may remove such a delta unasked.
 export { readPendingCommit } from './delta/commit-journal.js';
 export type { PendingCommit } from './delta/commit-journal.js';
+// A fork's delta, made on a checkpoint's frozen layers before its first mount.
+export { initDeltaStack } from './delta/init-stack.js';

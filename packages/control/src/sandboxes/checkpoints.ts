@@ -91,6 +91,8 @@ export class CheckpointService {
    * or a checkpoint and the removal of unused layers, must not interleave.
    */
   readonly #lock = new KeyedLock();
+  /** Pending rows of checkpoints this process is taking now. */
+  readonly #taking = new Set<string>();
 
   readonly #host: ForkHost;
 
@@ -111,7 +113,7 @@ export class CheckpointService {
   }
 
   /** Freezes sandbox `id`'s current changes as a checkpoint; the sandbox goes on where it was. */
-  checkpoint(id: string, options: CheckpointOptions = {}): Promise<CheckpointInfo> {
+  async checkpoint(id: string, options: CheckpointOptions = {}): Promise<CheckpointInfo> {
     checkText('name', options.name, NAME_MAX);
     checkText('message', options.message, MESSAGE_MAX);
     return this.#lock.run('', () => this.#take(id, options));
@@ -131,6 +133,7 @@ export class CheckpointService {
     // The row first: a crash while the worker freezes the layer leaves a reference to it (nothing
     // removes a layer a row names), and the next mount settles the row from what the delta recorded.
     this.#store.insert(row);
+    this.#taking.add(row.id);
     let frozen: string[];
     try {
       await ensurePrivateDir(this.#layout.layersDir);
@@ -138,6 +141,8 @@ export class CheckpointService {
     } catch (err) {
       this.#store.delete(row.id);
       throw err;
+    } finally {
+      this.#taking.delete(row.id);
     }
     this.#store.transaction(() => {
       this.#store.markReady(row.id, frozen);
@@ -231,6 +236,8 @@ export class CheckpointService {
     const frozen = this.#layerIds(frozenDirs);
     this.#store.transaction(() => {
       for (const row of this.#store.pending(id)) {
+        // Under way in this process (a stopped sandbox's temporary worker mounts for it): not settled.
+        if (this.#taking.has(row.id)) continue;
         const layer = row.layers.at(-1);
         if (layer !== undefined && frozen.includes(layer)) this.#store.markReady(row.id);
         else this.#store.delete(row.id);

@@ -85,6 +85,7 @@ export class Delta {
   #retired: { close(): Promise<void> }[] = [];
   /** Set when a layer change failed and could not be finished: nothing may change the delta any more. */
   #broken: Error | null = null;
+  #layerEpoch = 0;
 
   private constructor(opened: {
     ctx: DeltaContext;
@@ -104,6 +105,21 @@ export class Delta {
   }
 
   /** The frozen layers below the writable one, oldest first (absolute directories); [] when none. */
+  /**
+   * Bumped when a checkpoint or restore begins. A writable fd (openForWrite, create, openToKeep) opened
+   * under an older value may name a file that is now a frozen layer's (or gone): its holder closes it
+   * and opens the path again.
+   */
+  get layerEpoch(): number {
+    return this.#layerEpoch;
+  }
+
+  /**
+   * Called synchronously when a checkpoint or restore begins, before any of its steps: the FUSE layer
+   * closes the fds it keeps of writable-layer files there.
+   */
+  onLayerChange: (() => void) | undefined;
+
   get frozenLayers(): readonly string[] {
     return this.#stack.views.map((view) => view.dir);
   }
@@ -184,6 +200,10 @@ export class Delta {
     change: (c: LayerChangeContext) => Promise<LayerChangeResult>,
     stackFor: (result: LayerChangeResult) => Promise<FrozenStack & { result: LayerChangeResult }>,
   ): Promise<void> {
+    // Before the writable layer's files can become a layer's: every writable fd handed out before now
+    // must go (layerEpoch, onLayerChange), and none is handed out until the change is over (the lock).
+    this.#layerEpoch++;
+    this.onLayerChange?.();
     const ctx = this.ctx;
     const c: LayerChangeContext = {
       deltaDir: this.#deltaDir,
@@ -374,7 +394,8 @@ export class Delta {
    * sandbox's own (upper) file, read-only when it is the codebase's (which is never written outside commit).
    */
   async openToKeep(path: string): Promise<{ handle: FileHandle; writable: boolean }> {
-    return guard(`open ${path}`, async () => {
+    // Under the lock: a writable fd of the writable layer never opens while a checkpoint freezes it.
+    return this.mutate(`open ${path}`, async () => {
       const rel = toRel(path);
       const found = await mustResolve(this.ctx, rel);
       if (found.type !== 'file') throw new FsError('EINVAL', `not a regular file: ${path}`);

@@ -8,7 +8,7 @@ import { atLeast } from '@agentfense/protocol';
 import type { Permission } from '@agentfense/protocol';
 import { writeWithin } from '../delta/quota.js';
 import { FsError } from '../errors.js';
-import type { HostFile } from '../host/raw-file.js';
+import type { HostFile, WritableFile } from '../host/raw-file.js';
 import type { FsCore } from './core.js';
 import { allow, deny } from './decisions.js';
 import type { Caller, Offset } from './types.js';
@@ -184,7 +184,14 @@ export class DataPath {
     if (cached !== undefined) return cached;
     let handle: HostFile;
     if (needWrite) {
-      const writable = await fs.delta.openForWrite(path, constants.O_RDWR);
+      // A checkpoint that began meanwhile may have frozen the file this fd names: open the path again.
+      let writable: WritableFile;
+      for (;;) {
+        const epoch = fs.delta.layerEpoch;
+        writable = await fs.delta.openForWrite(path, constants.O_RDWR);
+        if (epoch === fs.delta.layerEpoch) break;
+        await writable.close();
+      }
       fs.handles.set(ino, writable, true);
       handle = writable;
     } else {

@@ -96,9 +96,13 @@ export async function create(
 ): Promise<CreateReply> {
   const path = creatable(fs, parent, name, 'create', caller);
   const made = await newOwner(fs, parent, caller, false, mode & 0o7777);
+  const epoch = fs.delta.layerEpoch;
   const handle = await fs.delta.create(path, made.mode, (flags & ~O_ACCMODE) | constants.O_RDWR, made.owner);
   const reply = await created(fs, parent, name, path, caller, 'create', made);
-  fs.handles.set(reply.ino, handle, true);
+  // Kept only if no checkpoint began meanwhile (the file may be a frozen layer's now); a write opens the
+  // path again otherwise.
+  if (epoch === fs.delta.layerEpoch) fs.handles.set(reply.ino, handle, true);
+  else await handle.close();
   const directIo = fs.directWrites && (flags & O_ACCMODE) === constants.O_WRONLY;
   if (directIo) fs.directWriters.add(reply.ino);
   return { ...reply, directIo };
@@ -257,8 +261,11 @@ async function created(
 async function keepOpenable(fs: FsCore, node: Inode, path: string): Promise<void> {
   if (node.isDir) return;
   if (fs.handles.get(node.ino, true) === undefined) {
+    const epoch = fs.delta.layerEpoch;
     const kept = await fs.delta.openToKeep(path).catch(() => undefined);
-    if (kept?.writable === true) fs.handles.set(node.ino, kept.handle, true);
+    // A writable fd opened before a checkpoint began may name a frozen layer's file: not kept.
+    if (kept?.writable === true && epoch !== fs.delta.layerEpoch) await kept.handle.close();
+    else if (kept?.writable === true) fs.handles.set(node.ino, kept.handle, true);
     else if (kept !== undefined) fs.handles.set(node.ino, kept.handle, false);
   }
   fs.handles.pin(node.ino);

@@ -1,6 +1,6 @@
 // Whole-file access for the control plane (library readFile/writeFile): the same rules and audit as
 // the sandbox's own syscalls, without going through the kernel.
-import { constants } from 'node:fs';
+import { constants, writeSync } from 'node:fs';
 import { atLeast } from '@agentfense/protocol';
 import { FsError } from '../errors.js';
 import type { FsCore } from './core.js';
@@ -34,21 +34,31 @@ export async function writePath(fs: FsCore, path: string, data: Uint8Array, call
   }
   const found = await fs.delta.lookup(path);
   if (found !== null && found.type !== 'file') throw new FsError('EISDIR', `${path} is not a regular file`);
-  const handle =
-    found === null
-      ? await fs.delta.create(path, 0o644, constants.O_RDWR | constants.O_TRUNC)
-      : await fs.delta.openForWrite(path, constants.O_RDWR | constants.O_TRUNC);
-  try {
-    const quota = fs.delta.quota;
-    if (quota !== null) {
-      await quota.whenReady();
-      const st = await handle.stat({ bigint: true });
-      quota.check(st.ino, data.byteLength, path);
+  let exists = found !== null;
+  for (;;) {
+    const epoch = fs.delta.layerEpoch;
+    const handle = exists
+      ? await fs.delta.openForWrite(path, constants.O_RDWR | constants.O_TRUNC)
+      : await fs.delta.create(path, 0o644, constants.O_RDWR | constants.O_TRUNC);
+    exists = true;
+    try {
+      const quota = fs.delta.quota;
+      if (quota !== null) {
+        await quota.whenReady();
+        const st = await handle.stat({ bigint: true });
+        quota.check(st.ino, data.byteLength, path);
+      }
+      // A checkpoint that began since the open may have frozen this file: never write into it; open the
+      // path again (a copy in the new writable layer). From here to the end of the data, no await.
+      if (epoch !== fs.delta.layerEpoch) continue;
+      for (let done = 0; done < data.byteLength;) {
+        done += writeSync(handle.fd, data, done, data.byteLength - done, done);
+      }
+      if (quota !== null) quota.record(await handle.stat({ bigint: true }));
+      break;
+    } finally {
+      await handle.close();
     }
-    await handle.writeFile(data);
-    if (quota !== null) quota.record(await handle.stat({ bigint: true }));
-  } finally {
-    await handle.close();
   }
   allow(fs, 'writeFile', path, permission, caller);
   // The kernel may hold this file's old pages or a negative entry for its name: drop them.

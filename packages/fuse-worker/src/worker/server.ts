@@ -179,7 +179,7 @@ export class WorkerService {
     return this.#mounted;
   }
 
-  async #mount(params: MountParams): Promise<{ mountpoint: string; pid: number }> {
+  async #mount(params: MountParams): Promise<WorkerResult<'mount'>> {
     if (this.#mounted !== undefined || this.#mounting || this.#teardown !== undefined) {
       throw new WrongStateError('this worker already mounted (one mount per worker process)');
     }
@@ -222,6 +222,8 @@ export class WorkerService {
         stats: this.#stats,
       });
       fs.mountpoint = params.mountpoint;
+      // No fd of ours may write into a layer once it is frozen (delta.layerEpoch).
+      delta.onLayerChange = () => fs.handles.closeUnpinned();
       const handlers = createHandlers({
         fs,
         stats: this.#stats,
@@ -415,17 +417,22 @@ export class WorkerService {
         // The host files the discard removes free their room only once no handle of ours holds them
         // (invalidateAll closes them too, but after): on a full filesystem the discard needs that room.
         mounted.fs.handles.closeUnpinned();
-        await mounted.delta.discard(pathFilter(paths));
+        // Everything, on checkpoints: the codebase again, with no frozen layer under it (the checkpoints
+        // stay restorable: their layers are not this delta's to remove).
+        if (paths === undefined && mounted.delta.frozenLayers.length > 0) {
+          await mounted.delta.restore({ frozen: [] });
+        } else {
+          await mounted.delta.discard(pathFilter(paths));
+        }
         await mounted.fs.invalidateAll();
         this.#logger.info({ paths: paths ?? ['/'] }, 'discard');
         return {};
       },
       checkpoint: async ({ layerDir }) => {
         const mounted = this.#need();
-        // A handle of ours on a writable-layer file would write into the frozen layer once it is frozen:
-        // every handle a path can reopen is closed at the switch, before any other request runs (the next
-        // write reopens the file, copying it up into the new writable layer).
-        await mounted.delta.checkpoint({ layerDir, onSwitch: () => mounted.fs.handles.closeUnpinned() });
+        // Our fds of writable-layer files are closed as it begins (delta.onLayerChange, set at mount): the
+        // next write opens the path again, copying the file up into the new writable layer.
+        await mounted.delta.checkpoint({ layerDir });
         this.#logger.info({ layerDir, depth: mounted.delta.frozenLayers.length }, 'checkpoint');
         return { frozen: mounted.delta.frozenLayers };
       },
