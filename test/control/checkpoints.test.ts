@@ -157,6 +157,47 @@ describe('checkpoints', () => {
     expect((await readdir(layers)).filter((name) => !others.has(name))).toEqual([]);
   });
 
+  it('forks: each fork starts at the checkpoint, writes the same paths unseen by the others, and outlives its parent', async () => {
+    const parent = await running();
+    await sh(parent, 'echo base > /workspace/output/shared.txt && rm /workspace/README.md');
+    const forks = await cp.forkSandbox(parent, { count: 10 });
+    expect(forks).toHaveLength(10);
+    expect(new Set(forks.map((f) => f.id)).size).toBe(10);
+    expect(forks.every((f) => f.state === 'RUNNING')).toBe(true);
+    // The fork point is a checkpoint of the parent; the parent goes on where it was.
+    expect(cp.listCheckpoints(parent).map((c) => c.name)).toEqual(['fork']);
+    await Promise.all(
+      forks.map((f, i) =>
+        sh(
+          f.id,
+          `cat /workspace/output/shared.txt > /dev/null && echo fork-${i} > /workspace/output/shared.txt`,
+        ),
+      ),
+    );
+    await sh(parent, 'echo parent > /workspace/output/shared.txt');
+    for (const [i, f] of forks.entries()) {
+      const seen = await cp.run(
+        f.id,
+        'cat /workspace/output/shared.txt; ls /workspace/README.md 2>&1 || true',
+      );
+      expect(seen.stdout).toMatch(new RegExp(`^fork-${i}\n.*No such file`));
+    }
+    expect((await cp.run(parent, 'cat /workspace/output/shared.txt')).stdout).toBe('parent\n');
+    // A fork with rules of its own (view-only: names listed, no content read, nothing written).
+    const [strict] = await cp.forkSandbox(parent, { preset: 'view-only' });
+    const write = await cp.run(strict?.id as string, 'echo x > /workspace/output/shared.txt');
+    expect(write.exitCode).not.toBe(0);
+    expect((await cp.run(strict?.id as string, 'cat /workspace/.env')).exitCode).not.toBe(0);
+    // Destroying the parent leaves every fork whole: the layers they stand on are kept.
+    await cp.destroySandbox(parent);
+    await cp.sandboxes.trash.idle();
+    expect((await cp.run(forks[3]?.id as string, 'cat /workspace/output/shared.txt')).stdout).toBe(
+      'fork-3\n',
+    );
+    await cp.destroySandbox(strict?.id as string);
+    for (const f of forks) await cp.destroySandbox(f.id);
+  });
+
   it('refuses bad input with errors that name it', async () => {
     const id = await running();
     await expect(cp.restoreCheckpoint(id, 'cp_nope')).rejects.toThrow(/invalid checkpoint id "cp_nope"/);
