@@ -52,7 +52,7 @@ export const forkBody = (permissionRule: Schema, resources: Schema): Schema =>
     permissions: { type: 'array', items: permissionRule, description: 'exclusive with preset' },
     preset: { type: 'string', description: "a preset name (default: the parent's rules)" },
     resources,
-    start: { type: 'boolean', description: 'start them at once (default true)' },
+    no_start: { type: 'boolean', description: 'leave them PENDING (default: started at once)' },
   });
 
 export const forkResult = (sandbox: Schema): Schema =>

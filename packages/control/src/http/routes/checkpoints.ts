@@ -29,7 +29,7 @@ interface ForkBody {
   permissions?: WireRuleIn[];
   preset?: string;
   resources?: WireResources;
-  start?: boolean;
+  no_start?: boolean;
 }
 
 /** A checkpoint in the API's snake_case, its time as RFC 3339. */
@@ -131,7 +131,7 @@ export function registerCheckpointRoutes(app: FastifyInstance, backend: HttpBack
         ...(b.permissions === undefined ? {} : { rules: rulesFromWire(b.permissions) }),
         ...(b.preset === undefined ? {} : { preset: b.preset }),
         ...(b.resources === undefined ? {} : { resources: resourcesFromWire(b.resources) }),
-        ...(b.start === undefined ? {} : { start: b.start }),
+        start: b.no_start !== true,
       });
       return { sandboxes: forks.map(sandboxToWire) };
     },
