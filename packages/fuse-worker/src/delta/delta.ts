@@ -11,7 +11,7 @@ import { RawFile, type HostFile, type WritableFile } from '../host/raw-file.js';
 import { createFile, makeDir, type NewOwner } from '../host/sync-make.js';
 import { warmInode } from '../host/warm.js';
 import { Yielder } from '../host/yielder.js';
-import { computeChanges } from './changes.js';
+import { computeChanges, type DeltaChange } from './changes.js';
 import { abandonUnfinishedCommit } from './commit-resume.js';
 import { commitChanges } from './commit.js';
 import {
@@ -46,6 +46,7 @@ import { openDelta } from './open.js';
 import { selected, toRel } from './paths.js';
 import { prepareCreate, removeEntry } from './records.js';
 import { renameEntry } from './rename.js';
+import { computeStackChanges } from './stack-changes.js';
 import type {
   CommitOptions,
   DeltaCommitResult,
@@ -553,8 +554,7 @@ export class Delta {
   /** The change set: added / modified / deleted entries with sizes, sorted by path. */
   async changes(filter: PathFilter = {}): Promise<ChangeEntry[]> {
     return this.mutate('changes', async () => {
-      this.#refuseOnStack('the change set');
-      const all = await computeChanges(this.ctx);
+      const all = await this.#changeSet();
       return all.filter((c) => selected(c.rel, filter.paths)).map((c) => c.entry);
     });
   }
@@ -562,8 +562,7 @@ export class Delta {
   /** Unified diff (`diff -u` style, a/ b/ prefixes) of the changed text files; binary files listed apart. */
   async diff(filter: PathFilter = {}): Promise<DeltaDiff> {
     return this.mutate('diff', async () => {
-      this.#refuseOnStack('a diff');
-      const all = await computeChanges(this.ctx);
+      const all = await this.#changeSet();
       return buildDiff(
         this.ctx,
         all.filter((c) => selected(c.rel, filter.paths)),
@@ -577,8 +576,7 @@ export class Delta {
    */
   async diffItems(filter: PathFilter = {}): Promise<AsyncIterator<DiffItem>> {
     const changes = await this.mutate('diff', async () => {
-      this.#refuseOnStack('a diff');
-      const all = await computeChanges(this.ctx);
+      const all = await this.#changeSet();
       return all.filter((c) => selected(c.rel, filter.paths));
     });
     return diffItems(this.ctx, changes);
@@ -605,6 +603,17 @@ export class Delta {
       if (!everything) this.#refuseOnStack('a discard of some paths');
       await discardPaths(this.ctx, filter.paths ?? ['/']);
       await this.recount();
+    });
+  }
+
+  /** The change set against the codebase: of the writable layer alone, or the net one of the stack. */
+  #changeSet(): Promise<DeltaChange[]> {
+    const views = this.#stack.views;
+    if (views.length === 0) return computeChanges(this.ctx);
+    return computeStackChanges({
+      frozen: views.map((view) => view.layer),
+      top: this.ctx,
+      codebase: this.ctx.codebase,
     });
   }
 

@@ -313,7 +313,7 @@ describe('a delta with frozen layers', () => {
     ).rejects.toThrow(/made over the frozen layers/);
   });
 
-  it('refuses changes, diff and commit (ENOTSUP); a discard of everything empties the writable layer', async () => {
+  it('refuses a commit (ENOTSUP); a discard of everything empties the writable layer', async () => {
     const f = await fixture(CODEBASE);
     const { delta } = f;
     await write(delta, '/a.txt', 'one');
@@ -323,9 +323,6 @@ describe('a delta with frozen layers', () => {
       errnoName: 'ENOTSUP',
       message: expect.stringMatching(/checkpoints.*flattened/) as unknown,
     };
-    await expect(delta.changes()).rejects.toMatchObject(refused);
-    await expect(delta.diff()).rejects.toMatchObject(refused);
-    await expect(delta.diffItems()).rejects.toMatchObject(refused);
     await expect(delta.commit({ mode: 'last-writer-wins' })).rejects.toMatchObject(refused);
     await expect(delta.discard({ paths: ['/a.txt'] })).rejects.toMatchObject(refused);
     expect(await readFile(join(f.lower, 'a.txt'), 'utf8')).toBe('A');
