@@ -30,6 +30,7 @@ import {
 import { copyUp } from './copy-up.js';
 import { buildDiff, diffItems, type DiffItem } from './diff.js';
 import { discardPaths } from './discard.js';
+import { flattenStack, settleFlatten } from './flatten.js';
 import { closeViews, normalizeStack, openFrozenStack, type FrozenStack } from './frozen-stack.js';
 import { FrozenView } from './frozen-view.js';
 import {
@@ -582,10 +583,13 @@ export class Delta {
     return diffItems(this.ctx, changes);
   }
 
-  /** Applies the change set to the codebase, atomically per file; see commit.ts. */
+  /**
+   * Applies the change set to the codebase, atomically per file; see commit.ts. With frozen layers the
+   * stack is flattened into the writable layer first (then `frozenLayers` is []).
+   */
   async commit(options: CommitOptions): Promise<DeltaCommitResult> {
     return this.mutate('commit', async () => {
-      this.#refuseOnStack('a commit');
+      await this.#flatten();
       const result = await commitChanges(this.ctx, options);
       await this.ctx.journal.compact(this.ctx.meta);
       await this.recount();
@@ -595,12 +599,13 @@ export class Delta {
 
   /**
    * Drops the delta (or the given paths and everything below them); works on a full filesystem. With
-   * frozen layers only a discard of everything is possible: it empties the writable layer.
+   * frozen layers a discard of everything empties the writable layer (the checkpoints stay); a discard of
+   * some paths flattens the stack first (then `frozenLayers` is []).
    */
   async discard(filter: PathFilter = {}): Promise<void> {
     await this.mutate('discard', async () => {
       const everything = filter.paths === undefined || filter.paths.some((p) => toRel(p) === '');
-      if (!everything) this.#refuseOnStack('a discard of some paths');
+      if (!everything) await this.#flatten();
       await discardPaths(this.ctx, filter.paths ?? ['/']);
       await this.recount();
     });
@@ -623,13 +628,38 @@ export class Delta {
     await quota?.rescan(upper, (err) => logger.warn({ err }, 'disk quota: counting the delta failed'));
   }
 
-  /** Changes relative to the codebase need the stack flattened into one layer first (not built yet). */
-  #refuseOnStack(what: string): void {
-    if (this.#stack.views.length === 0) return;
-    throw new FsError(
-      'ENOTSUP',
-      `${what} of a sandbox with checkpoints needs its frozen layers flattened, which is not supported yet`,
-    );
+  /**
+   * Makes the writable layer alone show what the stack shows and drops the frozen layers (flatten.ts), so
+   * that a commit or a partial discard runs as without them. A failure is settled at once (back before the
+   * switch, forward after it); if even that fails the delta refuses every change until reopened.
+   */
+  async #flatten(): Promise<void> {
+    const views = this.#stack.views;
+    if (views.length === 0) return;
+    const ctx = this.ctx;
+    const o = {
+      ctx,
+      frozen: views.map((view) => view.layer),
+      from: this.frozenLayers,
+      deltaDir: this.#deltaDir,
+    };
+    try {
+      await flattenStack(o);
+    } catch (err) {
+      let settled: 'before' | 'after';
+      try {
+        settled = await settleFlatten(o);
+      } catch (fatal) {
+        this.#broken = fatal instanceof Error ? fatal : new Error(String(fatal));
+        ctx.logger.warn({ err: fatal }, 'a flatten could not be finished: reopen the delta');
+        throw err;
+      }
+      if (settled === 'before') throw err;
+    }
+    for (const old of this.#retired) await old.close();
+    this.#retired = [...views];
+    this.#stack = { views: [], top: ctx.codebase };
+    this.ctx = { ...ctx, lower: ctx.codebase };
   }
 
   /** Runs a namespace change under the lock, with errors as FsError. */
