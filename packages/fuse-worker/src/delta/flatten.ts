@@ -149,7 +149,11 @@ async function copyFrozenEntries(ctx: DeltaContext, plan: StackPlan): Promise<vo
       await copyTree(plan, children, root, to);
       await flattenFs.place(to, ctx.upper, root.rel);
     } catch (err) {
-      await flattenFs.discard(to).catch(() => undefined);
+      try {
+        await flattenFs.discard(to);
+      } catch {
+        // Left in work/, which the next open empties.
+      }
       throw err;
     }
   }

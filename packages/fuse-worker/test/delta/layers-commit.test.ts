@@ -1,37 +1,14 @@
 // Commit and partial discard of a delta with frozen layers: the stack is flattened into the writable
 // layer first, so the codebase ends exactly as one delta doing the same work would leave it, conflicts are
 // judged against the lowest layer's bases, and no frozen layer is ever written.
-import { lstat, readdir, readFile, readlink, writeFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 import { read } from './fixture.js';
 import { played } from './layers-history.js';
-import { hostState, untimed, viewOf } from './layer-view.js';
-
-/** The codebase as a commit leaves it: every entry's type, permission bits and content or target. */
-async function codebaseTree(dir: string): Promise<Record<string, string>> {
-  const out: Record<string, string> = {};
-  for (const name of (await readdir(dir, { recursive: true })).sort()) {
-    const path = join(dir, name);
-    const st = await lstat(path);
-    const mode = (st.mode & 0o7777).toString(8);
-    if (st.isDirectory()) out[name] = `directory ${mode}`;
-    else if (st.isSymbolicLink()) out[name] = `symlink -> ${await readlink(path)}`;
-    else out[name] = `file ${mode} ${await readFile(path, 'utf8')}`;
-  }
-  return out;
-}
-
-/** Every frozen layer's host state: inodes, link counts, modes, sizes, times, and its metadata's text. */
-async function layersState(layers: readonly string[]): Promise<unknown[]> {
-  return Promise.all(
-    layers.map(async (dir) => [
-      await hostState(dir),
-      await readFile(join(dir, 'meta', 'snapshot.json'), 'utf8'),
-    ]),
-  );
-}
+import { untimed, viewOf } from './layer-view.js';
+import { codebaseTree, layersState } from './layers-tree.js';
 
 describe('commit of a stack', () => {
   it('writes the codebase exactly as one delta doing the same work, and leaves no frozen layer', async () => {
