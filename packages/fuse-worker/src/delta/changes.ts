@@ -3,10 +3,12 @@ import type { ChangeEntry } from '@agentfense/protocol';
 
 import type { BigIntStats } from 'node:fs';
 
+import type { HostDir } from '../host/host-dir.js';
 import { walkTree } from '../host/walk.js';
 import { Yielder } from '../host/yielder.js';
 import type { DeltaContext } from './context.js';
 import { typeOf, type BaseRecord } from './identity.js';
+import type { MetaState } from './meta-state.js';
 import { toCodebase } from './paths.js';
 import type { DeltaEntryType } from './types.js';
 
@@ -18,6 +20,30 @@ export interface DeltaChange {
   readonly upperType: DeltaEntryType | null;
   /** The codebase entry's identity when the sandbox first touched the path (undefined: never recorded). */
   readonly base: BaseRecord | undefined;
+  /**
+   * The frozen layer's upper tree holding the entry, when a frozen layer serves it (the change set of a
+   * stack); absent: the writable layer's.
+   */
+  readonly from?: HostDir;
+}
+
+/**
+ * What a change set is computed from: a delta's writable layer, or the net state of a stack of layers
+ * (stack-changes.ts), in the same terms.
+ */
+export interface ChangeSource {
+  /** Whiteouts and the base of each path (first sight of the codebase). */
+  readonly meta: Pick<MetaState, 'base' | 'isHidden' | 'whiteoutPaths'>;
+  readonly codebase: HostDir;
+  /** The writable layer's upper tree. */
+  readonly upper: HostDir;
+  /**
+   * Calls `found` for every upper entry, parents first, with the frozen layer's upper tree holding it
+   * (undefined: the writable layer's).
+   */
+  entries(found: (st: BigIntStats, rel: string, from: HostDir | undefined) => void): Promise<void>;
+  /** Whether an upper entry is at `rel` (a whiteout under one is a replacement, not a deletion). */
+  hasUpper(rel: string): Promise<boolean>;
 }
 
 /**
@@ -26,15 +52,30 @@ export interface DeltaChange {
  * (copies of codebase directories made to hold a child) and are not changes themselves. A whiteout with
  * no upper entry is a deletion. Cost: one readdir per upper directory and one lstat per upper entry.
  */
-export async function computeChanges(ctx: DeltaContext): Promise<DeltaChange[]> {
+export function computeChanges(ctx: DeltaContext): Promise<DeltaChange[]> {
+  const upper = ctx.upper;
+  return collectChanges({
+    meta: ctx.meta,
+    codebase: ctx.codebase,
+    upper,
+    // Directory fds all the way down: any depth, any name length, and the event loop keeps turning.
+    entries: (found) => walkTree(upper.path, { onEntry: (st, walked) => found(st, walked, undefined) }),
+    hasUpper: async (rel) => (await upper.lstatOrNull(rel)) !== null,
+  });
+}
+
+/** The change set of `source`, sorted by path (computeChanges). */
+export async function collectChanges(source: ChangeSource): Promise<DeltaChange[]> {
+  const { meta } = source;
   const changes: DeltaChange[] = [];
   // No base for a non-directory only after a crash between a copy and its record: ask the codebase later.
-  const unknown: { paths: PathPair; st: BigIntStats; type: DeltaEntryType }[] = [];
+  const unknown: { paths: PathPair; st: BigIntStats; type: DeltaEntryType; from: HostDir | undefined }[] = [];
   const push = (
     { path, rel }: PathPair,
     st: BigIntStats,
     type: DeltaEntryType,
     existed: BigIntStats | BaseRecord | null,
+    from: HostDir | undefined,
     base?: BaseRecord,
   ): void => {
     const oldMode = existed === null ? undefined : permissionBits(existed);
@@ -51,30 +92,30 @@ export async function computeChanges(ctx: DeltaContext): Promise<DeltaChange[]> 
       },
       upperType: type,
       base,
+      ...(from === undefined ? {} : { from }),
     });
   };
-  // Directory fds all the way down: any depth, any name length, and the event loop keeps turning.
-  await walkTree(ctx.upper.path, {
-    onEntry: (st, walked) => {
-      const type = typeOf(st);
-      // Looked up through the flat copy: a lookup would flatten the walk's own path, which its stack keeps.
-      const paths = pathPair(walked);
-      const base = ctx.meta.base(paths.rel);
-      if (base !== undefined) push(paths, st, type, base.exists ? base : null, base);
-      else if (type !== 'directory') unknown.push({ paths, st, type });
-    },
+  await source.entries((st, walked, from) => {
+    const type = typeOf(st);
+    // Looked up through the flat copy: a lookup would flatten the walk's own path, which its stack keeps.
+    const paths = pathPair(walked);
+    const base = meta.base(paths.rel);
+    if (base !== undefined) push(paths, st, type, base.exists ? base : null, from, base);
+    else if (type !== 'directory') unknown.push({ paths, st, type, from });
   });
   const yielder = new Yielder();
-  for (const { paths, st, type } of unknown) {
+  for (const { paths, st, type, from } of unknown) {
     await yielder.maybe();
-    const existed = ctx.meta.isHidden(paths.rel) ? null : await ctx.codebase.lstatOrNull(paths.rel);
-    push(paths, st, type, existed);
+    const existed = meta.isHidden(paths.rel) ? null : await source.codebase.lstatOrNull(paths.rel);
+    push(paths, st, type, existed, from);
   }
-  for (const rel of ctx.meta.whiteoutPaths()) {
-    // A whiteout under an upper entry is a replacement, listed with that entry.
+  for (const rel of meta.whiteoutPaths()) {
     await yielder.maybe();
-    if ((await ctx.upper.lstatOrNull(rel)) !== null) continue;
-    const base = ctx.meta.base(rel);
+    const base = meta.base(rel);
+    // Over nothing the codebase had (an add undone in a later layer of a stack): no change at all.
+    if (base?.exists === false) continue;
+    // A whiteout under an upper entry is a replacement, listed with that entry.
+    if (await source.hasUpper(rel)) continue;
     const type = base?.exists === true ? publicType(base.type) : 'other';
     changes.push({
       rel,
@@ -87,7 +128,7 @@ export async function computeChanges(ctx: DeltaContext): Promise<DeltaChange[]> 
   for (const [i, change] of changes.entries()) {
     if (change.upperType !== 'symlink') continue;
     await yielder.maybe();
-    const target = await ctx.upper.readlink(change.rel);
+    const target = await (change.from ?? source.upper).readlink(change.rel);
     changes[i] = { ...change, entry: { ...change.entry, target } };
   }
   return changes.sort((a, b) => (a.rel < b.rel ? -1 : a.rel > b.rel ? 1 : 0));

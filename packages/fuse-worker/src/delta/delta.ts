@@ -11,7 +11,7 @@ import { RawFile, type HostFile, type WritableFile } from '../host/raw-file.js';
 import { createFile, makeDir, type NewOwner } from '../host/sync-make.js';
 import { warmInode } from '../host/warm.js';
 import { Yielder } from '../host/yielder.js';
-import { computeChanges } from './changes.js';
+import { computeChanges, type DeltaChange } from './changes.js';
 import { abandonUnfinishedCommit } from './commit-resume.js';
 import { commitChanges } from './commit.js';
 import {
@@ -30,6 +30,7 @@ import {
 import { copyUp } from './copy-up.js';
 import { buildDiff, diffItems, type DiffItem } from './diff.js';
 import { discardPaths } from './discard.js';
+import { flattenStack, settleFlatten } from './flatten.js';
 import { closeViews, normalizeStack, openFrozenStack, type FrozenStack } from './frozen-stack.js';
 import { FrozenView } from './frozen-view.js';
 import {
@@ -46,6 +47,7 @@ import { openDelta } from './open.js';
 import { selected, toRel } from './paths.js';
 import { prepareCreate, removeEntry } from './records.js';
 import { renameEntry } from './rename.js';
+import { computeStackChanges } from './stack-changes.js';
 import type {
   CommitOptions,
   DeltaCommitResult,
@@ -574,8 +576,7 @@ export class Delta {
   /** The change set: added / modified / deleted entries with sizes, sorted by path. */
   async changes(filter: PathFilter = {}): Promise<ChangeEntry[]> {
     return this.mutate('changes', async () => {
-      this.#refuseOnStack('the change set');
-      const all = await computeChanges(this.ctx);
+      const all = await this.#changeSet();
       return all.filter((c) => selected(c.rel, filter.paths)).map((c) => c.entry);
     });
   }
@@ -583,8 +584,7 @@ export class Delta {
   /** Unified diff (`diff -u` style, a/ b/ prefixes) of the changed text files; binary files listed apart. */
   async diff(filter: PathFilter = {}): Promise<DeltaDiff> {
     return this.mutate('diff', async () => {
-      this.#refuseOnStack('a diff');
-      const all = await computeChanges(this.ctx);
+      const all = await this.#changeSet();
       return buildDiff(
         this.ctx,
         all.filter((c) => selected(c.rel, filter.paths)),
@@ -598,17 +598,19 @@ export class Delta {
    */
   async diffItems(filter: PathFilter = {}): Promise<AsyncIterator<DiffItem>> {
     const changes = await this.mutate('diff', async () => {
-      this.#refuseOnStack('a diff');
-      const all = await computeChanges(this.ctx);
+      const all = await this.#changeSet();
       return all.filter((c) => selected(c.rel, filter.paths));
     });
     return diffItems(this.ctx, changes);
   }
 
-  /** Applies the change set to the codebase, atomically per file; see commit.ts. */
+  /**
+   * Applies the change set to the codebase, atomically per file; see commit.ts. With frozen layers the
+   * stack is flattened into the writable layer first (then `frozenLayers` is []).
+   */
   async commit(options: CommitOptions): Promise<DeltaCommitResult> {
     return this.mutate('commit', async () => {
-      this.#refuseOnStack('a commit');
+      await this.#flatten();
       const result = await commitChanges(this.ctx, options);
       await this.ctx.journal.compact(this.ctx.meta);
       await this.recount();
@@ -618,14 +620,26 @@ export class Delta {
 
   /**
    * Drops the delta (or the given paths and everything below them); works on a full filesystem. With
-   * frozen layers only a discard of everything is possible: it empties the writable layer.
+   * frozen layers a discard of everything empties the writable layer (the checkpoints stay); a discard of
+   * some paths flattens the stack first (then `frozenLayers` is []).
    */
   async discard(filter: PathFilter = {}): Promise<void> {
     await this.mutate('discard', async () => {
       const everything = filter.paths === undefined || filter.paths.some((p) => toRel(p) === '');
-      if (!everything) this.#refuseOnStack('a discard of some paths');
+      if (!everything) await this.#flatten();
       await discardPaths(this.ctx, filter.paths ?? ['/']);
       await this.recount();
+    });
+  }
+
+  /** The change set against the codebase: of the writable layer alone, or the net one of the stack. */
+  #changeSet(): Promise<DeltaChange[]> {
+    const views = this.#stack.views;
+    if (views.length === 0) return computeChanges(this.ctx);
+    return computeStackChanges({
+      frozen: views.map((view) => view.layer),
+      top: this.ctx,
+      codebase: this.ctx.codebase,
     });
   }
 
@@ -635,13 +649,38 @@ export class Delta {
     await quota?.rescan(upper, (err) => logger.warn({ err }, 'disk quota: counting the delta failed'));
   }
 
-  /** Changes relative to the codebase need the stack flattened into one layer first (not built yet). */
-  #refuseOnStack(what: string): void {
-    if (this.#stack.views.length === 0) return;
-    throw new FsError(
-      'ENOTSUP',
-      `${what} of a sandbox with checkpoints needs its frozen layers flattened, which is not supported yet`,
-    );
+  /**
+   * Makes the writable layer alone show what the stack shows and drops the frozen layers (flatten.ts), so
+   * that a commit or a partial discard runs as without them. A failure is settled at once (back before the
+   * switch, forward after it); if even that fails the delta refuses every change until reopened.
+   */
+  async #flatten(): Promise<void> {
+    const views = this.#stack.views;
+    if (views.length === 0) return;
+    const ctx = this.ctx;
+    const o = {
+      ctx,
+      frozen: views.map((view) => view.layer),
+      from: this.frozenLayers,
+      deltaDir: this.#deltaDir,
+    };
+    try {
+      await flattenStack(o);
+    } catch (err) {
+      let settled: 'before' | 'after';
+      try {
+        settled = await settleFlatten(o);
+      } catch (fatal) {
+        this.#broken = fatal instanceof Error ? fatal : new Error(String(fatal));
+        ctx.logger.warn({ err: fatal }, 'a flatten could not be finished: reopen the delta');
+        throw err;
+      }
+      if (settled === 'before') throw err;
+    }
+    for (const old of this.#retired) await old.close();
+    this.#retired = [...views];
+    this.#stack = { views: [], top: ctx.codebase };
+    this.ctx = { ...ctx, lower: ctx.codebase };
   }
 
   /** Runs a namespace change under the lock, with errors as FsError. */

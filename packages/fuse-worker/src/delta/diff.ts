@@ -46,7 +46,7 @@ export async function* diffItems(
       continue;
     }
     const oldText = change.entry.kind === 'added' ? '' : await readText(ctx.codebase, change.rel);
-    const newText = change.upperType === 'file' ? await readText(ctx.upper, change.rel) : '';
+    const newText = change.upperType === 'file' ? await readText(change.from ?? ctx.upper, change.rel) : '';
     if (oldText === null || newText === null) {
       if (header !== '') yield { text: header };
       yield { binary: change.entry.path };

@@ -57,6 +57,11 @@ export class FrozenView implements LowerLayer {
     return new FrozenView(options.dir, { upper, meta, lower: options.below });
   }
 
+  /** Its upper tree and metadata over the view below (read-only: the change set of a stack, a flatten). */
+  get layer(): LayerView {
+    return this.#view;
+  }
+
   async lstat(rel: string): Promise<BigIntStats> {
     const found = await resolve(this.#view, rel);
     if (found === null) throw errnoError('ENOENT', rel);

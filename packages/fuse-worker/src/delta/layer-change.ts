@@ -74,7 +74,8 @@ export async function restoreLayers(
  */
 export async function resumeLayerChange(c: LayerChangeContext): Promise<LayerChangeResult | null> {
   const intent = await readIntent(c.deltaDir);
-  if (intent === null) return null;
+  // A flatten needs the stack open to finish: Delta.open and Delta finish it (flatten.ts).
+  if (intent === null || intent.op === 'flatten') return null;
   if (intent.op === 'checkpoint') {
     const build = buildDirOf(intent.layerDir);
     if (!(await exists(intent.layerDir))) {
@@ -105,7 +106,10 @@ async function publishLayer(deltaDir: string, layerDir: string): Promise<void> {
  * an empty upper/ (a restore removes the old one first), the metadata reset to an empty snapshot of a new
  * generation, the intent removed (durably: a stale intent run again would empty a layer in use).
  */
-async function finishLayerChange(c: LayerChangeContext, intent: LayersIntent): Promise<LayerChangeResult> {
+async function finishLayerChange(
+  c: LayerChangeContext,
+  intent: Exclude<LayersIntent, { op: 'flatten' }>,
+): Promise<LayerChangeResult> {
   await writeStack(c.deltaDir, intent.frozen);
   const upper = join(c.deltaDir, 'upper');
   if (intent.op === 'restore') await layerFs.remove(upper);

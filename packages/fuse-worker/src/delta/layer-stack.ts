@@ -17,7 +17,22 @@ export type LayersIntent =
       readonly layerDir: string;
       readonly frozen: readonly string[];
     }
-  | { readonly version: 1; readonly op: 'restore'; readonly frozen: readonly string[] };
+  | { readonly version: 1; readonly op: 'restore'; readonly frozen: readonly string[] }
+  | FlattenIntent;
+
+/**
+ * A flatten under way (flatten.ts): the stack it started from, the times of the writable directories it
+ * puts entries into (restored after), and whether it reached its switch (then it is only rolled forward).
+ */
+export interface FlattenIntent {
+  readonly version: 1;
+  readonly op: 'flatten';
+  readonly from: readonly string[];
+  readonly frozen: readonly [];
+  /** [path, atime ns, mtime ns] of each writable directory that receives a copy. */
+  readonly times: readonly (readonly [string, string, string])[];
+  readonly switching: boolean;
+}
 
 /** The frozen layers of the delta at `deltaDir`, oldest first; [] when it never had any. */
 export async function readStack(deltaDir: string): Promise<string[]> {
@@ -37,11 +52,15 @@ export async function writeStack(deltaDir: string, frozen: readonly string[]): P
 export async function readIntent(deltaDir: string): Promise<LayersIntent | null> {
   const value = await readJson(join(deltaDir, 'meta', INTENT));
   if (value === null) return null;
-  const v = value as Partial<{ version: unknown; op: unknown; layerDir: unknown; frozen: unknown }>;
+  const v = value as Partial<Record<'version' | 'op' | 'layerDir' | 'frozen' | 'from' | 'times', unknown>> & {
+    switching?: unknown;
+  };
   const ok =
     v.version === 1 &&
     isPathList(v.frozen) &&
-    (v.op === 'restore' || (v.op === 'checkpoint' && typeof v.layerDir === 'string'));
+    (v.op === 'restore' ||
+      (v.op === 'checkpoint' && typeof v.layerDir === 'string') ||
+      (v.op === 'flatten' && isPathList(v.from) && isTimes(v.times) && typeof v.switching === 'boolean'));
   if (!ok) throw damaged(INTENT);
   return value as LayersIntent;
 }
@@ -63,6 +82,13 @@ export function sameStack(a: readonly string[], b: readonly string[]): boolean {
 
 function isPathList(value: unknown): value is string[] {
   return Array.isArray(value) && value.every((p) => typeof p === 'string' && p.startsWith('/'));
+}
+
+function isTimes(value: unknown): boolean {
+  return (
+    Array.isArray(value) &&
+    value.every((t) => Array.isArray(t) && t.length === 3 && t.every((x) => typeof x === 'string'))
+  );
 }
 
 function damaged(name: string): Error {

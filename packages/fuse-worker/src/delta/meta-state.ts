@@ -10,6 +10,11 @@ export type MetaRecord =
   | { readonly op: 'whiteout'; readonly path: string }
   /** Record `base` for `path` unless a base is already recorded (first sight wins). */
   | { readonly op: 'base'; readonly path: string; readonly base: BaseRecord }
+  /**
+   * Record `base` for `path`, replacing any base recorded (a flatten: the lowest frozen layer's base
+   * describes the codebase, the writable layer's only the view below it; flatten.ts).
+   */
+  | { readonly op: 'rebase'; readonly path: string; readonly base: BaseRecord }
   /** Drop the base record of `path` (an add undone). */
   | { readonly op: 'unbase'; readonly path: string }
   /** Re-key the add records strictly below `from` to below `to` (a renamed directory the sandbox added). */
@@ -98,6 +103,12 @@ export class MetaState {
         if (node.base !== undefined) return;
         node.base = record.base;
         this.#bases++;
+        return;
+      }
+      case 'rebase': {
+        const node = this.#make(record.path);
+        if (node.base === undefined) this.#bases++;
+        node.base = record.base;
         return;
       }
       case 'unbase': {

@@ -13,7 +13,8 @@ import { COMPACT_AFTER_RECORDS, MetaJournal, compactAfterBytes } from './journal
 import { closeViews, normalizeStack, openFrozenStack, type FrozenStack } from './frozen-stack.js';
 import { resumeLayerChange } from './layer-change.js';
 import { checkLayerDirs } from './layer-target.js';
-import { readStack, sameStack, writeStack } from './layer-stack.js';
+import { readIntent, readStack, sameStack, writeStack } from './layer-stack.js';
+import { settleFlatten } from './flatten.js';
 import type { MetaState } from './meta-state.js';
 import { DiskQuota } from './quota.js';
 import type { DeltaLogger, DeltaOpenOptions } from './types.js';
@@ -73,7 +74,16 @@ export async function openDelta(options: DeltaOpenOptions): Promise<OpenedDelta>
     const state = resumed?.meta ?? replayed;
     if (journal.pending > COMPACT_AFTER_RECORDS) await journal.compact(state);
     upper = await HostDir.open({ path: `${deltaDir}/upper` });
-    const frozen = await frozenLayers({ deltaDir, given: options.frozen, upper, state });
+    // A flatten a crash interrupted started from the stack the caller may still name (flatten.ts).
+    const intent = await readIntent(deltaDir);
+    const flattening = intent?.op === 'flatten' ? intent : null;
+    const frozen = await frozenLayers({
+      deltaDir,
+      given: options.frozen,
+      upper,
+      state,
+      from: flattening?.from,
+    });
     await checkLayerDirs({ dirs: frozen.dirs, deltaDir, codebaseDir: options.lowerDir });
     stack = await openFrozenStack(codebase, frozen.dirs);
     if (frozen.adopted) await writeStack(deltaDir, frozen.dirs);
@@ -81,7 +91,7 @@ export async function openDelta(options: DeltaOpenOptions): Promise<OpenedDelta>
     quota?.chargeMetadata(() => journal.diskBytes);
     const owner = options.owner ?? null;
     const commits = new CommitJournal(metaDir);
-    const ctx: DeltaContext = {
+    let ctx: DeltaContext = {
       lower: stack.top,
       codebase,
       upper,
@@ -93,6 +103,19 @@ export async function openDelta(options: DeltaOpenOptions): Promise<OpenedDelta>
       quota,
       owner,
     };
+    if (flattening !== null) {
+      const settled = await settleFlatten({
+        ctx,
+        frozen: stack.views.map((v) => v.layer),
+        from: [],
+        deltaDir,
+      });
+      if (settled === 'after') {
+        await closeViews(stack.views);
+        stack = { views: [], top: codebase };
+        ctx = { ...ctx, lower: codebase };
+      }
+    }
     // Recounted in the background: a huge delta must not hold up the mount (growth waits for it).
     void quota?.rescan(upper, (err) => logger.warn({ err }, 'disk quota: counting the delta failed'));
     return { ctx, hostDirs: opened, stack, deltaDir };
@@ -116,11 +139,14 @@ async function frozenLayers(o: {
   given: readonly string[] | undefined;
   upper: HostDir;
   state: MetaState;
+  /** The stack an interrupted flatten started from: also the caller's to name. */
+  from: readonly string[] | undefined;
 }): Promise<{ dirs: readonly string[]; adopted: boolean }> {
   const recorded = await readStack(o.deltaDir);
   if (o.given === undefined) return { dirs: recorded, adopted: false };
   const given = normalizeStack(o.given);
-  if (sameStack(given, recorded)) return { dirs: recorded, adopted: false };
+  if (sameStack(given, recorded) || (o.from !== undefined && sameStack(given, o.from)))
+    return { dirs: recorded, adopted: false };
   // Recorded once the layers opened (the caller).
   if (recorded.length === 0 && o.state.empty && !(await o.upper.hasEntries(''))) {
     return { dirs: given, adopted: true };
