@@ -2,7 +2,7 @@
 // directories, deletions, modes, symlinks, hard links), a running shell sees a restore at once, they work on
 // a stopped sandbox and survive a control-plane restart, and their layers leave the disk with the last
 // thing that holds them.
-import { readdir, stat } from 'node:fs/promises';
+import { readFile, readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ControlPlane } from '@agentfense/control';
@@ -86,10 +86,47 @@ describe('checkpoints', () => {
       [first.id, 'first', 'files made', 1],
       [second.id, 'second', null, 2],
     ]);
+    // Each is in the sandbox's audit trail.
+    const trail = (await cp.audit(id)).filter((e) => ['checkpoint', 'restore'].includes(e.op));
+    expect(trail.map((e) => [e.op, e.target])).toEqual([
+      ['checkpoint', first.id],
+      ['checkpoint', second.id],
+      ['restore', first.id],
+      ['restore', second.id],
+    ]);
     // The codebase never changed, and the sandbox's changes are still all there to commit or discard.
     expect(await readdir(join(dirs.repo, 'output'))).toEqual(['.keep']);
     await cp.discard(id);
     expect(await show(id)).toBe(original);
+    await cp.destroySandbox(id);
+  });
+
+  it('reviews and commits the net change of several checkpoints, as if there had been none', async () => {
+    const id = await running();
+    await sh(id, 'cd /workspace && echo v1 > output/kept.txt && echo temp > output/temp.txt && rm src/util.py');
+    await cp.checkpoint(id);
+    await sh(id, 'cd /workspace && echo v2 > output/kept.txt && rm output/temp.txt && echo "# new" > README.md');
+    await cp.checkpoint(id);
+    await sh(id, 'cd /workspace && mkdir -p output/deep && echo d > output/deep/f.txt');
+    const changes = (await cp.changes(id)).map((c) => `${c.kind} ${c.path}`);
+    expect(changes).toEqual([
+      'modified /README.md',
+      'added /output/deep',
+      'added /output/deep/f.txt',
+      'added /output/kept.txt',
+      'deleted /src/util.py',
+    ]);
+    expect((await cp.diff(id)).diff).toContain('+v2');
+    const result = await cp.commit(id);
+    expect(result.conflicts).toEqual([]);
+    expect(await readFile(join(dirs.repo, 'output/kept.txt'), 'utf8')).toBe('v2\n');
+    expect(await readFile(join(dirs.repo, 'README.md'), 'utf8')).toBe('# new\n');
+    expect(await readFile(join(dirs.repo, 'output/deep/f.txt'), 'utf8')).toBe('d\n');
+    await expect(readFile(join(dirs.repo, 'output/temp.txt'))).rejects.toThrow(/ENOENT/);
+    await expect(readFile(join(dirs.repo, 'src/util.py'))).rejects.toThrow(/ENOENT/);
+    expect(await cp.changes(id)).toEqual([]);
+    // What the sandbox sees did not change with the commit.
+    expect((await cp.run(id, 'cat /workspace/output/kept.txt')).stdout).toBe('v2\n');
     await cp.destroySandbox(id);
   });
 

@@ -199,6 +199,7 @@ export class ControlPlane implements AsyncDisposable {
       worker: {
         checkpoint: (id, layerDir) => sandboxes.checkpointDelta(id, layerDir),
         restore: (id, frozen) => sandboxes.restoreDelta(id, frozen),
+        audit: (id, events) => sandboxes.recordAudit(id, events),
       },
       // Called only once the plane below exists (a fork is asked of it).
       host: {

@@ -9,7 +9,7 @@ import type { Logger } from 'pino';
 import { initDeltaStack } from '@agentfense/fuse-worker';
 import type { NetworkPolicyInput } from '@agentfense/network';
 import { InvalidArgumentError, UnavailableError } from '@agentfense/protocol';
-import type { ResourceLimits } from '@agentfense/protocol';
+import type { AuditEvent, ResourceLimits } from '@agentfense/protocol';
 import { isId, newId, validateId } from '../ids.js';
 import type { DataLayout } from '../paths.js';
 import { ensurePrivateDir } from '../paths.js';
@@ -47,6 +47,8 @@ export interface RestoreOptions {
 export interface CheckpointWorker {
   checkpoint(id: string, layerDir: string): Promise<{ readonly frozen: readonly string[] }>;
   restore(id: string, frozen: readonly string[]): Promise<void>;
+  /** Appends records to the sandbox's audit trail. */
+  audit(id: string, events: readonly AuditEvent[]): Promise<void>;
 }
 
 /** A fork: the parent's settings unless given here (secrets are never inherited: give them again). */
@@ -148,6 +150,7 @@ export class CheckpointService {
       this.#store.markReady(row.id, frozen);
       this.#store.setStack(id, frozen);
     });
+    await this.#audit(id, 'checkpoint', row.id);
     return info({ ...row, layers: frozen, state: 'ready' });
   }
 
@@ -176,6 +179,7 @@ export class CheckpointService {
         target.layers.map((layer) => this.#layout.layerDir(layer)),
       );
       this.#store.setStack(id, target.layers);
+      await this.#audit(id, 'restore', checkpointId);
       await this.#collect();
       return kept === undefined ? {} : { kept };
     });
@@ -199,7 +203,9 @@ export class CheckpointService {
   async fork(id: string, options: ForkOptions = {}): Promise<SandboxInfo[]> {
     const count = options.count ?? 1;
     if (!Number.isInteger(count) || count < 1 || count > MAX_FORKS) {
-      throw new InvalidArgumentError(`fork count must be an integer from 1 to ${MAX_FORKS}, got ${String(count)}`);
+      throw new InvalidArgumentError(
+        `fork count must be an integer from 1 to ${MAX_FORKS}, got ${String(count)}`,
+      );
     }
     if (options.checkpointId !== undefined) validateId('checkpoint', options.checkpointId);
     const parent = this.#host.parent(id);
@@ -219,6 +225,8 @@ export class CheckpointService {
           frozen: layers.map((layer) => this.#layout.layerDir(layer)),
         });
         made.push(sandbox);
+        await this.#audit(id, 'fork', sandbox.id);
+        await this.#audit(sandbox.id, 'forked-from', from.id);
       }
       return made;
     });
@@ -267,6 +275,17 @@ export class CheckpointService {
         this.#logger.warn({ layer: name }, 'could not move an unused checkpoint layer to the trash');
       }
     }
+  }
+
+  /** A checkpoint, restore or fork in the sandbox's audit trail (`target`: the checkpoint or fork id). */
+  async #audit(
+    id: string,
+    op: 'checkpoint' | 'restore' | 'fork' | 'forked-from',
+    target: string,
+  ): Promise<void> {
+    await this.#worker.audit(id, [
+      { seq: 0, time: Date.now(), op, path: '/', target, decision: 'allow', permission: 'write' },
+    ]);
   }
 
   /** Layer ids from the worker's layer directories (each must be in this data directory's store). */

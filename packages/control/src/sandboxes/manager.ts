@@ -20,7 +20,7 @@ import type {
 import { validateId } from '../ids.js';
 import { ensurePrivateDir, type DataLayout } from '../paths.js';
 import { sandboxInfo, type SandboxStore } from '../store/sandboxes.js';
-import { readAudit, type AuditQuery, type NetworkAuditQuery } from './audit-log.js';
+import { AuditWriter, readAudit, type AuditQuery, type NetworkAuditQuery } from './audit-log.js';
 import { removeSandboxFiles } from './destroy-files.js';
 import { KeyedLock } from './keyed-lock.js';
 import { networkOptions } from './network.js';
@@ -323,6 +323,23 @@ export class SandboxManager {
 
   async discard(id: string, options: { paths?: readonly string[] } = {}): Promise<void> {
     await this.#withWorker(id, 'discard', options.paths === undefined ? {} : { paths: options.paths });
+  }
+
+  /**
+   * Appends control-plane records (a checkpoint taken, a restore, a fork) to the sandbox's audit trail:
+   * through its live writer when it runs, else straight to its file.
+   */
+  async recordAudit(id: string, events: readonly AuditEvent[]): Promise<void> {
+    const live = this.#live.get(id);
+    if (live !== undefined) {
+      live.audit.append(events);
+      return;
+    }
+    const writer = new AuditWriter(this.#layout.sandbox(id).auditLog, (err) =>
+      this.#logger.error({ err, sandboxId: id }, 'could not write the audit trail'),
+    );
+    writer.append(events);
+    await writer.flush();
   }
 
   /** Freezes the delta's writable layer as the frozen layer `layerDir` (checkpoints.ts). */
