@@ -1,7 +1,7 @@
 // Management commands as a user runs them: stored codebases created from a directory (with progress),
 // listed, inspected, their files listed, and deleted (refused while a sandbox uses one); sandboxes
 // filtered by label.
-import { mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -93,5 +93,53 @@ describe('agentfense codebase', () => {
 
     expect((await agentfense(['sandbox', 'destroy', sandboxId])).exitCode).toBe(0);
     expect((await agentfense(['codebase', 'destroy', sb.codebaseId])).exitCode).toBe(0);
+  });
+});
+
+describe('agentfense sandbox checkpoint|checkpoints|restore|fork|checkpoint-delete', () => {
+  it("freezes a kept sandbox's files, brings them back after a discard, forks it, and commits", async () => {
+    const repo = join(scratch, 'cp-repo');
+    await mkdir(repo, { recursive: true });
+    await writeFile(join(repo, 'a.txt'), 'a\n');
+    const made = await agentfense([
+      'run',
+      repo,
+      '--keep',
+      '--preset',
+      'full-access',
+      '--json',
+      '--',
+      'sh',
+      '-c',
+      'echo one > /workspace/new.txt',
+    ]);
+    expect(made.exitCode, made.stderr).toBe(0);
+    const { sandboxId } = JSON.parse(made.stdout) as { sandboxId: string };
+    const taken = await agentfense(['sandbox', 'checkpoint', sandboxId, '--name', 'first']);
+    expect(taken.exitCode, taken.stderr).toBe(0);
+    const checkpointId = taken.stdout.trim();
+    expect(checkpointId).toMatch(/^cp_/);
+    const listed = JSON.parse((await agentfense(['sandbox', 'checkpoints', sandboxId, '--json'])).stdout) as {
+      id: string;
+      name: string;
+    }[];
+    expect(listed.map((c) => [c.id, c.name])).toEqual([[checkpointId, 'first']]);
+    expect((await agentfense(['sandbox', 'discard', sandboxId])).exitCode).toBe(0);
+    const restored = await agentfense(['sandbox', 'restore', sandboxId, checkpointId]);
+    expect(restored.exitCode, restored.stderr).toBe(0);
+    const forked = await agentfense(['sandbox', 'fork', sandboxId, '--count', '2']);
+    expect(forked.exitCode, forked.stderr).toBe(0);
+    const forks = forked.stdout.trim().split('\n');
+    expect(forks).toHaveLength(2);
+    const commit = JSON.parse((await agentfense(['sandbox', 'commit', sandboxId, '--json'])).stdout) as {
+      applied: { path: string }[];
+    };
+    expect(commit.applied.map((c) => c.path)).toEqual(['/new.txt']);
+    expect(await readFile(join(repo, 'new.txt'), 'utf8')).toBe('one\n');
+    const bad = await agentfense(['sandbox', 'restore', sandboxId, 'cp_nope']);
+    expect(bad.exitCode).not.toBe(0);
+    expect(bad.stderr).toContain('cp_nope');
+    expect((await agentfense(['sandbox', 'checkpoint-delete', sandboxId, checkpointId])).exitCode).toBe(0);
+    expect((await agentfense(['sandbox', 'destroy', sandboxId, ...forks])).exitCode).toBe(0);
   });
 });

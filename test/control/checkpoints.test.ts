@@ -5,7 +5,7 @@
 import { readFile, readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ControlPlane } from '@agentfense/control';
+import { ControlPlane, Sandbox } from '@agentfense/control';
 import { assertCleanAndRemove, makeDirs } from '../helpers/control-fixtures.js';
 import type { TestDirs } from '../helpers/control-fixtures.js';
 
@@ -103,9 +103,15 @@ describe('checkpoints', () => {
 
   it('reviews and commits the net change of several checkpoints, as if there had been none', async () => {
     const id = await running();
-    await sh(id, 'cd /workspace && echo v1 > output/kept.txt && echo temp > output/temp.txt && rm src/util.py');
+    await sh(
+      id,
+      'cd /workspace && echo v1 > output/kept.txt && echo temp > output/temp.txt && rm src/util.py',
+    );
     await cp.checkpoint(id);
-    await sh(id, 'cd /workspace && echo v2 > output/kept.txt && rm output/temp.txt && echo "# new" > README.md');
+    await sh(
+      id,
+      'cd /workspace && echo v2 > output/kept.txt && rm output/temp.txt && echo "# new" > README.md',
+    );
     await cp.checkpoint(id);
     await sh(id, 'cd /workspace && mkdir -p output/deep && echo d > output/deep/f.txt');
     const changes = (await cp.changes(id)).map((c) => `${c.kind} ${c.path}`);
@@ -233,6 +239,20 @@ describe('checkpoints', () => {
     );
     await cp.destroySandbox(strict?.id as string);
     for (const f of forks) await cp.destroySandbox(f.id);
+  });
+
+  it('forks through the library: each fork is its own Sandbox, and the directory record goes with the last', async () => {
+    const sb = await Sandbox.fromLocal(dirs.repo, { controlPlane: cp, preset: 'full-access' });
+    await sb.run('echo lib > /workspace/output/lib.txt');
+    const taken = await sb.checkpoint({ name: 'lib' });
+    expect((await sb.checkpoints()).map((c) => c.id)).toEqual([taken.id]);
+    const [fork] = await sb.fork();
+    expect((await fork?.run('cat /workspace/output/lib.txt'))?.stdout).toBe('lib\n');
+    await sb.destroy();
+    // The fork goes on, over the record of the directory it shares.
+    expect((await fork?.run('cat /workspace/output/lib.txt'))?.stdout).toBe('lib\n');
+    await fork?.destroy();
+    expect(cp.listCodebases().map((c) => c.id)).not.toContain(sb.codebaseId);
   });
 
   it('refuses bad input with errors that name it', async () => {
