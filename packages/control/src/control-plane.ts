@@ -26,7 +26,8 @@ import type { AuditQuery, NetworkAuditQuery } from './sandboxes/audit-log.js';
 import { collectGarbage } from './sandboxes/gc.js';
 import type { GcOptions, GcReport } from './sandboxes/gc.js';
 import { SandboxHostUsers } from './sandboxes/host-user.js';
-import { CheckpointService } from './sandboxes/checkpoints.js';
+import { checkpointService } from './sandboxes/checkpoint-host.js';
+import type { CheckpointService } from './sandboxes/checkpoints.js';
 import type {
   CheckpointInfo,
   CheckpointOptions,
@@ -46,7 +47,6 @@ import type {
 } from './sandboxes/types.js';
 import { openDatabase } from './store/db.js';
 import type { Db } from './store/db.js';
-import { CheckpointStore } from './store/checkpoints.js';
 import { SandboxStore } from './store/sandboxes.js';
 import { settleUnfinished } from './sandboxes/pending-commit.js';
 import { SessionManager } from './sessions/manager.js';
@@ -193,23 +193,7 @@ export class ControlPlane implements AsyncDisposable {
         else await sessions.closeSandbox(id, 'worker-restarted');
       },
     });
-    checkpoints = new CheckpointService({
-      store: new CheckpointStore(db),
-      layout,
-      worker: {
-        checkpoint: (id, layerDir) => sandboxes.checkpointDelta(id, layerDir),
-        restore: (id, frozen) => sandboxes.restoreDelta(id, frozen),
-        audit: (id, events) => sandboxes.recordAudit(id, events),
-      },
-      // Called only once the plane below exists (a fork is asked of it).
-      host: {
-        parent: (id) => store.get(id),
-        create: (options): Promise<SandboxInfo> => plane.createSandbox(options),
-        start: (id): Promise<SandboxInfo> => plane.startSandbox(id),
-      },
-      trash: sandboxes.trash,
-      logger: logger.child({ component: 'checkpoints' }),
-    });
+    checkpoints = checkpointService({ db, layout, store, sandboxes, plane: () => plane, logger });
     const plane: ControlPlane = new ControlPlane({
       checkpoints,
       dataDir,
@@ -311,50 +295,31 @@ export class ControlPlane implements AsyncDisposable {
     // Its checkpoints went with its record: their layers go unless a fork's stack holds them.
     await this.#checkpoints.collect();
   }
-  /**
-   * Freezes the sandbox's files as they are now as a checkpoint (no copying: the delta's writable layer
-   * becomes a frozen layer); `restoreCheckpoint` puts the sandbox back to it later.
-   */
+  /** Freezes the sandbox's files as they are now (nothing copied); docs/checkpoints.md. */
   async checkpoint(id: string, options?: CheckpointOptions): Promise<CheckpointInfo> {
-    const sandboxId = validateId('sandbox', id);
-    this.sandboxes.get(sandboxId);
-    return this.#checkpoints.checkpoint(sandboxId, options);
+    return this.#checkpoints.checkpoint(id, options);
   }
   /** The sandbox's checkpoints, oldest first. */
   listCheckpoints(id: string): CheckpointInfo[] {
-    const sandboxId = validateId('sandbox', id);
-    this.sandboxes.get(sandboxId);
-    return this.#checkpoints.list(sandboxId);
+    return this.#checkpoints.list(id);
   }
-  /**
-   * Puts the sandbox's files back to checkpoint `checkpointId` (running commands see it at once); the
-   * changes made since are dropped, or kept as a checkpoint of their own with `keepCurrent`.
-   */
+  /** Puts the sandbox's files back to a checkpoint; running commands see them at once. */
   async restoreCheckpoint(
     id: string,
     checkpointId: string,
     options?: RestoreOptions,
   ): Promise<{ kept?: CheckpointInfo }> {
-    const sandboxId = validateId('sandbox', id);
-    this.sandboxes.get(sandboxId);
     return this.#disk.freeing('restoring a checkpoint', () =>
-      this.#checkpoints.restore(sandboxId, checkpointId, options),
+      this.#checkpoints.restore(id, checkpointId, options),
     );
   }
-  /**
-   * New sandboxes whose files start as a checkpoint of sandbox `id` (default: its files now, checkpointed
-   * for the purpose), each with its own changes; settings are the parent's unless given.
-   */
+  /** New sandboxes on a checkpoint of sandbox `id` (default: its files now), each with its own changes. */
   async forkSandbox(id: string, options?: ForkOptions): Promise<SandboxInfo[]> {
-    const sandboxId = validateId('sandbox', id);
-    this.sandboxes.get(sandboxId);
-    return this.#checkpoints.fork(sandboxId, options);
+    return this.#checkpoints.fork(id, options);
   }
   /** Deletes a checkpoint; the files only it held are removed. */
   async deleteCheckpoint(id: string, checkpointId: string): Promise<void> {
-    const sandboxId = validateId('sandbox', id);
-    this.sandboxes.get(sandboxId);
-    return this.#disk.freeing('deleting a checkpoint', () => this.#checkpoints.remove(sandboxId, checkpointId));
+    return this.#disk.freeing('deleting a checkpoint', () => this.#checkpoints.remove(id, checkpointId));
   }
   /**
    * Runs one command in a running sandbox of this process: stdout and stderr as UTF-8 strings, or as

@@ -115,7 +115,8 @@ export class CheckpointService {
   }
 
   /** Freezes sandbox `id`'s current changes as a checkpoint; the sandbox goes on where it was. */
-  async checkpoint(id: string, options: CheckpointOptions = {}): Promise<CheckpointInfo> {
+  async checkpoint(sandboxId: string, options: CheckpointOptions = {}): Promise<CheckpointInfo> {
+    const id = this.#sandbox(sandboxId);
     checkText('name', options.name, NAME_MAX);
     checkText('message', options.message, MESSAGE_MAX);
     return this.#lock.run('', () => this.#take(id, options));
@@ -154,8 +155,8 @@ export class CheckpointService {
     return info({ ...row, layers: frozen, state: 'ready' });
   }
 
-  list(id: string): CheckpointInfo[] {
-    return this.#store.list(id).map(info);
+  list(sandboxId: string): CheckpointInfo[] {
+    return this.#store.list(this.#sandbox(sandboxId)).map(info);
   }
 
   /**
@@ -186,7 +187,8 @@ export class CheckpointService {
   }
 
   /** Deletes a checkpoint; its layers are removed once nothing else holds them. */
-  remove(id: string, checkpointId: string): Promise<void> {
+  async remove(sandboxId: string, checkpointId: string): Promise<void> {
+    const id = this.#sandbox(sandboxId);
     validateId('checkpoint', checkpointId);
     return this.#lock.run('', async () => {
       this.#store.get(id, checkpointId);
@@ -200,7 +202,8 @@ export class CheckpointService {
    * each with a writable layer of its own: their changes never reach each other or the parent. The
    * frozen layers are shared, never copied.
    */
-  async fork(id: string, options: ForkOptions = {}): Promise<SandboxInfo[]> {
+  async fork(sandboxId: string, options: ForkOptions = {}): Promise<SandboxInfo[]> {
+    const id = this.#sandbox(sandboxId);
     const count = options.count ?? 1;
     if (!Number.isInteger(count) || count < 1 || count > MAX_FORKS) {
       throw new InvalidArgumentError(
@@ -275,6 +278,12 @@ export class CheckpointService {
         this.#logger.warn({ layer: name }, 'could not move an unused checkpoint layer to the trash');
       }
     }
+  }
+
+  /** A valid id of an existing sandbox (InvalidArgumentError, NotFoundError otherwise). */
+  #sandbox(id: string): string {
+    this.#host.parent(validateId('sandbox', id));
+    return id;
   }
 
   /** A checkpoint, restore or fork in the sandbox's audit trail (`target`: the checkpoint or fork id). */

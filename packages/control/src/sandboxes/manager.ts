@@ -20,7 +20,7 @@ import type {
 import { validateId } from '../ids.js';
 import { ensurePrivateDir, type DataLayout } from '../paths.js';
 import { sandboxInfo, type SandboxStore } from '../store/sandboxes.js';
-import { AuditWriter, readAudit, type AuditQuery, type NetworkAuditQuery } from './audit-log.js';
+import { readAudit, type AuditQuery, type AuditWriter, type NetworkAuditQuery } from './audit-log.js';
 import { removeSandboxFiles } from './destroy-files.js';
 import { KeyedLock } from './keyed-lock.js';
 import { networkOptions } from './network.js';
@@ -307,60 +307,49 @@ export class SandboxManager {
   }
 
   changes(id: string): Promise<readonly ChangeEntry[]> {
-    return this.#withWorker(id, 'changes', {}).then((r) => r.changes);
+    return this.onDelta(id, 'changes', {}).then((r) => r.changes);
   }
 
   diff(id: string, options: { paths?: readonly string[] } = {}): Promise<WorkerResult<'diff'>> {
-    return this.#withWorker(id, 'diff', options.paths === undefined ? {} : { paths: options.paths });
+    return this.onDelta(id, 'diff', options.paths === undefined ? {} : { paths: options.paths });
   }
 
   commit(id: string, options: { mode?: CommitMode; paths?: readonly string[] } = {}): Promise<CommitResult> {
-    return this.#withWorker(id, 'commit', {
+    return this.onDelta(id, 'commit', {
       mode: options.mode ?? 'detect-conflicts',
       ...(options.paths === undefined ? {} : { paths: options.paths }),
     });
   }
 
   async discard(id: string, options: { paths?: readonly string[] } = {}): Promise<void> {
-    await this.#withWorker(id, 'discard', options.paths === undefined ? {} : { paths: options.paths });
+    await this.onDelta(id, 'discard', options.paths === undefined ? {} : { paths: options.paths });
   }
 
-  /**
-   * Appends control-plane records (a checkpoint taken, a restore, a fork) to the sandbox's audit trail:
-   * through its live writer when it runs, else straight to its file.
-   */
-  async recordAudit(id: string, events: readonly AuditEvent[]): Promise<void> {
-    const live = this.#live.get(id);
-    if (live !== undefined) {
-      live.audit.append(events);
-      return;
-    }
-    const writer = new AuditWriter(this.#layout.sandbox(id).auditLog, (err) =>
-      this.#logger.error({ err, sandboxId: id }, 'could not write the audit trail'),
+  /** A worker method on the sandbox's delta: its live worker's, or a temporary one's (temporary-worker.ts). */
+  onDelta<M extends WorkerMethod>(id: string, method: M, params: WorkerParams<M>): Promise<WorkerResult<M>> {
+    const calls = { ...this.#deps, live: this.#live, locks: this.#locks, owner: this.#owner };
+    return onWorker(
+      { ...calls, assertOpen: () => this.#assertOpen() },
+      validateId('sandbox', id),
+      method,
+      params,
     );
-    writer.append(events);
-    await writer.flush();
   }
 
-  /** Freezes the delta's writable layer as the frozen layer `layerDir` (checkpoints.ts). */
-  checkpointDelta(id: string, layerDir: string): Promise<WorkerResult<'checkpoint'>> {
-    return this.#withWorker(id, 'checkpoint', { layerDir });
-  }
-
-  /** Puts the delta on the frozen layers `frozen`, its writable layer emptied (checkpoints.ts). */
-  async restoreDelta(id: string, frozen: readonly string[]): Promise<void> {
-    await this.#withWorker(id, 'restore', { frozen });
+  /** The audit trail writer of a sandbox running in this process. */
+  liveAudit(id: string): AuditWriter | undefined {
+    return this.#live.get(id)?.audit;
   }
 
   /** Reads a file as the sandbox sees it, through its rules (`path` is a codebase path, `/src/a.ts`). */
   async readFile(id: string, path: string): Promise<Buffer> {
-    const { data } = await this.#withWorker(id, 'readFile', { path });
+    const { data } = await this.onDelta(id, 'readFile', { path });
     return Buffer.from(data.buffer, data.byteOffset, data.byteLength);
   }
 
   /** Writes a file into the sandbox's delta, through its rules. */
   async writeFile(id: string, path: string, data: Uint8Array | string): Promise<void> {
-    await this.#withWorker(id, 'writeFile', {
+    await this.onDelta(id, 'writeFile', {
       path,
       data: typeof data === 'string' ? Buffer.from(data) : data,
     });
@@ -507,21 +496,5 @@ export class SandboxManager {
     const live = this.#live.get(id);
     if (live !== undefined) return live;
     throw this.#owner.notRunningHere(this.#store.get(id));
-  }
-
-  /** Calls a worker method on the sandbox's live worker, or on a temporary one (temporary-worker.ts). */
-  #withWorker<M extends WorkerMethod>(
-    id: string,
-    method: M,
-    params: WorkerParams<M>,
-  ): Promise<WorkerResult<M>> {
-    const calls = {
-      ...this.#deps,
-      live: this.#live,
-      locks: this.#locks,
-      owner: this.#owner,
-      assertOpen: () => this.#assertOpen(),
-    };
-    return onWorker(calls, validateId('sandbox', id), method, params);
   }
 }
