@@ -2,7 +2,7 @@
 // over HTTP (and the other way round), restored over either with the files back at once, forked into
 // running sandboxes over either, deleted; an unknown checkpoint is NOT_FOUND on both, a bad count
 // INVALID_ARGUMENT with the same message.
-/* eslint-disable @typescript-eslint/no-unsafe-member-access, @typescript-eslint/no-unsafe-assignment, @typescript-eslint/no-unsafe-call, @typescript-eslint/no-unsafe-return, @typescript-eslint/no-unsafe-argument --
+/* eslint-disable @typescript-eslint/no-unsafe-member-access, @typescript-eslint/no-unsafe-assignment, @typescript-eslint/no-unsafe-call, @typescript-eslint/no-unsafe-argument --
    gRPC messages are loaded from the .proto at run time (as the SDK's are), so they are untyped here. */
 import { describe, expect, it } from 'vitest';
 import { client as httpClient } from '../helpers/http-fixture.js';

@@ -164,8 +164,6 @@ export class ControlPlane implements AsyncDisposable {
       ...options.runtimes,
     });
     const sessions = new SessionManager({ logger: logger.child({ component: 'sessions' }) });
-    // Settled from every mount's report; made after the manager, which it calls for the worker.
-    let checkpoints: CheckpointService | undefined;
     const sandboxes = new SandboxManager({
       layout,
       store,
@@ -182,7 +180,8 @@ export class ControlPlane implements AsyncDisposable {
       workerMemory: options.workerMemory,
       unfinishedCommits: options.unfinishedCommits,
       onStopping: (id) => sessions.closeSandbox(id),
-      onLayers: (id, frozen) => checkpoints?.settle(id, frozen),
+      // The checkpoint records, settled from every mount's report (made below: it calls the manager).
+      onLayers: (id, frozen) => checkpoints.settle(id, frozen),
       // A runtime whose sessions see the remount (bwrap's anchor and docker's relay propagate it into the
       // running shell) keeps them, and each shell re-enters its cwd, which was in the dead mount. Others
       // (a shell that bound /workspace to the dead mount never sees the new one) are closed with a reason
@@ -193,7 +192,7 @@ export class ControlPlane implements AsyncDisposable {
         else await sessions.closeSandbox(id, 'worker-restarted');
       },
     });
-    checkpoints = checkpointService({ db, layout, store, sandboxes, plane: () => plane, logger });
+    const checkpoints = checkpointService({ db, layout, store, sandboxes, plane: () => plane, logger });
     const plane: ControlPlane = new ControlPlane({
       checkpoints,
       dataDir,
