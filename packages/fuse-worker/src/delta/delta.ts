@@ -267,9 +267,14 @@ export class Delta {
       throw err;
     }
     for (const old of this.#retired) await old.close();
-    this.#retired = [ctx.upper, ...this.#stack.views.filter((view) => !views.includes(view))];
-    // Their cached directory fds go now; a lookup still using them walks again from their roots.
-    await ctx.upper.invalidateCache();
+    // Its cached directory fds go, after the answer (closing a few hundred fds takes milliseconds); a
+    // lookup still using them walks again from its root. Closed (at the next change) once they are gone.
+    const retiredUpper = ctx.upper;
+    const dropped = retiredUpper.invalidateCache().catch((err: unknown) => {
+      ctx.logger.debug({ err }, 'dropping the retired upper tree fds failed');
+    });
+    const retired = { close: (): Promise<void> => dropped.then(() => retiredUpper.close()) };
+    this.#retired = [retired, ...this.#stack.views.filter((view) => !views.includes(view))];
     this.#stack = { views, top };
     this.ctx = { ...ctx, upper, lower: top, meta: result.meta };
     await this.recount();
