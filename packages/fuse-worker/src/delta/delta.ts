@@ -47,6 +47,7 @@ import { openDelta } from './open.js';
 import { selected, toRel } from './paths.js';
 import { prepareCreate, removeEntry } from './records.js';
 import { renameEntry } from './rename.js';
+import { emptyTrash } from './trash.js';
 import { computeStackChanges } from './stack-changes.js';
 import type {
   CommitOptions,
@@ -88,6 +89,8 @@ export class Delta {
   /** Set when a layer change failed and could not be finished: nothing may change the delta any more. */
   #broken: Error | null = null;
   #layerEpoch = 0;
+  /** The background removal of the trash (what restores dropped), chained; never rejects. */
+  #trash: Promise<void> = Promise.resolve();
 
   private constructor(opened: {
     ctx: DeltaContext;
@@ -99,6 +102,8 @@ export class Delta {
     this.hostDirs = opened.hostDirs;
     this.#stack = opened.stack;
     this.#deltaDir = opened.deltaDir;
+    // What a restore dropped before a process death (trash.ts).
+    this.#emptyTrashLater();
   }
 
   /** Opens (or creates) the delta at `deltaDir` over `lowerDir`, restoring everything a previous worker left. */
@@ -131,8 +136,25 @@ export class Delta {
     return this.ctx.quota;
   }
 
-  /** Closes the journal and every fd. Not required for durability (see journal.ts). */
+  /**
+   * Settles when the trash (the writable layers restores dropped) has been removed, as far as it was
+   * asked for until now. The removal runs in the background and never fails a call (a failure is logged
+   * and left for the next open or restore).
+   */
+  trashEmptied(): Promise<void> {
+    return this.#trash;
+  }
+
+  #emptyTrashLater(): void {
+    const { logger } = this.ctx;
+    this.#trash = this.#trash
+      .then(() => emptyTrash(this.#deltaDir))
+      .catch((err: unknown) => logger.warn({ err }, 'removing the trash of dropped layers failed'));
+  }
+
+  /** Closes the journal and every fd, once the trash's removal under way is over. Not required for durability (see journal.ts). */
   async close(): Promise<void> {
+    await this.#trash;
     await this.lock.run(async () => {
       await this.ctx.journal.close();
       await this.ctx.upper.close();
@@ -162,7 +184,8 @@ export class Delta {
       await this.#changeLayers(
         (c) => checkpointLayer(c, layerDir),
         async (result) => {
-          const view = await FrozenView.open({ dir: layerDir, below: ctx.lower });
+          // The state just frozen is the layer's (its files hold the same records): nothing read back.
+          const view = await FrozenView.fromState({ dir: layerDir, meta: ctx.meta, below: ctx.lower });
           return { views: [...this.#stack.views, view], top: view, result };
         },
       );
@@ -189,6 +212,9 @@ export class Delta {
       } catch (err) {
         if (this.#stack.views !== stack.views) await closeViews(stack.views);
         throw err;
+      } finally {
+        // The dropped upper/ (and any older trash) goes after the answer, never before it.
+        this.#emptyTrashLater();
       }
     });
   }
@@ -241,9 +267,14 @@ export class Delta {
       throw err;
     }
     for (const old of this.#retired) await old.close();
-    this.#retired = [ctx.upper, ...this.#stack.views.filter((view) => !views.includes(view))];
-    // Their cached directory fds go now; a lookup still using them walks again from their roots.
-    await ctx.upper.invalidateCache();
+    // Its cached directory fds go, after the answer (closing a few hundred fds takes milliseconds); a
+    // lookup still using them walks again from its root. Closed (at the next change) once they are gone.
+    const retiredUpper = ctx.upper;
+    const dropped = retiredUpper.invalidateCache().catch((err: unknown) => {
+      ctx.logger.debug({ err }, 'dropping the retired upper tree fds failed');
+    });
+    const retired = { close: (): Promise<void> => dropped.then(() => retiredUpper.close()) };
+    this.#retired = [retired, ...this.#stack.views.filter((view) => !views.includes(view))];
     this.#stack = { views, top };
     this.ctx = { ...ctx, upper, lower: top, meta: result.meta };
     await this.recount();

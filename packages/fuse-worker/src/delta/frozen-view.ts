@@ -15,9 +15,27 @@ import {
   type LayerView,
   type LowerLayer,
 } from './context.js';
-import { readSnapshot } from './journal.js';
-import { MetaState } from './meta-state.js';
+import { readLayerMeta } from './journal.js';
+import type { MetaState } from './meta-state.js';
 import type { DeltaLookup } from './types.js';
+
+/**
+ * The empty file in a frozen layer's meta/ that says it is one (a checkpoint makes it: the layer's snapshot
+ * and journal are the writable layer's as they were, and a delta that never compacted has no snapshot).
+ * Layers made before it have a meta/snapshot.json instead.
+ */
+export const FROZEN_MARKER = 'frozen';
+
+/** The metadata of the frozen layer at `dir`; EINVAL when it is no frozen layer. */
+export async function readFrozenMeta(dir: string): Promise<MetaState> {
+  const meta = await readLayerMeta(join(dir, 'meta'), FROZEN_MARKER);
+  if (meta === null)
+    throw new FsError(
+      'EINVAL',
+      `not a frozen layer (no meta/${FROZEN_MARKER} nor meta/snapshot.json): ${dir}`,
+    );
+  return meta;
+}
 
 /** Flags that could change a file: refused, since a frozen layer is never written. */
 const WRITING =
@@ -46,15 +64,23 @@ export class FrozenView implements LowerLayer {
     this.#view = view;
   }
 
-  /** Opens the frozen layer at `dir` over `below`. Throws when `dir` is no frozen layer. */
+  /**
+   * Opens the frozen layer at `dir` over `below`: its metadata loaded as a delta loads its own at open
+   * (snapshot, journal replayed; read-only). Throws when `dir` is no frozen layer.
+   */
   static async open(options: { dir: string; below: LowerLayer }): Promise<FrozenView> {
-    const snapshot = await readSnapshot(join(options.dir, 'meta'));
-    if (snapshot === null)
-      throw new FsError('EINVAL', `not a frozen layer (no meta/snapshot.json): ${options.dir}`);
-    const meta = new MetaState();
-    meta.load(snapshot);
+    const meta = await readFrozenMeta(options.dir);
+    return FrozenView.fromState({ ...options, meta });
+  }
+
+  /**
+   * The frozen layer at `dir` with the metadata `meta` it holds, already loaded: the state a checkpoint
+   * has just frozen (the same records as its files), so a checkpoint reads nothing back. `meta` must never
+   * change again.
+   */
+  static async fromState(options: { dir: string; meta: MetaState; below: LowerLayer }): Promise<FrozenView> {
     const upper = await HostDir.open({ path: join(options.dir, 'upper') });
-    return new FrozenView(options.dir, { upper, meta, lower: options.below });
+    return new FrozenView(options.dir, { upper, meta: options.meta, lower: options.below });
   }
 
   /** Its upper tree and metadata over the view below (read-only: the change set of a stack, a flatten). */

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 
 import { FsError } from '../errors.js';
 import { normalizeStack } from './frozen-stack.js';
-import { readSnapshot } from './journal.js';
+import { readFrozenMeta } from './frozen-view.js';
 import { writeStack } from './layer-stack.js';
 
 /**
@@ -18,11 +18,7 @@ export async function initDeltaStack(options: {
   readonly frozen: readonly string[];
 }): Promise<void> {
   const frozen = normalizeStack(options.frozen);
-  for (const dir of frozen) {
-    if ((await readSnapshot(join(dir, 'meta'))) === null) {
-      throw new FsError('EINVAL', `not a frozen layer (no meta/snapshot.json): ${dir}`);
-    }
-  }
+  for (const dir of frozen) await readFrozenMeta(dir);
   await mkdir(options.deltaDir, { recursive: true, mode: 0o700 });
   if ((await readdir(options.deltaDir)).length > 0) {
     throw new FsError('EEXIST', `a delta exists at ${options.deltaDir}: its stack is its own`);

@@ -62,6 +62,8 @@ export class MetaJournal {
   private appended = 0;
   #journalBytes: number;
   #snapshotBytes: number;
+  /** Whether meta/snapshot.json exists (none before the first compaction, nor after a reset). */
+  #hasSnapshot = false;
   /** No automatic compaction before the journal reaches this size (moved on after a failed one). */
   #compactAt: number;
   readonly #compactAfter: number;
@@ -107,10 +109,8 @@ export class MetaJournal {
       generation = snapshot.generation;
     }
     const journalText = (await readText(dir, journalName(generation))) ?? '';
-    const lines = journalText.split('\n');
-    const torn = lines.pop();
-    if (torn !== undefined && torn !== '') logger.warn({ generation }, 'ignoring a torn last journal record');
-    for (const line of lines) state.apply(JSON.parse(line) as MetaRecord);
+    const { records, torn } = replay(state, journalText);
+    if (torn) logger.warn({ generation }, 'ignoring a torn last journal record');
     // Journals of other generations are leftovers of an interrupted compaction.
     for (const entry of await dir.readdir('')) {
       if (entry.name !== journalName(generation) && entry.name.startsWith('journal-'))
@@ -127,7 +127,8 @@ export class MetaJournal {
       snapshotBytes: snapshotText === null ? 0 : Buffer.byteLength(snapshotText),
       compactAfterBytes: options.compactAfterBytes ?? COMPACT_AFTER_BYTES,
     });
-    journal.appended = lines.length;
+    journal.appended = records;
+    journal.#hasSnapshot = snapshotText !== null;
     return { journal, state };
   }
 
@@ -215,23 +216,44 @@ export class MetaJournal {
     this.appended = 0;
     this.#journalBytes = 0;
     this.#snapshotBytes = written;
+    this.#hasSnapshot = true;
     this.#compactAt = this.#threshold();
   }
 
   /**
-   * Starts over with an empty state (a checkpoint froze the old one): its snapshot is written as the next
-   * generation's and the journal restarts, exactly as a compaction does (same crash safety). Returns the
-   * new state, which this journal records from now on; the old state object is left as it was.
+   * The files that hold the state now (names in the meta directory): the snapshot, when there is one, and
+   * the journal of its generation. A checkpoint links them into the frozen layer (layer-change.ts): nothing
+   * rewrites either in place (a compaction renames a new snapshot over the name; records are appended only
+   * under the delta's lock, which the checkpoint holds until reset() gave this journal other files).
+   */
+  files(): string[] {
+    return [...(this.#hasSnapshot ? [SNAPSHOT] : []), journalName(this.generation)];
+  }
+
+  /**
+   * Starts over with an empty state (a checkpoint froze the old one, or a restore dropped it), in O(1) and
+   * without an fsync: the snapshot and the journal are unlinked (a frozen layer may hold other links to
+   * them: those stay as they are) and an empty journal of generation 0 is started; no snapshot is the empty
+   * state of generation 0. A crash between the steps leaves at worst the snapshot gone and the old
+   * journal there, which the next open deletes as another generation's; the layer change's intent has the
+   * reset run again. Returns the new state, which this journal records from now on; the old state object
+   * is left as it was.
    */
   reset(): MetaState {
-    const old = this.state;
+    const path = (name: string): string => join(this.dir.path, name);
+    unlinkIfPresent(path(SNAPSHOT));
+    this.#hasSnapshot = false;
+    closeSync(this.fd);
+    this.fd = -1;
+    unlinkIfPresent(path(journalName(this.generation)));
+    unlinkIfPresent(path(journalName(0)));
+    this.fd = openJournal(this.dir, 0);
+    this.generation = 0;
     this.state = new MetaState();
-    try {
-      this.#compact();
-    } catch (err) {
-      this.state = old;
-      throw err;
-    }
+    this.appended = 0;
+    this.#journalBytes = 0;
+    this.#snapshotBytes = 0;
+    this.#compactAt = this.#threshold();
     return this.state;
   }
 
@@ -284,16 +306,49 @@ export function writeSnapshotFile(path: string, state: MetaState, generation: nu
   return written;
 }
 
-/** The snapshot in directory `metaDir` (a delta's or a frozen layer's meta/), or null when it has none. */
-export async function readSnapshot(metaDir: string): Promise<MetaSnapshot | null> {
-  let text: string;
+/**
+ * The state kept in the meta directory `metaDir` of a frozen layer, loaded exactly as MetaJournal.open
+ * loads a delta's (its snapshot, then its generation's journal replayed; a torn last line ignored), by
+ * path and read-only: nothing is compacted, deleted or created. Null when `metaDir` holds neither a
+ * snapshot nor the marker `marker` (a checkpoint made since snapshots are no longer rewritten for it).
+ */
+export async function readLayerMeta(metaDir: string, marker: string): Promise<MetaState | null> {
+  const snapshotText = await readFileOrNull(join(metaDir, SNAPSHOT));
+  if (snapshotText === null && (await readFileOrNull(join(metaDir, marker))) === null) return null;
+  const state = new MetaState();
+  let generation = 0;
+  if (snapshotText !== null) {
+    const snapshot = JSON.parse(snapshotText) as MetaSnapshot;
+    state.load(snapshot);
+    generation = snapshot.generation;
+  }
+  replay(state, (await readFileOrNull(join(metaDir, journalName(generation)))) ?? '');
+  return state;
+}
+
+/** Applies the journal `text` to `state`: its record count, and whether a torn last line was ignored. */
+function replay(state: MetaState, text: string): { records: number; torn: boolean } {
+  const lines = text.split('\n');
+  const torn = lines.pop();
+  for (const line of lines) state.apply(JSON.parse(line) as MetaRecord);
+  return { records: lines.length, torn: torn !== undefined && torn !== '' };
+}
+
+async function readFileOrNull(path: string): Promise<string | null> {
   try {
-    text = await readFile(join(metaDir, SNAPSHOT), 'utf8');
+    return await readFile(path, 'utf8');
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return null;
     throw err;
   }
-  return JSON.parse(text) as MetaSnapshot;
+}
+
+function unlinkIfPresent(path: string): void {
+  try {
+    unlinkSync(path);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+  }
 }
 
 /** write(2) until all of `data` is written; its length. */

@@ -1,15 +1,26 @@
 // Checkpoint and restore of a delta's writable layer, and finishing either after a crash. A checkpoint
-// renames the writable layer's upper/ into a new frozen layer (no file data is copied) and starts an empty
-// one; a restore drops the writable layer and switches the stack. Each step is a rename or a whole-file
-// write; an intent record (layer-stack.ts) written first says what to finish. The rename of upper/ is the
-// point of no return: before it a crash rolls the checkpoint back, after it forward.
+// renames the writable layer's upper/ into a new frozen layer and gives it the writable layer's metadata
+// files as they are (hard links to its snapshot and journal): nothing is copied or rewritten, O(1) in the
+// layer's size. A restore renames the writable upper/ into the trash (emptied in the background, trash.ts)
+// and switches the stack. Each step is a rename, a link, a mkdir or the intent's write; the intent record
+// (layer-stack.ts), written first, says what to finish. For a checkpoint the rename of upper/ is the point
+// of no return: before it a crash rolls the checkpoint back, after it forward. The last step renames the
+// intent to meta/stack.json: the switch and the intent's end in one.
 import { lstat } from 'node:fs/promises';
 import { join } from 'node:path';
 
+import { FROZEN_MARKER } from './frozen-view.js';
 import type { MetaJournal } from './journal.js';
 import { layerFs } from './layer-fs.js';
 import type { MetaState } from './meta-state.js';
-import { readIntent, removeIntent, writeIntent, writeStack, type LayersIntent } from './layer-stack.js';
+import {
+  readIntent,
+  removeIntent,
+  switchToIntentStack,
+  writeLayerChangeIntent,
+  type LayersIntent,
+} from './layer-stack.js';
+import { trashDirOf, trashNameIn } from './trash.js';
 import type { DeltaLogger } from './types.js';
 
 /** What a layer change works on: the delta directory, its metadata journal and state, its stack. */
@@ -34,26 +45,24 @@ export function buildDirOf(layerDir: string): string {
 
 /**
  * Freezes the writable layer into `layerDir` (absent; its parent on the delta's filesystem, checked by
- * the caller) and starts an empty one. The caller holds the delta's lock and rebuilds its view from the
- * result. O(1) in the layer's data: renames; the metadata is written once, as a snapshot.
+ * the caller) and starts an empty one. The caller holds the delta's lock (no record is appended meanwhile)
+ * and rebuilds its view from the result. O(1) in the layer's size: renames and links.
  */
 export async function checkpointLayer(c: LayerChangeContext, layerDir: string): Promise<LayerChangeResult> {
   const build = buildDirOf(layerDir);
-  // The metadata as one snapshot: the frozen layer's is written from the same state below.
-  await c.journal.compact(c.meta);
   const intent: LayersIntent = { version: 1, op: 'checkpoint', layerDir, frozen: [...c.frozen, layerDir] };
-  await writeIntent(c.deltaDir, intent);
-  // The upper files' data reach the disk before they become a layer nothing rewrites (one syncfs).
-  if (!(await layerFs.syncFilesystem(c.deltaDir))) {
-    c.logger.warn({ deltaDir: c.deltaDir }, 'no sync executable: a checkpoint survives a process death only');
-  }
+  await writeLayerChangeIntent(c.deltaDir, intent);
   await layerFs.mkdir(build);
   await layerFs.mkdir(join(build, 'meta'));
-  await layerFs.writeLayerSnapshot(build, c.meta);
-  await layerFs.fsyncDir(join(build, 'meta')); // its name: the syncfs above came before it
+  await layerFs.createEmpty(join(build, 'meta', FROZEN_MARKER));
+  // The writable layer's metadata as it is: its snapshot (if any) and its journal, which the reset below
+  // unlinks from the delta's meta/ (these links stay) and never writes again.
+  for (const name of c.journal.files()) {
+    await layerFs.link(join(c.deltaDir, 'meta', name), join(build, 'meta', name));
+  }
   // The point of no return: the writable layer's entries now belong to the layer being built.
   await layerFs.rename(join(c.deltaDir, 'upper'), join(build, 'upper'));
-  await publishLayer(c.deltaDir, layerDir);
+  await layerFs.rename(build, layerDir);
   return finishLayerChange(c, intent);
 }
 
@@ -63,7 +72,7 @@ export async function restoreLayers(
   frozen: readonly string[],
 ): Promise<LayerChangeResult> {
   const intent: LayersIntent = { version: 1, op: 'restore', frozen: [...frozen] };
-  await writeIntent(c.deltaDir, intent);
+  await writeLayerChangeIntent(c.deltaDir, intent);
   return finishLayerChange(c, intent);
 }
 
@@ -85,39 +94,31 @@ export async function resumeLayerChange(c: LayerChangeContext): Promise<LayerCha
         c.logger.warn({ layerDir: intent.layerDir }, 'an interrupted checkpoint was rolled back');
         return null;
       }
-      await publishLayer(c.deltaDir, intent.layerDir);
+      await layerFs.rename(build, intent.layerDir);
     }
   }
   c.logger.warn({ op: intent.op }, 'an interrupted layer change was finished');
   return finishLayerChange(c, intent);
 }
 
-/** The built layer renamed into place, durably (its directory and both parents fsynced). */
-async function publishLayer(deltaDir: string, layerDir: string): Promise<void> {
-  const build = buildDirOf(layerDir);
-  await layerFs.fsyncDir(build);
-  await layerFs.rename(build, layerDir);
-  await layerFs.fsyncDir(join(layerDir, '..'));
-  await layerFs.fsyncDir(deltaDir);
-}
-
 /**
- * The steps after the point of no return, each one safe to run again: the stack recorded (the switch),
- * an empty upper/ (a restore removes the old one first), the metadata reset to an empty snapshot of a new
- * generation, the intent removed (durably: a stale intent run again would empty a layer in use).
+ * The steps after the point of no return, each one safe to run again: an empty upper/ (a restore first
+ * renames the old one into the trash: one step, whatever its size; run again, it trashes the empty upper/
+ * this made), the metadata reset to the empty state (unlinks: O(1), no fsync), and the switch (the intent
+ * renamed to stack.json).
  */
 async function finishLayerChange(
   c: LayerChangeContext,
   intent: Exclude<LayersIntent, { op: 'flatten' }>,
 ): Promise<LayerChangeResult> {
-  await writeStack(c.deltaDir, intent.frozen);
   const upper = join(c.deltaDir, 'upper');
-  if (intent.op === 'restore') await layerFs.remove(upper);
+  if (intent.op === 'restore' && (await exists(upper))) {
+    if (!(await exists(trashDirOf(c.deltaDir)))) await layerFs.mkdir(trashDirOf(c.deltaDir));
+    await layerFs.rename(upper, trashNameIn(c.deltaDir));
+  }
   if (!(await exists(upper))) await layerFs.mkdir(upper);
-  // A restore's removal must not come back after a power cut once the restore has returned.
-  await layerFs.fsyncDir(c.deltaDir);
   const meta = c.journal.reset();
-  await removeIntent(c.deltaDir);
+  await switchToIntentStack(c.deltaDir);
   return { frozen: intent.frozen, meta };
 }
 

@@ -2,11 +2,7 @@
 // changes the disk goes through it, so a test can make the process "die" before any of them.
 import { constants } from 'node:fs';
 import fsp from 'node:fs/promises';
-import { dirname, join } from 'node:path';
-
-import { syncFilesystem } from '../host/sync-fs.js';
-import { writeSnapshotFile } from './journal.js';
-import type { MetaState } from './meta-state.js';
+import { dirname } from 'node:path';
 
 /** Host operations on the worker's own directories (the delta's and the frozen layers', never the sandbox's). */
 export const layerFs = {
@@ -45,10 +41,32 @@ export const layerFs = {
     await layerFs.fsyncDir(dirname(path));
   },
 
-  /** Writes `state` as a frozen layer's meta/snapshot.json in `layerDir` (fsynced). */
-  writeLayerSnapshot(layerDir: string, state: MetaState): Promise<void> {
-    writeSnapshotFile(join(layerDir, 'meta', 'snapshot.json'), state, 0);
-    return Promise.resolve();
+  /** A second name for the file `from` (a hard link: the same inode, nothing copied). */
+  async link(from: string, to: string): Promise<void> {
+    await fsp.link(from, to);
+  },
+
+  /** Creates the empty file `path` (it must not exist): a name alone, nothing for a power cut to lose. */
+  async createEmpty(path: string): Promise<void> {
+    const file = await fsp.open(path, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, 0o600);
+    await file.close();
+  },
+
+  /**
+   * Replaces the file `path` with `text` atomically: temporary file, fsync of its data, rename. The
+   * directory is not fsynced: the name is ordered with the steps after it as the delta's own snapshot
+   * renames are (README, "Durability"), and the data under it is never an empty file after a power cut.
+   */
+  async writeFileSynced(path: string, text: string): Promise<void> {
+    const tmp = `${path}.tmp`;
+    const file = await fsp.open(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC, 0o600);
+    try {
+      await file.writeFile(text);
+      await file.sync();
+    } finally {
+      await file.close();
+    }
+    await fsp.rename(tmp, path);
   },
 
   async fsyncDir(path: string): Promise<void> {
@@ -58,10 +76,5 @@ export const layerFs = {
     } finally {
       await dir.close();
     }
-  },
-
-  /** syncfs(2) of the filesystem holding `dir`; false when the host cannot (logged by the caller). */
-  syncFilesystem(dir: string): Promise<boolean> {
-    return syncFilesystem(dir);
   },
 };

@@ -70,6 +70,23 @@ export async function writeIntent(deltaDir: string, intent: LayersIntent): Promi
   await layerFs.writeFileDurably(join(deltaDir, 'meta', INTENT), JSON.stringify(intent));
 }
 
+/**
+ * Records a checkpoint or restore before its first step: the file's data fsynced before its rename (never
+ * an empty record after a power cut), the directory not (README, "Frozen layers", the decision on fsyncs).
+ */
+export async function writeLayerChangeIntent(deltaDir: string, intent: LayersIntent): Promise<void> {
+  await layerFs.writeFileSynced(join(deltaDir, 'meta', INTENT), JSON.stringify(intent));
+}
+
+/**
+ * The switch of a checkpoint or restore, and the end of its intent, in one rename: the intent becomes
+ * meta/stack.json (a stack record is `{ version: 1, frozen }`; the intent's other fields are ignored by
+ * readStack). Its data was fsynced when the intent was written.
+ */
+export async function switchToIntentStack(deltaDir: string): Promise<void> {
+  await layerFs.rename(join(deltaDir, 'meta', INTENT), join(deltaDir, 'meta', STACK));
+}
+
 /** The layer change is complete: its intent goes, durably (a stale intent must never run again). */
 export async function removeIntent(deltaDir: string): Promise<void> {
   await layerFs.unlinkDurably(join(deltaDir, 'meta', INTENT));

@@ -1,5 +1,5 @@
 // Test helpers for frozen layers: the merged view as a user sees it, and a layer directory as the host has it.
-import { lstat, readdir } from 'node:fs/promises';
+import { lstat, readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 
 import type { Delta } from '../../src/delta/delta.js';
@@ -49,5 +49,13 @@ export async function hostState(dir: string): Promise<Record<string, string>> {
   }
   const root = await lstat(dir, { bigint: true });
   out['.'] = [root.ino, root.nlink, root.mode, root.mtimeNs, root.ctimeNs].join(' ');
+  return out;
+}
+
+/** A frozen layer's metadata files (its meta/ directory: marker, snapshot, journal), by name, with their text. */
+export async function layerMeta(layerDir: string): Promise<Record<string, string>> {
+  const dir = join(layerDir, 'meta');
+  const out: Record<string, string> = {};
+  for (const name of (await readdir(dir)).sort()) out[name] = await readFile(join(dir, name), 'utf8');
   return out;
 }

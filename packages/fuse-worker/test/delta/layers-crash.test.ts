@@ -11,7 +11,7 @@ import { layerFs } from '../../src/delta/layer-fs.js';
 import { fixture, read, write, type Fixture } from './fixture.js';
 import { hostState, viewOf } from './layer-view.js';
 
-// syncfs of the machine's disk would cost 40-200 ms per call here; that it is called is checked below.
+// A checkpoint or restore never syncs the filesystem (README, "Frozen layers"): checked below.
 const synced = vi.hoisted(() => ({ dirs: [] as string[] }));
 vi.mock('../../src/host/sync-fs.js', () => ({
   syncFilesystem: (dir: string): Promise<boolean> => {
@@ -90,10 +90,10 @@ describe('a checkpoint interrupted at any moment', () => {
     const counted = failpoint(Number.POSITIVE_INFINITY);
     synced.dirs.length = 0;
     await reference.delta.checkpoint({ layerDir: join(reference.root, 'l2') });
-    expect(synced.dirs).toEqual([reference.deltaDir]);
+    expect(synced.dirs).toEqual([]);
     const total = counted.steps();
     vi.restoreAllMocks();
-    expect(total).toBeGreaterThan(10);
+    expect(total).toBeGreaterThan(8);
 
     const seen = new Set<string>();
     for (let crashAt = 0; crashAt < total; crashAt++) {

@@ -3,7 +3,7 @@
 import { lstat, readdir, readFile, readlink } from 'node:fs/promises';
 import { join } from 'node:path';
 
-import { hostState } from './layer-view.js';
+import { hostState, layerMeta } from './layer-view.js';
 
 /** The codebase as a commit leaves it: every entry's type, permission bits and content or target. */
 export async function codebaseTree(dir: string): Promise<Record<string, string>> {
@@ -21,10 +21,5 @@ export async function codebaseTree(dir: string): Promise<Record<string, string>>
 
 /** Every frozen layer's host state: inodes, link counts, modes, sizes, times, and its metadata's text. */
 export async function layersState(layers: readonly string[]): Promise<unknown[]> {
-  return Promise.all(
-    layers.map(async (dir) => [
-      await hostState(dir),
-      await readFile(join(dir, 'meta', 'snapshot.json'), 'utf8'),
-    ]),
-  );
+  return Promise.all(layers.map(async (dir) => [await hostState(dir), await layerMeta(dir)]));
 }

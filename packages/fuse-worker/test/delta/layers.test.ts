@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 import type { DeltaContext } from '../../src/delta/context.js';
 import { Delta } from '../../src/delta/delta.js';
 import { fixture, names, read, write } from './fixture.js';
-import { hostState, viewOf } from './layer-view.js';
+import { hostState, layerMeta, viewOf } from './layer-view.js';
 
 const CODEBASE = {
   'a.txt': 'A',
@@ -354,7 +354,7 @@ describe('a delta with frozen layers', () => {
     const l1 = join(f.root, 'l1');
     await delta.checkpoint({ layerDir: l1 });
     const frozen = await hostState(l1);
-    const meta = await readFile(join(l1, 'meta', 'snapshot.json'), 'utf8');
+    const meta = await layerMeta(l1);
 
     for (const round of [1, 2, 3]) {
       await write(delta, '/a.txt', `round ${String(round)}`);
@@ -375,7 +375,7 @@ describe('a delta with frozen layers', () => {
       await delta.discard();
     }
     expect(await hostState(l1)).toEqual(frozen);
-    expect(await readFile(join(l1, 'meta', 'snapshot.json'), 'utf8')).toBe(meta);
+    expect(await layerMeta(l1)).toEqual(meta);
     expect(await read(delta, '/dir/f')).toBe('F');
   });
 });

@@ -1,0 +1,36 @@
+// The delta's trash/: what a restore dropped (the writable layer's upper/ tree, renamed there in one step)
+// waits there to be removed in the background, after the restore has answered. A process death leaves it
+// for the next open or restore. Nothing in trash/ is part of any view, nor charged to the disk quota (which
+// counts upper/).
+import { randomBytes } from 'node:crypto';
+import fsp from 'node:fs/promises';
+import { join } from 'node:path';
+
+/** The trash directory of the delta at `deltaDir`. */
+export function trashDirOf(deltaDir: string): string {
+  return join(deltaDir, 'trash');
+}
+
+/** A new name in the trash for a dropped tree. */
+export function trashNameIn(deltaDir: string): string {
+  return join(trashDirOf(deltaDir), `upper-${Date.now()}-${randomBytes(6).toString('hex')}`);
+}
+
+/** How the trash is emptied (an object, so that a test can hold the removal back). */
+export const trashFs = {
+  async remove(path: string): Promise<void> {
+    await fsp.rm(path, { recursive: true, force: true });
+  },
+};
+
+/** Removes everything in the delta's trash, one dropped tree at a time; no trash is fine. */
+export async function emptyTrash(deltaDir: string): Promise<void> {
+  let names: string[];
+  try {
+    names = await fsp.readdir(trashDirOf(deltaDir));
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return;
+    throw err;
+  }
+  for (const name of names) await trashFs.remove(join(trashDirOf(deltaDir), name));
+}
