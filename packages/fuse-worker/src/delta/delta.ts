@@ -1,54 +1,38 @@
 // The copy-on-write overlay of one sandbox: a read-only codebase (lower) plus this sandbox's delta.
-import { closeSync, constants, fstatSync } from 'node:fs';
+import { constants } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
 
 import type { ChangeEntry } from '@agentfense/protocol';
 
 import { asFsError, FsError } from '../errors.js';
 import { HostDir } from '../host/host-dir.js';
-import { relParent } from '../host/rel-path.js';
-import { RawFile, type HostFile, type WritableFile } from '../host/raw-file.js';
+import type { HostFile, WritableFile } from '../host/raw-file.js';
 import { createFile, makeDir, type NewOwner } from '../host/sync-make.js';
 import { warmInode } from '../host/warm.js';
-import { Yielder } from '../host/yielder.js';
-import { computeChanges, type DeltaChange } from './changes.js';
-import { abandonUnfinishedCommit } from './commit-resume.js';
 import { commitChanges } from './commit.js';
 import {
-  chargeDir,
   chargeNew,
-  checkName,
   mergedEntries,
   mergedIsEmpty,
   mustResolve,
   upperKnownAbsent,
   resolve,
   resolveIfCached,
-  tempName,
   type DeltaContext,
 } from './context.js';
 import { copyUp } from './copy-up.js';
 import { buildDiff, diffItems, type DiffItem } from './diff.js';
 import { discardPaths } from './discard.js';
-import { flattenStack, settleFlatten } from './flatten.js';
-import { closeViews, normalizeStack, openFrozenStack, type FrozenStack } from './frozen-stack.js';
-import { FrozenView } from './frozen-view.js';
-import {
-  checkpointLayer,
-  restoreLayers,
-  resumeLayerChange,
-  type LayerChangeContext,
-  type LayerChangeResult,
-} from './layer-change.js';
-import { checkLayerDirs, checkLayerTarget } from './layer-target.js';
+import type { FrozenStack } from './frozen-stack.js';
+import { LayerSwitch } from './layer-switch.js';
 import { AsyncLock } from './lock.js';
 import type { DiskQuota } from './quota.js';
 import { openDelta } from './open.js';
 import { selected, toRel } from './paths.js';
 import { prepareCreate, removeEntry } from './records.js';
+import { linkAt, mknodAt, mksockAt, setattrAt } from './entry-ops.js';
+import { openReadHandleAt } from './read-handle.js';
 import { renameEntry } from './rename.js';
-import { emptyTrash } from './trash.js';
-import { computeStackChanges } from './stack-changes.js';
 import type {
   CommitOptions,
   DeltaCommitResult,
@@ -60,11 +44,6 @@ import type {
   RenameOptions,
   SetattrOptions,
 } from './types.js';
-
-const S_IFMT = 0o170000;
-const S_IFIFO = 0o010000;
-const S_IFCHR = 0o020000;
-const S_IFBLK = 0o060000;
 
 /**
  * One sandbox's overlay. All paths are codebase paths ('/' is the root), already validated and
@@ -79,18 +58,7 @@ export class Delta {
   private ctx: DeltaContext;
   private readonly hostDirs: readonly HostDir[];
   private readonly lock = new AsyncLock();
-  readonly #deltaDir: string;
-  #stack: FrozenStack;
-  /**
-   * The upper tree and frozen layers the last checkpoint or restore replaced: a lookup that started
-   * before may still use them, so they are closed at the next layer change (or with the delta).
-   */
-  #retired: { close(): Promise<void> }[] = [];
-  /** Set when a layer change failed and could not be finished: nothing may change the delta any more. */
-  #broken: Error | null = null;
-  #layerEpoch = 0;
-  /** The background removal of the trash (what restores dropped), chained; never rejects. */
-  #trash: Promise<void> = Promise.resolve();
+  readonly #layers: LayerSwitch;
 
   private constructor(opened: {
     ctx: DeltaContext;
@@ -100,10 +68,9 @@ export class Delta {
   }) {
     this.ctx = opened.ctx;
     this.hostDirs = opened.hostDirs;
-    this.#stack = opened.stack;
-    this.#deltaDir = opened.deltaDir;
+    this.#layers = new LayerSwitch({ deltaDir: opened.deltaDir, stack: opened.stack });
     // What a restore dropped before a process death (trash.ts).
-    this.#emptyTrashLater();
+    this.#layers.emptyTrashLater(this.ctx.logger);
   }
 
   /** Opens (or creates) the delta at `deltaDir` over `lowerDir`, restoring everything a previous worker left. */
@@ -111,24 +78,29 @@ export class Delta {
     return new Delta(await openDelta(options));
   }
 
-  /** The frozen layers below the writable one, oldest first (absolute directories); [] when none. */
   /**
    * Bumped when a checkpoint or restore begins. A writable fd (openForWrite, create, openToKeep) opened
    * under an older value may name a file that is now a frozen layer's (or gone): its holder closes it
    * and opens the path again.
    */
   get layerEpoch(): number {
-    return this.#layerEpoch;
+    return this.#layers.epoch;
   }
 
   /**
    * Called synchronously when a checkpoint or restore begins, before any of its steps: the FUSE layer
    * closes the fds it keeps of writable-layer files there.
    */
-  onLayerChange: (() => void) | undefined;
+  set onLayerChange(hook: (() => void) | undefined) {
+    this.#layers.onLayerChange = hook;
+  }
+  get onLayerChange(): (() => void) | undefined {
+    return this.#layers.onLayerChange;
+  }
 
+  /** The frozen layers below the writable one, oldest first (absolute directories); [] when none. */
   get frozenLayers(): readonly string[] {
-    return this.#stack.views.map((view) => view.dir);
+    return this.#layers.frozenLayers;
   }
 
   /** The disk quota on this delta, or null (no limit). */
@@ -142,24 +114,16 @@ export class Delta {
    * and left for the next open or restore).
    */
   trashEmptied(): Promise<void> {
-    return this.#trash;
-  }
-
-  #emptyTrashLater(): void {
-    const { logger } = this.ctx;
-    this.#trash = this.#trash
-      .then(() => emptyTrash(this.#deltaDir))
-      .catch((err: unknown) => logger.warn({ err }, 'removing the trash of dropped layers failed'));
+    return this.#layers.trashEmptied();
   }
 
   /** Closes the journal and every fd, once the trash's removal under way is over. Not required for durability (see journal.ts). */
   async close(): Promise<void> {
-    await this.#trash;
+    await this.#layers.trashEmptied();
     await this.lock.run(async () => {
       await this.ctx.journal.close();
       await this.ctx.upper.close();
-      await closeViews(this.#stack.views);
-      for (const old of this.#retired) await old.close();
+      await this.#layers.close();
       for (const dir of this.hostDirs) await dir.close();
     });
   }
@@ -167,28 +131,13 @@ export class Delta {
   /**
    * Freezes the writable layer into the new directory `layerDir` (its parent on the delta's filesystem)
    * and continues with an empty writable layer over it; the view does not change. O(1) in the layer's
-   * data (renames); crash-safe (layer-change.ts). Writable handles opened before must be closed first:
-   * they would write into the frozen layer.
+   * data (renames); crash-safe (layer-change.ts). Writable fds handed out before must be closed first
+   * (onLayerChange): they would write into the frozen layer.
    */
   async checkpoint(options: { layerDir: string }): Promise<void> {
     await this.mutate('checkpoint', async () => {
-      const ctx = this.ctx;
-      const layerDir = await checkLayerTarget({
-        layerDir: options.layerDir,
-        deltaDir: this.#deltaDir,
-        codebaseDir: ctx.codebase.path,
-      });
-      if ((await ctx.commits.pending()) !== null) {
-        throw new FsError('EBUSY', 'an unfinished commit must be finished or discarded before a checkpoint');
-      }
-      await this.#changeLayers(
-        (c) => checkpointLayer(c, layerDir),
-        async (result) => {
-          // The state just frozen is the layer's (its files hold the same records): nothing read back.
-          const view = await FrozenView.fromState({ dir: layerDir, meta: ctx.meta, below: ctx.lower });
-          return { views: [...this.#stack.views, view], top: view, result };
-        },
-      );
+      this.ctx = await this.#layers.checkpoint(this.ctx, options.layerDir);
+      await this.recount();
     });
   }
 
@@ -199,88 +148,11 @@ export class Delta {
    */
   async restore(options: { frozen: readonly string[] }): Promise<void> {
     await this.mutate('restore', async () => {
-      const dirs = normalizeStack(options.frozen);
-      // The layers are checked (and opened) before anything changes.
-      await checkLayerDirs({ dirs, deltaDir: this.#deltaDir, codebaseDir: this.ctx.codebase.path });
-      const stack = await openFrozenStack(this.ctx.codebase, dirs);
-      try {
-        await abandonUnfinishedCommit(this.ctx, new Yielder());
-        await this.#changeLayers(
-          (c) => restoreLayers(c, dirs),
-          (result) => Promise.resolve({ ...stack, result }),
-        );
-      } catch (err) {
-        if (this.#stack.views !== stack.views) await closeViews(stack.views);
-        throw err;
-      } finally {
-        // The dropped upper/ (and any older trash) goes after the answer, never before it.
-        this.#emptyTrashLater();
-      }
+      this.ctx = await this.#layers.restore(this.ctx, options.frozen);
+      await this.recount();
     });
   }
 
-  /**
-   * Runs a layer change, then adopts its outcome: a new context with a fresh upper HostDir (the old one's
-   * caches describe the tree that left), the new stack and the new (empty) metadata. A failure is
-   * finished (forward or back) at once; if even that fails the delta refuses every change until reopened.
-   */
-  async #changeLayers(
-    change: (c: LayerChangeContext) => Promise<LayerChangeResult>,
-    stackFor: (result: LayerChangeResult) => Promise<FrozenStack & { result: LayerChangeResult }>,
-  ): Promise<void> {
-    // Before the writable layer's files can become a layer's: every writable fd handed out before now
-    // must go (layerEpoch, onLayerChange), and none is handed out until the change is over (the lock).
-    this.#layerEpoch++;
-    this.onLayerChange?.();
-    const ctx = this.ctx;
-    const c: LayerChangeContext = {
-      deltaDir: this.#deltaDir,
-      journal: ctx.journal,
-      meta: ctx.meta,
-      frozen: this.frozenLayers,
-      logger: ctx.logger,
-    };
-    let result: LayerChangeResult;
-    try {
-      result = await change(c);
-    } catch (err) {
-      let resumed: LayerChangeResult | null;
-      try {
-        resumed = await resumeLayerChange(c);
-      } catch (fatal) {
-        this.#broken = fatal instanceof Error ? fatal : new Error(String(fatal));
-        ctx.logger.warn({ err: fatal }, 'a layer change could not be finished: reopen the delta');
-        throw err;
-      }
-      if (resumed === null) throw err; // rolled back: the delta is as it was
-      result = resumed;
-    }
-    let upper: HostDir;
-    let views: readonly FrozenView[];
-    let top: FrozenStack['top'];
-    try {
-      upper = await HostDir.open({ path: `${this.#deltaDir}/upper` });
-      ({ views, top } = await stackFor(result));
-    } catch (err) {
-      // The old context's upper tree is now a frozen layer or gone: it must not take another write.
-      this.#broken = err instanceof Error ? err : new Error(String(err));
-      throw err;
-    }
-    for (const old of this.#retired) await old.close();
-    // Its cached directory fds go, after the answer (closing a few hundred fds takes milliseconds); a
-    // lookup still using them walks again from its root. Closed (at the next change) once they are gone.
-    const retiredUpper = ctx.upper;
-    const dropped = retiredUpper.invalidateCache().catch((err: unknown) => {
-      ctx.logger.debug({ err }, 'dropping the retired upper tree fds failed');
-    });
-    const retired = { close: (): Promise<void> => dropped.then(() => retiredUpper.close()) };
-    this.#retired = [retired, ...this.#stack.views.filter((view) => !views.includes(view))];
-    this.#stack = { views, top };
-    this.ctx = { ...ctx, upper, lower: top, meta: result.meta };
-    await this.recount();
-  }
-
-  /** The merged entry at `path`, or null. Hot path: one upper lstat, O(depth) Set lookups, one lower lstat. */
   /**
    * lookup() answered synchronously when nothing it needs takes a thread-pool trip (resolveIfCached:
    * a codebase entry under a cached directory fd); undefined otherwise, then call lookup().
@@ -391,35 +263,9 @@ export class Delta {
     await Promise.all(names.map((name) => warmInode(this.ctx.lower, rel, name)));
   }
 
-  /**
-   * Opens the serving layer's file read-only for the worker's data ops: synchronously when the host
-   * layer has the parent directory's fd cached (a RawFile), else through the thread pool. Only a regular
-   * file: the kernel may still hold a node for a name that is now a FIFO or device (a discard, a change
-   * behind the mount), and opening one of those could block the mount's only JS thread. O_NONBLOCK
-   * makes that open return at once, and the fstat after it closes the check-then-open race.
-   */
+  /** A regular file's read-only host file for the data ops (read-handle.ts). */
   async openReadHandle(path: string): Promise<HostFile> {
-    return guard(`open ${path}`, async () => {
-      const rel = toRel(path);
-      const found = await mustResolve(this.ctx, rel);
-      if (found.type !== 'file') throw new FsError('EIO', `${path} is no longer a regular file`);
-      const layer = found.layer === 'upper' ? this.ctx.upper : this.ctx.lower;
-      const flags = constants.O_RDONLY | constants.O_NONBLOCK;
-      const fd = layer.openSyncIfCached(rel, flags);
-      if (fd !== undefined) {
-        if (!fstatSync(fd).isFile()) {
-          closeSync(fd);
-          throw new FsError('EIO', `${path} is no longer a regular file`);
-        }
-        return new RawFile(fd);
-      }
-      const handle = await layer.open(rel, flags);
-      if (!(await handle.stat()).isFile()) {
-        await handle.close();
-        throw new FsError('EIO', `${path} is no longer a regular file`);
-      }
-      return handle;
-    });
+    return guard(`open ${path}`, () => openReadHandleAt(this.ctx, path));
   }
 
   /**
@@ -485,28 +331,12 @@ export class Delta {
    * nodev, and commit never writes it to the codebase (reported as skipped).
    */
   async mknod(path: string, mode: number, rdev: number | bigint = 0): Promise<void> {
-    await this.mutate(`mknod ${path}`, async () => {
-      const type = mode & S_IFMT;
-      if (type !== S_IFIFO && type !== S_IFCHR && type !== S_IFBLK)
-        throw new FsError('EPERM', `mknod of type ${type.toString(8)}: ${path}`);
-      const rel = await prepareCreate(this.ctx, path);
-      await chargeNew(this.ctx, rel, 0, async () => {
-        await this.ctx.upper.mknod(rel, type | 0o600, type === S_IFIFO ? 0 : rdev);
-        await this.ctx.upper.chmod(rel, mode & 0o7777); // exact: the worker's umask is not the caller's
-      });
-    });
+    await this.mutate(`mknod ${path}`, () => mknodAt(this.ctx, path, mode, rdev));
   }
 
   /** Creates a Unix socket node (what bind(2) makes; never synced back on commit). */
   async mksock(path: string, mode: number): Promise<void> {
-    await this.mutate(`mksock ${path}`, async () => {
-      const rel = await prepareCreate(this.ctx, path);
-      const tmp = tempName('sock');
-      await chargeNew(this.ctx, rel, 0, async () => {
-        await this.ctx.work.mksock(tmp, mode);
-        await this.ctx.work.rename(tmp, { dir: this.ctx.upper, rel });
-      });
-    });
+    await this.mutate(`mksock ${path}`, () => mksockAt(this.ctx, path, mode));
   }
 
   /** Creates a symlink storing `target` verbatim (only the sandbox's kernel ever resolves it). */
@@ -529,16 +359,7 @@ export class Delta {
 
   /** Hard link inside the upper layer (copy-up first: a link never reaches into the codebase). */
   async link(existing: string, newPath: string): Promise<void> {
-    await this.mutate(`link ${existing} ${newPath}`, async () => {
-      const from = toRel(existing);
-      const src = await mustResolve(this.ctx, from);
-      if (src.type === 'directory') throw new FsError('EPERM', `hard link to a directory: ${existing}`);
-      const rel = await prepareCreate(this.ctx, newPath);
-      await copyUp(this.ctx, from);
-      await checkName(this.ctx, rel);
-      await this.ctx.upper.link(from, { dir: this.ctx.upper, rel });
-      await chargeDir(this.ctx, relParent(rel));
-    });
+    await this.mutate(`link ${existing} ${newPath}`, () => linkAt(this.ctx, existing, newPath));
   }
 
   /** Removes a non-directory; a codebase entry becomes a whiteout. */
@@ -578,36 +399,13 @@ export class Delta {
 
   /** Changes attributes (copy-up first). size 0 skips copying the content. */
   async setattr(path: string, attrs: SetattrOptions): Promise<void> {
-    await this.mutate(`setattr ${path}`, async () => {
-      const rel = toRel(path);
-      if (rel === '') throw new FsError('EPERM', 'attributes of the root');
-      const found = await mustResolve(this.ctx, rel);
-      if (attrs.size !== undefined && found.type === 'directory') throw new FsError('EISDIR', path);
-      if (attrs.size !== undefined && found.type !== 'file') throw new FsError('EINVAL', path);
-      await copyUp(this.ctx, rel, { content: attrs.size !== 0 });
-      const { upper } = this.ctx;
-      if (attrs.uid !== undefined || attrs.gid !== undefined) {
-        await upper.lchown(rel, attrs.uid ?? -1, attrs.gid ?? -1);
-      }
-      // Linux has no lchmod: a symlink's mode is always 0777 and never changes.
-      if (attrs.mode !== undefined && found.type !== 'symlink') await upper.chmod(rel, attrs.mode & 0o7777);
-      if (attrs.size !== undefined) {
-        // A size change adds no block (growing leaves a hole): only what is written later costs.
-        const quota = this.ctx.quota;
-        if (quota !== null) await quota.whenReady();
-        await upper.truncate(rel, attrs.size);
-        if (quota !== null) quota.record(await upper.lstat(rel));
-      }
-      if (attrs.atime !== undefined || attrs.mtime !== undefined) {
-        await upper.utimes(rel, attrs.atime, attrs.mtime);
-      }
-    });
+    await this.mutate(`setattr ${path}`, () => setattrAt(this.ctx, path, attrs));
   }
 
   /** The change set: added / modified / deleted entries with sizes, sorted by path. */
   async changes(filter: PathFilter = {}): Promise<ChangeEntry[]> {
     return this.mutate('changes', async () => {
-      const all = await this.#changeSet();
+      const all = await this.#layers.changeSet(this.ctx);
       return all.filter((c) => selected(c.rel, filter.paths)).map((c) => c.entry);
     });
   }
@@ -615,7 +413,7 @@ export class Delta {
   /** Unified diff (`diff -u` style, a/ b/ prefixes) of the changed text files; binary files listed apart. */
   async diff(filter: PathFilter = {}): Promise<DeltaDiff> {
     return this.mutate('diff', async () => {
-      const all = await this.#changeSet();
+      const all = await this.#layers.changeSet(this.ctx);
       return buildDiff(
         this.ctx,
         all.filter((c) => selected(c.rel, filter.paths)),
@@ -629,7 +427,7 @@ export class Delta {
    */
   async diffItems(filter: PathFilter = {}): Promise<AsyncIterator<DiffItem>> {
     const changes = await this.mutate('diff', async () => {
-      const all = await this.#changeSet();
+      const all = await this.#layers.changeSet(this.ctx);
       return all.filter((c) => selected(c.rel, filter.paths));
     });
     return diffItems(this.ctx, changes);
@@ -641,7 +439,7 @@ export class Delta {
    */
   async commit(options: CommitOptions): Promise<DeltaCommitResult> {
     return this.mutate('commit', async () => {
-      await this.#flatten();
+      this.ctx = await this.#layers.flatten(this.ctx);
       const result = await commitChanges(this.ctx, options);
       await this.ctx.journal.compact(this.ctx.meta);
       await this.recount();
@@ -657,20 +455,9 @@ export class Delta {
   async discard(filter: PathFilter = {}): Promise<void> {
     await this.mutate('discard', async () => {
       const everything = filter.paths === undefined || filter.paths.some((p) => toRel(p) === '');
-      if (!everything) await this.#flatten();
+      if (!everything) this.ctx = await this.#layers.flatten(this.ctx);
       await discardPaths(this.ctx, filter.paths ?? ['/']);
       await this.recount();
-    });
-  }
-
-  /** The change set against the codebase: of the writable layer alone, or the net one of the stack. */
-  #changeSet(): Promise<DeltaChange[]> {
-    const views = this.#stack.views;
-    if (views.length === 0) return computeChanges(this.ctx);
-    return computeStackChanges({
-      frozen: views.map((view) => view.layer),
-      top: this.ctx,
-      codebase: this.ctx.codebase,
     });
   }
 
@@ -680,48 +467,14 @@ export class Delta {
     await quota?.rescan(upper, (err) => logger.warn({ err }, 'disk quota: counting the delta failed'));
   }
 
-  /**
-   * Makes the writable layer alone show what the stack shows and drops the frozen layers (flatten.ts), so
-   * that a commit or a partial discard runs as without them. A failure is settled at once (back before the
-   * switch, forward after it); if even that fails the delta refuses every change until reopened.
-   */
-  async #flatten(): Promise<void> {
-    const views = this.#stack.views;
-    if (views.length === 0) return;
-    const ctx = this.ctx;
-    const o = {
-      ctx,
-      frozen: views.map((view) => view.layer),
-      from: this.frozenLayers,
-      deltaDir: this.#deltaDir,
-    };
-    try {
-      await flattenStack(o);
-    } catch (err) {
-      let settled: 'before' | 'after';
-      try {
-        settled = await settleFlatten(o);
-      } catch (fatal) {
-        this.#broken = fatal instanceof Error ? fatal : new Error(String(fatal));
-        ctx.logger.warn({ err: fatal }, 'a flatten could not be finished: reopen the delta');
-        throw err;
-      }
-      if (settled === 'before') throw err;
-    }
-    for (const old of this.#retired) await old.close();
-    this.#retired = [...views];
-    this.#stack = { views: [], top: ctx.codebase };
-    this.ctx = { ...ctx, lower: ctx.codebase };
-  }
-
   /** Runs a namespace change under the lock, with errors as FsError. */
   private mutate<T>(what: string, fn: () => Promise<T>): Promise<T> {
     // No closure more than a plain guarded run: every create and write passes here.
-    return this.lock.run(() => (this.#broken === null ? guard(what, fn) : this.#refuseBroken(what)));
+    return this.lock.run(() => (this.#layers.broken === null ? guard(what, fn) : this.#refuseBroken(what)));
   }
 
   #refuseBroken(what: string): Promise<never> {
-    const cause = this.#broken?.message ?? '';
+    const cause = this.#layers.broken?.message ?? '';
     return Promise.reject(
       new FsError(
         'EIO',
