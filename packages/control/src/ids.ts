@@ -5,7 +5,13 @@ import { randomUUID } from 'node:crypto';
 import { InvalidArgumentError } from '@agentfense/protocol/core';
 
 /** The id kinds and their prefixes. */
-export const ID_PREFIXES = { codebase: 'cb', sandbox: 'sb', session: 'ses', checkpoint: 'cp', layer: 'ly' } as const;
+export const ID_PREFIXES = {
+  codebase: 'cb',
+  sandbox: 'sb',
+  session: 'ses',
+  checkpoint: 'cp',
+  layer: 'ly',
+} as const;
 export type IdKind = keyof typeof ID_PREFIXES;
 
 /** A lower-case RFC 4122 UUID as randomUUID() prints it. */

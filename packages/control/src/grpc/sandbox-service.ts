@@ -129,7 +129,9 @@ export function sandboxService(backend: Backend, context: HandlerContext): Sandb
       const resources = resourcesFromProto(req.resources);
       const checkpoint = optional(req.checkpointId);
       const forks = await backend.forkSandbox(id, {
-        ...(checkpoint === undefined ? {} : { checkpointId: requestId('checkpoint', 'checkpoint_id', checkpoint) }),
+        ...(checkpoint === undefined
+          ? {}
+          : { checkpointId: requestId('checkpoint', 'checkpoint_id', checkpoint) }),
         ...(req.count === 0 ? {} : { count: req.count }),
         ...(req.permissions.length === 0 ? {} : { rules: rulesFromProto(req.permissions) }),
         ...(req.preset === '' ? {} : { preset: req.preset }),

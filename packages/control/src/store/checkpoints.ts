@@ -49,7 +49,9 @@ export class CheckpointStore {
       "SELECT * FROM checkpoints WHERE sandbox_id = ? AND state = 'ready' ORDER BY created_at, rowid",
     );
     this.#pending = db.prepare("SELECT * FROM checkpoints WHERE sandbox_id = ? AND state = 'pending'");
-    this.#ready = db.prepare("UPDATE checkpoints SET state = 'ready', layers = COALESCE(?, layers) WHERE id = ?");
+    this.#ready = db.prepare(
+      "UPDATE checkpoints SET state = 'ready', layers = COALESCE(?, layers) WHERE id = ?",
+    );
     this.#delete = db.prepare('DELETE FROM checkpoints WHERE id = ?');
     this.#allLayers = db.prepare('SELECT layers FROM checkpoints');
     this.#stack = db.prepare('SELECT layers FROM sandbox_stacks WHERE sandbox_id = ?');

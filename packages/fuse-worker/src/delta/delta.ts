@@ -5,7 +5,7 @@ import type { FileHandle } from 'node:fs/promises';
 import type { ChangeEntry } from '@agentfense/protocol';
 
 import { asFsError, FsError } from '../errors.js';
-import { HostDir } from '../host/host-dir.js';
+import type { HostDir } from '../host/host-dir.js';
 import type { HostFile, WritableFile } from '../host/raw-file.js';
 import { createFile, makeDir, type NewOwner } from '../host/sync-make.js';
 import { warmInode } from '../host/warm.js';
