@@ -7,15 +7,13 @@ import { readdir } from 'node:fs/promises';
 import { basename } from 'node:path';
 import type { Logger } from 'pino';
 import { initDeltaStack } from '@agentfense/fuse-worker';
-import type { NetworkPolicyInput } from '@agentfense/network';
 import { InvalidArgumentError, UnavailableError } from '@agentfense/protocol';
-import type { AuditEvent, ResourceLimits } from '@agentfense/protocol';
+import type { AuditEvent } from '@agentfense/protocol';
 import { isId, newId, validateId } from '../ids.js';
 import type { DataLayout } from '../paths.js';
 import { ensurePrivateDir } from '../paths.js';
 import type { CheckpointRow, CheckpointStore } from '../store/checkpoints.js';
 import type { SandboxRow } from '../store/sandboxes.js';
-import type { SecretSource } from '../secret-sources.js';
 import type { CreateSandboxOptions, SandboxInfo } from './types.js';
 import { KeyedLock } from './keyed-lock.js';
 import type { SandboxTrash } from './trash.js';
@@ -52,23 +50,17 @@ export interface CheckpointWorker {
 }
 
 /** A fork: the parent's settings unless given here (secrets are never inherited: give them again). */
-export interface ForkOptions {
+export type ForkOptions = Pick<
+  CreateSandboxOptions,
+  'rules' | 'preset' | 'runtime' | 'image' | 'network' | 'resources' | 'env' | 'labels' | 'secrets'
+> & {
   /** Fork from this checkpoint; default: from the sandbox's current files (a checkpoint is taken). */
   readonly checkpointId?: string;
   /** How many sandboxes (1-32, default 1). */
   readonly count?: number;
   /** Started at once (default true). */
   readonly start?: boolean;
-  readonly rules?: readonly unknown[];
-  readonly preset?: string;
-  readonly runtime?: string;
-  readonly image?: string;
-  readonly network?: boolean | NetworkPolicyInput;
-  readonly resources?: ResourceLimits;
-  readonly env?: Readonly<Record<string, string>>;
-  readonly labels?: Readonly<Record<string, string>>;
-  readonly secrets?: readonly SecretSource[];
-}
+};
 
 /** What a fork needs from the control plane: the parent's record, and creating and starting sandboxes. */
 export interface ForkHost {

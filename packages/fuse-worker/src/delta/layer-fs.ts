@@ -29,15 +29,7 @@ export const layerFs = {
 
   /** Replaces the file `path` with `text` atomically and durably: temporary file, fsync, rename, fsync dir. */
   async writeFileDurably(path: string, text: string): Promise<void> {
-    const tmp = `${path}.tmp`;
-    const file = await fsp.open(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC, 0o600);
-    try {
-      await file.writeFile(text);
-      await file.sync();
-    } finally {
-      await file.close();
-    }
-    await fsp.rename(tmp, path);
+    await layerFs.writeFileSynced(path, text);
     await layerFs.fsyncDir(dirname(path));
   },
 
