@@ -2,9 +2,10 @@
 // waits there to be removed in the background, after the restore has answered. A process death leaves it
 // for the next open or restore. Nothing in trash/ is part of any view, nor charged to the disk quota (which
 // counts upper/).
-import { randomBytes } from 'node:crypto';
 import fsp from 'node:fs/promises';
 import { join } from 'node:path';
+
+import { randomHex } from '../host/random-hex.js';
 
 /** The trash directory of the delta at `deltaDir`. */
 export function trashDirOf(deltaDir: string): string {
@@ -13,7 +14,7 @@ export function trashDirOf(deltaDir: string): string {
 
 /** A new name in the trash for a dropped tree. */
 export function trashNameIn(deltaDir: string): string {
-  return join(trashDirOf(deltaDir), `upper-${Date.now()}-${randomBytes(6).toString('hex')}`);
+  return join(trashDirOf(deltaDir), `upper-${Date.now()}-${randomHex(6)}`);
 }
 
 /** How the trash is emptied (an object, so that a test can hold the removal back). */
