@@ -6,7 +6,7 @@ import { readFile, readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ControlPlane, Sandbox } from '@agentfense/control';
-import { assertCleanAndRemove, makeDirs } from '../helpers/control-fixtures.js';
+import { closePlane, openPlaneOverExample } from '../helpers/control-fixtures.js';
 import type { TestDirs } from '../helpers/control-fixtures.js';
 
 /** What `ls`, `cat` and `stat` show of the workspace's interesting paths, one line each. */
@@ -26,15 +26,9 @@ describe('checkpoints', () => {
   let codebaseId: string;
 
   beforeAll(async () => {
-    dirs = await makeDirs();
-    cp = await ControlPlane.open({ dataDir: dirs.dataDir });
-    codebaseId = (await cp.linkCodebase({ path: dirs.repo })).id;
+    ({ dirs, cp, codebaseId } = await openPlaneOverExample());
   });
-  afterAll(async () => {
-    for (const sb of cp?.listSandboxes().items ?? []) await cp.destroySandbox(sb.id);
-    await cp?.close();
-    await assertCleanAndRemove(dirs);
-  });
+  afterAll(() => closePlane(cp, dirs));
 
   async function running(): Promise<string> {
     const { id } = await cp.createSandbox({ codebaseId, preset: 'full-access' });

@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { expect } from 'vitest';
 import { listMounts } from '@agentfense/fuse-worker';
+import { ControlPlane } from '@agentfense/control';
 
 /** The example codebase of the seeds: code, docs, an output dir, and secrets of every kind. */
 export const EXAMPLE_FILES: Readonly<Record<string, string>> = {
@@ -78,4 +79,22 @@ export function pidExists(pid: number): boolean {
   } catch {
     return false;
   }
+}
+
+/** A control plane over a fresh data directory with the example codebase linked (a suite's beforeAll). */
+export async function openPlaneOverExample(): Promise<{
+  dirs: TestDirs;
+  cp: ControlPlane;
+  codebaseId: string;
+}> {
+  const dirs = await makeDirs();
+  const cp = await ControlPlane.open({ dataDir: dirs.dataDir });
+  return { dirs, cp, codebaseId: (await cp.linkCodebase({ path: dirs.repo })).id };
+}
+
+/** Destroys every sandbox of `cp`, closes it, and checks no mount is left (a suite's afterAll). */
+export async function closePlane(cp: ControlPlane | undefined, dirs: TestDirs | undefined): Promise<void> {
+  for (const sb of cp?.listSandboxes().items ?? []) await cp?.destroySandbox(sb.id);
+  await cp?.close();
+  if (dirs !== undefined) await assertCleanAndRemove(dirs);
 }

@@ -5,8 +5,8 @@
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ControlPlane } from '@agentfense/control';
-import { assertCleanAndRemove, makeDirs } from '../helpers/control-fixtures.js';
+import type { ControlPlane } from '@agentfense/control';
+import { closePlane, openPlaneOverExample } from '../helpers/control-fixtures.js';
 import type { TestDirs } from '../helpers/control-fixtures.js';
 
 describe('checkpoint and fork attacks', () => {
@@ -15,15 +15,9 @@ describe('checkpoint and fork attacks', () => {
   let codebaseId: string;
 
   beforeAll(async () => {
-    dirs = await makeDirs();
-    cp = await ControlPlane.open({ dataDir: dirs.dataDir });
-    codebaseId = (await cp.linkCodebase({ path: dirs.repo })).id;
+    ({ dirs, cp, codebaseId } = await openPlaneOverExample());
   });
-  afterAll(async () => {
-    for (const sb of cp?.listSandboxes().items ?? []) await cp.destroySandbox(sb.id);
-    await cp?.close();
-    await assertCleanAndRemove(dirs);
-  });
+  afterAll(() => closePlane(cp, dirs));
 
   async function running(preset: string): Promise<string> {
     const { id } = await cp.createSandbox({ codebaseId, preset });
