@@ -101,4 +101,13 @@ describe('checkpoint and fork attacks', () => {
     await cp.destroySandbox(other);
     await cp.destroySandbox(owner);
   });
+
+  it('bounds how many checkpoints a sandbox keeps (frozen layers are not charged to its disk quota)', async () => {
+    const id = await running('full-access');
+    for (let i = 0; i < 32; i++) await cp.checkpoint(id);
+    await expect(cp.checkpoint(id)).rejects.toThrow(/32 checkpoints, the most it may keep: delete one first/);
+    await cp.deleteCheckpoint(id, cp.listCheckpoints(id)[0]?.id as string);
+    await cp.checkpoint(id);
+    await cp.destroySandbox(id);
+  });
 });

@@ -7,7 +7,7 @@ import { readdir } from 'node:fs/promises';
 import { basename } from 'node:path';
 import type { Logger } from 'pino';
 import { initDeltaStack } from '@agentfense/fuse-worker';
-import { InvalidArgumentError, UnavailableError } from '@agentfense/protocol';
+import { InvalidArgumentError, UnavailableError, WrongStateError } from '@agentfense/protocol';
 import type { AuditEvent } from '@agentfense/protocol';
 import { isId, newId, validateId } from '../ids.js';
 import type { DataLayout } from '../paths.js';
@@ -70,6 +70,12 @@ export interface ForkHost {
 }
 
 const MAX_FORKS = 32;
+/**
+ * Checkpoints a sandbox may keep. Each can hold up to the sandbox's disk limit and frozen layers are not
+ * yet charged to its quota, so this bounds what one sandbox (an agent calling the MCP tool in a loop) can
+ * make the host hold: at most this many times its disk limit.
+ */
+export const MAX_CHECKPOINTS = 32;
 
 const NAME_MAX = 200;
 const MESSAGE_MAX = 4000;
@@ -115,6 +121,11 @@ export class CheckpointService {
   }
 
   async #take(id: string, options: CheckpointOptions): Promise<CheckpointInfo> {
+    if (this.#store.list(id).length >= MAX_CHECKPOINTS) {
+      throw new WrongStateError(
+        `sandbox ${id} has ${MAX_CHECKPOINTS} checkpoints, the most it may keep: delete one first`,
+      );
+    }
     const layer = newId('layer');
     const row: CheckpointRow = {
       id: newId('checkpoint'),
