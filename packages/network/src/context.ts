@@ -1,11 +1,11 @@
 // What every flow of one policy point shares: the current policy, the resolver, the table of open
 // connections (bounded, re-decided on every policy change) and the audit sink.
-import type { Socket } from 'node:net';
 import { destinationLabel } from './audit.js';
 import type { NetworkAuditSink } from './audit.js';
 import { CompiledPolicy } from './decide.js';
 import type { Decision, Destination } from './decide.js';
 import type { NetworkPolicy } from './policy.js';
+import { NativeRelay } from './relay.js';
 import type { Resolver } from './resolver.js';
 import type { SecretSet } from './secret-set.js';
 
@@ -23,8 +23,12 @@ export class FlowContext {
   readonly resolver: Resolver;
   readonly maxConnections: number;
   readonly #audit: NetworkAuditSink;
-  /** Accepted client sockets (the bound applies to these: each carries at most one upstream at a time). */
-  readonly clients = new Set<Socket>();
+  #relay: NativeRelay | undefined | null = null;
+  /**
+   * Accepted client sockets, and connections the native relay holds in their place (the bound applies
+   * to these: each carries at most one upstream at a time).
+   */
+  readonly clients = new Set<{ destroy(): void }>();
   readonly open = new Set<Tracked>();
   /** The sandbox's secrets; absent: nothing is intercepted. */
   readonly secrets: SecretSet | undefined;
@@ -41,6 +45,12 @@ export class FlowContext {
     this.resolver = options.resolver;
     this.maxConnections = options.maxConnections;
     this.#audit = options.audit;
+  }
+
+  /** The splice relay of allowed tunnels, made at first use; undefined: they are piped in Node. */
+  get relay(): NativeRelay | undefined {
+    if (this.#relay === null) this.#relay = NativeRelay.create();
+    return this.#relay;
   }
 
   get policy(): CompiledPolicy {

@@ -244,6 +244,7 @@ export class HttpFlows {
 
   async #connect(req: IncomingMessage, socket: Socket, head: Buffer): Promise<void> {
     socket.on('error', () => socket.destroy());
+    socket.allowHalfOpen = true; // a tunnel's client may end its input and still read the answer
     const split = splitHostPort(req.url ?? '', 443);
     const { target, decision } =
       split === null

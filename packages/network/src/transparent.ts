@@ -69,6 +69,8 @@ export async function handleTransparent(
   hooks: TransparentHooks,
 ): Promise<void> {
   const { address, port } = target;
+  // Half-close carries through a tunnel: the client's end of input must not end its output as well.
+  client.allowHalfOpen = true;
   const byAddress = ctx.decideAddress(address, port);
   // A destination allowed by its address is dialled at once and its bytes flow to the client at once,
   // so a protocol where the server speaks first (SSH, SMTP) works; the client's bytes still wait until

@@ -1,0 +1,146 @@
+// The native relay of allowed tunnels, without a sandbox: a "policy point" on this machine accepts a
+// client, dials a server and hands both to tunnel(), as the CONNECT and transparent paths do. What a
+// user would check: the bytes arrive exactly, half-close carries through, a rule change closes a
+// relayed connection, and the audit has the bytes each way.
+import { createHash, randomBytes } from 'node:crypto';
+import { once } from 'node:events';
+import { connect, createServer } from 'node:net';
+import type { AddressInfo, Server, Socket } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import type { NetworkAuditEvent } from '../src/audit.js';
+import { FlowContext } from '../src/context.js';
+import { Resolver } from '../src/resolver.js';
+import { dial, tunnel } from '../src/tunnel.js';
+
+const sha = (data: Buffer): string => createHash('sha256').update(data).digest('hex');
+
+/** Reads `socket` to its end. */
+async function readAll(socket: Socket): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  socket.on('data', (chunk: Buffer) => chunks.push(chunk));
+  await once(socket, 'end');
+  return Buffer.concat(chunks);
+}
+
+const closers: (() => void)[] = [];
+afterEach(() => {
+  for (const close of closers.splice(0)) close();
+});
+
+async function listen(server: Server): Promise<number> {
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  closers.push(() => server.close());
+  return (server.address() as AddressInfo).port;
+}
+
+/** A policy point in miniature: every accepted client is tunnelled to `serverPort`. */
+async function miniPolicyPoint(
+  serverPort: number,
+  head?: Buffer,
+): Promise<{ port: number; ctx: FlowContext; audit: NetworkAuditEvent[] }> {
+  const audit: NetworkAuditEvent[] = [];
+  const ctx = new FlowContext({
+    policy: { mode: 'allow', rules: [{ action: 'allow', host: 'pub.test' }] },
+    resolver: new Resolver(),
+    maxConnections: 16,
+    audit: (event) => audit.push(event),
+  });
+  const sockets: Socket[] = [];
+  const server = createServer({ pauseOnConnect: true, allowHalfOpen: true }, (client) => {
+    sockets.push(client);
+    const upstream = dial('127.0.0.1', serverPort);
+    sockets.push(upstream);
+    tunnel({
+      ctx,
+      client,
+      upstream,
+      // What was decided (tunnel() itself decides nothing): a name a rule allows.
+      dest: { name: 'pub.test', address: '203.0.113.10', port: 443 },
+      via: 'proxy',
+      decision: { allowed: true, rule: 0, reason: 'rule 0 (allow pub.test)' },
+      ...(head === undefined ? {} : { head }),
+    });
+  });
+  const port = await listen(server);
+  closers.push(() => sockets.forEach((s) => s.destroy()));
+  return { port, ctx, audit };
+}
+
+async function until(check: () => boolean, what: string): Promise<void> {
+  for (let i = 0; i < 200 && !check(); i++) await new Promise((r) => setTimeout(r, 25));
+  if (!check()) throw new Error(`timed out waiting for ${what}`);
+}
+
+describe('the native relay', () => {
+  it('is the one in use here (built by pnpm build)', async () => {
+    const { ctx } = await miniPolicyPoint(1);
+    expect(ctx.relay).toBeDefined();
+  });
+
+  it('relays large bodies both ways exactly, and audits the bytes each way', async () => {
+    const up = randomBytes(24 * 1024 * 1024);
+    const down = randomBytes(40 * 1024 * 1024);
+    const head = Buffer.from('first bytes read while deciding\n');
+    let serverGot = '';
+    const server = createServer({ allowHalfOpen: true }, (socket) => {
+      socket.write(down); // speaks at once, while it reads: both directions run together
+      void readAll(socket).then((data) => {
+        serverGot = sha(data);
+        socket.end();
+      });
+    });
+    const { port, ctx, audit } = await miniPolicyPoint(await listen(server), head);
+    const client = connect({ port, host: '127.0.0.1', allowHalfOpen: true });
+    closers.push(() => client.destroy());
+    const received = readAll(client);
+    client.end(up);
+    expect(sha(await received)).toBe(sha(down));
+    await until(() => audit.length === 1, 'the audit record');
+    expect(serverGot).toBe(sha(Buffer.concat([head, up])));
+    expect(audit[0]).toMatchObject({
+      decision: 'allow',
+      name: 'pub.test',
+      bytesUp: head.length + up.length,
+      bytesDown: down.length,
+    });
+    expect(ctx.relay?.size).toBe(0);
+    expect(ctx.clients.size).toBe(0);
+  });
+
+  it('carries a half-close: the client ends its request and still reads the answer', async () => {
+    const server = createServer({ allowHalfOpen: true }, (socket) => {
+      // Answers only after the client's end of input: the length of what it sent.
+      void readAll(socket).then((data) => socket.end(`got ${data.length} bytes`));
+    });
+    const { port, audit } = await miniPolicyPoint(await listen(server));
+    const client = connect({ port, host: '127.0.0.1', allowHalfOpen: true });
+    closers.push(() => client.destroy());
+    await once(client, 'connect');
+    const answer = readAll(client);
+    client.write('x'.repeat(1000));
+    // After the hand-over (the relay counts it), so the end goes through the kernel relay.
+    await new Promise((r) => setTimeout(r, 100));
+    client.end();
+    expect((await answer).toString()).toBe('got 1000 bytes');
+    await until(() => audit.length === 1, 'the audit record');
+    expect(audit[0]).toMatchObject({ bytesUp: 1000, bytesDown: 'got 1000 bytes'.length });
+  });
+
+  it('closes a relayed connection that a live rule change refuses, and audits it', async () => {
+    const server = createServer((socket) => socket.on('data', () => undefined));
+    const { port, ctx, audit } = await miniPolicyPoint(await listen(server));
+    const client = connect({ port, host: '127.0.0.1' });
+    closers.push(() => client.destroy());
+    await once(client, 'connect');
+    client.write('hello');
+    await until(() => ctx.relay?.size === 1, 'the hand-over');
+    const closed = once(client, 'close');
+    expect(ctx.setPolicy({ mode: 'allow', rules: [{ action: 'deny', host: 'pub.test' }] })).toBe(1);
+    await closed;
+    await until(() => audit.length === 2, 'both audit records');
+    expect(audit[0]?.reason).toMatch(/^closed by a policy change: rule 0 \(deny pub.test\)/);
+    expect(audit[1]).toMatchObject({ decision: 'allow', bytesUp: 5 });
+    expect(ctx.relay?.size).toBe(0);
+  });
+});
