@@ -202,8 +202,9 @@ export class HttpFlows {
       path,
       headers,
       setHost: false,
-      agent: false,
-      ...(early === undefined ? {} : { createConnection: () => early }),
+      // With an agent (even `agent: false`, a fresh one) Node dials itself and ignores
+      // createConnection: the early connection must go without one, or the request dials twice.
+      ...(early === undefined ? { agent: false } : { createConnection: () => early }),
     });
     // The early connection was paused when it stopped piping to the client; its reader is now the
     // request's parser (attached before 'socket' is emitted).
