@@ -5,7 +5,8 @@
 // stopped and removed at the end, on failure and on SIGINT/SIGTERM too.
 //   BENCH_ROUNDS (default 3): rounds of the 1 GiB downloads; BENCH_ISOLATION_ROUNDS (default 5): of the
 //   isolation step's; BENCH_LOAD_RATE (bytes a second, default 131072): the pace the server gives each
-//   of A's 100 downloads there; BENCH_STEPS (default "download,setup,isolation").
+//   of A's 100 downloads there; BENCH_ONLY (default "download,setup,isolation"; BENCH_STEPS is the same).
+//   AGENTFENSE_NETWORK_RELAY=node measures the policy point with its tunnels piped in Node.
 import console from 'node:console';
 import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -20,7 +21,9 @@ import { downloadStep, isolationStep, setupStep } from './steps.js';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const ISOLATION_ROUNDS = Number(process.env.BENCH_ISOLATION_ROUNDS ?? 5);
-const STEPS = new Set((process.env.BENCH_STEPS ?? 'download,setup,isolation').split(','));
+const STEPS = new Set(
+  (process.env.BENCH_ONLY ?? process.env.BENCH_STEPS ?? 'download,setup,isolation').split(','),
+);
 
 async function main() {
   const dir = await mkdtemp(join(tmpdir(), 'af-bench-net-'));
