@@ -1,0 +1,132 @@
+// Where a new connection's set-up time goes inside the policy point (`node packages/network/bench/setup-steps.js`
+// after `pnpm build`): one process, everything on this machine's loopback, no sandbox. A small HTTP
+// answer is fetched N times on new connections directly and through the policy point's HTTP flows
+// (explicit proxy; redirected plain HTTP with its connection dialled at accept) and through a CONNECT
+// tunnel, with a timestamp at each step; the p50 of each step's share is printed. The policy itself
+// allows everything here (the server is on loopback, which a real policy never allows).
+//   SETUP_N (default 300): connections per path.
+import console from 'node:console';
+import { once } from 'node:events';
+import { createServer as createHttpServer } from 'node:http';
+import { connect, createServer } from 'node:net';
+import process from 'node:process';
+import { FlowContext } from '../dist/context.js';
+import { HttpFlows } from '../dist/http-proxy.js';
+import { Resolver } from '../dist/resolver.js';
+import { dial, tunnel } from '../dist/tunnel.js';
+
+const N = Number(process.env.SETUP_N ?? 300);
+const now = () => Number(process.hrtime.bigint()) / 1e6;
+
+class AllowAll extends FlowContext {
+  get policy() {
+    return { decide: () => ({ allowed: true, reason: 'bench' }) };
+  }
+  nameIsAt() {
+    return Promise.resolve(true);
+  }
+}
+
+const marks = {};
+const server = createHttpServer((_req, res) => {
+  marks.request = now();
+  res.end('small answer');
+});
+server.on('connection', () => (marks.upstream ??= now()));
+server.listen(0, '127.0.0.1');
+await once(server, 'listening');
+const target = { address: '127.0.0.1', port: server.address().port };
+
+const ctx = new AllowAll({
+  policy: { mode: 'open', rules: [] },
+  resolver: new Resolver(),
+  maxConnections: 1024,
+  audit: () => undefined,
+});
+const flows = new HttpFlows(ctx);
+flows.server.on('request', () => (marks.parsed = now()));
+flows.server.on('connect', () => (marks.parsed = now()));
+let mode = 'proxy';
+const point = createServer({ pauseOnConnect: true, noDelay: true, allowHalfOpen: true }, (client) => {
+  marks.accepted = now();
+  if (mode === 'proxy') {
+    flows.takeProxyClient(client);
+    client.resume();
+    return;
+  }
+  if (mode === 'relay') {
+    // A decided tunnel without a CONNECT exchange: the hand-over to the relay and its first bytes alone.
+    const upstream = dial(target.address, target.port);
+    const dest = { name: 'bench.test', ...target };
+    tunnel({ ctx, client, upstream, dest, via: 'transparent', decision: { allowed: true, reason: 'bench' } });
+    return;
+  }
+  const early = dial(target.address, target.port);
+  early.once('connect', () => {
+    early.pause();
+    flows.takeTransparent(client, target, early);
+    client.resume();
+  });
+});
+point.listen(0, '127.0.0.1');
+await once(point, 'listening');
+const pointPort = point.address().port;
+
+const REQUEST = (path) => `GET ${path} HTTP/1.1\r\nHost: bench.test\r\nConnection: close\r\n\r\n`;
+
+async function fetchOnce(port, path) {
+  for (const key of Object.keys(marks)) delete marks[key];
+  const start = now();
+  const socket = connect({ port, host: '127.0.0.1', noDelay: true });
+  await once(socket, 'connect');
+  marks.connected = now();
+  socket.write(REQUEST(path));
+  await once(socket, 'data');
+  const first = now();
+  socket.destroy();
+  const at = (key) => (marks[key] === undefined ? undefined : marks[key] - start);
+  return {
+    total: first - start,
+    connected: at('connected'),
+    accepted: at('accepted'),
+    parsed: at('parsed'),
+    upstream: at('upstream'),
+    request: at('request'),
+  };
+}
+
+const median = (list) => {
+  const sorted = list.filter((v) => v !== undefined).sort((a, b) => a - b);
+  return sorted.length === 0 ? NaN : sorted[Math.floor(sorted.length / 2)];
+};
+
+const paths = [
+  ['direct', () => fetchOnce(target.port, '/')],
+  [
+    'explicit proxy (absolute-form)',
+    () => ((mode = 'proxy'), fetchOnce(pointPort, `http://127.0.0.1:${target.port}/`)),
+  ],
+  ['redirected plain HTTP (dialled at accept)', () => ((mode = 'transparent'), fetchOnce(pointPort, '/'))],
+  ['decided tunnel (native relay or Node pipe)', () => ((mode = 'relay'), fetchOnce(pointPort, '/'))],
+];
+const results = new Map(paths.map(([label]) => [label, []]));
+// Interleaved, so a busy moment of the machine weighs on every path alike.
+for (let i = 0; i < N; i++) for (const [label, take] of paths) results.get(label).push(await take());
+
+console.log(`p50 of ${N} new connections each, ms from connect() (load: ${process.env.LOAD ?? '?'})`);
+console.log(
+  '| path | connected | accepted | request parsed | upstream connected | server has request | first byte |',
+);
+console.log('|---|---|---|---|---|---|---|');
+for (const [label, list] of results) {
+  const col = (key) => {
+    const v = median(list.map((r) => r[key]));
+    return Number.isNaN(v) ? '–' : v.toFixed(3);
+  };
+  console.log(
+    `| ${label} | ${col('connected')} | ${col('accepted')} | ${col('parsed')} | ${col('upstream')} | ${col('request')} | ${col('total')} |`,
+  );
+}
+server.close();
+point.close();
+process.exit(0);
