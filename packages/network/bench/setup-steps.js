@@ -6,6 +6,7 @@
 // allows everything here (the server is on loopback, which a real policy never allows).
 //   SETUP_N (default 300): connections per path.
 import console from 'node:console';
+import { subscribe } from 'node:diagnostics_channel';
 import { once } from 'node:events';
 import { createServer as createHttpServer } from 'node:http';
 import { connect, createServer } from 'node:net';
@@ -28,6 +29,11 @@ class AllowAll extends FlowContext {
 }
 
 const marks = {};
+// The answer's way back: written by the server, its head parsed by the policy point's HTTP client.
+subscribe('http.server.response.finish', ({ server: from }) => {
+  if (from === server) marks.answered = now();
+});
+subscribe('http.client.response.finish', () => (marks.response ??= now()));
 const server = createHttpServer((_req, res) => {
   marks.request = now();
   res.end('small answer');
@@ -92,6 +98,8 @@ async function fetchOnce(port, path) {
     parsed: at('parsed'),
     upstream: at('upstream'),
     request: at('request'),
+    answered: at('answered'),
+    response: at('response'),
   };
 }
 
@@ -115,16 +123,16 @@ for (let i = 0; i < N; i++) for (const [label, take] of paths) results.get(label
 
 console.log(`p50 of ${N} new connections each, ms from connect() (load: ${process.env.LOAD ?? '?'})`);
 console.log(
-  '| path | connected | accepted | request parsed | upstream connected | server has request | first byte |',
+  '| path | connected | accepted | request parsed | upstream connected | server has request | server answered | answer parsed | first byte |',
 );
-console.log('|---|---|---|---|---|---|---|');
+console.log('|---|---|---|---|---|---|---|---|---|');
 for (const [label, list] of results) {
   const col = (key) => {
     const v = median(list.map((r) => r[key]));
     return Number.isNaN(v) ? '–' : v.toFixed(3);
   };
   console.log(
-    `| ${label} | ${col('connected')} | ${col('accepted')} | ${col('parsed')} | ${col('upstream')} | ${col('request')} | ${col('total')} |`,
+    `| ${label} | ${col('connected')} | ${col('accepted')} | ${col('parsed')} | ${col('upstream')} | ${col('request')} | ${col('answered')} | ${col('response')} | ${col('total')} |`,
   );
 }
 server.close();
