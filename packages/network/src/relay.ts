@@ -88,7 +88,12 @@ export class NativeRelay {
   /** The relay, or undefined where the addon cannot load (tunnels are then piped in Node). */
   static create(): NativeRelay | undefined {
     const loaded = loadAddon();
-    return loaded === null ? undefined : new NativeRelay(loaded);
+    if (loaded === null) return undefined;
+    try {
+      return new NativeRelay(loaded);
+    } catch {
+      return undefined; // no epoll or thread to be had: tunnels are piped in Node
+    }
   }
 
   /** Connections relayed now. */
