@@ -250,7 +250,9 @@ static void *run(void *arg) {
       while (added != NULL) {
         struct conn *next = added->free_next;
         added->free_next = NULL;
-        update_masks(r, added);
+        // add() already moved what was there: it may have failed or ended in that first pass.
+        if (added->err != 0 || (added->dirs[0].shut && added->dirs[1].shut)) finish(r, added, &freed);
+        else update_masks(r, added);
         added = next;
       }
     }
@@ -392,7 +394,9 @@ static napi_value add(napi_env env, napi_callback_info info) {
     c->ends[s].conn = c;
     c->ends[s].side = s;
   }
-  pthread_mutex_lock(&r->mu);
+  // A first pass on this thread, before the relay's thread knows the connection: the bytes read while
+  // deciding (and what already waits in the kernel) go out now, not after that thread's wake-up.
+  if (pump(c, 0) == 0) pump(c, 1);
   c->id = ++r->next_id;
   c->next = r->open;
   if (r->open != NULL) r->open->prev = c;
