@@ -18,12 +18,12 @@ const MiB = 1024 * 1024;
 const TUNNELS = 500;
 /**
  * What 500 idle tunnels may add to the policy point's private memory (RssAnon, its peak while they are
- * opened and held). Measured on this machine at load 12: +2.6 MiB with the native relay, +3.9 MiB with
- * Node's pipes (AGENTFENSE_NETWORK_RELAY=node): some KiB per tunnel, mostly the garbage of the sockets
- * Node made until its next collection. 6 MiB leaves room for a collection that comes late, and is far
- * below the 500 × 2 × 64 KiB a tunnel may hold in flight.
+ * opened and held). Measured on this machine at load 8–12: +2.6 and +5.2 MiB in two runs with the native
+ * relay, +3.9 MiB with Node's pipes (AGENTFENSE_NETWORK_RELAY=node): some KiB per tunnel, mostly the
+ * garbage of the sockets Node made until its next collection, whose timing makes the spread. Twice the
+ * highest run; far below the 500 × 2 × 64 KiB (62 MiB) the tunnels may hold in flight.
  */
-const GROWTH_BOUND = 6 * MiB;
+const GROWTH_BOUND = 10 * MiB;
 
 const fx = useNetworkFixture();
 
