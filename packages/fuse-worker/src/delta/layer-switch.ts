@@ -9,7 +9,7 @@ import { computeChanges, type DeltaChange } from './changes.js';
 import { abandonUnfinishedCommit } from './commit-resume.js';
 import type { DeltaContext } from './context.js';
 import { flattenStack, settleFlatten } from './flatten.js';
-import { closeViews, normalizeStack, openFrozenStack, type FrozenStack } from './frozen-stack.js';
+import { closeViews, normalizeStack, openFrozenStack, stackOf, type FrozenStack } from './frozen-stack.js';
 import { FrozenView } from './frozen-view.js';
 import {
   checkpointLayer,
@@ -103,8 +103,9 @@ export class LayerSwitch {
       (c) => checkpointLayer(c, layerDir),
       async (result) => {
         // The state just frozen is the layer's (its files hold the same records): nothing read back.
-        const view = await FrozenView.fromState({ dir: layerDir, meta: ctx.meta, below: ctx.lower });
-        return { views: [...this.#stack.views, view], top: view, result };
+        const below = this.#stack.views.at(-1) ?? ctx.codebase;
+        const view = await FrozenView.fromState({ dir: layerDir, meta: ctx.meta, below });
+        return { ...stackOf(ctx.codebase, [...this.#stack.views, view]), result };
       },
     );
   }
@@ -118,7 +119,8 @@ export class LayerSwitch {
     const dirs = normalizeStack(frozen);
     // The layers are checked (and opened) before anything changes.
     await checkLayerDirs({ dirs, deltaDir: this.#deltaDir, codebaseDir: ctx.codebase.path });
-    const stack = await openFrozenStack(ctx.codebase, dirs);
+    // The layers already open that stay (a prefix of the stack) are reused, not opened again.
+    const stack = await openFrozenStack(ctx.codebase, dirs, this.#stack.views);
     try {
       await abandonUnfinishedCommit(ctx, new Yielder());
       return await this.#change(
@@ -127,7 +129,9 @@ export class LayerSwitch {
         (result) => Promise.resolve({ ...stack, result }),
       );
     } catch (err) {
-      if (this.#stack.views !== stack.views) await closeViews(stack.views);
+      if (this.#stack.views !== stack.views) {
+        await closeViews(stack.views.filter((view) => !this.#stack.views.includes(view)));
+      }
       throw err;
     } finally {
       // The dropped upper/ (and any older trash) goes after the answer, never before it.
