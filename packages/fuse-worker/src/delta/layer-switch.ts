@@ -20,7 +20,7 @@ import {
 } from './layer-change.js';
 import { checkLayerDirs, checkLayerTarget } from './layer-target.js';
 import { computeStackChanges } from './stack-changes.js';
-import { emptyTrash } from './trash.js';
+import { afterAnswer, emptyTrash } from './trash.js';
 
 export class LayerSwitch {
   readonly #deltaDir: string;
@@ -90,7 +90,7 @@ export class LayerSwitch {
    * they would write into the frozen layer.
    */
   async checkpoint(ctx: DeltaContext, target: string): Promise<DeltaContext> {
-    const layerDir = await checkLayerTarget({
+    const layerDir = checkLayerTarget({
       layerDir: target,
       deltaDir: this.#deltaDir,
       codebaseDir: ctx.codebase.path,
@@ -118,7 +118,7 @@ export class LayerSwitch {
   async restore(ctx: DeltaContext, frozen: readonly string[]): Promise<DeltaContext> {
     const dirs = normalizeStack(frozen);
     // The layers are checked (and opened) before anything changes.
-    await checkLayerDirs({ dirs, deltaDir: this.#deltaDir, codebaseDir: ctx.codebase.path });
+    checkLayerDirs({ dirs, deltaDir: this.#deltaDir, codebaseDir: ctx.codebase.path });
     // The layers already open that stay (a prefix of the stack) are reused, not opened again.
     const stack = await openFrozenStack(ctx.codebase, dirs, this.#stack.views);
     try {
@@ -187,10 +187,11 @@ export class LayerSwitch {
       throw err;
     }
     for (const old of this.#retired) await old.close();
-    // Its cached directory fds go, after the answer (closing a few hundred fds takes milliseconds); a
-    // lookup still using them walks again from its root. Closed (at the next change) once they are gone.
+    // Its cached directory fds go, after the answer (closing a few hundred fds takes milliseconds, and
+    // even issuing the closes did: hence setImmediate); a lookup still using them walks again from its
+    // root. Closed (at the next change) once they are gone.
     const retiredUpper = ctx.upper;
-    const dropped = retiredUpper.invalidateCache().catch((err: unknown) => {
+    const dropped = afterAnswer(() => retiredUpper.invalidateCache()).catch((err: unknown) => {
       ctx.logger.debug({ err }, 'dropping the retired upper tree fds failed');
     });
     const retired = { close: (): Promise<void> => dropped.then(() => retiredUpper.close()) };
