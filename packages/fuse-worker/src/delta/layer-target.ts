@@ -1,6 +1,6 @@
 // Where a checkpoint may put its frozen layer: a new directory beside (never inside) the delta and the
 // codebase, on the delta's filesystem, since the writable layer's upper/ is renamed into it. The checks are
-// synchronous stats and realpaths of the worker's own directories (µs each; a thread-pool trip apiece
+// synchronous stats and realpath(3)s of the worker's own directories (µs each; a thread-pool trip apiece
 // was a millisecond of a checkpoint's few).
 import { lstatSync, realpathSync, statSync } from 'node:fs';
 import { basename, dirname, join, resolve as absolute } from 'node:path';
@@ -20,7 +20,7 @@ function absent(path: string): boolean {
 /** The real path of `path`, or the error `fail` gives when it cannot be resolved. */
 function realOr(path: string, fail: () => Error): string {
   try {
-    return realpathSync(path);
+    return realpathSync.native(path);
   } catch {
     throw fail();
   }
@@ -33,7 +33,7 @@ function refuseOverlap(
   o: { readonly deltaDir: string; readonly codebaseDir: string },
 ): void {
   for (const dir of [o.deltaDir, o.codebaseDir]) {
-    const other = realpathSync(dir);
+    const other = realpathSync.native(dir);
     if (within(real, other) || within(other, real)) {
       throw new FsError('EINVAL', `a frozen layer cannot be at ${name}: it overlaps ${other}`);
     }
