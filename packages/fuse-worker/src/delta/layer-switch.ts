@@ -188,7 +188,7 @@ export class LayerSwitch {
     }
     for (const old of this.#retired) await old.close();
     // Its cached directory fds go, after the answer (closing a few hundred fds takes milliseconds, and
-    // even issuing the closes did: hence setImmediate); a lookup still using them walks again from its
+    // so does issuing the closes: hence setImmediate); a lookup still using them walks again from its
     // root. Closed (at the next change) once they are gone.
     const retiredUpper = ctx.upper;
     const dropped = afterAnswer(() => retiredUpper.invalidateCache()).catch((err: unknown) => {
