@@ -4,7 +4,8 @@
 // Run with `pnpm bench:checkpoints` (builds first). See bench/README.md.
 //
 // Environment: BENCH_DIR (parent of the temp trees; default /var/tmp), BENCH_ROUNDS (default 5),
-// BENCH_FILES (changed files per delta, default 10,000, in 100 directories).
+// BENCH_FILES (changed files per delta, default 10,000, in 100 directories), BENCH_ONLY (comma-separated
+// phases: checkpoint, restore, read; `fork` is control's fork.bench.js; default all).
 import console from 'node:console';
 import { execFileSync } from 'node:child_process';
 import { constants } from 'node:fs';
@@ -23,6 +24,8 @@ const now = () => process.hrtime.bigint();
 const ms = (t0) => Number(now() - t0) / 1e6;
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 let seq = 0;
+const ONLY = process.env.BENCH_ONLY?.split(',').map((s) => s.trim());
+const only = (phase) => ONLY === undefined || ONLY.includes(phase);
 
 // The codebase: 100 directories x 10 files of 2 KB (what the reads go through).
 const lower = join(root, 'lower');
@@ -71,120 +74,127 @@ function line(name, values, target, native, nativeName) {
 }
 
 // 1. Checkpoint of a writable layer of FILES changed files, right after writing them and once written out.
-const fresh = [];
-const settled = [];
-const mv = [];
-for (let r = 0; r < ROUNDS; r++) {
-  for (const after of ['fresh', 'settled']) {
-    const { delta } = await openDelta();
-    await fill(delta, FILES, 'w');
-    if (after === 'settled') sync();
+if (only('checkpoint')) {
+  const fresh = [];
+  const settled = [];
+  const mv = [];
+  for (let r = 0; r < ROUNDS; r++) {
+    for (const after of ['fresh', 'settled']) {
+      const { delta } = await openDelta();
+      await fill(delta, FILES, 'w');
+      if (after === 'settled') sync();
+      const t0 = now();
+      await delta.checkpoint({ layerDir: join(root, `cp${seq++}`) });
+      (after === 'fresh' ? fresh : settled).push(ms(t0));
+      await delta.close();
+    }
+    const tree = join(root, `native${seq++}`);
+    await nativeTree(tree);
     const t0 = now();
-    await delta.checkpoint({ layerDir: join(root, `cp${seq++}`) });
-    (after === 'fresh' ? fresh : settled).push(ms(t0));
-    await delta.close();
+    await rename(tree, `${tree}.moved`);
+    mv.push(ms(t0));
   }
-  const tree = join(root, `native${seq++}`);
-  await nativeTree(tree);
-  const t0 = now();
-  await rename(tree, `${tree}.moved`);
-  mv.push(ms(t0));
+  line(`checkpoint, ${FILES} files just written`, fresh, 5, mv, 'mv of the upper dir');
+  line(`checkpoint, ${FILES} files written out (sync)`, settled, 5, mv, 'mv of the upper dir');
 }
-line(`checkpoint, ${FILES} files just written`, fresh, 5, mv, 'mv of the upper dir');
-line(`checkpoint, ${FILES} files written out (sync)`, settled, 5, mv, 'mv of the upper dir');
 
 // 2. Restore dropping a writable layer of FILES files; 3. restore to an earlier checkpoint.
-const drop = [];
-const back = [];
-const rmrf = [];
-for (let r = 0; r < ROUNDS; r++) {
-  {
-    const { delta } = await openDelta();
-    await fill(delta, FILES, 'w');
+if (only('restore')) {
+  const drop = [];
+  const back = [];
+  const rmrf = [];
+  for (let r = 0; r < ROUNDS; r++) {
+    {
+      const { delta } = await openDelta();
+      await fill(delta, FILES, 'w');
+      sync();
+      const t0 = now();
+      await delta.restore({ frozen: [] });
+      drop.push(ms(t0));
+      await delta.close(); // waits for the trash's removal
+    }
+    {
+      const { delta } = await openDelta();
+      await fill(delta, FILES, 'a');
+      const l1 = join(root, `cp${seq++}`);
+      await delta.checkpoint({ layerDir: l1 });
+      await fill(delta, FILES, 'b');
+      await delta.checkpoint({ layerDir: join(root, `cp${seq++}`) });
+      await fill(delta, FILES / 10, 'c');
+      sync();
+      const t0 = now();
+      await delta.restore({ frozen: [l1] });
+      back.push(ms(t0));
+      await delta.close();
+    }
+    const tree = join(root, `native${seq++}`);
+    await nativeTree(tree);
     sync();
     const t0 = now();
-    await delta.restore({ frozen: [] });
-    drop.push(ms(t0));
-    await delta.close(); // waits for the trash's removal
+    execFileSync('rm', ['-rf', tree]);
+    rmrf.push(ms(t0));
   }
-  {
-    const { delta } = await openDelta();
-    await fill(delta, FILES, 'a');
-    const l1 = join(root, `cp${seq++}`);
-    await delta.checkpoint({ layerDir: l1 });
-    await fill(delta, FILES, 'b');
-    await delta.checkpoint({ layerDir: join(root, `cp${seq++}`) });
-    await fill(delta, FILES / 10, 'c');
-    sync();
-    const t0 = now();
-    await delta.restore({ frozen: [l1] });
-    back.push(ms(t0));
-    await delta.close();
-  }
-  const tree = join(root, `native${seq++}`);
-  await nativeTree(tree);
-  sync();
-  const t0 = now();
-  execFileSync('rm', ['-rf', tree]);
-  rmrf.push(ms(t0));
+  line(`restore dropping ${FILES} writable files`, drop, 50, rmrf, 'rm -rf of the tree');
+  line('restore to an earlier checkpoint (2 -> 1 layers)', back, 50, rmrf, 'rm -rf of the tree');
 }
-line(`restore dropping ${FILES} writable files`, drop, 50, rmrf, 'rm -rf of the tree');
-line('restore to an earlier checkpoint (2 -> 1 layers)', back, 50, rmrf, 'rm -rf of the tree');
 
 // 4. lookup + read of 1,000 codebase files and 100 files of the lowest layer through 8 frozen layers
 // (each holding 1,000 files of its own and whiting out one codebase file), against one layer holding the same.
-const stacked = await openDelta();
-const layerDirs = [];
-for (let k = 0; k < LAYERS; k++) {
-  await fill(stacked.delta, READ_FILES, `l${k}`);
-  await stacked.delta.unlink(`/d${k}/c9`);
-  const dir = join(root, `stack${k}`);
-  await stacked.delta.checkpoint({ layerDir: dir });
-  layerDirs.push(dir);
-}
-const flat = await openDelta();
-for (let k = 0; k < LAYERS; k++) {
-  await fill(flat.delta, READ_FILES, `l${k}`);
-  await flat.delta.unlink(`/d${k}/c9`);
-}
-const paths = [];
-for (let i = 0; i < READ_FILES; i++)
-  if (!(i % 10 === 9 && Math.floor(i / 10) < LAYERS)) paths.push(`/d${Math.floor(i / 10)}/c${i % 10}`);
-for (let i = 0; i < 100; i++) paths.push(`/d${i % DIRS}/l0/f${i}`);
-async function readAll(delta) {
-  const t0 = now();
-  for (const p of paths) {
-    if ((await delta.lookup(p)) === null) throw new Error(`missing ${p}`);
-    const fh = await delta.openForRead(p);
-    await fh.readFile();
-    await fh.close();
+let ratio;
+if (only('read')) {
+  const stacked = await openDelta();
+  const layerDirs = [];
+  for (let k = 0; k < LAYERS; k++) {
+    await fill(stacked.delta, READ_FILES, `l${k}`);
+    await stacked.delta.unlink(`/d${k}/c9`);
+    const dir = join(root, `stack${k}`);
+    await stacked.delta.checkpoint({ layerDir: dir });
+    layerDirs.push(dir);
   }
-  return ms(t0);
+  const flat = await openDelta();
+  for (let k = 0; k < LAYERS; k++) {
+    await fill(flat.delta, READ_FILES, `l${k}`);
+    await flat.delta.unlink(`/d${k}/c9`);
+  }
+  const paths = [];
+  for (let i = 0; i < READ_FILES; i++)
+    if (!(i % 10 === 9 && Math.floor(i / 10) < LAYERS)) paths.push(`/d${Math.floor(i / 10)}/c${i % 10}`);
+  for (let i = 0; i < 100; i++) paths.push(`/d${i % DIRS}/l0/f${i}`);
+  async function readAll(delta) {
+    const t0 = now();
+    for (const p of paths) {
+      if ((await delta.lookup(p)) === null) throw new Error(`missing ${p}`);
+      const fh = await delta.openForRead(p);
+      await fh.readFile();
+      await fh.close();
+    }
+    return ms(t0);
+  }
+  const through8 = [];
+  const through1 = [];
+  const nativeRead = [];
+  for (let r = 0; r < ROUNDS + 1; r++) {
+    const a = await readAll(stacked.delta);
+    const b = await readAll(flat.delta);
+    const t0 = now();
+    for (const p of paths.slice(0, READ_FILES - LAYERS)) await readFile(join(lower, p));
+    const c = ms(t0);
+    if (r === 0) continue; // warm-up
+    through8.push(a);
+    through1.push(b);
+    nativeRead.push(c);
+  }
+  line(`lookup+read of ${paths.length} files, 8 frozen layers`, through8, undefined, through1, 'one layer');
+  ratio = median(through8) / median(through1);
+  console.log(
+    `  ratio 8 layers / 1 layer: ${ratio.toFixed(2)}x (target ≤ 1.1x: ${ratio <= 1.1 ? 'met' : 'MISSED'})`,
+  );
+  console.log(
+    `  one layer ${median(through1).toFixed(2)} ms vs native readFile of the codebase files ${median(nativeRead).toFixed(2)} ms`,
+  );
+  await stacked.delta.close();
+  await flat.delta.close();
 }
-const through8 = [];
-const through1 = [];
-const nativeRead = [];
-for (let r = 0; r < ROUNDS + 1; r++) {
-  const a = await readAll(stacked.delta);
-  const b = await readAll(flat.delta);
-  const t0 = now();
-  for (const p of paths.slice(0, READ_FILES - LAYERS)) await readFile(join(lower, p));
-  const c = ms(t0);
-  if (r === 0) continue; // warm-up
-  through8.push(a);
-  through1.push(b);
-  nativeRead.push(c);
-}
-line(`lookup+read of ${paths.length} files, 8 frozen layers`, through8, undefined, through1, 'one layer');
-const ratio = median(through8) / median(through1);
-console.log(
-  `  ratio 8 layers / 1 layer: ${ratio.toFixed(2)}x (target ≤ 1.1x: ${ratio <= 1.1 ? 'met' : 'MISSED'})`,
-);
-console.log(
-  `  one layer ${median(through1).toFixed(2)} ms vs native readFile of the codebase files ${median(nativeRead).toFixed(2)} ms`,
-);
-await stacked.delta.close();
-await flat.delta.close();
 
 if (process.env.BENCH_JSON)
   await writeFile(process.env.BENCH_JSON, JSON.stringify({ results, ratio }, null, 2));

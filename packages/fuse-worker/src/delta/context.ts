@@ -160,6 +160,21 @@ export async function upperStat(ctx: LayerView, rel: string): Promise<BigIntStat
   }
 }
 
+/**
+ * upperStat() without a promise: undefined where it would need a thread-pool trip. With the parent's fd
+ * cached (a directory, so every ancestor is one) a missing name is ENOENT, never ENOTDIR: no 'blocked'.
+ */
+export function upperStatIfCached(ctx: LayerView, rel: string): BigIntStats | 'missing' | undefined {
+  const upper = ctx.upper;
+  if (knownAbsent(absentSet(upper), rel)) return 'missing';
+  const generation = upper.generation;
+  const up = upper.lstatIfCached(rel);
+  if (up === undefined) return undefined;
+  if (up !== null) return up;
+  rememberAbsent(upper, generation, rel);
+  return 'missing';
+}
+
 /** lstat of the lower entry if it is visible in the merged view (not whited out), else null. */
 export async function visibleLowerStat(ctx: LayerView, rel: string): Promise<BigIntStats | null> {
   // Invariant: whiteouts are checked before the lower layer is asked.

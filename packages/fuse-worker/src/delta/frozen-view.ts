@@ -1,7 +1,7 @@
 // One frozen layer (a checkpoint) seen through the layers below it: a read-only LowerLayer that resolves
 // exactly as a delta does (upper wins, whiteouts before the layer below, opaque directories), by the same
 // functions of context.ts on a view context { upper, meta, lower }.
-import { constants, type BigIntStats } from 'node:fs';
+import { constants, lstatSync, type BigIntStats } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 
@@ -35,6 +35,19 @@ export async function readFrozenMeta(dir: string): Promise<MetaState> {
       `not a frozen layer (no meta/${FROZEN_MARKER} nor meta/snapshot.json): ${dir}`,
     );
   return meta;
+}
+
+/**
+ * Throws EINVAL unless `dir` is a frozen layer, by its marker (or a snapshot, for older layers) alone: two
+ * lstats, where reading its metadata replays its whole journal (~30 ms for 10,000 records). What a fork
+ * checks of the layers it is made on; the first open of the fork reads them.
+ */
+export function checkFrozenLayer(dir: string): void {
+  const meta = join(dir, 'meta');
+  for (const name of [FROZEN_MARKER, 'snapshot.json']) {
+    if (lstatSync(join(meta, name), { throwIfNoEntry: false })?.isFile() === true) return;
+  }
+  throw new FsError('EINVAL', `not a frozen layer (no meta/${FROZEN_MARKER} nor meta/snapshot.json): ${dir}`);
 }
 
 /** Flags that could change a file: refused, since a frozen layer is never written. */

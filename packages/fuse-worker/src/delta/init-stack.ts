@@ -6,19 +6,20 @@ import { join } from 'node:path';
 
 import { FsError } from '../errors.js';
 import { normalizeStack } from './frozen-stack.js';
-import { readFrozenMeta } from './frozen-view.js';
+import { checkFrozenLayer } from './frozen-view.js';
 import { writeStack } from './layer-stack.js';
 
 /**
  * Creates `deltaDir` (which must not exist or be empty) recording `frozen` (frozen layer directories,
- * oldest first) as the stack it stands on. Each must be a frozen layer.
+ * oldest first) as the stack it stands on. Each must be a frozen layer (its marker is checked).
  */
 export async function initDeltaStack(options: {
   readonly deltaDir: string;
   readonly frozen: readonly string[];
 }): Promise<void> {
   const frozen = normalizeStack(options.frozen);
-  for (const dir of frozen) await readFrozenMeta(dir);
+  // By marker: reading a layer's metadata replays its journal, which the fork's first open does anyway.
+  for (const dir of frozen) checkFrozenLayer(dir);
   await mkdir(options.deltaDir, { recursive: true, mode: 0o700 });
   if ((await readdir(options.deltaDir)).length > 0) {
     throw new FsError('EEXIST', `a delta exists at ${options.deltaDir}: its stack is its own`);

@@ -6,7 +6,7 @@
 // (layer-stack.ts), written first, says what to finish. For a checkpoint the rename of upper/ is the point
 // of no return: before it a crash rolls the checkpoint back, after it forward. The last step renames the
 // intent to meta/stack.json: the switch and the intent's end in one.
-import { lstat } from 'node:fs/promises';
+import { lstatSync } from 'node:fs';
 import { join } from 'node:path';
 
 import { FROZEN_MARKER } from './frozen-view.js';
@@ -87,8 +87,8 @@ export async function resumeLayerChange(c: LayerChangeContext): Promise<LayerCha
   if (intent === null || intent.op === 'flatten') return null;
   if (intent.op === 'checkpoint') {
     const build = buildDirOf(intent.layerDir);
-    if (!(await exists(intent.layerDir))) {
-      if (!(await exists(join(build, 'upper')))) {
+    if (!exists(intent.layerDir)) {
+      if (!exists(join(build, 'upper'))) {
         await layerFs.remove(build);
         await removeIntent(c.deltaDir);
         c.logger.warn({ layerDir: intent.layerDir }, 'an interrupted checkpoint was rolled back');
@@ -112,22 +112,17 @@ async function finishLayerChange(
   intent: Exclude<LayersIntent, { op: 'flatten' }>,
 ): Promise<LayerChangeResult> {
   const upper = join(c.deltaDir, 'upper');
-  if (intent.op === 'restore' && (await exists(upper))) {
-    if (!(await exists(trashDirOf(c.deltaDir)))) await layerFs.mkdir(trashDirOf(c.deltaDir));
+  if (intent.op === 'restore' && exists(upper)) {
+    if (!exists(trashDirOf(c.deltaDir))) await layerFs.mkdir(trashDirOf(c.deltaDir));
     await layerFs.rename(upper, trashNameIn(c.deltaDir));
   }
-  if (!(await exists(upper))) await layerFs.mkdir(upper);
+  if (!exists(upper)) await layerFs.mkdir(upper);
   const meta = c.journal.reset();
   await switchToIntentStack(c.deltaDir);
   return { frozen: intent.frozen, meta };
 }
 
-async function exists(path: string): Promise<boolean> {
-  return lstat(path).then(
-    () => true,
-    (err: NodeJS.ErrnoException) => {
-      if (err.code === 'ENOENT') return false;
-      throw err;
-    },
-  );
+/** Whether `path` exists (a synchronous lstat: one name in the worker's own directory). */
+function exists(path: string): boolean {
+  return lstatSync(path, { throwIfNoEntry: false }) !== undefined;
 }

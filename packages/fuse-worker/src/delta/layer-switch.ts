@@ -9,7 +9,7 @@ import { computeChanges, type DeltaChange } from './changes.js';
 import { abandonUnfinishedCommit } from './commit-resume.js';
 import type { DeltaContext } from './context.js';
 import { flattenStack, settleFlatten } from './flatten.js';
-import { closeViews, normalizeStack, openFrozenStack, type FrozenStack } from './frozen-stack.js';
+import { closeViews, normalizeStack, openFrozenStack, stackOf, type FrozenStack } from './frozen-stack.js';
 import { FrozenView } from './frozen-view.js';
 import {
   checkpointLayer,
@@ -20,7 +20,7 @@ import {
 } from './layer-change.js';
 import { checkLayerDirs, checkLayerTarget } from './layer-target.js';
 import { computeStackChanges } from './stack-changes.js';
-import { emptyTrash } from './trash.js';
+import { afterAnswer, emptyTrash } from './trash.js';
 
 export class LayerSwitch {
   readonly #deltaDir: string;
@@ -90,7 +90,7 @@ export class LayerSwitch {
    * they would write into the frozen layer.
    */
   async checkpoint(ctx: DeltaContext, target: string): Promise<DeltaContext> {
-    const layerDir = await checkLayerTarget({
+    const layerDir = checkLayerTarget({
       layerDir: target,
       deltaDir: this.#deltaDir,
       codebaseDir: ctx.codebase.path,
@@ -103,8 +103,9 @@ export class LayerSwitch {
       (c) => checkpointLayer(c, layerDir),
       async (result) => {
         // The state just frozen is the layer's (its files hold the same records): nothing read back.
-        const view = await FrozenView.fromState({ dir: layerDir, meta: ctx.meta, below: ctx.lower });
-        return { views: [...this.#stack.views, view], top: view, result };
+        const below = this.#stack.views.at(-1) ?? ctx.codebase;
+        const view = await FrozenView.fromState({ dir: layerDir, meta: ctx.meta, below });
+        return { ...stackOf(ctx.codebase, [...this.#stack.views, view]), result };
       },
     );
   }
@@ -117,8 +118,9 @@ export class LayerSwitch {
   async restore(ctx: DeltaContext, frozen: readonly string[]): Promise<DeltaContext> {
     const dirs = normalizeStack(frozen);
     // The layers are checked (and opened) before anything changes.
-    await checkLayerDirs({ dirs, deltaDir: this.#deltaDir, codebaseDir: ctx.codebase.path });
-    const stack = await openFrozenStack(ctx.codebase, dirs);
+    checkLayerDirs({ dirs, deltaDir: this.#deltaDir, codebaseDir: ctx.codebase.path });
+    // The layers already open that stay (a prefix of the stack) are reused, not opened again.
+    const stack = await openFrozenStack(ctx.codebase, dirs, this.#stack.views);
     try {
       await abandonUnfinishedCommit(ctx, new Yielder());
       return await this.#change(
@@ -127,7 +129,9 @@ export class LayerSwitch {
         (result) => Promise.resolve({ ...stack, result }),
       );
     } catch (err) {
-      if (this.#stack.views !== stack.views) await closeViews(stack.views);
+      if (this.#stack.views !== stack.views) {
+        await closeViews(stack.views.filter((view) => !this.#stack.views.includes(view)));
+      }
       throw err;
     } finally {
       // The dropped upper/ (and any older trash) goes after the answer, never before it.
@@ -183,10 +187,11 @@ export class LayerSwitch {
       throw err;
     }
     for (const old of this.#retired) await old.close();
-    // Its cached directory fds go, after the answer (closing a few hundred fds takes milliseconds); a
-    // lookup still using them walks again from its root. Closed (at the next change) once they are gone.
+    // Its cached directory fds go, after the answer (closing a few hundred fds takes milliseconds, and
+    // so does issuing the closes: hence setImmediate); a lookup still using them walks again from its
+    // root. Closed (at the next change) once they are gone.
     const retiredUpper = ctx.upper;
-    const dropped = retiredUpper.invalidateCache().catch((err: unknown) => {
+    const dropped = afterAnswer(() => retiredUpper.invalidateCache()).catch((err: unknown) => {
       ctx.logger.debug({ err }, 'dropping the retired upper tree fds failed');
     });
     const retired = { close: (): Promise<void> => dropped.then(() => retiredUpper.close()) };

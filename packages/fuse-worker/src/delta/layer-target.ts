@@ -1,6 +1,8 @@
 // Where a checkpoint may put its frozen layer: a new directory beside (never inside) the delta and the
-// codebase, on the delta's filesystem, since the writable layer's upper/ is renamed into it.
-import { lstat, realpath, stat } from 'node:fs/promises';
+// codebase, on the delta's filesystem, since the writable layer's upper/ is renamed into it. The checks are
+// synchronous stats and realpath(3)s of the worker's own directories (µs each; a thread-pool trip apiece
+// was a millisecond of a checkpoint's few).
+import { lstatSync, realpathSync, statSync } from 'node:fs';
 import { basename, dirname, join, resolve as absolute } from 'node:path';
 
 import { FsError } from '../errors.js';
@@ -11,24 +13,27 @@ function within(path: string, dir: string): boolean {
   return path === dir || path.startsWith(dir.endsWith('/') ? dir : `${dir}/`);
 }
 
-async function absent(path: string): Promise<boolean> {
-  return lstat(path).then(
-    () => false,
-    (err: NodeJS.ErrnoException) => {
-      if (err.code === 'ENOENT') return true;
-      throw err;
-    },
-  );
+function absent(path: string): boolean {
+  return lstatSync(path, { throwIfNoEntry: false }) === undefined;
+}
+
+/** The real path of `path`, or the error `fail` gives when it cannot be resolved. */
+function realOr(path: string, fail: () => Error): string {
+  try {
+    return realpathSync.native(path);
+  } catch {
+    throw fail();
+  }
 }
 
 /** Throws unless the layer at `real` (named `name`) lies outside the delta and the codebase, and they outside it. */
-async function refuseOverlap(
+function refuseOverlap(
   real: string,
   name: string,
   o: { readonly deltaDir: string; readonly codebaseDir: string },
-): Promise<void> {
+): void {
   for (const dir of [o.deltaDir, o.codebaseDir]) {
-    const other = await realpath(dir);
+    const other = realpathSync.native(dir);
     if (within(real, other) || within(other, real)) {
       throw new FsError('EINVAL', `a frozen layer cannot be at ${name}: it overlaps ${other}`);
     }
@@ -39,16 +44,10 @@ async function refuseOverlap(
  * Checks the frozen layers of a stack to open or restore: each outside the delta and the codebase (the
  * delta's own directory has the shape of a layer, and would be written through).
  */
-export async function checkLayerDirs(o: {
-  dirs: readonly string[];
-  deltaDir: string;
-  codebaseDir: string;
-}): Promise<void> {
+export function checkLayerDirs(o: { dirs: readonly string[]; deltaDir: string; codebaseDir: string }): void {
   for (const dir of o.dirs) {
-    const real = await realpath(dir).catch(() => {
-      throw new FsError('ENOENT', `no frozen layer at ${dir}`);
-    });
-    await refuseOverlap(real, dir, o);
+    const real = realOr(dir, () => new FsError('ENOENT', `no frozen layer at ${dir}`));
+    refuseOverlap(real, dir, o);
   }
 }
 
@@ -57,23 +56,21 @@ export async function checkLayerDirs(o: {
  * its parent an existing directory on the delta's filesystem (EXDEV otherwise), outside the delta and the
  * codebase (anything there would show in a view or be committed).
  */
-export async function checkLayerTarget(o: {
-  layerDir: string;
-  deltaDir: string;
-  codebaseDir: string;
-}): Promise<string> {
+export function checkLayerTarget(o: { layerDir: string; deltaDir: string; codebaseDir: string }): string {
   // Recorded as given (absolute): a caller naming the stack names it the same way. Compared for
   // overlaps through the real path of its parent.
   const layerDir = absolute(o.layerDir);
-  const parent = await realpath(dirname(layerDir)).catch(() => {
-    throw new FsError('ENOENT', `the parent of ${layerDir} does not exist`);
-  });
+  const parent = realOr(
+    dirname(layerDir),
+    () => new FsError('ENOENT', `the parent of ${layerDir} does not exist`),
+  );
   const real = join(parent, basename(layerDir));
   for (const path of [layerDir, buildDirOf(layerDir)]) {
-    if (!(await absent(path))) throw new FsError('EEXIST', `${path} exists`);
+    if (!absent(path)) throw new FsError('EEXIST', `${path} exists`);
   }
-  await refuseOverlap(real, layerDir, o);
-  const [where, delta] = await Promise.all([stat(parent), stat(o.deltaDir)]);
+  refuseOverlap(real, layerDir, o);
+  const where = statSync(parent);
+  const delta = statSync(o.deltaDir);
   if (!where.isDirectory()) throw new FsError('ENOTDIR', `${parent} is not a directory`);
   if (where.dev !== delta.dev) {
     throw new FsError('EXDEV', `${parent} is not on the delta's filesystem (${o.deltaDir})`);

@@ -84,7 +84,7 @@ export async function openDelta(options: DeltaOpenOptions): Promise<OpenedDelta>
       state,
       from: flattening?.from,
     });
-    await checkLayerDirs({ dirs: frozen.dirs, deltaDir, codebaseDir: options.lowerDir });
+    checkLayerDirs({ dirs: frozen.dirs, deltaDir, codebaseDir: options.lowerDir });
     stack = await openFrozenStack(codebase, frozen.dirs);
     if (frozen.adopted) await writeStack(deltaDir, frozen.dirs);
     const quota = options.diskQuotaBytes === undefined ? null : new DiskQuota(options.diskQuotaBytes);

@@ -1,7 +1,7 @@
 // The delta's trash/: what a restore dropped (the writable layer's upper/ tree, renamed there in one step)
 // waits there to be removed in the background, after the restore has answered. A process death leaves it
 // for the next open or restore. Nothing in trash/ is part of any view, nor charged to the disk quota (which
-// counts upper/).
+// counts upper/). Also: deferring work until a layer change has answered (afterAnswer).
 import fsp from 'node:fs/promises';
 import { join } from 'node:path';
 
@@ -34,4 +34,9 @@ export async function emptyTrash(deltaDir: string): Promise<void> {
     throw err;
   }
   for (const name of names) await trashFs.remove(join(trashDirOf(deltaDir), name));
+}
+
+/** Runs `work` once the current answer has gone out (the next turn of the event loop). */
+export function afterAnswer<T>(work: () => Promise<T>): Promise<T> {
+  return new Promise<void>((resolve) => setImmediate(resolve)).then(work);
 }
