@@ -182,6 +182,7 @@ export class ControlPlane implements AsyncDisposable {
       onStopping: (id) => sessions.closeSandbox(id),
       // The checkpoint records, settled from every mount's report (made below: it calls the manager).
       onLayers: (id, frozen) => checkpoints.settle(id, frozen),
+      frozenBytes: (id) => checkpoints.frozenBytes(id),
       // A runtime whose sessions see the remount (bwrap's anchor and docker's relay propagate it into the
       // running shell) keeps them, and each shell re-enters its cwd, which was in the dead mount. Others
       // (a shell that bound /workspace to the dead mount never sees the new one) are closed with a reason
@@ -367,6 +368,8 @@ export class ControlPlane implements AsyncDisposable {
   ): Promise<CommitResult> {
     const result = await this.#disk.writing('committing', () => this.sandboxes.commit(id, options));
     if (result.interrupted === undefined) settleUnfinished(this.#store, id, 'finished');
+    // The commit folded the frozen layers into the writable one first: the delta stands on none.
+    await this.#checkpoints.stackEmptied(id);
     return result;
   }
   /** Without `paths` also gives up an unfinished commit (what it applied stays in the codebase). */
@@ -377,6 +380,8 @@ export class ControlPlane implements AsyncDisposable {
       // The delta stands on no checkpoint's layers any more.
       this.#checkpoints.settle(validateId('sandbox', id), []);
     }
+    // A discard of some paths folds the frozen layers into the writable one first: none is left either.
+    await this.#checkpoints.stackEmptied(id);
   }
   readFile(id: string, path: string): Promise<Buffer> {
     return this.sandboxes.readFile(id, path);

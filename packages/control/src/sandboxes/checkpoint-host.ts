@@ -35,6 +35,7 @@ export function checkpointService(o: {
       restore: async (id, frozen) => {
         await o.sandboxes.onDelta(id, 'restore', { frozen });
       },
+      setFrozenBytes: (id, bytes) => o.sandboxes.setFrozenBytes(id, bytes),
       audit: (id, events) => appendAudit(o.layout, o.sandboxes.liveAudit(id), id, events, logger),
     },
     host: {

@@ -16,6 +16,7 @@ import type { CheckpointRow, CheckpointStore } from '../store/checkpoints.js';
 import type { SandboxRow } from '../store/sandboxes.js';
 import type { CreateSandboxOptions, SandboxInfo } from './types.js';
 import { KeyedLock } from './keyed-lock.js';
+import { LayerCharges } from './layer-charges.js';
 import type { SandboxTrash } from './trash.js';
 
 /** A checkpoint as the faces show it. */
@@ -43,8 +44,13 @@ export interface RestoreOptions {
 
 /** What the service needs from the sandbox manager: the worker calls, running or not. */
 export interface CheckpointWorker {
-  checkpoint(id: string, layerDir: string): Promise<{ readonly frozen: readonly string[] }>;
+  checkpoint(
+    id: string,
+    layerDir: string,
+  ): Promise<{ readonly frozen: readonly string[]; readonly bytes: number }>;
   restore(id: string, frozen: readonly string[]): Promise<void>;
+  /** Tells the sandbox's live worker (if any) what its frozen layers cost its disk quota. */
+  setFrozenBytes(id: string, bytes: number): Promise<void>;
   /** Appends records to the sandbox's audit trail. */
   audit(id: string, events: readonly AuditEvent[]): Promise<void>;
 }
@@ -95,6 +101,7 @@ export class CheckpointService {
   readonly #taking = new Set<string>();
 
   readonly #host: ForkHost;
+  readonly #charges: LayerCharges;
 
   constructor(options: {
     readonly store: CheckpointStore;
@@ -110,6 +117,17 @@ export class CheckpointService {
     this.#host = options.host;
     this.#trash = options.trash;
     this.#logger = options.logger;
+    this.#charges = new LayerCharges({
+      store: this.#store,
+      layout: this.#layout,
+      push: (id, bytes) => this.#worker.setFrozenBytes(id, bytes),
+      logger: this.#logger,
+    });
+  }
+
+  /** What the frozen layers sandbox `id` made cost its disk quota (its mounts start with it). */
+  frozenBytes(id: string): number {
+    return this.#charges.total(id);
   }
 
   /** Freezes sandbox `id`'s current changes as a checkpoint; the sandbox goes on where it was. */
@@ -138,14 +156,24 @@ export class CheckpointService {
     };
     // The row first: a crash while the worker freezes the layer leaves a reference to it (nothing
     // removes a layer a row names), and the next mount settles the row from what the delta recorded.
-    this.#store.insert(row);
+    // Its layer is charged to this sandbox from the start (measured once frozen).
+    this.#store.transaction(() => {
+      this.#store.insert(row);
+      this.#store.addLayer(layer, id, null);
+    });
     this.#taking.add(row.id);
     let frozen: string[];
+    let bytes: number;
     try {
       await ensurePrivateDir(this.#layout.layersDir);
-      frozen = this.#layerIds((await this.#worker.checkpoint(id, this.#layout.layerDir(layer))).frozen);
+      const made = await this.#worker.checkpoint(id, this.#layout.layerDir(layer));
+      frozen = this.#layerIds(made.frozen);
+      bytes = made.bytes;
     } catch (err) {
-      this.#store.delete(row.id);
+      this.#store.transaction(() => {
+        this.#store.delete(row.id);
+        this.#store.dropLayer(layer); // recorded again if a mount finds it was frozen after all
+      });
       throw err;
     } finally {
       this.#taking.delete(row.id);
@@ -153,7 +181,10 @@ export class CheckpointService {
     this.#store.transaction(() => {
       this.#store.markReady(row.id, frozen);
       this.#store.setStack(id, frozen);
+      this.#store.setLayerBytes(layer, bytes);
     });
+    // The worker counted the layer as it froze it; this is the total the database keeps.
+    await this.#charges.push([id]);
     await this.#audit(id, 'checkpoint', row.id);
     return info({ ...row, layers: frozen, state: 'ready' });
   }
@@ -254,9 +285,24 @@ export class CheckpointService {
         if (this.#taking.has(row.id)) continue;
         const layer = row.layers.at(-1);
         if (layer !== undefined && frozen.includes(layer)) this.#store.markReady(row.id);
-        else this.#store.delete(row.id);
+        else {
+          this.#store.delete(row.id);
+          if (layer !== undefined) this.#store.dropLayer(layer);
+        }
       }
       this.#store.setStack(id, frozen);
+      this.#charges.adopt(id, frozen);
+    });
+  }
+
+  /**
+   * After a commit or a discard the delta stands on no frozen layer: the mirror records the empty stack,
+   * and the layers no checkpoint or other sandbox holds leave the disk and their maker's charge.
+   */
+  stackEmptied(id: string): Promise<void> {
+    return this.#lock.run('', async () => {
+      this.#store.setStack(id, []);
+      await this.#collect();
     });
   }
 
@@ -273,14 +319,20 @@ export class CheckpointService {
       return; // no layer store yet
     }
     const held = this.#store.referencedLayers();
+    const gone: string[] = [];
     for (const name of names) {
       // A `.tmp` name is a checkpoint under way or cut short: its delta finishes or undoes it.
       if (!isId('layer', name) || held.has(name)) continue;
       const dir = this.#layout.layerDir(name);
-      if (!(await this.#trash.discard(dir, name))) {
-        this.#logger.warn({ layer: name }, 'could not move an unused checkpoint layer to the trash');
-      }
+      if (await this.#trash.discard(dir, name)) gone.push(name);
+      else this.#logger.warn({ layer: name }, 'could not move an unused checkpoint layer to the trash');
     }
+    await this.#charges.forget([...gone, ...this.#charges.stale(held, new Set(names))]);
+  }
+
+  /** Settles when the background measurement of layers a crash left unmeasured is done. */
+  measured(): Promise<void> {
+    return this.#charges.idle();
   }
 
   /** A valid id of an existing sandbox (InvalidArgumentError, NotFoundError otherwise). */
