@@ -27,6 +27,7 @@ import { collectGarbage } from './sandboxes/gc.js';
 import type { GcOptions, GcReport } from './sandboxes/gc.js';
 import { SandboxHostUsers } from './sandboxes/host-user.js';
 import { checkpointService } from './sandboxes/checkpoint-host.js';
+import { checkpointLimits } from './sandboxes/checkpoint-limits.js';
 import type { CheckpointService } from './sandboxes/checkpoints.js';
 import type {
   CheckpointInfo,
@@ -134,6 +135,7 @@ export class ControlPlane implements AsyncDisposable {
         `workerPoolSize must be an integer from 0 to ${MAX_WORKER_POOL_SIZE} (idle workers kept ahead), got ${String(pool)}`,
       );
     }
+    const limits = checkpointLimits(options.checkpoints); // a wrong setting fails before anything opens
     const dataDir = resolveDataDir({ dataDir: options.dataDir });
     const layout = new DataLayout(dataDir);
     for (const dir of [layout.root, layout.logsDir, layout.codebasesDir, layout.sandboxesDir]) {
@@ -193,7 +195,8 @@ export class ControlPlane implements AsyncDisposable {
         else await sessions.closeSandbox(id, 'worker-restarted');
       },
     });
-    const checkpoints = checkpointService({ db, layout, store, sandboxes, plane: () => plane, logger });
+    const cps = { db, layout, store, sandboxes, logger, limits };
+    const checkpoints = checkpointService({ ...cps, plane: () => plane });
     const plane: ControlPlane = new ControlPlane({
       checkpoints,
       dataDir,

@@ -15,6 +15,8 @@ import { ensurePrivateDir } from '../paths.js';
 import type { CheckpointRow, CheckpointStore } from '../store/checkpoints.js';
 import type { SandboxRow } from '../store/sandboxes.js';
 import type { CreateSandboxOptions, SandboxInfo } from './types.js';
+import type { CheckpointLimits } from './checkpoint-limits.js';
+import { limitSetting } from './checkpoint-limits.js';
 import { KeyedLock } from './keyed-lock.js';
 import { LayerCharges } from './layer-charges.js';
 import type { SandboxTrash } from './trash.js';
@@ -76,12 +78,6 @@ export interface ForkHost {
 }
 
 const MAX_FORKS = 32;
-/**
- * Checkpoints a sandbox may keep. Each can hold up to the sandbox's disk limit and frozen layers are not
- * yet charged to its quota, so this bounds what one sandbox (an agent calling the MCP tool in a loop) can
- * make the host hold: at most this many times its disk limit.
- */
-export const MAX_CHECKPOINTS = 32;
 
 const NAME_MAX = 200;
 const MESSAGE_MAX = 4000;
@@ -102,6 +98,7 @@ export class CheckpointService {
 
   readonly #host: ForkHost;
   readonly #charges: LayerCharges;
+  readonly #limits: CheckpointLimits;
 
   constructor(options: {
     readonly store: CheckpointStore;
@@ -110,7 +107,9 @@ export class CheckpointService {
     readonly host: ForkHost;
     readonly trash: SandboxTrash;
     readonly logger: Logger;
+    readonly limits: CheckpointLimits;
   }) {
+    this.#limits = options.limits;
     this.#store = options.store;
     this.#layout = options.layout;
     this.#worker = options.worker;
@@ -139,9 +138,18 @@ export class CheckpointService {
   }
 
   async #take(id: string, options: CheckpointOptions): Promise<CheckpointInfo> {
-    if (this.#store.list(id).length >= MAX_CHECKPOINTS) {
+    const { maxCheckpoints, maxStackDepth } = this.#limits;
+    if (this.#store.list(id).length >= maxCheckpoints) {
       throw new WrongStateError(
-        `sandbox ${id} has ${MAX_CHECKPOINTS} checkpoints, the most it may keep: delete one first`,
+        `sandbox ${id} has ${maxCheckpoints} checkpoints, the most it may keep ` +
+          `(${limitSetting('maxCheckpoints')}): delete one first`,
+      );
+    }
+    // No stack is compacted yet: a deeper one is refused (each layer makes every lookup walk further).
+    if (this.#store.stack(id).length >= maxStackDepth) {
+      throw new WrongStateError(
+        `sandbox ${id} stands on ${maxStackDepth} frozen layers, the deepest stack allowed ` +
+          `(${limitSetting('maxStackDepth')}): restore an older checkpoint, commit or discard first`,
       );
     }
     const layer = newId('layer');
