@@ -49,7 +49,7 @@ export interface CheckpointWorker {
   checkpoint(
     id: string,
     layerDir: string,
-  ): Promise<{ readonly frozen: readonly string[]; readonly bytes: number }>;
+  ): Promise<{ readonly frozen: readonly string[]; readonly bytes?: number }>;
   restore(id: string, frozen: readonly string[]): Promise<void>;
   /** Tells the sandbox's live worker (if any) what its frozen layers cost its disk quota. */
   setFrozenBytes(id: string, bytes: number): Promise<void>;
@@ -171,7 +171,7 @@ export class CheckpointService {
     });
     this.#taking.add(row.id);
     let frozen: string[];
-    let bytes: number;
+    let bytes: number | undefined;
     try {
       await ensurePrivateDir(this.#layout.layersDir);
       const made = await this.#worker.checkpoint(id, this.#layout.layerDir(layer));
@@ -189,8 +189,9 @@ export class CheckpointService {
     this.#store.transaction(() => {
       this.#store.markReady(row.id, frozen);
       this.#store.setStack(id, frozen);
-      this.#store.setLayerBytes(layer, bytes);
+      if (bytes !== undefined) this.#store.setLayerBytes(layer, bytes);
     });
+    if (bytes === undefined) this.#charges.adopt(id, [layer]); // no quota counted it: measured later
     // The worker counted the layer as it froze it; this is the total the database keeps.
     await this.#charges.push([id]);
     await this.#audit(id, 'checkpoint', row.id);

@@ -33,7 +33,7 @@ import { prepareCreate, removeEntry } from './records.js';
 import { linkAt, mknodAt, mksockAt, setattrAt } from './entry-ops.js';
 import { openReadHandleAt } from './read-handle.js';
 import { renameEntry } from './rename.js';
-import { layerBytes, writableBytes } from './layer-bytes.js';
+import { writableBytes } from './layer-bytes.js';
 import type {
   CommitOptions,
   DeltaCommitResult,
@@ -135,13 +135,12 @@ export class Delta {
    * data (renames); crash-safe (layer-change.ts). Writable fds handed out before must be closed first
    * (onLayerChange): they would write into the frozen layer.
    */
-  async checkpoint(options: { layerDir: string }): Promise<{ bytes: number }> {
+  async checkpoint(options: { layerDir: string }): Promise<{ bytes: number | null }> {
     return this.mutate('checkpoint', async () => {
-      // Measured under the lock, so no write slips between the count and the freeze (layer-bytes.ts).
-      const counted = await writableBytes(this.ctx.quota);
+      // Counted under the lock, so no write slips between the count and the freeze (layer-bytes.ts).
+      const bytes = await writableBytes(this.ctx.quota);
       this.ctx = await this.#layers.checkpoint(this.ctx, options.layerDir);
-      const bytes = counted ?? (await layerBytes(options.layerDir));
-      if (this.ctx.quota !== null) this.ctx.quota.frozen += bytes; // until the control plane's total
+      if (this.ctx.quota !== null) this.ctx.quota.frozen += bytes ?? 0; // until the control plane's total
       await this.recount();
       return { bytes };
     });

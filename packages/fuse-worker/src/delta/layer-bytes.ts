@@ -30,7 +30,8 @@ export async function layerBytes(layerDir: string): Promise<number> {
 
 /**
  * What the writable layer costs now, read before a checkpoint freezes it: the quota's own count (exact,
- * O(1) once its opening recount is done), or null without a quota (measure the layer with layerBytes).
+ * O(1) once its opening recount is done), or null without a quota (the checkpoint stays O(1): the
+ * control plane measures the layer with layerBytes in the background).
  */
 export async function writableBytes(quota: DiskQuota | null): Promise<number | null> {
   if (quota === null) return null;

@@ -435,7 +435,7 @@ export class WorkerService {
         // next write opens the path again, copying the file up into the new writable layer.
         const { bytes } = await mounted.delta.checkpoint({ layerDir });
         this.#logger.info({ layerDir, depth: mounted.delta.frozenLayers.length, bytes }, 'checkpoint');
-        return { frozen: mounted.delta.frozenLayers, bytes };
+        return { frozen: mounted.delta.frozenLayers, ...(bytes === null ? {} : { bytes }) };
       },
       setFrozenBytes: ({ bytes }) => {
         const quota = this.#need().delta.quota;

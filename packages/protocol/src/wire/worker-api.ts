@@ -181,8 +181,11 @@ export interface WorkerMethods {
    */
   checkpoint: {
     params: { readonly layerDir: string };
-    /** `bytes`: what the frozen layer costs in the quota's measure (the worker counts it frozen at once). */
-    result: { readonly frozen: readonly string[]; readonly bytes: number };
+    /**
+     * `bytes`: what the frozen layer costs in the quota's measure (the worker counts it frozen at once);
+     * absent without a quota (not counted: measure the layer).
+     */
+    result: { readonly frozen: readonly string[]; readonly bytes?: number };
   };
   /** The total of the frozen layers this sandbox made, charged to its disk quota from now on. */
   setFrozenBytes: { params: { readonly bytes: number }; result: Empty };
@@ -374,7 +377,7 @@ export const WORKER_METHOD_GUARDS: {
   discard: { params: g.shape({ paths }), result: empty },
   checkpoint: {
     params: g.shape({ layerDir: g.string }),
-    result: g.shape({ frozen: g.arrayOf(g.string), bytes: g.count }),
+    result: g.shape({ frozen: g.arrayOf(g.string), bytes: g.optional(g.count) }),
   },
   setFrozenBytes: { params: g.shape({ bytes: g.count }), result: empty },
   restore: { params: g.shape({ frozen: g.arrayOf(g.string) }), result: empty },
