@@ -1,10 +1,10 @@
 // Frozen layers are charged to the disk quota of the sandbox that made them: an agent checkpointing in a
 // loop runs out of room in its own writes, deleting a checkpoint nothing else stands on gives the room
 // back, a fork's own writes are charged to it while the layers it inherited stay charged to its parent
-// alone, and the charge survives a control-plane restart.
+// alone, and the charge survives a worker restart and a control-plane restart.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ControlPlane } from '@agentfense/control';
-import { closePlane, openPlaneOverExample } from '../helpers/control-fixtures.js';
+import { closePlane, openPlaneOverExample, waitFor } from '../helpers/control-fixtures.js';
 import type { TestDirs } from '../helpers/control-fixtures.js';
 
 const MiB = 1024 * 1024;
@@ -81,6 +81,21 @@ describe('checkpoints and the disk quota', () => {
     expect(await write(forkId, 'fork2', 2)).toBe(false);
     await cp.destroySandbox(forkId);
     await cp.destroySandbox(parent);
+  });
+
+  it('keeps the charge when its worker is killed and replaced', async () => {
+    const id = await running();
+    await cp.checkpoint(id); // the charge of an empty layer: the worker's total is then set once
+    expect(await write(id, 'big', 3)).toBe(true);
+    await cp.checkpoint(id); // set again, 3 MiB more: what the next worker must start with
+    const pid = cp.workerPid(id) as number;
+    process.kill(pid, 'SIGKILL');
+    await waitFor('the worker to be replaced', () => {
+      const now = cp.workerPid(id);
+      return now !== undefined && now !== pid && cp.getSandbox(id).restartCount > 0 ? true : undefined;
+    });
+    expect(await write(id, 'again', 2)).toBe(false);
+    await cp.destroySandbox(id);
   });
 
   it('keeps the charge across a restart of the control plane', async () => {
