@@ -1,13 +1,28 @@
 // Attacks through checkpoints and forks. A hostile agent (or API client) must not: read through a fork what
 // the fork's own rules hide, even when the parent wrote it; see another fork's changes; forge a whiteout or
 // a layer's metadata with names it creates, so that a restore or fork hides or deletes codebase files; or
-// restore or fork another sandbox's checkpoint, whose files were written under other rules.
-import { readFile } from 'node:fs/promises';
+// restore or fork another sandbox's checkpoint, whose files were written under other rules; or make the
+// host hold more than its disk quota by checkpointing in a loop.
+import { lstat, readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ControlPlane } from '@agentfense/control';
 import { closePlane, openPlaneOverExample } from '../helpers/control-fixtures.js';
 import type { TestDirs } from '../helpers/control-fixtures.js';
+
+const MiB = 1024 * 1024;
+
+/** Bytes the host's disk holds under `dir` (allocated blocks, as `du` counts them). */
+async function allocated(dir: string): Promise<number> {
+  let total = 0;
+  for (const name of await readdir(dir, { recursive: true }).catch(() => [])) {
+    total += await lstat(join(dir, name)).then(
+      (st) => st.blocks * 512,
+      () => 0,
+    );
+  }
+  return total;
+}
 
 describe('checkpoint and fork attacks', () => {
   let dirs: TestDirs;
@@ -102,12 +117,29 @@ describe('checkpoint and fork attacks', () => {
     await cp.destroySandbox(owner);
   });
 
-  it('bounds how many checkpoints a sandbox keeps (frozen layers are not charged to its disk quota)', async () => {
-    const id = await running('full-access');
-    for (let i = 0; i < 32; i++) await cp.checkpoint(id);
-    await expect(cp.checkpoint(id)).rejects.toThrow(/32 checkpoints, the most it may keep: delete one first/);
-    await cp.deleteCheckpoint(id, cp.listCheckpoints(id)[0]?.id as string);
-    await cp.checkpoint(id);
+  it('an agent checkpointing in a loop cannot make the host hold more than its disk quota', async () => {
+    const quota = 4 * MiB;
+    const { id } = await cp.createSandbox({
+      codebaseId,
+      preset: 'full-access',
+      resources: { diskBytes: quota },
+    });
+    await cp.startSandbox(id);
+    const layers = join(dirs.dataDir, 'layers');
+    const before = await allocated(layers);
+    // Each round leaves 1 MiB in the writable layer and freezes it: only the frozen layers' charge can
+    // stop it before the stack depth limit (32) does.
+    let refused = '';
+    for (let i = 0; i < 40 && refused === ''; i++) {
+      const wrote = await cp.run(id, `head -c ${MiB} /dev/zero | tr '\\0' x > /workspace/output/f${i}`);
+      if (wrote.exitCode !== 0) refused = wrote.stderr;
+      else await cp.checkpoint(id).catch((err: unknown) => (refused = String(err)));
+    }
+    expect(refused).toMatch(/No space left|quota/i);
+    // What the host holds for it (frozen layers and writable layer) stays within the quota.
+    const held =
+      (await allocated(layers)) - before + (await allocated(join(dirs.dataDir, 'sandboxes', id, 'delta')));
+    expect(held).toBeLessThan(quota + MiB);
     await cp.destroySandbox(id);
   });
 });

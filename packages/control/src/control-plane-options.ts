@@ -4,6 +4,7 @@ import type { Level, Logger } from 'pino';
 import type { ResourceLimits } from '@agentfense/protocol';
 import type { NetworkOptions } from '@agentfense/network';
 import type { PresetRegistry } from './presets/registry.js';
+import type { CheckpointLimitOptions } from './sandboxes/checkpoint-limits.js';
 import type { PrewarmKind } from './sandboxes/prewarm.js';
 import type { RuntimeMap } from './sandboxes/runtimes.js';
 import type { SupervisionOptions } from './sandboxes/supervisor.js';
@@ -65,4 +66,10 @@ export interface ControlPlaneOptions {
    * commit during open (the reaper of a killed `agentfense run` does).
    */
   readonly unfinishedCommits?: 'keep' | 'finish';
+  /**
+   * Checkpoints one sandbox may keep (`maxCheckpoints`, default $AGENTFENSE_MAX_CHECKPOINTS, else 256) and
+   * frozen layers its stack may have (`maxStackDepth`, default $AGENTFENSE_MAX_STACK_DEPTH, else 32):
+   * integers from 1 to 4096. What the layers hold is charged to the sandbox's disk quota.
+   */
+  readonly checkpoints?: CheckpointLimitOptions;
 }

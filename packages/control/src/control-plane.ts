@@ -27,6 +27,7 @@ import { collectGarbage } from './sandboxes/gc.js';
 import type { GcOptions, GcReport } from './sandboxes/gc.js';
 import { SandboxHostUsers } from './sandboxes/host-user.js';
 import { checkpointService } from './sandboxes/checkpoint-host.js';
+import { checkpointLimits } from './sandboxes/checkpoint-limits.js';
 import type { CheckpointService } from './sandboxes/checkpoints.js';
 import type {
   CheckpointInfo,
@@ -134,6 +135,7 @@ export class ControlPlane implements AsyncDisposable {
         `workerPoolSize must be an integer from 0 to ${MAX_WORKER_POOL_SIZE} (idle workers kept ahead), got ${String(pool)}`,
       );
     }
+    const limits = checkpointLimits(options.checkpoints); // a wrong setting fails before anything opens
     const dataDir = resolveDataDir({ dataDir: options.dataDir });
     const layout = new DataLayout(dataDir);
     for (const dir of [layout.root, layout.logsDir, layout.codebasesDir, layout.sandboxesDir]) {
@@ -182,6 +184,7 @@ export class ControlPlane implements AsyncDisposable {
       onStopping: (id) => sessions.closeSandbox(id),
       // The checkpoint records, settled from every mount's report (made below: it calls the manager).
       onLayers: (id, frozen) => checkpoints.settle(id, frozen),
+      frozenBytes: (id) => checkpoints.frozenBytes(id),
       // A runtime whose sessions see the remount (bwrap's anchor and docker's relay propagate it into the
       // running shell) keeps them, and each shell re-enters its cwd, which was in the dead mount. Others
       // (a shell that bound /workspace to the dead mount never sees the new one) are closed with a reason
@@ -192,7 +195,8 @@ export class ControlPlane implements AsyncDisposable {
         else await sessions.closeSandbox(id, 'worker-restarted');
       },
     });
-    const checkpoints = checkpointService({ db, layout, store, sandboxes, plane: () => plane, logger });
+    const cps = { db, layout, store, sandboxes, logger, limits };
+    const checkpoints = checkpointService({ ...cps, plane: () => plane });
     const plane: ControlPlane = new ControlPlane({
       checkpoints,
       dataDir,
@@ -367,6 +371,8 @@ export class ControlPlane implements AsyncDisposable {
   ): Promise<CommitResult> {
     const result = await this.#disk.writing('committing', () => this.sandboxes.commit(id, options));
     if (result.interrupted === undefined) settleUnfinished(this.#store, id, 'finished');
+    // The commit folded the frozen layers into the writable one first: the delta stands on none.
+    await this.#checkpoints.stackEmptied(id);
     return result;
   }
   /** Without `paths` also gives up an unfinished commit (what it applied stays in the codebase). */
@@ -377,6 +383,8 @@ export class ControlPlane implements AsyncDisposable {
       // The delta stands on no checkpoint's layers any more.
       this.#checkpoints.settle(validateId('sandbox', id), []);
     }
+    // A discard of some paths folds the frozen layers into the writable one first: none is left either.
+    await this.#checkpoints.stackEmptied(id);
   }
   readFile(id: string, path: string): Promise<Buffer> {
     return this.sandboxes.readFile(id, path);

@@ -87,6 +87,8 @@ export type {
   ForkOptions,
   RestoreOptions,
 } from './sandboxes/checkpoints.js';
+export { checkpointLimits, DEFAULT_CHECKPOINT_LIMITS } from './sandboxes/checkpoint-limits.js';
+export type { CheckpointLimitOptions, CheckpointLimits } from './sandboxes/checkpoint-limits.js';
 export type {
   CreateSandboxOptions,
   ListSandboxesOptions,

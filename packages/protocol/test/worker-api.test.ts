@@ -34,7 +34,8 @@ function handlers(overrides: Partial<WorkerHandlers> = {}): WorkerHandlers {
     commit: () => COMMIT_RESULT,
     more: () => ({}),
     discard: () => ({}),
-    checkpoint: ({ layerDir }) => ({ frozen: [layerDir] }),
+    checkpoint: ({ layerDir }) => ({ frozen: [layerDir], bytes: 4096 }),
+    setFrozenBytes: () => ({}),
     restore: () => ({}),
     readFile: ({ path }) => {
       if (path === '/secret') throw new PermissionDeniedError('read denied: /secret', { details: { path } });

@@ -7,6 +7,7 @@ import type { Db } from '../store/db.js';
 import { CheckpointStore } from '../store/checkpoints.js';
 import type { SandboxStore } from '../store/sandboxes.js';
 import { AuditWriter } from './audit-log.js';
+import type { CheckpointLimits } from './checkpoint-limits.js';
 import { CheckpointService } from './checkpoints.js';
 import type { SandboxManager } from './manager.js';
 import type { CreateSandboxOptions, SandboxInfo } from './types.js';
@@ -25,6 +26,7 @@ export function checkpointService(o: {
   /** Called only once a fork is asked for, when the plane exists. */
   readonly plane: () => ForkPlane;
   readonly logger: Logger;
+  readonly limits: CheckpointLimits;
 }): CheckpointService {
   const logger = o.logger.child({ component: 'checkpoints' });
   return new CheckpointService({
@@ -35,6 +37,7 @@ export function checkpointService(o: {
       restore: async (id, frozen) => {
         await o.sandboxes.onDelta(id, 'restore', { frozen });
       },
+      setFrozenBytes: (id, bytes) => o.sandboxes.setFrozenBytes(id, bytes),
       audit: (id, events) => appendAudit(o.layout, o.sandboxes.liveAudit(id), id, events, logger),
     },
     host: {
@@ -44,6 +47,7 @@ export function checkpointService(o: {
     },
     trash: o.sandboxes.trash,
     logger,
+    limits: o.limits,
   });
 }
 

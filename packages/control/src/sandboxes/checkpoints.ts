@@ -15,7 +15,10 @@ import { ensurePrivateDir } from '../paths.js';
 import type { CheckpointRow, CheckpointStore } from '../store/checkpoints.js';
 import type { SandboxRow } from '../store/sandboxes.js';
 import type { CreateSandboxOptions, SandboxInfo } from './types.js';
+import type { CheckpointLimits } from './checkpoint-limits.js';
+import { limitSetting } from './checkpoint-limits.js';
 import { KeyedLock } from './keyed-lock.js';
+import { LayerCharges } from './layer-charges.js';
 import type { SandboxTrash } from './trash.js';
 
 /** A checkpoint as the faces show it. */
@@ -43,8 +46,13 @@ export interface RestoreOptions {
 
 /** What the service needs from the sandbox manager: the worker calls, running or not. */
 export interface CheckpointWorker {
-  checkpoint(id: string, layerDir: string): Promise<{ readonly frozen: readonly string[] }>;
+  checkpoint(
+    id: string,
+    layerDir: string,
+  ): Promise<{ readonly frozen: readonly string[]; readonly bytes?: number }>;
   restore(id: string, frozen: readonly string[]): Promise<void>;
+  /** Tells the sandbox's live worker (if any) what its frozen layers cost its disk quota. */
+  setFrozenBytes(id: string, bytes: number): Promise<void>;
   /** Appends records to the sandbox's audit trail. */
   audit(id: string, events: readonly AuditEvent[]): Promise<void>;
 }
@@ -70,12 +78,6 @@ export interface ForkHost {
 }
 
 const MAX_FORKS = 32;
-/**
- * Checkpoints a sandbox may keep. Each can hold up to the sandbox's disk limit and frozen layers are not
- * yet charged to its quota, so this bounds what one sandbox (an agent calling the MCP tool in a loop) can
- * make the host hold: at most this many times its disk limit.
- */
-export const MAX_CHECKPOINTS = 32;
 
 const NAME_MAX = 200;
 const MESSAGE_MAX = 4000;
@@ -95,6 +97,8 @@ export class CheckpointService {
   readonly #taking = new Set<string>();
 
   readonly #host: ForkHost;
+  readonly #charges: LayerCharges;
+  readonly #limits: CheckpointLimits;
 
   constructor(options: {
     readonly store: CheckpointStore;
@@ -103,13 +107,26 @@ export class CheckpointService {
     readonly host: ForkHost;
     readonly trash: SandboxTrash;
     readonly logger: Logger;
+    readonly limits: CheckpointLimits;
   }) {
+    this.#limits = options.limits;
     this.#store = options.store;
     this.#layout = options.layout;
     this.#worker = options.worker;
     this.#host = options.host;
     this.#trash = options.trash;
     this.#logger = options.logger;
+    this.#charges = new LayerCharges({
+      store: this.#store,
+      layout: this.#layout,
+      push: (id, bytes) => this.#worker.setFrozenBytes(id, bytes),
+      logger: this.#logger,
+    });
+  }
+
+  /** What the frozen layers sandbox `id` made cost its disk quota (its mounts start with it). */
+  frozenBytes(id: string): number {
+    return this.#charges.total(id);
   }
 
   /** Freezes sandbox `id`'s current changes as a checkpoint; the sandbox goes on where it was. */
@@ -121,9 +138,18 @@ export class CheckpointService {
   }
 
   async #take(id: string, options: CheckpointOptions): Promise<CheckpointInfo> {
-    if (this.#store.list(id).length >= MAX_CHECKPOINTS) {
+    const { maxCheckpoints, maxStackDepth } = this.#limits;
+    if (this.#store.list(id).length >= maxCheckpoints) {
       throw new WrongStateError(
-        `sandbox ${id} has ${MAX_CHECKPOINTS} checkpoints, the most it may keep: delete one first`,
+        `sandbox ${id} has ${maxCheckpoints} checkpoints, the most it may keep ` +
+          `(${limitSetting('maxCheckpoints')}): delete one first`,
+      );
+    }
+    // No stack is compacted yet: a deeper one is refused (each layer makes every lookup walk further).
+    if (this.#store.stack(id).length >= maxStackDepth) {
+      throw new WrongStateError(
+        `sandbox ${id} stands on ${maxStackDepth} frozen layers, the deepest stack allowed ` +
+          `(${limitSetting('maxStackDepth')}): restore an older checkpoint, commit or discard first`,
       );
     }
     const layer = newId('layer');
@@ -138,14 +164,24 @@ export class CheckpointService {
     };
     // The row first: a crash while the worker freezes the layer leaves a reference to it (nothing
     // removes a layer a row names), and the next mount settles the row from what the delta recorded.
-    this.#store.insert(row);
+    // Its layer is charged to this sandbox from the start (measured once frozen).
+    this.#store.transaction(() => {
+      this.#store.insert(row);
+      this.#store.addLayer(layer, id, null);
+    });
     this.#taking.add(row.id);
     let frozen: string[];
+    let bytes: number | undefined;
     try {
       await ensurePrivateDir(this.#layout.layersDir);
-      frozen = this.#layerIds((await this.#worker.checkpoint(id, this.#layout.layerDir(layer))).frozen);
+      const made = await this.#worker.checkpoint(id, this.#layout.layerDir(layer));
+      frozen = this.#layerIds(made.frozen);
+      bytes = made.bytes;
     } catch (err) {
-      this.#store.delete(row.id);
+      this.#store.transaction(() => {
+        this.#store.delete(row.id);
+        this.#store.dropLayer(layer); // recorded again if a mount finds it was frozen after all
+      });
       throw err;
     } finally {
       this.#taking.delete(row.id);
@@ -153,7 +189,11 @@ export class CheckpointService {
     this.#store.transaction(() => {
       this.#store.markReady(row.id, frozen);
       this.#store.setStack(id, frozen);
+      if (bytes !== undefined) this.#store.setLayerBytes(layer, bytes);
     });
+    if (bytes === undefined) this.#charges.adopt(id, [layer]); // no quota counted it: measured later
+    // The worker counted the layer as it froze it; this is the total the database keeps.
+    await this.#charges.push([id]);
     await this.#audit(id, 'checkpoint', row.id);
     return info({ ...row, layers: frozen, state: 'ready' });
   }
@@ -254,9 +294,24 @@ export class CheckpointService {
         if (this.#taking.has(row.id)) continue;
         const layer = row.layers.at(-1);
         if (layer !== undefined && frozen.includes(layer)) this.#store.markReady(row.id);
-        else this.#store.delete(row.id);
+        else {
+          this.#store.delete(row.id);
+          if (layer !== undefined) this.#store.dropLayer(layer);
+        }
       }
       this.#store.setStack(id, frozen);
+      this.#charges.adopt(id, frozen);
+    });
+  }
+
+  /**
+   * After a commit or a discard the delta stands on no frozen layer: the mirror records the empty stack,
+   * and the layers no checkpoint or other sandbox holds leave the disk and their maker's charge.
+   */
+  stackEmptied(id: string): Promise<void> {
+    return this.#lock.run('', async () => {
+      this.#store.setStack(id, []);
+      await this.#collect();
     });
   }
 
@@ -273,14 +328,20 @@ export class CheckpointService {
       return; // no layer store yet
     }
     const held = this.#store.referencedLayers();
+    const gone: string[] = [];
     for (const name of names) {
       // A `.tmp` name is a checkpoint under way or cut short: its delta finishes or undoes it.
       if (!isId('layer', name) || held.has(name)) continue;
       const dir = this.#layout.layerDir(name);
-      if (!(await this.#trash.discard(dir, name))) {
-        this.#logger.warn({ layer: name }, 'could not move an unused checkpoint layer to the trash');
-      }
+      if (await this.#trash.discard(dir, name)) gone.push(name);
+      else this.#logger.warn({ layer: name }, 'could not move an unused checkpoint layer to the trash');
     }
+    await this.#charges.forget([...gone, ...this.#charges.stale(held, new Set(names))]);
+  }
+
+  /** Settles when the background measurement of layers a crash left unmeasured is done. */
+  measured(): Promise<void> {
+    return this.#charges.idle();
   }
 
   /** A valid id of an existing sandbox (InvalidArgumentError, NotFoundError otherwise). */

@@ -103,6 +103,7 @@ export class SandboxManager {
       logger: this.#logger,
       onStopping: options.onStopping ?? (() => Promise.resolve()),
       onLayers: options.onLayers ?? (() => undefined),
+      frozenBytes: options.frozenBytes ?? (() => 0),
       codebases: options.codebases,
       runtimes: this.#runtimes,
       pool: this.#pool,
@@ -315,10 +316,8 @@ export class SandboxManager {
   }
 
   commit(id: string, options: { mode?: CommitMode; paths?: readonly string[] } = {}): Promise<CommitResult> {
-    return this.onDelta(id, 'commit', {
-      mode: options.mode ?? 'detect-conflicts',
-      ...(options.paths === undefined ? {} : { paths: options.paths }),
-    });
+    const { mode = 'detect-conflicts', paths } = options;
+    return this.onDelta(id, 'commit', paths === undefined ? { mode } : { mode, paths });
   }
 
   async discard(id: string, options: { paths?: readonly string[] } = {}): Promise<void> {
@@ -327,13 +326,9 @@ export class SandboxManager {
 
   /** A worker method on the sandbox's delta: its live worker's, or a temporary one's (temporary-worker.ts). */
   onDelta<M extends WorkerMethod>(id: string, method: M, params: WorkerParams<M>): Promise<WorkerResult<M>> {
-    const calls = { ...this.#deps, live: this.#live, locks: this.#locks, owner: this.#owner };
-    return onWorker(
-      { ...calls, assertOpen: () => this.#assertOpen() },
-      validateId('sandbox', id),
-      method,
-      params,
-    );
+    const deps = { ...this.#deps, live: this.#live, locks: this.#locks, owner: this.#owner };
+    const calls = { ...deps, assertOpen: () => this.#assertOpen() };
+    return onWorker(calls, validateId('sandbox', id), method, params);
   }
 
   /** The audit trail writer of a sandbox running in this process. */
@@ -349,10 +344,8 @@ export class SandboxManager {
 
   /** Writes a file into the sandbox's delta, through its rules. */
   async writeFile(id: string, path: string, data: Uint8Array | string): Promise<void> {
-    await this.onDelta(id, 'writeFile', {
-      path,
-      data: typeof data === 'string' ? Buffer.from(data) : data,
-    });
+    const bytes = typeof data === 'string' ? Buffer.from(data) : data;
+    await this.onDelta(id, 'writeFile', { path, data: bytes });
   }
 
   /** Replaces the rules (validated; the error names the rule index); a running sandbox applies them at once. */
@@ -363,6 +356,11 @@ export class SandboxManager {
   /** Replaces the network policy; a running sandbox closes the connections it no longer allows. */
   setNetwork(id: string, input: boolean | NetworkPolicyInput): Promise<SandboxInfo> {
     return this.#policies.setNetwork(id, input);
+  }
+
+  /** Charges the sandbox's frozen layers to its quota: in its live worker now, and in every restart's. */
+  setFrozenBytes(id: string, bytes: number): Promise<void> {
+    return this.#live.get(id)?.supervisor.setFrozenBytes(bytes) ?? Promise.resolve();
   }
 
   // --- Supervision hooks, recovery, reaping, close -------------------------------------------------

@@ -120,6 +120,8 @@ export function mountParams(
     readonly lower: { readonly path: string; readonly identity: DirIdentity | undefined };
     readonly traits: RuntimeTraits | null;
     readonly user?: HostUser | undefined;
+    /** The bytes of the sandbox's own frozen layers, charged to its disk quota with its writable layer. */
+    readonly frozenBytes?: number;
   },
 ): MountParams {
   const { traits, lower } = options;
@@ -139,5 +141,6 @@ export function mountParams(
     // A uid of the sandbox's own: the worker serves it and root, nobody else.
     ...(options.user === undefined ? {} : { callerUid: options.user.uid }),
     ...(diskBytes === undefined ? {} : { diskQuotaBytes: diskBytes }),
+    ...(options.frozenBytes === undefined ? {} : { frozenBytes: options.frozenBytes }),
   };
 }

@@ -132,7 +132,7 @@ export async function startSandbox(deps: StartDeps, row: SandboxRow, hooks: Star
     let tRuntime = t1;
     const supervising = WorkerSupervisor.start({
       sandboxId: id,
-      mount: mountParams(row, paths, { lower, traits, user }),
+      mount: mountParams(row, paths, { lower, traits, user, frozenBytes: deps.frozenBytes(id) }),
       logFile: paths.workerLog,
       logger: log,
       supervision: deps.supervision,

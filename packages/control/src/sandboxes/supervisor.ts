@@ -181,6 +181,12 @@ export class WorkerSupervisor {
     await this.request('setRules', { rules });
   }
 
+  /** The bytes of the frozen layers the sandbox made, charged to its disk quota now and after restarts. */
+  async setFrozenBytes(bytes: number): Promise<void> {
+    this.#mount = { ...this.#mount, frozenBytes: bytes };
+    await this.request('setFrozenBytes', { bytes });
+  }
+
   /** Whether allowed accesses are audited, now and after restarts. */
   async setAudit(allowed: boolean): Promise<void> {
     this.#mount = { ...this.#mount, auditAllowed: allowed };

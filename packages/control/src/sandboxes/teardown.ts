@@ -22,6 +22,8 @@ export interface TeardownDeps {
    * stack, which the delta records itself): the checkpoint records are settled from it.
    */
   readonly onLayers: (id: string, frozen: readonly string[]) => void;
+  /** The bytes of the frozen layers the sandbox made (its checkpoints'), charged to its disk quota. */
+  readonly frozenBytes: (id: string) => number;
 }
 
 /** The parts to stop; a failed start passes what it got to. */

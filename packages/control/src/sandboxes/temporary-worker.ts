@@ -100,7 +100,7 @@ export async function onTemporaryWorker<M extends WorkerMethod>(
     });
     worker = await spawnAndMount({
       sandboxId: id,
-      mount: mountParams(row, paths, { lower, traits: null }),
+      mount: mountParams(row, paths, { lower, traits: null, frozenBytes: deps.frozenBytes(id) }),
       logFile: paths.workerLog,
       cgroup,
       onWorker: (pid, mounted) => {

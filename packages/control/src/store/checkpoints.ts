@@ -1,5 +1,6 @@
 // Checkpoint rows and each sandbox's layer stack: prepared statements over `checkpoints` and
-// `sandbox_stacks` (migration 8). Layer ids are stored as JSON arrays, oldest first.
+// `sandbox_stacks` (migration 8; layer ids as JSON arrays, oldest first), and what each frozen layer
+// costs the sandbox that made it, in `layers` (migration 9).
 import type { Statement } from 'better-sqlite3';
 import { NotFoundError } from '@agentfense/protocol';
 import type { Db } from './db.js';
@@ -15,6 +16,13 @@ export interface CheckpointRow {
   /** 'pending' while the worker freezes its layer. */
   readonly state: 'pending' | 'ready';
   readonly created_at: number;
+}
+
+/** A frozen layer's record: who made it (whose quota it is charged to) and what it costs. */
+export interface LayerRow {
+  readonly id: string;
+  readonly maker_id: string;
+  readonly bytes: number | null;
 }
 
 interface RawCheckpoint extends Omit<CheckpointRow, 'layers'> {
@@ -37,6 +45,11 @@ export class CheckpointStore {
   readonly #stack: Statement;
   readonly #setStack: Statement;
   readonly #allStacks: Statement;
+  readonly #addLayer: Statement;
+  readonly #layerBytes: Statement;
+  readonly #dropLayer: Statement;
+  readonly #madeBytes: Statement;
+  readonly #layerRows: Statement;
 
   constructor(db: Db) {
     this.#db = db;
@@ -60,6 +73,14 @@ export class CheckpointStore {
        ON CONFLICT (sandbox_id) DO UPDATE SET layers = excluded.layers`,
     );
     this.#allStacks = db.prepare('SELECT layers FROM sandbox_stacks');
+    this.#addLayer = db.prepare(
+      `INSERT INTO layers (id, maker_id, bytes) VALUES (?, ?, ?)
+       ON CONFLICT (id) DO UPDATE SET bytes = COALESCE(excluded.bytes, bytes)`,
+    );
+    this.#layerBytes = db.prepare('UPDATE layers SET bytes = ? WHERE id = ?');
+    this.#dropLayer = db.prepare('DELETE FROM layers WHERE id = ?');
+    this.#madeBytes = db.prepare('SELECT COALESCE(SUM(bytes), 0) AS bytes FROM layers WHERE maker_id = ?');
+    this.#layerRows = db.prepare('SELECT id, maker_id, bytes FROM layers');
   }
 
   insert(row: CheckpointRow): void {
@@ -113,6 +134,30 @@ export class CheckpointStore {
     ];
     for (const row of rows) for (const id of JSON.parse(row.layers) as string[]) ids.add(id);
     return ids;
+  }
+
+  /** Records layer `id`, made by sandbox `makerId`, costing `bytes` (null: not measured yet). */
+  addLayer(id: string, makerId: string, bytes: number | null): void {
+    this.#addLayer.run(id, makerId, bytes);
+  }
+
+  setLayerBytes(id: string, bytes: number): void {
+    this.#layerBytes.run(bytes, id);
+  }
+
+  /** The layer left the disk: it costs its maker nothing any more. */
+  dropLayer(id: string): void {
+    this.#dropLayer.run(id);
+  }
+
+  /** What the frozen layers sandbox `makerId` made cost it (those a fork stands on included). */
+  frozenBytes(makerId: string): number {
+    return (this.#madeBytes.get(makerId) as { bytes: number }).bytes;
+  }
+
+  /** Every recorded layer: its maker and its bytes (null: not measured yet). */
+  layers(): LayerRow[] {
+    return this.#layerRows.all() as LayerRow[];
   }
 
   /** Runs `fn` in one transaction. */

@@ -119,6 +119,20 @@ export const MIGRATIONS: readonly { readonly version: number; readonly sql: stri
       );
     `,
   },
+  {
+    // Frozen layers and what each costs the sandbox that made it (its disk quota counts them): bytes in
+    // the quota's measure, null until measured (a layer a crash left between the worker and this row).
+    // No foreign key: a layer outlives its maker while a fork stands on it (then it is charged to nobody).
+    version: 9,
+    sql: `
+      CREATE TABLE layers (
+        id          TEXT PRIMARY KEY,
+        maker_id    TEXT NOT NULL,
+        bytes       INTEGER
+      );
+      CREATE INDEX layers_by_maker ON layers (maker_id);
+    `,
+  },
 ];
 
 /** How long a writer waits for another process's transaction before failing (ms). */

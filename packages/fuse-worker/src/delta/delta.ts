@@ -33,6 +33,7 @@ import { prepareCreate, removeEntry } from './records.js';
 import { linkAt, mknodAt, mksockAt, setattrAt } from './entry-ops.js';
 import { openReadHandleAt } from './read-handle.js';
 import { renameEntry } from './rename.js';
+import { writableBytes } from './layer-bytes.js';
 import type {
   CommitOptions,
   DeltaCommitResult,
@@ -134,10 +135,14 @@ export class Delta {
    * data (renames); crash-safe (layer-change.ts). Writable fds handed out before must be closed first
    * (onLayerChange): they would write into the frozen layer.
    */
-  async checkpoint(options: { layerDir: string }): Promise<void> {
-    await this.mutate('checkpoint', async () => {
+  async checkpoint(options: { layerDir: string }): Promise<{ bytes: number | null }> {
+    return this.mutate('checkpoint', async () => {
+      // Counted under the lock, so no write slips between the count and the freeze (layer-bytes.ts).
+      const bytes = await writableBytes(this.ctx.quota);
       this.ctx = await this.#layers.checkpoint(this.ctx, options.layerDir);
+      if (this.ctx.quota !== null) this.ctx.quota.frozen += bytes ?? 0; // until the control plane's total
       await this.recount();
+      return { bytes };
     });
   }
 

@@ -87,7 +87,10 @@ export async function openDelta(options: DeltaOpenOptions): Promise<OpenedDelta>
     checkLayerDirs({ dirs: frozen.dirs, deltaDir, codebaseDir: options.lowerDir });
     stack = await openFrozenStack(codebase, frozen.dirs);
     if (frozen.adopted) await writeStack(deltaDir, frozen.dirs);
-    const quota = options.diskQuotaBytes === undefined ? null : new DiskQuota(options.diskQuotaBytes);
+    const quota =
+      options.diskQuotaBytes === undefined
+        ? null
+        : new DiskQuota(options.diskQuotaBytes, options.frozenBytes);
     quota?.chargeMetadata(() => journal.diskBytes);
     const owner = options.owner ?? null;
     const commits = new CommitJournal(metaDir);

@@ -64,22 +64,39 @@ export class DiskQuota {
   #ready = false;
   #scan: Promise<void> | undefined;
   #metadata: () => number = () => 0;
+  #frozen = 0;
 
-  constructor(limit: number) {
+  constructor(limit: number, frozen = 0) {
     if (!Number.isSafeInteger(limit) || limit < 0) {
       throw new TypeError(`diskQuotaBytes must be a non-negative integer (got ${limit})`);
     }
     this.limit = limit;
+    this.frozen = frozen;
   }
 
-  /** Bytes charged now. */
+  /** Bytes the writable layer costs now (its entries and metadata). */
   get used(): number {
     return this.#used + this.#metadata();
   }
 
+  /**
+   * Bytes of the frozen layers this sandbox made (its checkpoints), which the control plane keeps: they
+   * count against the same limit, so checkpointing in a loop cannot hold more than the quota on the host.
+   */
+  get frozen(): number {
+    return this.#frozen;
+  }
+
+  set frozen(bytes: number) {
+    if (!Number.isSafeInteger(bytes) || bytes < 0) {
+      throw new TypeError(`frozenBytes must be a non-negative integer (got ${bytes})`);
+    }
+    this.#frozen = bytes;
+  }
+
   /** Bytes still available. */
   get free(): number {
-    return Math.max(0, this.limit - this.used);
+    return Math.max(0, this.limit - this.used - this.#frozen);
   }
 
   /** Charges the bytes `bytes()` answers at each check too (the delta's journal and snapshot). */
@@ -130,11 +147,11 @@ export class DiskQuota {
 
   /** Throws ENOSPC unless the delta may grow by `growth` bytes. Records nothing. */
   checkGrowth(growth: number, what: string): void {
-    const used = this.used;
+    const used = this.used + this.#frozen;
     if (growth > 0 && used + growth > this.limit) {
       throw new FsError(
         'ENOSPC',
-        `${what}: the sandbox's disk quota of ${this.limit} bytes is used up (${used} used)`,
+        `${what}: the sandbox's disk quota of ${this.limit} bytes is used up (${used} used, ${this.#frozen} of it by checkpoints)`,
         // The control plane tells a quota from a full host filesystem by this (it names the data
         // directory only for the latter).
         { details: { quotaBytes: this.limit } },

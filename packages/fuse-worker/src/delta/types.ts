@@ -91,6 +91,8 @@ export interface DeltaOpenOptions {
   readonly lowerCacheMaxAgeMs?: number;
   /** Bytes the upper layer may hold (see quota.ts); undefined = no limit. */
   readonly diskQuotaBytes?: number;
+  /** Bytes of the frozen layers this sandbox made, charged to the same quota (see quota.ts); default 0. */
+  readonly frozenBytes?: number;
   /**
    * The frozen layers between the writable layer and the codebase (absolute directories, oldest first).
    * Must equal the stack the delta recorded (meta/stack.json), unless the delta is new (no stack recorded,

@@ -208,6 +208,7 @@ export class WorkerService {
         deltaDir: params.deltaDir,
         logger: this.#logger,
         ...(params.diskQuotaBytes === undefined ? {} : { diskQuotaBytes: params.diskQuotaBytes }),
+        ...(params.frozenBytes === undefined ? {} : { frozenBytes: params.frozenBytes }),
         // Copy-ups keep the owner the sandbox saw on the codebase entry (see README: owners).
         owner: { uid: ownerUid, gid: ownerGid },
       });
@@ -432,9 +433,14 @@ export class WorkerService {
         const mounted = this.#need();
         // Our fds of writable-layer files are closed as it begins (delta.onLayerChange, set at mount): the
         // next write opens the path again, copying the file up into the new writable layer.
-        await mounted.delta.checkpoint({ layerDir });
-        this.#logger.info({ layerDir, depth: mounted.delta.frozenLayers.length }, 'checkpoint');
-        return { frozen: mounted.delta.frozenLayers };
+        const { bytes } = await mounted.delta.checkpoint({ layerDir });
+        this.#logger.info({ layerDir, depth: mounted.delta.frozenLayers.length, bytes }, 'checkpoint');
+        return { frozen: mounted.delta.frozenLayers, ...(bytes === null ? {} : { bytes }) };
+      },
+      setFrozenBytes: ({ bytes }) => {
+        const quota = this.#need().delta.quota;
+        if (quota !== null) quota.frozen = bytes;
+        return {};
       },
       restore: async ({ frozen }) => {
         const mounted = this.#need();

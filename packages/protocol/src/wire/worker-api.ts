@@ -115,6 +115,11 @@ export interface MountParams {
    */
   readonly diskQuotaBytes?: number;
   /**
+   * Bytes of the frozen layers (checkpoints) this sandbox made, counted against `diskQuotaBytes` with its
+   * writable layer. Default 0; `setFrozenBytes` changes it while mounted.
+   */
+  readonly frozenBytes?: number;
+  /**
    * After the sandbox's first access the worker lists the tree through its own mount, breadth first, so the
    * kernel holds every visible name before it is asked for (no LOOKUP round trip per first stat/open): at
    * most this many entries (a directory is listed whole; the budget is checked between directories).
@@ -174,7 +179,16 @@ export interface WorkerMethods {
    * Freezes the delta's writable layer as the frozen layer `layerDir` (which must not exist) and goes on
    * with an empty writable layer on top: what the sandbox sees does not change. Renames, no copying.
    */
-  checkpoint: { params: { readonly layerDir: string }; result: { readonly frozen: readonly string[] } };
+  checkpoint: {
+    params: { readonly layerDir: string };
+    /**
+     * `bytes`: what the frozen layer costs in the quota's measure (the worker counts it frozen at once);
+     * absent without a quota (not counted: measure the layer).
+     */
+    result: { readonly frozen: readonly string[]; readonly bytes?: number };
+  };
+  /** The total of the frozen layers this sandbox made, charged to its disk quota from now on. */
+  setFrozenBytes: { params: { readonly bytes: number }; result: Empty };
   /** Drops the writable layer's content and puts the delta on `frozen` (oldest first): a rollback. */
   restore: { params: { readonly frozen: readonly string[] }; result: Empty };
   /** Reads a file as the sandbox sees it, through the permission rules. */
@@ -295,6 +309,7 @@ export const WORKER_METHOD_GUARDS: {
       cacheTtlSeconds: g.optional(g.number),
       auditAllowed: g.optional(g.boolean),
       diskQuotaBytes: g.optional(g.count),
+      frozenBytes: g.optional(g.count),
       warmupEntries: g.optional(g.count),
       logFile: g.optional(g.string),
       name: g.optional(g.string),
@@ -360,7 +375,11 @@ export const WORKER_METHOD_GUARDS: {
     }),
   },
   discard: { params: g.shape({ paths }), result: empty },
-  checkpoint: { params: g.shape({ layerDir: g.string }), result: g.shape({ frozen: g.arrayOf(g.string) }) },
+  checkpoint: {
+    params: g.shape({ layerDir: g.string }),
+    result: g.shape({ frozen: g.arrayOf(g.string), bytes: g.optional(g.count) }),
+  },
+  setFrozenBytes: { params: g.shape({ bytes: g.count }), result: empty },
   restore: { params: g.shape({ frozen: g.arrayOf(g.string) }), result: empty },
   readFile: { params: g.shape({ path: g.string }), result: g.shape({ data: g.bytes }) },
   writeFile: { params: g.shape({ path: g.string, data: g.bytes }), result: empty },
