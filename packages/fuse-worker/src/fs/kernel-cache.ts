@@ -137,6 +137,11 @@ export class KernelCache {
     if (this.invalidator !== undefined) void this.invalidator.inode(node.parent);
   }
 
+  /** Whether files of the directory were READ since its last listing (this listing refreshes them). */
+  readSinceListed(dir: number): boolean {
+    return this.#readInDirs.has(dir);
+  }
+
   /** The directory was listed (READDIRPLUS from offset 0): a later READ in it drops the listing again. */
   listed(dir: number): void {
     this.#readInDirs.delete(dir);

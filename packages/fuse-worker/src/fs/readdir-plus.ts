@@ -44,6 +44,9 @@ export async function readdirplus(
     }
   }
   const since = { epoch: fs.cache.replays.epoch, generation: fs.cache.generation };
+  // A listing asked for again after READs is sent whole with attributes, so it can be replayed
+  // (listing-replay.ts keeps only answers whose every entry carries them).
+  const refresh = offset === 0 && fs.cache.readSinceListed(ino);
   const listing = await listingFrom(fs, ino, offset, caller);
   // The entry warm-up's walker (entry-warmup.ts) lists ahead of the sandbox: no walker of the sandbox's
   // reads what it lists, so its listings neither start the read-ahead nor teach the predictor anything.
@@ -61,7 +64,7 @@ export async function readdirplus(
     ? await inSlices(fs, ino, sent, caller)
     : await Promise.all(
         sent.map((e) =>
-          heldFresh(fs, ino, e) ? Promise.resolve(plain(fs, e)) : withEntry(fs, ino, e, caller),
+          !refresh && heldFresh(fs, ino, e) ? Promise.resolve(plain(fs, e)) : withEntry(fs, ino, e, caller),
         ),
       );
   // An invalidation (rule change, discard, commit, audit switched on) began while the answer was made:
