@@ -49,7 +49,9 @@ describe('store-ahead attacks', () => {
       ...AGENT_SAFE,
       { pattern: '/w/*.view', permission: 'view', priority: 60 },
     ];
-    const f = await mountFixture({ tree: { ...tree('a'), ...tree('w') }, rules });
+    // Without the entry warm-up, whose walker could list w/ into the kernel first: the sandbox's `ls w`
+    // would then send no listing, and no store from a listing would be tried at all.
+    const f = await mountFixture({ tree: { ...tree('a'), ...tree('w') }, rules, warmupEntries: 0 });
     await walk(f, 'a'); // a walker that reads what it lists: the next listing is read ahead
     const stored = await opCount(f, 'store-ahead');
     expect((await f.sandbox('ls w >/dev/null')).stderr).toBe('');
@@ -59,7 +61,11 @@ describe('store-ahead attacks', () => {
       expect(r.stderr).toContain('Permission denied');
     }
     // the same with the rule change racing the stores: list, then at once make two stored files view-only
-    const g = await mountFixture({ tree: { ...tree('a'), ...tree('w') }, rules: AGENT_SAFE });
+    const g = await mountFixture({
+      tree: { ...tree('a'), ...tree('w') },
+      rules: AGENT_SAFE,
+      warmupEntries: 0,
+    });
     await walk(g, 'a');
     const listed = g.sandbox('ls w >/dev/null');
     await g.worker.client.request('setRules', {

@@ -17,6 +17,8 @@ import { InvalidArgumentError } from '@agentfense/protocol';
 // page cache (FUSE_NOTIFY_STORE), so a walker reads them without a READ (fs/store-ahead.ts).
 // entryWarmup (needs readdirplus): after the first access the worker lists the tree through its own mount,
 // so the kernel holds an entry for every visible name before the sandbox asks (fs/entry-warmup.ts).
+// freshEntries (needs readdirplus): a listing sends the names whose entry and attributes the kernel holds
+// fresh as plain entries, not as LOOKUP answers (fs/entry-freshness.ts).
 // directWrites: a file the sandbox creates write-only is opened with FOPEN_DIRECT_IO, so its writes go to
 // the worker without a copy into the mount's page cache (fs/namespace-ops.ts create, docs/decisions.md,
 // "Files created write-only are written with direct I/O").
@@ -31,6 +33,7 @@ export const SWITCHABLE_FEATURES = [
   'storeAhead',
   'entryWarmup',
   'directWrites',
+  'freshEntries',
 ] as const;
 export type SwitchableFeature = (typeof SWITCHABLE_FEATURES)[number];
 
@@ -112,6 +115,11 @@ export function entryWarmup(conn: ConnInfo, disabled: readonly SwitchableFeature
   return conn.features.readdirplus && !disabled.includes('entryWarmup');
 }
 
+/** Whether a listing sends names the kernel holds fresh as plain entries (fs/entry-freshness.ts). */
+export function freshEntries(conn: ConnInfo, disabled: readonly SwitchableFeature[]): boolean {
+  return conn.features.readdirplus && !disabled.includes('freshEntries');
+}
+
 /** Whether files created write-only bypass the mount's page cache: FOPEN_DIRECT_IO needs no INIT flag. */
 export function directWrites(disabled: readonly SwitchableFeature[]): boolean {
   return !disabled.includes('directWrites');
@@ -142,6 +150,7 @@ export function connStats(
       storeAhead: storeAhead(conn, disabled),
       entryWarmup: entryWarmup(conn, disabled),
       directWrites: directWrites(disabled),
+      freshEntries: freshEntries(conn, disabled),
       readahead,
     },
     disabled: [...disabled],

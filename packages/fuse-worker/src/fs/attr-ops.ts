@@ -43,7 +43,7 @@ export async function getattr(fs: FsCore, ino: number, caller: Caller): Promise<
       fs.stats?.record('refusal-check', (performance.now() - started) * 1000, false);
     }
     fs.cache.dirAttrs.note(ino, fs.ttl);
-  }
+  } else fs.cache.entries.attrsSent(ino, fs.ttl);
   return nlink === null ? fresh : { ...fresh, nlink };
 }
 
@@ -88,7 +88,9 @@ export async function setattr(
   if (!node.isDir) fs.forgetHandleUnlessWritable(ino);
   allow(fs, 'setattr', path, permission, caller);
   if (node.isDir) fs.cache.dirAttrs.note(ino, fs.ttl);
-  return fs.attr(node, path, await fs.mustFind(path), permission);
+  const attr = fs.attr(node, path, await fs.mustFind(path), permission);
+  if (!node.isDir) fs.cache.entries.attrsSent(ino, fs.ttl);
+  return attr;
 }
 
 /** READLINK: needs read (view shows that the link exists, not where it points). */

@@ -110,6 +110,7 @@ export class FsCore {
    */
   async invalidateAll(): Promise<void> {
     this.cache.generation++;
+    this.cache.entries.clear();
     // The walk ends before the kernel is told: a listing of the walker's answered from now on carries no
     // timeouts (readdir-plus.ts), and the kernel will hold none of the warmed entries; the next access
     // lists the tree again.
@@ -154,6 +155,7 @@ export class FsCore {
 
   entry(node: Inode, path: string, found: DeltaLookup, permission: Permission, ttl = this.ttl): EntryReply {
     if (node.isDir) this.cache.dirAttrs.note(node.ino, ttl);
+    else this.cache.entries.entrySent(node.ino, ttl, this.cache.generation);
     return {
       ino: node.ino,
       attr: this.attr(node, path, found, permission),

@@ -43,6 +43,8 @@ export class DataPath {
   #noteRead(ino: number, offset: Offset): void {
     const fs = this.#fs;
     fs.predictor.noteRead(ino);
+    // the kernel marks the file's atime stale at every READ
+    fs.cache.entries.attrsStale(ino);
     const node = fs.inodes.get(ino);
     fs.cache.noteRead(node);
     if (fs.readAheadOnRead && offset === 0 && node !== undefined && node.parent !== 0) {
@@ -113,6 +115,8 @@ export class DataPath {
     // writes the kernel leaves clearing set-id bits to us. It clears them for a writer without
     // CAP_FSETID in the host's namespace: every sandbox process (never host root), not host root.
     const killSetId = caller.uid !== 0 && this.#fs.directWriters.has(ino);
+    // the kernel drops the file's size and mtime after a WRITE
+    this.#fs.cache.entries.attrsStale(ino);
     const put = (fd: number, before?: BigIntStats): number => {
       if (killSetId) clearSetId(fd, before === undefined ? fstatSync(fd).mode : Number(before.mode));
       return typeof offset === 'bigint'
@@ -142,6 +146,7 @@ export class DataPath {
       throw new FsError('EOPNOTSUPP', `fallocate mode ${mode} is not supported (only 0 and KEEP_SIZE)`);
     }
     const end = BigInt(offset) + BigInt(length);
+    this.#fs.cache.entries.attrsStale(ino);
     const quota = this.#fs.delta.quota;
     if (quota !== null && !quota.ready) await quota.whenReady();
     await this.#withFd(ino, true, caller, 'write', (fd) => {

@@ -4,6 +4,7 @@
 // through the mount; the README's "why the kernel's caches stay airtight" explains each piece.
 import type { DeltaLookup } from '../delta/types.js';
 import { DirAttrFreshness } from './dir-attr-freshness.js';
+import { EntryFreshness } from './entry-freshness.js';
 import type { HandleCache } from './handles.js';
 import type { Inode, InodeTable } from './inodes.js';
 import { ListingReplays } from './listing-replay.js';
@@ -36,6 +37,8 @@ export class KernelCache {
   readonly #negatives = new Map<string, { readonly parent: number; readonly name: string }>();
   /** Directories whose attributes the kernel holds fresh: a GETATTR of one is a re-ask (dir-denials.ts). */
   readonly dirAttrs = new DirAttrFreshness();
+  /** Files' entries the kernel holds fresh: a listing may send them plain (entry-freshness.ts). */
+  readonly entries = new EntryFreshness();
   #invalidator: Invalidator | undefined;
   /**
    * Whether a READ drops its directory's cached listing (see noteRead); on only when the mount has
@@ -77,6 +80,7 @@ export class KernelCache {
 
   set invalidator(invalidator: Invalidator | undefined) {
     const dirAttrs = this.dirAttrs;
+    const entries = this.entries;
     const inodes = this.#inodes;
     this.#invalidator =
       invalidator === undefined
@@ -84,12 +88,17 @@ export class KernelCache {
         : {
             inode: (ino) => {
               dirAttrs.drop(ino);
+              entries.drop(ino);
               // A directory's pages are its listing; a file's are its contents, which a store-ahead
               // prepared before now must not put back after this invalidation.
               if (inodes.get(ino)?.isDir !== true) invalidator.beforeContents?.();
               return invalidator.inode(ino);
             },
-            entry: (parent, name) => invalidator.entry(parent, name),
+            entry: (parent, name) => {
+              const child = inodes.child(parent, name);
+              if (child !== undefined) entries.drop(child.ino);
+              return invalidator.entry(parent, name);
+            },
             beforeContents: () => invalidator.beforeContents?.(),
           };
   }
@@ -97,6 +106,7 @@ export class KernelCache {
   /** The kernel forgot the node: so do we. */
   forgetNode(ino: number): void {
     this.dirAttrs.drop(ino);
+    this.entries.drop(ino);
     this.#readInDirs.delete(ino);
     this.replays.drop(ino);
   }
@@ -125,6 +135,11 @@ export class KernelCache {
     this.#readInDirs.set(node.parent, 0);
     // attributes and pages of the directory: its pages are the kernel's readdir cache
     if (this.invalidator !== undefined) void this.invalidator.inode(node.parent);
+  }
+
+  /** Whether files of the directory were READ since its last listing (this listing refreshes them). */
+  readSinceListed(dir: number): boolean {
+    return this.#readInDirs.has(dir);
   }
 
   /** The directory was listed (READDIRPLUS from offset 0): a later READ in it drops the listing again. */

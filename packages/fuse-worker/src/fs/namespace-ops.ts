@@ -117,6 +117,8 @@ export async function unlink(fs: FsCore, parent: number, name: string, caller: C
   await fs.delta.unlink(path);
   fs.inodes.unlink(parent, name);
   fs.forgetListing(parent);
+  // another name of it keeps the node: the kernel dropped its link count
+  if (node !== undefined) fs.cache.entries.attrsStale(node.ino);
   allow(fs, 'unlink', path, 'write', caller);
 }
 
@@ -205,7 +207,10 @@ export async function link(
   fs.inodes.alias(ino, newParent, newName);
   fs.forgetListing(newParent);
   allow(fs, 'link', from, 'write', caller, to);
-  return fs.entry(node, to, await fs.mustFind(to), 'write');
+  const entry = fs.entry(node, to, await fs.mustFind(to), 'write');
+  // the kernel drops the attributes of a node it links (link count, ctime)
+  fs.cache.entries.attrsStale(ino);
+  return entry;
 }
 
 /** Owner and mode of a new entry in directory `parent` (ownership.ts: set-gid directories). */

@@ -101,6 +101,11 @@ export class PolicyFs {
     this.#core.storeAhead.storing = on;
   }
 
+  /** Whether a listing sends names the kernel holds fresh as plain entries (freshEntries feature). */
+  set freshEntries(on: boolean) {
+    this.#core.cache.entries.enabled = on;
+  }
+
   /** Whether files created write-only are answered with direct I/O (directWrites feature). */
   set directWrites(on: boolean) {
     this.#core.directWrites = on;

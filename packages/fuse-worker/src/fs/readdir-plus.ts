@@ -19,7 +19,7 @@ import type { Caller, DirEntryOut } from './types.js';
 
 export type { DirEntryPlusOut } from './direntplus-pack.js';
 
-const { S_IFMT, S_IFREG } = constants;
+const { S_IFDIR, S_IFMT, S_IFREG } = constants;
 
 /**
  * READDIRPLUS from `offset`, as the bytes of the reply. `fit` says how many of the names fit the kernel's
@@ -44,6 +44,9 @@ export async function readdirplus(
     }
   }
   const since = { epoch: fs.cache.replays.epoch, generation: fs.cache.generation };
+  // A listing asked for again after READs is sent whole with attributes, so it can be replayed
+  // (listing-replay.ts keeps only answers whose every entry carries them).
+  const refresh = offset === 0 && fs.cache.readSinceListed(ino);
   const listing = await listingFrom(fs, ino, offset, caller);
   // The entry warm-up's walker (entry-warmup.ts) lists ahead of the sandbox: no walker of the sandbox's
   // reads what it lists, so its listings neither start the read-ahead nor teach the predictor anything.
@@ -59,7 +62,11 @@ export async function readdirplus(
   const sent = listing.entries(offset, offset + fit(names));
   const looked = walker
     ? await inSlices(fs, ino, sent, caller)
-    : await Promise.all(sent.map((e) => withEntry(fs, ino, e, caller)));
+    : await Promise.all(
+        sent.map((e) =>
+          !refresh && heldFresh(fs, ino, e) ? Promise.resolve(plain(fs, e)) : withEntry(fs, ino, e, caller),
+        ),
+      );
   // An invalidation (rule change, discard, commit, audit switched on) began while the answer was made:
   // entries looked up before it must not outlive it in the kernel's caches (lookup() covers only an
   // invalidation during its own await; the walker's slices wait for the sandbox's gaps in between).
@@ -136,6 +143,23 @@ async function inSlices(
     );
   }
   return out;
+}
+
+/**
+ * Whether the kernel holds the listed name's entry and attributes fresh (entry-freshness.ts): then it is
+ * sent plain, and the kernel keeps what it has. Never for a directory (its attributes go stale with every
+ * change inside it) nor for the warm-up's walker, whose listings are what make names fresh.
+ */
+function heldFresh(fs: FsCore, dir: number, e: DirEntryOut): boolean {
+  if (e.name === '.' || e.name === '..' || (e.mode & S_IFMT) === S_IFDIR) return false;
+  const node = fs.inodes.child(dir, e.name);
+  return node !== undefined && node.nlookup > 0 && fs.cache.entries.isFresh(node.ino, fs.cache.generation);
+}
+
+/** A plain entry (no node id, no attributes), counted in `stats` so a bench shows how many went out so. */
+function plain(fs: FsCore, e: DirEntryOut): DirEntryPlusOut {
+  fs.stats?.record('plain-entry', 0, false);
+  return e;
 }
 
 /** An entry the kernel may use for this request only (timeouts 0), its directory attributes not held. */

@@ -37,6 +37,7 @@ import {
   storeAhead,
   entryWarmup,
   directWrites,
+  freshEntries,
   readaheadBytes,
 } from '../mount-options.js';
 import { widenReadahead } from '../readahead-window.js';
@@ -260,6 +261,7 @@ export class WorkerService {
           fuse.storeAhead(dirFd, maxBytes, nodes, strings);
         fs.storeAhead = storeAhead(info, disabled);
         fs.directWrites = directWrites(disabled);
+        fs.freshEntries = freshEntries(info, disabled);
         if (entryWarmup(info, disabled) && params.warmupEntries !== 0) {
           fs.entryWarmup = new EntryWarmup({
             mountpoint: params.mountpoint,
