@@ -37,6 +37,7 @@ import type {
 import { SandboxManager } from './sandboxes/manager.js';
 import { SPARE_LABEL } from './sandboxes/one-shot.js';
 import type { CreateInternal } from './sandboxes/records.js';
+import type { SecretValueSource } from './sandboxes/secret-values.js';
 import { RuntimeRegistry, builtinRuntimes } from './sandboxes/runtimes.js';
 import type {
   CreateSandboxOptions,
@@ -385,11 +386,20 @@ export class ControlPlane implements AsyncDisposable {
     return this.#disk.writing(`writing ${path}`, () => this.sandboxes.writeFile(id, path, data));
   }
   setRules(id: string, policy: { rules?: readonly unknown[]; preset?: string }): Promise<SandboxInfo> {
-    return this.#disk.writing('changing the rules', () => this.sandboxes.setRules(id, policy));
+    return this.#disk.writing('changing the rules', () => this.sandboxes.policies.setRules(id, policy));
   }
   /** Replaces the network policy; a running sandbox closes the connections it no longer allows. */
   setNetwork(id: string, policy: boolean | NetworkPolicyInput): Promise<SandboxInfo> {
-    return this.#disk.writing('changing the network policy', () => this.sandboxes.setNetwork(id, policy));
+    return this.#disk.writing('changing the network policy', () =>
+      this.sandboxes.policies.setNetwork(id, policy),
+    );
+  }
+  /**
+   * Gives (or replaces) the value of a declared secret, running or not (docs/secrets.md): `env`, `file`
+   * and `command` are read in this process. The value is never returned, stored or logged.
+   */
+  setSecret(id: string, name: string, source: SecretValueSource): Promise<SandboxInfo> {
+    return this.sandboxes.policies.setSecret(id, name, source);
   }
   audit(id: string, query?: AuditQuery): Promise<AuditEvent[]>;
   audit(id: string, query: NetworkAuditQuery): Promise<NetworkAuditEvent[]>;
