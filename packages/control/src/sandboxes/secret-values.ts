@@ -76,7 +76,7 @@ export function setSecretValue(
       );
     }
     const before = deps.secrets.held(id).reason;
-    const held = deps.secrets.give(id, row.secrets, secret);
+    const held = deps.secrets.give(id, row.secrets, secret, origin);
     store.update(id, {
       secrets: row.secrets.map((s) => (s.name === name ? { ...s, source: origin } : s)),
       // The state reason names the secrets that lacked a value: it follows, unless it says something else.

@@ -120,9 +120,18 @@ export interface HeldSecrets {
   readonly reason: string | null;
   /** The same, by secret name. */
   readonly missing: Readonly<Record<string, string>>;
+  /**
+   * The kept source (JSON) each held value was read from: one another process has replaced since
+   * (setSecret through the CLI) is read again at the next start rather than its old value used.
+   */
+  readonly origins: Readonly<Record<string, string>>;
 }
 
-const NONE: HeldSecrets = { usable: [], placeholders: {}, reason: null, missing: {} };
+const NONE: HeldSecrets = { usable: [], placeholders: {}, reason: null, missing: {}, origins: {} };
+
+const originKey = (source: StoredSecret['source']): string => JSON.stringify(source);
+const originsOf = (stored: readonly StoredSecret[]): Record<string, string> =>
+  Object.fromEntries(stored.map((s) => [s.name, originKey(s.source)]));
 
 function reasonOf(missing: Readonly<Record<string, string>>): string | null {
   const reasons = Object.values(missing);
@@ -163,25 +172,37 @@ export class SecretVault {
     return { secrets, stored };
   }
 
-  set(id: string, secrets: readonly SandboxSecret[]): void {
+  set(id: string, secrets: readonly SandboxSecret[], stored: readonly StoredSecret[]): void {
     if (secrets.length === 0) return;
     // This process now holds values: no core dump of it, its /proc closed to other uids.
     markNotDumpable();
     const placeholders = Object.fromEntries(secrets.map((s) => [s.name, s.placeholder]));
-    this.#byId.set(id, { usable: secrets, placeholders, reason: null, missing: {} });
+    this.#byId.set(id, {
+      usable: secrets,
+      placeholders,
+      reason: null,
+      missing: {},
+      origins: originsOf(stored),
+    });
   }
 
   /**
    * Gives one declared secret of sandbox `id` its value (setSecret), replacing any it had; `stored` is
    * every secret the sandbox declares. Returns what this process now holds.
    */
-  give(id: string, stored: readonly StoredSecret[], secret: SandboxSecret): HeldSecrets {
+  give(
+    id: string,
+    stored: readonly StoredSecret[],
+    secret: SandboxSecret,
+    origin: StoredSecret['source'],
+  ): HeldSecrets {
     markNotDumpable();
     const held = this.#byId.get(id) ?? NONE;
     const usable = [...held.usable.filter((s) => s.name !== secret.name), secret];
     const { [secret.name]: _given, ...missing } = held.missing;
     const placeholders = Object.fromEntries(stored.map((s) => [s.name, s.placeholder]));
-    const now = { usable, placeholders, reason: reasonOf(missing), missing };
+    const origins = { ...held.origins, [secret.name]: originKey(origin) };
+    const now = { usable, placeholders, reason: reasonOf(missing), missing, origins };
     this.#byId.set(id, now);
     return now;
   }
@@ -193,11 +214,15 @@ export class SecretVault {
    */
   async load(id: string, stored: readonly StoredSecret[]): Promise<HeldSecrets> {
     const held = this.#byId.get(id) ?? NONE;
-    if (stored.length === 0 || (held.reason === null && held.usable.length === stored.length)) return held;
+    const current = (kept: StoredSecret): boolean => held.origins[kept.name] === originKey(kept.source);
+    if (stored.length === 0) return held;
+    if (held.reason === null && held.usable.length === stored.length && stored.every(current)) return held;
     const usable: SandboxSecret[] = [];
     const missing: Record<string, string> = {};
+    const origins: Record<string, string> = {};
     for (const kept of stored) {
-      const had = held.usable.find((s) => s.name === kept.name);
+      origins[kept.name] = originKey(kept.source);
+      const had = current(kept) ? held.usable.find((s) => s.name === kept.name) : undefined;
       if (had !== undefined) usable.push(had);
       else if (kept.source === null) missing[kept.name] = notKept(kept.name, id);
       else {
@@ -213,7 +238,7 @@ export class SecretVault {
     }
     if (usable.length > 0) markNotDumpable();
     const placeholders = Object.fromEntries(stored.map((s) => [s.name, s.placeholder]));
-    const loaded = { usable, placeholders, reason: reasonOf(missing), missing };
+    const loaded = { usable, placeholders, reason: reasonOf(missing), missing, origins };
     this.#byId.set(id, loaded);
     return loaded;
   }
