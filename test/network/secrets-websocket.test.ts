@@ -1,7 +1,11 @@
 // A WebSocket upgrade to a bound host (docs/secrets.md): the placeholder in the upgrade request's
 // headers and URL reaches the real host as the value, the 101 comes back to the agent with the value
-// masked, and the bytes after it flow both ways (they are not searched).
+// masked, and the bytes after it flow both ways (they are not searched). A bound host that compresses
+// its answer against Accept-Encoding: identity has it decoded and masked all the same.
+import { createServer } from 'node:https';
 import type { Server } from 'node:https';
+import { gzipSync } from 'node:zlib';
+import { openSocketInNetns } from '@agentfense/network';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { useNetworkFixture } from '../helpers/network-fixture.js';
 import { makeTestCerts, serveHttps } from '../helpers/secret-hosts.js';
@@ -51,5 +55,33 @@ describe('secrets: WebSocket upgrades', () => {
     expect(r.out).not.toContain(VALUE);
     const uses = (await fx().cp.audit(sb.id, { kind: 'network' })).filter((e) => e.op === 'secret');
     expect(uses).toEqual([expect.objectContaining({ secret: 'API_KEY', method: 'GET' })]);
+  });
+});
+
+describe('secrets: a bound host that compresses anyway', () => {
+  const fx = useNetworkFixture({ upstreamCa: certs.ca });
+  let server: Server;
+  beforeAll(() => {
+    // Compresses whatever the request asked for (the policy point asks for identity).
+    server = createServer(certs.leaf, (req, res) => {
+      res.writeHead(200, { 'content-encoding': 'gzip', 'content-type': 'text/plain' });
+      res.end(gzipSync(`echo ${req.headers.authorization ?? ''}\n`));
+    });
+    server.listen({
+      fd: openSocketInNetns(fx().net.nsPath, { family: 4, type: 'tcp', address: '0.0.0.0', port: 8444 }),
+    });
+  });
+  afterAll(() => server.close());
+
+  it('its body is decoded, masked and sent on uncompressed', async () => {
+    const sb = await fx().sandbox(POLICY, {
+      secrets: [{ name: 'API_KEY', hosts: ['pub.test'], value: VALUE }],
+    });
+    const r = await sb.run(
+      'curl -sS -m 10 --compressed -H "Authorization: Bearer $API_KEY" https://pub.test:8444/gz; printf "|%s" "$API_KEY"',
+    );
+    const placeholder = r.out.slice(r.out.lastIndexOf('|') + 1);
+    expect(r.err).toBe('');
+    expect(r.out).toBe(`echo Bearer ${placeholder}\n|${placeholder}`);
   });
 });

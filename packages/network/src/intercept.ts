@@ -9,7 +9,8 @@ import { createServer } from 'node:http';
 import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { TLSSocket, checkServerIdentity } from 'node:tls';
-import type { Duplex, Readable } from 'node:stream';
+import type { Duplex, Readable, Transform } from 'node:stream';
+import { createBrotliDecompress, createGunzip, createInflate } from 'node:zlib';
 import type { FlowContext, Tracked } from './context.js';
 import type { Decision, Destination } from './decide.js';
 import type { SecretSet } from './secret-set.js';
@@ -58,6 +59,15 @@ async function readAll(stream: Readable): Promise<Buffer> {
 function contentLength(headers: IncomingMessage['headers']): number | undefined {
   const value = headers['content-length'];
   return value === undefined ? undefined : Number(value);
+}
+
+/** A decoder for a response's Content-Encoding (one coding of gzip, deflate or br); none for identity. */
+function decoderFor(encoding: string | undefined): Transform | undefined {
+  const coding = (encoding ?? '').trim().toLowerCase();
+  if (coding === 'gzip' || coding === 'x-gzip') return createGunzip();
+  if (coding === 'deflate') return createInflate();
+  if (coding === 'br') return createBrotliDecompress();
+  return undefined;
 }
 
 export class Interceptor {
@@ -358,6 +368,15 @@ export class Interceptor {
       res.writeHead(status, headers.flat());
       res.end();
       up.resume();
+      return;
+    }
+    const decoder = decoderFor(up.headers['content-encoding']);
+    if (decoder !== undefined) {
+      // A host that compressed anyway: decoded here so the mask sees the body, and sent on uncompressed.
+      const plain = headers.filter(([k]) => k.toLowerCase() !== 'content-encoding');
+      res.writeHead(status, plain.flat());
+      decoder.on('error', () => res.destroy());
+      up.pipe(decoder).pipe(new SwapStream(masks)).pipe(res);
       return;
     }
     if (length !== undefined && length <= WHOLE_BODY_LIMIT) {
