@@ -1,7 +1,8 @@
 // The network policy on the gRPC face, against a real `agentfense serve`: a sandbox created with a
 // policy reports it, SetNetworkPolicy replaces it (and the HTTP face reads the same policy), a bad rule
-// is INVALID_ARGUMENT with the HTTP face's message, and GetNetworkAudit lists what a command inside the
-// sandbox was refused. Nothing here needs a reachable host: refused names are never dialled or resolved.
+// is INVALID_ARGUMENT with the HTTP face's message, GetNetworkAudit lists what a command inside the
+// sandbox was refused, and SetSecret gives a declared secret a new value, write-only and audited by name.
+// Nothing here needs a reachable host: refused names are never dialled or resolved.
 /* eslint-disable @typescript-eslint/no-unsafe-member-access, @typescript-eslint/no-unsafe-assignment, @typescript-eslint/no-unsafe-call, @typescript-eslint/no-unsafe-return, @typescript-eslint/no-unsafe-argument --
    gRPC messages are loaded from the .proto at run time (as the SDK's are), so they are untyped here. */
 import { describe, expect, it } from 'vitest';
@@ -209,5 +210,60 @@ describe('gRPC sandbox.v1: the network policy', () => {
     expect(refused.code).toBe(status.INVALID_ARGUMENT);
     expect(refused.details).toMatch(/^secret 0 \(API_KEY\): `hosts` must be a non-empty array/);
     expect(String(refused.details)).not.toContain(value);
+
+    // SetSecret replaces the value of the running sandbox's declared secret: the reply, like the audit
+    // record it leaves, names the secret and never the value.
+    const newValue = 'sk-grpc-NEW-fedcba9876543210';
+    const set = await c.unary('sandbox', 'SetSecret', {
+      sandbox_id: created.id,
+      name: 'API_KEY',
+      value: newValue,
+    });
+    expect(set.secrets).toEqual(created.secrets);
+    const masked = await c.unary('sandbox', 'Exec', {
+      sandbox_id: created.id,
+      command: `printf '%s' ${newValue}`,
+      timeout: { seconds: 30, nanos: 0 },
+    });
+    expect(masked.stdout).toBe('[secret API_KEY redacted]');
+    const audit = await c.unary('sandbox', 'GetNetworkAudit', { sandbox_id: created.id });
+    const setRecords = audit.records.filter((e: Message) => e.op === 'secret-set');
+    expect(setRecords).toHaveLength(1);
+    expect(setRecords[0]).toMatchObject({ secret: 'API_KEY', via: 'control', decision: 'allow' });
+    expect(JSON.stringify([set, audit])).not.toContain(newValue);
+    for (const [what, call, code] of [
+      [
+        'SetSecret of an undeclared name',
+        () => c.unary('sandbox', 'SetSecret', { sandbox_id: created.id, name: 'OTHER', value: newValue }),
+        status.NOT_FOUND,
+      ],
+      [
+        'SetSecret of an unknown sandbox',
+        () =>
+          c.unary('sandbox', 'SetSecret', { sandbox_id: UNKNOWN_SANDBOX, name: 'API_KEY', value: newValue }),
+        status.NOT_FOUND,
+      ],
+      [
+        'SetSecret with a line break in the value',
+        () => c.unary('sandbox', 'SetSecret', { sandbox_id: created.id, name: 'API_KEY', value: 'a\nb' }),
+        status.INVALID_ARGUMENT,
+      ],
+      [
+        'SetSecret without a token',
+        () =>
+          server
+            .client(null)
+            .unary('sandbox', 'SetSecret', { sandbox_id: created.id, name: 'API_KEY', value: newValue }),
+        status.UNAUTHENTICATED,
+      ],
+    ] as const) {
+      expect(`${what}: ${status[await codeOf(call())]}`).toBe(`${what}: ${status[code]}`);
+    }
+    const undeclared = await c
+      .unary('sandbox', 'SetSecret', { sandbox_id: created.id, name: 'OTHER', value: newValue })
+      .catch((e: unknown) => e);
+    expect(undeclared.details).toBe(
+      `sandbox ${created.id} declares no secret "OTHER" (its secrets: API_KEY): a secret's name and hosts are fixed at create (--secret NAME@HOST); give a value to one of its own`,
+    );
   });
 });

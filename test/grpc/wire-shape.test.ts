@@ -47,6 +47,7 @@ describe('sandbox.v1 wire shape', () => {
         'message sandbox.v1.CreateSandboxRequest 101 secrets LABEL_REPEATED TYPE_MESSAGE Secret',
         'rpc /sandbox.v1.SandboxService/SetNetworkPolicy SetNetworkPolicyRequest -> Sandbox',
         'rpc /sandbox.v1.SandboxService/GetNetworkAudit GetNetworkAuditRequest -> GetNetworkAuditResponse',
+        'rpc /sandbox.v1.SandboxService/SetSecret SetSecretRequest -> Sandbox',
         'rpc /sandbox.v1.SandboxService/CreateCheckpoint CreateCheckpointRequest -> Checkpoint',
         'rpc /sandbox.v1.SandboxService/RestoreCheckpoint RestoreCheckpointRequest -> RestoreCheckpointResponse',
       ]),

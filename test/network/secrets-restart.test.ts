@@ -1,7 +1,8 @@
 // Secrets across a control-plane restart (docs/secrets.md, "Across a restart"): a kept sandbox whose
 // secret comes from an environment variable gets its value again when a control plane opened later on
 // the same data directory starts it (the store kept the source, never the value), with the same
-// placeholder; a secret given by value stays a placeholder and the state reason names it. The data
+// placeholder; a secret given by value stays a placeholder and the state reason names it, until setSecret
+// gives it a value again (used at once by the running sandbox). The data
 // directory's bytes never hold a value; inspect (library, HTTP, CLI) lists names and hosts only.
 import { execFileSync } from 'node:child_process';
 import type { Server } from 'node:https';
@@ -18,7 +19,13 @@ import type { TestNet } from '../helpers/test-net.js';
 
 const FROM_ENV = 'sk-restart-ENV-5e4d3c2b1a09f8e7d6c5';
 const BY_VALUE = 'sk-restart-GIVEN-a1b2c3d4e5f60718293a';
-const POLICY = { mode: 'allow', rules: [{ action: 'allow', host: 'pub.test' }] } as const;
+const POLICY = {
+  mode: 'allow',
+  rules: [
+    { action: 'allow', host: 'pub.test' },
+    { action: 'allow', host: 'other.test' },
+  ],
+} as const;
 const BIN = fileURLToPath(new URL('../../packages/control/bin/agentfense.js', import.meta.url));
 const certs = makeTestCerts();
 process.env['AF_TEST_RESTART_KEY'] = FROM_ENV;
@@ -45,10 +52,10 @@ describe('secrets across a control-plane restart', () => {
       network: { hostsFile: net.hostsFile, upstreamCa: certs.ca },
     });
   /** The request from inside; curl's own error, if any (empty when the server answered). */
-  const curl = async (id: string, url: string): Promise<string> => {
+  const curl = async (id: string, url: string, host = 'pub.test', key = 'API_KEY'): Promise<string> => {
     const r = await (cp as ControlPlane).run(
       id,
-      `curl -sS -m 10 -o /dev/null -H "Authorization: Bearer $API_KEY" -H "X-Given: $GIVEN" https://pub.test:8443${url}`,
+      `curl -sS -m 10 -o /dev/null -H "Authorization: Bearer $${key}" -H "X-Given: $GIVEN" https://${host}:8443${url}`,
     );
     return r.stderr.toString();
   };
@@ -76,7 +83,7 @@ describe('secrets across a control-plane restart', () => {
       network: POLICY,
       secrets: [
         { name: 'API_KEY', hosts: ['pub.test'], env: 'AF_TEST_RESTART_KEY' },
-        { name: 'GIVEN', hosts: ['pub.test'], value: BY_VALUE },
+        { name: 'GIVEN', hosts: ['pub.test', 'other.test'], value: BY_VALUE },
       ],
     });
     await cp.startSandbox(id);
@@ -92,7 +99,7 @@ describe('secrets across a control-plane restart', () => {
     cp = await open();
     expect(cp.getSandbox(id).secrets).toEqual([
       { name: 'API_KEY', hosts: ['pub.test'], source: 'env' },
-      { name: 'GIVEN', hosts: ['pub.test'], source: 'value' },
+      { name: 'GIVEN', hosts: ['pub.test', 'other.test'], source: 'value' },
     ]);
     const started = await cp.startSandbox(id);
     expect(started.state).toBe('RUNNING');
@@ -105,6 +112,14 @@ describe('secrets across a control-plane restart', () => {
     expect(after?.authorization).toBe(`Bearer ${FROM_ENV}`);
     expect(JSON.stringify(after)).not.toContain(BY_VALUE);
 
+    // The value given again to the running sandbox: used at once, on a host no usable secret was bound
+    // to at the start (the sandbox's CA covers every declared secret's hosts), and the reason is gone.
+    const given = await cp.setSecret(id, 'GIVEN', { value: BY_VALUE });
+    expect(given.stateReason).toBeNull();
+    expect(await curl(id, '/given', 'other.test', 'GIVEN')).toBe('');
+    expect(seen.find((s) => s.url === '/given')?.authorization).toBe(`Bearer ${BY_VALUE}`);
+    expect((await cp.run(id, `printf '%s' ${BY_VALUE}`)).stdout.toString()).toBe('[secret GIVEN redacted]');
+
     // The HTTP face's GET lists names and hosts, never a value.
     const http = createHttpServer({
       backend: controlPlaneBackend(cp, { localCodebases: true }),
@@ -114,7 +129,7 @@ describe('secrets across a control-plane restart', () => {
       const got = await http.app.inject({ method: 'GET', url: `/v1/sandboxes/${id}` });
       expect(got.json<{ secrets: unknown }>().secrets).toEqual([
         { name: 'API_KEY', hosts: ['pub.test'], source: 'env' },
-        { name: 'GIVEN', hosts: ['pub.test'], source: 'value' },
+        { name: 'GIVEN', hosts: ['pub.test', 'other.test'], source: 'value' },
       ]);
       expect(got.body).not.toContain(FROM_ENV);
       // An API caller gives values only: a source would have this process read its environment.
@@ -135,7 +150,10 @@ describe('secrets across a control-plane restart', () => {
     await cp.stopSandbox(id);
     // The CLI's inspect, another process on the same data directory.
     const inspect = await execa('node', [BIN, 'sandbox', 'inspect', id, '--data', dirs.dataDir]);
-    expect(inspect.stdout).toMatch(/secrets\s+API_KEY@pub\.test \(env\); GIVEN@pub\.test \(value\)/);
+    expect(inspect.stdout).toMatch(
+      /secrets\s+API_KEY@pub\.test \(env\); GIVEN@pub\.test,other\.test \(value\)/,
+    );
     expect(filesHolding(dirs.dataDir, FROM_ENV)).toBe('');
+    expect(filesHolding(dirs.dataDir, BY_VALUE)).toBe('');
   });
 });

@@ -71,8 +71,8 @@ describe('a leaked sandbox CA key', () => {
   beforeAll(() => {
     const secrets = withPlaceholders([{ name: 'API_KEY', hosts: ['pub.test'], value: 'sk-unused' }]);
     const placeholders = { API_KEY: secrets[0]?.placeholder ?? '' };
-    const made = secretStart('sb_attack', { usable: secrets, placeholders });
-    if (made?.ca === undefined) throw new Error('a start with a secret made no CA');
+    const made = secretStart('sb_attack', { placeholders }, secrets);
+    if (made === undefined) throw new Error('a start with a secret made no CA');
     writeFileSync(file('ca.pem'), made.ca.cert);
     writeFileSync(file('ca.key'), made.ca.key);
     // What the sandbox trusts: the bundle bound over its system bundle.

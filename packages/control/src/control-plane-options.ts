@@ -2,6 +2,7 @@
 // its workers and policy points, and the background work it does.
 import type { Level, Logger } from 'pino';
 import type { ResourceLimits } from '@agentfense/protocol';
+import { InvalidArgumentError } from '@agentfense/protocol';
 import type { NetworkOptions } from '@agentfense/network';
 import type { PresetRegistry } from './presets/registry.js';
 import type { CheckpointLimitOptions } from './sandboxes/checkpoint-limits.js';
@@ -72,4 +73,19 @@ export interface ControlPlaneOptions {
    * integers from 1 to 4096. What the layers hold is charged to the sandbox's disk quota.
    */
   readonly checkpoints?: CheckpointLimitOptions;
+}
+
+/** Idle docker containers kept per image by default (docs/decisions.md, "Docker keeps a pool of idle containers"). */
+export const DEFAULT_DOCKER_POOL_SIZE = 2;
+
+/** Largest `workerPoolSize`: each idle worker is a process of ~15 MiB. */
+const MAX_WORKER_POOL_SIZE = 16;
+
+/** Refuses a `workerPoolSize` out of range, naming the bounds. */
+export function checkWorkerPoolSize(pool: number | undefined): void {
+  if (pool !== undefined && !(Number.isInteger(pool) && pool >= 0 && pool <= MAX_WORKER_POOL_SIZE)) {
+    throw new InvalidArgumentError(
+      `workerPoolSize must be an integer from 0 to ${MAX_WORKER_POOL_SIZE} (idle workers kept ahead), got ${String(pool)}`,
+    );
+  }
 }

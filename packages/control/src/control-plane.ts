@@ -12,11 +12,11 @@ import type {
   RuntimeInstance,
   WorkerStats,
 } from '@agentfense/protocol';
-import { InvalidArgumentError } from '@agentfense/protocol';
 import type { NetworkAuditEvent, NetworkPolicyInput } from '@agentfense/network';
 import { CodebaseService } from './codebases/service.js';
 import { DiskGuard } from './disk/guard.js';
 import type { UploadOptions, UploadSource } from './codebases/service.js';
+import { DEFAULT_DOCKER_POOL_SIZE, checkWorkerPoolSize } from './control-plane-options.js';
 import type { ControlPlaneOptions } from './control-plane-options.js';
 import type { CodebaseInfo, CodebaseVisibility, FileEntry } from './codebases/types.js';
 import { validateId } from './ids.js';
@@ -38,6 +38,7 @@ import type {
 import { SandboxManager } from './sandboxes/manager.js';
 import { SPARE_LABEL } from './sandboxes/one-shot.js';
 import type { CreateInternal } from './sandboxes/records.js';
+import type { SecretValueSource } from './sandboxes/secret-values.js';
 import { RuntimeRegistry, builtinRuntimes } from './sandboxes/runtimes.js';
 import type {
   CreateSandboxOptions,
@@ -58,12 +59,6 @@ import type { BytesOutput, OutputEncoding, RunResult, TextOutput } from './libra
 
 /** Default period of the expired-sandbox reaper. */
 export const DEFAULT_REAP_INTERVAL_MS = 10_000;
-
-/** Idle docker containers kept per image by default (docs/decisions.md, "Docker keeps a pool of idle containers"). */
-const DEFAULT_DOCKER_POOL_SIZE = 2;
-
-/** Largest `workerPoolSize`: each idle worker is a process of ~15 MiB. */
-const MAX_WORKER_POOL_SIZE = 16;
 
 /** The control plane of one data directory, as used by a process. Open with `ControlPlane.open()`. */
 export class ControlPlane implements AsyncDisposable {
@@ -129,12 +124,7 @@ export class ControlPlane implements AsyncDisposable {
    * RUNNING by control-plane processes that are gone (their mounts cleared, deltas kept).
    */
   static async open(options: ControlPlaneOptions = {}): Promise<ControlPlane> {
-    const pool = options.workerPoolSize;
-    if (pool !== undefined && !(Number.isInteger(pool) && pool >= 0 && pool <= MAX_WORKER_POOL_SIZE)) {
-      throw new InvalidArgumentError(
-        `workerPoolSize must be an integer from 0 to ${MAX_WORKER_POOL_SIZE} (idle workers kept ahead), got ${String(pool)}`,
-      );
-    }
+    checkWorkerPoolSize(options.workerPoolSize);
     const limits = checkpointLimits(options.checkpoints); // a wrong setting fails before anything opens
     const dataDir = resolveDataDir({ dataDir: options.dataDir });
     const layout = new DataLayout(dataDir);
@@ -393,11 +383,20 @@ export class ControlPlane implements AsyncDisposable {
     return this.#disk.writing(`writing ${path}`, () => this.sandboxes.writeFile(id, path, data));
   }
   setRules(id: string, policy: { rules?: readonly unknown[]; preset?: string }): Promise<SandboxInfo> {
-    return this.#disk.writing('changing the rules', () => this.sandboxes.setRules(id, policy));
+    return this.#disk.writing('changing the rules', () => this.sandboxes.policies.setRules(id, policy));
   }
   /** Replaces the network policy; a running sandbox closes the connections it no longer allows. */
   setNetwork(id: string, policy: boolean | NetworkPolicyInput): Promise<SandboxInfo> {
-    return this.#disk.writing('changing the network policy', () => this.sandboxes.setNetwork(id, policy));
+    return this.#disk.writing('changing the network policy', () =>
+      this.sandboxes.policies.setNetwork(id, policy),
+    );
+  }
+  /**
+   * Gives (or replaces) the value of a declared secret, running or not (docs/secrets.md): `env`, `file`
+   * and `command` are read in this process. The value is never returned, stored or logged.
+   */
+  setSecret(id: string, name: string, source: SecretValueSource): Promise<SandboxInfo> {
+    return this.sandboxes.policies.setSecret(id, name, source);
   }
   audit(id: string, query?: AuditQuery): Promise<AuditEvent[]>;
   audit(id: string, query: NetworkAuditQuery): Promise<NetworkAuditEvent[]>;

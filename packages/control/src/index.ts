@@ -67,6 +67,7 @@ export type { SessionShell } from './sessions/script.js';
 export { Sandbox } from './library/sandbox.js';
 export { resolveSecrets } from './secret-sources.js';
 export type { SecretSource } from './secret-sources.js';
+export type { SecretValueSource } from './sandboxes/secret-values.js';
 export type { FromLocalOptions, RunBytesOptions, RunOptions, StreamOptions } from './library/sandbox.js';
 export type { BytesOutput, OutputEncoding, RunResult, TextOutput } from './library/output.js';
 export { ExecStream } from './library/exec-stream.js';

@@ -6,9 +6,10 @@ export interface NetworkAuditEvent {
   readonly time: number;
   /**
    * `connect`: a TCP connection or plain-HTTP request; `dns`: a question answered NXDOMAIN; `secret`: a
-   * request a secret's value was put into (`secret` names it).
+   * request a secret's value was put into (`secret` names it); `secret-set`: the control plane gave a
+   * secret a value (`secret` names it, `via` is `control`).
    */
-  readonly op: 'connect' | 'dns' | 'secret';
+  readonly op: 'connect' | 'dns' | 'secret' | 'secret-set';
   /** `name:port` (or `address:port` when no name is known); the name for DNS. */
   readonly path: string;
   readonly decision: 'allow' | 'deny';
@@ -19,12 +20,15 @@ export interface NetworkAuditEvent {
   readonly address?: string;
   readonly port?: number;
   readonly method?: string;
-  /** How it arrived: through the proxy variables (`proxy`), redirected (`transparent`), or `dns`. */
-  readonly via: 'proxy' | 'transparent' | 'dns';
+  /**
+   * How it arrived: through the proxy variables (`proxy`), redirected (`transparent`), or `dns`;
+   * `control`: a call to the control plane, not the sandbox's traffic.
+   */
+  readonly via: 'proxy' | 'transparent' | 'dns' | 'control';
   readonly bytesUp?: number;
   readonly bytesDown?: number;
   readonly durationMs?: number;
-  /** The secret's name (op `secret`); never its value. */
+  /** The secret's name (ops `secret`, `secret-set`); never its value. */
   readonly secret?: string;
 }
 

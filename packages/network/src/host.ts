@@ -11,6 +11,7 @@ import { removeSandboxNetns, setUpSandboxNetns } from './netns.js';
 import type { NetworkPolicy } from './policy.js';
 import type { FromPolicyPoint, ToPolicyPoint } from './process-main.js';
 import type { SecretSetOptions } from './secret-set.js';
+import type { SandboxSecret } from './secrets.js';
 
 /** Open connections per sandbox unless the control plane says otherwise. */
 export const DEFAULT_MAX_CONNECTIONS = 512;
@@ -153,6 +154,14 @@ export class SandboxNetwork {
   setPolicy(policy: NetworkPolicy): Promise<number> {
     this.#policy = policy;
     return this.#ask((id) => ({ type: 'policy', id, policy }));
+  }
+
+  /**
+   * Gives the running policy point a secret's value (new or replacing one); resolves false when it
+   * intercepts nothing (started without a CA) or did not answer.
+   */
+  async setSecret(secret: SandboxSecret): Promise<boolean> {
+    return (await this.#ask((id) => ({ type: 'secret', id, secret }))) === 1;
   }
 
   /** Resolves once the policy point has sent every audit record it holds. */

@@ -2,13 +2,15 @@
 // certificate of the sandbox's CA (offering only HTTP/1.1), reads each request, puts the real values in
 // place of their placeholders (headers, URL, body) and adds the binding's header, then sends it to the
 // real host over a TLS connection verified strictly against the system's CAs (and the operator's extra
-// ones). Real values coming back are masked to their placeholders. Each use is audited, never a value.
+// ones). Real values coming back are masked to their placeholders. An upgrade (WebSocket) is swapped the
+// same way, then its two sockets are joined. Each use is audited, never a value.
 import { Agent, request as httpsRequest } from 'node:https';
 import { createServer } from 'node:http';
 import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { TLSSocket, checkServerIdentity } from 'node:tls';
-import type { Readable } from 'node:stream';
+import type { Duplex, Readable, Transform } from 'node:stream';
+import { createBrotliDecompress, createGunzip, createInflate } from 'node:zlib';
 import type { FlowContext, Tracked } from './context.js';
 import type { Decision, Destination } from './decide.js';
 import type { SecretSet } from './secret-set.js';
@@ -31,6 +33,15 @@ const HOP_BY_HOP = new Set([
   'content-length',
 ]);
 
+interface Prepared {
+  readonly method: string;
+  readonly path: string;
+  readonly headers: [string, string][];
+  readonly swaps: Swap[];
+  readonly masks: Swap[];
+  readonly used: Set<string>;
+}
+
 interface Conn {
   readonly target: Target;
   readonly agent: Agent;
@@ -50,6 +61,15 @@ function contentLength(headers: IncomingMessage['headers']): number | undefined 
   return value === undefined ? undefined : Number(value);
 }
 
+/** A decoder for a response's Content-Encoding (one coding of gzip, deflate or br); none for identity. */
+function decoderFor(encoding: string | undefined): Transform | undefined {
+  const coding = (encoding ?? '').trim().toLowerCase();
+  if (coding === 'gzip' || coding === 'x-gzip') return createGunzip();
+  if (coding === 'deflate') return createInflate();
+  if (coding === 'br') return createBrotliDecompress();
+  return undefined;
+}
+
 export class Interceptor {
   readonly #ctx: FlowContext;
   readonly #conns = new WeakMap<object, Conn>();
@@ -58,6 +78,10 @@ export class Interceptor {
   constructor(ctx: FlowContext) {
     this.#ctx = ctx;
     this.#server.on('clientError', (_err, socket) => socket.destroy());
+    // Without this, Node answers an upgrade by closing the connection: no 101 ever came back.
+    this.#server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) =>
+      this.#upgrade(req, socket, head),
+    );
   }
 
   /**
@@ -107,12 +131,12 @@ export class Interceptor {
     this.#server.emit('connection', tls);
   }
 
-  async #request(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const conn = this.#conns.get(req.socket);
-    if (conn === undefined) {
-      res.destroy();
-      return;
-    }
+  /**
+   * What goes to the real host for one request: its method, path and headers with the placeholders
+   * swapped and the binding's header added, the masks for the way back and the secrets it used; or
+   * the status and text of a refusal.
+   */
+  #prepare(conn: Conn, req: IncomingMessage): Prepared | { refuse: number; text: string } {
     const { target, set } = conn;
     const method = req.method ?? 'GET';
     const rawPath = req.url ?? '/';
@@ -120,17 +144,17 @@ export class Interceptor {
     // The TLS name was checked against the address dialled; a Host naming another server is refused, so
     // the name a secret is bound to is the one the request really goes to.
     if (host !== target.name) {
-      res.writeHead(421, { 'content-type': 'text/plain; charset=utf-8', connection: 'close' });
-      res.end(`AgentFense: Host ${host} is not ${target.name}, the server this connection was opened to\n`);
-      return;
+      return {
+        refuse: 421,
+        text: `AgentFense: Host ${host} is not ${target.name}, the server this connection was opened to\n`,
+      };
     }
     let pathOnly: string;
     try {
       // Dot segments resolved (`/v1/../admin` is /admin): a path binding is checked on the real path.
       pathOnly = new URL(rawPath, 'https://x').pathname;
     } catch {
-      res.writeHead(400, { connection: 'close' }).end();
-      return;
+      return { refuse: 400, text: 'AgentFense: the request target is not a path\n' };
     }
     const used = new Set<string>();
     const secrets = set.forRequest(target.name, method, pathOnly);
@@ -162,7 +186,22 @@ export class Interceptor {
       else headers[at] = value;
       used.add(s.name);
     }
-    const path = swapText(rawPath, swaps);
+    return { method, path: swapText(rawPath, swaps), headers, swaps, masks, used };
+  }
+
+  async #request(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const conn = this.#conns.get(req.socket);
+    if (conn === undefined) {
+      res.destroy();
+      return;
+    }
+    const prepared = this.#prepare(conn, req);
+    if ('refuse' in prepared) {
+      res.writeHead(prepared.refuse, { 'content-type': 'text/plain; charset=utf-8', connection: 'close' });
+      res.end(prepared.text);
+      return;
+    }
+    const { method, path, headers, swaps, masks, used } = prepared;
     const length = contentLength(req.headers);
     let body: Buffer | Readable | undefined;
     if (length !== undefined && length <= WHOLE_BODY_LIMIT) {
@@ -226,6 +265,94 @@ export class Interceptor {
     else o.body.pipe(upstream);
   }
 
+  /**
+   * A WebSocket (or other) upgrade: the upgrade request is swapped like any request (headers, URL) and
+   * sent to the verified real host; its 101 comes back with the values masked in its headers, then the
+   * two sockets are joined. Frames after the upgrade are not searched: a value is swapped only in the
+   * upgrade request. An answer other than 101 is relayed and the connection closed.
+   */
+  #upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
+    const conn = this.#conns.get(req.socket);
+    socket.on('error', () => socket.destroy());
+    if (conn === undefined) {
+      socket.destroy();
+      return;
+    }
+    const rawHead = (status: number, message: string, headers: [string, string][]): string =>
+      `HTTP/1.1 ${status} ${message}\r\n${headers.map(([k, v]) => `${k}: ${v}\r\n`).join('')}\r\n`;
+    const prepared = this.#prepare(conn, req);
+    if ('refuse' in prepared) {
+      socket.end(
+        rawHead(prepared.refuse, 'Refused', [
+          ['Content-Type', 'text/plain; charset=utf-8'],
+          ['Content-Length', String(Buffer.byteLength(prepared.text))],
+          ['Connection', 'close'],
+        ]) + prepared.text,
+      );
+      return;
+    }
+    const { method, path, headers, masks, used } = prepared;
+    const { target, set } = conn;
+    headers.push(['Connection', 'Upgrade'], ['Upgrade', swapText(req.headers.upgrade ?? '', prepared.swaps)]);
+    const upstream = httpsRequest({
+      host: target.address,
+      port: target.port,
+      servername: target.name,
+      method,
+      path,
+      headers: headers.flat() as unknown as OutgoingHttpHeaders,
+      setHost: false,
+      agent: false,
+      ca: [...set.upstreamCa],
+      rejectUnauthorized: true,
+      checkServerIdentity: (_host, cert) => checkServerIdentity(target.name, cert),
+    });
+    const masked = (up: IncomingMessage, drop: Set<string>): [string, string][] => {
+      const out: [string, string][] = [];
+      for (let i = 0; i + 1 < up.rawHeaders.length; i += 2) {
+        const key = up.rawHeaders[i] ?? '';
+        if (!drop.has(key.toLowerCase())) out.push([key, swapText(up.rawHeaders[i + 1] ?? '', masks)]);
+      }
+      return out;
+    };
+    const audit = (): void => {
+      for (const name of used) this.#ctx.recordSecret(name, target, method, conn.via);
+    };
+    upstream.on('upgrade', (up: IncomingMessage, upSocket: Duplex, upHead: Buffer) => {
+      audit();
+      socket.write(
+        rawHead(up.statusCode ?? 101, up.statusMessage ?? 'Switching Protocols', masked(up, new Set())),
+      );
+      if (upHead.length > 0) socket.write(upHead);
+      if (head.length > 0) upSocket.write(head);
+      upSocket.on('error', () => upSocket.destroy());
+      upSocket.once('close', () => socket.destroy());
+      socket.once('close', () => upSocket.destroy());
+      upSocket.pipe(socket);
+      socket.pipe(upSocket);
+    });
+    upstream.on('response', (up) => {
+      // Refused the upgrade: its answer is relayed (masked), then the connection ends.
+      audit();
+      const kept = masked(up, HOP_BY_HOP);
+      socket.write(rawHead(up.statusCode ?? 502, up.statusMessage ?? '', [...kept, ['Connection', 'close']]));
+      up.pipe(new SwapStream(masks)).pipe(socket);
+    });
+    upstream.on('error', (err) => {
+      const reason = `the upstream ${target.name} (${target.address}) failed: ${err.message}`;
+      this.#ctx.record(target, conn.via, { allowed: false, reason });
+      const text = `AgentFense network policy point: ${reason}\n`;
+      socket.end(
+        rawHead(502, 'Bad Gateway', [
+          ['Content-Type', 'text/plain; charset=utf-8'],
+          ['Content-Length', String(Buffer.byteLength(text))],
+          ['Connection', 'close'],
+        ]) + text,
+      );
+    });
+    upstream.end();
+  }
+
   async #respond(up: IncomingMessage, res: ServerResponse, masks: Swap[], method: string): Promise<void> {
     const headers: [string, string][] = [];
     for (let i = 0; i + 1 < up.rawHeaders.length; i += 2) {
@@ -241,6 +368,15 @@ export class Interceptor {
       res.writeHead(status, headers.flat());
       res.end();
       up.resume();
+      return;
+    }
+    const decoder = decoderFor(up.headers['content-encoding']);
+    if (decoder !== undefined) {
+      // A host that compressed anyway: decoded here so the mask sees the body, and sent on uncompressed.
+      const plain = headers.filter(([k]) => k.toLowerCase() !== 'content-encoding');
+      res.writeHead(status, plain.flat());
+      decoder.on('error', () => res.destroy());
+      up.pipe(decoder).pipe(new SwapStream(masks)).pipe(res);
       return;
     }
     if (length !== undefined && length <= WHOLE_BODY_LIMIT) {

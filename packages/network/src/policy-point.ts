@@ -19,6 +19,7 @@ import type { NetworkPolicy } from './policy.js';
 import { Resolver } from './resolver.js';
 import { SecretSet } from './secret-set.js';
 import type { SecretSetOptions } from './secret-set.js';
+import type { SandboxSecret } from './secrets.js';
 import { handleTransparent } from './transparent.js';
 import type { TransparentHooks } from './transparent.js';
 
@@ -109,6 +110,14 @@ export class PolicyPoint {
 
   setPolicy(policy: NetworkPolicy): number {
     return this.#ctx.setPolicy(policy);
+  }
+
+  /** Gives or replaces a secret's value; false when this point intercepts nothing (no CA). */
+  setSecret(secret: SandboxSecret): boolean {
+    const set = this.#ctx.secrets;
+    if (set === undefined) return false;
+    set.put(secret);
+    return true;
   }
 
   stats(): { connections: number; clients: number } {

@@ -6,6 +6,7 @@ import type { NetworkPolicy } from './policy.js';
 import { netnsAddon } from './native.js';
 import { PolicyPoint } from './policy-point.js';
 import type { SecretSetOptions } from './secret-set.js';
+import type { SandboxSecret } from './secrets.js';
 
 export type ToPolicyPoint =
   | {
@@ -19,6 +20,8 @@ export type ToPolicyPoint =
     }
   | { readonly type: 'policy'; readonly id: number; readonly policy: NetworkPolicy }
   | { readonly type: 'flush'; readonly id: number }
+  /** A secret's value given or replaced while the sandbox runs (over this channel alone, like `start`). */
+  | { readonly type: 'secret'; readonly id: number; readonly secret: SandboxSecret }
   | { readonly type: 'stop' };
 
 export type FromPolicyPoint =
@@ -72,6 +75,9 @@ process.on('message', (message: ToPolicyPoint) => {
   } else if (message.type === 'policy') {
     const closed = point?.setPolicy(message.policy) ?? 0;
     send({ type: 'policy-applied', id: message.id, closed });
+  } else if (message.type === 'secret') {
+    const given = point?.setSecret(message.secret) ?? false;
+    send({ type: 'policy-applied', id: message.id, closed: given ? 1 : 0 });
   } else if (message.type === 'flush') {
     flush();
     send({ type: 'policy-applied', id: message.id, closed: 0 });

@@ -15,16 +15,29 @@ export interface SecretSetOptions {
 }
 
 export class SecretSet {
-  readonly secrets: readonly SandboxSecret[];
+  #secrets: readonly SandboxSecret[];
   readonly leaves: LeafCertificates;
   /** The CAs an upstream certificate must chain to: the system's, plus the operator's extra ones. */
   readonly upstreamCa: readonly string[];
 
   constructor(options: SecretSetOptions) {
-    this.secrets = options.secrets;
+    this.#secrets = options.secrets;
     this.leaves = new LeafCertificates(options.ca);
     this.upstreamCa =
       options.upstreamCa === undefined ? [...rootCertificates] : [...rootCertificates, options.upstreamCa];
+  }
+
+  /** The secrets with a value here: read at each use, so a value given later counts from then on. */
+  get secrets(): readonly SandboxSecret[] {
+    return this.#secrets;
+  }
+
+  /**
+   * Gives a secret its value, or replaces it (the control plane's setSecret). Its hosts must be among
+   * the ones the CA was made for, which the control plane checks: a secret is declared at create.
+   */
+  put(secret: SandboxSecret): void {
+    this.#secrets = [...this.#secrets.filter((s) => s.name !== secret.name), secret];
   }
 
   /** Whether connections to `host` are intercepted: a secret is bound to it. */

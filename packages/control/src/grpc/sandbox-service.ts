@@ -100,6 +100,10 @@ export function sandboxService(backend: Backend, context: HandlerContext): Sandb
       const id = sandboxId(req.sandboxId);
       return sandboxToProto(await backend.setNetwork(id, networkPolicyFromProto(req.policy)));
     }),
+    setSecret: unary(context, 'SetSecret', async (req) => {
+      const id = sandboxId(req.sandboxId);
+      return sandboxToProto(await backend.setSecret(id, req.name, req.value));
+    }),
     getNetworkAudit: unary(context, 'GetNetworkAudit', async (req) => {
       const id = sandboxId(req.sandboxId);
       const records = await backend.networkAudit(id, networkAuditQuery(req));

@@ -12,6 +12,7 @@ import { validateSecrets } from '@agentfense/network';
 import type { NetworkAuditEvent, NetworkPolicyInput, SecretInput } from '@agentfense/network';
 import { availableParallelism } from 'node:os';
 import type { Readable } from 'node:stream';
+import { InvalidArgumentError } from '@agentfense/protocol';
 import type { AuditEvent, ChangeEntry, CommitMode, CommitResult, ExecResult } from '@agentfense/protocol';
 import type { CodebaseInfo, FileEntry } from '../codebases/types.js';
 import type { ControlPlane } from '../control-plane.js';
@@ -97,6 +98,8 @@ export interface HttpBackend {
   /** Replaces the network policy (validated); a running sandbox applies it at once. */
   setNetwork(id: string, policy: boolean | NetworkPolicyInput): Promise<SandboxInfo>;
   networkAudit(id: string, query: AuditQuery): Promise<NetworkAuditEvent[]>;
+  /** Gives (or replaces) a declared secret's value: a value alone, never a source (docs/secrets.md). */
+  setSecret(id: string, name: string, value: string): Promise<SandboxInfo>;
 
   createSession(sandboxId: string, options: CreateSessionOptions): Promise<SessionInfo>;
   getSession(id: string): MaybePromise<SessionInfo>;
@@ -217,6 +220,11 @@ export function controlPlaneBackend(
     audit: (id, query) => inSandbox(id, () => plane.audit(id, query)),
     setNetwork: (id, policy) => inSandbox(id, () => plane.setNetwork(id, policy)),
     networkAudit: (id, query) => inSandbox(id, () => plane.audit(id, { ...query, kind: 'network' })),
+    // A value alone, whatever a face let through: no API caller names a variable, file or command here.
+    setSecret: (id, name, value) => {
+      if (typeof value !== 'string') throw new InvalidArgumentError(`secret ${name}: give { "value": "…" }`);
+      return inSandbox(id, () => plane.setSecret(id, name, { value }));
+    },
 
     // 404 for an unknown sandbox before "not running".
     createSession: (sandboxId, options) =>

@@ -48,6 +48,13 @@ export const SecretIn = object(
   ['name', 'hosts', 'value'],
 );
 
+/** A value given to a declared secret of an existing sandbox: write-only, never returned. */
+export const SecretValueIn = object(
+  'SecretValue',
+  { value: { type: 'string', description: 'the value; write-only (no answer returns it)' } },
+  ['value'],
+);
+
 /** A sandbox's secret as every answer shows it: where it may be used and its source, never a value. */
 export const SecretOut = object(
   'SecretInfo',
@@ -81,11 +88,19 @@ export const NetworkAuditResult = outObject('NetworkAuditResponse', {
     items: {
       title: 'NetworkAuditRecord',
       type: 'object',
-      description: 'one connection, plain-HTTP request, refused DNS question or use of a secret',
+      description:
+        'one connection, plain-HTTP request, refused DNS question, use of a secret or value given to one',
       properties: {
         time: { type: 'string', description: 'RFC 3339 time' },
-        op: { type: 'string', enum: ['connect', 'dns', 'secret'] },
-        secret: { type: 'string', description: "op secret: the secret's name (never its value)" },
+        op: {
+          type: 'string',
+          enum: ['connect', 'dns', 'secret', 'secret-set'],
+          description: '`secret-set`: a value given to a secret through the control plane (via `control`)',
+        },
+        secret: {
+          type: 'string',
+          description: "ops secret and secret-set: the secret's name (never its value)",
+        },
         path: { type: 'string', description: '`name:port` (or `address:port`), the name for DNS' },
         decision: { type: 'string', enum: ['allow', 'deny'] },
         rule: { type: 'integer', description: 'index of the deciding rule' },
@@ -94,7 +109,7 @@ export const NetworkAuditResult = outObject('NetworkAuditResponse', {
         address: { type: 'string' },
         port: { type: 'integer' },
         method: { type: 'string' },
-        via: { type: 'string', enum: ['proxy', 'transparent', 'dns'] },
+        via: { type: 'string', enum: ['proxy', 'transparent', 'dns', 'control'] },
         bytes_up: { type: 'integer' },
         bytes_down: { type: 'integer' },
         duration_ms: { type: 'integer' },

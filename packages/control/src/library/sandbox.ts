@@ -21,6 +21,7 @@ import type {
 import type { ControlPlane } from '../control-plane.js';
 import type { AuditQuery } from '../sandboxes/audit-log.js';
 import type { RuntimeMap } from '../sandboxes/runtimes.js';
+import type { SecretValueSource } from '../sandboxes/secret-values.js';
 import type { SupervisionOptions } from '../sandboxes/supervisor.js';
 import type { SandboxExecOptions, SandboxInfo } from '../sandboxes/types.js';
 import type { CreateSessionOptions } from '../sessions/options.js';
@@ -340,6 +341,13 @@ export class Sandbox implements AsyncDisposable {
   /** Replaces the network policy; connections it no longer allows are closed at once. */
   async setNetwork(policy: boolean | NetworkPolicyInput): Promise<void> {
     await this.controlPlane.setNetwork(this.id, policy);
+  }
+  /**
+   * Gives (or replaces) the value of one of its declared secrets, running or not: `{ value }`, or `{ env }`,
+   * `{ file }`, `{ command }` read in this process (docs/secrets.md). A running sandbox uses it at once.
+   */
+  async setSecret(name: string, source: SecretValueSource): Promise<void> {
+    await this.controlPlane.setSecret(this.id, name, source);
   }
   audit(query?: AuditQuery): Promise<AuditEvent[]> {
     return this.controlPlane.audit(this.id, query);

@@ -3,7 +3,7 @@
 // sandbox records its owner (pid + kernel start time); a process only ever drives sandboxes it owns, and a
 // sandbox whose owner has died is recovered (mounts cleared, worker killed, marked STOPPED, delta kept).
 import type { Logger } from 'pino';
-import type { NetworkAuditEvent, NetworkPolicyInput } from '@agentfense/network';
+import type { NetworkAuditEvent } from '@agentfense/network';
 import { DEFAULT_RESOURCES, WrongStateError, toAgentFenseError } from '@agentfense/protocol';
 import type {
   AuditEvent,
@@ -71,7 +71,8 @@ export class SandboxManager {
   readonly #live = new Map<string, Live>();
   readonly #locks = new KeyedLock();
   readonly #pool: WorkerPool;
-  readonly #policies: PolicyChanges;
+  /** Rules, network policy and secret values replaced (policy-changes.ts). */
+  readonly policies: PolicyChanges;
   /** Where destroy puts a sandbox's directory to be removed in the background (gc empties it too). */
   readonly trash: SandboxTrash;
   #lastCreatedAt = 0;
@@ -129,9 +130,10 @@ export class SandboxManager {
       commit: (id, commit) => this.commit(id, commit),
       unfinishedCommits: options.unfinishedCommits ?? 'keep',
     };
-    // The recovery's store, ownership, locks and logger are the ones policy changes go through too.
-    this.#policies = new PolicyChanges({
+    // The recovery's store, ownership, locks, logger and layout are the policy changes' too.
+    this.policies = new PolicyChanges({
       ...this.#recovery,
+      secrets: this.#deps.secrets,
       live: this.#live,
       presets: options.presets,
       info: (id) => this.get(id),
@@ -304,7 +306,7 @@ export class SandboxManager {
   /** Runs `start` (a session's shell) on the instance once any worker restart is over (ready-instance.ts). */
   withReadyInstance<T>(id: string, start: WithSecrets<T>): Promise<T> {
     const live = this.#requireLive(id);
-    return whenWorkerReady(live.supervisor, () => start(live.instance, this.#deps.secrets.get(id)));
+    return whenWorkerReady(live.supervisor, () => start(live.instance, () => this.#deps.secrets.get(id)));
   }
 
   changes(id: string): Promise<readonly ChangeEntry[]> {
@@ -346,16 +348,6 @@ export class SandboxManager {
   async writeFile(id: string, path: string, data: Uint8Array | string): Promise<void> {
     const bytes = typeof data === 'string' ? Buffer.from(data) : data;
     await this.onDelta(id, 'writeFile', { path, data: bytes });
-  }
-
-  /** Replaces the rules (validated; the error names the rule index); a running sandbox applies them at once. */
-  setRules(id: string, policy: { rules?: readonly unknown[]; preset?: string }): Promise<SandboxInfo> {
-    return this.#policies.setRules(id, policy);
-  }
-
-  /** Replaces the network policy; a running sandbox closes the connections it no longer allows. */
-  setNetwork(id: string, input: boolean | NetworkPolicyInput): Promise<SandboxInfo> {
-    return this.#policies.setNetwork(id, input);
   }
 
   /** Charges the sandbox's frozen layers to its quota: in its live worker now, and in every restart's. */

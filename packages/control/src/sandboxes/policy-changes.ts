@@ -1,5 +1,6 @@
-// Replacing a sandbox's policies — its file rules and its network policy — while it runs or not: the
-// live parts apply the change first (the worker's rules, the policy point's), then the record keeps it.
+// Replacing a sandbox's policies — its file rules, its network policy and its secrets' values — while it
+// runs or not: the live parts apply the change first (the worker's rules, the policy point's), then the
+// record keeps it.
 import type { Logger } from 'pino';
 import { WrongStateError } from '@agentfense/protocol';
 import { validateNetworkPolicy } from '@agentfense/network';
@@ -11,10 +12,12 @@ import type { KeyedLock } from './keyed-lock.js';
 import { applyNetworkPolicy } from './network.js';
 import type { Ownership } from './ownership.js';
 import { resolveRules } from './records.js';
+import { setSecretValue } from './secret-values.js';
+import type { SecretValueDeps, SecretValueSource } from './secret-values.js';
 import type { Live } from './start.js';
 import type { SandboxInfo } from './types.js';
 
-export interface PolicyChangeDeps {
+export interface PolicyChangeDeps extends SecretValueDeps {
   readonly locks: KeyedLock;
   readonly store: SandboxStore;
   readonly live: ReadonlyMap<string, Live>;
@@ -41,6 +44,13 @@ export class PolicyChanges {
     validateId('sandbox', id);
     const network = validateNetworkPolicy(input);
     return this.#replace(id, { network }, (live) => applyNetworkPolicy(id, live, network));
+  }
+
+  /** Gives (or replaces) the value of a declared secret (secret-values.ts). */
+  async setSecret(id: string, name: string, source: SecretValueSource): Promise<SandboxInfo> {
+    validateId('sandbox', id);
+    await setSecretValue(this.#deps, id, name, source);
+    return this.#deps.info(id);
   }
 
   #replace(id: string, patch: SandboxPatch, apply: (live: Live) => Promise<unknown>): Promise<SandboxInfo> {

@@ -71,7 +71,7 @@ export async function newSandboxRow(
   // Read and validated with the rest; the values kept in memory once the row is made (a create refused
   // here keeps nothing), the bindings and sources in the row.
   const { secrets, stored } = await SecretVault.prepare(options.secrets, network);
-  deps.secrets.set(id, secrets);
+  deps.secrets.set(id, secrets, stored);
   return {
     id,
     codebase_id: codebaseId,

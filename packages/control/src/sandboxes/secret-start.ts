@@ -3,7 +3,7 @@
 // the CA alone for Node), the variables that name them, and each secret's placeholder variable.
 import { readFileSync } from 'node:fs';
 import { createSandboxCa } from '@agentfense/network';
-import type { SandboxCaPem } from '@agentfense/network';
+import type { SandboxCaPem, SecretBinding } from '@agentfense/network';
 import type { HeldSecrets } from './secrets.js';
 
 /** Debian's system bundle: the sandbox's /etc copy of it is what most TLS clients read. */
@@ -12,8 +12,11 @@ const SYSTEM_BUNDLE = '/etc/ssl/certs/ca-certificates.crt';
 const CA_FILE = SYSTEM_BUNDLE;
 
 export interface SecretStart {
-  /** Absent when no secret has a value here (every one unusable): nothing is intercepted. */
-  readonly ca?: SandboxCaPem;
+  /**
+   * Made for every declared secret's hosts, whether or not this process holds its value: a value given
+   * later (setSecret) is then used at once, without a restart.
+   */
+  readonly ca: SandboxCaPem;
   readonly files: { dest: string; content: string }[];
   /** Placed after the sandbox's own env: a secret's name always carries its placeholder. */
   readonly env: Record<string, string>;
@@ -21,13 +24,13 @@ export interface SecretStart {
 
 export function secretStart(
   sandboxId: string,
-  held: Pick<HeldSecrets, 'usable' | 'placeholders'>,
+  held: Pick<HeldSecrets, 'placeholders'>,
+  declared: readonly SecretBinding[],
 ): SecretStart | undefined {
   // Every secret's placeholder is set, usable or not: the agent's view stays the same either way.
-  if (Object.keys(held.placeholders).length === 0) return undefined;
-  if (held.usable.length === 0) return { files: [], env: { ...held.placeholders } };
+  if (declared.length === 0) return undefined;
   // Constrained to the bound hosts: even its key could sign for nothing else the sandbox would accept.
-  const ca = createSandboxCa({ sandboxId, hosts: held.usable.flatMap((s) => s.hosts) });
+  const ca = createSandboxCa({ sandboxId, hosts: declared.flatMap((s) => s.hosts) });
   let system = '';
   try {
     system = readFileSync(SYSTEM_BUNDLE, 'utf8');

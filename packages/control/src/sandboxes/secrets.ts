@@ -17,8 +17,14 @@ import { originOf, resolveSecrets } from '../secret-sources.js';
 import type { SecretSource } from '../secret-sources.js';
 import type { StoredSecret } from './types.js';
 
-/** A start on a sandbox's instance that is handed its secrets too (a session masks with them). */
-export type WithSecrets<T> = (instance: RuntimeInstance, secrets: readonly SandboxSecret[]) => Promise<T>;
+/**
+ * A start on a sandbox's instance that is handed its secrets too (a session masks with them), read at
+ * each use: a value given later is masked from then on.
+ */
+export type WithSecrets<T> = (
+  instance: RuntimeInstance,
+  secrets: () => readonly SandboxSecret[],
+) => Promise<T>;
 
 /** What a masked value reads as. */
 export function maskOf(name: string): string {
@@ -112,13 +118,29 @@ export interface HeldSecrets {
   readonly placeholders: Readonly<Record<string, string>>;
   /** Which secrets are not usable and what to do about it (the sandbox's state reason); null: none. */
   readonly reason: string | null;
+  /** The same, by secret name. */
+  readonly missing: Readonly<Record<string, string>>;
+  /**
+   * The kept source (JSON) each held value was read from: one another process has replaced since
+   * (setSecret through the CLI) is read again at the next start rather than its old value used.
+   */
+  readonly origins: Readonly<Record<string, string>>;
 }
 
-const NONE: HeldSecrets = { usable: [], placeholders: {}, reason: null };
+const NONE: HeldSecrets = { usable: [], placeholders: {}, reason: null, missing: {}, origins: {} };
+
+const originKey = (source: StoredSecret['source']): string => JSON.stringify(source);
+const originsOf = (stored: readonly StoredSecret[]): Record<string, string> =>
+  Object.fromEntries(stored.map((s) => [s.name, originKey(s.source)]));
+
+function reasonOf(missing: Readonly<Record<string, string>>): string | null {
+  const reasons = Object.values(missing);
+  return reasons.length === 0 ? null : reasons.join('; ');
+}
 
 /** Why a secret given by value is missing in a process that did not create its sandbox. */
-function notKept(name: string): string {
-  return `secret ${name} was given by value, which is never stored, so this control plane does not have it: its placeholder is set but never replaced; destroy the sandbox and create it again with the secret, or declare it from env:VAR, file:PATH or cmd:ARGV (CLI --secret, library secrets), which a later start reads again`;
+function notKept(name: string, id: string): string {
+  return `secret ${name} was given by value, which is never stored, so this control plane does not have it: its placeholder is set but never replaced; give it a value again (agentfense sandbox secret ${id} ${name}, library sb.setSecret, HTTP PUT /v1/sandboxes/${id}/secrets/${name}, gRPC SetSecret), or declare it from env:VAR, file:PATH or cmd:ARGV, which a later start reads again`;
 }
 
 export class SecretVault {
@@ -150,12 +172,39 @@ export class SecretVault {
     return { secrets, stored };
   }
 
-  set(id: string, secrets: readonly SandboxSecret[]): void {
+  set(id: string, secrets: readonly SandboxSecret[], stored: readonly StoredSecret[]): void {
     if (secrets.length === 0) return;
     // This process now holds values: no core dump of it, its /proc closed to other uids.
     markNotDumpable();
     const placeholders = Object.fromEntries(secrets.map((s) => [s.name, s.placeholder]));
-    this.#byId.set(id, { usable: secrets, placeholders, reason: null });
+    this.#byId.set(id, {
+      usable: secrets,
+      placeholders,
+      reason: null,
+      missing: {},
+      origins: originsOf(stored),
+    });
+  }
+
+  /**
+   * Gives one declared secret of sandbox `id` its value (setSecret), replacing any it had; `stored` is
+   * every secret the sandbox declares. Returns what this process now holds.
+   */
+  give(
+    id: string,
+    stored: readonly StoredSecret[],
+    secret: SandboxSecret,
+    origin: StoredSecret['source'],
+  ): HeldSecrets {
+    markNotDumpable();
+    const held = this.#byId.get(id) ?? NONE;
+    const usable = [...held.usable.filter((s) => s.name !== secret.name), secret];
+    const { [secret.name]: _given, ...missing } = held.missing;
+    const placeholders = Object.fromEntries(stored.map((s) => [s.name, s.placeholder]));
+    const origins = { ...held.origins, [secret.name]: originKey(origin) };
+    const now = { usable, placeholders, reason: reasonOf(missing), missing, origins };
+    this.#byId.set(id, now);
+    return now;
   }
 
   /**
@@ -165,30 +214,38 @@ export class SecretVault {
    */
   async load(id: string, stored: readonly StoredSecret[]): Promise<HeldSecrets> {
     const held = this.#byId.get(id) ?? NONE;
-    if (stored.length === 0 || (held.reason === null && held.usable.length === stored.length)) return held;
+    const current = (kept: StoredSecret): boolean => held.origins[kept.name] === originKey(kept.source);
+    if (stored.length === 0) return held;
+    if (held.reason === null && held.usable.length === stored.length && stored.every(current)) return held;
     const usable: SandboxSecret[] = [];
-    const missing: string[] = [];
+    const missing: Record<string, string> = {};
+    const origins: Record<string, string> = {};
     for (const kept of stored) {
-      const had = held.usable.find((s) => s.name === kept.name);
+      origins[kept.name] = originKey(kept.source);
+      const had = current(kept) ? held.usable.find((s) => s.name === kept.name) : undefined;
       if (had !== undefined) usable.push(had);
-      else if (kept.source === null) missing.push(notKept(kept.name));
+      else if (kept.source === null) missing[kept.name] = notKept(kept.name, id);
       else {
         try {
           const [input] = validateSecrets(await resolveSecrets([{ ...secretBinding(kept), ...kept.source }]));
           if (input !== undefined) usable.push({ ...input, placeholder: kept.placeholder });
         } catch (err) {
           // The message names the secret and its source, never a value (secret-sources.ts).
-          missing.push(
-            `${(err as Error).message}: its placeholder is set but never replaced; fix the source and start the sandbox again`,
-          );
+          missing[kept.name] =
+            `${(err as Error).message}: its placeholder is set but never replaced; fix the source and start the sandbox again, or give it a value (agentfense sandbox secret ${id} ${kept.name})`;
         }
       }
     }
     if (usable.length > 0) markNotDumpable();
     const placeholders = Object.fromEntries(stored.map((s) => [s.name, s.placeholder]));
-    const loaded = { usable, placeholders, reason: missing.length === 0 ? null : missing.join('; ') };
+    const loaded = { usable, placeholders, reason: reasonOf(missing), missing, origins };
     this.#byId.set(id, loaded);
     return loaded;
+  }
+
+  /** What this process holds of sandbox `id`. */
+  held(id: string): HeldSecrets {
+    return this.#byId.get(id) ?? NONE;
   }
 
   get(id: string): readonly SandboxSecret[] {

@@ -89,6 +89,8 @@ export async function startSandbox(deps: StartDeps, row: SandboxRow, hooks: Star
   // Values this process lacks (a control plane opened after the create) are read from their sources.
   const held = await deps.secrets.load(id, row.secrets);
   const secrets = held.usable;
+  // Masking reads the values held at each use: one given later (setSecret) is masked from then on.
+  const mask = <T>(events: T): T => redact(events, deps.secrets.get(id));
   const paths = deps.layout.sandbox(id);
   const log = deps.logger.child({ sandboxId: id });
   let supervisor: WorkerSupervisor | undefined;
@@ -144,7 +146,7 @@ export async function startSandbox(deps: StartDeps, row: SandboxRow, hooks: Star
       },
       cgroup,
       // Masked as written: the trail on disk never holds a secret's value either (secrets.ts).
-      onAudit: (events) => audit.append(redact(events, secrets)),
+      onAudit: (events) => audit.append(mask(events)),
       onWorker: (pid, mounted) => {
         deps.store.update(id, { worker_pid: pid, worker_start: processStartTime(pid) ?? null });
         deps.onLayers(id, mounted.frozen ?? []);
@@ -157,7 +159,7 @@ export async function startSandbox(deps: StartDeps, row: SandboxRow, hooks: Star
     });
     const policed = row.network.mode !== 'none';
     // A sandbox with secrets: its CA (in memory), the files and variables that make the sandbox trust it.
-    const withSecrets = policed ? secretStart(id, held) : undefined;
+    const withSecrets = policed ? secretStart(id, held, row.secrets) : undefined;
     const ca = withSecrets?.ca;
     const startNetwork = async (create: boolean): Promise<void> => {
       network = await startPolicyPoint({
@@ -169,7 +171,7 @@ export async function startSandbox(deps: StartDeps, row: SandboxRow, hooks: Star
         audit,
         logger: log,
         ...(ca === undefined ? {} : { secrets: { secrets, ca } }),
-        redact: (events) => redact(events, secrets),
+        redact: mask,
       });
     };
     const startRuntime = async (): Promise<RuntimeInstance> => {

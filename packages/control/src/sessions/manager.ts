@@ -28,7 +28,7 @@ export class SessionManager {
   async create(
     instance: RuntimeInstance,
     options: CreateSessionOptions = {},
-    secrets: readonly SandboxSecret[] = [],
+    secrets: () => readonly SandboxSecret[] = () => [],
   ): Promise<Session> {
     const callerOnClose = options.onClose;
     // Loaded on the first session: processes that never open one (the one-shot CLI) skip the shell code.
@@ -38,7 +38,7 @@ export class SessionManager {
       ...(this.#options.logger === undefined ? {} : { logger: this.#options.logger }),
       ...options,
       // A secret's value that reached the sandbox another way is masked in every command's result.
-      ...(secrets.length === 0 ? {} : { redact: (result) => redact(result, secrets) }),
+      redact: (result) => redact(result, secrets()),
       onClose: (closed) => {
         this.#sessions.delete(closed.id);
         callerOnClose?.(closed);

@@ -154,6 +154,8 @@ const PATCHABLE = new Set<string>([
   'last_restart_at',
   'last_restart_reason',
   'limits',
+  // A secret's kept source, replaced when setSecret gives it a value (bindings and never a value).
+  'secrets',
 ]);
 
 export interface SandboxQuery {

@@ -1,4 +1,4 @@
-// `agentfense sandbox list|inspect|network|commit|discard|destroy` (and the checkpoint commands of
+// `agentfense sandbox list|inspect|network|secret|commit|discard|destroy` (and the checkpoint commands of
 // checkpoints.ts): the sandboxes recorded in the data directory.
 import type { Command } from 'commander';
 import type { SandboxInfo, SandboxState } from '../../sandboxes/types.js';
@@ -14,6 +14,7 @@ import type { CliContext } from '../io.js';
 import { EXIT_CONFLICT, reportCommit } from '../commit-report.js';
 import { parseLabels } from '../parse.js';
 import { registerCheckpoints } from './checkpoints.js';
+import { registerSecretCommand } from './secret.js';
 
 interface ListFlags extends DataFlags {
   readonly codebase?: string;
@@ -131,6 +132,8 @@ export function registerSandboxes(program: Command, context: CliContext): void {
       io.stdout.write(describe(await plane.setNetwork(id, policy)));
     });
   });
+
+  registerSecretCommand(sandbox, context);
 
   addDataOption(
     sandbox

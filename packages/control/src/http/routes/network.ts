@@ -1,12 +1,12 @@
 // The network policy over HTTP: replace a sandbox's policy (a running sandbox applies it at once and
-// closes what it no longer allows) and read its network records. Creation takes `network_policy` in
+// closes what it no longer allows), give a declared secret its value, and read its network records. Creation takes `network_policy` in
 // CreateSandbox (routes/sandboxes.ts).
 import type { FastifyInstance } from 'fastify';
 import type { NetworkAuditEvent, NetworkPolicyInput } from '@agentfense/network';
 import type { HttpBackend } from '../backend.js';
 import { defineRoute } from '../define.js';
 import { pathId, sandboxToWire } from '../mapping.js';
-import { NetworkAuditResult, NetworkPolicyIn } from '../network-schemas.js';
+import { NetworkAuditResult, NetworkPolicyIn, SecretValueIn } from '../network-schemas.js';
 import { AuditQuery, IdParams, Sandbox } from '../schemas.js';
 
 const tags = ['network'];
@@ -49,6 +49,29 @@ export function registerNetworkRoutes(app: FastifyInstance, backend: HttpBackend
     handler: async (req) => {
       const id = pathId('sandbox', req.params.id);
       return sandboxToWire(await backend.setNetwork(id, req.body));
+    },
+  });
+
+  defineRoute<{ value: string }, unknown, IdParam & { name: string }>(app, {
+    method: 'PUT',
+    url: '/v1/sandboxes/:id/secrets/:name',
+    operationId: 'SetSecret',
+    summary:
+      "Give (or replace) the value of one of the sandbox's declared secrets, running or not; write-only: no answer returns it",
+    tags,
+    params: {
+      ...params,
+      properties: {
+        ...(params['properties'] as Record<string, unknown>),
+        name: { type: 'string', description: 'the name of a secret the sandbox was created with' },
+      },
+      required: ['id', 'name'],
+    },
+    body: SecretValueIn,
+    response: Sandbox,
+    handler: async (req) => {
+      const id = pathId('sandbox', req.params.id);
+      return sandboxToWire(await backend.setSecret(id, req.params.name, req.body.value));
     },
   });
 
