@@ -9,6 +9,7 @@ import { createServer } from 'node:https';
 import type { Server } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { afterAll, beforeAll } from 'vitest';
 import { openSocketInNetns } from '@agentfense/network';
 
 export interface Seen {
@@ -79,4 +80,28 @@ export function serveHttps(
   });
   server.listen({ fd: openSocketInNetns(nsPath, { family: 4, type: 'tcp', address: '0.0.0.0', port }) });
   return { server, seen };
+}
+
+/** What an upstream served for a whole describe block has been sent. */
+export interface Upstream {
+  /** Every request that reached it, in order. */
+  readonly seen: readonly Seen[];
+  /** The Authorization header the request for `url` arrived with. */
+  readonly authAt: (url: string) => string | undefined;
+}
+
+/** serveHttps on port 8443 of the namespace `nsPath()` names, from beforeAll to afterAll. */
+export function useHttpsUpstream(nsPath: () => string, tls: { key: string; cert: string }): Upstream {
+  let server: Server | undefined;
+  let seen: Seen[] = [];
+  beforeAll(() => {
+    ({ server, seen } = serveHttps(nsPath(), 8443, tls));
+  });
+  afterAll(() => server?.close());
+  return {
+    get seen() {
+      return seen;
+    },
+    authAt: (url) => seen.find((s) => s.url === url)?.authorization,
+  };
 }

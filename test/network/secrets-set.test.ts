@@ -3,15 +3,13 @@
 // masked in output; the audit records the set by name; an undeclared name is refused with the names
 // it could be; over HTTP the value is write-only; the CLI, in another process, records a source that
 // the next start reads again. Test hosts: test/helpers/test-net.ts, secret-hosts.ts.
-import type { Server } from 'node:https';
 import { fileURLToPath } from 'node:url';
 import { execa } from 'execa';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { controlPlaneBackend, createHttpServer } from '@agentfense/control';
 import { NotFoundError } from '@agentfense/protocol';
 import { useNetworkFixture } from '../helpers/network-fixture.js';
-import { makeTestCerts, serveHttps } from '../helpers/secret-hosts.js';
-import type { Seen } from '../helpers/secret-hosts.js';
+import { makeTestCerts, useHttpsUpstream } from '../helpers/secret-hosts.js';
 
 const FIRST = 'sk-set-FIRST-0a1b2c3d4e5f6a7b8c9d';
 const SECOND = 'sk-set-SECOND-9f8e7d6c5b4a3f2e1d0c';
@@ -23,13 +21,8 @@ const CURL = 'curl -sS -m 10 -H "Authorization: Bearer $API_KEY" https://pub.tes
 
 describe('setSecret', () => {
   const fx = useNetworkFixture({ upstreamCa: certs.ca });
-  let server: Server;
-  let seen: Seen[];
-  beforeAll(() => {
-    ({ server, seen } = serveHttps(fx().net.nsPath, 8443, certs.leaf));
-  });
-  afterAll(() => server.close());
-  const authAt = (url: string): string | undefined => seen.find((s) => s.url === url)?.authorization;
+  const upstream = useHttpsUpstream(() => fx().net.nsPath, certs.leaf);
+  const authAt = upstream.authAt;
 
   it('a running sandbox uses the new value at once; the output masks it; the audit names the set', async () => {
     const sb = await fx().sandbox(POLICY, {

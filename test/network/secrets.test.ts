@@ -4,18 +4,17 @@
 // agent's env and output show only the placeholder, even when the server echoes the value back; each
 // use is in the audit trail by name. Test hosts: test/helpers/test-net.ts, secret-hosts.ts.
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import type { Server } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { execa } from 'execa';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { controlPlaneBackend, createHttpServer } from '@agentfense/control';
 import { useNetworkFixture } from '../helpers/network-fixture.js';
 import { call } from '../helpers/mcp.js';
-import { makeTestCerts, serveHttps } from '../helpers/secret-hosts.js';
+import { makeTestCerts, useHttpsUpstream } from '../helpers/secret-hosts.js';
 import type { Seen } from '../helpers/secret-hosts.js';
 
 const VALUE = 'sk-test-REAL-0f1e2d3c4b5a69788796a5b4';
@@ -32,12 +31,8 @@ const BIN = fileURLToPath(new URL('../../packages/control/bin/agentfense.js', im
 
 describe('secrets', () => {
   const fx = useNetworkFixture({ upstreamCa: certs.ca });
-  let server: Server;
-  let seen: Seen[];
-  beforeAll(() => {
-    ({ server, seen } = serveHttps(fx().net.nsPath, 8443, certs.leaf));
-  });
-  afterAll(() => server.close());
+  const upstream = useHttpsUpstream(() => fx().net.nsPath, certs.leaf);
+  const seen = (): readonly Seen[] => upstream.seen;
 
   it('puts the value into requests to the bound host, leaves the placeholder elsewhere, shows only the placeholder', async () => {
     const sb = await fx().sandbox(POLICY, { secrets: [SECRET] });
@@ -56,7 +51,7 @@ describe('secrets', () => {
       ].join('; '),
     );
     expect(r.err).toBe('');
-    const byUrl = (url: string): Seen | undefined => seen.find((s) => s.url === url);
+    const byUrl = (url: string): Seen | undefined => seen().find((s) => s.url === url);
     expect(byUrl(`/v1?key=${VALUE}`)).toEqual({
       host: 'pub.test:8443',
       authorization: `Bearer ${VALUE}`,
@@ -81,7 +76,7 @@ describe('secrets', () => {
       secrets: [{ ...SECRET, header: { name: 'Authorization', value: 'token {value}' } }],
     });
     const r = await sb.run('curl -sS -m 10 https://pub.test:8443/header');
-    expect(seen.find((s) => s.url === '/header')?.authorization).toBe(`token ${VALUE}`);
+    expect(seen().find((s) => s.url === '/header')?.authorization).toBe(`token ${VALUE}`);
     expect(r.out).not.toContain(VALUE);
   });
 
@@ -117,7 +112,7 @@ describe('secrets', () => {
       const id = /kept sandbox (sb_\S+)/.exec(ran.stderr)?.[1] ?? '';
       await execa('node', [BIN, 'sandbox', 'destroy', id, '--data', data], { env });
       expect(ran.stderr).not.toMatch(/error|refused/i);
-      expect(seen.find((s) => s.url === `/cli?t=${token}`)?.authorization).toBe(`Bearer ${VALUE}`);
+      expect(seen().find((s) => s.url === `/cli?t=${token}`)?.authorization).toBe(`Bearer ${VALUE}`);
       expect(ran.stdout).toMatch(
         /^echo Bearer af-secret-[0-9a-f]{32}\naf-secret-[0-9a-f]{32} af-secret-[0-9a-f]{32}$/,
       );
@@ -149,7 +144,7 @@ describe('secrets', () => {
         id,
         'curl -sS -m 10 -H "Authorization: Bearer $API_KEY" https://pub.test:8443/http-face',
       );
-      expect(seen.find((s) => s.url === '/http-face')?.authorization).toBe(`Bearer ${VALUE}`);
+      expect(seen().find((s) => s.url === '/http-face')?.authorization).toBe(`Bearer ${VALUE}`);
       for (const url of [`/v1/sandboxes/${id}`, '/v1/sandboxes', `/v1/sandboxes/${id}/network/audit`]) {
         const got = await server.app.inject({ method: 'GET', url });
         expect(got.body).not.toContain(VALUE);
@@ -209,7 +204,7 @@ describe('secrets', () => {
         command:
           'curl -sS -m 10 -H "Authorization: Bearer $API_KEY" https://pub.test:8443/mcp-face; echo "$API_KEY"',
       });
-      expect(seen.find((s) => s.url === '/mcp-face')?.authorization).toBe(`Bearer ${VALUE}`);
+      expect(seen().find((s) => s.url === '/mcp-face')?.authorization).toBe(`Bearer ${VALUE}`);
       expect(JSON.stringify(ran.data)).toMatch(/af-secret-[0-9a-f]+/);
       expect(JSON.stringify(ran.data)).not.toContain(VALUE);
       await transport?.terminateSession();

@@ -3,12 +3,10 @@
 // cannot either; and a value given to a running sandbox is masked everywhere the first one was — in a
 // session shell opened before the set, the audit trail, a refused call's error and every API answer.
 import type { AddressInfo } from 'node:net';
-import type { Server } from 'node:https';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { controlPlaneBackend, createHttpServer } from '@agentfense/control';
 import { useNetworkFixture } from '../helpers/network-fixture.js';
-import { makeTestCerts, serveHttps } from '../helpers/secret-hosts.js';
-import type { Seen } from '../helpers/secret-hosts.js';
+import { makeTestCerts, useHttpsUpstream } from '../helpers/secret-hosts.js';
 
 const FIRST = 'sk-setattack-FIRST-aa11bb22cc33dd44ee55';
 const GIVEN = 'sk-setattack-GIVEN-ff66ee77dd88cc99bb00';
@@ -20,13 +18,8 @@ const CURL = 'curl -sS -m 10 -o /dev/null -H "Authorization: Bearer $API_KEY" ht
 
 describe('setSecret attacks', () => {
   const fx = useNetworkFixture({ upstreamCa: certs.ca });
-  let server: Server;
-  let seen: Seen[];
-  beforeAll(() => {
-    ({ server, seen } = serveHttps(fx().net.nsPath, 8443, certs.leaf));
-  });
-  afterAll(() => server.close());
-  const authAt = (url: string): string | undefined => seen.find((s) => s.url === url)?.authorization;
+  const upstream = useHttpsUpstream(() => fx().net.nsPath, certs.leaf);
+  const authAt = upstream.authAt;
 
   it('neither the agent inside nor a client without the token can give a value', async () => {
     const sb = await fx().sandbox(POLICY, { secrets: [SECRET] });
