@@ -37,6 +37,7 @@ function handlers(overrides: Partial<WorkerHandlers> = {}): WorkerHandlers {
     checkpoint: ({ layerDir }) => ({ frozen: [layerDir], bytes: 4096 }),
     setFrozenBytes: () => ({}),
     restore: () => ({}),
+    compactLayers: ({ to }) => ({ frozen: [to], switched: true, bytes: 0 }),
     readFile: ({ path }) => {
       if (path === '/secret') throw new PermissionDeniedError('read denied: /secret', { details: { path } });
       return { data: Buffer.from(`contents of ${path}`) };

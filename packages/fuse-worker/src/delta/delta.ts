@@ -88,10 +88,7 @@ export class Delta {
     return this.#layers.epoch;
   }
 
-  /**
-   * Called synchronously when a checkpoint or restore begins, before any of its steps: the FUSE layer
-   * closes the fds it keeps of writable-layer files there.
-   */
+  /** Called synchronously as a checkpoint or restore begins: the FUSE layer closes its writable fds. */
   set onLayerChange(hook: (() => void) | undefined) {
     this.#layers.onLayerChange = hook;
   }
@@ -110,9 +107,8 @@ export class Delta {
   }
 
   /**
-   * Settles when the trash (the writable layers restores dropped) has been removed, as far as it was
-   * asked for until now. The removal runs in the background and never fails a call (a failure is logged
-   * and left for the next open or restore).
+   * Settles when the trash (what restores dropped) has been removed, as far as asked until now. In the
+   * background; a failure is logged and left for the next open or restore.
    */
   trashEmptied(): Promise<void> {
     return this.#layers.trashEmptied();
@@ -147,14 +143,22 @@ export class Delta {
   }
 
   /**
-   * Drops the writable layer's content (as a discard of everything does, an unfinished commit included)
-   * and makes `frozen` (frozen layer directories, oldest first) the stack: usually a prefix of the
-   * current one, to roll back to a checkpoint; [] shows the codebase again. Crash-safe (layer-change.ts).
+   * Drops the writable layer's content (an unfinished commit included) and makes `frozen` (oldest first)
+   * the stack: a prefix of the current one rolls back to a checkpoint. Crash-safe (layer-change.ts).
    */
   async restore(options: { frozen: readonly string[] }): Promise<void> {
     await this.mutate('restore', async () => {
       this.ctx = await this.#layers.restore(this.ctx, options.frozen);
       await this.recount();
+    });
+  }
+
+  /** Replaces the adjacent frozen layers `from` with `to`, merged from them: the view is unchanged. */
+  async compactLayers(o: { from: readonly [string, string]; to: string }): Promise<boolean> {
+    return this.mutate('compact', async () => {
+      const next = await this.#layers.compact(this.ctx, o.from, o.to);
+      if (next !== null) this.ctx = next;
+      return next !== null;
     });
   }
 
@@ -191,10 +195,7 @@ export class Delta {
     );
   }
 
-  /**
-   * Caches the codebase directory `path`'s fd if its parent's is (HostDir.cacheDirSync): called when a
-   * lookup found it, since lookups inside it come next.
-   */
+  /** Caches the codebase directory `path`'s fd if its parent's is: lookups inside it come next. */
   cacheLowerDir(path: string): void {
     this.ctx.lower.cacheDirSync(toRel(path));
   }
@@ -244,10 +245,7 @@ export class Delta {
     });
   }
 
-  /**
-   * Whether the codebase layer serves `path` and is known to (no syscall to find out): absent from the
-   * upper layer and not whited out.
-   */
+  /** Whether the codebase layer serves `path`, known without a syscall (not in upper, not whited out). */
   servedFromLower(path: string): boolean {
     const rel = toRel(path);
     return upperKnownAbsent(this.ctx, rel) && !this.ctx.meta.isHidden(rel);

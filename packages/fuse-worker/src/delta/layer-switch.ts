@@ -18,6 +18,7 @@ import {
   type LayerChangeContext,
   type LayerChangeResult,
 } from './layer-change.js';
+import { writeStack } from './layer-stack.js';
 import { checkLayerDirs, checkLayerTarget } from './layer-target.js';
 import { computeStackChanges } from './stack-changes.js';
 import { afterAnswer, emptyTrash } from './trash.js';
@@ -198,6 +199,40 @@ export class LayerSwitch {
     this.#retired = [retired, ...this.#stack.views.filter((view) => !views.includes(view))];
     this.#stack = { views, top };
     return { ...ctx, upper, lower: top, meta: result.meta };
+  }
+
+  /**
+   * Puts the delta on `to` (a frozen layer merged from the adjacent pair `from`, layer-merge.ts) in their
+   * place: what the sandbox sees does not change, nor does the writable layer. One durable write of
+   * stack.json is the switch, so a crash leaves the old stack or the new one. False when the stack does
+   * not hold the pair (already switched, or never on it).
+   */
+  async compact(ctx: DeltaContext, from: readonly [string, string], to: string): Promise<DeltaContext | null> {
+    const [lower, upper] = normalizeStack(from);
+    const [merged] = normalizeStack([to]) as [string];
+    const views = this.#stack.views;
+    const at = views.findIndex((view, i) => view.dir === lower && views[i + 1]?.dir === upper);
+    if (at < 0) return null;
+    checkLayerDirs({ dirs: [merged], deltaDir: this.#deltaDir, codebaseDir: ctx.codebase.path });
+    // The layers below stay open; the merged one and every one above it are views over new layers below.
+    const kept = views.slice(0, at);
+    const fresh: FrozenView[] = [];
+    try {
+      fresh.push(await FrozenView.open({ dir: merged, below: kept.at(-1) ?? ctx.codebase }));
+      for (const above of views.slice(at + 2)) {
+        const below = fresh.at(-1) as FrozenView;
+        fresh.push(await FrozenView.fromState({ dir: above.dir, meta: above.layer.meta, below }));
+      }
+      await writeStack(this.#deltaDir, [...kept, ...fresh].map((view) => view.dir));
+    } catch (err) {
+      await closeViews(fresh);
+      throw err;
+    }
+    for (const old of this.#retired) await old.close();
+    // A lookup that started before may still walk the old views: closed at the next change.
+    this.#retired = views.slice(at);
+    this.#stack = stackOf(ctx.codebase, [...kept, ...fresh]);
+    return { ...ctx, lower: this.#stack.top };
   }
 
   /**

@@ -22,6 +22,7 @@ import type {
 } from '@agentfense/protocol';
 import type { CommitOptions } from '../delta/types.js';
 import { AuditLog } from '../audit.js';
+import { compactStack } from '../delta/compact.js';
 import { Delta } from '../delta/delta.js';
 import { createHandlers } from '../fs/binding.js';
 import { EntryWarmup } from '../fs/entry-warmup.js';
@@ -452,6 +453,14 @@ export class WorkerService {
         await mounted.fs.invalidateAll();
         this.#logger.info({ depth: frozen.length }, 'restore');
         return {};
+      },
+      compactLayers: async ({ from, to }) => {
+        const mounted = this.#need();
+        const { switched, bytes } = await compactStack(mounted.delta, { from, to });
+        // The same files at the same paths: the kernel's caches are dropped as after a rule change.
+        if (switched) await mounted.fs.invalidateAll();
+        this.#logger.info({ from, to, switched, depth: mounted.delta.frozenLayers.length }, 'compact');
+        return { frozen: mounted.delta.frozenLayers, switched, bytes };
       },
       readFile: async ({ path }) => ({
         data: await this.#need().fs.readPath(clientPath(path), CONTROL_CALLER),

@@ -191,6 +191,15 @@ export interface WorkerMethods {
   setFrozenBytes: { params: { readonly bytes: number }; result: Empty };
   /** Drops the writable layer's content and puts the delta on `frozen` (oldest first): a rollback. */
   restore: { params: { readonly frozen: readonly string[] }; result: Empty };
+  /**
+   * Folds the adjacent frozen layers `from` (lower, upper) into the frozen layer `to`, built from them if
+   * it does not exist yet, and puts the delta on it in their place if its stack holds them: what the
+   * sandbox sees does not change. `bytes`: what `to` costs in the quota's measure.
+   */
+  compactLayers: {
+    params: { readonly from: readonly string[]; readonly to: string };
+    result: { readonly frozen: readonly string[]; readonly switched: boolean; readonly bytes: number };
+  };
   /** Reads a file as the sandbox sees it, through the permission rules. */
   readFile: { params: { readonly path: string }; result: { readonly data: Uint8Array } };
   /** Writes a file into the sandbox's delta, through the permission rules. */
@@ -381,6 +390,10 @@ export const WORKER_METHOD_GUARDS: {
   },
   setFrozenBytes: { params: g.shape({ bytes: g.count }), result: empty },
   restore: { params: g.shape({ frozen: g.arrayOf(g.string) }), result: empty },
+  compactLayers: {
+    params: g.shape({ from: g.arrayOf(g.string), to: g.string }),
+    result: g.shape({ frozen: g.arrayOf(g.string), switched: g.boolean, bytes: g.count }),
+  },
   readFile: { params: g.shape({ path: g.string }), result: g.shape({ data: g.bytes }) },
   writeFile: { params: g.shape({ path: g.string, data: g.bytes }), result: empty },
 };
