@@ -6,6 +6,7 @@ import { InvalidArgumentError } from '@agentfense/protocol';
 import type { NetworkOptions } from '@agentfense/network';
 import type { PresetRegistry } from './presets/registry.js';
 import type { CheckpointLimitOptions } from './sandboxes/checkpoint-limits.js';
+import type { CompactionStep } from './sandboxes/compactor.js';
 import type { PrewarmKind } from './sandboxes/prewarm.js';
 import type { RuntimeMap } from './sandboxes/runtimes.js';
 import type { SupervisionOptions } from './sandboxes/supervisor.js';
@@ -73,6 +74,11 @@ export interface ControlPlaneOptions {
    * integers from 1 to 4096. What the layers hold is charged to the sandbox's disk quota.
    */
   readonly checkpoints?: CheckpointLimitOptions;
+  /**
+   * Tests only: called at each step of a background stack compaction; a throw there stops the compaction
+   * as a process death would (its record stays for the next open's recovery).
+   */
+  readonly compactionFault?: (step: CompactionStep) => void;
 }
 
 /** Idle docker containers kept per image by default (docs/decisions.md, "Docker keeps a pool of idle containers"). */

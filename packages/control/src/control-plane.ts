@@ -185,7 +185,7 @@ export class ControlPlane implements AsyncDisposable {
         else await sessions.closeSandbox(id, 'worker-restarted');
       },
     });
-    const cps = { db, layout, store, sandboxes, logger, limits };
+    const cps = { db, layout, store, sandboxes, logger, limits, compactionFault: options.compactionFault };
     const checkpoints = checkpointService({ ...cps, plane: () => plane });
     const plane: ControlPlane = new ControlPlane({
       checkpoints,
@@ -204,8 +204,8 @@ export class ControlPlane implements AsyncDisposable {
     });
     if (options.prewarm !== undefined) sandboxes.prewarm(options.prewarm);
     const recovered = await sandboxes.recover();
-    // Layers a destroy or delete cut short left behind (pending checkpoints' layers are kept).
-    await checkpoints.collect();
+    // Compactions and layer removals a crash cut short (pending checkpoints' layers are kept).
+    await checkpoints.recover();
     await disk.reserve.replenish();
     logger.info({ dataDir, recovered }, 'control plane open');
     return plane;
@@ -474,6 +474,7 @@ export class ControlPlane implements AsyncDisposable {
     this.#closing ??= (async () => {
       if (this.#reaper !== undefined) clearInterval(this.#reaper);
       await this.sessions.closeAll();
+      await this.#checkpoints.stopCompacting();
       await this.sandboxes.close();
       // What runtimes keep ahead (docker's idle pooled containers), after every sandbox stopped.
       await this.#runtimes.close((err, runtime) =>

@@ -20,5 +20,7 @@ export { readPendingCommit } from './delta/commit-journal.js';
 export type { PendingCommit } from './delta/commit-journal.js';
 // A fork's delta, made on a checkpoint's frozen layers before its first mount.
 export { initDeltaStack } from './delta/init-stack.js';
+// The stack a delta records itself (a compaction's recovery reads it).
+export { readStack } from './delta/layer-stack.js';
 // What a frozen layer costs in the disk quota's measure (charged to the sandbox that made it).
 export { layerBytes } from './delta/layer-bytes.js';

@@ -9,6 +9,7 @@ import type { SandboxStore } from '../store/sandboxes.js';
 import { AuditWriter } from './audit-log.js';
 import type { CheckpointLimits } from './checkpoint-limits.js';
 import { CheckpointService } from './checkpoints.js';
+import type { CompactionStep } from './compactor.js';
 import type { SandboxManager } from './manager.js';
 import type { CreateSandboxOptions, SandboxInfo } from './types.js';
 
@@ -27,6 +28,7 @@ export function checkpointService(o: {
   readonly plane: () => ForkPlane;
   readonly logger: Logger;
   readonly limits: CheckpointLimits;
+  readonly compactionFault?: ((step: CompactionStep) => void) | undefined;
 }): CheckpointService {
   const logger = o.logger.child({ component: 'checkpoints' });
   return new CheckpointService({
@@ -37,6 +39,8 @@ export function checkpointService(o: {
       restore: async (id, frozen) => {
         await o.sandboxes.onDelta(id, 'restore', { frozen });
       },
+      compactLayers: (id, from, to, switchStack) =>
+        o.sandboxes.onDelta(id, 'compactLayers', { from, to, switchStack }),
       setFrozenBytes: (id, bytes) => o.sandboxes.setFrozenBytes(id, bytes),
       audit: (id, events) => appendAudit(o.layout, o.sandboxes.liveAudit(id), id, events, logger),
     },
@@ -48,6 +52,7 @@ export function checkpointService(o: {
     trash: o.sandboxes.trash,
     logger,
     limits: o.limits,
+    ...(o.compactionFault === undefined ? {} : { compactionFault: o.compactionFault }),
   });
 }
 

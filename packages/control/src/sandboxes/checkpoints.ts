@@ -19,6 +19,8 @@ import type { CheckpointLimits } from './checkpoint-limits.js';
 import { limitSetting } from './checkpoint-limits.js';
 import { KeyedLock } from './keyed-lock.js';
 import { LayerCharges } from './layer-charges.js';
+import type { CompactionStep } from './compactor.js';
+import { StackCompactor } from './compactor.js';
 import type { SandboxTrash } from './trash.js';
 
 /** A checkpoint as the faces show it. */
@@ -51,6 +53,13 @@ export interface CheckpointWorker {
     layerDir: string,
   ): Promise<{ readonly frozen: readonly string[]; readonly bytes?: number }>;
   restore(id: string, frozen: readonly string[]): Promise<void>;
+  /** Builds the merged layer `to` of the pair `from` and, if `switchStack`, puts the delta on it. */
+  compactLayers(
+    id: string,
+    from: readonly string[],
+    to: string,
+    switchStack: boolean,
+  ): Promise<{ readonly frozen: readonly string[]; readonly bytes: number }>;
   /** Tells the sandbox's live worker (if any) what its frozen layers cost its disk quota. */
   setFrozenBytes(id: string, bytes: number): Promise<void>;
   /** Appends records to the sandbox's audit trail. */
@@ -99,6 +108,7 @@ export class CheckpointService {
   readonly #host: ForkHost;
   readonly #charges: LayerCharges;
   readonly #limits: CheckpointLimits;
+  readonly #compactor: StackCompactor;
 
   constructor(options: {
     readonly store: CheckpointStore;
@@ -108,6 +118,8 @@ export class CheckpointService {
     readonly trash: SandboxTrash;
     readonly logger: Logger;
     readonly limits: CheckpointLimits;
+    /** A test's stand-in for a process death at a step of a compaction (it throws there). */
+    readonly compactionFault?: (step: CompactionStep) => void;
   }) {
     this.#limits = options.limits;
     this.#store = options.store;
@@ -121,6 +133,21 @@ export class CheckpointService {
       layout: this.#layout,
       push: (id, bytes) => this.#worker.setFrozenBytes(id, bytes),
       logger: this.#logger,
+    });
+    this.#compactor = new StackCompactor({
+      store: this.#store,
+      layout: this.#layout,
+      lock: this.#lock,
+      charges: this.#charges,
+      logger: this.#logger,
+      maxDepth: this.#limits.maxStackDepth,
+      ...(options.compactionFault === undefined ? {} : { fault: options.compactionFault }),
+      host: {
+        compactLayers: (id, from, to, switchStack) => this.#worker.compactLayers(id, from, to, switchStack),
+        layerIds: (dirs) => this.#layerIds(dirs),
+        collect: () => this.#collect(),
+        audit: (id, target) => this.#audit(id, 'compact', target),
+      },
     });
   }
 
@@ -145,14 +172,17 @@ export class CheckpointService {
           `(${limitSetting('maxCheckpoints')}): delete one first`,
       );
     }
-    // No stack is compacted yet: a deeper one is refused (each layer makes every lookup walk further).
-    if (this.#store.stack(id).length >= maxStackDepth) {
+    const layer = newId('layer');
+    // A deeper stack is compacted in the background after the checkpoint; refused only when no two of
+    // its layers may be folded (every boundary is a checkpoint's).
+    const after = [...this.#store.stack(id), layer];
+    if (after.length > maxStackDepth && !this.#compactor.canFold(id, after)) {
       throw new WrongStateError(
         `sandbox ${id} stands on ${maxStackDepth} frozen layers, the deepest stack allowed ` +
-          `(${limitSetting('maxStackDepth')}): restore an older checkpoint, commit or discard first`,
+          `(${limitSetting('maxStackDepth')}), and each of them ends a checkpoint: delete a checkpoint, ` +
+          'restore an older one, commit or discard first',
       );
     }
-    const layer = newId('layer');
     const row: CheckpointRow = {
       id: newId('checkpoint'),
       sandbox_id: id,
@@ -195,6 +225,7 @@ export class CheckpointService {
     // The worker counted the layer as it froze it; this is the total the database keeps.
     await this.#charges.push([id]);
     await this.#audit(id, 'checkpoint', row.id);
+    if (frozen.length > maxStackDepth) this.#compactor.request(id);
     return info({ ...row, layers: frozen, state: 'ready' });
   }
 
@@ -237,6 +268,7 @@ export class CheckpointService {
       this.#store.get(id, checkpointId);
       this.#store.delete(checkpointId);
       await this.#collect();
+      this.#compactor.requestDeep(); // the boundary it ended may now be folded
     });
   }
 
@@ -320,6 +352,25 @@ export class CheckpointService {
     return this.#lock.run('', () => this.#collect());
   }
 
+  /** At open: compactions a crash cut short are finished or dropped, unused layers removed, deep stacks compacted. */
+  async recover(): Promise<void> {
+    await this.#lock.run('', async () => {
+      await this.#compactor.recover();
+      await this.#collect();
+    });
+    this.#compactor.requestDeep();
+  }
+
+  /** Settles when the background compactions requested so far are done. */
+  compacted(): Promise<void> {
+    return this.#compactor.idle();
+  }
+
+  /** Stops background compaction (before the database closes). */
+  stopCompacting(): Promise<void> {
+    return this.#compactor.stop();
+  }
+
   async #collect(): Promise<void> {
     let names: string[];
     try {
@@ -353,7 +404,7 @@ export class CheckpointService {
   /** A checkpoint, restore or fork in the sandbox's audit trail (`target`: the checkpoint or fork id). */
   async #audit(
     id: string,
-    op: 'checkpoint' | 'restore' | 'fork' | 'forked-from',
+    op: 'checkpoint' | 'restore' | 'fork' | 'forked-from' | 'compact',
     target: string,
   ): Promise<void> {
     await this.#worker.audit(id, [

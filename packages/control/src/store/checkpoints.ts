@@ -1,6 +1,7 @@
 // Checkpoint rows and each sandbox's layer stack: prepared statements over `checkpoints` and
 // `sandbox_stacks` (migration 8; layer ids as JSON arrays, oldest first), and what each frozen layer
-// costs the sandbox that made it, in `layers` (migration 9).
+// costs the sandbox that made it, in `layers` (migration 9); stack compactions under way in `compactions`
+// (migration 10).
 import type { Statement } from 'better-sqlite3';
 import { NotFoundError } from '@agentfense/protocol';
 import type { Db } from './db.js';
@@ -23,6 +24,13 @@ export interface LayerRow {
   readonly id: string;
   readonly maker_id: string;
   readonly bytes: number | null;
+}
+
+/** A compaction under way: `layer` is being made from the adjacent pair `from` (lower, upper). */
+export interface CompactionRow {
+  readonly layer: string;
+  readonly from: readonly [string, string];
+  readonly maker: string;
 }
 
 interface RawCheckpoint extends Omit<CheckpointRow, 'layers'> {
@@ -50,6 +58,12 @@ export class CheckpointStore {
   readonly #dropLayer: Statement;
   readonly #madeBytes: Statement;
   readonly #layerRows: Statement;
+  readonly #compactions: Statement;
+  readonly #addCompaction: Statement;
+  readonly #dropCompaction: Statement;
+  readonly #allCheckpoints: Statement;
+  readonly #setLayers: Statement;
+  readonly #stackRows: Statement;
 
   constructor(db: Db) {
     this.#db = db;
@@ -81,6 +95,14 @@ export class CheckpointStore {
     this.#dropLayer = db.prepare('DELETE FROM layers WHERE id = ?');
     this.#madeBytes = db.prepare('SELECT COALESCE(SUM(bytes), 0) AS bytes FROM layers WHERE maker_id = ?');
     this.#layerRows = db.prepare('SELECT id, maker_id, bytes FROM layers');
+    this.#compactions = db.prepare('SELECT layer_id, from_layers, maker_id FROM compactions');
+    this.#addCompaction = db.prepare(
+      'INSERT INTO compactions (layer_id, from_layers, maker_id) VALUES (?, ?, ?)',
+    );
+    this.#dropCompaction = db.prepare('DELETE FROM compactions WHERE layer_id = ?');
+    this.#allCheckpoints = db.prepare('SELECT id, layers FROM checkpoints');
+    this.#setLayers = db.prepare('UPDATE checkpoints SET layers = ? WHERE id = ?');
+    this.#stackRows = db.prepare('SELECT sandbox_id, layers FROM sandbox_stacks');
   }
 
   insert(row: CheckpointRow): void {
@@ -133,7 +155,47 @@ export class CheckpointStore {
       ...(this.#allStacks.all() as { layers: string }[]),
     ];
     for (const row of rows) for (const id of JSON.parse(row.layers) as string[]) ids.add(id);
+    for (const row of this.compactions()) for (const id of [row.layer, ...row.from]) ids.add(id);
     return ids;
+  }
+
+  /** Every layer list that holds layers: each checkpoint's (pending too) and each sandbox's stack. */
+  holders(): { readonly checkpoints: string[][]; readonly stacks: Map<string, string[]> } {
+    const checkpoints = (this.#allLayers.all() as { layers: string }[]).map(
+      (row) => JSON.parse(row.layers) as string[],
+    );
+    const stacks = new Map<string, string[]>();
+    for (const row of this.#stackRows.all() as { sandbox_id: string; layers: string }[]) {
+      stacks.set(row.sandbox_id, JSON.parse(row.layers) as string[]);
+    }
+    return { checkpoints, stacks };
+  }
+
+  /** Checkpoint rows naming the adjacent pair `from` name `layer` in its place instead (a compaction). */
+  replaceInCheckpoints(from: readonly [string, string], layer: string): void {
+    for (const row of this.#allCheckpoints.all() as { id: string; layers: string }[]) {
+      const layers = JSON.parse(row.layers) as string[];
+      const replaced = replacePair(layers, from, layer);
+      if (replaced !== layers) this.#setLayers.run(JSON.stringify(replaced), row.id);
+    }
+  }
+
+  compactions(): CompactionRow[] {
+    return (this.#compactions.all() as { layer_id: string; from_layers: string; maker_id: string }[]).map(
+      (row) => ({
+        layer: row.layer_id,
+        from: JSON.parse(row.from_layers) as [string, string],
+        maker: row.maker_id,
+      }),
+    );
+  }
+
+  addCompaction(row: CompactionRow): void {
+    this.#addCompaction.run(row.layer, JSON.stringify(row.from), row.maker);
+  }
+
+  dropCompaction(layer: string): void {
+    this.#dropCompaction.run(layer);
   }
 
   /** Records layer `id`, made by sandbox `makerId`, costing `bytes` (null: not measured yet). */
@@ -164,4 +226,14 @@ export class CheckpointStore {
   transaction<T>(fn: () => T): T {
     return this.#db.transaction(fn)();
   }
+}
+
+/** `layers` with the adjacent pair `from` replaced by `layer`; the same array when it holds no such pair. */
+export function replacePair(
+  layers: readonly string[],
+  from: readonly [string, string],
+  layer: string,
+): readonly string[] {
+  const at = layers.findIndex((id, i) => id === from[0] && layers[i + 1] === from[1]);
+  return at < 0 ? layers : [...layers.slice(0, at), layer, ...layers.slice(at + 2)];
 }

@@ -133,6 +133,19 @@ export const MIGRATIONS: readonly { readonly version: number; readonly sql: stri
       CREATE INDEX layers_by_maker ON layers (maker_id);
     `,
   },
+  {
+    // A stack compaction under way: the merged layer and the adjacent pair it replaces (JSON array of two
+    // layer ids), made by one sandbox. While a row exists none of the three leaves the disk; recovery at
+    // open finishes or drops it (sandboxes/compactor.ts).
+    version: 10,
+    sql: `
+      CREATE TABLE compactions (
+        layer_id    TEXT PRIMARY KEY,
+        from_layers TEXT NOT NULL,
+        maker_id    TEXT NOT NULL
+      );
+    `,
+  },
 ];
 
 /** How long a writer waits for another process's transaction before failing (ms). */

@@ -58,7 +58,8 @@ export async function mergeLayers(o: {
   readonly upper: string;
   readonly merged: string;
 }): Promise<{ bytes: number }> {
-  if (lstatSync(o.merged, { throwIfNoEntry: false }) !== undefined) return { bytes: await layerBytes(o.merged) };
+  if (lstatSync(o.merged, { throwIfNoEntry: false }) !== undefined)
+    return { bytes: await layerBytes(o.merged) };
   const tmp = `${o.merged}.tmp`;
   await layerFs.remove(tmp);
   await layerFs.mkdir(tmp);

@@ -207,7 +207,11 @@ export class LayerSwitch {
    * stack.json is the switch, so a crash leaves the old stack or the new one. False when the stack does
    * not hold the pair (already switched, or never on it).
    */
-  async compact(ctx: DeltaContext, from: readonly [string, string], to: string): Promise<DeltaContext | null> {
+  async compact(
+    ctx: DeltaContext,
+    from: readonly [string, string],
+    to: string,
+  ): Promise<DeltaContext | null> {
     const [lower, upper] = normalizeStack(from);
     const [merged] = normalizeStack([to]) as [string];
     const views = this.#stack.views;
@@ -223,7 +227,10 @@ export class LayerSwitch {
         const below = fresh.at(-1) as FrozenView;
         fresh.push(await FrozenView.fromState({ dir: above.dir, meta: above.layer.meta, below }));
       }
-      await writeStack(this.#deltaDir, [...kept, ...fresh].map((view) => view.dir));
+      await writeStack(
+        this.#deltaDir,
+        [...kept, ...fresh].map((view) => view.dir),
+      );
     } catch (err) {
       await closeViews(fresh);
       throw err;

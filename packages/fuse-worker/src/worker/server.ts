@@ -454,9 +454,9 @@ export class WorkerService {
         this.#logger.info({ depth: frozen.length }, 'restore');
         return {};
       },
-      compactLayers: async ({ from, to }) => {
+      compactLayers: async ({ from, to, switchStack }) => {
         const mounted = this.#need();
-        const { switched, bytes } = await compactStack(mounted.delta, { from, to });
+        const { switched, bytes } = await compactStack(mounted.delta, { from, to, switchStack });
         // The same files at the same paths: the kernel's caches are dropped as after a rule change.
         if (switched) await mounted.fs.invalidateAll();
         this.#logger.info({ from, to, switched, depth: mounted.delta.frozenLayers.length }, 'compact');

@@ -193,11 +193,12 @@ export interface WorkerMethods {
   restore: { params: { readonly frozen: readonly string[] }; result: Empty };
   /**
    * Folds the adjacent frozen layers `from` (lower, upper) into the frozen layer `to`, built from them if
-   * it does not exist yet, and puts the delta on it in their place if its stack holds them: what the
-   * sandbox sees does not change. `bytes`: what `to` costs in the quota's measure.
+   * it does not exist yet, and (unless `switchStack` is false) puts the delta on it in their place if its
+   * stack holds them: what the sandbox sees does not change. `bytes`: what `to` costs in the quota's
+   * measure.
    */
   compactLayers: {
-    params: { readonly from: readonly string[]; readonly to: string };
+    params: { readonly from: readonly string[]; readonly to: string; readonly switchStack?: boolean };
     result: { readonly frozen: readonly string[]; readonly switched: boolean; readonly bytes: number };
   };
   /** Reads a file as the sandbox sees it, through the permission rules. */
@@ -391,7 +392,7 @@ export const WORKER_METHOD_GUARDS: {
   setFrozenBytes: { params: g.shape({ bytes: g.count }), result: empty },
   restore: { params: g.shape({ frozen: g.arrayOf(g.string) }), result: empty },
   compactLayers: {
-    params: g.shape({ from: g.arrayOf(g.string), to: g.string }),
+    params: g.shape({ from: g.arrayOf(g.string), to: g.string, switchStack: g.optional(g.boolean) }),
     result: g.shape({ frozen: g.arrayOf(g.string), switched: g.boolean, bytes: g.count }),
   },
   readFile: { params: g.shape({ path: g.string }), result: g.shape({ data: g.bytes }) },
