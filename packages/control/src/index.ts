@@ -90,6 +90,7 @@ export type {
 } from './sandboxes/checkpoints.js';
 export { checkpointLimits, DEFAULT_CHECKPOINT_LIMITS } from './sandboxes/checkpoint-limits.js';
 export type { CheckpointLimitOptions, CheckpointLimits } from './sandboxes/checkpoint-limits.js';
+export type { CompactionStep } from './sandboxes/compactor.js';
 export type {
   CreateSandboxOptions,
   ListSandboxesOptions,

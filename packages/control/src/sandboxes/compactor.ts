@@ -45,6 +45,8 @@ export class StackCompactor {
   readonly #maxDepth: number;
   readonly #fault: ((step: CompactionStep) => void) | undefined;
   readonly #queued = new Set<string>();
+  /** Compactions a crash cut short after their merged layer was complete: finished first. */
+  readonly #resume: CompactionRow[] = [];
   #running: Promise<void> = Promise.resolve();
   #active = false;
   #stopped = false;
@@ -85,20 +87,25 @@ export class StackCompactor {
 
   /** Compacts sandbox `id`'s stack in the background if it is deeper than the limit. */
   request(id: string): void {
-    if (this.#stopped) return;
     this.#queued.add(id);
-    if (this.#active) return;
+    this.#kick();
+  }
+
+  #kick(): void {
+    if (this.#stopped || this.#active || (this.#queued.size === 0 && this.#resume.length === 0)) return;
     this.#active = true;
     this.#running = this.#drain().finally(() => {
       this.#active = false;
+      this.#kick(); // a request that came as the drain ended
     });
   }
 
-  /** Every sandbox whose stack is deeper than the limit (after a delete frees a boundary). */
+  /** Every sandbox whose stack is deeper than the limit (after a delete frees a boundary, at open). */
   requestDeep(): void {
     for (const [id, layers] of this.#store.holders().stacks) {
-      if (layers.length > this.#maxDepth) this.request(id);
+      if (layers.length > this.#maxDepth) this.#queued.add(id);
     }
+    this.#kick();
   }
 
   /** Settles when the compactions requested so far are done. */
@@ -114,6 +121,13 @@ export class StackCompactor {
   }
 
   async #drain(): Promise<void> {
+    for (let row = this.#resume.shift(); row !== undefined && !this.#stopped; row = this.#resume.shift()) {
+      try {
+        await this.#complete(row, null, true);
+      } catch (err) {
+        this.#logger.warn({ err, layer: row.layer }, 'finishing a stack compaction stopped');
+      }
+    }
     for (let id = first(this.#queued); id !== undefined; id = first(this.#queued)) {
       this.#queued.delete(id);
       try {
@@ -137,8 +151,18 @@ export class StackCompactor {
       this.#logger.warn({ err, sandboxId: id, layer: row.layer }, 'building a merged layer failed');
     }
     this.#fault?.('built');
+    await this.#complete(row, bytes, bytes !== null);
+    if (bytes !== null) this.#logger.info({ sandboxId: id, from: row.from, layer: row.layer }, 'compact');
+    return bytes !== null;
+  }
+
+  /**
+   * The rest of a compaction once its merged layer is `built` (or not): the holders switched, the
+   * records updated, the pair removed if nothing holds it any more.
+   */
+  async #complete(row: CompactionRow, bytes: number | null, built: boolean): Promise<void> {
     await this.#lock.run('', async () => {
-      const switched = bytes === null ? [] : await this.#switchHolders(row);
+      const switched = built ? await this.#switchHolders(row) : [];
       this.#fault?.('switched');
       await this.#finish(row, bytes);
       this.#fault?.('recorded');
@@ -146,8 +170,6 @@ export class StackCompactor {
       await this.#charges.push([row.maker]);
       for (const holder of switched) await this.#host.audit(holder, row.layer);
     });
-    if (bytes !== null) this.#logger.info({ sandboxId: id, from: row.from, layer: row.layer }, 'compact');
-    return bytes !== null;
   }
 
   /** Under the lock: the pair to fold in `id`'s stack, recorded as a compaction under way; or null. */
@@ -208,7 +230,8 @@ export class StackCompactor {
 
   /**
    * At open, under the lock: compactions a crash cut short. Each sandbox on the pair whose delta recorded
-   * the merged layer is mirrored so; then each is finished as above (or dropped if unbuilt).
+   * the merged layer is mirrored so; one whose merged layer was never completed is dropped; the others
+   * are finished in the background (the holders still on the pair switched, the records updated).
    */
   async recover(): Promise<void> {
     for (const row of this.#store.compactions()) {
@@ -221,7 +244,8 @@ export class StackCompactor {
           this.#logger.warn({ err, sandboxId: holder }, 'reading a delta’s stack failed');
         }
       }
-      await this.#finish(row, null);
+      if (await exists(this.#dir(row.layer))) this.#resume.push(row);
+      else await this.#finish(row, null);
     }
   }
 
