@@ -5,13 +5,14 @@
 //
 // Environment: BENCH_DIR (parent of the temp trees; default /var/tmp), BENCH_ROUNDS (default 5),
 // BENCH_FILES (changed files per delta, default 10,000, in 100 directories), BENCH_ONLY (comma-separated
-// phases: checkpoint, restore, read; `fork` is control's fork.bench.js; default all).
+// phases: checkpoint, restore, read, compact; `fork` is control's fork.bench.js; default all).
 import console from 'node:console';
 import { execFileSync } from 'node:child_process';
 import { constants } from 'node:fs';
 import { mkdir, mkdtemp, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import process from 'node:process';
+import { compactStack } from '../dist/delta/compact.js';
 import { Delta } from '../dist/delta/delta.js';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
@@ -194,6 +195,50 @@ if (only('read')) {
   );
   await stacked.delta.close();
   await flat.delta.close();
+}
+
+// 5. Compaction: a stack of 8 frozen layers of 1,000 files each folded pairwise into one (7 folds), and
+// lookup + read of 1,100 files through it before and after, on the same delta.
+if (only('compact')) {
+  const { delta } = await openDelta();
+  let stack = [];
+  for (let k = 0; k < LAYERS; k++) {
+    await fill(delta, READ_FILES, `l${k}`);
+    const dir = join(root, `cstack${k}`);
+    await delta.checkpoint({ layerDir: dir });
+    stack.push(dir);
+  }
+  const paths = [];
+  for (let i = 0; i < READ_FILES; i++) paths.push(`/d${Math.floor(i / 10)}/c${i % 10}`);
+  for (let i = 0; i < 100; i++) paths.push(`/d${i % DIRS}/l0/f${i}`);
+  async function readAll() {
+    const t0 = now();
+    for (const p of paths) {
+      if ((await delta.lookup(p)) === null) throw new Error(`missing ${p}`);
+      const fh = await delta.openForRead(p);
+      await fh.readFile();
+      await fh.close();
+    }
+    return ms(t0);
+  }
+  const rounds = async () => {
+    const out = [];
+    for (let r = 0; r < ROUNDS + 1; r++) out.push(await readAll());
+    return out.slice(1); // warm-up
+  };
+  const before = await rounds();
+  const folds = [];
+  for (let n = 0; stack.length > 1; n++) {
+    const merged = join(root, `cmerged${n}`);
+    const t0 = now();
+    await compactStack(delta, { from: [stack[0], stack[1]], to: merged });
+    folds.push(ms(t0));
+    stack = [merged, ...stack.slice(2)];
+  }
+  const after = await rounds();
+  line(`fold of two layers (1,000 to 7,000 files below)`, folds);
+  line(`lookup+read of ${paths.length} files, 1 merged layer`, after, undefined, before, '8 layers before');
+  await delta.close();
 }
 
 if (process.env.BENCH_JSON)
