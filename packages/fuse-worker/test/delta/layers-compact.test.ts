@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 
 import { compactStack } from '../../src/delta/compact.js';
-import { Delta } from '../../src/delta/delta.js';
+import type { Delta } from '../../src/delta/delta.js';
 import { initDeltaStack } from '../../src/delta/init-stack.js';
 import { layerFs } from '../../src/delta/layer-fs.js';
 import { mergeFs } from '../../src/delta/layer-merge.js';
