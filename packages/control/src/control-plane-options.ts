@@ -71,7 +71,8 @@ export interface ControlPlaneOptions {
   /**
    * Checkpoints one sandbox may keep (`maxCheckpoints`, default $AGENTFENSE_MAX_CHECKPOINTS, else 256) and
    * frozen layers its stack may have (`maxStackDepth`, default $AGENTFENSE_MAX_STACK_DEPTH, else 32):
-   * integers from 1 to 4096. What the layers hold is charged to the sandbox's disk quota.
+   * integers from 1 to 4096; a deeper stack is compacted in the background. What the layers hold is
+   * charged to the sandbox's disk quota.
    */
   readonly checkpoints?: CheckpointLimitOptions;
   /**

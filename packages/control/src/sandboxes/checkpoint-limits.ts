@@ -8,7 +8,7 @@ import { InvalidArgumentError } from '@agentfense/protocol';
 export interface CheckpointLimits {
   /** Checkpoints one sandbox may keep (default 256). */
   readonly maxCheckpoints: number;
-  /** Frozen layers one sandbox's stack may have (default 32). */
+  /** Frozen layers one sandbox's stack may have (default 32); a deeper one is compacted in the background. */
   readonly maxStackDepth: number;
 }
 
