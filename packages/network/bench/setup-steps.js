@@ -1,8 +1,10 @@
 // Where a new connection's set-up time goes inside the policy point (`node packages/network/bench/setup-steps.js`
 // after `pnpm build`): one process, everything on this machine's loopback, no sandbox. A small HTTP
 // answer is fetched N times on new connections directly and through the policy point's HTTP flows
-// (explicit proxy; redirected plain HTTP with its connection dialled at accept) and through a CONNECT
-// tunnel, with a timestamp at each step; the p50 of each step's share is printed. The policy itself
+// (explicit proxy, its first request carried by http-fast.ts and, beside it, through Node's HTTP server
+// and client as a request with a body is; redirected plain HTTP with its connection dialled at accept)
+// and through a decided tunnel, with a timestamp at each step; the p50 of each step's share is printed
+// ("request parsed" and "answer parsed" are Node's HTTP stack's, so only its line has them). The policy itself
 // allows everything here (the server is on loopback, which a real policy never allows).
 //   SETUP_N (default 300): connections per path.
 import console from 'node:console';
@@ -60,6 +62,12 @@ const point = createServer({ pauseOnConnect: true, noDelay: true, allowHalfOpen:
     client.resume();
     return;
   }
+  if (mode === 'node-http') {
+    // Node's HTTP server and client, as a request with a body (or any after the first) takes.
+    flows.server.emit('connection', client);
+    client.resume();
+    return;
+  }
   if (mode === 'relay') {
     // A decided tunnel without a CONNECT exchange: the hand-over to the relay and its first bytes alone.
     const upstream = dial(target.address, target.port);
@@ -113,6 +121,10 @@ const paths = [
   [
     'explicit proxy (absolute-form)',
     () => ((mode = 'proxy'), fetchOnce(pointPort, `http://127.0.0.1:${target.port}/`)),
+  ],
+  [
+    "explicit proxy through Node's HTTP stack (a request with a body)",
+    () => ((mode = 'node-http'), fetchOnce(pointPort, `http://127.0.0.1:${target.port}/`)),
   ],
   ['redirected plain HTTP (dialled at accept)', () => ((mode = 'transparent'), fetchOnce(pointPort, '/'))],
   ['decided tunnel (native relay or Node pipe)', () => ((mode = 'relay'), fetchOnce(pointPort, '/'))],
