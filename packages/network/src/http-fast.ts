@@ -4,6 +4,7 @@
 // connection's first byte on this machine; this path costs one parse of the head. Only what it can carry
 // exactly takes it: a complete HTTP/1.1 head with no body, no upgrade, nothing after it. Everything else
 // (a body, a refusal's 403, a malformed head, a second request) goes to Node's HTTP server as before.
+// A CONNECT head alone is read here too and goes straight to the tunnel's decision.
 import type { Socket } from 'node:net';
 import type { FlowContext, Tracked } from './context.js';
 import type { Decision, Destination } from './decide.js';
@@ -88,6 +89,23 @@ export function parseSimpleRequest(bytes: Buffer): RequestHead | null {
     rawHeaders.push(name, value);
   }
   return { method: m[1] ?? '', url: m[2] ?? '', rawHeaders, host };
+}
+
+/**
+ * The authority of a CONNECT head with nothing after it (the tunnel's bytes come once it is answered),
+ * or null: the same exact head as `parseSimpleRequest` takes, without its limits on headers.
+ */
+export function connectAuthority(bytes: Buffer): string | null {
+  if (!bytes.subarray(0, 8).equals(Buffer.from('CONNECT '))) return null;
+  const end = bytes.indexOf('\r\n\r\n');
+  if (end === -1 || end + 4 !== bytes.length) return null;
+  const text = bytes.subarray(0, end).toString('latin1');
+  if (/[\0-\x08\x0a-\x1f\x7f]/.test(text.replaceAll('\r\n', ''))) return null;
+  const [requestLine = '', ...lines] = text.split('\r\n');
+  const m = /^CONNECT (\S+) HTTP\/1\.[01]$/.exec(requestLine);
+  if (m === null || lines.some((line) => !TOKEN.test(line.slice(0, Math.max(0, line.indexOf(':'))))))
+    return null;
+  return m[1] ?? null;
 }
 
 /** The head sent to the destination: origin-form, hop-by-hop headers dropped, `Connection: close`. */

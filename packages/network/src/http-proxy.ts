@@ -11,7 +11,7 @@ import type { Duplex } from 'node:stream';
 import { canonicalAddress } from './addresses.js';
 import type { FlowContext, Tracked } from './context.js';
 import type { Decision, Destination } from './decide.js';
-import { carryRequest, parseSimpleRequest, readHead, upstreamHead } from './http-fast.js';
+import { carryRequest, connectAuthority, parseSimpleRequest, readHead, upstreamHead } from './http-fast.js';
 import { readFirstBytes } from './transparent.js';
 import type { TransparentHooks } from './transparent.js';
 import { dial, tunnel } from './tunnel.js';
@@ -59,7 +59,7 @@ export class HttpFlows {
     this.#intercept = intercept;
     this.server = createServer({ requireHostHeader: false }, (req, res) => void this.#request(req, res));
     this.server.on('connect', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
-      void this.#connect(req, socket as Socket, head);
+      void this.#connect(req.url ?? '', socket as Socket, head);
     });
     this.server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
       void this.#upgrade(req, socket as Socket, head);
@@ -89,6 +89,11 @@ export class HttpFlows {
    */
   async #first(socket: Socket): Promise<void> {
     const bytes = await readHead(socket);
+    const authority = connectAuthority(bytes);
+    if (authority !== null && !socket.destroyed) {
+      void this.#connect(authority, socket, Buffer.alloc(0));
+      return;
+    }
     const head = parseSimpleRequest(bytes);
     if (head !== null && !socket.destroyed) {
       const { target, decision, path } = await this.#decideRequest(socket, head.method, head.url, head.host);
@@ -287,20 +292,20 @@ export class HttpFlows {
     req.pipe(upstream);
   }
 
-  async #connect(req: IncomingMessage, socket: Socket, head: Buffer): Promise<void> {
+  async #connect(authority: string, socket: Socket, head: Buffer): Promise<void> {
     socket.on('error', () => socket.destroy());
     socket.allowHalfOpen = true; // a tunnel's client may end its input and still read the answer
-    const split = splitHostPort(req.url ?? '', 443);
+    const split = splitHostPort(authority, 443);
     const { target, decision } =
       split === null
         ? {
             target: undefined,
-            decision: { allowed: false, reason: `CONNECT ${req.url ?? ''}: expected host:port` } as Decision,
+            decision: { allowed: false, reason: `CONNECT ${authority}: expected host:port` } as Decision,
           }
         : await this.#resolveTarget(split.host, split.port);
     if (!decision.allowed || !dialable(target)) {
       this.#ctx.record(target ?? { port: 0 }, 'proxy', decision);
-      const body = `AgentFense network policy refused CONNECT ${req.url ?? ''}: ${decision.reason}\n`;
+      const body = `AgentFense network policy refused CONNECT ${authority}: ${decision.reason}\n`;
       socket.end(
         `HTTP/1.1 403 Forbidden\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
       );
@@ -330,7 +335,7 @@ export class HttpFlows {
       if (final.allowed && !(await this.#ctx.nameIsAt(claimed, target.address))) {
         final = {
           allowed: false,
-          reason: `${claimed} does not resolve to ${target.address}, the address of ${req.url ?? ''}`,
+          reason: `${claimed} does not resolve to ${target.address}, the address of ${authority}`,
         };
       }
     }

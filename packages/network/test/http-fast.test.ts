@@ -8,7 +8,7 @@ import { afterEach, expect, it } from 'vitest';
 import type { NetworkAuditEvent } from '../src/audit.js';
 import { FlowContext } from '../src/context.js';
 import type { CompiledPolicy } from '../src/decide.js';
-import { parseSimpleRequest, upstreamHead } from '../src/http-fast.js';
+import { connectAuthority, parseSimpleRequest, upstreamHead } from '../src/http-fast.js';
 import { HttpFlows } from '../src/http-proxy.js';
 import { Resolver } from '../src/resolver.js';
 
@@ -49,6 +49,15 @@ it('takes only whole HTTP/1.1 heads without a body, an upgrade or a byte after t
     'GET / HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\n\r\n',
   ])
     expect(parse(refused), JSON.stringify(refused)).toBeNull();
+});
+
+it('takes a CONNECT head alone, and leaves one with bytes after it to Node', () => {
+  const of = (text: string): string | null => connectAuthority(Buffer.from(text, 'latin1'));
+  expect(of('CONNECT pub.test:443 HTTP/1.1\r\nHost: pub.test:443\r\n\r\n')).toBe('pub.test:443');
+  expect(of('CONNECT [::1]:443 HTTP/1.0\r\n\r\n')).toBe('[::1]:443');
+  expect(of('CONNECT pub.test:443 HTTP/1.1\r\n\r\n\x16\x03\x01')).toBeNull();
+  expect(of('CONNECT pub.test:443 HTTP/1.1\r\nBad Name: x\r\n\r\n')).toBeNull();
+  expect(of('GET / HTTP/1.1\r\nHost: a\r\n\r\n')).toBeNull();
 });
 
 it('sends the destination the request without hop-by-hop headers, asking it to close', () => {
