@@ -75,7 +75,10 @@ export async function setupStep({ a, srt, dir }) {
     for (const floor of Object.values(floors)) floor.stop?.();
   }
   const figure = (key) => (typeof lists[key] === 'string' ? NaN : ms(lists[key]));
-  const added = (key, base) => `+${(figure(key) - figure(base)).toFixed(2)} ms`;
+  const added = (key, base) => {
+    const d = figure(key) - figure(base);
+    return `${d < 0 ? '−' : '+'}${Math.abs(d).toFixed(2)} ms`;
+  };
   line('host, HTTP (curl, no sandbox)', `${figure('host').toFixed(2)} ms`);
   line('host, HTTPS', `${figure('hostTls').toFixed(2)} ms`);
   const floorLines = [
