@@ -32,6 +32,16 @@ export interface RequestHead {
   readonly host: string | undefined;
 }
 
+/** Whether a head holds a control character (a bare CR or LF included) other than tab and its CRLFs. */
+function hasControl(text: string): boolean {
+  const lines = text.replaceAll('\r\n', '');
+  for (let i = 0; i < lines.length; i++) {
+    const code = lines.charCodeAt(i);
+    if ((code < 0x20 && code !== 0x09) || code === 0x7f) return true;
+  }
+  return false;
+}
+
 /**
  * Reads a connection's bytes until the end of its first head (or the limit, the end, the deadline);
  * the socket is left paused with nothing of it consumed but `bytes`.
@@ -68,7 +78,7 @@ export function parseSimpleRequest(bytes: Buffer): RequestHead | null {
   if (end === -1 || end + 4 !== bytes.length) return null;
   const text = bytes.subarray(0, end).toString('latin1');
   // Control characters (bare CR or LF included) anywhere but the line ends: Node's parser decides.
-  if (/[\0-\x08\x0a-\x1f\x7f]/.test(text.replaceAll('\r\n', ''))) return null;
+  if (hasControl(text)) return null;
   const [requestLine = '', ...lines] = text.split('\r\n');
   const m = /^([A-Z]{1,20}) (\S+) HTTP\/1\.1$/.exec(requestLine);
   if (m === null || m[1] === 'CONNECT') return null;
@@ -100,7 +110,7 @@ export function connectAuthority(bytes: Buffer): string | null {
   const end = bytes.indexOf('\r\n\r\n');
   if (end === -1 || end + 4 !== bytes.length) return null;
   const text = bytes.subarray(0, end).toString('latin1');
-  if (/[\0-\x08\x0a-\x1f\x7f]/.test(text.replaceAll('\r\n', ''))) return null;
+  if (hasControl(text)) return null;
   const [requestLine = '', ...lines] = text.split('\r\n');
   const m = /^CONNECT (\S+) HTTP\/1\.[01]$/.exec(requestLine);
   if (m === null || lines.some((line) => !TOKEN.test(line.slice(0, Math.max(0, line.indexOf(':'))))))
