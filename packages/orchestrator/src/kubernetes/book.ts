@@ -13,6 +13,9 @@ export class PlacementBook {
   private readonly trackers = new Map<string, PlacementTracker>();
   /** Pods by claim uid, then pod uid. */
   private readonly pods = new Map<string, Map<string, Pod>>();
+  /** Nothing is reported until both first lists are in: a claim seen without its pods is not pending. */
+  private claimsListed = false;
+  private podsListed = false;
 
   /** A full list of the adapter's claims (after a (re)list): claims missing from it are gone. */
   resetClaims(items: readonly SandboxClaim[]): PlacementStatus[] {
@@ -27,7 +30,20 @@ export class PlacementBook {
     for (const [id, claim] of [...this.claims]) {
       if (!seen.has(id)) out.push(...this.claimChanged('DELETED', claim));
     }
-    return out;
+    return this.listed('claims', out);
+  }
+
+  private listed(which: 'claims' | 'pods', out: PlacementStatus[]): PlacementStatus[] {
+    const wasSynced = this.claimsListed && this.podsListed;
+    if (which === 'claims') this.claimsListed = true;
+    else this.podsListed = true;
+    if (wasSynced) return out;
+    if (!(this.claimsListed && this.podsListed)) return [];
+    return [...this.claims].flatMap(([id, claim]) => this.trackers.get(id)!.update(claim, this.podsOf(claim)));
+  }
+
+  private get synced(): boolean {
+    return this.claimsListed && this.podsListed;
   }
 
   /** A full list of the sandbox pods: pods missing from it were deleted. */
@@ -36,7 +52,7 @@ export class PlacementBook {
     this.pods.clear();
     for (const pod of items) this.storePod(pod);
     const touched = new Set([...before, ...this.pods.keys()]);
-    return [...touched].flatMap((uid) => this.rederive(uid));
+    return this.listed('pods', [...touched].flatMap((uid) => this.rederive(uid)));
   }
 
   claimChanged(type: ChangeType, claim: SandboxClaim): PlacementStatus[] {
@@ -51,10 +67,10 @@ export class PlacementBook {
     if (type === 'DELETED') {
       this.claims.delete(id);
       this.trackers.delete(id);
-      return tracker.update(undefined, []);
+      return this.synced ? tracker.update(undefined, []) : [];
     }
     this.claims.set(id, claim);
-    return tracker.update(claim, this.podsOf(claim));
+    return this.synced ? tracker.update(claim, this.podsOf(claim)) : [];
   }
 
   podChanged(type: ChangeType, pod: Pod): PlacementStatus[] {
@@ -81,6 +97,7 @@ export class PlacementBook {
   }
 
   private rederive(claimUid: string): PlacementStatus[] {
+    if (!this.synced) return [];
     for (const [id, claim] of this.claims) {
       if (claim.metadata.uid === claimUid) return this.trackers.get(id)!.update(claim, this.podsOf(claim));
     }

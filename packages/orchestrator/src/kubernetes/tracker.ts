@@ -47,6 +47,12 @@ export class PlacementTracker {
       this.emit(out, { state: 'gone', sandboxId });
       return out;
     }
+    if (claim.metadata.deletionTimestamp != null) {
+      // Being removed on purpose: its pod going away is not a loss.
+      this.servingPod = undefined;
+      this.emit(out, { state: 'pending', sandboxId, detail: 'being removed' });
+      return out;
+    }
     const servingUid = this.servingPod?.metadata?.uid;
     if (servingUid !== undefined) {
       const now = pods.find((p) => p.metadata?.uid === servingUid);
@@ -78,7 +84,9 @@ export class PlacementTracker {
     const detail =
       ready === undefined
         ? 'waiting for agent-sandbox to take the claim'
-        : `${ready.reason ?? ready.status}${ready.message ? `: ${ready.message}` : ''}`;
+        : ready.status === 'True'
+          ? 'the claim is ready; waiting to see its pod serve'
+          : `${ready.reason ?? ready.status}${ready.message ? `: ${ready.message}` : ''}`;
     this.emit(out, { state: 'pending', sandboxId, detail });
     return out;
   }
