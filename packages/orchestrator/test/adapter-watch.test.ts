@@ -54,7 +54,12 @@ describe('watch', () => {
       sandboxId: SANDBOX,
       detail: 'waiting for agent-sandbox to take the claim',
     });
-    expect(seen.at(-1)).toEqual({ state: 'ready', sandboxId: SANDBOX, nodeName: 'node-a', podIP: '10.244.1.17' });
+    expect(seen.at(-1)).toEqual({
+      state: 'ready',
+      sandboxId: SANDBOX,
+      nodeName: 'node-a',
+      podIP: '10.244.1.17',
+    });
     expect(seen.every((s) => s.state === 'pending' || s === seen.at(-1))).toBe(true);
     // Both watches start at their list's resourceVersion, selecting the adapter's claims and sandbox pods.
     const watches = server.requests.filter((q) => q.query['watch'] === 'true');
@@ -81,7 +86,12 @@ describe('watch', () => {
     const s = server;
     const stream = follow(r.adapter);
     await vi.waitFor(() => {
-      expect(stream.seen.at(-1)).toEqual({ state: 'ready', sandboxId: SANDBOX, nodeName: 'node-a', podIP: '10.244.1.17' });
+      expect(stream.seen.at(-1)).toEqual({
+        state: 'ready',
+        sandboxId: SANDBOX,
+        nodeName: 'node-a',
+        podIP: '10.244.1.17',
+      });
       expect(s.unused).toEqual([]);
     });
     await stream.stop();

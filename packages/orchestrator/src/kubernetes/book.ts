@@ -39,7 +39,9 @@ export class PlacementBook {
     else this.podsListed = true;
     if (wasSynced) return out;
     if (!(this.claimsListed && this.podsListed)) return [];
-    return [...this.claims].flatMap(([id, claim]) => this.trackers.get(id)!.update(claim, this.podsOf(claim)));
+    return [...this.claims].flatMap(([id, claim]) =>
+      this.trackers.get(id)!.update(claim, this.podsOf(claim)),
+    );
   }
 
   private get synced(): boolean {
@@ -52,7 +54,10 @@ export class PlacementBook {
     this.pods.clear();
     for (const pod of items) this.storePod(pod);
     const touched = new Set([...before, ...this.pods.keys()]);
-    return this.listed('pods', [...touched].flatMap((uid) => this.rederive(uid)));
+    return this.listed(
+      'pods',
+      [...touched].flatMap((uid) => this.rederive(uid)),
+    );
   }
 
   claimChanged(type: ChangeType, claim: SandboxClaim): PlacementStatus[] {
@@ -87,7 +92,7 @@ export class PlacementBook {
     const podUid = pod.metadata?.uid;
     if (claimUid === undefined || podUid === undefined) return;
     let byUid = this.pods.get(claimUid);
-    if (byUid === undefined) this.pods.set(claimUid, (byUid = new Map()));
+    if (byUid === undefined) this.pods.set(claimUid, (byUid = new Map<string, Pod>()));
     byUid.set(podUid, pod);
   }
 

@@ -55,8 +55,9 @@ export function apiError(what: string, error: unknown): OrchestratorError {
   return new OrchestratorError(reason, `${what}: ${status ?? (error as Error).message}`, { cause: error });
 }
 
-function listOf<T>(raw: { items?: unknown; metadata?: { resourceVersion?: string } }): ObjectList<T> {
-  if (!Array.isArray(raw.items)) throw new OrchestratorError('bad-response', 'a list without items');
+function listOf<T>(answer: unknown): ObjectList<T> {
+  const raw = answer as { items?: unknown; metadata?: { resourceVersion?: string } } | null;
+  if (!Array.isArray(raw?.items)) throw new OrchestratorError('bad-response', 'a list without items');
   return { items: raw.items as T[], resourceVersion: raw.metadata?.resourceVersion ?? '' };
 }
 
@@ -96,13 +97,12 @@ export function kubeApiFrom(config: KubeConfig): KubeApi {
       }
     },
     async listClaims(namespace, labelSelector) {
-      return listOf<SandboxClaim>(
-        await custom.listNamespacedCustomObject({ ...claims, namespace, labelSelector }),
-      );
+      const list: unknown = await custom.listNamespacedCustomObject({ ...claims, namespace, labelSelector });
+      return listOf<SandboxClaim>(list);
     },
     async listPods(namespace, selectors) {
       const list = await core.listNamespacedPod({ namespace, ...selectors });
-      return listOf<Pod>(list as { items?: unknown; metadata?: { resourceVersion?: string } });
+      return listOf<Pod>(list);
     },
     async watch(path, query, onEvent, onDone) {
       const controller = await watcher.watch(
