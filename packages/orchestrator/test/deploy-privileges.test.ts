@@ -18,7 +18,7 @@ const objects = readdirSync(DEPLOY)
   .filter((f) => f.endsWith('.yaml') && f !== 'kustomization.yaml')
   .flatMap((f) => loadAll(readFileSync(new URL(f, DEPLOY), 'utf8')) as Obj[]);
 const find = (kind: string, name: string): Obj =>
-  objects.find((o) => o['kind'] === kind && o['metadata'].name === name)!;
+  objects.find((o) => o['kind'] === kind && at(o, 'metadata', 'name') === name)!;
 
 describe('deploy/kubernetes privileges', () => {
   it("the API's role: claims (no update or patch) and read-only pods, in one namespace, nothing cluster-wide", () => {

@@ -92,7 +92,10 @@ describe('deploy/kubernetes', () => {
         template,
         (t) => (t.spec.podTemplate.spec.containers[0]!.volumeMounts[0]!['mountPropagation'] = 'Bidi'),
       ),
-      altered(find('SandboxWarmPool'), (p) => ((p as { spec: Record<string, unknown> }).spec['replica'] = 2)),
+      altered(
+        find('SandboxWarmPool'),
+        (p) => ((p as unknown as { spec: Record<string, unknown> }).spec['replica'] = 2),
+      ),
       // Core kinds: an unknown field, and a wrong type.
       altered(
         daemonSet,
