@@ -117,8 +117,9 @@ describe('watch', () => {
     server = r.server;
     const seen = await statuses(r.adapter, (s) => s.state === 'ready' && s.nodeName === 'node-b');
     const steps = seen.map((s) => (s.state === 'ready' ? `ready:${s.nodeName}` : s.state));
-    expect(steps[0]).toBe('ready:node-a');
-    expect(steps.at(-1)).toBe('ready:node-b');
+    // Consecutive pendings (pod not ready, then claim not ready) carry different reasons; one step here.
+    const collapsed = steps.filter((step, i) => step !== 'pending' || steps[i - 1] !== 'pending');
+    expect(collapsed).toEqual(['ready:node-a', 'pending', 'lost', 'pending', 'ready:node-b']);
     const lost = seen.filter((s) => s.state === 'lost');
     expect(lost).toEqual([
       {
@@ -132,9 +133,6 @@ describe('watch', () => {
           'its processes and sessions there ended, and changes since its last checkpoint stayed there',
       },
     ]);
-    // Lost comes after the node's pod stopped serving and before the new node's pod serves.
-    expect(steps.indexOf('lost')).toBeGreaterThan(0);
-    expect(steps.indexOf('lost')).toBeLessThan(steps.length - 1);
     expect(server.unexpected).toEqual([]);
   });
 

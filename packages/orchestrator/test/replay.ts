@@ -7,6 +7,9 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { KubeConfig } from '@kubernetes/client-node';
 
+/** Replay time per resourceVersion step. */
+const PACE_MS = 5;
+
 export function fixture<T = unknown>(name: string): T {
   return JSON.parse(readFileSync(new URL(`./fixtures/${name}`, import.meta.url), 'utf8')) as T;
 }
@@ -95,10 +98,17 @@ export class ReplayServer {
       res.end(JSON.stringify(exchange!.body));
       return;
     }
+    // Events are paced by resourceVersion (PACE_MS per version after the one the watch asked from), so
+    // two watches replayed at once interleave in the order the cluster wrote their events.
+    const started = Date.now();
+    const from = Number(request.query['resourceVersion'] ?? NaN);
     for (const event of exchange!.events) {
+      const rv = Number(
+        (event as { object?: { metadata?: { resourceVersion?: string } } }).object?.metadata?.resourceVersion,
+      );
+      const due = Number.isFinite(rv) && Number.isFinite(from) ? started + (rv - from) * PACE_MS : Date.now();
+      await new Promise((resolve) => setTimeout(resolve, Math.max(1, due - Date.now())));
       res.write(`${JSON.stringify(event)}\n`);
-      // Give the client a turn per event, as a live server's stream would.
-      await new Promise((resolve) => setTimeout(resolve, 5));
     }
     if (exchange!.hold === true) this.open.add(res);
     else res.end();
