@@ -37,6 +37,8 @@ const watch = (path: string, name: string, hold = true): Exchange => ({
   events: fixture<unknown[]>(name),
   hold,
 });
+/** The Status an API server sends for a resourceVersion it no longer keeps. */
+const expiredStatus = fixture<{ object: unknown }[]>('watch-expired.json')[0]!.object;
 const idle = (path: string): Exchange => ({ method: 'GET', path, watch: true, events: [], hold: true });
 
 describe('watch', () => {
@@ -104,6 +106,31 @@ describe('watch', () => {
       ['true', '1250'],
     ]);
     expect(s.unexpected).toEqual([]);
+    expect(r.errors).toEqual([]);
+  });
+
+  it('re-lists when the watch request itself is answered 410 Gone', async () => {
+    const r = await replayAdapter([
+      list(CLAIMS_PATH, 'claims-list-ready.json'),
+      list(PODS_PATH, 'pods-list-empty.json'),
+      idle(CLAIMS_PATH),
+      { method: 'GET', path: PODS_PATH, watch: true, status: 410, body: expiredStatus },
+      list(PODS_PATH, 'pods-list-node-a.json'),
+      idle(PODS_PATH),
+    ]);
+    server = r.server;
+    const seen = await statuses(r.adapter, (s) => s.state === 'ready');
+    expect(seen.at(-1)).toEqual({
+      state: 'ready',
+      sandboxId: SANDBOX,
+      nodeName: 'node-a',
+      podIP: '10.244.1.17',
+    });
+    const s = server;
+    await vi.waitFor(() => {
+      const podCalls = s.requests.filter((q) => q.path === PODS_PATH);
+      expect(podCalls.map((q) => q.query['watch'] ?? 'list')).toEqual(['list', 'true', 'list', 'true']);
+    });
     expect(r.errors).toEqual([]);
   });
 

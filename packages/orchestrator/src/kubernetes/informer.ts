@@ -56,6 +56,8 @@ export async function runInformer<T>(options: InformerOptions<T>): Promise<void>
         continue;
       }
     }
+    // The list's handler may have stopped the consumer.
+    if (signal.aborted) return;
     const end = await watchOnce(options, resourceVersion, (rv) => (resourceVersion = rv));
     if (signal.aborted) return;
     if (end.expired) resourceVersion = undefined;
