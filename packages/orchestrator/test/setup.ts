@@ -25,6 +25,7 @@ export async function replayAdapter(
     pools: POOLS,
     nodeAgent: {
       namespace: 'agentfense',
+      daemonSet: 'agentfense-node',
       labelSelector: 'app.kubernetes.io/component=node-agent',
       port: 7300,
     },

@@ -19,12 +19,14 @@ import {
   claimName,
   type SandboxClaim,
 } from './objects.js';
-import { isServing, type Pod } from './pods.js';
+import { controlledBy, isServing, type Pod } from './pods.js';
 import { choosePool, type WarmPool } from './pools.js';
 
 /** How the node agents are found: the DaemonSet's pods, by label, on the sandbox's node. */
 export interface NodeAgentLookup {
   readonly namespace: string;
+  /** The DaemonSet that must control a node agent's pod (a matching label alone is not enough). */
+  readonly daemonSet: string;
   readonly labelSelector: string;
   /** The port the node agent listens on (its pod's address is the host part). */
   readonly port: number;
@@ -107,8 +109,12 @@ export class KubernetesOrchestrator implements Orchestrator {
       throw apiError(`finding the node agent on ${nodeName}`, error);
     }
     // The field selector is the server's filter; the node is checked again so a wider answer cannot
-    // route a sandbox to another node's agent.
-    const agent = agents.find((a) => isServing(a) && a.spec?.nodeName === nodeName);
+    // route a sandbox to another node's agent, and the pod must be the DaemonSet's, not any pod that
+    // copied its labels.
+    const agent = agents.find(
+      (a) =>
+        isServing(a) && a.spec?.nodeName === nodeName && controlledBy(a, 'DaemonSet', nodeAgent.daemonSet),
+    );
     if (agent === undefined) {
       throw new OrchestratorError('no-node-agent', `no ready node agent on ${nodeName}`, {
         details: { nodeName },

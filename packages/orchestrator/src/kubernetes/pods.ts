@@ -16,6 +16,7 @@ export interface Pod {
     labels?: Record<string, string>;
     deletionTimestamp?: unknown;
     resourceVersion?: string;
+    ownerReferences?: { kind?: string; name?: string; controller?: boolean }[];
   };
   spec?: { nodeName?: string };
   status?: { phase?: string; podIP?: string; hostIP?: string; conditions?: PodCondition[] };
@@ -56,4 +57,11 @@ const NODE_REASONS = new Set(['DeletionByTaintManager', 'DeletionByPodGC']);
 /** Whether a pod that is going went with its node rather than by itself. */
 export function wentWithNode(pod: Pod): boolean {
   return NODE_REASONS.has(condition(pod, 'DisruptionTarget')?.reason ?? '');
+}
+
+/** Whether `pod`'s controlling owner is the `kind` named `name` (e.g. the node agent's DaemonSet). */
+export function controlledBy(pod: Pod, kind: string, name: string): boolean {
+  return (pod.metadata?.ownerReferences ?? []).some(
+    (o) => o.controller === true && o.kind === kind && o.name === name,
+  );
 }
