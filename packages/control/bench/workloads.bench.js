@@ -74,7 +74,9 @@ async function runWorkloads({ session, target, round, results }) {
       }
     }
     const before = await session.ops?.();
+    const cpuBefore = await session.cpuMs?.();
     const timed = await session.sh(timedScript(w.run));
+    const cpuAfter = await session.cpuMs?.();
     const after = await session.ops?.();
     if (timed.exitCode !== 0) {
       fail('', timed);
@@ -83,6 +85,7 @@ async function runWorkloads({ session, target, round, results }) {
     const ms = timedMs(timed.stdout);
     r.ms.push(ms);
     if (before !== undefined) r.ops.push(opsDelta(before, after));
+    if (cpuBefore !== undefined && cpuAfter !== undefined) r.cpuMs.push(cpuAfter - cpuBefore);
     line.push(`${w.key} ${Math.round(ms)}`);
     if (w.after !== undefined) {
       const tidied = await session.sh(plainScript(w.after));
