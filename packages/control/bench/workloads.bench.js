@@ -86,6 +86,8 @@ async function runWorkloads({ session, target, round, results }) {
     r.ms.push(ms);
     if (before !== undefined) r.ops.push(opsDelta(before, after));
     if (cpuBefore !== undefined && cpuAfter !== undefined) r.cpuMs.push(cpuAfter - cpuBefore);
+    const p50 = await session.p50Us?.();
+    if (p50 !== undefined) r.p50Us.push(p50);
     line.push(`${w.key} ${Math.round(ms)}`);
     if (w.after !== undefined) {
       const tidied = await session.sh(plainScript(w.after));

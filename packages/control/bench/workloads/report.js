@@ -15,7 +15,7 @@ export function emptyResults(workloads) {
   for (const w of workloads) {
     results.set(
       w.name,
-      Object.fromEntries(TARGETS.map((t) => [t, { ms: [], ops: [], cpuMs: [], errors: [] }])),
+      Object.fromEntries(TARGETS.map((t) => [t, { ms: [], ops: [], cpuMs: [], p50Us: [], errors: [] }])),
     );
   }
   return results;
@@ -75,7 +75,7 @@ function printCpu(rows, width) {
   const measured = rows.filter(({ r }) => r.agentfense.cpuMs.length > 0 || r.overlay.cpuMs.length > 0);
   if (measured.length === 0) return;
   console.log(`
-${'daemon CPU'.padEnd(width)}  ${'fuse-overlayfs'.padStart(14)}  ${'agentfense'.padStart(10)}  af/ovl  agentfense per request`);
+${'daemon CPU'.padEnd(width)}  ${'fuse-overlayfs'.padStart(14)}  ${'agentfense'.padStart(10)}  af/ovl  agentfense per request, p50 in the worker's handler per op`);
   for (const { w, r } of measured) {
     const ovl = median(r.overlay.cpuMs);
     const af = median(r.agentfense.cpuMs);
@@ -87,9 +87,20 @@ ${'daemon CPU'.padEnd(width)}  ${'fuse-overlayfs'.padStart(14)}  ${'agentfense'.
       `${w.name.padEnd(width)}  ${(ovl === undefined ? '-' : `${ovl.toFixed(0)} ms`).padStart(14)}  ` +
         `${(af === undefined ? '-' : `${af.toFixed(0)} ms`).padStart(10)}  ` +
         `${(ovl === undefined || af === undefined || ovl === 0 ? '-' : (af / ovl).toFixed(2)).padStart(6)}  ` +
-        `${per === undefined ? '-' : `${per.toFixed(0)} µs`}`,
+        `${per === undefined ? '-' : `${per.toFixed(0)} µs`}  ${formatP50(r.agentfense)}`,
     );
   }
+}
+
+/** The handler p50 of the workload's four most frequent requests (since the sandbox started), medians. */
+function formatP50(r) {
+  if (r.p50Us.length === 0 || r.ops.length === 0) return '';
+  const counts = r.ops[0];
+  const top = Object.keys(counts)
+    .filter((op) => !NOT_REQUESTS.has(op))
+    .sort((a, b) => counts[b] - counts[a])
+    .slice(0, 4);
+  return top.map((op) => `${op} ${int(median(r.p50Us.map((p) => p[op] ?? 0)))} µs`).join(' ');
 }
 
 /** Prints the table, then the failures (if any) and the acceptance line. */

@@ -3,7 +3,8 @@
 // (full-access preset: every write goes to the sandbox's delta; bwrap runtime). A session's `sh(script)`
 // resolves with { exitCode, stdout, stderr } and never throws for a failing command; `ops()` (agentfense
 // only) is the worker's count of FUSE requests per op so far; `cpuMs()` (both mounts) the CPU its
-// filesystem daemon has used so far. Every session is closed through `cleanup`,
+// filesystem daemon has used so far; `p50Us()` (agentfense only) the worker's median time per op in its
+// handler since the sandbox started. Every session is closed through `cleanup`,
 // also when the run fails.
 import { availableParallelism } from 'node:os';
 import { mkdir, rm } from 'node:fs/promises';
@@ -92,6 +93,11 @@ export async function openAgentfense({ cp, codebaseId, cleanup }) {
         return counts;
       },
       cpuMs: async () => (await cp.workerStats(id)).cpuMs,
+      p50Us: async () => {
+        const p50 = {};
+        for (const [op, s] of Object.entries((await cp.workerStats(id)).ops)) p50[op] = s.p50Us;
+        return p50;
+      },
       close,
     };
   } catch (err) {
