@@ -4,7 +4,7 @@
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { ControlPlane } from '@agentfense/control';
 import { containersOf } from '#helpers/docker.js';
-import { assertCleanAndRemove, makeDirs } from '../helpers/control-fixtures.js';
+import { assertCleanAndRemove, destroyAllAndClose, makeDirs } from '../helpers/control-fixtures.js';
 import type { TestDirs } from '../helpers/control-fixtures.js';
 
 const docker = inject('docker');
@@ -24,8 +24,7 @@ describe.skipIf(docker.dockerHost === null)(
       cp = await ControlPlane.open({ dataDir: dirs.dataDir, dockerPoolSize: 0 });
     });
     afterAll(async () => {
-      for (const sb of cp?.listSandboxes().items ?? []) await cp.destroySandbox(sb.id);
-      await cp?.close();
+      await destroyAllAndClose(cp);
       if (saved === undefined) delete process.env.DOCKER_HOST;
       else process.env.DOCKER_HOST = saved;
       await assertCleanAndRemove(dirs);

@@ -3,8 +3,8 @@
 import { lstat, readFile, readdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ControlPlane } from '@agentfense/control';
-import { assertCleanAndRemove, makeDirs, mountsUnder } from '../helpers/control-fixtures.js';
+import type { ControlPlane } from '@agentfense/control';
+import { closePlane, mountsUnder, openPlaneOverExample } from '../helpers/control-fixtures.js';
 import type { TestDirs } from '../helpers/control-fixtures.js';
 
 describe('deltas, commit and conflicts', () => {
@@ -13,14 +13,10 @@ describe('deltas, commit and conflicts', () => {
   let codebaseId: string;
 
   beforeAll(async () => {
-    dirs = await makeDirs();
-    cp = await ControlPlane.open({ dataDir: dirs.dataDir });
-    codebaseId = (await cp.linkCodebase({ path: dirs.repo })).id;
+    ({ dirs, cp, codebaseId } = await openPlaneOverExample());
   });
   afterAll(async () => {
-    for (const sb of cp?.listSandboxes().items ?? []) await cp.destroySandbox(sb.id);
-    await cp?.close();
-    await assertCleanAndRemove(dirs);
+    await closePlane(cp, dirs);
   });
 
   async function running(options: { preset?: string } = {}): Promise<string> {

@@ -1,8 +1,8 @@
 // Sandbox records: labels and filters, pagination, and expiry by the reaper.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ControlPlane } from '@agentfense/control';
+import type { ControlPlane } from '@agentfense/control';
 import { InvalidArgumentError } from '@agentfense/protocol';
-import { assertCleanAndRemove, makeDirs, waitFor } from '../helpers/control-fixtures.js';
+import { closePlane, openPlaneOverExample, waitFor } from '../helpers/control-fixtures.js';
 import type { TestDirs } from '../helpers/control-fixtures.js';
 
 describe('sandbox listing and expiry', () => {
@@ -11,14 +11,10 @@ describe('sandbox listing and expiry', () => {
   let codebaseId: string;
 
   beforeAll(async () => {
-    dirs = await makeDirs();
-    cp = await ControlPlane.open({ dataDir: dirs.dataDir, reapIntervalMs: 200 });
-    codebaseId = (await cp.linkCodebase({ path: dirs.repo })).id;
+    ({ dirs, cp, codebaseId } = await openPlaneOverExample({ reapIntervalMs: 200 }));
   });
   afterAll(async () => {
-    for (const sb of cp?.listSandboxes().items ?? []) await cp.destroySandbox(sb.id);
-    await cp?.close();
-    await assertCleanAndRemove(dirs);
+    await closePlane(cp, dirs);
   });
 
   it('filters by labels and state and pages through results', async () => {

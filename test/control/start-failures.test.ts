@@ -6,13 +6,7 @@ import { ControlPlane } from '@agentfense/control';
 import { UnavailableError } from '@agentfense/protocol';
 import type { RuntimeStartOptions, SandboxRuntime } from '@agentfense/protocol';
 import { createBwrapRuntime } from '@agentfense/runtime-bwrap';
-import {
-  assertCleanAndRemove,
-  makeDirs,
-  mountsUnder,
-  pidExists,
-  writeTree,
-} from '../helpers/control-fixtures.js';
+import { closePlane, makeDirs, mountsUnder, pidExists, writeTree } from '../helpers/control-fixtures.js';
 import type { TestDirs } from '../helpers/control-fixtures.js';
 
 describe('start failures', () => {
@@ -39,9 +33,7 @@ describe('start failures', () => {
     cp = await ControlPlane.open({ dataDir: dirs.dataDir, runtimes: { flaky: () => flaky } });
   });
   afterAll(async () => {
-    for (const sb of cp?.listSandboxes().items ?? []) await cp.destroySandbox(sb.id);
-    await cp?.close();
-    await assertCleanAndRemove(dirs);
+    await closePlane(cp, dirs);
   });
 
   it('a failing runtime: clear error, ERROR state, nothing left; a later start works', async () => {

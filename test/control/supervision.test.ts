@@ -6,9 +6,9 @@ import { ControlPlane } from '@agentfense/control';
 import { WrongStateError } from '@agentfense/protocol';
 import { createBwrapRuntime } from '@agentfense/runtime-bwrap';
 import {
-  assertCleanAndRemove,
-  makeDirs,
+  closePlane,
   mountsUnder,
+  openPlaneOverExample,
   pidExists,
   waitFor,
 } from '../helpers/control-fixtures.js';
@@ -21,16 +21,12 @@ describe('worker supervision', () => {
   const stopped: number[] = [];
 
   beforeAll(async () => {
-    dirs = await makeDirs();
-    cp = await ControlPlane.open({ dataDir: dirs.dataDir });
-    codebaseId = (await cp.linkCodebase({ path: dirs.repo })).id;
+    ({ dirs, cp, codebaseId } = await openPlaneOverExample());
   });
   afterAll(async () => {
     // A test that failed half-way must not leave a SIGSTOPped worker behind.
     for (const pid of stopped) if (pidExists(pid)) process.kill(pid, 'SIGKILL');
-    for (const sb of cp?.listSandboxes().items ?? []) await cp.destroySandbox(sb.id);
-    await cp?.close();
-    await assertCleanAndRemove(dirs);
+    await closePlane(cp, dirs);
   });
 
   async function running(): Promise<string> {

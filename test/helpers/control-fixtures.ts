@@ -6,6 +6,7 @@ import { dirname, join } from 'node:path';
 import { expect } from 'vitest';
 import { listMounts } from '@agentfense/fuse-worker';
 import { ControlPlane } from '@agentfense/control';
+import type { ControlPlaneOptions } from '@agentfense/control';
 
 /** The example codebase of the seeds: code, docs, an output dir, and secrets of every kind. */
 export const EXAMPLE_FILES: Readonly<Record<string, string>> = {
@@ -81,20 +82,28 @@ export function pidExists(pid: number): boolean {
   }
 }
 
-/** A control plane over a fresh data directory with the example codebase linked (a suite's beforeAll). */
-export async function openPlaneOverExample(): Promise<{
+/**
+ * A control plane over a fresh data directory with the example codebase linked (a suite's beforeAll);
+ * `options` are added to the data directory for ControlPlane.open.
+ */
+export async function openPlaneOverExample(options: ControlPlaneOptions = {}): Promise<{
   dirs: TestDirs;
   cp: ControlPlane;
   codebaseId: string;
 }> {
   const dirs = await makeDirs();
-  const cp = await ControlPlane.open({ dataDir: dirs.dataDir });
+  const cp = await ControlPlane.open({ ...options, dataDir: dirs.dataDir });
   return { dirs, cp, codebaseId: (await cp.linkCodebase({ path: dirs.repo })).id };
+}
+
+/** Destroys every sandbox of `cp` and closes it (undefined: the suite's set-up failed before opening). */
+export async function destroyAllAndClose(cp: ControlPlane | undefined): Promise<void> {
+  for (const sb of cp?.listSandboxes().items ?? []) await cp?.destroySandbox(sb.id);
+  await cp?.close();
 }
 
 /** Destroys every sandbox of `cp`, closes it, and checks no mount is left (a suite's afterAll). */
 export async function closePlane(cp: ControlPlane | undefined, dirs: TestDirs | undefined): Promise<void> {
-  for (const sb of cp?.listSandboxes().items ?? []) await cp?.destroySandbox(sb.id);
-  await cp?.close();
+  await destroyAllAndClose(cp);
   if (dirs !== undefined) await assertCleanAndRemove(dirs);
 }

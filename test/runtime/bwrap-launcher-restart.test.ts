@@ -6,8 +6,8 @@
 // restart (ENOTCONN, "Transport endpoint is not connected"; 2 sandboxes of 12 in a reproduction, and CI).
 // Twelve sandboxes make that start race likely to show if the defence (launcher.ts #start) is gone.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ControlPlane } from '@agentfense/control';
-import { assertCleanAndRemove, makeDirs, waitFor } from '../helpers/control-fixtures.js';
+import type { ControlPlane } from '@agentfense/control';
+import { closePlane, openPlaneOverExample, waitFor } from '../helpers/control-fixtures.js';
 import type { TestDirs } from '../helpers/control-fixtures.js';
 
 describe('bwrap launcher across a worker restart', () => {
@@ -18,14 +18,10 @@ describe('bwrap launcher across a worker restart', () => {
 
   beforeAll(async () => {
     process.env.AGENTFENSE_BWRAP_LAUNCHER = '1';
-    dirs = await makeDirs();
-    cp = await ControlPlane.open({ dataDir: dirs.dataDir });
-    codebaseId = (await cp.linkCodebase({ path: dirs.repo })).id;
+    ({ dirs, cp, codebaseId } = await openPlaneOverExample());
   });
   afterAll(async () => {
-    for (const sb of cp?.listSandboxes().items ?? []) await cp.destroySandbox(sb.id);
-    await cp?.close();
-    await assertCleanAndRemove(dirs);
+    await closePlane(cp, dirs);
     if (before === undefined) delete process.env.AGENTFENSE_BWRAP_LAUNCHER;
     else process.env.AGENTFENSE_BWRAP_LAUNCHER = before;
   });

@@ -6,10 +6,10 @@ import { closeSync, fstatSync, openSync } from 'node:fs';
 import { access } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ControlPlane } from '@agentfense/control';
+import type { ControlPlane } from '@agentfense/control';
 import { removeTree } from '@agentfense/fuse-worker';
 import { DEFAULT_MAX_FRAME_BYTES } from '@agentfense/protocol';
-import { makeDirs, mountsUnder } from '../helpers/control-fixtures.js';
+import { destroyAllAndClose, mountsUnder, openPlaneOverExample } from '../helpers/control-fixtures.js';
 import type { TestDirs } from '../helpers/control-fixtures.js';
 
 /** Size of the file at `names` below `root`, opened one component at a time (no long path anywhere). */
@@ -38,13 +38,10 @@ describe('any depth and name length', () => {
   let codebaseId: string;
 
   beforeAll(async () => {
-    dirs = await makeDirs();
-    cp = await ControlPlane.open({ dataDir: dirs.dataDir });
-    codebaseId = (await cp.linkCodebase({ path: dirs.repo })).id;
+    ({ dirs, cp, codebaseId } = await openPlaneOverExample());
   });
   afterAll(async () => {
-    for (const sb of cp?.listSandboxes().items ?? []) await cp.destroySandbox(sb.id);
-    await cp?.close();
+    await destroyAllAndClose(cp);
     expect(await mountsUnder(dirs.root)).toEqual([]);
     // The committed tree is as deep as the sandbox made it: fs.rm could not remove it either.
     await removeTree(dirs.root);

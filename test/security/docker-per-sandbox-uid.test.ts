@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { ControlPlane } from '@agentfense/control';
-import { assertCleanAndRemove, makeDirs, waitFor } from '../helpers/control-fixtures.js';
+import { closePlane, makeDirs, waitFor } from '../helpers/control-fixtures.js';
 import type { TestDirs } from '../helpers/control-fixtures.js';
 import { hostUidsOf, waitForHostProcesses } from '../helpers/host-processes.js';
 
@@ -60,9 +60,7 @@ describe.skipIf(docker.unavailable !== null)(
 
     afterAll(async () => {
       await Promise.all(running);
-      for (const sb of cp?.listSandboxes().items ?? []) await cp.destroySandbox(sb.id);
-      await cp?.close();
-      if (dirs !== undefined) await assertCleanAndRemove(dirs);
+      await closePlane(cp, dirs);
       if (savedHost === undefined) delete process.env['DOCKER_HOST'];
       else process.env['DOCKER_HOST'] = savedHost;
     }, 120_000);

@@ -8,7 +8,7 @@ import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { ControlPlane } from '@agentfense/control';
 import { SANDBOX_PTY_MAX } from '@agentfense/protocol';
-import { assertCleanAndRemove, makeDirs } from '../helpers/control-fixtures.js';
+import { closePlane, makeDirs } from '../helpers/control-fixtures.js';
 import type { TestDirs } from '../helpers/control-fixtures.js';
 
 const docker = inject('docker');
@@ -48,9 +48,7 @@ describe.skipIf(docker.unavailable !== null)(
 
     afterAll(async () => {
       await Promise.all(running);
-      for (const sb of cp?.listSandboxes().items ?? []) await cp.destroySandbox(sb.id);
-      await cp?.close();
-      if (dirs !== undefined) await assertCleanAndRemove(dirs);
+      await closePlane(cp, dirs);
       if (savedHost === undefined) delete process.env['DOCKER_HOST'];
       else process.env['DOCKER_HOST'] = savedHost;
     }, 120_000);

@@ -11,7 +11,7 @@ import { posix } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ControlPlane, WORKER_CGROUP_PARENT, workerMemoryBound } from '@agentfense/control';
 import { detectCgroupHost } from '@agentfense/protocol';
-import { assertCleanAndRemove, makeDirs, waitFor } from '../helpers/control-fixtures.js';
+import { closePlane, makeDirs, waitFor } from '../helpers/control-fixtures.js';
 import type { TestDirs } from '../helpers/control-fixtures.js';
 
 const MiB = 1024 * 1024;
@@ -52,9 +52,7 @@ describe.skipIf(memory === null)(
       codebaseId = (await cp.linkCodebase({ path: dirs.repo })).id;
     });
     afterAll(async () => {
-      for (const sb of cp?.listSandboxes().items ?? []) await cp.destroySandbox(sb.id);
-      await cp?.close();
-      if (dirs !== undefined) await assertCleanAndRemove(dirs);
+      await closePlane(cp, dirs);
     }, 60_000);
 
     it('1,200 nested 255-character directories: the worker stays under its bound, in a cgroup with it', async () => {

@@ -5,9 +5,9 @@
 // sees ENOTCONN (or an empty directory) forever; without the re-entry, every relative path fails.
 import { readdir } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ControlPlane } from '@agentfense/control';
+import type { ControlPlane } from '@agentfense/control';
 import { DEFAULT_RUN_DIR } from '@agentfense/runtime-bwrap';
-import { assertCleanAndRemove, makeDirs, mountsUnder, waitFor } from '../helpers/control-fixtures.js';
+import { closePlane, mountsUnder, openPlaneOverExample, waitFor } from '../helpers/control-fixtures.js';
 import type { TestDirs } from '../helpers/control-fixtures.js';
 
 describe('a bwrap session across a worker restart', () => {
@@ -16,14 +16,10 @@ describe('a bwrap session across a worker restart', () => {
   let codebaseId: string;
 
   beforeAll(async () => {
-    dirs = await makeDirs();
-    cp = await ControlPlane.open({ dataDir: dirs.dataDir });
-    codebaseId = (await cp.linkCodebase({ path: dirs.repo })).id;
+    ({ dirs, cp, codebaseId } = await openPlaneOverExample());
   });
   afterAll(async () => {
-    for (const sb of cp?.listSandboxes().items ?? []) await cp.destroySandbox(sb.id);
-    await cp?.close();
-    await assertCleanAndRemove(dirs);
+    await closePlane(cp, dirs);
   });
 
   async function killWorker(id: string, restarts: number): Promise<void> {

@@ -286,18 +286,29 @@ describe.each(['sandbox', 'host'] as const)('attacks as %s', (who) => {
     expect(((await hostStat(join(f.lower, 'output/sgid-dir'))).mode & 0o7777).toString(8)).toBe('775');
   });
 
+  // Bounded by time, not by a count: 300 rounds of each loop were ~4,200 processes, ~10 ms each under bwrap
+  // at load 8-10, past the 50 s a fixture command may run. The reader reads for READ_SECONDS while the
+  // writer renames; both counts are checked, so a run in which the two loops never overlapped fails.
   it('race: a rename loop in a write area never exposes a hidden file', async () => {
     const f = await mountFixture({ tree: TREE, rules: AGENT_SAFE });
+    const READ_SECONDS = 8;
     const loop = [
       'mkdir -p output/r && echo visible > output/r/f',
-      'i=0; while [ $i -lt 300 ]; do mv output/r output/r2; mv output/r2 output/r; mv output/r/f output/r/f2; mv output/r/f2 output/r/f; i=$((i+1)); done &',
-      'leaks=0; j=0; while [ $j -lt 300 ]; do',
+      // the writer ends after a whole round (r and f back in place) once the reader is done
+      '{ i=0; while [ ! -e output/stop ]; do mv output/r output/r2; mv output/r2 output/r; mv output/r/f output/r/f2; mv output/r/f2 output/r/f; i=$((i+1)); done > /dev/null 2>&1; echo $i > output/moves; } &',
+      `end=$(( $(date +%s) + ${READ_SECONDS} )); leaks=0; reads=0; while [ $(date +%s) -lt $end ]; do`,
       '  for p in secrets/token.txt .env output/mixed/.env output/r/../../secrets/token.txt output/r2/../../.env; do',
       '    if cat "$p" 2>/dev/null | grep -q -e TOKEN -e ENV -e hidden; then leaks=$((leaks+1)); fi',
-      '  done; j=$((j+1))',
-      'done; wait; echo "leaks=$leaks"; cat output/r/f',
+      '  done; reads=$((reads+5))',
+      'done; touch output/stop; wait; echo "leaks=$leaks reads=$reads moves=$(cat output/moves)"; cat output/r/f',
     ].join('\n');
     const r = await f[who](loop);
-    expect(r.stdout).toBe('leaks=0\nvisible\n');
+    const counts = /^leaks=(\d+) reads=(\d+) moves=(\d+)\nvisible\n$/.exec(r.stdout);
+    expect(counts, `${r.stdout}${r.stderr}`).not.toBeNull();
+    const [leaks, reads, moves] = counts!.slice(1).map(Number);
+    expect(leaks).toBe(0);
+    // Each loop ran long enough to race the other: tens of rounds even at load 10.
+    expect(reads).toBeGreaterThanOrEqual(25);
+    expect(moves).toBeGreaterThanOrEqual(10);
   }, 120_000);
 });

@@ -74,7 +74,9 @@ async function runWorkloads({ session, target, round, results }) {
       }
     }
     const before = await session.ops?.();
+    const cpuBefore = await session.cpuMs?.();
     const timed = await session.sh(timedScript(w.run));
+    const cpuAfter = await session.cpuMs?.();
     const after = await session.ops?.();
     if (timed.exitCode !== 0) {
       fail('', timed);
@@ -83,6 +85,9 @@ async function runWorkloads({ session, target, round, results }) {
     const ms = timedMs(timed.stdout);
     r.ms.push(ms);
     if (before !== undefined) r.ops.push(opsDelta(before, after));
+    if (cpuBefore !== undefined && cpuAfter !== undefined) r.cpuMs.push(cpuAfter - cpuBefore);
+    const p50 = await session.p50Us?.();
+    if (p50 !== undefined) r.p50Us.push(p50);
     line.push(`${w.key} ${Math.round(ms)}`);
     if (w.after !== undefined) {
       const tidied = await session.sh(plainScript(w.after));

@@ -1,7 +1,7 @@
 // Network policy benchmark (`pnpm bench:network`, root): what the policy point costs a sandbox's traffic,
 // measured side by side in one run against the same transfers made from the host directly and through
-// the peer's proxy (srt). The steps are in steps.js; the test server and its namespace in server.js; srt
-// in srt.js. Everything the bench starts (server, namespace, sandboxes, the /etc/hosts line for srt) is
+// the peer's proxy (srt). The steps are in steps.js and setup-step.js (its floor relays in floor.js);
+// the test server and its namespace in server.js; srt in srt.js. Everything the bench starts (server, namespace, sandboxes, the /etc/hosts line for srt) is
 // stopped and removed at the end, on failure and on SIGINT/SIGTERM too.
 //   BENCH_ROUNDS (default 3): rounds of the 1 GiB downloads; BENCH_ISOLATION_ROUNDS (default 5): of the
 //   isolation step's; BENCH_LOAD_RATE (bytes a second, default 131072): the pace the server gives each
@@ -17,7 +17,8 @@ import { ControlPlane } from '../../control/dist/index.js';
 import { firstLine } from './report.js';
 import { NAME, SERVER, startTestNet, stopping } from './server.js';
 import { addHostsEntry, prepareSrt, removeHostsEntry, writeSrtSettings } from './srt.js';
-import { downloadStep, isolationStep, setupStep } from './steps.js';
+import { setupStep } from './setup-step.js';
+import { downloadStep, isolationStep } from './steps.js';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const ISOLATION_ROUNDS = Number(process.env.BENCH_ISOLATION_ROUNDS ?? 5);
@@ -80,7 +81,7 @@ async function main() {
 
     const rows = [];
     if (STEPS.has('download')) rows.push(...(await downloadStep({ a, srt, rounds: ROUNDS })));
-    if (STEPS.has('setup')) rows.push(...(await setupStep({ a, srt })));
+    if (STEPS.has('setup')) rows.push(...(await setupStep({ a, srt, dir })));
     await removeHostsEntry();
     if (STEPS.has('isolation')) rows.push(...(await isolationStep({ a, b, rounds: ISOLATION_ROUNDS })));
 

@@ -1,8 +1,12 @@
 // Where a new connection's set-up time goes inside the policy point (`node packages/network/bench/setup-steps.js`
 // after `pnpm build`): one process, everything on this machine's loopback, no sandbox. A small HTTP
 // answer is fetched N times on new connections directly and through the policy point's HTTP flows
-// (explicit proxy; redirected plain HTTP with its connection dialled at accept) and through a CONNECT
-// tunnel, with a timestamp at each step; the p50 of each step's share is printed. The policy itself
+// (explicit proxy, its first request carried by http-fast.ts and, beside it, through Node's HTTP server
+// and client as a request with a body is; redirected plain HTTP with its connection dialled at accept)
+// and through a decided tunnel, with a timestamp at each step; the p50 of each step's share is printed
+// ("request parsed" and "answer parsed" are Node's HTTP stack's, so only its line has them). CPU is the
+// whole process's per connection (client, policy point and server alike: a path's excess over direct
+// is what the policy point spent), less noisy than the times on a busy machine. The policy itself
 // allows everything here (the server is on loopback, which a real policy never allows).
 //   SETUP_N (default 300): connections per path.
 import console from 'node:console';
@@ -60,6 +64,12 @@ const point = createServer({ pauseOnConnect: true, noDelay: true, allowHalfOpen:
     client.resume();
     return;
   }
+  if (mode === 'node-http') {
+    // Node's HTTP server and client, as a request with a body (or any after the first) takes.
+    flows.server.emit('connection', client);
+    client.resume();
+    return;
+  }
   if (mode === 'relay') {
     // A decided tunnel without a CONNECT exchange: the hand-over to the relay and its first bytes alone.
     const upstream = dial(target.address, target.port);
@@ -82,6 +92,7 @@ const REQUEST = (path) => `GET ${path} HTTP/1.1\r\nHost: bench.test\r\nConnectio
 
 async function fetchOnce(port, path) {
   for (const key of Object.keys(marks)) delete marks[key];
+  const cpu = process.cpuUsage();
   const start = now();
   const socket = connect({ port, host: '127.0.0.1', noDelay: true });
   await once(socket, 'connect');
@@ -90,9 +101,12 @@ async function fetchOnce(port, path) {
   await once(socket, 'data');
   const first = now();
   socket.destroy();
+  await new Promise((resolve) => setImmediate(resolve)); // the close's own work counts too
+  const used = process.cpuUsage(cpu);
   const at = (key) => (marks[key] === undefined ? undefined : marks[key] - start);
   return {
     total: first - start,
+    cpu: (used.user + used.system) / 1000,
     connected: at('connected'),
     accepted: at('accepted'),
     parsed: at('parsed'),
@@ -114,6 +128,10 @@ const paths = [
     'explicit proxy (absolute-form)',
     () => ((mode = 'proxy'), fetchOnce(pointPort, `http://127.0.0.1:${target.port}/`)),
   ],
+  [
+    "explicit proxy through Node's HTTP stack (a request with a body)",
+    () => ((mode = 'node-http'), fetchOnce(pointPort, `http://127.0.0.1:${target.port}/`)),
+  ],
   ['redirected plain HTTP (dialled at accept)', () => ((mode = 'transparent'), fetchOnce(pointPort, '/'))],
   ['decided tunnel (native relay or Node pipe)', () => ((mode = 'relay'), fetchOnce(pointPort, '/'))],
 ];
@@ -123,16 +141,16 @@ for (let i = 0; i < N; i++) for (const [label, take] of paths) results.get(label
 
 console.log(`p50 of ${N} new connections each, ms from connect() (load: ${process.env.LOAD ?? '?'})`);
 console.log(
-  '| path | connected | accepted | request parsed | upstream connected | server has request | server answered | answer parsed | first byte |',
+  '| path | connected | accepted | request parsed | upstream connected | server has request | server answered | answer parsed | first byte | CPU |',
 );
-console.log('|---|---|---|---|---|---|---|---|---|');
+console.log('|---|---|---|---|---|---|---|---|---|---|');
 for (const [label, list] of results) {
   const col = (key) => {
     const v = median(list.map((r) => r[key]));
     return Number.isNaN(v) ? '–' : v.toFixed(3);
   };
   console.log(
-    `| ${label} | ${col('connected')} | ${col('accepted')} | ${col('parsed')} | ${col('upstream')} | ${col('request')} | ${col('answered')} | ${col('response')} | ${col('total')} |`,
+    `| ${label} | ${col('connected')} | ${col('accepted')} | ${col('parsed')} | ${col('upstream')} | ${col('request')} | ${col('answered')} | ${col('response')} | ${col('total')} | ${col('cpu')} |`,
   );
 }
 server.close();

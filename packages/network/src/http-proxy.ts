@@ -11,6 +11,7 @@ import type { Duplex } from 'node:stream';
 import { canonicalAddress } from './addresses.js';
 import type { FlowContext, Tracked } from './context.js';
 import type { Decision, Destination } from './decide.js';
+import { carryRequest, connectAuthority, parseSimpleRequest, readHead, upstreamHead } from './http-fast.js';
 import { readFirstBytes } from './transparent.js';
 import type { TransparentHooks } from './transparent.js';
 import { dial, tunnel } from './tunnel.js';
@@ -58,7 +59,7 @@ export class HttpFlows {
     this.#intercept = intercept;
     this.server = createServer({ requireHostHeader: false }, (req, res) => void this.#request(req, res));
     this.server.on('connect', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
-      void this.#connect(req, socket as Socket, head);
+      void this.#connect(req.url ?? '', socket as Socket, head);
     });
     this.server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
       void this.#upgrade(req, socket as Socket, head);
@@ -68,7 +69,7 @@ export class HttpFlows {
 
   /** An explicit proxy client (it dialled 127.0.0.1:3128 itself). */
   takeProxyClient(socket: Socket): void {
-    this.server.emit('connection', socket);
+    void this.#first(socket);
   }
 
   /** A redirected plain-HTTP connection to `target`, with its destination already dialled or not. */
@@ -79,7 +80,49 @@ export class HttpFlows {
       socket.once('close', () => early.destroy());
       this.#early.set(socket, early);
     }
+    void this.#first(socket);
+  }
+
+  /**
+   * A connection's first request: carried by http-fast.ts when it is a simple one and allowed;
+   * otherwise (and for every later request) Node's HTTP server takes the connection, bytes and all.
+   */
+  async #first(socket: Socket): Promise<void> {
+    const bytes = await readHead(socket);
+    const authority = connectAuthority(bytes);
+    if (authority !== null && !socket.destroyed) {
+      void this.#connect(authority, socket, Buffer.alloc(0));
+      return;
+    }
+    const head = parseSimpleRequest(bytes);
+    if (head !== null && !socket.destroyed) {
+      const { target, decision, path } = await this.#decideRequest(socket, head.method, head.url, head.host);
+      if (decision.allowed && dialable(target) && !socket.destroyed) {
+        carryRequest({
+          ctx: this.#ctx,
+          client: socket,
+          upstream: this.#takeEarly(socket, target) ?? dial(target.address, target.port),
+          head: upstreamHead(head, path),
+          target,
+          via: this.#transparent.has(socket) ? 'transparent' : 'proxy',
+          decision,
+          handBack: (client) => this.#toServer(client),
+        });
+        return;
+      }
+    }
+    // Ended before a whole head (what Node's server would answer 400), or gone: nothing to answer.
+    if (socket.destroyed || socket.readableEnded) {
+      socket.destroy();
+      return;
+    }
+    if (bytes.length > 0) socket.unshift(bytes);
+    this.#toServer(socket);
+  }
+
+  #toServer(socket: Socket): void {
     this.server.emit('connection', socket);
+    socket.resume();
   }
 
   /** The early connection of `client` if it goes to `target` and is still open; it is used once. */
@@ -125,13 +168,19 @@ export class HttpFlows {
   }
 
   /** The destination of a request: the redirected address with its Host, or the proxy request's URL. */
-  async #requestTarget(
-    req: IncomingMessage,
+  #requestTarget(req: IncomingMessage): Promise<{ target?: Destination; decision: Decision; path: string }> {
+    return this.#decideRequest(req.socket, req.method ?? 'GET', req.url ?? '', req.headers.host);
+  }
+
+  async #decideRequest(
+    socket: Socket,
+    method: string,
+    requestUrl: string,
+    hostValue: string | undefined,
   ): Promise<{ target?: Destination; decision: Decision; path: string }> {
-    const method = req.method ?? 'GET';
-    const redirected = this.#transparent.get(req.socket);
+    const redirected = this.#transparent.get(socket);
     if (redirected !== undefined) {
-      const hostHeader = splitHostPort(req.headers.host ?? '', redirected.port);
+      const hostHeader = splitHostPort(hostValue ?? '', redirected.port);
       const name = hostHeader === null || isIP(hostHeader.host) !== 0 ? undefined : hostHeader.host;
       let target: Target = { ...redirected, method, ...(name === undefined ? {} : { name }) };
       let decision = this.#ctx.policy.decide(target);
@@ -147,11 +196,11 @@ export class HttpFlows {
           reason: `${name} does not resolve to ${redirected.address}, the address dialled`,
         };
       }
-      return { target, decision, path: req.url ?? '/' };
+      return { target, decision, path: requestUrl || '/' };
     }
     let url: URL;
     try {
-      url = new URL(req.url ?? '');
+      url = new URL(requestUrl);
     } catch {
       return {
         decision: {
@@ -243,20 +292,20 @@ export class HttpFlows {
     req.pipe(upstream);
   }
 
-  async #connect(req: IncomingMessage, socket: Socket, head: Buffer): Promise<void> {
+  async #connect(authority: string, socket: Socket, head: Buffer): Promise<void> {
     socket.on('error', () => socket.destroy());
     socket.allowHalfOpen = true; // a tunnel's client may end its input and still read the answer
-    const split = splitHostPort(req.url ?? '', 443);
+    const split = splitHostPort(authority, 443);
     const { target, decision } =
       split === null
         ? {
             target: undefined,
-            decision: { allowed: false, reason: `CONNECT ${req.url ?? ''}: expected host:port` } as Decision,
+            decision: { allowed: false, reason: `CONNECT ${authority}: expected host:port` } as Decision,
           }
         : await this.#resolveTarget(split.host, split.port);
     if (!decision.allowed || !dialable(target)) {
       this.#ctx.record(target ?? { port: 0 }, 'proxy', decision);
-      const body = `AgentFense network policy refused CONNECT ${req.url ?? ''}: ${decision.reason}\n`;
+      const body = `AgentFense network policy refused CONNECT ${authority}: ${decision.reason}\n`;
       socket.end(
         `HTTP/1.1 403 Forbidden\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
       );
@@ -286,7 +335,7 @@ export class HttpFlows {
       if (final.allowed && !(await this.#ctx.nameIsAt(claimed, target.address))) {
         final = {
           allowed: false,
-          reason: `${claimed} does not resolve to ${target.address}, the address of ${req.url ?? ''}`,
+          reason: `${claimed} does not resolve to ${target.address}, the address of ${authority}`,
         };
       }
     }

@@ -1,6 +1,7 @@
 // Processes on the host for the workloads bench: argv arrays only (never a shell string built from
 // paths; the workload scripts are constants and read their paths from the environment).
 import { execFile, spawn } from 'node:child_process';
+import { readFile, readdir } from 'node:fs/promises';
 import { promisify } from 'node:util';
 
 const execFileAsync = promisify(execFile);
@@ -44,4 +45,27 @@ export function bash({ script, cwd, env, timeoutMs }) {
       });
     });
   });
+}
+
+/**
+ * CPU time (ms) every thread of process `pid` has run, from the scheduler's nanosecond counters
+ * (/proc/<pid>/task/<tid>/schedstat): exact where utime/stime tick at 10 ms.
+ */
+export async function processCpuMs(pid) {
+  let ns = 0;
+  for (const tid of await readdir(`/proc/${pid}/task`).catch(() => [])) {
+    const text = await readFile(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').catch(() => '0');
+    ns += Number(text.split(' ')[0]);
+  }
+  return ns / 1e6;
+}
+
+/** The pid of the process whose command line holds every one of `words` (undefined if none). */
+export async function findProcess(words) {
+  for (const name of await readdir('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    const argv = (await readFile(`/proc/${name}/cmdline`, 'utf8').catch(() => '')).split('\0');
+    if (words.every((w) => argv.includes(w) || argv.some((a) => a.includes(w)))) return Number(name);
+  }
+  return undefined;
 }

@@ -13,7 +13,10 @@ const GATE = 2;
 export function emptyResults(workloads) {
   const results = new Map();
   for (const w of workloads) {
-    results.set(w.name, Object.fromEntries(TARGETS.map((t) => [t, { ms: [], ops: [], errors: [] }])));
+    results.set(
+      w.name,
+      Object.fromEntries(TARGETS.map((t) => [t, { ms: [], ops: [], cpuMs: [], p50Us: [], errors: [] }])),
+    );
   }
   return results;
 }
@@ -51,6 +54,55 @@ function summarize(r) {
   return { native, overlay, agentfense, overlayRatio: over(overlay), agentfenseRatio: over(agentfense) };
 }
 
+/** The FUSE requests of one round's op counts (the worker's own walks and read-ahead are not requests). */
+const NOT_REQUESTS = new Set([
+  'entry-warmup',
+  'readahead',
+  'store-ahead',
+  'listing-replay',
+  'plain-entry',
+  'refusal-check',
+]);
+function requests(ops) {
+  return Object.entries(ops).reduce((sum, [op, n]) => sum + (NOT_REQUESTS.has(op) ? 0 : n), 0);
+}
+
+/**
+ * The filesystem daemons' CPU per workload (all threads, median over the rounds): wall time on this shared
+ * machine moves with its load, CPU per request much less, and it is what the load multiplies.
+ */
+function printCpu(rows, width) {
+  const measured = rows.filter(({ r }) => r.agentfense.cpuMs.length > 0 || r.overlay.cpuMs.length > 0);
+  if (measured.length === 0) return;
+  console.log(`
+${'daemon CPU'.padEnd(width)}  ${'fuse-overlayfs'.padStart(14)}  ${'agentfense'.padStart(10)}  af/ovl  agentfense per request, p50 in the worker's handler per op`);
+  for (const { w, r } of measured) {
+    const ovl = median(r.overlay.cpuMs);
+    const af = median(r.agentfense.cpuMs);
+    const perRequest = r.agentfense.cpuMs.map(
+      (c, i) => (c * 1000) / Math.max(1, requests(r.agentfense.ops[i] ?? {})),
+    );
+    const per = median(perRequest);
+    console.log(
+      `${w.name.padEnd(width)}  ${(ovl === undefined ? '-' : `${ovl.toFixed(0)} ms`).padStart(14)}  ` +
+        `${(af === undefined ? '-' : `${af.toFixed(0)} ms`).padStart(10)}  ` +
+        `${(ovl === undefined || af === undefined || ovl === 0 ? '-' : (af / ovl).toFixed(2)).padStart(6)}  ` +
+        `${per === undefined ? '-' : `${per.toFixed(0)} µs`}  ${formatP50(r.agentfense)}`,
+    );
+  }
+}
+
+/** The handler p50 of the workload's four most frequent requests (since the sandbox started), medians. */
+function formatP50(r) {
+  if (r.p50Us.length === 0 || r.ops.length === 0) return '';
+  const counts = r.ops[0];
+  const top = Object.keys(counts)
+    .filter((op) => !NOT_REQUESTS.has(op))
+    .sort((a, b) => counts[b] - counts[a])
+    .slice(0, 4);
+  return top.map((op) => `${op} ${int(median(r.p50Us.map((p) => p[op] ?? 0)))} µs`).join(' ');
+}
+
 /** Prints the table, then the failures (if any) and the acceptance line. */
 export function printReport({ workloads, results }) {
   const rows = workloads.map((w) => ({ w, s: summarize(results.get(w.name)), r: results.get(w.name) }));
@@ -66,6 +118,7 @@ export function printReport({ workloads, results }) {
         `${(both ? ratio(s.agentfenseRatio / s.overlayRatio) : '-').padStart(6)}  ${formatOps(r.agentfense.ops)}`,
     );
   }
+  printCpu(rows, width);
   const failures = rows.flatMap(({ w, r }) =>
     TARGETS.flatMap((t) => r[t].errors.map((e) => `  ${w.name} on ${t}: ${e}`)),
   );

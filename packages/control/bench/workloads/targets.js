@@ -2,13 +2,15 @@
 // disk as the codebase, in a fuse-overlayfs mount over the codebase, and in an AgentFense sandbox over it
 // (full-access preset: every write goes to the sandbox's delta; bwrap runtime). A session's `sh(script)`
 // resolves with { exitCode, stdout, stderr } and never throws for a failing command; `ops()` (agentfense
-// only) is the worker's count of FUSE requests per op so far. Every session is closed through `cleanup`,
+// only) is the worker's count of FUSE requests per op so far; `cpuMs()` (both mounts) the CPU its
+// filesystem daemon has used so far; `p50Us()` (agentfense only) the worker's median time per op in its
+// handler since the sandbox started. Every session is closed through `cleanup`,
 // also when the run fails.
 import { availableParallelism } from 'node:os';
 import { mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { clearFuseMount, isFuseMounted } from '@agentfense/fuse-worker';
-import { bash, run } from './host.js';
+import { bash, findProcess, processCpuMs, run } from './host.js';
 import { workloadEnv } from './workloads.js';
 
 /** How long one workload command may take (an `npm ci` through a mount on a loaded 2-core machine). */
@@ -42,10 +44,15 @@ export async function openOverlay({ codebase, dir, cleanup }) {
   try {
     // It forks into the background once the mount is up; fusermount3 -u ends it.
     await run(['fuse-overlayfs', '-o', `lowerdir=${codebase},upperdir=${upper},workdir=${ovlWork}`, mnt]);
+    const daemon = await findProcess(['fuse-overlayfs', mnt]);
     const work = join(mnt, 'work');
     await mkdir(work);
     const env = workloadEnv({ codebase: mnt, work });
-    return { sh: (script) => bash({ script, cwd: work, env, timeoutMs: COMMAND_TIMEOUT_MS }), close };
+    return {
+      sh: (script) => bash({ script, cwd: work, env, timeoutMs: COMMAND_TIMEOUT_MS }),
+      cpuMs: async () => (daemon === undefined ? undefined : processCpuMs(daemon)),
+      close,
+    };
   } catch (err) {
     await close();
     throw err;
@@ -84,6 +91,12 @@ export async function openAgentfense({ cp, codebaseId, cleanup }) {
         const counts = {};
         for (const [op, s] of Object.entries((await cp.workerStats(id)).ops)) counts[op] = s.count;
         return counts;
+      },
+      cpuMs: async () => (await cp.workerStats(id)).cpuMs,
+      p50Us: async () => {
+        const p50 = {};
+        for (const [op, s] of Object.entries((await cp.workerStats(id)).ops)) p50[op] = s.p50Us;
+        return p50;
       },
       close,
     };

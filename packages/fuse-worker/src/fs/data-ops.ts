@@ -111,27 +111,43 @@ export class DataPath {
    * current position" and write elsewhere. The host filesystem answers EFBIG past its own limit.
    */
   async write(ino: number, data: Buffer, offset: Offset, caller: Caller): Promise<number> {
+    // the kernel drops the file's size and mtime after a WRITE
+    this.#fs.cache.entries.attrsStale(ino);
+    const quota = this.#fs.delta.quota;
+    if (quota !== null && !quota.ready) await quota.whenReady();
+    return this.#withFd(ino, true, caller, 'write', (fd) => this.#put(ino, fd, data, offset, caller));
+  }
+
+  /**
+   * WRITE without a promise when the file's host handle is open and the quota counted: the same checks,
+   * charge and write as `write`, in one synchronous step. Undefined when it would need an await (then
+   * `write` serves it); a refusal throws as there. Most WRITEs (every one after a file's CREATE) take it.
+   */
+  writeIfOpen(ino: number, data: Buffer, offset: Offset, caller: Caller): number | undefined {
+    const quota = this.#fs.delta.quota;
+    if (quota !== null && !quota.ready) return undefined;
+    const fd = this.#checkedCached(ino, true, caller, 'write')?.fd;
+    if (fd === undefined || fd === -1) return undefined;
+    this.#fs.cache.entries.attrsStale(ino);
+    return this.#put(ino, fd, data, offset, caller);
+  }
+
+  /** The write itself on `fd`: charged to the quota, set-id bits cleared as Linux would (see `write`). */
+  #put(ino: number, fd: number, data: Buffer, offset: Offset, caller: Caller): number {
     // A file created write-only is written with direct I/O (namespace-ops.ts create), and on those
     // writes the kernel leaves clearing set-id bits to us. It clears them for a writer without
     // CAP_FSETID in the host's namespace: every sandbox process (never host root), not host root.
     const killSetId = caller.uid !== 0 && this.#fs.directWriters.has(ino);
-    // the kernel drops the file's size and mtime after a WRITE
-    this.#fs.cache.entries.attrsStale(ino);
-    const put = (fd: number, before?: BigIntStats): number => {
+    const put = (before?: BigIntStats): number => {
       if (killSetId) clearSetId(fd, before === undefined ? fstatSync(fd).mode : Number(before.mode));
       return typeof offset === 'bigint'
         ? hostIo.pwrite(fd, data, offset)
         : writeSync(fd, data, 0, data.length, offset);
     };
     const quota = this.#fs.delta.quota;
-    if (quota === null) return this.#withFd(ino, true, caller, 'write', put);
-    if (!quota.ready) await quota.whenReady();
+    if (quota === null) return put();
     // Number(offset) only rounds above 2^53, far beyond any quota: such a write is refused either way.
-    return this.#withFd(ino, true, caller, 'write', (fd) =>
-      writeWithin(quota, fd, { offset: Number(offset), length: data.length }, `write #${ino}`, (before) =>
-        put(fd, before),
-      ),
-    );
+    return writeWithin(quota, fd, { offset: Number(offset), length: data.length }, `write #${ino}`, put);
   }
 
   /**
@@ -173,20 +189,12 @@ export class DataPath {
 
   /** The host handle for a data op, after the permission check; opening for write copies up. */
   async #handle(ino: number, needWrite: boolean, caller: Caller, op: 'read' | 'write'): Promise<HostFile> {
-    const fs = this.#fs;
-    const cached = fs.handles.get(ino, needWrite);
-    const path = fs.inodes.pathOf(ino);
-    if (path === null) {
-      // Unlinked but still open in the sandbox: only the handle we kept serves it.
-      if (cached === undefined) throw new FsError('ENOENT', `inode ${ino} was removed`);
-      return cached;
-    }
-    const permission = fs.rules.permissionOf(path);
-    const needed: Permission = needWrite ? 'write' : 'read';
-    if (!atLeast(permission, needed)) {
-      throw deny(fs, op, path, permission, permission === 'none' ? 'ENOENT' : 'EACCES', caller);
-    }
+    const cached = this.#checkedCached(ino, needWrite, caller, op);
     if (cached !== undefined) return cached;
+    const fs = this.#fs;
+    // not null: #checkedCached throws for a removed node without a handle
+    const path = fs.inodes.pathOf(ino)!;
+    const permission = fs.rules.permissionOf(path);
     let handle: HostFile;
     if (needWrite) {
       // A checkpoint that began meanwhile may have frozen the file this fd names: open the path again.
@@ -205,6 +213,32 @@ export class DataPath {
     }
     allow(fs, op, path, permission, caller);
     return handle;
+  }
+
+  /**
+   * The permission check of a data op (a refusal throws), then the node's cached host handle, or
+   * undefined when none is cached and the path must be opened.
+   */
+  #checkedCached(
+    ino: number,
+    needWrite: boolean,
+    caller: Caller,
+    op: 'read' | 'write',
+  ): HostFile | undefined {
+    const fs = this.#fs;
+    const cached = fs.handles.get(ino, needWrite);
+    const path = fs.inodes.pathOf(ino);
+    if (path === null) {
+      // Unlinked but still open in the sandbox: only the handle we kept serves it.
+      if (cached === undefined) throw new FsError('ENOENT', `inode ${ino} was removed`);
+      return cached;
+    }
+    const permission = fs.rules.permissionOf(path);
+    const needed: Permission = needWrite ? 'write' : 'read';
+    if (!atLeast(permission, needed)) {
+      throw deny(fs, op, path, permission, permission === 'none' ? 'ENOENT' : 'EACCES', caller);
+    }
+    return cached;
   }
 
   /**

@@ -276,6 +276,11 @@ export class PolicyFs {
     return this.#data.write(ino, data, offset, caller);
   }
 
+  /** WRITE in one synchronous step where the file is open; undefined where `write` must serve it. */
+  writeIfOpen(ino: number, data: Buffer, offset: Offset, caller: Caller): number | undefined {
+    return this.#data.writeIfOpen(ino, data, offset, caller);
+  }
+
   fallocate(ino: number, mode: number, offset: Offset, length: Offset, caller: Caller): Promise<void> {
     return this.#data.fallocate(ino, mode, offset, length, caller);
   }

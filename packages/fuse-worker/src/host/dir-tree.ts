@@ -125,9 +125,11 @@ export class DirTree {
 
   /**
    * Runs `fn` synchronously on the magic-link path of `rel` ('' excluded) when its parent's fd is cached;
-   * undefined on a miss, after checking the whole path as the walk that follows will.
+   * undefined on a miss, after checking the whole path as the walk that follows will. Below a directory
+   * known missing: `ifMissing()` where given (no Error built and thrown: its stack trace costs more than
+   * the lstat it stands for), else the walk's ENOENT is thrown.
    */
-  protected inCachedParent<T>(rel: string, fn: (at: string) => T): T | undefined {
+  protected inCachedParent<T>(rel: string, fn: (at: string) => T, ifMissing?: () => T): T | undefined {
     const slash = rel.lastIndexOf('/');
     const name = rel.slice(slash + 1);
     checkLastPart(name, rel); // the parent, if cached, is a validated path (checkLastPart)
@@ -135,7 +137,10 @@ export class DirTree {
     if (dir === undefined) {
       splitRel(rel);
       // Below a directory recently found missing: the answer the walk would give, without the walk.
-      if (this.#absent?.coversParentOf(rel, this.#generation) === true) throw missing(rel);
+      if (this.#absent?.coversParentOf(rel, this.#generation) === true) {
+        if (ifMissing !== undefined) return ifMissing();
+        throw missing(rel);
+      }
       return undefined;
     }
     try {

@@ -111,7 +111,11 @@ export class HostDir extends DirTree {
   lstatIfCached(rel: string): BigIntStats | null | undefined {
     if (rel === '') return undefined;
     try {
-      return this.inCachedParent(rel, (at) => lstatSync(at, { bigint: true, throwIfNoEntry: false }) ?? null);
+      return this.inCachedParent(
+        rel,
+        (at) => lstatSync(at, { bigint: true, throwIfNoEntry: false }) ?? null,
+        () => null,
+      );
     } catch (err) {
       return isMissing(err) ? null : undefined;
     }

@@ -347,6 +347,7 @@ export class WorkerService {
 
   async #stats_(): Promise<WorkerStats> {
     return {
+      cpuMs: cpuMs(), // first: the rest of this answer (smaps_rollup) is not counted
       uptimeMs: Date.now() - this.#started,
       ops: this.#stats.summary(),
       rssBytes: process.memoryUsage.rss(),
@@ -493,4 +494,10 @@ async function readPss(): Promise<number | null> {
   } catch {
     return null;
   }
+}
+
+/** User + system CPU of the whole process (the binding's fetch threads and libuv's pool too), in ms. */
+function cpuMs(): number {
+  const { user, system } = process.cpuUsage();
+  return (user + system) / 1000;
 }

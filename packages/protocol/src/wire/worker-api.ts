@@ -34,6 +34,8 @@ export interface WorkerStats {
   /** Proportional set size from /proc/self/smaps_rollup; null (or absent) where the kernel lacks it. */
   readonly pssBytes?: number | null;
   readonly openHandles: number;
+  /** CPU time the worker process has used (user + system, every thread), in ms: benches divide it by requests. */
+  readonly cpuMs?: number;
   /** What the worker's FUSE connection negotiated at mount (absent before the mount). */
   readonly fuse?: FuseConnStats;
   /** The last entry warm-up that finished (absent until one has): see MountParams.warmupEntries. */
@@ -337,6 +339,7 @@ export const WORKER_METHOD_GUARDS: {
       rssBytes: g.count,
       pssBytes: g.optional(g.nullable(g.count)),
       openHandles: g.count,
+      cpuMs: g.optional(g.number),
       fuse: g.optional(
         g.shape({
           libfuse: g.string,

@@ -1,0 +1,134 @@
+// 2. Connection set-up: time to the first byte of a small answer on a new connection, p50 of 100, for
+// plain HTTP and HTTPS, through the policy point (explicit proxy; transparent) and beside it from the
+// host: curl straight to the server, srt's proxy (HTTP), and the floor of any relay here, curl through
+// a process that only accepts, connects and copies (floor-relay.c; a minimal Node TCP proxy beside it).
+import console from 'node:console';
+import { startFloors } from './floor.js';
+import { NAME, SERVER, stopping } from './server.js';
+import { line, median, verdict } from './report.js';
+import { hostCurl } from './steps.js';
+import { srtRun } from './srt.js';
+
+/** Time to the first byte of N small answers (`sh -c SCRIPT loop N CURL-ARGS…`), each a new connection. */
+const LOOP = [
+  'sh',
+  '-c',
+  'n=$1; shift; i=0; while [ "$i" -lt "$n" ]; do curl -s -k -o /dev/null -w "%{time_starttransfer}\\n" "$@" || exit 1; i=$((i+1)); done',
+  'loop',
+];
+const times = (stdout) => stdout.trim().split('\n').map(Number);
+const ms = (list) => median(list) * 1000;
+
+/**
+ * Blocks of 10 that alternate in a turning order, so a busy moment of the machine weighs on all alike
+ * (the block right after another kind of work measured slower here, up to +3 ms, whichever line it was).
+ */
+export async function setupStep({ a, srt, dir }) {
+  console.log('2. connection set-up: time to first byte of a small answer (p50 of 100, new connections)');
+  const http = `http://${NAME}/small`;
+  const https = `https://${NAME}/small`;
+  const pin = (port) => ['--resolve', `${NAME}:${port}:${SERVER}`];
+  const floors = await startFloors(dir, SERVER, 80);
+  const lists = {};
+  const takers = [];
+  /** A line whose 10 first bytes `take()` returns; a line that fails once is dropped with its reason. */
+  const add = (key, take) => {
+    lists[key] = [];
+    takers.push(async () => {
+      if (typeof lists[key] === 'string') return;
+      lists[key] = await take().then(
+        (got) => [...lists[key], ...got],
+        (err) => `failed: ${String(err?.message ?? err).split('\n')[0]}`,
+      );
+    });
+  };
+  const fromHost = (args) => async () => {
+    const got = [];
+    for (let i = 0; i < 10; i++) got.push(Number(await hostCurl(['-w', '%{time_starttransfer}', ...args])));
+    return got;
+  };
+  // As a program does: the name asked of the sandbox's DNS first (not timed), then its address dialled;
+  // the policy point then knows the name for the address and dials it at accept.
+  const transparent = (port, url) => async () => {
+    await a(['getent', 'hosts', NAME]);
+    return times(await a([...LOOP, '10', '--noproxy', '*', ...pin(port), url]));
+  };
+  add('host', fromHost([...pin(80), http]));
+  add('proxy', async () => times(await a([...LOOP, '10', http])));
+  add('transparent', transparent(80, http));
+  add('hostTls', fromHost([...pin(443), https]));
+  add('proxyTls', async () => times(await a([...LOOP, '10', https])));
+  add('transparentTls', transparent(443, https));
+  if (srt.error === undefined)
+    add('srt', async () =>
+      times(await srtRun(srt.settings, [...LOOP, '10', http], srt.dir, stopping.signal)),
+    );
+  for (const [key, floor] of Object.entries(floors)) {
+    if (floor.error === undefined) add(key, fromHost([`http://127.0.0.1:${floor.port}/small`]));
+    else lists[key] = floor.error;
+  }
+  try {
+    for (let block = 0; block < 10; block++) {
+      for (let k = 0; k < takers.length; k++) await takers[(block + k) % takers.length]();
+    }
+  } finally {
+    for (const floor of Object.values(floors)) floor.stop?.();
+  }
+  const figure = (key) => (typeof lists[key] === 'string' ? NaN : ms(lists[key]));
+  const added = (key, base) => {
+    const d = figure(key) - figure(base);
+    return `${d < 0 ? '−' : '+'}${Math.abs(d).toFixed(2)} ms`;
+  };
+  line('host, HTTP (curl, no sandbox)', `${figure('host').toFixed(2)} ms`);
+  line('host, HTTPS', `${figure('hostTls').toFixed(2)} ms`);
+  const floorLines = [
+    ['c', 'floor: C relay (accept, connect, copy)'],
+    ['node', 'floor: minimal Node TCP proxy'],
+    ['srt', "srt's proxy"],
+  ];
+  for (const [key, label] of floorLines) {
+    if (lists[key] === undefined) continue;
+    if (typeof lists[key] === 'string') line(label, 'n/a', lists[key]);
+    else line(label, `${figure(key).toFixed(2)} ms`, added(key, 'host'));
+  }
+  const rows = [];
+  for (const [key, base, label] of [
+    ['proxy', 'host', 'HTTP, explicit proxy'],
+    ['transparent', 'host', 'HTTP, transparent'],
+    ['proxyTls', 'hostTls', 'HTTPS, explicit proxy (CONNECT)'],
+    ['transparentTls', 'hostTls', 'HTTPS, transparent (SNI)'],
+  ]) {
+    if (typeof lists[key] === 'string') {
+      line(label, 'n/a', lists[key]);
+      continue;
+    }
+    const met = figure(key) - figure(base) <= 1;
+    line(label, `${figure(key).toFixed(2)} ms`, `${added(key, base)}  ${verdict(met)}`);
+    const beside = [`host ${figure(base).toFixed(2)} ms`];
+    if (base === 'host') {
+      for (const [floor, name] of [
+        ['c', 'C relay floor'],
+        ['srt', 'srt'],
+      ])
+        if (Array.isArray(lists[floor])) beside.push(`${name} ${added(floor, 'host')}`);
+    }
+    rows.push([
+      `time to first byte, small answer, p50 of 100, ${label}`,
+      `${added(key, base)} (${figure(key).toFixed(2)} ms)`,
+      beside.join('; '),
+      '≤ +1 ms',
+      verdict(met),
+    ]);
+  }
+  for (const [key, label] of floorLines.slice(0, 2)) {
+    if (!Array.isArray(lists[key])) continue;
+    rows.push([
+      `time to first byte, small answer, p50 of 100, HTTP, ${label} on the host`,
+      `${added(key, 'host')} (${figure(key).toFixed(2)} ms)`,
+      `host ${figure('host').toFixed(2)} ms`,
+      '–',
+      'floor',
+    ]);
+  }
+  return rows;
+}

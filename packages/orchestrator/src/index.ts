@@ -1,0 +1,14 @@
+// @agentfense/orchestrator: the orchestrator interface (place, watch, remove, locate), its errors, and
+// the clean-up a returning node runs. Adapters live in sub-paths (`@agentfense/orchestrator/kubernetes`).
+export type {
+  Location,
+  LostReason,
+  Orchestrator,
+  PlacementRequest,
+  PlacementStatus,
+  ResourceRequest,
+  WatchOptions,
+} from './types.js';
+export { ORCHESTRATOR_REASONS, OrchestratorError } from './errors.js';
+export type { OrchestratorReason } from './errors.js';
+export { findLeftovers } from './leftovers.js';
