@@ -154,7 +154,6 @@ export type {
   DirIdentity,
   Empty,
   MountParams,
-  OpStats,
   WorkerClient,
   WorkerEvent,
   WorkerEvents,
@@ -166,10 +165,8 @@ export type {
   WorkerParams,
   WorkerResult,
   WorkerServer,
-  WorkerStats,
-  FuseConnStats,
-  WarmupStats,
 } from './wire/worker-api.js';
+export type { FuseConnStats, OpStats, WarmupStats, WorkerStats } from './wire/worker-stats.js';
 export type { Guard } from './wire/guards.js';
 export { PART_BYTES, collectParts } from './wire/parts.js';
 export type { ResultPart } from './wire/parts.js';

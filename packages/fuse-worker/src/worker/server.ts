@@ -1,7 +1,7 @@
 // The worker's side of the protocol: one mounted view per process. `mount` opens the delta, compiles the
 // rules and mounts; every other method works on that one mount. Teardown is idempotent and is reached from
 // `unmount`, from the control plane hanging up, and from SIGTERM/SIGINT.
-import { mkdir, readFile } from 'node:fs/promises';
+import { mkdir } from 'node:fs/promises';
 import { LowLevelFuse } from '@agentfense/fuse-native';
 import {
   InvalidArgumentError,
@@ -53,6 +53,7 @@ import {
 } from './parts.js';
 import { IdleTrim, type Collect } from './idle-trim.js';
 import type { WorkerLogger as Logger } from './log.js';
+import { cpuMs, readPss } from './process-usage.js';
 
 /** Default seconds the kernel caches entries and attributes (rule changes and discards invalidate). */
 export const DEFAULT_CACHE_TTL_SECONDS = 60;
@@ -483,21 +484,4 @@ function clientPath(path: string): string {
 
 function pathFilter(paths: readonly string[] | undefined): { paths?: string[] } {
   return paths === undefined ? {} : { paths: paths.map(clientPath) };
-}
-
-/** Proportional set size: the memory this worker really costs (the node binary's pages are shared). */
-async function readPss(): Promise<number | null> {
-  try {
-    const text = await readFile('/proc/self/smaps_rollup', 'utf8');
-    const match = /^Pss:\s+(\d+) kB/m.exec(text);
-    return match === null ? null : Number(match[1]) * 1024;
-  } catch {
-    return null;
-  }
-}
-
-/** User + system CPU of the whole process (the binding's fetch threads and libuv's pool too), in ms. */
-function cpuMs(): number {
-  const { user, system } = process.cpuUsage();
-  return (user + system) / 1000;
 }
