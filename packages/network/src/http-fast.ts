@@ -14,7 +14,8 @@ const HEAD_WAIT_MS = 2_000;
 /** A head longer than this goes to Node's HTTP server. */
 const HEAD_LIMIT = 16 * 1024;
 const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
-const HOP_BY_HOP = new Set([
+/** Headers of one hop that a proxy never passes on (RFC 9110 §7.6.1), as lower-case names. */
+export const HOP_BY_HOP: ReadonlySet<string> = new Set([
   'proxy-connection',
   'proxy-authorization',
   'connection',

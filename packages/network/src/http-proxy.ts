@@ -11,21 +11,19 @@ import type { Duplex } from 'node:stream';
 import { canonicalAddress } from './addresses.js';
 import type { FlowContext, Tracked } from './context.js';
 import type { Decision, Destination } from './decide.js';
-import { carryRequest, connectAuthority, parseSimpleRequest, readHead, upstreamHead } from './http-fast.js';
+import {
+  HOP_BY_HOP,
+  carryRequest,
+  connectAuthority,
+  parseSimpleRequest,
+  readHead,
+  upstreamHead,
+} from './http-fast.js';
 import { readFirstBytes } from './transparent.js';
 import type { TransparentHooks } from './transparent.js';
 import { dial, tunnel } from './tunnel.js';
 
 type Target = Destination & { readonly address: string; readonly port: number };
-const HOP_BY_HOP = new Set([
-  'proxy-connection',
-  'proxy-authorization',
-  'connection',
-  'keep-alive',
-  'te',
-  'trailer',
-  'upgrade',
-]);
 
 function dialable(t: Destination | undefined): t is Target {
   return t?.address !== undefined && t.port !== undefined;

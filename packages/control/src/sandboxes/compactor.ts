@@ -11,6 +11,7 @@ import { newId } from '../ids.js';
 import type { DataLayout } from '../paths.js';
 import type { CheckpointStore, CompactionRow } from '../store/checkpoints.js';
 import { replacePair } from '../store/checkpoints.js';
+import type { CheckpointWorker } from './checkpoints.js';
 import { foldablePair } from './compaction-plan.js';
 import type { KeyedLock } from './keyed-lock.js';
 import type { LayerCharges } from './layer-charges.js';
@@ -21,12 +22,7 @@ export type CompactionStep = 'planned' | 'built' | 'switched' | 'recorded';
 /** What the compactor needs from the checkpoint service and the workers. */
 export interface CompactorHost {
   /** Builds `to` from the pair `from` (directories) on sandbox `id`'s worker, and switches its delta if `switchStack`. */
-  compactLayers(
-    id: string,
-    from: readonly string[],
-    to: string,
-    switchStack: boolean,
-  ): Promise<{ readonly frozen: readonly string[]; readonly bytes: number }>;
+  compactLayers: CheckpointWorker['compactLayers'];
   /** Layer ids of a worker's layer directories. */
   layerIds(dirs: readonly string[]): string[];
   /** Removes the layers nothing holds (called under the lock). */

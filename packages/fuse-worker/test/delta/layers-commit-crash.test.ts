@@ -8,6 +8,7 @@ import { Delta } from '../../src/delta/delta.js';
 import { flattenFs } from '../../src/delta/flatten-fs.js';
 import { MetaJournal } from '../../src/delta/journal.js';
 import { layerFs } from '../../src/delta/layer-fs.js';
+import { failpoint } from './failpoint.js';
 import { played } from './layers-history.js';
 import { codebaseTree, layersState } from './layers-tree.js';
 import { viewOf } from './layer-view.js';
@@ -18,36 +19,18 @@ vi.mock('../../src/host/sync-fs.js', () => ({
 }));
 
 /** The process "dies" at a step: that step and every later one fail. */
-class Crash extends Error {}
-
 /**
  * Makes the `crashAt`-th step die (never, with Infinity): every host operation of layer-fs.ts and
  * flatten-fs.ts, every metadata record and snapshot. Returns the step count and the step at which the
  * first intent removal (the flatten's last step) ran.
  */
-function failpoint(crashAt: number): { steps: () => number; flattenEnd: () => number } {
-  let steps = 0;
-  let dead = false;
+function crashingAt(crashAt: number): { steps: () => number; flattenEnd: () => number } {
   let flattenEnd = -1;
-  const wrap = <T extends object>(target: T, names: readonly (keyof T & string)[]): void => {
-    for (const name of names) {
-      const original = target[name] as (...args: unknown[]) => unknown;
-      vi.spyOn(target, name as never).mockImplementation(function (this: unknown, ...args: unknown[]) {
-        if (dead) throw new Crash('dead');
-        if (steps === crashAt) {
-          dead = true;
-          throw new Crash(`died before ${name}`);
-        }
-        if (name === 'unlinkDurably' && flattenEnd < 0) flattenEnd = steps;
-        steps++;
-        return original.apply(this, args);
-      } as never);
-    }
-  };
-  wrap(layerFs, Object.keys(layerFs) as (keyof typeof layerFs)[]);
-  wrap(flattenFs, Object.keys(flattenFs) as (keyof typeof flattenFs)[]);
-  wrap(MetaJournal.prototype, ['compact', 'record']);
-  return { steps: () => steps, flattenEnd: () => flattenEnd };
+  const point = failpoint(crashAt, (name, step) => {
+    if (name === 'unlinkDurably' && flattenEnd < 0) flattenEnd = step;
+  });
+  point.wrap(layerFs).wrap(flattenFs).wrap(MetaJournal.prototype, ['compact', 'record']);
+  return { steps: () => point.steps(), flattenEnd: () => flattenEnd };
 }
 
 afterEach(() => {
@@ -57,7 +40,7 @@ afterEach(() => {
 describe('a flatten interrupted at any moment', () => {
   it('leaves the view of the stack, the frozen layers untouched, and a later commit correct', async () => {
     const reference = await played(true);
-    const counted = failpoint(Number.POSITIVE_INFINITY);
+    const counted = crashingAt(Number.POSITIVE_INFINITY);
     const expected = await reference.delta.commit({ mode: 'detect-conflicts' });
     const total = counted.flattenEnd() + 1;
     vi.restoreAllMocks();
@@ -69,7 +52,7 @@ describe('a flatten interrupted at any moment', () => {
       const f = await played(true);
       const view = await viewOf(f.delta);
       const frozen = await layersState(f.layers);
-      failpoint(crashAt);
+      crashingAt(crashAt);
       await expect(
         f.delta.commit({ mode: 'detect-conflicts' }),
         `crash at ${String(crashAt)}`,

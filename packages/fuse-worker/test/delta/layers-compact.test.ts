@@ -12,6 +12,7 @@ import { initDeltaStack } from '../../src/delta/init-stack.js';
 import { layerFs } from '../../src/delta/layer-fs.js';
 import { mergeFs } from '../../src/delta/layer-merge.js';
 import { fixture, read, write, type Fixture } from './fixture.js';
+import { failpoint, type Failpoint } from './failpoint.js';
 import { viewOf } from './layer-view.js';
 
 afterEach(() => {
@@ -156,34 +157,15 @@ describe('folding two frozen layers', () => {
 });
 
 /** The process "dies" at a step of the merge or the switch: that step and every later one fail. */
-class Crash extends Error {}
-
-function failpoint(crashAt: number): { steps: () => number } {
-  let steps = 0;
-  let dead = false;
-  const wrap = <T extends object>(target: T): void => {
-    for (const name of Object.keys(target) as (keyof T & string)[]) {
-      const original = target[name] as (...args: unknown[]) => unknown;
-      vi.spyOn(target, name as never).mockImplementation(function (this: unknown, ...args: unknown[]) {
-        if (dead) throw new Crash('dead');
-        if (steps === crashAt) {
-          dead = true;
-          throw new Crash(`died before ${name}`);
-        }
-        steps++;
-        return original.apply(this, args);
-      } as never);
-    }
-  };
-  wrap(mergeFs);
-  wrap(layerFs);
-  return { steps: () => steps };
+/** Every host step of the merge and of the layer switch can be the crash's. */
+function crashingAt(step: number): Failpoint {
+  return failpoint(step).wrap(mergeFs).wrap(layerFs);
 }
 
 describe('a compaction cut short', () => {
   it('leaves the old stack or the new one at every step, and a retry finishes with no leftover', async () => {
     const probe = await scenario();
-    const counter = failpoint(Infinity);
+    const counter = crashingAt(Infinity);
     await compactStack(probe.delta, {
       from: [probe.layers[0], probe.layers[1]] as string[],
       to: join(probe.root, 'layers', 'm'),
@@ -196,7 +178,7 @@ describe('a compaction cut short', () => {
       const [l1, l2, l3] = f.layers as [string, string, string];
       const before = await seen(f.delta);
       const merged = join(f.root, 'layers', 'm');
-      failpoint(crashAt);
+      crashingAt(crashAt);
       await expect(compactStack(f.delta, { from: [l1, l2], to: merged })).rejects.toThrow(/died/);
       vi.restoreAllMocks();
       await f.delta.close();

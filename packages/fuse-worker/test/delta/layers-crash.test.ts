@@ -8,6 +8,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { Delta } from '../../src/delta/delta.js';
 import { MetaJournal } from '../../src/delta/journal.js';
 import { layerFs } from '../../src/delta/layer-fs.js';
+import { failpoint, type Failpoint } from './failpoint.js';
 import { fixture, read, write, type Fixture } from './fixture.js';
 import { hostState, viewOf } from './layer-view.js';
 
@@ -21,32 +22,12 @@ vi.mock('../../src/host/sync-fs.js', () => ({
 }));
 
 /** The process "dies" at a step: that step and every later one fail. */
-class Crash extends Error {}
-
 /**
  * Makes the `crashAt`-th step of a layer change die (never, with Infinity): every host operation of
- * layer-fs.ts and every metadata snapshot the journal writes. Returns the step count.
+ * layer-fs.ts and every metadata snapshot the journal writes.
  */
-function failpoint(crashAt: number): { steps: () => number } {
-  let steps = 0;
-  let dead = false;
-  const wrap = <T extends object>(target: T, names: readonly (keyof T & string)[]): void => {
-    for (const name of names) {
-      const original = target[name] as (...args: unknown[]) => unknown;
-      vi.spyOn(target, name as never).mockImplementation(function (this: unknown, ...args: unknown[]) {
-        if (dead) throw new Crash('dead');
-        if (steps === crashAt) {
-          dead = true;
-          throw new Crash(`died before ${name}`);
-        }
-        steps++;
-        return original.apply(this, args);
-      } as never);
-    }
-  };
-  wrap(layerFs, Object.keys(layerFs) as (keyof typeof layerFs)[]);
-  wrap(MetaJournal.prototype, ['compact', 'reset']);
-  return { steps: () => steps };
+function crashingAt(crashAt: number): Failpoint {
+  return failpoint(crashAt).wrap(layerFs).wrap(MetaJournal.prototype, ['compact', 'reset']);
 }
 
 afterEach(() => {
@@ -87,7 +68,7 @@ async function outcome(f: Fixture, delta: Delta): Promise<Record<string, unknown
 describe('a checkpoint interrupted at any moment', () => {
   it('leaves the delta as before or as after it, never anything else, and works on', async () => {
     const reference = await scenario();
-    const counted = failpoint(Number.POSITIVE_INFINITY);
+    const counted = crashingAt(Number.POSITIVE_INFINITY);
     synced.dirs.length = 0;
     await reference.delta.checkpoint({ layerDir: join(reference.root, 'l2') });
     expect(synced.dirs).toEqual([]);
@@ -101,7 +82,7 @@ describe('a checkpoint interrupted at any moment', () => {
       const l2 = join(f.root, 'l2');
       const before = await outcome(f, f.delta);
       const layer1 = await hostState(f.l1);
-      failpoint(crashAt);
+      crashingAt(crashAt);
       await expect(f.delta.checkpoint({ layerDir: l2 })).rejects.toThrow(/died before/);
       vi.restoreAllMocks();
       // The next worker opens the same delta.
@@ -127,7 +108,7 @@ describe('a checkpoint interrupted at any moment', () => {
 describe('a restore interrupted at any moment', () => {
   it('leaves the delta as before or as restored', async () => {
     const reference = await scenario();
-    const counted = failpoint(Number.POSITIVE_INFINITY);
+    const counted = crashingAt(Number.POSITIVE_INFINITY);
     await reference.delta.restore({ frozen: [] });
     const total = counted.steps();
     vi.restoreAllMocks();
@@ -138,7 +119,7 @@ describe('a restore interrupted at any moment', () => {
     for (let crashAt = 0; crashAt < total; crashAt++) {
       const f = await scenario();
       const before = await outcome(f, f.delta);
-      failpoint(crashAt);
+      crashingAt(crashAt);
       await expect(f.delta.restore({ frozen: [] })).rejects.toThrow(/died before/);
       vi.restoreAllMocks();
       const again = await f.open();
