@@ -54,6 +54,18 @@ async function fill(delta, count, tag) {
 }
 
 /** A 10,000-file tree written natively (for the native lines). */
+/** Milliseconds to look up, open and read each of `paths` through `delta`. */
+async function readAll(delta, paths) {
+  const t0 = now();
+  for (const p of paths) {
+    if ((await delta.lookup(p)) === null) throw new Error(`missing ${p}`);
+    const fh = await delta.openForRead(p);
+    await fh.readFile();
+    await fh.close();
+  }
+  return ms(t0);
+}
+
 async function nativeTree(dir) {
   for (let d = 0; d < DIRS; d++) await mkdir(join(dir, `d${d}`), { recursive: true });
   for (let i = 0; i < FILES; i++) await writeFile(join(dir, `d${i % DIRS}`, `f${i}`), 'x'.repeat(100));
@@ -161,22 +173,12 @@ if (only('read')) {
   for (let i = 0; i < READ_FILES; i++)
     if (!(i % 10 === 9 && Math.floor(i / 10) < LAYERS)) paths.push(`/d${Math.floor(i / 10)}/c${i % 10}`);
   for (let i = 0; i < 100; i++) paths.push(`/d${i % DIRS}/l0/f${i}`);
-  async function readAll(delta) {
-    const t0 = now();
-    for (const p of paths) {
-      if ((await delta.lookup(p)) === null) throw new Error(`missing ${p}`);
-      const fh = await delta.openForRead(p);
-      await fh.readFile();
-      await fh.close();
-    }
-    return ms(t0);
-  }
   const through8 = [];
   const through1 = [];
   const nativeRead = [];
   for (let r = 0; r < ROUNDS + 1; r++) {
-    const a = await readAll(stacked.delta);
-    const b = await readAll(flat.delta);
+    const a = await readAll(stacked.delta, paths);
+    const b = await readAll(flat.delta, paths);
     const t0 = now();
     for (const p of paths.slice(0, READ_FILES - LAYERS)) await readFile(join(lower, p));
     const c = ms(t0);
@@ -211,19 +213,9 @@ if (only('compact')) {
   const paths = [];
   for (let i = 0; i < READ_FILES; i++) paths.push(`/d${Math.floor(i / 10)}/c${i % 10}`);
   for (let i = 0; i < 100; i++) paths.push(`/d${i % DIRS}/l0/f${i}`);
-  async function readAll() {
-    const t0 = now();
-    for (const p of paths) {
-      if ((await delta.lookup(p)) === null) throw new Error(`missing ${p}`);
-      const fh = await delta.openForRead(p);
-      await fh.readFile();
-      await fh.close();
-    }
-    return ms(t0);
-  }
   const rounds = async () => {
     const out = [];
-    for (let r = 0; r < ROUNDS + 1; r++) out.push(await readAll());
+    for (let r = 0; r < ROUNDS + 1; r++) out.push(await readAll(delta, paths));
     return out.slice(1); // warm-up
   };
   const before = await rounds();
