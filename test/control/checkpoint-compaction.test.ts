@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ControlPlane } from '@agentfense/control';
 import type { CompactionStep } from '@agentfense/control';
 import { layerBytes } from '@agentfense/fuse-worker';
-import { closePlane, makeDirs, waitFor } from '../helpers/control-fixtures.js';
+import { closePlane, makeDirs, waitFor, runOk } from '../helpers/control-fixtures.js';
 import type { TestDirs } from '../helpers/control-fixtures.js';
 
 const Database = createRequire(fileURLToPath(import.meta.resolve('@agentfense/control/package.json')))(
@@ -56,15 +56,8 @@ describe('stack compaction', () => {
   });
   afterAll(() => closePlane(cp, dirs));
 
-  const show = async (id: string): Promise<string> => {
-    const result = await cp.run(id, SHOW);
-    expect(result.exitCode, result.stderr).toBe(0);
-    return result.stdout;
-  };
-  const sh = async (id: string, command: string): Promise<void> => {
-    const result = await cp.run(id, command);
-    expect(result.exitCode, result.stderr).toBe(0);
-  };
+  const show = (id: string): Promise<string> => runOk(cp, id, SHOW);
+  const sh = async (id: string, command: string): Promise<void> => void (await runOk(cp, id, command));
   const layersOnDisk = async (): Promise<string[]> => (await readdir(join(dirs.dataDir, 'layers'))).sort();
 
   it('folds two layers in the background with nothing seen changing, a reader and a fork included', async () => {

@@ -6,7 +6,7 @@ import { readFile, readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ControlPlane, Sandbox } from '@agentfense/control';
-import { closePlane, openPlaneOverExample } from '../helpers/control-fixtures.js';
+import { closePlane, openPlaneOverExample, runOk } from '../helpers/control-fixtures.js';
 import type { TestDirs } from '../helpers/control-fixtures.js';
 
 /** What `ls`, `cat` and `stat` show of the workspace's interesting paths, one line each. */
@@ -35,15 +35,8 @@ describe('checkpoints', () => {
     await cp.startSandbox(id);
     return id;
   }
-  const show = async (id: string): Promise<string> => {
-    const result = await cp.run(id, SHOW);
-    expect(result.exitCode, result.stderr).toBe(0);
-    return result.stdout;
-  };
-  const sh = async (id: string, command: string): Promise<void> => {
-    const result = await cp.run(id, command);
-    expect(result.exitCode, result.stderr).toBe(0);
-  };
+  const show = (id: string): Promise<string> => runOk(cp, id, SHOW);
+  const sh = async (id: string, command: string): Promise<void> => void (await runOk(cp, id, command));
 
   it('restores each checkpoint exactly, across several layers, and lists them oldest first', async () => {
     const id = await running();

@@ -107,3 +107,10 @@ export async function closePlane(cp: ControlPlane | undefined, dirs: TestDirs | 
   await destroyAllAndClose(cp);
   if (dirs !== undefined) await assertCleanAndRemove(dirs);
 }
+
+/** Runs `command` in sandbox `id` and returns its stdout, failing the test (with its stderr) unless it exits 0. */
+export async function runOk(cp: ControlPlane, id: string, command: string): Promise<string> {
+  const result = await cp.run(id, command);
+  expect(result.exitCode, result.stderr).toBe(0);
+  return result.stdout;
+}
