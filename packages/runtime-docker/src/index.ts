@@ -38,6 +38,10 @@ export type { EngineCapabilities } from './container/limits.js';
 export { SessionHeaderParser } from './exec/header.js';
 export { DOCKER_SECCOMP_PROFILE, dockerSeccompProfile } from './container/seccomp.js';
 
+// --- The Engine API client (the Swarm orchestrator adapter speaks to a manager through it) ---
+export { createEngineApi, EngineApiError, EngineUnreachableError } from './engine/api.js';
+export type { EngineApi, RequestOptions } from './engine/api.js';
+
 // --- Engine errors ---
 export { SETUP_COMMAND, engineError, isEngineUnreachable } from './engine/engine-errors.js';
 

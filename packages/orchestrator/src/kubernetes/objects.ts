@@ -1,6 +1,7 @@
 // The objects the Kubernetes adapter sends and reads: agent-sandbox's SandboxClaim, and the names and
 // labels that tie a claim, its pod and a sandbox id together.
 import { OrchestratorError } from '../errors.js';
+import { SANDBOX_ID, sandboxObjectName } from '../names.js';
 import type { PlacementRequest } from '../types.js';
 import type { WarmPool } from './pools.js';
 
@@ -17,17 +18,13 @@ export const SANDBOX_ID_LABEL = 'agentfense.dev/sandbox-id';
 /** agent-sandbox labels every pod it runs for a claim with the claim's uid. */
 export const CLAIM_UID_LABEL = 'agents.x-k8s.io/claim-uid';
 
-const SANDBOX_ID = /^sb_[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const LABEL_KEY =
   /^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/;
 const LABEL_VALUE = /^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$/;
 
 /** The claim's name for a sandbox id: `sb_<uuid>` → `sb-<uuid>` (a DNS label, 39 characters). */
 export function claimName(sandboxId: string): string {
-  if (!SANDBOX_ID.test(sandboxId)) {
-    throw new OrchestratorError('invalid-request', `not a sandbox id: ${JSON.stringify(sandboxId)}`);
-  }
-  return sandboxId.replace('_', '-');
+  return sandboxObjectName(sandboxId);
 }
 
 /** The SandboxClaim subset the adapter reads. */
