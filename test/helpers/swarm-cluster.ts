@@ -1,0 +1,227 @@
+// A Docker Swarm of several dockerd instances on this host, each in a network namespace of its own on
+// one bridge, made and torn down by a test. No iptables, no NAT: the nodes reach each other over the
+// bridge's private subnet only. Each dockerd also gets its own UTS namespace, so its Swarm node has its
+// own hostname as on a real cluster.
+import { spawn } from 'node:child_process';
+import { mkdir, mkdtemp, readFile, readlink, rm, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { execa } from 'execa';
+import { DOCKERD_FLAGS } from '@agentfense/runtime-docker';
+
+export interface SwarmNodeProcess {
+  readonly hostname: string;
+  readonly address: string;
+  readonly netns: string;
+  /** `unix://…` of this node's own engine. */
+  readonly dockerHost: string;
+  readonly pid: number;
+}
+
+export interface SwarmCluster {
+  readonly nodes: readonly SwarmNodeProcess[];
+  /** The manager's engine (the first node). */
+  readonly manager: SwarmNodeProcess;
+  readonly image: string;
+  /** SIGKILL a node's dockerd (its containerd and containers stay until `destroy`). */
+  kill(node: SwarmNodeProcess): void;
+  /** Everything made: processes in the namespaces, mounts, namespaces, bridge, directories. Idempotent. */
+  destroy(): Promise<void>;
+}
+
+export interface SwarmClusterOptions {
+  readonly nodes: number;
+  /** A node label (`key=true`) set on every node, as an operator marks nodes with a node agent. */
+  readonly nodeLabel: string;
+  /** Progress lines. */
+  readonly log?: (line: string) => void;
+}
+
+const IDLE_SOURCE = new URL('swarm-idle.c', import.meta.url);
+export const SWARM_TEST_IMAGE = 'agentfense/swarm-idle:test';
+
+/** What this host lacks for the test, or undefined when it has everything. */
+export async function swarmPrerequisiteMissing(): Promise<string | undefined> {
+  if (process.getuid?.() !== 0) return 'needs root (network namespaces, dockerd)';
+  for (const tool of ['dockerd', 'docker', 'ip', 'nsenter', 'unshare', 'cc']) {
+    const found = await execa('sh', ['-c', 'command -v "$1"', 'sh', tool], { reject: false });
+    if (found.exitCode !== 0) {
+      return tool === 'dockerd' || tool === 'docker'
+        ? `docker.io is not installed (no ${tool})`
+        : `${tool} is not installed`;
+    }
+  }
+  return undefined;
+}
+
+async function run(file: string, args: readonly string[]): Promise<string> {
+  return (await execa(file, args)).stdout;
+}
+
+async function waitForEngine(dockerHost: string, deadline: number): Promise<void> {
+  for (;;) {
+    const probe = await execa('docker', ['-H', dockerHost, 'version', '--format', '{{.Server.Version}}'], {
+      reject: false,
+    });
+    if (probe.exitCode === 0) return;
+    if (Date.now() > deadline) throw new Error(`the engine at ${dockerHost} did not answer: ${probe.stderr}`);
+    await sleep(200);
+  }
+}
+
+/** Signals a process that may have exited already (a killed node's dockerd). */
+function signal(pid: number, name: NodeJS.Signals): void {
+  try {
+    process.kill(pid, name);
+  } catch {
+    // already gone
+  }
+}
+
+/** Waits until `pid` has left this process's UTS namespace (unshare ran). */
+async function ownUtsNamespace(pid: number, deadline: number): Promise<void> {
+  const host = await readlink('/proc/self/ns/uts');
+  for (;;) {
+    const its = await readlink(`/proc/${pid}/ns/uts`).catch(() => host);
+    if (its !== host) return;
+    if (Date.now() > deadline) throw new Error(`process ${pid} never entered its own UTS namespace`);
+    await sleep(10);
+  }
+}
+
+export async function createSwarmCluster(options: SwarmClusterOptions): Promise<SwarmCluster> {
+  const log = options.log ?? (() => undefined);
+  // Short unique names: interface names hold 15 characters.
+  const tag = `afs${(process.pid % 10000).toString(36)}${Math.floor(Math.random() * 36 ** 2).toString(36)}`;
+  const subnet = `10.231.${Math.floor(Math.random() * 250) + 1}`;
+  const state = await mkdtemp('/tmp/af-swarm-');
+  const bridge = `${tag}b`;
+  const nodes: SwarmNodeProcess[] = [];
+  const netnses: string[] = [];
+  let destroyed = false;
+
+  const destroy = async (): Promise<void> => {
+    if (destroyed) return;
+    destroyed = true;
+    for (const node of nodes) signal(node.pid, 'SIGTERM');
+    await sleep(nodes.length > 0 ? 2000 : 0);
+    // Whatever still runs in a namespace is ours: dockerd, containerd, shims, the sandbox containers.
+    for (const netns of netnses) {
+      const pids = (await execa('ip', ['netns', 'pids', netns], { reject: false })).stdout;
+      for (const pid of pids.split('\n').filter(Boolean)) signal(Number(pid), 'SIGKILL');
+    }
+    await sleep(500);
+    const mountinfo = await readFile('/proc/self/mountinfo', 'utf8');
+    const below = mountinfo
+      .split('\n')
+      .map((line) => line.split(' ')[4] ?? '')
+      .filter((target) => target.startsWith(`${state}/`))
+      .sort((a, b) => b.length - a.length);
+    for (const target of below) await execa('umount', ['--lazy', target], { reject: false });
+    for (const netns of netnses) await execa('ip', ['netns', 'delete', netns], { reject: false });
+    await execa('ip', ['link', 'delete', bridge], { reject: false });
+    await rm(state, { recursive: true, force: true });
+  };
+
+  try {
+    await run('ip', ['link', 'add', bridge, 'type', 'bridge']);
+    await run('ip', ['link', 'set', bridge, 'up']);
+    const deadline = Date.now() + 60_000;
+    for (let i = 1; i <= options.nodes; i++) {
+      const netns = `${tag}n${i}`;
+      const hostname = `swarm-${i}`;
+      const address = `${subnet}.${i}`;
+      await run('ip', ['netns', 'add', netns]);
+      netnses.push(netns);
+      await run('ip', ['link', 'add', `${tag}h${i}`, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', netns]);
+      await run('ip', ['link', 'set', `${tag}h${i}`, 'master', bridge, 'up']);
+      await run('ip', ['-n', netns, 'addr', 'add', `${address}/24`, 'dev', 'eth0']);
+      await run('ip', ['-n', netns, 'link', 'set', 'eth0', 'up']);
+      await run('ip', ['-n', netns, 'link', 'set', 'lo', 'up']);
+      const dir = join(state, `n${i}`);
+      await mkdir(dir);
+      await writeFile(join(dir, 'daemon.json'), '{}');
+      const socket = join(dir, 'docker.sock');
+      // nsenter, not `ip netns exec` (which remounts /sys); unshare --uts gives the node its hostname.
+      const child = spawn(
+        'unshare',
+        [
+          '--uts',
+          '--',
+          'nsenter',
+          `--net=/run/netns/${netns}`,
+          '--',
+          'dockerd',
+          `--data-root=${join(dir, 'data')}`,
+          `--exec-root=${join(dir, 'exec')}`,
+          `--pidfile=${join(dir, 'dockerd.pid')}`,
+          `--config-file=${join(dir, 'daemon.json')}`,
+          `--host=unix://${socket}`,
+          ...DOCKERD_FLAGS,
+        ],
+        { stdio: ['ignore', 'ignore', 'ignore'], detached: true },
+      );
+      child.unref();
+      if (child.pid === undefined) throw new Error(`dockerd of ${hostname} did not start`);
+      // The hostname is set before the node joins the Swarm, which is when its description is read;
+      // and only once the process is in its own UTS namespace, never the host's.
+      await ownUtsNamespace(child.pid, deadline);
+      await run('nsenter', [`--uts=/proc/${child.pid}/ns/uts`, '--', 'hostname', hostname]);
+      nodes.push({ hostname, address, netns, dockerHost: `unix://${socket}`, pid: child.pid });
+    }
+    for (const node of nodes) await waitForEngine(node.dockerHost, deadline);
+    log(`${nodes.length} engines answer`);
+
+    const [manager, ...workers] = nodes as [SwarmNodeProcess, ...SwarmNodeProcess[]];
+    const m = ['-H', manager.dockerHost];
+    // A 1 s heartbeat: a dead node is declared down after a few seconds instead of ~15.
+    await run('docker', [
+      ...m,
+      'swarm',
+      'init',
+      `--advertise-addr=${manager.address}`,
+      `--listen-addr=${manager.address}:2377`,
+      '--dispatcher-heartbeat=1s',
+    ]);
+    const token = (await run('docker', [...m, 'swarm', 'join-token', '-q', 'worker'])).trim();
+    for (const worker of workers) {
+      await run('docker', [
+        '-H',
+        worker.dockerHost,
+        'swarm',
+        'join',
+        `--token=${token}`,
+        `--advertise-addr=${worker.address}`,
+        `--listen-addr=${worker.address}:2377`,
+        `${manager.address}:2377`,
+      ]);
+    }
+    const ids = (await run('docker', [...m, 'node', 'ls', '-q'])).split('\n').filter(Boolean);
+    for (const id of ids)
+      await run('docker', [...m, 'node', 'update', `--label-add=${options.nodeLabel}=true`, id]);
+    log(`Swarm of ${ids.length} nodes`);
+
+    // The image: one static binary, imported on the manager and loaded into the others.
+    const root = join(state, 'image');
+    await mkdir(root);
+    await run('cc', ['-static', '-Os', '-s', '-o', join(root, 'idle'), IDLE_SOURCE.pathname]);
+    const rootTar = join(state, 'image.tar');
+    await run('tar', ['-C', root, '-cf', rootTar, 'idle']);
+    await run('docker', [...m, 'import', '--change=CMD ["/idle"]', rootTar, SWARM_TEST_IMAGE]);
+    const saved = join(state, 'saved.tar');
+    await run('docker', [...m, 'save', '--output', saved, SWARM_TEST_IMAGE]);
+    for (const worker of workers) await run('docker', ['-H', worker.dockerHost, 'load', '--input', saved]);
+    log(`image ${SWARM_TEST_IMAGE} on every node`);
+
+    return {
+      nodes,
+      manager,
+      image: SWARM_TEST_IMAGE,
+      kill: (node) => process.kill(node.pid, 'SIGKILL'),
+      destroy,
+    };
+  } catch (error) {
+    await destroy();
+    throw error;
+  }
+}
