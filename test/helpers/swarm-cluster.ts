@@ -33,6 +33,8 @@ export interface SwarmClusterOptions {
   readonly nodes: number;
   /** A node label (`key=true`) set on every node, as an operator marks nodes with a node agent. */
   readonly nodeLabel: string;
+  /** The managers' dispatcher heartbeat (`docker swarm init --dispatcher-heartbeat`); Swarm's default is 5s. */
+  readonly heartbeat: string;
   /** Progress lines. */
   readonly log?: (line: string) => void;
 }
@@ -174,14 +176,13 @@ export async function createSwarmCluster(options: SwarmClusterOptions): Promise<
 
     const [manager, ...workers] = nodes as [SwarmNodeProcess, ...SwarmNodeProcess[]];
     const m = ['-H', manager.dockerHost];
-    // A 1 s heartbeat: a dead node is declared down after a few seconds instead of ~15.
     await run('docker', [
       ...m,
       'swarm',
       'init',
       `--advertise-addr=${manager.address}`,
       `--listen-addr=${manager.address}:2377`,
-      '--dispatcher-heartbeat=1s',
+      `--dispatcher-heartbeat=${options.heartbeat}`,
     ]);
     const token = (await run('docker', [...m, 'swarm', 'join-token', '-q', 'worker'])).trim();
     for (const worker of workers) {

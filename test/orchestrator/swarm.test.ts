@@ -3,7 +3,8 @@
 // their container with the reserved CPU and memory; one node's dockerd is killed and the watch reports
 // its sandboxes lost with it and ready again on the other nodes; removing them ends in `gone`. The time
 // from the kill to each report is printed with the load. Skipped with the reason only when this host
-// lacks docker.io (or root); with AF_REQUIRE_DOCKER=1 that is a failure.
+// lacks docker.io (or root); with AF_REQUIRE_DOCKER=1 that is a failure. The managers' heartbeat is 1 s
+// (a dead node is declared down after a few seconds); AF_SWARM_HEARTBEAT=5s measures Swarm's default.
 import { randomUUID } from 'node:crypto';
 import { loadavg } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -15,6 +16,7 @@ import { SANDBOX_ID_LABEL, SwarmOrchestrator, swarmApiFrom } from '@agentfense/o
 import { createSwarmCluster, swarmPrerequisiteMissing, type SwarmCluster } from '../helpers/swarm-cluster.js';
 
 const NODE_LABEL = 'agentfense.node-agent';
+const HEARTBEAT = process.env['AF_SWARM_HEARTBEAT'] ?? '1s';
 const missing = await swarmPrerequisiteMissing();
 if (missing !== undefined) {
   if (process.env['AF_REQUIRE_DOCKER'] === '1') throw new Error(`the Swarm test cannot run: ${missing}`);
@@ -45,6 +47,7 @@ describe.skipIf(missing !== undefined)('Swarm adapter on a three-node Swarm', { 
     cluster = await createSwarmCluster({
       nodes: 3,
       nodeLabel: NODE_LABEL,
+      heartbeat: HEARTBEAT,
       log: (l) => console.log(`swarm: ${l}`),
     });
     console.log(`swarm: cluster up in ${Math.round(performance.now() - t0)} ms (load ${load()})`);
@@ -199,7 +202,7 @@ describe.skipIf(missing !== undefined)('Swarm adapter on a three-node Swarm', { 
     const toLost = Math.max(...lostAt.map((s) => s.at - t0));
     const toReady = Math.max(...readyAgain.map((s) => s.at - t0));
     console.log(
-      `swarm: killed ${victim.hostname}'s dockerd (${onVictim.length} sandboxes): node-lost after ${Math.round(toLost)} ms, ` +
+      `swarm: heartbeat ${HEARTBEAT}; killed ${victim.hostname}'s dockerd (${onVictim.length} sandboxes): node-lost after ${Math.round(toLost)} ms, ` +
         `ready on other nodes after ${Math.round(toReady)} ms (load ${load()})`,
     );
     for (const { status } of readyAgain) {
@@ -214,6 +217,22 @@ describe.skipIf(missing !== undefined)('Swarm adapter on a three-node Swarm', { 
     expect(
       seen.slice(mark).filter((s) => others.includes(s.status.sandboxId) && s.status.state === 'lost'),
     ).toEqual([]);
+  });
+
+  it('keeps a sandbox no node can take pending with Swarm reason', async () => {
+    const sandboxId = `sb_${randomUUID()}`;
+    sandboxes.push(sandboxId);
+    await adapter.place({
+      sandboxId,
+      image: cluster!.image,
+      resources: { cpuMillis: 64_000, memoryBytes: 2 ** 26 },
+    });
+    const pending = await until('pending with a reason', () => {
+      const status = latest().get(sandboxId);
+      return status?.state === 'pending' && status.detail.includes('no suitable node') ? status : undefined;
+    });
+    console.log(`swarm: a sandbox asking for 64 cores: ${JSON.stringify(pending)}`);
+    expect(await adapter.locate(sandboxId)).toBeUndefined();
   });
 
   it('removes every sandbox: the watch reports each gone and nothing of ours is left', async () => {
