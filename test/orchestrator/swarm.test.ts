@@ -116,9 +116,7 @@ describe.skipIf(missing !== undefined)('Swarm adapter on a three-node Swarm', { 
     const ready = await until('all six ready', () => {
       const last = latest();
       const all = sandboxes.map((id) => last.get(id));
-      return all.every((s) => s?.state === 'ready')
-        ? (all as Extract<PlacementStatus, { state: 'ready' }>[])
-        : undefined;
+      return all.every((s) => s?.state === 'ready') ? all : undefined;
     });
     console.log(`swarm: six placed and ready in ${Math.round(performance.now() - t0)} ms (load ${load()})`);
     const perNode = new Map(
@@ -197,7 +195,7 @@ describe.skipIf(missing !== undefined)('Swarm adapter on a three-node Swarm', { 
       const again = onVictim.map((id) =>
         seen.slice(mark).find((s) => s.status.sandboxId === id && s.status.state === 'ready'),
       );
-      return again.every((s) => s !== undefined) ? (again as Seen[]) : undefined;
+      return again.every((s) => s !== undefined) ? again : undefined;
     });
     const toLost = Math.max(...lostAt.map((s) => s.at - t0));
     const toReady = Math.max(...readyAgain.map((s) => s.at - t0));
