@@ -103,6 +103,15 @@ describe('place', () => {
     expect(r.replay.requests).toEqual([]);
   });
 
+  it('refuses a node label Swarm could not constrain on when the adapter is made', () => {
+    const make = (): SwarmOrchestrator =>
+      new SwarmOrchestrator({
+        api: swarmApiFrom(createEngineApi('unix:///nonexistent/agentfense-swarm.sock')),
+        nodeAgent: { port: 7300, nodeLabel: 'agentfense.dev/node-agent' },
+      });
+    expect(make).toThrow(expect.objectContaining({ reason: 'invalid-request' }) as Error);
+  });
+
   it('reports a manager that does not answer as unavailable', async () => {
     const adapter = new SwarmOrchestrator({
       api: swarmApiFrom(createEngineApi('unix:///nonexistent/agentfense-swarm.sock')),

@@ -50,8 +50,16 @@ export interface SwarmOrchestratorOptions {
 
 const MANAGED = `${MANAGED_BY_LABEL}=${MANAGED_BY}`;
 
+/** Swarm refuses a constraint on a label key with other characters (a `/`, say) only at placement. */
+const CONSTRAINT_LABEL = /^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$/;
+
 export class SwarmOrchestrator implements Orchestrator {
-  constructor(private readonly options: SwarmOrchestratorOptions) {}
+  constructor(private readonly options: SwarmOrchestratorOptions) {
+    const { nodeLabel } = options.nodeAgent;
+    if (nodeLabel !== undefined && !CONSTRAINT_LABEL.test(nodeLabel)) {
+      throw new OrchestratorError('invalid-request', `not a node label Swarm can constrain on: ${nodeLabel}`);
+    }
+  }
 
   async place(request: PlacementRequest): Promise<void> {
     const { nodeLabel } = this.options.nodeAgent;
