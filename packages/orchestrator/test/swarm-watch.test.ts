@@ -128,6 +128,30 @@ describe('watch', () => {
     ]);
   });
 
+  it('reports failed, not replaced, once no task of the service is meant to run', async () => {
+    // The recorded killed container without its replacement: what Swarm lists once a restart policy
+    // with an attempt limit has run out (the adapter's own policy has none).
+    const ended = swarmFixture<{ DesiredState: string; ServiceID: string }[]>(
+      'tasks-a-container-killed.json',
+    ).filter((t) => t.ServiceID === A[0]!.ID && t.DesiredState === 'shutdown');
+    const r = await swarmReplay([
+      { method: 'GET', path: '/services', body: A },
+      { method: 'GET', path: '/tasks', body: ended },
+      { method: 'GET', path: '/nodes', body: swarmFixture('nodes-ready.json') },
+    ]);
+    replay = r.replay;
+    expect(await statuses(r.adapter, 1)).toEqual([
+      {
+        state: 'lost',
+        sandboxId: SANDBOX_A,
+        reason: 'failed',
+        nodeName: 'swarm-1',
+        detail: 'failed: task: non-zero exit (137)',
+        replaced: false,
+      },
+    ]);
+  });
+
   it('passes a failed poll to onError and goes on polling', async () => {
     const r = await swarmReplay([
       { method: 'GET', path: '/services', body: A },
