@@ -46,12 +46,18 @@ export class LayerCharges {
 
   /**
    * Layers of `frozen` (a stack a mount reported) with no record are made by `id` (a sandbox gains a
-   * layer it did not make only by a fork, whose layers have records): recorded, then measured in the
-   * background, as are layers recorded but never measured (a crash between the freeze and the row).
+   * layer it did not make by a fork, whose layers have records, or by a compaction, whose row names the
+   * merged layer's maker until its record is written): recorded, then measured in the background, as are
+   * layers recorded but never measured (a crash between the freeze and the row).
    */
   adopt(id: string, frozen: readonly string[]): void {
     const known = new Map(this.#store.layers().map((row) => [row.id, row]));
-    for (const layer of frozen) if (!known.has(layer)) this.#store.addLayer(layer, id, null);
+    // A fork switched onto a merged layer may report it before the compaction records it: the pair's
+    // maker pays for it, never the fork.
+    const merging = new Map(this.#store.compactions().map((row) => [row.layer, row.maker]));
+    for (const layer of frozen) {
+      if (!known.has(layer)) this.#store.addLayer(layer, merging.get(layer) ?? id, null);
+    }
     const unmeasured = [...frozen].filter((layer) => (known.get(layer)?.bytes ?? null) === null);
     if (unmeasured.length > 0) this.#measureLater(unmeasured);
   }

@@ -5,7 +5,7 @@
 // commit.ts). The control plane reads it (readPendingCommit) so that nothing removes a delta whose commit
 // is unfinished. Which changes were applied is the delta's own journal: an applied change is forgotten
 // there (journal.ts), so whatever the intent lists and the delta still holds is left to do, or in doubt.
-import { constants } from 'node:fs';
+import { constants, lstatSync } from 'node:fs';
 import fsp from 'node:fs/promises';
 import type { FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -50,6 +50,14 @@ export class CommitJournal {
 
   constructor(metaDir: HostDir) {
     this.#dir = metaDir;
+  }
+
+  /**
+   * Whether an intent is recorded (its name exists; pending() reads it): one synchronous lstat in the
+   * worker's own meta/ directory, where a thread-pool trip costs milliseconds on a loaded host.
+   */
+  mayBePending(): boolean {
+    return lstatSync(join(this.#dir.path, INTENT), { throwIfNoEntry: false }) !== undefined;
   }
 
   /** The unfinished commit's intent, or null when no commit is under way or unfinished. */

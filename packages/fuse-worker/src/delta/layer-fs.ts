@@ -12,6 +12,7 @@ import {
   mkdirSync,
   openSync,
   renameSync,
+  symlinkSync,
   unlinkSync,
   writeSync,
 } from 'node:fs';
@@ -65,6 +66,15 @@ export const layerFs = {
   /** A second name for the file `from` (a hard link: the same inode, nothing copied). */
   link(from: string, to: string): Promise<void> {
     return done(() => linkSync(from, to));
+  },
+
+  /**
+   * Makes `path` (it must not exist) a symlink whose target is `text`: a record written whole with its
+   * name, in one filesystem transaction (the target lives in the inode or in a block the filesystem
+   * writes with it), so a power cut leaves the name with all of it or no name; no fsync needed.
+   */
+  symlink(text: string, path: string): Promise<void> {
+    return done(() => symlinkSync(text, path));
   },
 
   /** Creates the empty file `path` (it must not exist): a name alone, nothing for a power cut to lose. */

@@ -1,7 +1,9 @@
-// The delta's record of its frozen layers (meta/stack.json) and the intent of a checkpoint or restore
-// under way (meta/layers-intent.json). Both are written whole (temporary file, fsync, rename), so anything
-// unreadable is damage, reported as such.
-import { readFile } from 'node:fs/promises';
+// The delta's record of its frozen layers (meta/stack.json) and the intent of a layer change under way
+// (meta/layers-intent.json). Each is written whole, so anything unreadable is damage, reported as such.
+// A checkpoint's or restore's intent is a symlink whose target is the record (layerFs.symlink: no fsync,
+// never half there after a power cut), renamed into stack.json as the switch; a record too long for a
+// symlink, and every other write, is a file (temporary file, fsync, rename). Readers take either.
+import { readFile, readlink } from 'node:fs/promises';
 import { join } from 'node:path';
 
 import { layerFs } from './layer-fs.js';
@@ -71,17 +73,25 @@ export async function writeIntent(deltaDir: string, intent: LayersIntent): Promi
 }
 
 /**
- * Records a checkpoint or restore before its first step: the file's data fsynced before its rename (never
- * an empty record after a power cut), the directory not (README, "Frozen layers", the decision on fsyncs).
+ * Records a checkpoint or restore before its first step: a symlink carrying the record (whole or absent
+ * after a power cut, with no fsync); a record longer than the filesystem takes as a symlink target is a
+ * file whose data is fsynced before its rename (README, "Frozen layers", the decision on fsyncs).
  */
 export async function writeLayerChangeIntent(deltaDir: string, intent: LayersIntent): Promise<void> {
-  await layerFs.writeFileSynced(join(deltaDir, 'meta', INTENT), JSON.stringify(intent));
+  const path = join(deltaDir, 'meta', INTENT);
+  const text = JSON.stringify(intent);
+  try {
+    await layerFs.symlink(text, path);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENAMETOOLONG') throw err;
+    await layerFs.writeFileSynced(path, text);
+  }
 }
 
 /**
  * The switch of a checkpoint or restore, and the end of its intent, in one rename: the intent becomes
  * meta/stack.json (a stack record is `{ version: 1, frozen }`; the intent's other fields are ignored by
- * readStack). Its data was fsynced when the intent was written.
+ * readStack). A symlink record is renamed as it is: stack.json is then a symlink too.
  */
 export async function switchToIntentStack(deltaDir: string): Promise<void> {
   await layerFs.rename(join(deltaDir, 'meta', INTENT), join(deltaDir, 'meta', STACK));
@@ -112,14 +122,26 @@ function damaged(name: string): Error {
   return new Error(`the delta's meta/${name} is damaged: not a record of this version`);
 }
 
-async function readJson(path: string): Promise<unknown> {
-  let text: string;
+/** A record's text: a symlink's target, or a file's content; null when there is none. */
+async function readRecord(path: string): Promise<string | null> {
   try {
-    text = await readFile(path, 'utf8');
+    return await readlink(path, 'utf8');
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT') return null;
+    if (code !== 'EINVAL') throw err; // EINVAL: not a symlink, a file record
+  }
+  try {
+    return await readFile(path, 'utf8');
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return null;
     throw err;
   }
+}
+
+async function readJson(path: string): Promise<unknown> {
+  const text = await readRecord(path);
+  if (text === null) return null;
   try {
     return JSON.parse(text) as unknown;
   } catch {

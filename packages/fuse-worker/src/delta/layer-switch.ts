@@ -96,7 +96,7 @@ export class LayerSwitch {
       deltaDir: this.#deltaDir,
       codebaseDir: ctx.codebase.path,
     });
-    if ((await ctx.commits.pending()) !== null) {
+    if (ctx.commits.mayBePending() && (await ctx.commits.pending()) !== null) {
       throw new FsError('EBUSY', 'an unfinished commit must be finished or discarded before a checkpoint');
     }
     return this.#change(
@@ -180,8 +180,18 @@ export class LayerSwitch {
     let views: readonly FrozenView[];
     let top: FrozenStack['top'];
     try {
-      upper = await HostDir.open({ path: `${this.#deltaDir}/upper` });
-      ({ views, top } = await stackFor(result));
+      // Both at once: each waits on a thread-pool trip, milliseconds on a loaded host.
+      const [opened, stacked] = await Promise.allSettled([
+        HostDir.open({ path: `${this.#deltaDir}/upper` }),
+        stackFor(result),
+      ]);
+      if (opened.status === 'rejected' || stacked.status === 'rejected') {
+        // The views stay their caller's to close (a restore closes those it opened); the delta is broken.
+        if (opened.status === 'fulfilled') await opened.value.close();
+        throw opened.status === 'rejected' ? opened.reason : (stacked as PromiseRejectedResult).reason;
+      }
+      upper = opened.value;
+      ({ views, top } = stacked.value);
     } catch (err) {
       // The old context's upper tree is now a frozen layer or gone: it must not take another write.
       this.#broken = err instanceof Error ? err : new Error(String(err));

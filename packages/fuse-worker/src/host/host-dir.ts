@@ -11,6 +11,7 @@ import {
   opendirSync,
   renameSync,
   rmdirSync,
+  statfsSync,
   symlinkSync,
   unlinkSync,
 } from 'node:fs';
@@ -76,8 +77,9 @@ export class HostDir extends DirTree {
     let fsType: number;
     try {
       // Through the fd's magic link: exactly the filesystem of the directory opened, whatever the path
-      // names by now.
-      fsType = (await fsp.statfs(fdPath(root.fd))).type;
+      // names by now. Synchronous: statfs reads counters in memory, and a thread-pool trip costs
+      // milliseconds on a loaded host (a checkpoint opens two roots).
+      fsType = statfsSync(fdPath(root.fd)).type;
     } catch {
       fsType = 0;
     }
