@@ -40,8 +40,16 @@ export interface TunnelOptions {
  * Bytes carried one way after which a tunnel leaves Node for the kernel relay. Below it, Node's pipe
  * costs less CPU per connection than a hand-over (pipes, epoll registration, a wake of the relay's
  * thread); above it, a transfer is long enough that the kernel's throughput pays.
+ * AGENTFENSE_NETWORK_HANDOVER_BYTES sets it (0: at once, as bench:network compares).
  */
-export const HANDOVER_BYTES = 512 * 1024;
+export const HANDOVER_BYTES = handoverBytes(process.env.AGENTFENSE_NETWORK_HANDOVER_BYTES);
+
+function handoverBytes(value: string | undefined): number {
+  const bytes = Number(value);
+  return value !== undefined && value !== '' && Number.isSafeInteger(bytes) && bytes >= 0
+    ? bytes
+    : 512 * 1024;
+}
 
 /** Resolves true once `socket` is connected, false if it fails first. */
 function connected(socket: Socket): Promise<boolean> {
@@ -119,6 +127,7 @@ class Tunnel {
     }
     client.resume();
     upstream.resume();
+    if (HANDOVER_BYTES === 0) void this.#handOver();
   }
 
   #carry(chunk: Buffer, from: Socket, to: Socket, up: boolean): void {
