@@ -11,7 +11,7 @@
 // whole process's per connection (client, policy point and server alike: a path's excess over direct
 // is what the policy point spent), less noisy than the times on a busy machine. The policy itself
 // allows everything here (the server is on loopback, which a real policy never allows).
-//   SETUP_N (default 300): connections per path.
+//   SETUP_N (default 300): connections per path; SETUP_ONLY: only the paths whose label includes it.
 import console from 'node:console';
 import { subscribe } from 'node:diagnostics_channel';
 import { once } from 'node:events';
@@ -34,6 +34,9 @@ class AllowAll extends FlowContext {
   }
   nameIsAt() {
     return Promise.resolve(true);
+  }
+  decideAddress() {
+    return { decision: this.policy.decide() };
   }
 }
 
@@ -159,6 +162,9 @@ const paths = [
     () => ((mode = 'proxy'), fetchOnce(pointPort, '/', `127.0.0.1:${target.port}`)),
   ],
 ];
+// SETUP_ONLY: the paths whose label includes it (and direct).
+const ONLY = process.env.SETUP_ONLY;
+if (ONLY !== undefined) paths.splice(1, paths.length, ...paths.slice(1).filter(([l]) => l.includes(ONLY)));
 const results = new Map(paths.map(([label]) => [label, []]));
 // Interleaved, so a busy moment of the machine weighs on every path alike.
 for (let i = 0; i < N; i++) for (const [label, take] of paths) results.get(label).push(await take());
