@@ -1,8 +1,9 @@
 // What idle tunnels cost the policy point: hundreds of allowed connections held open and idle (an agent
-// may hold up to its bound, 512). Relayed natively (packages/network/native/relay.c), what stays per
-// connection is its bookkeeping in JavaScript, two sockets and two empty 64 KiB pipes in the kernel (a
-// pipe takes pages only while it carries data); piped in Node, two net.Socket objects with their
-// stream state.
+// may hold up to its bound, 512). An idle tunnel has carried less than the hand-over's 512 KiB, so Node
+// pipes it: two net.Socket objects with their stream state. Relayed natively
+// (AGENTFENSE_NETWORK_HANDOVER_BYTES=0, packages/network/native/relay.c), what stays per connection is
+// its bookkeeping in JavaScript, two sockets and two empty 64 KiB pipes in the kernel (a pipe takes
+// pages only while it carries data).
 import { execFile } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import { promisify } from 'node:util';

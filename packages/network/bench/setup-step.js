@@ -23,7 +23,7 @@ const ms = (list) => median(list) * 1000;
  * Blocks of 10 that alternate in a turning order, so a busy moment of the machine weighs on all alike
  * (the block right after another kind of work measured slower here, up to +3 ms, whichever line it was).
  */
-export async function setupStep({ a, srt, dir }) {
+export async function setupStep({ a, handOverAtOnce, srt, dir }) {
   console.log('2. connection set-up: time to first byte of a small answer (p50 of 100, new connections)');
   const http = `http://${NAME}/small`;
   const https = `https://${NAME}/small`;
@@ -49,16 +49,23 @@ export async function setupStep({ a, srt, dir }) {
   };
   // As a program does: the name asked of the sandbox's DNS first (not timed), then its address dialled;
   // the policy point then knows the name for the address and dials it at accept.
-  const transparent = (port, url) => async () => {
-    await a(['getent', 'hosts', NAME]);
-    return times(await a([...LOOP, '10', '--noproxy', '*', ...pin(port), url]));
-  };
+  const transparent =
+    (port, url, run = a) =>
+    async () => {
+      await run(['getent', 'hosts', NAME]);
+      return times(await run([...LOOP, '10', '--noproxy', '*', ...pin(port), url]));
+    };
   add('host', fromHost([...pin(80), http]));
   add('proxy', async () => times(await a([...LOOP, '10', http])));
   add('transparent', transparent(80, http));
   add('hostTls', fromHost([...pin(443), https]));
   add('proxyTls', async () => times(await a([...LOOP, '10', https])));
   add('transparentTls', transparent(443, https));
+  // The same HTTPS lines where each tunnel goes to the kernel relay at once (A/B of the hand-over point).
+  if (handOverAtOnce !== undefined) {
+    add('proxyTlsAtOnce', async () => times(await handOverAtOnce([...LOOP, '10', https])));
+    add('transparentTlsAtOnce', transparent(443, https, handOverAtOnce));
+  }
   if (srt.error === undefined)
     add('srt', async () =>
       times(await srtRun(srt.settings, [...LOOP, '10', http], srt.dir, stopping.signal)),
@@ -97,7 +104,10 @@ export async function setupStep({ a, srt, dir }) {
     ['transparent', 'host', 'HTTP, transparent'],
     ['proxyTls', 'hostTls', 'HTTPS, explicit proxy (CONNECT)'],
     ['transparentTls', 'hostTls', 'HTTPS, transparent (SNI)'],
+    ['proxyTlsAtOnce', 'hostTls', 'HTTPS, explicit proxy (CONNECT), relay hand-over at once'],
+    ['transparentTlsAtOnce', 'hostTls', 'HTTPS, transparent (SNI), relay hand-over at once'],
   ]) {
+    if (lists[key] === undefined) continue;
     if (typeof lists[key] === 'string') {
       line(label, 'n/a', lists[key]);
       continue;

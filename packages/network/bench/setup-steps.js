@@ -3,12 +3,15 @@
 // answer is fetched N times on new connections directly and through the policy point's HTTP flows
 // (explicit proxy, its first request carried by http-fast.ts and, beside it, through Node's HTTP server
 // and client as a request with a body is; redirected plain HTTP with its connection dialled at accept)
-// and through a decided tunnel, with a timestamp at each step; the p50 of each step's share is printed
+// and through a decided tunnel (alone, and behind a CONNECT exchange), with a timestamp at each step:
+// accepted, decided (the rule decision), upstream connected, the CONNECT's 200 read, the hand-over to
+// the native relay (with AGENTFENSE_NETWORK_HANDOVER_BYTES=0; a small answer never reaches the default
+// threshold), the server's side, the first byte back and the audit record; the p50 of each is printed
 // ("request parsed" and "answer parsed" are Node's HTTP stack's, so only its line has them). CPU is the
 // whole process's per connection (client, policy point and server alike: a path's excess over direct
 // is what the policy point spent), less noisy than the times on a busy machine. The policy itself
 // allows everything here (the server is on loopback, which a real policy never allows).
-//   SETUP_N (default 300): connections per path.
+//   SETUP_N (default 300): connections per path; SETUP_ONLY: only the paths whose label includes it.
 import console from 'node:console';
 import { subscribe } from 'node:diagnostics_channel';
 import { once } from 'node:events';
@@ -23,16 +26,20 @@ import { dial, tunnel } from '../dist/tunnel.js';
 const N = Number(process.env.SETUP_N ?? 300);
 const now = () => Number(process.hrtime.bigint()) / 1e6;
 
+const marks = {};
+
 class AllowAll extends FlowContext {
   get policy() {
-    return { decide: () => ({ allowed: true, reason: 'bench' }) };
+    return { decide: () => ((marks.decided ??= now()), { allowed: true, reason: 'bench' }) };
   }
   nameIsAt() {
     return Promise.resolve(true);
   }
+  decideAddress() {
+    return { decision: this.policy.decide() };
+  }
 }
 
-const marks = {};
 // The answer's way back: written by the server, its head parsed by the policy point's HTTP client.
 subscribe('http.server.response.finish', ({ server: from }) => {
   if (from === server) marks.answered = now();
@@ -51,8 +58,14 @@ const ctx = new AllowAll({
   policy: { mode: 'open', rules: [] },
   resolver: new Resolver(),
   maxConnections: 1024,
-  audit: () => undefined,
+  audit: () => (marks.audited ??= now()),
 });
+// The hand-over to the native relay, where a tunnel has one (AGENTFENSE_NETWORK_HANDOVER_BYTES=0).
+const relay = ctx.relay;
+if (relay !== undefined) {
+  const handOver = relay.relay.bind(relay);
+  relay.relay = (options) => ((marks.handed = now()), handOver(options));
+}
 const flows = new HttpFlows(ctx);
 flows.server.on('request', () => (marks.parsed = now()));
 flows.server.on('connect', () => (marks.parsed = now()));
@@ -90,13 +103,19 @@ const pointPort = point.address().port;
 
 const REQUEST = (path) => `GET ${path} HTTP/1.1\r\nHost: bench.test\r\nConnection: close\r\n\r\n`;
 
-async function fetchOnce(port, path) {
+async function fetchOnce(port, path, connectTo) {
   for (const key of Object.keys(marks)) delete marks[key];
   const cpu = process.cpuUsage();
   const start = now();
   const socket = connect({ port, host: '127.0.0.1', noDelay: true });
   await once(socket, 'connect');
   marks.connected = now();
+  if (connectTo !== undefined) {
+    // A CONNECT exchange first; the request then goes inside the tunnel.
+    socket.write(`CONNECT ${connectTo} HTTP/1.1\r\nHost: ${connectTo}\r\n\r\n`);
+    await once(socket, 'data');
+    marks.established = now();
+  }
   socket.write(REQUEST(path));
   await once(socket, 'data');
   const first = now();
@@ -114,6 +133,10 @@ async function fetchOnce(port, path) {
     request: at('request'),
     answered: at('answered'),
     response: at('response'),
+    decided: at('decided'),
+    established: at('established'),
+    handed: at('handed'),
+    audited: at('audited'),
   };
 }
 
@@ -134,23 +157,30 @@ const paths = [
   ],
   ['redirected plain HTTP (dialled at accept)', () => ((mode = 'transparent'), fetchOnce(pointPort, '/'))],
   ['decided tunnel (native relay or Node pipe)', () => ((mode = 'relay'), fetchOnce(pointPort, '/'))],
+  [
+    'explicit proxy CONNECT, then the request in the tunnel',
+    () => ((mode = 'proxy'), fetchOnce(pointPort, '/', `127.0.0.1:${target.port}`)),
+  ],
 ];
+// SETUP_ONLY: the paths whose label includes it (and direct).
+const ONLY = process.env.SETUP_ONLY;
+if (ONLY !== undefined) paths.splice(1, paths.length, ...paths.slice(1).filter(([l]) => l.includes(ONLY)));
 const results = new Map(paths.map(([label]) => [label, []]));
 // Interleaved, so a busy moment of the machine weighs on every path alike.
 for (let i = 0; i < N; i++) for (const [label, take] of paths) results.get(label).push(await take());
 
 console.log(`p50 of ${N} new connections each, ms from connect() (load: ${process.env.LOAD ?? '?'})`);
 console.log(
-  '| path | connected | accepted | request parsed | upstream connected | server has request | server answered | answer parsed | first byte | CPU |',
+  '| path | connected | accepted | decided | request parsed | upstream connected | CONNECT answered | handed to relay | server has request | server answered | answer parsed | first byte | audited | CPU |',
 );
-console.log('|---|---|---|---|---|---|---|---|---|---|');
+console.log('|---|---|---|---|---|---|---|---|---|---|---|---|---|---|');
 for (const [label, list] of results) {
   const col = (key) => {
     const v = median(list.map((r) => r[key]));
     return Number.isNaN(v) ? '–' : v.toFixed(3);
   };
   console.log(
-    `| ${label} | ${col('connected')} | ${col('accepted')} | ${col('parsed')} | ${col('upstream')} | ${col('request')} | ${col('answered')} | ${col('response')} | ${col('total')} | ${col('cpu')} |`,
+    `| ${label} | ${col('connected')} | ${col('accepted')} | ${col('decided')} | ${col('parsed')} | ${col('upstream')} | ${col('established')} | ${col('handed')} | ${col('request')} | ${col('answered')} | ${col('response')} | ${col('total')} | ${col('audited')} | ${col('cpu')} |`,
   );
 }
 server.close();

@@ -23,7 +23,7 @@ export async function hostCurl(args) {
 }
 
 /** 1. A 1 GiB HTTPS download: host, srt, our explicit proxy, our transparent path; medians of `rounds`. */
-export async function downloadStep({ a, srt, rounds }) {
+export async function downloadStep({ a, handOverAtOnce, srt, rounds }) {
   console.log(`1. 1 GiB HTTPS download (MB/s, median of ${rounds}, the four interleaved)`);
   const big = url('https', `/bytes/${GiB}`);
   const pin = ['--resolve', `${NAME}:443:${SERVER}`];
@@ -42,6 +42,9 @@ export async function downloadStep({ a, srt, rounds }) {
     }
     speeds.proxy.push(Number(await a([...CURL, ...SPEED, ...pin, big])));
     speeds.transparent.push(Number(await a([...CURL, ...SPEED, ...pin, '--noproxy', '*', big])));
+    // The same download where the tunnel goes to the kernel relay at once (A/B of the hand-over point).
+    if (handOverAtOnce !== undefined)
+      (speeds.proxyAtOnce ??= []).push(Number(await handOverAtOnce([...CURL, ...SPEED, ...pin, big])));
   }
   const m = Object.fromEntries(Object.entries(speeds).map(([k, v]) => [k, v.length ? median(v) : NaN]));
   const all = (k) => `[${speeds[k].map(mbs).join(', ')}]`;
@@ -49,6 +52,12 @@ export async function downloadStep({ a, srt, rounds }) {
   if (srtError === undefined)
     line("srt's proxy", `${mbs(m.srt)} MB/s`, `${(m.srt / m.host).toFixed(2)}× host  ${all('srt')}`);
   else line("srt's proxy", 'n/a', srtError);
+  if (speeds.proxyAtOnce !== undefined)
+    line(
+      'explicit proxy, relay hand-over at once',
+      `${mbs(m.proxyAtOnce)} MB/s`,
+      `${(m.proxyAtOnce / m.host).toFixed(2)}× host  ${all('proxyAtOnce')}`,
+    );
   const rows = [];
   for (const [key, label] of [
     ['proxy', 'explicit proxy (CONNECT)'],
