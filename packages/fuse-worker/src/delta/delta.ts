@@ -25,6 +25,7 @@ import { buildDiff, diffItems, type DiffItem } from './diff.js';
 import { discardPaths } from './discard.js';
 import type { FrozenStack } from './frozen-stack.js';
 import { LayerSwitch } from './layer-switch.js';
+import { keepOpenIfCached, type KeptFile } from './keep-open.js';
 import { AsyncLock } from './lock.js';
 import type { DiskQuota } from './quota.js';
 import { openDelta } from './open.js';
@@ -285,6 +286,11 @@ export class Delta {
         return { handle: await this.ctx.upper.open(rel, constants.O_RDWR), writable: true };
       return { handle: await this.ctx.lower.open(rel, constants.O_RDONLY), writable: false };
     });
+  }
+
+  /** openToKeep() at once where no change is queued or running and its fds are cached; else undefined. */
+  openToKeepIfIdle(path: string): KeptFile | undefined {
+    return this.lock.idle && this.#layers.broken === null ? keepOpenIfCached(this.ctx, path) : undefined;
   }
 
   /** Copies `path` up (unless O_TRUNC makes the content moot) and opens the upper file with `flags`. */
