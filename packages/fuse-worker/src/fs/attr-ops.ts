@@ -66,7 +66,8 @@ export function setattr(
   try {
     return setattrNow(fs, ino, changes, caller);
   } catch (err) {
-    return Promise.reject(err instanceof Error ? err : new Error(String(err))); // a refusal is a rejection, as from the asynchronous path
+    // A refusal is a rejection, as from the asynchronous path.
+    return Promise.reject(err instanceof Error ? err : new Error(String(err)));
   }
 }
 

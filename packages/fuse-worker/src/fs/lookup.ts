@@ -32,7 +32,8 @@ export function lookup(
   try {
     return lookupNow(fs, parent, name, caller, listed, background);
   } catch (err) {
-    return Promise.reject(err instanceof Error ? err : new Error(String(err))); // a failure is a rejection, as from the asynchronous path
+    // A failure is a rejection, as from the asynchronous path.
+    return Promise.reject(err instanceof Error ? err : new Error(String(err)));
   }
 }
 
