@@ -280,7 +280,9 @@ export async function mergedIsEmpty(ctx: LayerView, rel: string): Promise<boolea
   if (found.type !== 'directory') throw new FsError('ENOTDIR', `/${rel}`);
   if ((found.layer === 'upper' || rel === '') && (await ctx.upper.hasEntries(rel))) return false;
   if (rel !== '' && ctx.meta.isHidden(rel)) return true;
-  if (rel !== '' && lowerHasNothingAt(ctx, rel)) return true;
+  // Nothing there in the codebase, known without the pool (a directory the sandbox made, as every one
+  // `rm -r` removes after `tar -x`): no listing to wait for.
+  if (rel !== '' && ctx.lower.lstatIfCached(rel) === null) return true;
   let lower: HostDirent[] = [];
   try {
     lower = await ctx.lower.readdir(rel);
@@ -289,21 +291,6 @@ export async function mergedIsEmpty(ctx: LayerView, rel: string): Promise<boolea
   }
   const gone = ctx.meta.whiteoutsIn(rel);
   return lower.every((e) => gone.has(e.name));
-}
-
-/**
- * Whether the codebase has nothing at `rel`, known without the pool (a directory the sandbox made, as
- * every one `rm -r` removes after `tar -x`): `rel` or an ancestor is missing or not a directory. lstats
- * from cached fds, going up from `rel` while a parent's fd is not cached; the root's always is. False
- * when unsure: the caller then lists.
- */
-function lowerHasNothingAt(ctx: LayerView, rel: string): boolean {
-  for (let at = rel; at !== ''; at = at.slice(0, Math.max(0, at.lastIndexOf('/')))) {
-    const st = ctx.lower.lstatIfCached(at);
-    if (st === null) return true;
-    if (st !== undefined) return at !== rel && !st.isDirectory();
-  }
-  return false;
 }
 
 /**
