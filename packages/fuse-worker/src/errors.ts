@@ -88,6 +88,26 @@ export function asFsError(err: unknown, context: string): FsError {
   });
 }
 
+/** Runs `fn` with its errors as FsError; a TypeError (a bug, or a bad argument) passes through. */
+export async function guard<T>(what: string, fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    if (err instanceof TypeError) throw err;
+    throw asFsError(err, what);
+  }
+}
+
+/** guard() for a synchronous `fn`. */
+export function guardSync<T>(what: string, fn: () => T): T {
+  try {
+    return fn();
+  } catch (err) {
+    if (err instanceof TypeError) throw err;
+    throw asFsError(err, what);
+  }
+}
+
 function errnoNumber(name: string): number {
   return (constants.errno as Record<string, number | undefined>)[name] ?? constants.errno.EIO;
 }

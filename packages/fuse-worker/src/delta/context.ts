@@ -280,6 +280,9 @@ export async function mergedIsEmpty(ctx: LayerView, rel: string): Promise<boolea
   if (found.type !== 'directory') throw new FsError('ENOTDIR', `/${rel}`);
   if ((found.layer === 'upper' || rel === '') && (await ctx.upper.hasEntries(rel))) return false;
   if (rel !== '' && ctx.meta.isHidden(rel)) return true;
+  // Nothing there in the codebase, known without the pool (a directory the sandbox made, as every one
+  // `rm -r` removes after `tar -x`): no listing to wait for.
+  if (rel !== '' && ctx.lower.lstatIfCached(rel) === null) return true;
   let lower: HostDirent[] = [];
   try {
     lower = await ctx.lower.readdir(rel);

@@ -4,7 +4,7 @@ import type { FileHandle } from 'node:fs/promises';
 
 import type { ChangeEntry } from '@agentfense/protocol';
 
-import { asFsError, FsError } from '../errors.js';
+import { FsError, guard, guardSync } from '../errors.js';
 import type { HostDir } from '../host/host-dir.js';
 import type { HostFile, WritableFile } from '../host/raw-file.js';
 import { createFile, makeDir, type NewOwner } from '../host/sync-make.js';
@@ -25,12 +25,13 @@ import { buildDiff, diffItems, type DiffItem } from './diff.js';
 import { discardPaths } from './discard.js';
 import type { FrozenStack } from './frozen-stack.js';
 import { LayerSwitch } from './layer-switch.js';
+import { keepOpenIfCached, type KeptFile } from './keep-open.js';
 import { AsyncLock } from './lock.js';
 import type { DiskQuota } from './quota.js';
 import { openDelta } from './open.js';
 import { selected, toRel } from './paths.js';
 import { prepareCreate, removeEntry } from './records.js';
-import { linkAt, mknodAt, mksockAt, setattrAt } from './entry-ops.js';
+import { linkAt, mknodAt, mksockAt, setattrAt, setattrIfCached } from './entry-ops.js';
 import { openReadHandleAt } from './read-handle.js';
 import { renameEntry } from './rename.js';
 import { writableBytes } from './layer-bytes.js';
@@ -287,6 +288,11 @@ export class Delta {
     });
   }
 
+  /** openToKeep() at once where no change is queued or running and its fds are cached; else undefined. */
+  openToKeepIfIdle(path: string): KeptFile | undefined {
+    return this.lock.idle && this.#layers.broken === null ? keepOpenIfCached(this.ctx, path) : undefined;
+  }
+
   /** Copies `path` up (unless O_TRUNC makes the content moot) and opens the upper file with `flags`. */
   async openForWrite(path: string, flags: number): Promise<FileHandle> {
     return this.mutate(`open ${path}`, async () => {
@@ -405,6 +411,12 @@ export class Delta {
     await this.mutate(`setattr ${path}`, () => setattrAt(this.ctx, path, attrs));
   }
 
+  /** setattr() done at once when no change is queued or running and nothing needs the pool; else false. */
+  setattrIfIdle(path: string, attrs: SetattrOptions): boolean {
+    if (!this.lock.idle || this.#layers.broken !== null) return false;
+    return guardSync(`setattr ${path}`, () => setattrIfCached(this.ctx, path, attrs));
+  }
+
   /** The change set: added / modified / deleted entries with sizes, sorted by path. */
   async changes(filter: PathFilter = {}): Promise<ChangeEntry[]> {
     return this.mutate('changes', async () => {
@@ -484,14 +496,5 @@ export class Delta {
         `${what}: an interrupted checkpoint or restore is unfinished (${cause}): reopen the delta`,
       ),
     );
-  }
-}
-
-async function guard<T>(what: string, fn: () => Promise<T>): Promise<T> {
-  try {
-    return await fn();
-  } catch (err) {
-    if (err instanceof TypeError) throw err;
-    throw asFsError(err, what);
   }
 }

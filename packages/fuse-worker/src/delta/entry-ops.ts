@@ -2,7 +2,15 @@
 // links and setattr. Called by Delta under its lock, after the caller's permission checks.
 import { FsError } from '../errors.js';
 import { relParent } from '../host/rel-path.js';
-import { chargeDir, chargeNew, checkName, mustResolve, tempName, type DeltaContext } from './context.js';
+import {
+  chargeDir,
+  chargeNew,
+  checkName,
+  mustResolve,
+  resolveIfCached,
+  tempName,
+  type DeltaContext,
+} from './context.js';
 import { copyUp } from './copy-up.js';
 import { toRel } from './paths.js';
 import { prepareCreate } from './records.js';
@@ -76,4 +84,28 @@ export async function setattrAt(ctx: DeltaContext, path: string, attrs: SetattrO
   if (attrs.atime !== undefined || attrs.mtime !== undefined) {
     await upper.utimes(rel, attrs.atime, attrs.mtime);
   }
+}
+
+/**
+ * setattrAt() without a promise, for an entry already in the writable layer under a cached directory fd
+ * and only a mode or times to set (what `tar -x` sends after each file): no copy-up, truncation or chown.
+ * False where a step would need the thread pool; setattrAt() then does the whole change (each step sets
+ * a value, so one done here already is done again harmlessly).
+ */
+export function setattrIfCached(ctx: DeltaContext, path: string, attrs: SetattrOptions): boolean {
+  if (attrs.size !== undefined || attrs.uid !== undefined || attrs.gid !== undefined) return false;
+  const rel = toRel(path);
+  const found = rel === '' ? undefined : resolveIfCached(ctx, rel);
+  if (found === undefined || found === null || found.layer !== 'upper') return false;
+  const { upper } = ctx;
+  // Linux has no lchmod: a symlink's mode is always 0777 and never changes.
+  if (
+    attrs.mode !== undefined &&
+    found.type !== 'symlink' &&
+    !upper.chmodIfCached(rel, attrs.mode & 0o7777)
+  ) {
+    return false;
+  }
+  const times = attrs.atime !== undefined || attrs.mtime !== undefined;
+  return !times || upper.utimesIfCached(rel, attrs.atime, attrs.mtime);
 }

@@ -13,6 +13,7 @@ import { allow, auditKernelDenial, deny, visiblePermission } from './decisions.j
 import { auditDirDenial } from './dir-denials.js';
 import type { Inode } from './inodes.js';
 import { checkChown } from './ownership.js';
+import type { DeltaLookup, SetattrOptions } from '../delta/types.js';
 import type { Caller, SetattrChanges } from './types.js';
 
 const S_IFDIR = constants.S_IFDIR;
@@ -52,44 +53,94 @@ export async function getattr(fs: FsCore, ino: number, caller: Caller): Promise<
  * caller's credentials (ownership.ts). The kernel has already applied Linux's other rules with the
  * caller's full credentials (default_permissions): owner-only chmod/utimes, set-gid dropped by chmod
  * for non-members, and set-id bits cleared on write, truncate and chown (it sends us the new mode).
+ *
+ * The answer itself, not a promise, where the delta makes the change at once (Delta.setattrIfIdle: a
+ * mode or times on an entry of the writable layer, what `tar -x` sends after every file).
  */
-export async function setattr(
+export function setattr(
   fs: FsCore,
   ino: number,
   changes: SetattrChanges,
   caller: Caller,
-): Promise<FuseAttr> {
+): FuseAttr | Promise<FuseAttr> {
+  try {
+    return setattrNow(fs, ino, changes, caller);
+  } catch (err) {
+    // A refusal is a rejection, as from the asynchronous path.
+    return Promise.reject(err instanceof Error ? err : new Error(String(err)));
+  }
+}
+
+function setattrNow(
+  fs: FsCore,
+  ino: number,
+  changes: SetattrChanges,
+  caller: Caller,
+): FuseAttr | Promise<FuseAttr> {
   const node = fs.node(ino);
   const path = fs.inodes.pathOf(ino);
   const chown = changes.uid !== undefined || changes.gid !== undefined;
   // Visibility first: a node the rules now hide is ENOENT for chown too (and its audit says so).
   const permission = path === null ? 'write' : visiblePermission(fs, path, node.isDir, caller, 'setattr');
-  const atime = changes.atime;
-  const mtime = changes.mtime;
-  if (path === null) return orphanSetattr(fs, node, changes, atime, mtime, caller);
+  if (path === null) return orphanSetattr(fs, node, changes, changes.atime, changes.mtime, caller);
   if (permission !== 'write') throw deny(fs, chown ? 'chown' : 'setattr', path, permission, 'EACCES', caller);
-  if (chown) {
-    const current = fs.ownerOf(await fs.mustFind(path));
-    try {
-      checkChown(caller, current, changes.uid, changes.gid);
-    } catch {
-      throw deny(fs, 'chown', path, permission, 'EPERM', caller);
-    }
-  }
-  await fs.delta.setattr(path, {
+  const attrs: SetattrOptions = {
     ...(changes.uid === undefined ? {} : { uid: changes.uid }),
     ...(changes.gid === undefined ? {} : { gid: changes.gid }),
     ...(changes.mode === undefined ? {} : { mode: changes.mode & 0o7777 }),
     ...(changes.size === undefined ? {} : { size: changes.size }),
-    ...(atime === undefined ? {} : { atime }),
-    ...(mtime === undefined ? {} : { mtime }),
-  });
+    ...(changes.atime === undefined ? {} : { atime: changes.atime }),
+    ...(changes.mtime === undefined ? {} : { mtime: changes.mtime }),
+  };
+  if (!chown && fs.delta.setattrIfIdle(path, attrs)) {
+    changed(fs, node, path, permission, caller);
+    const now = fs.delta.lookupIfCached(path);
+    return now === undefined || now === null
+      ? fs.mustFind(path).then((f) => changedAttr(fs, node, path, f, permission))
+      : changedAttr(fs, node, path, now, permission);
+  }
+  return setattrInDelta(fs, node, path, attrs, permission, caller);
+}
+
+async function setattrInDelta(
+  fs: FsCore,
+  node: Inode,
+  path: string,
+  attrs: SetattrOptions,
+  permission: Permission,
+  caller: Caller,
+): Promise<FuseAttr> {
+  if (attrs.uid !== undefined || attrs.gid !== undefined) {
+    const current = fs.ownerOf(await fs.mustFind(path));
+    try {
+      checkChown(caller, current, attrs.uid, attrs.gid);
+    } catch {
+      throw deny(fs, 'chown', path, permission, 'EPERM', caller);
+    }
+  }
+  await fs.delta.setattr(path, attrs);
+  changed(fs, node, path, permission, caller);
+  return changedAttr(fs, node, path, await fs.mustFind(path), permission);
+}
+
+/** What follows a change of attributes: the handle kept, the audit, the directory's freshness. */
+function changed(fs: FsCore, node: Inode, path: string, permission: Permission, caller: Caller): void {
   // A first change copies the file up: any cached handle may still point at the codebase file.
-  if (!node.isDir) fs.forgetHandleUnlessWritable(ino);
+  if (!node.isDir) fs.forgetHandleUnlessWritable(node.ino);
   allow(fs, 'setattr', path, permission, caller);
-  if (node.isDir) fs.cache.dirAttrs.note(ino, fs.ttl);
-  const attr = fs.attr(node, path, await fs.mustFind(path), permission);
-  if (!node.isDir) fs.cache.entries.attrsSent(ino, fs.ttl);
+  if (node.isDir) fs.cache.dirAttrs.note(node.ino, fs.ttl);
+}
+
+/** The attributes a SETATTR answers with, from the entry as it is after the change. */
+function changedAttr(
+  fs: FsCore,
+  node: Inode,
+  path: string,
+  found: DeltaLookup,
+  permission: Permission,
+): FuseAttr {
+  const attr = fs.attr(node, path, found, permission);
+  if (!node.isDir) fs.cache.entries.attrsSent(node.ino, fs.ttl);
   return attr;
 }
 

@@ -15,6 +15,7 @@ import type { LowLevelHandlers, Req } from '@agentfense/fuse-native';
 import { FsError, toErrno } from '../errors.js';
 import type { OpStats } from './op-stats.js';
 import type { Caller, PolicyFs } from './policy-fs.js';
+import type { EntryReply, NegativeEntry } from './types.js';
 
 const decoder = new TextDecoder('utf-8', { fatal: true });
 
@@ -65,6 +66,13 @@ const MUTATING: ReadonlySet<string> = new Set([
   'removexattr',
 ]);
 
+/** A LOOKUP's answer; ino 0: a negative entry the kernel caches (the name does not exist at all). */
+function replyLookup(req: Req, entry: EntryReply | NegativeEntry): void {
+  req.replyEntry(
+    'attr' in entry ? entry : { ino: 0, attr: { ino: 0, mode: 0 }, entryTimeout: entry.entryTimeout },
+  );
+}
+
 /** Builds the handler table the binding calls. */
 export function createHandlers(options: BindingOptions): LowLevelHandlers {
   const { fs, stats, attrTimeout, callerUid } = options;
@@ -107,12 +115,16 @@ export function createHandlers(options: BindingOptions): LowLevelHandlers {
 
   return {
     lookup: (req, parent, name) =>
-      serve('lookup', req, async () => {
-        const entry = await fs.lookup(parent, nameOf(name), callerOf(req));
-        // ino 0: a negative entry the kernel caches (the name does not exist at all).
-        req.replyEntry(
-          'attr' in entry ? entry : { ino: 0, attr: { ino: 0, mode: 0 }, entryTimeout: entry.entryTimeout },
-        );
+      serve('lookup', req, () => {
+        // Answered without a promise where the worker needs no thread-pool trip (most LOOKUPs).
+        const entry = fs.lookup(parent, nameOf(name), callerOf(req));
+        if (!(entry instanceof Promise)) {
+          replyLookup(req, entry);
+          return;
+        }
+        return entry.then((e) => {
+          replyLookup(req, e);
+        });
       }),
     forget: (ino, nlookup) => {
       fs.forget(ino, nlookup);
@@ -122,8 +134,16 @@ export function createHandlers(options: BindingOptions): LowLevelHandlers {
         req.replyAttr(await fs.getattr(ino, callerOf(req)), attrTimeout);
       }),
     setattr: (req, ino, changes) =>
-      serve('setattr', req, async () => {
-        req.replyAttr(await fs.setattr(ino, changes, callerOf(req)), attrTimeout);
+      serve('setattr', req, () => {
+        // Without a promise where the delta changes the entry at once (a mode or times, as after `tar -x`).
+        const attr = fs.setattr(ino, changes, callerOf(req));
+        if (!(attr instanceof Promise)) {
+          req.replyAttr(attr, attrTimeout);
+          return;
+        }
+        return attr.then((a) => {
+          req.replyAttr(a, attrTimeout);
+        });
       }),
     readlink: (req, ino) =>
       serve('readlink', req, async () => {

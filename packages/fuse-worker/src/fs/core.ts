@@ -184,10 +184,8 @@ export class FsCore {
    * attribute timeout.
    */
   async links(dir: number, path: string, found: DeltaLookup): Promise<number> {
-    // A leaf directory of the codebase (most of them) needs no listing: nothing below it to hide or add.
-    if (this.delta.knownNoSubdirs(path, found)) return 2;
-    const known = this.subdirCounts.get(dir);
-    if (known !== undefined) return 2 + known;
+    const known = this.linksIfKnown(dir, path, found);
+    if (known !== undefined) return known;
     const since = this.subdirCounts.begin();
     const generation = this.cache.generation;
     let subdirs = 0;
@@ -198,6 +196,14 @@ export class FsCore {
     // Listed across an invalidation (rules, discard, commit): correct for this answer, not to keep.
     if (generation === this.cache.generation) this.subdirCounts.keep(dir, subdirs, this.ttl, since);
     return 2 + subdirs;
+  }
+
+  /** links() when it needs no listing; undefined otherwise. */
+  linksIfKnown(dir: number, path: string, found: DeltaLookup): number | undefined {
+    // A leaf directory of the codebase (most of them) needs no listing: nothing below it to hide or add.
+    if (this.delta.knownNoSubdirs(path, found)) return 2;
+    const known = this.subdirCounts.get(dir);
+    return known === undefined ? undefined : 2 + known;
   }
 
   /** Whether a subdirectory at `path` counts in its parent's link count: hidden ones do not. */

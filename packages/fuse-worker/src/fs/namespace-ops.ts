@@ -267,7 +267,8 @@ async function keepOpenable(fs: FsCore, node: Inode, path: string): Promise<void
   if (node.isDir) return;
   if (fs.handles.get(node.ino, true) === undefined) {
     const epoch = fs.delta.layerEpoch;
-    const kept = await fs.delta.openToKeep(path).catch(() => undefined);
+    // Synchronously where it can (most UNLINKs of `rm -r`): a pool trip otherwise.
+    const kept = fs.delta.openToKeepIfIdle(path) ?? (await fs.delta.openToKeep(path).catch(() => undefined));
     // A writable fd opened before a checkpoint began may name a frozen layer's file: not kept.
     if (kept?.writable === true && epoch !== fs.delta.layerEpoch) await kept.handle.close();
     else if (kept?.writable === true) fs.handles.set(node.ino, kept.handle, true);

@@ -32,7 +32,7 @@ import { readdir } from './dir-listing.js';
 import { readdirplus } from './readdir-plus.js';
 import type { HandleCache } from './handles.js';
 import type { InodeTable } from './inodes.js';
-import { forget, lookup } from './lookup.js';
+import { forget, lookup, type LookupAnswer } from './lookup.js';
 import * as namespaceOps from './namespace-ops.js';
 import type {
   Caller,
@@ -40,7 +40,6 @@ import type {
   DirEntryOut,
   EntryReply,
   Invalidator,
-  NegativeEntry,
   Offset,
   PolicyFsOptions,
   SetattrChanges,
@@ -181,7 +180,8 @@ export class PolicyFs {
 
   // --- namespace -----------------------------------------------------------------------------------
 
-  lookup(parent: number, name: string, caller: Caller): Promise<EntryReply | NegativeEntry> {
+  /** The answer, or a promise of it where the host must be asked from the thread pool (lookup.ts). */
+  lookup(parent: number, name: string, caller: Caller): LookupAnswer | Promise<LookupAnswer> {
     this.#core.warmup?.touch();
     return lookup(this.#core, parent, name, caller);
   }
@@ -194,7 +194,8 @@ export class PolicyFs {
     return attrOps.getattr(this.#core, ino, caller);
   }
 
-  setattr(ino: number, changes: SetattrChanges, caller: Caller): Promise<FuseAttr> {
+  /** The new attributes, or a promise of them where the change needs the thread pool (attr-ops.ts). */
+  setattr(ino: number, changes: SetattrChanges, caller: Caller): FuseAttr | Promise<FuseAttr> {
     return attrOps.setattr(this.#core, ino, changes, caller);
   }
 

@@ -125,6 +125,15 @@ export class DirFdCache {
     if (entry.evicted && entry.refs === 0 && !entry.pinned) await entry.handle.close();
   }
 
+  /**
+   * release() for a synchronous user: no promise unless the fd is closed now (evicted while held), and
+   * that close can only fail on a double close, a bug tests would show as EBADF.
+   */
+  releaseNow(entry: CachedDir): void {
+    entry.refs--;
+    if (entry.evicted && entry.refs === 0 && !entry.pinned) void entry.handle.close().catch(() => undefined);
+  }
+
   /** Evicts `rel` and everything cached below it (after a rename or rmdir of `rel`). */
   async invalidate(rel: string): Promise<void> {
     const closing: Promise<void>[] = [];

@@ -71,7 +71,7 @@ export class DirTree {
     try {
       return dirStillAt(parent.handle.fd, rel.slice(slash + 1), entry.handle.fd);
     } finally {
-      if (parent !== this.root) this.cache.release(parent).catch(() => undefined);
+      if (parent !== this.root) this.cache.releaseNow(parent);
     }
   }
 
@@ -146,8 +146,8 @@ export class DirTree {
     try {
       return fn(`${fdPath(dir.handle.fd)}/${name}`);
     } finally {
-      // Releasing only closes a directory fd evicted meanwhile; that close failing would be our bug.
-      if (dir !== this.root) this.cache.release(dir).catch(() => undefined);
+      // Releasing only closes a directory fd evicted meanwhile (releaseNow).
+      if (dir !== this.root) this.cache.releaseNow(dir);
     }
   }
 
@@ -162,7 +162,7 @@ export class DirTree {
     if (this.closed || rel === '' || this.cache.has(rel)) return;
     try {
       const fd = this.inCachedParent(rel, (at) => openSync(at, WALK_DIR_FLAGS));
-      if (fd !== undefined) void this.cache.release(this.cache.insert(rel, new RawFile(fd)));
+      if (fd !== undefined) this.cache.releaseNow(this.cache.insert(rel, new RawFile(fd)));
     } catch {
       // Not a directory (any more), a symlink, gone: nothing to cache.
     }

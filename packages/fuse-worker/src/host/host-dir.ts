@@ -174,7 +174,7 @@ export class HostDir extends DirTree {
       try {
         return firstOf(fdPath(cached.handle.fd));
       } finally {
-        if (cached !== this.root) this.cache.release(cached).catch(() => undefined);
+        if (cached !== this.root) this.cache.releaseNow(cached);
       }
     }
     return this.withDir(rel, async (dir) => {
@@ -257,18 +257,7 @@ export class HostDir extends DirTree {
 
   /** chmod through an O_PATH|O_NOFOLLOW fd's magic link (Linux has no lchmod; a symlink gives ENOTSUP). */
   async chmod(rel: string, mode: number): Promise<void> {
-    const changed =
-      rel !== '' &&
-      this.inCachedParent(rel, (at) => {
-        const fd = openSync(at, PATH_ONLY_FLAGS);
-        try {
-          chmodSync(fdPath(fd), mode & 0o7777);
-        } finally {
-          closeSync(fd);
-        }
-        return true;
-      });
-    if (changed === true) return;
+    if (this.chmodIfCached(rel, mode)) return;
     const handle = rel === '' ? null : await this.open(rel, PATH_ONLY_FLAGS);
     try {
       await fsp.chmod(fdPath(handle === null ? this.root.handle.fd : handle.fd), mode & 0o7777);
@@ -289,12 +278,39 @@ export class HostDir extends DirTree {
       hostIo.lutimens(fdPath(this.root.handle.fd), aSec, aNsec, mSec, mNsec);
       return;
     }
+    if (this.utimesIfCached(rel, atime, mtime)) return;
+    await this.inParent(rel, (at) => {
+      hostIo.lutimens(at, aSec, aNsec, mSec, mNsec);
+      return Promise.resolve();
+    });
+  }
+
+  /** chmod() done synchronously where the parent's fd is cached: false on a miss (nothing done). */
+  chmodIfCached(rel: string, mode: number): boolean {
+    const changed =
+      rel !== '' &&
+      this.inCachedParent(rel, (at) => {
+        const fd = openSync(at, PATH_ONLY_FLAGS);
+        try {
+          chmodSync(fdPath(fd), mode & 0o7777);
+        } finally {
+          closeSync(fd);
+        }
+        return true;
+      });
+    return changed === true;
+  }
+
+  /** utimes() done synchronously where the parent's fd is cached: false on a miss (nothing done). */
+  utimesIfCached(rel: string, atime: TimeSpec, mtime: TimeSpec): boolean {
+    if (rel === '') return false;
+    const [aSec, aNsec] = timespec(atime);
+    const [mSec, mNsec] = timespec(mtime);
     const set = (at: string): true => {
       hostIo.lutimens(at, aSec, aNsec, mSec, mNsec);
       return true;
     };
-    if (this.inCachedParent(rel, set) === true) return;
-    await this.inParent(rel, (at) => Promise.resolve(set(at)));
+    return this.inCachedParent(rel, set) === true;
   }
 
   /** ftruncate through an fd opened O_WRONLY|O_NOFOLLOW; sizes above 2^53 exact (bigint). */

@@ -49,4 +49,19 @@ describe('DirFdCache', () => {
     expect(closed).toContain(29);
     await cache.clear();
   });
+
+  it('releaseNow closes an fd evicted while held at its last release, and a cached one never', () => {
+    const closed: number[] = [];
+    const cache = new DirFdCache({ capacity: 1, maxAgeMs: Infinity });
+    cache.releaseNow(cache.insert('a', handle(closed, 1)));
+    const first = cache.acquire('a');
+    const second = cache.acquire('a');
+    expect(closed).toEqual([]);
+    cache.releaseNow(cache.insert('b', handle(closed, 2))); // evicts 'a', held twice
+    cache.releaseNow(first!);
+    expect(closed).toEqual([]);
+    cache.releaseNow(second!);
+    expect(closed).toEqual([1]);
+    expect(cache.has('b')).toBe(true);
+  });
 });
