@@ -2,13 +2,11 @@
 // docs/decisions.md, "WRITEs on decided files are answered in the binding"). What a user checks: the
 // bytes are exactly what was written whatever the pattern, the disk quota stops writes at the same byte as
 // without it, a rule change takes write away from a file already open, a worker crash loses nothing, and
-// the switch turns it off.
+// the switch turns it off. The quota and rule-change attacks are in test/security/native-writes.test.ts.
 import { readFile } from 'node:fs/promises';
 import { describe, expect, it } from 'vitest';
 import { clearFuseMount } from '@agentfense/fuse-worker';
 import { AGENT_SAFE, mountFixture, useMountHygiene, type MountedFixture } from '../helpers/worker-fixture.js';
-
-const MiB = 1024 * 1024;
 
 async function withEnv<T>(name: string, value: string, fn: () => Promise<T>): Promise<T> {
   const previous = process.env[name];
@@ -68,18 +66,6 @@ with open(p, "rb") as r: seen = r.read()
 print("same" if seen == bytes(model) else "DIFFERENT", len(model), hashlib.sha256(model).hexdigest())
 `;
 
-/** Python: writes 64 KiB blocks to output/fill until ENOSPC; prints the bytes the file accepted. */
-const FILL = `
-import os, errno
-fd = os.open("output/fill", os.O_WRONLY | os.O_CREAT, 0o644)
-total = 0
-try:
-    while True:
-        total += os.write(fd, b"z" * 65536)
-except OSError as e:
-    print(errno.errorcode[e.errno], total, os.fstat(fd).st_size)
-`;
-
 describe('WRITEs answered in the binding', () => {
   useMountHygiene();
 
@@ -95,66 +81,6 @@ describe('WRITEs answered in the binding', () => {
     expect((await f.host(`sha256sum < ${f.delta}/upper/output/f.bin`)).stdout.split(' ')[0]).toBe(sum);
     // Most of the ~550 WRITEs never reached JS.
     expect(await nativeCount(f)).toBeGreaterThan(400);
-  }, 60_000);
-
-  it('the disk quota stops writes at the same byte as the JS path, and nothing lands past it', async () => {
-    const accepted: string[] = [];
-    for (const disable of ['', 'nativeWrites']) {
-      const f = await withEnv('AGENTFENSE_FUSE_DISABLE', disable, () =>
-        mountFixture({ tree: { output: { dir: true } }, rules: AGENT_SAFE, diskQuotaBytes: 8 * MiB }),
-      );
-      const r = await f.sandbox(`python3 -c '${FILL}'`);
-      expect(r.stderr).toBe('');
-      const [code, total, size] = r.stdout.trim().split(' ');
-      expect(code).toBe('ENOSPC');
-      expect(size).toBe(total);
-      expect(Number(total)).toBeLessThanOrEqual(8 * MiB);
-      const du = await f.host(`du -sb ${f.delta}/upper | cut -f1`);
-      expect(Number(du.stdout.trim())).toBeLessThanOrEqual(8 * MiB + 64 * 1024);
-      expect((await f.sandbox('stat -c %s output/fill')).stdout.trim()).toBe(total);
-      if (disable === '') expect(await nativeCount(f)).toBeGreaterThan(50);
-      else expect(await nativeCount(f)).toBe(0);
-      accepted.push(total!);
-      await f.stop();
-    }
-    expect(accepted[0]).toBe(accepted[1]);
-  }, 120_000);
-
-  it('a rule change takes write away from a file the sandbox already has open', async () => {
-    const f = await mountFixture({
-      tree: { output: { dir: true }, 'flag/.keep': '' },
-      rules: [...AGENT_SAFE, { pattern: '/flag/**', permission: 'none', priority: 200 }],
-    });
-    // Writes twice (the second answered in C), waits until the rules change (flag/ shows up), writes again.
-    const py = [
-      'import os, time, errno',
-      'fd = os.open("output/open.txt", os.O_WRONLY | os.O_CREAT, 0o644)',
-      'os.write(fd, b"a" * 4096); os.write(fd, b"b" * 4096)',
-      'deadline = time.time() + 30',
-      'while not os.path.exists("flag/.keep") and time.time() < deadline: time.sleep(0.05)',
-      'try:',
-      '    os.write(fd, b"c" * 4096); print("written")',
-      'except OSError as e:',
-      '    print(errno.errorcode[e.errno])',
-    ].join('\n');
-    const run = f.sandbox(`python3 -c '${py}'`);
-    for (let i = 0; i < 300; i++) {
-      const st = await f.host(`stat -c %s ${f.delta}/upper/output/open.txt 2>/dev/null`);
-      if (st.stdout.trim() === '8192') break;
-      await new Promise((resolve) => setTimeout(resolve, 50));
-    }
-    expect(await nativeCount(f)).toBeGreaterThan(0);
-    await f.worker.client.request('setRules', {
-      rules: [
-        ...AGENT_SAFE,
-        { pattern: '/output/**', permission: 'read', priority: 200 },
-        { pattern: '/flag/**', permission: 'read', priority: 200 },
-      ],
-    });
-    const r = await run;
-    expect(r.stderr).toBe('');
-    expect(r.stdout).toBe('EACCES\n');
-    expect((await readFile(`${f.delta}/upper/output/open.txt`)).length).toBe(8192);
   }, 60_000);
 
   it('a worker SIGKILLed right after writes answered in C loses none of them', async () => {
