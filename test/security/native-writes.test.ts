@@ -55,7 +55,7 @@ function afterRevocation(before: string[]): string {
     '    os.write(fd, b"c" * 4096); print("written")',
     'except OSError as e:',
     '    print(errno.errorcode[e.errno])',
-  ].join("\n");
+  ].join('\n');
 }
 
 /** Runs `py` in the sandbox, takes write on output/ away once open.txt holds 8 KiB, returns its output. */

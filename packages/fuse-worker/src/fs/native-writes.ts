@@ -13,7 +13,7 @@
 // exact counts (an fstat of the file) when the node's fd closes, when a check would fail, at statfs and
 // before a checkpoint (DiskQuota.settle).
 import { fstatSync } from 'node:fs';
-import type { FastWrites } from '@agentfense/fuse-native';
+import type { FastWrites, LowLevelFuse } from '@agentfense/fuse-native';
 import type { DiskQuota, QuotaBorrower } from '../delta/quota.js';
 import type { HandleCache } from './handles.js';
 import type { KernelCache } from './kernel-cache.js';
@@ -23,7 +23,8 @@ import type { OpStats } from './op-stats.js';
 const GRANT_BYTES = 64 * 1024 * 1024;
 
 export interface NativeWritesOptions {
-  readonly fast: FastWrites;
+  /** The mount whose binding answers the WRITEs. */
+  readonly fuse: Pick<LowLevelFuse, 'fastWrites'>;
   readonly quota: () => DiskQuota | null;
   readonly handles: HandleCache;
   readonly cache: KernelCache;
@@ -38,7 +39,7 @@ export class NativeWrites implements QuotaBorrower {
   readonly #stats: OpStats | undefined;
 
   constructor(options: NativeWritesOptions) {
-    this.#fast = options.fast;
+    this.#fast = options.fuse.fastWrites((nodes, writes) => this.written(nodes, writes));
     this.#quota = options.quota;
     this.#handles = options.handles;
     this.#cache = options.cache;
@@ -82,7 +83,8 @@ export class NativeWrites implements QuotaBorrower {
     // no remembered listing may be replayed across a change.
     for (const ino of nodes) this.#cache.entries.attrsStale(ino);
     this.#cache.replays.mutated();
-    if (this.#stats !== undefined) for (let i = 0; i < writes; i++) this.#stats.record('write-native', 0, false);
+    if (this.#stats !== undefined)
+      for (let i = 0; i < writes; i++) this.#stats.record('write-native', 0, false);
   }
 
   reserved(): number {

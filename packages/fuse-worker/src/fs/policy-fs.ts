@@ -119,10 +119,8 @@ export class PolicyFs {
    */
   useNativeWrites(fuse: Pick<LowLevelFuse, 'fastWrites'>, callerUid: number | undefined): void {
     const core = this.#core;
-    let native: NativeWrites | undefined;
-    const fast = fuse.fastWrites((nodes, writes) => native?.written(nodes, writes));
-    native = new NativeWrites({
-      fast,
+    const native = new NativeWrites({
+      fuse,
       quota: () => core.delta.quota,
       handles: core.handles,
       cache: core.cache,
