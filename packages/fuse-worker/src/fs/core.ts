@@ -113,6 +113,8 @@ export class FsCore {
    * discard, or a write that did not come through the mount). Resolves when the kernel has them.
    */
   async invalidateAll(): Promise<void> {
+    // a write behind the mount may have changed a file the binding answers WRITEs on (its size)
+    this.nativeWrites?.invalidate();
     this.cache.generation++;
     this.cache.entries.clear();
     // The walk ends before the kernel is told: a listing of the walker's answered from now on carries no
