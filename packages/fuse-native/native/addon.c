@@ -25,6 +25,11 @@ NAPI_MODULE_INIT() {
   export_fn(env, exports, "ll_notify", ll_notify);
   export_fn(env, exports, "ll_store_epoch", ll_store_epoch);
   export_fn(env, exports, "ll_store_ahead", ll_store_ahead);
+  export_fn(env, exports, "ll_fast_init", ll_fast_init);
+  export_fn(env, exports, "ll_fast_register", ll_fast_register);
+  export_fn(env, exports, "ll_fast_drop", ll_fast_drop);
+  export_fn(env, exports, "ll_fast_invalidate", ll_fast_invalidate);
+  export_fn(env, exports, "ll_fast_fold", ll_fast_fold);
   export_fn(env, exports, "ll_reply_err", reply_err);
   export_fn(env, exports, "ll_reply_entry", reply_entry);
   export_fn(env, exports, "ll_reply_create", reply_create);

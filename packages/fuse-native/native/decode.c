@@ -94,6 +94,7 @@ static void ll_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 
 static void ll_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set, struct fuse_file_info *fi) {
   NEED(OP_SETATTR);
+  fast_forget_ino(SESS(req), ino);
   ALLOC(m, req, OP_SETATTR, 0);
   m->ino = ino;
   m->flags = (uint32_t) to_set;
@@ -134,6 +135,7 @@ static void ll_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 
 static void ll_unlink(fuse_req_t req, fuse_ino_t parent, const char *name) {
   NEED(OP_UNLINK);
+  fast_invalidate(SESS(req));
   size_t at = 0;
   ALLOC(m, req, OP_UNLINK, strlen(name) + 1);
   m->ino = parent;
@@ -143,6 +145,7 @@ static void ll_unlink(fuse_req_t req, fuse_ino_t parent, const char *name) {
 
 static void ll_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name) {
   NEED(OP_RMDIR);
+  fast_invalidate(SESS(req));
   size_t at = 0;
   ALLOC(m, req, OP_RMDIR, strlen(name) + 1);
   m->ino = parent;
@@ -165,6 +168,7 @@ static void ll_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
   /* renameat2 flags (RENAME_NOREPLACE/EXCHANGE/WHITEOUT) are not implemented: ENOSYS makes the kernel
    * answer EINVAL for them from now on (no_rename2), as it did under protocol 7.19. */
   if (flags) { fuse_reply_err(req, ENOSYS); return; }
+  fast_invalidate(SESS(req));
   size_t at = 0;
   ALLOC(m, req, OP_RENAME, strlen(name) + strlen(newname) + 2);
   m->ino = parent; m->ino2 = newparent;
@@ -175,6 +179,7 @@ static void ll_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
 
 static void ll_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname) {
   NEED(OP_LINK);
+  fast_invalidate(SESS(req));
   size_t at = 0;
   ALLOC(m, req, OP_LINK, strlen(newname) + 1);
   m->ino = ino; m->ino2 = newparent;
@@ -203,6 +208,7 @@ static void ll_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 
 static void ll_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off, struct fuse_file_info *fi) {
   NEED(OP_WRITE);
+  if (fast_write(SESS(req), req, ino, buf, size, off)) return;
   ALLOC(m, req, OP_WRITE, 0);
   ll_session *s = m->s;
   char *base = s->rbuf.mem;
@@ -358,6 +364,7 @@ static void ll_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 /* fallocate(2) on an open file: mode is FALLOC_FL_*; offset and length are exact 64-bit values. */
 static void ll_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length, struct fuse_file_info *fi) {
   NEED(OP_FALLOCATE);
+  fast_forget_ino(SESS(req), ino);
   ALLOC(m, req, OP_FALLOCATE, 0);
   m->ino = ino; m->flags = (uint32_t) mode; m->off = (uint64_t) offset; m->size = (uint64_t) length;
   if (fi) { m->fh = fi->fh; m->has_fh = 1; }

@@ -284,6 +284,8 @@ void handle_event(ll_session *s, napi_env env, ll_msg *m) {
     if (napi_create_buffer_copy(env, m->datalen, m->data, NULL, &r) != napi_ok) napi_get_undefined(env, &r);
     free(m->data);
     napi_resolve_deferred(env, m->deferred, r);
+  } else if (m->kind == EV_FAST_WRITES) {
+    fast_report_event(s, env, m);
   }
   free(m);
 }

@@ -7,6 +7,7 @@
  *   reply.c    the fuse_reply_* functions JS answers with
  *   notify.c   the notifier thread (fuse_lowlevel_notify_*)
  *   fetch.c    the fetch threads (store-ahead: files read and stored into the kernel's page cache)
+ *   fast.c     the write fast path: WRITEs on registered files answered in C, never entering JS
  *   session.c  a mount's life: create, mount, close, teardown
  *   host-io.c  host syscalls Node lacks or rounds
  *   addon.c    the module's entry point (what JS sees)
@@ -54,8 +55,12 @@ enum {
   OP_FALLOCATE, OP_READDIRPLUS,
   OP_COUNT, /* at most 53: `implemented` crosses from JS as a double */
   /* internal events, never exposed as handlers */
-  EV_INIT = 100, EV_EXIT, EV_NOTIFY_DONE, EV_AHEAD_JOB, EV_AHEAD_DONE
+  EV_INIT = 100, EV_EXIT, EV_NOTIFY_DONE, EV_AHEAD_JOB, EV_AHEAD_DONE, EV_FAST_WRITES
 };
+
+/* The write fast path's state array, shared with JS (src/fast-writes.ts): the quota bytes C may still
+ * charge (Infinity: no quota), the bytes charged and not yet folded, the caller uid served (-1: any). */
+enum { FS_GRANT = 0, FS_PENDING = 1, FS_CALLER_UID = 2, FS_COUNT = 4 };
 
 /* Fetch threads (fetch.c), all started at the first storeAhead; a small stack each. */
 #define FETCH_THREADS 8
@@ -165,6 +170,16 @@ struct ll_session {
   int32_t *epoch;
   napi_ref epoch_ref;
 
+  /* the write fast path (fast.c); JS thread only */
+  struct fast_ent **fast_tab; /* NULL until ll_fast_init */
+  double *fast_state;         /* FS_* */
+  napi_ref fast_state_ref, fast_report_ref;
+  uint32_t fast_gen;          /* bumped when every registration must be made again */
+  double *fast_dirty;         /* nodes written since the last report */
+  size_t fast_ndirty, fast_cap;
+  uint64_t fast_writes;       /* writes since the last report */
+  int fast_reporting;
+
   napi_deferred mount_deferred;
   napi_deferred closed_deferred;
   /* filled by init() (in on_poll), read when EV_INIT is dispatched */
@@ -217,6 +232,20 @@ napi_value ll_notify(napi_env env, napi_callback_info info);
 /* fetch.c */
 napi_value ll_store_epoch(napi_env env, napi_callback_info info);
 napi_value ll_store_ahead(napi_env env, napi_callback_info info);
+
+/* fast.c */
+int fast_write(ll_session *s, fuse_req_t req, uint64_t ino, const char *buf, size_t size, off_t off);
+void fast_forget_ino(ll_session *s, uint64_t ino);
+void fast_invalidate(ll_session *s);
+void fast_after_reply(ll_msg *m);
+void fast_report(ll_session *s);
+void fast_report_event(ll_session *s, napi_env env, ll_msg *m);
+void fast_free(ll_session *s);
+napi_value ll_fast_init(napi_env env, napi_callback_info info);
+napi_value ll_fast_register(napi_env env, napi_callback_info info);
+napi_value ll_fast_drop(napi_env env, napi_callback_info info);
+napi_value ll_fast_invalidate(napi_env env, napi_callback_info info);
+napi_value ll_fast_fold(napi_env env, napi_callback_info info);
 
 /* reply.c */
 napi_value reply_err(napi_env env, napi_callback_info info);

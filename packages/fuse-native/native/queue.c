@@ -3,6 +3,9 @@
 #include "ll.h"
 
 void queue_push(ll_session *s, ll_msg *m) {
+  /* Writes the fast path served go to JS before any request read after them (fast.c). Requests are
+   * only queued on the JS thread, where the fast path's state lives. */
+  if (m->kind < EV_INIT && s->fast_writes) fast_report(s);
   m->next = NULL;
   pthread_mutex_lock(&s->qlock);
   if (s->qtail) s->qtail->next = m; else s->qhead = m;
@@ -115,6 +118,7 @@ void on_poll(uv_poll_t *h, int status, int events) {
     if (res <= 0) { exited = 1; break; }
     fuse_session_process_buf(s->se, &s->rbuf);
   }
+  fast_report(s);
   if (exited && s->poll_open) {
     uv_poll_stop(&s->poll);
     ll_msg *m = msg_new(NULL, EV_EXIT, 0);

@@ -19,6 +19,7 @@ static ll_msg *take_req(napi_env env, napi_value v) {
 /* Marks m answered and says whether the reply can actually be sent (session still open). */
 static int mark_replied(ll_msg *m) {
   m->replied = 1;
+  fast_after_reply(m);
   return session_live(m->s);
 }
 

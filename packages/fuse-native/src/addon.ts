@@ -79,6 +79,15 @@ export interface Addon {
     nodes: Float64Array,
     strings: Buffer,
   ): Promise<Buffer>;
+  ll_fast_init(
+    s: SessionHandle,
+    state: Float64Array,
+    onWrites: (nodes: Float64Array, writes: number) => void,
+  ): void;
+  ll_fast_register(s: SessionHandle, ino: number, fd: number, direct: boolean): number;
+  ll_fast_drop(s: SessionHandle, ino: number): number;
+  ll_fast_invalidate(s: SessionHandle): void;
+  ll_fast_fold(s: SessionHandle): Float64Array;
   ll_reply_err(h: RequestHandle, errno: number): void;
   ll_reply_entry(
     h: RequestHandle,

@@ -4,6 +4,7 @@ import { resolve } from 'node:path';
 import { addon, type RequestHandle, type SessionHandle } from './addon.js';
 import { setattrChanges, toNameBuffer } from './encode.js';
 import { OP, implementedMask } from './ops.js';
+import { FastWrites } from './fast-writes.js';
 import { FEATURES, buildArgs, describeFeatures, type MountArgs } from './options.js';
 import { Req } from './req.js';
 import type { ConnInfo, LowLevelHandlers, LowLevelOptions } from './types.js';
@@ -152,6 +153,14 @@ export class LowLevelFuse {
    */
   bumpStoreEpoch(): void {
     Atomics.add(this.#storeEpoch, 0, 1);
+  }
+
+  /**
+   * Switches the write fast path on (native/fast.c; once): WRITEs on nodes registered with it are answered
+   * in C. `onWrites` hears of the nodes so written before the next request reaches a handler.
+   */
+  fastWrites(onWrites: (nodes: Float64Array, writes: number) => void): FastWrites {
+    return new FastWrites(this.#session, onWrites);
   }
 
   #fail(req: Req | null, err: unknown): void {

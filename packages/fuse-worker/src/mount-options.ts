@@ -33,6 +33,7 @@ export const SWITCHABLE_FEATURES = [
   'storeAhead',
   'entryWarmup',
   'directWrites',
+  'nativeWrites',
   'freshEntries',
 ] as const;
 export type SwitchableFeature = (typeof SWITCHABLE_FEATURES)[number];
@@ -125,6 +126,11 @@ export function directWrites(disabled: readonly SwitchableFeature[]): boolean {
   return !disabled.includes('directWrites');
 }
 
+/** Whether WRITEs on files already decided are answered by the binding, in C (fs/native-writes.ts). */
+export function nativeWrites(disabled: readonly SwitchableFeature[]): boolean {
+  return !disabled.includes('nativeWrites');
+}
+
 /**
  * The read-ahead window to ask for: the request size, when requests are bigger than the kernel's default
  * window (128 KiB) and the feature is on; else null (leave the kernel's window).
@@ -150,6 +156,7 @@ export function connStats(
       storeAhead: storeAhead(conn, disabled),
       entryWarmup: entryWarmup(conn, disabled),
       directWrites: directWrites(disabled),
+      nativeWrites: nativeWrites(disabled),
       freshEntries: freshEntries(conn, disabled),
       readahead,
     },

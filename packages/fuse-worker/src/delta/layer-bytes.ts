@@ -36,5 +36,6 @@ export async function layerBytes(layerDir: string): Promise<number> {
 export async function writableBytes(quota: DiskQuota | null): Promise<number | null> {
   if (quota === null) return null;
   await quota.whenReady();
+  quota.settle();
   return quota.used;
 }

@@ -65,6 +65,7 @@ export class DiskQuota {
   #scan: Promise<void> | undefined;
   #metadata: () => number = () => 0;
   #frozen = 0;
+  #lent: QuotaBorrower | null = null;
 
   constructor(limit: number, frozen = 0) {
     if (!Number.isSafeInteger(limit) || limit < 0) {
@@ -74,9 +75,27 @@ export class DiskQuota {
     this.frozen = frozen;
   }
 
-  /** Bytes the writable layer costs now (its entries and metadata). */
+  /**
+   * Bytes the writable layer costs now (its entries and metadata), plus what is lent out (`lend`): an
+   * upper bound until `settle`.
+   */
   get used(): number {
-    return this.#used + this.#metadata();
+    return this.#used + this.#metadata() + (this.#lent?.reserved() ?? 0);
+  }
+
+  /**
+   * Lets `borrower` (the binding's write fast path, fs/native-writes.ts) spend part of what is free on
+   * its own: what it holds counts as used until it gives it back (`reclaim`: every charge folded into
+   * the exact counts, the unspent rest returned). A check that would fail makes it give back first, so
+   * lending never refuses what the exact counts allow.
+   */
+  lend(borrower: QuotaBorrower | null): void {
+    this.#lent = borrower;
+  }
+
+  /** Makes `used` exact: whatever is lent out is given back. */
+  settle(): void {
+    if ((this.#lent?.reserved() ?? 0) > 0) this.#lent?.reclaim();
   }
 
   /**
@@ -117,6 +136,7 @@ export class DiskQuota {
   /** Starts recomputing the charges from the upper tree (replaces whatever was counted). */
   rescan(upper: HostDir, onError: (err: unknown) => void): Promise<void> {
     this.#ready = false;
+    this.settle();
     const scan = (async () => {
       const charges = new Map<bigint, number>();
       await walkTree(upper.path, {
@@ -147,6 +167,7 @@ export class DiskQuota {
 
   /** Throws ENOSPC unless the delta may grow by `growth` bytes. Records nothing. */
   checkGrowth(growth: number, what: string): void {
+    if (growth > 0 && this.used + this.#frozen + growth > this.limit) this.settle();
     const used = this.used + this.#frozen;
     if (growth > 0 && used + growth > this.limit) {
       throw new FsError(
@@ -185,6 +206,14 @@ export class DiskQuota {
   }
 }
 
+/** Who holds part of the free bytes (DiskQuota.lend). */
+export interface QuotaBorrower {
+  /** Bytes held: spent (charged, not yet folded) and unspent. */
+  reserved(): number;
+  /** Folds every charge into the quota's exact counts and returns the unspent rest. */
+  reclaim(): void;
+}
+
 /**
  * Runs the synchronous `write` (or allocation) of `length` bytes at `offset` on host fd `fd` within the
  * quota: ENOSPC before a byte is written when the blocks it may add do not fit (growthBound); the file's
@@ -214,6 +243,7 @@ export function quotaStatfs<T extends { bsize: number; blocks: number; bfree: nu
   host: T,
 ): T {
   const bsize = host.bsize > 0 ? host.bsize : 4096;
+  quota.settle();
   const free = Math.floor(quota.free / bsize);
   return {
     ...host,

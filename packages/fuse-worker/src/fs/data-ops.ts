@@ -145,9 +145,14 @@ export class DataPath {
         : writeSync(fd, data, 0, data.length, offset);
     };
     const quota = this.#fs.delta.quota;
-    if (quota === null) return put();
     // Number(offset) only rounds above 2^53, far beyond any quota: such a write is refused either way.
-    return writeWithin(quota, fd, { offset: Number(offset), length: data.length }, `write #${ino}`, put);
+    const written =
+      quota === null
+        ? put()
+        : writeWithin(quota, fd, { offset: Number(offset), length: data.length }, `write #${ino}`, put);
+    // Decided and counted: the node's next WRITEs may be answered by the binding (native-writes.ts).
+    this.#fs.nativeWrites?.served(ino, fd, this.#fs.directWriters.has(ino));
+    return written;
   }
 
   /**

@@ -15,6 +15,8 @@ type Entry =
 export class HandleCache {
   readonly #entries = new Map<number, Entry>();
   readonly #pinned = new Set<number>();
+  /** Told before a node's handle closes, while its fd still names the file (fs/native-writes.ts). */
+  beforeClose: ((ino: number, fd: number) => void) | undefined;
 
   get size(): number {
     return this.#entries.size;
@@ -60,6 +62,7 @@ export class HandleCache {
     this.#pinned.delete(ino);
     if (entry === undefined) return;
     this.#entries.delete(ino);
+    this.#closing(ino, entry.handle);
     // Closing can only fail for a bad fd, which would be our bug; there is no caller to tell.
     entry.handle.close().catch(() => undefined);
   }
@@ -74,9 +77,14 @@ export class HandleCache {
     }
   }
 
+  #closing(ino: number, handle: HostFile): void {
+    if (this.beforeClose !== undefined && handle.fd !== -1) this.beforeClose(ino, handle.fd);
+  }
+
   /** Closes everything (unmount). */
   async closeAll(): Promise<void> {
     const all = [...this.#entries.values()];
+    for (const [ino, entry] of this.#entries) this.#closing(ino, entry.handle);
     this.#entries.clear();
     this.#pinned.clear();
     await Promise.allSettled(all.map((e) => e.handle.close()));

@@ -22,6 +22,7 @@
 //   them), so their checks are exact. Data on the warm path may be served by the kernel's caches; what
 //   the kernel enforces there is the mode bits we report (attrs.ts), and rule changes invalidate them.
 import { statfs } from 'node:fs/promises';
+import type { LowLevelFuse } from '@agentfense/fuse-native';
 import type { RuleSet } from '@agentfense/protocol';
 import { quotaStatfs } from '../delta/quota.js';
 import * as attrOps from './attr-ops.js';
@@ -31,6 +32,7 @@ import { DataPath } from './data-ops.js';
 import { readdir } from './dir-listing.js';
 import { readdirplus } from './readdir-plus.js';
 import type { HandleCache } from './handles.js';
+import { NativeWrites } from './native-writes.js';
 import type { InodeTable } from './inodes.js';
 import { forget, lookup, type LookupAnswer } from './lookup.js';
 import * as namespaceOps from './namespace-ops.js';
@@ -108,6 +110,25 @@ export class PolicyFs {
   /** Whether files created write-only are answered with direct I/O (directWrites feature). */
   set directWrites(on: boolean) {
     this.#core.directWrites = on;
+  }
+
+  /**
+   * Lets the binding answer WRITEs on files already decided (nativeWrites feature, native-writes.ts).
+   * `callerUid`: besides root, the only uid served (the binding's own check, as in binding.ts).
+   */
+  useNativeWrites(fuse: Pick<LowLevelFuse, 'fastWrites'>, callerUid: number | undefined): void {
+    const core = this.#core;
+    const native = new NativeWrites({
+      fuse,
+      quota: () => core.delta.quota,
+      handles: core.handles,
+      cache: core.cache,
+      stats: core.stats,
+    });
+    native.callerUid = callerUid;
+    core.nativeWrites = native;
+    core.handles.beforeClose = (ino, fd) => native.closing(ino, fd);
+    core.delta.quota?.lend(native);
   }
 
   /** Set by the worker once mounted with entryWarmup on: lists the tree after the first access. */

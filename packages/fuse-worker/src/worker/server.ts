@@ -39,6 +39,7 @@ import {
   entryWarmup,
   directWrites,
   freshEntries,
+  nativeWrites,
   readaheadBytes,
 } from '../mount-options.js';
 import { widenReadahead } from '../readahead-window.js';
@@ -263,6 +264,7 @@ export class WorkerService {
           fuse.storeAhead(dirFd, maxBytes, nodes, strings);
         fs.storeAhead = storeAhead(info, disabled);
         fs.directWrites = directWrites(disabled);
+        if (nativeWrites(disabled)) fs.useNativeWrites(fuse, params.callerUid);
         fs.freshEntries = freshEntries(info, disabled);
         if (entryWarmup(info, disabled) && params.warmupEntries !== 0) {
           fs.entryWarmup = new EntryWarmup({
