@@ -253,3 +253,20 @@ export function useMountHygiene(): void {
     }
   });
 }
+
+/** Runs `fn` with one environment variable set (a worker mounted inside it reads it), then restores it. */
+export async function withEnv<T>(name: string, value: string, fn: () => Promise<T>): Promise<T> {
+  const previous = process.env[name];
+  process.env[name] = value;
+  try {
+    return await fn();
+  } finally {
+    if (previous === undefined) delete process.env[name];
+    else process.env[name] = previous;
+  }
+}
+
+/** WRITEs the binding answered in C so far (the worker's `write-native` counter). */
+export async function nativeWriteCount(f: MountedFixture): Promise<number> {
+  return (await f.worker.client.request('stats', {})).ops['write-native']?.count ?? 0;
+}

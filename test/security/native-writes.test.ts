@@ -7,25 +7,16 @@
 // fd closes (HandleCache.beforeClose). The accepted bytes are the JS path's to the byte.
 import { readFile } from 'node:fs/promises';
 import { describe, expect, it } from 'vitest';
-import { AGENT_SAFE, mountFixture, useMountHygiene, type MountedFixture } from '../helpers/worker-fixture.js';
+import {
+  AGENT_SAFE,
+  mountFixture,
+  useMountHygiene,
+  type MountedFixture,
+  withEnv,
+  nativeWriteCount,
+} from '../helpers/worker-fixture.js';
 
 const MiB = 1024 * 1024;
-
-async function withEnv<T>(name: string, value: string, fn: () => Promise<T>): Promise<T> {
-  const previous = process.env[name];
-  process.env[name] = value;
-  try {
-    return await fn();
-  } finally {
-    if (previous === undefined) delete process.env[name];
-    else process.env[name] = previous;
-  }
-}
-
-/** WRITEs the binding answered in C so far. */
-async function nativeCount(f: MountedFixture): Promise<number> {
-  return (await f.worker.client.request('stats', {})).ops['write-native']?.count ?? 0;
-}
 
 /** Python: writes 64 KiB blocks to output/fill until ENOSPC; prints the bytes the file accepted. */
 const FILL = `
@@ -66,7 +57,7 @@ async function revokeWhileOpen(f: MountedFixture, py: string): Promise<string> {
     if (st.stdout.trim() === '8192') break;
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
-  expect(await nativeCount(f)).toBeGreaterThan(0);
+  expect(await nativeWriteCount(f)).toBeGreaterThan(0);
   await f.worker.client.request('setRules', {
     rules: [
       ...AGENT_SAFE,
@@ -100,8 +91,8 @@ describe('WRITEs answered in the binding: quota and rule changes', () => {
       const du = await f.host(`du -sb ${f.delta}/upper | cut -f1`);
       expect(Number(du.stdout.trim())).toBeLessThanOrEqual(8 * MiB + 64 * 1024);
       expect((await f.sandbox('stat -c %s output/fill')).stdout.trim()).toBe(total);
-      if (disable === '') expect(await nativeCount(f)).toBeGreaterThan(50);
-      else expect(await nativeCount(f)).toBe(0);
+      if (disable === '') expect(await nativeWriteCount(f)).toBeGreaterThan(50);
+      else expect(await nativeWriteCount(f)).toBe(0);
       accepted.push(total!);
       await f.stop();
     }

@@ -3,24 +3,19 @@
 // copied into the mount's page cache on the way. What a user checks: the data is all there, readers see it as
 // it is written, set-id bits go as on Linux, and the switch turns it off.
 import { describe, expect, it } from 'vitest';
-import { AGENT_SAFE, mountFixture, useMountHygiene, type MountedFixture } from '../helpers/worker-fixture.js';
+import {
+  AGENT_SAFE,
+  mountFixture,
+  useMountHygiene,
+  type MountedFixture,
+  withEnv,
+} from '../helpers/worker-fixture.js';
 
 /** Pages of `file` (in the mount) resident in the kernel's page cache, by fincore. */
 async function residentPages(f: MountedFixture, file: string): Promise<number> {
   const r = await f.sandbox(`fincore --bytes --noheadings --output PAGES ${file}`);
   expect(r.stderr).toBe('');
   return Number(r.stdout.trim());
-}
-
-async function withEnv<T>(name: string, value: string, fn: () => Promise<T>): Promise<T> {
-  const previous = process.env[name];
-  process.env[name] = value;
-  try {
-    return await fn();
-  } finally {
-    if (previous === undefined) delete process.env[name];
-    else process.env[name] = previous;
-  }
 }
 
 describe('direct writes of files created write-only', () => {

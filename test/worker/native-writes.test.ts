@@ -6,23 +6,13 @@
 import { readFile } from 'node:fs/promises';
 import { describe, expect, it } from 'vitest';
 import { clearFuseMount } from '@agentfense/fuse-worker';
-import { AGENT_SAFE, mountFixture, useMountHygiene, type MountedFixture } from '../helpers/worker-fixture.js';
-
-async function withEnv<T>(name: string, value: string, fn: () => Promise<T>): Promise<T> {
-  const previous = process.env[name];
-  process.env[name] = value;
-  try {
-    return await fn();
-  } finally {
-    if (previous === undefined) delete process.env[name];
-    else process.env[name] = previous;
-  }
-}
-
-/** WRITEs the binding answered in C so far. */
-async function nativeCount(f: MountedFixture): Promise<number> {
-  return (await f.worker.client.request('stats', {})).ops['write-native']?.count ?? 0;
-}
+import {
+  AGENT_SAFE,
+  mountFixture,
+  useMountHygiene,
+  withEnv,
+  nativeWriteCount,
+} from '../helpers/worker-fixture.js';
 
 /**
  * Python run in the sandbox: writes output/f.bin in every pattern against an in-memory model of the file,
@@ -80,7 +70,7 @@ describe('WRITEs answered in the binding', () => {
     expect(String(upper.length)).toBe(size);
     expect((await f.host(`sha256sum < ${f.delta}/upper/output/f.bin`)).stdout.split(' ')[0]).toBe(sum);
     // Most of the ~550 WRITEs never reached JS.
-    expect(await nativeCount(f)).toBeGreaterThan(400);
+    expect(await nativeWriteCount(f)).toBeGreaterThan(400);
   }, 60_000);
 
   it('a worker SIGKILLed right after writes answered in C loses none of them', async () => {
@@ -93,7 +83,7 @@ for i in range(0, len(d), 8192): os.write(fd, d[i:i + 8192])
 print(hashlib.sha256(d).hexdigest())'`,
     );
     expect(w.stderr).toBe('');
-    expect(await nativeCount(f)).toBeGreaterThan(400);
+    expect(await nativeWriteCount(f)).toBeGreaterThan(400);
     process.kill(f.worker.pid, 'SIGKILL');
     await f.worker.exited;
     await clearFuseMount(f.mnt);
@@ -110,7 +100,7 @@ print(hashlib.sha256(d).hexdigest())'`,
     expect(stats.fuse?.features.nativeWrites).toBe(false);
     expect(stats.fuse?.disabled).toContain('nativeWrites');
     expect((await f.sandbox('head -c 1048576 /dev/urandom > output/x')).code).toBe(0);
-    expect(await nativeCount(f)).toBe(0);
+    expect(await nativeWriteCount(f)).toBe(0);
     expect((await f.worker.client.request('stats', {})).ops.write?.count).toBeGreaterThan(0);
   }, 60_000);
 });

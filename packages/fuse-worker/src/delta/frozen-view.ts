@@ -89,10 +89,11 @@ export class FrozenView implements LowerLayer {
   /**
    * The frozen layer at `dir` with the metadata `meta` it holds, already loaded: the state a checkpoint
    * has just frozen (the same records as its files), so a checkpoint reads nothing back. `meta` must never
-   * change again.
+   * change again. Its upper tree is opened synchronously (HostDir.openNow): a checkpoint has just renamed
+   * it there, and a compaction has it open in the view this one replaces.
    */
-  static async fromState(options: { dir: string; meta: MetaState; below: LowerLayer }): Promise<FrozenView> {
-    const upper = await HostDir.open({ path: join(options.dir, 'upper') });
+  static fromState(options: { dir: string; meta: MetaState; below: LowerLayer }): FrozenView {
+    const upper = HostDir.openNow({ path: join(options.dir, 'upper') });
     return new FrozenView(options.dir, { upper, meta: options.meta, lower: options.below });
   }
 

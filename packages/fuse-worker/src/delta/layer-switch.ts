@@ -31,6 +31,8 @@ export class LayerSwitch {
    * before may still use them, so they are closed at the next layer change (or with the delta).
    */
   #retired: { close(): Promise<void> }[] = [];
+  /** The closes of what earlier changes replaced (#retire), chained; never rejects. */
+  #closing: Promise<void> = Promise.resolve();
   /** Set when a layer change failed and could not be finished: nothing may change the delta any more. */
   #broken: Error | null = null;
   #epoch = 0;
@@ -81,7 +83,25 @@ export class LayerSwitch {
   /** Closes the frozen layers and what changes replaced (the delta closes its own context). */
   async close(): Promise<void> {
     await closeViews(this.#stack.views);
+    await this.#closing;
     for (const old of this.#retired) await old.close();
+  }
+
+  /**
+   * Makes `next` what the last change replaced, and closes what the change before replaced, in the
+   * background after the answer: each close is a thread-pool trip, milliseconds on a loaded host, that
+   * the answer of a change need not wait for (the same moment as before for a lookup still using them).
+   */
+  #retire(next: { close(): Promise<void> }[], logger: DeltaContext['logger']): void {
+    const old = this.#retired;
+    this.#retired = next;
+    this.#closing = this.#closing
+      .then(() =>
+        afterAnswer(async () => {
+          for (const o of old) await o.close();
+        }),
+      )
+      .catch((err: unknown) => logger.debug({ err }, 'closing the trees a layer change replaced failed'));
   }
 
   /**
@@ -102,11 +122,11 @@ export class LayerSwitch {
     return this.#change(
       ctx,
       (c) => checkpointLayer(c, layerDir),
-      async (result) => {
+      (result) => {
         // The state just frozen is the layer's (its files hold the same records): nothing read back.
         const below = this.#stack.views.at(-1) ?? ctx.codebase;
-        const view = await FrozenView.fromState({ dir: layerDir, meta: ctx.meta, below });
-        return { ...stackOf(ctx.codebase, [...this.#stack.views, view]), result };
+        const view = FrozenView.fromState({ dir: layerDir, meta: ctx.meta, below });
+        return Promise.resolve({ ...stackOf(ctx.codebase, [...this.#stack.views, view]), result });
       },
     );
   }
@@ -180,24 +200,21 @@ export class LayerSwitch {
     let views: readonly FrozenView[];
     let top: FrozenStack['top'];
     try {
-      // Both at once: each waits on a thread-pool trip, milliseconds on a loaded host.
-      const [opened, stacked] = await Promise.allSettled([
-        HostDir.open({ path: `${this.#deltaDir}/upper` }),
-        stackFor(result),
-      ]);
-      if (opened.status === 'rejected' || stacked.status === 'rejected') {
+      // Synchronous: upper/ was just made (HostDir.openNow), where a thread-pool trip can wait
+      // milliseconds on a loaded host; so is a checkpoint's frozen view (FrozenView.fromState).
+      upper = HostDir.openNow({ path: `${this.#deltaDir}/upper` });
+      try {
+        ({ views, top } = await stackFor(result));
+      } catch (err) {
         // The views stay their caller's to close (a restore closes those it opened); the delta is broken.
-        if (opened.status === 'fulfilled') await opened.value.close();
-        throw opened.status === 'rejected' ? opened.reason : (stacked as PromiseRejectedResult).reason;
+        await upper.close();
+        throw err;
       }
-      upper = opened.value;
-      ({ views, top } = stacked.value);
     } catch (err) {
       // The old context's upper tree is now a frozen layer or gone: it must not take another write.
       this.#broken = err instanceof Error ? err : new Error(String(err));
       throw err;
     }
-    for (const old of this.#retired) await old.close();
     // Its cached directory fds go, after the answer (closing a few hundred fds takes milliseconds, and
     // so does issuing the closes: hence setImmediate); a lookup still using them walks again from its
     // root. Closed (at the next change) once they are gone.
@@ -206,7 +223,7 @@ export class LayerSwitch {
       ctx.logger.debug({ err }, 'dropping the retired upper tree fds failed');
     });
     const retired = { close: (): Promise<void> => dropped.then(() => retiredUpper.close()) };
-    this.#retired = [retired, ...this.#stack.views.filter((view) => !views.includes(view))];
+    this.#retire([retired, ...this.#stack.views.filter((view) => !views.includes(view))], ctx.logger);
     this.#stack = { views, top };
     return { ...ctx, upper, lower: top, meta: result.meta };
   }
@@ -235,7 +252,7 @@ export class LayerSwitch {
       fresh.push(await FrozenView.open({ dir: merged, below: kept.at(-1) ?? ctx.codebase }));
       for (const above of views.slice(at + 2)) {
         const below = fresh.at(-1) as FrozenView;
-        fresh.push(await FrozenView.fromState({ dir: above.dir, meta: above.layer.meta, below }));
+        fresh.push(FrozenView.fromState({ dir: above.dir, meta: above.layer.meta, below }));
       }
       await writeStack(
         this.#deltaDir,
@@ -245,9 +262,8 @@ export class LayerSwitch {
       await closeViews(fresh);
       throw err;
     }
-    for (const old of this.#retired) await old.close();
     // A lookup that started before may still walk the old views: closed at the next change.
-    this.#retired = views.slice(at);
+    this.#retire(views.slice(at), ctx.logger);
     this.#stack = stackOf(ctx.codebase, [...kept, ...fresh]);
     return { ...ctx, lower: this.#stack.top };
   }
@@ -279,8 +295,7 @@ export class LayerSwitch {
       }
       if (settled === 'before') throw err;
     }
-    for (const old of this.#retired) await old.close();
-    this.#retired = [...views];
+    this.#retire([...views], ctx.logger);
     this.#stack = { views: [], top: ctx.codebase };
     return { ...ctx, lower: ctx.codebase };
   }

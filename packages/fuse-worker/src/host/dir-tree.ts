@@ -1,7 +1,6 @@
 // How a HostDir finds what it operates on: the root, the cache of directory fds, the walk that never
 // follows a symlink, and the namespace generation. HostDir (host-dir.ts) adds the operations.
 import { openSync } from 'node:fs';
-import type { FileHandle } from 'node:fs/promises';
 
 import { AbsentDirs } from './absent-dirs.js';
 import { acquireDir } from './dir-acquire.js';
@@ -9,7 +8,7 @@ import { dirStillAt } from './dir-check.js';
 import { DirFdCache, type CachedDir } from './dir-fd-cache.js';
 import { fdPath, WALK_DIR_FLAGS } from './flags.js';
 import { missing } from './host-values.js';
-import { RawFile } from './raw-file.js';
+import { RawFile, type HostFile } from './raw-file.js';
 import { checkLastPart, splitRel } from './rel-path.js';
 
 /**
@@ -26,7 +25,7 @@ export class DirTree {
   protected readonly root: CachedDir;
 
   /** The root's own handle (the cache types it as a bare fd). */
-  protected readonly rootFile: FileHandle;
+  protected readonly rootFile: HostFile;
 
   protected readonly cache: DirFdCache;
 
@@ -45,7 +44,7 @@ export class DirTree {
 
   protected constructor(
     path: string,
-    root: FileHandle,
+    root: HostFile,
     cache: DirFdCache,
     fsType: number,
     rememberMissingMs: number | undefined,

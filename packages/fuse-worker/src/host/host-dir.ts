@@ -24,6 +24,7 @@ import { DirFdCache } from './dir-fd-cache.js';
 import { DirTree } from './dir-tree.js';
 import { fdPath, PATH_ONLY_FLAGS, WALK_DIR_FLAGS } from './flags.js';
 import { isMissing, timespec, type TimeSpec } from './host-values.js';
+import { RawFile, type HostFile } from './raw-file.js';
 import { makeFifo, makeSocket } from './special-nodes.js';
 import { POOL_UNLINK_BYTES, removeTree as removeTreeAt } from './walk.js';
 
@@ -74,6 +75,20 @@ export class HostDir extends DirTree {
   /** Opens `options.path` as a root (O_DIRECTORY|O_NOFOLLOW on its last component). */
   static async open(options: HostDirOptions): Promise<HostDir> {
     const root = options.root ?? (await fsp.open(options.path, WALK_DIR_FLAGS));
+    return HostDir.#over(options, root);
+  }
+
+  /**
+   * HostDir.open with the root opened synchronously, on the worker's thread: for a directory of the
+   * worker's own just made or renamed (a checkpoint's new trees), whose path walk finds every name in
+   * the dentry cache and cannot wait on the disk, while a thread-pool trip waits 1-7 ms right after a
+   * `sync` on a loaded host. The same flags (no symlink as its last component).
+   */
+  static openNow(options: Omit<HostDirOptions, 'root'>): HostDir {
+    return HostDir.#over(options, new RawFile(openSync(options.path, WALK_DIR_FLAGS)));
+  }
+
+  static #over(options: HostDirOptions, root: HostFile): HostDir {
     let fsType: number;
     try {
       // Through the fd's magic link: exactly the filesystem of the directory opened, whatever the path
