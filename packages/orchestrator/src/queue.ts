@@ -39,3 +39,27 @@ export class StatusQueue<T> implements AsyncIterable<T> {
     };
   }
 }
+
+/**
+ * The statuses `start` pushes, until the consumer stops or `outer` aborts: then `start`'s signal aborts
+ * (closing the queue) and the generator ends once `start`'s loops have. The watch of every adapter.
+ */
+export async function* runWatch<T>(
+  outer: AbortSignal | undefined,
+  start: (signal: AbortSignal, queue: StatusQueue<T>) => Promise<unknown>,
+): AsyncGenerator<T> {
+  const controller = new AbortController();
+  const stop = (): void => controller.abort();
+  outer?.addEventListener('abort', stop, { once: true });
+  if (outer?.aborted === true) stop();
+  const queue = new StatusQueue<T>();
+  controller.signal.addEventListener('abort', () => queue.close(), { once: true });
+  const loops = start(controller.signal, queue);
+  try {
+    yield* queue;
+  } finally {
+    stop();
+    outer?.removeEventListener('abort', stop);
+    await loops;
+  }
+}

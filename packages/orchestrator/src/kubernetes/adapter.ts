@@ -3,7 +3,7 @@
 // sandbox deletes its Sandbox and pod), and locating finds the serving pod's node and the node agent on
 // it. Nothing is kept between calls but what the API server holds, so any API replica can serve them.
 import { OrchestratorError } from '../errors.js';
-import { StatusQueue } from '../queue.js';
+import { runWatch, type StatusQueue } from '../queue.js';
 import type { Location, Orchestrator, PlacementRequest, PlacementStatus, WatchOptions } from '../types.js';
 import { PlacementBook } from './book.js';
 import { apiError, statusOf, type KubeApi } from './client.js';
@@ -128,24 +128,23 @@ export class KubernetesOrchestrator implements Orchestrator {
     };
   }
 
-  async *watch(options: WatchOptions = {}): AsyncGenerator<PlacementStatus> {
+  watch(options: WatchOptions = {}): AsyncGenerator<PlacementStatus> {
+    return runWatch<PlacementStatus>(options.signal, (signal, queue) => this.informers(signal, queue));
+  }
+
+  /** The claims' and the pods' informers, feeding one book of placements. */
+  private informers(signal: AbortSignal, queue: StatusQueue<PlacementStatus>): Promise<unknown> {
     const { api, namespace } = this.options;
-    const controller = new AbortController();
-    const stop = (): void => controller.abort();
-    options.signal?.addEventListener('abort', stop, { once: true });
-    if (options.signal?.aborted === true) stop();
-    const queue = new StatusQueue<PlacementStatus>();
-    controller.signal.addEventListener('abort', () => queue.close(), { once: true });
     const book = new PlacementBook();
     const common = {
       api,
-      signal: controller.signal,
+      signal,
       onError: this.options.onError,
       retryDelayMs: this.options.retryDelayMs,
     };
     const claimsQuery = { labelSelector: MANAGED };
     const podsQuery = { labelSelector: CLAIM_UID_LABEL };
-    const loops = Promise.all([
+    return Promise.all([
       runInformer<SandboxClaim>({
         ...common,
         path: `/apis/${CLAIM_GROUP}/${CLAIM_VERSION}/namespaces/${namespace}/${CLAIM_PLURAL}`,
@@ -163,12 +162,5 @@ export class KubernetesOrchestrator implements Orchestrator {
         onChange: (type, pod) => queue.push(...book.podChanged(type, pod)),
       }),
     ]);
-    try {
-      yield* queue;
-    } finally {
-      stop();
-      options.signal?.removeEventListener('abort', stop);
-      await loops;
-    }
   }
 }

@@ -5,7 +5,7 @@
 // between calls but what the Swarm managers hold, so any API replica can serve them.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { OrchestratorError } from '../errors.js';
-import { StatusQueue } from '../queue.js';
+import { runWatch, type StatusQueue } from '../queue.js';
 import type { Location, Orchestrator, PlacementRequest, PlacementStatus, WatchOptions } from '../types.js';
 import type { SwarmApi } from './engine.js';
 import {
@@ -120,21 +120,8 @@ export class SwarmOrchestrator implements Orchestrator {
     });
   }
 
-  async *watch(options: WatchOptions = {}): AsyncGenerator<PlacementStatus> {
-    const controller = new AbortController();
-    const stop = (): void => controller.abort();
-    options.signal?.addEventListener('abort', stop, { once: true });
-    if (options.signal?.aborted === true) stop();
-    const queue = new StatusQueue<PlacementStatus>();
-    controller.signal.addEventListener('abort', () => queue.close(), { once: true });
-    const loop = this.poll(controller.signal, queue);
-    try {
-      yield* queue;
-    } finally {
-      stop();
-      options.signal?.removeEventListener('abort', stop);
-      await loop;
-    }
+  watch(options: WatchOptions = {}): AsyncGenerator<PlacementStatus> {
+    return runWatch<PlacementStatus>(options.signal, (signal, queue) => this.poll(signal, queue));
   }
 
   private async poll(signal: AbortSignal, queue: StatusQueue<PlacementStatus>): Promise<void> {
