@@ -42,7 +42,11 @@ describe.skipIf(docker.unavailable !== null)(
   `docker launcher: the agent cannot take over af-init or its connection${docker.unavailable === null ? '' : ` (skipped: ${docker.unavailable})`}`,
   () => {
     // Pool on: a pooled container's af-init connected long before its sandbox was known.
-    const runtime = createDockerRuntime({ dockerHost, logger: quiet, poolSize: 1 });
+    const runtime = createDockerRuntime({
+      ...(dockerHost === '' ? {} : { dockerHost }),
+      logger: quiet,
+      poolSize: 1,
+    });
     afterAll(() => runtime.close());
 
     async function start(): Promise<{ sb: RuntimeInstance; container: string; stateDir: string }> {

@@ -23,7 +23,11 @@ afterAll(async () => {
 describe.skipIf(docker.unavailable !== null)(
   `docker pool: no sandbox inherits another's container or the pool's limits${docker.unavailable === null ? '' : ` (skipped: ${docker.unavailable})`}`,
   () => {
-    const runtime = createDockerRuntime({ dockerHost, logger: quiet, poolSize: 1 });
+    const runtime = createDockerRuntime({
+      ...(dockerHost === '' ? {} : { dockerHost }),
+      logger: quiet,
+      poolSize: 1,
+    });
     afterAll(() => runtime.close());
 
     async function start(
