@@ -1,11 +1,26 @@
 // Frozen layers are charged to the disk quota of the sandbox that made them: an agent checkpointing in a
 // loop runs out of room in its own writes, deleting a checkpoint nothing else stands on gives the room
 // back, a fork's own writes are charged to it while the layers it inherited stay charged to its parent
-// alone, and the charge survives a worker restart and a control-plane restart.
+// alone, the charge survives a worker restart and a control-plane restart, and a layer is charged exactly
+// what it holds on the host.
+import { createRequire } from 'node:module';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ControlPlane } from '@agentfense/control';
+import { layerBytes } from '@agentfense/fuse-worker';
 import { closePlane, openPlaneOverExample, waitFor } from '../helpers/control-fixtures.js';
 import type { TestDirs } from '../helpers/control-fixtures.js';
+
+const Database = createRequire(fileURLToPath(import.meta.resolve('@agentfense/control/package.json')))(
+  'better-sqlite3',
+) as new (
+  file: string,
+  options?: { readonly?: boolean },
+) => {
+  prepare(sql: string): { all(...args: unknown[]): unknown[] };
+  close(): void;
+};
 
 const MiB = 1024 * 1024;
 const QUOTA = 4 * MiB;
@@ -81,6 +96,31 @@ describe('checkpoints and the disk quota', () => {
     expect(await write(forkId, 'fork2', 2)).toBe(false);
     await cp.destroySandbox(forkId);
     await cp.destroySandbox(parent);
+  });
+
+  it('charges each frozen layer exactly what a walk of it measures, codebase files copied up', async () => {
+    const id = await running();
+    // Codebase files copied up (an append keeps their content) into copied-up directories, a new
+    // directory, a removal (a whiteout), then a second layer over the first.
+    await cp.run(
+      id,
+      'cd /workspace && echo more >> src/app.py && echo more >> README.md && mkdir output/d && ' +
+        'echo x > output/d/f && rm docs/guide.md',
+    );
+    await cp.checkpoint(id);
+    await cp.run(id, 'cd /workspace && echo again >> src/util.py');
+    await cp.checkpoint(id);
+    const db = new Database(join(dirs.dataDir, 'agentfense.db'), { readonly: true });
+    const rows = db.prepare('SELECT id, bytes FROM layers WHERE maker_id = ?').all(id) as {
+      id: string;
+      bytes: number | null;
+    }[];
+    db.close();
+    expect(rows).toHaveLength(2);
+    for (const row of rows) {
+      expect(row.bytes, row.id).toBe(await layerBytes(join(dirs.dataDir, 'layers', row.id)));
+    }
+    await cp.destroySandbox(id);
   });
 
   it('keeps the charge when its worker is killed and replaced', async () => {

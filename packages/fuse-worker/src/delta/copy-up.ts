@@ -5,7 +5,14 @@ import fsp from 'node:fs/promises';
 import { FsError } from '../errors.js';
 import { fdPath } from '../host/flags.js';
 import { relParent } from '../host/rel-path.js';
-import { ensureUpperDir, tempName, upperStat, visibleLowerStat, type DeltaContext } from './context.js';
+import {
+  chargeDir,
+  ensureUpperDir,
+  tempName,
+  upperStat,
+  visibleLowerStat,
+  type DeltaContext,
+} from './context.js';
 import { baseOf } from './identity.js';
 
 export interface CopyUpOptions {
@@ -18,6 +25,7 @@ export interface CopyUpOptions {
  * Files keep content, mode and times (kernel copy: copy_file_range through the fds' magic links, so nothing
  * is ever looked up by path twice); symlinks are copied as links; directories as empty directories.
  * The copy is built in work/ and renamed into place, so a crash never leaves a half-copied upper file.
+ * The quota records the copy and its parent directory, which grows with the names copied into it.
  */
 export async function copyUp(ctx: DeltaContext, rel: string, options: CopyUpOptions = {}): Promise<void> {
   const up = await upperStat(ctx, rel);
@@ -39,6 +47,7 @@ export async function copyUp(ctx: DeltaContext, rel: string, options: CopyUpOpti
   if (lo.isDirectory()) {
     await ctx.upper.mkdir(rel, 0o700);
     if (ctx.quota !== null) ctx.quota.record(await ctx.upper.lstat(rel));
+    await chargeDir(ctx, relParent(rel));
     if (own !== null) await ctx.upper.lchown(rel, own.uid, own.gid);
     await ctx.upper.chmod(rel, Number(lo.mode));
     await ctx.upper.utimes(rel, atime, mtime);
@@ -67,6 +76,7 @@ export async function copyUp(ctx: DeltaContext, rel: string, options: CopyUpOpti
     await ctx.work.removeTree(tmp);
     throw err;
   }
+  await chargeDir(ctx, relParent(rel));
 }
 
 async function copyFileContent(ctx: DeltaContext, rel: string, tmp: string, content: boolean): Promise<void> {

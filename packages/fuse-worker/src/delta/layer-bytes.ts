@@ -1,24 +1,18 @@
-// What a frozen layer holds on the host, in the disk quota's own measure (quota.ts): each upper inode by
-// the blocks it holds (hard links once, at least MIN_CHARGE, a directory at least its size) plus the bytes
-// of its metadata files (snapshot and journal). A checkpoint charges this to the sandbox that made it.
+// What a frozen layer holds on the host, in the disk quota's own measure (quota.ts): each upper inode, the
+// upper root included, by the blocks it holds (hard links once, at least MIN_CHARGE, a directory at least
+// its size) plus the bytes of its metadata files (snapshot and journal). A checkpoint charges this to the
+// sandbox that made it: the quota's live count of the layer, equal to this walk of it.
 import { lstatSync } from 'node:fs';
 import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 
-import { walkTree } from '../host/walk.js';
 import type { DiskQuota } from './quota.js';
-import { chargeOf } from './quota.js';
+import { upperCharges } from './quota.js';
 
 /** The bytes the layer at `layerDir` (upper/ and meta/) costs. A walk: O(entries). */
 export async function layerBytes(layerDir: string): Promise<number> {
-  const charges = new Map<bigint, number>();
-  await walkTree(join(layerDir, 'upper'), {
-    onEntry: (st) => {
-      charges.set(st.ino, chargeOf(st));
-    },
-  });
   let bytes = 0;
-  for (const charge of charges.values()) bytes += charge;
+  for (const charge of (await upperCharges(join(layerDir, 'upper'))).values()) bytes += charge;
   const metaDir = join(layerDir, 'meta');
   for (const name of await readdir(metaDir)) {
     if (name === 'snapshot.json' || /^journal-\d+\.jsonl$/.test(name)) {

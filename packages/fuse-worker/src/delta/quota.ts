@@ -2,7 +2,7 @@
 // delta's metadata by its bytes, and an operation that would grow the delta past the limit fails with
 // ENOSPC before it touches the disk.
 import type { BigIntStats } from 'node:fs';
-import { constants, fstatSync } from 'node:fs';
+import { constants, fstatSync, lstatSync } from 'node:fs';
 
 import { FsError } from '../errors.js';
 import type { HostDir } from '../host/host-dir.js';
@@ -42,6 +42,30 @@ export function growthBound(
   const sizeEnd = Math.ceil(Number(st.size) / bs) * bs;
   const dense = Number(st.blocks) * 512 >= sizeEnd;
   return end - (dense ? Math.min(end, Math.max(start, sizeEnd)) : start);
+}
+
+/**
+ * The charge of every inode of the upper tree at `upper` (hard links once), its root directory included:
+ * the root holds a block on the host like any directory and grows with the names made in it (chargeDir
+ * records it), so a count without it would disagree with the live one by that block. Missing: nothing.
+ * The quota's recount and a frozen layer's measure (layer-bytes.ts) both use it.
+ */
+export async function upperCharges(upper: string): Promise<Map<bigint, number>> {
+  const charges = new Map<bigint, number>();
+  let root: BigIntStats;
+  try {
+    root = lstatSync(upper, { bigint: true });
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return charges;
+    throw err;
+  }
+  charges.set(root.ino, chargeOf(root));
+  await walkTree(upper, {
+    onEntry: (st) => {
+      charges.set(st.ino, chargeOf(st));
+    },
+  });
+  return charges;
 }
 
 /** The bytes a directory entry named `name` takes (ext4's: an 8-byte header, the name, 4-byte aligned). */
@@ -138,12 +162,7 @@ export class DiskQuota {
     this.#ready = false;
     this.settle();
     const scan = (async () => {
-      const charges = new Map<bigint, number>();
-      await walkTree(upper.path, {
-        onEntry: (st) => {
-          charges.set(st.ino, chargeOf(st));
-        },
-      });
+      const charges = await upperCharges(upper.path);
       this.#charges.clear();
       this.#used = 0;
       for (const [ino, charge] of charges) this.set(ino, charge);

@@ -2,7 +2,7 @@
 // metadata), and that cost keeps counting against the same limit after the checkpoint: checkpointing
 // cannot make room.
 import { constants, writeSync } from 'node:fs';
-import { mkdir, mkdtemp, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm, writeFile as writeHostFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it, onTestFinished } from 'vitest';
@@ -17,10 +17,15 @@ const KiB = 1024;
 async function quotaDelta(
   quotaBytes: number | undefined,
   frozenBytes?: number,
+  lowerFiles: readonly string[] = [],
 ): Promise<{ delta: Delta; root: string }> {
   const root = await mkdtemp(join(tmpdir(), 'af-layer-bytes-'));
   onTestFinished(() => rm(root, { recursive: true, force: true }));
   await mkdir(join(root, 'lower'));
+  for (const rel of lowerFiles) {
+    await mkdir(join(root, 'lower', rel, '..'), { recursive: true });
+    await writeHostFile(join(root, 'lower', rel), `${rel}\n`);
+  }
   await mkdir(join(root, 'delta'));
   const delta = await Delta.open({
     lowerDir: join(root, 'lower'),
@@ -58,12 +63,47 @@ describe('frozen layer bytes', () => {
     const layerDir = join(root, 'l1');
     const { bytes } = await delta.checkpoint({ layerDir });
     expect(bytes).toBe(counted);
-    // The walk (the quota's recount at open) agrees with the live count, which also charges the upper
-    // root directory's block once an entry was made in it.
-    expect(Math.abs((await layerBytes(layerDir)) - counted)).toBeLessThanOrEqual(4 * KiB);
+    // The walk (the quota's recount at open too) agrees exactly with the live count, the upper root
+    // directory's block included.
+    expect(await layerBytes(layerDir)).toBe(counted);
     // 100 KiB once (not twice for the link), the sparse file's one block, not its 10 MiB.
     expect(bytes).toBeGreaterThanOrEqual(100 * KiB);
     expect(bytes).toBeLessThan(200 * KiB);
+  });
+
+  it('measures a layer of copied-up codebase files as the quota counted it, their directory grown', async () => {
+    // 300 names of 40 bytes: the copied-up directory holds more than one block.
+    const names = Array.from(
+      { length: 300 },
+      (_, i) => `src/a-module-with-a-long-name-${String(i).padStart(4, '0')}.py`,
+    );
+    const { delta, root } = await quotaDelta(64 * 1024 * KiB, undefined, names);
+    await delta.quota?.whenReady();
+    for (const name of names) await (await delta.openForWrite(`/${name}`, constants.O_WRONLY)).close();
+    const counted = delta.quota?.used ?? 0;
+    const layerDir = join(root, 'l1');
+    const { bytes } = await delta.checkpoint({ layerDir });
+    expect(bytes).toBe(counted);
+    expect(await layerBytes(layerDir)).toBe(counted);
+    expect(counted).toBeGreaterThan((names.length + 2 + 1) * 4 * KiB); // the files, src/ and root, src/ grown
+  });
+
+  it('counts at open what it counted live: the recount of the writable layer agrees', async () => {
+    const { delta, root } = await quotaDelta(64 * 1024 * KiB, undefined, ['src/app.py']);
+    await delta.quota?.whenReady();
+    expect(delta.quota?.used).toBe(4 * KiB); // the empty upper root's block
+    await (await delta.openForWrite('/src/app.py', constants.O_WRONLY)).close();
+    await writeFile(delta, '/out', 10 * KiB);
+    const live = delta.quota?.used;
+    await delta.close();
+    const again = await Delta.open({
+      lowerDir: join(root, 'lower'),
+      deltaDir: join(root, 'delta'),
+      diskQuotaBytes: 64 * 1024 * KiB,
+    });
+    onTestFinished(() => again.close());
+    await again.quota?.whenReady();
+    expect(again.quota?.used).toBe(live);
   });
 
   it('without a quota the checkpoint counts nothing (it stays O(1)); a walk measures the layer', async () => {
