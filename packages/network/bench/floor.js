@@ -27,7 +27,7 @@ function started(argv) {
     child.stdout.on('data', (chunk) => {
       out += chunk;
       const m = /^(\d+)\n/.exec(out);
-      if (m !== null) resolve({ port: Number(m[1]), stop: () => child.kill('SIGTERM') });
+      if (m !== null) resolve({ port: Number(m[1]), pid: child.pid, stop: () => child.kill('SIGTERM') });
     });
     child.once('error', reject);
     child.once('exit', (code) => reject(new Error(`${argv[0]} exited (${code})`)));

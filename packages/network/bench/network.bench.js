@@ -64,13 +64,15 @@ async function main() {
       });
       sandboxes.push(id);
       await cp.startSandbox(id);
-      return async (argv, options = {}) => {
+      const runIn = async (argv, options = {}) => {
         const { allowCancel, ...rest } = options;
         const r = await cp.run(id, argv, { timeoutMs: 600_000, ...rest });
         if (allowCancel === true && r.cancelled) return r.stdout;
         if (r.exitCode !== 0) throw new Error(`${argv.join(' ')}: exit ${r.exitCode}: ${r.stderr}`);
         return r.stdout;
       };
+      runIn.id = id; // the set-up step finds its policy point by it
+      return runIn;
     };
     const a = await sandbox();
     const b = await sandbox();

@@ -3,6 +3,7 @@
 // host: curl straight to the server, srt's proxy (HTTP), and the floor of any relay here, curl through
 // a process that only accepts, connects and copies (floor-relay.c; a minimal Node TCP proxy beside it).
 import console from 'node:console';
+import { cpuNs, policyPointPid } from './cpu.js';
 import { startFloors } from './floor.js';
 import { NAME, SERVER, stopping } from './server.js';
 import { line, median, verdict } from './report.js';
@@ -31,17 +32,33 @@ export async function setupStep({ a, handOverAtOnce, srt, dir }) {
   const floors = await startFloors(dir, SERVER, 80);
   const lists = {};
   const takers = [];
+  /** CPU (ns) the relay of a line spent over its connections, and how many: key -> { ns, n }. */
+  const cpu = {};
+  /** Runs `fn` (returning first-byte times) and adds what `pid` spent meanwhile to the line's CPU. */
+  const measured = async (key, pid, fn) => {
+    const before = pid === undefined ? NaN : await cpuNs(pid);
+    const got = await fn();
+    const spent = pid === undefined ? NaN : (await cpuNs(pid)) - before;
+    if (Number.isFinite(spent)) {
+      cpu[key] ??= { ns: 0, n: 0 };
+      cpu[key].ns += spent;
+      cpu[key].n += got.length;
+    }
+    return got;
+  };
   /** A line whose 10 first bytes `take()` returns; a line that fails once is dropped with its reason. */
   const add = (key, take) => {
     lists[key] = [];
     takers.push(async () => {
       if (typeof lists[key] === 'string') return;
-      lists[key] = await take().then(
+      lists[key] = await take(key).then(
         (got) => [...lists[key], ...got],
         (err) => `failed: ${String(err?.message ?? err).split('\n')[0]}`,
       );
     });
   };
+  const pointOf = { a: await policyPointPid(a.id) };
+  if (handOverAtOnce !== undefined) pointOf.atOnce = await policyPointPid(handOverAtOnce.id);
   const fromHost = (args) => async () => {
     const got = [];
     for (let i = 0; i < 10; i++) got.push(Number(await hostCurl(['-w', '%{time_starttransfer}', ...args])));
@@ -50,28 +67,35 @@ export async function setupStep({ a, handOverAtOnce, srt, dir }) {
   // As a program does: the name asked of the sandbox's DNS first (not timed), then its address dialled;
   // the policy point then knows the name for the address and dials it at accept.
   const transparent =
-    (port, url, run = a) =>
-    async () => {
+    (port, url, run = a, pid = pointOf.a) =>
+    async (key) => {
       await run(['getent', 'hosts', NAME]);
-      return times(await run([...LOOP, '10', '--noproxy', '*', ...pin(port), url]));
+      return measured(key, pid, async () =>
+        times(await run([...LOOP, '10', '--noproxy', '*', ...pin(port), url])),
+      );
     };
+  const proxied =
+    (url, run = a, pid = pointOf.a) =>
+    (key) =>
+      measured(key, pid, async () => times(await run([...LOOP, '10', url])));
   add('host', fromHost([...pin(80), http]));
-  add('proxy', async () => times(await a([...LOOP, '10', http])));
+  add('proxy', proxied(http));
   add('transparent', transparent(80, http));
   add('hostTls', fromHost([...pin(443), https]));
-  add('proxyTls', async () => times(await a([...LOOP, '10', https])));
+  add('proxyTls', proxied(https));
   add('transparentTls', transparent(443, https));
   // The same HTTPS lines where each tunnel goes to the kernel relay at once (A/B of the hand-over point).
   if (handOverAtOnce !== undefined) {
-    add('proxyTlsAtOnce', async () => times(await handOverAtOnce([...LOOP, '10', https])));
-    add('transparentTlsAtOnce', transparent(443, https, handOverAtOnce));
+    add('proxyTlsAtOnce', proxied(https, handOverAtOnce, pointOf.atOnce));
+    add('transparentTlsAtOnce', transparent(443, https, handOverAtOnce, pointOf.atOnce));
   }
   if (srt.error === undefined)
     add('srt', async () =>
       times(await srtRun(srt.settings, [...LOOP, '10', http], srt.dir, stopping.signal)),
     );
   for (const [key, floor] of Object.entries(floors)) {
-    if (floor.error === undefined) add(key, fromHost([`http://127.0.0.1:${floor.port}/small`]));
+    if (floor.error === undefined)
+      add(key, (k) => measured(k, floor.pid, fromHost([`http://127.0.0.1:${floor.port}/small`])));
     else lists[key] = floor.error;
   }
   try {
@@ -86,6 +110,9 @@ export async function setupStep({ a, handOverAtOnce, srt, dir }) {
     const d = figure(key) - figure(base);
     return `${d < 0 ? '−' : '+'}${Math.abs(d).toFixed(2)} ms`;
   };
+  /** The relay's CPU per connection on a line (the policy point's, both threads; a floor's). */
+  const perConnection = (key) => (cpu[key].ns / cpu[key].n / 1e6).toFixed(2);
+  const cpuOf = (key) => (cpu[key] === undefined ? '' : `  (its CPU ${perConnection(key)} ms a connection)`);
   line('host, HTTP (curl, no sandbox)', `${figure('host').toFixed(2)} ms`);
   line('host, HTTPS', `${figure('hostTls').toFixed(2)} ms`);
   const floorLines = [
@@ -96,7 +123,7 @@ export async function setupStep({ a, handOverAtOnce, srt, dir }) {
   for (const [key, label] of floorLines) {
     if (lists[key] === undefined) continue;
     if (typeof lists[key] === 'string') line(label, 'n/a', lists[key]);
-    else line(label, `${figure(key).toFixed(2)} ms`, added(key, 'host'));
+    else line(label, `${figure(key).toFixed(2)} ms`, `${added(key, 'host')}${cpuOf(key)}`);
   }
   const rows = [];
   for (const [key, base, label] of [
@@ -113,8 +140,9 @@ export async function setupStep({ a, handOverAtOnce, srt, dir }) {
       continue;
     }
     const met = figure(key) - figure(base) <= 1;
-    line(label, `${figure(key).toFixed(2)} ms`, `${added(key, base)}  ${verdict(met)}`);
+    line(label, `${figure(key).toFixed(2)} ms`, `${added(key, base)}  ${verdict(met)}${cpuOf(key)}`);
     const beside = [`host ${figure(base).toFixed(2)} ms`];
+    if (cpu[key] !== undefined) beside.push(`policy point CPU ${perConnection(key)} ms a connection`);
     if (base === 'host') {
       for (const [floor, name] of [
         ['c', 'C relay floor'],
@@ -135,7 +163,7 @@ export async function setupStep({ a, handOverAtOnce, srt, dir }) {
     rows.push([
       `time to first byte, small answer, p50 of 100, HTTP, ${label} on the host`,
       `${added(key, 'host')} (${figure(key).toFixed(2)} ms)`,
-      `host ${figure('host').toFixed(2)} ms`,
+      `host ${figure('host').toFixed(2)} ms${cpu[key] === undefined ? '' : `; its CPU ${perConnection(key)} ms a connection`}`,
       '–',
       'floor',
     ]);

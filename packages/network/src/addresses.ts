@@ -75,7 +75,16 @@ export function canonicalAddress(address: string): string {
 /** The host's own addresses, read when the policy point starts (and refreshed by `refreshHostAddresses`). */
 let hostAddresses = new Set<string>();
 
+/**
+ * Classes already worked out, per spelling: each costs two BlockList checks (microseconds through
+ * Node's C++ side) and every new connection asks for its address's. Emptied with the host's addresses
+ * and when full.
+ */
+const classes = new Map<string, AddressClass>();
+const CLASSES_LIMIT = 4_096;
+
 export function refreshHostAddresses(): void {
+  classes.clear();
   const next = new Set<string>();
   for (const list of Object.values(networkInterfaces())) {
     for (const info of list ?? []) next.add(canonicalAddress(info.address.split('%')[0] ?? ''));
@@ -85,6 +94,15 @@ export function refreshHostAddresses(): void {
 refreshHostAddresses();
 
 export function classifyAddress(address: string): AddressClass {
+  const known = classes.get(address);
+  if (known !== undefined) return known;
+  const cls = classify(address);
+  if (classes.size >= CLASSES_LIMIT) classes.clear();
+  classes.set(address, cls);
+  return cls;
+}
+
+function classify(address: string): AddressClass {
   const canonical = canonicalAddress(address);
   const family = isIP(canonical);
   if (family === 0) return 'never';

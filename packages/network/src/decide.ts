@@ -32,10 +32,19 @@ interface Compiled {
   readonly specificity: readonly number[];
 }
 
+/**
+ * Decisions remembered per policy version. A decision is a pure function of the policy and the
+ * destination (the host's own addresses are read once, at start), and a connection asks for the same
+ * few several times (by address, by its TLS name, on a policy change); address classes and CIDR
+ * ranges cost microseconds each through BlockList, on a new connection's path. Bounded: cleared when full.
+ */
+const MEMO_LIMIT = 4_096;
+
 /** A policy compiled for repeated decisions (the policy point keeps one per policy version). */
 export class CompiledPolicy {
   readonly policy: NetworkPolicy;
   readonly #rules: readonly Compiled[];
+  readonly #memo = new Map<string, Decision>();
 
   constructor(policy: NetworkPolicy) {
     this.policy = policy;
@@ -43,6 +52,18 @@ export class CompiledPolicy {
   }
 
   decide(dest: Destination): Decision {
+    // Every field the decision reads, in an encoding no two destinations share (a name is not always
+    // a clean token: a Host header's may hold spaces).
+    const key = JSON.stringify([dest.name, dest.address, dest.port, dest.method]);
+    const known = this.#memo.get(key);
+    if (known !== undefined) return known;
+    const decision = this.#decide(dest);
+    if (this.#memo.size >= MEMO_LIMIT) this.#memo.clear();
+    this.#memo.set(key, decision);
+    return decision;
+  }
+
+  #decide(dest: Destination): Decision {
     const { mode } = this.policy;
     if (mode === 'none') return { allowed: false, reason: 'the sandbox has no network (mode none)' };
     const address = dest.address === undefined ? undefined : canonicalAddress(dest.address);
@@ -53,15 +74,14 @@ export class CompiledPolicy {
         reason: `${address} is the host itself, loopback or multicast: never reachable`,
       };
     }
-    const winner = this.#rules.find((c) =>
-      matches(c, { ...dest, ...(address === undefined ? {} : { address }) }),
-    );
+    const canonical = address === undefined ? dest : { ...dest, address };
+    const winner = this.#rules.find((c) => matches(c, canonical));
     if (winner !== undefined && winner.rule.action === 'deny') {
       return { allowed: false, rule: winner.index, reason: describe(winner) };
     }
     if (cls === 'special' && address !== undefined) {
       const named = this.#rules.find(
-        (c) => c.rule.action === 'allow' && c.cidr !== undefined && matches(c, { ...dest, address }),
+        (c) => c.rule.action === 'allow' && c.cidr !== undefined && matches(c, canonical),
       );
       if (named === undefined) {
         return {

@@ -97,6 +97,73 @@ describe('decisions', () => {
   });
 });
 
+describe('remembered decisions', () => {
+  it('a decision remembered for one destination never answers for another', () => {
+    const p = policy({
+      mode: 'allow',
+      rules: [
+        { action: 'allow', host: 'api.test', ports: [443] },
+        { action: 'allow', host: 'mirror.test', methods: ['GET'] },
+        { action: 'allow', cidr: '10.20.0.0/16', ports: [5432] },
+      ],
+    });
+    // Each pair differs in one field; asked twice in both orders, so the second answer is a remembered one.
+    const pairs: [Parameters<CompiledPolicy['decide']>[0], Parameters<CompiledPolicy['decide']>[0]][] = [
+      [
+        { name: 'api.test', address: '203.0.113.1', port: 443 },
+        { name: 'api.test', address: '10.0.0.1', port: 443 },
+      ],
+      [
+        { name: 'api.test', address: '203.0.113.1', port: 443 },
+        { name: 'api.test', address: '203.0.113.1', port: 80 },
+      ],
+      [
+        { name: 'api.test', address: '203.0.113.1', port: 443 },
+        { name: 'other.test', address: '203.0.113.1', port: 443 },
+      ],
+      [
+        { name: 'mirror.test', address: '203.0.113.1', port: 80, method: 'GET' },
+        { name: 'mirror.test', address: '203.0.113.1', port: 80, method: 'POST' },
+      ],
+      [
+        { address: '10.20.0.5', port: 5432 },
+        { address: '10.21.0.5', port: 5432 },
+      ],
+      [
+        { name: 'api.test', address: '203.0.113.1', port: 443 },
+        { name: 'api.test 203.0.113.1', port: 443 },
+      ],
+    ];
+    for (const [allowed, refused] of pairs) {
+      for (const order of [
+        [allowed, refused],
+        [refused, allowed],
+        [allowed, refused],
+      ]) {
+        for (const dest of order) expect(p.decide(dest).allowed).toBe(dest === allowed);
+      }
+    }
+  });
+
+  it('a new policy decides afresh', () => {
+    const dest = { name: 'api.test', address: '203.0.113.1', port: 443 };
+    expect(
+      policy({ mode: 'allow', rules: [{ action: 'allow', host: 'api.test' }] }).decide(dest).allowed,
+    ).toBe(true);
+    expect(
+      policy({ mode: 'allow', rules: [{ action: 'deny', host: 'api.test' }] }).decide(dest).allowed,
+    ).toBe(false);
+  });
+
+  it('an address keeps its class however often it is asked', () => {
+    for (let i = 0; i < 3; i++) {
+      expect(classifyAddress('10.1.2.3')).toBe('special');
+      expect(classifyAddress('::ffff:7f00:1')).toBe('never');
+      expect(classifyAddress('203.0.113.10')).toBe('public');
+    }
+  });
+});
+
 describe('validation', () => {
   it('names the rule and the problem', () => {
     expect(() => validateNetworkPolicy({ rules: [{ action: 'allow' }] })).toThrow(
