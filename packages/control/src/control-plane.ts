@@ -36,6 +36,7 @@ import type {
   RestoreOptions,
 } from './sandboxes/checkpoints.js';
 import { SandboxManager } from './sandboxes/manager.js';
+import { startReaper } from './sandboxes/reaper-timer.js';
 import { SPARE_LABEL } from './sandboxes/one-shot.js';
 import type { CreateInternal } from './sandboxes/records.js';
 import type { SecretValueSource } from './sandboxes/secret-values.js';
@@ -111,12 +112,12 @@ export class ControlPlane implements AsyncDisposable {
     this.codebases = parts.codebases;
     this.sandboxes = parts.sandboxes;
     this.sessions = parts.sessions;
-    if (parts.reapIntervalMs > 0) {
-      this.#reaper = setInterval(() => {
-        this.sandboxes.reap().catch((err: unknown) => this.logger.error({ err }, 'reaper failed'));
-      }, parts.reapIntervalMs);
-      this.#reaper.unref();
-    }
+    this.#reaper = startReaper({
+      sandboxes: this.sandboxes,
+      logger: this.logger,
+      intervalMs: parts.reapIntervalMs,
+      recover: parts.metadata.backend === 'postgres',
+    });
   }
 
   /**

@@ -236,7 +236,8 @@ export class StackCompactor {
         if (replacePair(layers, row.from, row.layer) === layers) continue;
         try {
           const recorded = this.#host.layerIds(await readStack(this.#layout.sandbox(holder).delta));
-          if (recorded.includes(row.layer)) await this.#store.transaction((tx) => tx.setStack(holder, recorded));
+          if (recorded.includes(row.layer))
+            await this.#store.transaction((tx) => tx.setStack(holder, recorded));
         } catch (err) {
           this.#logger.warn({ err, sandboxId: holder }, 'reading a delta’s stack failed');
         }

@@ -77,9 +77,7 @@ export class LayerCharges {
 
   /** Records whose layer nothing holds and no directory holds either (a layer removed before its row). */
   async stale(held: ReadonlySet<string>, onDisk: ReadonlySet<string>): Promise<string[]> {
-    return (await this.#store.layers())
-      .map((row) => row.id)
-      .filter((id) => !held.has(id) && !onDisk.has(id));
+    return (await this.#store.layers()).map((row) => row.id).filter((id) => !held.has(id) && !onDisk.has(id));
   }
 
   /** Settles when the background measurements asked for so far are done (tests, close). */

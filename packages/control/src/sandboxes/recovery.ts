@@ -126,11 +126,11 @@ export async function reapSandboxes(deps: RecoveryDeps, now: number): Promise<st
   const reaped: string[] = [];
   // Destroys that failed are retried, at most once a minute each (a failure records stopped_at).
   const retries = (await deps.store.all()).filter(
-      (r) =>
-        r.state === 'ERROR' &&
-        r.state_reason?.startsWith(DESTROY_FAILED) === true &&
-        (r.stopped_at ?? 0) <= now - DESTROY_RETRY_MS,
-    );
+    (r) =>
+      r.state === 'ERROR' &&
+      r.state_reason?.startsWith(DESTROY_FAILED) === true &&
+      (r.stopped_at ?? 0) <= now - DESTROY_RETRY_MS,
+  );
   const expired = await deps.store.expired(now);
   for (const row of [...expired, ...retries]) {
     if (deps.owner.ownedElsewhere(row)) continue;

@@ -109,7 +109,11 @@ export function checkpointNotFound(sandboxId: string, id: string): NotFoundError
 }
 
 /** A ready checkpoint of the sandbox, or NotFoundError. */
-export function readyCheckpoint(sandboxId: string, id: string, row: CheckpointRow | undefined): CheckpointRow {
+export function readyCheckpoint(
+  sandboxId: string,
+  id: string,
+  row: CheckpointRow | undefined,
+): CheckpointRow {
   if (row === undefined || row.sandbox_id !== sandboxId || row.state !== 'ready') {
     throw checkpointNotFound(sandboxId, id);
   }

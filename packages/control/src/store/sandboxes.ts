@@ -20,7 +20,6 @@ export interface SandboxQuery {
   readonly limit: number;
 }
 
-
 export interface SandboxStore {
   /** Inserts a sandbox and its labels (filterable through sandbox_labels) in one transaction. */
   insert(row: NewSandboxRow): Promise<void>;

@@ -67,10 +67,7 @@ export class SqliteSandboxStore implements SandboxStore {
   }
 
   /** An IMMEDIATE transaction: no other process can change the row between the read and the write. */
-  updateLocked(
-    id: string,
-    decide: (row: SandboxRow) => SandboxPatch | undefined,
-  ): Promise<SandboxRow> {
+  updateLocked(id: string, decide: (row: SandboxRow) => SandboxPatch | undefined): Promise<SandboxRow> {
     return resolved(() => {
       return this.#db
         .transaction(() => {

@@ -154,7 +154,8 @@ export function registerSandboxes(program: Command, context: CliContext): void {
           mode: flags.lastWriterWins === true ? 'last-writer-wins' : 'detect-conflicts',
         });
         if (flags.json === true) printJson(io, commit);
-        else reportCommit(io, commit, (await plane.getCodebase((await plane.getSandbox(id)).codebaseId)).path);
+        else
+          reportCommit(io, commit, (await plane.getCodebase((await plane.getSandbox(id)).codebaseId)).path);
         if (commit.interrupted !== undefined) {
           io.stderr.write(`agentfense: the commit stopped early (${commit.interrupted}); run it again\n`);
           result.exitCode = 1;

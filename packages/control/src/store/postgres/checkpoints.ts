@@ -82,9 +82,9 @@ export class PostgresCheckpointStore implements CheckpointStore {
   }
 
   async holders(): Promise<LayerHolders> {
-    const checkpoints = (await this.#pool.query<{ layers: string }>('SELECT layers FROM checkpoints')).rows.map(
-      (row) => JSON.parse(row.layers) as string[],
-    );
+    const checkpoints = (
+      await this.#pool.query<{ layers: string }>('SELECT layers FROM checkpoints')
+    ).rows.map((row) => JSON.parse(row.layers) as string[]);
     const stacks = new Map<string, string[]>();
     const { rows } = await this.#pool.query<{ sandbox_id: string; layers: string }>(
       'SELECT sandbox_id, layers FROM sandbox_stacks',
@@ -137,10 +137,15 @@ async function apply(db: Queryable, w: CheckpointWrite): Promise<void> {
   switch (w.op) {
     case 'insert': {
       const [row] = w.args;
-      await db.query(
-        `INSERT INTO checkpoints (${CHECKPOINT_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
-        [row.id, row.sandbox_id, row.name, row.message, JSON.stringify(row.layers), row.state, row.created_at],
-      );
+      await db.query(`INSERT INTO checkpoints (${CHECKPOINT_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7)`, [
+        row.id,
+        row.sandbox_id,
+        row.name,
+        row.message,
+        JSON.stringify(row.layers),
+        row.state,
+        row.created_at,
+      ]);
       return;
     }
     case 'delete':
@@ -183,7 +188,10 @@ async function apply(db: Queryable, w: CheckpointWrite): Promise<void> {
         const layers = JSON.parse(row.layers) as string[];
         const replaced = replacePair(layers, from, layer);
         if (replaced !== layers) {
-          await db.query('UPDATE checkpoints SET layers = $1 WHERE id = $2', [JSON.stringify(replaced), row.id]);
+          await db.query('UPDATE checkpoints SET layers = $1 WHERE id = $2', [
+            JSON.stringify(replaced),
+            row.id,
+          ]);
         }
       }
       return;

@@ -52,10 +52,10 @@ export class PostgresCodebaseStore implements CodebaseStore {
   }
 
   async recordIdentity(id: string, identity: DirIdentity): Promise<void> {
-    await this.#pool.query('UPDATE codebases SET host_identity = $1 WHERE id = $2 AND host_identity IS NULL', [
-      formatIdentity(identity),
-      id,
-    ]);
+    await this.#pool.query(
+      'UPDATE codebases SET host_identity = $1 WHERE id = $2 AND host_identity IS NULL',
+      [formatIdentity(identity), id],
+    );
   }
 
   /** One UPDATE that adds to the counts: two replicas' uploads into one codebase both count. */

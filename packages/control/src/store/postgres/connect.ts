@@ -1,51 +1,16 @@
-// The PostgreSQL connection of the metadata store: the URL checked, a pool (the `pg` package) whose
-// 64-bit integers come back as numbers (times in ms and byte counts stay far below 2^53), and failures
-// told apart by a closed set of reasons. The password is never part of a message or a log line.
+// The PostgreSQL connection of the metadata store: a pool (the `pg` package) whose 64-bit integers come
+// back as numbers (times in ms and byte counts stay far below 2^53), and failures told apart by a closed
+// set of reasons (url.ts). The password is never part of a message or a log line.
 import pg from 'pg';
 import { InvalidArgumentError, UnavailableError } from '@agentfense/protocol';
 import type { AgentFenseError } from '@agentfense/protocol';
-
-/** Why the metadata database could not be used (in an error's `details.reason`). */
-export type PostgresFailure = 'invalid-url' | 'unreachable' | 'authentication' | 'no-database' | 'schema-newer';
+import { redactUrl } from './url.js';
+import type { PostgresFailure } from './url.js';
 
 /** Connections one control plane keeps at most (an exec touches a few records; starts a few more). */
 const POOL_MAX = 10;
 /** How long opening a connection may take before the server counts as unreachable (ms). */
 const CONNECT_TIMEOUT_MS = 10_000;
-
-/** The URL as it may be shown: its password replaced by `***`. Unparsable input is not echoed. */
-export function redactUrl(url: string): string {
-  try {
-    const parsed = new URL(url);
-    if (parsed.password !== '') parsed.password = '***';
-    return parsed.toString();
-  } catch {
-    return '(an unparsable URL)';
-  }
-}
-
-/** Checks a `postgres://` or `postgresql://` URL naming a database; InvalidArgumentError otherwise. */
-export function checkPostgresUrl(url: string): void {
-  let parsed: URL | undefined;
-  try {
-    parsed = new URL(url);
-  } catch {
-    parsed = undefined;
-  }
-  const problem =
-    parsed === undefined
-      ? 'it is not a URL'
-      : parsed.protocol !== 'postgres:' && parsed.protocol !== 'postgresql:'
-        ? `its scheme is ${parsed.protocol.replace(/:$/, '')}, not postgres or postgresql`
-        : parsed.pathname.replace(/^\//, '') === ''
-          ? 'it names no database (postgres://user@host/DATABASE)'
-          : undefined;
-  if (problem !== undefined) {
-    throw new InvalidArgumentError(`--database ${redactUrl(url)}: ${problem}`, {
-      details: { reason: 'invalid-url' satisfies PostgresFailure },
-    });
-  }
-}
 
 /** A pool over the URL (not connected yet: the first query connects). */
 export function createPool(url: string): pg.Pool {

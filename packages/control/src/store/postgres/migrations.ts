@@ -3,7 +3,7 @@
 // epoch (BIGINT); JSON columns are text, as in SQLite, so one row codec serves both backends.
 import type pg from 'pg';
 import { UnavailableError } from '@agentfense/protocol';
-import type { PostgresFailure } from './connect.js';
+import type { PostgresFailure } from './url.js';
 
 /** Migrations, applied in order, each once, all in one transaction. Never edit one that has shipped. */
 export const PG_MIGRATIONS: readonly { readonly version: number; readonly sql: string }[] = [
@@ -106,7 +106,9 @@ export async function migratePostgres(pool: pg.Pool): Promise<void> {
     await client.query(
       'CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at BIGINT NOT NULL)',
     );
-    const { rows } = await client.query<{ v: number | null }>('SELECT MAX(version) AS v FROM schema_migrations');
+    const { rows } = await client.query<{ v: number | null }>(
+      'SELECT MAX(version) AS v FROM schema_migrations',
+    );
     const current = rows[0]?.v ?? 0;
     const latest = PG_MIGRATIONS.at(-1)?.version ?? 0;
     if (current > latest) {

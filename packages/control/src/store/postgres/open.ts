@@ -3,7 +3,8 @@
 import type { MetadataStore } from '../metadata.js';
 import { PostgresCheckpointStore } from './checkpoints.js';
 import { PostgresCodebaseStore } from './codebases.js';
-import { checkPostgresUrl, connectionError, createPool } from './connect.js';
+import { connectionError, createPool } from './connect.js';
+import { checkPostgresUrl } from './url.js';
 import { migratePostgres } from './migrations.js';
 import { PostgresSandboxStore } from './sandboxes.js';
 

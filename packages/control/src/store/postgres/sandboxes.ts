@@ -79,10 +79,7 @@ export class PostgresSandboxStore implements SandboxStore {
     await updateRow(this.#pool, id, patch);
   }
 
-  async updateLocked(
-    id: string,
-    decide: (row: SandboxRow) => SandboxPatch | undefined,
-  ): Promise<SandboxRow> {
+  async updateLocked(id: string, decide: (row: SandboxRow) => SandboxPatch | undefined): Promise<SandboxRow> {
     return inTransaction(this.#pool, async (client) => {
       const row = await lockRow(client, id);
       const patch = decide(row);
@@ -151,10 +148,14 @@ export class PostgresSandboxStore implements SandboxStore {
       );
     }
     if (q.codebaseVisibility !== undefined) {
-      where.push(`s.codebase_id IN (SELECT c.id FROM codebases c WHERE c.visibility = ${p(q.codebaseVisibility)})`);
+      where.push(
+        `s.codebase_id IN (SELECT c.id FROM codebases c WHERE c.visibility = ${p(q.codebaseVisibility)})`,
+      );
     }
     for (const key of q.withoutLabelKeys ?? []) {
-      where.push(`NOT EXISTS (SELECT 1 FROM sandbox_labels l WHERE l.sandbox_id = s.id AND l.key = ${p(key)})`);
+      where.push(
+        `NOT EXISTS (SELECT 1 FROM sandbox_labels l WHERE l.sandbox_id = s.id AND l.key = ${p(key)})`,
+      );
     }
     if (q.after !== undefined) {
       const at = p(q.after.createdAt);
