@@ -123,6 +123,12 @@ export interface ControlPlaneBackendOptions {
    * that serves the local user itself (`agentfense mcp` on stdio), never for a network face.
    */
   readonly localCodebases?: boolean;
+  /**
+   * Whether a sandbox is owned by this process from its creation (default true: a server that dies
+   * before the start leaves it to recovery). False for replicas sharing a database: a sandbox created
+   * through one and not started yet can be started through any of them.
+   */
+  readonly ownCreated?: boolean;
 }
 
 /** Default of `maxConcurrentStarts`. */
@@ -139,6 +145,7 @@ export function controlPlaneBackend(
   // Every id a request names is checked first: a locally linked codebase, its sandboxes and their
   // sessions are "not found" here (api-reach.ts).
   const reach = options.localCodebases === true ? undefined : apiReach(plane);
+  const ownCreated = options.ownCreated !== false;
   // Each answer rejects (never throws) when refused: the records are read asynchronously.
   const sandbox = async <T>(id: string, act: () => T | Promise<T>): Promise<T> => {
     await reach?.sandbox(id);
@@ -182,7 +189,7 @@ export function controlPlaneBackend(
             ...options,
             ...(options.secrets === undefined ? {} : { secrets: validateSecrets(options.secrets) }),
           },
-          { own: true },
+          { own: ownCreated },
         ),
       ),
     getSandbox: (id) => sandbox(id, () => plane.getSandbox(id)),

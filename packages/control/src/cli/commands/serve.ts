@@ -141,10 +141,11 @@ export function registerServe(program: Command, { io, result }: CliContext): voi
         if (removed > 0)
           io.stderr.write(`agentfense: gc: removed ${removed} leftover(s) (see agentfense gc --dry-run)\n`);
         // One backend behind both faces: the same sandboxes, sessions and start queue.
-        const backend = controlPlaneBackend(
-          plane,
-          maxStarts === undefined ? {} : { maxConcurrentStarts: maxStarts },
-        );
+        // Replicas sharing a database leave a sandbox created but not started to whichever starts it.
+        const backend = controlPlaneBackend(plane, {
+          ...(maxStarts === undefined ? {} : { maxConcurrentStarts: maxStarts }),
+          ...(database === undefined ? {} : { ownCreated: false }),
+        });
         const http =
           httpAddress === undefined
             ? undefined
