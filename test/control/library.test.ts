@@ -216,7 +216,7 @@ describe('other policies', () => {
   });
 
   it('dispose removes the sandbox, the codebase record and its data, not the directory', async () => {
-    let id = '';
+    let id: string;
     {
       await using sb = await Sandbox.fromLocal(dirs.repo, { controlPlane: cp });
       id = sb.id;
