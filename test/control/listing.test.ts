@@ -66,26 +66,26 @@ describe('sandbox listing and expiry', () => {
     const listed = async (labels?: Record<string, string>) =>
       (await cp.listSandboxes(labels === undefined ? {} : { labels })).items.map((s) => s.id);
     // Idle: in no listing, unless the caller filters on the reserved key.
-    expect(listed()).toEqual([plain.id]);
-    expect(listed({ team: 'spare-test' })).toEqual([plain.id]);
+    expect(await listed()).toEqual([plain.id]);
+    expect(await listed({ team: 'spare-test' })).toEqual([plain.id]);
     expect((await cp.listSandboxes({ state: 'PENDING', codebaseId })).items.map((s) => s.id)).toEqual([
       plain.id,
     ]);
-    expect(listed({ 'agentfense.spare': 'true' })).toEqual([spare.id]);
-    expect(listed({ 'agentfense.spare': 'true', team: 'spare-test' })).toEqual([spare.id]);
+    expect(await listed({ 'agentfense.spare': 'true' })).toEqual([spare.id]);
+    expect(await listed({ 'agentfense.spare': 'true', team: 'spare-test' })).toEqual([spare.id]);
     expect((await cp.getSandbox(spare.id)).labels).toEqual({
       team: 'spare-test',
       'agentfense.spare': 'true',
     });
-    expect(codebases()).toEqual([codebaseId]);
+    expect(await codebases()).toEqual([codebaseId]);
     expect((await cp.getCodebase(own.id)).id).toBe(own.id);
     // Claimed: listed as any sandbox, its labels the caller's, and the label index agrees.
     expect(await cp.claimSpareSandbox(spare.id)).toBe(true);
-    expect(listed()).toEqual([spare.id, plain.id]);
-    expect(listed({ team: 'spare-test' })).toEqual([spare.id, plain.id]);
-    expect(listed({ 'agentfense.spare': 'true' })).toEqual([]);
+    expect(await listed()).toEqual([spare.id, plain.id]);
+    expect(await listed({ team: 'spare-test' })).toEqual([spare.id, plain.id]);
+    expect(await listed({ 'agentfense.spare': 'true' })).toEqual([]);
     expect((await cp.getSandbox(spare.id)).labels).toEqual({ team: 'spare-test' });
-    expect(codebases()).toEqual([codebaseId, own.id]);
+    expect(await codebases()).toEqual([codebaseId, own.id]);
     expect(await cp.claimSpareSandbox(spare.id)).toBe(false);
     expect(await cp.claimSpareSandbox(plain.id)).toBe(false);
     for (const id of [spare.id, plain.id]) await cp.destroySandbox(id);
