@@ -95,7 +95,7 @@ describe.skipIf(docker.dockerHost === null)(
       const sb = await Sandbox.fromLocal(demo, { runtime: 'docker', dataDir: join(scratch, 'lib') });
       try {
         expect((await sb.run('cat /workspace/README.md')).exitCode).toBe(0);
-        const pid = sb.info().workerPid;
+        const pid = (await sb.info()).workerPid;
         expect(pid).not.toBeNull();
         process.kill(pid ?? 0, 'SIGKILL');
         // Supervision notices within seconds; the next commands see /workspace again.
@@ -105,7 +105,7 @@ describe.skipIf(docker.dockerHost === null)(
           seen = (await sb.run('head -1 /workspace/README.md')).stdout;
         }
         expect(seen).toContain('demo-repo');
-        expect(sb.info().restartCount).toBeGreaterThanOrEqual(1);
+        expect((await sb.info()).restartCount).toBeGreaterThanOrEqual(1);
       } finally {
         await sb.destroy();
         if (saved === undefined) delete process.env.DOCKER_HOST;

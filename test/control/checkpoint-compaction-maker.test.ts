@@ -57,7 +57,7 @@ describe('a merged layer', () => {
       const second = await cp.checkpoint(id);
       // The fork stands on the two layers; the parent deletes the checkpoint between them.
       const [fork] = await cp.forkSandbox(id, { checkpointId: second.id, start: false });
-      await cp.deleteCheckpoint(id, cp.listCheckpoints(id)[0]!.id);
+      await cp.deleteCheckpoint(id, (await cp.listCheckpoints(id))[0]!.id);
       await cp.writeFile(id, '/out/c', 'c');
       const before = new Set(makers(dirs.dataDir).keys());
       await cp.checkpoint(id); // depth 3 > 2: the lower two are folded, the fork switched with the parent
@@ -70,8 +70,8 @@ describe('a merged layer', () => {
       dying.step = null;
       cp = await open();
       const finished: ControlPlane = cp;
-      await waitFor('the compaction', () =>
-        finished.listCheckpoints(id).every((c) => c.depth <= 2) ? true : undefined,
+      await waitFor('the compaction', async () =>
+        (await finished.listCheckpoints(id)).every((c) => c.depth <= 2) ? true : undefined,
       );
       const merged = [...makers(dirs.dataDir).entries()].filter(([layer]) => !before.has(layer));
       // The parent's new checkpoint layer and the merged one: both the parent's, none the fork's.

@@ -98,7 +98,7 @@ describe('stack compaction', () => {
     // The folded pair left, the merged layer took its place, and nothing half-built is left.
     expect(after.filter((name) => layersBefore.includes(name))).toHaveLength(1);
     expect(after.every((name) => /^ly_[0-9a-f-]+$/.test(name))).toBe(true);
-    expect(cp.listCheckpoints(id).map((c) => c.depth)).toEqual([1, 2, 3]);
+    expect((await cp.listCheckpoints(id)).map((c) => c.depth)).toEqual([1, 2, 3]);
     expect({ show: await show(id), changes: await cp.changes(id), diff: await cp.diff(id) }).toEqual(before);
     // The fork stood on the pair too: switched, the same view.
     expect(await show(fork!.id)).toBe(forkSeen);
@@ -139,11 +139,11 @@ describe('stack compaction', () => {
     await expect(cp.checkpoint(id)).rejects.toThrow(
       /stands on 3 frozen layers, the deepest stack allowed \(checkpoints\.maxStackDepth \/ AGENTFENSE_MAX_STACK_DEPTH\), and each of them ends a checkpoint/,
     );
-    await cp.deleteCheckpoint(id, cp.listCheckpoints(id)[1]!.id);
+    await cp.deleteCheckpoint(id, (await cp.listCheckpoints(id))[1]!.id);
     await cp.checkpoint(id);
     await waitFor(
       'the compaction',
-      () => (cp.listCheckpoints(id).every((c) => c.depth <= 3) ? true : undefined),
+      async () => ((await cp.listCheckpoints(id)).every((c) => c.depth <= 3) ? true : undefined),
       20_000,
     );
     await cp.destroySandbox(id);
@@ -202,7 +202,7 @@ describe('a compaction cut short', () => {
         const plane = cp;
         await waitFor(
           'the compaction',
-          () => (plane.listCheckpoints(id).every((c) => c.depth <= 2) ? true : undefined),
+          async () => ((await plane.listCheckpoints(id)).every((c) => c.depth <= 2) ? true : undefined),
           20_000,
         );
         expect(await read(plane)).toBe(views[1]);
@@ -216,7 +216,7 @@ describe('a compaction cut short', () => {
           async () => ((await readdir(join(dirs.dataDir, 'layers'))).length === 2 ? true : undefined),
           20_000,
         );
-        const [first, last] = plane.listCheckpoints(id);
+        const [first, last] = await plane.listCheckpoints(id);
         await plane.restoreCheckpoint(id, first!.id);
         expect(await read(plane)).toBe(views[0]);
         await plane.restoreCheckpoint(id, last!.id);

@@ -26,7 +26,7 @@ describe('checkpoint limits', () => {
     await expect(cp.checkpoint(id)).rejects.toThrow(
       /has 3 checkpoints, the most it may keep \(checkpoints\.maxCheckpoints \/ AGENTFENSE_MAX_CHECKPOINTS\): delete one first/,
     );
-    await cp.deleteCheckpoint(id, cp.listCheckpoints(id)[0]?.id as string);
+    await cp.deleteCheckpoint(id, (await cp.listCheckpoints(id))[0]?.id as string);
     await cp.checkpoint(id);
     await cp.destroySandbox(id);
   });
@@ -41,8 +41,8 @@ describe('checkpoint limits', () => {
     }
     const last = await cp.checkpoint(id); // taken at once, the stack folded after it
     expect(last.depth).toBeGreaterThan(4);
-    await waitFor('the compaction', () =>
-      cp.listCheckpoints(id).every((c) => c.depth <= 4) ? true : undefined,
+    await waitFor('the compaction', async () =>
+      (await cp.listCheckpoints(id)).every((c) => c.depth <= 4) ? true : undefined,
     );
     for (let i = 0; i < 6; i++) expect(String(await cp.readFile(id, `/step${i}`))).toBe(`${i}`);
     await cp.destroySandbox(id);

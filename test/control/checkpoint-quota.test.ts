@@ -130,9 +130,11 @@ describe('checkpoints and the disk quota', () => {
     await cp.checkpoint(id); // set again, 3 MiB more: what the next worker must start with
     const pid = cp.workerPid(id) as number;
     process.kill(pid, 'SIGKILL');
-    await waitFor('the worker to be replaced', () => {
+    await waitFor('the worker to be replaced', async () => {
       const now = cp.workerPid(id);
-      return now !== undefined && now !== pid && cp.getSandbox(id).restartCount > 0 ? true : undefined;
+      return now !== undefined && now !== pid && (await cp.getSandbox(id)).restartCount > 0
+        ? true
+        : undefined;
     });
     expect(await write(id, 'again', 2)).toBe(false);
     await cp.destroySandbox(id);

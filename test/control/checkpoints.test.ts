@@ -69,7 +69,7 @@ describe('checkpoints', () => {
       'back\nagain.md\n',
     );
 
-    expect(cp.listCheckpoints(id).map((c) => [c.id, c.name, c.message, c.depth])).toEqual([
+    expect((await cp.listCheckpoints(id)).map((c) => [c.id, c.name, c.message, c.depth])).toEqual([
       [first.id, 'first', 'files made', 1],
       [second.id, 'second', null, 2],
     ]);
@@ -154,7 +154,7 @@ describe('checkpoints', () => {
     const v2 = await cp.checkpoint(id, { name: 'while stopped' });
     await cp.close();
     cp = await ControlPlane.open({ dataDir: dirs.dataDir });
-    expect(cp.listCheckpoints(id).map((c) => c.id)).toEqual([v1.id, v2.id]);
+    expect((await cp.listCheckpoints(id)).map((c) => c.id)).toEqual([v1.id, v2.id]);
     await cp.startSandbox(id);
     expect((await cp.run(id, 'cat /workspace/output/v.txt')).stdout).toBe('v2\n');
     await cp.restoreCheckpoint(id, v1.id);
@@ -195,7 +195,7 @@ describe('checkpoints', () => {
     expect(new Set(forks.map((f) => f.id)).size).toBe(10);
     expect(forks.every((f) => f.state === 'RUNNING')).toBe(true);
     // The fork point is a checkpoint of the parent; the parent goes on where it was.
-    expect(cp.listCheckpoints(parent).map((c) => c.name)).toEqual(['fork']);
+    expect((await cp.listCheckpoints(parent)).map((c) => c.name)).toEqual(['fork']);
     await Promise.all(
       forks.map((f, i) =>
         sh(
@@ -239,7 +239,7 @@ describe('checkpoints', () => {
     // The fork goes on, over the record of the directory it shares.
     expect((await fork?.run('cat /workspace/output/lib.txt'))?.stdout).toBe('lib\n');
     await fork?.destroy();
-    expect(cp.listCodebases().map((c) => c.id)).not.toContain(sb.codebaseId);
+    expect((await cp.listCodebases()).map((c) => c.id)).not.toContain(sb.codebaseId);
   });
 
   it('refuses bad input with errors that name it', async () => {

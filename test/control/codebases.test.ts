@@ -30,7 +30,7 @@ describe('stored codebases', () => {
     await cp.uploadFile(cb.id, 'src/app.py', Readable.from([Buffer.from('print('), Buffer.from('1)\n')]));
     await cp.uploadFile(cb.id, 'src/app.py', 'print(2)\n'); // replaced: still one file
     await cp.uploadFile(cb.id, 'a/b/c/deep.txt', new Uint8Array([1, 2, 3]));
-    const info = cp.getCodebase(cb.id);
+    const info = await cp.getCodebase(cb.id);
     expect(info.fileCount).toBe(3);
     expect(info.sizeBytes).toBe(5 + 9 + 3);
     const top = await cp.listFiles(cb.id);
@@ -80,10 +80,10 @@ describe('stored codebases', () => {
 
   it('validates ids before touching anything', async () => {
     await expect(cp.uploadFile('cb_../../etc', 'x', 'y')).rejects.toBeInstanceOf(InvalidArgumentError);
-    expect(() => cp.getCodebase('cb_00000000-0000-4000-8000-000000000000')).toThrow(
+    await expect(cp.getCodebase('cb_00000000-0000-4000-8000-000000000000')).rejects.toThrow(
       /codebase cb_00000000-0000-4000-8000-000000000000 not found/,
     );
-    expect(() => cp.getSandbox('sb_nope')).toThrow(InvalidArgumentError);
+    await expect(cp.getSandbox('sb_nope')).rejects.toThrow(InvalidArgumentError);
   });
 
   it('runs a sandbox on a stored codebase, refuses deletion while it exists, and survives a restart', async () => {
@@ -100,10 +100,10 @@ describe('stored codebases', () => {
     await cp.close();
 
     cp = await ControlPlane.open({ dataDir: dirs.dataDir, maxUploadBytes: 1024 * 1024 });
-    const again = cp.getSandbox(id);
+    const again = await cp.getSandbox(id);
     expect(again.state).toBe('STOPPED');
     expect(again.labels).toEqual({ team: 'a' });
-    expect(cp.getCodebase(cb.id)).toMatchObject({ name: 'persist', fileCount: 1 });
+    expect(await cp.getCodebase(cb.id)).toMatchObject({ name: 'persist', fileCount: 1 });
     await cp.startSandbox(id);
     expect((await cp.run(id, 'cat /workspace/output/x.txt')).stdout).toBe('out\n');
     await cp.destroySandbox(id);

@@ -68,14 +68,14 @@ describe('deltas, commit and conflicts', () => {
     const id = await running();
     await cp.run(id, 'echo one > /workspace/output/one.txt; echo two > /workspace/output/two.txt');
     await cp.stopSandbox(id);
-    expect(cp.getSandbox(id).state).toBe('STOPPED');
+    expect((await cp.getSandbox(id)).state).toBe('STOPPED');
     expect(await mountsUnder(dirs.dataDir)).toEqual([]);
     expect((await cp.changes(id)).map((c) => c.path).sort()).toEqual(['/output/one.txt', '/output/two.txt']);
     expect((await cp.diff(id)).diff).toContain('+one');
     await cp.discard(id, { paths: ['/output/two.txt'] });
     expect((await cp.changes(id)).map((c) => c.path)).toEqual(['/output/one.txt']);
     expect(await mountsUnder(dirs.dataDir)).toEqual([]);
-    expect(cp.getSandbox(id).ownerPid).toBeNull();
+    expect((await cp.getSandbox(id)).ownerPid).toBeNull();
     // Started again, it sees what is left of its delta.
     await cp.startSandbox(id);
     expect((await cp.run(id, 'cat /workspace/output/one.txt')).stdout).toBe('one\n');

@@ -48,7 +48,7 @@ it('destroy takes the sandbox away at once, its files leave through the trash, a
   );
   expect(made.exitCode).toBe(0);
   await cp.destroySandbox(id);
-  expect(cp.listSandboxes().items).toEqual([]);
+  expect((await cp.listSandboxes()).items).toEqual([]);
   await expect(stat(join(data, 'sandboxes', id))).rejects.toThrow(/ENOENT/);
   await cp.close();
   expect(await trashOf()).toEqual([]);

@@ -59,7 +59,7 @@ describe('Sandbox.fromLocal without a control plane', () => {
     const mine = await Sandbox.fromLocal(dirs.repo, { controlPlane: own });
     try {
       expect(b.controlPlane).toBe(a.controlPlane);
-      const listed = a.controlPlane.listSandboxes().items.map((s) => s.id);
+      const listed = (await a.controlPlane.listSandboxes()).items.map((s) => s.id);
       expect(listed.sort()).toEqual([a.id, b.id].sort());
       expect(await opens(dirs.dataDir)).toBe(1);
       expect(other.controlPlane).not.toBe(a.controlPlane);
@@ -95,7 +95,7 @@ describe('Sandbox.fromLocal without a control plane', () => {
       const idle = await waitFor('a pooled worker', () =>
         cp.idleWorkerPids.length > 0 ? cp.idleWorkerPids : undefined,
       );
-      const workers = [a.info().workerPid, b.info().workerPid, ...idle];
+      const workers = [(await a.info()).workerPid, (await b.info()).workerPid, ...idle];
       await a.destroy();
       expect(cp.closed).toBe(false);
       expect((await b.run('true')).exitCode).toBe(0);
@@ -131,10 +131,10 @@ describe('Sandbox.fromLocal without a control plane', () => {
     await first.destroy();
     await (await Sandbox.fromLocal(dirs.repo, options)).destroy();
     // The second identical request's destroy started a spare: running, but not listed while idle.
-    const spare = await waitFor('a spare sandbox', () =>
-      cp.listSandboxes({ labels: { [SPARE]: 'true' } }).items.find((s) => s.state === 'RUNNING'),
+    const spare = await waitFor('a spare sandbox', async () =>
+      (await cp.listSandboxes({ labels: { [SPARE]: 'true' } })).items.find((s) => s.state === 'RUNNING'),
     );
-    expect(cp.listSandboxes().items).toEqual([]);
+    expect((await cp.listSandboxes()).items).toEqual([]);
     // The directory changes after the spare's mount: what the next sandbox sees is the directory now.
     await writeFile(join(dirs.repo, 'README.md'), '# changed after the spare started\n');
     await writeFile(join(dirs.repo, 'src', 'new.py'), 'x = 1\n');
@@ -142,8 +142,8 @@ describe('Sandbox.fromLocal without a control plane', () => {
     const took = await Sandbox.fromLocal(dirs.repo, options);
     try {
       expect(took.id).toBe(spare.id);
-      expect(took.info().labels).toEqual({ task: 'triage' });
-      expect(cp.listSandboxes().items.map((s) => s.id)).toEqual([took.id]);
+      expect((await took.info()).labels).toEqual({ task: 'triage' });
+      expect((await cp.listSandboxes()).items.map((s) => s.id)).toEqual([took.id]);
       const r = await took.run(
         'cat /workspace/README.md; ls /workspace; ls /workspace/src; cat /workspace/.env',
       );
@@ -155,14 +155,14 @@ describe('Sandbox.fromLocal without a control plane', () => {
       await took.destroy();
     }
     // Another request does not take the next spare (made after that destroy); the spare goes.
-    const next = await waitFor('the next spare', () =>
-      cp.listSandboxes({ labels: { [SPARE]: 'true' } }).items.find((s) => s.state === 'RUNNING'),
+    const next = await waitFor('the next spare', async () =>
+      (await cp.listSandboxes({ labels: { [SPARE]: 'true' } })).items.find((s) => s.state === 'RUNNING'),
     );
     const other = await Sandbox.fromLocal(dirs.repo, { ...options, preset: 'read-only' });
     try {
       expect(other.id).not.toBe(next.id);
-      await waitFor('the unused spare removed', () =>
-        cp.listSandboxes({ labels: { [SPARE]: 'true' } }).items.length === 0 ? true : undefined,
+      await waitFor('the unused spare removed', async () =>
+        (await cp.listSandboxes({ labels: { [SPARE]: 'true' } })).items.length === 0 ? true : undefined,
       );
     } finally {
       await other.destroy();
@@ -177,13 +177,13 @@ const pids = [];
 for (let i = 0; i < 3; i++) {
   const sb = await Sandbox.fromLocal(process.argv[1], { dataDir: process.argv[2] });
   if ((await sb.run('true')).exitCode !== 0) process.exit(3);
-  pids.push(sb.info().workerPid, ...sb.controlPlane.idleWorkerPids);
+  pids.push((await sb.info()).workerPid, ...sb.controlPlane.idleWorkerPids);
   const cp = sb.controlPlane;
   await sb.destroy();
   if (i === 2) {
-    const spares = () => cp.listSandboxes({ labels: { '${SPARE}': 'true' } }).items;
-    while (!spares().some((s) => s.state === 'RUNNING')) await new Promise((r) => setTimeout(r, 50));
-    for (const s of spares()) pids.push(s.workerPid);
+    const spares = async () => (await cp.listSandboxes({ labels: { '${SPARE}': 'true' } })).items;
+    while (!(await spares()).some((s) => s.state === 'RUNNING')) await new Promise((r) => setTimeout(r, 50));
+    for (const s of await spares()) pids.push(s.workerPid);
   }
 }
 console.log(JSON.stringify(pids.filter((p) => p !== null)));
@@ -208,8 +208,8 @@ console.log(JSON.stringify(pids.filter((p) => p !== null)));
     // The spare went with it: nothing is left in the data directory, listed or not.
     const cp = await ControlPlane.open({ dataDir: dirs.dataDir });
     try {
-      expect(cp.listSandboxes({ labels: { [SPARE]: 'true' } }).items).toEqual([]);
-      expect(cp.listSandboxes().items).toEqual([]);
+      expect((await cp.listSandboxes({ labels: { [SPARE]: 'true' } })).items).toEqual([]);
+      expect((await cp.listSandboxes()).items).toEqual([]);
     } finally {
       await cp.close();
     }
@@ -223,7 +223,7 @@ for (let i = 0; i < 2; i++) {
   const cp = sb.controlPlane;
   await sb.destroy();
   if (i === 1) {
-    while (!cp.listSandboxes({ labels: { '${SPARE}': 'true' } }).items.some((s) => s.state === 'RUNNING'))
+    while (!(await cp.listSandboxes({ labels: { '${SPARE}': 'true' } })).items.some((s) => s.state === 'RUNNING'))
       await new Promise((r) => setTimeout(r, 50));
     process.kill(process.pid, 'SIGKILL');
   }
@@ -239,7 +239,7 @@ for (let i = 0; i < 2; i++) {
     expect(signal).toBe('SIGKILL');
     const cp = await ControlPlane.open({ dataDir: dirs.dataDir });
     try {
-      expect(cp.listSandboxes({ labels: { [SPARE]: 'true' } }).items).toEqual([]);
+      expect((await cp.listSandboxes({ labels: { [SPARE]: 'true' } })).items).toEqual([]);
       expect(await mountsUnder(dirs.dataDir)).toEqual([]);
     } finally {
       await cp.close();

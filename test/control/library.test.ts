@@ -181,7 +181,7 @@ describe('other policies', () => {
         ],
       }),
     ).rejects.toThrow(/1/);
-    expect(cp.listCodebases()).toEqual([]);
+    expect(await cp.listCodebases()).toEqual([]);
   });
 
   it('setRules on a running sandbox takes effect at once', async () => {
@@ -193,7 +193,7 @@ describe('other policies', () => {
     ]);
     expect((await sb.run('cat /workspace/src/app.py')).exitCode).not.toBe(0);
     expect((await sb.run('ls /workspace')).stdout).not.toContain('src');
-    expect(sb.info().rules).toHaveLength(2);
+    expect((await sb.info()).rules).toHaveLength(2);
   });
 
   it('closes open sessions when the sandbox stops', async () => {
@@ -210,20 +210,20 @@ describe('other policies', () => {
       controlPlane: cp,
       resources: { pidsLimit: 64, memoryBytes: 256 * 1024 * 1024 },
     });
-    const { limits } = sb.info();
+    const { limits } = await sb.info();
     expect(limits).toMatchObject({ pidsLimit: 64, memoryBytes: 256 * 1024 * 1024 });
     expect(limits?.mechanism).toMatch(/cgroup/);
   });
 
   it('dispose removes the sandbox, the codebase record and its data, not the directory', async () => {
-    let id = '';
+    let id: string;
     {
       await using sb = await Sandbox.fromLocal(dirs.repo, { controlPlane: cp });
       id = sb.id;
       await sb.run('echo x > /workspace/output/x');
     }
-    expect(() => cp.getSandbox(id)).toThrow(/not found/);
-    expect(cp.listCodebases()).toEqual([]);
+    await expect(cp.getSandbox(id)).rejects.toThrow(/not found/);
+    expect(await cp.listCodebases()).toEqual([]);
     expect(await readFile(join(dirs.repo, 'README.md'), 'utf8')).toBe('# demo\n');
     await expect(readFile(join(dirs.dataDir, 'sandboxes', id, 'worker.log'))).rejects.toThrow(/ENOENT/);
   });

@@ -29,23 +29,28 @@ describe('sandbox listing and expiry', () => {
     let token: string | undefined;
     let pages = 0;
     do {
-      const page = cp.listSandboxes({ pageSize: 2, ...(token === undefined ? {} : { pageToken: token }) });
+      const page = await cp.listSandboxes({
+        pageSize: 2,
+        ...(token === undefined ? {} : { pageToken: token }),
+      });
       seen.push(...page.items.map((s) => s.id));
       token = page.nextPageToken ?? undefined;
       pages++;
     } while (token !== undefined);
     expect(pages).toBe(3);
     expect(seen).toEqual(ids);
-    expect(cp.listSandboxes({ labels: { team: 'even' } }).items.map((s) => s.labels.n)).toEqual([
+    expect((await cp.listSandboxes({ labels: { team: 'even' } })).items.map((s) => s.labels.n)).toEqual([
       '0',
       '2',
       '4',
     ]);
-    expect(cp.listSandboxes({ labels: { team: 'odd', n: '3' } }).items.map((s) => s.id)).toEqual([ids[3]]);
-    expect(cp.listSandboxes({ state: 'RUNNING' }).items).toEqual([]);
-    expect(cp.listSandboxes({ state: 'PENDING', codebaseId }).items).toHaveLength(5);
-    expect(() => cp.listSandboxes({ pageToken: 'garbage' })).toThrow(InvalidArgumentError);
-    expect(() => cp.listSandboxes({ pageSize: 0 })).toThrow(InvalidArgumentError);
+    expect((await cp.listSandboxes({ labels: { team: 'odd', n: '3' } })).items.map((s) => s.id)).toEqual([
+      ids[3],
+    ]);
+    expect((await cp.listSandboxes({ state: 'RUNNING' })).items).toEqual([]);
+    expect((await cp.listSandboxes({ state: 'PENDING', codebaseId })).items).toHaveLength(5);
+    await expect(cp.listSandboxes({ pageToken: 'garbage' })).rejects.toThrow(InvalidArgumentError);
+    await expect(cp.listSandboxes({ pageSize: 0 })).rejects.toThrow(InvalidArgumentError);
     for (const id of ids) await cp.destroySandbox(id);
   });
 
@@ -57,27 +62,32 @@ describe('sandbox listing and expiry', () => {
       { spare: true },
     );
     const plain = await cp.createSandbox({ codebaseId, labels: { team: 'spare-test' } });
-    const codebases = () => cp.listCodebases().map((c) => c.id);
-    const listed = (labels?: Record<string, string>) =>
-      cp.listSandboxes(labels === undefined ? {} : { labels }).items.map((s) => s.id);
+    const codebases = async () => (await cp.listCodebases()).map((c) => c.id);
+    const listed = async (labels?: Record<string, string>) =>
+      (await cp.listSandboxes(labels === undefined ? {} : { labels })).items.map((s) => s.id);
     // Idle: in no listing, unless the caller filters on the reserved key.
-    expect(listed()).toEqual([plain.id]);
-    expect(listed({ team: 'spare-test' })).toEqual([plain.id]);
-    expect(cp.listSandboxes({ state: 'PENDING', codebaseId }).items.map((s) => s.id)).toEqual([plain.id]);
-    expect(listed({ 'agentfense.spare': 'true' })).toEqual([spare.id]);
-    expect(listed({ 'agentfense.spare': 'true', team: 'spare-test' })).toEqual([spare.id]);
-    expect(cp.getSandbox(spare.id).labels).toEqual({ team: 'spare-test', 'agentfense.spare': 'true' });
-    expect(codebases()).toEqual([codebaseId]);
-    expect(cp.getCodebase(own.id).id).toBe(own.id);
+    expect(await listed()).toEqual([plain.id]);
+    expect(await listed({ team: 'spare-test' })).toEqual([plain.id]);
+    expect((await cp.listSandboxes({ state: 'PENDING', codebaseId })).items.map((s) => s.id)).toEqual([
+      plain.id,
+    ]);
+    expect(await listed({ 'agentfense.spare': 'true' })).toEqual([spare.id]);
+    expect(await listed({ 'agentfense.spare': 'true', team: 'spare-test' })).toEqual([spare.id]);
+    expect((await cp.getSandbox(spare.id)).labels).toEqual({
+      team: 'spare-test',
+      'agentfense.spare': 'true',
+    });
+    expect(await codebases()).toEqual([codebaseId]);
+    expect((await cp.getCodebase(own.id)).id).toBe(own.id);
     // Claimed: listed as any sandbox, its labels the caller's, and the label index agrees.
-    expect(cp.claimSpareSandbox(spare.id)).toBe(true);
-    expect(listed()).toEqual([spare.id, plain.id]);
-    expect(listed({ team: 'spare-test' })).toEqual([spare.id, plain.id]);
-    expect(listed({ 'agentfense.spare': 'true' })).toEqual([]);
-    expect(cp.getSandbox(spare.id).labels).toEqual({ team: 'spare-test' });
-    expect(codebases()).toEqual([codebaseId, own.id]);
-    expect(cp.claimSpareSandbox(spare.id)).toBe(false);
-    expect(cp.claimSpareSandbox(plain.id)).toBe(false);
+    expect(await cp.claimSpareSandbox(spare.id)).toBe(true);
+    expect(await listed()).toEqual([spare.id, plain.id]);
+    expect(await listed({ team: 'spare-test' })).toEqual([spare.id, plain.id]);
+    expect(await listed({ 'agentfense.spare': 'true' })).toEqual([]);
+    expect((await cp.getSandbox(spare.id)).labels).toEqual({ team: 'spare-test' });
+    expect(await codebases()).toEqual([codebaseId, own.id]);
+    expect(await cp.claimSpareSandbox(spare.id)).toBe(false);
+    expect(await cp.claimSpareSandbox(plain.id)).toBe(false);
     for (const id of [spare.id, plain.id]) await cp.destroySandbox(id);
     await cp.deleteCodebase(own.id);
   });
@@ -89,8 +99,8 @@ describe('sandbox listing and expiry', () => {
     await expect(cp.createSandbox({ codebaseId, labels: { 'agentfense.spare': 'x' } })).rejects.toThrow(
       InvalidArgumentError,
     );
-    expect(cp.listSandboxes({ labels: { 'agentfense.spare': 'true' } }).items).toEqual([]);
-    expect(cp.listSandboxes().items).toEqual([]);
+    expect((await cp.listSandboxes({ labels: { 'agentfense.spare': 'true' } })).items).toEqual([]);
+    expect((await cp.listSandboxes()).items).toEqual([]);
   });
 
   it('rejects invalid create options clearly', async () => {
@@ -101,7 +111,7 @@ describe('sandbox listing and expiry', () => {
     await expect(cp.createSandbox({ codebaseId: 'cb_00000000-0000-4000-8000-000000000000' })).rejects.toThrow(
       /not found/,
     );
-    expect(cp.listSandboxes().items).toEqual([]);
+    expect((await cp.listSandboxes()).items).toEqual([]);
   });
 
   it('destroys expired sandboxes, running or not', async () => {
@@ -110,8 +120,12 @@ describe('sandbox listing and expiry', () => {
     await cp.startSandbox(busy.id);
     const keep = await cp.createSandbox({ codebaseId });
     expect(idle.expiresAt).not.toBeNull();
-    await waitFor('the reaper', () => (cp.listSandboxes().items.length === 1 ? true : undefined), 10_000);
-    expect(cp.listSandboxes().items.map((s) => s.id)).toEqual([keep.id]);
+    await waitFor(
+      'the reaper',
+      async () => ((await cp.listSandboxes()).items.length === 1 ? true : undefined),
+      10_000,
+    );
+    expect((await cp.listSandboxes()).items.map((s) => s.id)).toEqual([keep.id]);
     await cp.destroySandbox(keep.id);
   });
 });

@@ -53,7 +53,7 @@ describe('control-plane restart', () => {
   afterAll(async () => {
     for (const child of children) child.kill('SIGKILL');
     const cp = await ControlPlane.open({ dataDir: dirs.dataDir });
-    for (const sb of cp.listSandboxes().items) await cp.destroySandbox(sb.id);
+    for (const sb of (await cp.listSandboxes()).items) await cp.destroySandbox(sb.id);
     await cp.close();
     await assertCleanAndRemove(dirs);
   });
@@ -75,7 +75,7 @@ describe('control-plane restart', () => {
     ]);
     await other.close();
     try {
-      const info = cp.getSandbox(owner.sandboxId);
+      const info = await cp.getSandbox(owner.sandboxId);
       expect(info.state).toBe('STOPPED');
       expect(info.stateReason).toMatch(new RegExp(`recovered: control-plane process ${owner.pid} exited`));
       expect(info.ownerPid).toBeNull();
@@ -103,7 +103,7 @@ describe('control-plane restart', () => {
     children.push(owner.child);
     const cp = await ControlPlane.open({ dataDir: dirs.dataDir });
     try {
-      const info = cp.getSandbox(owner.sandboxId);
+      const info = await cp.getSandbox(owner.sandboxId);
       expect(info.state).toBe('RUNNING');
       expect(info.ownerPid).toBe(owner.pid);
       expect(await mountsUnder(cp.layout.sandbox(owner.sandboxId).dir)).not.toEqual([]);
@@ -114,7 +114,7 @@ describe('control-plane restart', () => {
       owner.child.stdin?.write('close\n');
       const done = await owner.child;
       expect(done.exitCode).toBe(0);
-      const after = cp.getSandbox(owner.sandboxId);
+      const after = await cp.getSandbox(owner.sandboxId);
       expect(after.state).toBe('STOPPED');
       expect(after.ownerPid).toBeNull();
       expect(await mountsUnder(dirs.dataDir)).toEqual([]);

@@ -40,7 +40,7 @@ describe('start failures', () => {
     const { id: codebaseId } = await cp.linkCodebase({ path: dirs.repo });
     const { id } = await cp.createSandbox({ codebaseId, runtime: 'flaky' });
     await expect(cp.startSandbox(id)).rejects.toThrow(/engine missing/);
-    const info = cp.getSandbox(id);
+    const info = await cp.getSandbox(id);
     expect(info.state).toBe('ERROR');
     expect(info.stateReason).toMatch(/start failed: flaky runtime: engine missing/);
     expect(info.ownerPid).toBeNull();
@@ -62,7 +62,7 @@ describe('start failures', () => {
     const { id } = await cp.createSandbox({ codebaseId });
     await rm(gone, { recursive: true });
     await expect(cp.startSandbox(id)).rejects.toThrow(/directory of codebase .* does not exist any more/);
-    expect(cp.getSandbox(id).state).toBe('ERROR');
+    expect((await cp.getSandbox(id)).state).toBe('ERROR');
     expect(await mountsUnder(dirs.dataDir)).toEqual([]);
     await cp.destroySandbox(id);
     await cp.deleteCodebase(codebaseId);

@@ -50,8 +50,8 @@ describe('worker supervision', () => {
     const pid = cp.workerPid(id) as number;
     const killedAt = Date.now();
     process.kill(pid, 'SIGKILL');
-    const info = await waitFor('the restart to be recorded', () => {
-      const sb = cp.getSandbox(id);
+    const info = await waitFor('the restart to be recorded', async () => {
+      const sb = await cp.getSandbox(id);
       return sb.restartCount === 1 ? sb : undefined;
     });
     // Noticed at once; the bound leaves room for spawning a worker on a loaded host.
@@ -65,7 +65,7 @@ describe('worker supervision', () => {
     expect((await cp.run(id, 'ls /workspace')).stdout).not.toContain('docs');
     // The other sandbox never noticed.
     expect((await cp.run(other, 'cat /workspace/README.md')).exitCode).toBe(0);
-    expect(cp.getSandbox(other).restartCount).toBe(0);
+    expect((await cp.getSandbox(other)).restartCount).toBe(0);
     await cp.destroySandbox(id);
     await cp.destroySandbox(other);
     expect(await mountsUnder(dirs.dataDir)).toEqual([]);
@@ -106,8 +106,8 @@ describe('worker supervision', () => {
     process.kill(pid, 'SIGSTOP');
     // Meanwhile the other sandbox keeps working.
     expect((await cp.run(other, 'ls /workspace')).exitCode).toBe(0);
-    const info = await waitFor('the hung worker to be replaced', () => {
-      const sb = cp.getSandbox(id);
+    const info = await waitFor('the hung worker to be replaced', async () => {
+      const sb = await cp.getSandbox(id);
       return sb.restartCount === 1 ? sb : undefined;
     });
     // Two missed 2 s pings (~5 s), then a restart; the bound leaves room for a loaded host.
@@ -131,10 +131,12 @@ describe('worker supervision', () => {
       const { id } = await strict.createSandbox({ codebaseId });
       await strict.startSandbox(id);
       process.kill(strict.workerPid(id) as number, 'SIGKILL');
-      await waitFor('the first restart', () => (strict.getSandbox(id).restartCount === 1 ? true : undefined));
+      await waitFor('the first restart', async () =>
+        (await strict.getSandbox(id)).restartCount === 1 ? true : undefined,
+      );
       process.kill(strict.workerPid(id) as number, 'SIGKILL');
-      const info = await waitFor('ERROR', () => {
-        const sb = strict.getSandbox(id);
+      const info = await waitFor('ERROR', async () => {
+        const sb = await strict.getSandbox(id);
         return sb.state === 'ERROR' ? sb : undefined;
       });
       expect(info.stateReason).toMatch(/2 worker failures/);

@@ -98,7 +98,7 @@ export async function openPlaneOverExample(options: ControlPlaneOptions = {}): P
 
 /** Destroys every sandbox of `cp` and closes it (undefined: the suite's set-up failed before opening). */
 export async function destroyAllAndClose(cp: ControlPlane | undefined): Promise<void> {
-  for (const sb of cp?.listSandboxes().items ?? []) await cp?.destroySandbox(sb.id);
+  for (const sb of (await cp?.listSandboxes())?.items ?? []) await cp?.destroySandbox(sb.id);
   await cp?.close();
 }
 

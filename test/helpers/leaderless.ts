@@ -45,7 +45,7 @@ export function leaderlessAttack(runtime: 'bwrap' | 'docker'): void {
     await cp.startSandbox(id);
   }, 120_000);
   afterAll(async () => {
-    for (const sb of cp?.listSandboxes().items ?? []) await cp?.destroySandbox(sb.id);
+    for (const sb of (await cp?.listSandboxes())?.items ?? []) await cp?.destroySandbox(sb.id);
     await cp?.close();
     if (dirs !== undefined) await assertCleanAndRemove(dirs);
   }, 60_000);

@@ -87,7 +87,7 @@ export function useNetworkFixture(
     };
   }, 120_000);
   afterAll(async () => {
-    for (const sb of cp?.listSandboxes().items ?? []) await cp?.destroySandbox(sb.id);
+    for (const sb of (await cp?.listSandboxes())?.items ?? []) await cp?.destroySandbox(sb.id);
     await cp?.close();
     await net?.close();
     if (dirs !== undefined) await assertCleanAndRemove(dirs);

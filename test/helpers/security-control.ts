@@ -39,7 +39,7 @@ export function useSandbox(options: Omit<ControlPlaneOptions, 'dataDir'> = {}): 
     };
   }, 60_000);
   afterAll(async () => {
-    for (const sb of cp?.listSandboxes().items ?? []) await cp?.destroySandbox(sb.id);
+    for (const sb of (await cp?.listSandboxes())?.items ?? []) await cp?.destroySandbox(sb.id);
     await cp?.close();
     if (dirs !== undefined) await assertCleanAndRemove(dirs);
   }, 60_000);

@@ -112,7 +112,9 @@ print('ended after', i)"`,
     expect(Number(r.out.trim().split(' ').at(-1))).toBeLessThan(150);
     const closed = await fx().cp.audit(sb.id, { kind: 'network', decision: 'deny' });
     expect(closed.some((e) => e.port === 7 && /closed by a policy change/.test(e.reason))).toBe(true);
-    expect(fx().cp.getSandbox(sb.id).networkPolicy.rules).toEqual([{ action: 'allow', host: 'other.test' }]);
+    expect((await fx().cp.getSandbox(sb.id)).networkPolicy.rules).toEqual([
+      { action: 'allow', host: 'other.test' },
+    ]);
   });
 
   it('the HTTP face: create with network_policy, read the records, replace the policy', async () => {
@@ -122,7 +124,7 @@ print('ended after', i)"`,
       insecureNoAuth: true,
     });
     try {
-      const codebaseId = fx().cp.listCodebases()[0]?.id ?? '';
+      const codebaseId = (await fx().cp.listCodebases())[0]?.id ?? '';
       const created = await server.app.inject({
         method: 'POST',
         url: '/v1/sandboxes',

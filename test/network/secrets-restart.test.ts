@@ -68,7 +68,7 @@ describe('secrets across a control-plane restart', () => {
   afterAll(async () => {
     server.close();
     if (cp !== undefined) {
-      for (const sb of cp.listSandboxes().items) await cp.destroySandbox(sb.id);
+      for (const sb of (await cp.listSandboxes()).items) await cp.destroySandbox(sb.id);
       await cp.close();
     }
     await net.close();
@@ -97,7 +97,7 @@ describe('secrets across a control-plane restart', () => {
     expect(filesHolding(dirs.dataDir, BY_VALUE)).toBe('');
 
     cp = await open();
-    expect(cp.getSandbox(id).secrets).toEqual([
+    expect((await cp.getSandbox(id)).secrets).toEqual([
       { name: 'API_KEY', hosts: ['pub.test'], source: 'env' },
       { name: 'GIVEN', hosts: ['pub.test', 'other.test'], source: 'value' },
     ]);

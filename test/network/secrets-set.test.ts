@@ -114,7 +114,7 @@ describe('setSecret', () => {
     const set = await cli(['--from', 'env:AF_TEST_SET_KEY']);
     expect(set.stderr).toBe('');
     expect(set.stdout).toBe(`secret API_KEY of ${sb.id} given a value`);
-    expect(fx().cp.getSandbox(sb.id).secrets).toEqual([
+    expect((await fx().cp.getSandbox(sb.id)).secrets).toEqual([
       { name: 'API_KEY', hosts: ['pub.test'], source: 'env' },
     ]);
 

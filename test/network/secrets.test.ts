@@ -131,7 +131,7 @@ describe('secrets', () => {
         method: 'POST',
         url: '/v1/sandboxes',
         payload: {
-          codebase_id: fx().cp.listCodebases()[0]?.id ?? '',
+          codebase_id: (await fx().cp.listCodebases())[0]?.id ?? '',
           start: true,
           network_policy: POLICY,
           secrets: [{ name: 'API_KEY', hosts: ['pub.test'], value: VALUE }],
@@ -157,7 +157,7 @@ describe('secrets', () => {
         method: 'POST',
         url: '/v1/sandboxes',
         payload: {
-          codebase_id: fx().cp.listCodebases()[0]?.id ?? '',
+          codebase_id: (await fx().cp.listCodebases())[0]?.id ?? '',
           network_policy: POLICY,
           secrets: [{ name: 'API_KEY', hosts: ['pub.test'], value: `${VALUE}\n` }],
         },
@@ -181,7 +181,7 @@ describe('secrets', () => {
         method: 'POST',
         url: '/v1/sandboxes',
         payload: {
-          codebase_id: fx().cp.listCodebases()[0]?.id ?? '',
+          codebase_id: (await fx().cp.listCodebases())[0]?.id ?? '',
           network_policy: POLICY,
           secrets: [{ name: 'API_KEY', hosts: ['pub.test'], value: VALUE }],
         },
@@ -210,7 +210,7 @@ describe('secrets', () => {
       await transport?.terminateSession();
       await mcp.close();
       // The session ended (DELETE): the sandbox is its creator's and still runs.
-      expect(fx().cp.getSandbox(id).state).toBe('RUNNING');
+      expect((await fx().cp.getSandbox(id)).state).toBe('RUNNING');
     } finally {
       // The app alone: the fixture's control plane outlives this server.
       await server.app.close();

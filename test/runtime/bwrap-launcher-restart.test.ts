@@ -40,8 +40,8 @@ describe('bwrap launcher across a worker restart', () => {
       expect(mark.exitCode).toBe(0);
       for (const restarts of [1, 2]) {
         process.kill(cp.workerPid(id) as number, 'SIGKILL');
-        await waitFor('the worker restart', () =>
-          cp.getSandbox(id).restartCount === restarts ? true : undefined,
+        await waitFor('the worker restart', async () =>
+          (await cp.getSandbox(id)).restartCount === restarts ? true : undefined,
         );
         const r = await cp.run(
           id,

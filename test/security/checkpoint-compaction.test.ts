@@ -70,7 +70,7 @@ describe('compaction attacks', () => {
         },
         60_000,
       ).then(async (now) => {
-        const last = cp.listCheckpoints(attacker).at(-1);
+        const last = (await cp.listCheckpoints(attacker)).at(-1);
         expect(last?.depth).toBe(2);
         // The merged layer: new, and not the third checkpoint's own (the newest, not folded).
         const fresh = now.filter((n) => !early.has(n));

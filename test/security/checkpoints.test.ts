@@ -109,10 +109,10 @@ describe('checkpoint and fork attacks', () => {
     await expect(cp.restoreCheckpoint(other, theirs.id)).rejects.toThrow(/not found/);
     await expect(cp.forkSandbox(other, { checkpointId: theirs.id })).rejects.toThrow(/not found/);
     await expect(cp.deleteCheckpoint(other, theirs.id)).rejects.toThrow(/not found/);
-    expect(cp.listCheckpoints(other)).toEqual([]);
+    expect(await cp.listCheckpoints(other)).toEqual([]);
     expect((await cp.run(other, 'cat /workspace/output/x.txt')).exitCode).not.toBe(0);
     // Still there for its owner.
-    expect(cp.listCheckpoints(owner).map((c) => c.id)).toEqual([theirs.id]);
+    expect((await cp.listCheckpoints(owner)).map((c) => c.id)).toEqual([theirs.id]);
     await cp.destroySandbox(other);
     await cp.destroySandbox(owner);
   });

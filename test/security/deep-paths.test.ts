@@ -72,7 +72,7 @@ describe('any depth and name length', () => {
     const sandboxDir = join(dirs.dataDir, 'sandboxes', id);
     await cp.destroySandbox(id);
     await expect(access(sandboxDir)).rejects.toMatchObject({ code: 'ENOENT' });
-    expect(cp.listSandboxes().items.map((s) => s.id)).not.toContain(id);
+    expect((await cp.listSandboxes()).items.map((s) => s.id)).not.toContain(id);
   }, 180_000);
 
   it('3000 levels: a change list larger than a frame arrives in parts, and destroy removes it all', async () => {

@@ -46,17 +46,17 @@ describe('a destroy that fails', () => {
     await execa('mount', ['-t', 'tmpfs', '-o', 'size=1m', 'tmpfs', blocker]);
 
     await expect(cp.destroySandbox(sb.id)).rejects.toThrow(/destroying sandbox|EBUSY|busy/i);
-    const info = cp.getSandbox(sb.id);
+    const info = await cp.getSandbox(sb.id);
     expect(info.state).toBe('ERROR');
     expect(info.stateReason).toMatch(/^destroy failed: /);
-    expect(cp.listSandboxes().items.map((s) => s.id)).toContain(sb.id);
+    expect((await cp.listSandboxes()).items.map((s) => s.id)).toContain(sb.id);
     expect((await stat(dir)).isDirectory()).toBe(true);
 
     // Once the cause is gone, destroying again finishes the job.
     await execa('umount', [blocker]);
     blocker = undefined;
     await cp.destroySandbox(sb.id);
-    expect(cp.listSandboxes().items).toEqual([]);
+    expect((await cp.listSandboxes()).items).toEqual([]);
     await expect(stat(dir)).rejects.toThrow(/ENOENT/);
   });
 });

@@ -115,7 +115,7 @@ describe.skipIf(docker.unavailable !== null)(
 
     afterAll(async () => {
       try {
-        for (const sb of cp?.listSandboxes().items ?? []) await cp.destroySandbox(sb.id);
+        for (const sb of (await cp?.listSandboxes())?.items ?? []) await cp.destroySandbox(sb.id);
         await running;
         await cp?.close();
         if (dirs !== undefined) await assertCleanAndRemove(dirs);

@@ -109,7 +109,7 @@ describe.skipIf(docker.unavailable !== null)(
         const f = await stat(join(dir, '0'));
         expect([f.uid, f.mode & 0o777]).toEqual([0, 0o444]);
       }
-      for (const { id } of fx().cp.listSandboxes().items) await fx().cp.destroySandbox(id);
+      for (const { id } of (await fx().cp.listSandboxes()).items) await fx().cp.destroySandbox(id);
       expect(await filesDirs(fx().dirs.dataDir)).toEqual([]);
     });
   },

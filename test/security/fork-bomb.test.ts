@@ -9,8 +9,8 @@ import { useSandbox } from '../helpers/security-control.js';
 describe('a fork bomb is capped by default', () => {
   const sandbox = useSandbox();
 
-  it('inspect reports the default process limit as enforced by a pids cgroup', () => {
-    const info = sandbox().cp.getSandbox(sandbox().id);
+  it('inspect reports the default process limit as enforced by a pids cgroup', async () => {
+    const info = await sandbox().cp.getSandbox(sandbox().id);
     expect(DEFAULT_RESOURCES.pidsLimit).toBe(1024);
     expect(info.limits?.pidsLimit).toBe(1024);
     expect(info.limits?.mechanism).toMatch(/^cgroup-v[12]$/);

@@ -44,7 +44,7 @@ beforeEach(async () => {
 });
 
 afterEach(async () => {
-  for (const sb of cp.listSandboxes().items) await cp.destroySandbox(sb.id);
+  for (const sb of (await cp.listSandboxes()).items) await cp.destroySandbox(sb.id);
   await cp.close();
   await assertCleanAndRemove(dirs);
 });

@@ -114,7 +114,7 @@ describe('another local user of the host', () => {
 
   afterAll(async () => {
     try {
-      for (const sb of cp?.listSandboxes().items ?? []) await cp.destroySandbox(sb.id);
+      for (const sb of (await cp?.listSandboxes())?.items ?? []) await cp.destroySandbox(sb.id);
       await running;
       await cp?.close();
       if (dirs !== undefined) await assertCleanAndRemove(dirs);
@@ -167,7 +167,7 @@ describe('another local user of the host', () => {
     process.kill(cp.workerPid(id) as number, 'SIGKILL');
     await waitFor(
       'the worker restart',
-      () => (cp.getSandbox(id).restartCount === 1 ? true : undefined),
+      async () => ((await cp.getSandbox(id)).restartCount === 1 ? true : undefined),
       60_000,
     );
     // The session follows the new mount (its anchor), so the anchor now leads to the workspace as well.
@@ -180,7 +180,7 @@ describe('another local user of the host', () => {
 
   it('cannot read anything in the data directory: deltas, codebases, database, logs, mounts', async () => {
     const data = dirs.dataDir;
-    expect(cp.getSandbox(id).state).toBe('RUNNING');
+    expect((await cp.getSandbox(id)).state).toBe('RUNNING');
     const sandboxDir = join(data, 'sandboxes', id);
     const targets: ProbeTarget[] = [
       { path: data, op: 'list' },

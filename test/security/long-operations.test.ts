@@ -160,11 +160,11 @@ describe('changes and diff of a 100k-file delta through the control plane', () =
       const { diff } = await diffing;
       expect(diff.split('\n').filter((l) => l.startsWith('+++ ')).length).toBe(files);
       // Two missed 2 s pings restart a worker: none was missed through either walk.
-      expect(cp.getSandbox(id).restartCount).toBe(0);
-      expect(cp.getSandbox(id).state).toBe('RUNNING');
+      expect((await cp.getSandbox(id)).restartCount).toBe(0);
+      expect((await cp.getSandbox(id)).state).toBe('RUNNING');
       await cp.destroySandbox(id);
     } finally {
-      for (const sb of cp.listSandboxes().items) await cp.destroySandbox(sb.id);
+      for (const sb of (await cp.listSandboxes()).items) await cp.destroySandbox(sb.id);
       await cp.close();
       await assertCleanAndRemove(dirs);
     }

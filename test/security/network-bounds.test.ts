@@ -140,8 +140,8 @@ print(len(socks))`),
       expect(peak).toBeGreaterThan(0);
       expect(peak).toBeLessThan(BOUND + PRE_PLACEMENT);
       // The kernel killed it at the bound: that sandbox's state says so, naming the bound and the fix.
-      const reason = await waitFor('the policy point killed at its bound', () => {
-        const why = fx().cp.getSandbox(sb.id).stateReason;
+      const reason = await waitFor('the policy point killed at its bound', async () => {
+        const why = (await fx().cp.getSandbox(sb.id)).stateReason;
         return why?.startsWith('no network') === true ? why : undefined;
       });
       expect(reason).toMatch(
@@ -151,7 +151,7 @@ print(len(socks))`),
       expect((await sb.run('echo ok')).out).toBe('ok\n');
       expect((await sb.run(`${CURL} http://pub.test/; echo " $?"`)).out).not.toMatch(/^200/);
       expect((await other.run(`${CURL} http://pub.test/`)).out).toBe('200');
-      expect(fx().cp.getSandbox(other.id).stateReason).toBeNull();
+      expect((await fx().cp.getSandbox(other.id)).stateReason).toBeNull();
     }, 90_000);
 
     it('DNS questions pipelined over TCP by a client that never reads the answers are not read ahead of them: the policy point holds a bounded few', async () => {
@@ -186,7 +186,7 @@ print(sent, blocked)`),
       // grew by tens of MiB within the 8 s and the client was never held up.
       expect(blocked, `sent ${sent ?? ''} bytes of questions; ${flood.err}`).toBe('True');
       expect(peak - idle).toBeLessThan(12 * MiB);
-      expect(fx().cp.getSandbox(sb.id).stateReason).toBeNull();
+      expect((await fx().cp.getSandbox(sb.id)).stateReason).toBeNull();
       expect((await sb.run(`${CURL} http://pub.test/`)).out).toBe('200');
     }, 90_000);
 

@@ -71,7 +71,7 @@ describe('per-uid kernel limits are per sandbox, across data directories', () =>
 
   it('two sandboxes running at once have different host uids, neither root (seen from the host)', async () => {
     const { cp: cpA, id: idA } = a();
-    if (cpA.getSandbox(idA).state !== 'RUNNING') await cpA.startSandbox(idA);
+    if ((await cpA.getSandbox(idA)).state !== 'RUNNING') await cpA.startSandbox(idA);
     const marker = `af-per-uid-${String(process.pid)}`;
     running.push(
       a()
@@ -97,7 +97,8 @@ describe('per-uid kernel limits are per sandbox, across data directories', () =>
   }, 60_000);
 
   it("a sandbox's worker serves its own uid and root only: another sandbox's uid inside the mount gets EACCES", async () => {
-    for (const f of [a(), b()]) if (f.cp.getSandbox(f.id).state !== 'RUNNING') await f.cp.startSandbox(f.id);
+    for (const f of [a(), b()])
+      if ((await f.cp.getSandbox(f.id)).state !== 'RUNNING') await f.cp.startSandbox(f.id);
     const workspace = a().cp.layout.sandbox(a().id).workspace;
     const [uidB, gidB] = (await readFile(b().cp.layout.sandbox(b().id).hostUser, 'utf8')).trim().split(':');
     // Root stands in the mount and becomes B's uid there: no directory on the way is checked any more (a

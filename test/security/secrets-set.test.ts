@@ -89,6 +89,8 @@ describe('setSecret attacks', () => {
     const records = await fx().cp.audit(sb.id, { kind: 'network' });
     expect(records.some((e) => e.op === 'secret-set' && e.secret === 'API_KEY')).toBe(true);
     expect(JSON.stringify(records)).not.toContain(GIVEN);
-    expect(JSON.stringify([fx().cp.getSandbox(sb.id), fx().cp.listSandboxes()])).not.toContain(GIVEN);
+    expect(JSON.stringify([await fx().cp.getSandbox(sb.id), await fx().cp.listSandboxes()])).not.toContain(
+      GIVEN,
+    );
   });
 });

@@ -91,7 +91,7 @@ describe.skipIf(memory === null)(
       expect(made.stderr + made.stdout).toBe('made\n');
       // The same worker throughout (never killed by its bound), and well under it.
       expect(cp.workerPid(id)).toBe(worker);
-      expect(cp.getSandbox(id).restartCount).toBe(0);
+      expect((await cp.getSandbox(id)).restartCount).toBe(0);
       expect(peak).toBeGreaterThan(0);
       expect(peak).toBeLessThan(bound);
       await cp.destroySandbox(id);
@@ -115,8 +115,8 @@ describe.skipIf(memory === null)(
         // The call that took the worker over says so (not that a connection closed), as does the restart.
         const overBound = /went over its memory bound of 96 MiB and the kernel killed it/;
         await expect(tight.readFile(id, '/src/big.bin')).rejects.toThrow(overBound);
-        const restarted = await waitFor('the worker restarted', () => {
-          const info = tight.getSandbox(id);
+        const restarted = await waitFor('the worker restarted', async () => {
+          const info = await tight.getSandbox(id);
           return info.restartCount >= 1 ? info : undefined;
         });
         expect(restarted.lastRestartReason).toMatch(overBound);
@@ -128,8 +128,8 @@ describe.skipIf(memory === null)(
           await expect(tight.readFile(id, '/src/big.bin')).rejects.toThrow(overBound);
         const failed = await waitFor(
           'the sandbox in ERROR',
-          () => {
-            const info = tight.getSandbox(id);
+          async () => {
+            const info = await tight.getSandbox(id);
             return info.state === 'ERROR' ? info : undefined;
           },
           60_000,

@@ -24,8 +24,8 @@ describe('a bwrap session across a worker restart', () => {
 
   async function killWorker(id: string, restarts: number): Promise<void> {
     process.kill(cp.sandboxes.workerPid(id) as number, 'SIGKILL');
-    await waitFor('the worker restart', () =>
-      cp.getSandbox(id).restartCount === restarts ? true : undefined,
+    await waitFor('the worker restart', async () =>
+      (await cp.getSandbox(id)).restartCount === restarts ? true : undefined,
     );
   }
 
@@ -103,7 +103,9 @@ describe('a bwrap session across a worker restart', () => {
       process.kill(cp.sandboxes.workerPid(id) as number, 'SIGKILL');
       await new Promise((resolve) => setTimeout(resolve, delayMs));
       const session = await cp.createSession(id);
-      await waitFor('the worker restart', () => (cp.getSandbox(id).restartCount === 1 ? true : undefined));
+      await waitFor('the worker restart', async () =>
+        (await cp.getSandbox(id)).restartCount === 1 ? true : undefined,
+      );
       expect((await session.run('cat /workspace/README.md')).stdout).toBe('# demo\n');
       await killWorker(id, 2);
       const after = await session.run('cat /workspace/README.md');

@@ -15,6 +15,12 @@ import type { WorkerMemoryOptions } from './sandboxes/worker-cgroup.js';
 export interface ControlPlaneOptions {
   /** The data directory; default $AGENTFENSE_DATA_DIR, else $XDG_DATA_HOME/agentfense, else ~/.local/share/agentfense. */
   readonly dataDir?: string;
+  /**
+   * A PostgreSQL URL (`postgres://user@host/db`): the sandbox, codebase and checkpoint records live there
+   * instead of the data directory's SQLite file, shared by every control plane given the same URL and
+   * data directory (API replicas, docs/scale-out.md). The password is never logged.
+   */
+  readonly database?: string;
   /** Log here instead of `<dataDir>/logs/control.log`. */
   readonly logger?: Logger;
   readonly logLevel?: Level;

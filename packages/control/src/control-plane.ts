@@ -36,6 +36,7 @@ import type {
   RestoreOptions,
 } from './sandboxes/checkpoints.js';
 import { SandboxManager } from './sandboxes/manager.js';
+import { startReaper } from './sandboxes/reaper-timer.js';
 import { SPARE_LABEL } from './sandboxes/one-shot.js';
 import type { CreateInternal } from './sandboxes/records.js';
 import type { SecretValueSource } from './sandboxes/secret-values.js';
@@ -47,9 +48,9 @@ import type {
   SandboxExecOptions,
   SandboxInfo,
 } from './sandboxes/types.js';
-import { openDatabase } from './store/db.js';
-import type { Db } from './store/db.js';
-import { SandboxStore } from './store/sandboxes.js';
+import { openMetadataStore } from './store/metadata.js';
+import type { MetadataStore } from './store/metadata.js';
+import type { SandboxStore } from './store/sandboxes.js';
 import { settleUnfinished } from './sandboxes/pending-commit.js';
 import { SessionManager } from './sessions/manager.js';
 import type { CreateSessionOptions } from './sessions/options.js';
@@ -74,7 +75,7 @@ export class ControlPlane implements AsyncDisposable {
   readonly sandboxes: SandboxManager;
   /** @deprecated Use the flat session methods (`createSession`, `getSession`, `listSessions`, `closeSession`). */
   readonly sessions: SessionManager;
-  readonly #db: Db;
+  readonly #metadata: MetadataStore;
   readonly #store: SandboxStore;
   readonly #reaper: NodeJS.Timeout | undefined;
   readonly #runtimes: RuntimeRegistry;
@@ -88,7 +89,7 @@ export class ControlPlane implements AsyncDisposable {
     dataDir: string;
     layout: DataLayout;
     logger: Logger;
-    db: Db;
+    metadata: MetadataStore;
     store: SandboxStore;
     codebases: CodebaseService;
     sandboxes: SandboxManager;
@@ -106,17 +107,17 @@ export class ControlPlane implements AsyncDisposable {
     this.dataDir = parts.dataDir;
     this.layout = parts.layout;
     this.logger = parts.logger;
-    this.#db = parts.db;
+    this.#metadata = parts.metadata;
     this.#store = parts.store;
     this.codebases = parts.codebases;
     this.sandboxes = parts.sandboxes;
     this.sessions = parts.sessions;
-    if (parts.reapIntervalMs > 0) {
-      this.#reaper = setInterval(() => {
-        this.sandboxes.reap().catch((err: unknown) => this.logger.error({ err }, 'reaper failed'));
-      }, parts.reapIntervalMs);
-      this.#reaper.unref();
-    }
+    this.#reaper = startReaper({
+      sandboxes: this.sandboxes,
+      logger: this.logger,
+      intervalMs: parts.reapIntervalMs,
+      recover: parts.metadata.backend === 'postgres',
+    });
   }
 
   /**
@@ -134,10 +135,12 @@ export class ControlPlane implements AsyncDisposable {
     const logger =
       options.logger ?? createControlLogger({ file: layout.controlLog, level: options.logLevel });
     const disk = new DiskGuard({ layout, logger });
-    const db = await disk.writing('opening its database', () => openDatabase(layout.database));
-    const store = new SandboxStore(db);
+    const metadata = await disk.writing('opening its database', () =>
+      openMetadataStore({ sqliteFile: layout.database, database: options.database }),
+    );
+    const store = metadata.sandboxes;
     const codebases = new CodebaseService({
-      db,
+      store: metadata.codebases,
       layout,
       sandboxes: store,
       logger,
@@ -185,14 +188,14 @@ export class ControlPlane implements AsyncDisposable {
         else await sessions.closeSandbox(id, 'worker-restarted');
       },
     });
-    const cps = { db, layout, store, sandboxes, logger, limits, compactionFault: options.compactionFault };
+    const cps = { metadata, layout, sandboxes, logger, limits, compactionFault: options.compactionFault };
     const checkpoints = checkpointService({ ...cps, plane: () => plane });
     const plane: ControlPlane = new ControlPlane({
       checkpoints,
       dataDir,
       layout,
       logger,
-      db,
+      metadata,
       store,
       codebases,
       sandboxes,
@@ -228,17 +231,17 @@ export class ControlPlane implements AsyncDisposable {
   }): Promise<CodebaseInfo> {
     return this.#disk.writing('linking a codebase', () => this.codebases.link(options));
   }
-  getCodebase(id: string): CodebaseInfo {
+  getCodebase(id: string): Promise<CodebaseInfo> {
     return this.codebases.get(id);
   }
   /** Who may reach codebase `id`: API clients too ('api'), or only local processes ('local'). */
-  codebaseVisibility(id: string): CodebaseVisibility {
+  codebaseVisibility(id: string): Promise<CodebaseVisibility> {
     return this.codebases.visibility(id);
   }
   /** All codebases but those linked for the run helper's idle spare (internal, like the spare itself). */
-  listCodebases(): CodebaseInfo[] {
-    const internal = new Set(this.#store.codebasesWithLabel(SPARE_LABEL));
-    return this.codebases.list().filter((c) => !internal.has(c.id));
+  async listCodebases(): Promise<CodebaseInfo[]> {
+    const internal = new Set(await this.#store.codebasesWithLabel(SPARE_LABEL));
+    return (await this.codebases.list()).filter((c) => !internal.has(c.id));
   }
   uploadFile(id: string, path: string, source: UploadSource, options?: UploadOptions): Promise<FileEntry> {
     return this.#disk.writing(`uploading ${path}`, () => this.codebases.upload(id, path, source, options));
@@ -268,13 +271,13 @@ export class ControlPlane implements AsyncDisposable {
    * from the record and from the label index in one transaction, so from then on the sandbox is listed and
    * labelled as any run's. False when it was not a spare (nothing changed).
    */
-  claimSpareSandbox(id: string): boolean {
+  claimSpareSandbox(id: string): Promise<boolean> {
     return this.#store.removeLabel(validateId('sandbox', id), SPARE_LABEL);
   }
-  getSandbox(id: string): SandboxInfo {
+  getSandbox(id: string): Promise<SandboxInfo> {
     return this.sandboxes.get(id);
   }
-  listSandboxes(options?: ListSandboxesOptions): Page<SandboxInfo> {
+  listSandboxes(options?: ListSandboxesOptions): Promise<Page<SandboxInfo>> {
     return this.sandboxes.list(options);
   }
   startSandbox(id: string): Promise<SandboxInfo> {
@@ -293,7 +296,7 @@ export class ControlPlane implements AsyncDisposable {
     return this.#checkpoints.checkpoint(id, options);
   }
   /** The sandbox's checkpoints, oldest first. */
-  listCheckpoints(id: string): CheckpointInfo[] {
+  listCheckpoints(id: string): Promise<CheckpointInfo[]> {
     return this.#checkpoints.list(id);
   }
   /** Puts the sandbox's files back to a checkpoint; running commands see them at once. */
@@ -360,7 +363,7 @@ export class ControlPlane implements AsyncDisposable {
     options?: { mode?: CommitMode; paths?: readonly string[] },
   ): Promise<CommitResult> {
     const result = await this.#disk.writing('committing', () => this.sandboxes.commit(id, options));
-    if (result.interrupted === undefined) settleUnfinished(this.#store, id, 'finished');
+    if (result.interrupted === undefined) await settleUnfinished(this.#store, id, 'finished');
     // The commit folded the frozen layers into the writable one first: the delta stands on none.
     await this.#checkpoints.stackEmptied(id);
     return result;
@@ -369,9 +372,9 @@ export class ControlPlane implements AsyncDisposable {
   async discard(id: string, options?: { paths?: readonly string[] }): Promise<void> {
     await this.#disk.freeing('discarding changes', () => this.sandboxes.discard(id, options));
     if (options?.paths === undefined) {
-      settleUnfinished(this.#store, id, 'given up');
+      await settleUnfinished(this.#store, id, 'given up');
       // The delta stands on no checkpoint's layers any more.
-      this.#checkpoints.settle(validateId('sandbox', id), []);
+      await this.#checkpoints.settle(validateId('sandbox', id), []);
     }
     // A discard of some paths folds the frozen layers into the writable one first: none is left either.
     await this.#checkpoints.stackEmptied(id);
@@ -483,7 +486,7 @@ export class ControlPlane implements AsyncDisposable {
       // After the runtimes: docker's pool releases its idle containers' uids as it closes.
       this.#hostUsers.close();
       this.logger.info('control plane closed');
-      this.#db.close();
+      await this.#metadata.close();
     })();
     return this.#closing;
   }

@@ -12,9 +12,8 @@
 import { writeFileSync } from 'node:fs';
 import { forgottenMarker } from '../sandboxes/forgotten.js';
 import type { DataLayout } from '../paths.js';
-import { CodebaseStore } from '../store/codebases.js';
 import { openDatabase } from '../store/db.js';
-import { SandboxStore } from '../store/sandboxes.js';
+import { forgetOneShotRecords } from '../store/sqlite-one-shot.js';
 
 /** Deletes the records of a finished one-shot sandbox and its linked codebase (if nothing else uses it). */
 export function forgetOneShot(
@@ -25,13 +24,7 @@ export function forgetOneShot(
   // A connection of its own: the control plane's stays as it is (this process exits right after).
   const db = openDatabase(layout.database);
   try {
-    const sandboxes = new SandboxStore(db);
-    const codebases = new CodebaseStore(db);
-    db.transaction(() => {
-      sandboxes.delete(ids.sandboxId);
-      const linked = codebases.find(ids.codebaseId)?.kind === 'linked';
-      if (linked && sandboxes.countByCodebase(ids.codebaseId) === 0) codebases.delete(ids.codebaseId);
-    }).immediate();
+    forgetOneShotRecords(db, ids);
   } finally {
     db.close();
   }

@@ -26,9 +26,9 @@ import { processStartTime } from '../sandboxes/process-identity.js';
 const OWNER_EXIT_MS = 5_000;
 
 /** True while `id` has a record (NotFoundError: it has none). */
-function recorded(plane: ControlPlane, id: string): boolean {
+async function recorded(plane: ControlPlane, id: string): Promise<boolean> {
   try {
-    plane.getSandbox(id);
+    await plane.getSandbox(id);
     return true;
   } catch (err) {
     if (err instanceof NotFoundError) return false;
@@ -45,7 +45,7 @@ async function forgottenSandboxes(plane: ControlPlane): Promise<string[]> {
     // A live writer (the run helper, tearing it down after its answer) removes it itself. A marked
     // directory never holds an unfinished commit (a run forgets its sandbox only after a whole commit);
     // one that does anyway is left to `agentfense gc`, which says so.
-    if (marker === undefined || markerWriterAlive(marker) || recorded(plane, name)) continue;
+    if (marker === undefined || markerWriterAlive(marker) || (await recorded(plane, name))) continue;
     if ((await unfinishedCommit(plane.layout, name, plane.logger)) === null) found.push(name);
   }
   return found;
@@ -89,7 +89,7 @@ async function main(): Promise<void> {
       try {
         // Only a link (a record; the directory is the user's), and refused while a sandbox still uses
         // it (WrongStateError): then it is not ours to remove.
-        if (plane.getCodebase(id).kind === 'linked') await plane.deleteCodebase(id);
+        if ((await plane.getCodebase(id)).kind === 'linked') await plane.deleteCodebase(id);
       } catch (err) {
         if (err instanceof NotFoundError) continue; // removed with the sandbox's record (the fast exit)
         if (!(err instanceof AgentFenseError)) throw err;

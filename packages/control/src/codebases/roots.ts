@@ -44,7 +44,7 @@ export async function openCodebaseRoot(row: CodebaseRow, options: CodebaseRootOp
   const handle = await openPinnedDir(path, { identity, label: `the directory of codebase ${row.id}` });
   if (identity === undefined) {
     identity = await identityOf(handle);
-    options.store.recordIdentity(row.id, identity);
+    await options.store.recordIdentity(row.id, identity);
     options.logger.info(
       { codebaseId: row.id, hostPath: path, identity },
       'linked directory identity recorded on first use',

@@ -11,9 +11,8 @@ import { identityOf, openPinnedDir } from '@agentfense/fuse-worker';
 import { newId, validateId } from '../ids.js';
 import { ensurePrivateDir } from '../paths.js';
 import type { DataLayout } from '../paths.js';
-import { CodebaseStore, codebaseInfo, formatIdentity } from '../store/codebases.js';
-import type { CodebaseRow } from '../store/codebases.js';
-import type { Db } from '../store/db.js';
+import { codebaseInfo, formatIdentity } from '../store/codebases.js';
+import type { CodebaseRow, CodebaseStore } from '../store/codebases.js';
 import type { SandboxStore } from '../store/sandboxes.js';
 import {
   UPLOAD_TEMP_PREFIX,
@@ -46,7 +45,7 @@ export interface UploadOptions {
 }
 
 export interface CodebaseServiceOptions {
-  readonly db: Db;
+  readonly store: CodebaseStore;
   readonly layout: DataLayout;
   readonly sandboxes: SandboxStore;
   readonly logger: Logger;
@@ -62,7 +61,7 @@ export class CodebaseService {
   readonly #maxUploadBytes: number;
 
   constructor(options: CodebaseServiceOptions) {
-    this.#store = new CodebaseStore(options.db);
+    this.#store = options.store;
     this.#layout = options.layout;
     this.#sandboxes = options.sandboxes;
     this.#logger = options.logger.child({ component: 'codebases' });
@@ -89,7 +88,7 @@ export class CodebaseService {
       created_at: now,
       updated_at: now,
     };
-    this.#store.insert(row);
+    await this.#store.insert(row);
     this.#logger.info({ codebaseId: id }, 'codebase created');
     return this.#info(row);
   }
@@ -138,22 +137,22 @@ export class CodebaseService {
       created_at: now,
       updated_at: now,
     };
-    this.#store.insert(row);
+    await this.#store.insert(row);
     this.#logger.info({ codebaseId: id, hostPath }, 'codebase linked');
     return this.#info(row);
   }
 
-  get(id: string): CodebaseInfo {
-    return this.#info(this.#store.get(validateId('codebase', id)));
+  async get(id: string): Promise<CodebaseInfo> {
+    return this.#info(await this.#store.get(validateId('codebase', id)));
   }
 
-  list(): CodebaseInfo[] {
-    return this.#store.list().map((row) => this.#info(row));
+  async list(): Promise<CodebaseInfo[]> {
+    return (await this.#store.list()).map((row) => this.#info(row));
   }
 
   /** Who may reach codebase `id` (NotFoundError when there is none). */
-  visibility(id: string): CodebaseVisibility {
-    return this.#store.get(validateId('codebase', id)).visibility;
+  async visibility(id: string): Promise<CodebaseVisibility> {
+    return (await this.#store.get(validateId('codebase', id))).visibility;
   }
 
   /**
@@ -167,8 +166,8 @@ export class CodebaseService {
   }
 
   /** Opens a codebase's root (roots.ts: a linked one pinned to the directory that was linked). */
-  #openRoot(id: string): Promise<OpenedRoot> {
-    const row = this.#store.get(validateId('codebase', id));
+  async #openRoot(id: string): Promise<OpenedRoot> {
+    const row = await this.#store.get(validateId('codebase', id));
     return openCodebaseRoot(row, {
       store: this.#store,
       logger: this.#logger,
@@ -188,7 +187,7 @@ export class CodebaseService {
     source: UploadSource,
     options: UploadOptions = {},
   ): Promise<FileEntry> {
-    const row = this.#store.get(validateId('codebase', id));
+    const row = await this.#store.get(validateId('codebase', id));
     const segments = splitCodebasePath(path);
     if (row.kind !== 'stored') {
       throw new WrongStateError(
@@ -229,7 +228,7 @@ export class CodebaseService {
         throw err;
       }
       const wasFile = existing?.isFile() === true;
-      this.#store.addFiles(id, wasFile ? 0 : 1, size - (wasFile ? existing.size : 0));
+      await this.#store.addFiles(id, wasFile ? 0 : 1, size - (wasFile ? existing.size : 0));
       this.#logger.debug({ codebaseId: id, path, size }, 'file uploaded');
       const st = await lstatIn(dir, name);
       return { path, size, isDir: false, modifiedAt: (st?.mtime ?? new Date()).toISOString() };
@@ -288,14 +287,14 @@ export class CodebaseService {
 
   /** Deletes a codebase: refused while sandboxes use it. A linked codebase's directory is never touched. */
   async delete(id: string): Promise<void> {
-    const row = this.#store.get(validateId('codebase', id));
-    const users = this.#sandboxes.countByCodebase(id);
+    const row = await this.#store.get(validateId('codebase', id));
+    const users = await this.#sandboxes.countByCodebase(id);
     if (users > 0) {
       throw new WrongStateError(`codebase ${id} is used by ${users} sandbox(es); destroy them first`, {
         details: { id, sandboxes: users },
       });
     }
-    this.#store.delete(id);
+    await this.#store.delete(id);
     if (row.kind === 'stored') await rm(this.#layout.codebaseDir(id), { recursive: true, force: true });
     this.#logger.info({ codebaseId: id }, 'codebase deleted');
   }

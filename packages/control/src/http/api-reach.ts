@@ -9,29 +9,31 @@ import type { ControlPlane } from '../control-plane.js';
 /** The checks of one control plane; each throws NotFoundError, worded as for an unknown id. */
 export interface ApiReach {
   /** Codebase `id` exists and API clients may reach it. */
-  codebase(id: string): void;
+  codebase(id: string): Promise<void>;
   /** Sandbox `id` exists and its codebase is reachable. */
-  sandbox(id: string): void;
+  sandbox(id: string): Promise<void>;
   /** Session `id` exists and its sandbox is reachable. */
-  session(id: string): void;
+  session(id: string): Promise<void>;
   /** Whether a listed codebase is reachable (listings leave the others out). */
-  listed(codebase: CodebaseInfo): boolean;
+  listed(codebase: CodebaseInfo): Promise<boolean>;
 }
 
 export function apiReach(plane: ControlPlane): ApiReach {
-  const reachable = (codebaseId: string): boolean => plane.codebaseVisibility(codebaseId) === 'api';
+  const reachable = async (codebaseId: string): Promise<boolean> =>
+    (await plane.codebaseVisibility(codebaseId)) === 'api';
   const notFound = (kind: string, id: string): NotFoundError =>
     new NotFoundError(`${kind} ${id} not found`, { details: { id } });
-  const sandboxReachable = (id: string): boolean => reachable(plane.getSandbox(id).codebaseId);
+  const sandboxReachable = async (id: string): Promise<boolean> =>
+    reachable((await plane.getSandbox(id)).codebaseId);
   return {
-    codebase: (id) => {
-      if (!reachable(id)) throw notFound('codebase', id);
+    codebase: async (id) => {
+      if (!(await reachable(id))) throw notFound('codebase', id);
     },
-    sandbox: (id) => {
-      if (!sandboxReachable(id)) throw notFound('sandbox', id);
+    sandbox: async (id) => {
+      if (!(await sandboxReachable(id))) throw notFound('sandbox', id);
     },
-    session: (id) => {
-      if (!sandboxReachable(plane.getSession(id).info().sandboxId)) throw notFound('session', id);
+    session: async (id) => {
+      if (!(await sandboxReachable(plane.getSession(id).info().sandboxId))) throw notFound('session', id);
     },
     listed: (codebase) => reachable(codebase.id),
   };

@@ -123,6 +123,12 @@ export interface ControlPlaneBackendOptions {
    * that serves the local user itself (`agentfense mcp` on stdio), never for a network face.
    */
   readonly localCodebases?: boolean;
+  /**
+   * Whether a sandbox is owned by this process from its creation (default true: a server that dies
+   * before the start leaves it to recovery). False for replicas sharing a database: a sandbox created
+   * through one and not started yet can be started through any of them.
+   */
+  readonly ownCreated?: boolean;
 }
 
 /** Default of `maxConcurrentStarts`. */
@@ -139,33 +145,32 @@ export function controlPlaneBackend(
   // Every id a request names is checked first: a locally linked codebase, its sandboxes and their
   // sessions are "not found" here (api-reach.ts).
   const reach = options.localCodebases === true ? undefined : apiReach(plane);
-  // Synchronous answers check synchronously; asynchronous ones reject (never throw) when refused.
-  const sandbox = <T>(id: string, act: () => T): T => {
-    reach?.sandbox(id);
+  const ownCreated = options.ownCreated !== false;
+  // Each answer rejects (never throws) when refused: the records are read asynchronously.
+  const sandbox = async <T>(id: string, act: () => T | Promise<T>): Promise<T> => {
+    await reach?.sandbox(id);
     return act();
   };
-  const session = <T>(id: string, act: () => T): T => {
-    reach?.session(id);
+  const session = async <T>(id: string, act: () => T | Promise<T>): Promise<T> => {
+    await reach?.session(id);
     return act();
   };
-  const codebase = <T>(id: string, act: () => T): T => {
-    reach?.codebase(id);
+  const codebase = async <T>(id: string, act: () => T | Promise<T>): Promise<T> => {
+    await reach?.codebase(id);
     return act();
   };
-  const inSandbox = <T>(id: string, act: () => Promise<T>): Promise<T> =>
-    Promise.resolve().then(() => sandbox(id, act));
-  const inSession = <T>(id: string, act: () => Promise<T>): Promise<T> =>
-    Promise.resolve().then(() => session(id, act));
-  const inCodebase = <T>(id: string, act: () => Promise<T>): Promise<T> =>
-    Promise.resolve().then(() => codebase(id, act));
+  const [inSandbox, inSession, inCodebase] = [sandbox, session, codebase];
   return {
     createCodebase: (options) => plane.createCodebase(options),
     getCodebase: (id) => codebase(id, () => plane.getCodebase(id)),
-    listCodebases: (options) =>
-      pageCodebases(
-        plane.listCodebases().filter((c) => reach?.listed(c) ?? true),
+    listCodebases: async (options) => {
+      const all = await plane.listCodebases();
+      const listed = await Promise.all(all.map(async (c) => (await reach?.listed(c)) ?? true));
+      return pageCodebases(
+        all.filter((_, i) => listed[i]),
         options,
-      ),
+      );
+    },
     deleteCodebase: (id) => inCodebase(id, () => plane.deleteCodebase(id)),
     uploadFile: (id, path, source, options) =>
       inCodebase(id, () => plane.uploadFile(id, path, source, options)),
@@ -184,7 +189,7 @@ export function controlPlaneBackend(
             ...options,
             ...(options.secrets === undefined ? {} : { secrets: validateSecrets(options.secrets) }),
           },
-          { own: true },
+          { own: ownCreated },
         ),
       ),
     getSandbox: (id) => sandbox(id, () => plane.getSandbox(id)),
@@ -207,7 +212,7 @@ export function controlPlaneBackend(
     commit: (id, options) => inSandbox(id, () => plane.commit(id, options)),
     discard: (id, options) => inSandbox(id, () => plane.discard(id, options)),
     checkpoint: (id, options) => inSandbox(id, () => plane.checkpoint(id, options)),
-    listCheckpoints: (id) => inSandbox(id, () => Promise.resolve(plane.listCheckpoints(id))),
+    listCheckpoints: (id) => inSandbox(id, () => plane.listCheckpoints(id)),
     restoreCheckpoint: (id, checkpointId, options) =>
       inSandbox(id, () => plane.restoreCheckpoint(id, checkpointId, options)),
     deleteCheckpoint: (id, checkpointId) => inSandbox(id, () => plane.deleteCheckpoint(id, checkpointId)),

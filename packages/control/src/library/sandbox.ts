@@ -200,7 +200,7 @@ export class Sandbox implements AsyncDisposable {
   }
 
   /** The sandbox's current record (state, restarts, labels...). */
-  info(): SandboxInfo {
+  info(): Promise<SandboxInfo> {
     return this.controlPlane.getSandbox(this.id);
   }
 
@@ -292,7 +292,7 @@ export class Sandbox implements AsyncDisposable {
   }
   /** This sandbox's checkpoints, oldest first. */
   checkpoints(): Promise<CheckpointInfo[]> {
-    return Promise.resolve(this.controlPlane.listCheckpoints(this.id));
+    return this.controlPlane.listCheckpoints(this.id);
   }
   /** Puts the files back to a checkpoint (changes since dropped, or kept as a checkpoint: `keepCurrent`). */
   restore(checkpointId: string, options?: RestoreOptions): Promise<{ kept?: CheckpointInfo }> {

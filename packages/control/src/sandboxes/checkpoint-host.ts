@@ -3,9 +3,7 @@
 import type { Logger } from 'pino';
 import type { AuditEvent } from '@agentfense/protocol';
 import type { DataLayout } from '../paths.js';
-import type { Db } from '../store/db.js';
-import { CheckpointStore } from '../store/checkpoints.js';
-import type { SandboxStore } from '../store/sandboxes.js';
+import type { MetadataStore } from '../store/metadata.js';
 import { AuditWriter } from './audit-log.js';
 import type { CheckpointLimits } from './checkpoint-limits.js';
 import { CheckpointService } from './checkpoints.js';
@@ -20,9 +18,8 @@ export interface ForkPlane {
 }
 
 export function checkpointService(o: {
-  readonly db: Db;
+  readonly metadata: MetadataStore;
   readonly layout: DataLayout;
-  readonly store: SandboxStore;
   readonly sandboxes: SandboxManager;
   /** Called only once a fork is asked for, when the plane exists. */
   readonly plane: () => ForkPlane;
@@ -32,7 +29,7 @@ export function checkpointService(o: {
 }): CheckpointService {
   const logger = o.logger.child({ component: 'checkpoints' });
   return new CheckpointService({
-    store: new CheckpointStore(o.db),
+    store: o.metadata.checkpoints,
     layout: o.layout,
     worker: {
       checkpoint: (id, layerDir) => o.sandboxes.onDelta(id, 'checkpoint', { layerDir }),
@@ -45,7 +42,7 @@ export function checkpointService(o: {
       audit: (id, events) => appendAudit(o.layout, o.sandboxes.liveAudit(id), id, events, logger),
     },
     host: {
-      parent: (id) => o.store.get(id),
+      parent: (id) => o.metadata.sandboxes.get(id),
       create: (options) => o.plane().createSandbox(options),
       start: (id) => o.plane().startSandbox(id),
     },

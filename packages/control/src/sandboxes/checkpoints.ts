@@ -81,7 +81,7 @@ export type ForkOptions = Pick<
 
 /** What a fork needs from the control plane: the parent's record, and creating and starting sandboxes. */
 export interface ForkHost {
-  parent(id: string): SandboxRow;
+  parent(id: string): Promise<SandboxRow>;
   create(options: CreateSandboxOptions): Promise<SandboxInfo>;
   start(id: string): Promise<SandboxInfo>;
 }
@@ -152,13 +152,13 @@ export class CheckpointService {
   }
 
   /** What the frozen layers sandbox `id` made cost its disk quota (its mounts start with it). */
-  frozenBytes(id: string): number {
+  frozenBytes(id: string): Promise<number> {
     return this.#charges.total(id);
   }
 
   /** Freezes sandbox `id`'s current changes as a checkpoint; the sandbox goes on where it was. */
   async checkpoint(sandboxId: string, options: CheckpointOptions = {}): Promise<CheckpointInfo> {
-    const id = this.#sandbox(sandboxId);
+    const id = await this.#sandbox(sandboxId);
     checkText('name', options.name, NAME_MAX);
     checkText('message', options.message, MESSAGE_MAX);
     return this.#lock.run('', () => this.#take(id, options));
@@ -166,7 +166,7 @@ export class CheckpointService {
 
   async #take(id: string, options: CheckpointOptions): Promise<CheckpointInfo> {
     const { maxCheckpoints, maxStackDepth } = this.#limits;
-    if (this.#store.list(id).length >= maxCheckpoints) {
+    if ((await this.#store.list(id)).length >= maxCheckpoints) {
       throw new WrongStateError(
         `sandbox ${id} has ${maxCheckpoints} checkpoints, the most it may keep ` +
           `(${limitSetting('maxCheckpoints')}): delete one first`,
@@ -175,8 +175,9 @@ export class CheckpointService {
     const layer = newId('layer');
     // A deeper stack is compacted in the background after the checkpoint; refused only when no two of
     // its layers may be folded (every boundary is a checkpoint's).
-    const after = [...this.#store.stack(id), layer];
-    if (after.length > maxStackDepth && !this.#compactor.canFold(id, after)) {
+    const stack = await this.#store.stack(id);
+    const after = [...stack, layer];
+    if (after.length > maxStackDepth && !(await this.#compactor.canFold(id, after))) {
       throw new WrongStateError(
         `sandbox ${id} stands on ${maxStackDepth} frozen layers, the deepest stack allowed ` +
           `(${limitSetting('maxStackDepth')}), and each of them ends a checkpoint: delete a checkpoint, ` +
@@ -188,16 +189,16 @@ export class CheckpointService {
       sandbox_id: id,
       name: options.name ?? null,
       message: options.message ?? null,
-      layers: [...this.#store.stack(id), layer],
+      layers: after,
       state: 'pending',
       created_at: Date.now(),
     };
     // The row first: a crash while the worker freezes the layer leaves a reference to it (nothing
     // removes a layer a row names), and the next mount settles the row from what the delta recorded.
     // Its layer is charged to this sandbox from the start (measured once frozen).
-    this.#store.transaction(() => {
-      this.#store.insert(row);
-      this.#store.addLayer(layer, id, null);
+    await this.#store.transaction((tx) => {
+      tx.insert(row);
+      tx.addLayer(layer, id, null);
     });
     this.#taking.add(row.id);
     let frozen: string[];
@@ -208,20 +209,20 @@ export class CheckpointService {
       frozen = this.#layerIds(made.frozen);
       bytes = made.bytes;
     } catch (err) {
-      this.#store.transaction(() => {
-        this.#store.delete(row.id);
-        this.#store.dropLayer(layer); // recorded again if a mount finds it was frozen after all
+      await this.#store.transaction((tx) => {
+        tx.delete(row.id);
+        tx.dropLayer(layer); // recorded again if a mount finds it was frozen after all
       });
       throw err;
     } finally {
       this.#taking.delete(row.id);
     }
-    this.#store.transaction(() => {
-      this.#store.markReady(row.id, frozen);
-      this.#store.setStack(id, frozen);
-      if (bytes !== undefined) this.#store.setLayerBytes(layer, bytes);
+    await this.#store.transaction((tx) => {
+      tx.markReady(row.id, frozen);
+      tx.setStack(id, frozen);
+      if (bytes !== undefined) tx.setLayerBytes(layer, bytes);
     });
-    if (bytes === undefined) this.#charges.adopt(id, [layer]); // no quota counted it: measured later
+    if (bytes === undefined) await this.#charges.adopt(id, [layer]); // no quota counted it: measured later
     // The worker counted the layer as it froze it; this is the total the database keeps.
     await this.#charges.push([id]);
     await this.#audit(id, 'checkpoint', row.id);
@@ -229,8 +230,8 @@ export class CheckpointService {
     return info({ ...row, layers: frozen, state: 'ready' });
   }
 
-  list(sandboxId: string): CheckpointInfo[] {
-    return this.#store.list(this.#sandbox(sandboxId)).map(info);
+  async list(sandboxId: string): Promise<CheckpointInfo[]> {
+    return (await this.#store.list(await this.#sandbox(sandboxId))).map(info);
   }
 
   /**
@@ -244,7 +245,7 @@ export class CheckpointService {
   ): Promise<{ kept?: CheckpointInfo }> {
     validateId('checkpoint', checkpointId);
     return this.#lock.run('', async () => {
-      const target = this.#store.get(id, checkpointId);
+      const target = await this.#store.get(id, checkpointId);
       const kept =
         options.keepCurrent === true
           ? await this.#take(id, { name: `before restore of ${checkpointId}` })
@@ -253,7 +254,7 @@ export class CheckpointService {
         id,
         target.layers.map((layer) => this.#layout.layerDir(layer)),
       );
-      this.#store.setStack(id, target.layers);
+      await this.#store.transaction((tx) => tx.setStack(id, target.layers));
       await this.#audit(id, 'restore', checkpointId);
       await this.#collect();
       return kept === undefined ? {} : { kept };
@@ -262,13 +263,13 @@ export class CheckpointService {
 
   /** Deletes a checkpoint; its layers are removed once nothing else holds them. */
   async remove(sandboxId: string, checkpointId: string): Promise<void> {
-    const id = this.#sandbox(sandboxId);
+    const id = await this.#sandbox(sandboxId);
     validateId('checkpoint', checkpointId);
     return this.#lock.run('', async () => {
-      this.#store.get(id, checkpointId);
-      this.#store.delete(checkpointId);
+      await this.#store.get(id, checkpointId);
+      await this.#store.transaction((tx) => tx.delete(checkpointId));
       await this.#collect();
-      this.#compactor.requestDeep(); // the boundary it ended may now be folded
+      await this.#compactor.requestDeep(); // the boundary it ended may now be folded
     });
   }
 
@@ -278,7 +279,7 @@ export class CheckpointService {
    * frozen layers are shared, never copied.
    */
   async fork(sandboxId: string, options: ForkOptions = {}): Promise<SandboxInfo[]> {
-    const id = this.#sandbox(sandboxId);
+    const id = await this.#sandbox(sandboxId);
     const count = options.count ?? 1;
     if (!Number.isInteger(count) || count < 1 || count > MAX_FORKS) {
       throw new InvalidArgumentError(
@@ -286,18 +287,18 @@ export class CheckpointService {
       );
     }
     if (options.checkpointId !== undefined) validateId('checkpoint', options.checkpointId);
-    const parent = this.#host.parent(id);
+    const parent = await this.#host.parent(id);
     const forks = await this.#lock.run('', async () => {
       const from =
         options.checkpointId === undefined
           ? await this.#take(id, { name: 'fork' })
-          : info(this.#store.get(id, options.checkpointId));
-      const layers = this.#store.get(id, from.id).layers;
+          : info(await this.#store.get(id, options.checkpointId));
+      const { layers } = await this.#store.get(id, from.id);
       const made: SandboxInfo[] = [];
       for (let i = 0; i < count; i++) {
         const sandbox = await this.#host.create(forkSettings(parent, options));
         // The mirror first: a layer it names is never removed, even if a crash comes before the delta.
-        this.#store.setStack(sandbox.id, layers);
+        await this.#store.transaction((tx) => tx.setStack(sandbox.id, layers));
         await initDeltaStack({
           deltaDir: this.#layout.sandbox(sandbox.id).delta,
           frozen: layers.map((layer) => this.#layout.layerDir(layer)),
@@ -318,22 +319,24 @@ export class CheckpointService {
    * After a mount: the worker's report of the stack its delta stands on is the truth. A pending row
    * whose layer made it into the stack becomes a checkpoint; one whose layer did not was never taken.
    */
-  settle(id: string, frozenDirs: readonly string[]): void {
+  async settle(id: string, frozenDirs: readonly string[]): Promise<void> {
     const frozen = this.#layerIds(frozenDirs);
-    this.#store.transaction(() => {
-      for (const row of this.#store.pending(id)) {
+    // Read first: only the sandbox's owner writes its checkpoint rows, so they stay as read.
+    const pending = await this.#store.pending(id);
+    await this.#store.transaction((tx) => {
+      for (const row of pending) {
         // Under way in this process (a stopped sandbox's temporary worker mounts for it): not settled.
         if (this.#taking.has(row.id)) continue;
         const layer = row.layers.at(-1);
-        if (layer !== undefined && frozen.includes(layer)) this.#store.markReady(row.id);
+        if (layer !== undefined && frozen.includes(layer)) tx.markReady(row.id);
         else {
-          this.#store.delete(row.id);
-          if (layer !== undefined) this.#store.dropLayer(layer);
+          tx.delete(row.id);
+          if (layer !== undefined) tx.dropLayer(layer);
         }
       }
-      this.#store.setStack(id, frozen);
-      this.#charges.adopt(id, frozen);
+      tx.setStack(id, frozen);
     });
+    await this.#charges.adopt(id, frozen);
   }
 
   /**
@@ -342,7 +345,7 @@ export class CheckpointService {
    */
   stackEmptied(id: string): Promise<void> {
     return this.#lock.run('', async () => {
-      this.#store.setStack(id, []);
+      await this.#store.transaction((tx) => tx.setStack(id, []));
       await this.#collect();
     });
   }
@@ -358,7 +361,7 @@ export class CheckpointService {
       await this.#compactor.recover();
       await this.#collect();
     });
-    this.#compactor.requestDeep();
+    await this.#compactor.requestDeep();
   }
 
   /** Settles when the background compactions requested so far are done. */
@@ -378,7 +381,7 @@ export class CheckpointService {
     } catch {
       return; // no layer store yet
     }
-    const held = this.#store.referencedLayers();
+    const held = await this.#store.referencedLayers();
     const gone: string[] = [];
     for (const name of names) {
       // A `.tmp` name is a checkpoint under way or cut short: its delta finishes or undoes it.
@@ -387,7 +390,7 @@ export class CheckpointService {
       if (await this.#trash.discard(dir, name)) gone.push(name);
       else this.#logger.warn({ layer: name }, 'could not move an unused checkpoint layer to the trash');
     }
-    await this.#charges.forget([...gone, ...this.#charges.stale(held, new Set(names))]);
+    await this.#charges.forget([...gone, ...(await this.#charges.stale(held, new Set(names)))]);
   }
 
   /** Settles when the background measurement of layers a crash left unmeasured is done. */
@@ -396,8 +399,8 @@ export class CheckpointService {
   }
 
   /** A valid id of an existing sandbox (InvalidArgumentError, NotFoundError otherwise). */
-  #sandbox(id: string): string {
-    this.#host.parent(validateId('sandbox', id));
+  async #sandbox(id: string): Promise<string> {
+    await this.#host.parent(validateId('sandbox', id));
     return id;
   }
 

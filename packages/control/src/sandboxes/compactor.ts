@@ -71,10 +71,10 @@ export class StackCompactor {
    * Whether sandbox `id` standing on `stack` (after a checkpoint that makes it so deep; its last layer the
    * new one, a checkpoint's end) could be made shallower: false when every boundary is a checkpoint's.
    */
-  canFold(id: string, stack: readonly string[]): boolean {
-    const { checkpoints, stacks } = this.#store.holders();
+  async canFold(id: string, stack: readonly string[]): Promise<boolean> {
+    const { checkpoints, stacks } = await this.#store.holders();
     stacks.set(id, [...stack]);
-    const makers = new Map(this.#store.layers().map((row) => [row.id, row.maker_id]));
+    const makers = new Map((await this.#store.layers()).map((row) => [row.id, row.maker_id]));
     const top = stack.at(-1);
     if (top !== undefined) makers.set(top, id);
     const holders = [...checkpoints, stack, ...stacks.values()];
@@ -97,8 +97,8 @@ export class StackCompactor {
   }
 
   /** Every sandbox whose stack is deeper than the limit (after a delete frees a boundary, at open). */
-  requestDeep(): void {
-    for (const [id, layers] of this.#store.holders().stacks) {
+  async requestDeep(): Promise<void> {
+    for (const [id, layers] of (await this.#store.holders()).stacks) {
       if (layers.length > this.#maxDepth) this.#queued.add(id);
     }
     this.#kick();
@@ -136,7 +136,7 @@ export class StackCompactor {
 
   /** One fold of sandbox `id`'s stack; false when there is nothing (more) to do. */
   async #once(id: string): Promise<boolean> {
-    const row = await this.#lock.run('', () => Promise.resolve(this.#plan(id)));
+    const row = await this.#lock.run('', () => this.#plan(id));
     if (row === null) return false;
     this.#fault?.('planned');
     let bytes: number | null = null;
@@ -169,13 +169,13 @@ export class StackCompactor {
   }
 
   /** Under the lock: the pair to fold in `id`'s stack, recorded as a compaction under way; or null. */
-  #plan(id: string): CompactionRow | null {
-    const stack = this.#store.stack(id);
+  async #plan(id: string): Promise<CompactionRow | null> {
+    const stack = await this.#store.stack(id);
     if (stack.length <= this.#maxDepth) return null;
-    const { checkpoints, stacks } = this.#store.holders();
-    const layers = this.#store.layers();
+    const { checkpoints, stacks } = await this.#store.holders();
+    const layers = await this.#store.layers();
     const makers = new Map(layers.map((row) => [row.id, row.maker_id]));
-    const busy = new Set(this.#store.compactions().flatMap((row) => [row.layer, ...row.from]));
+    const busy = new Set((await this.#store.compactions()).flatMap((row) => [row.layer, ...row.from]));
     const pair = foldablePair({
       stack,
       holders: [...checkpoints, ...stacks.values()],
@@ -184,19 +184,20 @@ export class StackCompactor {
     });
     if (pair === null) return null;
     const row: CompactionRow = { layer: newId('layer'), from: pair, maker: makers.get(pair[0]) as string };
-    this.#store.addCompaction(row);
+    await this.#store.addCompaction(row);
     return row;
   }
 
   /** Under the lock: every sandbox standing on the pair is put on the merged layer; those switched. */
   async #switchHolders(row: CompactionRow): Promise<string[]> {
     const switched: string[] = [];
-    for (const [holder, layers] of this.#store.holders().stacks) {
+    for (const [holder, layers] of (await this.#store.holders()).stacks) {
       if (replacePair(layers, row.from, row.layer) === layers) continue;
       try {
         const made = await this.#host.compactLayers(holder, this.#dirs(row.from), this.#dir(row.layer), true);
         // The delta's own report is its stack (a crash before this line: its next mount settles it).
-        this.#store.setStack(holder, this.#host.layerIds(made.frozen));
+        const frozen = this.#host.layerIds(made.frozen);
+        await this.#store.transaction((tx) => tx.setStack(holder, frozen));
         switched.push(holder);
       } catch (err) {
         // It stays on the pair, which stays on disk for it: still the same view.
@@ -213,14 +214,14 @@ export class StackCompactor {
   async #finish(row: CompactionRow, bytes: number | null): Promise<void> {
     const dir = this.#dir(row.layer);
     const whole = await exists(dir);
-    this.#store.transaction(() => {
+    await this.#store.transaction((tx) => {
       if (whole) {
-        this.#store.replaceInCheckpoints(row.from, row.layer);
-        this.#store.addLayer(row.layer, row.maker, bytes);
+        tx.replaceInCheckpoints(row.from, row.layer);
+        tx.addLayer(row.layer, row.maker, bytes);
       }
-      this.#store.dropCompaction(row.layer);
+      tx.dropCompaction(row.layer);
     });
-    if (whole && bytes === null) this.#charges.adopt(row.maker, [row.layer]); // measured later
+    if (whole && bytes === null) await this.#charges.adopt(row.maker, [row.layer]); // measured later
     await removeLeftover(`${dir}.tmp`);
   }
 
@@ -230,12 +231,13 @@ export class StackCompactor {
    * are finished in the background (the holders still on the pair switched, the records updated).
    */
   async recover(): Promise<void> {
-    for (const row of this.#store.compactions()) {
-      for (const [holder, layers] of this.#store.holders().stacks) {
+    for (const row of await this.#store.compactions()) {
+      for (const [holder, layers] of (await this.#store.holders()).stacks) {
         if (replacePair(layers, row.from, row.layer) === layers) continue;
         try {
           const recorded = this.#host.layerIds(await readStack(this.#layout.sandbox(holder).delta));
-          if (recorded.includes(row.layer)) this.#store.setStack(holder, recorded);
+          if (recorded.includes(row.layer))
+            await this.#store.transaction((tx) => tx.setStack(holder, recorded));
         } catch (err) {
           this.#logger.warn({ err, sandboxId: holder }, 'reading a delta’s stack failed');
         }

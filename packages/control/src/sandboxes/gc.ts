@@ -94,7 +94,7 @@ export async function collectGarbage(deps: GcDeps, options: GcOptions = {}): Pro
   const now = Date.now();
 
   // 1. Sandboxes nobody will use again.
-  for (const row of deps.store.all()) {
+  for (const row of await deps.store.all()) {
     if (hasLiveOwner(row)) continue;
     if ((await unfinishedCommit(deps.layout, row.id, deps.logger)) !== null) {
       report.unfinished.push({ id: row.id, state: row.state });
@@ -139,7 +139,7 @@ export async function collectGarbage(deps: GcDeps, options: GcOptions = {}): Pro
   // creates meanwhile is always found (records read first could miss it and take its mounts for orphans).
   const prefix = `${deps.layout.sandboxesDir}/`;
   const mounts = await listMounts();
-  const known = new Map(deps.store.all().map((r) => [r.id, r]));
+  const known = new Map((await deps.store.all()).map((r) => [r.id, r]));
   const mountedIds = new Set<string>();
   for (const mount of mounts) {
     if (!mount.mountpoint.startsWith(prefix)) continue;
@@ -162,7 +162,7 @@ export async function collectGarbage(deps: GcDeps, options: GcOptions = {}): Pro
   // 3. Sandbox directories without a record (create writes the record first, destroy removes it last), the
   // records read after the listing for the same reason as above.
   const names = await readdir(deps.layout.sandboxesDir).catch(() => [] as string[]);
-  const recorded = new Set(deps.store.all().map((r) => r.id));
+  const recorded = new Set((await deps.store.all()).map((r) => r.id));
   for (const name of names) {
     if (!SANDBOX_DIR.test(name) || recorded.has(name)) continue;
     const dir = `${prefix}${name}`;
@@ -203,8 +203,8 @@ export async function collectGarbage(deps: GcDeps, options: GcOptions = {}): Pro
 
   // 5. Linked codebase records no sandbox refers to (the directory is the user's and stays).
   if (options.codebases !== false) {
-    const referenced = new Set(deps.store.all().map((r) => r.codebase_id));
-    for (const codebase of deps.codebases.list()) {
+    const referenced = new Set((await deps.store.all()).map((r) => r.codebase_id));
+    for (const codebase of await deps.codebases.list()) {
       if (codebase.kind !== 'linked' || referenced.has(codebase.id)) continue;
       if (!dryRun) {
         try {

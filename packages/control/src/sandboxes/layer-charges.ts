@@ -29,7 +29,7 @@ export class LayerCharges {
   }
 
   /** The total a sandbox's own frozen layers cost it (what its mounts start with). */
-  total(makerId: string): number {
+  total(makerId: string): Promise<number> {
     return this.#store.frozenBytes(makerId);
   }
 
@@ -37,7 +37,7 @@ export class LayerCharges {
   async push(makers: Iterable<string>): Promise<void> {
     for (const id of new Set(makers)) {
       try {
-        await this.#push(id, this.total(id));
+        await this.#push(id, await this.total(id));
       } catch (err) {
         this.#logger.warn({ err, sandboxId: id }, 'could not tell the worker its checkpoints’ charge');
       }
@@ -50,13 +50,16 @@ export class LayerCharges {
    * merged layer's maker until its record is written): recorded, then measured in the background, as are
    * layers recorded but never measured (a crash between the freeze and the row).
    */
-  adopt(id: string, frozen: readonly string[]): void {
-    const known = new Map(this.#store.layers().map((row) => [row.id, row]));
+  async adopt(id: string, frozen: readonly string[]): Promise<void> {
+    const known = new Map((await this.#store.layers()).map((row) => [row.id, row]));
     // A fork switched onto a merged layer may report it before the compaction records it: the pair's
     // maker pays for it, never the fork.
-    const merging = new Map(this.#store.compactions().map((row) => [row.layer, row.maker]));
-    for (const layer of frozen) {
-      if (!known.has(layer)) this.#store.addLayer(layer, merging.get(layer) ?? id, null);
+    const merging = new Map((await this.#store.compactions()).map((row) => [row.layer, row.maker]));
+    const unknown = frozen.filter((layer) => !known.has(layer));
+    if (unknown.length > 0) {
+      await this.#store.transaction((tx) => {
+        for (const layer of unknown) tx.addLayer(layer, merging.get(layer) ?? id, null);
+      });
     }
     const unmeasured = [...frozen].filter((layer) => (known.get(layer)?.bytes ?? null) === null);
     if (unmeasured.length > 0) this.#measureLater(unmeasured);
@@ -65,19 +68,16 @@ export class LayerCharges {
   /** Layers that left the disk: their records go, and their makers' workers hear the new totals. */
   async forget(layers: readonly string[]): Promise<void> {
     if (layers.length === 0) return;
-    const makers = new Map(this.#store.layers().map((row) => [row.id, row.maker_id]));
-    this.#store.transaction(() => {
-      for (const layer of layers) this.#store.dropLayer(layer);
+    const makers = new Map((await this.#store.layers()).map((row) => [row.id, row.maker_id]));
+    await this.#store.transaction((tx) => {
+      for (const layer of layers) tx.dropLayer(layer);
     });
     await this.push(layers.flatMap((layer) => makers.get(layer) ?? []));
   }
 
   /** Records whose layer nothing holds and no directory holds either (a layer removed before its row). */
-  stale(held: ReadonlySet<string>, onDisk: ReadonlySet<string>): string[] {
-    return this.#store
-      .layers()
-      .map((row) => row.id)
-      .filter((id) => !held.has(id) && !onDisk.has(id));
+  async stale(held: ReadonlySet<string>, onDisk: ReadonlySet<string>): Promise<string[]> {
+    return (await this.#store.layers()).map((row) => row.id).filter((id) => !held.has(id) && !onDisk.has(id));
   }
 
   /** Settles when the background measurements asked for so far are done (tests, close). */
@@ -91,8 +91,8 @@ export class LayerCharges {
       for (const layer of layers) {
         try {
           const bytes = await layerBytes(this.#layout.layerDir(layer));
-          this.#store.setLayerBytes(layer, bytes);
-          const row = this.#store.layers().find((r) => r.id === layer);
+          await this.#store.transaction((tx) => tx.setLayerBytes(layer, bytes));
+          const row = (await this.#store.layers()).find((r) => r.id === layer);
           if (row !== undefined) makers.push(row.maker_id);
         } catch (err) {
           this.#logger.warn({ err, layer }, 'could not measure a checkpoint layer');

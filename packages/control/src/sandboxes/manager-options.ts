@@ -28,9 +28,9 @@ export interface SandboxManagerOptions {
   /** Called before a running sandbox's runtime stops (stop, destroy, ERROR): sessions close here. */
   readonly onStopping?: ((id: string) => Promise<void>) | undefined;
   /** Called when a worker mounted a sandbox's delta, with the frozen layers it stands on (checkpoints.ts). */
-  readonly onLayers?: ((id: string, frozen: readonly string[]) => void) | undefined;
+  readonly onLayers?: ((id: string, frozen: readonly string[]) => Promise<void>) | undefined;
   /** The bytes of the frozen layers a sandbox made, charged to its disk quota at every mount. */
-  readonly frozenBytes?: ((id: string) => number) | undefined;
+  readonly frozenBytes?: ((id: string) => Promise<number>) | undefined;
   /** Called after a worker was replaced under a running sandbox (with the sandbox's runtime name). */
   readonly onWorkerRestart?: ((id: string, runtime: string) => Promise<void>) | undefined;
   /** Idle workers kept spawned ahead of time once a sandbox has started (default 1; 0: none). */

@@ -103,8 +103,8 @@ export class SandboxManager {
       mounts: this.#mounts,
       logger: this.#logger,
       onStopping: options.onStopping ?? (() => Promise.resolve()),
-      onLayers: options.onLayers ?? (() => undefined),
-      frozenBytes: options.frozenBytes ?? (() => 0),
+      onLayers: options.onLayers ?? (() => Promise.resolve()),
+      frozenBytes: options.frozenBytes ?? (() => Promise.resolve(0)),
       codebases: options.codebases,
       runtimes: this.#runtimes,
       pool: this.#pool,
@@ -153,7 +153,7 @@ export class SandboxManager {
     // the same statement: if the process dies before the start, recovery sees a dead owner and settles
     // the sandbox instead of leaving it PENDING (an owner written after the directories were made left a
     // window where a kill did: test/security/serve-crash.test.ts).
-    this.#store.insert(internal.own === true ? { ...row, ...this.#owner.columns } : row);
+    await this.#store.insert(internal.own === true ? { ...row, ...this.#owner.columns } : row);
     await ensurePrivateDir(this.#layout.sandboxesDir);
     await ensurePrivateDir(this.#layout.sandbox(id).dir);
     this.#logger.info(
@@ -163,12 +163,12 @@ export class SandboxManager {
     return this.get(id);
   }
 
-  get(id: string): SandboxInfo {
-    return sandboxInfo(this.#store.get(validateId('sandbox', id)));
+  async get(id: string): Promise<SandboxInfo> {
+    return sandboxInfo(await this.#store.get(validateId('sandbox', id)));
   }
 
   /** Filtered listing in creation order, one page at a time. */
-  list(options: ListSandboxesOptions = {}): Page<SandboxInfo> {
+  list(options: ListSandboxesOptions = {}): Promise<Page<SandboxInfo>> {
     return listSandboxes(this.#store, options);
   }
 
@@ -176,7 +176,7 @@ export class SandboxManager {
   async audit(id: string, query?: AuditQuery): Promise<AuditEvent[]>;
   async audit(id: string, query: NetworkAuditQuery): Promise<NetworkAuditEvent[]>;
   async audit(id: string, query: AuditQuery | NetworkAuditQuery = {}): Promise<AuditRecords> {
-    this.#store.get(validateId('sandbox', id));
+    await this.#store.get(validateId('sandbox', id));
     const live = this.#live.get(id);
     // The worker and the policy point batch their records: a stats request to the worker and a flush of
     // the policy point have them send what they hold, so a query right after a command sees its records.
@@ -202,11 +202,11 @@ export class SandboxManager {
       try {
         assertTransition(id, row.state, 'RUNNING');
       } catch (err) {
-        this.#owner.release(id);
+        await this.#owner.release(id);
         throw err;
       }
       const live = await startSandbox(this.#deps, row, {
-        onRestart: (reason) => this.#recordRestart(id, reason),
+        onRestart: (reason) => void this.#recordRestart(id, reason),
         onFatal: (reason) => void this.#onFatal(id, reason),
       });
       this.#live.set(id, live);
@@ -239,16 +239,16 @@ export class SandboxManager {
         await removeSandboxFiles({ paths, id, trash: this.trash, users: this.#deps.hostUsers, ...options });
       } catch (err) {
         const error = toAgentFenseError(err, `destroying sandbox ${id}`);
-        this.#store.update(id, {
+        await this.#store.update(id, {
           state: 'ERROR',
           state_reason: `${DESTROY_FAILED}${error.message} (its files are kept; destroy it again to retry)`,
           stopped_at: Date.now(),
         });
-        this.#owner.release(id);
+        await this.#owner.release(id);
         this.#logger.error({ sandboxId: id, err: error }, 'sandbox destroy failed');
         throw error;
       }
-      this.#store.delete(id);
+      await this.#store.delete(id);
       this.#deps.secrets.delete(id);
       this.#logger.info({ sandboxId: id, keepDelta: options.keepDelta === true }, 'sandbox destroyed');
     });
@@ -259,7 +259,7 @@ export class SandboxManager {
     validateId('sandbox', id);
     return this.#locks.run(id, async () => {
       if (this.#live.has(id)) await this.#stopLocked(id, reason);
-      keepForUser(this.#store, id, reason);
+      await keepForUser(this.#store, id, reason);
     });
   }
 
@@ -283,29 +283,29 @@ export class SandboxManager {
     command: string | readonly string[],
     options: SandboxExecOptions = {},
   ): Promise<ExecResult> {
-    const live = this.#requireLive(id);
+    const live = await this.#requireLive(id);
     await live.supervisor.worker();
     return maskedExec((o) => live.instance.exec(o), { ...options, command }, this.#deps.secrets.get(id));
   }
 
   /** The worker's resource and activity report (running sandboxes of this process). */
-  workerStats(id: string): Promise<WorkerStats> {
-    return this.#requireLive(id).supervisor.request('stats', {});
+  async workerStats(id: string): Promise<WorkerStats> {
+    return (await this.#requireLive(id)).supervisor.request('stats', {});
   }
 
   /** Whether a running sandbox of this process keeps it alive (yes by default; an idle spare need not). */
   keepProcessAlive(id: string, keep: boolean): void {
-    keepLiveAlive(this.#requireLive(id), keep);
+    keepLiveAlive(this.#liveNow(id), keep);
   }
 
   /** The runtime instance of a running sandbox (sessions spawn their shells through it). */
   runtimeInstance(id: string): RuntimeInstance {
-    return this.#requireLive(id).instance;
+    return this.#liveNow(id).instance;
   }
 
   /** Runs `start` (a session's shell) on the instance once any worker restart is over (ready-instance.ts). */
-  withReadyInstance<T>(id: string, start: WithSecrets<T>): Promise<T> {
-    const live = this.#requireLive(id);
+  async withReadyInstance<T>(id: string, start: WithSecrets<T>): Promise<T> {
+    const live = await this.#requireLive(id);
     return whenWorkerReady(live.supervisor, () => start(live.instance, () => this.#deps.secrets.get(id)));
   }
 
@@ -389,7 +389,7 @@ export class SandboxManager {
     await this.#pool.close();
     await this.trash.idle();
     // Sandboxes created here and never started stay PENDING for whoever starts them next.
-    for (const row of this.#store.all()) if (this.#owner.isMine(row)) this.#owner.release(row.id);
+    for (const row of await this.#store.all()) if (this.#owner.isMine(row)) await this.#owner.release(row.id);
   }
 
   /**
@@ -426,13 +426,13 @@ export class SandboxManager {
 
   /** Stop under the sandbox's lock: a live sandbox is torn down to STOPPED; a dead owner's is recovered. */
   async #stopLocked(id: string, reason: string | null): Promise<void> {
-    const row = this.#store.get(id);
+    const row = await this.#store.get(id);
     const live = this.#live.get(id);
     if (live === undefined) {
       if (row.state !== 'RUNNING') return;
       if (this.#owner.ownedElsewhere(row)) throw this.#owner.runningElsewhere(row);
       await this.#owner.claim(id); // the owner died: its leftovers are cleared, the sandbox marked STOPPED
-      this.#owner.release(id);
+      await this.#owner.release(id);
       return;
     }
     this.#live.delete(id);
@@ -450,17 +450,19 @@ export class SandboxManager {
     this.#logger.info({ sandboxId: id, reason }, 'sandbox stopped');
   }
 
-  #recordRestart(id: string, reason: string): void {
-    const row = this.#store.find(id);
-    if (row === undefined) return;
-    this.#store.update(id, {
-      restart_count: row.restart_count + 1,
-      last_restart_at: Date.now(),
-      last_restart_reason: reason,
-    });
-    void this.#onWorkerRestart(id, row.runtime).catch((err: unknown) =>
-      this.#logger.warn({ err, sandboxId: id }, 'after-restart hook failed'),
-    );
+  async #recordRestart(id: string, reason: string): Promise<void> {
+    try {
+      const row = await this.#store.find(id);
+      if (row === undefined) return;
+      await this.#store.update(id, {
+        restart_count: row.restart_count + 1,
+        last_restart_at: Date.now(),
+        last_restart_reason: reason,
+      });
+      await this.#onWorkerRestart(id, row.runtime);
+    } catch (err) {
+      this.#logger.warn({ err, sandboxId: id }, 'after-restart hook failed');
+    }
   }
 
   /** Supervision gave up: tear the sandbox down and record ERROR with the reason. */
@@ -472,7 +474,7 @@ export class SandboxManager {
       await tearDown(this.#deps, {
         id,
         parts: partsOf(live),
-        runtimeName: this.#store.find(id)?.runtime,
+        runtimeName: (await this.#store.find(id))?.runtime,
         closeSessions: true,
         mountErrors: 'log',
         settle: () => ({ state: 'ERROR', state_reason: reason, stopped_at: Date.now() }),
@@ -481,10 +483,17 @@ export class SandboxManager {
     });
   }
 
-  #requireLive(id: string): Live {
+  async #requireLive(id: string): Promise<Live> {
     validateId('sandbox', id);
     const live = this.#live.get(id);
     if (live !== undefined) return live;
-    throw this.#owner.notRunningHere(this.#store.get(id));
+    throw this.#owner.notRunningHere(await this.#store.get(id));
+  }
+
+  /** #requireLive without reading the record (synchronous callers: diagnostics, the spare). */
+  #liveNow(id: string): Live {
+    const live = this.#live.get(validateId('sandbox', id));
+    if (live === undefined) throw new WrongStateError(`sandbox ${id} is not running in this process`);
+    return live;
   }
 }

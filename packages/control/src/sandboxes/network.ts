@@ -115,8 +115,10 @@ export async function startPolicyPoint(options: PolicyPointStart): Promise<Sandb
     onExit: (exited, exit) => {
       const reason = policyPointExitReason({ exited, exit, cgroup, oomBefore });
       logger.error({ reason }, 'the network policy point exited: the sandbox has no network');
-      if (store.find(row.id)?.state === 'RUNNING')
-        store.update(row.id, { state_reason: `no network: ${reason}` });
+      void (async () => {
+        if ((await store.find(row.id))?.state === 'RUNNING')
+          await store.update(row.id, { state_reason: `no network: ${reason}` });
+      })().catch((err: unknown) => logger.warn({ err }, 'recording the lost network failed'));
     },
   });
 }

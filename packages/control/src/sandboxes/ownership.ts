@@ -90,23 +90,21 @@ export class Ownership {
    * cleaned up first; a live other owner is a WrongStateError.
    */
   async claim(id: string): Promise<SandboxRow> {
-    let stale: SandboxRow | undefined;
-    this.#store.withRow(id, (row) => {
+    const before = await this.#store.updateLocked(id, (row) => {
       if (this.ownedElsewhere(row)) {
         throw new WrongStateError(`sandbox ${id} is in use by control-plane process ${row.owner_pid}`, {
           details: { id, ownerPid: row.owner_pid },
         });
       }
-      if (row.owner_pid !== null && !this.isMine(row)) stale = row;
-      this.#store.update(id, this.columns);
+      return this.columns;
     });
-    if (stale !== undefined) await this.#cleanupStale(stale);
+    if (before.owner_pid !== null && !this.isMine(before)) await this.#cleanupStale(before);
     return this.#store.get(id);
   }
 
   /** Gives up ownership (the sandbox is not running here any more). */
-  release(id: string): void {
-    this.#store.update(id, RELEASED);
+  release(id: string): Promise<void> {
+    return this.#store.update(id, RELEASED);
   }
 
   /**
@@ -133,7 +131,7 @@ export class Ownership {
     const ownerPid = row.owner_pid ?? 'unknown';
     // A temporary worker on a stopped sandbox also records an owner: only RUNNING and PENDING (a start
     // or a one-shot run under way) change state; STOPPED can be started again, so nothing stays PENDING.
-    this.#store.update(row.id, {
+    await this.#store.update(row.id, {
       ...(row.state === 'RUNNING' || row.state === 'PENDING'
         ? {
             state: 'STOPPED',

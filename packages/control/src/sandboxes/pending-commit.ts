@@ -40,22 +40,26 @@ export function unfinishedReason(id: string, pending: PendingCommit, why: string
  * The commit a sandbox was kept for is no longer unfinished (`finished`, or `given up` by a discard): a
  * state reason that still says how to finish it says what happened instead. Other reasons stay.
  */
-export function settleUnfinished(store: SandboxStore, id: string, how: 'finished' | 'given up'): void {
-  const row = store.find(id);
+export async function settleUnfinished(
+  store: SandboxStore,
+  id: string,
+  how: 'finished' | 'given up',
+): Promise<void> {
+  const row = await store.find(id);
   if (row?.state_reason?.endsWith(finishOrDiscard(id)) !== true) return;
-  store.update(id, { state_reason: `its unfinished commit was ${how}` });
+  await store.update(id, { state_reason: `its unfinished commit was ${how}` });
 }
 
 /**
  * Keeps sandbox `id` for its user: STOPPED if it was RUNNING or PENDING, `reason` as its state reason, and
  * no longer one-shot (nothing removes it by itself any more; it is the user's, as with `run --keep`).
  */
-export function keepForUser(store: SandboxStore, id: string, reason: string): void {
-  const row = store.get(id);
+export async function keepForUser(store: SandboxStore, id: string, reason: string): Promise<void> {
+  const row = await store.get(id);
   const stopping = row.state === 'RUNNING' || row.state === 'PENDING';
-  store.update(id, {
+  await store.update(id, {
     ...(stopping ? { state: 'STOPPED', stopped_at: Date.now() } : {}),
     state_reason: reason,
   });
-  store.removeLabel(id, ONE_SHOT_LABEL);
+  await store.removeLabel(id, ONE_SHOT_LABEL);
 }

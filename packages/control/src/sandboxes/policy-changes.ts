@@ -24,7 +24,7 @@ export interface PolicyChangeDeps extends SecretValueDeps {
   readonly owner: Ownership;
   readonly logger: Logger;
   readonly presets: PresetRegistry | undefined;
-  readonly info: (id: string) => SandboxInfo;
+  readonly info: (id: string) => Promise<SandboxInfo>;
 }
 
 export class PolicyChanges {
@@ -56,13 +56,13 @@ export class PolicyChanges {
   #replace(id: string, patch: SandboxPatch, apply: (live: Live) => Promise<unknown>): Promise<SandboxInfo> {
     const { locks, store, owner, logger } = this.#deps;
     return locks.run(id, async () => {
-      const row = store.get(id);
+      const row = await store.get(id);
       const live = this.#deps.live.get(id);
       if (live === undefined && owner.ownedElsewhere(row)) {
         throw new WrongStateError(`sandbox ${id} is running in control-plane process ${row.owner_pid}`);
       }
       if (live !== undefined) await apply(live);
-      store.update(id, patch);
+      await store.update(id, patch);
       logger.info({ sandboxId: id, replaced: Object.keys(patch) }, 'policy replaced');
       return this.#deps.info(id);
     });

@@ -56,7 +56,7 @@ export async function newSandboxRow(
   internal: CreateInternal = {},
 ): Promise<NewSandboxRow> {
   const codebaseId = validateId('codebase', options.codebaseId);
-  deps.codebases.get(codebaseId); // NotFoundError naming it
+  await deps.codebases.get(codebaseId); // NotFoundError naming it
   const rules = resolveRules(deps.presets, options);
   const runtime = deps.runtimes.check(options.runtime ?? deps.defaultRuntime);
   const image = checkImage(runtime, (await deps.runtimes.get(runtime)).traits, options.image);
@@ -93,9 +93,12 @@ export async function newSandboxRow(
 }
 
 /** Filtered listing in creation order, one page at a time. */
-export function listSandboxes(store: SandboxStore, options: ListSandboxesOptions): Page<SandboxInfo> {
+export async function listSandboxes(
+  store: SandboxStore,
+  options: ListSandboxesOptions,
+): Promise<Page<SandboxInfo>> {
   const limit = pageSize(options.pageSize);
-  const rows = store.query({
+  const rows = await store.query({
     codebaseId: options.codebaseId === undefined ? undefined : validateId('codebase', options.codebaseId),
     state: options.state,
     labels: options.labels === undefined ? undefined : checkLabels(options.labels),

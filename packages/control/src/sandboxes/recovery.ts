@@ -54,20 +54,20 @@ export async function recoverSandboxes(deps: RecoveryDeps): Promise<string[]> {
   const recovered: string[] = [];
   const oneShot: string[] = [];
   const unfinished: Unfinished[] = [];
-  for (const row of store.all()) {
+  for (const row of await store.all()) {
     if (row.owner_pid === null || owner.isMine(row) || owner.ownedElsewhere(row)) continue;
     await deps.locks
       .run(row.id, async () => {
         // Claiming is atomic across processes: of several processes opening at once, one recovers it.
-        const fresh = store.find(row.id);
+        const fresh = await store.find(row.id);
         if (fresh === undefined || fresh.owner_pid === null || owner.ownedElsewhere(fresh)) return;
         await owner.claim(row.id);
-        owner.release(row.id);
+        await owner.release(row.id);
         recovered.push(row.id);
         const pending = await unfinishedCommit(deps.layout, row.id, logger);
         if (pending !== null) {
           const why = `control-plane process ${fresh.owner_pid} exited while committing`;
-          keepForUser(store, row.id, unfinishedReason(row.id, pending, why));
+          await keepForUser(store, row.id, unfinishedReason(row.id, pending, why));
           unfinished.push({ id: row.id, oneShot: isOneShot(fresh.labels), mode: pending.mode });
           logger.warn({ sandboxId: row.id, pending }, 'recovered a sandbox whose commit did not finish');
         } else if (isOneShot(fresh.labels)) oneShot.push(row.id);
@@ -118,22 +118,20 @@ async function finishCommit(deps: RecoveryDeps, u: Unfinished): Promise<void> {
     result.conflicts.length === 0
       ? ''
       : `, ${result.conflicts.length} conflict(s) kept in the sandbox (\`agentfense sandbox commit ${u.id} --last-writer-wins\` overwrites them, \`agentfense sandbox discard ${u.id}\` drops them)`;
-  deps.store.update(u.id, { state_reason: `${done}${left}` });
+  await deps.store.update(u.id, { state_reason: `${done}${left}` });
 }
 
 /** Destroys expired sandboxes, and retries failed destroys, that this process may touch. Returns the ids destroyed. */
 export async function reapSandboxes(deps: RecoveryDeps, now: number): Promise<string[]> {
   const reaped: string[] = [];
   // Destroys that failed are retried, at most once a minute each (a failure records stopped_at).
-  const retries = deps.store
-    .all()
-    .filter(
-      (r) =>
-        r.state === 'ERROR' &&
-        r.state_reason?.startsWith(DESTROY_FAILED) === true &&
-        (r.stopped_at ?? 0) <= now - DESTROY_RETRY_MS,
-    );
-  const expired = deps.store.expired(now);
+  const retries = (await deps.store.all()).filter(
+    (r) =>
+      r.state === 'ERROR' &&
+      r.state_reason?.startsWith(DESTROY_FAILED) === true &&
+      (r.stopped_at ?? 0) <= now - DESTROY_RETRY_MS,
+  );
+  const expired = await deps.store.expired(now);
   for (const row of [...expired, ...retries]) {
     if (deps.owner.ownedElsewhere(row)) continue;
     // Expiry never drops a commit half-way: the sandbox outlives it until the commit is finished or given

@@ -38,7 +38,7 @@ export function retireSandbox(d: RetireDeps, id: string): Retiring {
     failed = reject;
   });
   const removed = d.locks.run(id, async () => {
-    const row = d.store.get(id);
+    const row = await d.store.get(id);
     const live = d.live.get(id);
     if (live === undefined || !d.owner.isMine(row)) {
       throw new WrongStateError(`sandbox ${id} is not running in this process`);
@@ -46,7 +46,7 @@ export function retireSandbox(d: RetireDeps, id: string): Retiring {
     const paths = d.deps.layout.sandbox(id);
     await writeFile(paths.forgotten, forgottenMarker(), { mode: 0o600 });
     d.live.delete(id);
-    d.store.delete(id);
+    await d.store.delete(id);
     forgotten();
     await tearDown(d.deps, {
       id,

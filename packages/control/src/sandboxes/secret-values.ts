@@ -49,7 +49,7 @@ export function setSecretValue(
 ): Promise<void> {
   const { locks, store, owner, logger } = deps;
   return locks.run(id, async () => {
-    const row = store.get(id);
+    const row = await store.get(id);
     const kept = row.secrets.find((s) => s.name === name);
     if (kept === undefined) {
       const declared = row.secrets.map((s) => s.name).join(', ');
@@ -77,7 +77,7 @@ export function setSecretValue(
     }
     const before = deps.secrets.held(id).reason;
     const held = deps.secrets.give(id, row.secrets, secret, origin);
-    store.update(id, {
+    await store.update(id, {
       secrets: row.secrets.map((s) => (s.name === name ? { ...s, source: origin } : s)),
       // The state reason names the secrets that lacked a value: it follows, unless it says something else.
       ...(row.state_reason !== null && row.state_reason === before ? { state_reason: held.reason } : {}),

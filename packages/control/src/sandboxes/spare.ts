@@ -78,16 +78,13 @@ export class SpareSandbox {
       identityOf(spec.dir),
     ]);
     if (ready === undefined) return undefined;
-    const running = (() => {
-      try {
-        return this.#plane.getSandbox(ready.sandboxId).state === 'RUNNING';
-      } catch {
-        return false;
-      }
-    })();
+    const running = await this.#plane.getSandbox(ready.sandboxId).then(
+      (info) => info.state === 'RUNNING',
+      () => false,
+    );
     // Claimed only once it is known to be usable: a spare discarded here keeps its label to the end.
     const same = ready.hostPath === hostPath && identity !== undefined && ready.identity === identity;
-    if (!same || !running || !this.#plane.claimSpareSandbox(ready.sandboxId)) {
+    if (!same || !running || !(await this.#plane.claimSpareSandbox(ready.sandboxId))) {
       this.#discard(spare);
       return undefined;
     }

@@ -132,9 +132,10 @@ export async function startSandbox(deps: StartDeps, row: SandboxRow, hooks: Star
     const t1 = performance.now();
     let tWorker = t1;
     let tRuntime = t1;
+    const frozenBytes = await deps.frozenBytes(id);
     const supervising = WorkerSupervisor.start({
       sandboxId: id,
-      mount: mountParams(row, paths, { lower, traits, user, frozenBytes: deps.frozenBytes(id) }),
+      mount: mountParams(row, paths, { lower, traits, user, frozenBytes }),
       logFile: paths.workerLog,
       logger: log,
       supervision: deps.supervision,
@@ -147,9 +148,9 @@ export async function startSandbox(deps: StartDeps, row: SandboxRow, hooks: Star
       cgroup,
       // Masked as written: the trail on disk never holds a secret's value either (secrets.ts).
       onAudit: (events) => audit.append(mask(events)),
-      onWorker: (pid, mounted) => {
-        deps.store.update(id, { worker_pid: pid, worker_start: processStartTime(pid) ?? null });
-        deps.onLayers(id, mounted.frozen ?? []);
+      onWorker: async (pid, mounted) => {
+        await deps.store.update(id, { worker_pid: pid, worker_start: processStartTime(pid) ?? null });
+        await deps.onLayers(id, mounted.frozen ?? []);
       },
       onRestart: hooks.onRestart,
       onFatal: hooks.onFatal,
@@ -211,7 +212,7 @@ export async function startSandbox(deps: StartDeps, row: SandboxRow, hooks: Star
     if (supervisor === undefined || instance === undefined) throw new Error('unreachable');
     // A secret without its value here is named in the state reason (and the log), with the fix.
     if (held.reason !== null) log.warn({ reason: held.reason }, 'sandbox started without some secrets');
-    deps.store.update(id, {
+    await deps.store.update(id, {
       state: 'RUNNING',
       state_reason: held.reason,
       started_at: Date.now(),

@@ -74,7 +74,7 @@ export interface WorkerSupervisorOptions {
    * A new worker process serves the mount (first start and every restart), with the mount's answer (the
    * frozen layers its delta stands on).
    */
-  readonly onWorker: (pid: number, mounted: WorkerResult<'mount'>) => void;
+  readonly onWorker: (pid: number, mounted: WorkerResult<'mount'>) => void | Promise<void>;
   /** A worker was replaced; `count` restarts so far in this supervisor's life. */
   readonly onRestart: (reason: string) => void;
   /** Supervision gave up: the mount is cleared and no worker runs. */
@@ -350,6 +350,6 @@ export async function spawnAndMount(
     await clearFuseMount(options.mount.mountpoint).catch(() => undefined);
     throw err;
   }
-  options.onWorker(worker.pid, mounted);
+  await options.onWorker(worker.pid, mounted);
   return worker;
 }

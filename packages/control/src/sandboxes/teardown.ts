@@ -21,9 +21,9 @@ export interface TeardownDeps {
    * A worker mounted the sandbox's delta and reported the frozen layers it stands on (its checkpoints'
    * stack, which the delta records itself): the checkpoint records are settled from it.
    */
-  readonly onLayers: (id: string, frozen: readonly string[]) => void;
+  readonly onLayers: (id: string, frozen: readonly string[]) => Promise<void>;
   /** The bytes of the frozen layers the sandbox made (its checkpoints'), charged to its disk quota. */
-  readonly frozenBytes: (id: string) => number;
+  readonly frozenBytes: (id: string) => Promise<number>;
 }
 
 /** The parts to stop; a failed start passes what it got to. */
@@ -74,7 +74,7 @@ export async function tearDown(deps: TeardownDeps, options: TeardownOptions): Pr
     log.warn({ err }, 'unmount failed');
   }
   await parts.audit.flush();
-  const current = deps.store.find(id);
+  const current = await deps.store.find(id);
   if (current === undefined) return;
-  deps.store.update(id, { ...options.settle?.(current), ...RELEASED });
+  await deps.store.update(id, { ...options.settle?.(current), ...RELEASED });
 }

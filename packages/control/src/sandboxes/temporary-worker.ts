@@ -62,7 +62,7 @@ async function unmaskedOnWorker<M extends WorkerMethod>(
     d.assertOpen();
     const row = await d.owner.claim(id);
     if (row.state === 'RUNNING') {
-      d.owner.release(id);
+      await d.owner.release(id);
       throw new WrongStateError(`sandbox ${id} is RUNNING but not in this process`);
     }
     return onTemporaryWorker(d, row, method, params);
@@ -100,12 +100,12 @@ export async function onTemporaryWorker<M extends WorkerMethod>(
     });
     worker = await spawnAndMount({
       sandboxId: id,
-      mount: mountParams(row, paths, { lower, traits: null, frozenBytes: deps.frozenBytes(id) }),
+      mount: mountParams(row, paths, { lower, traits: null, frozenBytes: await deps.frozenBytes(id) }),
       logFile: paths.workerLog,
       cgroup,
-      onWorker: (pid, mounted) => {
-        deps.store.update(id, { worker_pid: pid, worker_start: processStartTime(pid) ?? null });
-        deps.onLayers(id, mounted.frozen ?? []);
+      onWorker: async (pid, mounted) => {
+        await deps.store.update(id, { worker_pid: pid, worker_start: processStartTime(pid) ?? null });
+        await deps.onLayers(id, mounted.frozen ?? []);
       },
     });
     // Attached once mounted, as the supervisor does: the call below is the first access through the mount.

@@ -1,10 +1,8 @@
-// Checkpoint rows and each sandbox's layer stack: prepared statements over `checkpoints` and
-// `sandbox_stacks` (migration 8; layer ids as JSON arrays, oldest first), and what each frozen layer
-// costs the sandbox that made it, in `layers` (migration 9); stack compactions under way in `compactions`
-// (migration 10).
-import type { Statement } from 'better-sqlite3';
+// Checkpoint records and each sandbox's layer stack: what every backend offers over `checkpoints` and
+// `sandbox_stacks` (migration 8; layer ids as JSON arrays, oldest first), what each frozen layer costs
+// the sandbox that made it, in `layers` (migration 9), and stack compactions under way in `compactions`
+// (migration 10). SQLite's is sqlite-checkpoints.ts, PostgreSQL's postgres/checkpoints.ts.
 import { NotFoundError } from '@agentfense/protocol';
-import type { Db } from './db.js';
 
 /** A checkpoint row, decoded. Times are ms since the epoch. */
 export interface CheckpointRow {
@@ -33,199 +31,93 @@ export interface CompactionRow {
   readonly maker: string;
 }
 
-interface RawCheckpoint extends Omit<CheckpointRow, 'layers'> {
-  readonly layers: string;
-}
-
-function decode(raw: RawCheckpoint): CheckpointRow {
-  return { ...raw, layers: JSON.parse(raw.layers) as string[] };
-}
-
-export class CheckpointStore {
-  readonly #db: Db;
-  readonly #insert: Statement;
-  readonly #get: Statement;
-  readonly #bySandbox: Statement;
-  readonly #pending: Statement;
-  readonly #ready: Statement;
-  readonly #delete: Statement;
-  readonly #allLayers: Statement;
-  readonly #stack: Statement;
-  readonly #setStack: Statement;
-  readonly #allStacks: Statement;
-  readonly #addLayer: Statement;
-  readonly #layerBytes: Statement;
-  readonly #dropLayer: Statement;
-  readonly #madeBytes: Statement;
-  readonly #layerRows: Statement;
-  readonly #compactions: Statement;
-  readonly #addCompaction: Statement;
-  readonly #dropCompaction: Statement;
-  readonly #allCheckpoints: Statement;
-  readonly #setLayers: Statement;
-  readonly #stackRows: Statement;
-
-  constructor(db: Db) {
-    this.#db = db;
-    this.#insert = db.prepare(
-      `INSERT INTO checkpoints (id, sandbox_id, name, message, layers, state, created_at)
-       VALUES (@id, @sandbox_id, @name, @message, @layers, @state, @created_at)`,
-    );
-    this.#get = db.prepare('SELECT * FROM checkpoints WHERE id = ?');
-    this.#bySandbox = db.prepare(
-      "SELECT * FROM checkpoints WHERE sandbox_id = ? AND state = 'ready' ORDER BY created_at, rowid",
-    );
-    this.#pending = db.prepare("SELECT * FROM checkpoints WHERE sandbox_id = ? AND state = 'pending'");
-    this.#ready = db.prepare(
-      "UPDATE checkpoints SET state = 'ready', layers = COALESCE(?, layers) WHERE id = ?",
-    );
-    this.#delete = db.prepare('DELETE FROM checkpoints WHERE id = ?');
-    this.#allLayers = db.prepare('SELECT layers FROM checkpoints');
-    this.#stack = db.prepare('SELECT layers FROM sandbox_stacks WHERE sandbox_id = ?');
-    this.#setStack = db.prepare(
-      `INSERT INTO sandbox_stacks (sandbox_id, layers) VALUES (?, ?)
-       ON CONFLICT (sandbox_id) DO UPDATE SET layers = excluded.layers`,
-    );
-    this.#allStacks = db.prepare('SELECT layers FROM sandbox_stacks');
-    this.#addLayer = db.prepare(
-      `INSERT INTO layers (id, maker_id, bytes) VALUES (?, ?, ?)
-       ON CONFLICT (id) DO UPDATE SET bytes = COALESCE(excluded.bytes, bytes)`,
-    );
-    this.#layerBytes = db.prepare('UPDATE layers SET bytes = ? WHERE id = ?');
-    this.#dropLayer = db.prepare('DELETE FROM layers WHERE id = ?');
-    this.#madeBytes = db.prepare('SELECT COALESCE(SUM(bytes), 0) AS bytes FROM layers WHERE maker_id = ?');
-    this.#layerRows = db.prepare('SELECT id, maker_id, bytes FROM layers');
-    this.#compactions = db.prepare('SELECT layer_id, from_layers, maker_id FROM compactions');
-    this.#addCompaction = db.prepare(
-      'INSERT INTO compactions (layer_id, from_layers, maker_id) VALUES (?, ?, ?)',
-    );
-    this.#dropCompaction = db.prepare('DELETE FROM compactions WHERE layer_id = ?');
-    this.#allCheckpoints = db.prepare('SELECT id, layers FROM checkpoints');
-    this.#setLayers = db.prepare('UPDATE checkpoints SET layers = ? WHERE id = ?');
-    this.#stackRows = db.prepare('SELECT sandbox_id, layers FROM sandbox_stacks');
-  }
-
-  insert(row: CheckpointRow): void {
-    this.#insert.run({ ...row, layers: JSON.stringify(row.layers) });
-  }
-
-  /** The checkpoint `id` of sandbox `sandboxId`, or NotFoundError (a pending one is not there yet). */
-  get(sandboxId: string, id: string): CheckpointRow {
-    const raw = this.#get.get(id) as RawCheckpoint | undefined;
-    if (raw === undefined || raw.sandbox_id !== sandboxId || raw.state !== 'ready') {
-      throw new NotFoundError(`checkpoint ${id} not found in sandbox ${sandboxId}`);
-    }
-    return decode(raw);
-  }
-
-  /** A sandbox's checkpoints, oldest first. */
-  list(sandboxId: string): CheckpointRow[] {
-    return (this.#bySandbox.all(sandboxId) as RawCheckpoint[]).map(decode);
-  }
-
-  /** Checkpoints a crash left between their row and their layer (settled at the next mount). */
-  pending(sandboxId: string): CheckpointRow[] {
-    return (this.#pending.all(sandboxId) as RawCheckpoint[]).map(decode);
-  }
-
+/**
+ * The writes of one transaction. They are recorded while the callback runs and applied together after
+ * it, all or none: reads happen before (only a sandbox's owner writes its checkpoints, so what it read
+ * still holds), which keeps a transaction's callback synchronous for both backends.
+ */
+export interface CheckpointWriter {
+  insert(row: CheckpointRow): void;
+  delete(id: string): void;
   /** The checkpoint was taken; `layers`, when given, is its stack as the worker reported it. */
-  markReady(id: string, layers?: readonly string[]): void {
-    this.#ready.run(layers === undefined ? null : JSON.stringify(layers), id);
-  }
-
-  delete(id: string): void {
-    this.#delete.run(id);
-  }
-
-  /** The stack the sandbox's delta stood on when last told ([] when it never had a checkpoint). */
-  stack(sandboxId: string): string[] {
-    const raw = this.#stack.get(sandboxId) as { layers: string } | undefined;
-    return raw === undefined ? [] : (JSON.parse(raw.layers) as string[]);
-  }
-
-  setStack(sandboxId: string, layers: readonly string[]): void {
-    this.#setStack.run(sandboxId, JSON.stringify(layers));
-  }
-
-  /** Every layer id some checkpoint (pending ones too) or some sandbox's stack holds. */
-  referencedLayers(): Set<string> {
-    const ids = new Set<string>();
-    const rows = [
-      ...(this.#allLayers.all() as { layers: string }[]),
-      ...(this.#allStacks.all() as { layers: string }[]),
-    ];
-    for (const row of rows) for (const id of JSON.parse(row.layers) as string[]) ids.add(id);
-    for (const row of this.compactions()) for (const id of [row.layer, ...row.from]) ids.add(id);
-    return ids;
-  }
-
-  /** Every layer list that holds layers: each checkpoint's (pending too) and each sandbox's stack. */
-  holders(): { readonly checkpoints: string[][]; readonly stacks: Map<string, string[]> } {
-    const checkpoints = (this.#allLayers.all() as { layers: string }[]).map(
-      (row) => JSON.parse(row.layers) as string[],
-    );
-    const stacks = new Map<string, string[]>();
-    for (const row of this.#stackRows.all() as { sandbox_id: string; layers: string }[]) {
-      stacks.set(row.sandbox_id, JSON.parse(row.layers) as string[]);
-    }
-    return { checkpoints, stacks };
-  }
-
-  /** Checkpoint rows naming the adjacent pair `from` name `layer` in its place instead (a compaction). */
-  replaceInCheckpoints(from: readonly [string, string], layer: string): void {
-    for (const row of this.#allCheckpoints.all() as { id: string; layers: string }[]) {
-      const layers = JSON.parse(row.layers) as string[];
-      const replaced = replacePair(layers, from, layer);
-      if (replaced !== layers) this.#setLayers.run(JSON.stringify(replaced), row.id);
-    }
-  }
-
-  compactions(): CompactionRow[] {
-    return (this.#compactions.all() as { layer_id: string; from_layers: string; maker_id: string }[]).map(
-      (row) => ({
-        layer: row.layer_id,
-        from: JSON.parse(row.from_layers) as [string, string],
-        maker: row.maker_id,
-      }),
-    );
-  }
-
-  addCompaction(row: CompactionRow): void {
-    this.#addCompaction.run(row.layer, JSON.stringify(row.from), row.maker);
-  }
-
-  dropCompaction(layer: string): void {
-    this.#dropCompaction.run(layer);
-  }
-
+  markReady(id: string, layers?: readonly string[]): void;
+  setStack(sandboxId: string, layers: readonly string[]): void;
   /** Records layer `id`, made by sandbox `makerId`, costing `bytes` (null: not measured yet). */
-  addLayer(id: string, makerId: string, bytes: number | null): void {
-    this.#addLayer.run(id, makerId, bytes);
-  }
-
-  setLayerBytes(id: string, bytes: number): void {
-    this.#layerBytes.run(bytes, id);
-  }
-
+  addLayer(id: string, makerId: string, bytes: number | null): void;
+  setLayerBytes(id: string, bytes: number): void;
   /** The layer left the disk: it costs its maker nothing any more. */
-  dropLayer(id: string): void {
-    this.#dropLayer.run(id);
-  }
+  dropLayer(id: string): void;
+  /** Checkpoint rows naming the adjacent pair `from` name `layer` in its place instead (a compaction). */
+  replaceInCheckpoints(from: readonly [string, string], layer: string): void;
+  dropCompaction(layer: string): void;
+}
 
+/** One recorded write: the writer's method and its arguments. */
+export type CheckpointWrite = {
+  [K in keyof CheckpointWriter]: { readonly op: K; readonly args: Parameters<CheckpointWriter[K]> };
+}[keyof CheckpointWriter];
+
+/** Records the writes `fn` makes, in order. */
+export function recordWrites(fn: (tx: CheckpointWriter) => void): CheckpointWrite[] {
+  const writes: CheckpointWrite[] = [];
+  const tx: CheckpointWriter = {
+    insert: (...args) => writes.push({ op: 'insert', args }),
+    delete: (...args) => writes.push({ op: 'delete', args }),
+    markReady: (...args) => writes.push({ op: 'markReady', args }),
+    setStack: (...args) => writes.push({ op: 'setStack', args }),
+    addLayer: (...args) => writes.push({ op: 'addLayer', args }),
+    setLayerBytes: (...args) => writes.push({ op: 'setLayerBytes', args }),
+    dropLayer: (...args) => writes.push({ op: 'dropLayer', args }),
+    replaceInCheckpoints: (...args) => writes.push({ op: 'replaceInCheckpoints', args }),
+    dropCompaction: (...args) => writes.push({ op: 'dropCompaction', args }),
+  };
+  fn(tx);
+  return writes;
+}
+
+/** Every layer list that holds layers: each checkpoint's (pending too) and each sandbox's stack. */
+export interface LayerHolders {
+  readonly checkpoints: string[][];
+  readonly stacks: Map<string, string[]>;
+}
+
+export interface CheckpointStore {
+  /** The checkpoint `id` of sandbox `sandboxId`, or NotFoundError (a pending one is not there yet). */
+  get(sandboxId: string, id: string): Promise<CheckpointRow>;
+  /** A sandbox's checkpoints, oldest first. */
+  list(sandboxId: string): Promise<CheckpointRow[]>;
+  /** Checkpoints a crash left between their row and their layer (settled at the next mount). */
+  pending(sandboxId: string): Promise<CheckpointRow[]>;
+  /** The stack the sandbox's delta stood on when last told ([] when it never had a checkpoint). */
+  stack(sandboxId: string): Promise<string[]>;
+  /** Every layer id some checkpoint (pending ones too), some sandbox's stack or a compaction holds. */
+  referencedLayers(): Promise<Set<string>>;
+  holders(): Promise<LayerHolders>;
+  compactions(): Promise<CompactionRow[]>;
+  addCompaction(row: CompactionRow): Promise<void>;
   /** What the frozen layers sandbox `makerId` made cost it (those a fork stands on included). */
-  frozenBytes(makerId: string): number {
-    return (this.#madeBytes.get(makerId) as { bytes: number }).bytes;
-  }
-
+  frozenBytes(makerId: string): Promise<number>;
   /** Every recorded layer: its maker and its bytes (null: not measured yet). */
-  layers(): LayerRow[] {
-    return this.#layerRows.all() as LayerRow[];
-  }
+  layers(): Promise<LayerRow[]>;
+  /** Applies the writes `fn` records in one transaction (see CheckpointWriter). */
+  transaction(fn: (tx: CheckpointWriter) => void): Promise<void>;
+}
 
-  /** Runs `fn` in one transaction. */
-  transaction<T>(fn: () => T): T {
-    return this.#db.transaction(fn)();
+/** The NotFoundError of a checkpoint that is not (yet) there. */
+export function checkpointNotFound(sandboxId: string, id: string): NotFoundError {
+  return new NotFoundError(`checkpoint ${id} not found in sandbox ${sandboxId}`);
+}
+
+/** A ready checkpoint of the sandbox, or NotFoundError. */
+export function readyCheckpoint(
+  sandboxId: string,
+  id: string,
+  row: CheckpointRow | undefined,
+): CheckpointRow {
+  if (row === undefined || row.sandbox_id !== sandboxId || row.state !== 'ready') {
+    throw checkpointNotFound(sandboxId, id);
   }
+  return row;
 }
 
 /** `layers` with the adjacent pair `from` replaced by `layer`; the same array when it holds no such pair. */

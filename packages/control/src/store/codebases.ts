@@ -1,9 +1,11 @@
-// Codebase rows: prepared statements over the `codebases` table.
+// Codebase records: what every backend offers over the `codebases` table, and the SQLite one (prepared
+// statements; PostgreSQL's is postgres/codebases.ts).
 import type { Statement } from 'better-sqlite3';
 import { NotFoundError } from '@agentfense/protocol';
 import type { DirIdentity } from '@agentfense/protocol';
 import type { CodebaseInfo, CodebaseKind, CodebaseVisibility } from '../codebases/types.js';
 import type { Db } from './db.js';
+import { resolved } from './resolved.js';
 
 /** A codebase row as stored (times in ms since the epoch). */
 export interface CodebaseRow {
@@ -21,7 +23,26 @@ export interface CodebaseRow {
   readonly updated_at: number;
 }
 
-export class CodebaseStore {
+export interface CodebaseStore {
+  insert(row: CodebaseRow): Promise<void>;
+  /** The row, or undefined. */
+  find(id: string): Promise<CodebaseRow | undefined>;
+  /** The row; NotFoundError naming the id when there is none. */
+  get(id: string): Promise<CodebaseRow>;
+  list(): Promise<CodebaseRow[]>;
+  delete(id: string): Promise<void>;
+  /** Records a linked directory's identity on a record that has none yet (older records). */
+  recordIdentity(id: string, identity: DirIdentity): Promise<void>;
+  /** Adjusts the file count and total size after an upload (deltas may be negative). */
+  addFiles(id: string, files: number, bytes: number): Promise<void>;
+}
+
+/** The NotFoundError of a codebase id no record has. */
+export function codebaseNotFound(id: string): NotFoundError {
+  return new NotFoundError(`codebase ${id} not found`, { details: { id } });
+}
+
+export class SqliteCodebaseStore implements CodebaseStore {
   readonly #insert: Statement;
   readonly #get: Statement<[string], CodebaseRow>;
   readonly #list: Statement<[], CodebaseRow>;
@@ -48,38 +69,36 @@ export class CodebaseStore {
     );
   }
 
-  insert(row: CodebaseRow): void {
-    this.#insert.run(row);
+  insert(row: CodebaseRow): Promise<void> {
+    return resolved(() => void this.#insert.run(row));
   }
 
-  /** The row, or undefined. */
-  find(id: string): CodebaseRow | undefined {
-    return this.#get.get(id);
+  find(id: string): Promise<CodebaseRow | undefined> {
+    return resolved(() => this.#get.get(id));
   }
 
-  /** The row; NotFoundError naming the id when there is none. */
-  get(id: string): CodebaseRow {
-    const row = this.#get.get(id);
-    if (row === undefined) throw new NotFoundError(`codebase ${id} not found`, { details: { id } });
-    return row;
+  get(id: string): Promise<CodebaseRow> {
+    return resolved(() => {
+      const row = this.#get.get(id);
+      if (row === undefined) throw codebaseNotFound(id);
+      return row;
+    });
   }
 
-  list(): CodebaseRow[] {
-    return this.#list.all();
+  list(): Promise<CodebaseRow[]> {
+    return resolved(() => this.#list.all());
   }
 
-  delete(id: string): void {
-    this.#delete.run(id);
+  delete(id: string): Promise<void> {
+    return resolved(() => void this.#delete.run(id));
   }
 
-  /** Records a linked directory's identity on a record that has none yet (older records). */
-  recordIdentity(id: string, identity: DirIdentity): void {
-    this.#setIdentity.run(formatIdentity(identity), id);
+  recordIdentity(id: string, identity: DirIdentity): Promise<void> {
+    return resolved(() => void this.#setIdentity.run(formatIdentity(identity), id));
   }
 
-  /** Adjusts the file count and total size after an upload (deltas may be negative). */
-  addFiles(id: string, files: number, bytes: number): void {
-    this.#addFile.run({ id, files, bytes, now: Date.now() });
+  addFiles(id: string, files: number, bytes: number): Promise<void> {
+    return resolved(() => void this.#addFile.run({ id, files, bytes, now: Date.now() }));
   }
 }
 

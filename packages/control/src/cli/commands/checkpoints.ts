@@ -55,11 +55,10 @@ export function registerCheckpoints(sandbox: Command, { io }: CliContext): void 
       .argument('<id>', 'sandbox id')
       .option('--json', 'print them as JSON'),
   ).action(async (id: string, flags: CheckpointFlags) => {
-    await withControlPlane(flags, (plane) => {
-      const list = plane.listCheckpoints(id);
+    await withControlPlane(flags, async (plane) => {
+      const list = await plane.listCheckpoints(id);
       if (flags.json === true) printJson(io, list);
       else io.stdout.write(formatTable([['ID', 'CREATED', 'NAME', 'MESSAGE'], ...list.map(row)]) + '\n');
-      return Promise.resolve();
     });
   });
 

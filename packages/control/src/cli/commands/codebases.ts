@@ -118,7 +118,7 @@ export function registerCodebases(program: Command, { io }: CliContext): void {
       await withControlPlane(flags, async (plane) => {
         const created = await plane.createCodebase({ name: flags.name, ownerId: flags.owner ?? null });
         if (flags.from !== undefined) await uploadTree(io, plane, created.id, flags.from, '');
-        const info = plane.getCodebase(created.id);
+        const info = await plane.getCodebase(created.id);
         if (flags.json === true) printJson(io, info);
         else io.stdout.write(`${info.id}\n`);
       });
@@ -134,7 +134,7 @@ export function registerCodebases(program: Command, { io }: CliContext): void {
     .option('--to <path>', 'codebase directory to upload into (default: the root)', '')
     .action(async (id: string, source: string, flags: DataFlags & { to: string }) => {
       await withControlPlane(flags, async (plane) => {
-        plane.getCodebase(id);
+        await plane.getCodebase(id);
         await uploadTree(io, plane, id, source, flags.to.replace(/^\/+/, ''));
       });
     });
@@ -142,8 +142,8 @@ export function registerCodebases(program: Command, { io }: CliContext): void {
   addDataOption(codebase.command('list').description('list codebases'))
     .option('--json', 'print a JSON array')
     .action(async (flags: DataFlags & { json?: boolean }) => {
-      await withControlPlane(flags, (plane) => {
-        const all = plane.listCodebases();
+      await withControlPlane(flags, async (plane) => {
+        const all = await plane.listCodebases();
         if (flags.json === true) printJson(io, all);
         else if (all.length === 0) io.stderr.write('agentfense: no codebases\n');
         else
@@ -156,8 +156,8 @@ export function registerCodebases(program: Command, { io }: CliContext): void {
   addDataOption(codebase.command('inspect').description('show one codebase').argument('<id>', 'codebase id'))
     .option('--json', 'print the codebase as JSON')
     .action(async (id: string, flags: DataFlags & { json?: boolean }) => {
-      await withControlPlane(flags, (plane) => {
-        const info = plane.getCodebase(id);
+      await withControlPlane(flags, async (plane) => {
+        const info = await plane.getCodebase(id);
         if (flags.json === true) printJson(io, info);
         else io.stdout.write(describe(info));
       });

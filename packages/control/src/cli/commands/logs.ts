@@ -69,8 +69,8 @@ export function registerLogs(program: Command, { io }: CliContext): void {
     .option('-f, --follow', 'keep printing new lines until Ctrl-C')
     .option('--json', 'print the raw JSON lines')
     .action(async (id: string, flags: DataFlags & { follow?: boolean; json?: boolean }) => {
-      const file = await withControlPlane(flags, (plane) => {
-        plane.getSandbox(id); // NotFoundError naming the id
+      const file = await withControlPlane(flags, async (plane) => {
+        await plane.getSandbox(id); // NotFoundError naming the id
         return plane.layout.sandbox(id).workerLog;
       });
       const json = flags.json === true;

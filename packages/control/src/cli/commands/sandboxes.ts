@@ -85,11 +85,11 @@ export function registerSandboxes(program: Command, context: CliContext): void {
     .action(async (flags: ListFlags) => {
       const state = parseState(flags.state);
       const labels = parseLabels(flags.label);
-      await withControlPlane(flags, (plane) => {
+      await withControlPlane(flags, async (plane) => {
         const all: SandboxInfo[] = [];
         let pageToken: string | undefined;
         do {
-          const page = plane.listSandboxes({
+          const page = await plane.listSandboxes({
             labels,
             ...(flags.codebase === undefined ? {} : { codebaseId: flags.codebase }),
             ...(state === undefined ? {} : { state }),
@@ -110,8 +110,8 @@ export function registerSandboxes(program: Command, context: CliContext): void {
   addDataOption(sandbox.command('inspect').description('show one sandbox').argument('<id>', 'sandbox id'))
     .option('--json', 'print the sandbox as JSON')
     .action(async (id: string, flags: DataFlags & { json?: boolean }) => {
-      await withControlPlane(flags, (plane) => {
-        const info = plane.getSandbox(id);
+      await withControlPlane(flags, async (plane) => {
+        const info = await plane.getSandbox(id);
         if (flags.json === true) printJson(io, info);
         else io.stdout.write(describe(info));
       });
@@ -154,7 +154,8 @@ export function registerSandboxes(program: Command, context: CliContext): void {
           mode: flags.lastWriterWins === true ? 'last-writer-wins' : 'detect-conflicts',
         });
         if (flags.json === true) printJson(io, commit);
-        else reportCommit(io, commit, plane.getCodebase(plane.getSandbox(id).codebaseId).path);
+        else
+          reportCommit(io, commit, (await plane.getCodebase((await plane.getSandbox(id)).codebaseId)).path);
         if (commit.interrupted !== undefined) {
           io.stderr.write(`agentfense: the commit stopped early (${commit.interrupted}); run it again\n`);
           result.exitCode = 1;

@@ -11,6 +11,7 @@ import type { parseListen } from '../../http/auth.js';
 import { controlPlaneBackend, defaultMaxConcurrentStarts } from '../../http/backend.js';
 import type { CliContext } from '../io.js';
 import { untilSignal } from '../signals.js';
+import { checkPostgresUrl, redactUrl } from '../../store/postgres/url.js';
 
 interface ServeFlags {
   readonly listen: string;
@@ -20,6 +21,7 @@ interface ServeFlags {
   readonly insecureNoAuth?: boolean;
   readonly maxStarts?: string;
   readonly maxUploadBytes?: string;
+  readonly database?: string;
 }
 
 /** Registers `serve` on the program. */
@@ -51,6 +53,10 @@ export function registerServe(program: Command, { io, result }: CliContext): voi
     .option(
       '--max-starts <n>',
       `sandbox starts run at most n at a time, the rest queue (default: the CPU count, ${defaultMaxConcurrentStarts()} here)`,
+    )
+    .option(
+      '--database <url>',
+      'keep the sandbox, codebase and checkpoint records in this PostgreSQL database (postgres://user@host/db) instead of the data directory, shared by every replica given the same URL and data directory (default $AGENTFENSE_DATABASE; a password is better in PGPASSWORD or ~/.pgpass than on a command line)',
     )
     .option(
       '--max-upload-bytes <n>',
@@ -92,6 +98,9 @@ export function registerServe(program: Command, { io, result }: CliContext): voi
           `--max-upload-bytes must be a positive integer, got ${flags.maxUploadBytes}`,
         );
       }
+      // The flag, else the environment (which, unlike argv, other local users cannot read).
+      const database = flags.database ?? (process.env['AGENTFENSE_DATABASE'] || undefined);
+      if (database !== undefined) checkPostgresUrl(database);
       // One bound for the streams of both faces (AGENTFENSE_STREAM_STALL_SECONDS checked here, up front).
       const streams = new StreamBudget();
       const insecure = flags.insecureNoAuth === true;
@@ -123,6 +132,7 @@ export function registerServe(program: Command, { io, result }: CliContext): voi
         const plane = await ControlPlane.open({
           ...(flags.data === undefined ? {} : { dataDir: flags.data }),
           ...(maxUploadBytes === undefined ? {} : { maxUploadBytes }),
+          ...(database === undefined ? {} : { database }),
         });
         // What earlier processes left behind (dead one-shot sandboxes, failed destroys, orphaned
         // directories and mounts); linked codebases are kept, API clients may still refer to them.
@@ -131,10 +141,11 @@ export function registerServe(program: Command, { io, result }: CliContext): voi
         if (removed > 0)
           io.stderr.write(`agentfense: gc: removed ${removed} leftover(s) (see agentfense gc --dry-run)\n`);
         // One backend behind both faces: the same sandboxes, sessions and start queue.
-        const backend = controlPlaneBackend(
-          plane,
-          maxStarts === undefined ? {} : { maxConcurrentStarts: maxStarts },
-        );
+        // Replicas sharing a database leave a sandbox created but not started to whichever starts it.
+        const backend = controlPlaneBackend(plane, {
+          ...(maxStarts === undefined ? {} : { maxConcurrentStarts: maxStarts }),
+          ...(database === undefined ? {} : { ownCreated: false }),
+        });
         const http =
           httpAddress === undefined
             ? undefined
@@ -165,7 +176,9 @@ export function registerServe(program: Command, { io, result }: CliContext): voi
             served.push(`grpc://${hostPort(bound)}`);
           }
           io.stderr.write(
-            `agentfense: serving ${served.join(' and ')} (data ${plane.dataDir}, ${
+            `agentfense: serving ${served.join(' and ')} (data ${plane.dataDir}${
+              database === undefined ? '' : `, records in ${redactUrl(database)}`
+            }, ${
               token === undefined
                 ? 'NO AUTHENTICATION'
                 : `bearer token required, the one in ${dataToken?.file ?? flags.tokenFile ?? ''}`
