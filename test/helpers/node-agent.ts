@@ -124,7 +124,15 @@ export async function exec(
  * adapter's labels, hostname `sandbox`, every capability dropped, memory and process limits, the base image,
  * and SANDBOX_WAIT_COMMAND; no network (the engines run with --bridge=none). Returns its id.
  */
-export async function createSandboxContainer(dockerHost: string, sandboxId: string): Promise<string> {
+export async function createSandboxContainer(
+  dockerHost: string,
+  sandboxId: string,
+  /**
+   * Run before the wait as root without capabilities, owner of the image's files (what a hostile image
+   * could have shipped, or its entrypoint do): the image's own user cannot change `/`.
+   */
+  prelude?: string,
+): Promise<string> {
   const env = dockerHost === '' ? {} : { DOCKER_HOST: dockerHost };
   const r = await execa(
     'docker',
@@ -150,8 +158,11 @@ export async function createSandboxContainer(dockerHost: string, sandboxId: stri
       // Swarm's restart policy `any`: a container whose af-init ended is started again on this node.
       '--restart',
       'always',
+      ...(prelude === undefined ? [] : ['--user', '0:0']),
       DEFAULT_IMAGE,
-      ...SANDBOX_WAIT_COMMAND,
+      ...(prelude === undefined
+        ? SANDBOX_WAIT_COMMAND
+        : ['/bin/sh', '-c', `${prelude}; exec "$@"`, 'prelude', ...SANDBOX_WAIT_COMMAND]),
     ],
     { env },
   );
