@@ -93,7 +93,11 @@ describe.skipIf(docker.unavailable !== null)(
       expect(denied.stderr).toContain('Permission denied');
       expect(await readFile(join(codebase, 'docs', 'guide.txt'), 'utf8')).toBe('read only\n');
 
-      const wrote = await exec(agent!, token, sandboxId, ['sh', '-c', 'echo changed > /workspace/readme.txt']);
+      const wrote = await exec(agent!, token, sandboxId, [
+        'sh',
+        '-c',
+        'echo changed > /workspace/readme.txt',
+      ]);
       expect(wrote.exitCode).toBe(0);
       // The codebase is untouched until a commit: the change is in the delta.
       expect(await readFile(join(codebase, 'readme.txt'), 'utf8')).toBe('hello from the codebase\n');
@@ -135,7 +139,9 @@ describe.skipIf(docker.unavailable !== null)(
         offset = r.json['next'] as number;
       }
       expect(output).toBe('in /workspace/docs: read only\n');
-      expect((await call(agent!, token, 'DELETE', `/v1/sandboxes/${sandboxId}/sessions/${ses}`)).status).toBe(200);
+      expect((await call(agent!, token, 'DELETE', `/v1/sandboxes/${sandboxId}/sessions/${ses}`)).status).toBe(
+        200,
+      );
 
       const health = await call(agent!, token, 'GET', '/v1/health');
       expect(health.json['sandboxes']).toEqual([{ id: sandboxId, alive: true, sessions: 0 }]);
@@ -152,7 +158,9 @@ describe.skipIf(docker.unavailable !== null)(
       expect((await call(agent!, token, 'DELETE', `/v1/sandboxes/${sandboxId}`)).status).toBe(200);
       expect(await isFuseMounted(view)).toBe(false);
       expect((await call(agent!, token, 'GET', '/v1/health')).json['sandboxes']).toEqual([]);
-      expect((await call(agent!, token, 'POST', `/v1/sandboxes/${sandboxId}/exec`, { argv: ['true'] })).status).toBe(404);
+      expect(
+        (await call(agent!, token, 'POST', `/v1/sandboxes/${sandboxId}/exec`, { argv: ['true'] })).status,
+      ).toBe(404);
       // The API tier then removes the placement: the container goes.
       await removeContainer(dockerHost, containers.at(-1)!);
     });
@@ -162,8 +170,12 @@ describe.skipIf(docker.unavailable !== null)(
       const stays = `sb_${randomUUID()}`;
       await attach(gone);
       await attach(stays);
-      expect((await exec(agent!, token, gone, ['sh', '-c', 'echo mine > /workspace/new.txt'])).exitCode).toBe(0);
-      expect((await exec(agent!, token, stays, ['sh', '-c', 'echo kept > /workspace/new.txt'])).exitCode).toBe(0);
+      expect((await exec(agent!, token, gone, ['sh', '-c', 'echo mine > /workspace/new.txt'])).exitCode).toBe(
+        0,
+      );
+      expect(
+        (await exec(agent!, token, stays, ['sh', '-c', 'echo kept > /workspace/new.txt'])).exitCode,
+      ).toBe(0);
       const pidOf = async (id: string): Promise<number> =>
         Number((await readFile(join(root, 'state', 'sandboxes', id, 'worker.pid'), 'utf8')).split(' ')[0]);
       const workers = [await pidOf(gone), await pidOf(stays)];
@@ -176,7 +188,8 @@ describe.skipIf(docker.unavailable !== null)(
       expect(agent!.stderr()).toContain('cleaned up 2 sandbox(es) placed elsewhere, kept 1');
 
       for (const pid of workers) {
-        for (let i = 0; i < 50 && (await stat(`/proc/${pid}`).catch(() => null)) !== null; i++) await sleep(100);
+        for (let i = 0; i < 50 && (await stat(`/proc/${pid}`).catch(() => null)) !== null; i++)
+          await sleep(100);
         expect(await stat(`/proc/${pid}`).catch(() => null)).toBeNull();
       }
       expect(await stat(join(root, 'state', 'sandboxes', gone)).catch(() => null)).toBeNull();
@@ -190,7 +203,11 @@ describe.skipIf(docker.unavailable !== null)(
       // again, it sees its earlier change.
       let r = { status: 0, text: '' };
       for (let i = 0; i < 50 && r.status !== 201; i++) {
-        r = await call(agent!, token, 'POST', '/v1/sandboxes', { sandboxId: stays, codebasePath: codebase, rules: RULES });
+        r = await call(agent!, token, 'POST', '/v1/sandboxes', {
+          sandboxId: stays,
+          codebasePath: codebase,
+          rules: RULES,
+        });
         if (r.status !== 201) await sleep(200);
       }
       expect(r.status, r.text).toBe(201);

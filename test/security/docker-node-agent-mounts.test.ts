@@ -54,7 +54,9 @@ describe.skipIf(docker.unavailable !== null)(
     /** The container's mount table, read from the host through its init. */
     async function containerMounts(id: string): Promise<string> {
       const env = dockerHost === '' ? {} : { DOCKER_HOST: dockerHost };
-      const pid = (await execa('docker', ['inspect', '--format', '{{.State.Pid}}', id], { env })).stdout.trim();
+      const pid = (
+        await execa('docker', ['inspect', '--format', '{{.State.Pid}}', id], { env })
+      ).stdout.trim();
       return readFile(`/proc/${pid}/mountinfo`, 'utf8');
     }
 

@@ -62,7 +62,9 @@ describe('node agent API: authentication and host paths', () => {
       for (const [method, path, body] of routes) {
         const r = await call(agent, bad, method, path, body);
         expect(r.status, `${method} ${path} with ${String(bad)}`).toBe(401);
-        expect(r.json).toEqual({ error: { code: 'AF_PERMISSION_DENIED', message: 'missing or wrong node agent token' } });
+        expect(r.json).toEqual({
+          error: { code: 'AF_PERMISSION_DENIED', message: 'missing or wrong node agent token' },
+        });
       }
     }
     // Basic auth or a token in another header is no token.
@@ -106,7 +108,13 @@ describe('node agent API: authentication and host paths', () => {
     }
     // A sandbox id is a directory name under the state directory: no path in it.
     for (const id of ['../../etc', 'sb_x/../../y', '.', '..', '', 'a'.repeat(200)]) {
-      const r = await call(agent, token, 'POST', '/v1/sandboxes', attachBody(join(root, 'codebases', 'app'), id));
+      const r = await call(
+        agent,
+        token,
+        'POST',
+        '/v1/sandboxes',
+        attachBody(join(root, 'codebases', 'app'), id),
+      );
       expect(r.status, `${JSON.stringify(id)}: ${r.text}`).toBe(400);
     }
     await nothingCreated();

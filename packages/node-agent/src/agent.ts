@@ -19,7 +19,12 @@ export interface NodeHealth {
   readonly node: string;
   readonly ready: boolean;
   readonly sandboxes: readonly { readonly id: string; readonly alive: boolean; readonly sessions: number }[];
-  readonly load: { readonly avg1: number; readonly cpus: number; readonly memFreeBytes: number; readonly memTotalBytes: number };
+  readonly load: {
+    readonly avg1: number;
+    readonly cpus: number;
+    readonly memFreeBytes: number;
+    readonly memTotalBytes: number;
+  };
 }
 
 export class NodeAgentCore {

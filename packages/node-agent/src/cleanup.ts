@@ -53,7 +53,8 @@ export async function cleanUpLeftovers(options: {
     clearedMounts += await clearFuseMount(paths.view);
     await rm(paths.workerPid, { force: true });
     for (const entry of await readdir(paths.dir).catch(() => [] as string[])) {
-      if (entry.startsWith(LAUNCHER_DIR_PREFIX)) await rm(posix.join(paths.dir, entry), { recursive: true, force: true });
+      if (entry.startsWith(LAUNCHER_DIR_PREFIX))
+        await rm(posix.join(paths.dir, entry), { recursive: true, force: true });
     }
   }
   const removed = await findLeftovers(options.orchestrator, options.nodeName, held);

@@ -33,7 +33,10 @@ async function listFor(
 ): Promise<ListedContainer[]> {
   const filters = JSON.stringify({ label: [`${SANDBOX_ID_LABEL}=${sandboxId}`], status: states });
   const listed = await api
-    .request<ListedContainer[]>('GET', '/containers/json', { query: { filters }, timeoutMs: QUERY_TIMEOUT_MS })
+    .request<ListedContainer[]>('GET', '/containers/json', {
+      query: { filters },
+      timeoutMs: QUERY_TIMEOUT_MS,
+    })
     .catch((err: unknown) => {
       throw new UnavailableError(`the node's engine (${api.host}) did not list containers: ${String(err)}`);
     });
@@ -49,7 +52,8 @@ export async function runsHere(api: EngineApi, sandboxId: string): Promise<boole
 function idsOf(status: string, field: 'Uid' | 'Gid'): number {
   const line = status.split('\n').find((l) => l.startsWith(`${field}:`));
   const value = Number(line?.split(/\s+/)[1]);
-  if (!Number.isSafeInteger(value) || value < 0) throw new UnavailableError(`no ${field} in the container's status`);
+  if (!Number.isSafeInteger(value) || value < 0)
+    throw new UnavailableError(`no ${field} in the container's status`);
   return value;
 }
 
@@ -57,7 +61,8 @@ function idsOf(status: string, field: 'Uid' | 'Gid'): number {
 export async function findContainer(api: EngineApi, sandboxId: string): Promise<SandboxContainer> {
   const found = await listFor(api, sandboxId);
   if (found.length === 0) throw new NotFoundError(`no running container of ${sandboxId} on this node`);
-  if (found.length > 1) throw new ConflictError(`${found.length} running containers of ${sandboxId} on this node`);
+  if (found.length > 1)
+    throw new ConflictError(`${found.length} running containers of ${sandboxId} on this node`);
   const id = found[0]!.Id;
   const info = await api
     .request<{ State: { Pid: number; Running: boolean } }>('GET', `/containers/${id}/json`, {

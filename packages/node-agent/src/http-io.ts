@@ -71,12 +71,16 @@ export function stringArray(value: unknown, name: string): string[] {
   if (!Array.isArray(value) || value.length === 0 || !value.every((v) => typeof v === 'string')) {
     throw new InvalidArgumentError(`${name}: a non-empty array of strings`);
   }
-  return value as string[];
+  return value;
 }
 
 export function stringRecord(value: unknown, name: string): Record<string, string> | undefined {
   if (value === undefined) return undefined;
-  if (typeof value !== 'object' || value === null || !Object.values(value).every((v) => typeof v === 'string')) {
+  if (
+    typeof value !== 'object' ||
+    value === null ||
+    !Object.values(value).every((v) => typeof v === 'string')
+  ) {
     throw new InvalidArgumentError(`${name}: an object of strings`);
   }
   return value as Record<string, string>;

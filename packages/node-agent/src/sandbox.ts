@@ -5,7 +5,8 @@
 import { chmod, mkdir, rm, writeFile } from 'node:fs/promises';
 import { posix } from 'node:path';
 import type { LauncherClient } from '@agentfense/launcher';
-import { WorkerHandle, identityOf, openPinnedDir, removeTree, spawnWorker } from '@agentfense/fuse-worker';
+import { identityOf, openPinnedDir, removeTree, spawnWorker } from '@agentfense/fuse-worker';
+import type { WorkerHandle } from '@agentfense/fuse-worker';
 import {
   UnavailableError,
   collectParts,
@@ -94,7 +95,9 @@ export class AttachedSandbox {
       const lowerIdentity = await identityOf(lower).finally(() => lower.close());
       const worker = await spawnWorker({ logFile: paths.workerLog, name: request.sandboxId });
       undo.push(() => worker.stop({ graceMs: WORKER_STOP_GRACE_MS }));
-      await writeFile(paths.workerPid, `${worker.pid} ${processStartTime(worker.pid) ?? ''}\n`, { mode: 0o600 });
+      await writeFile(paths.workerPid, `${worker.pid} ${processStartTime(worker.pid) ?? ''}\n`, {
+        mode: 0o600,
+      });
       await worker.mount({
         lowerDir: request.codebasePath,
         lowerIdentity,
@@ -114,11 +117,21 @@ export class AttachedSandbox {
         logger,
       });
       undo.push(() => listener.release());
-      await attachInContainer({ pid: container.pid, source: paths.view, name: WORKSPACE_NAME, readonly: false });
+      await attachInContainer({
+        pid: container.pid,
+        source: paths.view,
+        name: WORKSPACE_NAME,
+        readonly: false,
+      });
       undo.push(() => detachInContainer({ pid: container.pid, name: WORKSPACE_NAME }));
       // The view is in place before the marker and af-init's socket appear in the container.
       await writeFile(posix.join(listener.dir, 'ready'), '', { mode: 0o444 });
-      await attachInContainer({ pid: container.pid, source: listener.dir, name: LAUNCHER_NAME, readonly: true });
+      await attachInContainer({
+        pid: container.pid,
+        source: listener.dir,
+        name: LAUNCHER_NAME,
+        readonly: true,
+      });
       undo.push(() => detachInContainer({ pid: container.pid, name: LAUNCHER_NAME }));
       listener.arm();
       const [launcher, env, cgroup] = await Promise.all([
@@ -196,4 +209,10 @@ export class AttachedSandbox {
 }
 
 /** The node agent does not set the container's limits (the orchestrator did): none are reported here. */
-const NO_REPORTED_LIMITS = { memoryBytes: null, cpuQuota: null, cpuShares: null, pidsLimit: null, mechanism: 'orchestrator' };
+const NO_REPORTED_LIMITS = {
+  memoryBytes: null,
+  cpuQuota: null,
+  cpuShares: null,
+  pidsLimit: null,
+  mechanism: 'orchestrator',
+};

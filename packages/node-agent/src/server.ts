@@ -3,7 +3,12 @@
 // chunks as they come ({"stdout": base64} / {"stderr": base64}), then one {"exit": …} line; a client that
 // goes away aborts the command.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { InvalidArgumentError, NotFoundError, PermissionDeniedError, type CommitMode } from '@agentfense/protocol';
+import {
+  InvalidArgumentError,
+  NotFoundError,
+  PermissionDeniedError,
+  type CommitMode,
+} from '@agentfense/protocol';
 import type { NodeAgentCore } from './agent.js';
 import {
   bytesField,
@@ -45,7 +50,7 @@ function routes(core: NodeAgentCore): [string, RegExp, Handler][] {
     return p;
   };
   return [
-    ['GET', /^\/v1\/health$/, async ({ res }) => sendJson(res, 200, core.health())],
+    ['GET', /^\/v1\/health$/, ({ res }) => Promise.resolve(sendJson(res, 200, core.health()))],
     [
       'POST',
       /^\/v1\/sandboxes$/,
@@ -82,7 +87,8 @@ function routes(core: NodeAgentCore): [string, RegExp, Handler][] {
         const stdin = bytesField(body, 'stdin');
         const timeoutMs = optionalNumber(body['timeoutMs'], 'timeoutMs');
         const argv = stringArray(body['argv'], 'argv');
-        if (body['cwd'] !== undefined && typeof body['cwd'] !== 'string') throw new InvalidArgumentError('cwd: a path');
+        if (body['cwd'] !== undefined && typeof body['cwd'] !== 'string')
+          throw new InvalidArgumentError('cwd: a path');
         res.writeHead(200, { 'content-type': 'application/x-ndjson' });
         const r = await sandbox.exec({
           argv,
@@ -166,8 +172,16 @@ function routes(core: NodeAgentCore): [string, RegExp, Handler][] {
         sendJson(res, 200, {});
       },
     ],
-    ['GET', new RegExp(`^${SB}/changes$`), async ({ res, params }) => sendJson(res, 200, await core.changes(id(params)))],
-    ['GET', new RegExp(`^${SB}/diff$`), async ({ res, params }) => sendJson(res, 200, await core.diff(id(params)))],
+    [
+      'GET',
+      new RegExp(`^${SB}/changes$`),
+      async ({ res, params }) => sendJson(res, 200, await core.changes(id(params))),
+    ],
+    [
+      'GET',
+      new RegExp(`^${SB}/diff$`),
+      async ({ res, params }) => sendJson(res, 200, await core.diff(id(params))),
+    ],
     [
       'POST',
       new RegExp(`^${SB}/commit$`),

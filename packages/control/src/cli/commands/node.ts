@@ -19,9 +19,12 @@ export function registerNode(program: Command, { io, result }: CliContext): void
   program
     .command('node')
     .description(
-      "run the node agent (cluster deployments): FUSE views and the exec relay for the sandboxes placed on this node, until SIGINT/SIGTERM",
+      'run the node agent (cluster deployments): FUSE views and the exec relay for the sandboxes placed on this node, until SIGINT/SIGTERM',
     )
-    .requiredOption('--listen <host:port>', 'address for the API tier (never one a sandbox container reaches)')
+    .requiredOption(
+      '--listen <host:port>',
+      'address for the API tier (never one a sandbox container reaches)',
+    )
     .requiredOption('--token-file <file>', "the API tier's bearer token (at least 32 characters)")
     .requiredOption('--state <dir>', 'root-only directory of deltas, views and worker state')
     .option('--codebases <dir>', 'codebases an attach may name must be inside it (default <state>/codebases)')
