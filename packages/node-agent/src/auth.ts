@@ -2,6 +2,7 @@
 // fixed-length digests so the comparison's time says nothing about the token.
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
+import { InvalidArgumentError } from '@agentfense/protocol';
 
 /** The shortest token accepted: a guessable one would make the agent's port root for anyone on the network. */
 export const MIN_TOKEN_LENGTH = 32;
@@ -11,7 +12,9 @@ const digest = (value: string): Buffer => createHash('sha256').update(value).dig
 /** A checker for `token` (refused if shorter than MIN_TOKEN_LENGTH). */
 export function tokenChecker(token: string): (req: IncomingMessage) => boolean {
   if (token.length < MIN_TOKEN_LENGTH) {
-    throw new Error(`the node agent's token must have at least ${MIN_TOKEN_LENGTH} characters`);
+    throw new InvalidArgumentError(
+      `the node agent's token must have at least ${MIN_TOKEN_LENGTH} characters`,
+    );
   }
   const expected = digest(token);
   return (req) => {
