@@ -53,6 +53,13 @@ export type { PathPlaceholder, MaskArgvOptions } from '@agentfense/protocol';
 export { clearWorkspaceRelays, createWorkspaceRelay, propagationOf } from './container/relay.js';
 export type { WorkspaceRelay } from './container/relay.js';
 
+// --- af-init in a container the runtime did not create (the node agent of a cluster deployment) ---
+export { LAUNCHER_DIR_PREFIX, listenForLauncher } from './launcher/launcher.js';
+export type { LauncherListener } from './launcher/launcher.js';
+export { runInitExec } from './launcher/exec.js';
+export type { InitExecOptions } from './launcher/exec.js';
+export { containerEnv } from './container/containers.js';
+
 // --- Host view of a container (OOM counter, session kills) ---
 export {
   parseCgroupMounts,

@@ -8,6 +8,7 @@ import { registerGc } from './commands/gc.js';
 import { registerLogs } from './commands/logs.js';
 import { registerMcp } from './commands/mcp.js';
 import { registerMount } from './commands/mount.js';
+import { registerNode } from './commands/node.js';
 import { registerPresets } from './commands/presets.js';
 import { registerRun } from './commands/run.js';
 import { registerSandboxes } from './commands/sandboxes.js';
@@ -32,6 +33,7 @@ const REGISTRARS = [
   registerSandboxes,
   registerCodebases,
   registerServe,
+  registerNode,
   registerSessions,
   registerSetup,
   registerMcp,

@@ -1,0 +1,142 @@
+// The node agent: the sandboxes attached on this node and what the API tier may do with them. The HTTP
+// face (server.ts) checks the token and the input's shape; this checks what the input names (sandbox ids,
+// the codebase path against the codebase root) and keeps one attach per sandbox.
+import { loadavg, cpus, freemem, totalmem } from 'node:os';
+import {
+  AlreadyExistsError,
+  NotFoundError,
+  type CommitMode,
+  type PermissionRule,
+  type RuntimeLogger,
+  type WorkerResult,
+} from '@agentfense/protocol';
+import type { EngineApi } from '@agentfense/runtime-docker';
+import { checkSandboxId, resolveCodebase } from './paths.js';
+import { AttachedSandbox, type ExecRequest } from './sandbox.js';
+
+/** What `health` answers. */
+export interface NodeHealth {
+  readonly node: string;
+  readonly ready: boolean;
+  readonly sandboxes: readonly { readonly id: string; readonly alive: boolean; readonly sessions: number }[];
+  readonly load: {
+    readonly avg1: number;
+    readonly cpus: number;
+    readonly memFreeBytes: number;
+    readonly memTotalBytes: number;
+  };
+}
+
+export class NodeAgentCore {
+  readonly #sandboxes = new Map<string, AttachedSandbox>();
+  readonly #attaching = new Set<string>();
+  #ready = false;
+
+  constructor(
+    private readonly options: {
+      readonly nodeName: string;
+      readonly stateDir: string;
+      readonly codebaseRoot: string;
+      readonly engine: EngineApi;
+      readonly logger: RuntimeLogger;
+    },
+  ) {}
+
+  markReady(): void {
+    this.#ready = true;
+  }
+
+  get ready(): boolean {
+    return this.#ready;
+  }
+
+  async attach(input: {
+    readonly sandboxId: unknown;
+    readonly codebasePath: unknown;
+    readonly rules: readonly PermissionRule[];
+    readonly diskQuotaBytes?: number;
+  }): Promise<{ sandboxId: string; container: string }> {
+    const sandboxId = checkSandboxId(input.sandboxId);
+    const codebasePath = await resolveCodebase(this.options.codebaseRoot, input.codebasePath);
+    if (this.#sandboxes.has(sandboxId) || this.#attaching.has(sandboxId)) {
+      throw new AlreadyExistsError(`${sandboxId} is already attached on this node`);
+    }
+    this.#attaching.add(sandboxId);
+    try {
+      const sandbox = await AttachedSandbox.attach({
+        request: {
+          sandboxId,
+          codebasePath,
+          rules: input.rules,
+          ...(input.diskQuotaBytes === undefined ? {} : { diskQuotaBytes: input.diskQuotaBytes }),
+        },
+        stateDir: this.options.stateDir,
+        engine: this.options.engine,
+        logger: this.options.logger,
+      });
+      this.#sandboxes.set(sandboxId, sandbox);
+      return { sandboxId, container: sandbox.container.id };
+    } finally {
+      this.#attaching.delete(sandboxId);
+    }
+  }
+
+  sandbox(id: string): AttachedSandbox {
+    const sandbox = this.#sandboxes.get(checkSandboxId(id));
+    if (sandbox === undefined) throw new NotFoundError(`${id} is not attached on this node`);
+    return sandbox;
+  }
+
+  exec(id: string, request: ExecRequest): ReturnType<AttachedSandbox['exec']> {
+    return this.sandbox(id).exec(request);
+  }
+
+  readFile(id: string, path: string): Promise<{ readonly data: Uint8Array }> {
+    return this.sandbox(id).request('readFile', { path });
+  }
+
+  async writeFile(id: string, path: string, data: Uint8Array): Promise<void> {
+    await this.sandbox(id).request('writeFile', { path, data });
+  }
+
+  changes(id: string): Promise<WorkerResult<'changes'>> {
+    return this.sandbox(id).request('changes', {});
+  }
+
+  diff(id: string, paths?: readonly string[]): Promise<WorkerResult<'diff'>> {
+    return this.sandbox(id).request('diff', paths === undefined ? {} : { paths });
+  }
+
+  commit(id: string, mode: CommitMode, paths?: readonly string[]): Promise<WorkerResult<'commit'>> {
+    return this.sandbox(id).request('commit', paths === undefined ? { mode } : { mode, paths });
+  }
+
+  async detach(id: string, options: { readonly dropDelta?: boolean } = {}): Promise<void> {
+    const sandbox = this.sandbox(id);
+    this.#sandboxes.delete(sandbox.id);
+    await sandbox.detach(options);
+  }
+
+  health(): NodeHealth {
+    return {
+      node: this.options.nodeName,
+      ready: this.#ready,
+      sandboxes: [...this.#sandboxes.values()].map((s) => ({
+        id: s.id,
+        alive: s.alive,
+        sessions: s.sessions.count,
+      })),
+      load: {
+        avg1: loadavg()[0] ?? 0,
+        cpus: cpus().length,
+        memFreeBytes: freemem(),
+        memTotalBytes: totalmem(),
+      },
+    };
+  }
+
+  /** Detaches every sandbox (the agent is stopping); deltas stay. */
+  async close(): Promise<void> {
+    for (const id of [...this.#sandboxes.keys()]) await this.detach(id).catch(() => undefined);
+  }
+}

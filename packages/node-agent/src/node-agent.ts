@@ -1,0 +1,93 @@
+// Starting and stopping the node agent: clean up what a previous run left, then listen where told.
+import { mkdir, realpath } from 'node:fs/promises';
+import type { AddressInfo } from 'node:net';
+import { hostname } from 'node:os';
+import type { Orchestrator } from '@agentfense/orchestrator';
+import { createStderrLogger, type RuntimeLogger } from '@agentfense/protocol';
+import { createEngineApi } from '@agentfense/runtime-docker';
+import { NodeAgentCore } from './agent.js';
+import { tokenChecker } from './auth.js';
+import { cleanUpLeftovers, type CleanupReport } from './cleanup.js';
+import { runsHere } from './containers.js';
+import { createAgentServer } from './server.js';
+
+export interface NodeAgentOptions {
+  /** Where to listen: an address only the API tier reaches (never one a sandbox container can). */
+  readonly host: string;
+  /** 0: any free port (tests). */
+  readonly port: number;
+  /** The API tier's token (at least 32 characters). */
+  readonly token: string;
+  /** Root-only directory of deltas, views and worker state. */
+  readonly stateDir: string;
+  /** Codebases an attach may name must resolve inside this directory. Default `<stateDir>/codebases`. */
+  readonly codebaseRoot?: string;
+  /** This node's engine (`unix:///…`; default DOCKER_HOST or docker's socket). */
+  readonly dockerHost?: string;
+  /** This node's name as the orchestrator reports it. Default: the host name. */
+  readonly nodeName?: string;
+  /**
+   * Where each sandbox runs now, for the clean-up on start. Default: a sandbox runs here if this node's
+   * engine has a running container labelled with its id (what Swarm's placement leaves on a node).
+   */
+  readonly orchestrator?: Pick<Orchestrator, 'locate'>;
+  readonly logger?: RuntimeLogger;
+}
+
+export interface NodeAgent {
+  /** Where it listens. */
+  readonly address: { readonly host: string; readonly port: number };
+  /** What the clean-up on start did. */
+  readonly cleanup: CleanupReport;
+  readonly core: NodeAgentCore;
+  /** Stops listening, detaches every sandbox (deltas stay) and closes the engine's pool. */
+  close(): Promise<void>;
+}
+
+export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAgent> {
+  const authenticated = tokenChecker(options.token);
+  const logger = options.logger ?? createStderrLogger('node-agent');
+  await mkdir(options.stateDir, { recursive: true, mode: 0o700 });
+  const stateDir = await realpath(options.stateDir);
+  const codebaseRoot = options.codebaseRoot ?? `${stateDir}/codebases`;
+  await mkdir(codebaseRoot, { recursive: true, mode: 0o755 });
+  const nodeName = options.nodeName ?? hostname();
+  const engine = createEngineApi(options.dockerHost);
+  const orchestrator = options.orchestrator ?? {
+    locate: async (sandboxId: string) =>
+      (await runsHere(engine, sandboxId))
+        ? { sandboxId, nodeName, podIP: '', nodeAgent: { host: options.host, port: options.port } }
+        : undefined,
+  };
+  const core = new NodeAgentCore({ nodeName, stateDir, codebaseRoot, engine, logger });
+  const server = createAgentServer({ core, authenticated });
+  try {
+    const cleanup = await cleanUpLeftovers({ stateDir, nodeName, orchestrator });
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(options.port, options.host, () => {
+        server.off('error', reject);
+        resolve();
+      });
+    });
+    core.markReady();
+    const { address, port } = server.address() as AddressInfo;
+    return {
+      address: { host: address, port },
+      cleanup,
+      core,
+      close: async () => {
+        await new Promise<void>((resolve) => {
+          server.close(() => resolve());
+          server.closeAllConnections();
+        });
+        await core.close();
+        await engine.close();
+      },
+    };
+  } catch (err) {
+    server.close();
+    await engine.close();
+    throw err;
+  }
+}

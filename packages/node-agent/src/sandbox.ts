@@ -1,0 +1,218 @@
+// One sandbox attached on this node: its FUSE worker (the view on the host), the view and af-init's
+// directory attached inside its container, and the connection to af-init that every exec and session
+// goes through. attach() builds it in that order and undoes what it did when a step fails; detach()
+// undoes all of it, keeping the delta unless told to drop it.
+import { chmod, mkdir, rm, writeFile } from 'node:fs/promises';
+import { posix } from 'node:path';
+import type { LauncherClient } from '@agentfense/launcher';
+import { identityOf, openPinnedDir, removeTree, spawnWorker } from '@agentfense/fuse-worker';
+import type { WorkerHandle } from '@agentfense/fuse-worker';
+import {
+  UnavailableError,
+  collectParts,
+  processStartTime,
+  validateRules,
+  type ExecResult,
+  type OutputCallback,
+  type PermissionRule,
+  type RuntimeLogger,
+  type WorkerMethod,
+  type WorkerParams,
+  type WorkerResult,
+} from '@agentfense/protocol';
+import {
+  containerEnv,
+  listenForLauncher,
+  resolveContainerCgroup,
+  runInitExec,
+  type ContainerCgroup,
+  type EngineApi,
+  type LauncherListener,
+} from '@agentfense/runtime-docker';
+import { findContainer, type SandboxContainer } from './containers.js';
+import { LAUNCHER_NAME, WORKSPACE_NAME, attachInContainer, detachInContainer } from './mountns.js';
+import { sandboxPaths, type SandboxPaths } from './paths.js';
+import { Sessions } from './sessions.js';
+
+/** What the API tier sends to attach a sandbox (already checked: id, codebase path inside the root). */
+export interface AttachRequest {
+  readonly sandboxId: string;
+  /** The codebase's real path on this node, inside the codebase root. */
+  readonly codebasePath: string;
+  readonly rules: readonly PermissionRule[];
+  /** Bytes the delta may hold (absent: no quota). */
+  readonly diskQuotaBytes?: number;
+}
+
+/** One command, as the API tier asks for it. */
+export interface ExecRequest {
+  readonly argv: readonly string[];
+  readonly cwd?: string;
+  readonly env?: Readonly<Record<string, string>>;
+  readonly stdin?: Uint8Array;
+  readonly timeoutMs?: number;
+  readonly onStdout?: OutputCallback;
+  readonly onStderr?: OutputCallback;
+  readonly signal?: AbortSignal;
+}
+
+/** Output kept per command for the result (the stream carries all of it). */
+const MAX_OUTPUT_BYTES = 16 << 20;
+const WORKER_STOP_GRACE_MS = 5_000;
+
+export class AttachedSandbox {
+  #stopped = false;
+
+  private constructor(
+    readonly id: string,
+    readonly paths: SandboxPaths,
+    readonly container: SandboxContainer,
+    private readonly worker: WorkerHandle,
+    private readonly listener: LauncherListener,
+    private readonly launcher: LauncherClient,
+    private readonly cgroup: ContainerCgroup,
+    private readonly env: Readonly<Record<string, string>>,
+    readonly sessions: Sessions,
+    private readonly logger: RuntimeLogger,
+  ) {}
+
+  static async attach(options: {
+    readonly request: AttachRequest;
+    readonly stateDir: string;
+    readonly engine: EngineApi;
+    readonly logger: RuntimeLogger;
+  }): Promise<AttachedSandbox> {
+    const { request, engine, logger } = options;
+    const rules = validateRules(request.rules);
+    const container = await findContainer(engine, request.sandboxId);
+    const paths = sandboxPaths(options.stateDir, request.sandboxId);
+    await mkdir(paths.dir, { recursive: true, mode: 0o700 });
+    await chmod(paths.dir, 0o700);
+    await mkdir(paths.view, { recursive: true, mode: 0o700 });
+    const undo: (() => Promise<unknown>)[] = [];
+    try {
+      const lower = await openPinnedDir(request.codebasePath);
+      const lowerIdentity = await identityOf(lower).finally(() => lower.close());
+      const worker = await spawnWorker({ logFile: paths.workerLog, name: request.sandboxId });
+      undo.push(() => worker.stop({ graceMs: WORKER_STOP_GRACE_MS }));
+      await writeFile(paths.workerPid, `${worker.pid} ${processStartTime(worker.pid) ?? ''}\n`, {
+        mode: 0o600,
+      });
+      await worker.mount({
+        lowerDir: request.codebasePath,
+        lowerIdentity,
+        deltaDir: paths.delta,
+        mountpoint: paths.view,
+        rules,
+        // The container's user is not the worker's: it may use the mount, and it alone besides root.
+        allowOther: true,
+        ownerUid: container.uid,
+        ownerGid: container.gid,
+        callerUid: container.uid,
+        ...(request.diskQuotaBytes === undefined ? {} : { diskQuotaBytes: request.diskQuotaBytes }),
+      });
+      const listener = await listenForLauncher({
+        parent: paths.dir,
+        user: `${container.uid}:${container.gid}`,
+        logger,
+      });
+      undo.push(() => listener.release());
+      await attachInContainer({
+        pid: container.pid,
+        source: paths.view,
+        name: WORKSPACE_NAME,
+        readonly: false,
+      });
+      undo.push(() => detachInContainer({ pid: container.pid, name: WORKSPACE_NAME }));
+      // The view is in place before the marker and af-init's socket appear in the container.
+      await writeFile(posix.join(listener.dir, 'ready'), '', { mode: 0o444 });
+      await attachInContainer({
+        pid: container.pid,
+        source: listener.dir,
+        name: LAUNCHER_NAME,
+        readonly: true,
+      });
+      undo.push(() => detachInContainer({ pid: container.pid, name: LAUNCHER_NAME }));
+      listener.arm();
+      const [launcher, env, cgroup] = await Promise.all([
+        listener.client,
+        containerEnv(engine, container.id),
+        resolveContainerCgroup({ initPid: container.pid }),
+      ]);
+      if (cgroup === null) throw new UnavailableError("the container's cgroup is not visible from the host");
+      launcher.keepProcessAlive(false);
+      const sessions = new Sessions(launcher, cgroup, env);
+      return new AttachedSandbox(
+        request.sandboxId,
+        paths,
+        container,
+        worker,
+        listener,
+        launcher,
+        cgroup,
+        env,
+        sessions,
+        logger,
+      );
+    } catch (err) {
+      for (const step of undo.reverse()) await step().catch(() => undefined);
+      throw err;
+    }
+  }
+
+  get alive(): boolean {
+    return !this.#stopped && this.worker.alive && this.launcher.alive;
+  }
+
+  /** Runs one command through af-init; output streams through the callbacks as it comes. */
+  exec(request: ExecRequest): Promise<ExecResult> {
+    return runInitExec({
+      client: this.launcher,
+      argv: request.argv,
+      cwd: request.cwd ?? `/${WORKSPACE_NAME}`,
+      env: { ...this.env, ...request.env },
+      ...(request.stdin === undefined ? {} : { stdin: request.stdin }),
+      ...(request.timeoutMs === undefined ? {} : { timeoutMs: request.timeoutMs }),
+      ...(request.signal === undefined ? {} : { signal: request.signal }),
+      ...(request.onStdout === undefined ? {} : { onStdout: request.onStdout }),
+      ...(request.onStderr === undefined ? {} : { onStderr: request.onStderr }),
+      audit: { runtime: 'docker', argv: [...request.argv], limits: NO_REPORTED_LIMITS },
+      maxOutputBytes: MAX_OUTPUT_BYTES,
+      cgroup: this.cgroup,
+      watchOom: true,
+      logger: this.logger,
+      stopped: () => this.#stopped,
+    });
+  }
+
+  /** A worker request, with answers in parts (changes, diff, commit) fetched whole. */
+  async request<M extends WorkerMethod>(method: M, params: WorkerParams<M>): Promise<WorkerResult<M>> {
+    const first = await this.worker.client.request(method, params);
+    if (typeof first !== 'object' || first === null || !('next' in first)) return first;
+    return collectParts(first, (cursor) => this.worker.client.request('more', { cursor }));
+  }
+
+  /** Ends sessions, takes the mounts out of the container, stops af-init and the worker. */
+  async detach(options: { readonly dropDelta?: boolean } = {}): Promise<void> {
+    this.#stopped = true;
+    await this.sessions.closeAll();
+    const pid = this.container.pid;
+    for (const name of [LAUNCHER_NAME, WORKSPACE_NAME]) {
+      // A container that already ended took its mounts with it.
+      await detachInContainer({ pid, name }).catch(() => undefined);
+    }
+    await this.listener.release();
+    await this.worker.stop({ graceMs: WORKER_STOP_GRACE_MS });
+    await rm(this.paths.workerPid, { force: true });
+    if (options.dropDelta === true) await removeTree(this.paths.dir);
+  }
+}
+
+/** The node agent does not set the container's limits (the orchestrator did): none are reported here. */
+const NO_REPORTED_LIMITS = {
+  memoryBytes: null,
+  cpuQuota: null,
+  cpuShares: null,
+  pidsLimit: null,
+  mechanism: 'orchestrator',
+};

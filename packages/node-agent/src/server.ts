@@ -1,0 +1,226 @@
+// The node agent's HTTP face for the API tier. Every /v1 route needs the token; /live and /ready (the
+// orchestrator's probes) answer a bare status and nothing else. An exec answers with NDJSON lines: output
+// chunks as they come ({"stdout": base64} / {"stderr": base64}), then one {"exit": …} line; a client that
+// goes away aborts the command.
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import {
+  InvalidArgumentError,
+  NotFoundError,
+  PermissionDeniedError,
+  type CommitMode,
+} from '@agentfense/protocol';
+import type { NodeAgentCore } from './agent.js';
+import {
+  bytesField,
+  optionalNumber,
+  readJson,
+  sendError,
+  sendJson,
+  stringArray,
+  stringRecord,
+} from './http-io.js';
+
+type Handler = (ctx: {
+  readonly req: IncomingMessage;
+  readonly res: ServerResponse;
+  readonly params: readonly string[];
+  readonly query: URLSearchParams;
+}) => Promise<void>;
+
+const SB = '/v1/sandboxes/([^/]+)';
+
+function rulesOf(value: unknown): readonly never[] {
+  if (!Array.isArray(value)) throw new InvalidArgumentError('rules: an array of rules');
+  return value as never[];
+}
+
+function commitMode(value: unknown): CommitMode {
+  if (value === undefined) return 'detect-conflicts';
+  if (value !== 'detect-conflicts' && value !== 'last-writer-wins') {
+    throw new InvalidArgumentError('mode: "detect-conflicts" or "last-writer-wins"');
+  }
+  return value;
+}
+
+function routes(core: NodeAgentCore): [string, RegExp, Handler][] {
+  const id = (params: readonly string[]): string => decodeURIComponent(params[0] ?? '');
+  const path = (query: URLSearchParams): string => {
+    const p = query.get('path');
+    if (p === null) throw new InvalidArgumentError('path: required');
+    return p;
+  };
+  return [
+    ['GET', /^\/v1\/health$/, ({ res }) => Promise.resolve(sendJson(res, 200, core.health()))],
+    [
+      'POST',
+      /^\/v1\/sandboxes$/,
+      async ({ req, res }) => {
+        const body = await readJson(req);
+        const quota = optionalNumber(body['diskQuotaBytes'], 'diskQuotaBytes');
+        const attached = await core.attach({
+          sandboxId: body['sandboxId'],
+          codebasePath: body['codebasePath'],
+          rules: rulesOf(body['rules']),
+          ...(quota === undefined ? {} : { diskQuotaBytes: quota }),
+        });
+        sendJson(res, 201, attached);
+      },
+    ],
+    [
+      'DELETE',
+      new RegExp(`^${SB}$`),
+      async ({ res, params, query }) => {
+        await core.detach(id(params), { dropDelta: query.get('dropDelta') === 'true' });
+        sendJson(res, 200, {});
+      },
+    ],
+    [
+      'POST',
+      new RegExp(`^${SB}/exec$`),
+      async ({ req, res, params }) => {
+        const body = await readJson(req);
+        const sandbox = core.sandbox(id(params));
+        const abort = new AbortController();
+        res.on('close', () => abort.abort());
+        const line = (value: unknown): void => void res.write(`${JSON.stringify(value)}\n`);
+        const env = stringRecord(body['env'], 'env');
+        const stdin = bytesField(body, 'stdin');
+        const timeoutMs = optionalNumber(body['timeoutMs'], 'timeoutMs');
+        const argv = stringArray(body['argv'], 'argv');
+        if (body['cwd'] !== undefined && typeof body['cwd'] !== 'string')
+          throw new InvalidArgumentError('cwd: a path');
+        res.writeHead(200, { 'content-type': 'application/x-ndjson' });
+        const r = await sandbox.exec({
+          argv,
+          ...(typeof body['cwd'] === 'string' ? { cwd: body['cwd'] } : {}),
+          ...(env === undefined ? {} : { env }),
+          ...(stdin === undefined ? {} : { stdin }),
+          ...(timeoutMs === undefined ? {} : { timeoutMs }),
+          signal: abort.signal,
+          onStdout: (c) => line({ stdout: Buffer.from(c).toString('base64') }),
+          onStderr: (c) => line({ stderr: Buffer.from(c).toString('base64') }),
+        });
+        line({
+          exit: {
+            exitCode: r.exitCode,
+            signal: r.signal,
+            timedOut: r.timedOut,
+            oomKilled: r.oomKilled,
+            durationMs: r.durationMs,
+          },
+        });
+        res.end();
+      },
+    ],
+    [
+      'POST',
+      new RegExp(`^${SB}/sessions$`),
+      async ({ req, res, params }) => {
+        const body = await readJson(req);
+        const env = stringRecord(body['env'], 'env');
+        const sessionId = core.sandbox(id(params)).sessions.open({
+          ...(typeof body['cwd'] === 'string' ? { cwd: body['cwd'] } : {}),
+          ...(env === undefined ? {} : { env }),
+        });
+        sendJson(res, 201, { sessionId });
+      },
+    ],
+    [
+      'POST',
+      new RegExp(`^${SB}/sessions/([^/]+)/input$`),
+      async ({ req, res, params }) => {
+        const data = bytesField(await readJson(req), 'data') ?? Buffer.alloc(0);
+        core.sandbox(id(params)).sessions.write(params[1] ?? '', data);
+        sendJson(res, 200, {});
+      },
+    ],
+    [
+      'GET',
+      new RegExp(`^${SB}/sessions/([^/]+)/output$`),
+      async ({ res, params, query }) => {
+        const offset = Number(query.get('offset') ?? '0');
+        const waitMs = Number(query.get('waitMs') ?? '0');
+        if (!Number.isSafeInteger(offset) || offset < 0 || !Number.isSafeInteger(waitMs) || waitMs < 0) {
+          throw new InvalidArgumentError('offset, waitMs: non-negative integers');
+        }
+        const out = await core.sandbox(id(params)).sessions.read(params[1] ?? '', offset, waitMs);
+        sendJson(res, 200, { ...out, data: out.data.toString('base64') });
+      },
+    ],
+    [
+      'DELETE',
+      new RegExp(`^${SB}/sessions/([^/]+)$`),
+      async ({ res, params }) => {
+        await core.sandbox(id(params)).sessions.close(params[1] ?? '');
+        sendJson(res, 200, {});
+      },
+    ],
+    [
+      'GET',
+      new RegExp(`^${SB}/files$`),
+      async ({ res, params, query }) => {
+        const { data } = await core.readFile(id(params), path(query));
+        sendJson(res, 200, { data: Buffer.from(data).toString('base64') });
+      },
+    ],
+    [
+      'PUT',
+      new RegExp(`^${SB}/files$`),
+      async ({ req, res, params, query }) => {
+        const data = bytesField(await readJson(req), 'data') ?? Buffer.alloc(0);
+        await core.writeFile(id(params), path(query), data);
+        sendJson(res, 200, {});
+      },
+    ],
+    [
+      'GET',
+      new RegExp(`^${SB}/changes$`),
+      async ({ res, params }) => sendJson(res, 200, await core.changes(id(params))),
+    ],
+    [
+      'GET',
+      new RegExp(`^${SB}/diff$`),
+      async ({ res, params }) => sendJson(res, 200, await core.diff(id(params))),
+    ],
+    [
+      'POST',
+      new RegExp(`^${SB}/commit$`),
+      async ({ req, res, params }) => {
+        const body = await readJson(req);
+        const paths = body['paths'] === undefined ? undefined : stringArray(body['paths'], 'paths');
+        sendJson(res, 200, await core.commit(id(params), commitMode(body['mode']), paths));
+      },
+    ],
+  ];
+}
+
+/** The agent's HTTP server (not listening yet). */
+export function createAgentServer(options: {
+  readonly core: NodeAgentCore;
+  readonly authenticated: (req: IncomingMessage) => boolean;
+}): Server {
+  const table = routes(options.core);
+  return createServer((req, res) => {
+    const url = new URL(req.url ?? '/', 'http://node-agent');
+    // The probes carry no token and learn nothing but a status.
+    if (req.method === 'GET' && url.pathname === '/live') return sendJson(res, 200, { live: true });
+    if (req.method === 'GET' && url.pathname === '/ready') {
+      return sendJson(res, options.core.ready ? 200 : 503, { ready: options.core.ready });
+    }
+    if (!options.authenticated(req)) {
+      req.resume();
+      const denied = new PermissionDeniedError('missing or wrong node agent token');
+      return sendJson(res, 401, { error: denied.toWire() });
+    }
+    for (const [method, pattern, handler] of table) {
+      const match = pattern.exec(url.pathname);
+      if (match === null || req.method !== method) continue;
+      handler({ req, res, params: match.slice(1), query: url.searchParams }).catch((err: unknown) =>
+        sendError(res, err),
+      );
+      return;
+    }
+    req.resume();
+    sendError(res, new NotFoundError(`no route ${req.method ?? ''} ${url.pathname}`));
+  });
+}
