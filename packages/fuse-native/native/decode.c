@@ -198,6 +198,7 @@ static void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
 
 static void ll_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi) {
   NEED(OP_READ);
+  if (fast_read(SESS(req), req, ino, size, off)) return;
   ALLOC(m, req, OP_READ, 0);
   m->ino = ino; m->size = size; m->off = (uint64_t) off; m->fh = fi->fh; m->has_fh = 1;
   queue_push(m->s, m);
