@@ -1,13 +1,15 @@
 /* The read fast path: READs of a node whose decision JS already made are answered here, while libfuse
  * decodes them inside on_poll (a pread into one buffer and the reply), without entering JS.
  *
- * Which nodes: those JS registered right after serving a READ of them (ll_fast_read_register: the node's
- * host fd, in the same synchronous step as JS's permission check), and those registered for writes
- * (fast.c; a decision that allows writing allows reading). Both tables carry s->fast_gen: a rule change
- * (ll_fast_invalidate), and a RENAME/LINK/UNLINK/RMDIR at its decode and its reply, end every
- * registration; JS drops a node's before it closes the node's fd (the number must never name another
- * file). A SETATTR of the node leaves it: it changes neither the node's path, so the rule, nor the file
- * the fd names (a copy-up gives the node a new fd, and JS drops the old one before it closes it).
+ * JS registers a node's host fd in the same synchronous step as its permission check, after serving a
+ * READ or a WRITE of the node (writing allowed includes reading; ll_fast_read_register). A registration
+ * ends where the node's decision could change: a rule change (ll_fast_invalidate) and a RENAME or LINK (a
+ * path, so the rule it falls under, may change), at their decode and their reply, end every one (the
+ * generation); JS drops a node's before it closes the node's fd (the number must never name another
+ * file) and when an UNLINK removed one of its names (another name, under another rule, may be its path
+ * now). RMDIR leaves them (it removes an empty directory: no other node's path changes); a SETATTR
+ * changes neither the node's path nor the file its fd names (a copy-up gives the node a new fd, and JS
+ * drops the old one before it closes it).
  *
  * Only what is in the host's page cache is read here (preadv2 with RWF_NOWAIT): a READ that would wait
  * for the disk goes to JS, which reads big ones in the thread pool so that the kernel's parallel
@@ -27,11 +29,12 @@ struct read_ent {
   struct read_ent *next;
   uint64_t ino;
   int fd;
-  uint32_t gen; /* s->fast_gen when registered: an older one is not served */
+  uint32_t gen; /* fr->gen when registered: an older one is not served */
 };
 
 struct fast_read {
   struct read_ent *tab[READ_BUCKETS];
+  uint32_t gen;       /* bumped when every registration must be made again */
   double caller_uid;  /* besides root, the only uid served; -1: any */
   int nowait_off;     /* the host refused RWF_NOWAIT once */
   char *buf;
@@ -54,10 +57,13 @@ static struct read_ent **slot(struct fast_read *fr, uint64_t ino) {
 }
 
 /* The fd a READ of `ino` may be served from on the current decisions, or -1. */
-static int fd_of(ll_session *s, struct fast_read *fr, uint64_t ino) {
+static int fd_of(struct fast_read *fr, uint64_t ino) {
   struct read_ent *e = *slot(fr, ino);
-  if (e && e->gen == s->fast_gen) return e->fd;
-  return fast_write_fd(s, ino);
+  return e && e->gen == fr->gen ? e->fd : -1;
+}
+
+void fast_read_invalidate(ll_session *s) {
+  if (s->fast_read) s->fast_read->gen++;
 }
 
 static void note(struct fast_read *fr, uint64_t ino, int first) {
@@ -83,7 +89,7 @@ int fast_read(ll_session *s, fuse_req_t req, uint64_t ino, size_t size, off_t of
   const struct fuse_ctx *c = fuse_req_ctx(req);
   /* the binding's serve(): another uid than the sandbox's own or root is refused in JS */
   if (fr->caller_uid >= 0 && c->uid != 0 && (double) c->uid != fr->caller_uid) return 0;
-  int fd = fd_of(s, fr, ino);
+  int fd = fd_of(fr, ino);
   if (fd < 0) return 0;
   if (fr->nowait_off && size > READ_SYNC_MAX) return 0;
   if (size > fr->cap) {
@@ -221,7 +227,6 @@ napi_value ll_fast_read_register(napi_env env, napi_callback_info info) {
     napi_throw_type_error(env, NULL, "fastReadRegister(ino, fd) after fastReadInit");
     return NULL;
   }
-  ll_session *s = get_session(env, argv[0]);
   struct stat sb;
   struct read_ent **p = slot(fr, ino);
   int ok = fstat((int) fd, &sb) == 0 && S_ISREG(sb.st_mode);
@@ -229,11 +234,20 @@ napi_value ll_fast_read_register(napi_env env, napi_callback_info info) {
     if (*p) { struct read_ent *e = *p; *p = e->next; free(e); }
   } else {
     if (!*p && (*p = calloc(1, sizeof(struct read_ent))) == NULL) ok = 0;
-    else { (*p)->ino = ino; (*p)->fd = (int) fd; (*p)->gen = s->fast_gen; }
+    else { (*p)->ino = ino; (*p)->fd = (int) fd; (*p)->gen = fr->gen; }
   }
   napi_value r;
   napi_get_boolean(env, ok, &r);
   return r;
+}
+
+/* ll_fast_read_invalidate(session): no registration made before this is served again. */
+napi_value ll_fast_read_invalidate(napi_env env, napi_callback_info info) {
+  napi_value argv[1];
+  size_t argc;
+  struct fast_read *fr = session_arg(env, info, 1, argv, &argc);
+  if (fr) fr->gen++;
+  return NULL;
 }
 
 /* ll_fast_read_drop(session, ino) -> whether it was registered. */

@@ -6,6 +6,7 @@
 struct fast_read; /* the per-session state, NULL until ll_fast_read_init */
 
 int fast_read(ll_session *s, fuse_req_t req, uint64_t ino, size_t size, off_t off);
+void fast_read_invalidate(ll_session *s);
 int fast_read_pending(ll_session *s);
 void fast_read_report(ll_session *s);
 void fast_read_report_event(ll_session *s, napi_env env, ll_msg *m);
@@ -13,8 +14,6 @@ void fast_read_free(ll_session *s, napi_env env);
 napi_value ll_fast_read_init(napi_env env, napi_callback_info info);
 napi_value ll_fast_read_register(napi_env env, napi_callback_info info);
 napi_value ll_fast_read_drop(napi_env env, napi_callback_info info);
-
-/* fast.c: the fd of a node registered for writes on the current decisions, or -1 */
-int fast_write_fd(ll_session *s, uint64_t ino);
+napi_value ll_fast_read_invalidate(napi_env env, napi_callback_info info);
 
 #endif

@@ -120,13 +120,6 @@ int fast_write(ll_session *s, fuse_req_t req, uint64_t ino, const char *buf, siz
   return 1;
 }
 
-/* The read fast path's use of a write registration (fast-read.c): a live SETATTR/FALLOCATE does not end
- * it there, only a new decision (the generation) or JS's drop before the fd closes. */
-int fast_write_fd(ll_session *s, uint64_t ino) {
-  struct fast_ent *e = find(s, ino);
-  return e && e->gen == s->fast_gen ? e->fd : -1;
-}
-
 void fast_forget_ino(ll_session *s, uint64_t ino) {
   struct fast_ent *e = find(s, ino);
   if (e) e->live = 0;

@@ -95,6 +95,7 @@ export interface Addon {
   ): void;
   ll_fast_read_register(s: SessionHandle, ino: number, fd: number): boolean;
   ll_fast_read_drop(s: SessionHandle, ino: number): boolean;
+  ll_fast_read_invalidate(s: SessionHandle): void;
   ll_reply_err(h: RequestHandle, errno: number): void;
   ll_reply_entry(
     h: RequestHandle,

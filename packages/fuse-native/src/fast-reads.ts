@@ -1,5 +1,5 @@
-// The read fast path's JS face (native/fast-read.c): READs of a registered node (or one registered with
-// the write fast path) are answered in C from the host's page cache, without entering JS.
+// The read fast path's JS face (native/fast-read.c): READs of a registered node are answered in C from the
+// host's page cache, without entering JS.
 import { addon, type SessionHandle } from './addon.js';
 
 /** What C served since it last said: per node, whether a READ at offset 0 was among them. */
@@ -33,8 +33,8 @@ export class FastReads {
     return addon.ll_fast_read_drop(this.#session, ino);
   }
 
-  /** Every registration made before this (of reads and writes) is no longer served: the rules changed. */
+  /** Every registration made before this is no longer served (the rules changed). */
   invalidate(): void {
-    addon.ll_fast_invalidate(this.#session);
+    addon.ll_fast_read_invalidate(this.#session);
   }
 }

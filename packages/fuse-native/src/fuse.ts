@@ -165,8 +165,8 @@ export class LowLevelFuse {
   }
 
   /**
-   * Switches the read fast path on (native/fast-read.c; once): READs of nodes registered with it, or with
-   * the write fast path, are answered in C from the host's page cache. `callerUid`: besides root, the only
+   * Switches the read fast path on (native/fast-read.c; once): READs of nodes registered with it are
+   * answered in C from the host's page cache. `callerUid`: besides root, the only
    * uid served there (undefined: any). `onReads` hears of the nodes so read before the next request.
    */
   fastReads(callerUid: number | undefined, onReads: (reads: FastReadReport) => void): FastReads {

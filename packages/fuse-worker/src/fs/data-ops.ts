@@ -112,9 +112,10 @@ export class DataPath {
   }
 
   /**
-   * After a READ served here: the node's next READs may be answered by the binding (native-reads.ts). The
-   * check is made again in this synchronous step: the one before the READ may precede an await (the
-   * handle's open), and a rule change in between must not be registered as decided on the old rules.
+   * After a READ or WRITE served here: the node's next READs may be answered by the binding
+   * (native-reads.ts). The check is made again in this synchronous step: the one before the READ may
+   * precede an await (the handle's open), and a rule change in between must not be registered as decided
+   * on the old rules.
    */
   #registerRead(ino: number, fd: number): void {
     const native = this.#fs.nativeReads;
@@ -173,6 +174,8 @@ export class DataPath {
         : writeWithin(quota, fd, { offset: Number(offset), length: data.length }, `write #${ino}`, put);
     // Decided and counted: the node's next WRITEs may be answered by the binding (native-writes.ts).
     this.#fs.nativeWrites?.served(ino, fd, this.#fs.directWriters.has(ino));
+    // ... and its READs (native-reads.ts): a file just written is often read back (tar, then grep).
+    this.#registerRead(ino, fd);
     return written;
   }
 

@@ -1,12 +1,12 @@
 // READs answered by the binding, in C, without entering JS (fuse-native's FastReads, native/fast-read.c).
 //
-// A READ the worker served (caller accepted, the rules allow reading the node's path) registers the node's
-// host fd with the binding, in the same synchronous step as the check (DataPath.readReply). The binding
-// also reads through the fds of nodes registered for writes (native-writes.ts): writing was allowed, so is
-// reading. Either registration ends where a decision could change: the binding ends every one at a
-// RENAME/LINK/UNLINK/RMDIR (a path, so a rule, may change), the worker at a rule change or a change behind
-// the mount (invalidate) and before it closes the node's fd (closing: the number must never name another
-// file). Only bytes in the host's page cache are read there; the rest come here, as before.
+// A READ or WRITE the worker served (caller accepted, the rules allow reading the node's path) registers
+// the node's host fd with the binding, in the same synchronous step as a check of the rules
+// (DataPath.registerRead). A registration ends where the decision could change: the binding ends every one
+// at a RENAME or LINK (a path, so a rule, may change), the worker at a rule change or a change behind the
+// mount (invalidate), at an UNLINK of one of the node's names (its path may be another name now) and
+// before it closes the node's fd (closing: the number must never name another file). Only bytes in the
+// host's page cache are read there; the rest come here, as before.
 //
 // Audit: allowed accesses are recorded when a handle is opened, never per READ, so a READ served in C
 // leaves exactly the records one served here would. What a READ tells the worker (the kernel's atime is
@@ -41,7 +41,7 @@ export class NativeReads {
     this.#fast.register(ino, fd);
   }
 
-  /** Before node `ino`'s fd closes. */
+  /** Before node `ino`'s fd closes, and when it lost a name. */
   closing(ino: number): void {
     this.#fast.drop(ino);
   }
