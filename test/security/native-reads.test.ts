@@ -130,7 +130,11 @@ describe('READs answered in the binding: rule changes, fd reuse, replaced files'
     // Every other file read opens a host handle in the worker (no read-ahead, no store-ahead), so the
     // handle cache (512) evicts big.bin's: its fd closes and later opens take the number.
     const f = await withEnv('AGENTFENSE_FUSE_DISABLE', 'readahead,storeAhead', () =>
-      mountFixture({ tree: { output: { dir: true }, 'flag/.keep': '' }, rules: AGENT_SAFE, warmupEntries: 0 }),
+      mountFixture({
+        tree: { output: { dir: true }, 'flag/.keep': '' },
+        rules: AGENT_SAFE,
+        warmupEntries: 0,
+      }),
     );
     const want = await bigFile(f);
     await f.host(

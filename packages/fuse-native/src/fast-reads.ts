@@ -13,7 +13,11 @@ export interface FastReadReport {
 export class FastReads {
   readonly #session: SessionHandle;
 
-  constructor(session: SessionHandle, callerUid: number | undefined, onReads: (report: FastReadReport) => void) {
+  constructor(
+    session: SessionHandle,
+    callerUid: number | undefined,
+    onReads: (report: FastReadReport) => void,
+  ) {
     this.#session = session;
     addon.ll_fast_read_init(session, callerUid ?? -1, (pairs, reads) => {
       onReads({ pairs, reads });

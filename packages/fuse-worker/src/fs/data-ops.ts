@@ -96,7 +96,8 @@ export class DataPath {
         const { bytesRead } = await handle.read(buffer, 0, size, offset);
         reply(buffer.subarray(0, bytesRead));
         // Registered only while this handle is still the node's (its fd not closed across the await).
-        if (handle.fd !== -1 && this.#fs.handles.get(ino, false) === handle) this.#registerRead(ino, handle.fd);
+        if (handle.fd !== -1 && this.#fs.handles.get(ino, false) === handle)
+          this.#registerRead(ino, handle.fd);
       } finally {
         if (this.#bigReadBuffers.length < BIG_READ_POOL) {
           this.#bigReadBuffers.push(buffer);
