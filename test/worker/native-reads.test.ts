@@ -1,7 +1,7 @@
 // READs of files the worker already decided are answered by the binding in C (nativeReads,
 // docs/decisions.md, "READs of decided files are answered in the binding"). What a user checks: the bytes
 // read are the file's, whatever the offsets and sizes, for a codebase file and for one the sandbox just
-// wrote (read through the write path's registration), the end of the file reads short as it should, and
+// wrote (registered when the worker served its WRITE), the end of the file reads short as it should, and
 // the switch turns it off. The attacks (rule changes, fd reuse, a file replaced behind the mount) are in
 // test/security/native-reads.test.ts.
 import { describe, expect, it } from 'vitest';
@@ -50,7 +50,7 @@ describe('READs answered in the binding', () => {
     expect(r.stdout.trim()).toBe('bad 0');
   }, 60_000);
 
-  it('a file the sandbox just wrote reads back through the write registration', async () => {
+  it('a file the sandbox just wrote reads back in C (registered at its WRITE)', async () => {
     const f = await mountFixture({ tree: { output: { dir: true } }, rules: AGENT_SAFE, warmupEntries: 0 });
     // Created write-only: written with direct I/O, so its pages are not in the mount's page cache and
     // every READ reaches the worker; the first already finds the node registered by its WRITEs.
