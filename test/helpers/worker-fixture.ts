@@ -270,3 +270,8 @@ export async function withEnv<T>(name: string, value: string, fn: () => Promise<
 export async function nativeWriteCount(f: MountedFixture): Promise<number> {
   return (await f.worker.client.request('stats', {})).ops['write-native']?.count ?? 0;
 }
+
+/** READs the binding answered in C so far (the worker's `read-native` counter). */
+export async function nativeReadCount(f: MountedFixture): Promise<number> {
+  return (await f.worker.client.request('stats', {})).ops['read-native']?.count ?? 0;
+}

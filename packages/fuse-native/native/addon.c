@@ -30,6 +30,10 @@ NAPI_MODULE_INIT() {
   export_fn(env, exports, "ll_fast_drop", ll_fast_drop);
   export_fn(env, exports, "ll_fast_invalidate", ll_fast_invalidate);
   export_fn(env, exports, "ll_fast_fold", ll_fast_fold);
+  export_fn(env, exports, "ll_fast_read_init", ll_fast_read_init);
+  export_fn(env, exports, "ll_fast_read_register", ll_fast_read_register);
+  export_fn(env, exports, "ll_fast_read_drop", ll_fast_read_drop);
+  export_fn(env, exports, "ll_fast_read_invalidate", ll_fast_read_invalidate);
   export_fn(env, exports, "ll_reply_err", reply_err);
   export_fn(env, exports, "ll_reply_entry", reply_entry);
   export_fn(env, exports, "ll_reply_create", reply_create);

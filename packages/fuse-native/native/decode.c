@@ -169,6 +169,7 @@ static void ll_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
    * answer EINVAL for them from now on (no_rename2), as it did under protocol 7.19. */
   if (flags) { fuse_reply_err(req, ENOSYS); return; }
   fast_invalidate(SESS(req));
+  fast_read_invalidate(SESS(req));
   size_t at = 0;
   ALLOC(m, req, OP_RENAME, strlen(name) + strlen(newname) + 2);
   m->ino = parent; m->ino2 = newparent;
@@ -180,6 +181,7 @@ static void ll_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
 static void ll_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname) {
   NEED(OP_LINK);
   fast_invalidate(SESS(req));
+  fast_read_invalidate(SESS(req));
   size_t at = 0;
   ALLOC(m, req, OP_LINK, strlen(newname) + 1);
   m->ino = ino; m->ino2 = newparent;
@@ -198,6 +200,7 @@ static void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
 
 static void ll_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi) {
   NEED(OP_READ);
+  if (fast_read(SESS(req), req, ino, size, off)) return;
   ALLOC(m, req, OP_READ, 0);
   m->ino = ino; m->size = size; m->off = (uint64_t) off; m->fh = fi->fh; m->has_fh = 1;
   queue_push(m->s, m);

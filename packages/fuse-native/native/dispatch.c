@@ -286,6 +286,8 @@ void handle_event(ll_session *s, napi_env env, ll_msg *m) {
     napi_resolve_deferred(env, m->deferred, r);
   } else if (m->kind == EV_FAST_WRITES) {
     fast_report_event(s, env, m);
+  } else if (m->kind == EV_FAST_READS) {
+    fast_read_report_event(s, env, m);
   }
   free(m);
 }

@@ -8,6 +8,7 @@
  *   notify.c   the notifier thread (fuse_lowlevel_notify_*)
  *   fetch.c    the fetch threads (store-ahead: files read and stored into the kernel's page cache)
  *   fast.c     the write fast path: WRITEs on registered files answered in C, never entering JS
+ *   fast-read.c the read fast path: READs of registered files answered in C from the host's page cache
  *   session.c  a mount's life: create, mount, close, teardown
  *   host-io.c  host syscalls Node lacks or rounds
  *   addon.c    the module's entry point (what JS sees)
@@ -55,7 +56,7 @@ enum {
   OP_FALLOCATE, OP_READDIRPLUS,
   OP_COUNT, /* at most 53: `implemented` crosses from JS as a double */
   /* internal events, never exposed as handlers */
-  EV_INIT = 100, EV_EXIT, EV_NOTIFY_DONE, EV_AHEAD_JOB, EV_AHEAD_DONE, EV_FAST_WRITES
+  EV_INIT = 100, EV_EXIT, EV_NOTIFY_DONE, EV_AHEAD_JOB, EV_AHEAD_DONE, EV_FAST_WRITES, EV_FAST_READS
 };
 
 /* The write fast path's state array, shared with JS (src/fast-writes.ts): the quota bytes C may still
@@ -179,6 +180,7 @@ struct ll_session {
   size_t fast_ndirty, fast_cap;
   uint64_t fast_writes;       /* writes since the last report */
   int fast_reporting;
+  struct fast_read *fast_read; /* the read fast path (fast-read.c), NULL until ll_fast_read_init */
 
   napi_deferred mount_deferred;
   napi_deferred closed_deferred;
@@ -246,6 +248,9 @@ napi_value ll_fast_register(napi_env env, napi_callback_info info);
 napi_value ll_fast_drop(napi_env env, napi_callback_info info);
 napi_value ll_fast_invalidate(napi_env env, napi_callback_info info);
 napi_value ll_fast_fold(napi_env env, napi_callback_info info);
+
+/* fast-read.c */
+#include "fast-read.h"
 
 /* reply.c */
 napi_value reply_err(napi_env env, napi_callback_info info);

@@ -6,6 +6,7 @@ void queue_push(ll_session *s, ll_msg *m) {
   /* Writes the fast path served go to JS before any request read after them (fast.c). Requests are
    * only queued on the JS thread, where the fast path's state lives. */
   if (m->kind < EV_INIT && s->fast_writes) fast_report(s);
+  if (m->kind < EV_INIT && fast_read_pending(s)) fast_read_report(s);
   m->next = NULL;
   pthread_mutex_lock(&s->qlock);
   if (s->qtail) s->qtail->next = m; else s->qhead = m;
@@ -119,6 +120,7 @@ void on_poll(uv_poll_t *h, int status, int events) {
     fuse_session_process_buf(s->se, &s->rbuf);
   }
   fast_report(s);
+  fast_read_report(s);
   if (exited && s->poll_open) {
     uv_poll_stop(&s->poll);
     ll_msg *m = msg_new(NULL, EV_EXIT, 0);

@@ -20,6 +20,7 @@ static ll_msg *take_req(napi_env env, napi_value v) {
 static int mark_replied(ll_msg *m) {
   m->replied = 1;
   fast_after_reply(m);
+  if (m->kind == OP_RENAME || m->kind == OP_LINK) fast_read_invalidate(m->s);
   return session_live(m->s);
 }
 

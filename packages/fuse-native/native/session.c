@@ -11,6 +11,7 @@ void session_unref(ll_session *s) {
   pthread_cond_destroy(&s->fcond);
   pthread_rwlock_destroy(&s->store_rw);
   fast_free(s);
+  fast_read_free(s, NULL);
   free(s);
 }
 
@@ -101,6 +102,7 @@ static void session_finalize(napi_env env, void *data, void *hint) {
   if (s->epoch_ref) { napi_delete_reference(env, s->epoch_ref); s->epoch_ref = NULL; }
   /* the state array goes with its references: no write is served from here on */
   fast_free(s);
+  fast_read_free(s, env);
   s->fast_state = NULL;
   if (s->fast_state_ref) { napi_delete_reference(env, s->fast_state_ref); s->fast_state_ref = NULL; }
   if (s->fast_report_ref) { napi_delete_reference(env, s->fast_report_ref); s->fast_report_ref = NULL; }

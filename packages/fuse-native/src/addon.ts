@@ -88,6 +88,14 @@ export interface Addon {
   ll_fast_drop(s: SessionHandle, ino: number): number;
   ll_fast_invalidate(s: SessionHandle): void;
   ll_fast_fold(s: SessionHandle): Float64Array;
+  ll_fast_read_init(
+    s: SessionHandle,
+    callerUid: number,
+    onReads: (pairs: Float64Array, reads: number) => void,
+  ): void;
+  ll_fast_read_register(s: SessionHandle, ino: number, fd: number): boolean;
+  ll_fast_read_drop(s: SessionHandle, ino: number): boolean;
+  ll_fast_read_invalidate(s: SessionHandle): void;
   ll_reply_err(h: RequestHandle, errno: number): void;
   ll_reply_entry(
     h: RequestHandle,

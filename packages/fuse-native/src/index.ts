@@ -2,6 +2,7 @@
 // Node lacks or rounds. README.md describes the design.
 export { LowLevelFuse } from './fuse.js';
 export { Req } from './req.js';
+export { FastReads, type FastReadReport } from './fast-reads.js';
 export { FastWrites } from './fast-writes.js';
 export { hostIo, type HostIo } from './host-io.js';
 export type {

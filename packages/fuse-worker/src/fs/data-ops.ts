@@ -39,8 +39,11 @@ export class DataPath {
     this.#fs = fs;
   }
 
-  /** What a READ tells the predictor, the kernel-cache bookkeeping and the read-ahead. */
-  #noteRead(ino: number, offset: Offset): void {
+  /**
+   * What a READ tells the predictor, the kernel-cache bookkeeping and the read-ahead (also for READs the
+   * binding answered, native-reads.ts).
+   */
+  noteRead(ino: number, offset: Offset): void {
     const fs = this.#fs;
     fs.predictor.noteRead(ino);
     // the kernel marks the file's atime stale at every READ
@@ -55,7 +58,7 @@ export class DataPath {
 
   /** READ: needs read; served from a per-node host handle. */
   async read(ino: number, size: number, offset: Offset, caller: Caller): Promise<Buffer> {
-    this.#noteRead(ino, offset);
+    this.noteRead(ino, offset);
     // Synchronous pread (see #withFd): from the page cache it takes a few µs, an async one 40+ µs.
     return this.#withFd(ino, false, caller, 'read', (fd) => {
       const buffer = Buffer.allocUnsafe(size);
@@ -76,7 +79,7 @@ export class DataPath {
     caller: Caller,
     reply: (data: Uint8Array) => void,
   ): Promise<void> {
-    this.#noteRead(ino, offset);
+    this.noteRead(ino, offset);
     if (size > SYNC_READ_MAX) {
       // Big reads are the kernel's readahead of a large file, several in flight at once: done in the
       // thread pool they overlap with each other and with the disk; done synchronously they queue up on
@@ -92,6 +95,9 @@ export class DataPath {
       try {
         const { bytesRead } = await handle.read(buffer, 0, size, offset);
         reply(buffer.subarray(0, bytesRead));
+        // Registered only while this handle is still the node's (its fd not closed across the await).
+        if (handle.fd !== -1 && this.#fs.handles.get(ino, false) === handle)
+          this.#registerRead(ino, handle.fd);
       } finally {
         if (this.#bigReadBuffers.length < BIG_READ_POOL) {
           this.#bigReadBuffers.push(buffer);
@@ -102,7 +108,24 @@ export class DataPath {
     await this.#withFd(ino, false, caller, 'read', (fd) => {
       const buffer = this.#readBuffer;
       reply(buffer.subarray(0, readSync(fd, buffer, 0, size, offset)));
+      this.#registerRead(ino, fd);
     });
+  }
+
+  /**
+   * After a READ or WRITE served here: the node's next READs may be answered by the binding
+   * (native-reads.ts). The check is made again in this synchronous step: the one before the READ may
+   * precede an await (the handle's open), and a rule change in between must not be registered as decided
+   * on the old rules.
+   */
+  #registerRead(ino: number, fd: number): void {
+    const native = this.#fs.nativeReads;
+    if (native === undefined) return;
+    const fs = this.#fs;
+    const path = fs.inodes.pathOf(ino);
+    // Unlinked but open: only this handle serves it, as here (#checkedCached).
+    if (path !== null && !atLeast(fs.rules.permissionOf(path), 'read')) return;
+    native.served(ino, fd);
   }
 
   /**
@@ -152,6 +175,8 @@ export class DataPath {
         : writeWithin(quota, fd, { offset: Number(offset), length: data.length }, `write #${ino}`, put);
     // Decided and counted: the node's next WRITEs may be answered by the binding (native-writes.ts).
     this.#fs.nativeWrites?.served(ino, fd, this.#fs.directWriters.has(ino));
+    // ... and its READs (native-reads.ts): a file just written is often read back (tar, then grep).
+    this.#registerRead(ino, fd);
     return written;
   }
 

@@ -116,6 +116,8 @@ export async function unlink(fs: FsCore, parent: number, name: string, caller: C
   if (node !== undefined) await keepOpenable(fs, node, path);
   await fs.delta.unlink(path);
   fs.inodes.unlink(parent, name);
+  // Its path may be another name now, under another rule: its READs are decided again (native-reads.ts).
+  if (node !== undefined) fs.nativeReads?.closing(node.ino);
   fs.forgetListing(parent);
   // another name of it keeps the node: the kernel dropped its link count
   if (node !== undefined) fs.cache.entries.attrsStale(node.ino);

@@ -32,6 +32,7 @@ import { DataPath } from './data-ops.js';
 import { readdir } from './dir-listing.js';
 import { readdirplus } from './readdir-plus.js';
 import type { HandleCache } from './handles.js';
+import { NativeReads } from './native-reads.js';
 import { NativeWrites } from './native-writes.js';
 import type { InodeTable } from './inodes.js';
 import { forget, lookup, type LookupAnswer } from './lookup.js';
@@ -127,8 +128,32 @@ export class PolicyFs {
     });
     native.callerUid = callerUid;
     core.nativeWrites = native;
-    core.handles.beforeClose = (ino, fd) => native.closing(ino, fd);
+    const before = core.handles.beforeClose;
+    core.handles.beforeClose = (ino, fd) => {
+      native.closing(ino, fd);
+      before?.(ino, fd);
+    };
     core.delta.quota?.lend(native);
+  }
+
+  /**
+   * Lets the binding answer READs of files already decided (nativeReads feature, native-reads.ts).
+   * `callerUid`: besides root, the only uid served (the binding's own check, as in binding.ts).
+   */
+  useNativeReads(fuse: Pick<LowLevelFuse, 'fastReads'>, callerUid: number | undefined): void {
+    const core = this.#core;
+    const native = new NativeReads({
+      fuse,
+      callerUid,
+      noteRead: (ino, offset) => this.#data.noteRead(ino, offset),
+      stats: core.stats,
+    });
+    core.nativeReads = native;
+    const before = core.handles.beforeClose;
+    core.handles.beforeClose = (ino, fd) => {
+      native.closing(ino);
+      before?.(ino, fd);
+    };
   }
 
   /** Set by the worker once mounted with entryWarmup on: lists the tree after the first access. */

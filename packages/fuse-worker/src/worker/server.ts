@@ -39,6 +39,7 @@ import {
   entryWarmup,
   directWrites,
   freshEntries,
+  nativeReads,
   nativeWrites,
   readaheadBytes,
 } from '../mount-options.js';
@@ -265,6 +266,7 @@ export class WorkerService {
         fs.storeAhead = storeAhead(info, disabled);
         fs.directWrites = directWrites(disabled);
         if (nativeWrites(disabled)) fs.useNativeWrites(fuse, params.callerUid);
+        if (nativeReads(disabled)) fs.useNativeReads(fuse, params.callerUid);
         fs.freshEntries = freshEntries(info, disabled);
         if (entryWarmup(info, disabled) && params.warmupEntries !== 0) {
           fs.entryWarmup = new EntryWarmup({
