@@ -8,6 +8,7 @@
  *   notify.c   the notifier thread (fuse_lowlevel_notify_*)
  *   fetch.c    the fetch threads (store-ahead: files read and stored into the kernel's page cache)
  *   fast.c     the write fast path: WRITEs on registered files answered in C, never entering JS
+ *   fast-entries.c  the lookup fast path: LOOKUP misses in marked directories answered in C
  *   session.c  a mount's life: create, mount, close, teardown
  *   host-io.c  host syscalls Node lacks or rounds
  *   addon.c    the module's entry point (what JS sees)
@@ -179,6 +180,7 @@ struct ll_session {
   size_t fast_ndirty, fast_cap;
   uint64_t fast_writes;       /* writes since the last report */
   int fast_reporting;
+  struct fe_state *fentries; /* the lookup fast path (fast-entries.c); NULL until ll_fentry_init */
 
   napi_deferred mount_deferred;
   napi_deferred closed_deferred;

@@ -88,6 +88,9 @@ export interface Addon {
   ll_fast_drop(s: SessionHandle, ino: number): number;
   ll_fast_invalidate(s: SessionHandle): void;
   ll_fast_fold(s: SessionHandle): Float64Array;
+  ll_fentry_init(s: SessionHandle, state: Float64Array, codebaseRootFd: number): void;
+  ll_fentry_mark(s: SessionHandle, ino: number, upperRootFd: number, rel: string): boolean;
+  ll_fentry_unmark(s: SessionHandle, ino: number): void;
   ll_reply_err(h: RequestHandle, errno: number): void;
   ll_reply_entry(
     h: RequestHandle,

@@ -4,6 +4,7 @@ import { resolve } from 'node:path';
 import { addon, type RequestHandle, type SessionHandle } from './addon.js';
 import { setattrChanges, toNameBuffer } from './encode.js';
 import { OP, implementedMask } from './ops.js';
+import { FastEntries } from './fast-entries.js';
 import { FastWrites } from './fast-writes.js';
 import { FEATURES, buildArgs, describeFeatures, type MountArgs } from './options.js';
 import { Req } from './req.js';
@@ -161,6 +162,14 @@ export class LowLevelFuse {
    */
   fastWrites(onWrites: (nodes: Float64Array, writes: number) => void): FastWrites {
     return new FastWrites(this.#session, onWrites);
+  }
+
+  /**
+   * Switches the lookup fast path on (native/fast-entries.c; once): LOOKUPs of missing names in marked
+   * directories are answered in C while the codebase (its root fd here) still lacks the directory.
+   */
+  fastEntries(codebaseRootFd: number): FastEntries {
+    return new FastEntries(this.#session, codebaseRootFd);
   }
 
   #fail(req: Req | null, err: unknown): void {

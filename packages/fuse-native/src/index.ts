@@ -2,6 +2,7 @@
 // Node lacks or rounds. README.md describes the design.
 export { LowLevelFuse } from './fuse.js';
 export { Req } from './req.js';
+export { FastEntries } from './fast-entries.js';
 export { FastWrites } from './fast-writes.js';
 export { hostIo, type HostIo } from './host-io.js';
 export type {

@@ -34,6 +34,7 @@ export const SWITCHABLE_FEATURES = [
   'entryWarmup',
   'directWrites',
   'nativeWrites',
+  'nativeLookups',
   'freshEntries',
 ] as const;
 export type SwitchableFeature = (typeof SWITCHABLE_FEATURES)[number];
@@ -131,6 +132,11 @@ export function nativeWrites(disabled: readonly SwitchableFeature[]): boolean {
   return !disabled.includes('nativeWrites');
 }
 
+/** Whether LOOKUPs of missing names in directories only the sandbox made are answered in C (fs/native-lookups.ts). */
+export function nativeLookups(disabled: readonly SwitchableFeature[]): boolean {
+  return !disabled.includes('nativeLookups');
+}
+
 /**
  * The read-ahead window to ask for: the request size, when requests are bigger than the kernel's default
  * window (128 KiB) and the feature is on; else null (leave the kernel's window).
@@ -157,6 +163,7 @@ export function connStats(
       entryWarmup: entryWarmup(conn, disabled),
       directWrites: directWrites(disabled),
       nativeWrites: nativeWrites(disabled),
+      nativeLookups: nativeLookups(disabled),
       freshEntries: freshEntries(conn, disabled),
       readahead,
     },
