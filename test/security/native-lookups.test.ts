@@ -62,13 +62,17 @@ describe('LOOKUPs answered in the binding: the worker keeps deciding what the ru
         'mkdir secrets 2>/dev/null; echo $?',
       ].join('\n'),
     );
-    for (let i = 0; i < 600 && (await nativeLookupCount(f)) < 15; i++) await new Promise((r) => setTimeout(r, 50));
+    for (let i = 0; i < 600 && (await nativeLookupCount(f)) < 15; i++)
+      await new Promise((r) => setTimeout(r, 50));
     expect(await nativeLookupCount(f)).toBeGreaterThanOrEqual(15);
     const before = await nativeLookupCount(f);
     await f.worker.client.request('setRules', { rules: HIDE_SECRETS });
     const r = await run;
     expect(r.stdout).toBe('1\n1\n');
-    await f.waitAudit((e) => e.path === '/output/d/secrets' && e.decision === 'deny' && e.op === 'lookup', 5000);
+    await f.waitAudit(
+      (e) => e.path === '/output/d/secrets' && e.decision === 'deny' && e.op === 'lookup',
+      5000,
+    );
     expect(await nativeLookupCount(f)).toBe(before);
     // A directory made after the change is decided by the new rules: refused, nothing in the delta.
     expect((await f.host(`test -e ${f.delta}/upper/output/d/secrets; echo $?`)).stdout).toBe('1\n');
@@ -87,7 +91,9 @@ describe('LOOKUPs answered in the binding: the worker keeps deciding what the ru
 
   it('a directory whose rules hide some names is never answered by the binding', async () => {
     const f = await mountFixture({ tree: { output: { dir: true } }, rules: HIDE_SECRETS, warmupEntries: 0 });
-    const r = await f.sandbox('mkdir output/d && for i in $(seq 20); do test -e output/d/f$i; echo x > output/d/f$i; done');
+    const r = await f.sandbox(
+      'mkdir output/d && for i in $(seq 20); do test -e output/d/f$i; echo x > output/d/f$i; done',
+    );
     expect(r.code).toBe(0);
     expect(await nativeLookupCount(f)).toBe(0);
     await expectHiddenAndAudited(f, 'output/d/secrets');

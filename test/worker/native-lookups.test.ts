@@ -5,12 +5,7 @@
 // the binding does not take (non-ASCII) is answered as before, and the switch turns it off. The attacks
 // (rule changes, renames, hidden names, symlinks) are in test/security/native-lookups.test.ts.
 import { describe, expect, it } from 'vitest';
-import {
-  mountFixture,
-  useMountHygiene,
-  withEnv,
-  type MountedFixture,
-} from '../helpers/worker-fixture.js';
+import { mountFixture, useMountHygiene, withEnv, type MountedFixture } from '../helpers/worker-fixture.js';
 
 const WRITE_OUTPUT = [
   { pattern: '**', permission: 'read' as const },
@@ -78,7 +73,15 @@ describe('LOOKUP misses answered in the binding', () => {
       await f.stop();
     }
     expect(seen[0]).toBe(
-      ['before a False', 'before b False', 'before c False', 'excl EEXIST', 'file True', 'missing False', 'missing-after False'].join('\n') + '\n',
+      [
+        'before a False',
+        'before b False',
+        'before c False',
+        'excl EEXIST',
+        'file True',
+        'missing False',
+        'missing-after False',
+      ].join('\n') + '\n',
     );
     expect(seen[1]).toBe(seen[0]);
   }, 120_000);
@@ -89,7 +92,9 @@ describe('LOOKUP misses answered in the binding', () => {
       const f = await withEnv('AGENTFENSE_FUSE_DISABLE', disable, () =>
         mountFixture({ tree: { output: { dir: true } }, rules: WRITE_OUTPUT }),
       );
-      expect((await f.sandbox('mkdir output/n && touch output/n/here && test ! -e output/n/x1')).code).toBe(0);
+      expect((await f.sandbox('mkdir output/n && touch output/n/here && test ! -e output/n/x1')).code).toBe(
+        0,
+      );
       const before = await nativeLookupCount(f);
       // existing: found (the worker); non-ASCII missing: the worker's answer; a plain miss: the binding's
       const r = await f.sandbox(

@@ -436,8 +436,8 @@ export class Delta {
   /** Unified diff (`diff -u` style, a/ b/ prefixes) of the changed text files; binary files listed apart. */
   async diff(filter: PathFilter = {}): Promise<DeltaDiff> {
     return this.mutate('diff', async () => {
-      const all = await this.#layers.changeSet(this.ctx);
-      return buildDiff(this.ctx, all.filter((c) => selected(c.rel, filter.paths)));
+      const chosen = (await this.#layers.changeSet(this.ctx)).filter((c) => selected(c.rel, filter.paths));
+      return buildDiff(this.ctx, chosen);
     });
   }
 

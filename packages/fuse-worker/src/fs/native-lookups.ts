@@ -75,7 +75,8 @@ export class NativeLookups {
   count(): void {
     const served = this.#fast.served;
     const stats = this.#options.stats;
-    if (stats !== undefined) for (let i = this.#counted; i < served; i++) stats.record('lookup-native', 0, false);
+    if (stats !== undefined)
+      for (let i = this.#counted; i < served; i++) stats.record('lookup-native', 0, false);
     this.#counted = served;
   }
 }
