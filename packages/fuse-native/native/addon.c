@@ -1,5 +1,6 @@
 /* The addon's entry point: the functions and constants the TS front (src/addon.ts) loads. */
 #include "ll.h"
+#include "fast-entries.h"
 
 /* JS handler names by OP_* number (the TS front reads them as ll_ops). */
 static const char *const op_names[OP_COUNT] = {
@@ -34,6 +35,9 @@ NAPI_MODULE_INIT() {
   export_fn(env, exports, "ll_fast_read_register", ll_fast_read_register);
   export_fn(env, exports, "ll_fast_read_drop", ll_fast_read_drop);
   export_fn(env, exports, "ll_fast_read_invalidate", ll_fast_read_invalidate);
+  export_fn(env, exports, "ll_fentry_init", ll_fentry_init);
+  export_fn(env, exports, "ll_fentry_mark", ll_fentry_mark);
+  export_fn(env, exports, "ll_fentry_unmark", ll_fentry_unmark);
   export_fn(env, exports, "ll_reply_err", reply_err);
   export_fn(env, exports, "ll_reply_entry", reply_entry);
   export_fn(env, exports, "ll_reply_create", reply_create);

@@ -2,6 +2,7 @@
  * a request. Each copies its arguments into one record and queues it; an op without a JS handler is
  * answered here without entering JS. */
 #include "ll.h"
+#include "fast-entries.h"
 
 /* Names are copied NUL-terminated after the header; `at` is the running offset in buf. */
 static const char *copy_name(ll_msg *m, size_t *at, const char *src, size_t *len_out) {
@@ -49,6 +50,7 @@ static void ll_init(void *userdata, struct fuse_conn_info *conn) {
 
 static void ll_lookup(fuse_req_t req, fuse_ino_t parent, const char *name) {
   NEED(OP_LOOKUP);
+  if (fentry_lookup(SESS(req), req, parent, name)) return;
   size_t at = 0;
   ALLOC(m, req, OP_LOOKUP, strlen(name) + 1);
   m->ino = parent;
@@ -170,6 +172,7 @@ static void ll_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
   if (flags) { fuse_reply_err(req, ENOSYS); return; }
   fast_invalidate(SESS(req));
   fast_read_invalidate(SESS(req));
+  fentry_revoke(SESS(req));
   size_t at = 0;
   ALLOC(m, req, OP_RENAME, strlen(name) + strlen(newname) + 2);
   m->ino = parent; m->ino2 = newparent;

@@ -9,6 +9,7 @@
  *   fetch.c    the fetch threads (store-ahead: files read and stored into the kernel's page cache)
  *   fast.c     the write fast path: WRITEs on registered files answered in C, never entering JS
  *   fast-read.c the read fast path: READs of registered files answered in C from the host's page cache
+ *   fast-entries.c  the lookup fast path: LOOKUP misses in marked directories answered in C
  *   session.c  a mount's life: create, mount, close, teardown
  *   host-io.c  host syscalls Node lacks or rounds
  *   addon.c    the module's entry point (what JS sees)
@@ -181,6 +182,7 @@ struct ll_session {
   uint64_t fast_writes;       /* writes since the last report */
   int fast_reporting;
   struct fast_read *fast_read; /* the read fast path (fast-read.c), NULL until ll_fast_read_init */
+  struct fe_state *fentries; /* the lookup fast path (fast-entries.c); NULL until ll_fentry_init */
 
   napi_deferred mount_deferred;
   napi_deferred closed_deferred;

@@ -1,6 +1,7 @@
 /* A mount's life: the session object JS holds, mounting, the closed promise and the teardown once the
  * kernel connection is gone. */
 #include "ll.h"
+#include "fast-entries.h"
 
 void session_unref(ll_session *s) {
   if (--s->refs > 0) return;
@@ -12,6 +13,7 @@ void session_unref(ll_session *s) {
   pthread_rwlock_destroy(&s->store_rw);
   fast_free(s);
   fast_read_free(s, NULL);
+  fentry_free(s);
   free(s);
 }
 
@@ -106,6 +108,7 @@ static void session_finalize(napi_env env, void *data, void *hint) {
   s->fast_state = NULL;
   if (s->fast_state_ref) { napi_delete_reference(env, s->fast_state_ref); s->fast_state_ref = NULL; }
   if (s->fast_report_ref) { napi_delete_reference(env, s->fast_report_ref); s->fast_report_ref = NULL; }
+  fentry_release(s, env);
   session_unref(s);
 }
 

@@ -96,6 +96,9 @@ export interface Addon {
   ll_fast_read_register(s: SessionHandle, ino: number, fd: number): boolean;
   ll_fast_read_drop(s: SessionHandle, ino: number): boolean;
   ll_fast_read_invalidate(s: SessionHandle): void;
+  ll_fentry_init(s: SessionHandle, state: Float64Array, codebaseRootFd: number): void;
+  ll_fentry_mark(s: SessionHandle, ino: number, upperRootFd: number, rel: string): boolean;
+  ll_fentry_unmark(s: SessionHandle, ino: number): void;
   ll_reply_err(h: RequestHandle, errno: number): void;
   ll_reply_entry(
     h: RequestHandle,

@@ -5,6 +5,7 @@ import { addon, type RequestHandle, type SessionHandle } from './addon.js';
 import { setattrChanges, toNameBuffer } from './encode.js';
 import { OP, implementedMask } from './ops.js';
 import { FastReads, type FastReadReport } from './fast-reads.js';
+import { FastEntries } from './fast-entries.js';
 import { FastWrites } from './fast-writes.js';
 import { FEATURES, buildArgs, describeFeatures, type MountArgs } from './options.js';
 import { Req } from './req.js';
@@ -171,6 +172,14 @@ export class LowLevelFuse {
    */
   fastReads(callerUid: number | undefined, onReads: (reads: FastReadReport) => void): FastReads {
     return new FastReads(this.#session, callerUid, onReads);
+  }
+
+  /**
+   * Switches the lookup fast path on (native/fast-entries.c; once): LOOKUPs of missing names in marked
+   * directories are answered in C while the codebase (its root fd here) still lacks the directory.
+   */
+  fastEntries(codebaseRootFd: number): FastEntries {
+    return new FastEntries(this.#session, codebaseRootFd);
   }
 
   #fail(req: Req | null, err: unknown): void {

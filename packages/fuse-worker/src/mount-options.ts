@@ -35,6 +35,7 @@ export const SWITCHABLE_FEATURES = [
   'directWrites',
   'nativeWrites',
   'nativeReads',
+  'nativeLookups',
   'freshEntries',
 ] as const;
 export type SwitchableFeature = (typeof SWITCHABLE_FEATURES)[number];
@@ -137,6 +138,11 @@ export function nativeReads(disabled: readonly SwitchableFeature[]): boolean {
   return !disabled.includes('nativeReads');
 }
 
+/** Whether LOOKUPs of missing names in directories only the sandbox made are answered in C (fs/native-lookups.ts). */
+export function nativeLookups(disabled: readonly SwitchableFeature[]): boolean {
+  return !disabled.includes('nativeLookups');
+}
+
 /**
  * The read-ahead window to ask for: the request size, when requests are bigger than the kernel's default
  * window (128 KiB) and the feature is on; else null (leave the kernel's window).
@@ -164,6 +170,7 @@ export function connStats(
       directWrites: directWrites(disabled),
       nativeWrites: nativeWrites(disabled),
       nativeReads: nativeReads(disabled),
+      nativeLookups: nativeLookups(disabled),
       freshEntries: freshEntries(conn, disabled),
       readahead,
     },

@@ -23,6 +23,7 @@ import {
 import { copyUp } from './copy-up.js';
 import { buildDiff, diffItems, type DiffItem } from './diff.js';
 import { discardPaths } from './discard.js';
+import { fastDirOf, type FastDir } from './fast-dir.js';
 import type { FrozenStack } from './frozen-stack.js';
 import { LayerSwitch } from './layer-switch.js';
 import { keepOpenIfCached, type KeptFile } from './keep-open.js';
@@ -107,6 +108,14 @@ export class Delta {
     return this.ctx.quota;
   }
 
+  /** The codebase root's fd and, for a directory only the writable layer holds, where it is (fast-dir.ts). */
+  get codebaseRootFd(): number {
+    return this.ctx.codebase.rootFd;
+  }
+  fastDir(path: string): FastDir | null {
+    return fastDirOf(this.ctx, path);
+  }
+
   /**
    * Settles when the trash (what restores dropped) has been removed, as far as asked until now. In the
    * background; a failure is logged and left for the next open or restore.
@@ -127,10 +136,9 @@ export class Delta {
   }
 
   /**
-   * Freezes the writable layer into the new directory `layerDir` (its parent on the delta's filesystem)
-   * and continues with an empty writable layer over it; the view does not change. O(1) in the layer's
-   * data (renames); crash-safe (layer-change.ts). Writable fds handed out before must be closed first
-   * (onLayerChange): they would write into the frozen layer.
+   * Freezes the writable layer into the new directory `layerDir` (on the delta's filesystem) and goes on
+   * with an empty writable layer over it; the view does not change. O(1) in data (renames); crash-safe
+   * (layer-change.ts). Writable fds handed out before must be closed first (onLayerChange).
    */
   async checkpoint(options: { layerDir: string }): Promise<{ bytes: number | null }> {
     return this.mutate('checkpoint', async () => {
@@ -428,18 +436,12 @@ export class Delta {
   /** Unified diff (`diff -u` style, a/ b/ prefixes) of the changed text files; binary files listed apart. */
   async diff(filter: PathFilter = {}): Promise<DeltaDiff> {
     return this.mutate('diff', async () => {
-      const all = await this.#layers.changeSet(this.ctx);
-      return buildDiff(
-        this.ctx,
-        all.filter((c) => selected(c.rel, filter.paths)),
-      );
+      const chosen = (await this.#layers.changeSet(this.ctx)).filter((c) => selected(c.rel, filter.paths));
+      return buildDiff(this.ctx, chosen);
     });
   }
 
-  /**
-   * The diff file by file: the change set is taken under the lock, the texts are read as they are asked
-   * for (a diff of a huge delta is never one string, and the lock is not held while it is sent).
-   */
+  /** The diff file by file: the change set taken under the lock, each text read when asked for. */
   async diffItems(filter: PathFilter = {}): Promise<AsyncIterator<DiffItem>> {
     const changes = await this.mutate('diff', async () => {
       const all = await this.#layers.changeSet(this.ctx);
@@ -448,10 +450,7 @@ export class Delta {
     return diffItems(this.ctx, changes);
   }
 
-  /**
-   * Applies the change set to the codebase, atomically per file; see commit.ts. With frozen layers the
-   * stack is flattened into the writable layer first (then `frozenLayers` is []).
-   */
+  /** Applies the change set to the codebase, atomically per file (commit.ts); a stack is flattened first. */
   async commit(options: CommitOptions): Promise<DeltaCommitResult> {
     return this.mutate('commit', async () => {
       this.ctx = await this.#layers.flatten(this.ctx);

@@ -14,6 +14,7 @@ import type { Inode } from './inodes.js';
 import type { EntryWarmup } from './entry-warmup.js';
 import { KernelCache } from './kernel-cache.js';
 import type { NativeReads } from './native-reads.js';
+import type { NativeLookups } from './native-lookups.js';
 import type { NativeWrites } from './native-writes.js';
 import type { OpStats } from './op-stats.js';
 import type { Owner } from './ownership.js';
@@ -66,6 +67,8 @@ export class FsCore {
   nativeWrites: NativeWrites | undefined;
   /** READs answered by the binding on earlier decisions (native-reads.ts); set once mounted, if on. */
   nativeReads: NativeReads | undefined;
+  /** LOOKUP misses answered by the binding in marked directories (native-lookups.ts); set once mounted. */
+  nativeLookups: NativeLookups | undefined;
   /** Lists the tree into the kernel's dcache after the first access (entry-warmup.ts); set once mounted. */
   warmup: EntryWarmup | undefined;
   readonly readAhead = new ReadAhead({
@@ -88,6 +91,7 @@ export class FsCore {
   setRules(rules: RuleSet): void {
     this.nativeWrites?.invalidate();
     this.nativeReads?.invalidate();
+    this.nativeLookups?.revoke();
     this.rules = rules;
     this.hints = new WriteHints(rules);
     this.subdirCounts.clear();
@@ -120,6 +124,7 @@ export class FsCore {
     // a write behind the mount may have changed a file the binding answers WRITEs on (its size)
     this.nativeWrites?.invalidate();
     this.nativeReads?.invalidate();
+    this.nativeLookups?.revoke();
     this.cache.generation++;
     this.cache.entries.clear();
     // The walk ends before the kernel is told: a listing of the walker's answered from now on carries no

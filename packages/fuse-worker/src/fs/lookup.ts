@@ -78,6 +78,8 @@ function answer(fs: FsCore, q: LookupQuery, found: DeltaLookup | null): LookupAn
   // have been processed by the kernel: an answer cached now could outlive it, so cache nothing.
   const ttl = q.generation === fs.cache.generation ? fs.ttl : 0;
   if (found === null || permission === null) {
+    // A missing name: the binding may answer the next ones in this directory itself (native-lookups.ts).
+    if (found === null && permission !== null) fs.nativeLookups?.missed(parent);
     return { ino: 0, entryTimeout: fs.cache.negativeTtl(parent, name, ttl) };
   }
   const node = fs.inodes.remember(parent, name, found.type === 'directory');
@@ -110,5 +112,6 @@ export function forget(fs: FsCore, ino: number, count: number): void {
     fs.cache.forgetNode(ino);
     fs.directWriters.delete(ino);
     fs.subdirCounts.forget(ino);
+    fs.nativeLookups?.forget(ino);
   }
 }

@@ -33,6 +33,7 @@ import { readdir } from './dir-listing.js';
 import { readdirplus } from './readdir-plus.js';
 import type { HandleCache } from './handles.js';
 import { NativeReads } from './native-reads.js';
+import { NativeLookups } from './native-lookups.js';
 import { NativeWrites } from './native-writes.js';
 import type { InodeTable } from './inodes.js';
 import { forget, lookup, type LookupAnswer } from './lookup.js';
@@ -154,6 +155,34 @@ export class PolicyFs {
       native.closing(ino);
       before?.(ino, fd);
     };
+  }
+
+  /**
+   * Lets the binding answer LOOKUPs of missing names in directories only the sandbox made (nativeLookups
+   * feature, native-lookups.ts). `callerUid`: besides root, the only uid served.
+   */
+  useNativeLookups(fuse: Pick<LowLevelFuse, 'fastEntries'>, callerUid: number | undefined): void {
+    const core = this.#core;
+    const native = new NativeLookups({
+      fuse,
+      codebaseRootFd: core.delta.codebaseRootFd,
+      fastDir: (path) => core.delta.fastDir(path),
+      rules: () => core.rules,
+      pathOf: (ino) => core.inodes.pathOf(ino),
+      stats: core.stats,
+    });
+    native.callerUid = callerUid;
+    core.nativeLookups = native;
+  }
+
+  /** Before the delta changes wholesale (commit, discard, a layer change): no marked directory is served. */
+  revokeNativeLookups(): void {
+    this.#core.nativeLookups?.revoke();
+  }
+
+  /** Counts what the binding answered by itself into the op stats (before `stats` reads them). */
+  countNativeOps(): void {
+    this.#core.nativeLookups?.count();
   }
 
   /** Set by the worker once mounted with entryWarmup on: lists the tree after the first access. */

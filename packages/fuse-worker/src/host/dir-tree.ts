@@ -29,6 +29,11 @@ export class DirTree {
 
   protected readonly cache: DirFdCache;
 
+  /** The root's fd, for code that opens beneath it itself (openat2 with RESOLVE_BENEATH, no symlinks). */
+  get rootFd(): number {
+    return this.root.handle.fd;
+  }
+
   protected closed = false;
 
   #generation = 0;

@@ -40,6 +40,7 @@ import {
   directWrites,
   freshEntries,
   nativeReads,
+  nativeLookups,
   nativeWrites,
   readaheadBytes,
 } from '../mount-options.js';
@@ -229,7 +230,10 @@ export class WorkerService {
       });
       fs.mountpoint = params.mountpoint;
       // No fd of ours may write into a layer once it is frozen (delta.layerEpoch).
-      delta.onLayerChange = () => fs.handles.closeUnpinned();
+      delta.onLayerChange = () => {
+        fs.revokeNativeLookups();
+        fs.handles.closeUnpinned();
+      };
       const handlers = createHandlers({
         fs,
         stats: this.#stats,
@@ -267,6 +271,7 @@ export class WorkerService {
         fs.directWrites = directWrites(disabled);
         if (nativeWrites(disabled)) fs.useNativeWrites(fuse, params.callerUid);
         if (nativeReads(disabled)) fs.useNativeReads(fuse, params.callerUid);
+        if (nativeLookups(disabled)) fs.useNativeLookups(fuse, params.callerUid);
         fs.freshEntries = freshEntries(info, disabled);
         if (entryWarmup(info, disabled) && params.warmupEntries !== 0) {
           fs.entryWarmup = new EntryWarmup({
@@ -311,6 +316,7 @@ export class WorkerService {
   }
 
   async #commit(mounted: Mounted, options: CommitOptions): Promise<WorkerResult<'commit'>> {
+    mounted.fs.revokeNativeLookups();
     const { applied, conflicts, skipped, changed, interrupted } = await mounted.delta.commit(options);
     // Committed files moved from the delta to the codebase: host handles we hold may point at them.
     await mounted.fs.invalidateAll();
@@ -351,6 +357,7 @@ export class WorkerService {
   }
 
   async #stats_(): Promise<WorkerStats> {
+    this.#mounted?.fs.countNativeOps();
     return {
       cpuMs: cpuMs(), // first: the rest of this answer (smaps_rollup) is not counted
       uptimeMs: Date.now() - this.#started,
@@ -427,6 +434,7 @@ export class WorkerService {
         // The host files the discard removes free their room only once no handle of ours holds them
         // (invalidateAll closes them too, but after): on a full filesystem the discard needs that room.
         mounted.fs.handles.closeUnpinned();
+        mounted.fs.revokeNativeLookups();
         // Everything, on checkpoints: the codebase again, with no frozen layer under it (the checkpoints
         // stay restorable: their layers are not this delta's to remove).
         if (paths === undefined && mounted.delta.frozenLayers.length > 0) {

@@ -1,0 +1,82 @@
+// LOOKUP misses answered by the binding, in C, without entering JS (fuse-native's FastEntries,
+// native/fast-entries.c).
+//
+// When the worker answers a LOOKUP of a missing name, it asks whether the parent directory makes every
+// such answer trivial: the directory exists only in the sandbox's writable layer (delta/fast-dir.ts: an
+// add, nothing of the codebase at or below it, no frozen layer) and every path below it is `write` under
+// the rules in force (RuleSet.uniformBelow), so no name in it is hidden, and a missing one is recorded by
+// no audit (only a LOOKUP that finds an entry or a hidden name audits). Such a directory is marked: the
+// binding then answers its LOOKUPs of names it lacks itself, with a negative entry the kernel does not
+// cache, while the codebase still lacks the directory. A name that exists, a name that is not plain ASCII,
+// another caller than the sandbox's or root: the worker, as before.
+//
+// Revoked (no mark served again until made anew): before a rule change applies, as a checkpoint or restore
+// begins, before a commit or discard, at every invalidation of the kernel's caches; by the binding at a
+// RENAME's decode and reply. A node's mark goes when the kernel forgets the node.
+import type { FastEntries, LowLevelFuse } from '@agentfense/fuse-native';
+import type { RuleSet } from '@agentfense/protocol';
+import type { FastDir } from '../delta/fast-dir.js';
+import type { OpStats } from './op-stats.js';
+
+/** Bound on remembered checks (node -> generation): cleared, not evicted, when reached. */
+const MAX_CHECKED = 50_000;
+
+export interface NativeLookupsOptions {
+  readonly fuse: Pick<LowLevelFuse, 'fastEntries'>;
+  readonly codebaseRootFd: number;
+  /** The directory at `path`, if only the writable layer holds it (Delta.fastDir). */
+  readonly fastDir: (path: string) => FastDir | null;
+  readonly rules: () => RuleSet;
+  readonly pathOf: (ino: number) => string | null;
+  readonly stats: OpStats | undefined;
+}
+
+export class NativeLookups {
+  readonly #fast: FastEntries;
+  readonly #options: NativeLookupsOptions;
+  /** Directories checked under a generation (marked or not): checked again only after a revocation. */
+  readonly #checked = new Map<number, number>();
+  /** LOOKUPs the binding answered that `stats` has counted. */
+  #counted = 0;
+
+  constructor(options: NativeLookupsOptions) {
+    this.#fast = options.fuse.fastEntries(options.codebaseRootFd);
+    this.#options = options;
+  }
+
+  /** Besides root, the only caller uid the binding serves; undefined: any. */
+  set callerUid(uid: number | undefined) {
+    this.#fast.callerUid = uid;
+  }
+
+  /** The worker answered a LOOKUP of a missing name in directory `parent`: mark it if it qualifies. */
+  missed(parent: number): void {
+    const generation = this.#fast.generation;
+    if (this.#checked.get(parent) === generation) return;
+    if (this.#checked.size >= MAX_CHECKED) this.#checked.clear();
+    this.#checked.set(parent, generation);
+    const path = this.#options.pathOf(parent);
+    if (path === null || this.#options.rules().uniformBelow(path) !== 'write') return;
+    const dir = this.#options.fastDir(path);
+    if (dir !== null) this.#fast.mark(parent, dir.upperRootFd, dir.rel);
+  }
+
+  /** The kernel forgot node `ino`: its mark goes (its number may name another node later). */
+  forget(ino: number): void {
+    if (this.#checked.delete(ino)) this.#fast.unmark(ino);
+  }
+
+  /** No LOOKUP is answered on an earlier mark. */
+  revoke(): void {
+    this.#fast.revoke();
+  }
+
+  /** Counts the LOOKUPs the binding answered since the last call, as `lookup-native`. */
+  count(): void {
+    const served = this.#fast.served;
+    const stats = this.#options.stats;
+    if (stats !== undefined)
+      for (let i = this.#counted; i < served; i++) stats.record('lookup-native', 0, false);
+    this.#counted = served;
+  }
+}
