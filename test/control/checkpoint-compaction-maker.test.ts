@@ -1,26 +1,16 @@
 // Who pays for a merged layer: the sandbox that made the folded pair, also when a fork standing on the
 // pair reports the merged layer before the compaction's records are written (a compaction cut short after
 // switching the fork, the fork mounted before the compaction is finished).
-import { createRequire } from 'node:module';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { ControlPlane } from '@agentfense/control';
 import { closePlane, makeDirs, waitFor } from '../helpers/control-fixtures.js';
+import { openRecordsDb } from '../helpers/records-db.js';
 
-const Database = createRequire(fileURLToPath(import.meta.resolve('@agentfense/control/package.json')))(
-  'better-sqlite3',
-) as new (
-  file: string,
-  options?: { readonly?: boolean },
-) => {
-  prepare(sql: string): { all(...args: unknown[]): unknown[] };
-  close(): void;
-};
 
 /** Each recorded layer's maker. */
 function makers(dataDir: string): Map<string, string> {
-  const db = new Database(join(dataDir, 'agentfense.db'), { readonly: true });
+  const db = openRecordsDb(dataDir);
   try {
     const rows = db.prepare('SELECT id, maker_id FROM layers').all() as { id: string; maker_id: string }[];
     return new Map(rows.map((row) => [row.id, row.maker_id]));

@@ -4,26 +4,16 @@
 // symlinks and hard links, a fork on the same layers, every checkpoint restored, the change set and the
 // diff). The folded layers leave the disk, the merged one is charged as measured, and a compaction cut
 // short at any step is finished or dropped by the next open with no leftover.
-import { createRequire } from 'node:module';
 import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ControlPlane } from '@agentfense/control';
 import type { CompactionStep } from '@agentfense/control';
 import { layerBytes } from '@agentfense/fuse-worker';
 import { closePlane, makeDirs, waitFor, runOk } from '../helpers/control-fixtures.js';
 import type { TestDirs } from '../helpers/control-fixtures.js';
+import { openRecordsDb } from '../helpers/records-db.js';
 
-const Database = createRequire(fileURLToPath(import.meta.resolve('@agentfense/control/package.json')))(
-  'better-sqlite3',
-) as new (
-  file: string,
-  options?: { readonly?: boolean },
-) => {
-  prepare(sql: string): { all(...args: unknown[]): unknown[] };
-  close(): void;
-};
 
 /** Every path of the workspace with type, mode, link count, mtime, and content or target. */
 const SHOW = [
@@ -118,7 +108,7 @@ describe('stack compaction', () => {
     const merged = compactions[0] as string;
     expect(after).toContain(merged);
     expect(layersBefore).not.toContain(merged);
-    const db = new Database(join(dirs.dataDir, 'agentfense.db'), { readonly: true });
+    const db = openRecordsDb(dirs.dataDir);
     const rows = db.prepare('SELECT id, maker_id, bytes FROM layers WHERE maker_id = ?').all(id) as {
       id: string;
       bytes: number | null;

@@ -3,24 +3,14 @@
 // back, a fork's own writes are charged to it while the layers it inherited stay charged to its parent
 // alone, the charge survives a worker restart and a control-plane restart, and a layer is charged exactly
 // what it holds on the host.
-import { createRequire } from 'node:module';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ControlPlane } from '@agentfense/control';
 import { layerBytes } from '@agentfense/fuse-worker';
 import { closePlane, openPlaneOverExample, waitFor } from '../helpers/control-fixtures.js';
 import type { TestDirs } from '../helpers/control-fixtures.js';
+import { openRecordsDb } from '../helpers/records-db.js';
 
-const Database = createRequire(fileURLToPath(import.meta.resolve('@agentfense/control/package.json')))(
-  'better-sqlite3',
-) as new (
-  file: string,
-  options?: { readonly?: boolean },
-) => {
-  prepare(sql: string): { all(...args: unknown[]): unknown[] };
-  close(): void;
-};
 
 const MiB = 1024 * 1024;
 const QUOTA = 4 * MiB;
@@ -110,7 +100,7 @@ describe('checkpoints and the disk quota', () => {
     await cp.checkpoint(id);
     await cp.run(id, 'cd /workspace && echo again >> src/util.py');
     await cp.checkpoint(id);
-    const db = new Database(join(dirs.dataDir, 'agentfense.db'), { readonly: true });
+    const db = openRecordsDb(dirs.dataDir);
     const rows = db.prepare('SELECT id, bytes FROM layers WHERE maker_id = ?').all(id) as {
       id: string;
       bytes: number | null;

@@ -4,23 +4,15 @@
 // (device, inode) from the link; the control plane and the worker open its path without following a
 // symlink in any component (fuse-worker host/pinned-dir.ts) and refuse another directory.
 import { mkdir, readdir, rename, rm, stat, symlink, writeFile } from 'node:fs/promises';
-import { createRequire } from 'node:module';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ControlPlane } from '@agentfense/control';
 import type { PermissionRule } from '@agentfense/protocol';
 import { spawnWorker } from '@agentfense/fuse-worker';
 import { assertCleanAndRemove, makeDirs } from '../helpers/control-fixtures.js';
 
-// The metadata database, opened with the control package's own driver (the test package has none).
-const Database = createRequire(fileURLToPath(import.meta.resolve('@agentfense/control/package.json')))(
-  'better-sqlite3',
-) as new (file: string) => {
-  prepare(sql: string): { run(...args: unknown[]): unknown };
-  close(): void;
-};
 import type { TestDirs } from '../helpers/control-fixtures.js';
+import { openRecordsDb } from '../helpers/records-db.js';
 
 const WRITE_ALL: PermissionRule[] = [{ pattern: '**', permission: 'write' }];
 
@@ -90,7 +82,7 @@ describe('a linked directory reached through a swapped parent', () => {
 
   it('a record linked before identities were kept gets one on its first use, then holds to it', async () => {
     const { id: codebaseId } = await cp.linkCodebase({ path: linked });
-    const db = new Database(join(dirs.dataDir, 'agentfense.db'));
+    const db = openRecordsDb(dirs.dataDir, { writable: true });
     db.prepare('UPDATE codebases SET host_identity = NULL WHERE id = ?').run(codebaseId);
     db.close();
     const { id } = await cp.createSandbox({ codebaseId, rules: WRITE_ALL });

@@ -140,23 +140,7 @@ void fast_read_report(ll_session *s) {
 
 /* EV_FAST_READS reaches JS: onReads(pairs: Float64Array (node, first), reads: number). */
 void fast_read_report_event(ll_session *s, napi_env env, ll_msg *m) {
-  napi_value cb, ab, ta, argv[2], global, r;
-  void *p;
-  struct fast_read *fr = s->fast_read;
-  if (fr && fr->report_ref && napi_get_reference_value(env, fr->report_ref, &cb) == napi_ok &&
-      napi_create_arraybuffer(env, m->datalen, &p, &ab) == napi_ok) {
-    if (m->datalen) memcpy(p, m->data, m->datalen);
-    napi_create_typedarray(env, napi_float64_array, m->datalen / sizeof(double), ab, 0, &ta);
-    argv[0] = ta;
-    napi_create_double(env, (double) m->size, &argv[1]);
-    napi_get_global(env, &global);
-    if (napi_call_function(env, global, cb, 2, argv, &r) != napi_ok) {
-      napi_value err;
-      napi_get_and_clear_last_exception(env, &err);
-      napi_fatal_exception(env, err);
-    }
-  }
-  free(m->data);
+  report_f64_event(env, s->fast_read ? s->fast_read->report_ref : NULL, m);
 }
 
 /* Ends the fast path of a session (env: also its reference to JS; NULL at the last unref). */

@@ -160,11 +160,13 @@ void fast_report(ll_session *s) {
   s->fast_reporting = 0;
 }
 
-/* EV_FAST_WRITES reaches JS: onWrites(nodes: Float64Array, writes: number). */
-void fast_report_event(ll_session *s, napi_env env, ll_msg *m) {
+/* A fast path's report reaches JS: the callback behind `ref` (if still there) gets the message's data as
+ * a Float64Array and its count (m->size); the data is freed either way. Shared by the write and read
+ * paths, whose reports have the same shape. */
+void report_f64_event(napi_env env, napi_ref ref, ll_msg *m) {
   napi_value cb, ab, ta, argv[2], global, r;
   void *p;
-  if (s->fast_report_ref && napi_get_reference_value(env, s->fast_report_ref, &cb) == napi_ok &&
+  if (ref && napi_get_reference_value(env, ref, &cb) == napi_ok &&
       napi_create_arraybuffer(env, m->datalen, &p, &ab) == napi_ok) {
     if (m->datalen) memcpy(p, m->data, m->datalen);
     napi_create_typedarray(env, napi_float64_array, m->datalen / sizeof(double), ab, 0, &ta);
@@ -178,6 +180,11 @@ void fast_report_event(ll_session *s, napi_env env, ll_msg *m) {
     }
   }
   free(m->data);
+}
+
+/* EV_FAST_WRITES reaches JS: onWrites(nodes: Float64Array, writes: number). */
+void fast_report_event(ll_session *s, napi_env env, ll_msg *m) {
+  report_f64_event(env, s->fast_report_ref, m);
 }
 
 void fast_free(ll_session *s) {

@@ -244,6 +244,7 @@ void fast_invalidate(ll_session *s);
 void fast_after_reply(ll_msg *m);
 void fast_report(ll_session *s);
 void fast_report_event(ll_session *s, napi_env env, ll_msg *m);
+void report_f64_event(napi_env env, napi_ref ref, ll_msg *m);
 void fast_free(ll_session *s);
 napi_value ll_fast_init(napi_env env, napi_callback_info info);
 napi_value ll_fast_register(napi_env env, napi_callback_info info);
