@@ -1,7 +1,6 @@
 // Who pays for a merged layer: the sandbox that made the folded pair, also when a fork standing on the
 // pair reports the merged layer before the compaction's records are written (a compaction cut short after
 // switching the fork, the fork mounted before the compaction is finished).
-import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ControlPlane } from '@agentfense/control';
 import { closePlane, makeDirs, waitFor } from '../helpers/control-fixtures.js';
