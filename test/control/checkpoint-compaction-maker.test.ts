@@ -6,7 +6,6 @@ import { ControlPlane } from '@agentfense/control';
 import { closePlane, makeDirs, waitFor } from '../helpers/control-fixtures.js';
 import { openRecordsDb } from '../helpers/records-db.js';
 
-
 /** Each recorded layer's maker. */
 function makers(dataDir: string): Map<string, string> {
   const db = openRecordsDb(dataDir);

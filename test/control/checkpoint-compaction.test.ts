@@ -14,7 +14,6 @@ import { closePlane, makeDirs, waitFor, runOk } from '../helpers/control-fixture
 import type { TestDirs } from '../helpers/control-fixtures.js';
 import { openRecordsDb } from '../helpers/records-db.js';
 
-
 /** Every path of the workspace with type, mode, link count, mtime, and content or target. */
 const SHOW = [
   'cd /workspace && find . -path ./secrets -prune -o -print | LC_ALL=C sort | while read -r p; do',

@@ -11,7 +11,6 @@ import { closePlane, openPlaneOverExample, waitFor } from '../helpers/control-fi
 import type { TestDirs } from '../helpers/control-fixtures.js';
 import { openRecordsDb } from '../helpers/records-db.js';
 
-
 const MiB = 1024 * 1024;
 const QUOTA = 4 * MiB;
 
