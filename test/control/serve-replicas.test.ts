@@ -4,6 +4,7 @@
 // delta kept) within one reap interval and starts it again; every record is still listed afterwards.
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ControlPlane } from '@agentfense/control';
 import { client, launchServer, scratch, stopAndCheck } from '../helpers/http-fixture.js';
 import type { Answer, Served } from '../helpers/http-fixture.js';
 import { startPostgres } from '../helpers/postgres.js';
@@ -132,6 +133,10 @@ describe('serve replicas sharing PostgreSQL', () => {
       a?.child.kill('SIGKILL');
       await a?.child;
       await b?.stop(); // SIGTERM: its sandboxes stopped and unmounted before the scratch goes
+      // A failure before B recovered A's sandboxes would leave them mounted: a control plane opened over
+      // the same records recovers a dead owner's sandboxes (unmounting them) before the scratch goes.
+      const sweep = await ControlPlane.open({ dataDir, database: url });
+      await sweep.close();
     }
   });
 });
