@@ -17,6 +17,16 @@ export interface CheckpointRow {
   readonly created_at: number;
 }
 
+/** A checkpoint row as either database returns it: its layers still JSON text. */
+export interface RawCheckpoint extends Omit<CheckpointRow, 'layers'> {
+  readonly layers: string;
+}
+
+/** A row read from either backend, its layer list parsed. */
+export function decodeCheckpoint(raw: RawCheckpoint): CheckpointRow {
+  return { ...raw, layers: JSON.parse(raw.layers) as string[] };
+}
+
 /** A frozen layer's record: who made it (whose quota it is charged to) and what it costs. */
 export interface LayerRow {
   readonly id: string;

@@ -1,7 +1,7 @@
 // Checkpoint records in SQLite: prepared statements over `checkpoints`, `sandbox_stacks`, `layers` and
 // `compactions`; a transaction's recorded writes are applied in one better-sqlite3 transaction.
 import type { Statement } from 'better-sqlite3';
-import { readyCheckpoint, recordWrites, replacePair } from './checkpoints.js';
+import { decodeCheckpoint, readyCheckpoint, recordWrites, replacePair } from './checkpoints.js';
 import type {
   CheckpointRow,
   CheckpointStore,
@@ -10,17 +10,10 @@ import type {
   CompactionRow,
   LayerHolders,
   LayerRow,
+  RawCheckpoint,
 } from './checkpoints.js';
 import type { Db } from './db.js';
 import { resolved } from './resolved.js';
-
-interface RawCheckpoint extends Omit<CheckpointRow, 'layers'> {
-  readonly layers: string;
-}
-
-function decode(raw: RawCheckpoint): CheckpointRow {
-  return { ...raw, layers: JSON.parse(raw.layers) as string[] };
-}
 
 function ids(rows: readonly { layers: string }[]): string[][] {
   return rows.map((row) => JSON.parse(row.layers) as string[]);
@@ -91,16 +84,16 @@ export class SqliteCheckpointStore implements CheckpointStore {
   get(sandboxId: string, id: string): Promise<CheckpointRow> {
     return resolved(() => {
       const raw = this.#get.get(id) as RawCheckpoint | undefined;
-      return readyCheckpoint(sandboxId, id, raw === undefined ? undefined : decode(raw));
+      return readyCheckpoint(sandboxId, id, raw === undefined ? undefined : decodeCheckpoint(raw));
     });
   }
 
   list(sandboxId: string): Promise<CheckpointRow[]> {
-    return resolved(() => (this.#bySandbox.all(sandboxId) as RawCheckpoint[]).map(decode));
+    return resolved(() => (this.#bySandbox.all(sandboxId) as RawCheckpoint[]).map(decodeCheckpoint));
   }
 
   pending(sandboxId: string): Promise<CheckpointRow[]> {
-    return resolved(() => (this.#pending.all(sandboxId) as RawCheckpoint[]).map(decode));
+    return resolved(() => (this.#pending.all(sandboxId) as RawCheckpoint[]).map(decodeCheckpoint));
   }
 
   stack(sandboxId: string): Promise<string[]> {

@@ -1,7 +1,7 @@
 // Checkpoint records in PostgreSQL: a transaction's recorded writes are applied on one connection
 // between BEGIN and COMMIT; a compaction's rewrite of every checkpoint row holds those rows (FOR UPDATE).
 import type pg from 'pg';
-import { readyCheckpoint, recordWrites, replacePair } from '../checkpoints.js';
+import { decodeCheckpoint, readyCheckpoint, recordWrites, replacePair } from '../checkpoints.js';
 import type {
   CheckpointRow,
   CheckpointStore,
@@ -10,28 +10,13 @@ import type {
   CompactionRow,
   LayerHolders,
   LayerRow,
+  RawCheckpoint,
 } from '../checkpoints.js';
 import { inTransaction } from './migrations.js';
 
 type Queryable = Pick<pg.PoolClient, 'query'>;
 
-interface RawCheckpoint extends Omit<CheckpointRow, 'layers'> {
-  readonly layers: string;
-}
-
 const CHECKPOINT_COLUMNS = 'id, sandbox_id, name, message, layers, state, created_at';
-
-function decode(raw: RawCheckpoint): CheckpointRow {
-  return {
-    id: raw.id,
-    sandbox_id: raw.sandbox_id,
-    name: raw.name,
-    message: raw.message,
-    layers: JSON.parse(raw.layers) as string[],
-    state: raw.state,
-    created_at: raw.created_at,
-  };
-}
 
 export class PostgresCheckpointStore implements CheckpointStore {
   readonly #pool: pg.Pool;
@@ -45,7 +30,7 @@ export class PostgresCheckpointStore implements CheckpointStore {
       `SELECT ${CHECKPOINT_COLUMNS} FROM checkpoints WHERE id = $1`,
       [id],
     );
-    return readyCheckpoint(sandboxId, id, rows[0] === undefined ? undefined : decode(rows[0]));
+    return readyCheckpoint(sandboxId, id, rows[0] === undefined ? undefined : decodeCheckpoint(rows[0]));
   }
 
   async list(sandboxId: string): Promise<CheckpointRow[]> {
@@ -54,7 +39,7 @@ export class PostgresCheckpointStore implements CheckpointStore {
        ORDER BY created_at, seq`,
       [sandboxId],
     );
-    return rows.map(decode);
+    return rows.map(decodeCheckpoint);
   }
 
   async pending(sandboxId: string): Promise<CheckpointRow[]> {
@@ -62,7 +47,7 @@ export class PostgresCheckpointStore implements CheckpointStore {
       `SELECT ${CHECKPOINT_COLUMNS} FROM checkpoints WHERE sandbox_id = $1 AND state = 'pending'`,
       [sandboxId],
     );
-    return rows.map(decode);
+    return rows.map(decodeCheckpoint);
   }
 
   async stack(sandboxId: string): Promise<string[]> {
