@@ -83,7 +83,16 @@ let hostAddresses = new Set<string>();
 const classes = new Map<string, AddressClass>();
 const CLASSES_LIMIT = 4_096;
 
+/** Bumped at each refresh: a decision remembered under an older one may name a host address now. */
+let hostAddressesVersion = 0;
+
+/** The version of the host's addresses the classes are worked out against. */
+export function hostAddressesSeen(): number {
+  return hostAddressesVersion;
+}
+
 export function refreshHostAddresses(): void {
+  hostAddressesVersion++;
   classes.clear();
   const next = new Set<string>();
   for (const list of Object.values(networkInterfaces())) {

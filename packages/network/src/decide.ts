@@ -3,7 +3,7 @@
 // host itself are never reachable; special ranges (private, link-local, CGNAT, ULA) only through a CIDR
 // rule that names them.
 import { BlockList, isIP } from 'node:net';
-import { canonicalAddress, classifyAddress } from './addresses.js';
+import { canonicalAddress, classifyAddress, hostAddressesSeen } from './addresses.js';
 import type { NetworkPolicy, NetworkRule } from './policy.js';
 
 /** What is known of a destination. `port` absent: any port (a DNS question). */
@@ -34,7 +34,7 @@ interface Compiled {
 
 /**
  * Decisions remembered per policy version. A decision is a pure function of the policy and the
- * destination (the host's own addresses are read once, at start), and a connection asks for the same
+ * destination (and the host's own addresses: forgotten when they are read again), and a connection asks for the same
  * few several times (by address, by its TLS name, on a policy change); address classes and CIDR
  * ranges cost microseconds each through BlockList, on a new connection's path. Bounded: cleared when full.
  */
@@ -45,6 +45,7 @@ export class CompiledPolicy {
   readonly policy: NetworkPolicy;
   readonly #rules: readonly Compiled[];
   readonly #memo = new Map<string, Decision>();
+  #memoHostVersion = hostAddressesSeen();
 
   constructor(policy: NetworkPolicy) {
     this.policy = policy;
@@ -55,6 +56,10 @@ export class CompiledPolicy {
     // Every field the decision reads, in an encoding no two destinations share (a name is not always
     // a clean token: a Host header's may hold spaces).
     const key = JSON.stringify([dest.name, dest.address, dest.port, dest.method]);
+    if (this.#memoHostVersion !== hostAddressesSeen()) {
+      this.#memo.clear(); // the host's addresses changed: "the host itself" may name others now
+      this.#memoHostVersion = hostAddressesSeen();
+    }
     const known = this.#memo.get(key);
     if (known !== undefined) return known;
     const decision = this.#decide(dest);

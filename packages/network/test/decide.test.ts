@@ -1,7 +1,8 @@
 // The policy's decisions, without a sandbox: address classes in every spelling, priority and
 // specificity, names that may resolve, and the validation errors a user sees.
+import { execFileSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
-import { canonicalAddress, classifyAddress } from '../src/addresses.js';
+import { canonicalAddress, classifyAddress, refreshHostAddresses } from '../src/addresses.js';
 import { CompiledPolicy } from '../src/decide.js';
 import { validateNetworkPolicy } from '../src/policy.js';
 
@@ -154,6 +155,26 @@ describe('remembered decisions', () => {
       policy({ mode: 'allow', rules: [{ action: 'deny', host: 'api.test' }] }).decide(dest).allowed,
     ).toBe(false);
   });
+
+  // The host gains an address (a test address on its loopback, removed after): a decision remembered
+  // before must not keep allowing what is now the host itself.
+  it.skipIf(process.getuid?.() !== 0)(
+    'a remembered decision is dropped when the host gains the address (needs root: ip addr)',
+    () => {
+      const open = policy({ mode: 'open' });
+      const dest = { address: '198.51.100.77', port: 80 };
+      expect(open.decide(dest).allowed).toBe(true);
+      execFileSync('ip', ['addr', 'add', '198.51.100.77/32', 'dev', 'lo']);
+      try {
+        refreshHostAddresses();
+        expect(open.decide(dest)).toMatchObject({ allowed: false });
+      } finally {
+        execFileSync('ip', ['addr', 'del', '198.51.100.77/32', 'dev', 'lo']);
+        refreshHostAddresses();
+      }
+      expect(open.decide(dest).allowed).toBe(true);
+    },
+  );
 
   it('an address keeps its class however often it is asked', () => {
     for (let i = 0; i < 3; i++) {
