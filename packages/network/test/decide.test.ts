@@ -156,7 +156,8 @@ describe('remembered decisions', () => {
     ).toBe(false);
   });
 
-  // The host gains an address (a test address on its loopback, removed after): a decision remembered
+  // The host gains an address (a test address on its loopback, removed after; `replace` so a run killed
+  // before its clean-up does not fail the next): a decision remembered
   // before must not keep allowing what is now the host itself.
   it.skipIf(process.getuid?.() !== 0)(
     'a remembered decision is dropped when the host gains the address (needs root: ip addr)',
@@ -164,7 +165,7 @@ describe('remembered decisions', () => {
       const open = policy({ mode: 'open' });
       const dest = { address: '198.51.100.77', port: 80 };
       expect(open.decide(dest).allowed).toBe(true);
-      execFileSync('ip', ['addr', 'add', '198.51.100.77/32', 'dev', 'lo']);
+      execFileSync('ip', ['addr', 'replace', '198.51.100.77/32', 'dev', 'lo']);
       try {
         refreshHostAddresses();
         expect(open.decide(dest)).toMatchObject({ allowed: false });
