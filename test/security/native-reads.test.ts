@@ -128,8 +128,8 @@ describe('READs answered in the binding: rule changes, fd reuse, replaced files'
 
   it('a registered fd closed by the worker and its number reused never reads another file', async () => {
     // Every other file read opens a host handle in the worker (no read-ahead, no store-ahead), so the
-    // handle cache (512) evicts big.bin's: its fd closes and later opens take the number.
-    const f = await withEnv('AGENTFENSE_FUSE_DISABLE', 'readahead,storeAhead', () =>
+    // handle cache (512 with wideHandles off) evicts big.bin's: its fd closes and later opens take the number.
+    const f = await withEnv('AGENTFENSE_FUSE_DISABLE', 'readahead,storeAhead,wideHandles', () =>
       mountFixture({
         tree: { output: { dir: true }, 'flag/.keep': '' },
         rules: AGENT_SAFE,

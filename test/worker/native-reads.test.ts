@@ -34,6 +34,23 @@ for i in range(300):
 print("bad", bad)
 `;
 
+/** Python: 700 files of 5,000 random bytes in output/t, each written by its own open (write-only). */
+const WRITE_TREE = `
+import os
+os.mkdir("output/t")
+for i in range(1, 701):
+    with open(f"output/t/{i}", "wb") as o: o.write(os.urandom(5000))
+`;
+
+/** Python: the sha256 of the 700 files read in order, as `cat` would concatenate them. */
+const READ_TREE = `
+import hashlib
+h = hashlib.sha256()
+for i in range(1, 701):
+    with open(f"output/t/{i}", "rb") as o: h.update(o.read())
+print(h.hexdigest())
+`;
+
 describe('READs answered in the binding', () => {
   useMountHygiene();
 
@@ -63,6 +80,27 @@ describe('READs answered in the binding', () => {
     expect(stats.ops['read-native']?.count ?? 0).toBeGreaterThan(0);
     expect(stats.ops.read?.count ?? 0).toBe(0);
   }, 60_000);
+
+  it('a tree of 700 files just written reads back in C, every file (the worker keeps their fds)', async () => {
+    // grep -r after tar -xf: with the former 512 fds the LRU evicted each file just before it was read.
+    for (const disable of ['', 'wideHandles']) {
+      const f = await withEnv('AGENTFENSE_FUSE_DISABLE', disable, () =>
+        mountFixture({ tree: { output: { dir: true } }, rules: AGENT_SAFE, warmupEntries: 0 }),
+      );
+      // Created write-only: direct I/O, so every READ reaches the mount's server.
+      const made = await f.sandbox(`python3 -c '${WRITE_TREE}'`);
+      expect(made.stderr).toBe('');
+      const before = (await f.worker.client.request('stats', {})).ops.read?.count ?? 0;
+      const r = await f.sandbox(`python3 -c '${READ_TREE}'`);
+      expect(r.stderr).toBe('');
+      const host = await f.host(`cd ${f.delta}/upper/output/t && cat $(seq 700) | sha256sum`);
+      expect(r.stdout.trim()).toBe(host.stdout.split(' ')[0]);
+      const inJs = ((await f.worker.client.request('stats', {})).ops.read?.count ?? 0) - before;
+      if (disable === '') expect(inJs).toBe(0);
+      else expect(inJs).toBeGreaterThanOrEqual(700 - 512);
+      await f.stop();
+    }
+  }, 120_000);
 
   it('AGENTFENSE_FUSE_DISABLE=nativeReads serves every READ in JS', async () => {
     const f = await withEnv('AGENTFENSE_FUSE_DISABLE', 'nativeReads', () =>

@@ -20,7 +20,9 @@
 #include "ll.h"
 #include <sys/uio.h>
 
-#define READ_BUCKETS 256
+/* The worker keeps up to 4096 fds open (fs/handles.ts): chains of ~4 at that size. */
+#define READ_BUCKETS_LOG2 10
+#define READ_BUCKETS (1 << READ_BUCKETS_LOG2)
 /* Without RWF_NOWAIT (a host filesystem refusing it) only reads up to this size are served here, like
  * JS's synchronous reads (fs/data-ops.ts SYNC_READ_MAX). */
 #define READ_SYNC_MAX (32 * 1024)
@@ -47,7 +49,7 @@ struct fast_read {
 };
 
 static uint32_t bucket_of(uint64_t ino) {
-  return (uint32_t) ((ino * 0x9E3779B97F4A7C15ull) >> 56) % READ_BUCKETS;
+  return (uint32_t) ((ino * 0x9E3779B97F4A7C15ull) >> (64 - READ_BUCKETS_LOG2));
 }
 
 static struct read_ent **slot(struct fast_read *fr, uint64_t ino) {

@@ -22,6 +22,8 @@ import { InvalidArgumentError } from '@agentfense/protocol';
 // directWrites: a file the sandbox creates write-only is opened with FOPEN_DIRECT_IO, so its writes go to
 // the worker without a copy into the mount's page cache (fs/namespace-ops.ts create, docs/decisions.md,
 // "Files created write-only are written with direct I/O").
+// wideHandles: the worker's cache of host fds holds up to 4096 (fs/handles.ts), so a walk over a tree just
+// written finds its files' fds open and their READs stay in the binding; off: 512.
 export const SWITCHABLE_FEATURES = [
   'maxPages',
   'writebackCache',
@@ -37,6 +39,7 @@ export const SWITCHABLE_FEATURES = [
   'nativeReads',
   'nativeLookups',
   'freshEntries',
+  'wideHandles',
 ] as const;
 export type SwitchableFeature = (typeof SWITCHABLE_FEATURES)[number];
 

@@ -270,6 +270,7 @@ export class WorkerService {
         fs.storeAhead = storeAhead(info, disabled);
         fs.directWrites = directWrites(disabled);
         if (nativeWrites(disabled)) fs.useNativeWrites(fuse, params.callerUid);
+        if (disabled.includes('wideHandles')) fs.handles.narrow();
         if (nativeReads(disabled)) fs.useNativeReads(fuse, params.callerUid);
         if (nativeLookups(disabled)) fs.useNativeLookups(fuse, params.callerUid);
         fs.freshEntries = freshEntries(info, disabled);
