@@ -106,7 +106,7 @@ describe('CREATEs answered in the binding', () => {
       ].join('\n') + '\n',
     );
     expect(seen[1]).toBe(seen[0]);
-    expect(changes[0]).toHaveLength(93);
+    expect(changes[0]).toHaveLength(94);
     expect(changes[1]).toEqual(changes[0]);
   }, 120_000);
 
