@@ -108,13 +108,17 @@ print(len(os.listdir("output/d")))'`,
     const g = await mountFixture({ rules: OPEN, lowerDir: f.lower, deltaDir: f.delta });
     expect((await g.sandbox('cat README.md; ls -q output/d | wc -l')).stdout).toBe('keep\n8\n');
     const { changes } = await g.worker.client.request('changes', {});
-    expect(changes.map((c) => `${c.kind} ${c.path}`).filter((c) => !c.startsWith('added /output/d'))).toEqual([]);
+    expect(changes.map((c) => `${c.kind} ${c.path}`).filter((c) => !c.startsWith('added /output/d'))).toEqual(
+      [],
+    );
     expect(changes).toHaveLength(9);
   }, 60_000);
 
   it('while the audit records allowed accesses, every create is the worker’s and audited', async () => {
     const f = await mountFixture({ tree: { output: { dir: true } }, rules: OPEN, auditAllowed: true });
-    const r = await f.sandbox('mkdir output/d && for i in $(seq 10); do test -e output/d/f$i; echo x > output/d/f$i; done');
+    const r = await f.sandbox(
+      'mkdir output/d && for i in $(seq 10); do test -e output/d/f$i; echo x > output/d/f$i; done',
+    );
     expect(r.code).toBe(0);
     await f.waitAudit((e) => e.path === '/output/d/f10' && e.op === 'create' && e.decision === 'allow', 5000);
     expect(f.audit.filter((e) => e.op === 'create' && e.path.startsWith('/output/d/'))).toHaveLength(10);
@@ -133,9 +137,9 @@ print(len(os.listdir("output/d")))'`,
     );
     expect(r.stdout).toBe('refused\ngood\n');
     expect(await readFile(`${f.lower}/README.md`, 'utf8')).toBe('keep\n');
-    expect((await f.host(`stat -c %F ${f.delta}/upper/output/d/up ${f.delta}/upper/output/d/target`)).stdout).toBe(
-      'symbolic link\nregular file\n',
-    );
+    expect(
+      (await f.host(`stat -c %F ${f.delta}/upper/output/d/up ${f.delta}/upper/output/d/target`)).stdout,
+    ).toBe('symbolic link\nregular file\n');
     expect(await nativeCreateCount(f)).toBeGreaterThan(3);
   }, 60_000);
 });

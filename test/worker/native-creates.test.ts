@@ -146,7 +146,9 @@ describe('CREATEs answered in the binding', () => {
     const stats = await f.worker.client.request('stats', {});
     expect(stats.fuse?.features.nativeCreates).toBe(false);
     expect(stats.fuse?.disabled).toContain('nativeCreates');
-    expect((await f.sandbox('mkdir output/d && for i in $(seq 10); do touch output/d/f$i; done')).code).toBe(0);
+    expect((await f.sandbox('mkdir output/d && for i in $(seq 10); do touch output/d/f$i; done')).code).toBe(
+      0,
+    );
     expect(await nativeCreateCount(f)).toBe(0);
     expect((await f.worker.client.request('stats', {})).ops.create?.count).toBe(10);
   }, 60_000);
