@@ -1,6 +1,7 @@
 /* The addon's entry point: the functions and constants the TS front (src/addon.ts) loads. */
 #include "ll.h"
 #include "fast-entries.h"
+#include "fast-create.h"
 
 /* JS handler names by OP_* number (the TS front reads them as ll_ops). */
 static const char *const op_names[OP_COUNT] = {
@@ -38,6 +39,7 @@ NAPI_MODULE_INIT() {
   export_fn(env, exports, "ll_fentry_init", ll_fentry_init);
   export_fn(env, exports, "ll_fentry_mark", ll_fentry_mark);
   export_fn(env, exports, "ll_fentry_unmark", ll_fentry_unmark);
+  export_fn(env, exports, "ll_fcreate_init", ll_fcreate_init);
   export_fn(env, exports, "ll_reply_err", reply_err);
   export_fn(env, exports, "ll_reply_entry", reply_entry);
   export_fn(env, exports, "ll_reply_create", reply_create);

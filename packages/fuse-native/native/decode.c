@@ -3,6 +3,7 @@
  * answered here without entering JS. */
 #include "ll.h"
 #include "fast-entries.h"
+#include "fast-create.h"
 
 /* Names are copied NUL-terminated after the header; `at` is the running offset in buf. */
 static const char *copy_name(ll_msg *m, size_t *at, const char *src, size_t *len_out) {
@@ -88,6 +89,7 @@ static void ll_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_dat
 
 static void ll_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
   NEED(OP_GETATTR);
+  if (fcreate_getattr(SESS(req), req, ino)) return;
   ALLOC(m, req, OP_GETATTR, 0);
   m->ino = ino;
   if (fi) { m->fh = fi->fh; m->has_fh = 1; }
@@ -96,6 +98,7 @@ static void ll_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 
 static void ll_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set, struct fuse_file_info *fi) {
   NEED(OP_SETATTR);
+  if (fcreate_setattr(SESS(req), req, ino, attr, to_set)) return;
   fast_forget_ino(SESS(req), ino);
   ALLOC(m, req, OP_SETATTR, 0);
   m->ino = ino;
@@ -360,6 +363,7 @@ static void ll_access(fuse_req_t req, fuse_ino_t ino, int mask) {
 
 static void ll_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, struct fuse_file_info *fi) {
   NEED(OP_CREATE);
+  if (fcreate_create(SESS(req), req, parent, name, mode, fi->flags)) return;
   size_t at = 0;
   ALLOC(m, req, OP_CREATE, strlen(name) + 1);
   m->ino = parent; m->mode = mode; m->flags = (uint32_t) fi->flags;

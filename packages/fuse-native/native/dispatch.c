@@ -1,6 +1,7 @@
 /* Dispatch: a queued record becomes one call of the JS dispatcher (the request handle, the caller's
  * credentials and the op's arguments as JS values); events settle their promises. JS thread only. */
 #include "ll.h"
+#include "fast-create.h"
 
 static void payload_unref(ll_payload *p) {
   if (--p->refs > 0) return;
@@ -288,6 +289,8 @@ void handle_event(ll_session *s, napi_env env, ll_msg *m) {
     fast_report_event(s, env, m);
   } else if (m->kind == EV_FAST_READS) {
     fast_read_report_event(s, env, m);
+  } else if (m->kind == EV_FAST_CREATES) {
+    fcreate_report_event(s, env, m);
   }
   free(m);
 }

@@ -114,6 +114,21 @@ int fentry_lookup(ll_session *s, fuse_req_t req, uint64_t parent, const char *na
   return 1;
 }
 
+/* The marked directory `ino`'s fd and path below the layer roots, if its mark is current and the codebase
+ * still lacks the directory (the same checks as fentry_lookup's); else -1. For the create fast path. */
+int fentry_dir(ll_session *s, uint64_t ino, const char **rel) {
+  struct fe_state *f = s->fentries;
+  if (!f || f->count == 0 || f->lower_fd < 0) return -1;
+  struct fe_dir *d = f->tab[bucket_of(ino)];
+  while (d && d->ino != ino) d = d->next;
+  if (!d || d->gen != gen_of(f)) return -1;
+  int lo = open_beneath(f->lower_fd, d->rel, O_DIRECTORY);
+  if (lo >= 0) { close(lo); return -1; }
+  if (errno != ENOENT) return -1;
+  *rel = d->rel;
+  return d->fd;
+}
+
 void fentry_revoke(ll_session *s) {
   if (s->fentries) s->fentries->shared[FE_GEN] += 1;
 }

@@ -242,6 +242,8 @@ static double settle(ll_session *s, struct fast_ent *e) {
   return charged;
 }
 
+static double reregister(ll_session *s, uint64_t ino, int fd, int direct);
+
 /* ll_fast_register(session, ino, fd, direct) -> bytes the previous entry had charged (JS has just
  * counted the file), or -1 when the fd is no regular file (nothing registered). */
 napi_value ll_fast_register(napi_env env, napi_callback_info info) {
@@ -257,12 +259,20 @@ napi_value ll_fast_register(napi_env env, napi_callback_info info) {
     napi_throw_type_error(env, NULL, "fastRegister(ino, fd, direct) after fastInit");
     return NULL;
   }
+  double result = reregister(s, ino, (int) fd, direct);
+  napi_value r;
+  napi_create_double(env, result, &r);
+  return r;
+}
+
+/* Registers node `ino`'s host fd: the bytes the previous entry had charged, or -1 (nothing registered). */
+static double reregister(ll_session *s, uint64_t ino, int fd, int direct) {
   double before = 0;
   struct fast_ent *e = unlink_ent(s, ino);
   if (e) before = settle(s, e);
   struct stat sb;
   double result = before;
-  if (fstat((int) fd, &sb) != 0 || !S_ISREG(sb.st_mode) || (e == NULL && (e = calloc(1, sizeof(*e))) == NULL)) {
+  if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || (e == NULL && (e = calloc(1, sizeof(*e))) == NULL)) {
     free(e);
     result = -1;
   } else {
@@ -270,7 +280,7 @@ napi_value ll_fast_register(napi_env env, napi_callback_info info) {
     memset(e, 0, sizeof(*e));
     e->dirty = was_dirty; /* still listed in s->fast_dirty */
     e->ino = ino;
-    e->fd = (int) fd;
+    e->fd = fd;
     e->direct = direct;
     e->gen = s->fast_gen;
     e->live = 1;
@@ -282,9 +292,19 @@ napi_value ll_fast_register(napi_env env, napi_callback_info info) {
     e->next = s->fast_tab[b];
     s->fast_tab[b] = e;
   }
-  napi_value r;
-  napi_create_double(env, result, &r);
-  return r;
+  return result;
+}
+
+/* The fd a registered node's WRITEs are served through on the current decisions, or -1 (fast-create.c
+ * answers GETATTR/SETATTR of the files it made through it). */
+int fast_fd_of(ll_session *s, uint64_t ino) {
+  struct fast_ent *e = find(s, ino);
+  return e && e->live && e->gen == s->fast_gen ? e->fd : -1;
+}
+
+/* The create fast path (fast-create.c) registers the file it made at once: its first WRITE is C's too. */
+int fast_register_fd(ll_session *s, uint64_t ino, int fd, int direct) {
+  return s->fast_tab != NULL && reregister(s, ino, fd, direct) >= 0;
 }
 
 /* ll_fast_drop(session, ino) -> bytes its entry had charged (JS counts the file now), -1 if none. */

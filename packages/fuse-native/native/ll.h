@@ -10,6 +10,7 @@
  *   fast.c     the write fast path: WRITEs on registered files answered in C, never entering JS
  *   fast-read.c the read fast path: READs of registered files answered in C from the host's page cache
  *   fast-entries.c  the lookup fast path: LOOKUP misses in marked directories answered in C
+ *   fast-create.c   the create fast path: CREATEs in those directories answered in C
  *   session.c  a mount's life: create, mount, close, teardown
  *   host-io.c  host syscalls Node lacks or rounds
  *   addon.c    the module's entry point (what JS sees)
@@ -57,7 +58,7 @@ enum {
   OP_FALLOCATE, OP_READDIRPLUS,
   OP_COUNT, /* at most 53: `implemented` crosses from JS as a double */
   /* internal events, never exposed as handlers */
-  EV_INIT = 100, EV_EXIT, EV_NOTIFY_DONE, EV_AHEAD_JOB, EV_AHEAD_DONE, EV_FAST_WRITES, EV_FAST_READS
+  EV_INIT = 100, EV_EXIT, EV_NOTIFY_DONE, EV_AHEAD_JOB, EV_AHEAD_DONE, EV_FAST_WRITES, EV_FAST_READS, EV_FAST_CREATES
 };
 
 /* The write fast path's state array, shared with JS (src/fast-writes.ts): the quota bytes C may still
@@ -183,6 +184,7 @@ struct ll_session {
   int fast_reporting;
   struct fast_read *fast_read; /* the read fast path (fast-read.c), NULL until ll_fast_read_init */
   struct fe_state *fentries; /* the lookup fast path (fast-entries.c); NULL until ll_fentry_init */
+  struct fc_state *fcreate;  /* the create fast path (fast-create.c); NULL until ll_fcreate_init */
 
   napi_deferred mount_deferred;
   napi_deferred closed_deferred;
@@ -242,6 +244,8 @@ int fast_write(ll_session *s, fuse_req_t req, uint64_t ino, const char *buf, siz
 void fast_forget_ino(ll_session *s, uint64_t ino);
 void fast_invalidate(ll_session *s);
 void fast_after_reply(ll_msg *m);
+int fast_register_fd(ll_session *s, uint64_t ino, int fd, int direct);
+int fast_fd_of(ll_session *s, uint64_t ino);
 void fast_report(ll_session *s);
 void fast_report_event(ll_session *s, napi_env env, ll_msg *m);
 void report_f64_event(napi_env env, napi_ref ref, ll_msg *m);

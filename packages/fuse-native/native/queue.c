@@ -1,10 +1,12 @@
 /* The request queue and the JS thread's read loop. Records (requests, completions of the notifier and
  * fetch threads) are queued from any thread and dispatched to JS in batches on the JS thread. */
 #include "ll.h"
+#include "fast-create.h"
 
 void queue_push(ll_session *s, ll_msg *m) {
   /* Writes the fast path served go to JS before any request read after them (fast.c). Requests are
    * only queued on the JS thread, where the fast path's state lives. */
+  if (m->kind < EV_INIT && fcreate_pending(s)) fcreate_report(s);
   if (m->kind < EV_INIT && s->fast_writes) fast_report(s);
   if (m->kind < EV_INIT && fast_read_pending(s)) fast_read_report(s);
   m->next = NULL;
@@ -119,6 +121,7 @@ void on_poll(uv_poll_t *h, int status, int events) {
     if (res <= 0) { exited = 1; break; }
     fuse_session_process_buf(s->se, &s->rbuf);
   }
+  fcreate_report(s);
   fast_report(s);
   fast_read_report(s);
   if (exited && s->poll_open) {

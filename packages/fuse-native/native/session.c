@@ -2,6 +2,7 @@
  * kernel connection is gone. */
 #include "ll.h"
 #include "fast-entries.h"
+#include "fast-create.h"
 
 void session_unref(ll_session *s) {
   if (--s->refs > 0) return;
@@ -14,6 +15,7 @@ void session_unref(ll_session *s) {
   fast_free(s);
   fast_read_free(s, NULL);
   fentry_free(s);
+  fcreate_release(s, NULL);
   free(s);
 }
 
@@ -109,6 +111,7 @@ static void session_finalize(napi_env env, void *data, void *hint) {
   if (s->fast_state_ref) { napi_delete_reference(env, s->fast_state_ref); s->fast_state_ref = NULL; }
   if (s->fast_report_ref) { napi_delete_reference(env, s->fast_report_ref); s->fast_report_ref = NULL; }
   fentry_release(s, env);
+  fcreate_release(s, env);
   session_unref(s);
 }
 

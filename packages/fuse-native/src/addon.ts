@@ -99,6 +99,11 @@ export interface Addon {
   ll_fentry_init(s: SessionHandle, state: Float64Array, codebaseRootFd: number): void;
   ll_fentry_mark(s: SessionHandle, ino: number, upperRootFd: number, rel: string): boolean;
   ll_fentry_unmark(s: SessionHandle, ino: number): void;
+  ll_fcreate_init(
+    s: SessionHandle,
+    state: Float64Array,
+    onCreates: (rows: Float64Array, names: string) => void,
+  ): void;
   ll_reply_err(h: RequestHandle, errno: number): void;
   ll_reply_entry(
     h: RequestHandle,

@@ -34,6 +34,11 @@ export class FastWrites {
     return this.#state[PENDING]!;
   }
 
+  /** `bytes` of the pending charges are counted exactly now (the create fast path's, once adopted). */
+  settled(bytes: number): void {
+    this.#state[PENDING] = this.#state[PENDING]! - bytes;
+  }
+
   /** Besides root, the only caller uid C serves (the others go to JS); undefined: any. */
   set callerUid(uid: number | undefined) {
     this.#state[CALLER_UID] = uid ?? -1;

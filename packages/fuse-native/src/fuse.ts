@@ -5,6 +5,7 @@ import { addon, type RequestHandle, type SessionHandle } from './addon.js';
 import { setattrChanges, toNameBuffer } from './encode.js';
 import { OP, implementedMask } from './ops.js';
 import { FastReads, type FastReadReport } from './fast-reads.js';
+import { FastCreates, type FastCreated } from './fast-creates.js';
 import { FastEntries } from './fast-entries.js';
 import { FastWrites } from './fast-writes.js';
 import { FEATURES, buildArgs, describeFeatures, type MountArgs } from './options.js';
@@ -180,6 +181,15 @@ export class LowLevelFuse {
    */
   fastEntries(codebaseRootFd: number): FastEntries {
     return new FastEntries(this.#session, codebaseRootFd);
+  }
+
+  /**
+   * Switches the create fast path on (native/fast-create.c; once, after fastWrites and fastEntries):
+   * CREATEs in directories the lookup fast path marked are answered in C. `onCreates` hears of every
+   * entry so made before the next request reaches a handler.
+   */
+  fastCreates(onCreates: (created: FastCreated[]) => void): FastCreates {
+    return new FastCreates(this.#session, onCreates);
   }
 
   #fail(req: Req | null, err: unknown): void {

@@ -4,6 +4,7 @@ export { LowLevelFuse } from './fuse.js';
 export { Req } from './req.js';
 export { FastReads, type FastReadReport } from './fast-reads.js';
 export { FastEntries } from './fast-entries.js';
+export { FastCreates, type FastCreated } from './fast-creates.js';
 export { FastWrites } from './fast-writes.js';
 export { hostIo, type HostIo } from './host-io.js';
 export type {

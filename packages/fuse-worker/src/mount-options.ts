@@ -38,6 +38,7 @@ export const SWITCHABLE_FEATURES = [
   'nativeWrites',
   'nativeReads',
   'nativeLookups',
+  'nativeCreates',
   'freshEntries',
   'wideHandles',
 ] as const;
@@ -147,6 +148,14 @@ export function nativeLookups(disabled: readonly SwitchableFeature[]): boolean {
 }
 
 /**
+ * Whether CREATEs in directories the lookup fast path marked are answered in C (fs/native-creates.ts); it
+ * needs nativeWrites and nativeLookups, whose state it uses.
+ */
+export function nativeCreates(disabled: readonly SwitchableFeature[]): boolean {
+  return !disabled.includes('nativeCreates') && nativeWrites(disabled) && nativeLookups(disabled);
+}
+
+/**
  * The read-ahead window to ask for: the request size, when requests are bigger than the kernel's default
  * window (128 KiB) and the feature is on; else null (leave the kernel's window).
  */
@@ -174,6 +183,7 @@ export function connStats(
       nativeWrites: nativeWrites(disabled),
       nativeReads: nativeReads(disabled),
       nativeLookups: nativeLookups(disabled),
+      nativeCreates: nativeCreates(disabled),
       freshEntries: freshEntries(conn, disabled),
       readahead,
     },

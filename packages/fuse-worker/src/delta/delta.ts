@@ -23,7 +23,7 @@ import {
 import { copyUp } from './copy-up.js';
 import { buildDiff, diffItems, type DiffItem } from './diff.js';
 import { discardPaths } from './discard.js';
-import { fastDirOf, type FastDir } from './fast-dir.js';
+import { fastCreateSink, fastDirOf, type FastCreateSink, type FastDir } from './fast-dir.js';
 import type { FrozenStack } from './frozen-stack.js';
 import { LayerSwitch } from './layer-switch.js';
 import { keepOpenIfCached, type KeptFile } from './keep-open.js';
@@ -115,6 +115,7 @@ export class Delta {
   fastDir(path: string): FastDir | null {
     return fastDirOf(this.ctx, path);
   }
+  readonly fastCreates: FastCreateSink = fastCreateSink(() => this.ctx);
 
   /**
    * Settles when the trash (what restores dropped) has been removed, as far as asked until now. In the

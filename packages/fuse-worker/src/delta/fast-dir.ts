@@ -2,7 +2,11 @@
 // writable layer holds. Nothing of the codebase is at or below one (its base is an add, no whiteout below
 // it, not hidden) and no frozen layer lies between, so a name its upper directory lacks is missing from the
 // merged view, as long as the codebase still lacks the directory (the binding checks that at each answer).
+import { fstatSync, lstatSync } from 'node:fs';
+import { join } from 'node:path';
+import { relParent } from '../host/rel-path.js';
 import type { DeltaContext } from './context.js';
+import { ABSENT } from './identity.js';
 import { toRel } from './paths.js';
 import { isAddedDir } from './records.js';
 
@@ -17,4 +21,40 @@ export function fastDirOf(ctx: DeltaContext, path: string): FastDir | null {
   const rel = toRel(path);
   if (rel === '' || !isAddedDir(ctx, rel)) return null;
   return { upperRootFd: ctx.upper.rootFd, rel };
+}
+
+/**
+ * What the binding's create fast path (fs/native-creates.ts) needs of the delta: the journal it appends
+ * the adds' records to, and the bookkeeping of each file it made, in the turn it reports it.
+ */
+export interface FastCreateSink {
+  /** Hears the journal's fd now and whenever it changes (-1: closed). */
+  watchJournal(listener: (fd: number) => void, unadopted: () => number): void;
+  /**
+   * The binding appended the add record of `path` (`journalBytes`, 0: none) and, when `fd` is not -1,
+   * made the file there (open on `fd`): the record joins the state, file and directory join the quota.
+   */
+  created(path: string, fd: number, journalBytes: number): void;
+}
+
+export function fastCreateSink(ctx: () => DeltaContext): FastCreateSink {
+  return {
+    watchJournal: (listener, unadopted) => {
+      ctx().journal.unadopted = unadopted;
+      ctx().journal.watchFd(listener);
+    },
+    created: (path, fd, journalBytes) => {
+      const c = ctx();
+      const rel = toRel(path);
+      c.upper.changedOutside(); // the delta may remember the name as absent (a LOOKUP before the create)
+      if (journalBytes > 0) c.journal.adopt([{ op: 'base', path: rel, base: ABSENT }], journalBytes);
+      if (fd === -1 || c.quota === null) return;
+      c.quota.record(fstatSync(fd, { bigint: true }));
+      const dir = relParent(rel);
+      // the directory grew with the name (chargeDir's count, without the thread pool)
+      const cached = c.upper.lstatIfCached(dir);
+      const st = cached === undefined ? lstatSync(join(c.upper.path, dir), { bigint: true }) : cached;
+      if (st !== null) c.quota.record(st);
+    },
+  };
 }

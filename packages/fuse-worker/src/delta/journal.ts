@@ -132,6 +132,36 @@ export class MetaJournal {
     return { journal, state };
   }
 
+  /**
+   * Records another writer (the binding's create fast path, fs/native-creates.ts) appended to this
+   * journal's fd and has not handed over yet: while there are any, no compaction runs (it would drop
+   * them with the old journal). Set by that writer.
+   */
+  unadopted: () => number = () => 0;
+  /** Hears the journal's fd whenever it changes (-1: closed), and at once. */
+  #onFd: ((fd: number) => void) | undefined;
+
+  watchFd(listener: (fd: number) => void): void {
+    this.#onFd = listener;
+    listener(this.fd);
+  }
+
+  #setFd(fd: number): void {
+    this.fd = fd;
+    this.#onFd?.(fd);
+  }
+
+  /**
+   * Takes in records another writer appended itself (`bytes` of whole lines, in the format #append
+   * writes): applied to the state as record() would, in the same turn as the writer hands them over.
+   */
+  adopt(records: readonly MetaRecord[], bytes: number): void {
+    for (const r of records) this.state.apply(r);
+    this.#journalBytes += bytes;
+    this.appended += records.length;
+    if (this.#journalBytes >= this.#compactAt) this.#compactNow();
+  }
+
   /** Records appended since the last compaction. */
   get pending(): number {
     return this.appended;
@@ -200,6 +230,7 @@ export class MetaJournal {
   }
 
   #compact(): void {
+    if (this.unadopted() > 0) throw new Error('journal records of the binding are not adopted yet');
     const next = this.generation + 1;
     const tmp = join(this.dir.path, SNAPSHOT_TMP);
     const written = writeSnapshotFile(tmp, this.state, next);
@@ -211,7 +242,7 @@ export class MetaJournal {
     } catch (err) {
       this.logger.debug({ err }, 'old journal already gone');
     }
-    this.fd = journal;
+    this.#setFd(journal);
     this.generation = next;
     this.appended = 0;
     this.#journalBytes = 0;
@@ -244,10 +275,10 @@ export class MetaJournal {
     unlinkIfPresent(path(SNAPSHOT));
     this.#hasSnapshot = false;
     closeSync(this.fd);
-    this.fd = -1;
+    this.#setFd(-1);
     unlinkIfPresent(path(journalName(this.generation)));
     unlinkIfPresent(path(journalName(0)));
-    this.fd = openJournal(this.dir, 0);
+    this.#setFd(openJournal(this.dir, 0));
     this.generation = 0;
     this.state = new MetaState();
     this.appended = 0;
@@ -265,7 +296,7 @@ export class MetaJournal {
   /** Closes the journal file (again: nothing). */
   close(): Promise<void> {
     if (this.fd >= 0) closeSync(this.fd);
-    this.fd = -1;
+    this.#setFd(-1);
     return Promise.resolve();
   }
 }

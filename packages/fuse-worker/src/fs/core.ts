@@ -14,6 +14,7 @@ import type { Inode } from './inodes.js';
 import type { EntryWarmup } from './entry-warmup.js';
 import { KernelCache } from './kernel-cache.js';
 import type { NativeReads } from './native-reads.js';
+import type { NativeCreates } from './native-creates.js';
 import type { NativeLookups } from './native-lookups.js';
 import type { NativeWrites } from './native-writes.js';
 import type { OpStats } from './op-stats.js';
@@ -69,6 +70,8 @@ export class FsCore {
   nativeReads: NativeReads | undefined;
   /** LOOKUP misses answered by the binding in marked directories (native-lookups.ts); set once mounted. */
   nativeLookups: NativeLookups | undefined;
+  /** CREATEs answered by the binding in those directories (native-creates.ts); set once mounted, if on. */
+  nativeCreates: NativeCreates | undefined;
   /** Lists the tree into the kernel's dcache after the first access (entry-warmup.ts); set once mounted. */
   warmup: EntryWarmup | undefined;
   readonly readAhead = new ReadAhead({
@@ -92,6 +95,7 @@ export class FsCore {
     this.nativeWrites?.invalidate();
     this.nativeReads?.invalidate();
     this.nativeLookups?.revoke();
+    this.nativeCreates?.refresh();
     this.rules = rules;
     this.hints = new WriteHints(rules);
     this.subdirCounts.clear();
@@ -125,6 +129,7 @@ export class FsCore {
     this.nativeWrites?.invalidate();
     this.nativeReads?.invalidate();
     this.nativeLookups?.revoke();
+    this.nativeCreates?.refresh();
     this.cache.generation++;
     this.cache.entries.clear();
     // The walk ends before the kernel is told: a listing of the walker's answered from now on carries no

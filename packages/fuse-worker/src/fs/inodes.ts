@@ -132,6 +132,32 @@ export class InodeTable {
     return node;
   }
 
+  /**
+   * Reserves `count` node ids for the binding's create fast path (fs/native-creates.ts) and returns the
+   * first: ids it does not use are never used (ids are never reused anyway).
+   */
+  lendIds(count: number): number {
+    const first = this.#nextIno;
+    this.#nextIno += count;
+    return first;
+  }
+
+  /**
+   * Records a node the binding made with a lent id (`ino`) and answered the kernel for: one lookup, the
+   * st_ino it was shown. Whatever the table knew under that name is unnamed (the name was free on the host).
+   */
+  adopt(parent: number, name: string, ino: number, stIno: number): Inode {
+    const dir = this.#nodes.get(parent);
+    if (dir === undefined) throw new Error(`inode ${parent} is not known`);
+    if (ino >= this.#nextIno || this.#nodes.has(ino)) throw new Error(`inode ${ino} was not lent`);
+    const existing = this.child(parent, name);
+    if (existing !== undefined) this.#unname(existing, parent, name);
+    const node = newNode(ino, parent, name, false, stIno);
+    this.#nodes.set(ino, node);
+    (dir.children ??= new Map()).set(name, ino);
+    return node;
+  }
+
   /** Records an extra kernel reference to an existing node under a new name (hard link). */
   alias(ino: number, parent: number, name: string): Inode {
     const node = this.#nodes.get(ino);

@@ -79,7 +79,10 @@ function answer(fs: FsCore, q: LookupQuery, found: DeltaLookup | null): LookupAn
   const ttl = q.generation === fs.cache.generation ? fs.ttl : 0;
   if (found === null || permission === null) {
     // A missing name: the binding may answer the next ones in this directory itself (native-lookups.ts).
-    if (found === null && permission !== null) fs.nativeLookups?.missed(parent);
+    if (found === null && permission !== null) {
+      fs.nativeLookups?.missed(parent);
+      fs.nativeCreates?.refresh();
+    }
     return { ino: 0, entryTimeout: fs.cache.negativeTtl(parent, name, ttl) };
   }
   const node = fs.inodes.remember(parent, name, found.type === 'directory');

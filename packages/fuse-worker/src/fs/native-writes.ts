@@ -59,6 +59,13 @@ export class NativeWrites implements QuotaBorrower {
     const quota = this.#quota();
     if (quota !== null && !quota.ready) return;
     if (this.#fast.register(ino, fd, direct) === -1) return;
+    this.topUp();
+  }
+
+  /** Lends the binding a quota grant again when it runs low (its WRITEs and CREATEs are charged from it). */
+  topUp(): void {
+    const quota = this.#quota();
+    if (quota !== null && !quota.ready) return;
     if (quota === null) {
       this.#fast.grant = Infinity;
     } else if (this.#fast.grant < GRANT_BYTES / 2) {
@@ -85,6 +92,11 @@ export class NativeWrites implements QuotaBorrower {
     this.#cache.replays.mutated();
     if (this.#stats !== undefined)
       for (let i = 0; i < writes; i++) this.#stats.record('write-native', 0, false);
+  }
+
+  /** `bytes` the create fast path charged are in the quota's exact counts now (native-creates.ts). */
+  settled(bytes: number): void {
+    if (bytes > 0) this.#fast.settled(bytes);
   }
 
   reserved(): number {

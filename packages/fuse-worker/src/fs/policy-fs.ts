@@ -33,6 +33,7 @@ import { readdir } from './dir-listing.js';
 import { readdirplus } from './readdir-plus.js';
 import type { HandleCache } from './handles.js';
 import { NativeReads } from './native-reads.js';
+import { NativeCreates } from './native-creates.js';
 import { NativeLookups } from './native-lookups.js';
 import { NativeWrites } from './native-writes.js';
 import type { InodeTable } from './inodes.js';
@@ -175,6 +176,26 @@ export class PolicyFs {
     core.nativeLookups = native;
   }
 
+  /**
+   * Lets the binding answer CREATEs in the directories the lookup fast path marks (nativeCreates feature,
+   * native-creates.ts; after useNativeWrites and useNativeLookups). `callerUid`: besides root, the only uid
+   * served.
+   */
+  useNativeCreates(fuse: Pick<LowLevelFuse, 'fastCreates'>, callerUid: number | undefined): void {
+    const core = this.#core;
+    const writes = core.nativeWrites;
+    if (writes === undefined || core.nativeLookups === undefined) return;
+    const native = new NativeCreates({
+      fuse,
+      core,
+      sink: core.delta.fastCreates,
+      attrTtl: core.ttl,
+      writes,
+    });
+    native.callerUid = callerUid;
+    core.nativeCreates = native;
+  }
+
   /** Before the delta changes wholesale (commit, discard, a layer change): no marked directory is served. */
   revokeNativeLookups(): void {
     this.#core.nativeLookups?.revoke();
@@ -183,6 +204,7 @@ export class PolicyFs {
   /** Counts what the binding answered by itself into the op stats (before `stats` reads them). */
   countNativeOps(): void {
     this.#core.nativeLookups?.count();
+    this.#core.nativeCreates?.count();
   }
 
   /** Set by the worker once mounted with entryWarmup on: lists the tree after the first access. */

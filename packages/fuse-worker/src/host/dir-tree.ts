@@ -107,6 +107,11 @@ export class DirTree {
     }
   }
 
+  /** Names were made behind this object (the binding's create fast path): no absence seen before stands. */
+  changedOutside(): void {
+    this.#generation++;
+  }
+
   /** Number of cached directory fds (for tests and metrics). */
   get cachedDirs(): number {
     return this.cache.size;

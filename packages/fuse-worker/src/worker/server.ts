@@ -41,6 +41,7 @@ import {
   freshEntries,
   nativeReads,
   nativeLookups,
+  nativeCreates,
   nativeWrites,
   readaheadBytes,
 } from '../mount-options.js';
@@ -273,6 +274,7 @@ export class WorkerService {
         if (disabled.includes('wideHandles')) fs.handles.narrow();
         if (nativeReads(disabled)) fs.useNativeReads(fuse, params.callerUid);
         if (nativeLookups(disabled)) fs.useNativeLookups(fuse, params.callerUid);
+        if (nativeCreates(disabled)) fs.useNativeCreates(fuse, params.callerUid);
         fs.freshEntries = freshEntries(info, disabled);
         if (entryWarmup(info, disabled) && params.warmupEntries !== 0) {
           fs.entryWarmup = new EntryWarmup({

@@ -1,0 +1,27 @@
+/* The create fast path (fast-create.c): CREATEs in directories the lookup fast path marked, answered in C. */
+#ifndef FUSE_NATIVE_FAST_CREATE_H
+#define FUSE_NATIVE_FAST_CREATE_H
+
+/* The shared state array (src/fast-creates.ts): whether creates are served at all (JS clears it while the
+ * audit records allowed accesses), the node ids JS lent [NEXT, END), the journal's fd (-1: none), the
+ * entry/attr timeout, whether write-only creates get direct I/O, the caller uid served besides root (-1:
+ * any), the journal records written and not yet adopted by JS, the CREATEs answered here. */
+enum {
+  FC_ON = 0, FC_NEXT = 1, FC_END = 2, FC_JOURNAL_FD = 3, FC_TTL = 4, FC_DIRECT = 5, FC_CALLER_UID = 6,
+  FC_UNADOPTED = 7, FC_SERVED = 8, FC_ATTR_TTL = 9, FC_ATTRS_SERVED = 10, FC_COUNT = 12
+};
+
+/* Per created entry in a report: node, parent, fd, st_ino shown, quota charged, direct I/O, journal bytes.
+ * A row with parent 0 is a node whose attributes a SETATTR here changed (only its node is set). */
+enum { FCR_INO = 0, FCR_PARENT, FCR_FD, FCR_STINO, FCR_CHARGE, FCR_DIRECT, FCR_JBYTES, FCR_WIDTH };
+
+int fcreate_create(ll_session *s, fuse_req_t req, uint64_t parent, const char *name, mode_t mode, int flags);
+int fcreate_getattr(ll_session *s, fuse_req_t req, uint64_t ino);
+int fcreate_setattr(ll_session *s, fuse_req_t req, uint64_t ino, struct stat *attr, int to_set);
+int fcreate_pending(ll_session *s);
+void fcreate_report(ll_session *s);
+void fcreate_report_event(ll_session *s, napi_env env, ll_msg *m);
+void fcreate_release(ll_session *s, napi_env env);
+napi_value ll_fcreate_init(napi_env env, napi_callback_info info);
+
+#endif

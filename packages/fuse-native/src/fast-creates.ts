@@ -1,0 +1,133 @@
+// The create fast path's JS face (native/fast-create.c): CREATEs in directories the lookup fast path marked
+// are answered in C, within node ids, a journal and a quota grant JS lends; each entry made there is
+// reported before the next request reaches a handler.
+import { addon, type SessionHandle } from './addon.js';
+
+/** Indices into the state array C shares with JS (FC_* in native/fast-create.h). */
+const ON = 0;
+const NEXT = 1;
+const END = 2;
+const JOURNAL_FD = 3;
+const TTL = 4;
+const DIRECT = 5;
+const CALLER_UID = 6;
+const UNADOPTED = 7;
+const SERVED = 8;
+const ATTR_TTL = 9;
+const ATTRS_SERVED = 10;
+const STATE_LENGTH = 12;
+/** Doubles per reported entry (FCR_* in native/fast-create.h). */
+const ROW = 7;
+
+/**
+ * One CREATE the binding answered (or began: `ino` 0 means only its journal record was written), or, with
+ * `parent` 0, a SETATTR it answered on node `ino` (one it made; nothing else is set).
+ */
+export interface FastCreated {
+  /** The node id answered (taken from the lent range); 0: the create went on to the handler. */
+  readonly ino: number;
+  /** The directory; 0: a SETATTR of `ino`'s mode or times. */
+  readonly parent: number;
+  readonly name: string;
+  /** The host fd of the new file (read-write), now the caller's to keep and close; -1 when `ino` is 0. */
+  readonly fd: number;
+  /** The st_ino the kernel was given. */
+  readonly stIno: number;
+  /** Quota bytes charged from the write fast path's grant (to hand back once the entry is counted). */
+  readonly charge: number;
+  /** Answered with direct I/O. */
+  readonly directIo: boolean;
+  /** Bytes of the journal record written (the add's base record), 0: none. */
+  readonly journalBytes: number;
+}
+
+export class FastCreates {
+  /** Shared memory: C reads and writes it on the JS thread while it decodes requests. */
+  readonly #state = new Float64Array(new SharedArrayBuffer(STATE_LENGTH * 8));
+
+  constructor(session: SessionHandle, onCreates: (created: FastCreated[]) => void) {
+    this.#state[JOURNAL_FD] = -1;
+    this.#state[CALLER_UID] = -1;
+    addon.ll_fcreate_init(session, this.#state, (rows, names) => {
+      const parts = names.split('/');
+      const created: FastCreated[] = [];
+      let named = 0;
+      for (let i = 0; i * ROW < rows.length; i++) {
+        const r = i * ROW;
+        const parent = rows[r + 1]!;
+        created.push({
+          ino: rows[r]!,
+          parent,
+          fd: rows[r + 2]!,
+          stIno: rows[r + 3]!,
+          charge: rows[r + 4]!,
+          directIo: rows[r + 5] === 1,
+          journalBytes: rows[r + 6]!,
+          name: parent === 0 ? '' : parts[named++]!,
+        });
+      }
+      onCreates(created);
+    });
+  }
+
+  /** Whether CREATEs are answered in C at all. */
+  set on(on: boolean) {
+    this.#state[ON] = on ? 1 : 0;
+  }
+
+  /** Node ids C may still take: [next, end). */
+  get idsLeft(): number {
+    return this.#state[END]! - this.#state[NEXT]!;
+  }
+
+  /** Lends the ids [first, first + count) (replacing what was left). */
+  lendIds(first: number, count: number): void {
+    this.#state[NEXT] = first;
+    this.#state[END] = first + count;
+  }
+
+  /** The delta journal's fd C appends the adds' records to; -1: none (nothing is served). */
+  set journalFd(fd: number) {
+    this.#state[JOURNAL_FD] = fd;
+  }
+
+  /** Entry and attribute timeout of the CREATE answers, in seconds. */
+  set ttl(seconds: number) {
+    this.#state[TTL] = seconds;
+  }
+
+  /** Attribute timeout of the GETATTR and SETATTR answers, in seconds. */
+  set attrTtl(seconds: number) {
+    this.#state[ATTR_TTL] = seconds;
+  }
+
+  /** GETATTRs and SETATTRs answered in C since the mount. */
+  get attrsServed(): number {
+    return this.#state[ATTRS_SERVED]!;
+  }
+
+  /** Whether write-only creates are answered with direct I/O (the worker's directWrites). */
+  set directWrites(on: boolean) {
+    this.#state[DIRECT] = on ? 1 : 0;
+  }
+
+  /** Besides root, the only caller uid C serves (the others go to JS); undefined: any. */
+  set callerUid(uid: number | undefined) {
+    this.#state[CALLER_UID] = uid ?? -1;
+  }
+
+  /** Journal records C wrote that no report has handed over yet. */
+  get unadopted(): number {
+    return this.#state[UNADOPTED]!;
+  }
+
+  /** `count` records were adopted from a report. */
+  adopted(count: number): void {
+    this.#state[UNADOPTED] = this.#state[UNADOPTED]! - count;
+  }
+
+  /** CREATEs answered in C since the mount. */
+  get served(): number {
+    return this.#state[SERVED]!;
+  }
+}
