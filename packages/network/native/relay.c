@@ -6,6 +6,8 @@
 //   add(relay, clientFd, upstreamFd, headUp?, headDown?) -> id   (the heads are written first)
 //   close(relay, id) -> bool     (a live rule change: both sides are shut down, the end is reported)
 //   count(relay) -> open relayed connections
+// The same thread runs the C accept path (fast.c): its listeners and accepted connections share this
+// epoll set, told apart by their first field (relay.h).
 // Half-close: a side's EOF becomes shutdown(SHUT_WR) of the other once its pipe is drained. Fairness:
 // at most TURN_BUDGET bytes per direction per connection per epoll turn (level-triggered, so what is
 // left is taken at the next turn, after the other connections had theirs).
