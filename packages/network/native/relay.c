@@ -6,80 +6,21 @@
 //   add(relay, clientFd, upstreamFd, headUp?, headDown?) -> id   (the heads are written first)
 //   close(relay, id) -> bool     (a live rule change: both sides are shut down, the end is reported)
 //   count(relay) -> open relayed connections
+// The same thread runs the C accept path (fast.c): its listeners and accepted connections share this
+// epoll set, told apart by their first field (relay.h).
 // Half-close: a side's EOF becomes shutdown(SHUT_WR) of the other once its pipe is drained. Fairness:
 // at most TURN_BUDGET bytes per direction per connection per epoll turn (level-triggered, so what is
 // left is taken at the next turn, after the other connections had theirs).
-#define _GNU_SOURCE
+#include "relay.h"
 #include <errno.h>
 #include <fcntl.h>
-#include <node_api.h>
-#include <pthread.h>
 #include <stdio.h>
-#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
-
-#define PIPE_SIZE (64 * 1024)
-#define TURN_BUDGET (1024 * 1024)
-#define MAX_EVENTS 128
-
-struct conn;
-
-// One socket of a connection as epoll sees it (data.ptr).
-struct end {
-  struct conn *conn;
-  int side; // 0: the sandbox's client, 1: the upstream
-  int fd;
-  uint32_t mask; // events registered (EPOLLIN/EPOLLOUT)
-  int watched;   // registered with epoll
-  int hup;       // EPOLLHUP seen: unregistered once nothing is wanted from it
-};
-
-// One direction: 0 client -> upstream (up), 1 upstream -> client (down).
-struct dir {
-  int pipe[2];
-  size_t pending; // bytes in the pipe
-  char *head;     // bytes Node had read before the hand-over, written first
-  size_t head_len, head_off;
-  uint64_t bytes; // delivered to the destination
-  int eof;        // the source sent its FIN
-  int shut;       // the destination was shut down for writing
-};
-
-struct conn {
-  uint32_t id;
-  struct end ends[2];
-  struct dir dirs[2];
-  int err;    // first error (errno), 0 for a clean end
-  int killed; // close() asked for it (set under the mutex, read by the thread: atomic)
-  int done;
-  uint64_t turn;
-  size_t budget[2];
-  struct conn *prev, *next; // the open list (under the relay's mutex)
-  struct conn *free_next;   // ended this turn, freed after it; or waiting to be registered
-};
-
-struct relay {
-  int epfd;
-  int wake; // eventfd: connections were added
-  pthread_t thread;
-  pthread_mutex_t mu;
-  struct conn *open;
-  struct conn *incoming; // added, not yet registered with epoll (only the thread touches epoll masks)
-  uint32_t next_id;
-  uint32_t count;
-  napi_threadsafe_function on_end;
-};
-
-struct ended {
-  uint32_t id;
-  uint64_t up, down;
-  int err;
-};
 
 static void set_mask(struct relay *r, struct end *e, uint32_t want) {
   if (e->hup && want == 0) {
@@ -99,7 +40,7 @@ static void set_mask(struct relay *r, struct end *e, uint32_t want) {
 
 // What each socket waits for: readable while its outgoing pipe is empty (one pipe-full in flight per
 // direction: back-pressure), writable while something waits to be written to it.
-static void update_masks(struct relay *r, struct conn *c) {
+void update_masks(struct relay *r, struct conn *c) {
   for (int s = 0; s < 2; s++) {
     struct dir *out = &c->dirs[s], *in = &c->dirs[1 - s];
     uint32_t want = 0;
@@ -157,17 +98,57 @@ static int pump(struct conn *c, int d) {
   return 0;
 }
 
+// Queues a report for JavaScript (it owns `rep` from here).
+void relay_post(struct relay *r, struct report *rep) {
+  if (napi_call_threadsafe_function(r->on_end, rep, napi_tsfn_blocking) != napi_ok) free(rep);
+}
+
 static void report(struct relay *r, struct conn *c) {
-  struct ended *e = malloc(sizeof *e);
+  struct report *e = calloc(1, sizeof *e);
   if (e == NULL) return;
+  e->kind = REPORT_END;
   e->id = c->id;
   e->up = c->dirs[0].bytes;
   e->down = c->dirs[1].bytes;
   e->err = c->err;
-  if (napi_call_threadsafe_function(r->on_end, e, napi_tsfn_blocking) != napi_ok) free(e);
+  relay_post(r, e);
 }
 
-static void release(struct conn *c) {
+// A connection's pipes and ends for two connected sockets it takes over (closed by finish()).
+struct conn *conn_new(int client_fd, int upstream_fd, int *err) {
+  struct conn *c = calloc(1, sizeof *c);
+  if (c == NULL) {
+    *err = ENOMEM;
+    return NULL;
+  }
+  for (int d = 0; d < 2; d++) c->dirs[d].pipe[0] = c->dirs[d].pipe[1] = -1;
+  for (int d = 0; d < 2; d++) {
+    if (pipe2(c->dirs[d].pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+      *err = errno;
+      conn_free(c);
+      return NULL;
+    }
+    fcntl(c->dirs[d].pipe[1], F_SETPIPE_SZ, PIPE_SIZE);
+  }
+  c->ends[0].fd = client_fd;
+  c->ends[1].fd = upstream_fd;
+  for (int s = 0; s < 2; s++) {
+    c->ends[s].kind = KIND_END;
+    c->ends[s].conn = c;
+    c->ends[s].side = s;
+  }
+  return c;
+}
+
+void conn_link_locked(struct relay *r, struct conn *c) {
+  c->id = ++r->next_id;
+  c->next = r->open;
+  if (r->open != NULL) r->open->prev = c;
+  r->open = c;
+  r->count++;
+}
+
+void conn_free(struct conn *c) {
   for (int d = 0; d < 2; d++) {
     if (c->dirs[d].pipe[0] >= 0) close(c->dirs[d].pipe[0]);
     if (c->dirs[d].pipe[1] >= 0) close(c->dirs[d].pipe[1]);
@@ -185,6 +166,7 @@ static void finish(struct relay *r, struct conn *c, struct conn **freed) {
   else r->open = c->next;
   if (c->next != NULL) c->next->prev = c->prev;
   r->count--;
+  if (c->slot) r->slots--;
   close(c->ends[0].fd); // closing also removes them from the epoll set
   close(c->ends[1].fd);
   pthread_mutex_unlock(&r->mu);
@@ -229,7 +211,7 @@ static void *run(void *arg) {
   struct epoll_event events[MAX_EVENTS];
   uint64_t turn = 0;
   for (;;) {
-    int n = epoll_wait(r->epfd, events, MAX_EVENTS, -1);
+    int n = epoll_wait(r->epfd, events, MAX_EVENTS, fast_timeout_ms(r));
     if (n < 0) {
       if (errno == EINTR) continue;
       abort(); // EBADF/EINVAL: the relay's own descriptor is gone; no connection could move again
@@ -237,12 +219,18 @@ static void *run(void *arg) {
     turn++;
     struct conn *freed = NULL;
     for (int i = 0; i < n; i++) {
-      if (events[i].data.ptr != NULL) {
-        handle(r, events[i].data.ptr, events[i].events, turn, &freed);
+      void *ptr = events[i].data.ptr;
+      if (ptr != NULL && *(int *)ptr == KIND_END) {
+        handle(r, ptr, events[i].events, turn, &freed);
+        continue;
+      }
+      if (ptr != NULL) {
+        fast_event(r, ptr, events[i].events); // fast.c: a listener, or an accepted connection
         continue;
       }
       uint64_t ignored;
       if (read(r->wake, &ignored, sizeof ignored) < 0) { /* EAGAIN: already drained */ }
+      fast_on_wake(r);
       pthread_mutex_lock(&r->mu);
       struct conn *added = r->incoming;
       r->incoming = NULL;
@@ -256,9 +244,10 @@ static void *run(void *arg) {
         added = next;
       }
     }
+    fast_tick(r);
     while (freed != NULL) {
       struct conn *next = freed->free_next;
-      release(freed);
+      conn_free(freed);
       freed = next;
     }
   }
@@ -266,8 +255,12 @@ static void *run(void *arg) {
 }
 
 static void call_on_end(napi_env env, napi_value fn, void *context, void *data) {
-  (void)context;
-  struct ended *e = data;
+  struct report *e = data;
+  if (e->kind != REPORT_END) {
+    fast_call_js(env, context, e);
+    free(e);
+    return;
+  }
   if (env != NULL && fn != NULL) {
     napi_value argv[4], undefined;
     napi_get_undefined(env, &undefined);
@@ -319,7 +312,7 @@ static napi_value create(napi_env env, napi_callback_info info) {
     return throw_errno(env, "relay: epoll", err);
   }
   napi_create_string_utf8(env, "agentfense-relay", NAPI_AUTO_LENGTH, &name);
-  if (napi_create_threadsafe_function(env, argv[0], NULL, name, 0, 1, NULL, NULL, NULL, call_on_end,
+  if (napi_create_threadsafe_function(env, argv[0], NULL, name, 0, 1, NULL, NULL, r, call_on_end,
                                       &r->on_end) != napi_ok) {
     close(r->epfd);
     close(r->wake);
@@ -369,39 +362,27 @@ static napi_value add(napi_env env, napi_callback_info info) {
   }
   struct relay *r = relay_arg(env, argv[0]);
   if (r == NULL) return NULL;
-  struct conn *c = calloc(1, sizeof *c);
-  if (c == NULL) return throw_errno(env, "relay", ENOMEM);
-  for (int d = 0; d < 2; d++) c->dirs[d].pipe[0] = c->dirs[d].pipe[1] = -1;
-  c->ends[0].fd = c->ends[1].fd = -1;
-  int err = copy_head(env, argv[3], &c->dirs[0]);
-  if (err == 0) err = copy_head(env, argv[4], &c->dirs[1]);
-  for (int d = 0; d < 2 && err == 0; d++) {
-    if (pipe2(c->dirs[d].pipe, O_CLOEXEC | O_NONBLOCK) != 0) err = errno;
-    else fcntl(c->dirs[d].pipe[1], F_SETPIPE_SZ, PIPE_SIZE);
-  }
   // Our own descriptors: Node closes its copies once this returns.
+  int own[2] = {-1, -1}, err = 0;
   for (int s = 0; s < 2 && err == 0; s++) {
-    c->ends[s].fd = fcntl(fds[s], F_DUPFD_CLOEXEC, 0);
-    if (c->ends[s].fd < 0) err = errno;
-    else fcntl(c->ends[s].fd, F_SETFL, fcntl(c->ends[s].fd, F_GETFL) | O_NONBLOCK);
+    own[s] = fcntl(fds[s], F_DUPFD_CLOEXEC, 0);
+    if (own[s] < 0) err = errno;
+    else fcntl(own[s], F_SETFL, fcntl(own[s], F_GETFL) | O_NONBLOCK);
   }
+  struct conn *c = err == 0 ? conn_new(own[0], own[1], &err) : NULL;
+  if (c != NULL) err = copy_head(env, argv[3], &c->dirs[0]);
+  if (c != NULL && err == 0) err = copy_head(env, argv[4], &c->dirs[1]);
   if (err != 0) {
-    if (c->ends[0].fd >= 0) close(c->ends[0].fd);
-    release(c);
+    if (own[0] >= 0) close(own[0]);
+    if (own[1] >= 0) close(own[1]);
+    if (c != NULL) conn_free(c);
     return throw_errno(env, "relay: add", err);
-  }
-  for (int s = 0; s < 2; s++) {
-    c->ends[s].conn = c;
-    c->ends[s].side = s;
   }
   // A first pass on this thread, before the relay's thread knows the connection: the bytes read while
   // deciding (and what already waits in the kernel) go out now, not after that thread's wake-up.
   if (pump(c, 0) == 0) pump(c, 1);
-  c->id = ++r->next_id;
-  c->next = r->open;
-  if (r->open != NULL) r->open->prev = c;
-  r->open = c;
-  r->count++;
+  pthread_mutex_lock(&r->mu);
+  conn_link_locked(r, c);
   // The thread registers it (it alone changes epoll masks): handed over through the incoming list.
   c->free_next = r->incoming;
   r->incoming = c;
@@ -458,6 +439,7 @@ NAPI_MODULE_INIT() {
     const char *name;
     napi_callback cb;
   } fns[] = {{"create", create}, {"add", add}, {"close", close_conn}, {"count", count}};
+  if (fast_register(env, exports) != napi_ok) return NULL;
   for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++) {
     napi_value f;
     if (napi_create_function(env, fns[i].name, NAPI_AUTO_LENGTH, fns[i].cb, NULL, &f) != napi_ok ||

@@ -2,6 +2,7 @@
 // connections (bounded, re-decided on every policy change) and the audit sink.
 import { destinationLabel } from './audit.js';
 import type { NetworkAuditSink } from './audit.js';
+import { ClientTable } from './clients.js';
 import { CompiledPolicy } from './decide.js';
 import type { Decision, Destination } from './decide.js';
 import type { NetworkPolicy } from './policy.js';
@@ -28,7 +29,12 @@ export class FlowContext {
    * Accepted client sockets, and connections the native relay holds in their place (the bound applies
    * to these: each carries at most one upstream at a time).
    */
-  readonly clients = new Set<{ destroy(): void }>();
+  readonly clients: ClientTable;
+  /**
+   * The C accept path's table of decided connections (fast-accept.ts), when it runs: forgotten before
+   * a new policy applies, so that nothing the old one allowed starts through it afterwards.
+   */
+  fast: { forget(): void } | undefined;
   readonly open = new Set<Tracked>();
   /** The sandbox's secrets; absent: nothing is intercepted. */
   readonly secrets: SecretSet | undefined;
@@ -44,6 +50,7 @@ export class FlowContext {
     this.#policy = new CompiledPolicy(options.policy);
     this.resolver = options.resolver;
     this.maxConnections = options.maxConnections;
+    this.clients = new ClientTable(options.maxConnections);
     this.#audit = options.audit;
   }
 
@@ -59,6 +66,7 @@ export class FlowContext {
 
   /** Replaces the policy and ends every open connection it no longer allows. */
   setPolicy(policy: NetworkPolicy): number {
+    this.fast?.forget();
     this.#policy = new CompiledPolicy(policy);
     let closed = 0;
     for (const flow of [...this.open]) {

@@ -12,6 +12,7 @@ import type { NetworkAuditSink } from './audit.js';
 import { FlowContext } from './context.js';
 import { answerDns } from './dns-answer.js';
 import { HttpFlows } from './http-proxy.js';
+import { FastAccept, networkFeatureOn } from './fast-accept.js';
 import { Interceptor } from './intercept.js';
 import { netnsAddon, socketFd } from './native.js';
 import { DNS_PORT, PROXY_PORT } from './netns.js';
@@ -65,6 +66,8 @@ export class PolicyPoint {
   readonly #intercept: TransparentHooks['intercept'];
   /** Connections the NAT redirected (the rest came through the explicit proxy). */
   readonly #via = new WeakMap<Socket, 'transparent'>();
+  /** The accept path in C, where it runs (AGENTFENSE_NETWORK_ENABLE=fastAccept and the relay loads). */
+  readonly #fast: FastAccept | undefined;
 
   constructor(options: PolicyPointOptions) {
     this.#ctx = new FlowContext({
@@ -82,6 +85,13 @@ export class PolicyPoint {
       return true;
     };
     this.#http = new HttpFlows(this.#ctx, this.#intercept);
+    this.#fast = networkFeatureOn('fastAccept', process.env)
+      ? FastAccept.start(this.#ctx, {
+          connection: (socket) => this.#proxyConnection(socket),
+          overBound: (socket) =>
+            this.#refuseOverBound(socket, connectionBoundReason(this.#ctx.maxConnections)),
+        })
+      : undefined;
     const ns = openSync(options.netnsPath, 'r');
     try {
       const addon = netnsAddon();
@@ -99,7 +109,8 @@ export class PolicyPoint {
           if (family === 6) continue;
           throw err;
         }
-        this.#listen(proxy, (s) => this.#proxyConnection(s));
+        if (this.#fast !== undefined) this.#fast.listen(proxy);
+        else this.#listen(proxy, (s) => this.#proxyConnection(s));
         this.#listen(open(family, 'tcp', address, DNS_PORT), (s) => this.#dnsOverTcp(s));
         this.#dnsUdp(open(family, 'udp', address, DNS_PORT), family);
       }
@@ -117,14 +128,22 @@ export class PolicyPoint {
     const set = this.#ctx.secrets;
     if (set === undefined) return false;
     set.put(secret);
+    // A host now bound to a secret is intercepted: no decision made before may skip that.
+    this.#fast?.forget();
     return true;
   }
 
-  stats(): { connections: number; clients: number } {
-    return { connections: this.#ctx.open.size, clients: this.#ctx.clients.size };
+  /** Open connections, accepted ones, and how many of all so far the C accept path carried. */
+  stats(): { connections: number; clients: number; fast: number } {
+    return {
+      connections: this.#ctx.open.size,
+      clients: this.#ctx.clients.size,
+      fast: this.#fast?.started ?? 0,
+    };
   }
 
   close(): void {
+    this.#fast?.stop();
     for (const server of this.#servers) server.close();
     for (const socket of this.#udp) socket.close();
     for (const client of this.#ctx.clients) client.destroy();
@@ -133,12 +152,11 @@ export class PolicyPoint {
   #listen(fd: number, onConnection: (socket: Socket) => void): void {
     const server = createServer({ pauseOnConnect: true, noDelay: true }, (socket) => {
       const { clients, maxConnections } = this.#ctx;
-      if (clients.size >= maxConnections) {
+      if (!clients.admit(socket)) {
         this.#refuseOverBound(socket, connectionBoundReason(maxConnections));
         return;
       }
-      clients.add(socket);
-      socket.once('close', () => clients.delete(socket));
+      socket.once('close', () => clients.leave(socket));
       socket.on('error', () => socket.destroy());
       onConnection(socket);
     });
@@ -186,12 +204,14 @@ export class PolicyPoint {
       return;
     }
     this.#via.set(socket, 'transparent');
+    const fast = this.#fast;
     void handleTransparent(this.#ctx, socket, target, {
       http: (client, to, early) => {
         this.#http.takeTransparent(client, to, early);
         client.resume();
       },
       ...(this.#intercept === undefined ? {} : { intercept: this.#intercept }),
+      ...(fast === undefined ? {} : { allowedTls: (dest, decision) => fast.remember(dest, decision) }),
     });
   }
 

@@ -9,7 +9,28 @@ interface RelayAddon {
   add(relay: object, clientFd: number, upstreamFd: number, headUp?: Buffer, headDown?: Buffer): number;
   close(relay: object, id: number): boolean;
   count(relay: object): number;
+  // The accept path in C (native/fast.c, src/fast-accept.ts).
+  fastStart(relay: object, onFast: (kind: string, ...args: unknown[]) => void, maxConnections: number): void;
+  fastListen(relay: object, fd: number): void;
+  fastRemember(relay: object, name: string, address: string, port: number, ttlMs: number): void;
+  fastClear(relay: object): void;
+  fastAcquire(relay: object): boolean;
+  fastRelease(relay: object): void;
+  fastStop(relay: object): void;
 }
+
+/** What the accept path reports (native/fast.c): a connection for Node, or one it relays itself. */
+export type FastEvent =
+  | { readonly kind: 'handed'; readonly fd: number; readonly over: boolean }
+  | {
+      readonly kind: 'started' | 'failed';
+      readonly id: number;
+      readonly name: string;
+      readonly address: string;
+      readonly port: number;
+      readonly started: number;
+      readonly errno: number;
+    };
 
 /** What the relay reports when a connection ends: bytes delivered each way, and errno (0: clean end). */
 export interface RelayEnd {
@@ -125,6 +146,66 @@ export class NativeRelay {
       upstream.destroy();
     }
     this.#ends.set(id, options.onEnd);
+    return { close: () => void this.#addon.close(this.#relay, id) };
+  }
+
+  /**
+   * Starts the accept path on this relay's thread: from here on the bound of `maxConnections` is
+   * counted here (acquire/release), for the connections it accepts and those Node accepts alike.
+   */
+  startFast(maxConnections: number, onEvent: (event: FastEvent) => void): void {
+    this.#addon.fastStart(
+      this.#relay,
+      (kind, ...args) => {
+        if (kind === 'handed') {
+          onEvent({ kind, fd: args[0] as number, over: args[1] as boolean });
+          return;
+        }
+        const [id, name, address, port, started, errno] = args as [
+          number,
+          string,
+          string,
+          number,
+          number,
+          number,
+        ];
+        onEvent({ kind: kind as 'started' | 'failed', id, name, address, port, started, errno });
+      },
+      maxConnections,
+    );
+  }
+
+  /** A listening socket the accept path takes over (it closes it at stopFast). */
+  listenFast(fd: number): void {
+    this.#addon.fastListen(this.#relay, fd);
+  }
+
+  /** `name` at `address`:`port` is allowed, and known to be there for `ttlMs` more. */
+  rememberFast(name: string, address: string, port: number, ttlMs: number): void {
+    this.#addon.fastRemember(this.#relay, name, address, port, ttlMs);
+  }
+
+  /** Forgets every decision: what it allowed no longer starts through the accept path. */
+  clearFast(): void {
+    this.#addon.fastClear(this.#relay);
+  }
+
+  /** One of the sandbox's connection slots, or false when all are held. */
+  acquire(): boolean {
+    return this.#addon.fastAcquire(this.#relay);
+  }
+
+  release(): void {
+    this.#addon.fastRelease(this.#relay);
+  }
+
+  stopFast(): void {
+    this.#addon.fastStop(this.#relay);
+  }
+
+  /** A connection the accept path relays: its end arrives through `onEnd`. */
+  track(id: number, onEnd: (end: RelayEnd) => void): Relayed {
+    this.#ends.set(id, onEnd);
     return { close: () => void this.#addon.close(this.#relay, id) };
   }
 }

@@ -68,6 +68,20 @@ export class Resolver {
     }
   }
 
+  /**
+   * Until when (ms since the epoch) this resolver holds `name` to be at `address`: the later of the
+   * sandbox's answer for it and the kept upstream answer; 0 when it does not. A decision that rested
+   * on it is not reused past that time.
+   */
+  knownUntil(name: string, address: string): number {
+    const canonical = canonicalAddress(address);
+    if (this.#hosts.get(name)?.includes(canonical) === true) return Date.now() + CACHE_MS;
+    const given = this.#given.get(canonical)?.get(name) ?? 0;
+    const cached = this.#cache.get(name);
+    const kept = cached !== undefined && cached.addresses.includes(canonical) ? cached.until : 0;
+    return Math.max(given, kept);
+  }
+
   /** The names the sandbox was recently told resolve to `address`. */
   namesFor(address: string): string[] {
     const names = this.#given.get(canonicalAddress(address));

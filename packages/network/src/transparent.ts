@@ -60,6 +60,11 @@ export interface TransparentHooks {
     target: { name: string; address: string; port: number },
     decision: Decision,
   ) => boolean;
+  /**
+   * An allowed TLS connection to a claimed name checked to be at the address dialled, tunnelled as it
+   * is (not intercepted): the C accept path may start the next such one itself (fast-accept.ts).
+   */
+  readonly allowedTls?: (dest: { name: string; address: string; port: number }, decision: Decision) => void;
 }
 
 export async function handleTransparent(
@@ -128,6 +133,8 @@ export async function handleTransparent(
     }
     early?.pipe(client);
   }
+  if (sniffed?.kind === 'tls' && claimed !== undefined)
+    hooks.allowedTls?.({ name: claimed, address, port }, decision);
   const upstream = early ?? dial(address, port);
   tunnel({
     ctx,

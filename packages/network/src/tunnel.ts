@@ -189,7 +189,7 @@ class Tunnel {
         client,
         upstream,
         onEnd: (end) => {
-          ctx.clients.delete(token);
+          ctx.clients.leave(token);
           ctx.open.delete(this.#flow);
           ctx.record(dest, via, decision, {
             started,
@@ -203,7 +203,7 @@ class Tunnel {
       ctx.record(dest, via, decision, { started, bytesUp: before.up, bytesDown: before.down });
       return;
     }
-    // The relayed connection still counts against the sandbox's bound, as its client socket did.
-    ctx.clients.add(token);
+    // The relayed connection still counts against the sandbox's bound, in its client socket's slot.
+    ctx.clients.replace(client, token);
   }
 }

@@ -1,0 +1,32 @@
+// The C accept path's decision table and ClientHello reader (fast-table.c), used by fast.c under the
+// relay's mutex.
+#ifndef AGENTFENSE_FAST_TABLE_H
+#define AGENTFENSE_FAST_TABLE_H
+#include <arpa/inet.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#define TABLE_BUCKETS 1024
+#define TABLE_MAX_ENTRIES 4096
+
+struct entry;
+
+// Decisions JavaScript made (name at address:port allowed, until a time), bucketed by address and port.
+struct table {
+  struct entry *buckets[TABLE_BUCKETS];
+  uint32_t entries;
+  uint32_t version; // bumped by every clear: a connection decided under an older one is not relayed
+};
+
+int64_t now_ms(clockid_t clock);
+// Forgets every entry and bumps the version.
+void table_clear(struct table *t);
+// 0 when out of memory (not remembered: the next such connection takes the JavaScript path).
+int table_put(struct table *t, const char *name, const char *address, int port, int64_t ttl_ms);
+// Whether a live entry matches; name NULL: any entry for this address and port.
+int table_has(const struct table *t, const char *name, const char *address, int port);
+// The host name a ClientHello's SNI carries, as src/sniff.ts reads it; 0: not taken here.
+int server_name(const uint8_t *b, size_t n, char *out, size_t out_size);
+
+#endif

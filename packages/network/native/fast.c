@@ -1,0 +1,473 @@
+// The policy point's accept path in C (src/fast-accept.ts), on the relay's epoll thread: it accepts the
+// proxy port's connections itself, and a redirected TLS connection whose name, address and port
+// JavaScript already decided allowed (the table below, filled by JavaScript with its own decisions and
+// cleared at every policy change) is dialled and spliced here without waking Node; Node hears of it
+// afterwards (REPORT_STARTED, then the relay's end report) for its audit and connection table.
+// Everything else — no entry, a ClientHello not whole in the first record, no name, a client of the
+// explicit proxy, the bound reached — is handed to JavaScript as an accepted descriptor, its bytes
+// unread (MSG_PEEK), and takes the JavaScript path.
+//   fastStart(relay, onFast, maxConnections)   onFast('handed', fd, over) | ('started', id, name,
+//                                              address, port, started) | ('failed', name, address,
+//                                              port, started, errno)
+//   fastListen(relay, fd)  fastRemember(relay, name, address, port, ttlMs)  fastClear(relay)
+//   fastAcquire(relay) -> bool  fastRelease(relay)  fastStop(relay)
+#include "relay.h"
+#include "fast-table.h"
+#include <errno.h>
+#include <linux/netfilter_ipv4.h>
+#include <linux/netfilter_ipv6/ip6_tables.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define PEEK_BYTES 16384
+/** How long an accepted connection to an address with entries may take to send its ClientHello. */
+#define PEEK_MS 100
+#define DIAL_MS 15000
+#define PROXY_PORT 3128
+
+struct listener {
+  int kind; // KIND_LISTENER
+  int fd;
+  struct listener *next;
+};
+
+// An accepted connection this thread is deciding: reading its ClientHello, then dialling.
+struct pending {
+  int kind; // KIND_PENDING
+  int dialling;
+  int client, upstream;
+  int64_t deadline;
+  uint32_t version; // of the table entry that allowed it
+  struct sockaddr_storage dst;
+  socklen_t dst_len;
+  struct report info; // name, address, port, started
+  struct pending *prev, *next;
+};
+
+struct fast {
+  struct listener *listeners; // under r->mu
+  struct pending *pending;    // the thread's alone
+  struct table table;         // under r->mu
+  int stopping;               // under r->mu
+};
+
+// The address the agent dialled, spelt as netns.c's originalDestination spells it.
+static int original_destination(struct pending *p) {
+  struct sockaddr_storage *ss = &p->dst;
+  p->dst_len = sizeof *ss;
+  if (getsockopt(p->client, SOL_IP, SO_ORIGINAL_DST, ss, &p->dst_len) == 0 && ss->ss_family == AF_INET) {
+    struct sockaddr_in *s = (struct sockaddr_in *)ss;
+    inet_ntop(AF_INET, &s->sin_addr, p->info.address, sizeof p->info.address);
+    p->info.port = ntohs(s->sin_port);
+    return 1;
+  }
+  p->dst_len = sizeof *ss;
+  if (getsockopt(p->client, SOL_IPV6, IP6T_SO_ORIGINAL_DST, ss, &p->dst_len) == 0 &&
+      ss->ss_family == AF_INET6) {
+    struct sockaddr_in6 *s = (struct sockaddr_in6 *)ss;
+    inet_ntop(AF_INET6, &s->sin6_addr, p->info.address, sizeof p->info.address);
+    p->info.port = ntohs(s->sin6_port);
+    return 1;
+  }
+  return 0;
+}
+
+static void unlink_pending(struct fast *f, struct pending *p) {
+  if (p->prev != NULL) p->prev->next = p->next;
+  else if (f->pending == p) f->pending = p->next;
+  if (p->next != NULL) p->next->prev = p->prev;
+  p->prev = p->next = NULL;
+}
+
+static void post(struct relay *r, struct report *info, int kind) {
+  struct report *rep = malloc(sizeof *rep);
+  if (rep == NULL) return;
+  *rep = *info;
+  rep->kind = kind;
+  relay_post(r, rep);
+}
+
+// To JavaScript: the accepted descriptor, its bytes unread. `over`: the bound refused it (no slot).
+static void hand(struct relay *r, int fd, int over) {
+  struct report rep = {.fd = fd, .over = over};
+  post(r, &rep, REPORT_HANDED);
+}
+
+static void hand_pending(struct relay *r, struct pending *p) {
+  epoll_ctl(r->epfd, EPOLL_CTL_DEL, p->client, NULL);
+  if (p->upstream >= 0) close(p->upstream);
+  unlink_pending(r->fast, p);
+  hand(r, p->client, 0);
+  free(p);
+}
+
+static void release_slot(struct relay *r) {
+  pthread_mutex_lock(&r->mu);
+  r->slots--;
+  pthread_mutex_unlock(&r->mu);
+}
+
+static void dial_failed(struct relay *r, struct pending *p, int err) {
+  close(p->client);
+  close(p->upstream);
+  unlink_pending(r->fast, p);
+  release_slot(r);
+  p->info.err = err;
+  post(r, &p->info, REPORT_FAILED);
+  free(p);
+}
+
+// Connected: the connection joins the relay, unless the table changed since it was decided (then
+// Node decides it by the new rules; nothing was sent yet, its ClientHello still waits unread).
+static void dialled(struct relay *r, struct pending *p) {
+  int err = 0;
+  socklen_t len = sizeof err;
+  getsockopt(p->upstream, SOL_SOCKET, SO_ERROR, &err, &len);
+  if (err != 0) {
+    dial_failed(r, p, err);
+    return;
+  }
+  epoll_ctl(r->epfd, EPOLL_CTL_DEL, p->upstream, NULL);
+  struct conn *c = conn_new(p->client, p->upstream, &err);
+  if (c == NULL) {
+    dial_failed(r, p, err);
+    return;
+  }
+  pthread_mutex_lock(&r->mu);
+  int current = p->version == r->fast->table.version && !r->fast->stopping;
+  if (current) {
+    c->slot = 1;
+    conn_link_locked(r, c);
+    p->info.id = c->id;
+  }
+  pthread_mutex_unlock(&r->mu);
+  if (!current) {
+    conn_free(c); // the pipes only: the client goes to Node, the upstream is closed
+    hand_pending(r, p);
+    return;
+  }
+  unlink_pending(r->fast, p);
+  post(r, &p->info, REPORT_STARTED); // before any end report: one queue, in order
+  update_masks(r, c);
+  free(p);
+}
+
+// The ClientHello is (or is not yet) there: decide from the table, dial, or hand to Node.
+static void peek(struct relay *r, struct pending *p) {
+  uint8_t buf[PEEK_BYTES];
+  ssize_t n = recv(p->client, buf, sizeof buf, MSG_PEEK);
+  if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+  if (n <= 0 || !server_name(buf, (size_t)n, p->info.name, sizeof p->info.name)) {
+    hand_pending(r, p);
+    return;
+  }
+  pthread_mutex_lock(&r->mu);
+  int known = table_has(&r->fast->table, p->info.name, p->info.address, p->info.port);
+  p->version = r->fast->table.version;
+  pthread_mutex_unlock(&r->mu);
+  if (!known) {
+    hand_pending(r, p);
+    return;
+  }
+  p->upstream = socket(p->dst.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (p->upstream < 0) {
+    hand_pending(r, p);
+    return;
+  }
+  int one = 1;
+  setsockopt(p->upstream, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  epoll_ctl(r->epfd, EPOLL_CTL_DEL, p->client, NULL);
+  p->dialling = 1;
+  p->deadline = now_ms(CLOCK_MONOTONIC) + DIAL_MS;
+  if (connect(p->upstream, (struct sockaddr *)&p->dst, p->dst_len) == 0) {
+    dialled(r, p);
+    return;
+  }
+  if (errno != EINPROGRESS) {
+    dial_failed(r, p, errno);
+    return;
+  }
+  struct epoll_event ev = {.events = EPOLLOUT, .data.ptr = p};
+  epoll_ctl(r->epfd, EPOLL_CTL_ADD, p->upstream, &ev);
+}
+
+static void accepted(struct relay *r, int fd) {
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  pthread_mutex_lock(&r->mu);
+  int admitted = r->slots < r->max_slots;
+  if (admitted) r->slots++;
+  int any = r->fast->table.entries > 0;
+  pthread_mutex_unlock(&r->mu);
+  if (!admitted) {
+    hand(r, fd, 1);
+    return;
+  }
+  if (!any) {
+    hand(r, fd, 0);
+    return;
+  }
+  struct pending *p = calloc(1, sizeof *p);
+  if (p == NULL) {
+    hand(r, fd, 0);
+    return;
+  }
+  p->kind = KIND_PENDING;
+  p->client = fd;
+  p->upstream = -1;
+  p->info.started = (double)now_ms(CLOCK_REALTIME);
+  p->next = r->fast->pending;
+  if (p->next != NULL) p->next->prev = p;
+  r->fast->pending = p;
+  // Only a redirected connection to an address and port with entries waits for its first bytes here.
+  int proxy = 0;
+  if (original_destination(p)) {
+    proxy = p->info.port == PROXY_PORT &&
+            (strcmp(p->info.address, "127.0.0.1") == 0 || strcmp(p->info.address, "::1") == 0);
+  }
+  pthread_mutex_lock(&r->mu);
+  int worth = p->info.address[0] != 0 && !proxy &&
+              table_has(&r->fast->table, NULL, p->info.address, p->info.port);
+  pthread_mutex_unlock(&r->mu);
+  if (!worth) {
+    hand_pending(r, p);
+    return;
+  }
+  p->deadline = now_ms(CLOCK_MONOTONIC) + PEEK_MS;
+  struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.ptr = p};
+  epoll_ctl(r->epfd, EPOLL_CTL_ADD, fd, &ev);
+  peek(r, p); // the ClientHello is often there already
+}
+
+void fast_event(struct relay *r, void *ptr, uint32_t events) {
+  if (*(int *)ptr == KIND_LISTENER) {
+    struct listener *l = ptr;
+    for (int i = 0; i < 64; i++) {
+      int fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (fd >= 0) accepted(r, fd);
+      else if (errno != ECONNABORTED && errno != EINTR) break; // EAGAIN; EMFILE: at the next turn
+    }
+    return;
+  }
+  struct pending *p = ptr;
+  if (p->dialling) dialled(r, p);
+  else if (events & (EPOLLERR | EPOLLHUP)) hand_pending(r, p);
+  else peek(r, p);
+}
+
+void fast_on_wake(struct relay *r) {
+  struct fast *f = __atomic_load_n(&r->fast, __ATOMIC_ACQUIRE);
+  if (f == NULL) return;
+  pthread_mutex_lock(&r->mu);
+  struct listener *ls = f->stopping ? f->listeners : NULL;
+  if (f->stopping) f->listeners = NULL;
+  pthread_mutex_unlock(&r->mu);
+  for (struct listener *l = ls, *next; l != NULL; l = next) {
+    next = l->next;
+    close(l->fd); // closing removes it from the epoll set
+    free(l);
+  }
+}
+
+int fast_timeout_ms(struct relay *r) {
+  struct fast *f = __atomic_load_n(&r->fast, __ATOMIC_ACQUIRE);
+  if (f == NULL || f->pending == NULL) return -1;
+  int64_t first = INT64_MAX, now = now_ms(CLOCK_MONOTONIC);
+  for (struct pending *p = f->pending; p != NULL; p = p->next)
+    if (p->deadline < first) first = p->deadline;
+  return first <= now ? 0 : (int)(first - now + 1);
+}
+
+void fast_tick(struct relay *r) {
+  struct fast *f = __atomic_load_n(&r->fast, __ATOMIC_ACQUIRE);
+  if (f == NULL) return;
+  int64_t now = now_ms(CLOCK_MONOTONIC);
+  for (struct pending *p = f->pending, *next; p != NULL; p = next) {
+    next = p->next;
+    if (p->deadline > now) continue;
+    if (p->dialling) dial_failed(r, p, ETIMEDOUT);
+    else hand_pending(r, p); // no ClientHello in time: Node reads (or dials) as it does for any
+  }
+}
+
+void fast_call_js(napi_env env, struct relay *r, struct report *e) {
+  napi_value fn, undefined, argv[7];
+  if (env == NULL || r->on_fast == NULL || napi_get_reference_value(env, r->on_fast, &fn) != napi_ok) {
+    if (e->kind == REPORT_HANDED) close(e->fd);
+    return;
+  }
+  napi_get_undefined(env, &undefined);
+  size_t argc;
+  if (e->kind == REPORT_HANDED) {
+    napi_create_string_utf8(env, "handed", NAPI_AUTO_LENGTH, &argv[0]);
+    napi_create_int32(env, e->fd, &argv[1]);
+    napi_get_boolean(env, e->over, &argv[2]);
+    argc = 3;
+  } else {
+    int started = e->kind == REPORT_STARTED;
+    napi_create_string_utf8(env, started ? "started" : "failed", NAPI_AUTO_LENGTH, &argv[0]);
+    napi_create_uint32(env, e->id, &argv[1]);
+    napi_create_string_utf8(env, e->name, NAPI_AUTO_LENGTH, &argv[2]);
+    napi_create_string_utf8(env, e->address, NAPI_AUTO_LENGTH, &argv[3]);
+    napi_create_int32(env, e->port, &argv[4]);
+    napi_create_double(env, e->started, &argv[5]);
+    napi_create_int32(env, e->err, &argv[6]);
+    argc = 7;
+  }
+  napi_call_function(env, undefined, fn, argc, argv, NULL);
+}
+
+// ---- JavaScript's side ----
+
+static struct relay *fast_arg(napi_env env, napi_callback_info info, size_t *argc, napi_value *argv) {
+  void *p = NULL;
+  if (napi_get_cb_info(env, info, argc, argv, NULL, NULL) != napi_ok || *argc < 1 ||
+      napi_get_value_external(env, argv[0], &p) != napi_ok || p == NULL) {
+    napi_throw_type_error(env, "ERR_INVALID_ARG", "not a relay");
+    return NULL;
+  }
+  return p;
+}
+
+static napi_value js_start(napi_env env, napi_callback_info info) {
+  size_t argc = 3;
+  napi_value argv[3];
+  uint32_t max = 0;
+  struct relay *r = fast_arg(env, info, &argc, argv);
+  if (r == NULL) return NULL;
+  if (argc < 3 || napi_get_value_uint32(env, argv[2], &max) != napi_ok || r->fast != NULL) {
+    napi_throw_type_error(env, "ERR_INVALID_ARG", "fastStart(relay, onFast, maxConnections), once");
+    return NULL;
+  }
+  struct fast *f = calloc(1, sizeof *f);
+  if (f == NULL || napi_create_reference(env, argv[1], 1, &r->on_fast) != napi_ok) {
+    free(f);
+    napi_throw_error(env, "ERR_RELAY", "fastStart: out of memory");
+    return NULL;
+  }
+  pthread_mutex_lock(&r->mu);
+  r->max_slots = max;
+  __atomic_store_n(&r->fast, f, __ATOMIC_RELEASE); // the thread reads it without the lock
+  pthread_mutex_unlock(&r->mu);
+  return NULL;
+}
+
+static napi_value js_listen(napi_env env, napi_callback_info info) {
+  size_t argc = 2;
+  napi_value argv[2];
+  int32_t fd = -1;
+  struct relay *r = fast_arg(env, info, &argc, argv);
+  if (r == NULL) return NULL;
+  struct listener *l = calloc(1, sizeof *l);
+  if (argc < 2 || napi_get_value_int32(env, argv[1], &fd) != napi_ok || fd < 0 || r->fast == NULL ||
+      l == NULL) {
+    free(l);
+    napi_throw_type_error(env, "ERR_INVALID_ARG", "fastListen(relay, fd) after fastStart");
+    return NULL;
+  }
+  l->kind = KIND_LISTENER;
+  l->fd = fd; // ours from here on
+  pthread_mutex_lock(&r->mu);
+  l->next = r->fast->listeners;
+  r->fast->listeners = l;
+  pthread_mutex_unlock(&r->mu);
+  struct epoll_event ev = {.events = EPOLLIN, .data.ptr = l};
+  epoll_ctl(r->epfd, EPOLL_CTL_ADD, fd, &ev);
+  return NULL;
+}
+
+static napi_value js_remember(napi_env env, napi_callback_info info) {
+  size_t argc = 5, name_len = 0, address_len = 0;
+  napi_value argv[5];
+  char name[256], address[INET6_ADDRSTRLEN];
+  int32_t port = 0;
+  double ttl = 0;
+  struct relay *r = fast_arg(env, info, &argc, argv);
+  if (r == NULL) return NULL;
+  if (argc < 5 || r->fast == NULL ||
+      napi_get_value_string_utf8(env, argv[1], name, sizeof name, &name_len) != napi_ok ||
+      napi_get_value_string_utf8(env, argv[2], address, sizeof address, &address_len) != napi_ok ||
+      napi_get_value_int32(env, argv[3], &port) != napi_ok || napi_get_value_double(env, argv[4], &ttl) != napi_ok ||
+      name_len == 0 || name_len > 253 || address_len == 0 || address_len >= sizeof address - 1) {
+    napi_throw_type_error(env, "ERR_INVALID_ARG", "fastRemember(relay, name, address, port, ttlMs)");
+    return NULL;
+  }
+  pthread_mutex_lock(&r->mu);
+  table_put(&r->fast->table, name, address, port, (int64_t)ttl);
+  pthread_mutex_unlock(&r->mu);
+  return NULL;
+}
+
+// Every entry goes, and a connection decided by one of them that is not relayed yet goes to Node:
+// when this returns, nothing the old rules allowed starts through this path.
+static napi_value js_clear(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  struct relay *r = fast_arg(env, info, &argc, argv);
+  if (r == NULL || r->fast == NULL) return NULL;
+  pthread_mutex_lock(&r->mu);
+  table_clear(&r->fast->table);
+  pthread_mutex_unlock(&r->mu);
+  return NULL;
+}
+
+static napi_value js_acquire(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1], out;
+  struct relay *r = fast_arg(env, info, &argc, argv);
+  if (r == NULL) return NULL;
+  pthread_mutex_lock(&r->mu);
+  int ok = r->slots < r->max_slots;
+  if (ok) r->slots++;
+  pthread_mutex_unlock(&r->mu);
+  napi_get_boolean(env, ok, &out);
+  return out;
+}
+
+static napi_value js_release(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  struct relay *r = fast_arg(env, info, &argc, argv);
+  if (r == NULL) return NULL;
+  pthread_mutex_lock(&r->mu);
+  if (r->slots > 0) r->slots--;
+  pthread_mutex_unlock(&r->mu);
+  return NULL;
+}
+
+static napi_value js_stop(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  struct relay *r = fast_arg(env, info, &argc, argv);
+  if (r == NULL || r->fast == NULL) return NULL;
+  pthread_mutex_lock(&r->mu);
+  r->fast->stopping = 1;
+  table_clear(&r->fast->table);
+  pthread_mutex_unlock(&r->mu);
+  uint64_t one = 1;
+  if (write(r->wake, &one, sizeof one) < 0) { /* EAGAIN: a wake-up is already pending */ }
+  return NULL;
+}
+
+napi_status fast_register(napi_env env, napi_value exports) {
+  const struct {
+    const char *name;
+    napi_callback cb;
+  } fns[] = {{"fastStart", js_start},   {"fastListen", js_listen},   {"fastRemember", js_remember},
+             {"fastClear", js_clear},   {"fastAcquire", js_acquire}, {"fastRelease", js_release},
+             {"fastStop", js_stop}};
+  for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++) {
+    napi_value f;
+    napi_status s = napi_create_function(env, fns[i].name, NAPI_AUTO_LENGTH, fns[i].cb, NULL, &f);
+    if (s == napi_ok) s = napi_set_named_property(env, exports, fns[i].name, f);
+    if (s != napi_ok) return s;
+  }
+  return napi_ok;
+}

@@ -1,0 +1,238 @@
+// The policy point's accept path in C (packages/network/native/fast.c) against its JavaScript path: the
+// same cases through a policy point with it off and one with it on (AGENTFENSE_NETWORK_ENABLE=
+// fastAccept), each in a policed namespace of its own, clients started inside it with nsenter. What a
+// user would check: an allowed name answers, a denied one and a spoofed one (an allowed name sent to
+// another address) do not, a rule change closes an open connection and refuses the next, the bound
+// holds and frees, and each connection's audit record carries the same fields either way. With it on,
+// the connections after the first to a name are carried by C (stats().fast counts them).
+import { spawn } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { NetworkAuditEvent } from '@agentfense/network';
+import { PolicyPoint } from '../../packages/network/src/policy-point.js';
+import { removeSandboxNetns, setUpSandboxNetns } from '../../packages/network/src/netns.js';
+import type { NetworkPolicy } from '../../packages/network/src/policy.js';
+import { TEST_ADDRESSES, makeTestNet } from '../helpers/test-net.js';
+import type { TestNet } from '../helpers/test-net.js';
+
+const MAX = 4;
+const POLICY: NetworkPolicy = {
+  mode: 'allow',
+  rules: [
+    { action: 'allow', host: 'pub.test', ports: [443] },
+    { action: 'deny', host: 'other.test' },
+  ],
+};
+
+/** A client inside `ns`; `input` is written to its stdin (closed after). */
+function inNs(ns: string, argv: string[], input = ''): Promise<{ out: string; code: number | null }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn('nsenter', [`--net=${ns}`, '--', ...argv], { stdio: ['pipe', 'pipe', 'inherit'] });
+    let out = '';
+    child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ out, code }));
+    child.stdin.end(input);
+  });
+}
+
+/** curl over TLS to `name` at `address` (transparently: no proxy in the namespace). */
+const curl = (ns: string, name: string, address: string): Promise<{ out: string; code: number | null }> =>
+  inNs(ns, ['curl', '-s', '-k', '-m', '5', '--resolve', `${name}:443:${address}`, `https://${name}/`]);
+
+/** Holds TLS connections open: prints `open N` once N are, then per line read, what happens next. */
+const HOLDER = `
+import socket, ssl, sys
+ctx = ssl.create_default_context(); ctx.check_hostname = False; ctx.verify_mode = ssl.CERT_NONE
+def tls():
+    s = socket.create_connection(('${TEST_ADDRESSES.public}', 443), 5)
+    return ctx.wrap_socket(s, server_hostname='pub.test')
+held = [tls() for _ in range(int(sys.argv[1]))]
+print('open', len(held), flush=True)
+for line in sys.stdin:
+    if line.strip() == 'one-more':
+        try:
+            tls().sendall(b'GET / HTTP/1.1\\r\\nHost: pub.test\\r\\n\\r\\n'); print('one-more ok', flush=True)
+        except Exception as e:
+            print('one-more refused', flush=True)
+    elif line.strip() == 'read':
+        held[0].settimeout(5)
+        try:
+            print('read', len(held[0].recv(100)), flush=True)
+        except TimeoutError:
+            print('read timeout', flush=True)
+        except Exception as e:
+            print('read failed', type(e).__name__, flush=True)
+`;
+
+/** A holder process in `ns`, spoken to line by line. */
+function holder(ns: string, count: number) {
+  const child = spawn('nsenter', [`--net=${ns}`, '--', 'python3', '-c', HOLDER, String(count)], {
+    stdio: ['pipe', 'pipe', 'inherit'],
+  });
+  let out = '';
+  child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
+  const waitFor = async (pattern: RegExp): Promise<string> => {
+    for (let i = 0; i < 200; i++) {
+      const m = pattern.exec(out);
+      if (m !== null) return m[0];
+      await new Promise((r) => setTimeout(r, 25));
+    }
+    throw new Error(`holder: no ${String(pattern)} in ${JSON.stringify(out)}`);
+  };
+  return {
+    waitFor,
+    say: (line: string) => child.stdin.write(`${line}\n`),
+    stop: () => {
+      child.stdin.end();
+      child.kill();
+    },
+  };
+}
+
+async function until(check: () => boolean, what: string): Promise<void> {
+  for (let i = 0; i < 200 && !check(); i++) await new Promise((r) => setTimeout(r, 25));
+  if (!check()) throw new Error(`timed out waiting for ${what}`);
+}
+
+/** The fields of an audit record that say what was decided (time and duration aside). */
+const decided = (e: NetworkAuditEvent): Record<string, unknown> => {
+  const { time: _time, durationMs: _duration, bytesUp: _up, bytesDown: _down, ...rest } = e;
+  return rest;
+};
+
+let net: TestNet;
+let dir: string;
+const records: Record<string, NetworkAuditEvent[]> = {};
+
+beforeAll(async () => {
+  net = await makeTestNet();
+  dir = await mkdtemp(join(tmpdir(), 'af-fast-accept-'));
+}, 60_000);
+afterAll(async () => {
+  await net.close();
+  await rm(dir, { recursive: true, force: true });
+});
+
+describe.each([
+  ['the JavaScript path', false],
+  ['the C accept path', true],
+])('%s', (label, fast) => {
+  let point: PolicyPoint;
+  let ns: string;
+  const audit: NetworkAuditEvent[] = [];
+  records[label] = audit;
+
+  beforeAll(async () => {
+    ns = join(dir, fast ? 'fast' : 'js');
+    await setUpSandboxNetns(ns, { create: true });
+    const saved = process.env.AGENTFENSE_NETWORK_ENABLE;
+    if (fast) process.env.AGENTFENSE_NETWORK_ENABLE = 'fastAccept';
+    else delete process.env.AGENTFENSE_NETWORK_ENABLE;
+    try {
+      point = new PolicyPoint({
+        netnsPath: ns,
+        policy: POLICY,
+        maxConnections: MAX,
+        hostsFile: net.hostsFile,
+        audit: (event) => audit.push(event),
+      });
+    } finally {
+      if (saved === undefined) delete process.env.AGENTFENSE_NETWORK_ENABLE;
+      else process.env.AGENTFENSE_NETWORK_ENABLE = saved;
+    }
+  }, 30_000);
+  afterAll(async () => {
+    point.close();
+    await removeSandboxNetns(ns);
+  });
+
+  it('reaches an allowed name, again and again; audits each connection with its bytes', async () => {
+    for (let i = 0; i < 3; i++)
+      expect((await curl(ns, 'pub.test', TEST_ADDRESSES.public)).out).toBe('tls hello from pub.test\n');
+    await until(() => audit.filter((e) => e.name === 'pub.test').length === 3, 'three records');
+    for (const e of audit.filter((r) => r.name === 'pub.test')) {
+      expect(decided(e)).toEqual({
+        op: 'connect',
+        path: 'pub.test:443',
+        decision: 'allow',
+        rule: 0,
+        reason: 'rule 0 (allow pub.test ports 443)',
+        name: 'pub.test',
+        address: TEST_ADDRESSES.public,
+        port: 443,
+        via: 'transparent',
+      });
+      expect(e.bytesUp).toBeGreaterThan(300); // a ClientHello and a request
+      expect(e.bytesDown).toBeGreaterThan(300); // a certificate and an answer
+      expect(e.durationMs).toBeGreaterThanOrEqual(0);
+      expect(Math.abs(e.time - Date.now())).toBeLessThan(30_000);
+    }
+    // The first was decided by JavaScript; with the C path on, it carried the two after it.
+    expect(point.stats().fast).toBe(fast ? 2 : 0);
+  });
+
+  it('refuses a denied name and an allowed name sent to another address (SNI spoofing)', async () => {
+    const seen = net.sniSeen.length;
+    expect((await curl(ns, 'other.test', TEST_ADDRESSES.public)).out).toBe('');
+    expect((await curl(ns, 'pub.test', TEST_ADDRESSES.evil)).out).toBe('');
+    expect(net.sniSeen.slice(seen)).toEqual([]);
+    await until(() => audit.filter((e) => e.decision === 'deny').length === 2, 'two refusals');
+    const [denied, spoofed] = audit.filter((e) => e.decision === 'deny');
+    expect(denied).toMatchObject({ path: 'other.test:443', rule: 1, reason: 'rule 1 (deny other.test)' });
+    expect(spoofed).toMatchObject({
+      path: 'pub.test:443',
+      address: TEST_ADDRESSES.evil,
+      reason: `pub.test does not resolve to ${TEST_ADDRESSES.evil}, the address dialled`,
+    });
+  });
+
+  it('holds the bound: the one past it is refused and audited, and a freed slot takes the next', async () => {
+    const h = holder(ns, MAX);
+    try {
+      await h.waitFor(/open 4/);
+      h.say('one-more');
+      await h.waitFor(/one-more (ok|refused)/);
+      expect(await h.waitFor(/one-more \w+/)).toBe('one-more refused');
+      await until(() => audit.some((e) => /already has 4 connections open/.test(e.reason)), 'the bound');
+    } finally {
+      h.stop();
+    }
+    // The held ones end; their slots are free again.
+    await until(() => point.stats().clients === 0, 'the slots freed');
+    expect((await curl(ns, 'pub.test', TEST_ADDRESSES.public)).out).toBe('tls hello from pub.test\n');
+  }, 30_000);
+
+  it('a rule change closes an open connection and refuses the next one (no stale decision)', async () => {
+    const before = point.stats().fast;
+    const h = holder(ns, 1);
+    try {
+      await h.waitFor(/open 1/);
+      if (fast) expect(point.stats().fast).toBe(before + 1);
+      point.setPolicy({ mode: 'allow', rules: [{ action: 'deny', host: 'pub.test' }] });
+      h.say('read');
+      expect(await h.waitFor(/read (0|failed \w+)/)).toMatch(/^read (0|failed)/);
+    } finally {
+      h.stop();
+    }
+    expect((await curl(ns, 'pub.test', TEST_ADDRESSES.public)).out).toBe('');
+    await until(
+      () => audit.some((e) => e.reason === 'closed by a policy change: rule 0 (deny pub.test)'),
+      'the closing record',
+    );
+    await until(() => audit.some((e) => e.reason === 'rule 0 (deny pub.test)'), 'the refusal');
+    point.setPolicy(POLICY);
+  }, 30_000);
+});
+
+describe('both paths', () => {
+  it('wrote the same audit records, field for field (time, duration and byte counts aside)', () => {
+    const [js, c] = [records['the JavaScript path'] ?? [], records['the C accept path'] ?? []];
+    expect(js.length).toBeGreaterThan(0);
+    const sorted = (list: NetworkAuditEvent[]): string[] =>
+      list.map((e) => JSON.stringify(decided(e))).sort();
+    expect(sorted(c)).toEqual(sorted(js));
+  });
+});
