@@ -109,7 +109,7 @@ export class NodeAgentClient {
       body: { ...rest, ...(stdin === undefined ? {} : { stdin: Buffer.from(stdin).toString('base64') }) },
       ...(signal === undefined ? {} : { signal }),
     });
-    if (!res.ok) throw await answerError(res);
+    if (!res.ok) throw await this.#answerError(res);
     if (res.body === null) throw new ProtocolError('the node agent answered an exec without a body');
     let pending = '';
     let exit: RemoteExecExit | undefined;
@@ -120,7 +120,7 @@ export class NodeAgentClient {
       if (typeof l['stdout'] === 'string') await onStdout?.(Buffer.from(l['stdout'], 'base64'));
       else if (typeof l['stderr'] === 'string') await onStderr?.(Buffer.from(l['stderr'], 'base64'));
       else if (typeof l['exit'] === 'object' && l['exit'] !== null) exit = l['exit'] as RemoteExecExit;
-      else if (typeof l['error'] === 'object' && l['error'] !== null) throw fromWire(l['error'] as never);
+      else if (typeof l['error'] === 'object' && l['error'] !== null) throw this.#wireError(l['error']);
     };
     try {
       for await (const chunk of res.body as AsyncIterable<Uint8Array>) {
@@ -143,13 +143,41 @@ export class NodeAgentClient {
       ...(body === undefined ? {} : { body }),
       signal: AbortSignal.timeout(CALL_TIMEOUT_MS),
     });
-    if (!res.ok) throw await answerError(res);
+    if (!res.ok) throw await this.#answerError(res);
     const text = await res.text();
     try {
       return JSON.parse(text) as T;
     } catch {
       throw new ProtocolError(`the node agent at ${this.address} answered ${method} ${path} with no JSON`);
     }
+  }
+
+  /** The node agent's `{error: {code, message}}` as AgentFense's error; anything else is an internal one. */
+  async #answerError(res: Response): Promise<Error> {
+    const text = await res.text().catch(() => '');
+    try {
+      const body = JSON.parse(text) as { error?: unknown };
+      if (typeof body.error === 'object' && body.error !== null) return this.#wireError(body.error);
+    } catch {
+      // below
+    }
+    return new InternalError(
+      `the node agent at ${this.address} answered HTTP ${res.status} without an error`,
+    );
+  }
+
+  /**
+   * An error the node agent sent, with the token cut out of it: a node agent (or whatever answers at its
+   * address) that echoed the request's Authorization header would otherwise hand the token to the API
+   * client and the logs (test/security/serve-node-agent.test.ts).
+   */
+  #wireError(wire: object): AgentFenseError {
+    const scrubbed = JSON.parse(JSON.stringify(wire).split(this.#token).join('***')) as {
+      code: unknown;
+      message: unknown;
+      details?: unknown;
+    };
+    return fromWire(scrubbed);
   }
 
   async #send(
@@ -198,16 +226,4 @@ function parseLine(line: string): Record<string, unknown> {
     // below
   }
   throw new ProtocolError('the node agent sent an exec line that is not a JSON object');
-}
-
-/** The node agent's `{error: {code, message}}` as AgentFense's error; anything else is an internal one. */
-async function answerError(res: Response): Promise<Error> {
-  const text = await res.text().catch(() => '');
-  try {
-    const body = JSON.parse(text) as { error?: { code: unknown; message: unknown } };
-    if (body.error !== undefined) return fromWire(body.error);
-  } catch {
-    // below
-  }
-  return new InternalError(`the node agent answered HTTP ${res.status} without an error`);
 }
