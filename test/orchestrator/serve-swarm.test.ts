@@ -14,7 +14,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SANDBOX_ID_LABEL } from '@agentfense/orchestrator/swarm';
-import { client, launchServer, tokenFile, type Served } from '../helpers/http-fixture.js';
+import { client, launchServer, tokenFile, type Answer, type Served } from '../helpers/http-fixture.js';
 import { startPostgres, type PostgresCluster } from '../helpers/postgres.js';
 import { createSwarmCluster, swarmPrerequisiteMissing, type SwarmCluster } from '../helpers/swarm-cluster.js';
 import {
@@ -37,6 +37,9 @@ if (missing !== undefined) {
     throw new Error(`the serve-on-Swarm test cannot run: ${missing}`);
   console.warn(`serve-on-Swarm test skipped: ${missing}`);
 }
+
+/** One field of a JSON answer. */
+const field = (answer: Answer, key: string): unknown => (answer.json as Record<string, unknown>)[key];
 
 const permissions = [
   { pattern: '**', permission: 'write' },
@@ -97,7 +100,7 @@ describe.skipIf(missing !== undefined)('serve placing sandboxes on a Swarm', { t
     const [a, b] = replicas as [Served, Served];
     const viaA = client(a.url, a.token);
     const viaB = client(b.url, b.token);
-    const cb = (await viaA('POST', '/v1/codebases', { name: 'app' })).json.id as string;
+    const cb = field(await viaA('POST', '/v1/codebases', { name: 'app' }), 'id') as string;
     for (const [path, text] of [
       ['readme.txt', 'hello from the codebase\n'],
       ['secret.txt', 'the secret\n'],
@@ -112,10 +115,10 @@ describe.skipIf(missing !== undefined)('serve placing sandboxes on a Swarm', { t
       start: true,
     });
     expect(made.status, made.text).toBe(200);
-    const id = made.json.id as string;
+    const id = field(made, 'id') as string;
     const status = await viaB('GET', `/v1/sandboxes/${id}`);
-    expect(status.json.status, status.text).toMatch(/running/i);
-    const node = /placed on node (swarm-\d)/.exec(String(status.json.statusReason))?.[1];
+    expect(field(status, 'status'), status.text).toMatch(/running/i);
+    const node = /placed on node (swarm-\d)/.exec(String(field(status, 'statusReason')))?.[1];
     expect(node, status.text).toBeDefined();
 
     // Its container runs on that node's own engine, with af-init as pid 1 and the view at /workspace.
@@ -132,22 +135,22 @@ describe.skipIf(missing !== undefined)('serve placing sandboxes on a Swarm', { t
     const exec = (command: string) => viaB('POST', `/v1/sandboxes/${id}/exec`, { command });
     const init = await exec('cat /proc/1/comm /workspace/readme.txt; hostname');
     expect(init.status, init.text).toBe(200);
-    expect(init.json.stdout).toBe('af-init\nhello from the codebase\nsandbox\n');
+    expect(field(init, 'stdout')).toBe('af-init\nhello from the codebase\nsandbox\n');
 
     // The rules, enforced inside the container: hidden is ENOENT, read-only is EACCES.
     const hidden = await exec('cat /workspace/secret.txt');
-    expect(hidden.json.exitCode).toBe(1);
-    expect(hidden.json.stderr).toContain('No such file or directory');
+    expect(field(hidden, 'exitCode')).toBe(1);
+    expect(field(hidden, 'stderr')).toContain('No such file or directory');
     const denied = await exec('echo x > /workspace/docs/guide.txt');
-    expect(denied.json.exitCode ?? 0).not.toBe(0);
-    expect(denied.json.stderr).toContain('Permission denied');
+    expect(field(denied, 'exitCode') ?? 0).not.toBe(0);
+    expect(field(denied, 'stderr')).toContain('Permission denied');
 
     const wrote = await exec('echo changed > /workspace/readme.txt');
-    expect(wrote.json.exitCode ?? 0).toBe(0);
+    expect(field(wrote, 'exitCode') ?? 0).toBe(0);
     const changes = await viaB('GET', `/v1/sandboxes/${id}/changes`);
     expect(changes.text).toContain('readme.txt');
     const diff = await viaA('GET', `/v1/sandboxes/${id}/diff`);
-    expect(diff.json.diff).toContain('+changed');
+    expect(field(diff, 'diff')).toContain('+changed');
     const commit = await viaB('POST', `/v1/sandboxes/${id}/commit`, {});
     expect(commit.status, commit.text).toBe(200);
     // The commit reached the codebase on the shared filesystem: the next sandbox's view shows it.

@@ -6,116 +6,22 @@
 // face are the real ones, in this process; the orchestrator is a stand-in that places at once, and the
 // node agent a recording HTTP server.
 import { randomBytes } from 'node:crypto';
-import { createServer, type IncomingMessage, type Server } from 'node:http';
+import { createServer, type Server } from 'node:http';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ControlPlane, controlPlaneBackend, createHttpServer, type HttpServer } from '@agentfense/control';
-import type { Location, Orchestrator, PlacementStatus } from '@agentfense/orchestrator';
+import { fakeOrchestrator, startFakeNodeAgent, type FakeNodeAgent } from '../helpers/placement-fakes.js';
 
 const NODE_TOKEN = randomBytes(24).toString('hex');
 const API_TOKEN = randomBytes(24).toString('hex');
 
-type Mode = 'ok' | 'echo' | 'redirect';
-
-interface Seen {
-  readonly method: string;
-  readonly url: string;
-  readonly authorization: string | undefined;
-}
-
-function listen(server: Server): Promise<number> {
-  return new Promise((resolve) =>
-    server.listen(0, '127.0.0.1', () => resolve((server.address() as AddressInfo).port)),
-  );
-}
-
-/** A node agent that records every request and answers as `mode` says. */
-function fakeNodeAgent(state: { mode: Mode; seen: Seen[]; elsewhere: number }): Server {
-  return createServer((req: IncomingMessage, res) => {
-    req.resume();
-    state.seen.push({
-      method: req.method ?? '',
-      url: req.url ?? '',
-      authorization: req.headers.authorization,
-    });
-    const json = (status: number, body: unknown): void => {
-      res.writeHead(status, { 'content-type': 'application/json' });
-      res.end(JSON.stringify(body));
-    };
-    if (req.method === 'POST' && req.url === '/v1/sandboxes')
-      return json(201, { sandboxId: 'x', container: 'c' });
-    if (req.method === 'DELETE') return json(200, {});
-    if (state.mode === 'echo') {
-      return json(403, {
-        error: {
-          code: 'AF_PERMISSION_DENIED',
-          message: `refused ${req.headers.authorization ?? ''}`,
-          details: { header: req.headers.authorization },
-        },
-      });
-    }
-    if (state.mode === 'redirect') {
-      res.writeHead(307, { location: `http://127.0.0.1:${state.elsewhere}${req.url ?? '/'}` });
-      return res.end();
-    }
-    if (req.url?.endsWith('/exec') === true) {
-      res.writeHead(200, { 'content-type': 'application/x-ndjson' });
-      res.write(`${JSON.stringify({ stdout: Buffer.from('hi\n').toString('base64') })}\n`);
-      res.end(
-        `${JSON.stringify({ exit: { exitCode: 0, signal: null, timedOut: false, oomKilled: false, durationMs: 1 } })}\n`,
-      );
-      return;
-    }
-    json(200, { diff: '', binary: [] });
-  });
-}
-
-/** Places at once; every placed sandbox is ready on node `n1`, whose node agent is `port`. */
-function fakeOrchestrator(port: () => number): Orchestrator {
-  const placed = new Set<string>();
-  return {
-    place: (r) => {
-      placed.add(r.sandboxId);
-      return Promise.resolve();
-    },
-    remove: (id) => {
-      placed.delete(id);
-      return Promise.resolve();
-    },
-    locate: (id): Promise<Location | undefined> =>
-      Promise.resolve(
-        placed.has(id)
-          ? {
-              sandboxId: id,
-              nodeName: 'n1',
-              podIP: '10.0.0.2',
-              nodeAgent: { host: '127.0.0.1', port: port() },
-            }
-          : undefined,
-      ),
-    async *watch({ signal } = {}): AsyncIterable<PlacementStatus> {
-      const told = new Set<string>();
-      while (signal?.aborted !== true) {
-        for (const id of placed) {
-          if (told.has(id)) continue;
-          told.add(id);
-          yield { state: 'ready', sandboxId: id, nodeName: 'n1', podIP: '10.0.0.2' };
-        }
-        await new Promise((resolve) => setTimeout(resolve, 20));
-      }
-    },
-  };
-}
-
 describe('serve routing to node agents', () => {
-  const state = { mode: 'ok' as Mode, seen: [] as Seen[], elsewhere: 0 };
   const elsewhereSeen: string[] = [];
   let dir: string;
-  let agentPort = 0;
-  let agent: Server;
+  let state: FakeNodeAgent;
   let elsewhere: Server;
   let plane: ControlPlane;
   let http: HttpServer;
@@ -123,18 +29,18 @@ describe('serve routing to node agents', () => {
 
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), 'af-serve-node-agent-'));
-    agent = fakeNodeAgent(state);
-    agentPort = await listen(agent);
+    state = await startFakeNodeAgent();
     elsewhere = createServer((req, res) => {
       elsewhereSeen.push(`${req.url ?? ''} ${req.headers.authorization ?? ''}`);
       res.end('{}');
     });
-    state.elsewhere = await listen(elsewhere);
+    await new Promise<void>((resolve) => elsewhere.listen(0, '127.0.0.1', resolve));
+    state.redirectTo = (elsewhere.address() as AddressInfo).port;
     plane = await ControlPlane.open({
       dataDir: join(dir, 'data'),
       workerPoolSize: 0,
       placement: {
-        orchestrator: fakeOrchestrator(() => agentPort),
+        orchestrator: fakeOrchestrator(state.port),
         nodeAgentToken: NODE_TOKEN,
         image: 'sandbox:test',
       },
@@ -146,7 +52,7 @@ describe('serve routing to node agents', () => {
 
   afterAll(async () => {
     await http.app.close();
-    agent.close();
+    await state.close();
     elsewhere.close();
     await rm(dir, { recursive: true, force: true });
   });
