@@ -4,6 +4,7 @@ import type { Level, Logger } from 'pino';
 import type { ResourceLimits } from '@agentfense/protocol';
 import { InvalidArgumentError } from '@agentfense/protocol';
 import type { NetworkOptions } from '@agentfense/network';
+import type { PlacementOptions } from './placement/options.js';
 import type { PresetRegistry } from './presets/registry.js';
 import type { CheckpointLimitOptions } from './sandboxes/checkpoint-limits.js';
 import type { CompactionStep } from './sandboxes/compactor.js';
@@ -21,6 +22,12 @@ export interface ControlPlaneOptions {
    * data directory (API replicas, docs/scale-out.md). The password is never logged.
    */
   readonly database?: string;
+  /**
+   * Place sandboxes on cluster nodes through an orchestrator and the node agents instead of running them
+   * in this process (docs/scale-out.md, "How serve routes"): start places, the commands, files and delta
+   * go to the node agent where the sandbox runs. Off: every sandbox runs on this host.
+   */
+  readonly placement?: PlacementOptions;
   /** Log here instead of `<dataDir>/logs/control.log`. */
   readonly logger?: Logger;
   readonly logLevel?: Level;

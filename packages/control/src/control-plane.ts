@@ -36,6 +36,9 @@ import type {
   RestoreOptions,
 } from './sandboxes/checkpoints.js';
 import { SandboxManager } from './sandboxes/manager.js';
+import type { ControlPlaneParts } from './control-plane-parts.js';
+import type { SandboxBackend } from './placement/backend.js';
+import { OrchestratedSandboxes } from './placement/orchestrated.js';
 import { startReaper } from './sandboxes/reaper-timer.js';
 import { SPARE_LABEL } from './sandboxes/one-shot.js';
 import type { CreateInternal } from './sandboxes/records.js';
@@ -83,24 +86,15 @@ export class ControlPlane implements AsyncDisposable {
   readonly #disk: DiskGuard;
   readonly #hostUsers: SandboxHostUsers;
   readonly #checkpoints: CheckpointService;
+  /** Where sandboxes run: this process (the manager) or cluster nodes (placement/). */
+  readonly #backend: SandboxBackend;
+  readonly #placed: OrchestratedSandboxes | undefined;
   #closing: Promise<void> | undefined;
 
-  private constructor(parts: {
-    dataDir: string;
-    layout: DataLayout;
-    logger: Logger;
-    metadata: MetadataStore;
-    store: SandboxStore;
-    codebases: CodebaseService;
-    sandboxes: SandboxManager;
-    sessions: SessionManager;
-    reapIntervalMs: number;
-    runtimes: RuntimeRegistry;
-    disk: DiskGuard;
-    hostUsers: SandboxHostUsers;
-    checkpoints: CheckpointService;
-  }) {
+  private constructor(parts: ControlPlaneParts) {
     this.#checkpoints = parts.checkpoints;
+    this.#placed = parts.placed;
+    this.#backend = parts.placed ?? parts.sandboxes;
     this.#runtimes = parts.runtimes;
     this.#disk = parts.disk;
     this.#hostUsers = parts.hostUsers;
@@ -190,7 +184,9 @@ export class ControlPlane implements AsyncDisposable {
     });
     const cps = { metadata, layout, sandboxes, logger, limits, compactionFault: options.compactionFault };
     const checkpoints = checkpointService({ ...cps, plane: () => plane });
+    const { placement } = options;
     const plane: ControlPlane = new ControlPlane({
+      placed: placement && new OrchestratedSandboxes({ store, codebases, layout, logger, placement }),
       checkpoints,
       dataDir,
       layout,
@@ -281,13 +277,13 @@ export class ControlPlane implements AsyncDisposable {
     return this.sandboxes.list(options);
   }
   startSandbox(id: string): Promise<SandboxInfo> {
-    return this.#disk.writing('starting a sandbox', () => this.sandboxes.start(id));
+    return this.#disk.writing('starting a sandbox', () => this.#backend.start(id));
   }
   stopSandbox(id: string, options?: { reason?: string }): Promise<SandboxInfo> {
-    return this.#disk.writing('stopping a sandbox', () => this.sandboxes.stop(id, options));
+    return this.#disk.writing('stopping a sandbox', () => this.#backend.stop(id, options));
   }
   async destroySandbox(id: string, options?: { keepDelta?: boolean }): Promise<void> {
-    await this.#disk.freeing('destroying a sandbox', () => this.sandboxes.destroy(id, options));
+    await this.#disk.freeing('destroying a sandbox', () => this.#backend.destroy(id, options));
     // Its checkpoints went with its record: their layers go unless a fork's stack holds them.
     await this.#checkpoints.collect();
   }
@@ -337,7 +333,7 @@ export class ControlPlane implements AsyncDisposable {
     options: SandboxExecOptions & { readonly encoding?: OutputEncoding } = {},
   ): Promise<RunResult | ExecResult> {
     const { encoding, rest } = splitEncoding(options);
-    const result = await this.sandboxes.exec(id, command, rest);
+    const result = await this.#backend.exec(id, command, rest);
     return encoding === 'buffer' ? result : decodeOutput(result);
   }
   /** @deprecated Use `run(id, command, { ...options, encoding: 'buffer' })` (same result: output as Buffers). */
@@ -349,20 +345,20 @@ export class ControlPlane implements AsyncDisposable {
     return this.run(id, command, { ...options, encoding: 'buffer' });
   }
   changes(id: string): Promise<readonly ChangeEntry[]> {
-    return this.sandboxes.changes(id);
+    return this.#backend.changes(id);
   }
   diff(
     id: string,
     options?: { paths?: readonly string[] },
   ): Promise<{ diff: string; binary: readonly string[] }> {
-    return this.sandboxes.diff(id, options);
+    return this.#backend.diff(id, options);
   }
   /** Also finishes an unfinished commit first (one a crash or a stop cut short). */
   async commit(
     id: string,
     options?: { mode?: CommitMode; paths?: readonly string[] },
   ): Promise<CommitResult> {
-    const result = await this.#disk.writing('committing', () => this.sandboxes.commit(id, options));
+    const result = await this.#disk.writing('committing', () => this.#backend.commit(id, options));
     if (result.interrupted === undefined) await settleUnfinished(this.#store, id, 'finished');
     // The commit folded the frozen layers into the writable one first: the delta stands on none.
     await this.#checkpoints.stackEmptied(id);
@@ -380,10 +376,10 @@ export class ControlPlane implements AsyncDisposable {
     await this.#checkpoints.stackEmptied(id);
   }
   readFile(id: string, path: string): Promise<Buffer> {
-    return this.sandboxes.readFile(id, path);
+    return this.#backend.readFile(id, path);
   }
   writeFile(id: string, path: string, data: Uint8Array | string): Promise<void> {
-    return this.#disk.writing(`writing ${path}`, () => this.sandboxes.writeFile(id, path, data));
+    return this.#disk.writing(`writing ${path}`, () => this.#backend.writeFile(id, path, data));
   }
   setRules(id: string, policy: { rules?: readonly unknown[]; preset?: string }): Promise<SandboxInfo> {
     return this.#disk.writing('changing the rules', () => this.sandboxes.policies.setRules(id, policy));
@@ -478,6 +474,7 @@ export class ControlPlane implements AsyncDisposable {
       if (this.#reaper !== undefined) clearInterval(this.#reaper);
       await this.sessions.closeAll();
       await this.#checkpoints.stopCompacting();
+      await this.#placed?.close();
       await this.sandboxes.close();
       // What runtimes keep ahead (docker's idle pooled containers), after every sandbox stopped.
       await this.#runtimes.close((err, runtime) =>

@@ -101,6 +101,12 @@ export type {
   SecretInfo,
 } from './sandboxes/types.js';
 export { TRANSITIONS, canTransition } from './sandboxes/state.js';
+export { REMOTE_REASONS, RemoteSandboxError } from './placement/errors.js';
+export type { RemoteReason } from './placement/errors.js';
+export type { PlacementOptions } from './placement/options.js';
+export type { SandboxBackend } from './placement/backend.js';
+export { NodeAgentClient } from './placement/node-agent-client.js';
+export type { NodeAgentEndpoint } from './placement/node-agent-client.js';
 export { RuntimeRegistry } from './sandboxes/runtimes.js';
 export type { RuntimeMap, RuntimeProvider } from './sandboxes/runtimes.js';
 export { DEFAULT_SUPERVISION } from './sandboxes/supervisor.js';

@@ -5,6 +5,8 @@ import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import { WrongStateError } from '@agentfense/protocol';
 import type { DataLayout } from '../paths.js';
+import { RemoteSandboxError } from '../placement/errors.js';
+import { ORCHESTRATED } from '../placement/options.js';
 import type { SandboxRow, SandboxStore } from '../store/sandboxes.js';
 import type { SandboxMounts } from './mounts.js';
 import { isSameProcess, selfIdentity, waitGone } from './process-identity.js';
@@ -70,8 +72,16 @@ export class Ownership {
   }
 
   /** The error of a call that needs the sandbox running in this object, which it is not. */
-  notRunningHere(row: SandboxRow): WrongStateError {
+  notRunningHere(row: SandboxRow): WrongStateError | RemoteSandboxError {
     const { id, state } = row;
+    // Placed on a cluster node: the calls the node agents serve never come here (placement/).
+    if (row.owner_instance === ORCHESTRATED) {
+      return new RemoteSandboxError(
+        'not-routed',
+        `sandbox ${id} runs on a cluster node: this call is not routed to node agents`,
+        { details: { id } },
+      );
+    }
     if (this.ownedElsewhere(row)) return this.runningElsewhere(row);
     if (state === 'RUNNING') {
       return new WrongStateError(

@@ -10,10 +10,11 @@ import { InvalidArgumentError, UnavailableError } from '@agentfense/protocol/cor
 import type { parseListen } from '../../http/auth.js';
 import { controlPlaneBackend, defaultMaxConcurrentStarts } from '../../http/backend.js';
 import type { CliContext } from '../io.js';
+import { addPlacementFlags, placementFromFlags, type PlacementFlags } from '../placement-options.js';
 import { untilSignal } from '../signals.js';
 import { checkPostgresUrl, redactUrl } from '../../store/postgres/url.js';
 
-interface ServeFlags {
+interface ServeFlags extends PlacementFlags {
   readonly listen: string;
   readonly grpcListen: string;
   readonly data?: string;
@@ -26,7 +27,7 @@ interface ServeFlags {
 
 /** Registers `serve` on the program. */
 export function registerServe(program: Command, { io, result }: CliContext): void {
-  program
+  const command = program
     .command('serve')
     .description(
       'serve the HTTP API (JSON over HTTP, routes in GET /v1/openapi.json) and the gRPC API (sandbox.v1) until SIGINT/SIGTERM',
@@ -61,143 +62,145 @@ export function registerServe(program: Command, { io, result }: CliContext): voi
     .option(
       '--max-upload-bytes <n>',
       'largest uploaded file; larger uploads are refused with 413 (default 1 GiB)',
-    )
-    .action(async (flags: ServeFlags) => {
-      // Loaded only by the command that serves: the control plane and both servers are the heaviest
-      // modules of the CLI, which every other command would otherwise pay for at start-up.
-      const [
-        { assertListenAllowed, parseListen, readTokenFile },
-        { ensureApiToken },
-        { ensurePrivateDir, resolveDataDir },
-        { ControlPlane },
-        { createHttpServer },
-        { createGrpcServer },
-        { StreamBudget },
-      ] = await Promise.all([
-        import('../../http/auth.js'),
-        import('../../http/api-token.js'),
-        import('../../paths.js'),
-        import('../../control-plane.js'),
-        import('../../http/server.js'),
-        import('../../grpc/server.js'),
-        import('../../api/stream-budget.js'),
-      ]);
-      const httpAddress = flags.listen === '' ? undefined : parseListen(flags.listen);
-      const grpcAddress =
-        flags.grpcListen === '' ? undefined : parseGrpcListen(flags.grpcListen, parseListen);
-      if (httpAddress === undefined && grpcAddress === undefined) {
-        throw new InvalidArgumentError('--listen and --grpc-listen are both empty: nothing to serve');
-      }
-      const maxStarts = flags.maxStarts === undefined ? undefined : Number(flags.maxStarts);
-      if (maxStarts !== undefined && !(Number.isSafeInteger(maxStarts) && maxStarts >= 1)) {
-        throw new InvalidArgumentError(`--max-starts must be a positive integer, got ${flags.maxStarts}`);
-      }
-      const maxUploadBytes = flags.maxUploadBytes === undefined ? undefined : Number(flags.maxUploadBytes);
-      if (maxUploadBytes !== undefined && !(Number.isSafeInteger(maxUploadBytes) && maxUploadBytes >= 1)) {
-        throw new InvalidArgumentError(
-          `--max-upload-bytes must be a positive integer, got ${flags.maxUploadBytes}`,
-        );
-      }
-      // The flag, else the environment (which, unlike argv, other local users cannot read).
-      const database = flags.database ?? (process.env['AGENTFENSE_DATABASE'] || undefined);
-      if (database !== undefined) checkPostgresUrl(database);
-      // One bound for the streams of both faces (AGENTFENSE_STREAM_STALL_SECONDS checked here, up front).
-      const streams = new StreamBudget();
-      const insecure = flags.insecureNoAuth === true;
-      if (insecure && flags.tokenFile !== undefined) {
-        throw new InvalidArgumentError(
-          '--insecure-no-auth and --token-file contradict each other: give one of them',
-        );
-      }
-      const fileToken = flags.tokenFile === undefined ? undefined : await readTokenFile(flags.tokenFile);
-      // Before anything is opened: neither face may be reachable from elsewhere without a token.
-      for (const address of [httpAddress, grpcAddress]) {
-        if (address !== undefined) assertListenAllowed(address, !insecure);
-      }
-      if (insecure) {
-        io.stderr.write(
-          'agentfense: WARNING: --insecure-no-auth: no authentication; every local user and process that can connect to this port can read the codebases and run commands in sandboxes. Use it only on a single-user machine.\n',
-        );
-      }
-      // The data directory's token, made (with the directory, 0700) on first start.
-      let dataToken: Awaited<ReturnType<typeof ensureApiToken>> | undefined;
-      if (!insecure && fileToken === undefined) {
-        const dir = resolveDataDir({ dataDir: flags.data });
-        await ensurePrivateDir(dir);
-        dataToken = await ensureApiToken(dir);
-      }
-      const token = fileToken ?? dataToken?.token;
-      const signal = untilSignal();
+    );
+  addPlacementFlags(command).action(async (flags: ServeFlags) => {
+    // Loaded only by the command that serves: the control plane and both servers are the heaviest
+    // modules of the CLI, which every other command would otherwise pay for at start-up.
+    const [
+      { assertListenAllowed, parseListen, readTokenFile },
+      { ensureApiToken },
+      { ensurePrivateDir, resolveDataDir },
+      { ControlPlane },
+      { createHttpServer },
+      { createGrpcServer },
+      { StreamBudget },
+    ] = await Promise.all([
+      import('../../http/auth.js'),
+      import('../../http/api-token.js'),
+      import('../../paths.js'),
+      import('../../control-plane.js'),
+      import('../../http/server.js'),
+      import('../../grpc/server.js'),
+      import('../../api/stream-budget.js'),
+    ]);
+    const httpAddress = flags.listen === '' ? undefined : parseListen(flags.listen);
+    const grpcAddress = flags.grpcListen === '' ? undefined : parseGrpcListen(flags.grpcListen, parseListen);
+    if (httpAddress === undefined && grpcAddress === undefined) {
+      throw new InvalidArgumentError('--listen and --grpc-listen are both empty: nothing to serve');
+    }
+    const maxStarts = flags.maxStarts === undefined ? undefined : Number(flags.maxStarts);
+    if (maxStarts !== undefined && !(Number.isSafeInteger(maxStarts) && maxStarts >= 1)) {
+      throw new InvalidArgumentError(`--max-starts must be a positive integer, got ${flags.maxStarts}`);
+    }
+    const maxUploadBytes = flags.maxUploadBytes === undefined ? undefined : Number(flags.maxUploadBytes);
+    if (maxUploadBytes !== undefined && !(Number.isSafeInteger(maxUploadBytes) && maxUploadBytes >= 1)) {
+      throw new InvalidArgumentError(
+        `--max-upload-bytes must be a positive integer, got ${flags.maxUploadBytes}`,
+      );
+    }
+    // The flag, else the environment (which, unlike argv, other local users cannot read).
+    const database = flags.database ?? (process.env['AGENTFENSE_DATABASE'] || undefined);
+    if (database !== undefined) checkPostgresUrl(database);
+    const placement = await placementFromFlags(flags);
+    // One bound for the streams of both faces (AGENTFENSE_STREAM_STALL_SECONDS checked here, up front).
+    const streams = new StreamBudget();
+    const insecure = flags.insecureNoAuth === true;
+    if (insecure && flags.tokenFile !== undefined) {
+      throw new InvalidArgumentError(
+        '--insecure-no-auth and --token-file contradict each other: give one of them',
+      );
+    }
+    const fileToken = flags.tokenFile === undefined ? undefined : await readTokenFile(flags.tokenFile);
+    // Before anything is opened: neither face may be reachable from elsewhere without a token.
+    for (const address of [httpAddress, grpcAddress]) {
+      if (address !== undefined) assertListenAllowed(address, !insecure);
+    }
+    if (insecure) {
+      io.stderr.write(
+        'agentfense: WARNING: --insecure-no-auth: no authentication; every local user and process that can connect to this port can read the codebases and run commands in sandboxes. Use it only on a single-user machine.\n',
+      );
+    }
+    // The data directory's token, made (with the directory, 0700) on first start.
+    let dataToken: Awaited<ReturnType<typeof ensureApiToken>> | undefined;
+    if (!insecure && fileToken === undefined) {
+      const dir = resolveDataDir({ dataDir: flags.data });
+      await ensurePrivateDir(dir);
+      dataToken = await ensureApiToken(dir);
+    }
+    const token = fileToken ?? dataToken?.token;
+    const signal = untilSignal();
+    try {
+      const plane = await ControlPlane.open({
+        ...(flags.data === undefined ? {} : { dataDir: flags.data }),
+        ...(maxUploadBytes === undefined ? {} : { maxUploadBytes }),
+        ...(database === undefined ? {} : { database }),
+        ...(placement === undefined ? {} : { placement }),
+      });
+      // What earlier processes left behind (dead one-shot sandboxes, failed destroys, orphaned
+      // directories and mounts); linked codebases are kept, API clients may still refer to them.
+      const collected = await plane.gc({ codebases: false });
+      const removed = collected.sandboxes.length + collected.directories.length + collected.mounts.length;
+      if (removed > 0)
+        io.stderr.write(`agentfense: gc: removed ${removed} leftover(s) (see agentfense gc --dry-run)\n`);
+      // One backend behind both faces: the same sandboxes, sessions and start queue.
+      // Replicas sharing a database leave a sandbox created but not started to whichever starts it.
+      const backend = controlPlaneBackend(plane, {
+        ...(maxStarts === undefined ? {} : { maxConcurrentStarts: maxStarts }),
+        // A placed sandbox is owned by no process: it is created unowned and any replica starts it.
+        ...(database === undefined && placement === undefined ? {} : { ownCreated: false }),
+      });
+      const http =
+        httpAddress === undefined
+          ? undefined
+          : createHttpServer({
+              backend,
+              ...(token === undefined ? { insecureNoAuth: true } : { token }),
+              ...(maxUploadBytes === undefined ? {} : { maxUploadBytes }),
+              logger: plane.logger.child({ component: 'http' }),
+              streams,
+            });
+      const grpc =
+        grpcAddress === undefined
+          ? undefined
+          : createGrpcServer({
+              backend,
+              ...(token === undefined ? { insecureNoAuth: true } : { token }),
+              logger: plane.logger.child({ component: 'grpc' }),
+              streams,
+            });
       try {
-        const plane = await ControlPlane.open({
-          ...(flags.data === undefined ? {} : { dataDir: flags.data }),
-          ...(maxUploadBytes === undefined ? {} : { maxUploadBytes }),
-          ...(database === undefined ? {} : { database }),
-        });
-        // What earlier processes left behind (dead one-shot sandboxes, failed destroys, orphaned
-        // directories and mounts); linked codebases are kept, API clients may still refer to them.
-        const collected = await plane.gc({ codebases: false });
-        const removed = collected.sandboxes.length + collected.directories.length + collected.mounts.length;
-        if (removed > 0)
-          io.stderr.write(`agentfense: gc: removed ${removed} leftover(s) (see agentfense gc --dry-run)\n`);
-        // One backend behind both faces: the same sandboxes, sessions and start queue.
-        // Replicas sharing a database leave a sandbox created but not started to whichever starts it.
-        const backend = controlPlaneBackend(plane, {
-          ...(maxStarts === undefined ? {} : { maxConcurrentStarts: maxStarts }),
-          ...(database === undefined ? {} : { ownCreated: false }),
-        });
-        const http =
-          httpAddress === undefined
-            ? undefined
-            : createHttpServer({
-                backend,
-                ...(token === undefined ? { insecureNoAuth: true } : { token }),
-                ...(maxUploadBytes === undefined ? {} : { maxUploadBytes }),
-                logger: plane.logger.child({ component: 'http' }),
-                streams,
-              });
-        const grpc =
-          grpcAddress === undefined
-            ? undefined
-            : createGrpcServer({
-                backend,
-                ...(token === undefined ? { insecureNoAuth: true } : { token }),
-                logger: plane.logger.child({ component: 'grpc' }),
-                streams,
-              });
-        try {
-          const served: string[] = [];
-          if (http !== undefined && httpAddress !== undefined) {
-            const bound = await listening(flags.listen, () => http.listen(httpAddress));
-            served.push(`http://${hostPort(bound)}`);
-          }
-          if (grpc !== undefined && grpcAddress !== undefined) {
-            const bound = await listening(flags.grpcListen, () => grpc.listen(grpcAddress));
-            served.push(`grpc://${hostPort(bound)}`);
-          }
-          io.stderr.write(
-            `agentfense: serving ${served.join(' and ')} (data ${plane.dataDir}${
-              database === undefined ? '' : `, records in ${redactUrl(database)}`
-            }, ${
-              token === undefined
-                ? 'NO AUTHENTICATION'
-                : `bearer token required, the one in ${dataToken?.file ?? flags.tokenFile ?? ''}`
-            }); Ctrl-C stops\n`,
-          );
-          const ended = await signal.promise;
-          io.stderr.write(`agentfense: ${ended}: stopping sandboxes and unmounting\n`);
-        } finally {
-          // gRPC first: its close aborts its commands and ends its calls at once, so the HTTP close,
-          // which closes the backend after its own requests end, never pulls it from under a gRPC call.
-          await grpc?.close();
-          await (http === undefined ? backend.close() : http.close());
+        const served: string[] = [];
+        if (http !== undefined && httpAddress !== undefined) {
+          const bound = await listening(flags.listen, () => http.listen(httpAddress));
+          served.push(`http://${hostPort(bound)}`);
         }
+        if (grpc !== undefined && grpcAddress !== undefined) {
+          const bound = await listening(flags.grpcListen, () => grpc.listen(grpcAddress));
+          served.push(`grpc://${hostPort(bound)}`);
+        }
+        io.stderr.write(
+          `agentfense: serving ${served.join(' and ')} (data ${plane.dataDir}${
+            database === undefined ? '' : `, records in ${redactUrl(database)}`
+          }${placement === undefined ? '' : `, sandboxes placed through ${flags.orchestrator ?? ''}`}, ${
+            token === undefined
+              ? 'NO AUTHENTICATION'
+              : `bearer token required, the one in ${dataToken?.file ?? flags.tokenFile ?? ''}`
+          }); Ctrl-C stops\n`,
+        );
+        const ended = await signal.promise;
+        io.stderr.write(`agentfense: ${ended}: stopping sandboxes and unmounting\n`);
       } finally {
-        signal.dispose();
+        // gRPC first: its close aborts its commands and ends its calls at once, so the HTTP close,
+        // which closes the backend after its own requests end, never pulls it from under a gRPC call.
+        await grpc?.close();
+        await (http === undefined ? backend.close() : http.close());
       }
-      io.stderr.write('agentfense: stopped\n');
-      result.exitCode = 0;
-    });
+    } finally {
+      signal.dispose();
+    }
+    io.stderr.write('agentfense: stopped\n');
+    result.exitCode = 0;
+  });
 }
 
 async function listening<T>(flag: string, listen: () => Promise<T>): Promise<T> {

@@ -1,0 +1,229 @@
+// The API tier's client of one node agent (packages/node-agent): JSON over HTTP with the bearer token,
+// exec answered as NDJSON. The node agent's errors come back as AgentFense's own (its `{error: {code,
+// message}}`); a node agent that cannot be reached is `node-agent-unreachable`. The token goes in the
+// Authorization header only: no message, log line or error built here contains it.
+import {
+  AgentFenseError,
+  InternalError,
+  ProtocolError,
+  fromWire,
+  type ChangeEntry,
+  type CommitMode,
+  type CommitResult,
+  type PermissionRule,
+} from '@agentfense/protocol';
+import { RemoteSandboxError } from './errors.js';
+
+/** A node agent's address and the API tier's token for it. */
+export interface NodeAgentEndpoint {
+  readonly host: string;
+  readonly port: number;
+  readonly token: string;
+}
+
+/** One command's request, as the node agent takes it. */
+export interface RemoteExecRequest {
+  readonly argv: readonly string[];
+  readonly cwd?: string;
+  readonly env?: Readonly<Record<string, string>>;
+  readonly stdin?: Uint8Array;
+  readonly timeoutMs?: number;
+  readonly signal?: AbortSignal;
+  readonly onStdout?: (chunk: Buffer) => unknown;
+  readonly onStderr?: (chunk: Buffer) => unknown;
+}
+
+export interface RemoteExecExit {
+  readonly exitCode: number | null;
+  readonly signal: string | null;
+  readonly timedOut: boolean;
+  readonly oomKilled: boolean;
+  readonly durationMs: number;
+}
+
+/** How long a call other than exec waits for the node agent's answer. */
+const CALL_TIMEOUT_MS = 60_000;
+
+export class NodeAgentClient {
+  readonly #base: string;
+  readonly #token: string;
+  /** `host:port`, for messages. */
+  readonly address: string;
+
+  constructor(endpoint: NodeAgentEndpoint) {
+    const host = endpoint.host.includes(':') ? `[${endpoint.host}]` : endpoint.host;
+    this.address = `${host}:${endpoint.port}`;
+    this.#base = `http://${this.address}`;
+    this.#token = endpoint.token;
+  }
+
+  attach(request: {
+    readonly sandboxId: string;
+    readonly codebasePath: string;
+    readonly rules: readonly PermissionRule[];
+    readonly diskQuotaBytes?: number;
+  }): Promise<{ sandboxId: string; container: string }> {
+    return this.#json('POST', '/v1/sandboxes', request);
+  }
+
+  async detach(sandboxId: string, options: { readonly dropDelta?: boolean } = {}): Promise<void> {
+    const query = options.dropDelta === true ? '?dropDelta=true' : '';
+    await this.#json('DELETE', `${sandboxPath(sandboxId)}${query}`);
+  }
+
+  /** The node's attached sandboxes and whether each one's container is still connected. */
+  health(): Promise<{ readonly sandboxes: readonly { id: string; alive: boolean }[] }> {
+    return this.#json('GET', '/v1/health');
+  }
+
+  async readFile(sandboxId: string, path: string): Promise<Buffer> {
+    const r = await this.#json<{ data: string }>('GET', `${sandboxPath(sandboxId)}/files?${pathQuery(path)}`);
+    return Buffer.from(r.data, 'base64');
+  }
+
+  async writeFile(sandboxId: string, path: string, data: Uint8Array): Promise<void> {
+    await this.#json('PUT', `${sandboxPath(sandboxId)}/files?${pathQuery(path)}`, {
+      data: Buffer.from(data).toString('base64'),
+    });
+  }
+
+  async changes(sandboxId: string): Promise<readonly ChangeEntry[]> {
+    return (await this.#json<{ changes: ChangeEntry[] }>('GET', `${sandboxPath(sandboxId)}/changes`)).changes;
+  }
+
+  diff(sandboxId: string): Promise<{ diff: string; binary: readonly string[] }> {
+    return this.#json('GET', `${sandboxPath(sandboxId)}/diff`);
+  }
+
+  commit(
+    sandboxId: string,
+    options: { readonly mode?: CommitMode; readonly paths?: readonly string[] },
+  ): Promise<CommitResult> {
+    return this.#json('POST', `${sandboxPath(sandboxId)}/commit`, options);
+  }
+
+  /** Runs one command; output is handed over as it arrives, the exit status is the answer's last line. */
+  async exec(sandboxId: string, request: RemoteExecRequest): Promise<RemoteExecExit> {
+    const { signal, onStdout, onStderr, stdin, ...rest } = request;
+    const res = await this.#send('POST', `${sandboxPath(sandboxId)}/exec`, {
+      body: { ...rest, ...(stdin === undefined ? {} : { stdin: Buffer.from(stdin).toString('base64') }) },
+      ...(signal === undefined ? {} : { signal }),
+    });
+    if (!res.ok) throw await this.#answerError(res);
+    if (res.body === null) throw new ProtocolError('the node agent answered an exec without a body');
+    let pending = '';
+    let exit: RemoteExecExit | undefined;
+    const decoder = new TextDecoder();
+    const take = async (line: string): Promise<void> => {
+      if (line === '') return;
+      const l = parseLine(line);
+      if (typeof l['stdout'] === 'string') await onStdout?.(Buffer.from(l['stdout'], 'base64'));
+      else if (typeof l['stderr'] === 'string') await onStderr?.(Buffer.from(l['stderr'], 'base64'));
+      else if (typeof l['exit'] === 'object' && l['exit'] !== null) exit = l['exit'] as RemoteExecExit;
+      else if (typeof l['error'] === 'object' && l['error'] !== null) throw this.#wireError(l['error']);
+    };
+    try {
+      for await (const chunk of res.body as AsyncIterable<Uint8Array>) {
+        pending += decoder.decode(chunk, { stream: true });
+        const lines = pending.split('\n');
+        pending = lines.pop() ?? '';
+        for (const line of lines) await take(line);
+      }
+      await take(pending + decoder.decode());
+    } catch (err) {
+      if (signal?.aborted === true || err instanceof AgentFenseError) throw err;
+      throw unreachable(this.address, err);
+    }
+    if (exit === undefined) throw unreachable(this.address, new Error('the exec answer ended early'));
+    return exit;
+  }
+
+  async #json<T>(method: string, path: string, body?: unknown): Promise<T> {
+    const res = await this.#send(method, path, {
+      ...(body === undefined ? {} : { body }),
+      signal: AbortSignal.timeout(CALL_TIMEOUT_MS),
+    });
+    if (!res.ok) throw await this.#answerError(res);
+    const text = await res.text();
+    try {
+      return JSON.parse(text) as T;
+    } catch {
+      throw new ProtocolError(`the node agent at ${this.address} answered ${method} ${path} with no JSON`);
+    }
+  }
+
+  /** The node agent's `{error: {code, message}}` as AgentFense's error; anything else is an internal one. */
+  async #answerError(res: Response): Promise<Error> {
+    const text = await res.text().catch(() => '');
+    try {
+      const body = JSON.parse(text) as { error?: unknown };
+      if (typeof body.error === 'object' && body.error !== null) return this.#wireError(body.error);
+    } catch {
+      // below
+    }
+    return new InternalError(
+      `the node agent at ${this.address} answered HTTP ${res.status} without an error`,
+    );
+  }
+
+  /**
+   * An error the node agent sent, with the token cut out of it: a node agent (or whatever answers at its
+   * address) that echoed the request's Authorization header would otherwise hand the token to the API
+   * client and the logs (test/security/serve-node-agent.test.ts).
+   */
+  #wireError(wire: object): AgentFenseError {
+    const scrubbed = JSON.parse(JSON.stringify(wire).split(this.#token).join('***')) as {
+      code: unknown;
+      message: unknown;
+      details?: unknown;
+    };
+    return fromWire(scrubbed);
+  }
+
+  async #send(
+    method: string,
+    path: string,
+    options: { readonly body?: unknown; readonly signal?: AbortSignal },
+  ): Promise<Response> {
+    try {
+      return await fetch(`${this.#base}${path}`, {
+        method,
+        headers: {
+          authorization: `Bearer ${this.#token}`,
+          ...(options.body === undefined ? {} : { 'content-type': 'application/json' }),
+        },
+        ...(options.body === undefined ? {} : { body: JSON.stringify(options.body) }),
+        ...(options.signal === undefined ? {} : { signal: options.signal }),
+        redirect: 'error',
+      });
+    } catch (err) {
+      throw unreachable(this.address, err);
+    }
+  }
+}
+
+const sandboxPath = (id: string): string => `/v1/sandboxes/${encodeURIComponent(id)}`;
+const pathQuery = (path: string): string => new URLSearchParams({ path }).toString();
+
+function unreachable(address: string, err: unknown): RemoteSandboxError {
+  // fetch's own message is "fetch failed"; the cause says why (ECONNREFUSED, a timeout).
+  const cause = err instanceof Error && err.cause instanceof Error ? err.cause : err;
+  const why = cause instanceof Error ? cause.message : String(cause);
+  return new RemoteSandboxError(
+    'node-agent-unreachable',
+    `the node agent at ${address} did not answer: ${why}`,
+    {
+      details: { nodeAgent: address },
+    },
+  );
+}
+
+function parseLine(line: string): Record<string, unknown> {
+  try {
+    const value: unknown = JSON.parse(line);
+    if (typeof value === 'object' && value !== null) return value as Record<string, unknown>;
+  } catch {
+    // below
+  }
+  throw new ProtocolError('the node agent sent an exec line that is not a JSON object');
+}

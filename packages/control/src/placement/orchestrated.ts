@@ -1,0 +1,326 @@
+// Sandboxes placed on cluster nodes: the record in the shared store, the container through the
+// orchestrator (place, watch, locate, remove), the view, commands and delta through the node agent on the
+// sandbox's current node. Nothing about a sandbox is kept in this process but a cache of where it runs, so
+// any API replica serves any sandbox; the cache is dropped when the watch reports it moved or its node
+// agent stops answering. The codebase's path is sent as it is on this host: every node must see it at the
+// same path (a shared filesystem) until the blob store exists.
+import { rm } from 'node:fs/promises';
+import type { Logger } from 'pino';
+import {
+  AgentFenseError,
+  AlreadyExistsError,
+  NotFoundError,
+  WrongStateError,
+  type ChangeEntry,
+  type CommitMode,
+  type CommitResult,
+  type ExecResult,
+} from '@agentfense/protocol';
+import { OrchestratorError, type Location, type PlacementStatus } from '@agentfense/orchestrator';
+import type { CodebaseService } from '../codebases/service.js';
+import { validateId } from '../ids.js';
+import type { DataLayout } from '../paths.js';
+import { KeyedLock } from '../sandboxes/keyed-lock.js';
+import { assertTransition } from '../sandboxes/state.js';
+import type { SandboxExecOptions, SandboxInfo } from '../sandboxes/types.js';
+import { sandboxInfo, type SandboxRow, type SandboxStore } from '../store/sandboxes.js';
+import type { SandboxBackend } from './backend.js';
+import { RemoteSandboxError } from './errors.js';
+import { remoteExec } from './exec.js';
+import { NodeAgentClient } from './node-agent-client.js';
+import { DEFAULT_READY_TIMEOUT_MS, ORCHESTRATED, type PlacementOptions } from './options.js';
+import { waitReady } from './wait-ready.js';
+
+export interface OrchestratedDeps {
+  readonly store: SandboxStore;
+  readonly codebases: CodebaseService;
+  readonly layout: DataLayout;
+  readonly logger: Logger;
+  readonly placement: PlacementOptions;
+}
+
+export class OrchestratedSandboxes implements SandboxBackend {
+  readonly #deps: OrchestratedDeps;
+  readonly #logger: Logger;
+  readonly #locks = new KeyedLock();
+  readonly #located = new Map<string, Location>();
+  /** The last `lost` this replica's watch saw per sandbox, until its `ready` re-attaches it. */
+  readonly #lost = new Map<string, Extract<PlacementStatus, { state: 'lost' }>>();
+  readonly #watching = new AbortController();
+  readonly #watch: Promise<void>;
+
+  constructor(deps: OrchestratedDeps) {
+    this.#deps = deps;
+    this.#logger = deps.logger.child({ component: 'placement' });
+    this.#watch = this.#follow();
+  }
+
+  async start(id: string): Promise<SandboxInfo> {
+    validateId('sandbox', id);
+    return this.#locks.run(id, async () => {
+      const before = await this.#deps.store.updateLocked(id, (row) => {
+        if (row.owner_instance === ORCHESTRATED) {
+          if (row.state === 'RUNNING') return undefined;
+          throw new WrongStateError(`sandbox ${id} is being placed by another API replica`, {
+            details: { id },
+          });
+        }
+        if (row.owner_pid !== null) throw new WrongStateError(`sandbox ${id} runs in a local process`);
+        assertTransition(id, row.state, 'RUNNING');
+        return { owner_instance: ORCHESTRATED, state_reason: 'being placed' };
+      });
+      if (before.owner_instance === ORCHESTRATED) return this.#info(id);
+      const { orchestrator } = this.#deps.placement;
+      try {
+        await orchestrator
+          .place({ sandboxId: id, image: this.#deps.placement.image, resources: resourcesOf(before) })
+          .catch((err: unknown) => {
+            // Placed already (a start cut short by a crash): the same container serves.
+            if (!(err instanceof OrchestratorError && err.reason === 'already-placed')) throw err;
+          });
+        const timeout = this.#deps.placement.readyTimeoutMs ?? DEFAULT_READY_TIMEOUT_MS;
+        const { nodeName } = await waitReady(orchestrator, id, timeout);
+        await this.#attach(before);
+        await this.#deps.store.update(id, {
+          state: 'RUNNING',
+          state_reason: `placed on node ${nodeName}`,
+          started_at: Date.now(),
+        });
+        this.#logger.info({ sandboxId: id, node: nodeName }, 'sandbox placed and attached');
+      } catch (err) {
+        const message = err instanceof Error ? err.message : String(err);
+        await orchestrator.remove(id).catch((e: unknown) => this.#logger.warn({ err: e }, 'remove failed'));
+        this.#located.delete(id);
+        await this.#deps.store.update(id, {
+          state: 'ERROR',
+          state_reason: `placement failed: ${message}`,
+          owner_instance: null,
+          stopped_at: Date.now(),
+        });
+        throw err instanceof RemoteSandboxError
+          ? err
+          : new RemoteSandboxError('placement-failed', `sandbox ${id} was not placed: ${message}`, {
+              cause: err,
+              details: { id, ...(err instanceof AgentFenseError ? { cause: err.code } : {}) },
+            });
+      }
+      return this.#info(id);
+    });
+  }
+
+  stop(id: string, options: { reason?: string } = {}): Promise<SandboxInfo> {
+    validateId('sandbox', id);
+    return this.#locks.run(id, async () => {
+      const row = await this.#deps.store.get(id);
+      if (row.state === 'STOPPED') return sandboxInfo(row);
+      assertTransition(id, row.state, 'STOPPED');
+      if (row.owner_instance === ORCHESTRATED) await this.#unplace(id, false);
+      await this.#deps.store.update(id, {
+        state: 'STOPPED',
+        state_reason: options.reason ?? null,
+        owner_instance: null,
+        stopped_at: Date.now(),
+      });
+      return this.#info(id);
+    });
+  }
+
+  destroy(id: string, options: { keepDelta?: boolean } = {}): Promise<void> {
+    validateId('sandbox', id);
+    return this.#locks.run(id, async () => {
+      const row = await this.#deps.store.get(id);
+      if (row.owner_instance === ORCHESTRATED) await this.#unplace(id, options.keepDelta !== true);
+      else await this.#deps.placement.orchestrator.remove(id);
+      await this.#deps.store.delete(id);
+      await rm(this.#deps.layout.sandbox(id).dir, { recursive: true, force: true });
+      this.#logger.info({ sandboxId: id }, 'sandbox destroyed');
+    });
+  }
+
+  async exec(
+    id: string,
+    command: string | readonly string[],
+    options: SandboxExecOptions = {},
+  ): Promise<ExecResult> {
+    const { row, client } = await this.#route(id);
+    return this.#unreachable(id, remoteExec(client, row, command, options));
+  }
+
+  async changes(id: string): Promise<readonly ChangeEntry[]> {
+    const { client } = await this.#route(id);
+    return this.#unreachable(id, client.changes(id));
+  }
+
+  async diff(id: string): Promise<{ diff: string; binary: readonly string[] }> {
+    const { client } = await this.#route(id);
+    return this.#unreachable(id, client.diff(id));
+  }
+
+  async commit(
+    id: string,
+    options: { mode?: CommitMode; paths?: readonly string[] } = {},
+  ): Promise<CommitResult> {
+    const { client } = await this.#route(id);
+    return this.#unreachable(id, client.commit(id, options));
+  }
+
+  async readFile(id: string, path: string): Promise<Buffer> {
+    const { client } = await this.#route(id);
+    return this.#unreachable(id, client.readFile(id, path));
+  }
+
+  async writeFile(id: string, path: string, data: Uint8Array | string): Promise<void> {
+    const { client } = await this.#route(id);
+    const bytes = typeof data === 'string' ? Buffer.from(data) : data;
+    return this.#unreachable(id, client.writeFile(id, path, bytes));
+  }
+
+  /** Stops following placements; sandboxes keep running on their nodes. */
+  async close(): Promise<void> {
+    this.#watching.abort();
+    await this.#watch;
+    await this.#locks.idle();
+  }
+
+  async #info(id: string): Promise<SandboxInfo> {
+    return sandboxInfo(await this.#deps.store.get(id));
+  }
+
+  /** The record (which must say the sandbox is placed and running) and the client of its node agent. */
+  async #route(id: string): Promise<{ row: SandboxRow; client: NodeAgentClient }> {
+    const row = await this.#deps.store.get(validateId('sandbox', id));
+    if (row.owner_instance !== ORCHESTRATED || row.state !== 'RUNNING') {
+      throw new RemoteSandboxError(
+        'not-placed',
+        `sandbox ${id} is ${row.state}${row.owner_instance === ORCHESTRATED ? ' (being placed)' : ''}, not running on a node`,
+        { details: { id } },
+      );
+    }
+    return { row, client: await this.#client(id) };
+  }
+
+  async #client(id: string): Promise<NodeAgentClient> {
+    let location = this.#located.get(id);
+    if (location === undefined) {
+      location = await this.#deps.placement.orchestrator.locate(id);
+      if (location === undefined) {
+        throw new RemoteSandboxError('not-placed', `sandbox ${id} is not ready on any node now`, {
+          details: { id },
+        });
+      }
+      this.#located.set(id, location);
+    }
+    return new NodeAgentClient({ ...location.nodeAgent, token: this.#deps.placement.nodeAgentToken });
+  }
+
+  /** A node agent that stops answering may have moved with its sandbox: the next call locates it afresh. */
+  async #unreachable<T>(id: string, call: Promise<T>): Promise<T> {
+    try {
+      return await call;
+    } catch (err) {
+      if (err instanceof RemoteSandboxError && err.reason === 'node-agent-unreachable')
+        this.#located.delete(id);
+      throw err;
+    }
+  }
+
+  /** Attaches the sandbox's view on its node; one attached by another replica meanwhile is kept. */
+  async #attach(row: SandboxRow): Promise<void> {
+    const { path } = await this.#deps.codebases.lowerForMount(row.codebase_id);
+    const client = await this.#client(row.id);
+    const request = {
+      sandboxId: row.id,
+      codebasePath: path,
+      rules: row.rules,
+      ...(row.resources.diskBytes === undefined ? {} : { diskQuotaBytes: row.resources.diskBytes }),
+    };
+    try {
+      await client.attach(request);
+    } catch (err) {
+      if (!(err instanceof AlreadyExistsError)) throw err;
+      // Attached, by another replica, or for a container that has since ended (its af-init gone).
+      const { sandboxes } = await client.health();
+      if (sandboxes.some((s) => s.id === row.id && s.alive)) return;
+      await client.detach(row.id).catch((e: unknown) => {
+        if (!(e instanceof NotFoundError)) throw e;
+      });
+      await client.attach(request);
+    }
+  }
+
+  /** Detaches the view (dropping the delta or not) and removes the placement. */
+  async #unplace(id: string, dropDelta: boolean): Promise<void> {
+    try {
+      const client = await this.#client(id);
+      await client.detach(id, { dropDelta });
+    } catch (err) {
+      // Not attached, not placed, or its node gone: the placement is removed all the same.
+      this.#logger.warn({ sandboxId: id, err }, 'detach before removal failed');
+    }
+    this.#located.delete(id);
+    await this.#deps.placement.orchestrator.remove(id);
+  }
+
+  /** Follows every placement: a sandbox lost and placed again is attached again on its new node. */
+  async #follow(): Promise<void> {
+    const signal = this.#watching.signal;
+    while (!signal.aborted) {
+      try {
+        for await (const status of this.#deps.placement.orchestrator.watch({ signal })) {
+          await this.#onStatus(status).catch((err: unknown) =>
+            this.#logger.warn({ err, sandboxId: status.sandboxId }, 'placement change not handled'),
+          );
+        }
+      } catch (err) {
+        if (signal.aborted) return;
+        this.#logger.warn({ err }, 'placement watch failed; following again');
+        await new Promise((resolve) => setTimeout(resolve, 1000));
+      }
+    }
+  }
+
+  async #onStatus(status: PlacementStatus): Promise<void> {
+    const id = status.sandboxId;
+    if (status.state !== 'ready') this.#located.delete(id);
+    if (status.state === 'gone') this.#lost.delete(id);
+    if (status.state === 'lost') {
+      this.#lost.set(id, status);
+      const row = await this.#deps.store.find(id);
+      if (row?.owner_instance !== ORCHESTRATED || row.state !== 'RUNNING') return;
+      await this.#deps.store.update(id, {
+        state_reason: `${lostText(status)}${status.replaced ? '; being placed again' : ''}`,
+      });
+      this.#logger.warn({ sandboxId: id, status }, 'sandbox placement lost');
+      return;
+    }
+    if (status.state !== 'ready') return;
+    const location = this.#located.get(id);
+    if (location !== undefined && location.nodeName !== status.nodeName) this.#located.delete(id);
+    const lost = this.#lost.get(id);
+    if (lost === undefined) return;
+    this.#lost.delete(id);
+    await this.#locks.run(id, async () => {
+      const row = await this.#deps.store.find(id);
+      if (row?.owner_instance !== ORCHESTRATED || row.state !== 'RUNNING') return;
+      this.#located.delete(id);
+      await this.#attach(row);
+      await this.#deps.store.update(id, {
+        state_reason: `${lostText(lost)}; attached again on node ${status.nodeName}`,
+      });
+      this.#logger.info({ sandboxId: id, node: status.nodeName }, 'sandbox attached again');
+    });
+  }
+}
+
+function lostText(lost: Extract<PlacementStatus, { state: 'lost' }>): string {
+  return `lost on node ${lost.nodeName ?? 'unknown'} (${lost.reason}): ${lost.detail}`;
+}
+
+/** What the orchestrator reserves and limits: the sandbox's memory, and its CPU quota as millicores. */
+function resourcesOf(row: SandboxRow): { cpuMillis: number; memoryBytes: number } {
+  const { cpuQuota, memoryBytes } = row.resources;
+  return {
+    cpuMillis: cpuQuota === undefined ? 1000 : Math.max(1, Math.round(cpuQuota / 100)),
+    memoryBytes: memoryBytes ?? 4 * 1024 ** 3,
+  };
+}

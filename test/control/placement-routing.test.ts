@@ -1,0 +1,158 @@
+// A control plane opened with `placement` (what `serve --orchestrator` uses), with a stand-in orchestrator
+// and a recording node agent: what a caller sees of each step of the orchestrated path. Not placed yet,
+// a placement the orchestrator refuses, a node agent that does not answer (and the call after it, located
+// afresh), a sandbox lost and placed again (attached again, its status saying what was lost), calls that
+// are not routed, stop and delete.
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { ControlPlane, RemoteSandboxError } from '@agentfense/control';
+import {
+  fakeOrchestrator,
+  startFakeNodeAgent,
+  type FakeNodeAgent,
+  type FakeOrchestrator,
+} from '../helpers/placement-fakes.js';
+
+const TOKEN = randomBytes(24).toString('hex');
+
+async function until(check: () => Promise<boolean>): Promise<void> {
+  for (let i = 0; i < 200 && !(await check()); i++) await new Promise((r) => setTimeout(r, 25));
+}
+
+describe('a control plane placing sandboxes through an orchestrator', () => {
+  let dir: string;
+  let agent: FakeNodeAgent;
+  let orchestrator: FakeOrchestrator;
+  let plane: ControlPlane;
+  let codebaseId: string;
+
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'af-placement-'));
+    agent = await startFakeNodeAgent();
+    orchestrator = fakeOrchestrator(agent.port);
+    plane = await ControlPlane.open({
+      dataDir: join(dir, 'data'),
+      workerPoolSize: 0,
+      placement: { orchestrator, nodeAgentToken: TOKEN, image: 'sandbox:test', readyTimeoutMs: 2000 },
+    });
+    codebaseId = (await plane.createCodebase({ name: 'app' })).id;
+  });
+
+  afterAll(async () => {
+    await plane.close();
+    await agent.close();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  beforeEach(() => {
+    agent.seen.length = 0;
+    agent.mode = 'ok';
+    orchestrator.failing = 'no';
+    orchestrator.nodeAgentPort = agent.port;
+  });
+
+  const reasonOf = (err: unknown): string | undefined =>
+    err instanceof RemoteSandboxError ? `${err.code} ${err.reason}` : String(err);
+
+  it('places on start, routes commands, and says why a call cannot be served', async () => {
+    const sb = await plane.createSandbox({ codebaseId });
+    // Created, not started: nothing placed, nothing to call.
+    expect(reasonOf(await plane.run(sb.id, 'true').catch((e: unknown) => e))).toBe(
+      'AF_WRONG_STATE not-placed',
+    );
+    expect(agent.seen).toEqual([]);
+
+    const started = await plane.startSandbox(sb.id);
+    expect(started.state).toBe('RUNNING');
+    expect(started.stateReason).toBe('placed on node n1');
+    expect(agent.seen.map((s) => `${s.method} ${s.url} ${s.authorization ?? ''}`)).toEqual([
+      `POST /v1/sandboxes Bearer ${TOKEN}`,
+    ]);
+    const run = await plane.run(sb.id, 'echo hi');
+    expect(run.stdout).toBe('hi\n');
+    expect(run.exitCode).toBe(0);
+
+    // Sessions and checkpoints of a placed sandbox are not sent to node agents (yet): said so.
+    expect(reasonOf(await plane.createSession(sb.id).catch((e: unknown) => e))).toBe(
+      'AF_WRONG_STATE not-routed',
+    );
+
+    // Its node agent stops answering: unreachable, the token in no message; the next call locates again.
+    // The watch reports it not ready (its location is dropped); it is found next with a dead node agent.
+    orchestrator.nodeAgentPort = 1;
+    orchestrator.report({ state: 'pending', sandboxId: sb.id, detail: 'node not answering' });
+    await new Promise((r) => setTimeout(r, 200));
+    const unreachable = await plane.run(sb.id, 'true').catch((e: unknown) => e);
+    expect(reasonOf(unreachable)).toBe('AF_UNAVAILABLE node-agent-unreachable');
+    expect(String((unreachable as Error).message)).toContain('127.0.0.1:1');
+    expect(JSON.stringify(unreachable)).not.toContain(TOKEN);
+    orchestrator.nodeAgentPort = agent.port;
+    expect((await plane.run(sb.id, 'echo again')).exitCode).toBe(0);
+
+    // Stop: detached (the delta kept on the node), placement removed; delete: the delta dropped.
+    agent.seen.length = 0;
+    expect((await plane.stopSandbox(sb.id)).state).toBe('STOPPED');
+    expect(orchestrator.placed.has(sb.id)).toBe(false);
+    await plane.startSandbox(sb.id);
+    await plane.destroySandbox(sb.id);
+    expect(agent.seen.map((s) => `${s.method} ${s.url}`)).toEqual([
+      `DELETE /v1/sandboxes/${sb.id}`,
+      'POST /v1/sandboxes',
+      `DELETE /v1/sandboxes/${sb.id}?dropDelta=true`,
+    ]);
+    await expect(plane.getSandbox(sb.id)).rejects.toThrow(/not found/i);
+  });
+
+  it('a placement the orchestrator gives up on fails the start, and nothing stays placed', async () => {
+    const sb = await plane.createSandbox({ codebaseId });
+    orchestrator.failing = 'lost';
+    const failed = await plane.startSandbox(sb.id).catch((e: unknown) => e);
+    expect(reasonOf(failed)).toBe('AF_UNAVAILABLE placement-failed');
+    const info = await plane.getSandbox(sb.id);
+    expect(info.state).toBe('ERROR');
+    expect(info.stateReason).toContain('lost (failed): refused');
+    expect(orchestrator.placed.has(sb.id)).toBe(false);
+    expect(agent.seen).toEqual([]);
+    // Started again once the orchestrator places it: ERROR → RUNNING.
+    orchestrator.failing = 'no';
+    expect((await plane.startSandbox(sb.id)).state).toBe('RUNNING');
+    await plane.destroySandbox(sb.id);
+  });
+
+  it('a sandbox lost and placed again is attached again, its status saying what was lost', async () => {
+    const sb = await plane.createSandbox({ codebaseId });
+    await plane.startSandbox(sb.id);
+    agent.seen.length = 0;
+    orchestrator.report({
+      state: 'lost',
+      sandboxId: sb.id,
+      reason: 'node-lost',
+      nodeName: 'n1',
+      detail: 'its processes, sessions and changes since the last commit',
+      replaced: true,
+    });
+    await until(
+      async () => (await plane.getSandbox(sb.id)).stateReason?.includes('being placed again') === true,
+    );
+    expect((await plane.getSandbox(sb.id)).stateReason).toBe(
+      'lost on node n1 (node-lost): its processes, sessions and changes since the last commit; being placed again',
+    );
+    // The new node's agent already holds a stale attach (the same node agent here): detached, attached.
+    agent.mode = 'already-attached';
+    orchestrator.report({ state: 'ready', sandboxId: sb.id, nodeName: 'n2', podIP: '10.0.0.3' });
+    await until(async () => (await plane.getSandbox(sb.id)).stateReason?.includes('attached again') === true);
+    expect((await plane.getSandbox(sb.id)).stateReason).toBe(
+      'lost on node n1 (node-lost): its processes, sessions and changes since the last commit; attached again on node n2',
+    );
+    expect(agent.seen.map((s) => `${s.method} ${s.url}`)).toEqual([
+      'POST /v1/sandboxes',
+      'GET /v1/health',
+      `DELETE /v1/sandboxes/${sb.id}`,
+      'POST /v1/sandboxes',
+    ]);
+    await plane.destroySandbox(sb.id);
+  });
+});
