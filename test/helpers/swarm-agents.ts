@@ -2,8 +2,9 @@
 // one: `agentfense node` in the node's network namespace, listening on the node's Swarm address (where the
 // adapter's `locate` sends the API tier), on the node's own dockerd, with its own state directory and
 // codebase root (holding a copy of the test codebase: the shared blob store is not built), and a token.
-import { cp, mkdir } from 'node:fs/promises';
+import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
+import { execa } from 'execa';
 import { randomToken, startAgent, type AgentProcess } from './node-agent.js';
 import type { SwarmCluster, SwarmNodeProcess } from './swarm-cluster.js';
 
@@ -45,7 +46,7 @@ export async function startClusterAgents(
       const codebaseRoot = join(dir, 'codebases');
       const codebase = join(codebaseRoot, 'app');
       await mkdir(codebaseRoot, { recursive: true, mode: 0o755 });
-      await cp(options.codebase, codebase, { recursive: true });
+      await execa('cp', ['-a', options.codebase, codebase]);
       const stateDir = join(dir, 'state');
       const agent = await startAgent({
         stateDir,
