@@ -135,7 +135,7 @@ try {
 
   // The cluster side.
   const t0 = performance.now();
-  cluster = await createSwarmCluster({ nodes: 3, nodeLabel: NODE_LABEL, heartbeat: '1s', image: 'base' });
+  cluster = await createSwarmCluster({ nodes: 3, nodeLabel: NODE_LABEL, heartbeat: '1s' });
   agents = await startClusterAgents(cluster, { port: AGENT_PORT, codebase: source });
   const swarm = createEngineApi(cluster.manager.dockerHost);
   const adapter = new SwarmOrchestrator({

@@ -44,22 +44,14 @@ export interface SwarmClusterOptions {
   readonly nodeLabel: string;
   /** The managers' dispatcher heartbeat (`docker swarm init --dispatcher-heartbeat`); Swarm's default is 5s. */
   readonly heartbeat: string;
-  /**
-   * `idle`: one static binary, no shell (the adapter's own test). `base`: AgentFense's base image (Debian
-   * with a shell), which a node agent can attach and exec in.
-   */
-  readonly image?: 'idle' | 'base';
   /** Progress lines. */
   readonly log?: (line: string) => void;
 }
 
-const IDLE_SOURCE = new URL('swarm-idle.c', import.meta.url);
-export const SWARM_TEST_IMAGE = 'agentfense/swarm-idle:test';
-
 /** What this host lacks for the test, or undefined when it has everything. */
 export async function swarmPrerequisiteMissing(): Promise<string | undefined> {
   if (process.getuid?.() !== 0) return 'needs root (network namespaces, dockerd)';
-  for (const tool of ['dockerd', 'docker', 'ip', 'nsenter', 'unshare', 'cc']) {
+  for (const tool of ['dockerd', 'docker', 'ip', 'nsenter', 'unshare']) {
     const found = await execa('sh', ['-c', 'command -v "$1"', 'sh', tool], { reject: false });
     if (found.exitCode !== 0) {
       return tool === 'dockerd' || tool === 'docker'
@@ -220,24 +212,15 @@ export async function createSwarmCluster(options: SwarmClusterOptions): Promise<
       await run('docker', [...m, 'node', 'update', `--label-add=${options.nodeLabel}=true`, id]);
     log(`Swarm of ${ids.length} nodes`);
 
-    // The image, made on the manager and loaded into the others (no registry: save, then load).
-    let image: string;
-    if (options.image === 'base') {
-      image = DEFAULT_IMAGE;
-      await ensureBaseImage({
-        dockerHost: manager.dockerHost,
-        cacheDir: process.env['AF_IMAGE_CACHE_DIR'] ?? '/var/cache/agentfense',
-        progress: (line) => log(line),
-      });
-    } else {
-      image = SWARM_TEST_IMAGE;
-      const root = join(state, 'image');
-      await mkdir(root);
-      await run('cc', ['-static', '-Os', '-s', '-o', join(root, 'idle'), IDLE_SOURCE.pathname]);
-      const rootTar = join(state, 'image.tar');
-      await run('tar', ['-C', root, '-cf', rootTar, 'idle']);
-      await run('docker', [...m, 'import', '--change=CMD ["/idle"]', rootTar, image]);
-    }
+    // AgentFense's base image (Debian with a shell: the sandbox service's command is a shell that waits
+    // for the node agent), imported on the manager from the cached root filesystem and loaded into the
+    // others (no registry: save, then load).
+    const image = DEFAULT_IMAGE;
+    await ensureBaseImage({
+      dockerHost: manager.dockerHost,
+      cacheDir: process.env['AF_IMAGE_CACHE_DIR'] ?? '/var/cache/agentfense',
+      progress: (line) => log(line),
+    });
     const saved = join(state, 'saved.tar');
     await run('docker', [...m, 'save', '--output', saved, image]);
     for (const worker of workers) await run('docker', ['-H', worker.dockerHost, 'load', '--input', saved]);

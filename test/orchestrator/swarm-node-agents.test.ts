@@ -78,7 +78,6 @@ describe.skipIf(missing !== undefined)(
         nodes: 3,
         nodeLabel: NODE_LABEL,
         heartbeat: '1s',
-        image: 'base',
         log: (l) => console.log(`swarm: ${l}`),
       });
       agents = await startClusterAgents(cluster, { port: AGENT_PORT, codebase: source });
