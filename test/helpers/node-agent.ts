@@ -4,11 +4,14 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { writeFile } from 'node:fs/promises';
+import { fileURLToPath } from 'node:url';
 import { execa } from 'execa';
 import { SANDBOX_WAIT_COMMAND } from '@agentfense/node-agent';
 import { MANAGED_BY, MANAGED_BY_LABEL, SANDBOX_ID_LABEL } from '@agentfense/orchestrator/swarm';
 import { DEFAULT_IMAGE } from '@agentfense/runtime-docker';
-import { bin } from './http-fixture.js';
+
+// Not http-fixture's `bin`: that module needs vitest, and the cluster bench uses these helpers too.
+const bin = fileURLToPath(new URL('../../packages/control/bin/agentfense.js', import.meta.url));
 
 export const randomToken = (): string => randomBytes(24).toString('hex');
 
@@ -28,13 +31,19 @@ export async function startAgent(options: {
   readonly token: string;
   readonly tokenFile: string;
   readonly dockerHost: string;
+  /** Where it listens; default any free port on 127.0.0.1. */
+  readonly listen?: string;
+  /** The network namespace (`ip netns` name) it runs in, as a node's agent runs in its node's network. */
+  readonly netns?: string;
+  /** The node name it reports (default: the host name). */
+  readonly nodeName?: string;
 }): Promise<AgentProcess> {
   await writeFile(options.tokenFile, `${options.token}\n`, { mode: 0o600 });
   const argv = [
     bin,
     'node',
     '--listen',
-    '127.0.0.1:0',
+    options.listen ?? '127.0.0.1:0',
     '--token-file',
     options.tokenFile,
     '--state',
@@ -42,8 +51,15 @@ export async function startAgent(options: {
     '--codebases',
     options.codebaseRoot,
     ...(options.dockerHost === '' ? [] : ['--docker-host', options.dockerHost]),
+    ...(options.nodeName === undefined ? [] : ['--node-name', options.nodeName]),
   ];
-  const child = spawn(process.execPath, argv, { stdio: ['ignore', 'ignore', 'pipe'] });
+  // nsenter execs the agent in place: the child's pid is the agent's, and its workers share the netns.
+  const child =
+    options.netns === undefined
+      ? spawn(process.execPath, argv, { stdio: ['ignore', 'ignore', 'pipe'] })
+      : spawn('nsenter', [`--net=/run/netns/${options.netns}`, '--', process.execPath, ...argv], {
+          stdio: ['ignore', 'ignore', 'pipe'],
+        });
   let stderr = '';
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   const url = await new Promise<string>((resolve, reject) => {

@@ -7,7 +7,7 @@ import { mkdir, mkdtemp, readFile, readlink, rm, writeFile } from 'node:fs/promi
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { execa } from 'execa';
-import { DOCKERD_FLAGS } from '@agentfense/runtime-docker';
+import { DEFAULT_IMAGE, DOCKERD_FLAGS, ensureBaseImage } from '@agentfense/runtime-docker';
 
 export interface SwarmNodeProcess {
   readonly hostname: string;
@@ -23,8 +23,17 @@ export interface SwarmCluster {
   /** The manager's engine (the first node). */
   readonly manager: SwarmNodeProcess;
   readonly image: string;
+  /** This host's address on the nodes' bridge (the API tier's, reaching each node's agent). */
+  readonly hostAddress: string;
+  /** The cluster's directory: what is made under it is unmounted and removed by `destroy`. */
+  readonly stateDir: string;
   /** SIGKILL a node's dockerd (its containerd and containers stay until `destroy`). */
   kill(node: SwarmNodeProcess): void;
+  /**
+   * SIGKILL every process in a node's network namespace: dockerd, containerd and the shims, and what a
+   * test started there (a node agent and its workers); as a machine that loses power.
+   */
+  killNode(node: SwarmNodeProcess): Promise<void>;
   /** Everything made: processes in the namespaces, mounts, namespaces, bridge, directories. Idempotent. */
   destroy(): Promise<void>;
 }
@@ -39,13 +48,10 @@ export interface SwarmClusterOptions {
   readonly log?: (line: string) => void;
 }
 
-const IDLE_SOURCE = new URL('swarm-idle.c', import.meta.url);
-export const SWARM_TEST_IMAGE = 'agentfense/swarm-idle:test';
-
 /** What this host lacks for the test, or undefined when it has everything. */
 export async function swarmPrerequisiteMissing(): Promise<string | undefined> {
   if (process.getuid?.() !== 0) return 'needs root (network namespaces, dockerd)';
-  for (const tool of ['dockerd', 'docker', 'ip', 'nsenter', 'unshare', 'cc']) {
+  for (const tool of ['dockerd', 'docker', 'ip', 'nsenter', 'unshare']) {
     const found = await execa('sh', ['-c', 'command -v "$1"', 'sh', tool], { reject: false });
     if (found.exitCode !== 0) {
       return tool === 'dockerd' || tool === 'docker'
@@ -80,6 +86,12 @@ function signal(pid: number, name: NodeJS.Signals): void {
   }
 }
 
+/** SIGKILL every process in a network namespace. */
+async function killAllIn(netns: string): Promise<void> {
+  const pids = (await execa('ip', ['netns', 'pids', netns], { reject: false })).stdout;
+  for (const pid of pids.split('\n').filter(Boolean)) signal(Number(pid), 'SIGKILL');
+}
+
 /** Waits until `pid` has left this process's UTS namespace (unshare ran). */
 async function ownUtsNamespace(pid: number, deadline: number): Promise<void> {
   const host = await readlink('/proc/self/ns/uts');
@@ -108,10 +120,7 @@ export async function createSwarmCluster(options: SwarmClusterOptions): Promise<
     for (const node of nodes) signal(node.pid, 'SIGTERM');
     await sleep(nodes.length > 0 ? 2000 : 0);
     // Whatever still runs in a namespace is ours: dockerd, containerd, shims, the sandbox containers.
-    for (const netns of netnses) {
-      const pids = (await execa('ip', ['netns', 'pids', netns], { reject: false })).stdout;
-      for (const pid of pids.split('\n').filter(Boolean)) signal(Number(pid), 'SIGKILL');
-    }
+    for (const netns of netnses) await killAllIn(netns);
     await sleep(500);
     const mountinfo = await readFile('/proc/self/mountinfo', 'utf8');
     const below = mountinfo
@@ -128,6 +137,7 @@ export async function createSwarmCluster(options: SwarmClusterOptions): Promise<
   try {
     await run('ip', ['link', 'add', bridge, 'type', 'bridge']);
     await run('ip', ['link', 'set', bridge, 'up']);
+    await run('ip', ['addr', 'add', `${subnet}.254/24`, 'dev', bridge]);
     const deadline = Date.now() + 60_000;
     for (let i = 1; i <= options.nodes; i++) {
       const netns = `${tag}n${i}`;
@@ -202,23 +212,29 @@ export async function createSwarmCluster(options: SwarmClusterOptions): Promise<
       await run('docker', [...m, 'node', 'update', `--label-add=${options.nodeLabel}=true`, id]);
     log(`Swarm of ${ids.length} nodes`);
 
-    // The image: one static binary, imported on the manager and loaded into the others.
-    const root = join(state, 'image');
-    await mkdir(root);
-    await run('cc', ['-static', '-Os', '-s', '-o', join(root, 'idle'), IDLE_SOURCE.pathname]);
-    const rootTar = join(state, 'image.tar');
-    await run('tar', ['-C', root, '-cf', rootTar, 'idle']);
-    await run('docker', [...m, 'import', '--change=CMD ["/idle"]', rootTar, SWARM_TEST_IMAGE]);
+    // AgentFense's base image (Debian with a shell: the sandbox service's command is a shell that waits
+    // for the node agent), imported on the manager from the cached root filesystem and loaded into the
+    // others (no registry: save, then load).
+    const image = DEFAULT_IMAGE;
+    await ensureBaseImage({
+      dockerHost: manager.dockerHost,
+      cacheDir: process.env['AF_IMAGE_CACHE_DIR'] ?? '/var/cache/agentfense',
+      progress: (line) => log(line),
+    });
     const saved = join(state, 'saved.tar');
-    await run('docker', [...m, 'save', '--output', saved, SWARM_TEST_IMAGE]);
+    await run('docker', [...m, 'save', '--output', saved, image]);
     for (const worker of workers) await run('docker', ['-H', worker.dockerHost, 'load', '--input', saved]);
-    log(`image ${SWARM_TEST_IMAGE} on every node`);
+    await rm(saved);
+    log(`image ${image} on every node`);
 
     return {
       nodes,
       manager,
-      image: SWARM_TEST_IMAGE,
+      image,
+      hostAddress: `${subnet}.254`,
+      stateDir: state,
       kill: (node) => process.kill(node.pid, 'SIGKILL'),
+      killNode: (node) => killAllIn(node.netns),
       destroy,
     };
   } catch (error) {

@@ -1,11 +1,3 @@
-// What a sandbox container placed by an orchestrator runs as pid 1 until its node agent has attached it:
-// a shell that waits for af-init's socket to appear under /.agentfense (the agent attaches that directory
-// after the view) and then becomes af-init, so af-init is pid 1 as with the Docker runtime. Nothing else
-// runs in the container before af-init has connected, and af-init connects exactly once. The sandbox image
-// carries it as its entrypoint (the Swarm service spec and the Kubernetes template leave the command to the
-// image); any image with /bin/sh and sleep can have it.
-export const SANDBOX_WAIT_COMMAND: readonly string[] = [
-  '/bin/sh',
-  '-c',
-  'until [ -S /.agentfense/sock ]; do sleep 0.1; done; exec /.agentfense/af-init --connect /.agentfense/sock',
-];
+// The command a sandbox container runs as pid 1 until this agent attaches it: defined beside the Swarm
+// adapter, which puts it in every sandbox service it creates, and re-exported for the agent's users.
+export { SANDBOX_WAIT_COMMAND } from '@agentfense/orchestrator';

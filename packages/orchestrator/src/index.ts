@@ -12,3 +12,4 @@ export type {
 export { ORCHESTRATOR_REASONS, OrchestratorError } from './errors.js';
 export type { OrchestratorReason } from './errors.js';
 export { findLeftovers } from './leftovers.js';
+export { SANDBOX_WAIT_COMMAND } from './sandbox-command.js';

@@ -2,8 +2,8 @@
 // the recording Swarm accepted, conflicts and refusals map to the package's reasons, and malformed
 // requests never reach the manager.
 import { afterEach, describe, expect, it } from 'vitest';
-import { OrchestratorError, type PlacementRequest } from '../src/index.js';
-import { SwarmOrchestrator, swarmApiFrom } from '../src/swarm/index.js';
+import { OrchestratorError, SANDBOX_WAIT_COMMAND, type PlacementRequest } from '../src/index.js';
+import { SwarmOrchestrator, swarmApiFrom, type SwarmServiceSpec } from '../src/swarm/index.js';
 import { createEngineApi } from '@agentfense/runtime-docker';
 import {
   NODE_LABEL,
@@ -51,6 +51,8 @@ describe('place', () => {
     });
     expect(spec.TaskTemplate.Placement).toEqual({ Constraints: [`node.labels.${NODE_LABEL}==true`] });
     expect(spec.Mode).toEqual({ Replicated: { Replicas: 1 } });
+    // The container waits for its node agent and becomes af-init: the image's own entrypoint never runs.
+    expect((sent.body as SwarmServiceSpec).TaskTemplate.ContainerSpec.Command).toEqual(SANDBOX_WAIT_COMMAND);
   });
 
   it('adds the configured constraints after the node agent one', async () => {

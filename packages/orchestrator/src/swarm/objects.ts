@@ -3,6 +3,7 @@
 // tasks' containers and a sandbox id together.
 import { OrchestratorError } from '../errors.js';
 import { sandboxObjectName } from '../names.js';
+import { SANDBOX_WAIT_COMMAND } from '../sandbox-command.js';
 import type { PlacementRequest } from '../types.js';
 
 /** Every service the adapter creates carries this label, so its lists see only its own. */
@@ -29,6 +30,7 @@ export interface SwarmServiceSpec {
   TaskTemplate: {
     ContainerSpec: {
       Image: string;
+      Command: string[];
       Labels: Record<string, string>;
       Hostname: string;
       CapabilityDrop: string[];
@@ -122,6 +124,9 @@ export function buildServiceSpec(request: PlacementRequest, template: ServiceTem
     TaskTemplate: {
       ContainerSpec: {
         Image: request.image,
+        // Replaces the image's entrypoint: the container waits for its node agent to attach the view and
+        // af-init, then becomes af-init; nothing of the image runs before that.
+        Command: [...SANDBOX_WAIT_COMMAND],
         Labels: ours,
         Hostname: 'sandbox',
         // af-init needs no capability: the node agent mounts the view and relays exec from outside.
