@@ -28,6 +28,8 @@ export async function startAgent(options: {
   readonly token: string;
   readonly tokenFile: string;
   readonly dockerHost: string;
+  /** More flags for `agentfense node` (e.g. `--blobs DIR`). */
+  readonly extraArgs?: readonly string[];
 }): Promise<AgentProcess> {
   await writeFile(options.tokenFile, `${options.token}\n`, { mode: 0o600 });
   const argv = [
@@ -42,6 +44,7 @@ export async function startAgent(options: {
     '--codebases',
     options.codebaseRoot,
     ...(options.dockerHost === '' ? [] : ['--docker-host', options.dockerHost]),
+    ...(options.extraArgs ?? []),
   ];
   const child = spawn(process.execPath, argv, { stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
