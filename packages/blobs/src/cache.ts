@@ -4,9 +4,12 @@
 // objects, built in `tmp/` and renamed to `snapshots/<id>` whole. Builds and evictions take turns (one
 // lock), and concurrent asks for one snapshot share one build. The bound is on the objects' bytes: past
 // it, the least recently used snapshots no lease holds are removed, then objects no tree links.
-// One process owns a cache directory (the node agent); it is root-only.
+// Objects are not fsynced one by one (700 fsyncs made a cold build 8 times slower than `cp -a`): what
+// was written survives a crash of the process in the page cache, and a crash of the host changes its boot
+// id, on which the cache drops every object and tree it holds. One process owns a cache directory (the
+// node agent); it is root-only.
 import { randomUUID } from 'node:crypto';
-import { chmod, mkdir, readdir, rename, rm, stat, unlink, utimes } from 'node:fs/promises';
+import { chmod, mkdir, readFile, readdir, rename, rm, stat, unlink, utimes, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { parseDigest, isDigest, type Digest } from './digest.js';
 import { errnoOf, ifMissing } from './fs-store.js';
@@ -56,6 +59,7 @@ export class NodeBlobCache {
     await chmod(options.root, 0o700);
     const cache = new NodeBlobCache(options);
     await removeTree(cache.#dir('tmp'));
+    await dropAfterReboot(options.root);
     for (const sub of ['tmp', 'objects', 'snapshots'] as const) await mkdir(cache.#dir(sub), { recursive: true, mode: 0o700 });
     for (const name of await readdir(cache.#dir('snapshots'))) {
       if (isDigest(name)) cache.#lastUsed.set(name, (await stat(cache.#snapshotDir(name))).mtimeMs);
@@ -140,8 +144,8 @@ export class NodeBlobCache {
       }
       this.#builds += 1;
       this.#lastUsed.set(id, Date.now());
+      await this.#evict();
     }
-    await this.#evict();
   }
 
   async #fetchObjects(manifest: Manifest): Promise<void> {
@@ -155,7 +159,7 @@ export class NodeBlobCache {
       const st = await stat(join(objects, name)).catch(ifMissing(undefined));
       if (st !== undefined) continue;
       const tmp = join(this.#dir('tmp'), `${randomUUID()}.obj`);
-      await copyBlobToFile(this.options.store, entry.digest, tmp, { size: entry.size });
+      await copyBlobToFile(this.options.store, entry.digest, tmp, { size: entry.size, fsync: false });
       try {
         await chmod(tmp, entry.mode);
         await rename(tmp, join(objects, name));
@@ -169,6 +173,7 @@ export class NodeBlobCache {
 
   async #evict(): Promise<Digest[]> {
     const evicted: Digest[] = [];
+    if (this.#objectBytes <= this.options.maxBytes) return evicted;
     await this.#dropUnlinkedObjects();
     while (this.#objectBytes > this.options.maxBytes) {
       const victim = [...this.#lastUsed]
@@ -193,6 +198,17 @@ export class NodeBlobCache {
       this.#objectBytes -= st.size;
     }
   }
+}
+
+/** The host's boot id: it changes when the host restarts, after which unsynced objects may be torn. */
+const BOOT_ID = '/proc/sys/kernel/random/boot_id';
+
+async function dropAfterReboot(root: string): Promise<void> {
+  const current = (await readFile(BOOT_ID, 'utf8')).trim();
+  const recorded = await readFile(join(root, 'boot-id'), 'utf8').catch(ifMissing(''));
+  if (recorded.trim() === current) return;
+  for (const sub of ['objects', 'snapshots']) await removeTree(join(root, sub));
+  await writeFile(join(root, 'boot-id'), `${current}\n`, { mode: 0o600 });
 }
 
 /** Removes a tree whose directories may be read-only (their modes came from the manifest). */

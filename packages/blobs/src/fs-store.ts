@@ -5,7 +5,7 @@
 // reading and fails at the end on a mismatch: the directory may be writable by more than this process.
 import { randomUUID } from 'node:crypto';
 import { constants } from 'node:fs';
-import { chmod, mkdir, open, readdir, rename, stat, unlink, type FileHandle } from 'node:fs/promises';
+import { chmod, lstat, lutimes, mkdir, open, readdir, rename, stat, unlink, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Transform, pipeline, type Readable } from 'node:stream';
 import { parseDigest, sha256, isDigest, type Digest } from './digest.js';
@@ -76,10 +76,28 @@ export class FsBlobStore implements BlobStore {
   async putFile(path: string, options: PutOptions = {}): Promise<PutResult> {
     const fh = await open(path, constants.O_RDONLY | constants.O_NOFOLLOW);
     try {
-      if (!(await fh.stat()).isFile()) {
-        throw blobError('special-file', `${path} is not a regular file`, { path });
+      const st = await fh.stat();
+      if (!st.isFile()) throw blobError('special-file', `${path} is not a regular file`, { path });
+      // A snapshot of a codebase mostly finds its files stored already: hash first, and write (and
+      // fsync) only what is missing. A blob found is touched so a sweep's grace counts from now.
+      if (options.maxBytes === undefined || st.size <= options.maxBytes) {
+        const hash = sha256();
+        let size = 0;
+        for await (const chunk of fh.createReadStream({ autoClose: false, start: 0 }) as AsyncIterable<Buffer>) {
+          hash.update(chunk);
+          size += chunk.byteLength;
+        }
+        const digest = hash.digest('hex') as Digest;
+        if (options.expected === undefined || options.expected === digest) {
+          const now = new Date();
+          const found = await lutimes(this.#path(digest), now, now).then(
+            () => true,
+            ifMissing(false),
+          );
+          if (found && (await this.size(digest)) === size) return { digest, size };
+        }
       }
-      return await this.put(fh.createReadStream({ autoClose: false }), options);
+      return await this.put(fh.createReadStream({ autoClose: false, start: 0 }), options);
     } finally {
       await fh.close();
     }
@@ -90,7 +108,7 @@ export class FsBlobStore implements BlobStore {
   }
 
   async size(digest: Digest): Promise<number | undefined> {
-    const st = await stat(this.#path(parseDigest(digest))).catch(ifMissing(undefined));
+    const st = await lstat(this.#path(parseDigest(digest))).catch(ifMissing(undefined));
     return st?.isFile() === true ? st.size : undefined;
   }
 

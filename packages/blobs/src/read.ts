@@ -26,14 +26,14 @@ export async function readBlob(store: BlobStore, digest: Digest, maxBytes: numbe
 }
 
 /**
- * Writes the blob to a new file `dest` (mode 0600, fsynced), verified and exactly `size` bytes long when
- * given; on any failure `dest` is removed.
+ * Writes the blob to a new file `dest` (mode 0600), verified and exactly `size` bytes long when given,
+ * fsynced unless `fsync` is false; on any failure `dest` is removed.
  */
 export async function copyBlobToFile(
   store: BlobStore,
   digest: Digest,
   dest: string,
-  options: { readonly size?: number } = {},
+  options: { readonly size?: number; readonly fsync?: boolean } = {},
 ): Promise<void> {
   const fh = await open(dest, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, 0o600);
   try {
@@ -60,7 +60,7 @@ export async function copyBlobToFile(
         digest,
       });
     }
-    await fh.sync();
+    if (options.fsync !== false) await fh.sync();
   } catch (err) {
     await fh.close().catch(() => undefined);
     await unlink(dest).catch(() => undefined);
