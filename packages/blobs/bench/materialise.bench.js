@@ -33,7 +33,10 @@ const time = async (fn) => {
   await fn();
   return Number(process.hrtime.bigint() - t0) / 1e6;
 };
-const load = () => loadavg().map((l) => l.toFixed(2)).join(' ');
+const load = () =>
+  loadavg()
+    .map((l) => l.toFixed(2))
+    .join(' ');
 
 const root = await mkdtemp(join(tmpdir(), 'af-bench-blobs-'));
 for (const signal of ['SIGINT', 'SIGTERM']) {
@@ -84,11 +87,17 @@ try {
     for (const d of [dest, join(root, `cold${r}`), join(root, `warm${r}`)]) await rm(d, { recursive: true });
   }
   const base = median(results['cp -a']);
-  console.log(`materialise a ${FILES + 1}-file snapshot (${(bytes / 1048576).toFixed(1)} MiB), ${ROUNDS} rounds`);
-  console.log(`snapshot into the store (all blobs new the first time, then one): first ${snapshotMsAll[0].toFixed(1)} ms, then median ${median(snapshotMsAll.slice(1)).toFixed(1)} ms`);
+  console.log(
+    `materialise a ${FILES + 1}-file snapshot (${(bytes / 1048576).toFixed(1)} MiB), ${ROUNDS} rounds`,
+  );
+  console.log(
+    `snapshot into the store (all blobs new the first time, then one): first ${snapshotMsAll[0].toFixed(1)} ms, then median ${median(snapshotMsAll.slice(1)).toFixed(1)} ms`,
+  );
   for (const [name, values] of Object.entries(results)) {
     const m = median(values);
-    console.log(`${name.padEnd(6)} median ${m.toFixed(1).padStart(7)} ms   ratio to cp -a ${(m / base).toFixed(2)}`);
+    console.log(
+      `${name.padEnd(6)} median ${m.toFixed(1).padStart(7)} ms   ratio to cp -a ${(m / base).toFixed(2)}`,
+    );
   }
   console.log(`load (1 min) during rounds: ${loads.map((l) => l.toFixed(1)).join(' ')}; now ${load()}`);
 } finally {

@@ -9,7 +9,18 @@
 // id, on which the cache drops every object and tree it holds. One process owns a cache directory (the
 // node agent); it is root-only.
 import { randomUUID } from 'node:crypto';
-import { chmod, mkdir, readFile, readdir, rename, rm, stat, unlink, utimes, writeFile } from 'node:fs/promises';
+import {
+  chmod,
+  mkdir,
+  readFile,
+  readdir,
+  rename,
+  rm,
+  stat,
+  unlink,
+  utimes,
+  writeFile,
+} from 'node:fs/promises';
 import { join } from 'node:path';
 import { parseDigest, isDigest, type Digest } from './digest.js';
 import { errnoOf, ifMissing } from './fs-store.js';
@@ -60,7 +71,8 @@ export class NodeBlobCache {
     const cache = new NodeBlobCache(options);
     await removeTree(cache.#dir('tmp'));
     await dropAfterReboot(options.root);
-    for (const sub of ['tmp', 'objects', 'snapshots'] as const) await mkdir(cache.#dir(sub), { recursive: true, mode: 0o700 });
+    for (const sub of ['tmp', 'objects', 'snapshots'] as const)
+      await mkdir(cache.#dir(sub), { recursive: true, mode: 0o700 });
     for (const name of await readdir(cache.#dir('snapshots'))) {
       if (isDigest(name)) cache.#lastUsed.set(name, (await stat(cache.#snapshotDir(name))).mtimeMs);
     }

@@ -58,5 +58,7 @@ export function blobError(
 export function blobErrorReason(err: unknown): BlobErrorReason | undefined {
   const details = (err as { details?: { reason?: unknown } } | null)?.details;
   const reason = details?.reason;
-  return (BLOB_ERROR_REASONS as readonly unknown[]).includes(reason) ? (reason as BlobErrorReason) : undefined;
+  return (BLOB_ERROR_REASONS as readonly unknown[]).includes(reason)
+    ? (reason as BlobErrorReason)
+    : undefined;
 }

@@ -5,7 +5,18 @@
 // reading and fails at the end on a mismatch: the directory may be writable by more than this process.
 import { randomUUID } from 'node:crypto';
 import { constants } from 'node:fs';
-import { chmod, lstat, lutimes, mkdir, open, readdir, rename, stat, unlink, type FileHandle } from 'node:fs/promises';
+import {
+  chmod,
+  lstat,
+  lutimes,
+  mkdir,
+  open,
+  readdir,
+  rename,
+  stat,
+  unlink,
+  type FileHandle,
+} from 'node:fs/promises';
 import { join } from 'node:path';
 import { Transform, pipeline, type Readable } from 'node:stream';
 import { parseDigest, sha256, isDigest, type Digest } from './digest.js';
@@ -33,7 +44,10 @@ export class FsBlobStore implements BlobStore {
     return join(this.#dir(digest), digest);
   }
 
-  async put(source: AsyncIterable<Uint8Array> | Iterable<Uint8Array>, options: PutOptions = {}): Promise<PutResult> {
+  async put(
+    source: AsyncIterable<Uint8Array> | Iterable<Uint8Array>,
+    options: PutOptions = {},
+  ): Promise<PutResult> {
     const tmp = join(this.root, 'tmp', `${randomUUID()}.part`);
     const fh = await open(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, 0o600);
     let closed = false;
@@ -83,17 +97,17 @@ export class FsBlobStore implements BlobStore {
       if (options.maxBytes === undefined || st.size <= options.maxBytes) {
         const hash = sha256();
         let size = 0;
-        for await (const chunk of fh.createReadStream({ autoClose: false, start: 0 }) as AsyncIterable<Buffer>) {
+        for await (const chunk of fh.createReadStream({
+          autoClose: false,
+          start: 0,
+        }) as AsyncIterable<Buffer>) {
           hash.update(chunk);
           size += chunk.byteLength;
         }
         const digest = hash.digest('hex') as Digest;
         if (options.expected === undefined || options.expected === digest) {
           const now = new Date();
-          const found = await lutimes(this.#path(digest), now, now).then(
-            () => true,
-            ifMissing(false),
-          );
+          const found = await lutimes(this.#path(digest), now, now).then(() => true, ifMissing(false));
           if (found && (await this.size(digest)) === size) return { digest, size };
         }
       }
@@ -136,7 +150,10 @@ export class FsBlobStore implements BlobStore {
     }
   }
 
-  async sweep(referenced: ReadonlySet<string>, options: { readonly graceMs?: number } = {}): Promise<Digest[]> {
+  async sweep(
+    referenced: ReadonlySet<string>,
+    options: { readonly graceMs?: number } = {},
+  ): Promise<Digest[]> {
     const graceMs = options.graceMs ?? DEFAULT_SWEEP_GRACE_MS;
     const deleted: Digest[] = [];
     for await (const digest of this.list()) {

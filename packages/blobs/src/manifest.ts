@@ -82,9 +82,13 @@ export function validateManifest(manifest: Manifest): Manifest {
   let previous: string | undefined;
   for (const entry of manifest.entries) {
     if (previous !== undefined && !(previous < entry.path)) {
-      throw blobError('invalid-manifest', `manifest entries not sorted or repeated at ${JSON.stringify(entry.path)}`, {
-        path: entry.path,
-      });
+      throw blobError(
+        'invalid-manifest',
+        `manifest entries not sorted or repeated at ${JSON.stringify(entry.path)}`,
+        {
+          path: entry.path,
+        },
+      );
     }
     previous = entry.path;
     types.set(entry.path, entry.type);
@@ -92,9 +96,13 @@ export function validateManifest(manifest: Manifest): Manifest {
   for (const entry of manifest.entries) {
     const slash = entry.path.lastIndexOf('/');
     if (slash !== -1 && types.get(entry.path.slice(0, slash)) !== 'dir') {
-      throw blobError('invalid-manifest', `${JSON.stringify(entry.path)}: its parent is not a directory entry`, {
-        path: entry.path,
-      });
+      throw blobError(
+        'invalid-manifest',
+        `${JSON.stringify(entry.path)}: its parent is not a directory entry`,
+        {
+          path: entry.path,
+        },
+      );
     }
   }
   checkSymlinkTargets(manifest.entries);
@@ -124,7 +132,12 @@ function parseEntry(raw: unknown, index: number): ManifestEntry {
     }
     case 'symlink': {
       const target = e['target'];
-      if (typeof target !== 'string' || target.length === 0 || target.length > MAX_PATH_BYTES || target.includes('\0')) {
+      if (
+        typeof target !== 'string' ||
+        target.length === 0 ||
+        target.length > MAX_PATH_BYTES ||
+        target.includes('\0')
+      ) {
         return bad('target');
       }
       return { path, type: 'symlink', target };

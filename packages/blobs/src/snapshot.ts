@@ -9,14 +9,15 @@ import { blobError } from './errors.js';
 import {
   MANIFEST_VERSION,
   MAX_ENTRIES,
+  MAX_MANIFEST_BYTES,
   encodeManifest,
+  parseManifest,
   sortEntries,
   validateManifest,
   type Manifest,
   type ManifestEntry,
 } from './manifest.js';
 import { readBlob } from './read.js';
-import { MAX_MANIFEST_BYTES, parseManifest } from './manifest.js';
 import type { BlobStore } from './store.js';
 
 export interface SnapshotResult {
@@ -44,7 +45,9 @@ export async function snapshotDirectory(store: BlobStore, dir: string): Promise<
     const after = await lstat(abs);
     // readdir follows a symlink: a directory swapped for one between the two lstat calls is refused.
     if (!after.isDirectory() || after.ino !== before.ino || after.dev !== before.dev) {
-      throw blobError('symlink-escape', `${JSON.stringify(rel || '.')} changed while it was read`, { path: rel });
+      throw blobError('symlink-escape', `${JSON.stringify(rel || '.')} changed while it was read`, {
+        path: rel,
+      });
     }
     for (const name of names) {
       const path = rel === '' ? name : `${rel}/${name}`;
@@ -63,7 +66,9 @@ export async function snapshotDirectory(store: BlobStore, dir: string): Promise<
         bytes += size;
         files += 1;
       } else {
-        throw blobError('special-file', `${JSON.stringify(path)} is not a file, directory or symlink`, { path });
+        throw blobError('special-file', `${JSON.stringify(path)} is not a file, directory or symlink`, {
+          path,
+        });
       }
     }
   };

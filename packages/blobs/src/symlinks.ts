@@ -36,10 +36,14 @@ export function checkSymlinkTargets(entries: readonly ManifestEntry[]): void {
       return cur;
     };
     if (walk(parent, target) === undefined) {
-      throw blobError('symlink-escape', `symlink ${JSON.stringify(path)} -> ${JSON.stringify(target)} leads out of the tree`, {
-        path,
-        target,
-      });
+      throw blobError(
+        'symlink-escape',
+        `symlink ${JSON.stringify(path)} -> ${JSON.stringify(target)} leads out of the tree`,
+        {
+          path,
+          target,
+        },
+      );
     }
   }
 }

@@ -3,7 +3,7 @@
 // evicted past the bound.
 import { chmod, readFile, readdir, readlink, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { Readable } from 'node:stream';
+import type { Readable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import {
   FsBlobStore,
@@ -57,7 +57,9 @@ describe('NodeBlobCache', () => {
     expect((await stat(join(lease.path, 'README.md'))).mode & 0o777).toBe(0o644);
     expect(await readlink(join(lease.path, 'src/link'))).toBe('a.ts');
     // One object for both identical files, linked from the tree.
-    expect((await stat(join(lease.path, 'src/a.ts'))).ino).toBe((await stat(join(lease.path, 'src/same.ts'))).ino);
+    expect((await stat(join(lease.path, 'src/a.ts'))).ino).toBe(
+      (await stat(join(lease.path, 'src/same.ts'))).ino,
+    );
     expect((await stat(join(lease.path, 'src/a.ts'))).nlink).toBe(3);
     const again = await cache.materialise(id);
     expect(again.path).toBe(lease.path);
@@ -87,9 +89,9 @@ describe('NodeBlobCache', () => {
   it('evicts the least recently used snapshot no lease holds, and the objects only it linked', async () => {
     const shared = await FsBlobStore.open(await scratch());
     const big = (c: string): string => c.repeat(1000);
-    const a = await snapshotOf(shared, { 'x': big('a'), 'common': 'shared\n' });
-    const b = await snapshotOf(shared, { 'x': big('b'), 'common': 'shared\n' });
-    const c = await snapshotOf(shared, { 'x': big('c'), 'common': 'shared\n' });
+    const a = await snapshotOf(shared, { x: big('a'), common: 'shared\n' });
+    const b = await snapshotOf(shared, { x: big('b'), common: 'shared\n' });
+    const c = await snapshotOf(shared, { x: big('c'), common: 'shared\n' });
     const root = await scratch();
     // Room for two snapshots' objects, not three.
     const cache = await NodeBlobCache.open({ root, store: shared, maxBytes: 2 * 1000 + 7 + 500 });
@@ -128,7 +130,9 @@ describe('NodeBlobCache', () => {
     await writeFile(path, 'replaced\n');
     const root = await scratch();
     const cache = await NodeBlobCache.open({ root, store: shared, maxBytes: 1 << 20 });
-    await expect(cache.materialise(id)).rejects.toSatisfy((err) => blobErrorReason(err) === 'digest-mismatch');
+    await expect(cache.materialise(id)).rejects.toSatisfy(
+      (err) => blobErrorReason(err) === 'digest-mismatch',
+    );
     expect(await readdir(join(root, 'snapshots'))).toEqual([]);
     expect(await readdir(join(root, 'tmp'))).toEqual([]);
     for (const name of await readdir(join(root, 'objects'))) expect(name.startsWith(victim)).toBe(false);

@@ -2,6 +2,7 @@
 import { mkdir, mkdtemp, rm, symlink, writeFile, chmod } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import { afterEach } from 'vitest';
 
 const dirs: string[] = [];
@@ -35,6 +36,9 @@ export async function writeTree(
 
 /** An async source yielding `chunks`, failing after them when `fail` is set. */
 export async function* chunksOf(chunks: readonly string[], fail?: Error): AsyncIterable<Uint8Array> {
-  for (const c of chunks) yield Buffer.from(c);
+  for (const c of chunks) {
+    await nextTurn();
+    yield Buffer.from(c);
+  }
   if (fail !== undefined) throw fail;
 }

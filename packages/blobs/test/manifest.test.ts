@@ -29,7 +29,8 @@ const asyncReasonOf = async (p: Promise<unknown>): Promise<string | undefined> =
     () => 'accepted',
     (err: unknown) => blobErrorReason(err) ?? String(err),
   );
-const manifestOf = (entries: readonly object[]): Buffer => Buffer.from(JSON.stringify({ version: 1, entries }));
+const manifestOf = (entries: readonly object[]): Buffer =>
+  Buffer.from(JSON.stringify({ version: 1, entries }));
 const D = 'a'.repeat(64);
 
 describe('snapshotDirectory', () => {
@@ -42,7 +43,7 @@ describe('snapshotDirectory', () => {
       'src/a.ts': 'export {};\n',
       'src/empty': '',
       'src/link': { link: 'a.ts' },
-      'top': { link: 'src/../README.md' },
+      top: { link: 'src/../README.md' },
     });
     const snap = await snapshotDirectory(store, tree);
     expect(snap.files).toBe(4);
@@ -117,7 +118,9 @@ describe('parseManifest', () => {
   it.each(['../x', '/etc/passwd', 'a//b', 'a/./b', 'a/../b', '', 'x\0y', `${'n'.repeat(256)}`])(
     'refuses the path %j',
     (path) => {
-      expect(reasonOf(() => parseManifest(manifestOf([{ path, type: 'dir', mode: 0o755 }])))).toBe('unsafe-path');
+      expect(reasonOf(() => parseManifest(manifestOf([{ path, type: 'dir', mode: 0o755 }])))).toBe(
+        'unsafe-path',
+      );
     },
   );
 
@@ -132,15 +135,21 @@ describe('parseManifest', () => {
   });
 
   it('refuses setuid, setgid and sticky modes, bad digests and sizes, and other versions', () => {
-    expect(reasonOf(() => parseManifest(manifestOf([{ path: 'a', type: 'file', mode: 0o4755, size: 0, digest: D }])))).toBe(
-      'invalid-manifest',
-    );
-    expect(reasonOf(() => parseManifest(manifestOf([{ path: 'a', type: 'file', mode: 0o644, size: -1, digest: D }])))).toBe(
-      'invalid-manifest',
-    );
-    expect(reasonOf(() => parseManifest(manifestOf([{ path: 'a', type: 'file', mode: 0o644, size: 0, digest: '../x' }])))).toBe(
-      'invalid-digest',
-    );
+    expect(
+      reasonOf(() =>
+        parseManifest(manifestOf([{ path: 'a', type: 'file', mode: 0o4755, size: 0, digest: D }])),
+      ),
+    ).toBe('invalid-manifest');
+    expect(
+      reasonOf(() =>
+        parseManifest(manifestOf([{ path: 'a', type: 'file', mode: 0o644, size: -1, digest: D }])),
+      ),
+    ).toBe('invalid-manifest');
+    expect(
+      reasonOf(() =>
+        parseManifest(manifestOf([{ path: 'a', type: 'file', mode: 0o644, size: 0, digest: '../x' }])),
+      ),
+    ).toBe('invalid-digest');
     expect(reasonOf(() => parseManifest(Buffer.from('{"version":2,"entries":[]}')))).toBe('invalid-manifest');
     expect(reasonOf(() => parseManifest(Buffer.from('not json')))).toBe('invalid-manifest');
   });
