@@ -62,7 +62,11 @@ describe.skipIf(docker.unavailable !== null)(
     it('attaches a sandbox by snapshot id and leaves the cached snapshot unchanged', async () => {
       const sandboxId = `sb_${randomUUID()}`;
       containers.push(await createSandboxContainer(dockerHost, sandboxId));
-      const attached = await call(agent!, token, 'POST', '/v1/sandboxes', { sandboxId, snapshotId, rules: RULES });
+      const attached = await call(agent!, token, 'POST', '/v1/sandboxes', {
+        sandboxId,
+        snapshotId,
+        rules: RULES,
+      });
       expect(attached.status, attached.text).toBe(201);
 
       expect(await exec(agent!, token, sandboxId, ['cat', '/workspace/readme.txt'])).toEqual({
@@ -76,9 +80,15 @@ describe.skipIf(docker.unavailable !== null)(
       });
       const hidden = await exec(agent!, token, sandboxId, ['cat', '/workspace/secret.txt']);
       expect(hidden.exitCode).toBe(1);
-      const wrote = await exec(agent!, token, sandboxId, ['sh', '-c', 'echo changed > /workspace/readme.txt']);
+      const wrote = await exec(agent!, token, sandboxId, [
+        'sh',
+        '-c',
+        'echo changed > /workspace/readme.txt',
+      ]);
       expect(wrote.exitCode).toBe(0);
-      expect((await exec(agent!, token, sandboxId, ['cat', '/workspace/readme.txt'])).stdout).toBe('changed\n');
+      expect((await exec(agent!, token, sandboxId, ['cat', '/workspace/readme.txt'])).stdout).toBe(
+        'changed\n',
+      );
 
       // The change is in the sandbox's delta; the node's cached tree still holds the snapshot's bytes.
       const tree = join(root, 'state', 'blob-cache', 'snapshots', snapshotId);

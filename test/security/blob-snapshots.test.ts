@@ -35,7 +35,13 @@ async function hostile(entries: readonly object[]): Promise<Digest> {
   return (await store.put([Buffer.from(JSON.stringify({ version: 1, entries }))])).digest;
 }
 
-const file = (path: string): object => ({ path, type: 'file', mode: 0o644, size: CONTENT.length, digest: DIGEST });
+const file = (path: string): object => ({
+  path,
+  type: 'file',
+  mode: 0o644,
+  size: CONTENT.length,
+  digest: DIGEST,
+});
 
 async function refusal(id: Digest): Promise<string | undefined> {
   return cache.materialise(id).then(
@@ -47,7 +53,11 @@ async function refusal(id: Digest): Promise<string | undefined> {
   );
 }
 
-const exists = (path: string): Promise<boolean> => stat(path).then(() => true, () => false);
+const exists = (path: string): Promise<boolean> =>
+  stat(path).then(
+    () => true,
+    () => false,
+  );
 
 describe('a hostile manifest cannot write outside the node cache', () => {
   it('refuses a path climbing out with ..', async () => {

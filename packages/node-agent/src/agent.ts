@@ -142,7 +142,9 @@ export class NodeAgentCore {
     // A snapshot's tree is links to the node's shared cache objects: committing would write into them.
     if (this.#leases.has(this.sandbox(id).id)) {
       return Promise.reject(
-        new WrongStateError(`${id} was attached from a snapshot: read its changes or diff instead of committing`),
+        new WrongStateError(
+          `${id} was attached from a snapshot: read its changes or diff instead of committing`,
+        ),
       );
     }
     return this.sandbox(id).request('commit', paths === undefined ? { mode } : { mode, paths });
