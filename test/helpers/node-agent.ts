@@ -37,6 +37,8 @@ export async function startAgent(options: {
   readonly netns?: string;
   /** The node name it reports (default: the host name). */
   readonly nodeName?: string;
+  /** More flags for `agentfense node` (e.g. `--blobs DIR`). */
+  readonly extraArgs?: readonly string[];
 }): Promise<AgentProcess> {
   await writeFile(options.tokenFile, `${options.token}\n`, { mode: 0o600 });
   const argv = [
@@ -52,6 +54,7 @@ export async function startAgent(options: {
     options.codebaseRoot,
     ...(options.dockerHost === '' ? [] : ['--docker-host', options.dockerHost]),
     ...(options.nodeName === undefined ? [] : ['--node-name', options.nodeName]),
+    ...(options.extraArgs ?? []),
   ];
   // nsenter execs the agent in place: the child's pid is the agent's, and its workers share the netns.
   const child =

@@ -1,10 +1,15 @@
 // The node agent: the sandboxes attached on this node and what the API tier may do with them. The HTTP
 // face (server.ts) checks the token and the input's shape; this checks what the input names (sandbox ids,
-// the codebase path against the codebase root) and keeps one attach per sandbox.
+// the codebase path against the codebase root, or the snapshot id through the node's blob cache) and keeps
+// one attach per sandbox.
 import { loadavg, cpus, freemem, totalmem } from 'node:os';
+import type { NodeBlobCache, SnapshotLease } from '@agentfense/blobs';
 import {
   AlreadyExistsError,
+  InvalidArgumentError,
   NotFoundError,
+  UnavailableError,
+  WrongStateError,
   type CommitMode,
   type PermissionRule,
   type RuntimeLogger,
@@ -30,6 +35,8 @@ export interface NodeHealth {
 export class NodeAgentCore {
   readonly #sandboxes = new Map<string, AttachedSandbox>();
   readonly #attaching = new Set<string>();
+  /** Sandboxes attached from a snapshot: their tree's lease, released on detach. */
+  readonly #leases = new Map<string, SnapshotLease>();
   #ready = false;
 
   constructor(
@@ -39,6 +46,8 @@ export class NodeAgentCore {
       readonly codebaseRoot: string;
       readonly engine: EngineApi;
       readonly logger: RuntimeLogger;
+      /** Where snapshots are materialised; without it an attach must name a codebase path. */
+      readonly blobCache?: NodeBlobCache;
     },
   ) {}
 
@@ -50,23 +59,41 @@ export class NodeAgentCore {
     return this.#ready;
   }
 
+  /**
+   * Attaches a sandbox on a codebase: either `codebasePath` (a directory inside the codebase root) or
+   * `snapshotId` (materialised through the blob cache, leased until detach), never both.
+   */
   async attach(input: {
     readonly sandboxId: unknown;
-    readonly codebasePath: unknown;
+    readonly codebasePath?: unknown;
+    readonly snapshotId?: unknown;
     readonly rules: readonly PermissionRule[];
     readonly diskQuotaBytes?: number;
   }): Promise<{ sandboxId: string; container: string }> {
     const sandboxId = checkSandboxId(input.sandboxId);
-    const codebasePath = await resolveCodebase(this.options.codebaseRoot, input.codebasePath);
+    if ((input.codebasePath === undefined) === (input.snapshotId === undefined)) {
+      throw new InvalidArgumentError('one of codebasePath and snapshotId');
+    }
+    const cache = this.options.blobCache;
+    if (input.snapshotId !== undefined && cache === undefined) {
+      throw new UnavailableError('this node has no blob store (agentfense node --blobs DIR)');
+    }
+    const codebasePath =
+      input.codebasePath === undefined
+        ? undefined
+        : await resolveCodebase(this.options.codebaseRoot, input.codebasePath);
     if (this.#sandboxes.has(sandboxId) || this.#attaching.has(sandboxId)) {
       throw new AlreadyExistsError(`${sandboxId} is already attached on this node`);
     }
     this.#attaching.add(sandboxId);
+    let lease: SnapshotLease | undefined;
     try {
+      // The snapshot id is checked by the cache (a digest) before it names anything on disk.
+      if (codebasePath === undefined) lease = await cache!.materialise(input.snapshotId as never);
       const sandbox = await AttachedSandbox.attach({
         request: {
           sandboxId,
-          codebasePath,
+          codebasePath: codebasePath ?? lease!.path,
           rules: input.rules,
           ...(input.diskQuotaBytes === undefined ? {} : { diskQuotaBytes: input.diskQuotaBytes }),
         },
@@ -75,7 +102,11 @@ export class NodeAgentCore {
         logger: this.options.logger,
       });
       this.#sandboxes.set(sandboxId, sandbox);
+      if (lease !== undefined) this.#leases.set(sandboxId, lease);
       return { sandboxId, container: sandbox.container.id };
+    } catch (err) {
+      lease?.release();
+      throw err;
     } finally {
       this.#attaching.delete(sandboxId);
     }
@@ -108,13 +139,27 @@ export class NodeAgentCore {
   }
 
   commit(id: string, mode: CommitMode, paths?: readonly string[]): Promise<WorkerResult<'commit'>> {
+    // A snapshot's tree is links to the node's shared cache objects: committing would write into them.
+    if (this.#leases.has(this.sandbox(id).id)) {
+      return Promise.reject(
+        new WrongStateError(
+          `${id} was attached from a snapshot: read its changes or diff instead of committing`,
+        ),
+      );
+    }
     return this.sandbox(id).request('commit', paths === undefined ? { mode } : { mode, paths });
   }
 
   async detach(id: string, options: { readonly dropDelta?: boolean } = {}): Promise<void> {
     const sandbox = this.sandbox(id);
     this.#sandboxes.delete(sandbox.id);
-    await sandbox.detach(options);
+    const lease = this.#leases.get(sandbox.id);
+    this.#leases.delete(sandbox.id);
+    try {
+      await sandbox.detach(options);
+    } finally {
+      lease?.release();
+    }
   }
 
   health(): NodeHealth {

@@ -2,6 +2,7 @@
 import { mkdir, realpath } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
 import { hostname } from 'node:os';
+import { FsBlobStore, NodeBlobCache } from '@agentfense/blobs';
 import type { Orchestrator } from '@agentfense/orchestrator';
 import { createStderrLogger, type RuntimeLogger } from '@agentfense/protocol';
 import { createEngineApi } from '@agentfense/runtime-docker';
@@ -31,8 +32,14 @@ export interface NodeAgentOptions {
    * engine has a running container labelled with its id (what Swarm's placement leaves on a node).
    */
   readonly orchestrator?: Pick<Orchestrator, 'locate'>;
+  /** The blob store's shared directory: with it, an attach may name a snapshot id instead of a path. */
+  readonly blobStore?: string;
+  /** Bytes of file content the node's snapshot cache (`<stateDir>/blob-cache`) keeps. Default 10 GiB. */
+  readonly blobCacheBytes?: number;
   readonly logger?: RuntimeLogger;
 }
+
+export const DEFAULT_BLOB_CACHE_BYTES = 10 * 1024 ** 3;
 
 export interface NodeAgent {
   /** Where it listens. */
@@ -52,6 +59,14 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
   const codebaseRoot = options.codebaseRoot ?? `${stateDir}/codebases`;
   await mkdir(codebaseRoot, { recursive: true, mode: 0o755 });
   const nodeName = options.nodeName ?? hostname();
+  const blobCache =
+    options.blobStore === undefined
+      ? undefined
+      : await NodeBlobCache.open({
+          root: `${stateDir}/blob-cache`,
+          store: await FsBlobStore.open(options.blobStore),
+          maxBytes: options.blobCacheBytes ?? DEFAULT_BLOB_CACHE_BYTES,
+        });
   const engine = createEngineApi(options.dockerHost);
   const orchestrator = options.orchestrator ?? {
     locate: async (sandboxId: string) =>
@@ -59,7 +74,14 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
         ? { sandboxId, nodeName, podIP: '', nodeAgent: { host: options.host, port: options.port } }
         : undefined,
   };
-  const core = new NodeAgentCore({ nodeName, stateDir, codebaseRoot, engine, logger });
+  const core = new NodeAgentCore({
+    nodeName,
+    stateDir,
+    codebaseRoot,
+    engine,
+    logger,
+    ...(blobCache === undefined ? {} : { blobCache }),
+  });
   const server = createAgentServer({ core, authenticated });
   try {
     const cleanup = await cleanUpLeftovers({ stateDir, nodeName, orchestrator });

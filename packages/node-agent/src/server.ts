@@ -60,6 +60,7 @@ function routes(core: NodeAgentCore): [string, RegExp, Handler][] {
         const attached = await core.attach({
           sandboxId: body['sandboxId'],
           codebasePath: body['codebasePath'],
+          snapshotId: body['snapshotId'],
           rules: rulesOf(body['rules']),
           ...(quota === undefined ? {} : { diskQuotaBytes: quota }),
         });

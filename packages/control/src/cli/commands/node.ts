@@ -3,6 +3,7 @@
 // the foreground until SIGINT/SIGTERM; the API tier is its only client. Bind it to an address sandbox
 // containers cannot reach (the node's cluster address, fenced to the API's hosts).
 import type { Command } from 'commander';
+import { InvalidArgumentError } from '@agentfense/protocol/core';
 import type { CliContext } from '../io.js';
 import { untilSignal } from '../signals.js';
 
@@ -13,6 +14,8 @@ interface NodeFlags {
   readonly codebases?: string;
   readonly dockerHost?: string;
   readonly nodeName?: string;
+  readonly blobs?: string;
+  readonly blobCacheBytes?: string;
 }
 
 export function registerNode(program: Command, { io, result }: CliContext): void {
@@ -30,6 +33,8 @@ export function registerNode(program: Command, { io, result }: CliContext): void
     .option('--codebases <dir>', 'codebases an attach may name must be inside it (default <state>/codebases)')
     .option('--docker-host <url>', "this node's engine (default $DOCKER_HOST or unix:///var/run/docker.sock)")
     .option('--node-name <name>', 'this node as the orchestrator names it (default: the host name)')
+    .option('--blobs <dir>', "the blob store's shared directory: attaches may then name a snapshot id")
+    .option('--blob-cache-bytes <n>', 'file bytes the node keeps of materialised snapshots (default 10 GiB)')
     .action(async (flags: NodeFlags) => {
       const [{ parseListen, readTokenFile }, { startNodeAgent }] = await Promise.all([
         import('../../http/auth.js'),
@@ -37,6 +42,10 @@ export function registerNode(program: Command, { io, result }: CliContext): void
       ]);
       const { host, port } = parseListen(flags.listen);
       const token = await readTokenFile(flags.tokenFile);
+      const cacheBytes = flags.blobCacheBytes === undefined ? undefined : Number(flags.blobCacheBytes);
+      if (cacheBytes !== undefined && !(Number.isSafeInteger(cacheBytes) && cacheBytes > 0)) {
+        throw new InvalidArgumentError('--blob-cache-bytes: a positive whole number of bytes');
+      }
       const signal = untilSignal();
       try {
         const agent = await startNodeAgent({
@@ -47,6 +56,8 @@ export function registerNode(program: Command, { io, result }: CliContext): void
           ...(flags.codebases === undefined ? {} : { codebaseRoot: flags.codebases }),
           ...(flags.dockerHost === undefined ? {} : { dockerHost: flags.dockerHost }),
           ...(flags.nodeName === undefined ? {} : { nodeName: flags.nodeName }),
+          ...(flags.blobs === undefined ? {} : { blobStore: flags.blobs }),
+          ...(cacheBytes === undefined ? {} : { blobCacheBytes: cacheBytes }),
         });
         const { removed, kept } = agent.cleanup;
         io.stderr.write(
