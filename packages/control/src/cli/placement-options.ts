@@ -64,16 +64,16 @@ export async function placementFromFlags(flags: PlacementFlags): Promise<Placeme
   if (!(Number.isInteger(port) && port >= 1 && port <= 65535)) {
     throw new InvalidArgumentError(`--node-agent-port must be a port number, got ${flags.nodeAgentPort}`);
   }
-  const [{ readTokenFile }, { SwarmOrchestrator, swarmApiFrom }, { createEngineApi }] = await Promise.all([
+  const [{ readTokenFile }, { SwarmOrchestrator, swarmApiFrom }, { dockerEngineApi }] = await Promise.all([
     import('../http/auth.js'),
     import('@agentfense/orchestrator/swarm'),
-    import('@agentfense/runtime-docker'),
+    import('../sandboxes/runtimes.js'),
   ]);
   // One word of at least 32 characters, as the node agents demand.
   const nodeAgentToken = await readTokenFile(flags.nodeAgentTokenFile);
   return {
     orchestrator: new SwarmOrchestrator({
-      api: swarmApiFrom(createEngineApi(flags.swarmManager)),
+      api: swarmApiFrom(await dockerEngineApi(flags.swarmManager)),
       nodeAgent: { port, nodeLabel: flags.swarmNodeLabel },
     }),
     nodeAgentToken,

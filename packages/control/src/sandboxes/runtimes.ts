@@ -99,3 +99,14 @@ export function builtinRuntimes(options: {
 export function dockerHostSetup(): Promise<typeof DockerRuntimeModule> {
   return import('@agentfense/runtime-docker');
 }
+
+/**
+ * A client of a Docker engine's API, loaded only when asked for: serve's Swarm placement talks to the
+ * Swarm manager's engine with it. It lives here so runtime packages stay imported by this module alone.
+ */
+export async function dockerEngineApi(
+  host: string,
+): Promise<ReturnType<typeof DockerRuntimeModule.createEngineApi>> {
+  const { createEngineApi } = await import('@agentfense/runtime-docker');
+  return createEngineApi(host);
+}

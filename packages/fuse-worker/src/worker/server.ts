@@ -39,10 +39,6 @@ import {
   entryWarmup,
   directWrites,
   freshEntries,
-  nativeReads,
-  nativeLookups,
-  nativeCreates,
-  nativeWrites,
   readaheadBytes,
 } from '../mount-options.js';
 import { widenReadahead } from '../readahead-window.js';
@@ -56,6 +52,7 @@ import {
   sequenceSource,
 } from './parts.js';
 import { IdleTrim, type Collect } from './idle-trim.js';
+import { enableNativePaths } from './native-paths.js';
 import type { WorkerLogger as Logger } from './log.js';
 import { cpuMs, readPss } from './process-usage.js';
 
@@ -270,11 +267,7 @@ export class WorkerService {
           fuse.storeAhead(dirFd, maxBytes, nodes, strings);
         fs.storeAhead = storeAhead(info, disabled);
         fs.directWrites = directWrites(disabled);
-        if (nativeWrites(disabled)) fs.useNativeWrites(fuse, params.callerUid);
-        if (disabled.includes('wideHandles')) fs.handles.narrow();
-        if (nativeReads(disabled)) fs.useNativeReads(fuse, params.callerUid);
-        if (nativeLookups(disabled)) fs.useNativeLookups(fuse, params.callerUid);
-        if (nativeCreates(disabled)) fs.useNativeCreates(fuse, params.callerUid);
+        enableNativePaths({ fs, fuse, callerUid: params.callerUid, disabled });
         fs.freshEntries = freshEntries(info, disabled);
         if (entryWarmup(info, disabled) && params.warmupEntries !== 0) {
           fs.entryWarmup = new EntryWarmup({
