@@ -1,5 +1,5 @@
-// What `serve --orchestrator swarm` needs of the test Swarm (swarm-cluster.ts): this host reaching the
-// nodes' addresses (an address on the cluster's bridge), the sandbox image on every node (the base image's
+// What `serve --orchestrator swarm` needs of the test Swarm (swarm-cluster.ts, which also gives this host
+// an address on the nodes' bridge): the sandbox image on every node (the base image's
 // root filesystem with SANDBOX_WAIT_COMMAND as its command), and one `agentfense node` per node, in the
 // node's network namespace, listening on the node's address and talking to the node's own engine.
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -17,18 +17,6 @@ export async function baseTarball(): Promise<string | undefined> {
     /^agentfense-base-.*\.tar$/.test(f),
   );
   return name === undefined ? undefined : join(dir, name);
-}
-
-/**
- * Gives this host an address on the cluster's bridge (the nodes' subnet, .254), so a process here (serve)
- * reaches the node agents on the nodes' addresses. The bridge goes with the cluster.
- */
-export async function reachNodes(cluster: SwarmCluster): Promise<string> {
-  const { netns, address } = cluster.manager;
-  const bridge = netns.replace(/n\d+$/, 'b');
-  const hostAddress = `${address.split('.').slice(0, 3).join('.')}.254`;
-  await execa('ip', ['addr', 'add', `${hostAddress}/24`, 'dev', bridge]);
-  return hostAddress;
 }
 
 /** The sandbox image on every node: the base root filesystem, its command the wait for af-init. */

@@ -20,7 +20,6 @@ import { createSwarmCluster, swarmPrerequisiteMissing, type SwarmCluster } from 
 import {
   baseTarball,
   loadSandboxImage,
-  reachNodes,
   startNodeAgents,
   type NodeAgentProcess,
 } from '../helpers/swarm-serve.js';
@@ -59,7 +58,6 @@ describe.skipIf(missing !== undefined)('serve placing sandboxes on a Swarm', { t
     dir = await mkdtemp(join(tmpdir(), 'af-serve-swarm-'));
     postgres = await startPostgres();
     cluster = await createSwarmCluster({ nodes: 2, nodeLabel: NODE_LABEL, heartbeat: '1s' });
-    await reachNodes(cluster);
     await loadSandboxImage(cluster, tarball ?? '', IMAGE);
     const dataDir = join(dir, 'data');
     agents = await startNodeAgents(cluster, {
