@@ -13,11 +13,11 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { PlacementStatus } from '@agentfense/orchestrator';
-import { SwarmOrchestrator, swarmApiFrom } from '@agentfense/orchestrator/swarm';
-import { createEngineApi, type EngineApi } from '@agentfense/runtime-docker';
+import type { SwarmOrchestrator } from '@agentfense/orchestrator/swarm';
 import { call, exec } from '../helpers/node-agent.js';
 import { startClusterAgents, type ClusterAgents, type NodeAgentOnNode } from '../helpers/swarm-agents.js';
 import { createSwarmCluster, swarmPrerequisiteMissing, type SwarmCluster } from '../helpers/swarm-cluster.js';
+import { SwarmWatch } from '../helpers/swarm-watch.js';
 
 const NODE_LABEL = 'agentfense.node-agent';
 const AGENT_PORT = 7300;
@@ -57,12 +57,9 @@ describe.skipIf(missing !== undefined)(
   () => {
     let cluster: SwarmCluster | undefined;
     let agents: ClusterAgents | undefined;
-    let engine: EngineApi | undefined;
+    let watch: SwarmWatch | undefined;
     let adapter: SwarmOrchestrator;
     let source: string;
-    const seen: { at: number; status: PlacementStatus }[] = [];
-    const stopWatch = new AbortController();
-    let watching: Promise<void> = Promise.resolve();
     const sandboxes = Array.from({ length: COUNT }, () => `sb_${randomUUID()}`);
     /** Where each sandbox is attached now. */
     const attachedOn = new Map<string, NodeAgentOnNode>();
@@ -84,24 +81,16 @@ describe.skipIf(missing !== undefined)(
       console.log(
         `swarm: cluster and agents up in ${Math.round(performance.now() - t0)} ms (load ${load()})`,
       );
-      engine = createEngineApi(cluster.manager.dockerHost);
-      adapter = new SwarmOrchestrator({
-        api: swarmApiFrom(engine),
-        nodeAgent: { port: AGENT_PORT, nodeLabel: NODE_LABEL },
-        restartDelayMs: 200,
-        pollIntervalMs: 250,
+      watch = new SwarmWatch({
+        dockerHost: cluster.manager.dockerHost,
+        nodeAgentPort: AGENT_PORT,
+        nodeLabel: NODE_LABEL,
       });
-      watching = (async () => {
-        for await (const status of adapter.watch({ signal: stopWatch.signal })) {
-          seen.push({ at: performance.now(), status });
-        }
-      })();
+      adapter = watch.adapter;
     }, 300_000);
 
     afterAll(async () => {
-      stopWatch.abort();
-      await watching;
-      await engine?.close();
+      await watch?.stop();
       await agents?.stop();
       await cluster?.destroy();
       if (source !== undefined) await rm(source, { recursive: true, force: true });
@@ -117,8 +106,8 @@ describe.skipIf(missing !== undefined)(
       }
     }
 
-    const latest = (): Map<string, PlacementStatus> =>
-      new Map(seen.map((s) => [s.status.sandboxId, s.status]));
+    const seen = (): SwarmWatch['seen'] => watch!.seen;
+    const latest = (): Map<string, PlacementStatus> => watch!.latest();
 
     /** Attaches `sandboxId` through the agent `locate` names; retried while its container is not up yet. */
     async function attach(sandboxId: string): Promise<NodeAgentOnNode> {
@@ -268,11 +257,11 @@ describe.skipIf(missing !== undefined)(
             .exitCode,
         ).toBe(0);
       }
-      const mark = seen.length;
+      const mark = seen().length;
       const t0 = performance.now();
       await cluster!.killNode(victim.node);
       const lost = await until('node-lost for each', () => {
-        const l = seen
+        const l = seen()
           .slice(mark)
           .filter((s) => s.status.state === 'lost' && onVictim.includes(s.status.sandboxId));
         return l.length === onVictim.length ? l : undefined;
@@ -287,7 +276,9 @@ describe.skipIf(missing !== undefined)(
       }
       await until('ready again on other nodes', () =>
         onVictim.every((id) =>
-          seen.slice(mark).some((s) => s.status.sandboxId === id && s.status.state === 'ready'),
+          seen()
+            .slice(mark)
+            .some((s) => s.status.sandboxId === id && s.status.state === 'ready'),
         )
           ? true
           : undefined,
@@ -312,7 +303,9 @@ describe.skipIf(missing !== undefined)(
       // The surviving nodes hold all of them, and their own sandboxes were never reported lost.
       const others = sandboxes.filter((id) => !onVictim.includes(id));
       expect(
-        seen.slice(mark).filter((s) => others.includes(s.status.sandboxId) && s.status.state === 'lost'),
+        seen()
+          .slice(mark)
+          .filter((s) => others.includes(s.status.sandboxId) && s.status.state === 'lost'),
       ).toEqual([]);
       let attached = 0;
       for (const { agent, node } of agents!.agents.filter((a) => a !== victim)) {
@@ -344,10 +337,8 @@ describe.skipIf(missing !== undefined)(
         expect((await call(agent, token, 'GET', '/v1/health')).json['sandboxes']).toEqual([]);
       }
 
-      stopWatch.abort();
-      await watching;
-      await engine!.close();
-      engine = undefined;
+      await watch!.stop();
+      watch = undefined;
       await agents!.stop();
       const { stateDir, nodes } = cluster!;
       await cluster!.destroy();

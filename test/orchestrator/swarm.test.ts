@@ -10,10 +10,10 @@ import { loadavg } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createEngineApi, type EngineApi } from '@agentfense/runtime-docker';
 import type { PlacementStatus } from '@agentfense/orchestrator';
-import { SANDBOX_ID_LABEL, SwarmOrchestrator, swarmApiFrom } from '@agentfense/orchestrator/swarm';
+import { SANDBOX_ID_LABEL, type SwarmOrchestrator } from '@agentfense/orchestrator/swarm';
 import { createSwarmCluster, swarmPrerequisiteMissing, type SwarmCluster } from '../helpers/swarm-cluster.js';
+import { SwarmWatch } from '../helpers/swarm-watch.js';
 
 const NODE_LABEL = 'agentfense.node-agent';
 const HEARTBEAT = process.env['AF_SWARM_HEARTBEAT'] ?? '1s';
@@ -23,11 +23,6 @@ if (missing !== undefined) {
   console.warn(`swarm test skipped: ${missing}`);
 }
 
-interface Seen {
-  readonly at: number;
-  readonly status: PlacementStatus;
-}
-
 const load = (): string =>
   loadavg()
     .map((l) => l.toFixed(2))
@@ -35,11 +30,8 @@ const load = (): string =>
 
 describe.skipIf(missing !== undefined)('Swarm adapter on a three-node Swarm', { timeout: 240_000 }, () => {
   let cluster: SwarmCluster | undefined;
-  let engine: EngineApi | undefined;
+  let watch: SwarmWatch | undefined;
   let adapter: SwarmOrchestrator;
-  const seen: Seen[] = [];
-  const stopWatch = new AbortController();
-  let watching: Promise<void> = Promise.resolve();
   const sandboxes = Array.from({ length: 6 }, () => `sb_${randomUUID()}`);
 
   beforeAll(async () => {
@@ -51,24 +43,16 @@ describe.skipIf(missing !== undefined)('Swarm adapter on a three-node Swarm', { 
       log: (l) => console.log(`swarm: ${l}`),
     });
     console.log(`swarm: cluster up in ${Math.round(performance.now() - t0)} ms (load ${load()})`);
-    engine = createEngineApi(cluster.manager.dockerHost);
-    adapter = new SwarmOrchestrator({
-      api: swarmApiFrom(engine),
-      nodeAgent: { port: 7300, nodeLabel: NODE_LABEL },
-      restartDelayMs: 200,
-      pollIntervalMs: 250,
+    watch = new SwarmWatch({
+      dockerHost: cluster.manager.dockerHost,
+      nodeAgentPort: 7300,
+      nodeLabel: NODE_LABEL,
     });
-    watching = (async () => {
-      for await (const status of adapter.watch({ signal: stopWatch.signal })) {
-        seen.push({ at: performance.now(), status });
-      }
-    })();
+    adapter = watch.adapter;
   }, 180_000);
 
   afterAll(async () => {
-    stopWatch.abort();
-    await watching;
-    await engine?.close();
+    await watch?.stop();
     await cluster?.destroy();
   }, 60_000);
 
@@ -78,16 +62,16 @@ describe.skipIf(missing !== undefined)('Swarm adapter on a three-node Swarm', { 
       const value = check();
       if (value !== undefined) return value;
       if (Date.now() > deadline) {
-        throw new Error(`timed out waiting for ${what}; seen: ${JSON.stringify(seen.map((s) => s.status))}`);
+        throw new Error(
+          `timed out waiting for ${what}; seen: ${JSON.stringify(seen().map((s) => s.status))}`,
+        );
       }
       await sleep(100);
     }
   }
 
-  /** The last status the watch reported for each sandbox. */
-  function latest(): Map<string, PlacementStatus> {
-    return new Map(seen.map((s) => [s.status.sandboxId, s.status]));
-  }
+  const seen = (): SwarmWatch['seen'] => watch!.seen;
+  const latest = (): Map<string, PlacementStatus> => watch!.latest();
 
   /** Sandbox ids whose container the node's own engine runs (its containers, by the adapter's label). */
   async function runningOn(dockerHost: string): Promise<string[]> {
@@ -174,11 +158,11 @@ describe.skipIf(missing !== undefined)('Swarm adapter on a three-node Swarm', { 
     const onVictim = sandboxes.filter(
       (id) => (last.get(id) as { nodeName?: string }).nodeName === victim.hostname,
     );
-    const mark = seen.length;
+    const mark = seen().length;
     const t0 = performance.now();
     cluster!.kill(victim);
     const lostAt = await until('node-lost reported for each', () => {
-      const lost = seen
+      const lost = seen()
         .slice(mark)
         .filter((s) => s.status.state === 'lost' && onVictim.includes(s.status.sandboxId));
       return lost.length === onVictim.length ? lost : undefined;
@@ -193,7 +177,9 @@ describe.skipIf(missing !== undefined)('Swarm adapter on a three-node Swarm', { 
     }
     const readyAgain = await until('ready again elsewhere', () => {
       const again = onVictim.map((id) =>
-        seen.slice(mark).find((s) => s.status.sandboxId === id && s.status.state === 'ready'),
+        seen()
+          .slice(mark)
+          .find((s) => s.status.sandboxId === id && s.status.state === 'ready'),
       );
       return again.every((s) => s !== undefined) ? again : undefined;
     });
@@ -213,7 +199,9 @@ describe.skipIf(missing !== undefined)('Swarm adapter on a three-node Swarm', { 
     // Sandboxes on the surviving nodes were never reported lost.
     const others = sandboxes.filter((id) => !onVictim.includes(id));
     expect(
-      seen.slice(mark).filter((s) => others.includes(s.status.sandboxId) && s.status.state === 'lost'),
+      seen()
+        .slice(mark)
+        .filter((s) => others.includes(s.status.sandboxId) && s.status.state === 'lost'),
     ).toEqual([]);
   });
 

@@ -12,14 +12,12 @@ import { readFile } from 'node:fs/promises';
 import { clearFuseMount } from '@agentfense/fuse-worker';
 import { describe, expect, it } from 'vitest';
 import { mountFixture, useMountHygiene, withEnv, type MountedFixture } from '../helpers/worker-fixture.js';
+import { nativeCount, waitInDelta, WRITABLE_OUTPUT } from '../helpers/native-paths.js';
 
-const OPEN = [
-  { pattern: '**', permission: 'read' as const },
-  { pattern: '/output/**', permission: 'write' as const, priority: 10 },
-];
+const OPEN = WRITABLE_OUTPUT;
 
-async function nativeCreateCount(f: MountedFixture): Promise<number> {
-  return (await f.worker.client.request('stats', {})).ops['create-native']?.count ?? 0;
+function nativeCreateCount(f: MountedFixture): Promise<number> {
+  return nativeCount(f, 'create-native');
 }
 
 /** Python: creates empty files in output/q (new) until ENOSPC; prints the errno and how many were made. */
@@ -74,9 +72,7 @@ describe('CREATEs answered in the binding: the worker keeps deciding what is not
         '{ if echo x > new.key; then echo made; else echo refused; fi; } 2>/dev/null',
       ].join('\n'),
     );
-    const filled = `${f.delta}/upper/output/filled`;
-    for (let i = 0; i < 600 && (await f.host(`test -e ${filled}; echo $?`)).stdout !== '0\n'; i++)
-      await new Promise((r) => setTimeout(r, 50));
+    await waitInDelta(f, 'output/filled');
     expect(await nativeCreateCount(f)).toBeGreaterThanOrEqual(15);
     const before = await nativeCreateCount(f);
     await f.worker.client.request('setRules', {

@@ -9,11 +9,9 @@
 // only.
 import { describe, expect, it } from 'vitest';
 import { mountFixture, useMountHygiene, type MountedFixture } from '../helpers/worker-fixture.js';
+import { nativeCount, waitInDelta, WRITABLE_OUTPUT } from '../helpers/native-paths.js';
 
-const OPEN = [
-  { pattern: '**', permission: 'read' as const },
-  { pattern: '/output/**', permission: 'write' as const, priority: 10 },
-];
+const OPEN = WRITABLE_OUTPUT;
 // A missing name is refused (and audited) where nothing below it could be visible either: a subtree rule.
 const HIDE_SECRETS = [...OPEN, { pattern: '**/secrets/**', permission: 'none' as const, priority: 100 }];
 const HIDE_SECRETS_IN_LOCKED = [
@@ -21,8 +19,8 @@ const HIDE_SECRETS_IN_LOCKED = [
   { pattern: '/output/locked/**/secrets/**', permission: 'none' as const, priority: 100 },
 ];
 
-async function nativeLookupCount(f: MountedFixture): Promise<number> {
-  return (await f.worker.client.request('stats', {})).ops['lookup-native']?.count ?? 0;
+function nativeLookupCount(f: MountedFixture): Promise<number> {
+  return nativeCount(f, 'lookup-native');
 }
 
 /** Makes `dir` (new) with 20 files, checking a missing name before each create: marks it, as `tar -x` would. */
@@ -64,9 +62,7 @@ describe('LOOKUPs answered in the binding: the worker keeps deciding what the ru
       ].join('\n'),
     );
     // Counted once the loop is over (its marker is in the delta): LOOKUPs still under way would count.
-    const filled = `${f.delta}/upper/output/filled`;
-    for (let i = 0; i < 600 && (await f.host(`test -e ${filled}; echo $?`)).stdout !== '0\n'; i++)
-      await new Promise((r) => setTimeout(r, 50));
+    await waitInDelta(f, 'output/filled');
     expect(await nativeLookupCount(f)).toBeGreaterThanOrEqual(15);
     const before = await nativeLookupCount(f);
     await f.worker.client.request('setRules', { rules: HIDE_SECRETS });

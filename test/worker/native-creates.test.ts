@@ -10,14 +10,12 @@ import { join } from 'node:path';
 import { clearFuseMount } from '@agentfense/fuse-worker';
 import { describe, expect, it } from 'vitest';
 import { mountFixture, useMountHygiene, withEnv, type MountedFixture } from '../helpers/worker-fixture.js';
+import { nativeCount, waitInDelta, WRITABLE_OUTPUT } from '../helpers/native-paths.js';
 
-const WRITE_OUTPUT = [
-  { pattern: '**', permission: 'read' as const },
-  { pattern: '/output/**', permission: 'write' as const, priority: 10 },
-];
+const WRITE_OUTPUT = WRITABLE_OUTPUT;
 
-async function nativeCreateCount(f: MountedFixture): Promise<number> {
-  return (await f.worker.client.request('stats', {})).ops['create-native']?.count ?? 0;
+function nativeCreateCount(f: MountedFixture): Promise<number> {
+  return nativeCount(f, 'create-native');
 }
 
 /**
@@ -81,7 +79,7 @@ describe('CREATEs answered in the binding', () => {
       if (disable === '') expect(await nativeCreateCount(f)).toBeGreaterThan(80);
       else expect(await nativeCreateCount(f)).toBe(0);
       // the chmod and utime of each file made there: answered on the binding's fd
-      const attrs = (await f.worker.client.request('stats', {})).ops['attr-native']?.count ?? 0;
+      const attrs = await nativeCount(f, 'attr-native');
       if (disable === '') expect(attrs).toBeGreaterThan(160);
       else expect(attrs).toBe(0);
       // later requests from the worker see them: a listing, a rename, an unlink

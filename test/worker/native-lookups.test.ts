@@ -6,14 +6,12 @@
 // (rule changes, renames, hidden names, symlinks) are in test/security/native-lookups.test.ts.
 import { describe, expect, it } from 'vitest';
 import { mountFixture, useMountHygiene, withEnv, type MountedFixture } from '../helpers/worker-fixture.js';
+import { nativeCount, waitInDelta, WRITABLE_OUTPUT } from '../helpers/native-paths.js';
 
-const WRITE_OUTPUT = [
-  { pattern: '**', permission: 'read' as const },
-  { pattern: '/output/**', permission: 'write' as const, priority: 10 },
-];
+const WRITE_OUTPUT = WRITABLE_OUTPUT;
 
-async function nativeLookupCount(f: MountedFixture): Promise<number> {
-  return (await f.worker.client.request('stats', {})).ops['lookup-native']?.count ?? 0;
+function nativeLookupCount(f: MountedFixture): Promise<number> {
+  return nativeCount(f, 'lookup-native');
 }
 
 /**
