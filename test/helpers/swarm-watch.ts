@@ -31,8 +31,9 @@ export class SwarmWatch {
       restartDelayMs: 200,
       pollIntervalMs: 250,
     });
+    const adapter = this.adapter;
     this.#watching = (async () => {
-      for await (const status of this.adapter.watch({ signal: this.#stop.signal })) {
+      for await (const status of adapter.watch({ signal: this.#stop.signal })) {
         this.seen.push({ at: performance.now(), status });
       }
     })();

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { clearFuseMount } from '@agentfense/fuse-worker';
 import { describe, expect, it } from 'vitest';
 import { mountFixture, useMountHygiene, withEnv, type MountedFixture } from '../helpers/worker-fixture.js';
-import { nativeCount, waitInDelta, WRITABLE_OUTPUT } from '../helpers/native-paths.js';
+import { nativeCount, WRITABLE_OUTPUT } from '../helpers/native-paths.js';
 
 const WRITE_OUTPUT = WRITABLE_OUTPUT;
 

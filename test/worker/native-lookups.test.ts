@@ -6,7 +6,7 @@
 // (rule changes, renames, hidden names, symlinks) are in test/security/native-lookups.test.ts.
 import { describe, expect, it } from 'vitest';
 import { mountFixture, useMountHygiene, withEnv, type MountedFixture } from '../helpers/worker-fixture.js';
-import { nativeCount, waitInDelta, WRITABLE_OUTPUT } from '../helpers/native-paths.js';
+import { nativeCount, WRITABLE_OUTPUT } from '../helpers/native-paths.js';
 
 const WRITE_OUTPUT = WRITABLE_OUTPUT;
 
