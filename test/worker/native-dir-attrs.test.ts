@@ -72,8 +72,11 @@ describe('GETATTRs of directories answered in the binding', () => {
       for (const line of times.stdout.trim().split('\n')) {
         const [name = '', x, y, z] = line.split(' ');
         const host = await lstat(join(f.delta, 'upper/output/t', name), { bigint: true });
-        const ns = (t: bigint): string => `${String(t / 1_000_000_000n)}.${String(t % 1_000_000_000n).padStart(9, '0')}`;
-        expect(`${name} ${x} ${y} ${z}`).toBe(`${name} ${ns(host.atimeNs)} ${ns(host.mtimeNs)} ${ns(host.ctimeNs)}`);
+        const ns = (t: bigint): string =>
+          `${String(t / 1_000_000_000n)}.${String(t % 1_000_000_000n).padStart(9, '0')}`;
+        expect(`${name} ${x} ${y} ${z}`).toBe(
+          `${name} ${ns(host.atimeNs)} ${ns(host.mtimeNs)} ${ns(host.ctimeNs)}`,
+        );
       }
       // each create in a marked directory costs a GETATTR of it: with the switch on, answered in C
       const before = await opCount(f, 'getattr');
@@ -106,7 +109,9 @@ describe('GETATTRs of directories answered in the binding', () => {
     expect(stats.fuse?.features.nativeDirAttrs).toBe(false);
     expect(stats.fuse?.features.nativeCreates).toBe(true);
     expect(stats.fuse?.disabled).toContain('nativeDirAttrs');
-    const r = await f.sandbox('mkdir output/d && for i in $(seq 20); do touch output/d/f$i; done && stat --cached=never -c %h output/d');
+    const r = await f.sandbox(
+      'mkdir output/d && for i in $(seq 20); do touch output/d/f$i; done && stat --cached=never -c %h output/d',
+    );
     expect(r).toMatchObject({ code: 0, stdout: '2\n' });
     // the files' own GETATTRs and SETATTRs still go to the create fast path; none of the directory's
     expect(await opCount(f, 'getattr')).toBeGreaterThan(20);
