@@ -10,7 +10,7 @@
 // answer, never from a copy.
 import { writeFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mountFixture, useMountHygiene, withEnv, type MountedFixture } from '../helpers/worker-fixture.js';
 
 const OPEN = [
@@ -49,6 +49,15 @@ async function markedAndHeld(f: MountedFixture): Promise<() => Promise<void>> {
 
 describe('directory GETATTRs answered in the binding: the worker keeps deciding what changed', () => {
   useMountHygiene();
+  // Off by default (mount-options.ts): every mount here switches it on, the runs without it off again.
+  const enabled = process.env.AGENTFENSE_FUSE_ENABLE;
+  beforeAll(() => {
+    process.env.AGENTFENSE_FUSE_ENABLE = 'nativeDirAttrs';
+  });
+  afterAll(() => {
+    if (enabled === undefined) delete process.env.AGENTFENSE_FUSE_ENABLE;
+    else process.env.AGENTFENSE_FUSE_ENABLE = enabled;
+  });
 
   it('a rule change that hides a marked directory applies to its next GETATTR (refused, audited)', async () => {
     const f = await mountFixture({

@@ -6,7 +6,7 @@
 // The attacks are in test/security/native-dir-attrs.test.ts.
 import { lstat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mountFixture, useMountHygiene, withEnv, type MountedFixture } from '../helpers/worker-fixture.js';
 
 const WRITE_OUTPUT = [
@@ -46,6 +46,15 @@ const TIMES = `cd output/t && stat --cached=never -c '%n %.9X %.9Y %.9Z' a b c g
 
 describe('GETATTRs of directories answered in the binding', () => {
   useMountHygiene();
+  // Off by default (mount-options.ts): every mount here switches it on, the runs without it off again.
+  const enabled = process.env.AGENTFENSE_FUSE_ENABLE;
+  beforeAll(() => {
+    process.env.AGENTFENSE_FUSE_ENABLE = 'nativeDirAttrs';
+  });
+  afterAll(() => {
+    if (enabled === undefined) delete process.env.AGENTFENSE_FUSE_ENABLE;
+    else process.env.AGENTFENSE_FUSE_ENABLE = enabled;
+  });
 
   it('stat of every directory prints the same with and without it; the GETATTRs leave the worker', async () => {
     const seen: string[] = [];
