@@ -151,11 +151,41 @@ static void answer_attr(fuse_req_t req, struct stat *st, uint64_t st_ino, double
   fuse_reply_attr(req, st, ttl);
 }
 
+/* A directory's size and blocks as JS shows every directory's (attrs.ts DIR_SIZE, DIR_BLOCKS). */
+#define FC_DIR_SIZE 4096
+#define FC_DIR_BLOCKS 8
+
+/* GETATTR of a marked directory JS let C answer (fentry_dir_attrs): what attr-ops.ts getattr answers for
+ * it, from one fstat of the directory's own fd. Its rule is `write`, so the mode is the host's; its owner
+ * is the host's (upper entries keep theirs); its link count is 2 + its visible subdirectories, which is
+ * the host's st_nlink: nothing below it is hidden or in the codebase, and the layer's filesystem counts
+ * subdirectories (JS checked). A link count below 2 (removed, or past ext4's count) goes to JS. */
+static int dir_getattr(ll_session *s, fuse_req_t req, uint64_t ino) {
+  struct fc_state *f = s->fcreate;
+  if (f->shared[FC_DIR_ATTRS] != 1) return 0;
+  const struct fuse_ctx *c = fuse_req_ctx(req);
+  if (f->shared[FC_CALLER_UID] >= 0 && c->uid != 0 && (double) c->uid != f->shared[FC_CALLER_UID]) return 0;
+  uint64_t st_ino;
+  int fd = fentry_dir_attrs(s, ino, &st_ino);
+  struct stat st;
+  if (fd < 0 || !room(f, 0) || fstat(fd, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_nlink < 2) return 0;
+  st.st_size = FC_DIR_SIZE;
+  st.st_blocks = FC_DIR_BLOCKS;
+  /* JS notes the attributes the kernel now holds fresh (dir-attr-freshness.ts) before its next request */
+  double row[FCR_WIDTH] = { (double) ino, 0, -1, 0, 0, 0, 0, FCRK_DIR_ATTR };
+  add_row(f, row, "", 0);
+  answer_attr(req, &st, st_ino, f->shared[FC_ATTR_TTL]);
+  f->shared[FC_ATTRS_SERVED] += 1;
+  return 1;
+}
+
 int fcreate_getattr(ll_session *s, fuse_req_t req, uint64_t ino) {
+  if (!s->fcreate) return 0;
   uint64_t st_ino;
   int fd = node_fd(s, req, ino, &st_ino);
   struct stat st;
-  if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return 0;
+  if (fd < 0) return dir_getattr(s, req, ino);
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return 0;
   answer_attr(req, &st, st_ino, s->fcreate->shared[FC_ATTR_TTL]);
   s->fcreate->shared[FC_ATTRS_SERVED] += 1;
   return 1;
@@ -182,7 +212,7 @@ int fcreate_setattr(ll_session *s, fuse_req_t req, uint64_t ino, struct stat *at
   if ((ts[0].tv_nsec != UTIME_OMIT || ts[1].tv_nsec != UTIME_OMIT) && futimens(fd, ts) != 0) return 0;
   struct stat st;
   if (fstat(fd, &st) != 0) return 0;
-  double row[FCR_WIDTH] = { (double) ino, 0, -1, 0, 0, 0, 0 };
+  double row[FCR_WIDTH] = { (double) ino, 0, -1, 0, 0, 0, 0, FCRK_SETATTR };
   add_row(f, row, "", 0);
   answer_attr(req, &st, st_ino, f->shared[FC_ATTR_TTL]);
   f->shared[FC_ATTRS_SERVED] += 1;
@@ -218,7 +248,7 @@ int fcreate_create(ll_session *s, fuse_req_t req, uint64_t parent, const char *n
   size_t jbytes = journal_add((int) sh[FC_JOURNAL_FD], rel, name);
   if (jbytes == 0) return 0;
   sh[FC_UNADOPTED] += 1;
-  double row[FCR_WIDTH] = { 0, (double) parent, -1, 0, 0, 0, (double) jbytes };
+  double row[FCR_WIDTH] = { 0, (double) parent, -1, 0, 0, 0, (double) jbytes, FCRK_CREATE };
   int open_flags = (flags & ~O_ACCMODE) | O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
   int fd = openat(dirfd, name, open_flags, 0600);
   int ok = fd >= 0 && fchown(fd, c->uid, c->gid) == 0 && fchmod(fd, mode & 07777) == 0 && fstat(fd, &st) == 0;

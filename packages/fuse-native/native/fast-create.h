@@ -5,15 +5,18 @@
 /* The shared state array (src/fast-creates.ts): whether creates are served at all (JS clears it while the
  * audit records allowed accesses), the node ids JS lent [NEXT, END), the journal's fd (-1: none), the
  * entry/attr timeout, whether write-only creates get direct I/O, the caller uid served besides root (-1:
- * any), the journal records written and not yet adopted by JS, the CREATEs answered here. */
+ * any), the journal records written and not yet adopted by JS, the CREATEs answered here, the GETATTR
+ * timeout, the GETATTRs and SETATTRs answered here, whether GETATTRs of marked directories are (1). */
 enum {
   FC_ON = 0, FC_NEXT = 1, FC_END = 2, FC_JOURNAL_FD = 3, FC_TTL = 4, FC_DIRECT = 5, FC_CALLER_UID = 6,
-  FC_UNADOPTED = 7, FC_SERVED = 8, FC_ATTR_TTL = 9, FC_ATTRS_SERVED = 10, FC_COUNT = 12
+  FC_UNADOPTED = 7, FC_SERVED = 8, FC_ATTR_TTL = 9, FC_ATTRS_SERVED = 10, FC_DIR_ATTRS = 11, FC_COUNT = 12
 };
 
-/* Per created entry in a report: node, parent, fd, st_ino shown, quota charged, direct I/O, journal bytes.
- * A row with parent 0 is a node whose attributes a SETATTR here changed (only its node is set). */
-enum { FCR_INO = 0, FCR_PARENT, FCR_FD, FCR_STINO, FCR_CHARGE, FCR_DIRECT, FCR_JBYTES, FCR_WIDTH };
+/* Per created entry in a report: node, parent, fd, st_ino shown, quota charged, direct I/O, journal bytes,
+ * kind. A row with parent 0 only names its node: FCRK_SETATTR, a file made here whose attributes a SETATTR
+ * here changed; FCRK_DIR_ATTR, a marked directory whose attributes a GETATTR here sent to the kernel. */
+enum { FCR_INO = 0, FCR_PARENT, FCR_FD, FCR_STINO, FCR_CHARGE, FCR_DIRECT, FCR_JBYTES, FCR_KIND, FCR_WIDTH };
+enum { FCRK_CREATE = 0, FCRK_SETATTR = 1, FCRK_DIR_ATTR = 2 };
 
 int fcreate_create(ll_session *s, fuse_req_t req, uint64_t parent, const char *name, mode_t mode, int flags);
 int fcreate_getattr(ll_session *s, fuse_req_t req, uint64_t ino);

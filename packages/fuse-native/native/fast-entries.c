@@ -36,6 +36,7 @@ struct fe_dir {
   uint64_t ino;
   int fd;          /* O_PATH of the directory in the writable layer */
   double gen;      /* FE_GEN when marked */
+  uint64_t st_ino; /* the st_ino JS shows for it when C may answer its GETATTR (fast-create.c), else 0 */
   char rel[];      /* its path below the layer roots, no leading '/' */
 };
 
@@ -114,18 +115,36 @@ int fentry_lookup(ll_session *s, fuse_req_t req, uint64_t parent, const char *na
   return 1;
 }
 
-/* The marked directory `ino`'s fd and path below the layer roots, if its mark is current and the codebase
- * still lacks the directory (the same checks as fentry_lookup's); else -1. For the create fast path. */
-int fentry_dir(ll_session *s, uint64_t ino, const char **rel) {
+/* The marked directory `ino` if its mark is current and the codebase still lacks the directory (the same
+ * checks as fentry_lookup's); else NULL. */
+static struct fe_dir *current_dir(ll_session *s, uint64_t ino) {
   struct fe_state *f = s->fentries;
-  if (!f || f->count == 0 || f->lower_fd < 0) return -1;
+  if (!f || f->count == 0 || f->lower_fd < 0) return NULL;
   struct fe_dir *d = f->tab[bucket_of(ino)];
   while (d && d->ino != ino) d = d->next;
-  if (!d || d->gen != gen_of(f)) return -1;
+  if (!d || d->gen != gen_of(f)) return NULL;
   int lo = open_beneath(f->lower_fd, d->rel, O_DIRECTORY);
-  if (lo >= 0) { close(lo); return -1; }
-  if (errno != ENOENT) return -1;
+  if (lo >= 0) { close(lo); return NULL; }
+  if (errno != ENOENT) return NULL;
+  return d;
+}
+
+/* The marked directory `ino`'s fd and path below the layer roots, or -1 (current_dir). For the create
+ * fast path. */
+int fentry_dir(ll_session *s, uint64_t ino, const char **rel) {
+  struct fe_dir *d = current_dir(s, ino);
+  if (!d) return -1;
   *rel = d->rel;
+  return d->fd;
+}
+
+/* The marked directory `ino`'s fd and the st_ino JS showed for it, when JS also let C answer its GETATTR
+ * (the directory's own rule is `write` too, and the writable layer's filesystem counts subdirectories in
+ * st_nlink), or -1. For the create fast path's GETATTR. */
+int fentry_dir_attrs(ll_session *s, uint64_t ino, uint64_t *st_ino) {
+  struct fe_dir *d = current_dir(s, ino);
+  if (!d || d->st_ino == 0) return -1;
+  *st_ino = d->st_ino;
   return d->fd;
 }
 
@@ -196,19 +215,20 @@ napi_value ll_fentry_init(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
-/* ll_fentry_mark(session, ino, upperRootFd, rel: string) -> whether the directory is marked now. */
+/* ll_fentry_mark(session, ino, upperRootFd, rel: string, stIno) -> whether the directory is marked now.
+ * stIno 0: its GETATTRs stay JS's; else the st_ino C answers them with. */
 napi_value ll_fentry_mark(napi_env env, napi_callback_info info) {
-  size_t argc = 4;
-  napi_value argv[4];
+  size_t argc = 5;
+  napi_value argv[5];
   CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
   ll_session *s = get_session(env, argv[0]);
   if (!s) return NULL;
   struct fe_state *f = s->fentries;
-  uint64_t ino, root;
+  uint64_t ino, root, st_ino;
   size_t rlen;
-  if (!f || argc < 4 || !get_u64(env, argv[1], &ino) || !get_u64(env, argv[2], &root) || root > INT32_MAX ||
-      napi_get_value_string_utf8(env, argv[3], NULL, 0, &rlen) != napi_ok) {
-    napi_throw_type_error(env, NULL, "fentryMark(ino, upperRootFd, rel) after fentryInit");
+  if (!f || argc < 5 || !get_u64(env, argv[1], &ino) || !get_u64(env, argv[2], &root) || root > INT32_MAX ||
+      napi_get_value_string_utf8(env, argv[3], NULL, 0, &rlen) != napi_ok || !get_u64(env, argv[4], &st_ino)) {
+    napi_throw_type_error(env, NULL, "fentryMark(ino, upperRootFd, rel, stIno) after fentryInit");
     return NULL;
   }
   drop(f, ino, 0);
@@ -222,6 +242,7 @@ napi_value ll_fentry_mark(napi_env env, napi_callback_info info) {
     if (d->fd >= 0) {
       d->ino = ino;
       d->gen = gen_of(f);
+      d->st_ino = st_ino;
       uint32_t b = bucket_of(ino);
       d->next = f->tab[b];
       f->tab[b] = d;

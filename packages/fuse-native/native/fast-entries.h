@@ -9,6 +9,7 @@ enum { FE_GEN = 0, FE_CALLER_UID = 1, FE_SERVED = 2, FE_COUNT = 4 };
 int fentry_lookup(ll_session *s, fuse_req_t req, uint64_t parent, const char *name);
 void fentry_revoke(ll_session *s);
 int fentry_dir(ll_session *s, uint64_t ino, const char **rel);
+int fentry_dir_attrs(ll_session *s, uint64_t ino, uint64_t *st_ino);
 void fentry_after_reply(ll_msg *m);
 void fentry_free(ll_session *s);
 void fentry_release(ll_session *s, napi_env env);

@@ -97,7 +97,7 @@ export interface Addon {
   ll_fast_read_drop(s: SessionHandle, ino: number): boolean;
   ll_fast_read_invalidate(s: SessionHandle): void;
   ll_fentry_init(s: SessionHandle, state: Float64Array, codebaseRootFd: number): void;
-  ll_fentry_mark(s: SessionHandle, ino: number, upperRootFd: number, rel: string): boolean;
+  ll_fentry_mark(s: SessionHandle, ino: number, upperRootFd: number, rel: string, stIno: number): boolean;
   ll_fentry_unmark(s: SessionHandle, ino: number): void;
   ll_fcreate_init(
     s: SessionHandle,

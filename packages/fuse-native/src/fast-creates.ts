@@ -15,19 +15,25 @@ const UNADOPTED = 7;
 const SERVED = 8;
 const ATTR_TTL = 9;
 const ATTRS_SERVED = 10;
+const DIR_ATTRS = 11;
 const STATE_LENGTH = 12;
 /** Doubles per reported entry (FCR_* in native/fast-create.h). */
-const ROW = 7;
+const ROW = 8;
+/** FCRK_DIR_ATTR: the row's kind column. */
+const KIND_DIR_ATTR = 2;
 
 /**
  * One CREATE the binding answered (or began: `ino` 0 means only its journal record was written), or, with
- * `parent` 0, a SETATTR it answered on node `ino` (one it made; nothing else is set).
+ * `parent` 0, a SETATTR it answered on node `ino` (one it made) or, with `dirAttr`, a GETATTR it answered
+ * of directory `ino` (nothing else is set).
  */
 export interface FastCreated {
   /** The node id answered (taken from the lent range); 0: the create went on to the handler. */
   readonly ino: number;
-  /** The directory; 0: a SETATTR of `ino`'s mode or times. */
+  /** The directory; 0: a SETATTR of `ino`'s mode or times, or a directory's GETATTR (`dirAttr`). */
   readonly parent: number;
+  /** A GETATTR of marked directory `ino` answered in C: the kernel holds its attributes fresh. */
+  readonly dirAttr: boolean;
   readonly name: string;
   /** The host fd of the new file (read-write), now the caller's to keep and close; -1 when `ino` is 0. */
   readonly fd: number;
@@ -63,6 +69,7 @@ export class FastCreates {
           charge: rows[r + 4]!,
           directIo: rows[r + 5] === 1,
           journalBytes: rows[r + 6]!,
+          dirAttr: rows[r + 7] === KIND_DIR_ATTR,
           name: parent === 0 ? '' : parts[named++]!,
         });
       }
@@ -99,6 +106,14 @@ export class FastCreates {
   /** Attribute timeout of the GETATTR and SETATTR answers, in seconds. */
   set attrTtl(seconds: number) {
     this.#state[ATTR_TTL] = seconds;
+  }
+
+  /**
+   * Whether GETATTRs of directories marked with an st_ino (FastEntries.mark) are answered in C, from an
+   * fstat of the directory's own fd.
+   */
+  set dirAttrs(on: boolean) {
+    this.#state[DIR_ATTRS] = on ? 1 : 0;
   }
 
   /** GETATTRs and SETATTRs answered in C since the mount. */

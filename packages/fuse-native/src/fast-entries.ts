@@ -38,9 +38,11 @@ export class FastEntries {
   /**
    * Marks node `ino`, the directory at `rel` (relative, no leading '/') below the writable layer's root
    * `upperRootFd`: C opens it beneath that root without following any symlink. False: not marked.
+   * `stIno` not 0: the create fast path may answer the directory's GETATTRs too, showing that st_ino
+   * (FastCreates.dirAttrs).
    */
-  mark(ino: number, upperRootFd: number, rel: string): boolean {
-    return addon.ll_fentry_mark(this.#session, ino, upperRootFd, rel);
+  mark(ino: number, upperRootFd: number, rel: string, stIno = 0): boolean {
+    return addon.ll_fentry_mark(this.#session, ino, upperRootFd, rel, stIno);
   }
 
   /** The node's mark goes (the kernel forgot it). */

@@ -4,9 +4,9 @@ import type { ConnInfo } from '@agentfense/fuse-native';
 import { disabledFeatures, featureOptions, readaheadBytes } from '../src/mount-options.js';
 
 describe('FUSE feature switches', () => {
-  it('by default everything is asked for except the writeback cache', () => {
+  it('by default everything is asked for except the writeback cache and directory GETATTRs in C', () => {
     const off = disabledFeatures({});
-    expect(off).toEqual(['writebackCache']);
+    expect(off).toEqual(['writebackCache', 'nativeDirAttrs']);
     expect(featureOptions(off)).toEqual({
       maxWrite: 1024 * 1024,
       features: { writebackCache: false, readdirplus: true, parallelDirops: true },
@@ -16,7 +16,7 @@ describe('FUSE feature switches', () => {
   it('AGENTFENSE_FUSE_DISABLE and AGENTFENSE_FUSE_ENABLE switch named features', () => {
     const off = disabledFeatures({
       AGENTFENSE_FUSE_DISABLE: 'maxPages, readdirplus',
-      AGENTFENSE_FUSE_ENABLE: 'writebackCache',
+      AGENTFENSE_FUSE_ENABLE: 'writebackCache,nativeDirAttrs',
     });
     expect(off).toEqual(['maxPages', 'readdirplus']);
     expect(featureOptions(off)).toEqual({

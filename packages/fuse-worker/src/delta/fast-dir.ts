@@ -14,13 +14,19 @@ export interface FastDir {
   /** The writable layer's root: the binding opens `rel` beneath it, following no symlink. */
   readonly upperRootFd: number;
   readonly rel: string;
+  /**
+   * Whether the writable layer's filesystem counts subdirectories in a directory's st_nlink, so the
+   * directory's own st_nlink is the link count the worker shows (nothing below it is hidden or in the
+   * codebase): the binding may then answer its GETATTRs from an fstat (fs/native-lookups.ts).
+   */
+  readonly hostLinks: boolean;
 }
 
 export function fastDirOf(ctx: DeltaContext, path: string): FastDir | null {
   if (ctx.lower !== ctx.codebase) return null; // frozen layers: their whiteouts and adds are not checked
   const rel = toRel(path);
   if (rel === '' || !isAddedDir(ctx, rel)) return null;
-  return { upperRootFd: ctx.upper.rootFd, rel };
+  return { upperRootFd: ctx.upper.rootFd, rel, hostLinks: ctx.upper.nlinkCountsSubdirs };
 }
 
 /**

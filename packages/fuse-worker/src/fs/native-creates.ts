@@ -61,6 +61,14 @@ export class NativeCreates {
     this.#fast.callerUid = uid;
   }
 
+  /**
+   * Lets the binding answer GETATTRs of directories marked with an st_ino (native-lookups.ts dirAttrs,
+   * the nativeDirAttrs feature).
+   */
+  set dirAttrs(on: boolean) {
+    this.#fast.dirAttrs = on;
+  }
+
   /** Serves creates while the audit records no allowed access; the direct I/O choice follows the worker's. */
   refresh(): void {
     this.#fast.on = !this.#core.audit.allowed;
@@ -72,6 +80,11 @@ export class NativeCreates {
   adopt(created: readonly FastCreated[]): void {
     const core = this.#core;
     for (const c of created) {
+      if (c.dirAttr) {
+        // a GETATTR of a marked directory answered there: the kernel holds its attributes fresh
+        core.cache.dirAttrs.note(c.ino, core.ttl);
+        continue;
+      }
       if (c.parent === 0) {
         // a SETATTR answered on a file made there: what serving it here notes about the kernel's caches
         core.cache.entries.attrsSent(c.ino, core.ttl);

@@ -13,6 +13,12 @@
 // Revoked (no mark served again until made anew): before a rule change applies, as a checkpoint or restore
 // begins, before a commit or discard, at every invalidation of the kernel's caches; by the binding at a
 // RENAME's decode and reply. A node's mark goes when the kernel forgets the node.
+//
+// With `dirAttrs` on (nativeDirAttrs), a mark also lets the binding answer the directory's GETATTRs
+// (native/fast-create.c) where JS would shape nothing: the directory's own rule is `write` (its mode is the
+// host's), and the writable layer's filesystem counts subdirectories in st_nlink (the link count JS lists
+// is the host's: nothing below it is hidden or in the codebase). The mark then carries the st_ino the
+// kernel was shown for the node.
 import type { FastEntries, LowLevelFuse } from '@agentfense/fuse-native';
 import type { RuleSet } from '@agentfense/protocol';
 import type { FastDir } from '../delta/fast-dir.js';
@@ -28,6 +34,8 @@ export interface NativeLookupsOptions {
   readonly fastDir: (path: string) => FastDir | null;
   readonly rules: () => RuleSet;
   readonly pathOf: (ino: number) => string | null;
+  /** The st_ino the kernel was shown for node `ino`; 0: none yet. */
+  readonly stInoOf: (ino: number) => number;
   readonly stats: OpStats | undefined;
 }
 
@@ -38,6 +46,8 @@ export class NativeLookups {
   readonly #checked = new Map<number, number>();
   /** LOOKUPs the binding answered that `stats` has counted. */
   #counted = 0;
+  /** Whether marks let the binding answer the directories' GETATTRs too (set before the first mark). */
+  dirAttrs = false;
 
   constructor(options: NativeLookupsOptions) {
     this.#fast = options.fuse.fastEntries(options.codebaseRootFd);
@@ -56,9 +66,13 @@ export class NativeLookups {
     if (this.#checked.size >= MAX_CHECKED) this.#checked.clear();
     this.#checked.set(parent, generation);
     const path = this.#options.pathOf(parent);
-    if (path === null || this.#options.rules().uniformBelow(path) !== 'write') return;
+    const rules = this.#options.rules();
+    if (path === null || rules.uniformBelow(path) !== 'write') return;
     const dir = this.#options.fastDir(path);
-    if (dir !== null) this.#fast.mark(parent, dir.upperRootFd, dir.rel);
+    if (dir === null) return;
+    // uniformBelow speaks of the paths strictly below: the directory's own rule shapes its mode bits
+    const attrs = this.dirAttrs && dir.hostLinks && rules.permissionOf(path) === 'write';
+    this.#fast.mark(parent, dir.upperRootFd, dir.rel, attrs ? this.#options.stInoOf(parent) : 0);
   }
 
   /** The kernel forgot node `ino`: its mark goes (its number may name another node later). */

@@ -170,6 +170,7 @@ export class PolicyFs {
       fastDir: (path) => core.delta.fastDir(path),
       rules: () => core.rules,
       pathOf: (ino) => core.inodes.pathOf(ino),
+      stInoOf: (ino) => core.inodes.get(ino)?.stIno ?? 0,
       stats: core.stats,
     });
     native.callerUid = callerUid;
@@ -194,6 +195,17 @@ export class PolicyFs {
     });
     native.callerUid = callerUid;
     core.nativeCreates = native;
+  }
+
+  /**
+   * Lets the binding answer GETATTRs of the directories the lookup fast path marks where the worker would
+   * shape nothing (nativeDirAttrs feature; after useNativeCreates, whose reports note them).
+   */
+  useNativeDirAttrs(): void {
+    const core = this.#core;
+    if (core.nativeLookups === undefined || core.nativeCreates === undefined) return;
+    core.nativeLookups.dirAttrs = true;
+    core.nativeCreates.dirAttrs = true;
   }
 
   /** Before the delta changes wholesale (commit, discard, a layer change): no marked directory is served. */

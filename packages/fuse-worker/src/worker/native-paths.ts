@@ -5,6 +5,7 @@ import type { LowLevelFuse } from '@agentfense/fuse-native';
 import type { PolicyFs } from '../fs/policy-fs.js';
 import {
   nativeCreates,
+  nativeDirAttrs,
   nativeLookups,
   nativeReads,
   nativeWrites,
@@ -24,4 +25,5 @@ export function enableNativePaths(options: {
   if (nativeReads(disabled)) fs.useNativeReads(fuse, callerUid);
   if (nativeLookups(disabled)) fs.useNativeLookups(fuse, callerUid);
   if (nativeCreates(disabled)) fs.useNativeCreates(fuse, callerUid);
+  if (nativeDirAttrs(disabled)) fs.useNativeDirAttrs();
 }
