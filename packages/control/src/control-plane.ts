@@ -56,10 +56,10 @@ import type { MetadataStore } from './store/metadata.js';
 import type { SandboxStore } from './store/sandboxes.js';
 import { settleUnfinished } from './sandboxes/pending-commit.js';
 import { SessionManager } from './sessions/manager.js';
-import type { CreateSessionOptions } from './sessions/options.js';
-import type { Session } from './sessions/session.js';
-import { decodeOutput, splitEncoding } from './library/output.js';
-import type { BytesOutput, OutputEncoding, RunResult, TextOutput } from './library/output.js';
+import type { CreateSessionOptions } from '@agentfense/sessions';
+import type { Session } from '@agentfense/sessions';
+import { decodeOutput, splitEncoding } from '@agentfense/sessions';
+import type { BytesOutput, OutputEncoding, RunResult, TextOutput } from '@agentfense/sessions';
 
 /** Default period of the expired-sandbox reaper. */
 export const DEFAULT_REAP_INTERVAL_MS = 10_000;

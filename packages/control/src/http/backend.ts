@@ -25,8 +25,8 @@ import type {
   SandboxExecOptions,
   SandboxInfo,
 } from '../sandboxes/types.js';
-import type { CreateSessionOptions, SessionExecOptions, SessionExecResult } from '../sessions/options.js';
-import type { SessionInfo } from '../sessions/session.js';
+import type { CreateSessionOptions, SessionExecOptions, SessionExecResult } from '@agentfense/sessions';
+import type { SessionInfo } from '@agentfense/sessions';
 import { checkUserLabels } from '../sandboxes/validate.js';
 import { decodePageToken, encodePageToken, pageSize } from '../store/pagination.js';
 import { apiReach } from './api-reach.js';
