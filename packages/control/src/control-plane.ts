@@ -23,8 +23,7 @@ import { validateId } from './ids.js';
 import { createControlLogger } from './logger.js';
 import { DataLayout, ensurePrivateDir, resolveDataDir } from './paths.js';
 import type { AuditQuery, NetworkAuditQuery } from './sandboxes/audit-log.js';
-import { collectGarbage } from './sandboxes/gc.js';
-import type { GcOptions, GcReport } from './sandboxes/gc.js';
+import { collectGarbage, type GcOptions, type GcReport } from './sandboxes/gc.js';
 import { SandboxHostUsers } from './sandboxes/host-user.js';
 import { checkpointService } from './sandboxes/checkpoint-host.js';
 import { checkpointLimits } from './sandboxes/checkpoint-limits.js';
@@ -186,7 +185,7 @@ export class ControlPlane implements AsyncDisposable {
     const checkpoints = checkpointService({ ...cps, plane: () => plane });
     const { placement } = options;
     const plane: ControlPlane = new ControlPlane({
-      placed: placement && new OrchestratedSandboxes({ store, codebases, layout, logger, placement }),
+      placed: placement && new OrchestratedSandboxes({ metadata, codebases, layout, logger, placement }),
       checkpoints,
       dataDir,
       layout,
@@ -461,6 +460,10 @@ export class ControlPlane implements AsyncDisposable {
   }
   closeSession(id: string): Promise<void> {
     return this.sessions.close(id);
+  }
+  /** Sessions of sandboxes placed on cluster nodes (the `placement` option), run by their node agents. */
+  get placedSessions(): OrchestratedSandboxes['sessions'] | undefined {
+    return this.#placed?.sessions;
   }
 
   /** True once close() was called. */
