@@ -93,6 +93,14 @@ describe('a control plane placing sandboxes through an orchestrator', () => {
     expect(JSON.stringify(unreachable)).not.toContain(TOKEN);
     orchestrator.nodeAgentPort = agent.port;
     expect((await plane.run(sb.id, 'echo again')).exitCode).toBe(0);
+    // Discard drops the delta's changes on the node (all, or some paths).
+    agent.seen.length = 0;
+    await plane.discard(sb.id);
+    await plane.discard(sb.id, { paths: ['/src'] });
+    expect(agent.seen.map((s) => `${s.method} ${s.url}`)).toEqual([
+      `POST /v1/sandboxes/${sb.id}/discard`,
+      `POST /v1/sandboxes/${sb.id}/discard`,
+    ]);
 
     // Stop: detached (the delta kept on the node), placement removed; delete: the delta dropped.
     agent.seen.length = 0;

@@ -365,7 +365,7 @@ export class ControlPlane implements AsyncDisposable {
   }
   /** Without `paths` also gives up an unfinished commit (what it applied stays in the codebase). */
   async discard(id: string, options?: { paths?: readonly string[] }): Promise<void> {
-    await this.#disk.freeing('discarding changes', () => this.sandboxes.discard(id, options));
+    await this.#disk.freeing('discarding changes', () => this.#backend.discard(id, options));
     if (options?.paths === undefined) {
       await settleUnfinished(this.#store, id, 'given up');
       // The delta stands on no checkpoint's layers any more.

@@ -145,6 +145,16 @@ function routes(core: NodeAgentCore): Route[] {
         sendJson(res, 200, await core.commit(id(params), commitMode(body['mode']), paths));
       },
     ],
+    [
+      'POST',
+      new RegExp(`^${SB}/discard$`),
+      async ({ req, res, params }) => {
+        const body = await readJson(req);
+        const paths = body['paths'] === undefined ? undefined : stringArray(body['paths'], 'paths');
+        await core.discard(id(params), paths);
+        sendJson(res, 200, {});
+      },
+    ],
   ];
 }
 

@@ -112,6 +112,10 @@ export class NodeAgentClient {
     return this.#json('POST', `${sandboxPath(sandboxId)}/commit`, options);
   }
 
+  async discard(sandboxId: string, options: { readonly paths?: readonly string[] }): Promise<void> {
+    await this.#json('POST', `${sandboxPath(sandboxId)}/discard`, options);
+  }
+
   /** Opens a session (a shell on the node, @agentfense/sessions) under the id the API tier chose. */
   async openSession(sandboxId: string, request: RemoteSessionRequest): Promise<SessionInfo> {
     return sessionInfo(await this.#json<WireSession>('POST', `${sandboxPath(sandboxId)}/sessions`, request));

@@ -181,6 +181,11 @@ export class OrchestratedSandboxes implements SandboxBackend {
     return this.#unreachable(id, client.commit(id, options));
   }
 
+  async discard(id: string, options: { paths?: readonly string[] } = {}): Promise<void> {
+    const { client } = await this.#route(id);
+    return this.#unreachable(id, client.discard(id, options));
+  }
+
   async readFile(id: string, path: string): Promise<Buffer> {
     const { client } = await this.#route(id);
     return this.#unreachable(id, client.readFile(id, path));
