@@ -27,7 +27,8 @@ export async function reachNodes(cluster: SwarmCluster): Promise<string> {
   const { netns, address } = cluster.manager;
   const bridge = netns.replace(/n\d+$/, 'b');
   const hostAddress = `${address.split('.').slice(0, 3).join('.')}.254`;
-  await execa('ip', ['addr', 'add', `${hostAddress}/24`, 'dev', bridge]);
+  // replace: the cluster may have given this host the address already.
+  await execa('ip', ['addr', 'replace', `${hostAddress}/24`, 'dev', bridge]);
   return hostAddress;
 }
 
