@@ -135,7 +135,7 @@ export async function api(
 export async function apiExec(tier: ApiTier, id: string, command: string): Promise<string> {
   const r = await api(tier, 'POST', `/v1/sandboxes/${id}/exec`, { command });
   if ((r['exitCode'] ?? r['exit_code'] ?? 0) !== 0) throw new Error(`exec ${command}: ${JSON.stringify(r)}`);
-  return String(r['stdout'] ?? '');
+  return typeof r['stdout'] === 'string' ? r['stdout'] : '';
 }
 
 /** The same command straight to the sandbox's node agent (as serve sends it: through /bin/sh -c). */
