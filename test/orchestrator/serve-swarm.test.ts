@@ -166,12 +166,12 @@ describe.skipIf(missing !== undefined)('serve placing sandboxes on a Swarm', { t
     const inSession = (via: typeof viaA, command: string) =>
       via('POST', `/v1/sessions/${sid}/exec`, { command });
     const moved = await inSession(viaB, 'cd /workspace/docs && export SEEN=yes');
-    expect(field(moved, 'exit_code'), moved.text).toBe(0);
+    expect(field(moved, 'exitCode'), moved.text).toBe(0);
     const said = await inSession(viaA, 'echo "$GREETING $SEEN $(pwd)"; cat guide.txt; echo oops >&2; false');
     expect(said.status, said.text).toBe(200);
     expect(field(said, 'stdout')).toBe('hi yes /workspace/docs\nread only\n');
     expect(field(said, 'stderr')).toBe('oops\n');
-    expect(field(said, 'exit_code')).toBe(1);
+    expect(field(said, 'exitCode')).toBe(1);
     // The rules hold in the session's shell too.
     const hiddenInSession = await inSession(viaB, 'cat /workspace/secret.txt');
     expect(field(hiddenInSession, 'stderr')).toContain('No such file or directory');
