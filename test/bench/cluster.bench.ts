@@ -9,7 +9,7 @@
 //      (less inactive file cache, as `docker stats`), with the agent's own PSS;
 //   4. the API tier (cluster-api-tier.ts): create → first exec through a `serve --orchestrator swarm`
 //      replica against the single-host path, and an exec round trip through the replica against the same
-//      command sent straight to the node agent. BENCH_ONLY=api skips 1-3.
+//      command sent straight to the node agent. BENCH_ONLY=api runs it alone, BENCH_API=1 after 1-3.
 // Run as root under flock /tmp/af-docker.lock and /tmp/af-bench.lock. BENCH_ROUNDS (8), BENCH_EXEC_ROUNDS
 // (100), BENCH_MEMORY_SANDBOXES (6). Everything made is removed on success, failure and SIGINT/SIGTERM.
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
@@ -37,6 +37,8 @@ const EXEC_ROUNDS = Number(process.env['BENCH_EXEC_ROUNDS'] ?? 100);
 const MEMORY_SANDBOXES = Number(process.env['BENCH_MEMORY_SANDBOXES'] ?? 6);
 const EXEC_BLOCK = 10;
 const ONLY_API = process.env['BENCH_ONLY'] === 'api';
+/** The API tier (step 4) runs only when asked for: BENCH_ONLY=api, or BENCH_API=1 after steps 1-3. */
+const WITH_API = ONLY_API || process.env['BENCH_API'] === '1';
 const PACE_MS = 1000;
 const LOCATE_POLL_MS = 100;
 const NODE_LABEL = 'agentfense.node-agent';
@@ -316,74 +318,76 @@ try {
     for (const { id, on } of attached) await removeCluster(id, on);
   }
 
-  // 4. The API tier: a serve replica over node agents that read its data directory (the per-node
-  //    codebase copies' agents give way to them on the same port).
-  await agents.stop();
-  apiTier = await startApiTier({ cluster, dir: join(root, 'api'), port: AGENT_PORT });
-  const tier = apiTier;
-  const cb = (await api(tier, 'POST', '/v1/codebases', { name: 'bench' }))['id'] as string;
-  await api(tier, 'PUT', `/v1/codebases/${cb}/files/readme.txt`, 'hello from the codebase\n');
-  await api(tier, 'PUT', `/v1/codebases/${cb}/files/secret.txt`, 'the secret\n');
-  const create = {
-    codebase_id: cb,
-    permissions: RULES,
-    resources: { memory_bytes: RESOURCES.memoryBytes, cpu_quota: RESOURCES.cpuMillis * 100 },
-    start: true,
-  };
-  const apiRound = async (): Promise<number> => {
-    const started = performance.now();
-    const id = (await api(tier, 'POST', '/v1/sandboxes', create))['id'] as string;
-    must({ exitCode: 0, stdout: await apiExec(tier, id, 'cat /workspace/readme.txt') }, 'API first exec');
-    const elapsed = performance.now() - started;
-    await api(tier, 'DELETE', `/v1/sandboxes/${id}`);
-    return elapsed;
-  };
-  await localRound();
-  await apiRound();
-  const localCreate: number[] = [];
-  const apiCreate: number[] = [];
-  for (let i = 0; i < ROUNDS; i++) {
-    await sleep(PACE_MS);
-    localCreate.push(await localRound());
-    await sleep(PACE_MS);
-    apiCreate.push(await apiRound());
-  }
-  const apiCreateX = p50(apiCreate) / p50(localCreate);
-  console.log(
-    `create → first exec through the API tier: single host p50 ${ms(p50(localCreate))}; ` +
-      `serve --orchestrator swarm replica p50 ${ms(p50(apiCreate))} = ${apiCreateX.toFixed(2)}× ` +
-      `(target ≤ ${CREATE_TARGET_X}×: ${apiCreateX <= CREATE_TARGET_X ? 'ok' : 'OVER TARGET'}; ${ROUNDS} rounds each, load ${load()})`,
-  );
+  if (WITH_API) {
+    // 4. The API tier: a serve replica over node agents that read its data directory (the per-node
+    //    codebase copies' agents give way to them on the same port).
+    await agents.stop();
+    apiTier = await startApiTier({ cluster, dir: join(root, 'api'), port: AGENT_PORT });
+    const tier = apiTier;
+    const cb = (await api(tier, 'POST', '/v1/codebases', { name: 'bench' }))['id'] as string;
+    await api(tier, 'PUT', `/v1/codebases/${cb}/files/readme.txt`, 'hello from the codebase\n');
+    await api(tier, 'PUT', `/v1/codebases/${cb}/files/secret.txt`, 'the secret\n');
+    const create = {
+      codebase_id: cb,
+      permissions: RULES,
+      resources: { memory_bytes: RESOURCES.memoryBytes, cpu_quota: RESOURCES.cpuMillis * 100 },
+      start: true,
+    };
+    const apiRound = async (): Promise<number> => {
+      const started = performance.now();
+      const id = (await api(tier, 'POST', '/v1/sandboxes', create))['id'] as string;
+      must({ exitCode: 0, stdout: await apiExec(tier, id, 'cat /workspace/readme.txt') }, 'API first exec');
+      const elapsed = performance.now() - started;
+      await api(tier, 'DELETE', `/v1/sandboxes/${id}`);
+      return elapsed;
+    };
+    await localRound();
+    await apiRound();
+    const localCreate: number[] = [];
+    const apiCreate: number[] = [];
+    for (let i = 0; i < ROUNDS; i++) {
+      await sleep(PACE_MS);
+      localCreate.push(await localRound());
+      await sleep(PACE_MS);
+      apiCreate.push(await apiRound());
+    }
+    const apiCreateX = p50(apiCreate) / p50(localCreate);
+    console.log(
+      `create → first exec through the API tier: single host p50 ${ms(p50(localCreate))}; ` +
+        `serve --orchestrator swarm replica p50 ${ms(p50(apiCreate))} = ${apiCreateX.toFixed(2)}× ` +
+        `(target ≤ ${CREATE_TARGET_X}×: ${apiCreateX <= CREATE_TARGET_X ? 'ok' : 'OVER TARGET'}; ${ROUNDS} rounds each, load ${load()})`,
+    );
 
-  const held = (await api(tier, 'POST', '/v1/sandboxes', create))['id'] as string;
-  const where = await adapter.locate(held);
-  const direct = where === undefined ? undefined : tier.agentAt(where.nodeAgent.host);
-  if (direct === undefined) throw new Error(`no node agent found for ${held}`);
-  const viaReplica: number[] = [];
-  const viaAgent: number[] = [];
-  for (let i = 0; i < EXEC_BLOCK; i++) {
-    await apiExec(tier, held, 'true');
-    await directExec(tier, direct, held, 'true');
-  }
-  for (let done = 0; done < EXEC_ROUNDS; done += EXEC_BLOCK) {
+    const held = (await api(tier, 'POST', '/v1/sandboxes', create))['id'] as string;
+    const where = await adapter.locate(held);
+    const direct = where === undefined ? undefined : tier.agentAt(where.nodeAgent.host);
+    if (direct === undefined) throw new Error(`no node agent found for ${held}`);
+    const viaReplica: number[] = [];
+    const viaAgent: number[] = [];
     for (let i = 0; i < EXEC_BLOCK; i++) {
-      const s = performance.now();
-      await directExec(tier, direct, held, 'true');
-      viaAgent.push(performance.now() - s);
-    }
-    for (let i = 0; i < EXEC_BLOCK; i++) {
-      const s = performance.now();
       await apiExec(tier, held, 'true');
-      viaReplica.push(performance.now() - s);
+      await directExec(tier, direct, held, 'true');
     }
+    for (let done = 0; done < EXEC_ROUNDS; done += EXEC_BLOCK) {
+      for (let i = 0; i < EXEC_BLOCK; i++) {
+        const s = performance.now();
+        await directExec(tier, direct, held, 'true');
+        viaAgent.push(performance.now() - s);
+      }
+      for (let i = 0; i < EXEC_BLOCK; i++) {
+        const s = performance.now();
+        await apiExec(tier, held, 'true');
+        viaReplica.push(performance.now() - s);
+      }
+    }
+    const hopX = p50(viaReplica) / p50(viaAgent);
+    console.log(
+      `exec \`true\` round trip: straight to the node agent p50 ${ms(p50(viaAgent))}; through the serve replica ` +
+        `p50 ${ms(p50(viaReplica))} = ${hopX.toFixed(2)}× (target ≤ ${EXEC_TARGET_X}×: ` +
+        `${hopX <= EXEC_TARGET_X ? 'ok' : 'OVER TARGET'}; ${EXEC_ROUNDS} each, load ${load()})`,
+    );
+    await api(tier, 'DELETE', `/v1/sandboxes/${held}`);
   }
-  const hopX = p50(viaReplica) / p50(viaAgent);
-  console.log(
-    `exec \`true\` round trip: straight to the node agent p50 ${ms(p50(viaAgent))}; through the serve replica ` +
-      `p50 ${ms(p50(viaReplica))} = ${hopX.toFixed(2)}× (target ≤ ${EXEC_TARGET_X}×: ` +
-      `${hopX <= EXEC_TARGET_X ? 'ok' : 'OVER TARGET'}; ${EXEC_ROUNDS} each, load ${load()})`,
-  );
-  await api(tier, 'DELETE', `/v1/sandboxes/${held}`);
   await swarm.close();
 } catch (err) {
   console.error(err);
