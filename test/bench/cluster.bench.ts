@@ -6,7 +6,10 @@
 //   2. an exec round trip (`true`): through the node agent's HTTP API, against the control plane's run on a
 //      local Docker sandbox, in alternated blocks;
 //   3. memory per attached sandbox on a node: the FUSE worker's PSS and the container's cgroup usage
-//      (less inactive file cache, as `docker stats`), with the agent's own PSS.
+//      (less inactive file cache, as `docker stats`), with the agent's own PSS;
+//   4. the API tier (cluster-api-tier.ts): create → first exec through a `serve --orchestrator swarm`
+//      replica against the single-host path, and an exec round trip through the replica against the same
+//      command sent straight to the node agent. BENCH_ONLY=api runs it alone, BENCH_API=1 after 1-3.
 // Run as root under flock /tmp/af-docker.lock and /tmp/af-bench.lock. BENCH_ROUNDS (8), BENCH_EXEC_ROUNDS
 // (100), BENCH_MEMORY_SANDBOXES (6). Everything made is removed on success, failure and SIGINT/SIGTERM.
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
@@ -25,6 +28,7 @@ import {
   type StartedDockerd,
 } from '@agentfense/runtime-docker';
 import { call, exec } from '../helpers/node-agent.js';
+import { api, apiExec, directExec, startApiTier, type ApiTier } from './cluster-api-tier.js';
 import { startClusterAgents, type ClusterAgents, type NodeAgentOnNode } from '../helpers/swarm-agents.js';
 import { createSwarmCluster, type SwarmCluster } from '../helpers/swarm-cluster.js';
 
@@ -32,6 +36,9 @@ const ROUNDS = Number(process.env['BENCH_ROUNDS'] ?? 8);
 const EXEC_ROUNDS = Number(process.env['BENCH_EXEC_ROUNDS'] ?? 100);
 const MEMORY_SANDBOXES = Number(process.env['BENCH_MEMORY_SANDBOXES'] ?? 6);
 const EXEC_BLOCK = 10;
+const ONLY_API = process.env['BENCH_ONLY'] === 'api';
+/** The API tier (step 4) runs only when asked for: BENCH_ONLY=api, or BENCH_API=1 after steps 1-3. */
+const WITH_API = ONLY_API || process.env['BENCH_API'] === '1';
 const PACE_MS = 1000;
 const LOCATE_POLL_MS = 100;
 const NODE_LABEL = 'agentfense.node-agent';
@@ -87,11 +94,13 @@ let cluster: SwarmCluster | undefined;
 let agents: ClusterAgents | undefined;
 let cp: ControlPlane | undefined;
 let localEngine: StartedDockerd | undefined;
+let apiTier: ApiTier | undefined;
 let closing: Promise<void> | undefined;
 
 function cleanup(): Promise<void> {
   closing ??= (async () => {
     await cp?.close().catch((err: unknown) => console.error('closing the control plane failed:', err));
+    await apiTier?.stop();
     await agents?.stop();
     await cluster?.destroy();
     await localEngine?.stop();
@@ -205,107 +214,180 @@ try {
     return elapsed;
   };
 
-  // 1. create → first exec, one warm-up round each, then alternated.
-  await localRound();
-  await clusterRound();
-  const local: number[] = [];
-  const remote: number[] = [];
-  for (let i = 0; i < ROUNDS; i++) {
-    await sleep(PACE_MS);
-    local.push(await localRound());
-    await sleep(PACE_MS);
-    remote.push(await clusterRound());
-  }
-  const createX = p50(remote) / p50(local);
-  console.log(
-    `create → first exec: single host (ControlPlane, Docker runtime) p50 ${ms(p50(local))}; ` +
-      `cluster (Swarm adapter + node agent) p50 ${ms(p50(remote))} = ${createX.toFixed(2)}× ` +
-      `(target ≤ ${CREATE_TARGET_X}×: ${createX <= CREATE_TARGET_X ? 'ok' : 'OVER TARGET'}; ${ROUNDS} rounds each, load ${load()})`,
-  );
-  const measured = clusterSteps.slice(1);
-  console.log(
-    `  cluster steps (p50, since place): service created ${ms(p50(measured.map((x) => x.placed)))}, ` +
-      `running and located ${ms(p50(measured.map((x) => x.located)))}, attached ${ms(p50(measured.map((x) => x.attached)))}`,
-  );
-
-  // 2. exec round trip, alternated blocks.
-  const localId = (await cp.createSandbox(policy)).id;
-  await cp.startSandbox(localId);
-  const remoteId = `sb_${randomUUID()}`;
-  const remoteOn = await placeAndAttach(remoteId);
-  const localExec: number[] = [];
-  const remoteExec: number[] = [];
-  for (let i = 0; i < EXEC_BLOCK; i++) {
-    await cp.run(localId, ['true']);
-    await exec(remoteOn.agent, token, remoteId, ['true']);
-  }
-  for (let done = 0; done < EXEC_ROUNDS; done += EXEC_BLOCK) {
-    for (let i = 0; i < EXEC_BLOCK; i++) {
-      const s = performance.now();
-      if ((await cp.run(localId, ['true'])).exitCode !== 0) throw new Error('local exec failed');
-      localExec.push(performance.now() - s);
+  if (!ONLY_API) {
+    // 1. create → first exec, one warm-up round each, then alternated.
+    await localRound();
+    await clusterRound();
+    const local: number[] = [];
+    const remote: number[] = [];
+    for (let i = 0; i < ROUNDS; i++) {
+      await sleep(PACE_MS);
+      local.push(await localRound());
+      await sleep(PACE_MS);
+      remote.push(await clusterRound());
     }
-    for (let i = 0; i < EXEC_BLOCK; i++) {
-      const s = performance.now();
-      if ((await exec(remoteOn.agent, token, remoteId, ['true'])).exitCode !== 0)
-        throw new Error('exec failed');
-      remoteExec.push(performance.now() - s);
-    }
-  }
-  const execX = p50(remoteExec) / p50(localExec);
-  console.log(
-    `exec \`true\` round trip: local (ControlPlane run, Docker runtime) p50 ${ms(p50(localExec))}; ` +
-      `through the node agent (HTTP over the node network) p50 ${ms(p50(remoteExec))} = ${execX.toFixed(2)}× ` +
-      `(target ≤ ${EXEC_TARGET_X}× for the API replica path, which is not built: this is the node-agent hop; ` +
-      `${EXEC_ROUNDS} each, load ${load()})`,
-  );
-  await cp.destroySandbox(localId);
-  await removeCluster(remoteId, remoteOn);
-
-  // 3. memory per attached sandbox: each attached and idle after one command.
-  const attached: { id: string; on: NodeAgentOnNode }[] = [];
-  for (let i = 0; i < MEMORY_SANDBOXES; i++) {
-    const id = `sb_${randomUUID()}`;
-    const on = await placeAndAttach(id);
-    attached.push({ id, on });
-    must(await exec(on.agent, token, id, ['cat', '/workspace/readme.txt']), 'memory sandbox exec');
-  }
-  let workers = 0;
-  let containers = 0;
-  for (const { id, on } of attached) {
-    const workerPid = Number(
-      (await readFile(join(on.stateDir, 'sandboxes', id, 'worker.pid'), 'utf8')).split(' ')[0],
+    const createX = p50(remote) / p50(local);
+    console.log(
+      `create → first exec: single host (ControlPlane, Docker runtime) p50 ${ms(p50(local))}; ` +
+        `cluster (Swarm adapter + node agent) p50 ${ms(p50(remote))} = ${createX.toFixed(2)}× ` +
+        `(target ≤ ${CREATE_TARGET_X}×: ${createX <= CREATE_TARGET_X ? 'ok' : 'OVER TARGET'}; ${ROUNDS} rounds each, load ${load()})`,
     );
-    workers += await pss(workerPid);
-    const ps = await execa('docker', [
-      '-H',
-      on.node.dockerHost,
-      'ps',
-      '-q',
-      '--filter',
-      `label=agentfense.dev/sandbox-id=${id}`,
-    ]);
-    const pid = (
-      await execa('docker', [
+    const measured = clusterSteps.slice(1);
+    console.log(
+      `  cluster steps (p50, since place): service created ${ms(p50(measured.map((x) => x.placed)))}, ` +
+        `running and located ${ms(p50(measured.map((x) => x.located)))}, attached ${ms(p50(measured.map((x) => x.attached)))}`,
+    );
+
+    // 2. exec round trip, alternated blocks.
+    const localId = (await cp.createSandbox(policy)).id;
+    await cp.startSandbox(localId);
+    const remoteId = `sb_${randomUUID()}`;
+    const remoteOn = await placeAndAttach(remoteId);
+    const localExec: number[] = [];
+    const remoteExec: number[] = [];
+    for (let i = 0; i < EXEC_BLOCK; i++) {
+      await cp.run(localId, ['true']);
+      await exec(remoteOn.agent, token, remoteId, ['true']);
+    }
+    for (let done = 0; done < EXEC_ROUNDS; done += EXEC_BLOCK) {
+      for (let i = 0; i < EXEC_BLOCK; i++) {
+        const s = performance.now();
+        if ((await cp.run(localId, ['true'])).exitCode !== 0) throw new Error('local exec failed');
+        localExec.push(performance.now() - s);
+      }
+      for (let i = 0; i < EXEC_BLOCK; i++) {
+        const s = performance.now();
+        if ((await exec(remoteOn.agent, token, remoteId, ['true'])).exitCode !== 0)
+          throw new Error('exec failed');
+        remoteExec.push(performance.now() - s);
+      }
+    }
+    const execX = p50(remoteExec) / p50(localExec);
+    console.log(
+      `exec \`true\` round trip: local (ControlPlane run, Docker runtime) p50 ${ms(p50(localExec))}; ` +
+        `through the node agent (HTTP over the node network) p50 ${ms(p50(remoteExec))} = ${execX.toFixed(2)}× ` +
+        `(target ≤ ${EXEC_TARGET_X}× for the API replica path, which is not built: this is the node-agent hop; ` +
+        `${EXEC_ROUNDS} each, load ${load()})`,
+    );
+    await cp.destroySandbox(localId);
+    await removeCluster(remoteId, remoteOn);
+
+    // 3. memory per attached sandbox: each attached and idle after one command.
+    const attached: { id: string; on: NodeAgentOnNode }[] = [];
+    for (let i = 0; i < MEMORY_SANDBOXES; i++) {
+      const id = `sb_${randomUUID()}`;
+      const on = await placeAndAttach(id);
+      attached.push({ id, on });
+      must(await exec(on.agent, token, id, ['cat', '/workspace/readme.txt']), 'memory sandbox exec');
+    }
+    let workers = 0;
+    let containers = 0;
+    for (const { id, on } of attached) {
+      const workerPid = Number(
+        (await readFile(join(on.stateDir, 'sandboxes', id, 'worker.pid'), 'utf8')).split(' ')[0],
+      );
+      workers += await pss(workerPid);
+      const ps = await execa('docker', [
         '-H',
         on.node.dockerHost,
-        'inspect',
-        '--format',
-        '{{.State.Pid}}',
-        ps.stdout.trim(),
-      ])
-    ).stdout.trim();
-    containers += await containerMemory(Number(pid));
+        'ps',
+        '-q',
+        '--filter',
+        `label=agentfense.dev/sandbox-id=${id}`,
+      ]);
+      const pid = (
+        await execa('docker', [
+          '-H',
+          on.node.dockerHost,
+          'inspect',
+          '--format',
+          '{{.State.Pid}}',
+          ps.stdout.trim(),
+        ])
+      ).stdout.trim();
+      containers += await containerMemory(Number(pid));
+    }
+    let agentsPss = 0;
+    for (const { agent } of agents.agents) agentsPss += await pss(agent.child.pid!);
+    const n = attached.length;
+    console.log(
+      `memory per attached sandbox (${n} over 3 nodes): FUSE worker ${mib(workers / n)} PSS + container ` +
+        `${mib(containers / n)} (its cgroup, less inactive file cache) = ${mib((workers + containers) / n)}; ` +
+        `each node agent ${mib(agentsPss / agents.agents.length)} PSS (load ${load()})`,
+    );
+    for (const { id, on } of attached) await removeCluster(id, on);
   }
-  let agentsPss = 0;
-  for (const { agent } of agents.agents) agentsPss += await pss(agent.child.pid!);
-  const n = attached.length;
-  console.log(
-    `memory per attached sandbox (${n} over 3 nodes): FUSE worker ${mib(workers / n)} PSS + container ` +
-      `${mib(containers / n)} (its cgroup, less inactive file cache) = ${mib((workers + containers) / n)}; ` +
-      `each node agent ${mib(agentsPss / agents.agents.length)} PSS (load ${load()})`,
-  );
-  for (const { id, on } of attached) await removeCluster(id, on);
+
+  if (WITH_API) {
+    // 4. The API tier: a serve replica over node agents that read its data directory (the per-node
+    //    codebase copies' agents give way to them on the same port).
+    await agents.stop();
+    apiTier = await startApiTier({ cluster, dir: join(root, 'api'), port: AGENT_PORT });
+    const tier = apiTier;
+    const cb = (await api(tier, 'POST', '/v1/codebases', { name: 'bench' }))['id'] as string;
+    await api(tier, 'PUT', `/v1/codebases/${cb}/files/readme.txt`, 'hello from the codebase\n');
+    await api(tier, 'PUT', `/v1/codebases/${cb}/files/secret.txt`, 'the secret\n');
+    const create = {
+      codebase_id: cb,
+      permissions: RULES,
+      resources: { memory_bytes: RESOURCES.memoryBytes, cpu_quota: RESOURCES.cpuMillis * 100 },
+      start: true,
+    };
+    const apiRound = async (): Promise<number> => {
+      const started = performance.now();
+      const id = (await api(tier, 'POST', '/v1/sandboxes', create))['id'] as string;
+      must({ exitCode: 0, stdout: await apiExec(tier, id, 'cat /workspace/readme.txt') }, 'API first exec');
+      const elapsed = performance.now() - started;
+      await api(tier, 'DELETE', `/v1/sandboxes/${id}`);
+      return elapsed;
+    };
+    await localRound();
+    await apiRound();
+    const localCreate: number[] = [];
+    const apiCreate: number[] = [];
+    for (let i = 0; i < ROUNDS; i++) {
+      await sleep(PACE_MS);
+      localCreate.push(await localRound());
+      await sleep(PACE_MS);
+      apiCreate.push(await apiRound());
+    }
+    const apiCreateX = p50(apiCreate) / p50(localCreate);
+    console.log(
+      `create → first exec through the API tier: single host p50 ${ms(p50(localCreate))}; ` +
+        `serve --orchestrator swarm replica p50 ${ms(p50(apiCreate))} = ${apiCreateX.toFixed(2)}× ` +
+        `(target ≤ ${CREATE_TARGET_X}×: ${apiCreateX <= CREATE_TARGET_X ? 'ok' : 'OVER TARGET'}; ${ROUNDS} rounds each, load ${load()})`,
+    );
+
+    const held = (await api(tier, 'POST', '/v1/sandboxes', create))['id'] as string;
+    const where = await adapter.locate(held);
+    const direct = where === undefined ? undefined : tier.agentAt(where.nodeAgent.host);
+    if (direct === undefined) throw new Error(`no node agent found for ${held}`);
+    const viaReplica: number[] = [];
+    const viaAgent: number[] = [];
+    for (let i = 0; i < EXEC_BLOCK; i++) {
+      await apiExec(tier, held, 'true');
+      await directExec(tier, direct, held, 'true');
+    }
+    for (let done = 0; done < EXEC_ROUNDS; done += EXEC_BLOCK) {
+      for (let i = 0; i < EXEC_BLOCK; i++) {
+        const s = performance.now();
+        await directExec(tier, direct, held, 'true');
+        viaAgent.push(performance.now() - s);
+      }
+      for (let i = 0; i < EXEC_BLOCK; i++) {
+        const s = performance.now();
+        await apiExec(tier, held, 'true');
+        viaReplica.push(performance.now() - s);
+      }
+    }
+    const hopX = p50(viaReplica) / p50(viaAgent);
+    console.log(
+      `exec \`true\` round trip: straight to the node agent p50 ${ms(p50(viaAgent))}; through the serve replica ` +
+        `p50 ${ms(p50(viaReplica))} = ${hopX.toFixed(2)}× (target ≤ ${EXEC_TARGET_X}×: ` +
+        `${hopX <= EXEC_TARGET_X ? 'ok' : 'OVER TARGET'}; ${EXEC_ROUNDS} each, load ${load()})`,
+    );
+    await api(tier, 'DELETE', `/v1/sandboxes/${held}`);
+  }
   await swarm.close();
 } catch (err) {
   console.error(err);

@@ -1,14 +1,14 @@
 // A control plane opened with `placement` (what `serve --orchestrator` uses), with a stand-in orchestrator
 // and a recording node agent: what a caller sees of each step of the orchestrated path. Not placed yet,
 // a placement the orchestrator refuses, a node agent that does not answer (and the call after it, located
-// afresh), a sandbox lost and placed again (attached again, its status saying what was lost), calls that
-// are not routed, stop and delete.
+// afresh), sessions opened through one replica and used through another, a sandbox lost and placed again
+// (attached again, its status saying what was lost), calls that are not routed, stop and delete.
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { ControlPlane, RemoteSandboxError } from '@agentfense/control';
+import { ControlPlane, RemoteSandboxError, controlPlaneBackend } from '@agentfense/control';
 import {
   fakeOrchestrator,
   startFakeNodeAgent,
@@ -50,6 +50,7 @@ describe('a control plane placing sandboxes through an orchestrator', () => {
   beforeEach(() => {
     agent.seen.length = 0;
     agent.mode = 'ok';
+    agent.sessions.clear();
     orchestrator.failing = 'no';
     orchestrator.nodeAgentPort = agent.port;
   });
@@ -75,7 +76,8 @@ describe('a control plane placing sandboxes through an orchestrator', () => {
     expect(run.stdout).toBe('hi\n');
     expect(run.exitCode).toBe(0);
 
-    // Sessions and checkpoints of a placed sandbox are not sent to node agents (yet): said so.
+    // A library Session object is this process's shell: a placed sandbox's sessions are opened through
+    // the faces' backend (below), and checkpoints are not sent to node agents (yet): said so.
     expect(reasonOf(await plane.createSession(sb.id).catch((e: unknown) => e))).toBe(
       'AF_WRONG_STATE not-routed',
     );
@@ -91,6 +93,14 @@ describe('a control plane placing sandboxes through an orchestrator', () => {
     expect(JSON.stringify(unreachable)).not.toContain(TOKEN);
     orchestrator.nodeAgentPort = agent.port;
     expect((await plane.run(sb.id, 'echo again')).exitCode).toBe(0);
+    // Discard drops the delta's changes on the node (all, or some paths).
+    agent.seen.length = 0;
+    await plane.discard(sb.id);
+    await plane.discard(sb.id, { paths: ['/src'] });
+    expect(agent.seen.map((s) => `${s.method} ${s.url}`)).toEqual([
+      `POST /v1/sandboxes/${sb.id}/discard`,
+      `POST /v1/sandboxes/${sb.id}/discard`,
+    ]);
 
     // Stop: detached (the delta kept on the node), placement removed; delete: the delta dropped.
     agent.seen.length = 0;
@@ -104,6 +114,50 @@ describe('a control plane placing sandboxes through an orchestrator', () => {
       `DELETE /v1/sandboxes/${sb.id}?dropDelta=true`,
     ]);
     await expect(plane.getSandbox(sb.id)).rejects.toThrow(/not found/i);
+  });
+
+  it('a session opened through one replica is used and closed through another; its state is on the node', async () => {
+    // A second replica over the same records: it has never seen the session.
+    const other = await ControlPlane.open({
+      dataDir: join(dir, 'data'),
+      workerPoolSize: 0,
+      placement: { orchestrator, nodeAgentToken: TOKEN, image: 'sandbox:test', readyTimeoutMs: 2000 },
+    });
+    try {
+      const [a, b] = [controlPlaneBackend(plane), controlPlaneBackend(other)];
+      const sb = await plane.createSandbox({ codebaseId, env: { FROM_SANDBOX: '1' } });
+      expect(await a.listSessions(sb.id)).toEqual([]); // not placed yet: none, no call
+      await plane.startSandbox(sb.id);
+      agent.seen.length = 0;
+      const opened = await a.createSession(sb.id, { shell: '/bin/sh' });
+      expect(opened).toMatchObject({ sandboxId: sb.id, status: 'open', shell: '/bin/sh' });
+      expect((await b.getSession(opened.id)).id).toBe(opened.id);
+      expect((await b.sessionExec(opened.id, 'cd /workspace/src', {})).exitCode).toBe(0);
+      const said = await a.sessionExec(opened.id, 'pwd', {});
+      expect(said.stdout.toString()).toBe('/workspace/src pwd\n');
+      expect((await b.listSessions(sb.id)).map((s) => s.id)).toEqual([opened.id]);
+      await b.closeSession(opened.id);
+      await expect(a.getSession(opened.id)).rejects.toThrow(/not found/);
+      expect(agent.seen.map((s) => `${s.method} ${s.url}`)).toEqual([
+        `POST /v1/sandboxes/${sb.id}/sessions`,
+        `GET /v1/sandboxes/${sb.id}/sessions/${opened.id}`,
+        `POST /v1/sandboxes/${sb.id}/sessions/${opened.id}/exec`,
+        `POST /v1/sandboxes/${sb.id}/sessions/${opened.id}/exec`,
+        `GET /v1/sandboxes/${sb.id}/sessions`,
+        `DELETE /v1/sandboxes/${sb.id}/sessions/${opened.id}`,
+      ]);
+
+      // A session its node no longer has (the shell exited, the node was lost) is not found, and forgotten.
+      const gone = await a.createSession(sb.id, {});
+      agent.sessions.clear();
+      await expect(b.sessionExec(gone.id, 'true', {})).rejects.toThrow(/not found/);
+      agent.seen.length = 0;
+      await expect(a.getSession(gone.id)).rejects.toThrow(/not found/);
+      expect(agent.seen).toEqual([]);
+      await plane.destroySandbox(sb.id);
+    } finally {
+      await other.close();
+    }
   });
 
   it('a placement the orchestrator gives up on fails the start, and nothing stays placed', async () => {

@@ -138,6 +138,26 @@ export async function exec(
   return { stdout, stderr, exitCode };
 }
 
+/** A session command's NDJSON answer (blank keep-alive lines, then one result line), decoded. */
+export async function sessionRun(
+  agent: { readonly url: string },
+  token: string,
+  sandboxId: string,
+  sessionId: string,
+  command: string,
+): Promise<ExecAnswer> {
+  const path = `/v1/sandboxes/${sandboxId}/sessions/${sessionId}/exec`;
+  const { status, text } = await call(agent, token, 'POST', path, { command });
+  if (status !== 200) throw new Error(`session exec answered ${status}: ${text}`);
+  const last = text.split('\n').filter(Boolean).at(-1) ?? '{}';
+  const { result } = JSON.parse(last) as {
+    result?: { stdout: string; stderr: string; exitCode: number | null };
+  };
+  if (result === undefined) throw new Error(`session exec gave no result: ${text}`);
+  const decode = (b64: string): string => Buffer.from(b64, 'base64').toString();
+  return { stdout: decode(result.stdout), stderr: decode(result.stderr), exitCode: result.exitCode };
+}
+
 /**
  * A sandbox container as the Swarm adapter's spec makes one (deploy/swarm/sandbox-service.json): the
  * adapter's labels, hostname `sandbox`, every capability dropped, memory and process limits, the base image,

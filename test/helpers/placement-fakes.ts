@@ -2,7 +2,7 @@
 // at once (its watch can be told to report a sandbox lost and ready on another node), and a node agent
 // that records every request and answers as its mode says. Both are real enough for the control plane:
 // the orchestrator implements the four calls, the node agent is an HTTP server on loopback.
-import { createServer, type Server } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Location, Orchestrator, PlacementStatus } from '@agentfense/orchestrator';
 
@@ -16,6 +16,8 @@ export interface AgentRequest {
 
 export interface FakeNodeAgent {
   readonly server: Server;
+  /** Open sessions, `<sandbox id>/<session id>` → what the session's commands print (its `cd` kept). */
+  readonly sessions: Map<string, { cwd: string }>;
   readonly port: number;
   readonly seen: AgentRequest[];
   mode: AgentMode;
@@ -25,9 +27,18 @@ export interface FakeNodeAgent {
 }
 
 export async function startFakeNodeAgent(): Promise<FakeNodeAgent> {
-  const agent = { seen: [] as AgentRequest[], mode: 'ok' as AgentMode, redirectTo: 0 };
+  const agent = {
+    seen: [] as AgentRequest[],
+    mode: 'ok' as AgentMode,
+    redirectTo: 0,
+    sessions: new Map<string, { cwd: string }>(),
+  };
   const server = createServer((req, res) => {
-    req.resume();
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => answer(req, res, Buffer.concat(chunks).toString()));
+  });
+  const answer = (req: IncomingMessage, res: ServerResponse, body: string): void => {
     agent.seen.push({
       method: req.method ?? '',
       url: req.url ?? '',
@@ -46,6 +57,18 @@ export async function startFakeNodeAgent(): Promise<FakeNodeAgent> {
       return json(201, { sandboxId: 'x', container: 'c' });
     }
     if (req.method === 'GET' && req.url === '/v1/health') return json(200, { sandboxes: [] });
+    if (agent.mode === 'ok') {
+      const session = sessionRequest(agent.sessions, req.method ?? '', req.url ?? '', body);
+      if (session !== undefined) {
+        if (req.url?.endsWith('/exec') === true && session.status === 200) {
+          // A session command's answer: keep-alive blank lines, then the result.
+          res.writeHead(200, { 'content-type': 'application/x-ndjson' });
+          res.end(`\n${JSON.stringify({ result: session.body })}\n`);
+          return;
+        }
+        return json(session.status, session.body);
+      }
+    }
     if (req.method === 'DELETE') return json(200, {});
     if (agent.mode === 'echo') {
       const header = req.headers.authorization ?? '';
@@ -55,16 +78,18 @@ export async function startFakeNodeAgent(): Promise<FakeNodeAgent> {
     }
     if (agent.mode === 'redirect') {
       res.writeHead(307, { location: `http://127.0.0.1:${agent.redirectTo}${req.url ?? '/'}` });
-      return res.end();
+      res.end();
+      return;
     }
     if (req.url?.endsWith('/exec') === true) {
       res.writeHead(200, { 'content-type': 'application/x-ndjson' });
       res.write(`${JSON.stringify({ stdout: Buffer.from('hi\n').toString('base64') })}\n`);
       const exit = { exitCode: 0, signal: null, timedOut: false, oomKilled: false, durationMs: 1 };
-      return res.end(`${JSON.stringify({ exit })}\n`);
+      res.end(`${JSON.stringify({ exit })}\n`);
+      return;
     }
     json(200, { diff: '', binary: [] });
-  });
+  };
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const port = (server.address() as AddressInfo).port;
   return Object.assign(agent, {
@@ -72,6 +97,59 @@ export async function startFakeNodeAgent(): Promise<FakeNodeAgent> {
     port,
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   });
+}
+
+const SESSIONS = /^\/v1\/sandboxes\/([^/]+)\/sessions(?:\/([^/]+))?(\/exec)?$/;
+
+/**
+ * The node agent's session routes, as a stand-in: a session keeps its `cd` between commands, and a
+ * command prints `<cwd> <command>`; a session is found only under the sandbox that opened it.
+ */
+function sessionRequest(
+  sessions: Map<string, { cwd: string }>,
+  method: string,
+  url: string,
+  body: string,
+): { status: number; body: unknown } | undefined {
+  const m = SESSIONS.exec(url);
+  if (m === null) return undefined;
+  const [, sandboxId, sessionId, exec] = m;
+  const input = (body === '' ? {} : JSON.parse(body)) as { id?: string; command?: string };
+  const info = (id: string) => ({
+    id,
+    sandboxId,
+    shell: '/bin/sh',
+    status: 'open',
+    closedReason: null,
+    createdAt: new Date(0).toISOString(),
+    lastActiveAt: new Date(0).toISOString(),
+  });
+  const prefix = `${sandboxId}/`;
+  if (sessionId === undefined) {
+    if (method === 'POST') {
+      sessions.set(`${prefix}${input.id}`, { cwd: '/workspace' });
+      return { status: 201, body: info(input.id ?? '') };
+    }
+    const mine = [...sessions.keys()].filter((k) => k.startsWith(prefix)).map((k) => k.slice(prefix.length));
+    return { status: 200, body: { sessions: mine.map(info) } };
+  }
+  const session = sessions.get(`${prefix}${sessionId}`);
+  if (session === undefined) {
+    return {
+      status: 404,
+      body: { error: { code: 'AF_NOT_FOUND', message: `session ${sessionId} not found` } },
+    };
+  }
+  if (method === 'DELETE') {
+    sessions.delete(`${prefix}${sessionId}`);
+    return { status: 200, body: {} };
+  }
+  if (exec === undefined) return { status: 200, body: info(sessionId) };
+  const command = input.command ?? '';
+  if (command.startsWith('cd ')) session.cwd = command.slice(3);
+  const out = Buffer.from(`${session.cwd} ${command}\n`).toString('base64');
+  const result = { stdout: out, stderr: '', exitCode: 0, durationMs: 1, timedOut: false, truncated: false };
+  return { status: 200, body: { ...result, sessionClosed: false } };
 }
 
 export interface FakeOrchestrator extends Orchestrator {

@@ -15,6 +15,7 @@ import {
   exec,
   randomToken,
   removeContainer,
+  sessionRun,
   startAgent,
   type AgentProcess,
 } from '#helpers/node-agent.js';
@@ -114,31 +115,22 @@ describe.skipIf(docker.unavailable !== null)(
       const changes = await call(agent!, token, 'GET', `/v1/sandboxes/${sandboxId}/changes`);
       expect(JSON.stringify(changes.json['changes'])).toContain('readme.txt');
 
-      // A session: a shell that keeps its state between inputs.
+      // A session: a shell that keeps its state between commands, each with its own output and status.
       const opened = await call(agent!, token, 'POST', `/v1/sandboxes/${sandboxId}/sessions`, {});
       expect(opened.status).toBe(201);
-      const ses = opened.json['sessionId'] as string;
-      const input = async (text: string): Promise<void> => {
-        const r = await call(agent!, token, 'POST', `/v1/sandboxes/${sandboxId}/sessions/${ses}/input`, {
-          data: Buffer.from(text).toString('base64'),
-        });
-        expect(r.status).toBe(200);
-      };
-      await input('cd /workspace/docs\n');
-      await input('echo "in $(pwd): $(cat guide.txt)"\n');
-      let output = '';
-      let offset = 0;
-      for (let i = 0; i < 20 && !output.includes('read only'); i++) {
-        const r = await call(
-          agent!,
-          token,
-          'GET',
-          `/v1/sandboxes/${sandboxId}/sessions/${ses}/output?offset=${offset}&waitMs=1000`,
-        );
-        output += Buffer.from(r.json['data'] as string, 'base64').toString();
-        offset = r.json['next'] as number;
-      }
-      expect(output).toBe('in /workspace/docs: read only\n');
+      const ses = opened.json['id'] as string;
+      expect(await sessionRun(agent!, token, sandboxId, ses, 'cd /workspace/docs; X=kept')).toEqual({
+        stdout: '',
+        stderr: '',
+        exitCode: 0,
+      });
+      expect(
+        await sessionRun(agent!, token, sandboxId, ses, 'echo "in $(pwd) $X: $(cat guide.txt)"; false'),
+      ).toEqual({
+        stdout: 'in /workspace/docs kept: read only\n',
+        stderr: '',
+        exitCode: 1,
+      });
       expect((await call(agent!, token, 'DELETE', `/v1/sandboxes/${sandboxId}/sessions/${ses}`)).status).toBe(
         200,
       );

@@ -1,7 +1,8 @@
 // `agentfense serve --orchestrator swarm` end to end: a two-node Swarm in network namespaces
 // (swarm-cluster.ts), a node agent on each node (swarm-serve.ts), one private PostgreSQL and two serve
 // replicas over it, both placing through the Swarm manager. A sandbox created and started through replica
-// A runs in a container Swarm put on one node, and is used through replica B: exec (rules enforced inside
+// A runs in a container Swarm put on one node, and is used through replica B (a session opened through A
+// and used through B, discard through A): exec (rules enforced inside
 // the container by the view), changes, diff, commit; then deleted through B, which removes its service.
 // Two nodes, not three: routing needs a node that is not the manager, and the node-loss path is the
 // adapter's own test (test/orchestrator/swarm.test.ts). Skipped with the reason only on a host without
@@ -154,6 +155,36 @@ describe.skipIf(missing !== undefined)('serve placing sandboxes on a Swarm', { t
     // The commit reached the codebase on the shared filesystem: the next sandbox's view shows it.
     const files = await viaA('GET', `/v1/codebases/${cb}/files/readme.txt`);
     expect(files.text).toBe('changed\n');
+
+    // A session opened through A and used through B: its shell runs on the node (af-init starts it), so
+    // `cd` and variables carry from a command sent through one replica to the next through the other.
+    const opened = await viaA('POST', `/v1/sandboxes/${id}/sessions`, { env: { GREETING: 'hi' } });
+    expect(opened.status, opened.text).toBe(200);
+    const sid = field(opened, 'id') as string;
+    const inSession = (via: typeof viaA, command: string) =>
+      via('POST', `/v1/sessions/${sid}/exec`, { command });
+    const moved = await inSession(viaB, 'cd /workspace/docs && export SEEN=yes');
+    expect(field(moved, 'exitCode'), moved.text).toBe(0);
+    const said = await inSession(viaA, 'echo "$GREETING $SEEN $(pwd)"; cat guide.txt; echo oops >&2; false');
+    expect(said.status, said.text).toBe(200);
+    expect(field(said, 'stdout')).toBe('hi yes /workspace/docs\nread only\n');
+    expect(field(said, 'stderr')).toBe('oops\n');
+    expect(field(said, 'exitCode')).toBe(1);
+    // The rules hold in the session's shell too.
+    const hiddenInSession = await inSession(viaB, 'cat /workspace/secret.txt');
+    expect(field(hiddenInSession, 'stderr')).toContain('No such file or directory');
+    expect((await viaB('GET', `/v1/sandboxes/${id}/sessions`)).text).toContain(sid);
+    expect((await viaA('GET', `/v1/sessions/${sid}`)).status).toBe(200);
+    expect((await viaB('DELETE', `/v1/sessions/${sid}`)).status).toBe(200);
+    expect((await viaA('GET', `/v1/sessions/${sid}`)).status).toBe(404);
+
+    // Discard, through A, drops on the node what an exec through B wrote.
+    expect(field(await exec('echo scratch > /workspace/scratch.txt'), 'exitCode') ?? 0).toBe(0);
+    expect((await viaA('GET', `/v1/sandboxes/${id}/changes`)).text).toContain('scratch.txt');
+    const discarded = await viaA('POST', `/v1/sandboxes/${id}/discard`, {});
+    expect(discarded.status, discarded.text).toBe(200);
+    expect((await viaB('GET', `/v1/sandboxes/${id}/changes`)).text).not.toContain('scratch.txt');
+    expect(field(await exec('test -e /workspace/scratch.txt'), 'exitCode')).toBe(1);
 
     const deleted = await viaB('DELETE', `/v1/sandboxes/${id}`);
     expect(deleted.status, deleted.text).toBe(200);

@@ -14,7 +14,7 @@ import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { PlacementStatus } from '@agentfense/orchestrator';
 import type { SwarmOrchestrator } from '@agentfense/orchestrator/swarm';
-import { call, exec } from '../helpers/node-agent.js';
+import { call, exec, sessionRun } from '../helpers/node-agent.js';
 import { startClusterAgents, type ClusterAgents, type NodeAgentOnNode } from '../helpers/swarm-agents.js';
 import { createSwarmCluster, swarmPrerequisiteMissing, type SwarmCluster } from '../helpers/swarm-cluster.js';
 import { SwarmWatch } from '../helpers/swarm-watch.js';
@@ -206,26 +206,16 @@ describe.skipIf(missing !== undefined)(
         const base = `/v1/sandboxes/${sandboxId}`;
         const opened = await call(agent, token, 'POST', `${base}/sessions`, {});
         expect(opened.status).toBe(201);
-        const ses = opened.json['sessionId'] as string;
-        for (const text of ['cd /workspace/docs\n', 'echo "on $(hostname) in $(pwd): $(cat guide.txt)"\n']) {
-          const r = await call(agent, token, 'POST', `${base}/sessions/${ses}/input`, {
-            data: Buffer.from(text).toString('base64'),
-          });
-          expect(r.status).toBe(200);
-        }
-        let output = '';
-        let offset = 0;
-        for (let i = 0; i < 20 && !output.includes('\n'); i++) {
-          const r = await call(
-            agent,
-            token,
-            'GET',
-            `${base}/sessions/${ses}/output?offset=${offset}&waitMs=1000`,
-          );
-          output += Buffer.from(r.json['data'] as string, 'base64').toString();
-          offset = r.json['next'] as number;
-        }
-        expect(output).toBe('on sandbox in /workspace/docs: read only\n');
+        const ses = opened.json['id'] as string;
+        await sessionRun(agent, token, sandboxId, ses, 'cd /workspace/docs');
+        const said = await sessionRun(
+          agent,
+          token,
+          sandboxId,
+          ses,
+          'echo "on $(hostname) in $(pwd): $(cat guide.txt)"',
+        );
+        expect(said.stdout).toBe('on sandbox in /workspace/docs: read only\n');
         expect((await call(agent, token, 'DELETE', `${base}/sessions/${ses}`)).status).toBe(200);
 
         const wrote = await exec(agent, token, sandboxId, [

@@ -57,6 +57,11 @@ describe('node agent API: authentication and host paths', () => {
       ['POST', '/v1/sandboxes', attachBody(join(root, 'codebases', 'app'))],
       ['POST', `/v1/sandboxes/sb_${randomUUID()}/exec`, { argv: ['id'] }],
       ['DELETE', `/v1/sandboxes/sb_${randomUUID()}`, undefined],
+      ['POST', `/v1/sandboxes/sb_${randomUUID()}/discard`, {}],
+      ['POST', `/v1/sandboxes/sb_${randomUUID()}/sessions`, {}],
+      ['GET', `/v1/sandboxes/sb_${randomUUID()}/sessions`, undefined],
+      ['POST', `/v1/sandboxes/sb_${randomUUID()}/sessions/ses_${randomUUID()}/exec`, { command: 'id' }],
+      ['DELETE', `/v1/sandboxes/sb_${randomUUID()}/sessions/ses_${randomUUID()}`, undefined],
     ];
     for (const bad of wrong) {
       for (const [method, path, body] of routes) {

@@ -1,6 +1,6 @@
 // Attacks on the route from the API to the node agents (serve with an orchestrator): a client without the
-// API token, or naming a sandbox the API may not reach (over a codebase linked by a local process), makes
-// the control plane call no node agent at all; and the node agents' token never reaches an API client or
+// API token, or naming a sandbox the API may not reach (over a codebase linked by a local process), or a
+// session in such a sandbox, makes the control plane call no node agent at all; and the node agents' token never reaches an API client or
 // the logs, even from a node agent (or whatever answers at its address) that echoes the request's
 // Authorization header back in its error, or redirects the call elsewhere. The control plane and its HTTP
 // face are the real ones, in this process; the orchestrator is a stand-in that places at once, and the
@@ -103,6 +103,46 @@ describe('serve routing to node agents', () => {
     expect(ran.text).toContain('hi');
     expect(state.seen).toEqual([
       { method: 'POST', url: `/v1/sandboxes/${visible}/exec`, authorization: `Bearer ${NODE_TOKEN}` },
+    ]);
+  });
+
+  it('a client naming a session it may not reach, or without the token, reaches no node agent', async () => {
+    const cb = JSON.parse((await api('POST', '/v1/codebases', { name: 'app3' })).text) as { id: string };
+    const made = await api('POST', '/v1/sandboxes', { codebase_id: cb.id, start: true });
+    const visible = (JSON.parse(made.text) as { id: string }).id;
+    const opened = await api('POST', `/v1/sandboxes/${visible}/sessions`, {});
+    expect(opened.status, opened.text).toBe(200);
+    const mine = (JSON.parse(opened.text) as { id: string }).id;
+    // A session a local process opened in a sandbox over its own linked codebase: its id leaked, say.
+    const linked = await plane.linkCodebase({ path: dir });
+    const hidden = (await plane.createSandbox({ codebaseId: linked.id })).id;
+    await plane.startSandbox(hidden);
+    const theirs = (await plane.placedSessions!.create(hidden)).id;
+    state.seen.length = 0;
+
+    const attempts = [
+      await api('GET', `/v1/sessions/${mine}`, undefined, null),
+      await api('POST', `/v1/sessions/${mine}/exec`, { command: 'id' }, null),
+      await api('DELETE', `/v1/sessions/${mine}`, undefined, 'c'.repeat(48)),
+      await api('POST', `/v1/sandboxes/${visible}/sessions`, {}, null),
+      await api('GET', `/v1/sessions/${theirs}`),
+      await api('POST', `/v1/sessions/${theirs}/exec`, { command: 'id' }),
+      await api('DELETE', `/v1/sessions/${theirs}`),
+      await api('POST', `/v1/sandboxes/${hidden}/sessions`, {}),
+      await api('GET', `/v1/sandboxes/${hidden}/sessions`),
+    ];
+    expect(attempts.map((a) => a.status)).toEqual([401, 401, 401, 401, 404, 404, 404, 404, 404]);
+    expect(state.seen).toEqual([]);
+
+    // With the token, its own session: the command goes to the node agent, with the node agents' token.
+    const ran = await api('POST', `/v1/sessions/${mine}/exec`, { command: 'id' });
+    expect(ran.status, ran.text).toBe(200);
+    expect(state.seen).toEqual([
+      {
+        method: 'POST',
+        url: `/v1/sandboxes/${visible}/sessions/${mine}/exec`,
+        authorization: `Bearer ${NODE_TOKEN}`,
+      },
     ]);
   });
 

@@ -23,8 +23,7 @@ import { validateId } from './ids.js';
 import { createControlLogger } from './logger.js';
 import { DataLayout, ensurePrivateDir, resolveDataDir } from './paths.js';
 import type { AuditQuery, NetworkAuditQuery } from './sandboxes/audit-log.js';
-import { collectGarbage } from './sandboxes/gc.js';
-import type { GcOptions, GcReport } from './sandboxes/gc.js';
+import { collectGarbage, type GcOptions, type GcReport } from './sandboxes/gc.js';
 import { SandboxHostUsers } from './sandboxes/host-user.js';
 import { checkpointService } from './sandboxes/checkpoint-host.js';
 import { checkpointLimits } from './sandboxes/checkpoint-limits.js';
@@ -56,10 +55,10 @@ import type { MetadataStore } from './store/metadata.js';
 import type { SandboxStore } from './store/sandboxes.js';
 import { settleUnfinished } from './sandboxes/pending-commit.js';
 import { SessionManager } from './sessions/manager.js';
-import type { CreateSessionOptions } from './sessions/options.js';
-import type { Session } from './sessions/session.js';
-import { decodeOutput, splitEncoding } from './library/output.js';
-import type { BytesOutput, OutputEncoding, RunResult, TextOutput } from './library/output.js';
+import type { CreateSessionOptions } from '@agentfense/sessions';
+import type { Session } from '@agentfense/sessions';
+import { decodeOutput, splitEncoding } from '@agentfense/sessions';
+import type { BytesOutput, OutputEncoding, RunResult, TextOutput } from '@agentfense/sessions';
 
 /** Default period of the expired-sandbox reaper. */
 export const DEFAULT_REAP_INTERVAL_MS = 10_000;
@@ -186,7 +185,7 @@ export class ControlPlane implements AsyncDisposable {
     const checkpoints = checkpointService({ ...cps, plane: () => plane });
     const { placement } = options;
     const plane: ControlPlane = new ControlPlane({
-      placed: placement && new OrchestratedSandboxes({ store, codebases, layout, logger, placement }),
+      placed: placement && new OrchestratedSandboxes({ metadata, codebases, layout, logger, placement }),
       checkpoints,
       dataDir,
       layout,
@@ -366,7 +365,7 @@ export class ControlPlane implements AsyncDisposable {
   }
   /** Without `paths` also gives up an unfinished commit (what it applied stays in the codebase). */
   async discard(id: string, options?: { paths?: readonly string[] }): Promise<void> {
-    await this.#disk.freeing('discarding changes', () => this.sandboxes.discard(id, options));
+    await this.#disk.freeing('discarding changes', () => this.#backend.discard(id, options));
     if (options?.paths === undefined) {
       await settleUnfinished(this.#store, id, 'given up');
       // The delta stands on no checkpoint's layers any more.
@@ -461,6 +460,10 @@ export class ControlPlane implements AsyncDisposable {
   }
   closeSession(id: string): Promise<void> {
     return this.sessions.close(id);
+  }
+  /** Sessions of sandboxes placed on cluster nodes (the `placement` option), run by their node agents. */
+  get placedSessions(): OrchestratedSandboxes['sessions'] | undefined {
+    return this.#placed?.sessions;
   }
 
   /** True once close() was called. */

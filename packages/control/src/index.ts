@@ -39,29 +39,34 @@ export { explain, compileRules } from '@agentfense/protocol';
 export { runCli, createProgram } from './cli/main.js';
 
 // --- Sessions (contract §5): persistent shells inside a sandbox ---
-export { createSession, STARTUP_TIMEOUT_MS } from './sessions/create.js';
-export { Session, INTERRUPT_GRACE_MS, KILL_GRACE_MS } from './sessions/session.js';
-export type { SessionInfo } from './sessions/session.js';
-export { SessionManager } from './sessions/manager.js';
-export type { SessionManagerOptions } from './sessions/manager.js';
-export { newSessionId, isSessionId, assertSessionId } from './sessions/ids.js';
 export {
+  createSession,
+  STARTUP_TIMEOUT_MS,
+  Session,
+  INTERRUPT_GRACE_MS,
+  KILL_GRACE_MS,
+  newSessionId,
+  isSessionId,
+  assertSessionId,
   DEFAULT_SHELL,
   DEFAULT_IDLE_TIMEOUT_MS,
   DEFAULT_MAX_OUTPUT_BYTES,
   MAX_COMMAND_BYTES,
   MAX_STDIN_BYTES,
-} from './sessions/options.js';
+  SESSION_SHELLS,
+} from '@agentfense/sessions';
 export type {
+  SessionInfo,
   CreateSessionOptions,
   SessionExecOptions,
   SessionExecResult,
   SessionRunResult,
   SessionCloseReason,
   SessionLogger,
-} from './sessions/options.js';
-export { SESSION_SHELLS } from './sessions/script.js';
-export type { SessionShell } from './sessions/script.js';
+  SessionShell,
+} from '@agentfense/sessions';
+export { SessionManager } from './sessions/manager.js';
+export type { SessionManagerOptions } from './sessions/manager.js';
 
 // --- Library: sandboxes over a local directory (contract §7) ---
 export { Sandbox } from './library/sandbox.js';
@@ -69,7 +74,7 @@ export { resolveSecrets } from './secret-sources.js';
 export type { SecretSource } from './secret-sources.js';
 export type { SecretValueSource } from './sandboxes/secret-values.js';
 export type { FromLocalOptions, RunBytesOptions, RunOptions, StreamOptions } from './library/sandbox.js';
-export type { BytesOutput, OutputEncoding, RunResult, TextOutput } from './library/output.js';
+export type { BytesOutput, OutputEncoding, RunResult, TextOutput } from '@agentfense/sessions';
 export { ExecStream } from './library/exec-stream.js';
 export type { ExecChunk } from './library/exec-stream.js';
 

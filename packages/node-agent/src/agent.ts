@@ -150,6 +150,10 @@ export class NodeAgentCore {
     return this.sandbox(id).request('commit', paths === undefined ? { mode } : { mode, paths });
   }
 
+  async discard(id: string, paths?: readonly string[]): Promise<void> {
+    await this.sandbox(id).request('discard', paths === undefined ? {} : { paths });
+  }
+
   async detach(id: string, options: { readonly dropDelta?: boolean } = {}): Promise<void> {
     const sandbox = this.sandbox(id);
     this.#sandboxes.delete(sandbox.id);

@@ -32,6 +32,7 @@ import {
 import { findContainer, type SandboxContainer } from './containers.js';
 import { LAUNCHER_NAME, WORKSPACE_NAME, attachInContainer, detachInContainer } from './mountns.js';
 import { sandboxPaths, type SandboxPaths } from './paths.js';
+import { NO_REPORTED_LIMITS, launcherSessionHost } from './session-spawn.js';
 import { Sessions } from './sessions.js';
 
 /** What the API tier sends to attach a sandbox (already checked: id, codebase path inside the root). */
@@ -141,7 +142,15 @@ export class AttachedSandbox {
       ]);
       if (cgroup === null) throw new UnavailableError("the container's cgroup is not visible from the host");
       launcher.keepProcessAlive(false);
-      const sessions = new Sessions(launcher, cgroup, env);
+      const sessions = new Sessions(
+        launcherSessionHost({
+          sandboxId: request.sandboxId,
+          client: launcher,
+          cgroup,
+          env,
+          workspace: `/${WORKSPACE_NAME}`,
+        }),
+      );
       return new AttachedSandbox(
         request.sandboxId,
         paths,
@@ -207,12 +216,3 @@ export class AttachedSandbox {
     if (options.dropDelta === true) await removeTree(this.paths.dir);
   }
 }
-
-/** The node agent does not set the container's limits (the orchestrator did): none are reported here. */
-const NO_REPORTED_LIMITS = {
-  memoryBytes: null,
-  cpuQuota: null,
-  cpuShares: null,
-  pidsLimit: null,
-  mechanism: 'orchestrator',
-};

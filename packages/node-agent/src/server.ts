@@ -2,7 +2,7 @@
 // orchestrator's probes) answer a bare status and nothing else. An exec answers with NDJSON lines: output
 // chunks as they come ({"stdout": base64} / {"stderr": base64}), then one {"exit": …} line; a client that
 // goes away aborts the command.
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer, type IncomingMessage, type Server } from 'node:http';
 import {
   InvalidArgumentError,
   NotFoundError,
@@ -10,6 +10,8 @@ import {
   type CommitMode,
 } from '@agentfense/protocol';
 import type { NodeAgentCore } from './agent.js';
+import type { Route } from './route.js';
+import { sessionRoutes } from './session-routes.js';
 import {
   bytesField,
   optionalNumber,
@@ -19,13 +21,6 @@ import {
   stringArray,
   stringRecord,
 } from './http-io.js';
-
-type Handler = (ctx: {
-  readonly req: IncomingMessage;
-  readonly res: ServerResponse;
-  readonly params: readonly string[];
-  readonly query: URLSearchParams;
-}) => Promise<void>;
 
 const SB = '/v1/sandboxes/([^/]+)';
 
@@ -42,7 +37,7 @@ function commitMode(value: unknown): CommitMode {
   return value;
 }
 
-function routes(core: NodeAgentCore): [string, RegExp, Handler][] {
+function routes(core: NodeAgentCore): Route[] {
   const id = (params: readonly string[]): string => decodeURIComponent(params[0] ?? '');
   const path = (query: URLSearchParams): string => {
     const p = query.get('path');
@@ -113,49 +108,7 @@ function routes(core: NodeAgentCore): [string, RegExp, Handler][] {
         res.end();
       },
     ],
-    [
-      'POST',
-      new RegExp(`^${SB}/sessions$`),
-      async ({ req, res, params }) => {
-        const body = await readJson(req);
-        const env = stringRecord(body['env'], 'env');
-        const sessionId = core.sandbox(id(params)).sessions.open({
-          ...(typeof body['cwd'] === 'string' ? { cwd: body['cwd'] } : {}),
-          ...(env === undefined ? {} : { env }),
-        });
-        sendJson(res, 201, { sessionId });
-      },
-    ],
-    [
-      'POST',
-      new RegExp(`^${SB}/sessions/([^/]+)/input$`),
-      async ({ req, res, params }) => {
-        const data = bytesField(await readJson(req), 'data') ?? Buffer.alloc(0);
-        core.sandbox(id(params)).sessions.write(params[1] ?? '', data);
-        sendJson(res, 200, {});
-      },
-    ],
-    [
-      'GET',
-      new RegExp(`^${SB}/sessions/([^/]+)/output$`),
-      async ({ res, params, query }) => {
-        const offset = Number(query.get('offset') ?? '0');
-        const waitMs = Number(query.get('waitMs') ?? '0');
-        if (!Number.isSafeInteger(offset) || offset < 0 || !Number.isSafeInteger(waitMs) || waitMs < 0) {
-          throw new InvalidArgumentError('offset, waitMs: non-negative integers');
-        }
-        const out = await core.sandbox(id(params)).sessions.read(params[1] ?? '', offset, waitMs);
-        sendJson(res, 200, { ...out, data: out.data.toString('base64') });
-      },
-    ],
-    [
-      'DELETE',
-      new RegExp(`^${SB}/sessions/([^/]+)$`),
-      async ({ res, params }) => {
-        await core.sandbox(id(params)).sessions.close(params[1] ?? '');
-        sendJson(res, 200, {});
-      },
-    ],
+    ...sessionRoutes(core),
     [
       'GET',
       new RegExp(`^${SB}/files$`),
@@ -190,6 +143,16 @@ function routes(core: NodeAgentCore): [string, RegExp, Handler][] {
         const body = await readJson(req);
         const paths = body['paths'] === undefined ? undefined : stringArray(body['paths'], 'paths');
         sendJson(res, 200, await core.commit(id(params), commitMode(body['mode']), paths));
+      },
+    ],
+    [
+      'POST',
+      new RegExp(`^${SB}/discard$`),
+      async ({ req, res, params }) => {
+        const body = await readJson(req);
+        const paths = body['paths'] === undefined ? undefined : stringArray(body['paths'], 'paths');
+        await core.discard(id(params), paths);
+        sendJson(res, 200, {});
       },
     ],
   ];

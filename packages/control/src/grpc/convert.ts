@@ -18,8 +18,8 @@ import type { CodebaseInfo, FileEntry } from '../codebases/types.js';
 import { isId, type IdKind } from '../ids.js';
 import type { AuditQuery } from '../sandboxes/audit-log.js';
 import type { SandboxInfo, SandboxState } from '../sandboxes/types.js';
-import type { SessionExecResult } from '../sessions/options.js';
-import type { SessionInfo } from '../sessions/session.js';
+import type { SessionExecResult } from '@agentfense/sessions';
+import type { SessionInfo } from '@agentfense/sessions';
 import type { Duration } from './gen/google/protobuf/duration.js';
 import type { Codebase, FileInfo } from './gen/sandbox/v1/codebase.js';
 import type {

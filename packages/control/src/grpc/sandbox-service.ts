@@ -7,8 +7,8 @@ import { Metadata } from '@grpc/grpc-js';
 import type { ServerWritableStream } from '@grpc/grpc-js';
 import type { HttpBackend as Backend } from '../http/backend.js';
 import { isId } from '../ids.js';
-import type { SessionExecResult } from '../sessions/options.js';
-import { SESSION_SHELLS, type SessionShell } from '../sessions/script.js';
+import type { SessionExecResult } from '@agentfense/sessions';
+import { SESSION_SHELLS, type SessionShell } from '@agentfense/sessions';
 import {
   durationMs,
   execResultToProto,

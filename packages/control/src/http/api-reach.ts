@@ -32,8 +32,12 @@ export function apiReach(plane: ControlPlane): ApiReach {
     sandbox: async (id) => {
       if (!(await sandboxReachable(id))) throw notFound('sandbox', id);
     },
+    // A placed sandbox's session is found through its record, before any node agent is called.
     session: async (id) => {
-      if (!(await sandboxReachable(plane.getSession(id).info().sandboxId))) throw notFound('session', id);
+      const placed = plane.placedSessions;
+      const sandboxId =
+        placed === undefined ? plane.getSession(id).info().sandboxId : await placed.sandboxOf(id);
+      if (!(await sandboxReachable(sandboxId))) throw notFound('session', id);
     },
     listed: (codebase) => reachable(codebase.id),
   };

@@ -25,8 +25,8 @@ import type {
   SandboxExecOptions,
   SandboxInfo,
 } from '../sandboxes/types.js';
-import type { CreateSessionOptions, SessionExecOptions, SessionExecResult } from '../sessions/options.js';
-import type { SessionInfo } from '../sessions/session.js';
+import type { CreateSessionOptions, SessionExecOptions, SessionExecResult } from '@agentfense/sessions';
+import type { SessionInfo } from '@agentfense/sessions';
 import { checkUserLabels } from '../sandboxes/validate.js';
 import { decodePageToken, encodePageToken, pageSize } from '../store/pagination.js';
 import { apiReach } from './api-reach.js';
@@ -146,6 +146,7 @@ export function controlPlaneBackend(
   // sessions are "not found" here (api-reach.ts).
   const reach = options.localCodebases === true ? undefined : apiReach(plane);
   const ownCreated = options.ownCreated !== false;
+  const placed = plane.placedSessions;
   // Each answer rejects (never throws) when refused: the records are read asynchronously.
   const sandbox = async <T>(id: string, act: () => T | Promise<T>): Promise<T> => {
     await reach?.sandbox(id);
@@ -231,15 +232,28 @@ export function controlPlaneBackend(
       return inSandbox(id, () => plane.setSecret(id, name, { value }));
     },
 
-    // 404 for an unknown sandbox before "not running".
+    // 404 for an unknown sandbox before "not running". Sandboxes placed on cluster nodes have their
+    // sessions on their node agents (placement/sessions.ts); the others in this process.
     createSession: (sandboxId, options) =>
-      inSandbox(sandboxId, async () => (await plane.createSession(sandboxId, options)).info()),
-    getSession: (id) => session(id, () => plane.getSession(id).info()),
+      inSandbox(sandboxId, async () =>
+        placed === undefined
+          ? (await plane.createSession(sandboxId, options)).info()
+          : placed.create(sandboxId, options),
+      ),
+    getSession: (id) => session(id, () => placed?.get(id) ?? plane.getSession(id).info()),
     listSessions: (sandboxId) =>
-      sandbox(sandboxId, () => plane.listSessions({ sandboxId }).map((s) => s.info())),
+      sandbox(
+        sandboxId,
+        () => placed?.list(sandboxId) ?? plane.listSessions({ sandboxId }).map((s) => s.info()),
+      ),
     sessionExec: (id, command, options) =>
-      inSession(id, () => plane.getSession(id).run(command, { ...options, encoding: 'buffer' })),
-    closeSession: (id) => inSession(id, () => plane.closeSession(id)),
+      inSession(
+        id,
+        () =>
+          placed?.run(id, command, options) ??
+          plane.getSession(id).run(command, { ...options, encoding: 'buffer' }),
+      ),
+    closeSession: (id) => inSession(id, () => placed?.close(id) ?? plane.closeSession(id)),
 
     close: () => plane.close(),
   };

@@ -16,8 +16,8 @@ import { isId } from '../ids.js';
 import type { IdKind } from '../ids.js';
 import type { CodebaseInfo, FileEntry } from '../codebases/types.js';
 import type { SandboxInfo, SandboxState } from '../sandboxes/types.js';
-import type { SessionInfo } from '../sessions/session.js';
-import type { SessionExecResult } from '../sessions/options.js';
+import type { SessionInfo } from '@agentfense/sessions';
+import type { SessionExecResult } from '@agentfense/sessions';
 
 // --- Enums ----------------------------------------------------------------------------------------
 

@@ -24,16 +24,16 @@ import type { RuntimeMap } from '../sandboxes/runtimes.js';
 import type { SecretValueSource } from '../sandboxes/secret-values.js';
 import type { SupervisionOptions } from '../sandboxes/supervisor.js';
 import type { SandboxExecOptions, SandboxInfo } from '../sandboxes/types.js';
-import type { CreateSessionOptions } from '../sessions/options.js';
-import type { Session } from '../sessions/session.js';
+import type { CreateSessionOptions } from '@agentfense/sessions';
+import type { Session } from '@agentfense/sessions';
 import { ExecStream } from './exec-stream.js';
 import { SharedPlanes } from './shared-planes.js';
 import type { PlaneLease } from './shared-planes.js';
 import { LibrarySpares } from './spares.js';
 import type { SecretSource } from '../secret-sources.js';
 import type { SpareSpec } from '../sandboxes/spare.js';
-import { decodeOutput, splitEncoding } from './output.js';
-import type { BytesOutput, OutputEncoding, RunResult, TextOutput } from './output.js';
+import { decodeOutput, splitEncoding } from '@agentfense/sessions';
+import type { BytesOutput, OutputEncoding, RunResult, TextOutput } from '@agentfense/sessions';
 
 export interface FromLocalOptions {
   /** A preset name (default `agent-safe`); exclusive with `rules`. */

@@ -3,7 +3,7 @@
 // error that still carries the output so far, and the sandbox stays usable either way.
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import type { ExecResult } from '@agentfense/protocol';
-import type { SessionExecResult } from '../sessions/options.js';
+import type { SessionExecResult } from '@agentfense/sessions';
 import type { ToolCall, ToolDefinition } from './context.js';
 import { capBytes } from './output.js';
 import { commandCwd } from './paths.js';

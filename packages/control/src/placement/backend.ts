@@ -20,6 +20,8 @@ export interface SandboxBackend {
     options?: { paths?: readonly string[] },
   ): Promise<{ diff: string; binary: readonly string[] }>;
   commit(id: string, options?: { mode?: CommitMode; paths?: readonly string[] }): Promise<CommitResult>;
+  /** Drops the delta's changes (all, or under `paths`). */
+  discard(id: string, options?: { paths?: readonly string[] }): Promise<void>;
   readFile(id: string, path: string): Promise<Buffer>;
   writeFile(id: string, path: string, data: Uint8Array | string): Promise<void>;
 }

@@ -12,6 +12,7 @@ import {
   type CommitResult,
   type PermissionRule,
 } from '@agentfense/protocol';
+import type { SessionExecResult, SessionInfo, SessionShell } from '@agentfense/sessions';
 import { RemoteSandboxError } from './errors.js';
 
 /** A node agent's address and the API tier's token for it. */
@@ -39,6 +40,15 @@ export interface RemoteExecExit {
   readonly timedOut: boolean;
   readonly oomKilled: boolean;
   readonly durationMs: number;
+}
+
+/** A session as the node agent opens it. */
+export interface RemoteSessionRequest {
+  readonly id: string;
+  readonly shell?: SessionShell;
+  readonly env?: Readonly<Record<string, string>>;
+  readonly cwd?: string;
+  readonly idleTimeoutMs?: number;
 }
 
 /** How long a call other than exec waits for the node agent's answer. */
@@ -100,6 +110,60 @@ export class NodeAgentClient {
     options: { readonly mode?: CommitMode; readonly paths?: readonly string[] },
   ): Promise<CommitResult> {
     return this.#json('POST', `${sandboxPath(sandboxId)}/commit`, options);
+  }
+
+  async discard(sandboxId: string, options: { readonly paths?: readonly string[] }): Promise<void> {
+    await this.#json('POST', `${sandboxPath(sandboxId)}/discard`, options);
+  }
+
+  /** Opens a session (a shell on the node, @agentfense/sessions) under the id the API tier chose. */
+  async openSession(sandboxId: string, request: RemoteSessionRequest): Promise<SessionInfo> {
+    return sessionInfo(await this.#json<WireSession>('POST', `${sandboxPath(sandboxId)}/sessions`, request));
+  }
+
+  async session(sandboxId: string, sessionId: string): Promise<SessionInfo> {
+    return sessionInfo(await this.#json<WireSession>('GET', sessionPath(sandboxId, sessionId)));
+  }
+
+  async listSessions(sandboxId: string): Promise<SessionInfo[]> {
+    const r = await this.#json<{ sessions: WireSession[] }>('GET', `${sandboxPath(sandboxId)}/sessions`);
+    return r.sessions.map(sessionInfo);
+  }
+
+  async closeSession(sandboxId: string, sessionId: string): Promise<void> {
+    await this.#json('DELETE', sessionPath(sandboxId, sessionId));
+  }
+
+  /**
+   * Runs one command in a session. The answer is NDJSON: blank lines while the command runs, then its
+   * result (or an error); no call timeout, as the command's own `timeoutMs` bounds it.
+   */
+  async sessionExec(
+    sandboxId: string,
+    sessionId: string,
+    request: { readonly command: string; readonly stdin?: Uint8Array; readonly timeoutMs?: number },
+  ): Promise<SessionExecResult> {
+    const { stdin, ...rest } = request;
+    const res = await this.#send('POST', `${sessionPath(sandboxId, sessionId)}/exec`, {
+      body: { ...rest, ...(stdin === undefined ? {} : { stdin: Buffer.from(stdin).toString('base64') }) },
+    });
+    if (!res.ok) throw await this.#answerError(res);
+    let text: string;
+    try {
+      text = await res.text();
+    } catch (err) {
+      throw unreachable(this.address, err);
+    }
+    const last = text
+      .split('\n')
+      .filter((l) => l !== '')
+      .at(-1);
+    if (last === undefined) throw unreachable(this.address, new Error('the session answer ended early'));
+    const l = parseLine(last);
+    if (typeof l['error'] === 'object' && l['error'] !== null) throw this.#wireError(l['error']);
+    const r = l['result'] as (Omit<SessionExecResult, 'stdout' | 'stderr'> & WireOutput) | undefined;
+    if (typeof r !== 'object' || r === null) throw new ProtocolError('the node agent sent no session result');
+    return { ...r, stdout: Buffer.from(r.stdout, 'base64'), stderr: Buffer.from(r.stderr, 'base64') };
   }
 
   /** Runs one command; output is handed over as it arrives, the exit status is the answer's last line. */
@@ -203,6 +267,21 @@ export class NodeAgentClient {
 }
 
 const sandboxPath = (id: string): string => `/v1/sandboxes/${encodeURIComponent(id)}`;
+const sessionPath = (id: string, sessionId: string): string =>
+  `${sandboxPath(id)}/sessions/${encodeURIComponent(sessionId)}`;
+
+interface WireOutput {
+  readonly stdout: string;
+  readonly stderr: string;
+}
+type WireSession = Omit<SessionInfo, 'createdAt' | 'lastActiveAt'> & {
+  readonly createdAt: string;
+  readonly lastActiveAt: string;
+};
+
+function sessionInfo(wire: WireSession): SessionInfo {
+  return { ...wire, createdAt: new Date(wire.createdAt), lastActiveAt: new Date(wire.lastActiveAt) };
+}
 const pathQuery = (path: string): string => new URLSearchParams({ path }).toString();
 
 function unreachable(address: string, err: unknown): RemoteSandboxError {

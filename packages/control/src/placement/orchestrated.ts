@@ -23,16 +23,20 @@ import type { DataLayout } from '../paths.js';
 import { KeyedLock } from '../sandboxes/keyed-lock.js';
 import { assertTransition } from '../sandboxes/state.js';
 import type { SandboxExecOptions, SandboxInfo } from '../sandboxes/types.js';
+import type { MetadataStore } from '../store/metadata.js';
+import type { PlacedSessionStore } from '../store/placed-sessions.js';
 import { sandboxInfo, type SandboxRow, type SandboxStore } from '../store/sandboxes.js';
 import type { SandboxBackend } from './backend.js';
 import { RemoteSandboxError } from './errors.js';
 import { remoteExec } from './exec.js';
 import { NodeAgentClient } from './node-agent-client.js';
+import { PlacedSessions } from './sessions.js';
 import { DEFAULT_READY_TIMEOUT_MS, ORCHESTRATED, type PlacementOptions } from './options.js';
 import { waitReady } from './wait-ready.js';
 
 export interface OrchestratedDeps {
-  readonly store: SandboxStore;
+  /** Sandbox records and the records of their sessions (which sandbox holds each). */
+  readonly metadata: Pick<MetadataStore, 'sandboxes' | 'placedSessions'>;
   readonly codebases: CodebaseService;
   readonly layout: DataLayout;
   readonly logger: Logger;
@@ -41,6 +45,8 @@ export interface OrchestratedDeps {
 
 export class OrchestratedSandboxes implements SandboxBackend {
   readonly #deps: OrchestratedDeps;
+  readonly #store: SandboxStore;
+  readonly #sessionRecords: PlacedSessionStore;
   readonly #logger: Logger;
   readonly #locks = new KeyedLock();
   readonly #located = new Map<string, Location>();
@@ -48,17 +54,26 @@ export class OrchestratedSandboxes implements SandboxBackend {
   readonly #lost = new Map<string, Extract<PlacementStatus, { state: 'lost' }>>();
   readonly #watching = new AbortController();
   readonly #watch: Promise<void>;
+  /** Sessions of placed sandboxes: run by the node agents, recorded in the store. */
+  readonly sessions: PlacedSessions;
 
   constructor(deps: OrchestratedDeps) {
     this.#deps = deps;
+    this.#store = deps.metadata.sandboxes;
+    this.#sessionRecords = deps.metadata.placedSessions;
     this.#logger = deps.logger.child({ component: 'placement' });
+    this.sessions = new PlacedSessions({
+      records: this.#sessionRecords,
+      route: (id) => this.#route(id),
+      unreachable: (id, call) => this.#unreachable(id, call),
+    });
     this.#watch = this.#follow();
   }
 
   async start(id: string): Promise<SandboxInfo> {
     validateId('sandbox', id);
     return this.#locks.run(id, async () => {
-      const before = await this.#deps.store.updateLocked(id, (row) => {
+      const before = await this.#store.updateLocked(id, (row) => {
         if (row.owner_instance === ORCHESTRATED) {
           if (row.state === 'RUNNING') return undefined;
           throw new WrongStateError(`sandbox ${id} is being placed by another API replica`, {
@@ -81,7 +96,7 @@ export class OrchestratedSandboxes implements SandboxBackend {
         const timeout = this.#deps.placement.readyTimeoutMs ?? DEFAULT_READY_TIMEOUT_MS;
         const { nodeName } = await waitReady(orchestrator, id, timeout);
         await this.#attach(before);
-        await this.#deps.store.update(id, {
+        await this.#store.update(id, {
           state: 'RUNNING',
           state_reason: `placed on node ${nodeName}`,
           started_at: Date.now(),
@@ -91,7 +106,7 @@ export class OrchestratedSandboxes implements SandboxBackend {
         const message = err instanceof Error ? err.message : String(err);
         await orchestrator.remove(id).catch((e: unknown) => this.#logger.warn({ err: e }, 'remove failed'));
         this.#located.delete(id);
-        await this.#deps.store.update(id, {
+        await this.#store.update(id, {
           state: 'ERROR',
           state_reason: `placement failed: ${message}`,
           owner_instance: null,
@@ -111,11 +126,12 @@ export class OrchestratedSandboxes implements SandboxBackend {
   stop(id: string, options: { reason?: string } = {}): Promise<SandboxInfo> {
     validateId('sandbox', id);
     return this.#locks.run(id, async () => {
-      const row = await this.#deps.store.get(id);
+      const row = await this.#store.get(id);
       if (row.state === 'STOPPED') return sandboxInfo(row);
       assertTransition(id, row.state, 'STOPPED');
       if (row.owner_instance === ORCHESTRATED) await this.#unplace(id, false);
-      await this.#deps.store.update(id, {
+      await this.#sessionRecords.deleteBySandbox(id);
+      await this.#store.update(id, {
         state: 'STOPPED',
         state_reason: options.reason ?? null,
         owner_instance: null,
@@ -128,10 +144,11 @@ export class OrchestratedSandboxes implements SandboxBackend {
   destroy(id: string, options: { keepDelta?: boolean } = {}): Promise<void> {
     validateId('sandbox', id);
     return this.#locks.run(id, async () => {
-      const row = await this.#deps.store.get(id);
+      const row = await this.#store.get(id);
       if (row.owner_instance === ORCHESTRATED) await this.#unplace(id, options.keepDelta !== true);
       else await this.#deps.placement.orchestrator.remove(id);
-      await this.#deps.store.delete(id);
+      await this.#sessionRecords.deleteBySandbox(id);
+      await this.#store.delete(id);
       await rm(this.#deps.layout.sandbox(id).dir, { recursive: true, force: true });
       this.#logger.info({ sandboxId: id }, 'sandbox destroyed');
     });
@@ -164,6 +181,11 @@ export class OrchestratedSandboxes implements SandboxBackend {
     return this.#unreachable(id, client.commit(id, options));
   }
 
+  async discard(id: string, options: { paths?: readonly string[] } = {}): Promise<void> {
+    const { client } = await this.#route(id);
+    return this.#unreachable(id, client.discard(id, options));
+  }
+
   async readFile(id: string, path: string): Promise<Buffer> {
     const { client } = await this.#route(id);
     return this.#unreachable(id, client.readFile(id, path));
@@ -183,12 +205,12 @@ export class OrchestratedSandboxes implements SandboxBackend {
   }
 
   async #info(id: string): Promise<SandboxInfo> {
-    return sandboxInfo(await this.#deps.store.get(id));
+    return sandboxInfo(await this.#store.get(id));
   }
 
   /** The record (which must say the sandbox is placed and running) and the client of its node agent. */
   async #route(id: string): Promise<{ row: SandboxRow; client: NodeAgentClient }> {
-    const row = await this.#deps.store.get(validateId('sandbox', id));
+    const row = await this.#store.get(validateId('sandbox', id));
     if (row.owner_instance !== ORCHESTRATED || row.state !== 'RUNNING') {
       throw new RemoteSandboxError(
         'not-placed',
@@ -285,9 +307,9 @@ export class OrchestratedSandboxes implements SandboxBackend {
     if (status.state === 'gone') this.#lost.delete(id);
     if (status.state === 'lost') {
       this.#lost.set(id, status);
-      const row = await this.#deps.store.find(id);
+      const row = await this.#store.find(id);
       if (row?.owner_instance !== ORCHESTRATED || row.state !== 'RUNNING') return;
-      await this.#deps.store.update(id, {
+      await this.#store.update(id, {
         state_reason: `${lostText(status)}${status.replaced ? '; being placed again' : ''}`,
       });
       this.#logger.warn({ sandboxId: id, status }, 'sandbox placement lost');
@@ -300,11 +322,11 @@ export class OrchestratedSandboxes implements SandboxBackend {
     if (lost === undefined) return;
     this.#lost.delete(id);
     await this.#locks.run(id, async () => {
-      const row = await this.#deps.store.find(id);
+      const row = await this.#store.find(id);
       if (row?.owner_instance !== ORCHESTRATED || row.state !== 'RUNNING') return;
       this.#located.delete(id);
       await this.#attach(row);
-      await this.#deps.store.update(id, {
+      await this.#store.update(id, {
         state_reason: `${lostText(lost)}; attached again on node ${status.nodeName}`,
       });
       this.#logger.info({ sandboxId: id, node: status.nodeName }, 'sandbox attached again');

@@ -4,9 +4,9 @@ import type { RuntimeInstance } from '@agentfense/protocol';
 import { NotFoundError } from '@agentfense/protocol';
 import type { SandboxSecret } from '@agentfense/network';
 import { redact } from '../sandboxes/secrets.js';
-import { assertSessionId } from './ids.js';
-import type { CreateSessionOptions, SessionCloseReason } from './options.js';
-import type { Session } from './session.js';
+import { assertSessionId, createSession } from '@agentfense/sessions';
+import type { CreateSessionOptions, SessionCloseReason } from '@agentfense/sessions';
+import type { Session } from '@agentfense/sessions';
 
 export interface SessionManagerOptions {
   /** Default idle timeout of sessions created here (each create may override it). */
@@ -31,8 +31,6 @@ export class SessionManager {
     secrets: () => readonly SandboxSecret[] = () => [],
   ): Promise<Session> {
     const callerOnClose = options.onClose;
-    // Loaded on the first session: processes that never open one (the one-shot CLI) skip the shell code.
-    const { createSession } = await import('./create.js');
     const session = await createSession(instance, {
       ...(this.#options.idleTimeoutMs === undefined ? {} : { idleTimeoutMs: this.#options.idleTimeoutMs }),
       ...(this.#options.logger === undefined ? {} : { logger: this.#options.logger }),

@@ -146,6 +146,19 @@ export const MIGRATIONS: readonly { readonly version: number; readonly sql: stri
       );
     `,
   },
+  {
+    // Sessions of sandboxes placed on cluster nodes: the shell runs on the node, this says which sandbox
+    // (so which node agent) holds it, so any API replica routes a call that names only the session.
+    version: 11,
+    sql: `
+      CREATE TABLE placed_sessions (
+        id          TEXT PRIMARY KEY,
+        sandbox_id  TEXT NOT NULL REFERENCES sandboxes (id) ON DELETE CASCADE,
+        created_at  INTEGER NOT NULL
+      );
+      CREATE INDEX placed_sessions_by_sandbox ON placed_sessions (sandbox_id);
+    `,
+  },
 ];
 
 /** How long a writer waits for another process's transaction before failing (ms). */

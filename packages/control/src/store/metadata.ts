@@ -5,6 +5,7 @@ import type { CheckpointStore } from './checkpoints.js';
 import type { CodebaseStore } from './codebases.js';
 import { SqliteCodebaseStore } from './codebases.js';
 import { openDatabase } from './db.js';
+import { SqlitePlacedSessionStore, type PlacedSessionStore } from './placed-sessions.js';
 import type { SandboxStore } from './sandboxes.js';
 import { SqliteCheckpointStore } from './sqlite-checkpoints.js';
 import { SqliteSandboxStore } from './sqlite-sandboxes.js';
@@ -15,6 +16,8 @@ export interface MetadataStore {
   readonly sandboxes: SandboxStore;
   readonly codebases: CodebaseStore;
   readonly checkpoints: CheckpointStore;
+  /** Which sandbox holds each session of a sandbox placed on a cluster node. */
+  readonly placedSessions: PlacedSessionStore;
   /** Closes the connection (SQLite) or ends the pool (PostgreSQL). */
   close(): Promise<void>;
 }
@@ -38,6 +41,7 @@ export async function openMetadataStore(options: OpenMetadataOptions): Promise<M
     sandboxes: new SqliteSandboxStore(db),
     codebases: new SqliteCodebaseStore(db),
     checkpoints: new SqliteCheckpointStore(db),
+    placedSessions: new SqlitePlacedSessionStore(db),
     close: () => {
       db.close();
       return Promise.resolve();

@@ -17,7 +17,7 @@ import type { SecretFlags } from '../secret-options.js';
 import type { NetworkFlags } from '../network-options.js';
 import { addPolicyOptions, policyFromFlags } from '../policy-options.js';
 import type { PolicyFlags } from '../policy-options.js';
-import type { SessionShell } from '../../sessions/script.js';
+import type { SessionShell } from '@agentfense/sessions';
 import { ServerClient, addServerOptions } from '../server-client.js';
 import type { ServerFlags } from '../server-client.js';
 

@@ -1,7 +1,7 @@
 // Session routes (persistent shells in a running sandbox): create and list under a sandbox, then get,
 // exec and destroy by session id, as the original's REST gateway had them.
 import type { FastifyInstance } from 'fastify';
-import type { SessionShell } from '../../sessions/script.js';
+import type { SessionShell } from '@agentfense/sessions';
 import type { HttpBackend } from '../backend.js';
 import { defineRoute } from '../define.js';
 import { timedOut } from './exec.js';

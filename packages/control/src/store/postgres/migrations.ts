@@ -1,4 +1,4 @@
-// The PostgreSQL schema: the same tables and columns as SQLite's (store/db.ts, at its version 10), built
+// The PostgreSQL schema: the same tables and columns as SQLite's (store/db.ts, at its version 11), built
 // by PostgreSQL's own numbered migrations, recorded in its `schema_migrations`. Times are ms since the
 // epoch (BIGINT); JSON columns are text, as in SQLite, so one row codec serves both backends.
 import type pg from 'pg';
@@ -90,6 +90,18 @@ export const PG_MIGRATIONS: readonly { readonly version: number; readonly sql: s
         from_layers TEXT NOT NULL,
         maker_id    TEXT NOT NULL
       );
+    `,
+  },
+  {
+    // SQLite's version 11: which sandbox holds each session of a placed sandbox.
+    version: 2,
+    sql: `
+      CREATE TABLE placed_sessions (
+        id          TEXT COLLATE "C" PRIMARY KEY,
+        sandbox_id  TEXT COLLATE "C" NOT NULL REFERENCES sandboxes (id) ON DELETE CASCADE,
+        created_at  BIGINT NOT NULL
+      );
+      CREATE INDEX placed_sessions_by_sandbox ON placed_sessions (sandbox_id);
     `,
   },
 ];

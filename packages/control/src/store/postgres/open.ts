@@ -6,6 +6,7 @@ import { PostgresCodebaseStore } from './codebases.js';
 import { connectionError, createPool } from './connect.js';
 import { checkPostgresUrl } from './url.js';
 import { migratePostgres } from './migrations.js';
+import { PostgresPlacedSessionStore } from './placed-sessions.js';
 import { PostgresSandboxStore } from './sandboxes.js';
 
 export async function openPostgresStore(options: { readonly url: string }): Promise<MetadataStore> {
@@ -22,6 +23,7 @@ export async function openPostgresStore(options: { readonly url: string }): Prom
     sandboxes: new PostgresSandboxStore(pool),
     codebases: new PostgresCodebaseStore(pool),
     checkpoints: new PostgresCheckpointStore(pool),
+    placedSessions: new PostgresPlacedSessionStore(pool),
     close: () => pool.end(),
   };
 }

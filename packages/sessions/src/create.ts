@@ -20,7 +20,7 @@ const COMMAND_NOT_FOUND = 127;
  * TimeoutError when it does not come up in time.
  */
 export async function createSession(
-  instance: RuntimeInstance,
+  instance: Pick<RuntimeInstance, 'sandboxId' | 'spawn'>,
   options: CreateSessionOptions = {},
 ): Promise<Session> {
   const resolved = resolveCreateOptions(options);

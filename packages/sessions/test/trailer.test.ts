@@ -1,6 +1,6 @@
 // The trailer scanner: trailers split anywhere, look-alike text, several watched nonces, the output cap.
 import { describe, expect, it } from 'vitest';
-import { StreamCollector, trailerBytes, trailerPrefix } from '../../src/sessions/trailer.js';
+import { StreamCollector, trailerBytes, trailerPrefix } from '../src/trailer.js';
 
 const A = 'a'.repeat(32);
 const B = 'b'.repeat(32);

@@ -1,7 +1,7 @@
 // Shell text builders: quoting, the printf stdin encoding, relay framing, and the command line's shape.
 import { describe, expect, it } from 'vitest';
-import { printfFormat, singleQuote } from '../../src/sessions/quote.js';
-import { commandScript, relayFrame, resyncScript, sessionArgv } from '../../src/sessions/script.js';
+import { printfFormat, singleQuote } from '../src/quote.js';
+import { commandScript, relayFrame, resyncScript, sessionArgv } from '../src/script.js';
 
 describe('singleQuote', () => {
   it.each([

@@ -13,8 +13,8 @@ import type {
   SessionLogger,
 } from './options.js';
 import { resolveExec } from './options.js';
-import { decodeOutput, splitEncoding } from '../library/output.js';
-import type { BytesOutput, OutputEncoding, TextOutput } from '../library/output.js';
+import { decodeOutput, splitEncoding } from './output.js';
+import type { BytesOutput, OutputEncoding, TextOutput } from './output.js';
 import type { ResolvedExec } from './options.js';
 import type { SessionShell } from './script.js';
 import { RELAY_INTERRUPT, RELAY_KILL_OTHERS, commandScript, relayFrame, resyncScript } from './script.js';

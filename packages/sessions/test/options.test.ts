@@ -1,13 +1,13 @@
 // Validation of what callers pass to createSession() and exec().
 import { describe, expect, it } from 'vitest';
 import { InvalidArgumentError } from '@agentfense/protocol';
-import { isSessionId, newSessionId } from '../../src/sessions/ids.js';
+import { isSessionId, newSessionId } from '../src/ids.js';
 import {
   DEFAULT_IDLE_TIMEOUT_MS,
   MAX_STDIN_BYTES,
   resolveCreateOptions,
   resolveExec,
-} from '../../src/sessions/options.js';
+} from '../src/options.js';
 
 describe('session options', () => {
   it('defaults to /bin/sh, a fresh ses_<uuid> and the default idle timeout', () => {
