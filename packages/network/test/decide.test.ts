@@ -109,30 +109,32 @@ describe('remembered decisions', () => {
       ],
     });
     // Each pair differs in one field; asked twice in both orders, so the second answer is a remembered one.
+    // 203.0.113.55: no test puts it on the host (the test network's host side, 203.0.113.1, would be refused
+    // as the host's own address while a system test runs beside this one).
     const pairs: [Parameters<CompiledPolicy['decide']>[0], Parameters<CompiledPolicy['decide']>[0]][] = [
       [
-        { name: 'api.test', address: '203.0.113.1', port: 443 },
+        { name: 'api.test', address: '203.0.113.55', port: 443 },
         { name: 'api.test', address: '10.0.0.1', port: 443 },
       ],
       [
-        { name: 'api.test', address: '203.0.113.1', port: 443 },
-        { name: 'api.test', address: '203.0.113.1', port: 80 },
+        { name: 'api.test', address: '203.0.113.55', port: 443 },
+        { name: 'api.test', address: '203.0.113.55', port: 80 },
       ],
       [
-        { name: 'api.test', address: '203.0.113.1', port: 443 },
-        { name: 'other.test', address: '203.0.113.1', port: 443 },
+        { name: 'api.test', address: '203.0.113.55', port: 443 },
+        { name: 'other.test', address: '203.0.113.55', port: 443 },
       ],
       [
-        { name: 'mirror.test', address: '203.0.113.1', port: 80, method: 'GET' },
-        { name: 'mirror.test', address: '203.0.113.1', port: 80, method: 'POST' },
+        { name: 'mirror.test', address: '203.0.113.55', port: 80, method: 'GET' },
+        { name: 'mirror.test', address: '203.0.113.55', port: 80, method: 'POST' },
       ],
       [
         { address: '10.20.0.5', port: 5432 },
         { address: '10.21.0.5', port: 5432 },
       ],
       [
-        { name: 'api.test', address: '203.0.113.1', port: 443 },
-        { name: 'api.test 203.0.113.1', port: 443 },
+        { name: 'api.test', address: '203.0.113.55', port: 443 },
+        { name: 'api.test 203.0.113.55', port: 443 },
       ],
     ];
     for (const [allowed, refused] of pairs) {
@@ -147,7 +149,8 @@ describe('remembered decisions', () => {
   });
 
   it('a new policy decides afresh', () => {
-    const dest = { name: 'api.test', address: '203.0.113.1', port: 443 };
+    // Not the test network's host address: see above.
+    const dest = { name: 'api.test', address: '203.0.113.55', port: 443 };
     expect(
       policy({ mode: 'allow', rules: [{ action: 'allow', host: 'api.test' }] }).decide(dest).allowed,
     ).toBe(true);

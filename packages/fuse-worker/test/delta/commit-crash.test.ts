@@ -44,8 +44,10 @@ function failpoint(delta: Delta, crashAt: number): { steps: () => number } {
     const proxy = new Proxy(target, {
       get(obj, name, receiver) {
         const value = Reflect.get(obj, name, receiver) as unknown;
-        // Closing descriptors at the test's end is no step of the commit.
-        if (typeof value !== 'function' || name === 'close') return value;
+        if (typeof value !== 'function') return value;
+        // Closing descriptors at the test's end is no step of the commit; it runs on the part itself
+        // (whose private members a proxy as `this` cannot reach).
+        if (name === 'close') return (value as (...a: unknown[]) => unknown).bind(obj);
         return (...args: unknown[]) => {
           if (dead) throw new Crash('dead');
           if (MUTATING[part].includes(String(name))) {
