@@ -134,8 +134,18 @@ async function killCgroup(name: string): Promise<void> {
   for (const root of roots) for (const dir of await cgroupTree(root)) await rmdir(dir).catch(() => undefined);
 }
 
-/** The cgroup a node's engine puts its containers under. */
+/** The cgroup a node's engine puts its containers under: named as the node's network namespace. */
 const nodeCgroup = (tag: string, i: number): string => `${tag}n${i}`;
+
+/** Pids of processes still in a node's container cgroup (none once the cluster is destroyed). */
+export async function processesLeftOn(nodes: readonly SwarmNodeProcess[]): Promise<number[]> {
+  const left: number[] = [];
+  for (const pid of (await readdir('/proc')).filter((p) => /^\d+$/.test(p))) {
+    const cgroups = await readFile(`/proc/${pid}/cgroup`, 'utf8').catch(() => '');
+    if (nodes.some((n) => cgroups.includes(`:/${n.netns}/`))) left.push(Number(pid));
+  }
+  return left;
+}
 
 /** Waits until `pid` has left this process's UTS namespace (unshare ran). */
 async function ownUtsNamespace(pid: number, deadline: number): Promise<void> {
