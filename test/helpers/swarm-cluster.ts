@@ -3,7 +3,7 @@
 // bridge's private subnet only. Each dockerd also gets its own UTS namespace, so its Swarm node has its
 // own hostname as on a real cluster.
 import { spawn } from 'node:child_process';
-import { mkdir, mkdtemp, readFile, readlink, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readFile, readlink, rm, rmdir, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { execa } from 'execa';
@@ -30,8 +30,8 @@ export interface SwarmCluster {
   /** SIGKILL a node's dockerd (its containerd and containers stay until `destroy`). */
   kill(node: SwarmNodeProcess): void;
   /**
-   * SIGKILL every process in a node's network namespace: dockerd, containerd and the shims, and what a
-   * test started there (a node agent and its workers); as a machine that loses power.
+   * SIGKILL every process in a node's network namespace (dockerd, containerd and the shims, and what a
+   * test started there: a node agent and its workers) and its containers; as a machine that loses power.
    */
   killNode(node: SwarmNodeProcess): Promise<void>;
   /** Everything made: processes in the namespaces, mounts, namespaces, bridge, directories. Idempotent. */
@@ -92,6 +92,61 @@ async function killAllIn(netns: string): Promise<void> {
   for (const pid of pids.split('\n').filter(Boolean)) signal(Number(pid), 'SIGKILL');
 }
 
+/** `dir` and every cgroup below it, deepest first. */
+async function cgroupTree(dir: string): Promise<string[]> {
+  if (!(await isDir(dir))) return [];
+  const entries = await readdir(dir, { withFileTypes: true });
+  const below = await Promise.all(
+    entries.filter((e) => e.isDirectory()).map((e) => cgroupTree(join(dir, e.name))),
+  );
+  return [...below.flat(), dir];
+}
+
+async function isDir(path: string): Promise<boolean> {
+  return (await stat(path).catch(() => undefined))?.isDirectory() ?? false;
+}
+
+/**
+ * SIGKILL every process in the cgroup `name` (a node engine's `--cgroup-parent`) and remove it, in every
+ * hierarchy that has it. A sandbox container has a network namespace of its own, so killing the node's
+ * namespace leaves it running; its cgroup names it as that node's.
+ */
+async function killCgroup(name: string): Promise<void> {
+  const top = '/sys/fs/cgroup';
+  const hierarchies = [top, ...(await readdir(top).catch(() => [] as string[])).map((h) => join(top, h))];
+  const roots = (
+    await Promise.all(hierarchies.map(async (h) => ((await isDir(join(h, name))) ? [join(h, name)] : [])))
+  ).flat();
+  for (let round = 0; round < 50; round++) {
+    let found = 0;
+    for (const root of roots) {
+      for (const dir of await cgroupTree(root)) {
+        const procs = await readFile(join(dir, 'cgroup.procs'), 'utf8').catch(() => '');
+        for (const pid of procs.split('\n').filter(Boolean)) {
+          signal(Number(pid), 'SIGKILL');
+          found++;
+        }
+      }
+    }
+    if (found === 0) break;
+    await sleep(100);
+  }
+  for (const root of roots) for (const dir of await cgroupTree(root)) await rmdir(dir).catch(() => undefined);
+}
+
+/** The cgroup a node's engine puts its containers under: named as the node's network namespace. */
+const nodeCgroup = (tag: string, i: number): string => `${tag}n${i}`;
+
+/** Pids of processes still in a node's container cgroup (none once the cluster is destroyed). */
+export async function processesLeftOn(nodes: readonly SwarmNodeProcess[]): Promise<number[]> {
+  const left: number[] = [];
+  for (const pid of (await readdir('/proc')).filter((p) => /^\d+$/.test(p))) {
+    const cgroups = await readFile(`/proc/${pid}/cgroup`, 'utf8').catch(() => '');
+    if (nodes.some((n) => cgroups.includes(`:/${n.netns}/`))) left.push(Number(pid));
+  }
+  return left;
+}
+
 /** Waits until `pid` has left this process's UTS namespace (unshare ran). */
 async function ownUtsNamespace(pid: number, deadline: number): Promise<void> {
   const host = await readlink('/proc/self/ns/uts');
@@ -119,8 +174,10 @@ export async function createSwarmCluster(options: SwarmClusterOptions): Promise<
     destroyed = true;
     for (const node of nodes) signal(node.pid, 'SIGTERM');
     await sleep(nodes.length > 0 ? 2000 : 0);
-    // Whatever still runs in a namespace is ours: dockerd, containerd, shims, the sandbox containers.
+    // Whatever still runs in a namespace is ours: dockerd, containerd, shims; and in a node's cgroup, the
+    // sandbox containers (each in a network namespace of its own).
     for (const netns of netnses) await killAllIn(netns);
+    for (let i = 1; i <= netnses.length; i++) await killCgroup(nodeCgroup(tag, i));
     await sleep(500);
     const mountinfo = await readFile('/proc/self/mountinfo', 'utf8');
     const below = mountinfo
@@ -169,6 +226,7 @@ export async function createSwarmCluster(options: SwarmClusterOptions): Promise<
           `--pidfile=${join(dir, 'dockerd.pid')}`,
           `--config-file=${join(dir, 'daemon.json')}`,
           `--host=unix://${socket}`,
+          `--cgroup-parent=/${nodeCgroup(tag, i)}`,
           ...DOCKERD_FLAGS,
         ],
         { stdio: ['ignore', 'ignore', 'ignore'], detached: true },
@@ -234,7 +292,10 @@ export async function createSwarmCluster(options: SwarmClusterOptions): Promise<
       hostAddress: `${subnet}.254`,
       stateDir: state,
       kill: (node) => process.kill(node.pid, 'SIGKILL'),
-      killNode: (node) => killAllIn(node.netns),
+      killNode: async (node) => {
+        await killAllIn(node.netns);
+        await killCgroup(nodeCgroup(tag, nodes.indexOf(node) + 1));
+      },
       destroy,
     };
   } catch (error) {

@@ -16,7 +16,12 @@ import type { PlacementStatus } from '@agentfense/orchestrator';
 import type { SwarmOrchestrator } from '@agentfense/orchestrator/swarm';
 import { call, exec, sessionRun } from '../helpers/node-agent.js';
 import { startClusterAgents, type ClusterAgents, type NodeAgentOnNode } from '../helpers/swarm-agents.js';
-import { createSwarmCluster, swarmPrerequisiteMissing, type SwarmCluster } from '../helpers/swarm-cluster.js';
+import {
+  createSwarmCluster,
+  processesLeftOn,
+  swarmPrerequisiteMissing,
+  type SwarmCluster,
+} from '../helpers/swarm-cluster.js';
 import { SwarmWatch } from '../helpers/swarm-watch.js';
 
 const NODE_LABEL = 'agentfense.node-agent';
@@ -336,6 +341,8 @@ describe.skipIf(missing !== undefined)(
       expect(mounts.split('\n').filter((l) => l.includes(stateDir))).toEqual([]);
       const netns = (await execa('ip', ['netns', 'list'])).stdout;
       for (const node of nodes) expect(netns).not.toContain(node.netns);
+      // The killed node's sandbox containers too (each has a network namespace of its own).
+      expect(await processesLeftOn(nodes)).toEqual([]);
       expect(await stat(stateDir).catch(() => null)).toBeNull();
       for (const { agent } of agents!.agents)
         expect(agent.child.exitCode ?? agent.child.signalCode).not.toBeNull();
