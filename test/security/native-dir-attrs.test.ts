@@ -10,21 +10,19 @@
 // answer, never from a copy.
 import { writeFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { mountFixture, useMountHygiene, withEnv, type MountedFixture } from '../helpers/worker-fixture.js';
+import { nativeCount, useEnabledFeature, WRITABLE_OUTPUT } from '../helpers/native-paths.js';
 
-const OPEN = [
-  { pattern: '**', permission: 'read' as const },
-  { pattern: '/output/**', permission: 'write' as const, priority: 10 },
-];
+const OPEN = WRITABLE_OUTPUT;
 const HIDE_D = [
   ...OPEN,
   { pattern: '/output/d', permission: 'none' as const, priority: 100 },
   { pattern: '/output/d/**', permission: 'none' as const, priority: 100 },
 ];
 
-async function nativeAttrCount(f: MountedFixture): Promise<number> {
-  return (await f.worker.client.request('stats', {})).ops['attr-native']?.count ?? 0;
+function nativeAttrCount(f: MountedFixture): Promise<number> {
+  return nativeCount(f, 'attr-native');
 }
 
 /**
@@ -50,14 +48,7 @@ async function markedAndHeld(f: MountedFixture): Promise<() => Promise<void>> {
 describe('directory GETATTRs answered in the binding: the worker keeps deciding what changed', () => {
   useMountHygiene();
   // Off by default (mount-options.ts): every mount here switches it on, the runs without it off again.
-  const enabled = process.env.AGENTFENSE_FUSE_ENABLE;
-  beforeAll(() => {
-    process.env.AGENTFENSE_FUSE_ENABLE = 'nativeDirAttrs';
-  });
-  afterAll(() => {
-    if (enabled === undefined) delete process.env.AGENTFENSE_FUSE_ENABLE;
-    else process.env.AGENTFENSE_FUSE_ENABLE = enabled;
-  });
+  useEnabledFeature('nativeDirAttrs');
 
   it('a rule change that hides a marked directory applies to its next GETATTR (refused, audited)', async () => {
     const f = await mountFixture({

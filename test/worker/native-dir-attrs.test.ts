@@ -6,17 +6,13 @@
 // The attacks are in test/security/native-dir-attrs.test.ts.
 import { lstat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { mountFixture, useMountHygiene, withEnv, type MountedFixture } from '../helpers/worker-fixture.js';
+import { describe, expect, it } from 'vitest';
+import { mountFixture, useMountHygiene, withEnv } from '../helpers/worker-fixture.js';
+import { nativeCount, useEnabledFeature, WRITABLE_OUTPUT } from '../helpers/native-paths.js';
 
-const WRITE_OUTPUT = [
-  { pattern: '**', permission: 'read' as const },
-  { pattern: '/output/**', permission: 'write' as const, priority: 10 },
-];
+const WRITE_OUTPUT = WRITABLE_OUTPUT;
 
-async function opCount(f: MountedFixture, op: string): Promise<number> {
-  return (await f.worker.client.request('stats', {})).ops[op]?.count ?? 0;
-}
+const opCount = nativeCount;
 
 /**
  * Makes output/t with subdirectories of different modes (one set-gid, one read-only), files and nested
@@ -47,14 +43,7 @@ const TIMES = `cd output/t && stat --cached=never -c '%n %.9X %.9Y %.9Z' a b c g
 describe('GETATTRs of directories answered in the binding', () => {
   useMountHygiene();
   // Off by default (mount-options.ts): every mount here switches it on, the runs without it off again.
-  const enabled = process.env.AGENTFENSE_FUSE_ENABLE;
-  beforeAll(() => {
-    process.env.AGENTFENSE_FUSE_ENABLE = 'nativeDirAttrs';
-  });
-  afterAll(() => {
-    if (enabled === undefined) delete process.env.AGENTFENSE_FUSE_ENABLE;
-    else process.env.AGENTFENSE_FUSE_ENABLE = enabled;
-  });
+  useEnabledFeature('nativeDirAttrs');
 
   it('stat of every directory prints the same with and without it; the GETATTRs leave the worker', async () => {
     const seen: string[] = [];
