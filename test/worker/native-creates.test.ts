@@ -126,6 +126,21 @@ describe('CREATEs answered in the binding', () => {
     expect(changes.filter((c) => c.kind === 'added' && c.path.startsWith('/output/k/'))).toHaveLength(50);
   }, 60_000);
 
+  it('a file made in C is read back by the binding from its first READ', async () => {
+    const f = await mountFixture({ tree: { output: { dir: true } }, rules: WRITE_OUTPUT });
+    const w = await f.sandbox('mkdir -p output/r && for i in $(seq 30); do echo line$i > output/r/f$i; done');
+    expect(w).toMatchObject({ code: 0, stderr: '' });
+    expect(await nativeCreateCount(f)).toBeGreaterThan(25);
+    const before = await f.worker.client.request('stats', {});
+    const r = await f.sandbox('for i in $(seq 30); do cat output/r/f$i; done | sort -u | wc -l');
+    expect(r).toMatchObject({ code: 0, stdout: '30\n' });
+    const after = await f.worker.client.request('stats', {});
+    const count = (s: typeof after, op: string): number => s.ops[op]?.count ?? 0;
+    // written with direct I/O, nothing is in the page cache: each cat sends a READ, answered in C
+    expect(count(after, 'read-native') - count(before, 'read-native')).toBeGreaterThanOrEqual(28);
+    expect(count(after, 'read') - count(before, 'read')).toBeLessThanOrEqual(2);
+  }, 60_000);
+
   it('names the binding does not take are created by the worker, as before', async () => {
     const f = await mountFixture({ tree: { output: { dir: true } }, rules: WRITE_OUTPUT });
     expect((await f.sandbox('mkdir output/n && test ! -e output/n/x && touch output/n/a')).code).toBe(0);

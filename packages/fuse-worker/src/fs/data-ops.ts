@@ -11,6 +11,7 @@ import { FsError } from '../errors.js';
 import type { HostFile, WritableFile } from '../host/raw-file.js';
 import type { FsCore } from './core.js';
 import { allow, deny } from './decisions.js';
+import { registerIfReadable } from './native-reads.js';
 import type { Caller, Offset } from './types.js';
 
 const FALLOC_FL_KEEP_SIZE = 0x01;
@@ -97,7 +98,7 @@ export class DataPath {
         reply(buffer.subarray(0, bytesRead));
         // Registered only while this handle is still the node's (its fd not closed across the await).
         if (handle.fd !== -1 && this.#fs.handles.get(ino, false) === handle)
-          this.#registerRead(ino, handle.fd);
+          registerIfReadable(this.#fs, ino, handle.fd);
       } finally {
         if (this.#bigReadBuffers.length < BIG_READ_POOL) {
           this.#bigReadBuffers.push(buffer);
@@ -108,24 +109,8 @@ export class DataPath {
     await this.#withFd(ino, false, caller, 'read', (fd) => {
       const buffer = this.#readBuffer;
       reply(buffer.subarray(0, readSync(fd, buffer, 0, size, offset)));
-      this.#registerRead(ino, fd);
+      registerIfReadable(this.#fs, ino, fd);
     });
-  }
-
-  /**
-   * After a READ or WRITE served here: the node's next READs may be answered by the binding
-   * (native-reads.ts). The check is made again in this synchronous step: the one before the READ may
-   * precede an await (the handle's open), and a rule change in between must not be registered as decided
-   * on the old rules.
-   */
-  #registerRead(ino: number, fd: number): void {
-    const native = this.#fs.nativeReads;
-    if (native === undefined) return;
-    const fs = this.#fs;
-    const path = fs.inodes.pathOf(ino);
-    // Unlinked but open: only this handle serves it, as here (#checkedCached).
-    if (path !== null && !atLeast(fs.rules.permissionOf(path), 'read')) return;
-    native.served(ino, fd);
   }
 
   /**
@@ -176,7 +161,7 @@ export class DataPath {
     // Decided and counted: the node's next WRITEs may be answered by the binding (native-writes.ts).
     this.#fs.nativeWrites?.served(ino, fd, this.#fs.directWriters.has(ino));
     // ... and its READs (native-reads.ts): a file just written is often read back (tar, then grep).
-    this.#registerRead(ino, fd);
+    registerIfReadable(this.#fs, ino, fd);
     return written;
   }
 

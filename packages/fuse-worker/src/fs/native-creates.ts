@@ -16,6 +16,7 @@ import type { FastCreated, FastCreates, LowLevelFuse } from '@agentfense/fuse-na
 import type { FastCreateSink } from '../delta/fast-dir.js';
 import { RawFile } from '../host/raw-file.js';
 import type { FsCore } from './core.js';
+import { registerIfReadable } from './native-reads.js';
 import type { NativeWrites } from './native-writes.js';
 
 /** Node ids lent at a time; a CREATE past them comes to the worker, and more are lent at the next report. */
@@ -103,6 +104,8 @@ export class NativeCreates {
       this.#writes.settled(c.charge);
       core.inodes.adopt(c.parent, c.name, c.ino, c.stIno);
       core.handles.set(c.ino, new RawFile(c.fd), true);
+      // tar's extract, then grep: the file's WRITEs were all answered there, so no WRITE registers it
+      registerIfReadable(core, c.ino, c.fd);
       if (c.directIo) core.directWriters.add(c.ino);
       core.forgetListing(c.parent);
       core.cache.entries.entrySent(c.ino, core.ttl, core.cache.generation);

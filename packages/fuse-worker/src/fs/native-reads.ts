@@ -13,7 +13,28 @@
 // stale, the directory's listing, the read-ahead at a file's start) arrives in the binding's report
 // before the next request reaches a handler.
 import type { FastReadReport, FastReads, LowLevelFuse } from '@agentfense/fuse-native';
+import { atLeast } from '@agentfense/protocol';
+import type { FsCore } from './core.js';
 import type { OpStats } from './op-stats.js';
+
+/**
+ * After the worker served a READ or WRITE of node `ino` through `fd`, or adopted a file the binding
+ * created (native-creates.ts: its first WRITEs never reach the worker): its next READs may be answered
+ * by the binding. The rules are checked again in this synchronous step: a check made before an await
+ * (a handle's open) must not register a decision taken on rules that changed meanwhile.
+ */
+export function registerIfReadable(
+  fs: Pick<FsCore, 'nativeReads' | 'inodes' | 'rules'>,
+  ino: number,
+  fd: number,
+): void {
+  const native = fs.nativeReads;
+  if (native === undefined) return;
+  const path = fs.inodes.pathOf(ino);
+  // Unlinked but open: only this handle serves it, as the worker does (data-ops.ts #checkedCached).
+  if (path !== null && !atLeast(fs.rules.permissionOf(path), 'read')) return;
+  native.served(ino, fd);
+}
 
 export interface NativeReadsOptions {
   /** The mount whose binding answers the READs. */
