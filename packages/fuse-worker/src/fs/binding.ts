@@ -218,8 +218,8 @@ export function createHandlers(options: BindingOptions): LowLevelHandlers {
         req.replyBuf(await fs.readdirplus(ino, offset, callerOf(req), (names) => req.fitDirentsPlus(names)));
       }),
     statfs: (req) =>
-      serve('statfs', req, async () => {
-        req.replyStatfs(await fs.statfs());
+      serve('statfs', req, () => {
+        req.replyStatfs(fs.statfs());
       }),
     access: (req, ino, mask) =>
       serve('access', req, async () => {

@@ -21,7 +21,7 @@
 // - Namespace changes (create, mkdir, unlink, rename, link, ...) always reach us (the kernel never caches
 //   them), so their checks are exact. Data on the warm path may be served by the kernel's caches; what
 //   the kernel enforces there is the mode bits we report (attrs.ts), and rule changes invalidate them.
-import { statfs } from 'node:fs/promises';
+import { statfsSync } from 'node:fs';
 import type { LowLevelFuse } from '@agentfense/fuse-native';
 import type { RuleSet } from '@agentfense/protocol';
 import { quotaStatfs } from '../delta/quota.js';
@@ -401,9 +401,12 @@ export class PolicyFs {
 
   // --- misc -------------------------------------------------------------------------------------------
 
-  /** STATFS: the numbers of the filesystem holding the delta (where writes go). */
-  async statfs(): Promise<StatfsReply> {
-    const s = await statfs(this.#core.statfsPath);
+  /**
+   * STATFS: the numbers of the filesystem holding the delta (where writes go). Synchronous: one cheap
+   * syscall, whereas through the thread pool it queued behind the writes of a tar -x (p50 7-10 ms).
+   */
+  statfs(): StatfsReply {
+    const s = statfsSync(this.#core.statfsPath);
     const quota = this.#core.delta.quota;
     const host = {
       bsize: s.bsize,
