@@ -11,6 +11,7 @@ import type { WarmupStats } from '@agentfense/protocol';
 import { AGENT_SAFE, mountFixture, useMountHygiene } from '../helpers/worker-fixture.js';
 import type { MountedFixture } from '../helpers/worker-fixture.js';
 import { opCount } from '../helpers/store-ahead.js';
+import { nativeCount, waitInDelta, WRITABLE_OUTPUT } from '../helpers/native-paths.js';
 
 const run = promisify(execFile);
 
@@ -98,6 +99,28 @@ describe('entry warm-up', () => {
     await f.worker.client.request('setAudit', { allowed: false });
     await f.sandbox('cat d00/f01.txt');
     expect(await warmedUp(f)).toMatchObject({ end: 'complete', entries: 3 + 3 * 3 });
+  }, 60_000);
+
+  it('waits while the sandbox is busy with requests the binding answers in C, then runs', async () => {
+    const f = await mountFixture({ tree: { ...tree(6, 5), output: { dir: true } }, rules: WRITABLE_OUTPUT });
+    // A read arms the warm-up; then 2.5 s of WRITEs to a file made in a fresh directory: the binding
+    // answers the CREATE and every WRITE in C, so no request of it reaches the worker's handlers.
+    const busy = f.sandbox(`python3 -c '
+import os, time
+open("d00/f00.txt").read()
+os.makedirs("output/w/x")
+fd = os.open("output/w/x/started", os.O_WRONLY | os.O_CREAT, 0o644)
+end = time.time() + 2.5
+while time.time() < end:
+    os.write(fd, b"x" * 512)
+'`);
+    await waitInDelta(f, 'output/w/x/started');
+    await new Promise((r) => setTimeout(r, 1000));
+    expect(await nativeCount(f, 'write-native')).toBeGreaterThan(100);
+    // busy all along: no walk started, no listing sent
+    expect(await opCount(f, 'readdirplus')).toBe(0);
+    expect((await busy).code).toBe(0);
+    expect(await warmedUp(f)).toMatchObject({ end: 'complete' });
   }, 60_000);
 
   it('is off with warmupEntries 0 and with AGENTFENSE_FUSE_DISABLE=entryWarmup', async () => {

@@ -115,6 +115,11 @@ export class NativeCreates {
     this.refresh();
   }
 
+  /** CREATEs, GETATTRs and SETATTRs the binding answered since the mount. */
+  get answered(): number {
+    return this.#fast.served + this.#fast.attrsServed;
+  }
+
   /** Counts what the binding answered since the last call: `create-native`, `attr-native` (GETATTR, SETATTR). */
   count(): void {
     const served = this.#fast.served;

@@ -86,6 +86,11 @@ export class NativeLookups {
   }
 
   /** Counts the LOOKUPs the binding answered since the last call, as `lookup-native`. */
+  /** LOOKUPs the binding answered since the mount. */
+  get answered(): number {
+    return this.#fast.served;
+  }
+
   count(): void {
     const served = this.#fast.served;
     const stats = this.#options.stats;

@@ -50,6 +50,7 @@ export class NativeReads {
   readonly #fast: FastReads;
   readonly #noteRead: (ino: number, offset: number) => void;
   readonly #stats: OpStats | undefined;
+  #answered = 0;
 
   constructor(options: NativeReadsOptions) {
     this.#noteRead = options.noteRead;
@@ -67,6 +68,11 @@ export class NativeReads {
     this.#fast.drop(ino);
   }
 
+  /** READs the binding answered since the mount (reported at the end of each batch it read). */
+  get answered(): number {
+    return this.#answered;
+  }
+
   /** The rules changed, or files changed behind the mount: no READ is answered on an earlier decision. */
   invalidate(): void {
     this.#fast.invalidate();
@@ -74,6 +80,7 @@ export class NativeReads {
 
   #read(report: FastReadReport): void {
     const { pairs } = report;
+    this.#answered += report.reads;
     for (let i = 0; i + 1 < pairs.length; i += 2) this.#noteRead(pairs[i]!, pairs[i + 1] === 1 ? 0 : 1);
     const stats = this.#stats;
     if (stats !== undefined) for (let i = 0; i < report.reads; i++) stats.record('read-native', 0, false);

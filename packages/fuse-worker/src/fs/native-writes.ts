@@ -37,6 +37,7 @@ export class NativeWrites implements QuotaBorrower {
   readonly #handles: HandleCache;
   readonly #cache: KernelCache;
   readonly #stats: OpStats | undefined;
+  #answered = 0;
 
   constructor(options: NativeWritesOptions) {
     this.#fast = options.fuse.fastWrites((nodes, writes) => this.written(nodes, writes));
@@ -84,8 +85,14 @@ export class NativeWrites implements QuotaBorrower {
     this.#fast.invalidate();
   }
 
+  /** WRITEs the binding answered since the mount (reported at the end of each batch it wrote). */
+  get answered(): number {
+    return this.#answered;
+  }
+
   /** The binding answered `writes` WRITEs to `nodes` since it last said: the kernel's caches changed. */
   written(nodes: Float64Array, writes: number): void {
+    this.#answered += writes;
     // What the binding's serve() does around each WRITE: the kernel drops the file's size and mtime, and
     // no remembered listing may be replayed across a change.
     for (const ino of nodes) this.#cache.entries.attrsStale(ino);

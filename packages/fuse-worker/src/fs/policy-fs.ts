@@ -219,6 +219,20 @@ export class PolicyFs {
     this.#core.nativeCreates?.count();
   }
 
+  /**
+   * Requests the binding answered in C since the mount (READs, WRITEs, LOOKUPs, CREATEs, attributes): the
+   * sandbox is busy while this moves, though nothing reaches the worker's handlers (entry-warmup.ts).
+   */
+  get answeredInBinding(): number {
+    const c = this.#core;
+    return (
+      (c.nativeReads?.answered ?? 0) +
+      (c.nativeWrites?.answered ?? 0) +
+      (c.nativeLookups?.answered ?? 0) +
+      (c.nativeCreates?.answered ?? 0)
+    );
+  }
+
   /** Set by the worker once mounted with entryWarmup on: lists the tree after the first access. */
   get entryWarmup(): EntryWarmup | undefined {
     return this.#core.warmup;

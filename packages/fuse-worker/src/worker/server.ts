@@ -275,6 +275,7 @@ export class WorkerService {
             ...(params.warmupEntries === undefined ? {} : { budget: params.warmupEntries }),
             allowed: () => !fs.auditsAllowed,
             generation: () => fs.generation,
+            activity: () => fs.answeredInBinding,
             onDone: (summary) => {
               this.#warmup = summary;
               this.#stats.record('entry-warmup', summary.ms * 1000, summary.end === 'stopped');
