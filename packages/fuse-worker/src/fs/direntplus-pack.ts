@@ -28,49 +28,64 @@ export interface PackedDirents {
   readonly attrAt: readonly number[];
 }
 
-/** Packs the entries (all of them: the caller kept only those that fit the kernel's buffer). */
+/**
+ * Packs the entries (all of them: the caller kept only those that fit the kernel's buffer). Written
+ * through 32- and 64-bit views of one zeroed buffer in the host's byte order (the kernel reads the
+ * structs natively; records and their fields are 8- and 4-byte aligned), the names encoded in place: the
+ * per-field Buffer writes and a Buffer per name cost the worker ~4 µs per entry, a third of a walk's
+ * listing time.
+ */
 export function packDirentsPlus(entries: readonly DirEntryPlusOut[]): PackedDirents {
-  const names = entries.map((e) => Buffer.from(e.name));
+  const n = entries.length;
+  const lengths = new Uint32Array(n);
   let total = 0;
-  for (const name of names) total += (HEAD + name.length + 7) & ~7;
+  for (let i = 0; i < n; i++) {
+    const length = Buffer.byteLength(entries[i]!.name, 'utf8');
+    lengths[i] = length;
+    total += (HEAD + length + 7) & ~7;
+  }
+  // Buffer.alloc never takes a slice of the shared pool: byteOffset 0, so the views below are aligned.
   const buf = Buffer.alloc(total); // zeroed: padding and absent attributes must not leak memory
+  const u32 = new Uint32Array(buf.buffer, buf.byteOffset, total >>> 2);
+  const i64 = new BigInt64Array(buf.buffer, buf.byteOffset, total >>> 3);
   const attrAt: number[] = [];
   let at = 0;
-  for (let i = 0; i < entries.length; i++) {
+  for (let i = 0; i < n; i++) {
     const e = entries[i]!;
-    const name = names[i]!;
+    const length = lengths[i]!;
     const entry = e.entry;
     if (entry !== undefined && entry.ino !== 0) {
       attrAt.push(at);
-      u64(buf, at, entry.ino);
+      u64(u32, at, entry.ino);
       // generation (at + 8) stays 0, as the binding sends it
-      timeout(buf, at + ENTRY_VALID, at + ENTRY_VALID_NSEC, entry.entryTimeout);
-      timeout(buf, at + ATTR_VALID, at + ATTR_VALID_NSEC, entry.attrTimeout);
+      timeout(u32, at + ENTRY_VALID, at + ENTRY_VALID_NSEC, entry.entryTimeout);
+      timeout(u32, at + ATTR_VALID, at + ATTR_VALID_NSEC, entry.attrTimeout);
       // fuse_attr: ino size blocks atime mtime ctime (u64) atimensec mtimensec ctimensec mode nlink uid gid
       // rdev blksize flags (u32)
       const a = entry.attr;
       const x = at + ATTR;
-      u64(buf, x, a.ino);
-      if (typeof a.size === 'bigint') buf.writeBigUInt64LE(a.size, x + 8);
-      else u64(buf, x + 8, a.size);
-      u64(buf, x + 16, a.blocks);
-      time(buf, x + 24, x + 48, a.atimeNs);
-      time(buf, x + 32, x + 52, a.mtimeNs);
-      time(buf, x + 40, x + 56, a.ctimeNs);
-      buf.writeUInt32LE(a.mode >>> 0, x + 60);
-      buf.writeUInt32LE(a.nlink >>> 0, x + 64);
-      buf.writeUInt32LE(a.uid >>> 0, x + 68);
-      buf.writeUInt32LE(a.gid >>> 0, x + 72);
-      buf.writeUInt32LE(a.rdev >>> 0, x + 76);
-      buf.writeUInt32LE((a.blksize || 4096) >>> 0, x + 80);
+      u64(u32, x, a.ino);
+      if (typeof a.size === 'bigint') i64[(x + 8) >>> 3] = BigInt.asIntN(64, a.size);
+      else u64(u32, x + 8, a.size);
+      u64(u32, x + 16, a.blocks);
+      time(i64, u32, x + 24, x + 48, a.atimeNs);
+      time(i64, u32, x + 32, x + 52, a.mtimeNs);
+      time(i64, u32, x + 40, x + 56, a.ctimeNs);
+      const w = x >>> 2;
+      u32[w + 15] = a.mode;
+      u32[w + 16] = a.nlink;
+      u32[w + 17] = a.uid;
+      u32[w + 18] = a.gid;
+      u32[w + 19] = a.rdev;
+      u32[w + 20] = a.blksize || 4096;
     }
     const d = at + DIRENT;
-    u64(buf, d, e.ino);
-    u64(buf, d + 8, e.nextOffset);
-    buf.writeUInt32LE(name.length, d + 16);
-    buf.writeUInt32LE((e.mode & 0o170000) >>> 12, d + 20);
-    name.copy(buf, d + 24);
-    at += (HEAD + name.length + 7) & ~7;
+    u64(u32, d, e.ino);
+    u64(u32, d + 8, e.nextOffset);
+    u32[(d + 16) >>> 2] = length;
+    u32[(d + 20) >>> 2] = (e.mode & 0o170000) >>> 12;
+    buf.write(e.name, d + 24, length, 'utf8');
+    at += (HEAD + length + 7) & ~7;
   }
   return { bytes: buf, attrAt };
 }
@@ -80,39 +95,42 @@ export function recordLength(buf: Buffer, at: number): number {
   return (HEAD + buf.readUInt32LE(at + DIRENT + 16) + 7) & ~7;
 }
 
-/** Rewrites a packed record's two timeouts (seconds, fractional allowed). */
+/** Rewrites a packed record's two timeouts (seconds, fractional allowed); `at` is 4-byte aligned. */
 export function setTimeouts(buf: Buffer, at: number, seconds: number): void {
-  timeout(buf, at + ENTRY_VALID, at + ENTRY_VALID_NSEC, seconds);
-  timeout(buf, at + ATTR_VALID, at + ATTR_VALID_NSEC, seconds);
+  // a view of the record's first 40 bytes: a replayed answer may sit anywhere in its ArrayBuffer
+  const u32 = new Uint32Array(buf.buffer, buf.byteOffset + at, ATTR >>> 2);
+  timeout(u32, ENTRY_VALID, ENTRY_VALID_NSEC, seconds);
+  timeout(u32, ATTR_VALID, ATTR_VALID_NSEC, seconds);
 }
 
-/** A non-negative integer below 2^64 that is a safe JS number. */
-function u64(buf: Buffer, at: number, v: number): void {
-  buf.writeUInt32LE(v % TWO32, at);
-  buf.writeUInt32LE(Math.floor(v / TWO32), at + 4);
+/** A non-negative integer below 2^64 that is a safe JS number, at byte `at` (4-byte aligned). */
+function u64(u32: Uint32Array, at: number, v: number): void {
+  const w = at >>> 2;
+  u32[w] = v % TWO32;
+  u32[w + 1] = Math.floor(v / TWO32);
 }
 
 /** A timeout as the kernel's (u64 seconds, u32 nanoseconds), as libfuse's calc_timeout_sec/nsec do. */
-function timeout(buf: Buffer, secAt: number, nsecAt: number, t: number): void {
+function timeout(u32: Uint32Array, secAt: number, nsecAt: number, t: number): void {
   if (!(t > 0)) {
-    buf.writeUInt32LE(0, secAt);
-    buf.writeUInt32LE(0, secAt + 4);
-    buf.writeUInt32LE(0, nsecAt);
+    u32[secAt >>> 2] = 0;
+    u32[(secAt >>> 2) + 1] = 0;
+    u32[nsecAt >>> 2] = 0;
     return;
   }
-  const sec = Math.min(Math.floor(t), 0xffffffff);
-  u64(buf, secAt, sec);
-  buf.writeUInt32LE(Math.min(Math.floor((t - Math.floor(t)) * 1e9), 999_999_999), nsecAt);
+  const whole = Math.floor(t);
+  u64(u32, secAt, Math.min(whole, 0xffffffff));
+  u32[nsecAt >>> 2] = Math.min(Math.floor((t - whole) * 1e9), 999_999_999);
 }
 
 /** Nanoseconds since the epoch as (s64 seconds, u32 nanoseconds), floored like a timespec. */
-function time(buf: Buffer, secAt: number, nsecAt: number, ns: bigint): void {
+function time(i64: BigInt64Array, u32: Uint32Array, secAt: number, nsecAt: number, ns: bigint): void {
   let sec = ns / NS;
   let rest = ns - sec * NS;
   if (rest < 0n) {
     sec -= 1n;
     rest += NS;
   }
-  buf.writeBigInt64LE(sec, secAt);
-  buf.writeUInt32LE(Number(rest), nsecAt);
+  i64[secAt >>> 3] = sec;
+  u32[nsecAt >>> 2] = Number(rest);
 }
