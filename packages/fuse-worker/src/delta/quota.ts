@@ -142,6 +142,16 @@ export class DiskQuota {
     return Math.max(0, this.limit - this.used - this.#frozen);
   }
 
+  /**
+   * Bytes available for `df`: as `free`, without what is lent but unspent, and with what the borrower
+   * spent counted at its bound (at least what it added). No fold: a fold fstats every file written
+   * since the last one, ~10 ms after a 739-file `tar -x`, for a figure `df` shows rounded anyway.
+   */
+  get freeBound(): number {
+    const spent = this.#lent?.spent() ?? 0;
+    return Math.max(0, this.limit - this.#used - this.#metadata() - spent - this.#frozen);
+  }
+
   /** Charges the bytes `bytes()` answers at each check too (the delta's journal and snapshot). */
   chargeMetadata(bytes: () => number): void {
     this.#metadata = bytes;
@@ -229,6 +239,8 @@ export class DiskQuota {
 export interface QuotaBorrower {
   /** Bytes held: spent (charged, not yet folded) and unspent. */
   reserved(): number;
+  /** Bytes spent: charged at each write's bound, not yet folded into the exact counts. */
+  spent(): number;
   /** Folds every charge into the quota's exact counts and returns the unspent rest. */
   reclaim(): void;
 }
@@ -262,8 +274,7 @@ export function quotaStatfs<T extends { bsize: number; blocks: number; bfree: nu
   host: T,
 ): T {
   const bsize = host.bsize > 0 ? host.bsize : 4096;
-  quota.settle();
-  const free = Math.floor(quota.free / bsize);
+  const free = Math.floor(quota.freeBound / bsize);
   return {
     ...host,
     blocks: Math.ceil(quota.limit / bsize),

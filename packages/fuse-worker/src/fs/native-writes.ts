@@ -10,8 +10,8 @@
 //
 // Quota: the binding spends a grant of the free bytes (DiskQuota.lend), charging each WRITE the most it
 // can add to the file (growthBound); a WRITE that does not fit comes here. Charges are folded into the
-// exact counts (an fstat of the file) when the node's fd closes, when a check would fail, at statfs and
-// before a checkpoint (DiskQuota.settle).
+// exact counts (an fstat of the file) when the node's fd closes, when a check would fail and before a
+// checkpoint (DiskQuota.settle); STATFS counts them at their bounds (DiskQuota.freeBound).
 import { fstatSync } from 'node:fs';
 import type { FastWrites, LowLevelFuse } from '@agentfense/fuse-native';
 import type { DiskQuota, QuotaBorrower } from '../delta/quota.js';
@@ -104,6 +104,10 @@ export class NativeWrites implements QuotaBorrower {
   /** `bytes` the create fast path charged are in the quota's exact counts now (native-creates.ts). */
   settled(bytes: number): void {
     if (bytes > 0) this.#fast.settled(bytes);
+  }
+
+  spent(): number {
+    return this.#fast.pending;
   }
 
   reserved(): number {
