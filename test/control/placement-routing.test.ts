@@ -176,6 +176,46 @@ describe('a control plane placing sandboxes through an orchestrator', () => {
     await plane.destroySandbox(sb.id);
   });
 
+  it("a placed sandbox's rules change on its node; its network policy is refused, not only recorded", async () => {
+    const sb = await plane.createSandbox({ codebaseId });
+    await plane.startSandbox(sb.id);
+    agent.seen.length = 0;
+    const hide = [
+      { pattern: '**', permission: 'read' as const },
+      { pattern: 'secret/**', permission: 'none' as const },
+    ];
+    const changed = await plane.setRules(sb.id, { rules: hide });
+    expect(changed.rules.map((r) => [r.pattern, r.permission])).toEqual([
+      ['**', 'read'],
+      ['secret/**', 'none'],
+    ]);
+    expect(agent.seen.map((s) => `${s.method} ${s.url}`)).toEqual([`PUT /v1/sandboxes/${sb.id}/rules`]);
+    expect(JSON.parse(agent.seen[0]!.body)).toEqual({ rules: changed.rules });
+    // A network policy the node would not enforce (its sandboxes have no network) is refused, and the
+    // record keeps what it had.
+    const refused = await plane.setNetwork(sb.id, true).catch((e: unknown) => e);
+    expect(reasonOf(refused)).toBe('AF_WRONG_STATE not-routed');
+    expect(String((refused as Error).message)).toContain('network');
+    expect((await plane.getSandbox(sb.id)).networkPolicy).toEqual(sb.networkPolicy);
+    // Its node agent not answering: the change fails and the record keeps the rules in force.
+    orchestrator.nodeAgentPort = 1;
+    orchestrator.report({ state: 'pending', sandboxId: sb.id, detail: 'node not answering' });
+    await new Promise((r) => setTimeout(r, 200));
+    const failed = await plane.setRules(sb.id, { preset: 'read-only' }).catch((e: unknown) => e);
+    expect(reasonOf(failed)).toBe('AF_UNAVAILABLE node-agent-unreachable');
+    expect((await plane.getSandbox(sb.id)).rules).toEqual(changed.rules);
+    orchestrator.nodeAgentPort = agent.port;
+    // Stopped, it has no node: the record alone changes, and the next start attaches with it.
+    await plane.stopSandbox(sb.id);
+    agent.seen.length = 0;
+    await plane.setRules(sb.id, { preset: 'read-only' });
+    await plane.startSandbox(sb.id);
+    expect(agent.seen.map((s) => `${s.method} ${s.url}`)).toEqual(['POST /v1/sandboxes']);
+    const attached = JSON.parse(agent.seen[0]!.body) as { rules: unknown };
+    expect(attached.rules).toEqual((await plane.getSandbox(sb.id)).rules);
+    await plane.destroySandbox(sb.id);
+  });
+
   it('a sandbox lost and placed again is attached again, its status saying what was lost', async () => {
     const sb = await plane.createSandbox({ codebaseId });
     await plane.startSandbox(sb.id);

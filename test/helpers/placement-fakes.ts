@@ -12,6 +12,8 @@ export interface AgentRequest {
   readonly method: string;
   readonly url: string;
   readonly authorization: string | undefined;
+  /** The request's body, as sent. */
+  readonly body: string;
 }
 
 export interface FakeNodeAgent {
@@ -43,6 +45,7 @@ export async function startFakeNodeAgent(): Promise<FakeNodeAgent> {
       method: req.method ?? '',
       url: req.url ?? '',
       authorization: req.headers.authorization,
+      body,
     });
     const json = (status: number, body: unknown): void => {
       res.writeHead(status, { 'content-type': 'application/json' });

@@ -1,7 +1,8 @@
 // `agentfense node` end to end on this host: a real agent process, a sandbox container made as the Swarm
 // adapter's spec makes one, and the agent's API as the API tier would use it: attach (the view and af-init
 // arrive in the running container), exec through af-init with the rules enforced by the view, a session,
-// files and diff through the worker, detach, and a restarted agent clearing what a killed one left.
+// files and diff through the worker, a live rule change, detach, and a restarted agent clearing what a
+// killed one left.
 import { randomUUID } from 'node:crypto';
 import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -143,6 +144,24 @@ describe.skipIf(docker.unavailable !== null)(
       expect(commit.status, commit.text).toBe(200);
       expect(await readFile(join(codebase, 'readme.txt'), 'utf8')).toBe('changed\n');
       await writeFile(join(codebase, 'readme.txt'), 'hello from the codebase\n');
+
+      // A rule change applies at once in the running container: readme.txt hidden, then visible again.
+      const hide = [...RULES, { pattern: 'readme.txt', permission: 'none', priority: 50 }];
+      const put = await call(agent!, token, 'PUT', `/v1/sandboxes/${sandboxId}/rules`, { rules: hide });
+      expect(put.status, put.text).toBe(200);
+      const gone = await exec(agent!, token, sandboxId, [
+        'sh',
+        '-c',
+        'cat /workspace/readme.txt; ls /workspace',
+      ]);
+      expect(gone.stderr).toContain('No such file or directory');
+      expect(gone.stdout.split('\n')).not.toContain('readme.txt');
+      const bad = await call(agent!, token, 'PUT', `/v1/sandboxes/${sandboxId}/rules`, { rules: 'all' });
+      expect(bad.status).toBe(400);
+      expect(
+        (await call(agent!, token, 'PUT', `/v1/sandboxes/${sandboxId}/rules`, { rules: RULES })).status,
+      ).toBe(200);
+      expect((await exec(agent!, token, sandboxId, ['cat', '/workspace/readme.txt'])).exitCode).toBe(0);
 
       // Detach: the view is gone from the host and af-init's connection closed, which ends the container.
       const view = join(root, 'state', 'sandboxes', sandboxId, 'view');

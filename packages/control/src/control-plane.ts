@@ -152,6 +152,8 @@ export class ControlPlane implements AsyncDisposable {
       ...options.runtimes,
     });
     const sessions = new SessionManager({ logger: logger.child({ component: 'sessions' }) });
+    const { placement } = options;
+    const placed = placement && new OrchestratedSandboxes({ metadata, codebases, layout, logger, placement });
     const sandboxes = new SandboxManager({
       layout,
       store,
@@ -159,6 +161,7 @@ export class ControlPlane implements AsyncDisposable {
       runtimes,
       hostUsers,
       logger,
+      placed,
       presets: options.presets,
       supervision: options.supervision,
       network: options.network,
@@ -171,10 +174,8 @@ export class ControlPlane implements AsyncDisposable {
       // The checkpoint records, settled from every mount's report (made below: it calls the manager).
       onLayers: (id, frozen) => checkpoints.settle(id, frozen),
       frozenBytes: (id) => checkpoints.frozenBytes(id),
-      // A runtime whose sessions see the remount (bwrap's anchor and docker's relay propagate it into the
-      // running shell) keeps them, and each shell re-enters its cwd, which was in the dead mount. Others
-      // (a shell that bound /workspace to the dead mount never sees the new one) are closed with a reason
-      // that says so.
+      // Runtimes whose shells see the remount (bwrap's anchor, docker's relay) keep their sessions, each
+      // shell re-entering its cwd; other shells hold the dead mount and are closed, saying why.
       onWorkerRestart: async (id, runtime) => {
         if ((await runtimes.get(runtime)).traits.sessionsSurviveWorkerRestart)
           sessions.workspaceRemounted(id);
@@ -183,9 +184,8 @@ export class ControlPlane implements AsyncDisposable {
     });
     const cps = { metadata, layout, sandboxes, logger, limits, compactionFault: options.compactionFault };
     const checkpoints = checkpointService({ ...cps, plane: () => plane });
-    const { placement } = options;
     const plane: ControlPlane = new ControlPlane({
-      placed: placement && new OrchestratedSandboxes({ metadata, codebases, layout, logger, placement }),
+      placed,
       checkpoints,
       dataDir,
       layout,

@@ -150,6 +150,14 @@ export class NodeAgentCore {
     return this.sandbox(id).request('commit', paths === undefined ? { mode } : { mode, paths });
   }
 
+  /**
+   * Replaces the sandbox's file rules: its worker applies them at once, to what is open and cached too
+   * (the API tier keeps them in the sandbox's record for a later attach).
+   */
+  async setRules(id: string, rules: readonly PermissionRule[]): Promise<void> {
+    await this.sandbox(id).request('setRules', { rules });
+  }
+
   async discard(id: string, paths?: readonly string[]): Promise<void> {
     await this.sandbox(id).request('discard', paths === undefined ? {} : { paths });
   }

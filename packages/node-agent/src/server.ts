@@ -127,6 +127,14 @@ function routes(core: NodeAgentCore): Route[] {
       },
     ],
     [
+      'PUT',
+      new RegExp(`^${SB}/rules$`),
+      async ({ req, res, params }) => {
+        await core.setRules(id(params), rulesOf((await readJson(req))['rules']));
+        sendJson(res, 200, {});
+      },
+    ],
+    [
       'GET',
       new RegExp(`^${SB}/changes$`),
       async ({ res, params }) => sendJson(res, 200, await core.changes(id(params))),

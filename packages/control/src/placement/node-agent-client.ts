@@ -112,6 +112,11 @@ export class NodeAgentClient {
     return this.#json('POST', `${sandboxPath(sandboxId)}/commit`, options);
   }
 
+  /** Replaces the file rules the sandbox's worker enforces. */
+  async setRules(sandboxId: string, rules: readonly PermissionRule[]): Promise<void> {
+    await this.#json('PUT', `${sandboxPath(sandboxId)}/rules`, { rules });
+  }
+
   async discard(sandboxId: string, options: { readonly paths?: readonly string[] }): Promise<void> {
     await this.#json('POST', `${sandboxPath(sandboxId)}/discard`, options);
   }

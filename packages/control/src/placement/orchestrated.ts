@@ -15,6 +15,7 @@ import {
   type CommitMode,
   type CommitResult,
   type ExecResult,
+  type PermissionRule,
 } from '@agentfense/protocol';
 import { OrchestratorError, type Location, type PlacementStatus } from '@agentfense/orchestrator';
 import type { CodebaseService } from '../codebases/service.js';
@@ -184,6 +185,12 @@ export class OrchestratedSandboxes implements SandboxBackend {
   async discard(id: string, options: { paths?: readonly string[] } = {}): Promise<void> {
     const { client } = await this.#route(id);
     return this.#unreachable(id, client.discard(id, options));
+  }
+
+  /** Replaces the file rules on the sandbox's node (the caller keeps them in the record). */
+  async setRules(id: string, rules: readonly PermissionRule[]): Promise<void> {
+    const { client } = await this.#route(id);
+    return this.#unreachable(id, client.setRules(id, rules));
   }
 
   async readFile(id: string, path: string): Promise<Buffer> {

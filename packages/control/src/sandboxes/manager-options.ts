@@ -7,6 +7,7 @@ import type { DataLayout } from '../paths.js';
 import type { PresetRegistry } from '../presets/registry.js';
 import type { SandboxStore } from '../store/sandboxes.js';
 import type { SandboxHostUsers } from './host-user.js';
+import type { PlacedRules } from './policy-changes.js';
 import type { RuntimeRegistry } from './runtimes.js';
 import type { SupervisionOptions } from './supervisor.js';
 import type { WorkerMemoryOptions } from './worker-cgroup.js';
@@ -41,4 +42,6 @@ export interface SandboxManagerOptions {
   readonly workerMemory?: WorkerMemoryOptions | undefined;
   /** What recovery does with a dead owner's unfinished commit (recovery.ts); default 'keep'. */
   readonly unfinishedCommits?: 'keep' | 'finish' | undefined;
+  /** Sandboxes placed on cluster nodes, whose rules change through their node agents (policy-changes.ts). */
+  readonly placed?: PlacedRules | undefined;
 }

@@ -137,6 +137,7 @@ export class SandboxManager {
       live: this.#live,
       presets: options.presets,
       info: (id) => this.get(id),
+      placed: options.placed,
     });
   }
 
