@@ -12,10 +12,13 @@ import { randomBytes } from 'node:crypto';
 import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SANDBOX_ID_LABEL } from '@agentfense/orchestrator/swarm';
 import { client, launchServer, tokenFile, type Answer, type Served } from '../helpers/http-fixture.js';
+import { call, errorCode } from '../helpers/mcp.js';
 import { startPostgres, type PostgresCluster } from '../helpers/postgres.js';
 import {
   createSwarmCluster,
@@ -118,6 +121,29 @@ describe.skipIf(missing !== undefined)(
       return /(?:placed|attached again) on node (swarm-\d)/.exec(reason)?.[1];
     };
 
+    /** MCP over HTTP on a placed sandbox: a write, a read, the hidden file not found, a denied write. */
+    async function viaMcp(served: Served, id: string): Promise<void> {
+      const transport = new StreamableHTTPClientTransport(new URL(`${served.url}/mcp?sandbox_id=${id}`), {
+        requestInit: { headers: { authorization: `Bearer ${served.token}` } },
+      });
+      const mcp = new Client({ name: 'agentfense-serve-swarm-test', version: '1.0.0' });
+      await mcp.connect(transport);
+      try {
+        const wrote = await call(mcp, 'write_file', { path: 'mcp.txt', content: 'through mcp\n' });
+        expect(wrote.isError, wrote.text).not.toBe(true);
+        expect((await call(mcp, 'read_file', { path: 'mcp.txt' })).text).toContain('through mcp');
+        expect(errorCode(await call(mcp, 'read_file', { path: 'secret.txt' }))).toBe('AF_NOT_FOUND');
+        const denied = await call(mcp, 'write_file', { path: 'docs/guide.txt', content: 'x' });
+        expect(denied.isError, denied.text).toBe(true);
+        // The write is in the sandbox on its node, as an exec through the other replica sees.
+        const seen = await exec(vias[made.get(id)!.by], id, 'cat /workspace/mcp.txt');
+        expect(field(seen, 'stdout'), seen.text).toBe('through mcp\n');
+      } finally {
+        await transport.terminateSession();
+        await mcp.close();
+      }
+    }
+
     /** What a user checks in a sandbox: the codebase there, the hidden file absent, a denied write. */
     async function checkRules(via: Via, id: string, readme: string): Promise<void> {
       const r = await exec(
@@ -195,6 +221,7 @@ describe.skipIf(missing !== undefined)(
         expect(commit.status, commit.text).toBe(200);
         const file = await viaB('GET', `/v1/codebases/${cb}/files/${node.hostname}.txt`);
         expect(file.text).toBe(`${node.hostname}\n`);
+        await viaMcp(made.get(id)!.by === 0 ? replicas[1]! : replicas[0]!, id);
       }
       // A commit made on one node is seen by a sandbox on another (the codebase is shared).
       const elsewhere = [...made].find(([, m]) => m.node !== cluster!.nodes[0]!.hostname)![0];
@@ -240,6 +267,9 @@ describe.skipIf(missing !== undefined)(
       )!;
       const onVictim = [...made].filter(([, m]) => m.node === victim.hostname).map(([id]) => id);
       const [viaA] = vias;
+      // Each with a change not committed: it stays on the lost node (no checkpoint was taken).
+      for (const id of onVictim)
+        expect(field(await exec(viaA, id, 'echo left > /workspace/left.txt'), 'exitCode') ?? 0).toBe(0);
       const t0 = performance.now();
       await cluster!.killNode(victim);
       const reasons = async (): Promise<string[]> =>
@@ -264,11 +294,27 @@ describe.skipIf(missing !== undefined)(
         await checkRules(other(id), id, 'hello from the codebase\n');
         const committed = await exec(other(id), id, `cat /workspace/${victim.hostname}.txt`);
         expect(field(committed, 'stdout'), committed.text).toBe(`${victim.hostname}\n`);
+        const left = await exec(other(id), id, 'cat /workspace/left.txt');
+        expect(field(left, 'stderr'), left.text).toContain('No such file or directory');
       }
       console.log(
         `serve-swarm: killed ${victim.hostname} (${onVictim.length} sandboxes): all reported lost after ` +
           `${Math.round(tLost - t0)} ms, all attached again after ${Math.round(tAttached - t0)} ms (load ${load()})`,
       );
+      // The surviving nodes' engines run all of them.
+      let running = 0;
+      for (const node of cluster!.nodes.filter((n) => n !== victim)) {
+        const ps = await execa('docker', [
+          '-H',
+          node.dockerHost,
+          'ps',
+          '-q',
+          '--filter',
+          `label=${SANDBOX_ID_LABEL}`,
+        ]);
+        running += ps.stdout.split('\n').filter(Boolean).length;
+      }
+      expect(running).toBe(COUNT);
       // The others were never lost.
       const others = [...made.keys()].filter((id) => !onVictim.includes(id));
       for (const id of others)
