@@ -4,7 +4,9 @@
 // node's network namespace, listening on the node's address and talking to the node's own engine.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readdir, writeFile } from 'node:fs/promises';
+import { loadavg } from 'node:os';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { execa } from 'execa';
 import { SANDBOX_WAIT_COMMAND } from '@agentfense/node-agent';
 import { bin } from './http-fixture.js';
@@ -49,7 +51,41 @@ export interface NodeAgentProcess {
   stop(): Promise<void>;
 }
 
-/** Starts a node agent in each node's network namespace, on `<node address>:<port>`. */
+/** The load average, for the measured figures a test logs (the machine is shared). */
+export const load = (): string =>
+  loadavg()
+    .map((l) => l.toFixed(2))
+    .join(' ');
+
+/** Runs `fn` over `items`, at most `n` at a time. */
+export async function pool<T>(items: readonly T[], n: number, fn: (item: T) => Promise<void>): Promise<void> {
+  const queue = [...items];
+  await Promise.all(
+    Array.from({ length: n }, async () => {
+      for (let item = queue.shift(); item !== undefined; item = queue.shift()) await fn(item);
+    }),
+  );
+}
+
+/** Polls `check` until it gives a value; throws naming `what` after `timeoutMs`. */
+export async function until<T>(
+  what: string,
+  check: () => Promise<T | undefined>,
+  timeoutMs = 120_000,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(200);
+  }
+}
+
+/**
+ * Starts a node agent in each node's network namespace, on `<node address>:<port>`. Its state lives
+ * under the cluster's directory, so `destroy` unmounts what a killed node's agent left.
+ */
 export async function startNodeAgents(
   cluster: SwarmCluster,
   options: {
@@ -63,7 +99,8 @@ export async function startNodeAgents(
   await writeFile(tokenFile, `${options.token}\n`, { mode: 0o600 });
   const agents: NodeAgentProcess[] = [];
   try {
-    for (const node of cluster.nodes) agents.push(await startOne(node, tokenFile, options));
+    const stateRoot = cluster.stateDir;
+    for (const node of cluster.nodes) agents.push(await startOne(node, tokenFile, { ...options, stateRoot }));
   } catch (err) {
     for (const agent of agents) await agent.stop();
     throw err;
@@ -74,7 +111,12 @@ export async function startNodeAgents(
 async function startOne(
   node: SwarmNodeProcess,
   tokenFile: string,
-  options: { readonly dir: string; readonly codebaseRoot: string; readonly port: number },
+  options: {
+    readonly dir: string;
+    readonly stateRoot: string;
+    readonly codebaseRoot: string;
+    readonly port: number;
+  },
 ): Promise<NodeAgentProcess> {
   // nsenter execs node itself: the child's pid is the agent's.
   const child = spawn(
@@ -90,7 +132,7 @@ async function startOne(
       '--token-file',
       tokenFile,
       '--state',
-      join(options.dir, `state-${node.hostname}`),
+      join(options.stateRoot, `state-${node.hostname}`),
       '--codebases',
       options.codebaseRoot,
       '--docker-host',
