@@ -247,6 +247,30 @@ describe('a control plane placing sandboxes through an orchestrator', () => {
       `DELETE /v1/sandboxes/${sb.id}`,
       'POST /v1/sandboxes',
     ]);
+
+    // Lost again; reported ready before its container reached the new node: the attach is tried again.
+    orchestrator.report({
+      state: 'lost',
+      sandboxId: sb.id,
+      reason: 'node-lost',
+      nodeName: 'n2',
+      detail: 'its processes',
+      replaced: true,
+    });
+    await until(
+      async () => (await plane.getSandbox(sb.id)).stateReason?.startsWith('lost on node n2') === true,
+    );
+    agent.seen.length = 0;
+    agent.mode = 'container-not-there';
+    orchestrator.report({ state: 'ready', sandboxId: sb.id, nodeName: 'n3', podIP: '10.0.0.4' });
+    await until(async () => (await plane.getSandbox(sb.id)).stateReason?.includes('attached again') === true);
+    expect((await plane.getSandbox(sb.id)).stateReason).toBe(
+      'lost on node n2 (node-lost): its processes; attached again on node n3',
+    );
+    expect(agent.seen.map((s) => `${s.method} ${s.url}`)).toEqual([
+      'POST /v1/sandboxes',
+      'POST /v1/sandboxes',
+    ]);
     await plane.destroySandbox(sb.id);
   });
 });

@@ -6,7 +6,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import type { Location, Orchestrator, PlacementStatus } from '@agentfense/orchestrator';
 
-export type AgentMode = 'ok' | 'echo' | 'redirect' | 'already-attached';
+export type AgentMode = 'ok' | 'echo' | 'redirect' | 'already-attached' | 'container-not-there';
 
 export interface AgentRequest {
   readonly method: string;
@@ -56,6 +56,11 @@ export async function startFakeNodeAgent(): Promise<FakeNodeAgent> {
         // Once: a stale attach, detached by the caller before it attaches again.
         agent.mode = 'ok';
         return json(409, { error: { code: 'AF_ALREADY_EXISTS', message: 'already attached on this node' } });
+      }
+      if (agent.mode === 'container-not-there') {
+        // Once: the orchestrator said ready before the container reached this node's engine.
+        agent.mode = 'ok';
+        return json(404, { error: { code: 'AF_NOT_FOUND', message: 'no container for the sandbox' } });
       }
       return json(201, { sandboxId: 'x', container: 'c' });
     }

@@ -35,6 +35,9 @@ import { PlacedSessions } from './sessions.js';
 import { DEFAULT_READY_TIMEOUT_MS, ORCHESTRATED, type PlacementOptions } from './options.js';
 import { waitReady } from './wait-ready.js';
 
+/** How long a re-attach waits for the container of a sandbox placed again to reach its node. */
+const REATTACH_WAIT_MS = 30_000;
+
 export interface OrchestratedDeps {
   /** Sandbox records and the records of their sessions (which sandbox holds each). */
   readonly metadata: Pick<MetadataStore, 'sandboxes' | 'placedSessions'>;
@@ -277,6 +280,25 @@ export class OrchestratedSandboxes implements SandboxBackend {
     }
   }
 
+  /**
+   * The attach after a sandbox was placed again: the orchestrator may report it ready a moment before
+   * its container is on the new node's engine, where the node agent answers not found; it is tried again
+   * for REATTACH_WAIT_MS before the sandbox is left lost.
+   */
+  async #attachOnceThere(row: SandboxRow): Promise<void> {
+    const deadline = Date.now() + REATTACH_WAIT_MS;
+    for (;;) {
+      try {
+        await this.#attach(row);
+        return;
+      } catch (err) {
+        if (!(err instanceof NotFoundError) || Date.now() > deadline) throw err;
+        this.#located.delete(row.id);
+        await new Promise((resolve) => setTimeout(resolve, 500));
+      }
+    }
+  }
+
   /** Detaches the view (dropping the delta or not) and removes the placement. */
   async #unplace(id: string, dropDelta: boolean): Promise<void> {
     try {
@@ -332,7 +354,7 @@ export class OrchestratedSandboxes implements SandboxBackend {
       const row = await this.#store.find(id);
       if (row?.owner_instance !== ORCHESTRATED || row.state !== 'RUNNING') return;
       this.#located.delete(id);
-      await this.#attach(row);
+      await this.#attachOnceThere(row);
       await this.#store.update(id, {
         state_reason: `${lostText(lost)}; attached again on node ${status.nodeName}`,
       });
