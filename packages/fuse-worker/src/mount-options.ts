@@ -24,6 +24,8 @@ import { InvalidArgumentError } from '@agentfense/protocol';
 // "Files created write-only are written with direct I/O").
 // nativeDirAttrs (needs nativeCreates): GETATTRs of the directories the lookup fast path marks are answered
 // in C where the worker would shape nothing (the kernel drops a directory's attributes at each create in it).
+// nativeUnlinks (needs nativeCreates): UNLINKs of regular files in those directories are answered in C where
+// a CREATE would be, and reported in the same stream (fs/native-unlinks.ts).
 // wideHandles: the worker's cache of host fds holds up to 4096 (fs/handles.ts), so a walk over a tree just
 // written finds its files' fds open and their READs stay in the binding; off: 512.
 export const SWITCHABLE_FEATURES = [
@@ -42,6 +44,7 @@ export const SWITCHABLE_FEATURES = [
   'nativeLookups',
   'nativeCreates',
   'nativeDirAttrs',
+  'nativeUnlinks',
   'freshEntries',
   'wideHandles',
 ] as const;
@@ -167,6 +170,14 @@ export function nativeDirAttrs(disabled: readonly SwitchableFeature[]): boolean 
 }
 
 /**
+ * Whether UNLINKs of regular files in the directories the lookup fast path marks are answered in C where
+ * a CREATE would be (fs/native-unlinks.ts); it needs nativeCreates, whose reports carry them.
+ */
+export function nativeUnlinks(disabled: readonly SwitchableFeature[]): boolean {
+  return !disabled.includes('nativeUnlinks') && nativeCreates(disabled);
+}
+
+/**
  * The read-ahead window to ask for: the request size, when requests are bigger than the kernel's default
  * window (128 KiB) and the feature is on; else null (leave the kernel's window).
  */
@@ -196,6 +207,7 @@ export function connStats(
       nativeLookups: nativeLookups(disabled),
       nativeCreates: nativeCreates(disabled),
       nativeDirAttrs: nativeDirAttrs(disabled),
+      nativeUnlinks: nativeUnlinks(disabled),
       freshEntries: freshEntries(conn, disabled),
       readahead,
     },
