@@ -2,7 +2,6 @@
 // give the sandbox a writable `output/` in a readable tree, how many requests of one kind the binding
 // answered (the worker's `stats`), and a wait for a file the sandbox wrote to reach the delta, so a count
 // is read only once the requests before it are over.
-import { afterAll, beforeAll } from 'vitest';
 import type { MountedFixture } from './worker-fixture.js';
 
 /** Everything readable, `/output/**` writable: the directories the sandbox makes there are its own. */
@@ -24,19 +23,4 @@ export async function waitInDelta(f: MountedFixture, path: string): Promise<void
     await new Promise((r) => setTimeout(r, 50));
   }
   throw new Error(`${path} did not reach the delta within 30 s`);
-}
-
-/**
- * Switches a feature that is off by default on for every mount of the calling `describe`
- * (AGENTFENSE_FUSE_ENABLE), and restores the variable after it.
- */
-export function useEnabledFeature(feature: string): void {
-  const before = process.env['AGENTFENSE_FUSE_ENABLE'];
-  beforeAll(() => {
-    process.env['AGENTFENSE_FUSE_ENABLE'] = feature;
-  });
-  afterAll(() => {
-    if (before === undefined) delete process.env['AGENTFENSE_FUSE_ENABLE'];
-    else process.env['AGENTFENSE_FUSE_ENABLE'] = before;
-  });
 }

@@ -12,7 +12,7 @@ import { writeFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { mountFixture, useMountHygiene, withEnv, type MountedFixture } from '../helpers/worker-fixture.js';
-import { nativeCount, useEnabledFeature, WRITABLE_OUTPUT } from '../helpers/native-paths.js';
+import { nativeCount, WRITABLE_OUTPUT } from '../helpers/native-paths.js';
 
 const OPEN = WRITABLE_OUTPUT;
 const HIDE_D = [
@@ -47,8 +47,6 @@ async function markedAndHeld(f: MountedFixture): Promise<() => Promise<void>> {
 
 describe('directory GETATTRs answered in the binding: the worker keeps deciding what changed', () => {
   useMountHygiene();
-  // Off by default (mount-options.ts): every mount here switches it on, the runs without it off again.
-  useEnabledFeature('nativeDirAttrs');
 
   it('a rule change that hides a marked directory applies to its next GETATTR (refused, audited)', async () => {
     const f = await mountFixture({

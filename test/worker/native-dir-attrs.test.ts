@@ -8,7 +8,7 @@ import { lstat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { mountFixture, useMountHygiene, withEnv } from '../helpers/worker-fixture.js';
-import { nativeCount, useEnabledFeature, WRITABLE_OUTPUT } from '../helpers/native-paths.js';
+import { nativeCount, WRITABLE_OUTPUT } from '../helpers/native-paths.js';
 
 const WRITE_OUTPUT = WRITABLE_OUTPUT;
 
@@ -42,8 +42,6 @@ const TIMES = `cd output/t && stat --cached=never -c '%n %.9X %.9Y %.9Z' a b c g
 
 describe('GETATTRs of directories answered in the binding', () => {
   useMountHygiene();
-  // Off by default (mount-options.ts): every mount here switches it on, the runs without it off again.
-  useEnabledFeature('nativeDirAttrs');
 
   it('stat of every directory prints the same with and without it; the GETATTRs leave the worker', async () => {
     const seen: string[] = [];

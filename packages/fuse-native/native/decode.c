@@ -4,6 +4,7 @@
 #include "ll.h"
 #include "fast-entries.h"
 #include "fast-create.h"
+#include "fast-unlink.h"
 
 /* Names are copied NUL-terminated after the header; `at` is the running offset in buf. */
 static const char *copy_name(ll_msg *m, size_t *at, const char *src, size_t *len_out) {
@@ -141,6 +142,7 @@ static void ll_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 static void ll_unlink(fuse_req_t req, fuse_ino_t parent, const char *name) {
   NEED(OP_UNLINK);
   fast_invalidate(SESS(req));
+  if (funlink_unlink(SESS(req), req, parent, name)) return;
   size_t at = 0;
   ALLOC(m, req, OP_UNLINK, strlen(name) + 1);
   m->ino = parent;

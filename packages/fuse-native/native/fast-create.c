@@ -92,10 +92,13 @@ static void add_row(struct fc_state *f, const double *row, const char *name, siz
   f->nlen += namelen + 1;
 }
 
-/* Appends the add's record; its length, or 0 when nothing was written (a partial write is cut off). */
-static size_t journal_add(int jfd, const char *rel, const char *name) {
+/* Appends the add's record (or, `unbase`, a removal's: delta/records.ts removeEntry of a file the codebase
+ * never had); its length, or 0 when nothing was written (a partial write is cut off). */
+static size_t journal_line(int jfd, const char *rel, const char *name, int unbase) {
   char line[4096 + FC_NAME_MAX + 96];
-  int len = snprintf(line, sizeof(line), "{\"op\":\"base\",\"path\":\"%s/%s\",\"base\":{\"exists\":false}}\n", rel, name);
+  int len = unbase
+    ? snprintf(line, sizeof(line), "{\"op\":\"unbase\",\"path\":\"%s/%s\"}\n", rel, name)
+    : snprintf(line, sizeof(line), "{\"op\":\"base\",\"path\":\"%s/%s\",\"base\":{\"exists\":false}}\n", rel, name);
   if (len <= 0 || (size_t) len >= sizeof(line)) return 0;
   struct stat st;
   if (fstat(jfd, &st) != 0) return 0;
@@ -224,30 +227,63 @@ static double st_ino_shown(const struct stat *st, uint64_t ino) {
   return (double) (folded ? folded : ino);
 }
 
-int fcreate_create(ll_session *s, fuse_req_t req, uint64_t parent, const char *name, mode_t mode, int flags) {
+double *fc_shared(ll_session *s) {
+  return s->fcreate ? s->fcreate->shared : NULL;
+}
+
+/* Whether a namespace change may be answered here at all: served (no audit of allowed accesses), the
+ * write fast path's state and the journal there, the caller the sandbox's own or root. */
+int fc_serving(ll_session *s, fuse_req_t req) {
   struct fc_state *f = s->fcreate;
-  if (!f || f->shared[FC_ON] != 1 || !s->fast_tab || !s->fast_state) return 0;
+  if (!f || f->shared[FC_ON] != 1 || !s->fast_tab || !s->fast_state || f->shared[FC_JOURNAL_FD] < 0) return 0;
+  const struct fuse_ctx *c = fuse_req_ctx(req);
+  return !(f->shared[FC_CALLER_UID] >= 0 && c->uid != 0 && (double) c->uid != f->shared[FC_CALLER_UID]);
+}
+
+/* The fd of `parent` when a change of `name` in it may be answered here: a plain name, a current mark
+ * (fentry_dir: the codebase still lacks the directory), a path the journal takes as it is, room for the
+ * report's row, not set-gid (a create there takes the directory's group: JS's). Else -1. */
+int fc_dir_for(ll_session *s, uint64_t parent, const char *name, size_t *namelen, const char **rel) {
+  if (!plain_name(name, namelen)) return -1;
+  int dirfd = fentry_dir(s, parent, rel);
+  if (dirfd < 0 || !json_plain(*rel) || !room(s->fcreate, *namelen)) return -1;
+  struct stat st;
+  if (fstat(dirfd, &st) != 0 || (st.st_mode & S_ISGID)) return -1;
+  return dirfd;
+}
+
+/* Appends a record for `rel`/`name` that JS adopts from the next report; its length, 0: none written. */
+size_t fc_journal(ll_session *s, const char *rel, const char *name, int unbase) {
+  double *sh = s->fcreate->shared;
+  size_t jbytes = journal_line((int) sh[FC_JOURNAL_FD], rel, name, unbase);
+  if (jbytes > 0) sh[FC_UNADOPTED] += 1;
+  return jbytes;
+}
+
+void fc_add_row(ll_session *s, const double *row, const char *name, size_t namelen) {
+  add_row(s->fcreate, row, name, namelen);
+}
+
+int fcreate_create(ll_session *s, fuse_req_t req, uint64_t parent, const char *name, mode_t mode, int flags) {
+  if (!fc_serving(s, req)) return 0;
+  struct fc_state *f = s->fcreate;
   double *sh = f->shared;
   const struct fuse_ctx *c = fuse_req_ctx(req);
-  if (sh[FC_CALLER_UID] >= 0 && c->uid != 0 && (double) c->uid != sh[FC_CALLER_UID]) return 0;
-  size_t namelen;
-  if (!plain_name(name, &namelen) || (flags & FC_ODD_FLAGS)) return 0;
-  if ((mode & S_IFMT) != S_IFREG && (mode & S_IFMT) != 0) return 0;
+  if ((flags & FC_ODD_FLAGS) || ((mode & S_IFMT) != S_IFREG && (mode & S_IFMT) != 0)) return 0;
   if (mode & (S_ISUID | S_ISGID)) return 0;
-  if (!(sh[FC_NEXT] < sh[FC_END]) || sh[FC_JOURNAL_FD] < 0) return 0;
+  if (!(sh[FC_NEXT] < sh[FC_END])) return 0;
   double *ws = s->fast_state;
   int charged = !isinf(ws[FS_GRANT]);
   if (charged && ws[FS_GRANT] < FC_CHARGE) return 0;
+  size_t namelen;
   const char *rel;
-  int dirfd = fentry_dir(s, parent, &rel);
-  if (dirfd < 0 || !json_plain(rel) || !room(f, namelen)) return 0;
+  int dirfd = fc_dir_for(s, parent, name, &namelen, &rel);
+  if (dirfd < 0) return 0;
   struct stat st;
-  /* a set-gid directory gives its group (ownership.ts): JS's; the name must not exist (JS: EEXIST) */
-  if (fstat(dirfd, &st) != 0 || (st.st_mode & S_ISGID)) return 0;
+  /* the name must not exist (JS: EEXIST) */
   if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT) return 0;
-  size_t jbytes = journal_add((int) sh[FC_JOURNAL_FD], rel, name);
+  size_t jbytes = fc_journal(s, rel, name, 0);
   if (jbytes == 0) return 0;
-  sh[FC_UNADOPTED] += 1;
   double row[FCR_WIDTH] = { 0, (double) parent, -1, 0, 0, 0, (double) jbytes, FCRK_CREATE };
   int open_flags = (flags & ~O_ACCMODE) | O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
   int fd = openat(dirfd, name, open_flags, 0600);

@@ -16,16 +16,21 @@ const SERVED = 8;
 const ATTR_TTL = 9;
 const ATTRS_SERVED = 10;
 const DIR_ATTRS = 11;
-const STATE_LENGTH = 12;
+const UNLINKS = 12;
+const UNLINKS_SERVED = 13;
+const STATE_LENGTH = 14;
 /** Doubles per reported entry (FCR_* in native/fast-create.h). */
 const ROW = 8;
-/** FCRK_DIR_ATTR: the row's kind column. */
+/** FCRK_DIR_ATTR, FCRK_UNLINK: the row's kind column. */
 const KIND_DIR_ATTR = 2;
+const KIND_UNLINK = 3;
 
 /**
  * One CREATE the binding answered (or began: `ino` 0 means only its journal record was written), or, with
  * `parent` 0, a SETATTR it answered on node `ino` (one it made) or, with `dirAttr`, a GETATTR it answered
- * of directory `ino` (nothing else is set).
+ * of directory `ino` (nothing else is set), or, with `unlinked`, an UNLINK of `name` in `parent`
+ * (native/fast-unlink.c: `ino` 1 when the name was removed, 0 when only its record was written; `fd` the
+ * file kept open, `stIno` its host st_ino).
  */
 export interface FastCreated {
   /** The node id answered (taken from the lent range); 0: the create went on to the handler. */
@@ -34,6 +39,8 @@ export interface FastCreated {
   readonly parent: number;
   /** A GETATTR of marked directory `ino` answered in C: the kernel holds its attributes fresh. */
   readonly dirAttr: boolean;
+  /** An UNLINK answered (or begun) in C. */
+  readonly unlinked: boolean;
   readonly name: string;
   /** The host fd of the new file (read-write), now the caller's to keep and close; -1 when `ino` is 0. */
   readonly fd: number;
@@ -70,6 +77,7 @@ export class FastCreates {
           directIo: rows[r + 5] === 1,
           journalBytes: rows[r + 6]!,
           dirAttr: rows[r + 7] === KIND_DIR_ATTR,
+          unlinked: rows[r + 7] === KIND_UNLINK,
           name: parent === 0 ? '' : parts[named++]!,
         });
       }
@@ -114,6 +122,19 @@ export class FastCreates {
    */
   set dirAttrs(on: boolean) {
     this.#state[DIR_ATTRS] = on ? 1 : 0;
+  }
+
+  /**
+   * Whether UNLINKs of regular files in marked directories are answered in C (native/fast-unlink.c),
+   * where a CREATE would be.
+   */
+  set unlinks(on: boolean) {
+    this.#state[UNLINKS] = on ? 1 : 0;
+  }
+
+  /** UNLINKs answered in C since the mount. */
+  get unlinksServed(): number {
+    return this.#state[UNLINKS_SERVED]!;
   }
 
   /** GETATTRs and SETATTRs answered in C since the mount. */

@@ -22,8 +22,10 @@ import { InvalidArgumentError } from '@agentfense/protocol';
 // directWrites: a file the sandbox creates write-only is opened with FOPEN_DIRECT_IO, so its writes go to
 // the worker without a copy into the mount's page cache (fs/namespace-ops.ts create, docs/decisions.md,
 // "Files created write-only are written with direct I/O").
-// nativeDirAttrs (needs nativeCreates; off by default): GETATTRs of the directories the lookup fast path marks are answered
+// nativeDirAttrs (needs nativeCreates): GETATTRs of the directories the lookup fast path marks are answered
 // in C where the worker would shape nothing (the kernel drops a directory's attributes at each create in it).
+// nativeUnlinks (needs nativeCreates): UNLINKs of regular files in those directories are answered in C where
+// a CREATE would be, and reported in the same stream (fs/native-unlinks.ts).
 // wideHandles: the worker's cache of host fds holds up to 4096 (fs/handles.ts), so a walk over a tree just
 // written finds its files' fds open and their READs stay in the binding; off: 512.
 export const SWITCHABLE_FEATURES = [
@@ -42,6 +44,7 @@ export const SWITCHABLE_FEATURES = [
   'nativeLookups',
   'nativeCreates',
   'nativeDirAttrs',
+  'nativeUnlinks',
   'freshEntries',
   'wideHandles',
 ] as const;
@@ -52,13 +55,12 @@ export const DISABLE_ENV = 'AGENTFENSE_FUSE_DISABLE';
 export const ENABLE_ENV = 'AGENTFENSE_FUSE_ENABLE';
 
 /**
- * Off unless enabled. nativeDirAttrs: until pjdfstest's full run has passed with it.
- * writebackCache: with it the kernel trusts its own size and mtime of a regular file
+ * Off unless enabled. writebackCache: with it the kernel trusts its own size and mtime of a regular file
  * over ours, so a change made behind the mount (another sandbox's commit, discard, the control plane's
  * writeFile) would keep a stale size; writes also arrive later, without the writer's pid, and a quota
  * error only at close (docs/decisions.md, "The writeback cache is off").
  */
-const OFF_BY_DEFAULT: readonly SwitchableFeature[] = ['writebackCache', 'nativeDirAttrs'];
+const OFF_BY_DEFAULT: readonly SwitchableFeature[] = ['writebackCache'];
 
 /** Bytes per READ/WRITE request without max_pages: the protocol-7.19 (libfuse 2) size. */
 const SMALL_REQUEST = 128 * 1024;
@@ -168,6 +170,14 @@ export function nativeDirAttrs(disabled: readonly SwitchableFeature[]): boolean 
 }
 
 /**
+ * Whether UNLINKs of regular files in the directories the lookup fast path marks are answered in C where
+ * a CREATE would be (fs/native-unlinks.ts); it needs nativeCreates, whose reports carry them.
+ */
+export function nativeUnlinks(disabled: readonly SwitchableFeature[]): boolean {
+  return !disabled.includes('nativeUnlinks') && nativeCreates(disabled);
+}
+
+/**
  * The read-ahead window to ask for: the request size, when requests are bigger than the kernel's default
  * window (128 KiB) and the feature is on; else null (leave the kernel's window).
  */
@@ -197,6 +207,7 @@ export function connStats(
       nativeLookups: nativeLookups(disabled),
       nativeCreates: nativeCreates(disabled),
       nativeDirAttrs: nativeDirAttrs(disabled),
+      nativeUnlinks: nativeUnlinks(disabled),
       freshEntries: freshEntries(conn, disabled),
       readahead,
     },

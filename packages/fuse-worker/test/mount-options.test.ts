@@ -4,9 +4,9 @@ import type { ConnInfo } from '@agentfense/fuse-native';
 import { disabledFeatures, featureOptions, readaheadBytes } from '../src/mount-options.js';
 
 describe('FUSE feature switches', () => {
-  it('by default everything is asked for except the writeback cache and directory GETATTRs in C', () => {
+  it('by default everything is asked for except the writeback cache', () => {
     const off = disabledFeatures({});
-    expect(off).toEqual(['writebackCache', 'nativeDirAttrs']);
+    expect(off).toEqual(['writebackCache']);
     expect(featureOptions(off)).toEqual({
       maxWrite: 1024 * 1024,
       features: { writebackCache: false, readdirplus: true, parallelDirops: true },

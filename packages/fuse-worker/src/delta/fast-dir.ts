@@ -30,8 +30,9 @@ export function fastDirOf(ctx: DeltaContext, path: string): FastDir | null {
 }
 
 /**
- * What the binding's create fast path (fs/native-creates.ts) needs of the delta: the journal it appends
- * the adds' records to, and the bookkeeping of each file it made, in the turn it reports it.
+ * What the binding's create and unlink fast paths (fs/native-creates.ts, fs/native-unlinks.ts) need of the
+ * delta: the journal they append records to, and the bookkeeping of each file made or removed there, in
+ * the turn it is reported.
  */
 export interface FastCreateSink {
   /** Hears the journal's fd now and whenever it changes (-1: closed). */
@@ -41,6 +42,12 @@ export interface FastCreateSink {
    * made the file there (open on `fd`): the record joins the state, file and directory join the quota.
    */
   created(path: string, fd: number, journalBytes: number): void;
+  /**
+   * The binding appended the removal record (`unbase`) of `path` (`journalBytes`, 0: none) and, when
+   * `hostIno` is set, removed the file there (its last link): the record joins the state, the quota lets
+   * the inode go.
+   */
+  unlinked(path: string, hostIno: number | undefined, journalBytes: number): void;
 }
 
 export function fastCreateSink(ctx: () => DeltaContext): FastCreateSink {
@@ -61,6 +68,12 @@ export function fastCreateSink(ctx: () => DeltaContext): FastCreateSink {
       const cached = c.upper.lstatIfCached(dir);
       const st = cached === undefined ? lstatSync(join(c.upper.path, dir), { bigint: true }) : cached;
       if (st !== null) c.quota.record(st);
+    },
+    unlinked: (path, hostIno, journalBytes) => {
+      const c = ctx();
+      c.upper.changedOutside(); // the delta may hold the name's lstat
+      if (journalBytes > 0) c.journal.adopt([{ op: 'unbase', path: toRel(path) }], journalBytes);
+      if (hostIno !== undefined) c.quota?.release(BigInt(hostIno)); // releaseUpper: one link, so the last
     },
   };
 }

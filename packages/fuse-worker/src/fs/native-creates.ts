@@ -17,6 +17,7 @@ import type { FastCreateSink } from '../delta/fast-dir.js';
 import { RawFile } from '../host/raw-file.js';
 import type { FsCore } from './core.js';
 import { registerIfReadable } from './native-reads.js';
+import { NativeUnlinks } from './native-unlinks.js';
 import type { NativeWrites } from './native-writes.js';
 
 /** Node ids lent at a time; a CREATE past them comes to the worker, and more are lent at the next report. */
@@ -39,6 +40,7 @@ export class NativeCreates {
   readonly #writes: Pick<NativeWrites, 'settled' | 'topUp'>;
   #counted = 0;
   #countedAttrs = 0;
+  #unlinks: NativeUnlinks | undefined;
 
   constructor(options: NativeCreatesOptions) {
     this.#fast = options.fuse.fastCreates((created) => this.adopt(created));
@@ -70,6 +72,11 @@ export class NativeCreates {
     this.#fast.dirAttrs = on;
   }
 
+  /** Lets the binding answer UNLINKs where it answers CREATEs too (native-unlinks.ts, nativeUnlinks). */
+  useUnlinks(): void {
+    this.#unlinks ??= new NativeUnlinks({ fast: this.#fast, core: this.#core, sink: this.#sink });
+  }
+
   /** Serves creates while the audit records no allowed access; the direct I/O choice follows the worker's. */
   refresh(): void {
     this.#fast.on = !this.#core.audit.allowed;
@@ -81,6 +88,10 @@ export class NativeCreates {
   adopt(created: readonly FastCreated[]): void {
     const core = this.#core;
     for (const c of created) {
+      if (c.unlinked) {
+        this.#unlinks?.adopt(c);
+        continue;
+      }
       if (c.dirAttr) {
         // a GETATTR of a marked directory answered there: the kernel holds its attributes fresh
         core.cache.dirAttrs.note(c.ino, core.ttl);
@@ -115,9 +126,9 @@ export class NativeCreates {
     this.refresh();
   }
 
-  /** CREATEs, GETATTRs and SETATTRs the binding answered since the mount. */
+  /** CREATEs, GETATTRs, SETATTRs and UNLINKs the binding answered since the mount. */
   get answered(): number {
-    return this.#fast.served + this.#fast.attrsServed;
+    return this.#fast.served + this.#fast.attrsServed + (this.#unlinks?.answered ?? 0);
   }
 
   /** Counts what the binding answered since the last call: `create-native`, `attr-native` (GETATTR, SETATTR). */
@@ -131,6 +142,7 @@ export class NativeCreates {
     }
     this.#counted = served;
     this.#countedAttrs = attrs;
+    this.#unlinks?.count();
   }
 
   #lend(): void {

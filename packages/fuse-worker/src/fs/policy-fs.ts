@@ -208,6 +208,14 @@ export class PolicyFs {
     core.nativeCreates.dirAttrs = true;
   }
 
+  /**
+   * Lets the binding answer UNLINKs of regular files where it answers CREATEs (nativeUnlinks feature,
+   * native-unlinks.ts; after useNativeCreates, whose reports carry them).
+   */
+  useNativeUnlinks(): void {
+    this.#core.nativeCreates?.useUnlinks();
+  }
+
   /** Before the delta changes wholesale (commit, discard, a layer change): no marked directory is served. */
   revokeNativeLookups(): void {
     this.#core.nativeLookups?.revoke();

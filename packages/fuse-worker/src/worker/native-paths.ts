@@ -8,6 +8,7 @@ import {
   nativeDirAttrs,
   nativeLookups,
   nativeReads,
+  nativeUnlinks,
   nativeWrites,
   type SwitchableFeature,
 } from '../mount-options.js';
@@ -26,4 +27,5 @@ export function enableNativePaths(options: {
   if (nativeLookups(disabled)) fs.useNativeLookups(fuse, callerUid);
   if (nativeCreates(disabled)) fs.useNativeCreates(fuse, callerUid);
   if (nativeDirAttrs(disabled)) fs.useNativeDirAttrs();
+  if (nativeUnlinks(disabled)) fs.useNativeUnlinks();
 }
