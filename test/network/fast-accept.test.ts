@@ -1,6 +1,6 @@
 // The policy point's accept path in C (packages/network/native/fast.c) against its JavaScript path: the
-// same cases through a policy point with it off and one with it on (AGENTFENSE_NETWORK_ENABLE=
-// fastAccept), each in a policed namespace of its own, clients started inside it with nsenter. What a
+// same cases through a policy point with it off (AGENTFENSE_NETWORK_DISABLE=fastAccept) and one with it
+// on (the default), each in a policed namespace of its own, clients started inside it with nsenter. What a
 // user would check: an allowed name answers, a denied one and a spoofed one (an allowed name sent to
 // another address) do not, a rule change closes an open connection and refuses the next, the bound
 // holds and frees, and each connection's audit record carries the same fields either way. With it on,
@@ -128,9 +128,10 @@ describe.each([
   beforeAll(async () => {
     ns = join(dir, fast ? 'fast' : 'js');
     await setUpSandboxNetns(ns, { create: true });
-    const saved = process.env.AGENTFENSE_NETWORK_ENABLE;
-    if (fast) process.env.AGENTFENSE_NETWORK_ENABLE = 'fastAccept';
-    else delete process.env.AGENTFENSE_NETWORK_ENABLE;
+    // Explicit both ways, so neither case depends on the default or on the caller's environment.
+    const saved = process.env.AGENTFENSE_NETWORK_DISABLE;
+    if (fast) delete process.env.AGENTFENSE_NETWORK_DISABLE;
+    else process.env.AGENTFENSE_NETWORK_DISABLE = 'fastAccept';
     try {
       point = new PolicyPoint({
         netnsPath: ns,
@@ -140,8 +141,8 @@ describe.each([
         audit: (event) => audit.push(event),
       });
     } finally {
-      if (saved === undefined) delete process.env.AGENTFENSE_NETWORK_ENABLE;
-      else process.env.AGENTFENSE_NETWORK_ENABLE = saved;
+      if (saved === undefined) delete process.env.AGENTFENSE_NETWORK_DISABLE;
+      else process.env.AGENTFENSE_NETWORK_DISABLE = saved;
     }
   }, 30_000);
   afterAll(async () => {

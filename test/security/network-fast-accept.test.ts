@@ -1,5 +1,5 @@
-// Attacks on the policy point's accept path in C (packages/network/native/fast.c, on with
-// AGENTFENSE_NETWORK_ENABLE=fastAccept): once a name was allowed at an address, later TLS connections
+// Attacks on the policy point's accept path in C (packages/network/native/fast.c, on by default; off
+// with AGENTFENSE_NETWORK_DISABLE=fastAccept): once a name was allowed at an address, later TLS connections
 // to it start in C from a table of JavaScript's decisions. A hostile agent warms that table with an
 // allowed connection, then tries to ride it: the allowed name sent to another address (SNI spoofing),
 // a denied name sent to the warmed address (fronting), the same name after a rule change refused it,
@@ -11,8 +11,10 @@ import { describe, expect, it } from 'vitest';
 import { useNetworkFixture } from '../helpers/network-fixture.js';
 import { TEST_ADDRESSES } from '../helpers/test-net.js';
 
-// Read by each policy point the control plane forks (its environment is this process's).
+// Read by each policy point the control plane forks (its environment is this process's): on whatever
+// the default or the caller's environment says.
 process.env.AGENTFENSE_NETWORK_ENABLE = 'fastAccept';
+delete process.env.AGENTFENSE_NETWORK_DISABLE;
 
 /** curl over TLS without the proxy variables: the NAT redirects it (the transparent path). */
 const tls = (name: string, address: string): string =>

@@ -66,7 +66,7 @@ export class PolicyPoint {
   readonly #intercept: TransparentHooks['intercept'];
   /** Connections the NAT redirected (the rest came through the explicit proxy). */
   readonly #via = new WeakMap<Socket, 'transparent'>();
-  /** The accept path in C, where it runs (AGENTFENSE_NETWORK_ENABLE=fastAccept and the relay loads). */
+  /** The accept path in C where the relay loads (off with AGENTFENSE_NETWORK_DISABLE=fastAccept). */
   readonly #fast: FastAccept | undefined;
 
   constructor(options: PolicyPointOptions) {
