@@ -2,7 +2,7 @@
 // give the sandbox a writable `output/` in a readable tree, how many requests of one kind the binding
 // answered (the worker's `stats`), and a wait for a file the sandbox wrote to reach the delta, so a count
 // is read only once the requests before it are over.
-import type { MountedFixture } from './worker-fixture.js';
+import { mountFixture, type MountedFixture, type RunResult } from './worker-fixture.js';
 
 /** Everything readable, `/output/**` writable: the directories the sandbox makes there are its own. */
 export const WRITABLE_OUTPUT = [
@@ -23,4 +23,33 @@ export async function waitInDelta(f: MountedFixture, path: string): Promise<void
     await new Promise((r) => setTimeout(r, 50));
   }
   throw new Error(`${path} did not reach the delta within 30 s`);
+}
+
+/**
+ * The rule-change race of the C paths' attack tests: a mount whose `/flag/` is hidden, and a sandbox
+ * command that makes `output/d` and runs `fill` there (its cwd stays in the directory, so the kernel keeps
+ * the node across the change), touches `output/filled`, waits until `flag/.keep` shows (the rules the
+ * test sets next leave `/flag/` visible: the change is in force), then runs `after`. Returns once
+ * `filled` is in the delta, so counts read then are the fill's.
+ */
+export async function ruleChangeRace(steps: {
+  readonly fill: readonly string[];
+  readonly after: readonly string[];
+}): Promise<{ f: MountedFixture; run: Promise<RunResult> }> {
+  const f = await mountFixture({
+    tree: { output: { dir: true }, 'flag/.keep': '' },
+    rules: [...WRITABLE_OUTPUT, { pattern: '/flag/**', permission: 'none' as const, priority: 100 }],
+    warmupEntries: 0,
+  });
+  const run = f.sandbox(
+    [
+      'mkdir -p output/d && cd output/d',
+      ...steps.fill,
+      'touch /workspace/output/filled',
+      'n=0; while [ ! -e /workspace/flag/.keep ] && [ $n -lt 600 ]; do sleep 0.05; n=$((n+1)); done',
+      ...steps.after,
+    ].join('\n'),
+  );
+  await waitInDelta(f, 'output/filled');
+  return { f, run };
 }

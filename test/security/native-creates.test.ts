@@ -12,7 +12,7 @@ import { readFile } from 'node:fs/promises';
 import { clearFuseMount } from '@agentfense/fuse-worker';
 import { describe, expect, it } from 'vitest';
 import { mountFixture, useMountHygiene, withEnv, type MountedFixture } from '../helpers/worker-fixture.js';
-import { nativeCount, waitInDelta, WRITABLE_OUTPUT } from '../helpers/native-paths.js';
+import { nativeCount, ruleChangeRace, WRITABLE_OUTPUT } from '../helpers/native-paths.js';
 
 const OPEN = WRITABLE_OUTPUT;
 
@@ -57,22 +57,10 @@ describe('CREATEs answered in the binding: the worker keeps deciding what is not
   }, 120_000);
 
   it('a rule change that hides names in a directory being filled decides the next create', async () => {
-    const f = await mountFixture({
-      tree: { output: { dir: true }, 'flag/.keep': '' },
-      rules: [...OPEN, { pattern: '/flag/**', permission: 'none' as const, priority: 100 }],
-      warmupEntries: 0,
+    const { f, run } = await ruleChangeRace({
+      fill: ['for i in $(seq 20); do test -e f$i; echo x > f$i; done'],
+      after: ['{ if echo x > new.key; then echo made; else echo refused; fi; } 2>/dev/null'],
     });
-    // The process keeps its cwd in the directory across the change, so the kernel keeps the node.
-    const run = f.sandbox(
-      [
-        'mkdir -p output/d && cd output/d',
-        'for i in $(seq 20); do test -e f$i; echo x > f$i; done',
-        'touch /workspace/output/filled',
-        'n=0; while [ ! -e /workspace/flag/.keep ] && [ $n -lt 600 ]; do sleep 0.05; n=$((n+1)); done',
-        '{ if echo x > new.key; then echo made; else echo refused; fi; } 2>/dev/null',
-      ].join('\n'),
-    );
-    await waitInDelta(f, 'output/filled');
     expect(await nativeCreateCount(f)).toBeGreaterThanOrEqual(15);
     const before = await nativeCreateCount(f);
     await f.worker.client.request('setRules', {

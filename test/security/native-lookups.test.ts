@@ -9,7 +9,7 @@
 // only.
 import { describe, expect, it } from 'vitest';
 import { mountFixture, useMountHygiene, type MountedFixture } from '../helpers/worker-fixture.js';
-import { nativeCount, waitInDelta, WRITABLE_OUTPUT } from '../helpers/native-paths.js';
+import { nativeCount, ruleChangeRace, WRITABLE_OUTPUT } from '../helpers/native-paths.js';
 
 const OPEN = WRITABLE_OUTPUT;
 // A missing name is refused (and audited) where nothing below it could be visible either: a subtree rule.
@@ -44,25 +44,12 @@ describe('LOOKUPs answered in the binding: the worker keeps deciding what the ru
   useMountHygiene();
 
   it('a rule change that hides names in a marked directory applies to its next LOOKUP', async () => {
-    const f = await mountFixture({
-      tree: { output: { dir: true }, 'flag/.keep': '' },
-      rules: [...OPEN, { pattern: '/flag/**', permission: 'none' as const, priority: 100 }],
-      warmupEntries: 0,
+    // The kernel keeps the directory's node across the change (a forgotten node would be looked up anew,
+    // and marked or not under the new rules); counted once the loop is over (ruleChangeRace waits for it).
+    const { f, run } = await ruleChangeRace({
+      fill: ['for i in $(seq 20); do test -e f$i && exit 9; echo x > f$i; done'],
+      after: ['test -e secrets; echo $?', 'mkdir secrets 2>/dev/null; echo $?'],
     });
-    // The process keeps its cwd in the directory across the change, so the kernel keeps the node (a
-    // forgotten node would be looked up anew, and marked or not under the new rules).
-    const run = f.sandbox(
-      [
-        'mkdir -p output/d && cd output/d',
-        'for i in $(seq 20); do test -e f$i && exit 9; echo x > f$i; done',
-        'touch /workspace/output/filled',
-        'n=0; while [ ! -e /workspace/flag/.keep ] && [ $n -lt 600 ]; do sleep 0.05; n=$((n+1)); done',
-        'test -e secrets; echo $?',
-        'mkdir secrets 2>/dev/null; echo $?',
-      ].join('\n'),
-    );
-    // Counted once the loop is over (its marker is in the delta): LOOKUPs still under way would count.
-    await waitInDelta(f, 'output/filled');
     expect(await nativeLookupCount(f)).toBeGreaterThanOrEqual(15);
     const before = await nativeLookupCount(f);
     await f.worker.client.request('setRules', { rules: HIDE_SECRETS });

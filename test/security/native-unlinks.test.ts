@@ -11,7 +11,7 @@
 import { readFile } from 'node:fs/promises';
 import { describe, expect, it } from 'vitest';
 import { mountFixture, useMountHygiene, type MountedFixture } from '../helpers/worker-fixture.js';
-import { nativeCount, waitInDelta, WRITABLE_OUTPUT } from '../helpers/native-paths.js';
+import { nativeCount, ruleChangeRace, WRITABLE_OUTPUT } from '../helpers/native-paths.js';
 
 const OPEN = WRITABLE_OUTPUT;
 
@@ -23,23 +23,10 @@ describe('UNLINKs answered in the binding: the worker keeps deciding what is not
   useMountHygiene();
 
   it('a rule change that makes names in a directory read-only decides the next unlink there', async () => {
-    const f = await mountFixture({
-      tree: { output: { dir: true }, 'flag/.keep': '' },
-      rules: [...OPEN, { pattern: '/flag/**', permission: 'none' as const, priority: 100 }],
-      warmupEntries: 0,
+    const { f, run } = await ruleChangeRace({
+      fill: ['for i in $(seq 20); do test -e f$i; echo x > f$i; done', 'rm f1 f2 f3'],
+      after: ['{ if rm f10; then echo removed; else echo refused; fi; } 2>/dev/null'],
     });
-    // The process keeps its cwd in the directory across the change, so the kernel keeps the node.
-    const run = f.sandbox(
-      [
-        'mkdir -p output/d && cd output/d',
-        'for i in $(seq 20); do test -e f$i; echo x > f$i; done',
-        'rm f1 f2 f3',
-        'touch /workspace/output/filled',
-        'n=0; while [ ! -e /workspace/flag/.keep ] && [ $n -lt 600 ]; do sleep 0.05; n=$((n+1)); done',
-        '{ if rm f10; then echo removed; else echo refused; fi; } 2>/dev/null',
-      ].join('\n'),
-    );
-    await waitInDelta(f, 'output/filled');
     expect(await nativeUnlinkCount(f)).toBe(3);
     await f.worker.client.request('setRules', {
       // f10 and its like only: the directory stays writable, so the kernel asks
