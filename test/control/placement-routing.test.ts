@@ -53,6 +53,7 @@ describe('a control plane placing sandboxes through an orchestrator', () => {
     agent.sessions.clear();
     orchestrator.failing = 'no';
     orchestrator.nodeAgentPort = agent.port;
+    agent.auditEvents = [];
   });
 
   const reasonOf = (err: unknown): string | undefined =>
@@ -213,6 +214,35 @@ describe('a control plane placing sandboxes through an orchestrator', () => {
     expect(agent.seen.map((s) => `${s.method} ${s.url}`)).toEqual(['POST /v1/sandboxes']);
     const attached = JSON.parse(agent.seen[0]!.body) as { rules: unknown };
     expect(attached.rules).toEqual((await plane.getSandbox(sb.id)).rules);
+    await plane.destroySandbox(sb.id);
+  });
+
+  it("a placed sandbox's audit trail is read from its node, which audits allowed accesses when asked", async () => {
+    const sb = await plane.createSandbox({ codebaseId, auditAllowed: true });
+    await plane.startSandbox(sb.id);
+    expect(JSON.parse(agent.seen[0]!.body)).toMatchObject({ sandboxId: sb.id, auditAllowed: true });
+    const denial = {
+      seq: 1,
+      time: 1_700_000_000_000,
+      op: 'open',
+      path: '/secret/key',
+      decision: 'deny',
+      permission: 'none',
+      errno: 'ENOENT',
+    };
+    agent.auditEvents = [denial];
+    agent.seen.length = 0;
+    expect(await plane.audit(sb.id, { decision: 'deny', limit: 5 })).toEqual([denial]);
+    expect(agent.seen.map((s) => `${s.method} ${s.url}`)).toEqual([
+      `GET /v1/sandboxes/${sb.id}/audit?decision=deny&limit=5`,
+    ]);
+    // No policy point runs for a placed sandbox (it has no network): no records, and no node is asked.
+    agent.seen.length = 0;
+    expect(await plane.audit(sb.id, { kind: 'network' })).toEqual([]);
+    expect(agent.seen).toEqual([]);
+    // Stopped, its trail stays on the node it ran on: the read says it is not placed.
+    await plane.stopSandbox(sb.id);
+    expect(reasonOf(await plane.audit(sb.id).catch((e: unknown) => e))).toBe('AF_WRONG_STATE not-placed');
     await plane.destroySandbox(sb.id);
   });
 

@@ -25,6 +25,8 @@ export interface FakeNodeAgent {
   mode: AgentMode;
   /** Where `redirect` sends every call. */
   redirectTo: number;
+  /** What its audit route answers: the trail it keeps for any sandbox. */
+  auditEvents: unknown[];
   close(): Promise<void>;
 }
 
@@ -34,6 +36,7 @@ export async function startFakeNodeAgent(): Promise<FakeNodeAgent> {
     mode: 'ok' as AgentMode,
     redirectTo: 0,
     sessions: new Map<string, { cwd: string }>(),
+    auditEvents: [] as unknown[],
   };
   const server = createServer((req, res) => {
     const chunks: Buffer[] = [];
@@ -65,6 +68,9 @@ export async function startFakeNodeAgent(): Promise<FakeNodeAgent> {
       return json(201, { sandboxId: 'x', container: 'c' });
     }
     if (req.method === 'GET' && req.url === '/v1/health') return json(200, { sandboxes: [] });
+    if (agent.mode === 'ok' && req.method === 'GET' && /\/audit(\?|$)/.test(req.url ?? '')) {
+      return json(200, { events: agent.auditEvents });
+    }
     if (agent.mode === 'ok') {
       const session = sessionRequest(agent.sessions, req.method ?? '', req.url ?? '', body);
       if (session !== undefined) {

@@ -116,6 +116,16 @@ describe.skipIf(docker.unavailable !== null)(
       const changes = await call(agent!, token, 'GET', `/v1/sandboxes/${sandboxId}/changes`);
       expect(JSON.stringify(changes.json['changes'])).toContain('readme.txt');
 
+      // The denials above are in the trail the node keeps, as the API tier reads it.
+      const audit = await call(agent!, token, 'GET', `/v1/sandboxes/${sandboxId}/audit?decision=deny`);
+      expect(audit.status).toBe(200);
+      const denials = audit.json['events'] as { path: string; decision: string; errno?: string }[];
+      expect(denials.some((e) => e.path === '/secret.txt' && e.errno === 'ENOENT')).toBe(true);
+      expect(denials.some((e) => e.path === '/docs/guide.txt' && e.errno === 'EACCES')).toBe(true);
+      expect(denials.every((e) => e.decision === 'deny')).toBe(true);
+      const badQuery = await call(agent!, token, 'GET', `/v1/sandboxes/${sandboxId}/audit?limit=-1`);
+      expect(badQuery.status).toBe(400);
+
       // A session: a shell that keeps its state between commands, each with its own output and status.
       const opened = await call(agent!, token, 'POST', `/v1/sandboxes/${sandboxId}/sessions`, {});
       expect(opened.status).toBe(201);

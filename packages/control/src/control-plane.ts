@@ -22,7 +22,7 @@ import type { CodebaseInfo, CodebaseVisibility, FileEntry } from './codebases/ty
 import { validateId } from './ids.js';
 import { createControlLogger } from './logger.js';
 import { DataLayout, ensurePrivateDir, resolveDataDir } from './paths.js';
-import type { AuditQuery, NetworkAuditQuery } from './sandboxes/audit-log.js';
+import type { AuditQuery, NetworkAuditQuery } from '@agentfense/audit-trail';
 import { collectGarbage, type GcOptions, type GcReport } from './sandboxes/gc.js';
 import { SandboxHostUsers } from './sandboxes/host-user.js';
 import { checkpointService } from './sandboxes/checkpoint-host.js';
@@ -399,7 +399,7 @@ export class ControlPlane implements AsyncDisposable {
   audit(id: string, query?: AuditQuery): Promise<AuditEvent[]>;
   audit(id: string, query: NetworkAuditQuery): Promise<NetworkAuditEvent[]>;
   audit(id: string, query: AuditQuery | NetworkAuditQuery = {}): Promise<AuditEvent[] | NetworkAuditEvent[]> {
-    return 'kind' in query ? this.sandboxes.audit(id, query) : this.sandboxes.audit(id, query);
+    return this.#backend.audit(id, query);
   }
   /** The worker's memory and per-op statistics of a sandbox this process runs. */
   workerStats(id: string): Promise<WorkerStats> {

@@ -119,7 +119,7 @@ export type { SupervisionOptions } from './sandboxes/supervisor.js';
 export { WORKER_CGROUP_PARENT, workerMemoryBound } from './sandboxes/worker-cgroup.js';
 export type { WorkerMemoryOptions } from './sandboxes/worker-cgroup.js';
 export { NETWORK_CGROUP_PARENT, networkMemoryBound } from './sandboxes/network-cgroup.js';
-export type { AuditQuery } from './sandboxes/audit-log.js';
+export type { AuditQuery } from '@agentfense/audit-trail';
 
 // --- HTTP API (contract §7): the server behind `agentfense serve`, embeddable in another process ---
 export { API_VERSION, DEFAULT_BODY_LIMIT, createHttpServer } from './http/server.js';

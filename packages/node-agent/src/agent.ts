@@ -3,6 +3,7 @@
 // the codebase path against the codebase root, or the snapshot id through the node's blob cache) and keeps
 // one attach per sandbox.
 import { loadavg, cpus, freemem, totalmem } from 'node:os';
+import type { AuditQuery } from '@agentfense/audit-trail';
 import type { NodeBlobCache, SnapshotLease } from '@agentfense/blobs';
 import {
   AlreadyExistsError,
@@ -10,6 +11,7 @@ import {
   NotFoundError,
   UnavailableError,
   WrongStateError,
+  type AuditEvent,
   type CommitMode,
   type PermissionRule,
   type RuntimeLogger,
@@ -69,6 +71,7 @@ export class NodeAgentCore {
     readonly snapshotId?: unknown;
     readonly rules: readonly PermissionRule[];
     readonly diskQuotaBytes?: number;
+    readonly auditAllowed?: boolean;
   }): Promise<{ sandboxId: string; container: string }> {
     const sandboxId = checkSandboxId(input.sandboxId);
     if ((input.codebasePath === undefined) === (input.snapshotId === undefined)) {
@@ -96,6 +99,7 @@ export class NodeAgentCore {
           codebasePath: codebasePath ?? lease!.path,
           rules: input.rules,
           ...(input.diskQuotaBytes === undefined ? {} : { diskQuotaBytes: input.diskQuotaBytes }),
+          ...(input.auditAllowed === undefined ? {} : { auditAllowed: input.auditAllowed }),
         },
         stateDir: this.options.stateDir,
         engine: this.options.engine,
@@ -156,6 +160,11 @@ export class NodeAgentCore {
    */
   async setRules(id: string, rules: readonly PermissionRule[]): Promise<void> {
     await this.sandbox(id).request('setRules', { rules });
+  }
+
+  /** The sandbox's audit trail on this node: its worker's decisions, newest last. */
+  audit(id: string, query: AuditQuery): Promise<AuditEvent[]> {
+    return this.sandbox(id).audit(query);
   }
 
   async discard(id: string, paths?: readonly string[]): Promise<void> {

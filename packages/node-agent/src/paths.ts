@@ -58,6 +58,8 @@ export interface SandboxPaths {
   /** The worker's log and its pid record (pid and start time, for the clean-up after a restart). */
   readonly workerLog: string;
   readonly workerPid: string;
+  /** The sandbox's audit trail (the worker's decisions), kept with the delta and read by the API tier. */
+  readonly auditLog: string;
 }
 
 /** The state directory's folder of sandboxes. */
@@ -73,5 +75,6 @@ export function sandboxPaths(stateDir: string, sandboxId: string): SandboxPaths 
     view: posix.join(dir, 'view'),
     workerLog: posix.join(dir, 'worker.log'),
     workerPid: posix.join(dir, 'worker.pid'),
+    auditLog: posix.join(dir, 'audit.jsonl'),
   };
 }

@@ -4,6 +4,7 @@
 // undoes all of it, keeping the delta unless told to drop it.
 import { chmod, mkdir, rm, writeFile } from 'node:fs/promises';
 import { posix } from 'node:path';
+import { AuditWriter, readAudit, type AuditQuery } from '@agentfense/audit-trail';
 import type { LauncherClient } from '@agentfense/launcher';
 import { identityOf, openPinnedDir, removeTree, spawnWorker } from '@agentfense/fuse-worker';
 import type { WorkerHandle } from '@agentfense/fuse-worker';
@@ -12,6 +13,7 @@ import {
   collectParts,
   processStartTime,
   validateRules,
+  type AuditEvent,
   type ExecResult,
   type OutputCallback,
   type PermissionRule,
@@ -43,6 +45,8 @@ export interface AttachRequest {
   readonly rules: readonly PermissionRule[];
   /** Bytes the delta may hold (absent: no quota). */
   readonly diskQuotaBytes?: number;
+  /** Whether allowed accesses are audited too (denials always are). */
+  readonly auditAllowed?: boolean;
 }
 
 /** One command, as the API tier asks for it. */
@@ -75,6 +79,7 @@ export class AttachedSandbox {
     private readonly env: Readonly<Record<string, string>>,
     readonly sessions: Sessions,
     private readonly logger: RuntimeLogger,
+    private readonly trail: AuditWriter,
   ) {}
 
   static async attach(options: {
@@ -91,11 +96,16 @@ export class AttachedSandbox {
     await chmod(paths.dir, 0o700);
     await mkdir(paths.view, { recursive: true, mode: 0o700 });
     const undo: (() => Promise<unknown>)[] = [];
+    // The trail is kept here, beside the delta, and read by the API tier through this agent.
+    const trail = new AuditWriter(paths.auditLog, (err) =>
+      logger.warn({ err, sandboxId: request.sandboxId }, 'could not write the audit trail'),
+    );
     try {
       const lower = await openPinnedDir(request.codebasePath);
       const lowerIdentity = await identityOf(lower).finally(() => lower.close());
       const worker = await spawnWorker({ logFile: paths.workerLog, name: request.sandboxId });
       undo.push(() => worker.stop({ graceMs: WORKER_STOP_GRACE_MS }));
+      worker.client.onEvent('audit', (events) => trail.append(events));
       await writeFile(paths.workerPid, `${worker.pid} ${processStartTime(worker.pid) ?? ''}\n`, {
         mode: 0o600,
       });
@@ -110,6 +120,7 @@ export class AttachedSandbox {
         ownerUid: container.uid,
         ownerGid: container.gid,
         callerUid: container.uid,
+        auditAllowed: request.auditAllowed === true,
         ...(request.diskQuotaBytes === undefined ? {} : { diskQuotaBytes: request.diskQuotaBytes }),
       });
       const listener = await listenForLauncher({
@@ -162,6 +173,7 @@ export class AttachedSandbox {
         env,
         sessions,
         logger,
+        trail,
       );
     } catch (err) {
       for (const step of undo.reverse()) await step().catch(() => undefined);
@@ -201,6 +213,14 @@ export class AttachedSandbox {
     return collectParts(first, (cursor) => this.worker.client.request('more', { cursor }));
   }
 
+  /** The sandbox's audit trail, with what the worker still batches written first. */
+  async audit(query: AuditQuery): Promise<AuditEvent[]> {
+    // A stats request has the worker send the records it batches, as the control plane does.
+    if (!this.#stopped) await this.worker.client.request('stats', {}).catch(() => undefined);
+    await this.trail.flush();
+    return readAudit(this.paths.auditLog, query);
+  }
+
   /** Ends sessions, takes the mounts out of the container, stops af-init and the worker. */
   async detach(options: { readonly dropDelta?: boolean } = {}): Promise<void> {
     this.#stopped = true;
@@ -212,6 +232,7 @@ export class AttachedSandbox {
     }
     await this.listener.release();
     await this.worker.stop({ graceMs: WORKER_STOP_GRACE_MS });
+    await this.trail.flush();
     await rm(this.paths.workerPid, { force: true });
     if (options.dropDelta === true) await removeTree(this.paths.dir);
   }

@@ -29,6 +29,22 @@ function rulesOf(value: unknown): readonly never[] {
   return value as never[];
 }
 
+/** An audit query from the URL: `decision` (allow or deny) and `limit` (a positive integer). */
+function auditQuery(query: URLSearchParams): { decision?: 'allow' | 'deny'; limit?: number } {
+  const decision = query.get('decision');
+  if (decision !== null && decision !== 'allow' && decision !== 'deny') {
+    throw new InvalidArgumentError('decision: "allow" or "deny"');
+  }
+  const limit = query.get('limit');
+  if (limit !== null && !/^[1-9]\d{0,8}$/.test(limit)) {
+    throw new InvalidArgumentError('limit: a positive integer');
+  }
+  return {
+    ...(decision === null ? {} : { decision }),
+    ...(limit === null ? {} : { limit: Number(limit) }),
+  };
+}
+
 function commitMode(value: unknown): CommitMode {
   if (value === undefined) return 'detect-conflicts';
   if (value !== 'detect-conflicts' && value !== 'last-writer-wins') {
@@ -52,12 +68,17 @@ function routes(core: NodeAgentCore): Route[] {
       async ({ req, res }) => {
         const body = await readJson(req);
         const quota = optionalNumber(body['diskQuotaBytes'], 'diskQuotaBytes');
+        const auditAllowed = body['auditAllowed'];
+        if (auditAllowed !== undefined && typeof auditAllowed !== 'boolean') {
+          throw new InvalidArgumentError('auditAllowed: true or false');
+        }
         const attached = await core.attach({
           sandboxId: body['sandboxId'],
           codebasePath: body['codebasePath'],
           snapshotId: body['snapshotId'],
           rules: rulesOf(body['rules']),
           ...(quota === undefined ? {} : { diskQuotaBytes: quota }),
+          ...(auditAllowed === undefined ? {} : { auditAllowed }),
         });
         sendJson(res, 201, attached);
       },
@@ -138,6 +159,12 @@ function routes(core: NodeAgentCore): Route[] {
       'GET',
       new RegExp(`^${SB}/changes$`),
       async ({ res, params }) => sendJson(res, 200, await core.changes(id(params))),
+    ],
+    [
+      'GET',
+      new RegExp(`^${SB}/audit$`),
+      async ({ res, params, query }) =>
+        sendJson(res, 200, { events: await core.audit(id(params), auditQuery(query)) }),
     ],
     [
       'GET',

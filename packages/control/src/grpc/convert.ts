@@ -16,7 +16,7 @@ import type {
 } from '@agentfense/network';
 import type { CodebaseInfo, FileEntry } from '../codebases/types.js';
 import { isId, type IdKind } from '../ids.js';
-import type { AuditQuery } from '../sandboxes/audit-log.js';
+import type { AuditQuery } from '@agentfense/audit-trail';
 import type { SandboxInfo, SandboxState } from '../sandboxes/types.js';
 import type { SessionExecResult } from '@agentfense/sessions';
 import type { SessionInfo } from '@agentfense/sessions';

@@ -16,7 +16,7 @@ import { InvalidArgumentError } from '@agentfense/protocol';
 import type { AuditEvent, ChangeEntry, CommitMode, CommitResult, ExecResult } from '@agentfense/protocol';
 import type { CodebaseInfo, FileEntry } from '../codebases/types.js';
 import type { ControlPlane } from '../control-plane.js';
-import type { AuditQuery } from '../sandboxes/audit-log.js';
+import type { AuditQuery } from '@agentfense/audit-trail';
 import { tailLog } from '../sandboxes/log-file.js';
 import type {
   CreateSandboxOptions,

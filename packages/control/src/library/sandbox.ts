@@ -19,7 +19,7 @@ import type {
   ResourceLimits,
 } from '@agentfense/protocol';
 import type { ControlPlane } from '../control-plane.js';
-import type { AuditQuery } from '../sandboxes/audit-log.js';
+import type { AuditQuery } from '@agentfense/audit-trail';
 import type { RuntimeMap } from '../sandboxes/runtimes.js';
 import type { SecretValueSource } from '../sandboxes/secret-values.js';
 import type { SupervisionOptions } from '../sandboxes/supervisor.js';

@@ -3,7 +3,9 @@
 // an orchestrator and the node agents (orchestrated.ts). The ControlPlane sends the lifecycle, commands
 // and delta operations to its backend, so the faces (HTTP, gRPC, CLI, library, MCP) do not know which
 // one it is. docs/decisions.md, "serve places sandboxes through a backend interface".
-import type { ChangeEntry, CommitMode, CommitResult, ExecResult } from '@agentfense/protocol';
+import type { AuditQuery, NetworkAuditQuery } from '@agentfense/audit-trail';
+import type { NetworkAuditEvent } from '@agentfense/network';
+import type { AuditEvent, ChangeEntry, CommitMode, CommitResult, ExecResult } from '@agentfense/protocol';
 import type { SandboxExecOptions, SandboxInfo } from '../sandboxes/types.js';
 
 export interface SandboxBackend {
@@ -22,6 +24,11 @@ export interface SandboxBackend {
   commit(id: string, options?: { mode?: CommitMode; paths?: readonly string[] }): Promise<CommitResult>;
   /** Drops the delta's changes (all, or under `paths`). */
   discard(id: string, options?: { paths?: readonly string[] }): Promise<void>;
+  /** The sandbox's audit trail: the worker's decisions, or with `kind: 'network'` the policy point's. */
+  audit(id: string, query?: AuditQuery | NetworkAuditQuery): Promise<AuditRecords>;
   readFile(id: string, path: string): Promise<Buffer>;
   writeFile(id: string, path: string, data: Uint8Array | string): Promise<void>;
 }
+
+/** What an audit query answers: file decisions, or network records for a `kind: 'network'` query. */
+export type AuditRecords = AuditEvent[] | NetworkAuditEvent[];

@@ -7,12 +7,14 @@ import {
   InternalError,
   ProtocolError,
   fromWire,
+  type AuditEvent,
   type ChangeEntry,
   type CommitMode,
   type CommitResult,
   type PermissionRule,
 } from '@agentfense/protocol';
 import type { SessionExecResult, SessionInfo, SessionShell } from '@agentfense/sessions';
+import type { AuditQuery } from '@agentfense/audit-trail';
 import { RemoteSandboxError } from './errors.js';
 
 /** A node agent's address and the API tier's token for it. */
@@ -72,6 +74,7 @@ export class NodeAgentClient {
     readonly codebasePath: string;
     readonly rules: readonly PermissionRule[];
     readonly diskQuotaBytes?: number;
+    readonly auditAllowed?: boolean;
   }): Promise<{ sandboxId: string; container: string }> {
     return this.#json('POST', '/v1/sandboxes', request);
   }
@@ -110,6 +113,16 @@ export class NodeAgentClient {
     options: { readonly mode?: CommitMode; readonly paths?: readonly string[] },
   ): Promise<CommitResult> {
     return this.#json('POST', `${sandboxPath(sandboxId)}/commit`, options);
+  }
+
+  /** The audit trail the node keeps for the sandbox (its worker's decisions), newest last. */
+  async audit(sandboxId: string, query: AuditQuery): Promise<AuditEvent[]> {
+    const params = new URLSearchParams();
+    if (query.decision !== undefined) params.set('decision', query.decision);
+    if (query.limit !== undefined) params.set('limit', String(query.limit));
+    const suffix = params.size === 0 ? '' : `?${params.toString()}`;
+    return (await this.#json<{ events: AuditEvent[] }>('GET', `${sandboxPath(sandboxId)}/audit${suffix}`))
+      .events;
   }
 
   /** Replaces the file rules the sandbox's worker enforces. */

@@ -6,6 +6,7 @@
 // same path (a shared filesystem) until the blob store exists.
 import { rm } from 'node:fs/promises';
 import type { Logger } from 'pino';
+import type { AuditQuery, NetworkAuditQuery } from '@agentfense/audit-trail';
 import {
   AgentFenseError,
   AlreadyExistsError,
@@ -27,7 +28,7 @@ import type { SandboxExecOptions, SandboxInfo } from '../sandboxes/types.js';
 import type { MetadataStore } from '../store/metadata.js';
 import type { PlacedSessionStore } from '../store/placed-sessions.js';
 import { sandboxInfo, type SandboxRow, type SandboxStore } from '../store/sandboxes.js';
-import type { SandboxBackend } from './backend.js';
+import type { AuditRecords, SandboxBackend } from './backend.js';
 import { RemoteSandboxError } from './errors.js';
 import { remoteExec } from './exec.js';
 import { NodeAgentClient } from './node-agent-client.js';
@@ -196,6 +197,16 @@ export class OrchestratedSandboxes implements SandboxBackend {
     return this.#unreachable(id, client.setRules(id, rules));
   }
 
+  /**
+   * The trail its node keeps. A placed sandbox has no network (no policy point runs for it on a node),
+   * so its network records are none.
+   */
+  async audit(id: string, query: AuditQuery | NetworkAuditQuery = {}): Promise<AuditRecords> {
+    const { client } = await this.#route(id);
+    if ('kind' in query) return [];
+    return this.#unreachable(id, client.audit(id, query));
+  }
+
   async readFile(id: string, path: string): Promise<Buffer> {
     const { client } = await this.#route(id);
     return this.#unreachable(id, client.readFile(id, path));
@@ -264,6 +275,7 @@ export class OrchestratedSandboxes implements SandboxBackend {
       sandboxId: row.id,
       codebasePath: path,
       rules: row.rules,
+      auditAllowed: row.audit_allowed,
       ...(row.resources.diskBytes === undefined ? {} : { diskQuotaBytes: row.resources.diskBytes }),
     };
     try {

@@ -4,7 +4,7 @@ import type { Logger } from 'pino';
 import type { AuditEvent } from '@agentfense/protocol';
 import type { DataLayout } from '../paths.js';
 import type { MetadataStore } from '../store/metadata.js';
-import { AuditWriter } from './audit-log.js';
+import { AuditWriter } from '@agentfense/audit-trail';
 import type { CheckpointLimits } from './checkpoint-limits.js';
 import { CheckpointService } from './checkpoints.js';
 import type { CompactionStep } from './compactor.js';

@@ -20,7 +20,13 @@ import type {
 import { validateId } from '../ids.js';
 import { ensurePrivateDir, type DataLayout } from '../paths.js';
 import { sandboxInfo, type SandboxStore } from '../store/sandboxes.js';
-import { readAudit, type AuditQuery, type AuditWriter, type NetworkAuditQuery } from './audit-log.js';
+import {
+  readAudit,
+  type AuditQuery,
+  type AuditWriter,
+  type NetworkAuditQuery,
+} from '@agentfense/audit-trail';
+import type { AuditRecords } from '../placement/backend.js';
 import { removeSandboxFiles } from './destroy-files.js';
 import { KeyedLock } from './keyed-lock.js';
 import { networkOptions } from './network.js';
@@ -52,9 +58,6 @@ import type {
 } from './types.js';
 
 export type { SandboxManagerOptions } from './manager-options.js';
-
-/** The file decisions or the network's records. */
-type AuditRecords = AuditEvent[] | NetworkAuditEvent[];
 
 export class SandboxManager {
   readonly #layout: DataLayout;

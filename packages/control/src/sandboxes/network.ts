@@ -13,7 +13,7 @@ import type {
 } from '@agentfense/network';
 import type { Logger } from 'pino';
 import type { SandboxRow, SandboxStore } from '../store/sandboxes.js';
-import type { AuditWriter } from './audit-log.js';
+import type { AuditWriter } from '@agentfense/audit-trail';
 import { createNetworkCgroup, networkMemoryBound } from './network-cgroup.js';
 import type { NetworkCgroup } from './network-cgroup.js';
 import type { Live } from './start.js';

@@ -10,7 +10,7 @@ import type { DataLayout } from '../paths.js';
 import { originOf, resolveSecrets } from '../secret-sources.js';
 import type { SecretSource } from '../secret-sources.js';
 import type { SandboxStore } from '../store/sandboxes.js';
-import { AuditWriter } from './audit-log.js';
+import { AuditWriter } from '@agentfense/audit-trail';
 import type { KeyedLock } from './keyed-lock.js';
 import type { Ownership } from './ownership.js';
 import type { SecretVault } from './secrets.js';

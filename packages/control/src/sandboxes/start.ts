@@ -10,7 +10,7 @@ import type { SandboxNetwork } from '@agentfense/network';
 import type { NetworkOptions } from '@agentfense/network';
 import type { CodebaseService } from '../codebases/service.js';
 import type { SandboxRow } from '../store/sandboxes.js';
-import { AuditWriter } from './audit-log.js';
+import { AuditWriter } from '@agentfense/audit-trail';
 import type { SandboxHostUsers } from './host-user.js';
 import { mountParams } from './mounts.js';
 import { startPolicyPoint } from './network.js';

@@ -5,7 +5,7 @@ import type { Logger } from 'pino';
 import type { RuntimeInstance } from '@agentfense/protocol';
 import type { DataLayout } from '../paths.js';
 import type { SandboxPatch, SandboxRow, SandboxStore } from '../store/sandboxes.js';
-import type { AuditWriter } from './audit-log.js';
+import type { AuditWriter } from '@agentfense/audit-trail';
 import type { SandboxMounts } from './mounts.js';
 import { RELEASED } from './ownership.js';
 

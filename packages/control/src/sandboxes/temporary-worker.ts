@@ -4,7 +4,7 @@ import { WrongStateError } from '@agentfense/protocol';
 import type { WorkerMethod, WorkerParams, WorkerResult } from '@agentfense/protocol';
 import type { CodebaseService } from '../codebases/service.js';
 import type { SandboxRow } from '../store/sandboxes.js';
-import { AuditWriter } from './audit-log.js';
+import { AuditWriter } from '@agentfense/audit-trail';
 import type { KeyedLock } from './keyed-lock.js';
 import type { Ownership } from './ownership.js';
 import type { Live } from './start.js';

@@ -5,7 +5,7 @@ import { stat } from 'node:fs/promises';
 import type { Command } from 'commander';
 import { InvalidArgumentError, escapeJsonText, escapeLine, quotePath } from '@agentfense/protocol/core';
 import type { AuditEvent } from '@agentfense/protocol';
-import type { AuditQuery } from '../../sandboxes/audit-log.js';
+import type { AuditQuery } from '@agentfense/audit-trail';
 import { followLog, readNewLines } from '../../sandboxes/log-file.js';
 import { addDataOption, withControlPlane } from '../control-options.js';
 import type { DataFlags } from '../control-options.js';
@@ -52,7 +52,7 @@ function formatAudit(events: readonly AuditEvent[]): string {
       e.target === undefined ? quotePath(e.path) : `${quotePath(e.path)} -> ${quotePath(e.target)}`,
       e.errno ?? '',
       `permission=${e.permission}`,
-      // A flood collapsed by the trail (audit-collapse.ts): this record stands for all of them.
+      // A flood collapsed by the trail (@agentfense/audit-trail): this record stands for all of them.
       ...(e.similar === undefined ? [] : [`(${e.similar} similar denials, the first shown)`]),
     ]),
   );

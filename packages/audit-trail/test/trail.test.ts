@@ -3,8 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { AuditEvent } from '@agentfense/protocol';
-import { AuditWriter, auditMaxBytes, readAudit } from '../src/sandboxes/audit-log.js';
-import { DENIALS_PER_WINDOW } from '../src/sandboxes/audit-collapse.js';
+import { AuditWriter, auditMaxBytes, readAudit } from '../src/trail.js';
+import { DENIALS_PER_WINDOW } from '../src/collapse.js';
 
 const event = (seq: number, decision: 'allow' | 'deny'): AuditEvent => ({
   seq,

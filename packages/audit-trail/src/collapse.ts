@@ -1,4 +1,4 @@
-// A flood of denials must not push everything else out of a sandbox's bounded audit trail (audit-log.ts
+// A flood of denials must not push everything else out of a sandbox's bounded audit trail (trail.ts
 // rotates it at a size cap): per kind of denial (op, errno, permission) only the first few of each second
 // are written one by one; the rest are counted and written as one record carrying `similar`.
 import type { AuditEvent } from '@agentfense/protocol';

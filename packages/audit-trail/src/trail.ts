@@ -1,7 +1,7 @@
 // Per-sandbox audit trail: the worker's audit batches appended as JSON lines to audit.jsonl, and queries
 // over it. Appends of one sandbox are serialized so lines never interleave. The trail is bounded: at
 // `maxBytes` the file is renamed to audit.jsonl.1 (replacing the one before) and a new one begun, and
-// floods of similar denials are collapsed (audit-collapse.ts) so they cannot evict everything else.
+// floods of similar denials are collapsed (collapse.ts) so they cannot evict everything else.
 // Reads stream both files line by line: no size of trail is ever one string.
 import { createReadStream } from 'node:fs';
 import { appendFile, rename, stat } from 'node:fs/promises';
@@ -9,7 +9,7 @@ import { createInterface } from 'node:readline';
 import type { AuditEvent } from '@agentfense/protocol';
 import type { NetworkAuditEvent } from '@agentfense/network';
 import { InvalidArgumentError } from '@agentfense/protocol';
-import { DenialCollapser, WINDOW_MS } from './audit-collapse.js';
+import { DenialCollapser, WINDOW_MS } from './collapse.js';
 
 /** Filters of `audit()`. */
 export interface AuditQuery {
