@@ -11,7 +11,7 @@ import type { CompactionStep } from './sandboxes/compactor.js';
 import type { PrewarmKind } from './sandboxes/prewarm.js';
 import type { RuntimeMap } from './sandboxes/runtimes.js';
 import type { SupervisionOptions } from './sandboxes/supervisor.js';
-import type { WorkerMemoryOptions } from './sandboxes/worker-cgroup.js';
+import type { WorkerMemoryOptions } from '@agentfense/fuse-worker';
 
 export interface ControlPlaneOptions {
   /** The data directory; default $AGENTFENSE_DATA_DIR, else $XDG_DATA_HOME/agentfense, else ~/.local/share/agentfense. */

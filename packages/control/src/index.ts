@@ -116,8 +116,8 @@ export { RuntimeRegistry } from './sandboxes/runtimes.js';
 export type { RuntimeMap, RuntimeProvider } from './sandboxes/runtimes.js';
 export { DEFAULT_SUPERVISION } from './sandboxes/supervisor.js';
 export type { SupervisionOptions } from './sandboxes/supervisor.js';
-export { WORKER_CGROUP_PARENT, workerMemoryBound } from './sandboxes/worker-cgroup.js';
-export type { WorkerMemoryOptions } from './sandboxes/worker-cgroup.js';
+export { WORKER_CGROUP_PARENT, workerMemoryBound } from '@agentfense/fuse-worker';
+export type { WorkerMemoryOptions } from '@agentfense/fuse-worker';
 export { NETWORK_CGROUP_PARENT, networkMemoryBound } from './sandboxes/network-cgroup.js';
 export type { AuditQuery } from '@agentfense/audit-trail';
 

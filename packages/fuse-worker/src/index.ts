@@ -13,6 +13,14 @@ export type { SpawnWorkerOptions, WorkerExit } from './handle.js';
 export { abortFuseConnection, clearFuseMount, fuseMountsAt, isFuseMounted, listMounts } from './mounts.js';
 export type { MountInfo } from './mounts.js';
 export { removeTree } from './host/walk.js';
+export {
+  WORKER_CGROUP_PARENT,
+  createWorkerCgroup,
+  parseOomKillCount,
+  removeWorkerCgroup,
+  workerMemoryBound,
+} from './worker-cgroup.js';
+export type { WorkerCgroup, WorkerMemoryOptions } from './worker-cgroup.js';
 export { identityOf, openPinnedDir } from './host/pinned-dir.js';
 export type { PinnedDirOptions } from './host/pinned-dir.js';
 // A delta's unfinished commit (its intent record): nothing may remove such a delta unasked.

@@ -72,6 +72,7 @@ export class NodeAgentCore {
     readonly rules: readonly PermissionRule[];
     readonly diskQuotaBytes?: number;
     readonly auditAllowed?: boolean;
+    readonly memoryBytes?: number;
   }): Promise<{ sandboxId: string; container: string }> {
     const sandboxId = checkSandboxId(input.sandboxId);
     if ((input.codebasePath === undefined) === (input.snapshotId === undefined)) {
@@ -100,6 +101,7 @@ export class NodeAgentCore {
           rules: input.rules,
           ...(input.diskQuotaBytes === undefined ? {} : { diskQuotaBytes: input.diskQuotaBytes }),
           ...(input.auditAllowed === undefined ? {} : { auditAllowed: input.auditAllowed }),
+          ...(input.memoryBytes === undefined ? {} : { memoryBytes: input.memoryBytes }),
         },
         stateDir: this.options.stateDir,
         engine: this.options.engine,

@@ -1,14 +1,15 @@
 // What a previous run of the agent left: its workers ended with it (their control connections closed) or
 // linger, their FUSE mounts are dead or still there, af-init's directories are stale. On start the agent
-// kills those workers, clears those mounts and directories for every sandbox it holds, then asks which of
+// kills those workers (and whatever is left in their memory cgroups, which go too), clears those mounts and
+// directories for every sandbox it holds, then asks which of
 // those sandboxes are still placed on this node (findLeftovers, the returning-node rule): the others'
 // directories go entirely, delta included; the placed ones keep their delta for the next attach.
 import { readFile, readdir, rm } from 'node:fs/promises';
 import { posix } from 'node:path';
-import { clearFuseMount, removeTree } from '@agentfense/fuse-worker';
+import { clearFuseMount, removeTree, removeWorkerCgroup } from '@agentfense/fuse-worker';
 import type { Orchestrator } from '@agentfense/orchestrator';
 import { findLeftovers } from '@agentfense/orchestrator';
-import { isSameProcess } from '@agentfense/protocol';
+import { isSameProcess, type RuntimeLogger } from '@agentfense/protocol';
 import { LAUNCHER_DIR_PREFIX } from '@agentfense/runtime-docker';
 import { sandboxPaths, sandboxesDir } from './paths.js';
 
@@ -43,6 +44,7 @@ export async function cleanUpLeftovers(options: {
   readonly stateDir: string;
   readonly nodeName: string;
   readonly orchestrator: Pick<Orchestrator, 'locate'>;
+  readonly logger: RuntimeLogger;
 }): Promise<CleanupReport> {
   const held = await readdir(sandboxesDir(options.stateDir)).catch(() => [] as string[]);
   let killedWorkers = 0;
@@ -50,6 +52,9 @@ export async function cleanUpLeftovers(options: {
   for (const id of held) {
     const paths = sandboxPaths(options.stateDir, id);
     if (await killLeftWorker(paths.workerPid)) killedWorkers++;
+    await removeWorkerCgroup({ sandboxId: id, logger: options.logger }).catch((err: unknown) =>
+      options.logger.warn({ err, sandboxId: id }, 'could not remove a worker cgroup left by the last run'),
+    );
     clearedMounts += await clearFuseMount(paths.view);
     await rm(paths.workerPid, { force: true });
     for (const entry of await readdir(paths.dir).catch(() => [] as string[])) {

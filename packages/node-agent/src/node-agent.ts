@@ -84,7 +84,7 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
   });
   const server = createAgentServer({ core, authenticated });
   try {
-    const cleanup = await cleanUpLeftovers({ stateDir, nodeName, orchestrator });
+    const cleanup = await cleanUpLeftovers({ stateDir, nodeName, orchestrator, logger });
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
       server.listen(options.port, options.host, () => {

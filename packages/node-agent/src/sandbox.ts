@@ -6,7 +6,15 @@ import { chmod, mkdir, rm, writeFile } from 'node:fs/promises';
 import { posix } from 'node:path';
 import { AuditWriter, readAudit, type AuditQuery } from '@agentfense/audit-trail';
 import type { LauncherClient } from '@agentfense/launcher';
-import { identityOf, openPinnedDir, removeTree, spawnWorker } from '@agentfense/fuse-worker';
+import {
+  createWorkerCgroup,
+  identityOf,
+  openPinnedDir,
+  removeTree,
+  removeWorkerCgroup,
+  spawnWorker,
+  workerMemoryBound,
+} from '@agentfense/fuse-worker';
 import type { WorkerHandle } from '@agentfense/fuse-worker';
 import {
   UnavailableError,
@@ -47,6 +55,8 @@ export interface AttachRequest {
   readonly diskQuotaBytes?: number;
   /** Whether allowed accesses are audited too (denials always are). */
   readonly auditAllowed?: boolean;
+  /** The sandbox's memory limit: its worker's own bound is derived from it (workerMemoryBound). */
+  readonly memoryBytes?: number;
 }
 
 /** One command, as the API tier asks for it. */
@@ -103,8 +113,17 @@ export class AttachedSandbox {
     try {
       const lower = await openPinnedDir(request.codebasePath);
       const lowerIdentity = await identityOf(lower).finally(() => lower.close());
+      // What the sandbox makes its worker hold is charged to the sandbox, not to the node: the worker
+      // joins a memory cgroup of its own before it mounts, as on a single host.
+      const cgroupMade = createWorkerCgroup({
+        sandboxId: request.sandboxId,
+        boundBytes: workerMemoryBound(request.memoryBytes),
+        logger,
+      });
+      undo.push(() => removeWorkerCgroup({ sandboxId: request.sandboxId, logger }));
       const worker = await spawnWorker({ logFile: paths.workerLog, name: request.sandboxId });
       undo.push(() => worker.stop({ graceMs: WORKER_STOP_GRACE_MS }));
+      await (await cgroupMade)?.attach(worker.pid);
       worker.client.onEvent('audit', (events) => trail.append(events));
       await writeFile(paths.workerPid, `${worker.pid} ${processStartTime(worker.pid) ?? ''}\n`, {
         mode: 0o600,
@@ -232,6 +251,9 @@ export class AttachedSandbox {
     }
     await this.listener.release();
     await this.worker.stop({ graceMs: WORKER_STOP_GRACE_MS });
+    await removeWorkerCgroup({ sandboxId: this.id, logger: this.logger }).catch((err: unknown) =>
+      this.logger.warn({ err, sandboxId: this.id }, 'could not remove the worker cgroup'),
+    );
     await this.trail.flush();
     await rm(this.paths.workerPid, { force: true });
     if (options.dropDelta === true) await removeTree(this.paths.dir);

@@ -68,6 +68,7 @@ function routes(core: NodeAgentCore): Route[] {
       async ({ req, res }) => {
         const body = await readJson(req);
         const quota = optionalNumber(body['diskQuotaBytes'], 'diskQuotaBytes');
+        const memoryBytes = optionalNumber(body['memoryBytes'], 'memoryBytes');
         const auditAllowed = body['auditAllowed'];
         if (auditAllowed !== undefined && typeof auditAllowed !== 'boolean') {
           throw new InvalidArgumentError('auditAllowed: true or false');
@@ -79,6 +80,7 @@ function routes(core: NodeAgentCore): Route[] {
           rules: rulesOf(body['rules']),
           ...(quota === undefined ? {} : { diskQuotaBytes: quota }),
           ...(auditAllowed === undefined ? {} : { auditAllowed }),
+          ...(memoryBytes === undefined ? {} : { memoryBytes }),
         });
         sendJson(res, 201, attached);
       },

@@ -75,6 +75,7 @@ export class NodeAgentClient {
     readonly rules: readonly PermissionRule[];
     readonly diskQuotaBytes?: number;
     readonly auditAllowed?: boolean;
+    readonly memoryBytes?: number;
   }): Promise<{ sandboxId: string; container: string }> {
     return this.#json('POST', '/v1/sandboxes', request);
   }

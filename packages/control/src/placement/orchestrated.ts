@@ -276,6 +276,7 @@ export class OrchestratedSandboxes implements SandboxBackend {
       codebasePath: path,
       rules: row.rules,
       auditAllowed: row.audit_allowed,
+      ...(row.resources.memoryBytes === undefined ? {} : { memoryBytes: row.resources.memoryBytes }),
       ...(row.resources.diskBytes === undefined ? {} : { diskQuotaBytes: row.resources.diskBytes }),
     };
     try {

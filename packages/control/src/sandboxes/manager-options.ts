@@ -10,7 +10,7 @@ import type { SandboxHostUsers } from './host-user.js';
 import type { PlacedRules } from './policy-changes.js';
 import type { RuntimeRegistry } from './runtimes.js';
 import type { SupervisionOptions } from './supervisor.js';
-import type { WorkerMemoryOptions } from './worker-cgroup.js';
+import type { WorkerMemoryOptions } from '@agentfense/fuse-worker';
 
 export interface SandboxManagerOptions {
   readonly layout: DataLayout;

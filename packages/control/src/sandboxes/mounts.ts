@@ -11,7 +11,7 @@ import type { SandboxPaths } from '../paths.js';
 import type { SandboxRow } from '../store/sandboxes.js';
 import { makeSharedBind, mountsBelow, unmountAll } from './host-mounts.js';
 import { removeNetworkCgroup } from './network-cgroup.js';
-import { removeWorkerCgroup } from './worker-cgroup.js';
+import { removeWorkerCgroup } from '@agentfense/fuse-worker';
 import type { RuntimeRegistry } from './runtimes.js';
 
 export interface SandboxMountsOptions {

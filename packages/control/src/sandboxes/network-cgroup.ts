@@ -29,7 +29,7 @@ import {
 } from '@agentfense/protocol';
 import type { CgroupHost } from '@agentfense/protocol';
 import type { NetworkMemoryOptions } from '@agentfense/network';
-import { parseOomKillCount } from './worker-cgroup.js';
+import { parseOomKillCount } from '@agentfense/fuse-worker';
 
 /** Directory (under each hierarchy's root) that holds one cgroup per sandbox's policy point. */
 export const NETWORK_CGROUP_PARENT = 'agentfense-network';

@@ -24,8 +24,8 @@ import type { SupervisionOptions } from './supervisor.js';
 import { tearDown } from './teardown.js';
 import type { TeardownDeps, TeardownParts } from './teardown.js';
 import type { WorkerPool } from './worker-pool.js';
-import { createWorkerCgroup, workerMemoryBound } from './worker-cgroup.js';
-import type { WorkerMemoryOptions } from './worker-cgroup.js';
+import { createWorkerCgroup, workerMemoryBound } from '@agentfense/fuse-worker';
+import type { WorkerMemoryOptions } from '@agentfense/fuse-worker';
 
 /**
  * Awaits every promise, then throws the first rejection (if any): nothing is left running unobserved

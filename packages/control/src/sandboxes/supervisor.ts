@@ -8,7 +8,7 @@ import { clearFuseMount, spawnWorker } from '@agentfense/fuse-worker';
 import type { WorkerHandle } from '@agentfense/fuse-worker';
 import { TimeoutError, WrongStateError } from '@agentfense/protocol';
 import { requestWholeOn } from './whole-answer.js';
-import type { WorkerCgroup } from './worker-cgroup.js';
+import type { WorkerCgroup } from '@agentfense/fuse-worker';
 import { exitReasonOf, explainedCall } from './worker-exit.js';
 import type {
   AuditEvent,

@@ -16,9 +16,9 @@ import { requestWholeOn } from './whole-answer.js';
 import { redact } from './secrets.js';
 import type { SecretVault } from './secrets.js';
 import type { TeardownDeps } from './teardown.js';
-import { createWorkerCgroup, workerMemoryBound } from './worker-cgroup.js';
+import { createWorkerCgroup, workerMemoryBound } from '@agentfense/fuse-worker';
 import { exitReasonOf, explainedCall } from './worker-exit.js';
-import type { WorkerMemoryOptions } from './worker-cgroup.js';
+import type { WorkerMemoryOptions } from '@agentfense/fuse-worker';
 
 /** What a worker call needs from the manager. */
 export interface WorkerCallDeps extends TeardownDeps {

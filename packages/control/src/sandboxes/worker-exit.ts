@@ -4,7 +4,7 @@
 import { setTimeout as delay } from 'node:timers/promises';
 import type { WorkerHandle } from '@agentfense/fuse-worker';
 import { ProtocolError, WorkerExitedError } from '@agentfense/protocol';
-import type { WorkerCgroup } from './worker-cgroup.js';
+import type { WorkerCgroup } from '@agentfense/fuse-worker';
 
 const MiB = 1024 * 1024;
 

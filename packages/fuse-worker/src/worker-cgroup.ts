@@ -1,4 +1,5 @@
-// The worker's own memory cgroup. A sandbox's worker is a root process outside the sandbox's cgroups (it
+// The worker's own memory cgroup, made by whoever spawns it (the control plane, a cluster node's agent).
+// A sandbox's worker is a root process outside the sandbox's cgroups (it
 // serves the mount the sandbox's commands use), so what the sandbox makes it hold (names, listings,
 // metadata of a deep tree) was charged to nobody and bounded by nothing but the host: 1,200 nested
 // directories of 255-character names took one worker to 876 MiB. Each sandbox's worker now runs in
@@ -8,7 +9,6 @@
 // carry on. A host without a memory controller (or a control plane that may not create cgroups) runs
 // workers unbounded, as before, and logs it once.
 import { posix } from 'node:path';
-import type { Logger } from 'pino';
 import {
   DEFAULT_RESOURCES,
   TEARDOWN_DEADLINE_MS,
@@ -21,7 +21,7 @@ import {
   whileParentVanishes,
   writeControl,
 } from '@agentfense/protocol';
-import type { CgroupHost } from '@agentfense/protocol';
+import type { CgroupHost, RuntimeLogger } from '@agentfense/protocol';
 
 /** Directory (under the memory hierarchy's root) that holds one cgroup per sandbox's worker. */
 export const WORKER_CGROUP_PARENT = 'agentfense-workers';
@@ -109,7 +109,7 @@ let warnedUnbounded = false;
 export async function createWorkerCgroup(options: {
   readonly sandboxId: string;
   readonly boundBytes: number;
-  readonly logger: Logger;
+  readonly logger: RuntimeLogger;
   /** Where the hierarchies are mounted (tests); default /sys/fs/cgroup. */
   readonly cgroupRoot?: string;
 }): Promise<WorkerCgroup | null> {
@@ -170,7 +170,7 @@ function makeV2(root: string, dir: string): Promise<'created' | 'existed'> {
  */
 export async function removeWorkerCgroup(options: {
   readonly sandboxId: string;
-  readonly logger: Logger;
+  readonly logger: RuntimeLogger;
   readonly cgroupRoot?: string;
 }): Promise<void> {
   const hierarchy = await memoryHierarchy(options.cgroupRoot).catch(() => null);
