@@ -5,6 +5,7 @@
 #include "fast-entries.h"
 #include "fast-create.h"
 #include "fast-unlink.h"
+#include "fast-rmdir.h"
 
 /* Names are copied NUL-terminated after the header; `at` is the running offset in buf. */
 static const char *copy_name(ll_msg *m, size_t *at, const char *src, size_t *len_out) {
@@ -153,6 +154,7 @@ static void ll_unlink(fuse_req_t req, fuse_ino_t parent, const char *name) {
 static void ll_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name) {
   NEED(OP_RMDIR);
   fast_invalidate(SESS(req));
+  if (frmdir_rmdir(SESS(req), req, parent, name)) return;
   size_t at = 0;
   ALLOC(m, req, OP_RMDIR, strlen(name) + 1);
   m->ino = parent;

@@ -7,20 +7,23 @@
  * entry/attr timeout, whether write-only creates get direct I/O, the caller uid served besides root (-1:
  * any), the journal records written and not yet adopted by JS, the CREATEs answered here, the GETATTR
  * timeout, the GETATTRs and SETATTRs answered here, whether GETATTRs of marked directories are (1),
- * whether UNLINKs are (1, fast-unlink.c), the UNLINKs answered here. */
+ * whether UNLINKs are (1, fast-unlink.c), the UNLINKs answered here, whether RMDIRs are (1, fast-rmdir.c),
+ * the RMDIRs answered here. */
 enum {
   FC_ON = 0, FC_NEXT = 1, FC_END = 2, FC_JOURNAL_FD = 3, FC_TTL = 4, FC_DIRECT = 5, FC_CALLER_UID = 6,
   FC_UNADOPTED = 7, FC_SERVED = 8, FC_ATTR_TTL = 9, FC_ATTRS_SERVED = 10, FC_DIR_ATTRS = 11, FC_UNLINKS = 12,
-  FC_UNLINKS_SERVED = 13, FC_COUNT = 14
+  FC_UNLINKS_SERVED = 13, FC_RMDIRS = 14, FC_RMDIRS_SERVED = 15, FC_COUNT = 16
 };
 
 /* Per created entry in a report: node, parent, fd, st_ino shown, quota charged, direct I/O, journal bytes,
  * kind. A row with parent 0 only names its node: FCRK_SETATTR, a file made here whose attributes a SETATTR
  * here changed; FCRK_DIR_ATTR, a marked directory whose attributes a GETATTR here sent to the kernel.
  * FCRK_UNLINK (fast-unlink.c): FCR_INO 1 when the name was removed (0: only its record was written),
- * FCR_FD the file kept open, FCR_STINO its host st_ino. One stream, so JS takes them in their order. */
+ * FCR_FD the file kept open, FCR_STINO its host st_ino. FCRK_RMDIR (fast-rmdir.c): FCR_INO 1 when the
+ * directory was removed, FCR_STINO its host st_ino, FCR_FD the journal records written (1: the removal's;
+ * 2: the removal's and, its rmdir(2) failed, the add's again). One stream, so JS takes them in order. */
 enum { FCR_INO = 0, FCR_PARENT, FCR_FD, FCR_STINO, FCR_CHARGE, FCR_DIRECT, FCR_JBYTES, FCR_KIND, FCR_WIDTH };
-enum { FCRK_CREATE = 0, FCRK_SETATTR = 1, FCRK_DIR_ATTR = 2, FCRK_UNLINK = 3 };
+enum { FCRK_CREATE = 0, FCRK_SETATTR = 1, FCRK_DIR_ATTR = 2, FCRK_UNLINK = 3, FCRK_RMDIR = 4 };
 
 int fcreate_create(ll_session *s, fuse_req_t req, uint64_t parent, const char *name, mode_t mode, int flags);
 int fcreate_getattr(ll_session *s, fuse_req_t req, uint64_t ino);

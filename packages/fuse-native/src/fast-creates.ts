@@ -18,19 +18,24 @@ const ATTRS_SERVED = 10;
 const DIR_ATTRS = 11;
 const UNLINKS = 12;
 const UNLINKS_SERVED = 13;
-const STATE_LENGTH = 14;
+const RMDIRS = 14;
+const RMDIRS_SERVED = 15;
+const STATE_LENGTH = 16;
 /** Doubles per reported entry (FCR_* in native/fast-create.h). */
 const ROW = 8;
-/** FCRK_DIR_ATTR, FCRK_UNLINK: the row's kind column. */
+/** FCRK_DIR_ATTR, FCRK_UNLINK, FCRK_RMDIR: the row's kind column. */
 const KIND_DIR_ATTR = 2;
 const KIND_UNLINK = 3;
+const KIND_RMDIR = 4;
 
 /**
  * One CREATE the binding answered (or began: `ino` 0 means only its journal record was written), or, with
  * `parent` 0, a SETATTR it answered on node `ino` (one it made) or, with `dirAttr`, a GETATTR it answered
  * of directory `ino` (nothing else is set), or, with `unlinked`, an UNLINK of `name` in `parent`
  * (native/fast-unlink.c: `ino` 1 when the name was removed, 0 when only its record was written; `fd` the
- * file kept open, `stIno` its host st_ino).
+ * file kept open, `stIno` its host st_ino), or, with `removedDir`, an RMDIR of `name` in `parent`
+ * (native/fast-rmdir.c: `ino` 1 when the directory was removed; `stIno` its host st_ino; `fd` the journal
+ * records written: 1, the removal's, or 2, the removal's and then, its rmdir(2) failed, the add's again).
  */
 export interface FastCreated {
   /** The node id answered (taken from the lent range); 0: the create went on to the handler. */
@@ -41,6 +46,8 @@ export interface FastCreated {
   readonly dirAttr: boolean;
   /** An UNLINK answered (or begun) in C. */
   readonly unlinked: boolean;
+  /** An RMDIR answered (or begun) in C. */
+  readonly removedDir: boolean;
   readonly name: string;
   /** The host fd of the new file (read-write), now the caller's to keep and close; -1 when `ino` is 0. */
   readonly fd: number;
@@ -78,6 +85,7 @@ export class FastCreates {
           journalBytes: rows[r + 6]!,
           dirAttr: rows[r + 7] === KIND_DIR_ATTR,
           unlinked: rows[r + 7] === KIND_UNLINK,
+          removedDir: rows[r + 7] === KIND_RMDIR,
           name: parent === 0 ? '' : parts[named++]!,
         });
       }
@@ -135,6 +143,19 @@ export class FastCreates {
   /** UNLINKs answered in C since the mount. */
   get unlinksServed(): number {
     return this.#state[UNLINKS_SERVED]!;
+  }
+
+  /**
+   * Whether RMDIRs of empty directories in marked directories are answered in C (native/fast-rmdir.c),
+   * where an UNLINK would be.
+   */
+  set rmdirs(on: boolean) {
+    this.#state[RMDIRS] = on ? 1 : 0;
+  }
+
+  /** RMDIRs answered in C since the mount. */
+  get rmdirsServed(): number {
+    return this.#state[RMDIRS_SERVED]!;
   }
 
   /** GETATTRs and SETATTRs answered in C since the mount. */

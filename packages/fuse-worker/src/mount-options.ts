@@ -26,6 +26,8 @@ import { InvalidArgumentError } from '@agentfense/protocol';
 // in C where the worker would shape nothing (the kernel drops a directory's attributes at each create in it).
 // nativeUnlinks (needs nativeCreates): UNLINKs of regular files in those directories are answered in C where
 // a CREATE would be, and reported in the same stream (fs/native-unlinks.ts).
+// nativeRmdirs (needs nativeCreates): RMDIRs of empty directories in those directories are answered in C
+// where an UNLINK would be, and reported in the same stream (fs/native-rmdirs.ts).
 // wideHandles: the worker's cache of host fds holds up to 4096 (fs/handles.ts), so a walk over a tree just
 // written finds its files' fds open and their READs stay in the binding; off: 512.
 export const SWITCHABLE_FEATURES = [
@@ -45,6 +47,7 @@ export const SWITCHABLE_FEATURES = [
   'nativeCreates',
   'nativeDirAttrs',
   'nativeUnlinks',
+  'nativeRmdirs',
   'freshEntries',
   'wideHandles',
 ] as const;
@@ -178,6 +181,14 @@ export function nativeUnlinks(disabled: readonly SwitchableFeature[]): boolean {
 }
 
 /**
+ * Whether RMDIRs of empty directories in the directories the lookup fast path marks are answered in C
+ * where an UNLINK would be (fs/native-rmdirs.ts); it needs nativeCreates, whose reports carry them.
+ */
+export function nativeRmdirs(disabled: readonly SwitchableFeature[]): boolean {
+  return !disabled.includes('nativeRmdirs') && nativeCreates(disabled);
+}
+
+/**
  * The read-ahead window to ask for: the request size, when requests are bigger than the kernel's default
  * window (128 KiB) and the feature is on; else null (leave the kernel's window).
  */
@@ -208,6 +219,7 @@ export function connStats(
       nativeCreates: nativeCreates(disabled),
       nativeDirAttrs: nativeDirAttrs(disabled),
       nativeUnlinks: nativeUnlinks(disabled),
+      nativeRmdirs: nativeRmdirs(disabled),
       freshEntries: freshEntries(conn, disabled),
       readahead,
     },

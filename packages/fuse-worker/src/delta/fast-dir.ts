@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { relParent } from '../host/rel-path.js';
 import type { DeltaContext } from './context.js';
 import { ABSENT } from './identity.js';
+import type { MetaRecord } from './meta-state.js';
 import { toRel } from './paths.js';
 import { isAddedDir } from './records.js';
 
@@ -48,6 +49,12 @@ export interface FastCreateSink {
    * the inode go.
    */
   unlinked(path: string, hostIno: number | undefined, journalBytes: number): void;
+  /**
+   * The binding appended the removal record (`unbase`) of directory `path` (`journalBytes`, 0: none; with
+   * `restored`, the add's record again after it) and, when `hostIno` is set, removed the directory there:
+   * the records join the state, the quota lets the inode go, cached fds of the directory are dropped.
+   */
+  removedDir(path: string, hostIno: number | undefined, journalBytes: number, restored: boolean): void;
 }
 
 export function fastCreateSink(ctx: () => DeltaContext): FastCreateSink {
@@ -74,6 +81,18 @@ export function fastCreateSink(ctx: () => DeltaContext): FastCreateSink {
       c.upper.changedOutside(); // the delta may hold the name's lstat
       if (journalBytes > 0) c.journal.adopt([{ op: 'unbase', path: toRel(path) }], journalBytes);
       if (hostIno !== undefined) c.quota?.release(BigInt(hostIno)); // releaseUpper: one link, so the last
+    },
+    removedDir: (path, hostIno, journalBytes, restored) => {
+      const c = ctx();
+      const rel = toRel(path);
+      c.upper.changedOutside();
+      const records: MetaRecord[] = [{ op: 'unbase', path: rel }];
+      if (restored) records.push({ op: 'base', path: rel, base: ABSENT });
+      if (journalBytes > 0) c.journal.adopt(records, journalBytes);
+      if (hostIno === undefined) return;
+      c.quota?.release(BigInt(hostIno)); // releaseUpper: a directory's inode goes with its one name
+      // upper.rmdir's invalidation: the entries go at once, their fds close when no one holds them
+      c.upper.removedOutside(rel).catch(() => undefined);
     },
   };
 }

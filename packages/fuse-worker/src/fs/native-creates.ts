@@ -17,6 +17,7 @@ import type { FastCreateSink } from '../delta/fast-dir.js';
 import { RawFile } from '../host/raw-file.js';
 import type { FsCore } from './core.js';
 import { registerIfReadable } from './native-reads.js';
+import { NativeRmdirs } from './native-rmdirs.js';
 import { NativeUnlinks } from './native-unlinks.js';
 import type { NativeWrites } from './native-writes.js';
 
@@ -41,6 +42,7 @@ export class NativeCreates {
   #counted = 0;
   #countedAttrs = 0;
   #unlinks: NativeUnlinks | undefined;
+  #rmdirs: NativeRmdirs | undefined;
 
   constructor(options: NativeCreatesOptions) {
     this.#fast = options.fuse.fastCreates((created) => this.adopt(created));
@@ -77,6 +79,11 @@ export class NativeCreates {
     this.#unlinks ??= new NativeUnlinks({ fast: this.#fast, core: this.#core, sink: this.#sink });
   }
 
+  /** Lets the binding answer RMDIRs of empty directories where it answers UNLINKs (native-rmdirs.ts). */
+  useRmdirs(): void {
+    this.#rmdirs ??= new NativeRmdirs({ fast: this.#fast, core: this.#core, sink: this.#sink });
+  }
+
   /** Serves creates while the audit records no allowed access; the direct I/O choice follows the worker's. */
   refresh(): void {
     this.#fast.on = !this.#core.audit.allowed;
@@ -90,6 +97,10 @@ export class NativeCreates {
     for (const c of created) {
       if (c.unlinked) {
         this.#unlinks?.adopt(c);
+        continue;
+      }
+      if (c.removedDir) {
+        this.#rmdirs?.adopt(c);
         continue;
       }
       if (c.dirAttr) {
@@ -126,9 +137,14 @@ export class NativeCreates {
     this.refresh();
   }
 
-  /** CREATEs, GETATTRs, SETATTRs and UNLINKs the binding answered since the mount. */
+  /** CREATEs, GETATTRs, SETATTRs, UNLINKs and RMDIRs the binding answered since the mount. */
   get answered(): number {
-    return this.#fast.served + this.#fast.attrsServed + (this.#unlinks?.answered ?? 0);
+    return (
+      this.#fast.served +
+      this.#fast.attrsServed +
+      (this.#unlinks?.answered ?? 0) +
+      (this.#rmdirs?.answered ?? 0)
+    );
   }
 
   /** Counts what the binding answered since the last call: `create-native`, `attr-native` (GETATTR, SETATTR). */
@@ -143,6 +159,7 @@ export class NativeCreates {
     this.#counted = served;
     this.#countedAttrs = attrs;
     this.#unlinks?.count();
+    this.#rmdirs?.count();
   }
 
   #lend(): void {

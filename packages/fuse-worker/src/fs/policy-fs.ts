@@ -216,6 +216,14 @@ export class PolicyFs {
     this.#core.nativeCreates?.useUnlinks();
   }
 
+  /**
+   * Lets the binding answer RMDIRs of empty directories where it answers UNLINKs (nativeRmdirs feature,
+   * native-rmdirs.ts; after useNativeCreates, whose reports carry them).
+   */
+  useNativeRmdirs(): void {
+    this.#core.nativeCreates?.useRmdirs();
+  }
+
   /** Before the delta changes wholesale (commit, discard, a layer change): no marked directory is served. */
   revokeNativeLookups(): void {
     this.#core.nativeLookups?.revoke();

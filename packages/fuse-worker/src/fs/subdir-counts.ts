@@ -74,6 +74,15 @@ export class SubdirCounts {
     }
   }
 
+  /**
+   * A subdirectory of `dir` went behind the worker (the binding's rmdir fast path): its count is listed
+   * again when next asked, and no listing under way across the change is kept.
+   */
+  changedOutside(dir: number): void {
+    this.#changes++;
+    this.#counts.delete(dir);
+  }
+
   /** A directory node the kernel forgot: its number may be reused. */
   forget(dir: number): void {
     this.#changes++;

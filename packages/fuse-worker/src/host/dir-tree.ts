@@ -112,6 +112,15 @@ export class DirTree {
     this.#generation++;
   }
 
+  /**
+   * Directory `rel` was removed behind this object (the binding's rmdir fast path): its cached fd, and any
+   * below it, name a dead directory now; a directory made at that path later is opened anew.
+   */
+  removedOutside(rel: string): Promise<void> {
+    this.#generation++;
+    return this.cache.invalidate(rel);
+  }
+
   /** Number of cached directory fds (for tests and metrics). */
   get cachedDirs(): number {
     return this.cache.size;

@@ -8,6 +8,7 @@ import {
   nativeDirAttrs,
   nativeLookups,
   nativeReads,
+  nativeRmdirs,
   nativeUnlinks,
   nativeWrites,
   type SwitchableFeature,
@@ -28,4 +29,5 @@ export function enableNativePaths(options: {
   if (nativeCreates(disabled)) fs.useNativeCreates(fuse, callerUid);
   if (nativeDirAttrs(disabled)) fs.useNativeDirAttrs();
   if (nativeUnlinks(disabled)) fs.useNativeUnlinks();
+  if (nativeRmdirs(disabled)) fs.useNativeRmdirs();
 }
