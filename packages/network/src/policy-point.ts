@@ -84,14 +84,22 @@ export class PolicyPoint {
       interceptor.take({ set, client, head, target, via: this.#via.get(client) ?? 'proxy', decision });
       return true;
     };
-    this.#http = new HttpFlows(this.#ctx, this.#intercept);
     this.#fast = networkFeatureOn('fastAccept', process.env)
       ? FastAccept.start(this.#ctx, {
           connection: (socket) => this.#proxyConnection(socket),
           overBound: (socket) =>
             this.#refuseOverBound(socket, connectionBoundReason(this.#ctx.maxConnections)),
+          tunnel: (client, upstream, dest) => this.#http.resumeConnect(client, upstream, dest),
         })
       : undefined;
+    const fast = this.#fast;
+    // The explicit proxy's CONNECT decisions go to the C path's table only when fastConnect is on.
+    const connectInC = fast !== undefined && networkFeatureOn('fastConnect', process.env);
+    this.#http = new HttpFlows(
+      this.#ctx,
+      this.#intercept,
+      connectInC ? (dest, decision) => fast.remember(dest, decision, 'proxy') : undefined,
+    );
     const ns = openSync(options.netnsPath, 'r');
     try {
       const addon = netnsAddon();
