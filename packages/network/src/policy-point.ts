@@ -31,6 +31,8 @@ export interface PolicyPointOptions {
   /** Open connections allowed at once; more are refused (and audited). */
   readonly maxConnections: number;
   readonly hostsFile?: string;
+  /** Resolves names in place of one made from `hostsFile` (tests give one whose answers change). */
+  readonly resolver?: Resolver;
   readonly audit: NetworkAuditSink;
   /** The sandbox's secrets and CA: TLS to a bound host is intercepted (intercept.ts). */
   readonly secrets?: SecretSetOptions;
@@ -72,7 +74,9 @@ export class PolicyPoint {
   constructor(options: PolicyPointOptions) {
     this.#ctx = new FlowContext({
       policy: options.policy,
-      resolver: new Resolver(options.hostsFile === undefined ? {} : { hostsFile: options.hostsFile }),
+      resolver:
+        options.resolver ??
+        new Resolver(options.hostsFile === undefined ? {} : { hostsFile: options.hostsFile }),
       maxConnections: options.maxConnections,
       audit: options.audit,
       ...(options.secrets === undefined ? {} : { secrets: new SecretSet(options.secrets) }),
