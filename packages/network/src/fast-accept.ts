@@ -6,9 +6,10 @@
 // the address, and is forgotten before a new policy or secret applies. The connection bound is counted
 // on that thread for both paths. Node hears of each connection it carried (started, then its end) and
 // keeps it in the same connection table and writes the same audit record as for its own.
-// On by default; AGENTFENSE_NETWORK_DISABLE=fastAccept switches it off. fastConnect (with it) does the
-// same for the explicit proxy's CONNECT to a name:port decided allowed (native/fast-connect.c): the
-// tunnel is spliced once its ClientHello names that name, and handed back to Node otherwise.
+// On by default; AGENTFENSE_NETWORK_DISABLE=fastAccept switches it off. fastConnect (with it, on by
+// default too) does the same for the explicit proxy's CONNECT to a name:port decided allowed
+// (native/fast-connect.c): the tunnel is spliced once its ClientHello names that name, and handed back
+// to Node otherwise.
 import { closeSync } from 'node:fs';
 import { Socket } from 'node:net';
 import type { FlowContext, Tracked } from './context.js';
@@ -22,9 +23,10 @@ export type NetworkFeature = (typeof SWITCHABLE)[number];
 /**
  * Off unless AGENTFENSE_NETWORK_ENABLE names it. fastAccept is on: measured quiet, it brings transparent
  * HTTPS set-up within the +1 ms target (docs/decisions.md); AGENTFENSE_NETWORK_DISABLE=fastAccept
- * turns it off. fastConnect needs fastAccept (its listener).
+ * turns it off. fastConnect (which needs fastAccept's listener) is on: it took CONNECT's set-up from
+ * +3.1 ms to +0.2-1.9 ms (docs/decisions.md); AGENTFENSE_NETWORK_DISABLE=fastConnect turns it off.
  */
-const OFF_BY_DEFAULT: readonly NetworkFeature[] = ['fastConnect'];
+const OFF_BY_DEFAULT: readonly NetworkFeature[] = [];
 
 /** Whether a feature is on: the default, AGENTFENSE_NETWORK_ENABLE, then AGENTFENSE_NETWORK_DISABLE. */
 export function networkFeatureOn(feature: NetworkFeature, env: NodeJS.ProcessEnv): boolean {
