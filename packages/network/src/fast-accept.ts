@@ -24,7 +24,7 @@ export type NetworkFeature = (typeof SWITCHABLE)[number];
  * Off unless AGENTFENSE_NETWORK_ENABLE names it. fastAccept is on: measured quiet, it brings transparent
  * HTTPS set-up within the +1 ms target (docs/decisions.md); AGENTFENSE_NETWORK_DISABLE=fastAccept
  * turns it off. fastConnect (which needs fastAccept's listener) is on: it took CONNECT's set-up from
- * +3.1 ms to +0.2-1.9 ms (docs/decisions.md); AGENTFENSE_NETWORK_DISABLE=fastConnect turns it off.
+ * +3.1-4.8 ms to +0.2-1.9 ms (docs/decisions.md); AGENTFENSE_NETWORK_DISABLE=fastConnect turns it off.
  */
 const OFF_BY_DEFAULT: readonly NetworkFeature[] = [];
 
