@@ -2,7 +2,8 @@
 // JavaScript path: the same cases through a policy point with it off and one with it on, each in a
 // policed namespace of its own, clients started inside it with nsenter and pointed at the proxy. What a
 // user would check: an allowed name answers through the proxy, a denied one gets the 403 naming its
-// rule, a rule change closes an open tunnel and refuses the next CONNECT, and each connection's audit
+// rule, a tunnel whose TLS names no server is still carried (C hands it back to JavaScript after its
+// 200), a rule change closes an open tunnel and refuses the next CONNECT, and each connection's audit
 // record (via 'proxy', bytes each way) carries the same fields either way. With it on, the CONNECTs
 // after the first to a name:port are carried by C (stats().fast counts them).
 import { spawn } from 'node:child_process';
@@ -197,6 +198,35 @@ describe.each([
       via: 'proxy',
     });
     expect(point.stats().fast).toBe(before);
+  });
+
+  it('carries a tunnel whose TLS names no server as the JavaScript path does (C hands it back after its 200)', async () => {
+    expect((await curl(ns, 'pub.test')).out).toBe('tls hello from pub.test\n200'); // decided: C may take the next
+    const before = point.stats().fast;
+    const noName = await inNs(ns, [
+      'python3',
+      '-c',
+      `
+import socket, ssl
+ctx = ssl.create_default_context(); ctx.check_hostname = False; ctx.verify_mode = ssl.CERT_NONE
+s = socket.create_connection(('127.0.0.1', 3128), 5)
+s.sendall(b'CONNECT pub.test:443 HTTP/1.1\\r\\nHost: pub.test:443\\r\\n\\r\\n')
+answer = b''
+while not answer.endswith(b'\\r\\n\\r\\n'):
+    answer += s.recv(1)
+t = ctx.wrap_socket(s)
+t.sendall(b'GET / HTTP/1.1\\r\\nHost: pub.test\\r\\nConnection: close\\r\\n\\r\\n')
+body = b''
+while True:
+    chunk = t.recv(4096)
+    if not chunk: break
+    body += chunk
+print(body.split(b'\\r\\n\\r\\n', 1)[1].decode(), end='')
+`,
+    ]);
+    expect(noName.out).toBe('tls hello from pub.test\n');
+    expect(point.stats().fast).toBe(before); // not spliced by C: no name to match
+    await until(() => audit.filter((e) => e.name === 'pub.test').length === 5, 'both records');
   });
 
   it('a rule change closes an open tunnel and refuses the next CONNECT (no stale decision)', async () => {
