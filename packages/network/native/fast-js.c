@@ -1,9 +1,10 @@
 // The C accept path's JavaScript side (fast.c is the thread's): its reports delivered to the onFast
 // callback in order, and the calls JavaScript makes (src/relay.ts):
 //   fastStart(relay, onFast, maxConnections)   onFast('handed', fd, over) | ('started', id, name,
-//                                              address, port, started) | ('failed', name, address,
-//                                              port, started, errno)
-//   fastListen(relay, fd)  fastRemember(relay, name, address, port, ttlMs)  fastClear(relay)
+//                                              address, port, started, errno, via) | ('failed', ...
+//                                              the same) | ('tunnel', fd, upstreamFd, name, address,
+//                                              port, started)   (via: 'transparent' | 'proxy')
+//   fastListen(relay, fd)  fastRemember(relay, name, address, port, ttlMs, connect?)  fastClear(relay)
 //   fastAcquire(relay) -> bool  fastRelease(relay)  fastStop(relay)
 #include "fast.h"
 #include <stdlib.h>
@@ -11,9 +12,10 @@
 #include <unistd.h>
 
 void fast_call_js(napi_env env, struct relay *r, struct report *e) {
-  napi_value fn, undefined, argv[7];
+  napi_value fn, undefined, argv[8];
   if (env == NULL || r->on_fast == NULL || napi_get_reference_value(env, r->on_fast, &fn) != napi_ok) {
-    if (e->kind == REPORT_HANDED) close(e->fd);
+    if (e->kind == REPORT_HANDED || e->kind == REPORT_TUNNEL) close(e->fd);
+    if (e->kind == REPORT_TUNNEL) close(e->upstream);
     return;
   }
   napi_get_undefined(env, &undefined);
@@ -23,6 +25,15 @@ void fast_call_js(napi_env env, struct relay *r, struct report *e) {
     napi_create_int32(env, e->fd, &argv[1]);
     napi_get_boolean(env, e->over, &argv[2]);
     argc = 3;
+  } else if (e->kind == REPORT_TUNNEL) {
+    napi_create_string_utf8(env, "tunnel", NAPI_AUTO_LENGTH, &argv[0]);
+    napi_create_int32(env, e->fd, &argv[1]);
+    napi_create_int32(env, e->upstream, &argv[2]);
+    napi_create_string_utf8(env, e->name, NAPI_AUTO_LENGTH, &argv[3]);
+    napi_create_string_utf8(env, e->address, NAPI_AUTO_LENGTH, &argv[4]);
+    napi_create_int32(env, e->port, &argv[5]);
+    napi_create_double(env, e->started, &argv[6]);
+    argc = 7;
   } else {
     int started = e->kind == REPORT_STARTED;
     napi_create_string_utf8(env, started ? "started" : "failed", NAPI_AUTO_LENGTH, &argv[0]);
@@ -32,7 +43,8 @@ void fast_call_js(napi_env env, struct relay *r, struct report *e) {
     napi_create_int32(env, e->port, &argv[4]);
     napi_create_double(env, e->started, &argv[5]);
     napi_create_int32(env, e->err, &argv[6]);
-    argc = 7;
+    napi_create_string_utf8(env, e->via == VIA_PROXY ? "proxy" : "transparent", NAPI_AUTO_LENGTH, &argv[7]);
+    argc = 8;
   }
   napi_call_function(env, undefined, fn, argc, argv, NULL);
 }
@@ -97,23 +109,25 @@ static napi_value js_listen(napi_env env, napi_callback_info info) {
 }
 
 static napi_value js_remember(napi_env env, napi_callback_info info) {
-  size_t argc = 5, name_len = 0, address_len = 0;
-  napi_value argv[5];
+  size_t argc = 6, name_len = 0, address_len = 0;
+  napi_value argv[6];
   char name[256], address[INET6_ADDRSTRLEN];
   int32_t port = 0;
   double ttl = 0;
+  bool connect = false;
   struct relay *r = fast_arg(env, info, &argc, argv);
   if (r == NULL) return NULL;
+  if (argc >= 6) napi_get_value_bool(env, argv[5], &connect);
   if (argc < 5 || r->fast == NULL ||
       napi_get_value_string_utf8(env, argv[1], name, sizeof name, &name_len) != napi_ok ||
       napi_get_value_string_utf8(env, argv[2], address, sizeof address, &address_len) != napi_ok ||
       napi_get_value_int32(env, argv[3], &port) != napi_ok || napi_get_value_double(env, argv[4], &ttl) != napi_ok ||
       name_len == 0 || name_len > 253 || address_len == 0 || address_len >= sizeof address - 1) {
-    napi_throw_type_error(env, "ERR_INVALID_ARG", "fastRemember(relay, name, address, port, ttlMs)");
+    napi_throw_type_error(env, "ERR_INVALID_ARG", "fastRemember(relay, name, address, port, ttlMs, connect?)");
     return NULL;
   }
   pthread_mutex_lock(&r->mu);
-  table_put(&r->fast->table, name, address, port, (int64_t)ttl);
+  table_put(&r->fast->table, name, address, port, (int64_t)ttl, connect);
   pthread_mutex_unlock(&r->mu);
   return NULL;
 }

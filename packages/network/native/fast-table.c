@@ -13,6 +13,7 @@ struct entry {
   char *name;
   char address[INET6_ADDRSTRLEN];
   int port;
+  int connect; // a CONNECT decision: bucketed by name, never matched by table_has
   int64_t until;
   struct entry *next;
 };
@@ -23,10 +24,11 @@ int64_t now_ms(clockid_t clock) {
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-// Entries are bucketed by address and port, so "any entry here?" and the lookup read one bucket.
-static uint32_t bucket_of(const char *address, int port) {
+// Entries are bucketed by their key (address, or name for CONNECT) and port, so "any entry here?" and
+// the lookup read one bucket.
+static uint32_t bucket_of(const char *key, int port) {
   uint32_t h = 2166136261u ^ (uint32_t)port;
-  for (const char *p = address; *p; p++) h = (h ^ (uint8_t)*p) * 16777619u;
+  for (const char *p = key; *p; p++) h = (h ^ (uint8_t)*p) * 16777619u;
   return h % TABLE_BUCKETS;
 }
 
@@ -40,10 +42,11 @@ void table_clear(struct table *t) {
     t->buckets[i] = NULL;
   }
   t->entries = 0;
+  t->connects = 0;
   t->version++;
 }
 
-int table_put(struct table *t, const char *name, const char *address, int port, int64_t ttl_ms) {
+int table_put(struct table *t, const char *name, const char *address, int port, int64_t ttl_ms, int connect) {
   struct entry *e = calloc(1, sizeof *e);
   if (e == NULL || (e->name = strdup(name)) == NULL) {
     free(e);
@@ -51,21 +54,34 @@ int table_put(struct table *t, const char *name, const char *address, int port, 
   }
   snprintf(e->address, sizeof e->address, "%s", address);
   e->port = port;
+  e->connect = connect;
   e->until = now_ms(CLOCK_MONOTONIC) + ttl_ms;
   if (t->entries >= TABLE_MAX_ENTRIES) table_clear(t); // bounded: emptied when full
-  uint32_t b = bucket_of(address, port);
+  uint32_t b = bucket_of(connect ? e->name : address, port);
   e->next = t->buckets[b];
   t->buckets[b] = e;
   t->entries++;
+  if (connect) t->connects++;
   return 1;
 }
 
 int table_has(const struct table *t, const char *name, const char *address, int port) {
   int64_t now = now_ms(CLOCK_MONOTONIC);
   for (struct entry *e = t->buckets[bucket_of(address, port)]; e != NULL; e = e->next) {
-    if (e->port == port && e->until > now && strcmp(e->address, address) == 0 &&
+    if (!e->connect && e->port == port && e->until > now && strcmp(e->address, address) == 0 &&
         (name == NULL || strcmp(e->name, name) == 0))
       return 1;
+  }
+  return 0;
+}
+
+int table_connect(const struct table *t, const char *name, int port, char *address, size_t address_size) {
+  int64_t now = now_ms(CLOCK_MONOTONIC);
+  for (struct entry *e = t->buckets[bucket_of(name, port)]; e != NULL; e = e->next) {
+    if (e->connect && e->port == port && e->until > now && strcmp(e->name, name) == 0) {
+      snprintf(address, address_size, "%s", e->address);
+      return 1;
+    }
   }
   return 0;
 }

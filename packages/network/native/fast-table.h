@@ -12,10 +12,13 @@
 
 struct entry;
 
-// Decisions JavaScript made (name at address:port allowed, until a time), bucketed by address and port.
+// Decisions JavaScript made (name at address:port allowed, until a time). A transparent entry is
+// bucketed by address and port (the connection names its address); a CONNECT entry by name and port
+// (the request names its name, and the entry gives the address to dial).
 struct table {
   struct entry *buckets[TABLE_BUCKETS];
   uint32_t entries;
+  uint32_t connects; // how many of them are CONNECT entries
   uint32_t version; // bumped by every clear: a connection decided under an older one is not relayed
 };
 
@@ -23,9 +26,12 @@ int64_t now_ms(clockid_t clock);
 // Forgets every entry and bumps the version.
 void table_clear(struct table *t);
 // 0 when out of memory (not remembered: the next such connection takes the JavaScript path).
-int table_put(struct table *t, const char *name, const char *address, int port, int64_t ttl_ms);
-// Whether a live entry matches; name NULL: any entry for this address and port.
+// `connect`: a decision of the explicit proxy's CONNECT, looked up by table_connect alone.
+int table_put(struct table *t, const char *name, const char *address, int port, int64_t ttl_ms, int connect);
+// Whether a live transparent entry matches; name NULL: any entry for this address and port.
 int table_has(const struct table *t, const char *name, const char *address, int port);
+// The address a live CONNECT entry for exactly `name` and `port` holds, copied to `address`; 0: none.
+int table_connect(const struct table *t, const char *name, int port, char *address, size_t address_size);
 // The host name a ClientHello's SNI carries, as src/sniff.ts reads it; 0: not taken here.
 int server_name(const uint8_t *b, size_t n, char *out, size_t out_size);
 

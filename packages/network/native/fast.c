@@ -3,9 +3,10 @@
 // JavaScript already decided allowed (the table below, filled by JavaScript with its own decisions and
 // cleared at every policy change) is dialled and spliced here without waking Node; Node hears of it
 // afterwards (REPORT_STARTED, then the relay's end report) for its audit and connection table.
-// Everything else — no entry, a ClientHello not whole in the first record, no name, a client of the
-// explicit proxy, the bound reached — is handed to JavaScript as an accepted descriptor, its bytes
-// unread (MSG_PEEK), and takes the JavaScript path.
+// A client of the explicit proxy whose CONNECT names a name:port JavaScript allowed is fast-connect.c's.
+// Everything else — no entry, a ClientHello not whole in the first record, no name, the bound
+// reached — is handed to JavaScript as an accepted descriptor, its bytes unread (MSG_PEEK), and takes
+// the JavaScript path.
 // Its JavaScript side (fastStart, fastListen, fastRemember, ...) is fast-js.c.
 #include "fast.h"
 #include <errno.h>
@@ -48,14 +49,20 @@ static int original_destination(struct pending *p) {
   return 0;
 }
 
-static void unlink_pending(struct fast *f, struct pending *p) {
+void fast_link_pending(struct relay *r, struct pending *p) {
+  p->next = r->fast->pending;
+  if (p->next != NULL) p->next->prev = p;
+  r->fast->pending = p;
+}
+
+void fast_unlink_pending(struct fast *f, struct pending *p) {
   if (p->prev != NULL) p->prev->next = p->next;
   else if (f->pending == p) f->pending = p->next;
   if (p->next != NULL) p->next->prev = p->prev;
   p->prev = p->next = NULL;
 }
 
-static void post(struct relay *r, struct report *info, int kind) {
+void fast_post(struct relay *r, struct report *info, int kind) {
   struct report *rep = malloc(sizeof *rep);
   if (rep == NULL) return;
   *rep = *info;
@@ -66,13 +73,13 @@ static void post(struct relay *r, struct report *info, int kind) {
 // To JavaScript: the accepted descriptor, its bytes unread. `over`: the bound refused it (no slot).
 static void hand(struct relay *r, int fd, int over) {
   struct report rep = {.fd = fd, .over = over};
-  post(r, &rep, REPORT_HANDED);
+  fast_post(r, &rep, REPORT_HANDED);
 }
 
-static void hand_pending(struct relay *r, struct pending *p) {
+void fast_hand_pending(struct relay *r, struct pending *p) {
   epoll_ctl(r->epfd, EPOLL_CTL_DEL, p->client, NULL);
   if (p->upstream >= 0) close(p->upstream);
-  unlink_pending(r->fast, p);
+  fast_unlink_pending(r->fast, p);
   hand(r, p->client, 0);
   free(p);
 }
@@ -83,30 +90,41 @@ static void release_slot(struct relay *r) {
   pthread_mutex_unlock(&r->mu);
 }
 
-static void dial_failed(struct relay *r, struct pending *p, int err) {
+void fast_dial_failed(struct relay *r, struct pending *p, int err) {
+  if (p->connect) connect_dial_failed(p);
   close(p->client);
   close(p->upstream);
-  unlink_pending(r->fast, p);
+  fast_unlink_pending(r->fast, p);
   release_slot(r);
   p->info.err = err;
-  post(r, &p->info, REPORT_FAILED);
+  fast_post(r, &p->info, REPORT_FAILED);
   free(p);
 }
 
-// Connected: the connection joins the relay, unless the table changed since it was decided (then
-// Node decides it by the new rules; nothing was sent yet, its ClientHello still waits unread).
+// The dial ended: an error, or (connected) the connection joins the relay — for a CONNECT, once the
+// tunnel's ClientHello names its name (fast-connect.c).
 static void dialled(struct relay *r, struct pending *p) {
   int err = 0;
   socklen_t len = sizeof err;
   getsockopt(p->upstream, SOL_SOCKET, SO_ERROR, &err, &len);
   if (err != 0) {
-    dial_failed(r, p, err);
+    fast_dial_failed(r, p, err);
     return;
   }
   epoll_ctl(r->epfd, EPOLL_CTL_DEL, p->upstream, NULL);
+  p->dialling = 0;
+  if (p->connect) connect_dialled(r, p);
+  else fast_start_relay(r, p);
+}
+
+// The connection joins the relay, unless the table changed since it was decided (then Node decides it
+// by the new rules; nothing was sent yet, its ClientHello still waits unread; a CONNECT's tunnel goes
+// to Node as it stands).
+void fast_start_relay(struct relay *r, struct pending *p) {
+  int err = 0;
   struct conn *c = conn_new(p->client, p->upstream, &err);
   if (c == NULL) {
-    dial_failed(r, p, err);
+    fast_dial_failed(r, p, err);
     return;
   }
   pthread_mutex_lock(&r->mu);
@@ -118,12 +136,13 @@ static void dialled(struct relay *r, struct pending *p) {
   }
   pthread_mutex_unlock(&r->mu);
   if (!current) {
-    conn_free(c); // the pipes only: the client goes to Node, the upstream is closed
-    hand_pending(r, p);
+    conn_free(c); // the pipes only: the client goes to Node, the upstream is closed (kept: CONNECT)
+    if (p->connect) connect_hand_tunnel(r, p);
+    else fast_hand_pending(r, p);
     return;
   }
-  unlink_pending(r->fast, p);
-  post(r, &p->info, REPORT_STARTED); // before any end report: one queue, in order
+  fast_unlink_pending(r->fast, p);
+  fast_post(r, &p->info, REPORT_STARTED); // before any end report: one queue, in order
   update_masks(r, c);
   free(p);
 }
@@ -134,7 +153,7 @@ static void peek(struct relay *r, struct pending *p) {
   ssize_t n = recv(p->client, buf, sizeof buf, MSG_PEEK);
   if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
   if (n <= 0 || !server_name(buf, (size_t)n, p->info.name, sizeof p->info.name)) {
-    hand_pending(r, p);
+    fast_hand_pending(r, p);
     return;
   }
   pthread_mutex_lock(&r->mu);
@@ -142,12 +161,16 @@ static void peek(struct relay *r, struct pending *p) {
   p->version = r->fast->table.version;
   pthread_mutex_unlock(&r->mu);
   if (!known) {
-    hand_pending(r, p);
+    fast_hand_pending(r, p);
     return;
   }
+  fast_dial(r, p);
+}
+
+void fast_dial(struct relay *r, struct pending *p) {
   p->upstream = socket(p->dst.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (p->upstream < 0) {
-    hand_pending(r, p);
+    fast_hand_pending(r, p);
     return;
   }
   int one = 1;
@@ -160,7 +183,7 @@ static void peek(struct relay *r, struct pending *p) {
     return;
   }
   if (errno != EINPROGRESS) {
-    dial_failed(r, p, errno);
+    fast_dial_failed(r, p, errno);
     return;
   }
   struct epoll_event ev = {.events = EPOLLOUT, .data.ptr = p};
@@ -192,21 +215,23 @@ static void accepted(struct relay *r, int fd) {
   p->client = fd;
   p->upstream = -1;
   p->info.started = (double)now_ms(CLOCK_REALTIME);
-  p->next = r->fast->pending;
-  if (p->next != NULL) p->next->prev = p;
-  r->fast->pending = p;
+  fast_link_pending(r, p);
   // Only a redirected connection to an address and port with entries waits for its first bytes here.
   int proxy = 0;
   if (original_destination(p)) {
     proxy = p->info.port == PROXY_PORT &&
             (strcmp(p->info.address, "127.0.0.1") == 0 || strcmp(p->info.address, "::1") == 0);
   }
+  if (proxy) {
+    if (!connect_take(r, p)) fast_hand_pending(r, p);
+    return;
+  }
   pthread_mutex_lock(&r->mu);
   int worth = p->info.address[0] != 0 && !proxy &&
               table_has(&r->fast->table, NULL, p->info.address, p->info.port);
   pthread_mutex_unlock(&r->mu);
   if (!worth) {
-    hand_pending(r, p);
+    fast_hand_pending(r, p);
     return;
   }
   p->deadline = now_ms(CLOCK_MONOTONIC) + PEEK_MS;
@@ -227,7 +252,8 @@ void fast_event(struct relay *r, void *ptr, uint32_t events) {
   }
   struct pending *p = ptr;
   if (p->dialling) dialled(r, p);
-  else if (events & (EPOLLERR | EPOLLHUP)) hand_pending(r, p);
+  else if (p->connect) connect_event(r, p, events);
+  else if (events & (EPOLLERR | EPOLLHUP)) fast_hand_pending(r, p);
   else peek(r, p);
 }
 
@@ -261,7 +287,8 @@ void fast_tick(struct relay *r) {
   for (struct pending *p = f->pending, *next; p != NULL; p = next) {
     next = p->next;
     if (p->deadline > now) continue;
-    if (p->dialling) dial_failed(r, p, ETIMEDOUT);
-    else hand_pending(r, p); // no ClientHello in time: Node reads (or dials) as it does for any
+    if (p->dialling) fast_dial_failed(r, p, ETIMEDOUT);
+    else if (p->connect) connect_expired(r, p);
+    else fast_hand_pending(r, p); // no ClientHello in time: Node reads (or dials) as it does for any
   }
 }

@@ -13,10 +13,15 @@ struct listener {
   struct listener *next;
 };
 
-// An accepted connection this thread is deciding: reading its ClientHello, then dialling.
+// An accepted connection this thread is deciding: reading its ClientHello, then dialling. A client of
+// the explicit proxy (connect set, fast-connect.c) reads its CONNECT head, dials, answers 200, then
+// reads the ClientHello inside the tunnel.
 struct pending {
   int kind; // KIND_PENDING
   int dialling;
+  int connect;     // a client of the explicit proxy
+  int established; // connect: answered 200, waiting for the tunnel's ClientHello
+  size_t head_len; // connect: the CONNECT head's bytes, still unread until the 200
   int client, upstream;
   int64_t deadline;
   uint32_t version; // of the table entry that allowed it
@@ -32,5 +37,24 @@ struct fast {
   struct table table;         // under r->mu
   int stopping;               // under r->mu
 };
+
+// fast.c, for fast-connect.c
+void fast_post(struct relay *r, struct report *info, int kind);
+void fast_link_pending(struct relay *r, struct pending *p);
+void fast_unlink_pending(struct fast *f, struct pending *p);
+void fast_hand_pending(struct relay *r, struct pending *p); // the client to JavaScript, unread
+void fast_dial_failed(struct relay *r, struct pending *p, int err);
+void fast_dial(struct relay *r, struct pending *p); // p->dst set: connects, then fast_dialled()
+// Connected: the pair joins the relay (REPORT_STARTED), or goes back when the table changed since.
+void fast_start_relay(struct relay *r, struct pending *p);
+
+// fast-connect.c
+// A client of the explicit proxy: 1 when this path took it (its CONNECT head is read here).
+int connect_take(struct relay *r, struct pending *p);
+void connect_event(struct relay *r, struct pending *p, uint32_t events);
+void connect_dialled(struct relay *r, struct pending *p);
+void connect_expired(struct relay *r, struct pending *p);
+void connect_dial_failed(struct pending *p);  // answers 502, as the JavaScript path does
+void connect_hand_tunnel(struct relay *r, struct pending *p); // REPORT_TUNNEL
 
 #endif

@@ -72,14 +72,19 @@ struct relay {
 };
 
 // What the thread reports to JavaScript, in order, through on_end.
-enum { REPORT_END, REPORT_HANDED, REPORT_STARTED, REPORT_FAILED };
+// REPORT_TUNNEL: an explicit-proxy CONNECT answered 200 whose tunnel JavaScript decides from there
+// (fast-connect.c): both connected sockets are JavaScript's.
+enum { REPORT_END, REPORT_HANDED, REPORT_STARTED, REPORT_FAILED, REPORT_TUNNEL };
+enum { VIA_TRANSPARENT, VIA_PROXY };
 struct report {
   int kind;
   uint32_t id;
   uint64_t up, down;
   int err;
-  int fd;   // REPORT_HANDED: the accepted connection, now JavaScript's
-  int over; // REPORT_HANDED: refused by the bound (holds no slot)
+  int fd;       // REPORT_HANDED, REPORT_TUNNEL: the accepted connection, now JavaScript's
+  int upstream; // REPORT_TUNNEL: its connected upstream
+  int over;     // REPORT_HANDED: refused by the bound (holds no slot)
+  int via;      // VIA_*: how the connection reached the policy point (the audit's `via`)
   int port;
   double started; // ms since the epoch, at accept
   char name[256];

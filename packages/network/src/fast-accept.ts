@@ -6,7 +6,10 @@
 // the address, and is forgotten before a new policy or secret applies. The connection bound is counted
 // on that thread for both paths. Node hears of each connection it carried (started, then its end) and
 // keeps it in the same connection table and writes the same audit record as for its own.
-// On by default; AGENTFENSE_NETWORK_DISABLE=fastAccept switches it off.
+// On by default; AGENTFENSE_NETWORK_DISABLE=fastAccept switches it off. fastConnect (with it, on by
+// default too) does the same for the explicit proxy's CONNECT to a name:port decided allowed
+// (native/fast-connect.c): the tunnel is spliced once its ClientHello names that name, and handed back
+// to Node otherwise.
 import { closeSync } from 'node:fs';
 import { Socket } from 'node:net';
 import type { FlowContext, Tracked } from './context.js';
@@ -15,12 +18,13 @@ import type { FastEvent, NativeRelay } from './relay.js';
 
 export const NETWORK_DISABLE_ENV = 'AGENTFENSE_NETWORK_DISABLE';
 export const NETWORK_ENABLE_ENV = 'AGENTFENSE_NETWORK_ENABLE';
-const SWITCHABLE = ['fastAccept'] as const;
+const SWITCHABLE = ['fastAccept', 'fastConnect'] as const;
 export type NetworkFeature = (typeof SWITCHABLE)[number];
 /**
  * Off unless AGENTFENSE_NETWORK_ENABLE names it. fastAccept is on: measured quiet, it brings transparent
  * HTTPS set-up within the +1 ms target (docs/decisions.md); AGENTFENSE_NETWORK_DISABLE=fastAccept
- * turns it off.
+ * turns it off. fastConnect (which needs fastAccept's listener) is on: it took CONNECT's set-up from
+ * +3.1-4.8 ms to +0.2-1.9 ms (docs/decisions.md); AGENTFENSE_NETWORK_DISABLE=fastConnect turns it off.
  */
 const OFF_BY_DEFAULT: readonly NetworkFeature[] = [];
 
@@ -54,9 +58,40 @@ export interface FastAcceptHandlers {
   readonly connection: (socket: Socket) => void;
   /** An accepted connection past the bound (no slot): refused and audited. */
   readonly overBound: (socket: Socket) => void;
+  /**
+   * A CONNECT to `dest` answered 200 by C whose tunnel Node decides (another or no server name inside
+   * it, a rule change): the client (its slot held) and the connected upstream, nothing read of either.
+   */
+  readonly tunnel: (
+    client: Socket,
+    upstream: Socket,
+    dest: { name: string; address: string; port: number },
+    started: number,
+  ) => void;
 }
 
-const keyOf = (name: string, address: string, port: number): string => `${name} ${address} ${port}`;
+type Via = 'proxy' | 'transparent';
+
+const keyOf = (via: Via, name: string, address: string, port: number): string =>
+  `${via} ${name} ${address} ${port}`;
+
+/** A descriptor from the relay's thread as a paused socket (null: it could not be; it is closed). */
+function adoptFd(fd: number, allowHalfOpen = false): Socket | null {
+  try {
+    const socket = new Socket({
+      fd,
+      readable: true,
+      writable: true,
+      allowHalfOpen,
+      pauseOnCreate: true,
+    } as ConstructorParameters<typeof Socket>[0]);
+    socket.setNoDelay(true);
+    return socket;
+  } catch {
+    closeSync(fd);
+    return null;
+  }
+}
 
 export class FastAccept {
   readonly #ctx: FlowContext;
@@ -95,14 +130,20 @@ export class FastAccept {
 
   /**
    * The JavaScript path allowed TLS to `name` at `address`:`port`, the name checked to be at that
-   * address: the next such connection may start in C, for as long as the resolver holds that.
+   * address: the next such connection may start in C, for as long as the resolver holds that. Via
+   * 'proxy': a CONNECT to `name`:`port` it dialled at `address`, whose tunnel named `name` (the next
+   * CONNECT to `name`:`port` is dialled at `address` by C, and spliced if its tunnel names `name`).
    */
-  remember(dest: { name: string; address: string; port: number }, decision: Decision): void {
+  remember(
+    dest: { name: string; address: string; port: number },
+    decision: Decision,
+    via: Via = 'transparent',
+  ): void {
     const ttl = Math.min(MAX_TTL_MS, this.#ctx.resolver.knownUntil(dest.name, dest.address) - Date.now());
     if (!decision.allowed || ttl <= 0) return;
     if (this.#decisions.size >= DECISIONS_LIMIT) this.#decisions.clear();
-    this.#decisions.set(keyOf(dest.name, dest.address, dest.port), decision);
-    this.#relay.rememberFast(dest.name, dest.address, dest.port, ttl);
+    this.#decisions.set(keyOf(via, dest.name, dest.address, dest.port), decision);
+    this.#relay.rememberFast(dest.name, dest.address, dest.port, ttl, via === 'proxy');
   }
 
   /** Every decision forgotten (a policy or secret change): the JavaScript path decides again. */
@@ -120,13 +161,17 @@ export class FastAccept {
       this.#handed(event.fd, event.over);
       return;
     }
-    const { id, name, address, port, started } = event;
+    if (event.kind === 'tunnel') {
+      this.#tunnel(event);
+      return;
+    }
+    const { id, name, address, port, started, via } = event;
     const dest = { name, address, port };
     const ctx = this.#ctx;
     const now = ctx.policy.decide(dest);
-    const decided = this.#decisions.get(keyOf(name, address, port)) ?? now;
+    const decided = this.#decisions.get(keyOf(via, name, address, port)) ?? now;
     if (event.kind === 'failed') {
-      ctx.record(dest, 'transparent', {
+      ctx.record(dest, via, {
         ...decided,
         reason: `${decided.reason}; the destination did not accept the connection`,
       });
@@ -134,11 +179,11 @@ export class FastAccept {
     }
     this.#started++;
     const entry = { destroy: (): void => relayed.close() };
-    const flow: Tracked = { dest, via: 'transparent', started, close: () => relayed.close() };
+    const flow: Tracked = { dest, via, started, close: () => relayed.close() };
     const relayed = this.#relay.track(id, (end) => {
       ctx.clients.leave(entry);
       ctx.open.delete(flow);
-      ctx.record(dest, 'transparent', decided, { started, bytesUp: end.bytesUp, bytesDown: end.bytesDown });
+      ctx.record(dest, via, decided, { started, bytesUp: end.bytesUp, bytesDown: end.bytesDown });
     });
     ctx.clients.track(entry);
     ctx.open.add(flow);
@@ -146,25 +191,34 @@ export class FastAccept {
       // A policy change came between its decision on the relay's thread and this report.
       ctx.open.delete(flow);
       relayed.close();
-      ctx.record(dest, 'transparent', { ...now, reason: `closed by a policy change: ${now.reason}` });
+      ctx.record(dest, via, { ...now, reason: `closed by a policy change: ${now.reason}` });
     }
   }
 
+  #tunnel(event: Extract<FastEvent, { kind: 'tunnel' }>): void {
+    // Half-open both, as the JavaScript path's own tunnel sockets: a side's end ends the other's output.
+    const client = adoptFd(event.fd, true);
+    const upstream = adoptFd(event.upstreamFd, true);
+    if (client === null || upstream === null) {
+      client?.destroy();
+      upstream?.destroy();
+      this.#relay.release();
+      return;
+    }
+    const { clients } = this.#ctx;
+    clients.adopt(client);
+    client.once('close', () => clients.leave(client));
+    upstream.on('error', () => upstream.destroy());
+    const { name, address, port, started } = event;
+    this.#handlers.tunnel(client, upstream, { name, address, port }, started);
+  }
+
   #handed(fd: number, over: boolean): void {
-    let socket: Socket;
-    try {
-      socket = new Socket({
-        fd,
-        readable: true,
-        writable: true,
-        pauseOnCreate: true,
-      } as ConstructorParameters<typeof Socket>[0]);
-    } catch {
-      closeSync(fd);
+    const socket = adoptFd(fd);
+    if (socket === null) {
       if (!over) this.#relay.release();
       return;
     }
-    socket.setNoDelay(true);
     if (over) {
       this.#handlers.overBound(socket);
       return;

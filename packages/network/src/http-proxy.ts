@@ -51,10 +51,17 @@ export class HttpFlows {
   readonly #early = new WeakMap<Socket, Socket>();
 
   readonly #intercept: TransparentHooks['intercept'];
+  /** A CONNECT allowed and tunnelled (not intercepted) whose tunnel named its own name: C may take the next. */
+  readonly #allowedConnect: TransparentHooks['allowedTls'];
 
-  constructor(ctx: FlowContext, intercept?: TransparentHooks['intercept']) {
+  constructor(
+    ctx: FlowContext,
+    intercept?: TransparentHooks['intercept'],
+    allowedConnect?: TransparentHooks['allowedTls'],
+  ) {
     this.#ctx = ctx;
     this.#intercept = intercept;
+    this.#allowedConnect = allowedConnect;
     this.server = createServer({ requireHostHeader: false }, (req, res) => void this.#request(req, res));
     this.server.on('connect', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
       void this.#connect(req.url ?? '', socket as Socket, head);
@@ -68,6 +75,30 @@ export class HttpFlows {
   /** An explicit proxy client (it dialled 127.0.0.1:3128 itself). */
   takeProxyClient(socket: Socket): void {
     void this.#first(socket);
+  }
+
+  /**
+   * A CONNECT to `dest` the C path dialled and answered 200 (native/fast-connect.c), whose tunnel it
+   * left to this flow: decided again by the rules now, then from the tunnel's first bytes as after this
+   * flow's own 200.
+   */
+  resumeConnect(
+    client: Socket,
+    upstream: Socket,
+    dest: { name: string; address: string; port: number },
+  ): void {
+    client.on('error', () => client.destroy());
+    const decision = this.#ctx.policy.decide(dest);
+    if (!decision.allowed) {
+      upstream.destroy();
+      client.destroy();
+      this.#ctx.record(dest, 'proxy', {
+        ...decision,
+        reason: `closed by a policy change: ${decision.reason}`,
+      });
+      return;
+    }
+    void this.#established(client, upstream, dest, decision, `${dest.name}:${dest.port}`);
   }
 
   /** A redirected plain-HTTP connection to `target`, with its destination already dialled or not. */
@@ -324,6 +355,17 @@ export class HttpFlows {
     }
     socket.write('HTTP/1.1 200 Connection Established\r\n\r\n');
     if (head.length > 0) socket.unshift(head);
+    await this.#established(socket, upstream, target, decision, authority);
+  }
+
+  /** After a CONNECT's 200: the tunnel's first bytes decide whether and how it is carried. */
+  async #established(
+    socket: Socket,
+    upstream: Socket,
+    target: Target,
+    decision: Decision,
+    authority: string,
+  ): Promise<void> {
     // The tunnel's own first bytes may name another server (TLS SNI): that name is decided too.
     const first = await readFirstBytes(socket, 2 ** 31 - 1);
     const claimed = first.sniffed !== null && 'name' in first.sniffed ? first.sniffed.name : undefined;
@@ -350,6 +392,8 @@ export class HttpFlows {
         return;
       }
     }
+    if (first.sniffed?.kind === 'tls' && target.name !== undefined && claimed === target.name)
+      this.#allowedConnect?.({ name: target.name, address: target.address, port: target.port }, final);
     tunnel({
       ctx: this.#ctx,
       client: socket,

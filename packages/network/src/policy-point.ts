@@ -31,6 +31,8 @@ export interface PolicyPointOptions {
   /** Open connections allowed at once; more are refused (and audited). */
   readonly maxConnections: number;
   readonly hostsFile?: string;
+  /** Resolves names in place of one made from `hostsFile` (tests give one whose answers change). */
+  readonly resolver?: Resolver;
   readonly audit: NetworkAuditSink;
   /** The sandbox's secrets and CA: TLS to a bound host is intercepted (intercept.ts). */
   readonly secrets?: SecretSetOptions;
@@ -72,7 +74,9 @@ export class PolicyPoint {
   constructor(options: PolicyPointOptions) {
     this.#ctx = new FlowContext({
       policy: options.policy,
-      resolver: new Resolver(options.hostsFile === undefined ? {} : { hostsFile: options.hostsFile }),
+      resolver:
+        options.resolver ??
+        new Resolver(options.hostsFile === undefined ? {} : { hostsFile: options.hostsFile }),
       maxConnections: options.maxConnections,
       audit: options.audit,
       ...(options.secrets === undefined ? {} : { secrets: new SecretSet(options.secrets) }),
@@ -84,14 +88,22 @@ export class PolicyPoint {
       interceptor.take({ set, client, head, target, via: this.#via.get(client) ?? 'proxy', decision });
       return true;
     };
-    this.#http = new HttpFlows(this.#ctx, this.#intercept);
     this.#fast = networkFeatureOn('fastAccept', process.env)
       ? FastAccept.start(this.#ctx, {
           connection: (socket) => this.#proxyConnection(socket),
           overBound: (socket) =>
             this.#refuseOverBound(socket, connectionBoundReason(this.#ctx.maxConnections)),
+          tunnel: (client, upstream, dest) => this.#http.resumeConnect(client, upstream, dest),
         })
       : undefined;
+    const fast = this.#fast;
+    // The explicit proxy's CONNECT decisions go to the C path's table only when fastConnect is on.
+    const connectInC = fast !== undefined && networkFeatureOn('fastConnect', process.env);
+    this.#http = new HttpFlows(
+      this.#ctx,
+      this.#intercept,
+      connectInC ? (dest, decision) => fast.remember(dest, decision, 'proxy') : undefined,
+    );
     const ns = openSync(options.netnsPath, 'r');
     try {
       const addon = netnsAddon();

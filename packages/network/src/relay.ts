@@ -12,14 +12,24 @@ interface RelayAddon {
   // The accept path in C (native/fast.c, src/fast-accept.ts).
   fastStart(relay: object, onFast: (kind: string, ...args: unknown[]) => void, maxConnections: number): void;
   fastListen(relay: object, fd: number): void;
-  fastRemember(relay: object, name: string, address: string, port: number, ttlMs: number): void;
+  fastRemember(
+    relay: object,
+    name: string,
+    address: string,
+    port: number,
+    ttlMs: number,
+    connect: boolean,
+  ): void;
   fastClear(relay: object): void;
   fastAcquire(relay: object): boolean;
   fastRelease(relay: object): void;
   fastStop(relay: object): void;
 }
 
-/** What the accept path reports (native/fast.c): a connection for Node, or one it relays itself. */
+/**
+ * What the accept path reports (native/fast.c): a connection for Node, one it relays itself, or a
+ * CONNECT it answered 200 whose tunnel Node decides from there (native/fast-connect.c).
+ */
 export type FastEvent =
   | { readonly kind: 'handed'; readonly fd: number; readonly over: boolean }
   | {
@@ -30,6 +40,16 @@ export type FastEvent =
       readonly port: number;
       readonly started: number;
       readonly errno: number;
+      readonly via: 'proxy' | 'transparent';
+    }
+  | {
+      readonly kind: 'tunnel';
+      readonly fd: number;
+      readonly upstreamFd: number;
+      readonly name: string;
+      readonly address: string;
+      readonly port: number;
+      readonly started: number;
     };
 
 /** What the relay reports when a connection ends: bytes delivered each way, and errno (0: clean end). */
@@ -161,15 +181,28 @@ export class NativeRelay {
           onEvent({ kind, fd: args[0] as number, over: args[1] as boolean });
           return;
         }
-        const [id, name, address, port, started, errno] = args as [
+        if (kind === 'tunnel') {
+          const [fd, upstreamFd, name, address, port, started] = args as [
+            number,
+            number,
+            string,
+            string,
+            number,
+            number,
+          ];
+          onEvent({ kind, fd, upstreamFd, name, address, port, started });
+          return;
+        }
+        const [id, name, address, port, started, errno, via] = args as [
           number,
           string,
           string,
           number,
           number,
           number,
+          'proxy' | 'transparent',
         ];
-        onEvent({ kind: kind as 'started' | 'failed', id, name, address, port, started, errno });
+        onEvent({ kind: kind as 'started' | 'failed', id, name, address, port, started, errno, via });
       },
       maxConnections,
     );
@@ -180,9 +213,12 @@ export class NativeRelay {
     this.#addon.fastListen(this.#relay, fd);
   }
 
-  /** `name` at `address`:`port` is allowed, and known to be there for `ttlMs` more. */
-  rememberFast(name: string, address: string, port: number, ttlMs: number): void {
-    this.#addon.fastRemember(this.#relay, name, address, port, ttlMs);
+  /**
+   * `name` at `address`:`port` is allowed, and known to be there for `ttlMs` more; `connect`: an
+   * explicit-proxy CONNECT to `name`:`port` (looked up by name and port, dialled at `address`).
+   */
+  rememberFast(name: string, address: string, port: number, ttlMs: number, connect = false): void {
+    this.#addon.fastRemember(this.#relay, name, address, port, ttlMs, connect);
   }
 
   /** Forgets every decision: what it allowed no longer starts through the accept path. */

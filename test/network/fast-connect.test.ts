@@ -1,0 +1,263 @@
+// The explicit proxy's CONNECT in C (packages/network/native/fast-connect.c, fastConnect) against its
+// JavaScript path: the same cases through a policy point with it off and one with it on, each in a
+// policed namespace of its own, clients started inside it with nsenter and pointed at the proxy. What a
+// user would check: an allowed name answers through the proxy, a denied one gets the 403 naming its
+// rule, a tunnel whose TLS names no server is still carried (C hands it back to JavaScript after its
+// 200), a rule change closes an open tunnel and refuses the next CONNECT, and each connection's audit
+// record (via 'proxy', bytes each way) carries the same fields either way. With it on, the CONNECTs
+// after the first to a name:port are carried by C (stats().fast counts them).
+import { spawn } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { NetworkAuditEvent } from '@agentfense/network';
+import { PolicyPoint } from '../../packages/network/src/policy-point.js';
+import { removeSandboxNetns, setUpSandboxNetns } from '../../packages/network/src/netns.js';
+import type { NetworkPolicy } from '../../packages/network/src/policy.js';
+import { TEST_ADDRESSES, makeTestNet } from '../helpers/test-net.js';
+import type { TestNet } from '../helpers/test-net.js';
+
+const POLICY: NetworkPolicy = {
+  mode: 'allow',
+  rules: [
+    { action: 'allow', host: 'pub.test', ports: [443] },
+    { action: 'deny', host: 'other.test' },
+  ],
+};
+
+/** A client inside `ns`; `input` is written to its stdin (closed after). */
+function inNs(ns: string, argv: string[], input = ''): Promise<{ out: string; code: number | null }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn('nsenter', [`--net=${ns}`, '--', ...argv], { stdio: ['pipe', 'pipe', 'inherit'] });
+    let out = '';
+    child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ out, code }));
+    child.stdin.end(input);
+  });
+}
+
+/** curl over TLS to `name` through the explicit proxy (CONNECT name:443); `-w` adds the proxy's code. */
+const curl = (ns: string, name: string): Promise<{ out: string; code: number | null }> =>
+  inNs(ns, [
+    'curl',
+    '-s',
+    '-k',
+    '-m',
+    '5',
+    '-x',
+    'http://127.0.0.1:3128',
+    '-w',
+    '%{http_connect}',
+    `https://${name}/`,
+  ]);
+
+/** Holds one CONNECT tunnel open: prints `open` once its TLS is up, then per `read` line what a read gets. */
+const HOLDER = `
+import socket, ssl, sys
+ctx = ssl.create_default_context(); ctx.check_hostname = False; ctx.verify_mode = ssl.CERT_NONE
+s = socket.create_connection(('127.0.0.1', 3128), 5)
+s.sendall(b'CONNECT pub.test:443 HTTP/1.1\\r\\nHost: pub.test:443\\r\\n\\r\\n')
+answer = b''
+while not answer.endswith(b'\\r\\n\\r\\n'):
+    answer += s.recv(1)
+held = ctx.wrap_socket(s, server_hostname='pub.test')
+print('open', answer.split(b'\\r\\n')[0].decode(), flush=True)
+for line in sys.stdin:
+    held.settimeout(5)
+    try:
+        print('read', len(held.recv(100)), flush=True)
+    except TimeoutError:
+        print('read timeout', flush=True)
+    except Exception as e:
+        print('read failed', type(e).__name__, flush=True)
+`;
+
+function holder(ns: string) {
+  const child = spawn('nsenter', [`--net=${ns}`, '--', 'python3', '-c', HOLDER], {
+    stdio: ['pipe', 'pipe', 'inherit'],
+  });
+  let out = '';
+  child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
+  return {
+    waitFor: async (pattern: RegExp): Promise<string> => {
+      for (let i = 0; i < 200; i++) {
+        const m = pattern.exec(out);
+        if (m !== null) return m[0];
+        await new Promise((r) => setTimeout(r, 25));
+      }
+      throw new Error(`holder: no ${String(pattern)} in ${JSON.stringify(out)}`);
+    },
+    say: (line: string) => child.stdin.write(`${line}\n`),
+    stop: () => {
+      child.stdin.end();
+      child.kill();
+    },
+  };
+}
+
+async function until(check: () => boolean, what: string): Promise<void> {
+  for (let i = 0; i < 200 && !check(); i++) await new Promise((r) => setTimeout(r, 25));
+  if (!check()) throw new Error(`timed out waiting for ${what}`);
+}
+
+/** The fields of an audit record that say what was decided (time and duration aside). */
+const decided = (e: NetworkAuditEvent): Record<string, unknown> => {
+  const { time: _time, durationMs: _duration, bytesUp: _up, bytesDown: _down, ...rest } = e;
+  return rest;
+};
+
+let net: TestNet;
+let dir: string;
+const records: Record<string, NetworkAuditEvent[]> = {};
+
+beforeAll(async () => {
+  net = await makeTestNet();
+  dir = await mkdtemp(join(tmpdir(), 'af-fast-connect-'));
+}, 60_000);
+afterAll(async () => {
+  await net.close();
+  await rm(dir, { recursive: true, force: true });
+});
+
+describe.each([
+  ['the JavaScript path', false],
+  ['the C CONNECT path', true],
+])('%s', (label, fast) => {
+  let point: PolicyPoint;
+  let ns: string;
+  const audit: NetworkAuditEvent[] = [];
+  records[label] = audit;
+
+  beforeAll(async () => {
+    ns = join(dir, fast ? 'fast' : 'js');
+    await setUpSandboxNetns(ns, { create: true });
+    // Explicit both ways, so neither case depends on the default or on the caller's environment.
+    const saved = [process.env.AGENTFENSE_NETWORK_ENABLE, process.env.AGENTFENSE_NETWORK_DISABLE];
+    process.env.AGENTFENSE_NETWORK_ENABLE = fast ? 'fastAccept,fastConnect' : 'fastAccept';
+    if (fast) delete process.env.AGENTFENSE_NETWORK_DISABLE;
+    else process.env.AGENTFENSE_NETWORK_DISABLE = 'fastConnect';
+    try {
+      point = new PolicyPoint({
+        netnsPath: ns,
+        policy: POLICY,
+        maxConnections: 8,
+        hostsFile: net.hostsFile,
+        audit: (event) => audit.push(event),
+      });
+    } finally {
+      for (const [key, value] of [
+        ['AGENTFENSE_NETWORK_ENABLE', saved[0]],
+        ['AGENTFENSE_NETWORK_DISABLE', saved[1]],
+      ] as const) {
+        if (value === undefined) delete process.env[key];
+        else process.env[key] = value;
+      }
+    }
+  }, 30_000);
+  afterAll(async () => {
+    point.close();
+    await removeSandboxNetns(ns);
+  });
+
+  it('reaches an allowed name through the proxy, again and again; audits each tunnel with its bytes', async () => {
+    for (let i = 0; i < 3; i++) expect((await curl(ns, 'pub.test')).out).toBe('tls hello from pub.test\n200');
+    await until(() => audit.filter((e) => e.name === 'pub.test').length === 3, 'three records');
+    for (const e of audit.filter((r) => r.name === 'pub.test')) {
+      expect(decided(e)).toEqual({
+        op: 'connect',
+        path: 'pub.test:443',
+        decision: 'allow',
+        rule: 0,
+        reason: 'rule 0 (allow pub.test ports 443)',
+        name: 'pub.test',
+        address: TEST_ADDRESSES.public,
+        port: 443,
+        via: 'proxy',
+      });
+      expect(e.bytesUp).toBeGreaterThan(300); // a ClientHello and a request
+      expect(e.bytesDown).toBeGreaterThan(300); // a certificate and an answer
+      expect(e.durationMs).toBeGreaterThanOrEqual(0);
+    }
+    // The first was decided by JavaScript; with the C path on, it carried the two after it.
+    expect(point.stats().fast).toBe(fast ? 2 : 0);
+  });
+
+  it('decides a name it has no decision for in JavaScript: a denied one gets the 403 naming its rule', async () => {
+    const before = point.stats().fast;
+    const seen = net.sniSeen.length;
+    const r = await curl(ns, 'other.test');
+    expect(r.out).toBe('403');
+    expect(net.sniSeen.slice(seen)).toEqual([]);
+    await until(() => audit.some((e) => e.name === 'other.test'), 'the refusal');
+    expect(audit.find((e) => e.name === 'other.test')).toMatchObject({
+      decision: 'deny',
+      rule: 1,
+      reason: 'rule 1 (deny other.test)',
+      via: 'proxy',
+    });
+    expect(point.stats().fast).toBe(before);
+  });
+
+  it('carries a tunnel whose TLS names no server as the JavaScript path does (C hands it back after its 200)', async () => {
+    expect((await curl(ns, 'pub.test')).out).toBe('tls hello from pub.test\n200'); // decided: C may take the next
+    const before = point.stats().fast;
+    const noName = await inNs(ns, [
+      'python3',
+      '-c',
+      `
+import socket, ssl
+ctx = ssl.create_default_context(); ctx.check_hostname = False; ctx.verify_mode = ssl.CERT_NONE
+s = socket.create_connection(('127.0.0.1', 3128), 5)
+s.sendall(b'CONNECT pub.test:443 HTTP/1.1\\r\\nHost: pub.test:443\\r\\n\\r\\n')
+answer = b''
+while not answer.endswith(b'\\r\\n\\r\\n'):
+    answer += s.recv(1)
+t = ctx.wrap_socket(s)
+t.sendall(b'GET / HTTP/1.1\\r\\nHost: pub.test\\r\\nConnection: close\\r\\n\\r\\n')
+body = b''
+while True:
+    chunk = t.recv(4096)
+    if not chunk: break
+    body += chunk
+print(body.split(b'\\r\\n\\r\\n', 1)[1].decode(), end='')
+`,
+    ]);
+    expect(noName.out).toBe('tls hello from pub.test\n');
+    expect(point.stats().fast).toBe(before); // not spliced by C: no name to match
+    await until(() => audit.filter((e) => e.name === 'pub.test').length === 5, 'both records');
+  });
+
+  it('a rule change closes an open tunnel and refuses the next CONNECT (no stale decision)', async () => {
+    const before = point.stats().fast;
+    const h = holder(ns);
+    try {
+      expect(await h.waitFor(/open .*/)).toBe('open HTTP/1.1 200 Connection Established');
+      if (fast) await until(() => point.stats().fast === before + 1, 'C to carry the tunnel');
+      point.setPolicy({ mode: 'allow', rules: [{ action: 'deny', host: 'pub.test' }] });
+      h.say('read');
+      expect(await h.waitFor(/read (0|failed \w+)/)).toMatch(/^read (0|failed)/);
+    } finally {
+      h.stop();
+    }
+    expect((await curl(ns, 'pub.test')).out).toBe('403');
+    await until(
+      () => audit.some((e) => e.reason === 'closed by a policy change: rule 0 (deny pub.test)'),
+      'the closing record',
+    );
+    await until(() => audit.some((e) => e.reason === 'rule 0 (deny pub.test)'), 'the refusal');
+    expect(point.stats().fast).toBe(fast ? before + 1 : 0);
+    point.setPolicy(POLICY);
+  }, 30_000);
+});
+
+describe('both paths', () => {
+  it('wrote the same audit records, field for field (time, duration and byte counts aside)', () => {
+    const [js, c] = [records['the JavaScript path'] ?? [], records['the C CONNECT path'] ?? []];
+    expect(js.length).toBeGreaterThan(0);
+    const sorted = (list: NetworkAuditEvent[]): string[] =>
+      list.map((e) => JSON.stringify(decided(e))).sort();
+    expect(sorted(c)).toEqual(sorted(js));
+  });
+});
