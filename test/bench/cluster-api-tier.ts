@@ -5,7 +5,7 @@
 //   by round with the single-host path the caller gives; and an exec round trip (`true`) through the
 //   replica against the same command sent straight to the sandbox's node agent, in alternated blocks.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdir, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -21,7 +21,16 @@ export interface ApiTier {
   /** The node agent listening at `host`, and the token serve uses for it. */
   agentAt(host: string): AgentProcess | undefined;
   readonly nodeToken: string;
+  /** Where each start through the replica spent its time (from its log), in the order they ended. */
+  startSteps(): Promise<StartSteps[]>;
   stop(): Promise<void>;
+}
+
+/** Ms since a start began: the service placed, its `ready` seen, the view attached. */
+export interface StartSteps {
+  readonly placedMs: number;
+  readonly readyMs: number;
+  readonly attachedMs: number;
 }
 
 export async function startApiTier(options: {
@@ -100,6 +109,11 @@ export async function startApiTier(options: {
       token,
       nodeToken,
       agentAt: (host) => agents[cluster.nodes.findIndex((n) => n.address === host)],
+      startSteps: async () =>
+        (await readFile(join(dataDir, 'logs', 'control.log'), 'utf8'))
+          .split('\n')
+          .filter((line) => line.includes('"steps"'))
+          .map((line) => (JSON.parse(line) as { steps: StartSteps }).steps),
       stop,
     };
   } catch (err) {

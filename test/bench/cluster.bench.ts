@@ -357,6 +357,12 @@ try {
         `serve --orchestrator swarm replica p50 ${ms(p50(apiCreate))} = ${apiCreateX.toFixed(2)}× ` +
         `(target ≤ ${CREATE_TARGET_X}×: ${apiCreateX <= CREATE_TARGET_X ? 'ok' : 'OVER TARGET'}; ${ROUNDS} rounds each, load ${load()})`,
     );
+    // The replica's own split of its starts (its log), the warm-up round left out.
+    const steps = (await tier.startSteps()).slice(1);
+    console.log(
+      `  the replica's start, p50 since it began: service placed ${ms(p50(steps.map((s) => s.placedMs)))}, ` +
+        `ready seen ${ms(p50(steps.map((s) => s.readyMs)))}, attached ${ms(p50(steps.map((s) => s.attachedMs)))}`,
+    );
 
     const held = (await api(tier, 'POST', '/v1/sandboxes', create))['id'] as string;
     const where = await adapter.locate(held);

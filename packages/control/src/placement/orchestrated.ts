@@ -90,6 +90,7 @@ export class OrchestratedSandboxes implements SandboxBackend {
       });
       if (before.owner_instance === ORCHESTRATED) return this.#info(id);
       const { orchestrator } = this.#deps.placement;
+      const began = Date.now();
       try {
         await orchestrator
           .place({ sandboxId: id, image: this.#deps.placement.image, resources: resourcesOf(before) })
@@ -97,15 +98,20 @@ export class OrchestratedSandboxes implements SandboxBackend {
             // Placed already (a start cut short by a crash): the same container serves.
             if (!(err instanceof OrchestratorError && err.reason === 'already-placed')) throw err;
           });
+        const placedMs = Date.now() - began;
         const timeout = this.#deps.placement.readyTimeoutMs ?? DEFAULT_READY_TIMEOUT_MS;
         const { nodeName } = await waitReady(orchestrator, id, timeout);
+        const readyMs = Date.now() - began;
         await this.#attach(before);
+        const attachedMs = Date.now() - began;
         await this.#store.update(id, {
           state: 'RUNNING',
           state_reason: `placed on node ${nodeName}`,
           started_at: Date.now(),
         });
-        this.#logger.info({ sandboxId: id, node: nodeName }, 'sandbox placed and attached');
+        // Where a start's time goes (ms since it began), for operators and `pnpm bench:cluster`.
+        const steps = { placedMs, readyMs, attachedMs };
+        this.#logger.info({ sandboxId: id, node: nodeName, steps }, 'sandbox placed and attached');
       } catch (err) {
         const message = err instanceof Error ? err.message : String(err);
         await orchestrator.remove(id).catch((e: unknown) => this.#logger.warn({ err: e }, 'remove failed'));
