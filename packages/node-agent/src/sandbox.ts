@@ -5,7 +5,7 @@
 import { chmod, mkdir, rm, writeFile } from 'node:fs/promises';
 import { posix } from 'node:path';
 import type { LauncherClient } from '@agentfense/launcher';
-import { identityOf, openPinnedDir, removeTree, spawnWorker } from '@agentfense/fuse-worker';
+import { identityOf, openPinnedDir, removeTree } from '@agentfense/fuse-worker';
 import type { WorkerHandle } from '@agentfense/fuse-worker';
 import {
   UnavailableError,
@@ -82,24 +82,34 @@ export class AttachedSandbox {
     readonly stateDir: string;
     readonly engine: EngineApi;
     readonly logger: RuntimeLogger;
+    /** An unmounted worker: the node agent's pool's idle one, or a fresh spawn. */
+    readonly takeWorker: () => Promise<WorkerHandle>;
   }): Promise<AttachedSandbox> {
     const { request, engine, logger } = options;
     const rules = validateRules(request.rules);
-    const container = await findContainer(engine, request.sandboxId);
-    const paths = sandboxPaths(options.stateDir, request.sandboxId);
-    await mkdir(paths.dir, { recursive: true, mode: 0o700 });
-    await chmod(paths.dir, 0o700);
-    await mkdir(paths.view, { recursive: true, mode: 0o700 });
-    const undo: (() => Promise<unknown>)[] = [];
+    // Asked for first, so a spawn it has to wait for overlaps the engine's answers and the directories.
+    const taking = options.takeWorker();
+    // Observed now: a failed take surfaces where the worker is used, not as an unhandled rejection.
+    taking.catch(() => undefined);
+    const undo: (() => Promise<unknown>)[] = [
+      async () => (await taking).stop({ graceMs: WORKER_STOP_GRACE_MS }),
+    ];
     try {
+      const container = await findContainer(engine, request.sandboxId);
+      const paths = sandboxPaths(options.stateDir, request.sandboxId);
+      await mkdir(paths.dir, { recursive: true, mode: 0o700 });
+      await chmod(paths.dir, 0o700);
+      await mkdir(paths.view, { recursive: true, mode: 0o700 });
       const lower = await openPinnedDir(request.codebasePath);
       const lowerIdentity = await identityOf(lower).finally(() => lower.close());
-      const worker = await spawnWorker({ logFile: paths.workerLog, name: request.sandboxId });
-      undo.push(() => worker.stop({ graceMs: WORKER_STOP_GRACE_MS }));
+      const worker = await taking;
       await writeFile(paths.workerPid, `${worker.pid} ${processStartTime(worker.pid) ?? ''}\n`, {
         mode: 0o600,
       });
       await worker.mount({
+        // A pooled worker was spawned before its sandbox was known: it takes on its log and name here.
+        logFile: paths.workerLog,
+        name: request.sandboxId,
         lowerDir: request.codebasePath,
         lowerIdentity,
         deltaDir: paths.delta,
