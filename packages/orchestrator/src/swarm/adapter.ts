@@ -20,6 +20,7 @@ import {
   type SwarmTask,
 } from './objects.js';
 import { SwarmTracker, nodeName, servingTask } from './tracker.js';
+import { SwarmWarmPool, WARM_LABEL, type WarmShape } from './warm.js';
 
 /** How the node agents are found: one on every node that carries `nodeLabel=true`, at `port`. */
 export interface SwarmNodeAgent {
@@ -51,6 +52,8 @@ export interface SwarmOrchestratorOptions {
   readonly pendingPollIntervalMs?: number;
   /** Failed polls while watching (each is retried at the next interval). */
   readonly onError?: (error: unknown) => void;
+  /** Sandbox services kept placed ahead of time across the cluster (warm.ts); none by default. */
+  readonly warmPool?: { readonly size: number; readonly shape: WarmShape };
 }
 
 const MANAGED = `${MANAGED_BY_LABEL}=${MANAGED_BY}`;
@@ -59,11 +62,23 @@ const MANAGED = `${MANAGED_BY_LABEL}=${MANAGED_BY}`;
 const CONSTRAINT_LABEL = /^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$/;
 
 export class SwarmOrchestrator implements Orchestrator {
+  readonly warm: SwarmWarmPool | undefined;
+
   constructor(private readonly options: SwarmOrchestratorOptions) {
     const { nodeLabel } = options.nodeAgent;
     if (nodeLabel !== undefined && !CONSTRAINT_LABEL.test(nodeLabel)) {
       throw new OrchestratorError('invalid-request', `not a node label Swarm can constrain on: ${nodeLabel}`);
     }
+    const warm = options.warmPool;
+    this.warm =
+      warm === undefined || warm.size <= 0
+        ? undefined
+        : new SwarmWarmPool({
+            api: options.api,
+            place: (r) => this.place(r),
+            size: warm.size,
+            shape: warm.shape,
+          });
   }
 
   async place(request: PlacementRequest): Promise<void> {
@@ -121,6 +136,8 @@ export class SwarmOrchestrator implements Orchestrator {
     const services = await this.options.api.listServices(MANAGED);
     return services.flatMap((s) => {
       const id = sandboxIdOfService(s);
+      // An idle warm placement belongs to the pool; a claimed one goes by its placement id.
+      if (s.Spec.Labels?.[WARM_LABEL] === 'unclaimed') return [];
       return id === undefined || owned(id) ? [] : [id];
     });
   }
