@@ -37,8 +37,10 @@ export async function startApiTier(options: {
   readonly cluster: SwarmCluster;
   readonly dir: string;
   readonly port: number;
+  /** Warm placements the replica keeps (`--swarm-warm-pool`), of this shape; none when absent. */
+  readonly warm?: { readonly size: number; readonly cpuMillis: number; readonly memoryBytes: number };
 }): Promise<ApiTier> {
-  const { cluster, dir, port } = options;
+  const { cluster, dir, port, warm } = options;
   await mkdir(dir, { recursive: true });
   const dataDir = join(dir, 'data');
   const token = randomToken();
@@ -68,6 +70,14 @@ export async function startApiTier(options: {
       String(port),
       '--sandbox-image',
       cluster.image,
+      ...(warm === undefined
+        ? []
+        : [
+            '--swarm-warm-pool',
+            String(warm.size),
+            '--swarm-warm-size',
+            `${warm.cpuMillis}:${warm.memoryBytes}`,
+          ]),
     ],
     { stdio: ['ignore', 'pipe', 'pipe'] },
   );
