@@ -63,7 +63,9 @@ export function addPlacementFlags(command: Command): Command {
 function warmPoolFromFlags(
   flags: PlacementFlags,
   image: string,
-): { size: number; shape: { image: string; resources: { cpuMillis: number; memoryBytes: number } } } | undefined {
+):
+  | { size: number; shape: { image: string; resources: { cpuMillis: number; memoryBytes: number } } }
+  | undefined {
   const size = Number(flags.swarmWarmPool);
   if (!(Number.isInteger(size) && size >= 0 && size <= MAX_WARM_POOL)) {
     throw new InvalidArgumentError(`--swarm-warm-pool: a whole number from 0 to ${MAX_WARM_POOL}`);

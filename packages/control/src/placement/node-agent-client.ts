@@ -106,7 +106,10 @@ export class NodeAgentClient {
   }
 
   async readFile(sandboxId: string, path: string): Promise<Buffer> {
-    const r = await this.#json<{ data: string }>('GET', `${this.#sandboxPath(sandboxId)}/files?${pathQuery(path)}`);
+    const r = await this.#json<{ data: string }>(
+      'GET',
+      `${this.#sandboxPath(sandboxId)}/files?${pathQuery(path)}`,
+    );
     return Buffer.from(r.data, 'base64');
   }
 
@@ -117,7 +120,8 @@ export class NodeAgentClient {
   }
 
   async changes(sandboxId: string): Promise<readonly ChangeEntry[]> {
-    return (await this.#json<{ changes: ChangeEntry[] }>('GET', `${this.#sandboxPath(sandboxId)}/changes`)).changes;
+    return (await this.#json<{ changes: ChangeEntry[] }>('GET', `${this.#sandboxPath(sandboxId)}/changes`))
+      .changes;
   }
 
   diff(sandboxId: string): Promise<{ diff: string; binary: readonly string[] }> {
@@ -147,11 +151,17 @@ export class NodeAgentClient {
   }
 
   async session(sandboxId: string, sessionId: string): Promise<SessionInfo> {
-    return sessionInfo(await this.#json<WireSession>('GET', this.#sessionPath(sandboxId, sessionId)), sandboxId);
+    return sessionInfo(
+      await this.#json<WireSession>('GET', this.#sessionPath(sandboxId, sessionId)),
+      sandboxId,
+    );
   }
 
   async listSessions(sandboxId: string): Promise<SessionInfo[]> {
-    const r = await this.#json<{ sessions: WireSession[] }>('GET', `${this.#sandboxPath(sandboxId)}/sessions`);
+    const r = await this.#json<{ sessions: WireSession[] }>(
+      'GET',
+      `${this.#sandboxPath(sandboxId)}/sessions`,
+    );
     return r.sessions.map((wire) => sessionInfo(wire, sandboxId));
   }
 
@@ -306,7 +316,12 @@ type WireSession = Omit<SessionInfo, 'createdAt' | 'lastActiveAt'> & {
 
 /** The node names the sandbox by its placement id; the API's answer names the sandbox. */
 function sessionInfo(wire: WireSession, sandboxId: string): SessionInfo {
-  return { ...wire, sandboxId, createdAt: new Date(wire.createdAt), lastActiveAt: new Date(wire.lastActiveAt) };
+  return {
+    ...wire,
+    sandboxId,
+    createdAt: new Date(wire.createdAt),
+    lastActiveAt: new Date(wire.lastActiveAt),
+  };
 }
 const pathQuery = (path: string): string => new URLSearchParams({ path }).toString();
 

@@ -135,7 +135,10 @@ export class OrchestratedSandboxes implements SandboxBackend {
         this.#placements.set(id, { startedAt, id: placementId });
         // Where a start's time goes (ms since it began), for operators and `pnpm bench:cluster`.
         const steps = { placedMs, readyMs, attachedMs };
-        this.#logger.info({ sandboxId: id, node: nodeName, placementId, steps }, 'sandbox placed and attached');
+        this.#logger.info(
+          { sandboxId: id, node: nodeName, placementId, steps },
+          'sandbox placed and attached',
+        );
       } catch (err) {
         const message = err instanceof Error ? err.message : String(err);
         await orchestrator

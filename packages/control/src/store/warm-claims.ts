@@ -8,7 +8,11 @@ import type { Db } from './db.js';
 
 export interface WarmClaimStore {
   /** Claims `placementId` for `sandboxId`; false when it was claimed before (by anyone). */
-  claim(row: { readonly placementId: string; readonly sandboxId: string; readonly at: number }): Promise<boolean>;
+  claim(row: {
+    readonly placementId: string;
+    readonly sandboxId: string;
+    readonly at: number;
+  }): Promise<boolean>;
   /** The warm placement serving `sandboxId` now (claimed and not released), or undefined. */
   placementOf(sandboxId: string): Promise<string | undefined>;
   /** The sandbox a claimed placement serves now, or undefined. */
