@@ -23,6 +23,8 @@ export interface ApiTier {
   readonly nodeToken: string;
   /** Where each start through the replica spent its time (from its log), in the order they ended. */
   startSteps(): Promise<StartSteps[]>;
+  /** The id the nodes know a sandbox by (a claimed warm placement's, or its own), from the log. */
+  placementOf(sandboxId: string): Promise<string>;
   stop(): Promise<void>;
 }
 
@@ -124,6 +126,14 @@ export async function startApiTier(options: {
           .split('\n')
           .filter((line) => line.includes('"steps"'))
           .map((line) => (JSON.parse(line) as { steps: StartSteps }).steps),
+      placementOf: async (sandboxId) => {
+        const line = (await readFile(join(dataDir, 'logs', 'control.log'), 'utf8'))
+          .split('\n')
+          .find((l) => l.includes('"steps"') && l.includes(`"sandboxId":"${sandboxId}"`));
+        return line === undefined
+          ? sandboxId
+          : ((JSON.parse(line) as { placementId?: string }).placementId ?? sandboxId);
+      },
       stop,
     };
   } catch (err) {

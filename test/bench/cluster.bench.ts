@@ -374,19 +374,21 @@ try {
     );
 
     const held = (await api(tier, 'POST', '/v1/sandboxes', create))['id'] as string;
-    const where = await adapter.locate(held);
+    // The node knows it by its placement's id (a warm placement's when it was claimed from the pool).
+    const onNode = await tier.placementOf(held);
+    const where = await adapter.locate(onNode);
     const direct = where === undefined ? undefined : tier.agentAt(where.nodeAgent.host);
     if (direct === undefined) throw new Error(`no node agent found for ${held}`);
     const viaReplica: number[] = [];
     const viaAgent: number[] = [];
     for (let i = 0; i < EXEC_BLOCK; i++) {
       await apiExec(tier, held, 'true');
-      await directExec(tier, direct, held, 'true');
+      await directExec(tier, direct, onNode, 'true');
     }
     for (let done = 0; done < EXEC_ROUNDS; done += EXEC_BLOCK) {
       for (let i = 0; i < EXEC_BLOCK; i++) {
         const s = performance.now();
-        await directExec(tier, direct, held, 'true');
+        await directExec(tier, direct, onNode, 'true');
         viaAgent.push(performance.now() - s);
       }
       for (let i = 0; i < EXEC_BLOCK; i++) {
