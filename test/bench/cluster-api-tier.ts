@@ -5,7 +5,7 @@
 //   by round with the single-host path the caller gives; and an exec round trip (`true`) through the
 //   replica against the same command sent straight to the sandbox's node agent, in alternated blocks.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdir, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -21,15 +21,28 @@ export interface ApiTier {
   /** The node agent listening at `host`, and the token serve uses for it. */
   agentAt(host: string): AgentProcess | undefined;
   readonly nodeToken: string;
+  /** Where each start through the replica spent its time (from its log), in the order they ended. */
+  startSteps(): Promise<StartSteps[]>;
+  /** The id the nodes know a sandbox by (a claimed warm placement's, or its own), from the log. */
+  placementOf(sandboxId: string): Promise<string>;
   stop(): Promise<void>;
+}
+
+/** Ms since a start began: the service placed, its `ready` seen, the view attached. */
+export interface StartSteps {
+  readonly placedMs: number;
+  readonly readyMs: number;
+  readonly attachedMs: number;
 }
 
 export async function startApiTier(options: {
   readonly cluster: SwarmCluster;
   readonly dir: string;
   readonly port: number;
+  /** Warm placements the replica keeps (`--swarm-warm-pool`), of this shape; none when absent. */
+  readonly warm?: { readonly size: number; readonly cpuMillis: number; readonly memoryBytes: number };
 }): Promise<ApiTier> {
-  const { cluster, dir, port } = options;
+  const { cluster, dir, port, warm } = options;
   await mkdir(dir, { recursive: true });
   const dataDir = join(dir, 'data');
   const token = randomToken();
@@ -59,6 +72,14 @@ export async function startApiTier(options: {
       String(port),
       '--sandbox-image',
       cluster.image,
+      ...(warm === undefined
+        ? []
+        : [
+            '--swarm-warm-pool',
+            String(warm.size),
+            '--swarm-warm-size',
+            `${warm.cpuMillis}:${warm.memoryBytes}`,
+          ]),
     ],
     { stdio: ['ignore', 'pipe', 'pipe'] },
   );
@@ -100,6 +121,19 @@ export async function startApiTier(options: {
       token,
       nodeToken,
       agentAt: (host) => agents[cluster.nodes.findIndex((n) => n.address === host)],
+      startSteps: async () =>
+        (await readFile(join(dataDir, 'logs', 'control.log'), 'utf8'))
+          .split('\n')
+          .filter((line) => line.includes('"steps"'))
+          .map((line) => (JSON.parse(line) as { steps: StartSteps }).steps),
+      placementOf: async (sandboxId) => {
+        const line = (await readFile(join(dataDir, 'logs', 'control.log'), 'utf8'))
+          .split('\n')
+          .find((l) => l.includes('"steps"') && l.includes(`"sandboxId":"${sandboxId}"`));
+        return line === undefined
+          ? sandboxId
+          : ((JSON.parse(line) as { placementId?: string }).placementId ?? sandboxId);
+      },
       stop,
     };
   } catch (err) {

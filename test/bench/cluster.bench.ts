@@ -11,7 +11,8 @@
 //      replica against the single-host path, and an exec round trip through the replica against the same
 //      command sent straight to the node agent. BENCH_ONLY=api runs it alone, BENCH_API=1 after 1-3.
 // Run as root under flock /tmp/af-docker.lock and /tmp/af-bench.lock. BENCH_ROUNDS (8), BENCH_EXEC_ROUNDS
-// (100), BENCH_MEMORY_SANDBOXES (6). Everything made is removed on success, failure and SIGINT/SIGTERM.
+// (100), BENCH_MEMORY_SANDBOXES (6), BENCH_WARM_POOL (2: the replica's --swarm-warm-pool). Everything
+// made is removed on success, failure and SIGINT/SIGTERM.
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -35,6 +36,8 @@ import { createSwarmCluster, type SwarmCluster } from '../helpers/swarm-cluster.
 const ROUNDS = Number(process.env['BENCH_ROUNDS'] ?? 8);
 const EXEC_ROUNDS = Number(process.env['BENCH_EXEC_ROUNDS'] ?? 100);
 const MEMORY_SANDBOXES = Number(process.env['BENCH_MEMORY_SANDBOXES'] ?? 6);
+/** Warm placements the API tier's replica keeps (`serve --swarm-warm-pool`); 0 for none. */
+const WARM_POOL = Number(process.env['BENCH_WARM_POOL'] ?? 2);
 const EXEC_BLOCK = 10;
 const ONLY_API = process.env['BENCH_ONLY'] === 'api';
 /** The API tier (step 4) runs only when asked for: BENCH_ONLY=api, or BENCH_API=1 after steps 1-3. */
@@ -322,7 +325,12 @@ try {
     // 4. The API tier: a serve replica over node agents that read its data directory (the per-node
     //    codebase copies' agents give way to them on the same port).
     await agents.stop();
-    apiTier = await startApiTier({ cluster, dir: join(root, 'api'), port: AGENT_PORT });
+    apiTier = await startApiTier({
+      cluster,
+      dir: join(root, 'api'),
+      port: AGENT_PORT,
+      ...(WARM_POOL > 0 ? { warm: { size: WARM_POOL, ...RESOURCES } } : {}),
+    });
     const tier = apiTier;
     const cb = (await api(tier, 'POST', '/v1/codebases', { name: 'bench' }))['id'] as string;
     await api(tier, 'PUT', `/v1/codebases/${cb}/files/readme.txt`, 'hello from the codebase\n');
@@ -355,23 +363,32 @@ try {
     console.log(
       `create → first exec through the API tier: single host p50 ${ms(p50(localCreate))}; ` +
         `serve --orchestrator swarm replica p50 ${ms(p50(apiCreate))} = ${apiCreateX.toFixed(2)}× ` +
-        `(target ≤ ${CREATE_TARGET_X}×: ${apiCreateX <= CREATE_TARGET_X ? 'ok' : 'OVER TARGET'}; ${ROUNDS} rounds each, load ${load()})`,
+        `(target ≤ ${CREATE_TARGET_X}×: ${apiCreateX <= CREATE_TARGET_X ? 'ok' : 'OVER TARGET'}; ${ROUNDS} rounds each, ` +
+        `warm pool ${WARM_POOL}, load ${load()})`,
+    );
+    // The replica's own split of its starts (its log), the warm-up round left out.
+    const steps = (await tier.startSteps()).slice(1);
+    console.log(
+      `  the replica's start, p50 since it began: service placed ${ms(p50(steps.map((s) => s.placedMs)))}, ` +
+        `ready seen ${ms(p50(steps.map((s) => s.readyMs)))}, attached ${ms(p50(steps.map((s) => s.attachedMs)))}`,
     );
 
     const held = (await api(tier, 'POST', '/v1/sandboxes', create))['id'] as string;
-    const where = await adapter.locate(held);
+    // The node knows it by its placement's id (a warm placement's when it was claimed from the pool).
+    const onNode = await tier.placementOf(held);
+    const where = await adapter.locate(onNode);
     const direct = where === undefined ? undefined : tier.agentAt(where.nodeAgent.host);
     if (direct === undefined) throw new Error(`no node agent found for ${held}`);
     const viaReplica: number[] = [];
     const viaAgent: number[] = [];
     for (let i = 0; i < EXEC_BLOCK; i++) {
       await apiExec(tier, held, 'true');
-      await directExec(tier, direct, held, 'true');
+      await directExec(tier, direct, onNode, 'true');
     }
     for (let done = 0; done < EXEC_ROUNDS; done += EXEC_BLOCK) {
       for (let i = 0; i < EXEC_BLOCK; i++) {
         const s = performance.now();
-        await directExec(tier, direct, held, 'true');
+        await directExec(tier, direct, onNode, 'true');
         viaAgent.push(performance.now() - s);
       }
       for (let i = 0; i < EXEC_BLOCK; i++) {

@@ -178,6 +178,34 @@ describe.each(['sqlite', 'postgres'] as const)('metadata store contract: %s', (b
     }
   });
 
+  it('a warm placement is claimed once: of replicas racing exactly one wins, and none after release', async () => {
+    const placement = newId('sandbox');
+    const [a, b, c] = [newId('sandbox'), newId('sandbox'), newId('sandbox')];
+    const other = await open();
+    try {
+      const at = Date.now();
+      const won = await Promise.all([
+        store.warmClaims.claim({ placementId: placement, sandboxId: a, at }),
+        other.warmClaims.claim({ placementId: placement, sandboxId: b, at }),
+        store.warmClaims.claim({ placementId: placement, sandboxId: c, at }),
+      ]);
+      expect(won.filter(Boolean)).toHaveLength(1);
+      const winner = [a, b, c][won.indexOf(true)]!;
+      // Both replicas route the sandbox to it, and the placement back to the sandbox.
+      expect(await other.warmClaims.placementOf(winner)).toBe(placement);
+      expect(await store.warmClaims.sandboxOf(placement)).toBe(winner);
+      for (const loser of [a, b, c].filter((id) => id !== winner))
+        expect(await store.warmClaims.placementOf(loser)).toBeUndefined();
+      // Its sandbox stopped: the claim routes nothing any more, and the placement is never claimed again.
+      await store.warmClaims.release(winner, at + 1);
+      expect(await other.warmClaims.placementOf(winner)).toBeUndefined();
+      expect(await store.warmClaims.sandboxOf(placement)).toBeUndefined();
+      expect(await other.warmClaims.claim({ placementId: placement, sandboxId: a, at: at + 2 })).toBe(false);
+    } finally {
+      await other.close();
+    }
+  });
+
   it('codebases: rows, counts added in place, an identity recorded once', async () => {
     const { codebase } = await seed(0);
     await store.codebases.addFiles(codebase, 2, 10);

@@ -186,6 +186,43 @@ describe.skipIf(docker.unavailable !== null)(
       await removeContainer(dockerHost, containers.at(-1)!);
     });
 
+    it('an attach takes the worker the agent spawned ahead, and another is spawned for the next', async () => {
+      // The agent's child processes: its idle pooled worker before any attach names it.
+      const children = async (): Promise<number[]> => {
+        const pid = agent!.child.pid!;
+        const text = await readFile(`/proc/${pid}/task/${pid}/children`, 'utf8').catch(() => '');
+        return text.split(/\s+/).filter(Boolean).map(Number);
+      };
+      const idleWorker = async (exclude: readonly number[]): Promise<number> => {
+        for (let i = 0; i < 100; i++) {
+          for (const pid of await children()) {
+            if (exclude.includes(pid)) continue;
+            const cmdline = await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '');
+            if (cmdline.includes('worker')) return pid;
+          }
+          await sleep(100);
+        }
+        throw new Error('no idle worker under the agent');
+      };
+      const before = await idleWorker([]);
+      const sandboxId = `sb_${randomUUID()}`;
+      await attach(sandboxId);
+      const taken = Number(
+        (await readFile(join(root, 'state', 'sandboxes', sandboxId, 'worker.pid'), 'utf8')).split(' ')[0],
+      );
+      expect(taken).toBe(before);
+      // It took on its sandbox's log at the mount, and the pool spawned the next one.
+      expect((await stat(join(root, 'state', 'sandboxes', sandboxId, 'worker.log'))).isFile()).toBe(true);
+      expect(await idleWorker([taken])).not.toBe(taken);
+      expect((await exec(agent!, token, sandboxId, ['cat', '/workspace/readme.txt'])).stdout).toBe(
+        'hello from the codebase\n',
+      );
+      // Its directory goes with it (the restart test below counts what a killed agent left).
+      const r = await call(agent!, token, 'DELETE', `/v1/sandboxes/${sandboxId}?dropDelta=true`);
+      expect(r.status, r.text).toBe(200);
+      await removeContainer(dockerHost, containers.at(-1)!);
+    });
+
     it('a restarted agent clears what a killed one left of a sandbox no longer placed here', async () => {
       const gone = `sb_${randomUUID()}`;
       const stays = `sb_${randomUUID()}`;

@@ -46,6 +46,7 @@ function fakeManager(answer: { services: SwarmService[]; tasks: SwarmTask[]; nod
   return {
     createService: () => Promise.reject(new Error('not used')),
     removeService: () => Promise.resolve(true),
+    relabelService: () => Promise.reject(new Error('not used')),
     inspectService: (name) => Promise.resolve(answer.services.find((s) => s.Spec.Name === name)),
     listServices: () => Promise.resolve(answer.services),
     // Ignores every filter: the widest answer a proxy could give.

@@ -10,6 +10,10 @@ export {
   workerProgram,
 } from './handle.js';
 export type { SpawnWorkerOptions, WorkerExit } from './handle.js';
+// Workers spawned ahead of time (one host's control plane, a cluster node's agent).
+export { DEFAULT_WORKER_POOL_SIZE, WorkerPool } from './worker-pool.js';
+export type { WorkerPoolOptions } from './worker-pool.js';
+export { POOL_WORKER_NAME } from './pool-worker.js';
 export { abortFuseConnection, clearFuseMount, fuseMountsAt, isFuseMounted, listMounts } from './mounts.js';
 export type { MountInfo } from './mounts.js';
 export { removeTree } from './host/walk.js';

@@ -8,6 +8,9 @@ import { readFileSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
+// The name of a worker spawned ahead of time; the one-shot CLI's early worker must match the pool's.
+export { POOL_WORKER_NAME } from './pool-worker.js';
+
 /** The build directory. Under vitest the source is loaded, so point at the build next to it. */
 const DIST = ((): string => {
   const here = fileURLToPath(import.meta.url);

@@ -5,6 +5,7 @@
 import { loadavg, cpus, freemem, totalmem } from 'node:os';
 import type { AuditQuery } from '@agentfense/audit-trail';
 import type { NodeBlobCache, SnapshotLease } from '@agentfense/blobs';
+import type { WorkerPool } from '@agentfense/fuse-worker';
 import {
   AlreadyExistsError,
   InvalidArgumentError,
@@ -50,6 +51,8 @@ export class NodeAgentCore {
       readonly logger: RuntimeLogger;
       /** Where snapshots are materialised; without it an attach must name a codebase path. */
       readonly blobCache?: NodeBlobCache;
+      /** FUSE workers spawned ahead of time (an attach takes one instead of waiting for a spawn). */
+      readonly workers: WorkerPool;
     },
   ) {}
 
@@ -106,6 +109,7 @@ export class NodeAgentCore {
         stateDir: this.options.stateDir,
         engine: this.options.engine,
         logger: this.options.logger,
+        takeWorker: () => this.options.workers.take(),
       });
       this.#sandboxes.set(sandboxId, sandbox);
       if (lease !== undefined) this.#leases.set(sandboxId, lease);
@@ -203,8 +207,9 @@ export class NodeAgentCore {
     };
   }
 
-  /** Detaches every sandbox (the agent is stopping); deltas stay. */
+  /** Detaches every sandbox (the agent is stopping); deltas stay. Idle workers are stopped. */
   async close(): Promise<void> {
     for (const id of [...this.#sandboxes.keys()]) await this.detach(id).catch(() => undefined);
+    await this.options.workers.close();
   }
 }

@@ -3,6 +3,7 @@ import { mkdir, realpath } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
 import { hostname } from 'node:os';
 import { FsBlobStore, NodeBlobCache } from '@agentfense/blobs';
+import { DEFAULT_WORKER_POOL_SIZE, WorkerPool } from '@agentfense/fuse-worker';
 import type { Orchestrator } from '@agentfense/orchestrator';
 import { createStderrLogger, type RuntimeLogger } from '@agentfense/protocol';
 import { createEngineApi } from '@agentfense/runtime-docker';
@@ -36,6 +37,8 @@ export interface NodeAgentOptions {
   readonly blobStore?: string;
   /** Bytes of file content the node's snapshot cache (`<stateDir>/blob-cache`) keeps. Default 10 GiB. */
   readonly blobCacheBytes?: number;
+  /** Idle FUSE workers kept ready for the next attach (0: spawn each on demand). Default 1. */
+  readonly workerPoolSize?: number;
   readonly logger?: RuntimeLogger;
 }
 
@@ -74,12 +77,19 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
         ? { sandboxId, nodeName, podIP: '', nodeAgent: { host: options.host, port: options.port } }
         : undefined,
   };
+  // The pool the single-host control plane keeps: an idle worker holds no sandbox's data until mounted.
+  const workers = new WorkerPool({
+    size: options.workerPoolSize ?? DEFAULT_WORKER_POOL_SIZE,
+    logFile: `${stateDir}/worker-pool.log`,
+    logger,
+  });
   const core = new NodeAgentCore({
     nodeName,
     stateDir,
     codebaseRoot,
     engine,
     logger,
+    workers,
     ...(blobCache === undefined ? {} : { blobCache }),
   });
   const server = createAgentServer({ core, authenticated });
@@ -93,6 +103,7 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
       });
     });
     core.markReady();
+    if ((options.workerPoolSize ?? DEFAULT_WORKER_POOL_SIZE) > 0) workers.prewarm();
     const { address, port } = server.address() as AddressInfo;
     return {
       address: { host: address, port },
@@ -109,6 +120,7 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
     };
   } catch (err) {
     server.close();
+    await workers.close();
     await engine.close();
     throw err;
   }

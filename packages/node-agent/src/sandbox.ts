@@ -12,7 +12,6 @@ import {
   openPinnedDir,
   removeTree,
   removeWorkerCgroup,
-  spawnWorker,
   workerMemoryBound,
 } from '@agentfense/fuse-worker';
 import type { WorkerHandle } from '@agentfense/fuse-worker';
@@ -97,38 +96,49 @@ export class AttachedSandbox {
     readonly stateDir: string;
     readonly engine: EngineApi;
     readonly logger: RuntimeLogger;
+    /** An unmounted worker: the node agent's pool's idle one, or a fresh spawn. */
+    readonly takeWorker: () => Promise<WorkerHandle>;
   }): Promise<AttachedSandbox> {
     const { request, engine, logger } = options;
     const rules = validateRules(request.rules);
-    const container = await findContainer(engine, request.sandboxId);
-    const paths = sandboxPaths(options.stateDir, request.sandboxId);
-    await mkdir(paths.dir, { recursive: true, mode: 0o700 });
-    await chmod(paths.dir, 0o700);
-    await mkdir(paths.view, { recursive: true, mode: 0o700 });
-    const undo: (() => Promise<unknown>)[] = [];
-    // The trail is kept here, beside the delta, and read by the API tier through this agent.
-    const trail = new AuditWriter(paths.auditLog, (err) =>
-      logger.warn({ err, sandboxId: request.sandboxId }, 'could not write the audit trail'),
-    );
+    // What the sandbox makes its worker hold is charged to the sandbox, not to the node: the worker
+    // joins a memory cgroup of its own before it mounts, as on a single host.
+    const cgroupMade = createWorkerCgroup({
+      sandboxId: request.sandboxId,
+      boundBytes: workerMemoryBound(request.memoryBytes),
+      logger,
+    });
+    // Asked for first, so a spawn it has to wait for overlaps the engine's answers and the directories.
+    const taking = options.takeWorker();
+    // Observed now: a failed take surfaces where the worker is used, not as an unhandled rejection.
+    taking.catch(() => undefined);
+    // Undone last to first: the worker stops before its cgroup goes.
+    const undo: (() => Promise<unknown>)[] = [
+      () => removeWorkerCgroup({ sandboxId: request.sandboxId, logger }),
+      async () => (await taking).stop({ graceMs: WORKER_STOP_GRACE_MS }),
+    ];
     try {
+      const container = await findContainer(engine, request.sandboxId);
+      const paths = sandboxPaths(options.stateDir, request.sandboxId);
+      await mkdir(paths.dir, { recursive: true, mode: 0o700 });
+      await chmod(paths.dir, 0o700);
+      await mkdir(paths.view, { recursive: true, mode: 0o700 });
       const lower = await openPinnedDir(request.codebasePath);
       const lowerIdentity = await identityOf(lower).finally(() => lower.close());
-      // What the sandbox makes its worker hold is charged to the sandbox, not to the node: the worker
-      // joins a memory cgroup of its own before it mounts, as on a single host.
-      const cgroupMade = createWorkerCgroup({
-        sandboxId: request.sandboxId,
-        boundBytes: workerMemoryBound(request.memoryBytes),
-        logger,
-      });
-      undo.push(() => removeWorkerCgroup({ sandboxId: request.sandboxId, logger }));
-      const worker = await spawnWorker({ logFile: paths.workerLog, name: request.sandboxId });
-      undo.push(() => worker.stop({ graceMs: WORKER_STOP_GRACE_MS }));
+      const worker = await taking;
       await (await cgroupMade)?.attach(worker.pid);
+      // The trail is kept here, beside the delta, and read by the API tier through this agent.
+      const trail = new AuditWriter(paths.auditLog, (err) =>
+        logger.warn({ err, sandboxId: request.sandboxId }, 'could not write the audit trail'),
+      );
       worker.client.onEvent('audit', (events) => trail.append(events));
       await writeFile(paths.workerPid, `${worker.pid} ${processStartTime(worker.pid) ?? ''}\n`, {
         mode: 0o600,
       });
       await worker.mount({
+        // A pooled worker was spawned before its sandbox was known: it takes on its log and name here.
+        logFile: paths.workerLog,
+        name: request.sandboxId,
         lowerDir: request.codebasePath,
         lowerIdentity,
         deltaDir: paths.delta,

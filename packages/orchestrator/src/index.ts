@@ -7,6 +7,7 @@ export type {
   PlacementRequest,
   PlacementStatus,
   ResourceRequest,
+  WarmPool,
   WatchOptions,
 } from './types.js';
 export { ORCHESTRATOR_REASONS, OrchestratorError } from './errors.js';

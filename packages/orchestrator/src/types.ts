@@ -60,8 +60,25 @@ export interface WatchOptions {
   readonly signal?: AbortSignal;
 }
 
+/**
+ * Sandbox containers placed ahead of time with no sandbox yet (no codebase, no rules: nothing is attached
+ * in them until claimed), each under a placement id of its own. A start claims one (the API tier's
+ * database decides which replica gets it), marks it claimed here and attaches its sandbox there; a
+ * claimed placement is removed with its sandbox, never handed back. The adapter keeps `size` idle.
+ */
+export interface WarmPool {
+  /** Idle placements running now that fit `shape` (its image and exact resources), oldest first. */
+  idle(shape: { readonly image: string; readonly resources: ResourceRequest }): Promise<string[]>;
+  /** Marks an idle placement claimed by `sandboxId`; false when it is gone or no longer idle. */
+  markClaimed(placementId: string, sandboxId: string): Promise<boolean>;
+  /** Places idle ones until there are `size`. */
+  refill(): Promise<void>;
+}
+
 /** The orchestrator adapter: place, watch, remove, locate. */
 export interface Orchestrator {
+  /** Placements made ahead of time, when the adapter keeps them (Swarm with a warm pool size). */
+  readonly warm?: WarmPool;
   /** Asks for the sandbox's container; returns once the orchestrator accepted the request. */
   place(request: PlacementRequest): Promise<void>;
   /**

@@ -83,6 +83,22 @@ describe('watch', () => {
     expect(JSON.parse(listed.query['filters']!)).toEqual({ label: ['agentfense.dev/managed-by=agentfense'] });
   });
 
+  it('reads again at the pending interval while a sandbox is pending, not the idle one', async () => {
+    // A create waits on this `ready`: with the idle interval at a minute, only the pending one brings it.
+    const r = await swarmReplay(
+      [
+        ...poll(A, 'tasks-a-pending.json', 'nodes-ready.json'),
+        ...poll(A, 'tasks-a-running.json', 'nodes-ready.json'),
+      ],
+      { pollIntervalMs: 60_000, pendingPollIntervalMs: 5 },
+    );
+    replay = r.replay;
+    expect(await statuses(r.adapter, 2)).toEqual([
+      { state: 'pending', sandboxId: SANDBOX_A, detail: 'pending: pending task scheduling' },
+      { state: 'ready', sandboxId: SANDBOX_A, nodeName: 'swarm-1', podIP: '' },
+    ]);
+  });
+
   it('reports a sandbox whose node died as node-lost, then ready where Swarm placed it again', async () => {
     const r = await swarmReplay([
       ...poll(D, 'tasks-d-on-swarm-3.json', 'nodes-ready.json'),

@@ -6,9 +6,8 @@
 // run after all, another data directory), the pool spawns as before and discardEarlyWorker() kills the
 // unused process when the CLI is done.
 import { statSync } from 'node:fs';
-import { discardEarlyWorker, startEarlyWorker } from '@agentfense/fuse-worker/process';
+import { POOL_WORKER_NAME, discardEarlyWorker, startEarlyWorker } from '@agentfense/fuse-worker/process';
 import { DataLayout, resolveDataDir } from '../paths.js';
-import { POOL_WORKER_NAME } from '../sandboxes/pool-worker.js';
 import { parseRunLine } from './run-line.js';
 
 export { discardEarlyWorker };

@@ -11,11 +11,16 @@ export interface PlacementFlags {
   readonly nodeAgentPort: string;
   readonly sandboxImage: string;
   readonly swarmNodeLabel: string;
+  readonly swarmWarmPool: string;
+  readonly swarmWarmSize: string;
 }
 
 /** The node label an operator sets where a node agent runs (deploy/swarm/node-agent.service). */
 export const DEFAULT_NODE_LABEL = 'agentfense.node-agent';
 export const DEFAULT_SANDBOX_IMAGE = 'agentfense/sandbox:latest';
+/** A warm placement's CPU (millicores) and memory: what a sandbox that sets no limits gets. */
+const DEFAULT_WARM_SIZE = `1000:${4 * 1024 ** 3}`;
+const MAX_WARM_POOL = 64;
 
 export function addPlacementFlags(command: Command): Command {
   return command
@@ -41,7 +46,37 @@ export function addPlacementFlags(command: Command): Command {
       '--swarm-node-label <key>',
       'with --orchestrator swarm: sandboxes go only to nodes labelled <key>=true (where a node agent runs)',
       DEFAULT_NODE_LABEL,
+    )
+    .option(
+      '--swarm-warm-pool <n>',
+      `with --orchestrator swarm: sandbox containers kept placed ahead of time across the cluster (0-${MAX_WARM_POOL}), claimed by starts of their size`,
+      '0',
+    )
+    .option(
+      '--swarm-warm-size <millicores:bytes>',
+      "with --swarm-warm-pool: the warm containers' CPU and memory; only a sandbox asking exactly that claims one",
+      DEFAULT_WARM_SIZE,
     );
+}
+
+/** The warm pool's size and shape from the flags; undefined for none. */
+function warmPoolFromFlags(
+  flags: PlacementFlags,
+  image: string,
+):
+  | { size: number; shape: { image: string; resources: { cpuMillis: number; memoryBytes: number } } }
+  | undefined {
+  const size = Number(flags.swarmWarmPool);
+  if (!(Number.isInteger(size) && size >= 0 && size <= MAX_WARM_POOL)) {
+    throw new InvalidArgumentError(`--swarm-warm-pool: a whole number from 0 to ${MAX_WARM_POOL}`);
+  }
+  const m = /^(\d+):(\d+)$/.exec(flags.swarmWarmSize);
+  const cpuMillis = Number(m?.[1]);
+  const memoryBytes = Number(m?.[2]);
+  if (m === null || !(cpuMillis > 0 && Number.isSafeInteger(memoryBytes) && memoryBytes > 0)) {
+    throw new InvalidArgumentError(`--swarm-warm-size: <millicores>:<bytes>, got ${flags.swarmWarmSize}`);
+  }
+  return size === 0 ? undefined : { size, shape: { image, resources: { cpuMillis, memoryBytes } } };
 }
 
 /** The `placement` option from the flags; undefined without --orchestrator. */
@@ -64,6 +99,7 @@ export async function placementFromFlags(flags: PlacementFlags): Promise<Placeme
   if (!(Number.isInteger(port) && port >= 1 && port <= 65535)) {
     throw new InvalidArgumentError(`--node-agent-port must be a port number, got ${flags.nodeAgentPort}`);
   }
+  const warmPool = warmPoolFromFlags(flags, flags.sandboxImage);
   const [{ readTokenFile }, { SwarmOrchestrator, swarmApiFrom }, { dockerEngineApi }] = await Promise.all([
     import('../http/auth.js'),
     import('@agentfense/orchestrator/swarm'),
@@ -75,6 +111,7 @@ export async function placementFromFlags(flags: PlacementFlags): Promise<Placeme
     orchestrator: new SwarmOrchestrator({
       api: swarmApiFrom(await dockerEngineApi(flags.swarmManager)),
       nodeAgent: { port, nodeLabel: flags.swarmNodeLabel },
+      ...(warmPool === undefined ? {} : { warmPool }),
     }),
     nodeAgentToken,
     image: flags.sandboxImage,

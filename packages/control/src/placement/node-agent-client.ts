@@ -22,6 +22,11 @@ export interface NodeAgentEndpoint {
   readonly host: string;
   readonly port: number;
   readonly token: string;
+  /**
+   * The id the node knows a sandbox by: its placement's (a warm placement claimed for it keeps the id it
+   * was placed under, which its container's label carries). Default: the sandbox's own id.
+   */
+  readonly placementOf?: (sandboxId: string) => string;
 }
 
 /** One command's request, as the node agent takes it. */
@@ -67,6 +72,17 @@ export class NodeAgentClient {
     this.address = `${host}:${endpoint.port}`;
     this.#base = `http://${this.address}`;
     this.#token = endpoint.token;
+    this.#placementOf = endpoint.placementOf ?? ((id) => id);
+  }
+
+  readonly #placementOf: (sandboxId: string) => string;
+
+  #sandboxPath(sandboxId: string): string {
+    return sandboxPath(this.#placementOf(sandboxId));
+  }
+
+  #sessionPath(sandboxId: string, sessionId: string): string {
+    return sessionPath(this.#placementOf(sandboxId), sessionId);
   }
 
   attach(request: {
@@ -77,12 +93,15 @@ export class NodeAgentClient {
     readonly auditAllowed?: boolean;
     readonly memoryBytes?: number;
   }): Promise<{ sandboxId: string; container: string }> {
-    return this.#json('POST', '/v1/sandboxes', request);
+    return this.#json('POST', '/v1/sandboxes', {
+      ...request,
+      sandboxId: this.#placementOf(request.sandboxId),
+    });
   }
 
   async detach(sandboxId: string, options: { readonly dropDelta?: boolean } = {}): Promise<void> {
     const query = options.dropDelta === true ? '?dropDelta=true' : '';
-    await this.#json('DELETE', `${sandboxPath(sandboxId)}${query}`);
+    await this.#json('DELETE', `${this.#sandboxPath(sandboxId)}${query}`);
   }
 
   /** The node's attached sandboxes and whether each one's container is still connected. */
@@ -91,29 +110,33 @@ export class NodeAgentClient {
   }
 
   async readFile(sandboxId: string, path: string): Promise<Buffer> {
-    const r = await this.#json<{ data: string }>('GET', `${sandboxPath(sandboxId)}/files?${pathQuery(path)}`);
+    const r = await this.#json<{ data: string }>(
+      'GET',
+      `${this.#sandboxPath(sandboxId)}/files?${pathQuery(path)}`,
+    );
     return Buffer.from(r.data, 'base64');
   }
 
   async writeFile(sandboxId: string, path: string, data: Uint8Array): Promise<void> {
-    await this.#json('PUT', `${sandboxPath(sandboxId)}/files?${pathQuery(path)}`, {
+    await this.#json('PUT', `${this.#sandboxPath(sandboxId)}/files?${pathQuery(path)}`, {
       data: Buffer.from(data).toString('base64'),
     });
   }
 
   async changes(sandboxId: string): Promise<readonly ChangeEntry[]> {
-    return (await this.#json<{ changes: ChangeEntry[] }>('GET', `${sandboxPath(sandboxId)}/changes`)).changes;
+    return (await this.#json<{ changes: ChangeEntry[] }>('GET', `${this.#sandboxPath(sandboxId)}/changes`))
+      .changes;
   }
 
   diff(sandboxId: string): Promise<{ diff: string; binary: readonly string[] }> {
-    return this.#json('GET', `${sandboxPath(sandboxId)}/diff`);
+    return this.#json('GET', `${this.#sandboxPath(sandboxId)}/diff`);
   }
 
   commit(
     sandboxId: string,
     options: { readonly mode?: CommitMode; readonly paths?: readonly string[] },
   ): Promise<CommitResult> {
-    return this.#json('POST', `${sandboxPath(sandboxId)}/commit`, options);
+    return this.#json('POST', `${this.#sandboxPath(sandboxId)}/commit`, options);
   }
 
   /** The audit trail the node keeps for the sandbox (its worker's decisions), newest last. */
@@ -128,29 +151,36 @@ export class NodeAgentClient {
 
   /** Replaces the file rules the sandbox's worker enforces. */
   async setRules(sandboxId: string, rules: readonly PermissionRule[]): Promise<void> {
-    await this.#json('PUT', `${sandboxPath(sandboxId)}/rules`, { rules });
+    await this.#json('PUT', `${this.#sandboxPath(sandboxId)}/rules`, { rules });
   }
 
   async discard(sandboxId: string, options: { readonly paths?: readonly string[] }): Promise<void> {
-    await this.#json('POST', `${sandboxPath(sandboxId)}/discard`, options);
+    await this.#json('POST', `${this.#sandboxPath(sandboxId)}/discard`, options);
   }
 
   /** Opens a session (a shell on the node, @agentfense/sessions) under the id the API tier chose. */
   async openSession(sandboxId: string, request: RemoteSessionRequest): Promise<SessionInfo> {
-    return sessionInfo(await this.#json<WireSession>('POST', `${sandboxPath(sandboxId)}/sessions`, request));
+    const wire = await this.#json<WireSession>('POST', `${this.#sandboxPath(sandboxId)}/sessions`, request);
+    return sessionInfo(wire, sandboxId);
   }
 
   async session(sandboxId: string, sessionId: string): Promise<SessionInfo> {
-    return sessionInfo(await this.#json<WireSession>('GET', sessionPath(sandboxId, sessionId)));
+    return sessionInfo(
+      await this.#json<WireSession>('GET', this.#sessionPath(sandboxId, sessionId)),
+      sandboxId,
+    );
   }
 
   async listSessions(sandboxId: string): Promise<SessionInfo[]> {
-    const r = await this.#json<{ sessions: WireSession[] }>('GET', `${sandboxPath(sandboxId)}/sessions`);
-    return r.sessions.map(sessionInfo);
+    const r = await this.#json<{ sessions: WireSession[] }>(
+      'GET',
+      `${this.#sandboxPath(sandboxId)}/sessions`,
+    );
+    return r.sessions.map((wire) => sessionInfo(wire, sandboxId));
   }
 
   async closeSession(sandboxId: string, sessionId: string): Promise<void> {
-    await this.#json('DELETE', sessionPath(sandboxId, sessionId));
+    await this.#json('DELETE', this.#sessionPath(sandboxId, sessionId));
   }
 
   /**
@@ -163,7 +193,7 @@ export class NodeAgentClient {
     request: { readonly command: string; readonly stdin?: Uint8Array; readonly timeoutMs?: number },
   ): Promise<SessionExecResult> {
     const { stdin, ...rest } = request;
-    const res = await this.#send('POST', `${sessionPath(sandboxId, sessionId)}/exec`, {
+    const res = await this.#send('POST', `${this.#sessionPath(sandboxId, sessionId)}/exec`, {
       body: { ...rest, ...(stdin === undefined ? {} : { stdin: Buffer.from(stdin).toString('base64') }) },
     });
     if (!res.ok) throw await this.#answerError(res);
@@ -188,7 +218,7 @@ export class NodeAgentClient {
   /** Runs one command; output is handed over as it arrives, the exit status is the answer's last line. */
   async exec(sandboxId: string, request: RemoteExecRequest): Promise<RemoteExecExit> {
     const { signal, onStdout, onStderr, stdin, ...rest } = request;
-    const res = await this.#send('POST', `${sandboxPath(sandboxId)}/exec`, {
+    const res = await this.#send('POST', `${this.#sandboxPath(sandboxId)}/exec`, {
       body: { ...rest, ...(stdin === undefined ? {} : { stdin: Buffer.from(stdin).toString('base64') }) },
       ...(signal === undefined ? {} : { signal }),
     });
@@ -298,8 +328,14 @@ type WireSession = Omit<SessionInfo, 'createdAt' | 'lastActiveAt'> & {
   readonly lastActiveAt: string;
 };
 
-function sessionInfo(wire: WireSession): SessionInfo {
-  return { ...wire, createdAt: new Date(wire.createdAt), lastActiveAt: new Date(wire.lastActiveAt) };
+/** The node names the sandbox by its placement id; the API's answer names the sandbox. */
+function sessionInfo(wire: WireSession, sandboxId: string): SessionInfo {
+  return {
+    ...wire,
+    sandboxId,
+    createdAt: new Date(wire.createdAt),
+    lastActiveAt: new Date(wire.lastActiveAt),
+  };
 }
 const pathQuery = (path: string): string => new URLSearchParams({ path }).toString();
 

@@ -27,6 +27,7 @@ import { assertTransition } from '../sandboxes/state.js';
 import type { SandboxExecOptions, SandboxInfo } from '../sandboxes/types.js';
 import type { MetadataStore } from '../store/metadata.js';
 import type { PlacedSessionStore } from '../store/placed-sessions.js';
+import type { WarmClaimStore } from '../store/warm-claims.js';
 import { sandboxInfo, type SandboxRow, type SandboxStore } from '../store/sandboxes.js';
 import type { AuditRecords, SandboxBackend } from './backend.js';
 import { RemoteSandboxError } from './errors.js';
@@ -35,13 +36,14 @@ import { NodeAgentClient } from './node-agent-client.js';
 import { PlacedSessions } from './sessions.js';
 import { DEFAULT_READY_TIMEOUT_MS, ORCHESTRATED, type PlacementOptions } from './options.js';
 import { waitReady } from './wait-ready.js';
+import { WarmRefiller, claimWarm } from './warm.js';
 
 /** How long a re-attach waits for the container of a sandbox placed again to reach its node. */
 const REATTACH_WAIT_MS = 30_000;
 
 export interface OrchestratedDeps {
   /** Sandbox records and the records of their sessions (which sandbox holds each). */
-  readonly metadata: Pick<MetadataStore, 'sandboxes' | 'placedSessions'>;
+  readonly metadata: Pick<MetadataStore, 'sandboxes' | 'placedSessions' | 'warmClaims'>;
   readonly codebases: CodebaseService;
   readonly layout: DataLayout;
   readonly logger: Logger;
@@ -52,9 +54,14 @@ export class OrchestratedSandboxes implements SandboxBackend {
   readonly #deps: OrchestratedDeps;
   readonly #store: SandboxStore;
   readonly #sessionRecords: PlacedSessionStore;
+  readonly #claims: WarmClaimStore;
+  /** Refills the orchestrator's warm pool, when it keeps one. */
+  readonly #refiller: WarmRefiller | undefined;
   readonly #logger: Logger;
   readonly #locks = new KeyedLock();
   readonly #located = new Map<string, Location>();
+  /** Each sandbox's placement id (a claimed warm placement's, or its own) as of its start. */
+  readonly #placements = new Map<string, { readonly startedAt: number | null; readonly id: string }>();
   /** The last `lost` this replica's watch saw per sandbox, until its `ready` re-attaches it. */
   readonly #lost = new Map<string, Extract<PlacementStatus, { state: 'lost' }>>();
   readonly #watching = new AbortController();
@@ -66,7 +73,10 @@ export class OrchestratedSandboxes implements SandboxBackend {
     this.#deps = deps;
     this.#store = deps.metadata.sandboxes;
     this.#sessionRecords = deps.metadata.placedSessions;
+    this.#claims = deps.metadata.warmClaims;
     this.#logger = deps.logger.child({ component: 'placement' });
+    const { warm } = deps.placement.orchestrator;
+    this.#refiller = warm === undefined ? undefined : new WarmRefiller(warm, this.#logger);
     this.sessions = new PlacedSessions({
       records: this.#sessionRecords,
       route: (id) => this.#route(id),
@@ -91,26 +101,53 @@ export class OrchestratedSandboxes implements SandboxBackend {
       });
       if (before.owner_instance === ORCHESTRATED) return this.#info(id);
       const { orchestrator } = this.#deps.placement;
+      const began = Date.now();
+      const shape = { image: this.#deps.placement.image, resources: resourcesOf(before) };
+      let placementId = id;
       try {
-        await orchestrator
-          .place({ sandboxId: id, image: this.#deps.placement.image, resources: resourcesOf(before) })
-          .catch((err: unknown) => {
+        const warm = orchestrator.warm;
+        const claimed =
+          warm === undefined
+            ? undefined
+            : await claimWarm({ warm, claims: this.#claims, logger: this.#logger }, id, shape);
+        if (claimed !== undefined) {
+          placementId = claimed;
+          this.#refiller?.poke();
+        } else {
+          await orchestrator.place({ sandboxId: id, ...shape }).catch((err: unknown) => {
             // Placed already (a start cut short by a crash): the same container serves.
             if (!(err instanceof OrchestratorError && err.reason === 'already-placed')) throw err;
           });
+        }
+        const placedMs = Date.now() - began;
         const timeout = this.#deps.placement.readyTimeoutMs ?? DEFAULT_READY_TIMEOUT_MS;
-        const { nodeName } = await waitReady(orchestrator, id, timeout);
-        await this.#attach(before);
+        // A warm placement was offered because it runs: its node is where locate finds it.
+        if (claimed === undefined) await waitReady(orchestrator, id, timeout);
+        const readyMs = Date.now() - began;
+        await this.#attach(before, placementId);
+        const nodeName = this.#located.get(id)?.nodeName ?? '?';
+        const attachedMs = Date.now() - began;
+        const startedAt = Date.now();
         await this.#store.update(id, {
           state: 'RUNNING',
-          state_reason: `placed on node ${nodeName}`,
-          started_at: Date.now(),
+          state_reason: `placed on node ${nodeName}${claimed === undefined ? '' : ' (from the warm pool)'}`,
+          started_at: startedAt,
         });
-        this.#logger.info({ sandboxId: id, node: nodeName }, 'sandbox placed and attached');
+        this.#placements.set(id, { startedAt, id: placementId });
+        // Where a start's time goes (ms since it began), for operators and `pnpm bench:cluster`.
+        const steps = { placedMs, readyMs, attachedMs };
+        this.#logger.info(
+          { sandboxId: id, node: nodeName, placementId, steps },
+          'sandbox placed and attached',
+        );
       } catch (err) {
         const message = err instanceof Error ? err.message : String(err);
-        await orchestrator.remove(id).catch((e: unknown) => this.#logger.warn({ err: e }, 'remove failed'));
+        await orchestrator
+          .remove(placementId)
+          .catch((e: unknown) => this.#logger.warn({ err: e }, 'remove failed'));
+        await this.#claims.release(id, Date.now());
         this.#located.delete(id);
+        this.#placements.delete(id);
         await this.#store.update(id, {
           state: 'ERROR',
           state_reason: `placement failed: ${message}`,
@@ -220,6 +257,7 @@ export class OrchestratedSandboxes implements SandboxBackend {
 
   /** Stops following placements; sandboxes keep running on their nodes. */
   async close(): Promise<void> {
+    await this.#refiller?.close();
     this.#watching.abort();
     await this.#watch;
     await this.#locks.idle();
@@ -239,13 +277,22 @@ export class OrchestratedSandboxes implements SandboxBackend {
         { details: { id } },
       );
     }
-    return { row, client: await this.#client(id) };
+    return { row, client: await this.#client(id, await this.#placementOf(row)) };
   }
 
-  async #client(id: string): Promise<NodeAgentClient> {
+  /** The id the orchestrator and the node know the sandbox by, as of its last start (cached per start). */
+  async #placementOf(row: SandboxRow): Promise<string> {
+    const known = this.#placements.get(row.id);
+    if (known !== undefined && known.startedAt === row.started_at) return known.id;
+    const id = (await this.#claims.placementOf(row.id)) ?? row.id;
+    this.#placements.set(row.id, { startedAt: row.started_at, id });
+    return id;
+  }
+
+  async #client(id: string, placementId: string): Promise<NodeAgentClient> {
     let location = this.#located.get(id);
     if (location === undefined) {
-      location = await this.#deps.placement.orchestrator.locate(id);
+      location = await this.#deps.placement.orchestrator.locate(placementId);
       if (location === undefined) {
         throw new RemoteSandboxError('not-placed', `sandbox ${id} is not ready on any node now`, {
           details: { id },
@@ -253,7 +300,11 @@ export class OrchestratedSandboxes implements SandboxBackend {
       }
       this.#located.set(id, location);
     }
-    return new NodeAgentClient({ ...location.nodeAgent, token: this.#deps.placement.nodeAgentToken });
+    return new NodeAgentClient({
+      ...location.nodeAgent,
+      token: this.#deps.placement.nodeAgentToken,
+      placementOf: (sandboxId) => (sandboxId === id ? placementId : sandboxId),
+    });
   }
 
   /** A node agent that stops answering may have moved with its sandbox: the next call locates it afresh. */
@@ -268,9 +319,9 @@ export class OrchestratedSandboxes implements SandboxBackend {
   }
 
   /** Attaches the sandbox's view on its node; one attached by another replica meanwhile is kept. */
-  async #attach(row: SandboxRow): Promise<void> {
+  async #attach(row: SandboxRow, placementId: string): Promise<void> {
     const { path } = await this.#deps.codebases.lowerForMount(row.codebase_id);
-    const client = await this.#client(row.id);
+    const client = await this.#client(row.id, placementId);
     const request = {
       sandboxId: row.id,
       codebasePath: path,
@@ -285,7 +336,7 @@ export class OrchestratedSandboxes implements SandboxBackend {
       if (!(err instanceof AlreadyExistsError)) throw err;
       // Attached, by another replica, or for a container that has since ended (its af-init gone).
       const { sandboxes } = await client.health();
-      if (sandboxes.some((s) => s.id === row.id && s.alive)) return;
+      if (sandboxes.some((s) => s.id === placementId && s.alive)) return;
       await client.detach(row.id).catch((e: unknown) => {
         if (!(e instanceof NotFoundError)) throw e;
       });
@@ -298,11 +349,11 @@ export class OrchestratedSandboxes implements SandboxBackend {
    * its container is on the new node's engine, where the node agent answers not found; it is tried again
    * for REATTACH_WAIT_MS before the sandbox is left lost.
    */
-  async #attachOnceThere(row: SandboxRow): Promise<void> {
+  async #attachOnceThere(row: SandboxRow, placementId: string): Promise<void> {
     const deadline = Date.now() + REATTACH_WAIT_MS;
     for (;;) {
       try {
-        await this.#attach(row);
+        await this.#attach(row, placementId);
         return;
       } catch (err) {
         if (!(err instanceof NotFoundError) || Date.now() > deadline) throw err;
@@ -314,15 +365,19 @@ export class OrchestratedSandboxes implements SandboxBackend {
 
   /** Detaches the view (dropping the delta or not) and removes the placement. */
   async #unplace(id: string, dropDelta: boolean): Promise<void> {
+    const placementId = (await this.#claims.placementOf(id)) ?? id;
     try {
-      const client = await this.#client(id);
+      const client = await this.#client(id, placementId);
       await client.detach(id, { dropDelta });
     } catch (err) {
       // Not attached, not placed, or its node gone: the placement is removed all the same.
       this.#logger.warn({ sandboxId: id, err }, 'detach before removal failed');
     }
     this.#located.delete(id);
-    await this.#deps.placement.orchestrator.remove(id);
+    this.#placements.delete(id);
+    await this.#deps.placement.orchestrator.remove(placementId);
+    // A claimed warm placement is removed with its sandbox, never handed back to the pool.
+    await this.#claims.release(id, Date.now());
   }
 
   /** Follows every placement: a sandbox lost and placed again is attached again on its new node. */
@@ -344,7 +399,9 @@ export class OrchestratedSandboxes implements SandboxBackend {
   }
 
   async #onStatus(status: PlacementStatus): Promise<void> {
-    const id = status.sandboxId;
+    // Statuses name placements: a claimed warm one's id is not its sandbox's; idle ones name no sandbox.
+    const placementId = status.sandboxId;
+    const id = (await this.#claims.sandboxOf(placementId)) ?? placementId;
     if (status.state !== 'ready') this.#located.delete(id);
     if (status.state === 'gone') this.#lost.delete(id);
     if (status.state === 'lost') {
@@ -367,7 +424,7 @@ export class OrchestratedSandboxes implements SandboxBackend {
       const row = await this.#store.find(id);
       if (row?.owner_instance !== ORCHESTRATED || row.state !== 'RUNNING') return;
       this.#located.delete(id);
-      await this.#attachOnceThere(row);
+      await this.#attachOnceThere(row, placementId);
       await this.#store.update(id, {
         state_reason: `${lostText(lost)}; attached again on node ${status.nodeName}`,
       });

@@ -47,7 +47,7 @@ import { onWorker } from './temporary-worker.js';
 import { checkResources } from './validate.js';
 import { listSandboxes, newSandboxRow, type CreateInternal, type RecordDeps } from './records.js';
 import { SecretVault, maskedExec, redact, type WithSecrets } from './secrets.js';
-import { DEFAULT_WORKER_POOL_SIZE, WorkerPool } from './worker-pool.js';
+import { DEFAULT_WORKER_POOL_SIZE, WorkerPool } from '@agentfense/fuse-worker';
 import { SandboxTrash } from './trash.js';
 import type {
   CreateSandboxOptions,

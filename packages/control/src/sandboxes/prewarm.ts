@@ -4,7 +4,7 @@
 import type { Logger } from 'pino';
 import type { ResourceLimits } from '@agentfense/protocol';
 import type { RuntimeRegistry } from './runtimes.js';
-import type { WorkerPool } from './worker-pool.js';
+import type { WorkerPool } from '@agentfense/fuse-worker';
 
 /** What prewarm() gets ready for: a runtime name, or a runtime with the image and limits to come. */
 export type PrewarmKind =

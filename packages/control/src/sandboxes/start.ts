@@ -23,7 +23,7 @@ import { WorkerSupervisor } from './supervisor.js';
 import type { SupervisionOptions } from './supervisor.js';
 import { tearDown } from './teardown.js';
 import type { TeardownDeps, TeardownParts } from './teardown.js';
-import type { WorkerPool } from './worker-pool.js';
+import type { WorkerPool } from '@agentfense/fuse-worker';
 import { createWorkerCgroup, workerMemoryBound } from '@agentfense/fuse-worker';
 import type { WorkerMemoryOptions } from '@agentfense/fuse-worker';
 

@@ -159,6 +159,20 @@ export const MIGRATIONS: readonly { readonly version: number; readonly sql: stri
       CREATE INDEX placed_sessions_by_sandbox ON placed_sessions (sandbox_id);
     `,
   },
+  {
+    // Which warm placement (a container placed ahead of time) serves which sandbox: the key decides
+    // which of two replicas claims it; rows are kept, so a placement is never claimed twice.
+    version: 12,
+    sql: `
+      CREATE TABLE warm_claims (
+        placement_id  TEXT PRIMARY KEY,
+        sandbox_id    TEXT NOT NULL,
+        claimed_at    INTEGER NOT NULL,
+        released_at   INTEGER
+      );
+      CREATE INDEX warm_claims_by_sandbox ON warm_claims (sandbox_id);
+    `,
+  },
 ];
 
 /** How long a writer waits for another process's transaction before failing (ms). */

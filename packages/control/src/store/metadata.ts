@@ -9,6 +9,7 @@ import { SqlitePlacedSessionStore, type PlacedSessionStore } from './placed-sess
 import type { SandboxStore } from './sandboxes.js';
 import { SqliteCheckpointStore } from './sqlite-checkpoints.js';
 import { SqliteSandboxStore } from './sqlite-sandboxes.js';
+import { SqliteWarmClaimStore, type WarmClaimStore } from './warm-claims.js';
 
 export interface MetadataStore {
   /** Which backend holds the records. */
@@ -18,6 +19,8 @@ export interface MetadataStore {
   readonly checkpoints: CheckpointStore;
   /** Which sandbox holds each session of a sandbox placed on a cluster node. */
   readonly placedSessions: PlacedSessionStore;
+  /** Which warm placement (placed ahead of time on a cluster) serves which sandbox. */
+  readonly warmClaims: WarmClaimStore;
   /** Closes the connection (SQLite) or ends the pool (PostgreSQL). */
   close(): Promise<void>;
 }
@@ -42,6 +45,7 @@ export async function openMetadataStore(options: OpenMetadataOptions): Promise<M
     codebases: new SqliteCodebaseStore(db),
     checkpoints: new SqliteCheckpointStore(db),
     placedSessions: new SqlitePlacedSessionStore(db),
+    warmClaims: new SqliteWarmClaimStore(db),
     close: () => {
       db.close();
       return Promise.resolve();

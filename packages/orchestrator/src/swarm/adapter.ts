@@ -1,6 +1,6 @@
 // The Docker Swarm adapter: a sandbox is one one-replica service. Placing creates the service (Swarm
 // picks a node with the reserved CPU and memory free), watching polls the adapter's services, their tasks
-// and the nodes (the Engine API has no task events), removing deletes the service (Swarm stops its
+// and the nodes (the Engine API has no task events; faster while a sandbox is pending), removing deletes the service (Swarm stops its
 // container), and locating finds the node of the running task and the node agent there. Nothing is kept
 // between calls but what the Swarm managers hold, so any API replica can serve them.
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -20,6 +20,7 @@ import {
   type SwarmTask,
 } from './objects.js';
 import { SwarmTracker, nodeName, servingTask } from './tracker.js';
+import { SwarmWarmPool, WARM_LABEL, type WarmShape } from './warm.js';
 
 /** How the node agents are found: one on every node that carries `nodeLabel=true`, at `port`. */
 export interface SwarmNodeAgent {
@@ -44,8 +45,15 @@ export interface SwarmOrchestratorOptions {
   readonly pidsLimit?: number;
   /** How often the watch reads the services, tasks and nodes; 1 s by default. */
   readonly pollIntervalMs?: number;
+  /**
+   * How often while a sandbox is pending (placed, its container not yet running): a create waits on that
+   * `ready`, and the Engine API has no task events to wait on instead; 100 ms by default.
+   */
+  readonly pendingPollIntervalMs?: number;
   /** Failed polls while watching (each is retried at the next interval). */
   readonly onError?: (error: unknown) => void;
+  /** Sandbox services kept placed ahead of time across the cluster (warm.ts); none by default. */
+  readonly warmPool?: { readonly size: number; readonly shape: WarmShape };
 }
 
 const MANAGED = `${MANAGED_BY_LABEL}=${MANAGED_BY}`;
@@ -54,11 +62,23 @@ const MANAGED = `${MANAGED_BY_LABEL}=${MANAGED_BY}`;
 const CONSTRAINT_LABEL = /^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$/;
 
 export class SwarmOrchestrator implements Orchestrator {
+  readonly warm: SwarmWarmPool | undefined;
+
   constructor(private readonly options: SwarmOrchestratorOptions) {
     const { nodeLabel } = options.nodeAgent;
     if (nodeLabel !== undefined && !CONSTRAINT_LABEL.test(nodeLabel)) {
       throw new OrchestratorError('invalid-request', `not a node label Swarm can constrain on: ${nodeLabel}`);
     }
+    const warm = options.warmPool;
+    this.warm =
+      warm === undefined || warm.size <= 0
+        ? undefined
+        : new SwarmWarmPool({
+            api: options.api,
+            place: (r) => this.place(r),
+            size: warm.size,
+            shape: warm.shape,
+          });
   }
 
   async place(request: PlacementRequest): Promise<void> {
@@ -116,6 +136,8 @@ export class SwarmOrchestrator implements Orchestrator {
     const services = await this.options.api.listServices(MANAGED);
     return services.flatMap((s) => {
       const id = sandboxIdOfService(s);
+      // An idle warm placement belongs to the pool; a claimed one goes by its placement id.
+      if (s.Spec.Labels?.[WARM_LABEL] === 'unclaimed') return [];
       return id === undefined || owned(id) ? [] : [id];
     });
   }
@@ -138,7 +160,11 @@ export class SwarmOrchestrator implements Orchestrator {
       } catch (error) {
         this.options.onError?.(error);
       }
-      await sleep(this.options.pollIntervalMs ?? 1000, undefined, { signal }).catch(() => undefined);
+      const pending = [...trackers.values()].some((t) => t.pending);
+      const interval = pending
+        ? (this.options.pendingPollIntervalMs ?? 100)
+        : (this.options.pollIntervalMs ?? 1000);
+      await sleep(interval, undefined, { signal }).catch(() => undefined);
     }
   }
 }

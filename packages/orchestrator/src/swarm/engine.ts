@@ -15,6 +15,11 @@ export interface SwarmApi {
   removeService(name: string): Promise<boolean>;
   inspectService(name: string): Promise<SwarmService | undefined>;
   listServices(label: string): Promise<SwarmService[]>;
+  /**
+   * Replaces the service's labels (the service's own, not its containers': its task keeps running), at
+   * the version read: `false` when the service changed or went meanwhile.
+   */
+  relabelService(service: SwarmService, labels: Readonly<Record<string, string>>): Promise<boolean>;
   listTasks(filters?: Readonly<Record<string, readonly string[]>>): Promise<SwarmTask[]>;
   listNodes(): Promise<SwarmNode[]>;
 }
@@ -95,6 +100,21 @@ export function swarmApiFrom(engine: EngineApi): SwarmApi {
           return await engine.request<SwarmService>('GET', `/services/${encodeURIComponent(name)}`, options);
         } catch (error) {
           if (isNotFound(error)) return undefined;
+          throw error;
+        }
+      }),
+    relabelService: (service, labels) =>
+      call(`relabelling service ${service.Spec.Name}`, async () => {
+        try {
+          await engine.request('POST', `/services/${encodeURIComponent(service.ID)}/update`, {
+            ...options,
+            query: { version: String(service.Version?.Index ?? 0) },
+            body: { ...service.Spec, Labels: labels },
+          });
+          return true;
+        } catch (error) {
+          // 404: removed; 500 "update out of sequence": another update came first (the manager's answer).
+          if (isNotFound(error) || /out of sequence/i.test(String(error))) return false;
           throw error;
         }
       }),

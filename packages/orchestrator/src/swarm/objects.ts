@@ -48,7 +48,17 @@ export interface SwarmServiceSpec {
 
 export interface SwarmService {
   ID: string;
-  Spec: { Name: string; Labels?: Record<string, string> };
+  /** The manager's version of the service: an update names it, and one made meanwhile refuses it. */
+  Version?: { Index: number };
+  CreatedAt?: string;
+  Spec: {
+    Name: string;
+    Labels?: Record<string, string>;
+    TaskTemplate?: {
+      ContainerSpec?: { Image?: string };
+      Resources?: { Reservations?: { NanoCPUs?: number; MemoryBytes?: number } };
+    };
+  };
 }
 
 export interface SwarmTask {

@@ -63,6 +63,11 @@ export class SwarmTracker {
 
   constructor(readonly sandboxId: string) {}
 
+  /** Whether the last status reported is `pending` (someone is probably waiting for its `ready`). */
+  get pending(): boolean {
+    return this.last?.state === 'pending';
+  }
+
   /** The statuses to report for the service's tasks now (`undefined`: the service is gone). */
   update(tasks: readonly SwarmTask[] | undefined, nodes: ReadonlyMap<string, SwarmNode>): PlacementStatus[] {
     const out: PlacementStatus[] = [];

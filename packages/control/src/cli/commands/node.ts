@@ -16,6 +16,7 @@ interface NodeFlags {
   readonly nodeName?: string;
   readonly blobs?: string;
   readonly blobCacheBytes?: string;
+  readonly workerPool?: string;
 }
 
 export function registerNode(program: Command, { io, result }: CliContext): void {
@@ -35,6 +36,7 @@ export function registerNode(program: Command, { io, result }: CliContext): void
     .option('--node-name <name>', 'this node as the orchestrator names it (default: the host name)')
     .option('--blobs <dir>', "the blob store's shared directory: attaches may then name a snapshot id")
     .option('--blob-cache-bytes <n>', 'file bytes the node keeps of materialised snapshots (default 10 GiB)')
+    .option('--worker-pool <n>', 'idle FUSE workers kept ready for the next attach, 0-16 (default 1)')
     .action(async (flags: NodeFlags) => {
       const [{ parseListen, readTokenFile }, { startNodeAgent }] = await Promise.all([
         import('../../http/auth.js'),
@@ -45,6 +47,10 @@ export function registerNode(program: Command, { io, result }: CliContext): void
       const cacheBytes = flags.blobCacheBytes === undefined ? undefined : Number(flags.blobCacheBytes);
       if (cacheBytes !== undefined && !(Number.isSafeInteger(cacheBytes) && cacheBytes > 0)) {
         throw new InvalidArgumentError('--blob-cache-bytes: a positive whole number of bytes');
+      }
+      const pool = flags.workerPool === undefined ? undefined : Number(flags.workerPool);
+      if (pool !== undefined && !(Number.isInteger(pool) && pool >= 0 && pool <= 16)) {
+        throw new InvalidArgumentError('--worker-pool: a whole number from 0 to 16');
       }
       const signal = untilSignal();
       try {
@@ -58,6 +64,7 @@ export function registerNode(program: Command, { io, result }: CliContext): void
           ...(flags.nodeName === undefined ? {} : { nodeName: flags.nodeName }),
           ...(flags.blobs === undefined ? {} : { blobStore: flags.blobs }),
           ...(cacheBytes === undefined ? {} : { blobCacheBytes: cacheBytes }),
+          ...(pool === undefined ? {} : { workerPoolSize: pool }),
         });
         const { removed, kept } = agent.cleanup;
         io.stderr.write(

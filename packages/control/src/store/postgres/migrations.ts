@@ -104,6 +104,19 @@ export const PG_MIGRATIONS: readonly { readonly version: number; readonly sql: s
       CREATE INDEX placed_sessions_by_sandbox ON placed_sessions (sandbox_id);
     `,
   },
+  {
+    // SQLite's version 12: which warm placement serves which sandbox (claimed once, rows kept).
+    version: 3,
+    sql: `
+      CREATE TABLE warm_claims (
+        placement_id  TEXT COLLATE "C" PRIMARY KEY,
+        sandbox_id    TEXT COLLATE "C" NOT NULL,
+        claimed_at    BIGINT NOT NULL,
+        released_at   BIGINT
+      );
+      CREATE INDEX warm_claims_by_sandbox ON warm_claims (sandbox_id);
+    `,
+  },
 ];
 
 /** Any 64-bit key of our own: replicas opening the same database at once migrate one after the other. */

@@ -7,6 +7,7 @@ import { connectionError, createPool } from './connect.js';
 import { checkPostgresUrl } from './url.js';
 import { migratePostgres } from './migrations.js';
 import { PostgresPlacedSessionStore } from './placed-sessions.js';
+import { PostgresWarmClaimStore } from './warm-claims.js';
 import { PostgresSandboxStore } from './sandboxes.js';
 
 export async function openPostgresStore(options: { readonly url: string }): Promise<MetadataStore> {
@@ -24,6 +25,7 @@ export async function openPostgresStore(options: { readonly url: string }): Prom
     codebases: new PostgresCodebaseStore(pool),
     checkpoints: new PostgresCheckpointStore(pool),
     placedSessions: new PostgresPlacedSessionStore(pool),
+    warmClaims: new PostgresWarmClaimStore(pool),
     close: () => pool.end(),
   };
 }

@@ -4,11 +4,10 @@
 // refills in the background after each take, spawns at most a few workers at once (node start-up is
 // CPU-bound: twenty at once on two cores would miss the handshake timeout), and kills its idle workers
 // on close(). Idle workers exit on their own if this process dies (their control connection closes).
+// The control plane on one host and the node agent on a cluster node keep one each.
 import { cpus } from 'node:os';
-import type { Logger } from 'pino';
-import { setPriority, spawnWorker } from '@agentfense/fuse-worker';
-import type { WorkerHandle } from '@agentfense/fuse-worker';
-import { WrongStateError } from '@agentfense/protocol';
+import { WrongStateError, type RuntimeLogger } from '@agentfense/protocol';
+import { setPriority, spawnWorker, type WorkerHandle } from './handle.js';
 import { POOL_WORKER_NAME } from './pool-worker.js';
 
 /** Nice value of workers spawned for the pool until they are taken (then 0, like on-demand ones). */
@@ -22,7 +21,7 @@ export interface WorkerPoolOptions {
   readonly size: number;
   /** Where pooled workers log until their mount names their sandbox's log file. */
   readonly logFile: string;
-  readonly logger: Logger;
+  readonly logger: RuntimeLogger;
   /** Most worker spawns in flight at once; default max(2, CPUs). */
   readonly maxConcurrentSpawns?: number;
 }

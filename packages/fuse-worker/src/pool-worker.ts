@@ -1,4 +1,4 @@
-// The command line of a worker spawned ahead of time, shared by the pool and the one-shot CLI (which
+// The command line of a worker spawned ahead of time, shared by the pool and control's one-shot CLI (which
 // starts its worker before it loads the pool; spawnWorker adopts such a worker only when the command
 // lines match, so a difference here would silently cost a second spawn).
 
