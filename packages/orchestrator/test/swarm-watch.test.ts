@@ -99,6 +99,25 @@ describe('watch', () => {
     ]);
   });
 
+  it('reads a sandbox pending again after a loss at the idle interval: a lost node does not speed the polls', async () => {
+    const r = await swarmReplay(
+      [
+        ...poll(D, 'tasks-d-on-swarm-3.json', 'nodes-ready.json'),
+        ...poll(D, 'tasks-d-on-swarm-3.json', 'nodes-swarm-3-down.json'),
+        ...poll(D, 'tasks-d-swarm-3-down.json', 'nodes-swarm-3-down.json'),
+      ],
+      { pollIntervalMs: 1000, pendingPollIntervalMs: 5 },
+    );
+    replay = r.replay;
+    const seen: PlacementStatus[] = [];
+    const controller = new AbortController();
+    // Polls at 0 and 1 s bring ready, then lost and pending; the third is due at 2 s, not at 1.005 s.
+    const timer = setTimeout(() => controller.abort(), 1600);
+    for await (const status of r.adapter.watch({ signal: controller.signal })) seen.push(status);
+    clearTimeout(timer);
+    expect(seen.map((s) => s.state)).toEqual(['ready', 'lost', 'pending']);
+  });
+
   it('reports a sandbox whose node died as node-lost, then ready where Swarm placed it again', async () => {
     const r = await swarmReplay([
       ...poll(D, 'tasks-d-on-swarm-3.json', 'nodes-ready.json'),

@@ -1,6 +1,7 @@
 // The Docker Swarm adapter: a sandbox is one one-replica service. Placing creates the service (Swarm
 // picks a node with the reserved CPU and memory free), watching polls the adapter's services, their tasks
-// and the nodes (the Engine API has no task events; faster while a sandbox is pending), removing deletes the service (Swarm stops its
+// and the nodes (the Engine API has no task events; faster while a new sandbox is pending), removing
+// deletes the service (Swarm stops its
 // container), and locating finds the node of the running task and the node agent there. Nothing is kept
 // between calls but what the Swarm managers hold, so any API replica can serve them.
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -46,8 +47,9 @@ export interface SwarmOrchestratorOptions {
   /** How often the watch reads the services, tasks and nodes; 1 s by default. */
   readonly pollIntervalMs?: number;
   /**
-   * How often while a sandbox is pending (placed, its container not yet running): a create waits on that
-   * `ready`, and the Engine API has no task events to wait on instead; 100 ms by default.
+   * How often while a new sandbox is pending (placed, its container not yet running for the first time):
+   * a create waits on that `ready`, and the Engine API has no task events to wait on instead; 100 ms by
+   * default. A sandbox placed again after a loss is read at the idle interval.
    */
   readonly pendingPollIntervalMs?: number;
   /** Failed polls while watching (each is retried at the next interval). */
@@ -160,7 +162,7 @@ export class SwarmOrchestrator implements Orchestrator {
       } catch (error) {
         this.options.onError?.(error);
       }
-      const pending = [...trackers.values()].some((t) => t.pending);
+      const pending = [...trackers.values()].some((t) => t.awaitingFirstReady);
       const interval = pending
         ? (this.options.pendingPollIntervalMs ?? 100)
         : (this.options.pollIntervalMs ?? 1000);

@@ -60,12 +60,17 @@ export class SwarmTracker {
   private servingTaskId: string | undefined;
   private servingNode: string | undefined;
   private last: PlacementStatus | undefined;
+  private everReady = false;
 
   constructor(readonly sandboxId: string) {}
 
-  /** Whether the last status reported is `pending` (someone is probably waiting for its `ready`). */
-  get pending(): boolean {
-    return this.last?.state === 'pending';
+  /**
+   * Pending and never ready yet: a fresh placement, whose create is waiting for its `ready`. One placed
+   * again after a loss is not (its start is long over), so a node's loss does not set every replica
+   * polling the managers at the fast interval while Swarm re-places that node's sandboxes.
+   */
+  get awaitingFirstReady(): boolean {
+    return this.last?.state === 'pending' && !this.everReady;
   }
 
   /** The statuses to report for the service's tasks now (`undefined`: the service is gone). */
@@ -114,6 +119,7 @@ export class SwarmTracker {
     if (this.last !== undefined && JSON.stringify(this.last) === JSON.stringify(status)) return;
     if (this.last?.state === 'gone') return;
     this.last = status;
+    if (status.state === 'ready') this.everReady = true;
     out.push(status);
   }
 }
