@@ -20,12 +20,8 @@ import type {
 import { validateId } from '../ids.js';
 import { ensurePrivateDir, type DataLayout } from '../paths.js';
 import { sandboxInfo, type SandboxStore } from '../store/sandboxes.js';
-import {
-  readAudit,
-  type AuditQuery,
-  type AuditWriter,
-  type NetworkAuditQuery,
-} from '@agentfense/audit-trail';
+import { readAudit } from '@agentfense/audit-trail';
+import type { AuditQuery, AuditWriter, NetworkAuditQuery } from '@agentfense/audit-trail';
 import type { AuditRecords } from '../placement/backend.js';
 import { removeSandboxFiles } from './destroy-files.js';
 import { KeyedLock } from './keyed-lock.js';
