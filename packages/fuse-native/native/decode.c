@@ -322,6 +322,7 @@ static void ll_statfs(fuse_req_t req, fuse_ino_t ino) {
 
 static void ll_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value, size_t size, int flags) {
   NEED(OP_SETXATTR);
+  if (fcreate_setxattr(SESS(req), req, ino)) return;
   size_t at = 0;
   ALLOC(m, req, OP_SETXATTR, strlen(name) + 1);
   m->data = malloc(size ? size : 1);
@@ -351,6 +352,7 @@ static void ll_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
 
 static void ll_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name) {
   NEED(OP_REMOVEXATTR);
+  if (fcreate_setxattr(SESS(req), req, ino)) return;
   size_t at = 0;
   ALLOC(m, req, OP_REMOVEXATTR, strlen(name) + 1);
   m->ino = ino;

@@ -21,6 +21,7 @@
 #include "ll.h"
 #include "fast-entries.h"
 #include "fast-create.h"
+#include "fast-read.h"
 
 #define FC_NAME_MAX 255
 /* A new entry's least charge (quota.ts MIN_CHARGE) and the most its name grows the directory by. */
@@ -35,6 +36,7 @@ struct fc_node {
   struct fc_node *next;
   uint64_t ino;
   uint64_t st_ino;     /* what the kernel was shown */
+  uint32_t rgen;       /* the read fast path's generation when it was made (fast_read_gen) */
 };
 
 struct fc_state {
@@ -123,30 +125,51 @@ static void forget_nodes(struct fc_state *f) {
   f->nnodes = 0;
 }
 
-static void remember_node(struct fc_state *f, uint64_t ino, uint64_t st_ino) {
+static void remember_node(struct fc_state *f, uint64_t ino, uint64_t st_ino, uint32_t rgen) {
   if (f->nnodes >= FC_NODES_MAX) forget_nodes(f);
   struct fc_node *n = malloc(sizeof(*n));
   if (!n) return; /* its GETATTR and SETATTR go to JS */
   uint32_t b = node_bucket(ino);
   n->ino = ino;
   n->st_ino = st_ino;
+  n->rgen = rgen;
   n->next = f->nodes[b];
   f->nodes[b] = n;
   f->nnodes++;
 }
 
+/* A file made here, for a caller served here: its node, or NULL. */
+static struct fc_node *own_node(ll_session *s, fuse_req_t req, uint64_t ino) {
+  struct fc_state *f = s->fcreate;
+  if (!f || f->nnodes == 0 || f->shared[FC_ON] != 1) return NULL;
+  struct fc_node *n = f->nodes[node_bucket(ino)];
+  while (n && n->ino != ino) n = n->next;
+  if (!n) return NULL;
+  const struct fuse_ctx *c = fuse_req_ctx(req);
+  if (f->shared[FC_CALLER_UID] >= 0 && c->uid != 0 && (double) c->uid != f->shared[FC_CALLER_UID]) return NULL;
+  return n;
+}
+
 /* A file made here whose fd the write fast path still serves on current decisions (no rule change, no
  * rename, link or unlink since, no SETATTR JS served, fd not closed): its fd and shown st_ino, or -1. */
 static int node_fd(ll_session *s, fuse_req_t req, uint64_t ino, uint64_t *st_ino) {
-  struct fc_state *f = s->fcreate;
-  if (!f || f->nnodes == 0 || f->shared[FC_ON] != 1) return -1;
-  struct fc_node *n = f->nodes[node_bucket(ino)];
-  while (n && n->ino != ino) n = n->next;
+  struct fc_node *n = own_node(s, req, ino);
   if (!n) return -1;
-  const struct fuse_ctx *c = fuse_req_ctx(req);
-  if (f->shared[FC_CALLER_UID] >= 0 && c->uid != 0 && (double) c->uid != f->shared[FC_CALLER_UID]) return -1;
   *st_ino = n->st_ino;
   return fast_fd_of(s, ino);
+}
+
+/* node_fd, or else the fd its READs are served from, if the read fast path's generation has not moved
+ * since the file was made here: no rule change, rename, link, discard or commit since, and no unlink of
+ * it (which drops its registration), so its rule is still the `write` of the marked directory it was
+ * made in, its path the same, and what JS would answer for it is the host file's as it is (a closed
+ * file `cp -a` or `git` stats again after reading it). */
+static int own_file_fd(ll_session *s, fuse_req_t req, uint64_t ino, uint64_t *st_ino) {
+  struct fc_node *n = own_node(s, req, ino);
+  if (!n) return -1;
+  *st_ino = n->st_ino;
+  int fd = fast_fd_of(s, ino);
+  return fd >= 0 ? fd : fast_read_fd_since(s, ino, n->rgen);
 }
 
 static void answer_attr(fuse_req_t req, struct stat *st, uint64_t st_ino, double ttl) {
@@ -185,12 +208,24 @@ static int dir_getattr(ll_session *s, fuse_req_t req, uint64_t ino) {
 int fcreate_getattr(ll_session *s, fuse_req_t req, uint64_t ino) {
   if (!s->fcreate) return 0;
   uint64_t st_ino;
-  int fd = node_fd(s, req, ino, &st_ino);
+  int fd = own_file_fd(s, req, ino, &st_ino);
   struct stat st;
   if (fd < 0) return dir_getattr(s, req, ino);
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return 0;
   answer_attr(req, &st, st_ino, s->fcreate->shared[FC_ATTR_TTL]);
   s->fcreate->shared[FC_ATTRS_SERVED] += 1;
+  return 1;
+}
+
+/* SETXATTR/REMOVEXATTR of a file made here, on current decisions (own_file_fd): its rule is `write`, so
+ * JS would answer what it answers every writable entry, EOPNOTSUPP (attr-ops.ts xattrSet), and record
+ * nothing (only refusals are audited). `cp -a` tries an ACL on every file it copies. */
+int fcreate_setxattr(ll_session *s, fuse_req_t req, uint64_t ino) {
+  if (!s->fcreate) return 0;
+  uint64_t st_ino;
+  if (own_file_fd(s, req, ino, &st_ino) < 0) return 0;
+  s->fcreate->shared[FC_XATTRS_SERVED] += 1;
+  fuse_reply_err(req, EOPNOTSUPP);
   return 1;
 }
 
@@ -308,7 +343,7 @@ int fcreate_create(ll_session *s, fuse_req_t req, uint64_t parent, const char *n
   row[FCR_CHARGE] = charged ? FC_CHARGE : 0;
   row[FCR_DIRECT] = direct;
   add_row(f, row, name, namelen);
-  remember_node(f, ino, (uint64_t) row[FCR_STINO]);
+  remember_node(f, ino, (uint64_t) row[FCR_STINO], fast_read_gen(s));
   sh[FC_SERVED] += 1;
 
   struct fuse_entry_param e;

@@ -8,11 +8,11 @@
  * any), the journal records written and not yet adopted by JS, the CREATEs answered here, the GETATTR
  * timeout, the GETATTRs and SETATTRs answered here, whether GETATTRs of marked directories are (1),
  * whether UNLINKs are (1, fast-unlink.c), the UNLINKs answered here, whether RMDIRs are (1, fast-rmdir.c),
- * the RMDIRs answered here. */
+ * the RMDIRs answered here, the SETXATTRs and REMOVEXATTRs answered here. */
 enum {
   FC_ON = 0, FC_NEXT = 1, FC_END = 2, FC_JOURNAL_FD = 3, FC_TTL = 4, FC_DIRECT = 5, FC_CALLER_UID = 6,
   FC_UNADOPTED = 7, FC_SERVED = 8, FC_ATTR_TTL = 9, FC_ATTRS_SERVED = 10, FC_DIR_ATTRS = 11, FC_UNLINKS = 12,
-  FC_UNLINKS_SERVED = 13, FC_RMDIRS = 14, FC_RMDIRS_SERVED = 15, FC_COUNT = 16
+  FC_UNLINKS_SERVED = 13, FC_RMDIRS = 14, FC_RMDIRS_SERVED = 15, FC_XATTRS_SERVED = 16, FC_COUNT = 17
 };
 
 /* Per created entry in a report: node, parent, fd, st_ino shown, quota charged, direct I/O, journal bytes,
@@ -28,6 +28,7 @@ enum { FCRK_CREATE = 0, FCRK_SETATTR = 1, FCRK_DIR_ATTR = 2, FCRK_UNLINK = 3, FC
 int fcreate_create(ll_session *s, fuse_req_t req, uint64_t parent, const char *name, mode_t mode, int flags);
 int fcreate_getattr(ll_session *s, fuse_req_t req, uint64_t ino);
 int fcreate_setattr(ll_session *s, fuse_req_t req, uint64_t ino, struct stat *attr, int to_set);
+int fcreate_setxattr(ll_session *s, fuse_req_t req, uint64_t ino);
 int fcreate_pending(ll_session *s);
 void fcreate_report(ll_session *s);
 void fcreate_report_event(ll_session *s, napi_env env, ll_msg *m);

@@ -68,6 +68,15 @@ void fast_read_invalidate(ll_session *s) {
   if (s->fast_read) s->fast_read->gen++;
 }
 
+uint32_t fast_read_gen(ll_session *s) {
+  return s->fast_read ? s->fast_read->gen : 0;
+}
+
+int fast_read_fd_since(ll_session *s, uint64_t ino, uint32_t gen) {
+  struct fast_read *fr = s->fast_read;
+  return fr && fr->gen == gen ? fd_of(fr, ino) : -1;
+}
+
 static void note(struct fast_read *fr, uint64_t ino, int first) {
   fr->reads++;
   if (fr->nnoted > 0 && fr->noted[fr->nnoted - 2] == (double) ino) {

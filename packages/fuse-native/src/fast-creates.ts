@@ -20,7 +20,8 @@ const UNLINKS = 12;
 const UNLINKS_SERVED = 13;
 const RMDIRS = 14;
 const RMDIRS_SERVED = 15;
-const STATE_LENGTH = 16;
+const XATTRS_SERVED = 16;
+const STATE_LENGTH = 17;
 /** Doubles per reported entry (FCR_* in native/fast-create.h). */
 const ROW = 8;
 /** FCRK_DIR_ATTR, FCRK_UNLINK, FCRK_RMDIR: the row's kind column. */
@@ -161,6 +162,11 @@ export class FastCreates {
   /** GETATTRs and SETATTRs answered in C since the mount. */
   get attrsServed(): number {
     return this.#state[ATTRS_SERVED]!;
+  }
+
+  /** SETXATTRs and REMOVEXATTRs of the files it made answered in C (EOPNOTSUPP) since the mount. */
+  get xattrsServed(): number {
+    return this.#state[XATTRS_SERVED]!;
   }
 
   /** Whether write-only creates are answered with direct I/O (the worker's directWrites). */

@@ -41,6 +41,7 @@ export class NativeCreates {
   readonly #writes: Pick<NativeWrites, 'settled' | 'topUp'>;
   #counted = 0;
   #countedAttrs = 0;
+  #countedXattrs = 0;
   #unlinks: NativeUnlinks | undefined;
   #rmdirs: NativeRmdirs | undefined;
 
@@ -142,22 +143,29 @@ export class NativeCreates {
     return (
       this.#fast.served +
       this.#fast.attrsServed +
+      this.#fast.xattrsServed +
       (this.#unlinks?.answered ?? 0) +
       (this.#rmdirs?.answered ?? 0)
     );
   }
 
-  /** Counts what the binding answered since the last call: `create-native`, `attr-native` (GETATTR, SETATTR). */
+  /**
+   * Counts what the binding answered since the last call: `create-native`, `attr-native` (GETATTR,
+   * SETATTR), `xattr-native` (SETXATTR, REMOVEXATTR).
+   */
   count(): void {
     const served = this.#fast.served;
     const attrs = this.#fast.attrsServed;
+    const xattrs = this.#fast.xattrsServed;
     const stats = this.#core.stats;
     if (stats !== undefined) {
       for (let i = this.#counted; i < served; i++) stats.record('create-native', 0, false);
       for (let i = this.#countedAttrs; i < attrs; i++) stats.record('attr-native', 0, false);
+      for (let i = this.#countedXattrs; i < xattrs; i++) stats.record('xattr-native', 0, false);
     }
     this.#counted = served;
     this.#countedAttrs = attrs;
+    this.#countedXattrs = xattrs;
     this.#unlinks?.count();
     this.#rmdirs?.count();
   }
