@@ -70,6 +70,19 @@ describe('UNLINKs answered in the binding', () => {
     expect(changes[0]!.filter((c) => c.includes('/output/t/a'))).toEqual([]);
   }, 120_000);
 
+  it('after a rename ended every mark, the first UNLINK in a directory marks it for the rest', async () => {
+    const f = await mountFixture({ tree: { output: { dir: true } }, rules: OPEN, warmupEntries: 0 });
+    // a rename's decode ends every mark (git clone's last steps rename its lock files)
+    expect(await f.sandbox(`${MAKE}\nmv output/keep/k output/keep/moved`)).toMatchObject({ code: 0, stderr: '' });
+    const before = await counts(f);
+    expect(await f.sandbox('rm -rf output/t && ls -A output')).toMatchObject({ code: 0, stdout: 'keep\n' });
+    const after = await counts(f);
+    // one UNLINK per directory in the worker (3), the other 87 in C
+    expect(after.worker - before.worker).toBeLessThanOrEqual(6);
+    expect(after.native - before.native).toBeGreaterThanOrEqual(84);
+    expect((await f.host(`ls -A ${f.delta}/upper/output`)).stdout).toBe('keep\n');
+  }, 60_000);
+
   it('a descriptor opened before the unlink still reads and writes the file', async () => {
     const f = await mountFixture({ tree: { output: { dir: true } }, rules: OPEN });
     const before = await counts(f);

@@ -80,7 +80,7 @@ function answer(fs: FsCore, q: LookupQuery, found: DeltaLookup | null): LookupAn
   if (found === null || permission === null) {
     // A missing name: the binding may answer the next ones in this directory itself (native-lookups.ts).
     if (found === null && permission !== null) {
-      fs.nativeLookups?.missed(parent);
+      fs.nativeLookups?.consider(parent);
       fs.nativeCreates?.refresh();
     }
     return { ino: 0, entryTimeout: fs.cache.negativeTtl(parent, name, ttl) };

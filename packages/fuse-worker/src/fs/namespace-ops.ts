@@ -121,6 +121,7 @@ export async function unlink(fs: FsCore, parent: number, name: string, caller: C
   fs.forgetListing(parent);
   // another name of it keeps the node: the kernel dropped its link count
   if (node !== undefined) fs.cache.entries.attrsStale(node.ino);
+  fs.nativeLookups?.consider(parent);
   allow(fs, 'unlink', path, 'write', caller);
 }
 
@@ -131,6 +132,7 @@ export async function rmdir(fs: FsCore, parent: number, name: string, caller: Ca
   await fs.subdirCounts.change([parent], fs.countsAsSubdir(path) ? -1 : 0, () => fs.delta.rmdir(path));
   fs.inodes.unlink(parent, name);
   fs.forgetListing(parent);
+  fs.nativeLookups?.consider(parent);
   allow(fs, 'rmdir', path, 'write', caller);
 }
 

@@ -7,7 +7,9 @@
 // the rules in force (RuleSet.uniformBelow), so no name in it is hidden, and a missing one is recorded by
 // no audit (only a LOOKUP that finds an entry or a hidden name audits). Such a directory is marked: the
 // binding then answers its LOOKUPs of names it lacks itself, with a negative entry the kernel does not
-// cache, while the codebase still lacks the directory. A name that exists, a name that is not plain ASCII,
+// cache, while the codebase still lacks the directory. An UNLINK or RMDIR the worker answers in a directory
+// marks it the same way, so the rest of an `rm -rf` after a RENAME (git's last steps) is the binding's. A
+// name that exists, a name that is not plain ASCII,
 // another caller than the sandbox's or root: the worker, as before.
 //
 // Revoked (no mark served again until made anew): before a rule change applies, as a checkpoint or restore
@@ -59,8 +61,12 @@ export class NativeLookups {
     this.#fast.callerUid = uid;
   }
 
-  /** The worker answered a LOOKUP of a missing name in directory `parent`: mark it if it qualifies. */
-  missed(parent: number): void {
+  /**
+   * The worker answered a LOOKUP of a missing name in directory `parent`, or removed an entry of it (an
+   * UNLINK or RMDIR, which a RENAME's revocation leaves to the worker until something marks the
+   * directory again): mark it if it qualifies.
+   */
+  consider(parent: number): void {
     const generation = this.#fast.generation;
     if (this.#checked.get(parent) === generation) return;
     if (this.#checked.size >= MAX_CHECKED) this.#checked.clear();
