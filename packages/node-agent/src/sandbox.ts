@@ -274,6 +274,7 @@ export class AttachedSandbox {
   /** Ends sessions, takes the mounts out of the container, stops af-init and the worker. */
   async detach(options: { readonly dropDelta?: boolean } = {}): Promise<void> {
     this.#stopped = true;
+    this.view.leaveContainer();
     await this.sessions.closeAll();
     const pid = this.container.pid;
     for (const name of [LAUNCHER_NAME, WORKSPACE_NAME]) {

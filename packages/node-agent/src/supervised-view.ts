@@ -98,6 +98,11 @@ export class SupervisedView {
     this.#containerPid = pid;
   }
 
+  /** The view is being taken out of the container (detach): a replacement under way is not put back. */
+  leaveContainer(): void {
+    this.#containerPid = undefined;
+  }
+
   get supervisor(): WorkerSupervisor {
     return this.#supervisor!;
   }
