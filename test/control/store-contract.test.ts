@@ -201,9 +201,25 @@ describe.each(['sqlite', 'postgres'] as const)('metadata store contract: %s', (b
       expect(await other.warmClaims.placementOf(winner)).toBeUndefined();
       expect(await store.warmClaims.sandboxOf(placement)).toBeUndefined();
       expect(await other.warmClaims.claim({ placementId: placement, sandboxId: a, at: at + 2 })).toBe(false);
+      // When it was claimed stays known, released or not; a placement never claimed has no time.
+      expect(await other.warmClaims.claimedAt(placement)).toBe(at);
+      expect(await store.warmClaims.claimedAt(newId('sandbox'))).toBeUndefined();
     } finally {
       await other.close();
     }
+  });
+
+  it('a claim that never finished is released by its placement, and its placement never claimed again', async () => {
+    const placement = newId('sandbox');
+    const sandbox = newId('sandbox');
+    const at = Date.now();
+    expect(await store.warmClaims.claim({ placementId: placement, sandboxId: sandbox, at })).toBe(true);
+    await store.warmClaims.releasePlacement(placement, at + 1);
+    expect(await store.warmClaims.sandboxOf(placement)).toBeUndefined();
+    expect(await store.warmClaims.placementOf(sandbox)).toBeUndefined();
+    expect(await store.warmClaims.claim({ placementId: placement, sandboxId: newId('sandbox'), at })).toBe(
+      false,
+    );
   });
 
   it('codebases: rows, counts added in place, an identity recorded once', async () => {

@@ -147,7 +147,9 @@ describe.skipIf(docker.unavailable !== null)(
       );
 
       const health = await call(agent!, token, 'GET', '/v1/health');
-      expect(health.json['sandboxes']).toEqual([{ id: sandboxId, alive: true, sessions: 0 }]);
+      expect(health.json['sandboxes']).toEqual([
+        { id: sandboxId, alive: true, sessions: 0, worker: { state: 'running', restarts: 0 } },
+      ]);
 
       // Commit writes the change to the codebase on this node.
       const commit = await call(agent!, token, 'POST', `/v1/sandboxes/${sandboxId}/commit`, {});

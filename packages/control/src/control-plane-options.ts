@@ -10,7 +10,7 @@ import type { CheckpointLimitOptions } from './sandboxes/checkpoint-limits.js';
 import type { CompactionStep } from './sandboxes/compactor.js';
 import type { PrewarmKind } from './sandboxes/prewarm.js';
 import type { RuntimeMap } from './sandboxes/runtimes.js';
-import type { SupervisionOptions } from './sandboxes/supervisor.js';
+import type { SupervisionOptions } from '@agentfense/fuse-worker';
 import type { WorkerMemoryOptions } from '@agentfense/fuse-worker';
 
 export interface ControlPlaneOptions {

@@ -36,3 +36,12 @@ export { initDeltaStack } from './delta/init-stack.js';
 export { readStack } from './delta/layer-stack.js';
 // What a frozen layer costs in the disk quota's measure (charged to the sandbox that made it).
 export { layerBytes } from './delta/layer-bytes.js';
+// Supervision of a running sandbox's worker: restart over the same delta, give up after repeated failures.
+export { DEFAULT_SUPERVISION, WorkerSupervisor, spawnAndMount } from './supervision/supervisor.js';
+export type {
+  SupervisionOptions,
+  SupervisorLogger,
+  WorkerSupervisorOptions,
+} from './supervision/supervisor.js';
+export { exitReasonOf, explainedCall } from './supervision/worker-exit.js';
+export { requestWholeOn } from './supervision/whole-answer.js';

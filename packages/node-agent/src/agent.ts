@@ -21,12 +21,19 @@ import {
 import type { EngineApi } from '@agentfense/runtime-docker';
 import { checkSandboxId, resolveCodebase } from './paths.js';
 import { AttachedSandbox, type ExecRequest } from './sandbox.js';
+import type { WorkerStatus } from './supervised-view.js';
 
 /** What `health` answers. */
 export interface NodeHealth {
   readonly node: string;
   readonly ready: boolean;
-  readonly sandboxes: readonly { readonly id: string; readonly alive: boolean; readonly sessions: number }[];
+  readonly sandboxes: readonly {
+    readonly id: string;
+    /** False once detached, af-init gone, or the view failed (`worker.failedReason` says why). */
+    readonly alive: boolean;
+    readonly sessions: number;
+    readonly worker: WorkerStatus;
+  }[];
   readonly load: {
     readonly avg1: number;
     readonly cpus: number;
@@ -165,7 +172,7 @@ export class NodeAgentCore {
    * (the API tier keeps them in the sandbox's record for a later attach).
    */
   async setRules(id: string, rules: readonly PermissionRule[]): Promise<void> {
-    await this.sandbox(id).request('setRules', { rules });
+    await this.sandbox(id).setRules(rules);
   }
 
   /** The sandbox's audit trail on this node: its worker's decisions, newest last. */
@@ -197,6 +204,7 @@ export class NodeAgentCore {
         id: s.id,
         alive: s.alive,
         sessions: s.sessions.count,
+        worker: s.worker,
       })),
       load: {
         avg1: loadavg()[0] ?? 0,

@@ -1,7 +1,7 @@
-// One sandbox attached on this node: its FUSE worker (the view on the host), the view and af-init's
-// directory attached inside its container, and the connection to af-init that every exec and session
-// goes through. attach() builds it in that order and undoes what it did when a step fails; detach()
-// undoes all of it, keeping the delta unless told to drop it.
+// One sandbox attached on this node: its supervised FUSE worker (the view on the host), the view and
+// af-init's directory attached inside its container, and the connection to af-init that every exec and
+// session goes through. attach() builds it in that order and undoes what it did when a step fails;
+// detach() undoes all of it, keeping the delta unless told to drop it.
 import { chmod, mkdir, rm, writeFile } from 'node:fs/promises';
 import { posix } from 'node:path';
 import { AuditWriter, readAudit, type AuditQuery } from '@agentfense/audit-trail';
@@ -17,8 +17,6 @@ import {
 import type { WorkerHandle } from '@agentfense/fuse-worker';
 import {
   UnavailableError,
-  collectParts,
-  processStartTime,
   validateRules,
   type AuditEvent,
   type ExecResult,
@@ -43,6 +41,7 @@ import { LAUNCHER_NAME, WORKSPACE_NAME, attachInContainer, detachInContainer } f
 import { sandboxPaths, type SandboxPaths } from './paths.js';
 import { NO_REPORTED_LIMITS, launcherSessionHost } from './session-spawn.js';
 import { Sessions } from './sessions.js';
+import { SupervisedView, type WorkerStatus } from './supervised-view.js';
 
 /** What the API tier sends to attach a sandbox (already checked: id, codebase path inside the root). */
 export interface AttachRequest {
@@ -81,7 +80,7 @@ export class AttachedSandbox {
     readonly id: string,
     readonly paths: SandboxPaths,
     readonly container: SandboxContainer,
-    private readonly worker: WorkerHandle,
+    private readonly view: SupervisedView,
     private readonly listener: LauncherListener,
     private readonly launcher: LauncherClient,
     private readonly cgroup: ContainerCgroup,
@@ -112,10 +111,11 @@ export class AttachedSandbox {
     const taking = options.takeWorker();
     // Observed now: a failed take surfaces where the worker is used, not as an unhandled rejection.
     taking.catch(() => undefined);
-    // Undone last to first: the worker stops before its cgroup goes.
+    // Undone last to first: the worker stops before its cgroup goes (supervision stops its own).
+    let supervised = false;
     const undo: (() => Promise<unknown>)[] = [
       () => removeWorkerCgroup({ sandboxId: request.sandboxId, logger }),
-      async () => (await taking).stop({ graceMs: WORKER_STOP_GRACE_MS }),
+      async () => supervised || (await taking).stop({ graceMs: WORKER_STOP_GRACE_MS }),
     ];
     try {
       const container = await findContainer(engine, request.sandboxId);
@@ -125,33 +125,40 @@ export class AttachedSandbox {
       await mkdir(paths.view, { recursive: true, mode: 0o700 });
       const lower = await openPinnedDir(request.codebasePath);
       const lowerIdentity = await identityOf(lower).finally(() => lower.close());
-      const worker = await taking;
-      await (await cgroupMade)?.attach(worker.pid);
       // The trail is kept here, beside the delta, and read by the API tier through this agent.
       const trail = new AuditWriter(paths.auditLog, (err) =>
         logger.warn({ err, sandboxId: request.sandboxId }, 'could not write the audit trail'),
       );
-      worker.client.onEvent('audit', (events) => trail.append(events));
-      await writeFile(paths.workerPid, `${worker.pid} ${processStartTime(worker.pid) ?? ''}\n`, {
-        mode: 0o600,
+      // A pooled worker was spawned before its sandbox was known: the mount gives it its log and name.
+      // A worker that fails to mount is killed and its mountpoint cleared by supervision's start.
+      supervised = true;
+      const made: { sessions?: Sessions } = {};
+      const view = await SupervisedView.start({
+        sandboxId: request.sandboxId,
+        paths,
+        first: taking,
+        takeWorker: options.takeWorker,
+        cgroup: cgroupMade,
+        logger,
+        onAudit: (events) => trail.append(events),
+        // Sessions exist once af-init answers; a restart before that has none to end.
+        onViewReplaced: () => void made.sessions?.closeAfterRestart().catch(() => undefined),
+        mount: {
+          lowerDir: request.codebasePath,
+          lowerIdentity,
+          deltaDir: paths.delta,
+          mountpoint: paths.view,
+          rules,
+          // The container's user is not the worker's: it may use the mount, and it alone besides root.
+          allowOther: true,
+          ownerUid: container.uid,
+          ownerGid: container.gid,
+          callerUid: container.uid,
+          auditAllowed: request.auditAllowed === true,
+          ...(request.diskQuotaBytes === undefined ? {} : { diskQuotaBytes: request.diskQuotaBytes }),
+        },
       });
-      await worker.mount({
-        // A pooled worker was spawned before its sandbox was known: it takes on its log and name here.
-        logFile: paths.workerLog,
-        name: request.sandboxId,
-        lowerDir: request.codebasePath,
-        lowerIdentity,
-        deltaDir: paths.delta,
-        mountpoint: paths.view,
-        rules,
-        // The container's user is not the worker's: it may use the mount, and it alone besides root.
-        allowOther: true,
-        ownerUid: container.uid,
-        ownerGid: container.gid,
-        callerUid: container.uid,
-        auditAllowed: request.auditAllowed === true,
-        ...(request.diskQuotaBytes === undefined ? {} : { diskQuotaBytes: request.diskQuotaBytes }),
-      });
+      undo.push(() => view.stop());
       const listener = await listenForLauncher({
         parent: paths.dir,
         user: `${container.uid}:${container.gid}`,
@@ -165,6 +172,7 @@ export class AttachedSandbox {
         readonly: false,
       });
       undo.push(() => detachInContainer({ pid: container.pid, name: WORKSPACE_NAME }));
+      view.inContainer(container.pid);
       // The view is in place before the marker and af-init's socket appear in the container.
       await writeFile(posix.join(listener.dir, 'ready'), '', { mode: 0o444 });
       await attachInContainer({
@@ -191,11 +199,12 @@ export class AttachedSandbox {
           workspace: `/${WORKSPACE_NAME}`,
         }),
       );
+      made.sessions = sessions;
       return new AttachedSandbox(
         request.sandboxId,
         paths,
         container,
-        worker,
+        view,
         listener,
         launcher,
         cgroup,
@@ -210,8 +219,14 @@ export class AttachedSandbox {
     }
   }
 
+  /** Serving: not detached, af-init connected, and the view not failed (a worker being replaced counts). */
   get alive(): boolean {
-    return !this.#stopped && this.worker.alive && this.launcher.alive;
+    return !this.#stopped && this.view.status.state !== 'failed' && this.launcher.alive;
+  }
+
+  /** The worker's state, restarts and, once the view is lost, why. */
+  get worker(): WorkerStatus {
+    return this.view.status;
   }
 
   /** Runs one command through af-init; output streams through the callbacks as it comes. */
@@ -235,17 +250,23 @@ export class AttachedSandbox {
     });
   }
 
-  /** A worker request, with answers in parts (changes, diff, commit) fetched whole. */
-  async request<M extends WorkerMethod>(method: M, params: WorkerParams<M>): Promise<WorkerResult<M>> {
-    const first = await this.worker.client.request(method, params);
-    if (typeof first !== 'object' || first === null || !('next' in first)) return first;
-    return collectParts(first, (cursor) => this.worker.client.request('more', { cursor }));
+  /**
+   * A worker request, with answers in parts (changes, diff, commit) fetched whole; after a replacement in
+   * progress, and saying why a worker that died under it exited.
+   */
+  request<M extends WorkerMethod>(method: M, params: WorkerParams<M>): Promise<WorkerResult<M>> {
+    return this.view.supervisor.requestWhole(method, params);
+  }
+
+  /** Replaces the rules now, and for every worker that replaces this one. */
+  setRules(rules: readonly PermissionRule[]): Promise<void> {
+    return this.view.supervisor.setRules(validateRules(rules));
   }
 
   /** The sandbox's audit trail, with what the worker still batches written first. */
   async audit(query: AuditQuery): Promise<AuditEvent[]> {
     // A stats request has the worker send the records it batches, as the control plane does.
-    if (!this.#stopped) await this.worker.client.request('stats', {}).catch(() => undefined);
+    if (!this.#stopped) await this.view.supervisor.request('stats', {}).catch(() => undefined);
     await this.trail.flush();
     return readAudit(this.paths.auditLog, query);
   }
@@ -253,6 +274,7 @@ export class AttachedSandbox {
   /** Ends sessions, takes the mounts out of the container, stops af-init and the worker. */
   async detach(options: { readonly dropDelta?: boolean } = {}): Promise<void> {
     this.#stopped = true;
+    this.view.leaveContainer();
     await this.sessions.closeAll();
     const pid = this.container.pid;
     for (const name of [LAUNCHER_NAME, WORKSPACE_NAME]) {
@@ -260,7 +282,7 @@ export class AttachedSandbox {
       await detachInContainer({ pid, name }).catch(() => undefined);
     }
     await this.listener.release();
-    await this.worker.stop({ graceMs: WORKER_STOP_GRACE_MS });
+    await this.view.stop();
     await removeWorkerCgroup({ sandboxId: this.id, logger: this.logger }).catch((err: unknown) =>
       this.logger.warn({ err, sandboxId: this.id }, 'could not remove the worker cgroup'),
     );

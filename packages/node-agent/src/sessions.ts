@@ -73,6 +73,14 @@ export class Sessions {
     await this.get(id).close();
   }
 
+  /**
+   * The view was put back after its worker was replaced: a shell's working directory is still in the
+   * dead view, so the open sessions end saying so (new ones see the new view).
+   */
+  async closeAfterRestart(): Promise<void> {
+    await Promise.all([...this.#sessions.values()].map((s) => s.close({ reason: 'worker-restarted' })));
+  }
+
   /** The sandbox is being detached: every session ends, and none opens after. */
   async closeAll(): Promise<void> {
     this.#closed = true;

@@ -71,8 +71,15 @@ export interface WarmPool {
   idle(shape: { readonly image: string; readonly resources: ResourceRequest }): Promise<string[]>;
   /** Marks an idle placement claimed by `sandboxId`; false when it is gone or no longer idle. */
   markClaimed(placementId: string, sandboxId: string): Promise<boolean>;
-  /** Places idle ones until there are `size`. */
+  /**
+   * Places idle ones until there are `size`, and removes idle ones beyond it (never one claimed
+   * meanwhile: a removal and a claim race on the orchestrator, where one of them fails).
+   */
   refill(): Promise<void>;
+  /** Every placement labelled idle, of any shape, running or not. */
+  unclaimed(): Promise<string[]>;
+  /** Removes an idle placement; false when it is gone or no longer idle (a claim got it first). */
+  retire(placementId: string): Promise<boolean>;
 }
 
 /** The orchestrator adapter: place, watch, remove, locate. */

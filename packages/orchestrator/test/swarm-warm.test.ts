@@ -1,75 +1,13 @@
 // The Swarm warm pool against an in-memory manager that keeps versions as Swarm does (an update names
 // the version it read; one made meanwhile refuses it): refill places idle services of the pool's shape,
-// only running ones of the adapter's are offered, a claimed one is never offered again, and of two
-// replicas marking the same one claimed at once exactly one succeeds.
+// only running ones of the adapter's are offered, a claimed one is never offered again, of two replicas
+// marking the same one claimed at once exactly one succeeds, idle ones beyond the size are removed
+// (newest first, never one a claim got), and a retirement racing a claim leaves exactly one of them done.
 import { describe, expect, it } from 'vitest';
-import {
-  SwarmOrchestrator,
-  WARM_LABEL,
-  type SwarmApi,
-  type SwarmNode,
-  type SwarmService,
-  type SwarmServiceSpec,
-  type SwarmTask,
-} from '../src/swarm/index.js';
+import { SwarmOrchestrator, WARM_LABEL } from '../src/swarm/index.js';
+import { SwarmManagerInMemory as Manager } from './swarm-memory.js';
 
 const SHAPE = { image: 'agentfense/sandbox:test', resources: { cpuMillis: 500, memoryBytes: 512 * 2 ** 20 } };
-const NODE: SwarmNode = {
-  ID: 'n1',
-  Spec: { Labels: { 'agentfense.node-agent': 'true' } },
-  Description: { Hostname: 'swarm-1' },
-  Status: { State: 'ready', Addr: '10.0.0.1' },
-};
-
-/** A manager in memory: services with versions, one running task per service once `run` says so. */
-class Manager {
-  readonly services = new Map<string, SwarmService>();
-  readonly tasks: SwarmTask[] = [];
-  #next = 1;
-
-  run(name: string): void {
-    const s = this.services.get(name)!;
-    this.tasks.push({
-      ID: `t-${s.ID}`,
-      ServiceID: s.ID,
-      NodeID: 'n1',
-      DesiredState: 'running',
-      Status: { State: 'running' },
-    });
-  }
-
-  readonly api: SwarmApi = {
-    createService: (spec: SwarmServiceSpec) => {
-      const id = `svc-${this.#next++}`;
-      const service = {
-        ID: id,
-        Version: { Index: this.#next++ },
-        CreatedAt: `${this.#next}`,
-        Spec: structuredClone(spec),
-      };
-      this.services.set(spec.Name, service);
-      return Promise.resolve(id);
-    },
-    removeService: (name) => Promise.resolve(this.services.delete(name)),
-    inspectService: (name) => Promise.resolve(structuredClone(this.services.get(name))),
-    // The label filter ignored: the widest answer a manager (or a proxy) could give.
-    listServices: () => Promise.resolve([...this.services.values()].map((s) => structuredClone(s))),
-    listTasks: () => Promise.resolve([...this.tasks]),
-    listNodes: () => Promise.resolve([NODE]),
-    relabelService: async (service, labels) => {
-      await Promise.resolve();
-      const now = this.services.get(service.Spec.Name);
-      if (now === undefined || now.Version?.Index !== service.Version?.Index) return false;
-      this.services.set(service.Spec.Name, {
-        ...now,
-        Version: { Index: this.#next++ },
-        Spec: { ...now.Spec, Labels: { ...labels } },
-      });
-      return true;
-    },
-  };
-}
-
 function adapterOn(manager: Manager, size = 2): SwarmOrchestrator {
   return new SwarmOrchestrator({
     api: manager.api,
@@ -142,5 +80,67 @@ describe('Swarm warm pool', () => {
       'agentfense.dev/sandbox-id': 'sb_00000000-0000-4000-8000-0000000000ee',
     });
     expect(await warm.idle(SHAPE)).toEqual([]);
+  });
+
+  it('removes idle services beyond its size, newest first, after two replicas topped up at once', async () => {
+    const manager = new Manager();
+    const [a, b] = [adapterOn(manager, 2), adapterOn(manager, 2)];
+    // Both read "none idle" and placed two each.
+    await Promise.all([a.warm!.refill(), b.warm!.refill()]);
+    expect(manager.services.size).toBe(4);
+    const oldest = [...manager.services.keys()].slice(0, 2);
+    await a.warm!.refill();
+    expect([...manager.services.keys()]).toEqual(oldest);
+    // A replica started with a smaller size keeps that many.
+    await adapterOn(manager, 1).warm!.refill();
+    expect([...manager.services.keys()]).toEqual([oldest[0]]);
+  });
+
+  it('never removes a claimed service to get back to its size', async () => {
+    const manager = new Manager();
+    const [a, b] = [adapterOn(manager, 1), adapterOn(manager, 1)];
+    await Promise.all([a.warm!.refill(), b.warm!.refill()]);
+    const [oldest, newest] = [...manager.services.keys()];
+    // The newest, the one an overshoot removes first, is claimed.
+    const placement = manager.services.get(newest!)!.Spec.Labels?.['agentfense.dev/sandbox-id'];
+    expect(await a.warm!.markClaimed(placement!, 'sb_00000000-0000-4000-8000-00000000000a')).toBe(true);
+    await b.warm!.refill();
+    expect([...manager.services.keys()]).toEqual([oldest, newest]);
+    expect(manager.services.get(newest!)?.Spec.Labels?.[WARM_LABEL]).toBe('claimed');
+    expect(await a.warm!.retire(placement!)).toBe(false);
+    expect(manager.services.has(newest!)).toBe(true);
+  });
+
+  it('of a retirement and a claim of one service at once exactly one happens', async () => {
+    const manager = new Manager();
+    const warm = adapterOn(manager, 1).warm!;
+    await warm.refill();
+    const [name] = [...manager.services.keys()];
+    manager.run(name!);
+    const [placement] = await warm.idle(SHAPE);
+    const [retired, claimed] = await Promise.all([
+      warm.retire(placement!),
+      warm.markClaimed(placement!, 'sb_00000000-0000-4000-8000-00000000000a'),
+    ]);
+    expect([retired, claimed].filter(Boolean)).toHaveLength(1);
+    // Retired: gone; claimed: kept, labelled claimed.
+    expect(manager.services.has(name!)).toBe(claimed);
+    expect(await warm.idle(SHAPE)).toEqual([]);
+  });
+
+  it('removes a service a replica retired but died before removing, and lists every idle one', async () => {
+    const manager = new Manager();
+    const warm = adapterOn(manager, 2).warm!;
+    await warm.refill();
+    const [first, second] = [...manager.services.values()];
+    expect((await warm.unclaimed()).sort()).toEqual(
+      [first, second].map((s) => s!.Spec.Labels?.['agentfense.dev/sandbox-id']).sort(),
+    );
+    // Retired at the version read, then the replica went: not idle, and removed by the next refill.
+    await manager.api.relabelService(first!, { ...first!.Spec.Labels, [WARM_LABEL]: 'retired' });
+    expect(await warm.unclaimed()).toEqual([second!.Spec.Labels?.['agentfense.dev/sandbox-id']]);
+    await warm.refill();
+    expect(manager.services.has(first!.Spec.Name)).toBe(false);
+    expect(manager.services.size).toBe(2);
   });
 });

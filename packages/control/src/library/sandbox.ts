@@ -22,7 +22,7 @@ import type { ControlPlane } from '../control-plane.js';
 import type { AuditQuery } from '@agentfense/audit-trail';
 import type { RuntimeMap } from '../sandboxes/runtimes.js';
 import type { SecretValueSource } from '../sandboxes/secret-values.js';
-import type { SupervisionOptions } from '../sandboxes/supervisor.js';
+import type { SupervisionOptions } from '@agentfense/fuse-worker';
 import type { SandboxExecOptions, SandboxInfo } from '../sandboxes/types.js';
 import type { CreateSessionOptions } from '@agentfense/sessions';
 import type { Session } from '@agentfense/sessions';

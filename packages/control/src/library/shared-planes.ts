@@ -11,7 +11,7 @@ import { ControlPlane } from '../control-plane.js';
 import type { ControlPlaneOptions } from '../control-plane-options.js';
 import { resolveDataDir } from '../paths.js';
 import type { RuntimeMap } from '../sandboxes/runtimes.js';
-import type { SupervisionOptions } from '../sandboxes/supervisor.js';
+import type { SupervisionOptions } from '@agentfense/fuse-worker';
 
 /** Seconds an unused shared control plane stays open (`0`: closed with its last sandbox). */
 export const LIBRARY_IDLE_ENV = 'AGENTFENSE_LIBRARY_IDLE';

@@ -76,7 +76,8 @@ export class OrchestratedSandboxes implements SandboxBackend {
     this.#claims = deps.metadata.warmClaims;
     this.#logger = deps.logger.child({ component: 'placement' });
     const { warm } = deps.placement.orchestrator;
-    this.#refiller = warm === undefined ? undefined : new WarmRefiller(warm, this.#logger);
+    this.#refiller =
+      warm === undefined ? undefined : new WarmRefiller({ warm, claims: this.#claims, logger: this.#logger });
     this.sessions = new PlacedSessions({
       records: this.#sessionRecords,
       route: (id) => this.#route(id),

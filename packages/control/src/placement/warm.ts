@@ -7,6 +7,12 @@ import type { ResourceRequest, WarmPool } from '@agentfense/orchestrator';
 import type { WarmClaimStore } from '../store/warm-claims.js';
 
 const REFILL_INTERVAL_MS = 5_000;
+/**
+ * How long a claim may stay unfinished (claimed in the database, still idle on the orchestrator) before
+ * its replica counts as gone: finishing it is one relabel, which fails within the manager's 15 s request
+ * timeout; four times that leaves room for a slow manager.
+ */
+export const STALE_CLAIM_MS = 60_000;
 
 /** The placement id of an idle warm placement now claimed for `sandboxId`, or undefined (none fits). */
 export async function claimWarm(
@@ -29,18 +35,47 @@ export async function claimWarm(
   return undefined;
 }
 
+/**
+ * Removes the idle placements whose claim never finished: claimed in the database more than `staleMs`
+ * ago, still idle on the orchestrator (the replica that claimed it died before marking it). Nobody can
+ * claim them again (the claim row stays) and they hold a node's room; retire() fails instead if the
+ * claim finished meanwhile. Returns the placement ids removed.
+ */
+export async function retireUnfinishedClaims(deps: {
+  readonly warm: WarmPool;
+  readonly claims: WarmClaimStore;
+  readonly now: number;
+  readonly staleMs?: number;
+}): Promise<string[]> {
+  const removed: string[] = [];
+  for (const placementId of await deps.warm.unclaimed()) {
+    const at = await deps.claims.claimedAt(placementId);
+    if (at === undefined || deps.now - at < (deps.staleMs ?? STALE_CLAIM_MS)) continue;
+    if (!(await deps.warm.retire(placementId))) continue;
+    await deps.claims.releasePlacement(placementId, deps.now);
+    removed.push(placementId);
+  }
+  return removed;
+}
+
 /** Keeps the warm pool at its size: now, after each claim, and every few seconds. */
 export class WarmRefiller {
   readonly #warm: WarmPool;
+  readonly #claims: WarmClaimStore;
   readonly #logger: Logger;
   #running: Promise<void> | undefined;
   #again = false;
   readonly #timer: NodeJS.Timeout;
   #closed = false;
 
-  constructor(warm: WarmPool, logger: Logger) {
-    this.#warm = warm;
-    this.#logger = logger;
+  constructor(options: {
+    readonly warm: WarmPool;
+    readonly claims: WarmClaimStore;
+    readonly logger: Logger;
+  }) {
+    this.#warm = options.warm;
+    this.#claims = options.claims;
+    this.#logger = options.logger;
     this.#timer = setInterval(() => this.poke(), REFILL_INTERVAL_MS);
     this.#timer.unref();
     this.poke();
@@ -53,8 +88,7 @@ export class WarmRefiller {
       this.#again = true;
       return;
     }
-    this.#running = this.#warm
-      .refill()
+    this.#running = this.#refill()
       .catch((err: unknown) => this.#logger.warn({ err }, 'warm pool not refilled'))
       .finally(() => {
         this.#running = undefined;
@@ -63,6 +97,13 @@ export class WarmRefiller {
           this.poke();
         }
       });
+  }
+
+  async #refill(): Promise<void> {
+    const removed = await retireUnfinishedClaims({ warm: this.#warm, claims: this.#claims, now: Date.now() });
+    if (removed.length > 0)
+      this.#logger.warn({ removed }, 'removed warm placements whose claim never finished');
+    await this.#warm.refill();
   }
 
   async close(): Promise<void> {

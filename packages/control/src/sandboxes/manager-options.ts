@@ -9,7 +9,7 @@ import type { SandboxStore } from '../store/sandboxes.js';
 import type { SandboxHostUsers } from './host-user.js';
 import type { PlacedRules } from './policy-changes.js';
 import type { RuntimeRegistry } from './runtimes.js';
-import type { SupervisionOptions } from './supervisor.js';
+import type { SupervisionOptions } from '@agentfense/fuse-worker';
 import type { WorkerMemoryOptions } from '@agentfense/fuse-worker';
 
 export interface SandboxManagerOptions {

@@ -10,14 +10,18 @@ import type { Ownership } from './ownership.js';
 import type { Live } from './start.js';
 import { mountParams } from './mounts.js';
 import { processStartTime } from './process-identity.js';
-import { spawnAndMount } from './supervisor.js';
 import { tearDown } from './teardown.js';
-import { requestWholeOn } from './whole-answer.js';
 import { redact } from './secrets.js';
 import type { SecretVault } from './secrets.js';
 import type { TeardownDeps } from './teardown.js';
-import { createWorkerCgroup, workerMemoryBound } from '@agentfense/fuse-worker';
-import { exitReasonOf, explainedCall } from './worker-exit.js';
+import {
+  createWorkerCgroup,
+  exitReasonOf,
+  explainedCall,
+  requestWholeOn,
+  spawnAndMount,
+  workerMemoryBound,
+} from '@agentfense/fuse-worker';
 import type { WorkerMemoryOptions } from '@agentfense/fuse-worker';
 
 /** What a worker call needs from the manager. */

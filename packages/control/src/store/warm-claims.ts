@@ -19,6 +19,10 @@ export interface WarmClaimStore {
   sandboxOf(placementId: string): Promise<string | undefined>;
   /** The sandbox's placement was removed: its claim no longer routes anything. */
   release(sandboxId: string, at: number): Promise<void>;
+  /** When `placementId` was claimed (released or not), or undefined: never claimed. */
+  claimedAt(placementId: string): Promise<number | undefined>;
+  /** The placement was removed (its claim never finished): its claim no longer routes anything. */
+  releasePlacement(placementId: string, at: number): Promise<void>;
 }
 
 export class SqliteWarmClaimStore implements WarmClaimStore {
@@ -51,6 +55,20 @@ export class SqliteWarmClaimStore implements WarmClaimStore {
     this.db
       .prepare('UPDATE warm_claims SET released_at = ? WHERE sandbox_id = ? AND released_at IS NULL')
       .run(at, sandboxId);
+    return Promise.resolve();
+  }
+
+  claimedAt(placementId: string): Promise<number | undefined> {
+    const row = this.db
+      .prepare('SELECT claimed_at FROM warm_claims WHERE placement_id = ?')
+      .get(placementId) as { claimed_at: number } | undefined;
+    return Promise.resolve(row?.claimed_at);
+  }
+
+  releasePlacement(placementId: string, at: number): Promise<void> {
+    this.db
+      .prepare('UPDATE warm_claims SET released_at = ? WHERE placement_id = ? AND released_at IS NULL')
+      .run(at, placementId);
     return Promise.resolve();
   }
 }

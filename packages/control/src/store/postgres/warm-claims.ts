@@ -36,4 +36,19 @@ export class PostgresWarmClaimStore implements WarmClaimStore {
       [at, sandboxId],
     );
   }
+
+  async claimedAt(placementId: string): Promise<number | undefined> {
+    const { rows } = await this.pool.query<{ claimed_at: string }>(
+      'SELECT claimed_at FROM warm_claims WHERE placement_id = $1',
+      [placementId],
+    );
+    return rows[0] === undefined ? undefined : Number(rows[0].claimed_at);
+  }
+
+  async releasePlacement(placementId: string, at: number): Promise<void> {
+    await this.pool.query(
+      'UPDATE warm_claims SET released_at = $1 WHERE placement_id = $2 AND released_at IS NULL',
+      [at, placementId],
+    );
+  }
 }

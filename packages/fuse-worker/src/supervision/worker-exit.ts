@@ -2,9 +2,9 @@
 // the sandbox's ERROR reason) and to the caller whose request it was serving: a worker the kernel killed
 // for going over its memory bound (worker-cgroup.ts) is named as such, not as a closed connection.
 import { setTimeout as delay } from 'node:timers/promises';
-import type { WorkerHandle } from '@agentfense/fuse-worker';
 import { ProtocolError, WorkerExitedError } from '@agentfense/protocol';
-import type { WorkerCgroup } from '@agentfense/fuse-worker';
+import type { WorkerHandle } from '../handle.js';
+import type { WorkerCgroup } from '../worker-cgroup.js';
 
 const MiB = 1024 * 1024;
 

@@ -1,17 +1,17 @@
-// Worker supervision (contract §6): one worker per running sandbox, watched two ways — its exit (kill -9,
-// crash) and a `stats` ping with a short timeout (a hung or SIGSTOPped worker answers nothing). A dead or
+// Worker supervision (contract §6): one worker per running sandbox (a host's control plane, a cluster
+// node's agent), watched two ways — its exit (kill -9, crash) and a `stats` ping with a short timeout (a hung or SIGSTOPped worker answers nothing). A dead or
 // hung worker is SIGKILLed, its mount aborted and cleared, and a new worker mounted at the same
 // mountpoint under the still-running sandbox. Too many failures in a window and the sandbox goes to ERROR.
 import { setTimeout as delay } from 'node:timers/promises';
-import type { Logger } from 'pino';
-import { clearFuseMount, spawnWorker } from '@agentfense/fuse-worker';
-import type { WorkerHandle } from '@agentfense/fuse-worker';
 import { TimeoutError, WrongStateError } from '@agentfense/protocol';
+import { spawnWorker, type WorkerHandle } from '../handle.js';
+import { clearFuseMount } from '../mounts.js';
+import type { WorkerCgroup } from '../worker-cgroup.js';
 import { requestWholeOn } from './whole-answer.js';
-import type { WorkerCgroup } from '@agentfense/fuse-worker';
 import { exitReasonOf, explainedCall } from './worker-exit.js';
 import type {
   AuditEvent,
+  LOG_LEVELS,
   MountParams,
   PermissionRule,
   RequestOptions,
@@ -19,6 +19,9 @@ import type {
   WorkerParams,
   WorkerResult,
 } from '@agentfense/protocol';
+
+/** What supervision logs through: pino, or anything with its level methods (the node agent adapts its own). */
+export type SupervisorLogger = Record<(typeof LOG_LEVELS)[number], (obj: object, msg: string) => void>;
 
 /** Supervision timing; the defaults notice a hang within ~5 s and a death at once. */
 export interface SupervisionOptions {
@@ -59,7 +62,7 @@ export interface WorkerSupervisorOptions {
   readonly sandboxId: string;
   readonly mount: MountParams;
   readonly logFile: string;
-  readonly logger: Logger;
+  readonly logger: SupervisorLogger;
   readonly supervision?: SupervisionOptions | undefined;
   /**
    * Where unmounted workers come from (a pool of workers spawned ahead of time); default spawnWorker().
@@ -87,7 +90,7 @@ type Phase = 'running' | 'restarting' | 'failed' | 'stopped';
 export class WorkerSupervisor {
   readonly #options: WorkerSupervisorOptions;
   readonly #timing: Required<SupervisionOptions>;
-  readonly #logger: Logger;
+  readonly #logger: SupervisorLogger;
   #mount: MountParams;
   #current: WorkerHandle;
   #phase: Phase = 'running';
