@@ -27,6 +27,8 @@ export type NetworkFeature = (typeof SWITCHABLE)[number];
  * HTTPS set-up within the +1 ms target (docs/decisions.md); AGENTFENSE_NETWORK_DISABLE=fastAccept
  * turns it off. fastConnect (which needs fastAccept's listener) is on: it took CONNECT's set-up from
  * +3.1-4.8 ms to +0.2-1.9 ms (docs/decisions.md); AGENTFENSE_NETWORK_DISABLE=fastConnect turns it off.
+ * fastHttp (which needs it too) is on: it took the explicit proxy's plain HTTP from +2.7-4.5 ms to
+ * +0.1-1.6 ms at load 8-11 (docs/decisions.md); AGENTFENSE_NETWORK_DISABLE=fastHttp turns it off.
  */
 const OFF_BY_DEFAULT: readonly NetworkFeature[] = [];
 
