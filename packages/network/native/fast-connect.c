@@ -27,6 +27,8 @@
 #define HEAD_MS 100
 #define HELLO_MS 1000
 
+static void http_dialled(struct relay *r, struct pending *p);
+
 static const char ESTABLISHED[] = "HTTP/1.1 200 Connection Established\r\n\r\n";
 static const char BAD_GATEWAY[] = "HTTP/1.1 502 Bad Gateway\r\ncontent-length: 0\r\nconnection: close\r\n\r\n";
 
@@ -151,12 +153,21 @@ static void head(struct relay *r, struct pending *p) {
   char address[INET6_ADDRSTRLEN];
   int port = 0;
   p->head_len = n > 0 ? connect_head(buf, (size_t)n, p->info.name, sizeof p->info.name, &port) : 0;
+  int kind = ENTRY_CONNECT;
+  if (p->head_len == 0 && n > 0 && (p->head_len = http_proxy_head(buf, (size_t)n, &p->request)) > 0) {
+    // A plain-HTTP request (fast-http.c): dialled by an HTTP entry, its head sent once connected.
+    p->http = 1;
+    kind = ENTRY_HTTP;
+    port = p->request.port;
+    snprintf(p->info.name, sizeof p->info.name, "%s", p->request.name);
+    snprintf(p->info.method, sizeof p->info.method, "%s", p->request.method);
+  }
   if (p->head_len == 0) {
     fast_hand_pending(r, p);
     return;
   }
   pthread_mutex_lock(&r->mu);
-  int known = table_connect(&r->fast->table, p->info.name, port, address, sizeof address);
+  int known = table_connect(&r->fast->table, p->info.name, port, kind, address, sizeof address);
   p->version = r->fast->table.version;
   pthread_mutex_unlock(&r->mu);
   p->info.port = port;
@@ -194,6 +205,10 @@ void connect_event(struct relay *r, struct pending *p, uint32_t events) {
 // Connected: the head is consumed and answered 200, unless the table changed since it was decided (then
 // Node decides the CONNECT by the new rules, its head still unread).
 void connect_dialled(struct relay *r, struct pending *p) {
+  if (p->http) {
+    http_dialled(r, p);
+    return;
+  }
   pthread_mutex_lock(&r->mu);
   int current = p->version == r->fast->table.version && !r->fast->stopping;
   pthread_mutex_unlock(&r->mu);
@@ -231,5 +246,32 @@ void connect_hand_tunnel(struct relay *r, struct pending *p) {
   p->info.fd = p->client;
   p->info.upstream = p->upstream;
   fast_post(r, &p->info, REPORT_TUNNEL);
+  free(p);
+}
+
+// Connected for a plain-HTTP request: its rebuilt head goes to the destination, its own bytes are
+// consumed, and both sockets go to JavaScript (REPORT_HTTP), which carries the answer. The head is sent
+// under the mutex a policy change empties the table under: either the change comes first (the request
+// goes to JavaScript unread, and is decided by the new rules) or the request left before it.
+static void http_dialled(struct relay *r, struct pending *p) {
+  pthread_mutex_lock(&r->mu);
+  int current = p->version == r->fast->table.version && !r->fast->stopping;
+  ssize_t sent = current ? send(p->upstream, p->request.out, p->request.out_len, MSG_NOSIGNAL) : -1;
+  pthread_mutex_unlock(&r->mu);
+  char buf[HEAD_BYTES];
+  // A fresh connection's send buffer holds a head of at most 4 KiB whole; a short send cannot be
+  // taken back, so that destination gets a cut request and JavaScript the client, its head unread.
+  if (sent != (ssize_t)p->request.out_len) {
+    fast_hand_pending(r, p);
+    return;
+  }
+  if (recv(p->client, buf, p->head_len, 0) != (ssize_t)p->head_len) {
+    fast_hand_pending(r, p); // cannot happen: the head was there, whole, at the peek
+    return;
+  }
+  fast_unlink_pending(r->fast, p);
+  p->info.fd = p->client;
+  p->info.upstream = p->upstream;
+  fast_post(r, &p->info, REPORT_HTTP);
   free(p);
 }

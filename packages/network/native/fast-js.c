@@ -3,8 +3,10 @@
 //   fastStart(relay, onFast, maxConnections)   onFast('handed', fd, over) | ('started', id, name,
 //                                              address, port, started, errno, via) | ('failed', ...
 //                                              the same) | ('tunnel', fd, upstreamFd, name, address,
-//                                              port, started)   (via: 'transparent' | 'proxy')
-//   fastListen(relay, fd)  fastRemember(relay, name, address, port, ttlMs, connect?)  fastClear(relay)
+//                                              port, started) | ('http', the same, method)
+//                                              (via: 'transparent' | 'proxy')
+//   fastListen(relay, fd)  fastRemember(relay, name, address, port, ttlMs, kind?)  fastClear(relay)
+//                                              (kind: 0 transparent TLS, 1 CONNECT, 2 plain HTTP)
 //   fastAcquire(relay) -> bool  fastRelease(relay)  fastStop(relay)
 #include "fast.h"
 #include <stdlib.h>
@@ -14,8 +16,8 @@
 void fast_call_js(napi_env env, struct relay *r, struct report *e) {
   napi_value fn, undefined, argv[8];
   if (env == NULL || r->on_fast == NULL || napi_get_reference_value(env, r->on_fast, &fn) != napi_ok) {
-    if (e->kind == REPORT_HANDED || e->kind == REPORT_TUNNEL) close(e->fd);
-    if (e->kind == REPORT_TUNNEL) close(e->upstream);
+    if (e->kind == REPORT_HANDED || e->kind == REPORT_TUNNEL || e->kind == REPORT_HTTP) close(e->fd);
+    if (e->kind == REPORT_TUNNEL || e->kind == REPORT_HTTP) close(e->upstream);
     return;
   }
   napi_get_undefined(env, &undefined);
@@ -25,15 +27,17 @@ void fast_call_js(napi_env env, struct relay *r, struct report *e) {
     napi_create_int32(env, e->fd, &argv[1]);
     napi_get_boolean(env, e->over, &argv[2]);
     argc = 3;
-  } else if (e->kind == REPORT_TUNNEL) {
-    napi_create_string_utf8(env, "tunnel", NAPI_AUTO_LENGTH, &argv[0]);
+  } else if (e->kind == REPORT_TUNNEL || e->kind == REPORT_HTTP) {
+    int http = e->kind == REPORT_HTTP;
+    napi_create_string_utf8(env, http ? "http" : "tunnel", NAPI_AUTO_LENGTH, &argv[0]);
     napi_create_int32(env, e->fd, &argv[1]);
     napi_create_int32(env, e->upstream, &argv[2]);
     napi_create_string_utf8(env, e->name, NAPI_AUTO_LENGTH, &argv[3]);
     napi_create_string_utf8(env, e->address, NAPI_AUTO_LENGTH, &argv[4]);
     napi_create_int32(env, e->port, &argv[5]);
     napi_create_double(env, e->started, &argv[6]);
-    argc = 7;
+    napi_create_string_utf8(env, e->method, NAPI_AUTO_LENGTH, &argv[7]);
+    argc = http ? 8 : 7;
   } else {
     int started = e->kind == REPORT_STARTED;
     napi_create_string_utf8(env, started ? "started" : "failed", NAPI_AUTO_LENGTH, &argv[0]);
@@ -114,20 +118,21 @@ static napi_value js_remember(napi_env env, napi_callback_info info) {
   char name[256], address[INET6_ADDRSTRLEN];
   int32_t port = 0;
   double ttl = 0;
-  bool connect = false;
+  int32_t kind = ENTRY_TRANSPARENT;
   struct relay *r = fast_arg(env, info, &argc, argv);
   if (r == NULL) return NULL;
-  if (argc >= 6) napi_get_value_bool(env, argv[5], &connect);
+  if (argc >= 6) napi_get_value_int32(env, argv[5], &kind);
   if (argc < 5 || r->fast == NULL ||
       napi_get_value_string_utf8(env, argv[1], name, sizeof name, &name_len) != napi_ok ||
       napi_get_value_string_utf8(env, argv[2], address, sizeof address, &address_len) != napi_ok ||
       napi_get_value_int32(env, argv[3], &port) != napi_ok || napi_get_value_double(env, argv[4], &ttl) != napi_ok ||
-      name_len == 0 || name_len > 253 || address_len == 0 || address_len >= sizeof address - 1) {
-    napi_throw_type_error(env, "ERR_INVALID_ARG", "fastRemember(relay, name, address, port, ttlMs, connect?)");
+      name_len == 0 || name_len > 253 || address_len == 0 || address_len >= sizeof address - 1 ||
+      kind < ENTRY_TRANSPARENT || kind > ENTRY_HTTP) {
+    napi_throw_type_error(env, "ERR_INVALID_ARG", "fastRemember(relay, name, address, port, ttlMs, kind?)");
     return NULL;
   }
   pthread_mutex_lock(&r->mu);
-  table_put(&r->fast->table, name, address, port, (int64_t)ttl, connect);
+  table_put(&r->fast->table, name, address, port, (int64_t)ttl, kind);
   pthread_mutex_unlock(&r->mu);
   return NULL;
 }

@@ -13,7 +13,7 @@ struct entry {
   char *name;
   char address[INET6_ADDRSTRLEN];
   int port;
-  int connect; // a CONNECT decision: bucketed by name, never matched by table_has
+  int kind; // ENTRY_*: CONNECT and HTTP entries are bucketed by name, never matched by table_has
   int64_t until;
   struct entry *next;
 };
@@ -46,7 +46,7 @@ void table_clear(struct table *t) {
   t->version++;
 }
 
-int table_put(struct table *t, const char *name, const char *address, int port, int64_t ttl_ms, int connect) {
+int table_put(struct table *t, const char *name, const char *address, int port, int64_t ttl_ms, int kind) {
   struct entry *e = calloc(1, sizeof *e);
   if (e == NULL || (e->name = strdup(name)) == NULL) {
     free(e);
@@ -54,31 +54,32 @@ int table_put(struct table *t, const char *name, const char *address, int port, 
   }
   snprintf(e->address, sizeof e->address, "%s", address);
   e->port = port;
-  e->connect = connect;
+  e->kind = kind;
   e->until = now_ms(CLOCK_MONOTONIC) + ttl_ms;
   if (t->entries >= TABLE_MAX_ENTRIES) table_clear(t); // bounded: emptied when full
-  uint32_t b = bucket_of(connect ? e->name : address, port);
+  int by_name = kind != ENTRY_TRANSPARENT;
+  uint32_t b = bucket_of(by_name ? e->name : address, port);
   e->next = t->buckets[b];
   t->buckets[b] = e;
   t->entries++;
-  if (connect) t->connects++;
+  if (by_name) t->connects++;
   return 1;
 }
 
 int table_has(const struct table *t, const char *name, const char *address, int port) {
   int64_t now = now_ms(CLOCK_MONOTONIC);
   for (struct entry *e = t->buckets[bucket_of(address, port)]; e != NULL; e = e->next) {
-    if (!e->connect && e->port == port && e->until > now && strcmp(e->address, address) == 0 &&
+    if (e->kind == ENTRY_TRANSPARENT && e->port == port && e->until > now && strcmp(e->address, address) == 0 &&
         (name == NULL || strcmp(e->name, name) == 0))
       return 1;
   }
   return 0;
 }
 
-int table_connect(const struct table *t, const char *name, int port, char *address, size_t address_size) {
+int table_connect(const struct table *t, const char *name, int port, int kind, char *address, size_t address_size) {
   int64_t now = now_ms(CLOCK_MONOTONIC);
   for (struct entry *e = t->buckets[bucket_of(name, port)]; e != NULL; e = e->next) {
-    if (e->connect && e->port == port && e->until > now && strcmp(e->name, name) == 0) {
+    if (e->kind == kind && e->port == port && e->until > now && strcmp(e->name, name) == 0) {
       snprintf(address, address_size, "%s", e->address);
       return 1;
     }

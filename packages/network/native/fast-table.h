@@ -18,20 +18,23 @@ struct entry;
 struct table {
   struct entry *buckets[TABLE_BUCKETS];
   uint32_t entries;
-  uint32_t connects; // how many of them are CONNECT entries
+  uint32_t connects; // how many of them are explicit-proxy entries (CONNECT or plain HTTP)
   uint32_t version; // bumped by every clear: a connection decided under an older one is not relayed
 };
 
 int64_t now_ms(clockid_t clock);
 // Forgets every entry and bumps the version.
 void table_clear(struct table *t);
+// What an entry is: a redirected TLS connection (looked up by table_has), or an explicit-proxy
+// CONNECT or plain-HTTP request (looked up by table_connect with that kind alone).
+enum { ENTRY_TRANSPARENT, ENTRY_CONNECT, ENTRY_HTTP };
 // 0 when out of memory (not remembered: the next such connection takes the JavaScript path).
-// `connect`: a decision of the explicit proxy's CONNECT, looked up by table_connect alone.
-int table_put(struct table *t, const char *name, const char *address, int port, int64_t ttl_ms, int connect);
+int table_put(struct table *t, const char *name, const char *address, int port, int64_t ttl_ms, int kind);
 // Whether a live transparent entry matches; name NULL: any entry for this address and port.
 int table_has(const struct table *t, const char *name, const char *address, int port);
-// The address a live CONNECT entry for exactly `name` and `port` holds, copied to `address`; 0: none.
-int table_connect(const struct table *t, const char *name, int port, char *address, size_t address_size);
+// The address a live entry of `kind` (ENTRY_CONNECT, ENTRY_HTTP) for exactly `name` and `port` holds,
+// copied to `address`; 0: none.
+int table_connect(const struct table *t, const char *name, int port, int kind, char *address, size_t address_size);
 // The host name a ClientHello's SNI carries, as src/sniff.ts reads it; 0: not taken here.
 int server_name(const uint8_t *b, size_t n, char *out, size_t out_size);
 

@@ -91,6 +91,11 @@ static void release_slot(struct relay *r) {
 }
 
 void fast_dial_failed(struct relay *r, struct pending *p, int err) {
+  if (p->http) {
+    // Nothing was sent: JavaScript reads the request, dials itself and answers its own 502.
+    fast_hand_pending(r, p);
+    return;
+  }
   if (p->connect) connect_dial_failed(p);
   close(p->client);
   close(p->upstream);

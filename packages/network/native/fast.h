@@ -16,12 +16,25 @@ struct listener {
 // An accepted connection this thread is deciding: reading its ClientHello, then dialling. A client of
 // the explicit proxy (connect set, fast-connect.c) reads its CONNECT head, dials, answers 200, then
 // reads the ClientHello inside the tunnel.
+// A first plain-HTTP request of the explicit proxy this thread takes (fast-http.c): its name, port and
+// method, and the head to send to the destination.
+#define HTTP_OUT_BYTES 4160
+struct http_head {
+  char name[256];
+  int port;
+  char method[8];
+  char out[HTTP_OUT_BYTES];
+  size_t out_len;
+};
+
 struct pending {
   int kind; // KIND_PENDING
   int dialling;
   int connect;     // a client of the explicit proxy
   int established; // connect: answered 200, waiting for the tunnel's ClientHello
   size_t head_len; // connect: the CONNECT head's bytes, still unread until the 200
+  int http;        // connect: the head is a plain-HTTP request (fast-http.c), not a CONNECT
+  struct http_head request; // http: what is sent to the destination once it accepted
   int client, upstream;
   int64_t deadline;
   uint32_t version; // of the table entry that allowed it
@@ -56,5 +69,9 @@ void connect_dialled(struct relay *r, struct pending *p);
 void connect_expired(struct relay *r, struct pending *p);
 void connect_dial_failed(struct pending *p);  // answers 502, as the JavaScript path does
 void connect_hand_tunnel(struct relay *r, struct pending *p); // REPORT_TUNNEL
+
+// fast-http.c
+// The length of one absolute-form GET/HEAD head that is all of `b`, taken apart into `h`; 0: not taken.
+size_t http_proxy_head(const char *b, size_t n, struct http_head *h);
 
 #endif

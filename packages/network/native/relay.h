@@ -74,15 +74,18 @@ struct relay {
 // What the thread reports to JavaScript, in order, through on_end.
 // REPORT_TUNNEL: an explicit-proxy CONNECT answered 200 whose tunnel JavaScript decides from there
 // (fast-connect.c): both connected sockets are JavaScript's.
-enum { REPORT_END, REPORT_HANDED, REPORT_STARTED, REPORT_FAILED, REPORT_TUNNEL };
+// REPORT_HTTP: an explicit-proxy plain-HTTP request whose head was sent to its destination
+// (fast-http.c): both connected sockets are JavaScript's, which carries the answer back.
+enum { REPORT_END, REPORT_HANDED, REPORT_STARTED, REPORT_FAILED, REPORT_TUNNEL, REPORT_HTTP };
 enum { VIA_TRANSPARENT, VIA_PROXY };
 struct report {
   int kind;
   uint32_t id;
   uint64_t up, down;
   int err;
-  int fd;       // REPORT_HANDED, REPORT_TUNNEL: the accepted connection, now JavaScript's
-  int upstream; // REPORT_TUNNEL: its connected upstream
+  int fd;       // REPORT_HANDED, REPORT_TUNNEL, REPORT_HTTP: the accepted connection, now JavaScript's
+  int upstream; // REPORT_TUNNEL, REPORT_HTTP: its connected upstream
+  char method[8]; // REPORT_HTTP: the request's method
   int over;     // REPORT_HANDED: refused by the bound (holds no slot)
   int via;      // VIA_*: how the connection reached the policy point (the audit's `via`)
   int port;

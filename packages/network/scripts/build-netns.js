@@ -10,7 +10,7 @@ import { buildAddon } from '../../../scripts/build-addon.js';
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 buildAddon({ source: join(root, 'native', 'netns.c'), output: join(root, 'dist', 'netns.node') });
 buildAddon({
-  sources: ['relay.c', 'fast.c', 'fast-connect.c', 'fast-js.c', 'fast-table.c'].map((file) =>
+  sources: ['relay.c', 'fast.c', 'fast-connect.c', 'fast-http.c', 'fast-js.c', 'fast-table.c'].map((file) =>
     join(root, 'native', file),
   ),
   includes: ['relay.h', 'fast.h', 'fast-table.h'].map((file) => join(root, 'native', file)),

@@ -47,9 +47,13 @@ export class CompiledPolicy {
   readonly #memo = new Map<string, Decision>();
   #memoHostVersion = hostAddressesSeen();
 
+  /** Whether any rule names methods: then a plain-HTTP request's decision depends on its method. */
+  readonly hasMethodRules: boolean;
+
   constructor(policy: NetworkPolicy) {
     this.policy = policy;
     this.#rules = policy.rules.map((rule, index) => compile(rule, index)).sort((a, b) => compareRules(b, a));
+    this.hasMethodRules = policy.rules.some((rule) => rule.methods !== undefined);
   }
 
   decide(dest: Destination): Decision {

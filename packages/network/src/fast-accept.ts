@@ -9,22 +9,26 @@
 // On by default; AGENTFENSE_NETWORK_DISABLE=fastAccept switches it off. fastConnect (with it, on by
 // default too) does the same for the explicit proxy's CONNECT to a name:port decided allowed
 // (native/fast-connect.c): the tunnel is spliced once its ClientHello names that name, and handed back
-// to Node otherwise.
+// to Node otherwise. fastHttp (with them, on by default) sends the explicit proxy's first plain-HTTP GET
+// or HEAD to a name:port decided allowed from that thread (native/fast-http.c); Node then carries the
+// answer and decides every later request of the connection.
 import { closeSync } from 'node:fs';
 import { Socket } from 'node:net';
 import type { FlowContext, Tracked } from './context.js';
 import type { Decision } from './decide.js';
-import type { FastEvent, NativeRelay } from './relay.js';
+import type { FastEntryKind, FastEvent, NativeRelay } from './relay.js';
 
 export const NETWORK_DISABLE_ENV = 'AGENTFENSE_NETWORK_DISABLE';
 export const NETWORK_ENABLE_ENV = 'AGENTFENSE_NETWORK_ENABLE';
-const SWITCHABLE = ['fastAccept', 'fastConnect'] as const;
+const SWITCHABLE = ['fastAccept', 'fastConnect', 'fastHttp'] as const;
 export type NetworkFeature = (typeof SWITCHABLE)[number];
 /**
  * Off unless AGENTFENSE_NETWORK_ENABLE names it. fastAccept is on: measured quiet, it brings transparent
  * HTTPS set-up within the +1 ms target (docs/decisions.md); AGENTFENSE_NETWORK_DISABLE=fastAccept
  * turns it off. fastConnect (which needs fastAccept's listener) is on: it took CONNECT's set-up from
  * +3.1-4.8 ms to +0.2-1.9 ms (docs/decisions.md); AGENTFENSE_NETWORK_DISABLE=fastConnect turns it off.
+ * fastHttp (which needs it too) is on: it took the explicit proxy's plain HTTP from +2.7-4.5 ms to
+ * +0.1-1.6 ms at load 8-11 (docs/decisions.md); AGENTFENSE_NETWORK_DISABLE=fastHttp turns it off.
  */
 const OFF_BY_DEFAULT: readonly NetworkFeature[] = [];
 
@@ -68,9 +72,24 @@ export interface FastAcceptHandlers {
     dest: { name: string; address: string; port: number },
     started: number,
   ) => void;
+  /**
+   * An explicit-proxy plain-HTTP request to `dest` whose head C sent (native/fast-http.c): the client
+   * (its slot held, nothing after the head read) and the upstream, nothing of the answer read.
+   */
+  readonly http: (
+    client: Socket,
+    upstream: Socket,
+    dest: { name: string; address: string; port: number; method: string },
+  ) => void;
 }
 
-type Via = 'proxy' | 'transparent';
+/** What a remembered decision is for: transparent TLS, an explicit-proxy CONNECT or plain-HTTP request. */
+type Via = 'proxy' | 'transparent' | 'http';
+const ENTRY: Readonly<Record<Via, FastEntryKind>> = {
+  transparent: 'transparent',
+  proxy: 'connect',
+  http: 'http',
+};
 
 const keyOf = (via: Via, name: string, address: string, port: number): string =>
   `${via} ${name} ${address} ${port}`;
@@ -100,6 +119,7 @@ export class FastAccept {
   /** The decision each table entry was remembered with: the audit record of a connection it started. */
   readonly #decisions = new Map<string, Decision>();
   #started = 0;
+  #requests = 0;
 
   private constructor(ctx: FlowContext, relay: NativeRelay, handlers: FastAcceptHandlers) {
     this.#ctx = ctx;
@@ -123,6 +143,11 @@ export class FastAccept {
     return this.#started;
   }
 
+  /** Explicit-proxy plain-HTTP requests this path sent itself so far (fast-http.c). */
+  get requests(): number {
+    return this.#requests;
+  }
+
   /** Takes over a listening socket (the proxy port's). */
   listen(fd: number): void {
     this.#relay.listenFast(fd);
@@ -133,6 +158,8 @@ export class FastAccept {
    * address: the next such connection may start in C, for as long as the resolver holds that. Via
    * 'proxy': a CONNECT to `name`:`port` it dialled at `address`, whose tunnel named `name` (the next
    * CONNECT to `name`:`port` is dialled at `address` by C, and spliced if its tunnel names `name`).
+   * Via 'http': an explicit-proxy plain-HTTP request to `name`:`port` it sent to `address`, decided
+   * without regard to its method (the next GET or HEAD there is sent by C).
    */
   remember(
     dest: { name: string; address: string; port: number },
@@ -143,7 +170,7 @@ export class FastAccept {
     if (!decision.allowed || ttl <= 0) return;
     if (this.#decisions.size >= DECISIONS_LIMIT) this.#decisions.clear();
     this.#decisions.set(keyOf(via, dest.name, dest.address, dest.port), decision);
-    this.#relay.rememberFast(dest.name, dest.address, dest.port, ttl, via === 'proxy');
+    this.#relay.rememberFast(dest.name, dest.address, dest.port, ttl, ENTRY[via]);
   }
 
   /** Every decision forgotten (a policy or secret change): the JavaScript path decides again. */
@@ -161,7 +188,7 @@ export class FastAccept {
       this.#handed(event.fd, event.over);
       return;
     }
-    if (event.kind === 'tunnel') {
+    if (event.kind === 'tunnel' || event.kind === 'http') {
       this.#tunnel(event);
       return;
     }
@@ -195,7 +222,7 @@ export class FastAccept {
     }
   }
 
-  #tunnel(event: Extract<FastEvent, { kind: 'tunnel' }>): void {
+  #tunnel(event: Extract<FastEvent, { kind: 'tunnel' | 'http' }>): void {
     // Half-open both, as the JavaScript path's own tunnel sockets: a side's end ends the other's output.
     const client = adoptFd(event.fd, true);
     const upstream = adoptFd(event.upstreamFd, true);
@@ -210,7 +237,10 @@ export class FastAccept {
     client.once('close', () => clients.leave(client));
     upstream.on('error', () => upstream.destroy());
     const { name, address, port, started } = event;
-    this.#handlers.tunnel(client, upstream, { name, address, port }, started);
+    if (event.kind === 'http') this.#requests++;
+    if (event.kind === 'http')
+      this.#handlers.http(client, upstream, { name, address, port, method: event.method });
+    else this.#handlers.tunnel(client, upstream, { name, address, port }, started);
   }
 
   #handed(fd: number, over: boolean): void {

@@ -142,6 +142,7 @@ export interface FastRequest {
   readonly client: Socket;
   /** Connecting or connected to `target`; nothing read from it yet. */
   readonly upstream: Socket;
+  /** The head to send (empty: already sent to the destination). */
   readonly head: Buffer;
   readonly target: Destination & { readonly address: string; readonly port: number };
   readonly via: 'proxy' | 'transparent';
@@ -223,6 +224,6 @@ export function carryRequest(options: FastRequest): void {
     finish();
   };
   client.once('close', onClientClose);
-  upstream.write(options.head);
+  if (options.head.length > 0) upstream.write(options.head); // empty: the C path sent it (fast-http.c)
   upstream.resume();
 }

@@ -53,15 +53,19 @@ export class HttpFlows {
   readonly #intercept: TransparentHooks['intercept'];
   /** A CONNECT allowed and tunnelled (not intercepted) whose tunnel named its own name: C may take the next. */
   readonly #allowedConnect: TransparentHooks['allowedTls'];
+  /** An explicit-proxy GET or HEAD allowed whatever its method: C may send the next (fast-http.c). */
+  readonly #allowedHttp: TransparentHooks['allowedTls'];
 
   constructor(
     ctx: FlowContext,
     intercept?: TransparentHooks['intercept'],
     allowedConnect?: TransparentHooks['allowedTls'],
+    allowedHttp?: TransparentHooks['allowedTls'],
   ) {
     this.#ctx = ctx;
     this.#intercept = intercept;
     this.#allowedConnect = allowedConnect;
+    this.#allowedHttp = allowedHttp;
     this.server = createServer({ requireHostHeader: false }, (req, res) => void this.#request(req, res));
     this.server.on('connect', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
       void this.#connect(req.url ?? '', socket as Socket, head);
@@ -101,6 +105,39 @@ export class HttpFlows {
     void this.#established(client, upstream, dest, decision, `${dest.name}:${dest.port}`);
   }
 
+  /**
+   * An explicit-proxy request to `dest` whose head the C path sent (native/fast-http.c): decided again
+   * by the rules now (a change that refuses it in between closes both), then its answer carried back
+   * and the connection's later requests decided here, as after this flow's own first request.
+   */
+  resumeRequest(
+    client: Socket,
+    upstream: Socket,
+    dest: { name: string; address: string; port: number; method: string },
+  ): void {
+    client.on('error', () => client.destroy());
+    const decision = this.#ctx.policy.decide(dest);
+    if (!decision.allowed) {
+      upstream.destroy();
+      client.destroy();
+      this.#ctx.record(dest, 'proxy', {
+        ...decision,
+        reason: `closed by a policy change: ${decision.reason}`,
+      });
+      return;
+    }
+    carryRequest({
+      ctx: this.#ctx,
+      client,
+      upstream,
+      head: Buffer.alloc(0),
+      target: dest,
+      via: 'proxy',
+      decision,
+      handBack: (socket) => this.#toServer(socket),
+    });
+  }
+
   /** A redirected plain-HTTP connection to `target`, with its destination already dialled or not. */
   takeTransparent(socket: Socket, target: { address: string; port: number }, early?: Socket): void {
     this.#transparent.set(socket, target);
@@ -127,16 +164,18 @@ export class HttpFlows {
     if (head !== null && !socket.destroyed) {
       const { target, decision, path } = await this.#decideRequest(socket, head.method, head.url, head.host);
       if (decision.allowed && dialable(target) && !socket.destroyed) {
+        const via = this.#transparent.has(socket) ? 'transparent' : 'proxy';
         carryRequest({
           ctx: this.#ctx,
           client: socket,
           upstream: this.#takeEarly(socket, target) ?? dial(target.address, target.port),
           head: upstreamHead(head, path),
           target,
-          via: this.#transparent.has(socket) ? 'transparent' : 'proxy',
+          via,
           decision,
           handBack: (client) => this.#toServer(client),
         });
+        if (via === 'proxy') this.#rememberHttp(target, decision);
         return;
       }
     }
@@ -147,6 +186,20 @@ export class HttpFlows {
     }
     if (bytes.length > 0) socket.unshift(bytes);
     this.#toServer(socket);
+  }
+
+  /**
+   * An explicit-proxy GET or HEAD to a name, allowed: the C path may send the next one to that name and
+   * port itself, only while no rule has methods (its entry is decided without one) and no secret is
+   * bound to the name; a name URL spells as C reads it (no final dot).
+   */
+  #rememberHttp(target: Target, decision: Decision): void {
+    const { name, method } = target;
+    if (this.#allowedHttp === undefined || name === undefined || (method !== 'GET' && method !== 'HEAD'))
+      return;
+    if (this.#ctx.policy.hasMethodRules || this.#ctx.secrets?.bound(name) === true) return;
+    if (!/^[a-z0-9._-]+$/.test(name) || name.endsWith('.')) return;
+    this.#allowedHttp({ name, address: target.address, port: target.port }, decision);
   }
 
   #toServer(socket: Socket): void {

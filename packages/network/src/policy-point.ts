@@ -94,15 +94,18 @@ export class PolicyPoint {
           overBound: (socket) =>
             this.#refuseOverBound(socket, connectionBoundReason(this.#ctx.maxConnections)),
           tunnel: (client, upstream, dest) => this.#http.resumeConnect(client, upstream, dest),
+          http: (client, upstream, dest) => this.#http.resumeRequest(client, upstream, dest),
         })
       : undefined;
     const fast = this.#fast;
     // The explicit proxy's CONNECT decisions go to the C path's table only when fastConnect is on.
     const connectInC = fast !== undefined && networkFeatureOn('fastConnect', process.env);
+    const httpInC = fast !== undefined && networkFeatureOn('fastHttp', process.env);
     this.#http = new HttpFlows(
       this.#ctx,
       this.#intercept,
       connectInC ? (dest, decision) => fast.remember(dest, decision, 'proxy') : undefined,
+      httpInC ? (dest, decision) => fast.remember(dest, decision, 'http') : undefined,
     );
     const ns = openSync(options.netnsPath, 'r');
     try {
@@ -145,12 +148,16 @@ export class PolicyPoint {
     return true;
   }
 
-  /** Open connections, accepted ones, and how many of all so far the C accept path carried. */
-  stats(): { connections: number; clients: number; fast: number } {
+  /**
+   * Open connections, accepted ones, how many of all so far the C accept path carried, and how many
+   * plain-HTTP requests it sent (fastHttp).
+   */
+  stats(): { connections: number; clients: number; fast: number; fastHttp: number } {
     return {
       connections: this.#ctx.open.size,
       clients: this.#ctx.clients.size,
       fast: this.#fast?.started ?? 0,
+      fastHttp: this.#fast?.requests ?? 0,
     };
   }
 

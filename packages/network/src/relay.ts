@@ -12,14 +12,7 @@ interface RelayAddon {
   // The accept path in C (native/fast.c, src/fast-accept.ts).
   fastStart(relay: object, onFast: (kind: string, ...args: unknown[]) => void, maxConnections: number): void;
   fastListen(relay: object, fd: number): void;
-  fastRemember(
-    relay: object,
-    name: string,
-    address: string,
-    port: number,
-    ttlMs: number,
-    connect: boolean,
-  ): void;
+  fastRemember(relay: object, name: string, address: string, port: number, ttlMs: number, kind: number): void;
   fastClear(relay: object): void;
   fastAcquire(relay: object): boolean;
   fastRelease(relay: object): void;
@@ -50,7 +43,22 @@ export type FastEvent =
       readonly address: string;
       readonly port: number;
       readonly started: number;
+    }
+  | {
+      /** An explicit-proxy plain-HTTP request whose head C sent (native/fast-http.c): its answer is Node's. */
+      readonly kind: 'http';
+      readonly fd: number;
+      readonly upstreamFd: number;
+      readonly name: string;
+      readonly address: string;
+      readonly port: number;
+      readonly started: number;
+      readonly method: string;
     };
+
+/** What a table entry of the accept path is (native/fast-table.h ENTRY_*). */
+export type FastEntryKind = 'transparent' | 'connect' | 'http';
+const ENTRY_KINDS: Readonly<Record<FastEntryKind, number>> = { transparent: 0, connect: 1, http: 2 };
 
 /** What the relay reports when a connection ends: bytes delivered each way, and errno (0: clean end). */
 export interface RelayEnd {
@@ -181,16 +189,18 @@ export class NativeRelay {
           onEvent({ kind, fd: args[0] as number, over: args[1] as boolean });
           return;
         }
-        if (kind === 'tunnel') {
-          const [fd, upstreamFd, name, address, port, started] = args as [
+        if (kind === 'tunnel' || kind === 'http') {
+          const [fd, upstreamFd, name, address, port, started, method] = args as [
             number,
             number,
             string,
             string,
             number,
             number,
+            string,
           ];
-          onEvent({ kind, fd, upstreamFd, name, address, port, started });
+          if (kind === 'http') onEvent({ kind, fd, upstreamFd, name, address, port, started, method });
+          else onEvent({ kind, fd, upstreamFd, name, address, port, started });
           return;
         }
         const [id, name, address, port, started, errno, via] = args as [
@@ -215,10 +225,11 @@ export class NativeRelay {
 
   /**
    * `name` at `address`:`port` is allowed, and known to be there for `ttlMs` more; `connect`: an
-   * explicit-proxy CONNECT to `name`:`port` (looked up by name and port, dialled at `address`).
+   * explicit-proxy CONNECT to `name`:`port` (looked up by name and port, dialled at `address`); `http`:
+   * the same for an explicit-proxy plain-HTTP GET or HEAD.
    */
-  rememberFast(name: string, address: string, port: number, ttlMs: number, connect = false): void {
-    this.#addon.fastRemember(this.#relay, name, address, port, ttlMs, connect);
+  rememberFast(name: string, address: string, port: number, ttlMs: number, kind: FastEntryKind): void {
+    this.#addon.fastRemember(this.#relay, name, address, port, ttlMs, ENTRY_KINDS[kind]);
   }
 
   /** Forgets every decision: what it allowed no longer starts through the accept path. */

@@ -1,0 +1,208 @@
+// The explicit proxy's first plain-HTTP request sent from C (packages/network/native/fast-http.c,
+// fastHttp) against its JavaScript path: the same cases through a policy point with it off and one
+// with it on, each in a policed namespace of its own, clients started inside it with nsenter and
+// pointed at the proxy. What a user would check: an allowed name answers through the proxy, again and
+// again; a denied one gets the 403 naming its rule; a request with a body is carried; a keep-alive
+// connection's later requests are each decided (another, denied name on it gets its 403); a rule change
+// refuses the next request; and each request's audit record carries the same fields either way. With
+// it on, the GETs after the first to a name:port are sent by C (stats().fastHttp counts them).
+import { spawn } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { NetworkAuditEvent } from '@agentfense/network';
+import { PolicyPoint } from '../../packages/network/src/policy-point.js';
+import { removeSandboxNetns, setUpSandboxNetns } from '../../packages/network/src/netns.js';
+import type { NetworkPolicy } from '../../packages/network/src/policy.js';
+import { TEST_ADDRESSES, makeTestNet } from '../helpers/test-net.js';
+import type { TestNet } from '../helpers/test-net.js';
+
+const POLICY: NetworkPolicy = {
+  mode: 'allow',
+  rules: [
+    { action: 'allow', host: 'pub.test', ports: [80] },
+    { action: 'deny', host: 'other.test' },
+  ],
+};
+
+/** A client inside `ns`. */
+function inNs(ns: string, argv: string[]): Promise<{ out: string; code: number | null }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn('nsenter', [`--net=${ns}`, '--', ...argv], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ out, code }));
+  });
+}
+
+/** curl through the explicit proxy; `-w` adds the answer's code; `extra` more arguments first. */
+const curl = (
+  ns: string,
+  extra: string[],
+  ...urls: string[]
+): Promise<{ out: string; code: number | null }> =>
+  inNs(ns, [
+    'curl',
+    '-s',
+    '-m',
+    '5',
+    '-x',
+    'http://127.0.0.1:3128',
+    '-w',
+    ' %{http_code}\n',
+    ...extra,
+    ...urls,
+  ]);
+
+async function until(check: () => boolean, what: string): Promise<void> {
+  for (let i = 0; i < 200 && !check(); i++) await new Promise((r) => setTimeout(r, 25));
+  if (!check()) throw new Error(`timed out waiting for ${what}`);
+}
+
+/** The fields of an audit record that say what was decided (time, duration and bytes aside). */
+const decided = (e: NetworkAuditEvent): Record<string, unknown> => {
+  const { time: _time, durationMs: _duration, bytesUp: _up, bytesDown: _down, ...rest } = e;
+  return rest;
+};
+
+let net: TestNet;
+let dir: string;
+const records: Record<string, NetworkAuditEvent[]> = {};
+
+beforeAll(async () => {
+  net = await makeTestNet();
+  dir = await mkdtemp(join(tmpdir(), 'af-fast-http-'));
+}, 60_000);
+afterAll(async () => {
+  await net.close();
+  await rm(dir, { recursive: true, force: true });
+});
+
+describe.each([
+  ['the JavaScript path', false],
+  ['the C plain-HTTP path', true],
+])('%s', (label, fast) => {
+  let point: PolicyPoint;
+  let ns: string;
+  const audit: NetworkAuditEvent[] = [];
+  records[label] = audit;
+
+  beforeAll(async () => {
+    ns = join(dir, fast ? 'fast' : 'js');
+    await setUpSandboxNetns(ns, { create: true });
+    // Explicit both ways, so neither case depends on the default or on the caller's environment.
+    const saved = [process.env.AGENTFENSE_NETWORK_ENABLE, process.env.AGENTFENSE_NETWORK_DISABLE];
+    process.env.AGENTFENSE_NETWORK_ENABLE = fast ? 'fastAccept,fastHttp' : 'fastAccept';
+    if (fast) delete process.env.AGENTFENSE_NETWORK_DISABLE;
+    else process.env.AGENTFENSE_NETWORK_DISABLE = 'fastHttp';
+    try {
+      point = new PolicyPoint({
+        netnsPath: ns,
+        policy: POLICY,
+        maxConnections: 8,
+        hostsFile: net.hostsFile,
+        audit: (event) => audit.push(event),
+      });
+    } finally {
+      for (const [key, value] of [
+        ['AGENTFENSE_NETWORK_ENABLE', saved[0]],
+        ['AGENTFENSE_NETWORK_DISABLE', saved[1]],
+      ] as const) {
+        if (value === undefined) delete process.env[key];
+        else process.env[key] = value;
+      }
+    }
+  }, 30_000);
+  afterAll(async () => {
+    point.close();
+    await removeSandboxNetns(ns);
+  });
+
+  it('reaches an allowed name through the proxy, again and again; audits each request', async () => {
+    for (let i = 0; i < 3; i++) {
+      expect((await curl(ns, [], `http://pub.test/n${i}?q=${i}`)).out).toBe('hello from pub.test\n 200\n');
+    }
+    expect(net.httpSeen.slice(-3)).toEqual([
+      'GET pub.test /n0?q=0',
+      'GET pub.test /n1?q=1',
+      'GET pub.test /n2?q=2',
+    ]);
+    await until(() => audit.filter((e) => e.name === 'pub.test').length === 3, 'three records');
+    for (const e of audit.filter((r) => r.name === 'pub.test')) {
+      expect(decided(e)).toEqual({
+        op: 'connect',
+        path: 'pub.test:80',
+        decision: 'allow',
+        rule: 0,
+        reason: 'rule 0 (allow pub.test ports 80)',
+        name: 'pub.test',
+        address: TEST_ADDRESSES.public,
+        port: 80,
+        method: 'GET',
+        via: 'proxy',
+      });
+      expect(e.bytesDown).toBeGreaterThan(0);
+    }
+    // The first was decided by JavaScript; with the C path on, it sent the two after it.
+    expect(point.stats().fastHttp).toBe(fast ? 2 : 0);
+  });
+
+  it('refuses a denied name with the 403 naming its rule, decided in JavaScript', async () => {
+    const before = point.stats().fastHttp;
+    const seen = net.httpSeen.length;
+    const r = await curl(ns, [], 'http://other.test/');
+    expect(r.out).toBe('AgentFense network policy refused GET other.test: rule 1 (deny other.test)\n 403\n');
+    expect(net.httpSeen.slice(seen)).toEqual([]);
+    expect(point.stats().fastHttp).toBe(before);
+  });
+
+  it('carries a request with a body and a HEAD, each decided; only a simple GET or HEAD is sent by C', async () => {
+    const before = point.stats().fastHttp;
+    const seen = net.httpSeen.length;
+    expect((await curl(ns, ['-d', 'data'], 'http://pub.test/post')).out).toBe('hello from pub.test\n 200\n');
+    expect((await curl(ns, ['-I', '-o', '/dev/null'], 'http://pub.test/head')).out).toBe(' 200\n');
+    expect(net.httpSeen.slice(seen)).toEqual(['POST pub.test /post', 'HEAD pub.test /head']);
+    expect(point.stats().fastHttp).toBe(fast ? before + 1 : 0); // the HEAD; the POST has a body
+  });
+
+  it('decides each request of a keep-alive connection: another, denied name on it gets its 403', async () => {
+    const seen = net.httpSeen.length;
+    const r = await curl(
+      ns,
+      [],
+      'http://pub.test/first',
+      'http://other.test/second',
+      'http://pub.test/third',
+    );
+    expect(r.out).toBe(
+      'hello from pub.test\n 200\n' +
+        'AgentFense network policy refused GET other.test: rule 1 (deny other.test)\n 403\n' +
+        'hello from pub.test\n 200\n',
+    );
+    expect(net.httpSeen.slice(seen)).toEqual(['GET pub.test /first', 'GET pub.test /third']);
+  });
+
+  it('a rule change refuses the next request (no stale decision)', async () => {
+    expect((await curl(ns, [], 'http://pub.test/warm')).out).toBe('hello from pub.test\n 200\n');
+    const before = point.stats().fastHttp;
+    const seen = net.httpSeen.length;
+    point.setPolicy({ mode: 'allow', rules: [{ action: 'deny', host: 'pub.test' }] });
+    const r = await curl(ns, [], 'http://pub.test/after');
+    expect(r.out).toBe('AgentFense network policy refused GET pub.test: rule 0 (deny pub.test)\n 403\n');
+    expect(net.httpSeen.slice(seen)).toEqual([]);
+    expect(point.stats().fastHttp).toBe(before);
+    point.setPolicy(POLICY);
+  });
+});
+
+describe('both paths', () => {
+  it('wrote the same audit records, field for field (time, duration and byte counts aside)', () => {
+    const [js, c] = [records['the JavaScript path'] ?? [], records['the C plain-HTTP path'] ?? []];
+    expect(js.length).toBeGreaterThan(0);
+    const sorted = (list: NetworkAuditEvent[]): string[] =>
+      list.map((e) => JSON.stringify(decided(e))).sort();
+    expect(sorted(c)).toEqual(sorted(js));
+  });
+});

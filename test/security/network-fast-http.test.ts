@@ -1,0 +1,174 @@
+// Attacks on the explicit proxy's plain HTTP sent from C (packages/network/native/fast-http.c,
+// fastHttp): once a GET to a name:port was allowed, the next simple GET or HEAD there is sent to the
+// address JavaScript chose from the relay's thread. A hostile agent warms that table with an allowed
+// GET, then tries to ride it: a second request on the same keep-alive connection to a denied name (the
+// destination here keeps connections open, as a cooperating server would), a method a `methods` rule
+// refuses, and the allowed name right after a rule change refused it. Defences: C sends the first
+// request alone and hands the connection to JavaScript, which decides every later request; no entry is
+// made while any rule has methods; the table is emptied before a new policy applies.
+import { spawn } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import type { Server } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { openSocketInNetns } from '@agentfense/network';
+import { PolicyPoint } from '../../packages/network/src/policy-point.js';
+import { removeSandboxNetns, setUpSandboxNetns } from '../../packages/network/src/netns.js';
+import type { NetworkPolicy } from '../../packages/network/src/policy.js';
+import { makeTestNet } from '../helpers/test-net.js';
+import type { TestNet } from '../helpers/test-net.js';
+
+const PORT = 8081;
+const POLICY: NetworkPolicy = {
+  mode: 'allow',
+  rules: [
+    { action: 'allow', host: 'pub.test' },
+    { action: 'deny', host: 'other.test' },
+  ],
+};
+
+/** A client inside `ns`. */
+function inNs(ns: string, argv: string[]): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const child = spawn('nsenter', [`--net=${ns}`, '--', ...argv], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
+    child.on('error', reject);
+    child.on('close', () => resolve(out));
+  });
+}
+
+/**
+ * One connection to the proxy carrying `requests` one after the other, each sent once the answer
+ * before it was read (or the connection ended): prints each answer's status line, or `closed`.
+ */
+const exchange = (ns: string, requests: string[]): Promise<string> =>
+  inNs(ns, [
+    'python3',
+    '-c',
+    `
+import json, socket, sys
+s = socket.create_connection(('127.0.0.1', 3128), 5)
+s.settimeout(5)
+for request in json.loads(sys.argv[1]):
+    try:
+        s.sendall(request.encode())
+        data = b''
+        while b'\\r\\n\\r\\n' not in data:
+            chunk = s.recv(4096)
+            if not chunk: break
+            data += chunk
+    except OSError:
+        data = b''
+    print(data.split(b'\\r\\n')[0].decode() if data else 'closed', flush=True)
+`,
+    JSON.stringify(requests),
+  ]);
+
+const get = (name: string, path: string, method = 'GET'): string =>
+  `${method} http://${name}:${PORT}${path} HTTP/1.1\r\nHost: ${name}:${PORT}\r\n\r\n`;
+
+let net: TestNet;
+let dir: string;
+let ns: string;
+let point: PolicyPoint;
+let destination: Server;
+/** What the destination received, every connection's bytes in order. */
+let received = '';
+
+beforeAll(async () => {
+  net = await makeTestNet();
+  dir = await mkdtemp(join(tmpdir(), 'af-fast-http-attack-'));
+  // Answers every request and keeps the connection open for 300 ms after each answer (a keep-alive
+  // timeout), whatever the request's Connection header says.
+  destination = createServer((socket) => {
+    let pending = '';
+    let idle: NodeJS.Timeout | undefined;
+    socket.on('data', (chunk: Buffer) => {
+      received += chunk.toString('latin1');
+      pending += chunk.toString('latin1');
+      while (pending.includes('\r\n\r\n')) {
+        pending = pending.slice(pending.indexOf('\r\n\r\n') + 4);
+        socket.write('HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok');
+        clearTimeout(idle);
+        idle = setTimeout(() => socket.end(), 300);
+      }
+    });
+    socket.on('close', () => clearTimeout(idle));
+    socket.on('error', () => socket.destroy());
+  });
+  destination.listen({
+    fd: openSocketInNetns(net.nsPath, { family: 4, type: 'tcp', address: '0.0.0.0', port: PORT }),
+  });
+  ns = join(dir, 'ns');
+  await setUpSandboxNetns(ns, { create: true });
+  const saved = [process.env.AGENTFENSE_NETWORK_ENABLE, process.env.AGENTFENSE_NETWORK_DISABLE];
+  process.env.AGENTFENSE_NETWORK_ENABLE = 'fastAccept,fastHttp';
+  delete process.env.AGENTFENSE_NETWORK_DISABLE;
+  try {
+    point = new PolicyPoint({
+      netnsPath: ns,
+      policy: POLICY,
+      maxConnections: 8,
+      hostsFile: net.hostsFile,
+      audit: () => {},
+    });
+  } finally {
+    for (const [key, value] of [
+      ['AGENTFENSE_NETWORK_ENABLE', saved[0]],
+      ['AGENTFENSE_NETWORK_DISABLE', saved[1]],
+    ] as const) {
+      if (value === undefined) delete process.env[key];
+      else process.env[key] = value;
+    }
+  }
+}, 60_000);
+afterAll(async () => {
+  point.close();
+  destination.close();
+  await removeSandboxNetns(ns);
+  await net.close();
+  await rm(dir, { recursive: true, force: true });
+});
+
+it('refuses a second request to a denied name on the connection whose first request C sent', async () => {
+  point.setPolicy(POLICY);
+  expect(await exchange(ns, [get('pub.test', '/warm')])).toBe('HTTP/1.1 200 OK\n'); // decided in JavaScript
+  const before = point.stats().fastHttp;
+  received = '';
+  const out = await exchange(ns, [get('pub.test', '/first'), get('other.test', '/secret')]);
+  expect(received).toContain('GET /first HTTP/1.1');
+  expect(received).not.toContain('other.test');
+  expect(received).not.toContain('/secret');
+  expect(out).toBe('HTTP/1.1 200 OK\nHTTP/1.1 403 Forbidden\n');
+  expect(point.stats().fastHttp).toBe(before + 1); // the first went from C
+});
+
+it('applies a methods rule: a HEAD it refuses is not sent, however many GETs went before', async () => {
+  point.setPolicy({
+    mode: 'allow',
+    rules: [
+      { action: 'allow', host: 'pub.test' },
+      { action: 'deny', host: 'pub.test', methods: ['HEAD'] },
+    ],
+  });
+  for (let i = 0; i < 2; i++)
+    expect(await exchange(ns, [get('pub.test', `/get${i}`)])).toBe('HTTP/1.1 200 OK\n');
+  received = '';
+  expect(await exchange(ns, [get('pub.test', '/head', 'HEAD')])).toBe('HTTP/1.1 403 Forbidden\n');
+  expect(received).toBe('');
+});
+
+it('refuses the allowed name right after a rule change denied it: nothing reaches the destination', async () => {
+  point.setPolicy(POLICY);
+  for (let i = 0; i < 2; i++)
+    expect(await exchange(ns, [get('pub.test', `/warm${i}`)])).toBe('HTTP/1.1 200 OK\n');
+  const before = point.stats().fastHttp;
+  expect(before).toBeGreaterThan(0); // C holds a decision for pub.test
+  point.setPolicy({ mode: 'allow', rules: [{ action: 'deny', host: 'pub.test' }] });
+  received = '';
+  expect(await exchange(ns, [get('pub.test', '/after')])).toBe('HTTP/1.1 403 Forbidden\n');
+  expect(received).toBe('');
+});
