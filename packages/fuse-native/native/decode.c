@@ -6,6 +6,7 @@
 #include "fast-create.h"
 #include "fast-unlink.h"
 #include "fast-rmdir.h"
+#include "fast-listing.h"
 
 /* Names are copied NUL-terminated after the header; `at` is the running offset in buf. */
 static const char *copy_name(ll_msg *m, size_t *at, const char *src, size_t *len_out) {
@@ -279,6 +280,7 @@ static void ll_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 
 static void ll_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi) {
   NEED(OP_READDIR);
+  if (flist_readdir(SESS(req), req, ino, size, (uint64_t) off, 0)) return;
   ALLOC(m, req, OP_READDIR, 0);
   m->ino = ino; m->size = size; m->off = (uint64_t) off; m->fh = fi->fh; m->has_fh = 1;
   queue_push(m->s, m);
@@ -286,6 +288,7 @@ static void ll_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, s
 
 static void ll_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi) {
   NEED(OP_READDIRPLUS);
+  if (flist_readdir(SESS(req), req, ino, size, (uint64_t) off, 1)) return;
   ALLOC(m, req, OP_READDIRPLUS, 0);
   m->ino = ino; m->size = size; m->off = (uint64_t) off; m->fh = fi->fh; m->has_fh = 1;
   queue_push(m->s, m);

@@ -299,6 +299,11 @@ void fc_add_row(ll_session *s, const double *row, const char *name, size_t namel
   add_row(s->fcreate, row, name, namelen);
 }
 
+/* Room for one more row without a name (a failed malloc then sends the request to JS). */
+int fc_room(ll_session *s) {
+  return room(s->fcreate, 0);
+}
+
 int fcreate_create(ll_session *s, fuse_req_t req, uint64_t parent, const char *name, mode_t mode, int flags) {
   if (!fc_serving(s, req)) return 0;
   struct fc_state *f = s->fcreate;

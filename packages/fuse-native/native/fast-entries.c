@@ -148,6 +148,11 @@ int fentry_dir_attrs(ll_session *s, uint64_t ino, uint64_t *st_ino) {
   return d->fd;
 }
 
+/* The marks' generation now: what is read under a mark serves no longer once it moves. */
+double fentry_gen(ll_session *s) {
+  return s->fentries ? gen_of(s->fentries) : -1;
+}
+
 void fentry_revoke(ll_session *s) {
   if (s->fentries) s->fentries->shared[FE_GEN] += 1;
 }

@@ -10,6 +10,7 @@ int fentry_lookup(ll_session *s, fuse_req_t req, uint64_t parent, const char *na
 void fentry_revoke(ll_session *s);
 int fentry_dir(ll_session *s, uint64_t ino, const char **rel);
 int fentry_dir_attrs(ll_session *s, uint64_t ino, uint64_t *st_ino);
+double fentry_gen(ll_session *s);
 void fentry_after_reply(ll_msg *m);
 void fentry_free(ll_session *s);
 void fentry_release(ll_session *s, napi_env env);

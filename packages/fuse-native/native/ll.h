@@ -11,6 +11,7 @@
  *   fast-read.c the read fast path: READs of registered files answered in C from the host's page cache
  *   fast-entries.c  the lookup fast path: LOOKUP misses in marked directories answered in C
  *   fast-create.c   the create fast path: CREATEs in those directories answered in C
+ *   fast-listing.c  the listing fast path: READDIR(PLUS) of those directories answered in C
  *   session.c  a mount's life: create, mount, close, teardown
  *   host-io.c  host syscalls Node lacks or rounds
  *   addon.c    the module's entry point (what JS sees)
@@ -185,6 +186,7 @@ struct ll_session {
   struct fast_read *fast_read; /* the read fast path (fast-read.c), NULL until ll_fast_read_init */
   struct fe_state *fentries; /* the lookup fast path (fast-entries.c); NULL until ll_fentry_init */
   struct fc_state *fcreate;  /* the create fast path (fast-create.c); NULL until ll_fcreate_init */
+  struct fl_state *flist;    /* the listing fast path's kept listings (fast-listing.c); NULL until used */
 
   napi_deferred mount_deferred;
   napi_deferred closed_deferred;

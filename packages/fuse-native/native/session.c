@@ -3,6 +3,7 @@
 #include "ll.h"
 #include "fast-entries.h"
 #include "fast-create.h"
+#include "fast-listing.h"
 
 void session_unref(ll_session *s) {
   if (--s->refs > 0) return;
@@ -16,6 +17,7 @@ void session_unref(ll_session *s) {
   fast_read_free(s, NULL);
   fentry_free(s);
   fcreate_release(s, NULL);
+  flist_free(s);
   free(s);
 }
 
@@ -112,6 +114,7 @@ static void session_finalize(napi_env env, void *data, void *hint) {
   if (s->fast_report_ref) { napi_delete_reference(env, s->fast_report_ref); s->fast_report_ref = NULL; }
   fentry_release(s, env);
   fcreate_release(s, env);
+  flist_free(s);
   session_unref(s);
 }
 

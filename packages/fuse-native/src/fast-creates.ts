@@ -20,14 +20,18 @@ const UNLINKS = 12;
 const UNLINKS_SERVED = 13;
 const RMDIRS = 14;
 const RMDIRS_SERVED = 15;
-const XATTRS_SERVED = 16;
-const STATE_LENGTH = 17;
+const LISTINGS = 16;
+const LISTINGS_SERVED = 17;
+const SKIP_PID = 18;
+const XATTRS_SERVED = 19;
+const STATE_LENGTH = 20;
 /** Doubles per reported entry (FCR_* in native/fast-create.h). */
 const ROW = 8;
-/** FCRK_DIR_ATTR, FCRK_UNLINK, FCRK_RMDIR: the row's kind column. */
+/** FCRK_DIR_ATTR, FCRK_UNLINK, FCRK_RMDIR, FCRK_LISTING: the row's kind column. */
 const KIND_DIR_ATTR = 2;
 const KIND_UNLINK = 3;
 const KIND_RMDIR = 4;
+const KIND_LISTING = 5;
 
 /**
  * One CREATE the binding answered (or began: `ino` 0 means only its journal record was written), or, with
@@ -36,7 +40,9 @@ const KIND_RMDIR = 4;
  * (native/fast-unlink.c: `ino` 1 when the name was removed, 0 when only its record was written; `fd` the
  * file kept open, `stIno` its host st_ino), or, with `removedDir`, an RMDIR of `name` in `parent`
  * (native/fast-rmdir.c: `ino` 1 when the directory was removed; `stIno` its host st_ino; `fd` the journal
- * records written: 1, the removal's, or 2, the removal's and then, its rmdir(2) failed, the add's again).
+ * records written: 1, the removal's, or 2, the removal's and then, its rmdir(2) failed, the add's again),
+ * or, with `listed`, a listing of directory `ino` from offset 0 answered in C (native/fast-listing.c: `fd`
+ * 1 when it holds a regular file).
  */
 export interface FastCreated {
   /** The node id answered (taken from the lent range); 0: the create went on to the handler. */
@@ -49,6 +55,8 @@ export interface FastCreated {
   readonly unlinked: boolean;
   /** An RMDIR answered (or begun) in C. */
   readonly removedDir: boolean;
+  /** A listing of directory `ino` from offset 0 answered in C. */
+  readonly listed: boolean;
   readonly name: string;
   /** The host fd of the new file (read-write), now the caller's to keep and close; -1 when `ino` is 0. */
   readonly fd: number;
@@ -69,6 +77,7 @@ export class FastCreates {
   constructor(session: SessionHandle, onCreates: (created: FastCreated[]) => void) {
     this.#state[JOURNAL_FD] = -1;
     this.#state[CALLER_UID] = -1;
+    this.#state[SKIP_PID] = -1;
     addon.ll_fcreate_init(session, this.#state, (rows, names) => {
       const parts = names.split('/');
       const created: FastCreated[] = [];
@@ -87,6 +96,7 @@ export class FastCreates {
           dirAttr: rows[r + 7] === KIND_DIR_ATTR,
           unlinked: rows[r + 7] === KIND_UNLINK,
           removedDir: rows[r + 7] === KIND_RMDIR,
+          listed: rows[r + 7] === KIND_LISTING,
           name: parent === 0 ? '' : parts[named++]!,
         });
       }
@@ -157,6 +167,24 @@ export class FastCreates {
   /** RMDIRs answered in C since the mount. */
   get rmdirsServed(): number {
     return this.#state[RMDIRS_SERVED]!;
+  }
+
+  /**
+   * Whether READDIRPLUS and READDIR of marked directories answered in C (FastEntries.mark with an st_ino)
+   * are (native/fast-listing.c), with plain entries.
+   */
+  set listings(on: boolean) {
+    this.#state[LISTINGS] = on ? 1 : 0;
+  }
+
+  /** Listing requests answered in C since the mount. */
+  get listingsServed(): number {
+    return this.#state[LISTINGS_SERVED]!;
+  }
+
+  /** A pid whose requests as root no listing in C answers (the entry warm-up's walker); undefined: none. */
+  set skipPid(pid: number | undefined) {
+    this.#state[SKIP_PID] = pid ?? -1;
   }
 
   /** GETATTRs and SETATTRs answered in C since the mount. */

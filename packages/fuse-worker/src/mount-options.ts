@@ -28,6 +28,8 @@ import { InvalidArgumentError } from '@agentfense/protocol';
 // a CREATE would be, and reported in the same stream (fs/native-unlinks.ts).
 // nativeRmdirs (needs nativeCreates): RMDIRs of empty directories in those directories are answered in C
 // where an UNLINK would be, and reported in the same stream (fs/native-rmdirs.ts).
+// nativeListings (needs nativeDirAttrs): READDIRPLUS and READDIR of the directories whose GETATTRs are
+// answered in C are answered there too, with plain entries (fs/native-listings.ts).
 // wideHandles: the worker's cache of host fds holds up to 4096 (fs/handles.ts), so a walk over a tree just
 // written finds its files' fds open and their READs stay in the binding; off: 512.
 export const SWITCHABLE_FEATURES = [
@@ -48,6 +50,7 @@ export const SWITCHABLE_FEATURES = [
   'nativeDirAttrs',
   'nativeUnlinks',
   'nativeRmdirs',
+  'nativeListings',
   'freshEntries',
   'wideHandles',
 ] as const;
@@ -189,6 +192,14 @@ export function nativeRmdirs(disabled: readonly SwitchableFeature[]): boolean {
 }
 
 /**
+ * Whether READDIRPLUS and READDIR of the directories whose GETATTRs are answered in C are answered there
+ * too, with plain entries (fs/native-listings.ts); it needs nativeDirAttrs, whose marks carry `.`'s st_ino.
+ */
+export function nativeListings(disabled: readonly SwitchableFeature[]): boolean {
+  return !disabled.includes('nativeListings') && nativeDirAttrs(disabled);
+}
+
+/**
  * The read-ahead window to ask for: the request size, when requests are bigger than the kernel's default
  * window (128 KiB) and the feature is on; else null (leave the kernel's window).
  */
@@ -220,6 +231,7 @@ export function connStats(
       nativeDirAttrs: nativeDirAttrs(disabled),
       nativeUnlinks: nativeUnlinks(disabled),
       nativeRmdirs: nativeRmdirs(disabled),
+      nativeListings: nativeListings(disabled),
       freshEntries: freshEntries(conn, disabled),
       readahead,
     },

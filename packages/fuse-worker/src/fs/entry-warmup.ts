@@ -125,6 +125,14 @@ export class EntryWarmup {
    * Whether a request comes from the walker: its requests are the worker's own, not the sandbox's. The pid
    * alone could be a recycled one; the walker also runs as host root, which no sandbox process ever does.
    */
+  /** The walker's pid while one runs. */
+  get walkerPid(): number | undefined {
+    return this.#walkerPid;
+  }
+
+  /** Called as soon as the walker's pid is known and once it has exited (native-listings.ts skips it). */
+  onWalkerPid: (() => void) | undefined;
+
   isWalker(caller: { readonly pid: number; readonly uid: number }): boolean {
     return caller.uid === 0 && this.#walkerPid !== undefined && caller.pid === this.#walkerPid;
   }
@@ -248,7 +256,11 @@ export class EntryWarmup {
       }
       this.#child = child;
       this.#walkerPid = child.pid;
-      child.on('exit', () => (this.#walkerPid = undefined));
+      this.onWalkerPid?.();
+      child.on('exit', () => {
+        this.#walkerPid = undefined;
+        this.onWalkerPid?.();
+      });
       child.stdout?.setEncoding('utf8').on('data', (chunk: string) => (out += chunk));
       let failed = false;
       child.on('error', (err) => {

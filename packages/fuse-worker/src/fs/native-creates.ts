@@ -17,6 +17,7 @@ import type { FastCreateSink } from '../delta/fast-dir.js';
 import { RawFile } from '../host/raw-file.js';
 import type { FsCore } from './core.js';
 import { registerIfReadable } from './native-reads.js';
+import { NativeListings } from './native-listings.js';
 import { NativeRmdirs } from './native-rmdirs.js';
 import { NativeUnlinks } from './native-unlinks.js';
 import type { NativeWrites } from './native-writes.js';
@@ -44,6 +45,7 @@ export class NativeCreates {
   #countedXattrs = 0;
   #unlinks: NativeUnlinks | undefined;
   #rmdirs: NativeRmdirs | undefined;
+  #listings: NativeListings | undefined;
 
   constructor(options: NativeCreatesOptions) {
     this.#fast = options.fuse.fastCreates((created) => this.adopt(created));
@@ -85,11 +87,20 @@ export class NativeCreates {
     this.#rmdirs ??= new NativeRmdirs({ fast: this.#fast, core: this.#core, sink: this.#sink });
   }
 
+  /**
+   * Lets the binding answer READDIRPLUS and READDIR of directories marked with an st_ino, with plain
+   * entries (native-listings.ts, nativeListings; after dirAttrs).
+   */
+  useListings(): void {
+    this.#listings ??= new NativeListings({ fast: this.#fast, core: this.#core });
+  }
+
   /** Serves creates while the audit records no allowed access; the direct I/O choice follows the worker's. */
   refresh(): void {
     this.#fast.on = !this.#core.audit.allowed;
     this.#fast.directWrites = this.#core.directWrites;
     this.#writes.topUp();
+    this.#listings?.refresh();
   }
 
   /** The binding made (or began) these entries: the worker's state takes them in, in order. */
@@ -102,6 +113,10 @@ export class NativeCreates {
       }
       if (c.removedDir) {
         this.#rmdirs?.adopt(c);
+        continue;
+      }
+      if (c.listed) {
+        this.#listings?.adopt(c);
         continue;
       }
       if (c.dirAttr) {
@@ -138,14 +153,15 @@ export class NativeCreates {
     this.refresh();
   }
 
-  /** CREATEs, GETATTRs, SETATTRs, UNLINKs and RMDIRs the binding answered since the mount. */
+  /** CREATEs, GETATTRs, SETATTRs, UNLINKs, RMDIRs and listings the binding answered since the mount. */
   get answered(): number {
     return (
       this.#fast.served +
       this.#fast.attrsServed +
       this.#fast.xattrsServed +
       (this.#unlinks?.answered ?? 0) +
-      (this.#rmdirs?.answered ?? 0)
+      (this.#rmdirs?.answered ?? 0) +
+      (this.#listings?.answered ?? 0)
     );
   }
 
@@ -168,6 +184,7 @@ export class NativeCreates {
     this.#countedXattrs = xattrs;
     this.#unlinks?.count();
     this.#rmdirs?.count();
+    this.#listings?.count();
   }
 
   #lend(): void {

@@ -224,6 +224,14 @@ export class PolicyFs {
     this.#core.nativeCreates?.useRmdirs();
   }
 
+  /**
+   * Lets the binding answer READDIRPLUS and READDIR of the directories whose GETATTRs it answers
+   * (nativeListings feature, native-listings.ts; after useNativeDirAttrs).
+   */
+  useNativeListings(): void {
+    this.#core.nativeCreates?.useListings();
+  }
+
   /** Before the delta changes wholesale (commit, discard, a layer change): no marked directory is served. */
   revokeNativeLookups(): void {
     this.#core.nativeLookups?.revoke();
@@ -256,6 +264,8 @@ export class PolicyFs {
 
   set entryWarmup(warmup: EntryWarmup | undefined) {
     this.#core.warmup = warmup;
+    // the binding must leave the walker's listings to the worker from its first request on
+    if (warmup !== undefined) warmup.onWalkerPid = () => this.#core.nativeCreates?.refresh();
   }
 
   /** The invalidation generation (bumped by every invalidateAll; entry-warmup.ts stops on a move). */

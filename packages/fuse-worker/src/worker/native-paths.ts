@@ -6,6 +6,7 @@ import type { PolicyFs } from '../fs/policy-fs.js';
 import {
   nativeCreates,
   nativeDirAttrs,
+  nativeListings,
   nativeLookups,
   nativeReads,
   nativeRmdirs,
@@ -30,4 +31,5 @@ export function enableNativePaths(options: {
   if (nativeDirAttrs(disabled)) fs.useNativeDirAttrs();
   if (nativeUnlinks(disabled)) fs.useNativeUnlinks();
   if (nativeRmdirs(disabled)) fs.useNativeRmdirs();
+  if (nativeListings(disabled)) fs.useNativeListings();
 }
