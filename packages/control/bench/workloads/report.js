@@ -5,7 +5,7 @@ import console from 'node:console';
 
 export const TARGETS = ['native', 'overlay', 'agentfense'];
 /** FUSE request kinds shown per workload (the most frequent first). */
-const TOP_OPS = 7;
+const TOP_OPS = Number(process.env.BENCH_TOP_OPS ?? 7);
 /** A gated workload's target: at most this many times native. */
 const GATE = 2;
 
