@@ -6,17 +6,16 @@
 // connection's later requests are each decided (another, denied name on it gets its 403); a rule change
 // refuses the next request; and each request's audit record carries the same fields either way. With
 // it on, the GETs after the first to a name:port are sent by C (stats().fastHttp counts them).
-import { spawn } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { NetworkAuditEvent } from '@agentfense/network';
-import { PolicyPoint } from '../../packages/network/src/policy-point.js';
-import { removeSandboxNetns, setUpSandboxNetns } from '../../packages/network/src/netns.js';
+import type { PolicyPoint } from '../../packages/network/src/policy-point.js';
 import type { NetworkPolicy } from '../../packages/network/src/policy.js';
 import { TEST_ADDRESSES, makeTestNet } from '../helpers/test-net.js';
 import type { TestNet } from '../helpers/test-net.js';
+import { decided, fastPathPoint, inNs, until } from '../helpers/fast-path-point.js';
 
 const POLICY: NetworkPolicy = {
   mode: 'allow',
@@ -25,17 +24,6 @@ const POLICY: NetworkPolicy = {
     { action: 'deny', host: 'other.test' },
   ],
 };
-
-/** A client inside `ns`. */
-function inNs(ns: string, argv: string[]): Promise<{ out: string; code: number | null }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn('nsenter', [`--net=${ns}`, '--', ...argv], { stdio: ['ignore', 'pipe', 'inherit'] });
-    let out = '';
-    child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ out, code }));
-  });
-}
 
 /** curl through the explicit proxy; `-w` adds the answer's code; `extra` more arguments first. */
 const curl = (
@@ -55,17 +43,6 @@ const curl = (
     ...extra,
     ...urls,
   ]);
-
-async function until(check: () => boolean, what: string): Promise<void> {
-  for (let i = 0; i < 200 && !check(); i++) await new Promise((r) => setTimeout(r, 25));
-  if (!check()) throw new Error(`timed out waiting for ${what}`);
-}
-
-/** The fields of an audit record that say what was decided (time, duration and bytes aside). */
-const decided = (e: NetworkAuditEvent): Record<string, unknown> => {
-  const { time: _time, durationMs: _duration, bytesUp: _up, bytesDown: _down, ...rest } = e;
-  return rest;
-};
 
 let net: TestNet;
 let dir: string;
@@ -89,36 +66,22 @@ describe.each([
   const audit: NetworkAuditEvent[] = [];
   records[label] = audit;
 
+  let close: () => Promise<void>;
+
   beforeAll(async () => {
-    ns = join(dir, fast ? 'fast' : 'js');
-    await setUpSandboxNetns(ns, { create: true });
     // Explicit both ways, so neither case depends on the default or on the caller's environment.
-    const saved = [process.env.AGENTFENSE_NETWORK_ENABLE, process.env.AGENTFENSE_NETWORK_DISABLE];
-    process.env.AGENTFENSE_NETWORK_ENABLE = fast ? 'fastAccept,fastHttp' : 'fastAccept';
-    if (fast) delete process.env.AGENTFENSE_NETWORK_DISABLE;
-    else process.env.AGENTFENSE_NETWORK_DISABLE = 'fastHttp';
-    try {
-      point = new PolicyPoint({
-        netnsPath: ns,
-        policy: POLICY,
-        maxConnections: 8,
-        hostsFile: net.hostsFile,
-        audit: (event) => audit.push(event),
-      });
-    } finally {
-      for (const [key, value] of [
-        ['AGENTFENSE_NETWORK_ENABLE', saved[0]],
-        ['AGENTFENSE_NETWORK_DISABLE', saved[1]],
-      ] as const) {
-        if (value === undefined) delete process.env[key];
-        else process.env[key] = value;
-      }
-    }
+    ({ point, ns, close } = await fastPathPoint({
+      dir,
+      name: fast ? 'fast' : 'js',
+      policy: POLICY,
+      hostsFile: net.hostsFile,
+      maxConnections: 8,
+      enable: fast ? ['fastAccept', 'fastHttp'] : ['fastAccept'],
+      disable: fast ? [] : ['fastHttp'],
+      audit: (event) => audit.push(event),
+    }));
   }, 30_000);
-  afterAll(async () => {
-    point.close();
-    await removeSandboxNetns(ns);
-  });
+  afterAll(() => close());
 
   it('reaches an allowed name through the proxy, again and again; audits each request', async () => {
     for (let i = 0; i < 3; i++) {
