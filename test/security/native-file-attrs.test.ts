@@ -9,7 +9,10 @@ import { describe, expect, it } from 'vitest';
 import { useMountHygiene } from '../helpers/worker-fixture.js';
 import { nativeCount, ruleChangeRace, WRITABLE_OUTPUT } from '../helpers/native-paths.js';
 
-const READ_ONLY_D = [...WRITABLE_OUTPUT, { pattern: '/output/d/**', permission: 'read' as const, priority: 50 }];
+const READ_ONLY_D = [
+  ...WRITABLE_OUTPUT,
+  { pattern: '/output/d/**', permission: 'read' as const, priority: 50 },
+];
 
 describe('attributes of files the binding made, after a rule change', () => {
   useMountHygiene();

@@ -73,7 +73,10 @@ describe('UNLINKs answered in the binding', () => {
   it('after a rename ended every mark, the first UNLINK in a directory marks it for the rest', async () => {
     const f = await mountFixture({ tree: { output: { dir: true } }, rules: OPEN, warmupEntries: 0 });
     // a rename's decode ends every mark (git clone's last steps rename its lock files)
-    expect(await f.sandbox(`${MAKE}\nmv output/keep/k output/keep/moved`)).toMatchObject({ code: 0, stderr: '' });
+    expect(await f.sandbox(`${MAKE}\nmv output/keep/k output/keep/moved`)).toMatchObject({
+      code: 0,
+      stderr: '',
+    });
     const before = await counts(f);
     expect(await f.sandbox('rm -rf output/t && ls -A output')).toMatchObject({ code: 0, stdout: 'keep\n' });
     const after = await counts(f);
