@@ -79,10 +79,9 @@ static int authority(const char *line, size_t len, char *name, size_t name_size,
   return 1;
 }
 
-// The length of one CONNECT head that is all of `b` (nothing pipelined after it), its name and port;
-// 0 when this path does not take it: what src/http-fast.ts connectAuthority refuses (control bytes, a
-// header line without a token name), a Proxy-Authorization (JavaScript's to judge), or more bytes.
-static size_t connect_head(const char *b, size_t n, char *name, size_t name_size, int *port) {
+// The length of one request head that is all of `b` (nothing pipelined after it), without its blank line;
+// 0 when there is none or it holds a control byte besides tab and its line ends (fast-http.c shares it).
+size_t whole_head_len(const char *b, size_t n) {
   const char *end = memmem(b, n, "\r\n\r\n", 4);
   if (end == NULL || (size_t)(end - b) + 4 != n) return 0;
   size_t len = (size_t)(end - b);
@@ -94,6 +93,15 @@ static size_t connect_head(const char *b, size_t n, char *name, size_t name_size
     }
     if ((ch < 0x20 && ch != '\t') || ch == 0x7f) return 0;
   }
+  return len;
+}
+
+// The length of one CONNECT head that is all of `b` (nothing pipelined after it), its name and port;
+// 0 when this path does not take it: what src/http-fast.ts connectAuthority refuses (control bytes, a
+// header line without a token name), a Proxy-Authorization (JavaScript's to judge), or more bytes.
+static size_t connect_head(const char *b, size_t n, char *name, size_t name_size, int *port) {
+  size_t len = whole_head_len(b, n);
+  if (len == 0) return 0;
   const char *line = b, *stop = b + len;
   const char *eol = memmem(line, (size_t)(stop - line), "\r\n", 2);
   if (eol == NULL) eol = stop;

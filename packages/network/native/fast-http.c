@@ -83,17 +83,8 @@ static int hop_by_hop(const char *name, size_t n) {
 }
 
 size_t http_proxy_head(const char *b, size_t n, struct http_head *h) {
-  const char *end = memmem(b, n, "\r\n\r\n", 4);
-  if (end == NULL || (size_t)(end - b) + 4 != n) return 0;
-  size_t len = (size_t)(end - b);
-  for (size_t i = 0; i < len; i++) {
-    unsigned char ch = (unsigned char)b[i];
-    if (ch == '\r' && b[i + 1] == '\n') {
-      i++;
-      continue;
-    }
-    if ((ch < 0x20 && ch != '\t') || ch == 0x7f) return 0;
-  }
+  size_t len = whole_head_len(b, n);
+  if (len == 0) return 0;
   const char *stop = b + len;
   const char *eol = memmem(b, len, "\r\n", 2);
   if (eol == NULL) eol = stop;

@@ -69,6 +69,8 @@ void connect_dialled(struct relay *r, struct pending *p);
 void connect_expired(struct relay *r, struct pending *p);
 void connect_dial_failed(struct pending *p);  // answers 502, as the JavaScript path does
 void connect_hand_tunnel(struct relay *r, struct pending *p); // REPORT_TUNNEL
+// One whole request head, control bytes refused: its length without the blank line, 0 if not.
+size_t whole_head_len(const char *b, size_t n);
 
 // fast-http.c
 // The length of one absolute-form GET/HEAD head that is all of `b`, taken apart into `h`; 0: not taken.

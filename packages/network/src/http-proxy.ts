@@ -91,17 +91,8 @@ export class HttpFlows {
     upstream: Socket,
     dest: { name: string; address: string; port: number },
   ): void {
-    client.on('error', () => client.destroy());
-    const decision = this.#ctx.policy.decide(dest);
-    if (!decision.allowed) {
-      upstream.destroy();
-      client.destroy();
-      this.#ctx.record(dest, 'proxy', {
-        ...decision,
-        reason: `closed by a policy change: ${decision.reason}`,
-      });
-      return;
-    }
+    const decision = this.#decidedAgain(client, upstream, dest);
+    if (decision === undefined) return;
     void this.#established(client, upstream, dest, decision, `${dest.name}:${dest.port}`);
   }
 
@@ -115,17 +106,8 @@ export class HttpFlows {
     upstream: Socket,
     dest: { name: string; address: string; port: number; method: string },
   ): void {
-    client.on('error', () => client.destroy());
-    const decision = this.#ctx.policy.decide(dest);
-    if (!decision.allowed) {
-      upstream.destroy();
-      client.destroy();
-      this.#ctx.record(dest, 'proxy', {
-        ...decision,
-        reason: `closed by a policy change: ${decision.reason}`,
-      });
-      return;
-    }
+    const decision = this.#decidedAgain(client, upstream, dest);
+    if (decision === undefined) return;
     carryRequest({
       ctx: this.#ctx,
       client,
@@ -136,6 +118,20 @@ export class HttpFlows {
       decision,
       handBack: (socket) => this.#toServer(socket),
     });
+  }
+
+  /**
+   * A connection the C path began, decided again by the rules now: its decision, or undefined when a
+   * change refused it in between (both sockets closed, the refusal recorded).
+   */
+  #decidedAgain(client: Socket, upstream: Socket, dest: Destination): Decision | undefined {
+    client.on('error', () => client.destroy());
+    const decision = this.#ctx.policy.decide(dest);
+    if (decision.allowed) return decision;
+    upstream.destroy();
+    client.destroy();
+    this.#ctx.record(dest, 'proxy', { ...decision, reason: `closed by a policy change: ${decision.reason}` });
+    return undefined;
   }
 
   /** A redirected plain-HTTP connection to `target`, with its destination already dialled or not. */
