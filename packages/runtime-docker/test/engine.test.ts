@@ -29,6 +29,8 @@ describe('engineError', () => {
     ],
     ['Error response from daemon: No such container: abc', 'AF_WRONG_STATE', /not running/],
     ['Error response from daemon: Container abc is not running', 'AF_WRONG_STATE', /not running/],
+    // runc, for an exec that raced the container's end (its pid 1 died).
+    ['cannot exec in a stopped state: unknown\r\n', 'AF_WRONG_STATE', /not running/],
     ['something else entirely', 'AF_INTERNAL', /docker failed while doing it/],
   ])('%s → %s', (stderr, code, message) => {
     const err = engineError(stderr, { action: 'doing it', cli, image: 'agentfense/base:latest' });

@@ -24,6 +24,13 @@ export interface EngineErrorContext {
 }
 
 /** True when the CLI's message means no engine answered (no daemon, wrong socket, no permission). */
+/**
+ * What the engine (or runc under it, for an exec that raced the container's end) says when the container
+ * is not there to run in.
+ */
+export const CONTAINER_GONE =
+  /No such container|is not running|is paused|is restarting|marked for removal|cannot exec in a stopped state/i;
+
 export function isEngineUnreachable(stderr: string): boolean {
   return /Cannot connect to the Docker daemon|Is the docker daemon running|error during connect|permission denied while trying to connect/i.test(
     stderr,
@@ -50,7 +57,7 @@ export function engineError(stderr: string, context: EngineErrorContext): AgentF
         `container (e.g. \`mount --bind D D && mount --make-shared D\` for a parent D): ${said}`,
     );
   }
-  if (/No such container|is not running|is paused|is restarting|marked for removal/i.test(stderr)) {
+  if (CONTAINER_GONE.test(stderr)) {
     return new WrongStateError(`the sandbox's container is not running (${said}) while ${context.action}`);
   }
   return new InternalError(`docker failed while ${context.action}: ${said}`);

@@ -6,7 +6,7 @@ import type { ExecAudit, ExecResult } from '@agentfense/protocol';
 import { UnavailableError, collectOutput as takeOutput } from '@agentfense/protocol';
 import type { CollectedOutput, OutputCallback } from '@agentfense/protocol';
 import type { ContainerCgroup } from '../container/cgroup.js';
-import { engineError, isEngineUnreachable } from '../engine/engine-errors.js';
+import { CONTAINER_GONE, engineError, isEngineUnreachable } from '../engine/engine-errors.js';
 import { launchExec } from './launch.js';
 import type { LaunchOptions, LaunchedExec } from './launch.js';
 
@@ -89,7 +89,7 @@ export async function runExec(options: RunExecOptions): Promise<ExecResult> {
 function notStarted(stderr: string, options: RunExecOptions): void {
   const context = { action: 'running a command', cli: options.api, image: options.image };
   if (isEngineUnreachable(stderr)) throw engineError(stderr, context);
-  if (/No such container|is not running|is paused|marked for removal/i.test(stderr)) {
+  if (CONTAINER_GONE.test(stderr)) {
     throw engineError(stderr, context);
   }
   if (/setsid/.test(stderr) && /not found|No such file/i.test(stderr)) {
