@@ -27,7 +27,7 @@ import { BwrapInstance } from './instance.js';
 import { createStderrLogger } from './logger.js';
 import type { RuntimeLogger } from './logger.js';
 import { resolveSystemMounts } from './sandbox-fs/system-mounts.js';
-import { clearRelay, createAnchor, createRelay } from './sandbox-fs/relay.js';
+import { clearRelay, createAnchor, createRelay, relayPath } from './sandbox-fs/relay.js';
 import { clearDevpts, createDevpts } from './sandbox-fs/devpts.js';
 import { clearSandboxFiles, writeSandboxFiles } from './sandbox-fs/sandbox-files.js';
 import { resolveSandboxUser } from './host/sandbox-user.js';
@@ -273,8 +273,8 @@ export function createBwrapRuntime(options: BwrapRuntimeOptions = {}): SandboxRu
       madeDevpts.status === 'rejected'
     ) {
       if (madeCgroup.status === 'fulfilled') await madeCgroup.value?.destroy();
-      if (madeRelay.status === 'fulfilled' && madeRelay.value !== workspaceHostPath)
-        await clearRelay(stateDir);
+      if (madeRelay.status === 'fulfilled' && madeRelay.value !== workspaceHostPath && runDir !== undefined)
+        await clearRelay({ stateDir, relay: relayPath(runDir, sandboxId) });
       if (madeDevpts.status === 'fulfilled' && runDir !== undefined) await clearDevpts(runDir, sandboxId);
       if (runDir !== undefined) await clearSandboxFiles(runDir, sandboxId);
       // Nothing was launched.
@@ -297,7 +297,7 @@ export function createBwrapRuntime(options: BwrapRuntimeOptions = {}): SandboxRu
     const createWorkspaceAnchor =
       runDir === undefined || user === null
         ? undefined
-        : () => createAnchor({ relayDir: posix.join(runDir, sandboxId), workspaceHostPath, gid: user.gid });
+        : () => createAnchor({ relayDir: relayPath(runDir, sandboxId), workspaceHostPath, gid: user.gid });
     const launcher = !launcherWanted
       ? undefined
       : makeLauncher({
@@ -356,7 +356,7 @@ export function createBwrapRuntime(options: BwrapRuntimeOptions = {}): SandboxRu
         : {
             createAnchor: createWorkspaceAnchor,
             onStop: async () => {
-              await clearRelay(stateDir);
+              await clearRelay({ stateDir, relay: relayPath(runDir, sandboxId) });
               await clearDevpts(runDir, sandboxId);
               await clearSandboxFiles(runDir, sandboxId);
             },
@@ -431,10 +431,11 @@ export function createBwrapRuntime(options: BwrapRuntimeOptions = {}): SandboxRu
         );
         if (killed.length > 0) logger.warn({ stateDir, pids: killed }, 'killed a sandbox left running');
       }
-      await clearRelay(stateDir);
-      // The sandbox's devpts (devpts.ts), named by the sandbox's id: the state directory's parent.
+      // The sandbox's relay and devpts (devpts.ts), named by the sandbox's id: the state directory's parent.
       const sandboxId = posix.basename(posix.dirname(stateDir));
-      if (runDir !== undefined && isSandboxId(sandboxId)) {
+      const byId = runDir !== undefined && isSandboxId(sandboxId);
+      await clearRelay({ stateDir, ...(byId ? { relay: relayPath(runDir, sandboxId) } : {}) });
+      if (runDir !== undefined && byId) {
         await clearDevpts(runDir, sandboxId);
         await clearSandboxFiles(runDir, sandboxId);
       }

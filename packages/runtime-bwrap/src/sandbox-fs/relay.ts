@@ -55,6 +55,11 @@ async function isMountPoint(path: string): Promise<boolean> {
   return info.split('\n').some((line) => line.split(' ')[4] === escaped);
 }
 
+/** Where a sandbox's relay is: named by its id under the run directory. */
+export function relayPath(runDir: string, sandboxId: string): string {
+  return posix.join(runDir, sandboxId);
+}
+
 /** Creates the relay of one sandbox; returns the path bwrap binds at /workspace. */
 export async function createRelay(options: {
   runDir: string;
@@ -64,9 +69,9 @@ export async function createRelay(options: {
   /** The sandbox's group: the only one besides root that may pass through (run-dir.ts). */
   gid: number;
 }): Promise<string> {
-  await clearRelay(options.stateDir);
+  const relay = relayPath(options.runDir, options.sandboxId);
+  await clearRelay({ stateDir: options.stateDir, relay });
   const parent = posix.dirname(options.workspaceHostPath);
-  const relay = posix.join(options.runDir, options.sandboxId);
   await prepareRunDir(options.runDir);
   await mkdir(relay, { recursive: true, mode: 0o700 });
   await closeToOthers(relay, options.gid);
@@ -78,7 +83,7 @@ export async function createRelay(options: {
   const args = ['--rbind', '--make-rslave', '--', parent, relay];
   const result = await runMount('mount', args);
   if (result.failed) {
-    await clearRelay(options.stateDir);
+    await clearRelay({ stateDir: options.stateDir, relay });
     throw new UnavailableError(
       `could not bind the workspace for the sandbox user (\`mount ${args.join(' ')}\`, needs root): ${result.message}`,
     );
@@ -98,16 +103,23 @@ export async function unmountAndRemove(dir: string): Promise<void> {
   });
 }
 
-/** Unmounts and removes the relay recorded in `stateDir` (if any) and its anchors. Idempotent. */
-export async function clearRelay(stateDir: string): Promise<void> {
-  const record = posix.join(stateDir, RELAY_RECORD);
-  const relay = (await readFile(record, 'utf8').catch(() => '')).trim();
-  if (relay === '') return;
-  const prefix = `${posix.basename(relay)}${ANCHOR_INFIX}`;
-  for (const entry of await readdir(posix.dirname(relay)).catch(() => [] as string[])) {
-    if (entry.startsWith(prefix)) await unmountAndRemove(posix.join(posix.dirname(relay), entry));
+/**
+ * Unmounts and removes a sandbox's relay and its anchors: the one recorded in `stateDir` and `relay`, the
+ * path it has by the sandbox's id, where the caller knows it — so a state directory removed under a
+ * running sandbox (a data directory deleted by hand, a teardown racing a start) leaves no mount behind.
+ * Idempotent.
+ */
+export async function clearRelay(options: { stateDir: string; relay?: string }): Promise<void> {
+  const record = posix.join(options.stateDir, RELAY_RECORD);
+  const recorded = (await readFile(record, 'utf8').catch(() => '')).trim();
+  for (const relay of new Set([recorded, options.relay ?? ''])) {
+    if (relay === '') continue;
+    const prefix = `${posix.basename(relay)}${ANCHOR_INFIX}`;
+    for (const entry of await readdir(posix.dirname(relay)).catch(() => [] as string[])) {
+      if (entry.startsWith(prefix)) await unmountAndRemove(posix.join(posix.dirname(relay), entry));
+    }
+    await unmountAndRemove(relay);
   }
-  await unmountAndRemove(relay);
   await rm(record, { force: true });
 }
 
