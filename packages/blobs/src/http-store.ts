@@ -97,7 +97,7 @@ export class HttpBlobStore implements BlobReader {
       } finally {
         res.destroy();
       }
-      if (length !== undefined && received !== length) {
+      if (length !== null && received !== length) {
         throw blobError(
           'unavailable',
           `blob ${digest} from ${where} ended after ${received} of ${length} bytes`,

@@ -85,6 +85,16 @@ describe('HttpBlobStore', () => {
     expect(seen.some((line) => line.startsWith(`GET /v1/blobs/${snapshotId}`))).toBe(true);
   });
 
+  it('reads a chunked answer (no Content-Length) to its end', async () => {
+    const url = await serve((_req, res) => {
+      res.writeHead(200);
+      res.write('hello ');
+      res.end('world');
+    });
+    const http = new HttpBlobStore({ url, token: TOKEN });
+    expect((await readBlob(http, sha('hello world'), 100)).toString()).toBe('hello world');
+  });
+
   it('keeps a path prefix of the URL', async () => {
     const seen: string[] = [];
     const url = await serve((req, res) => {

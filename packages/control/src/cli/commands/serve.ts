@@ -10,7 +10,12 @@ import { InvalidArgumentError, UnavailableError } from '@agentfense/protocol/cor
 import type { parseListen } from '../../http/auth.js';
 import { controlPlaneBackend, defaultMaxConcurrentStarts } from '../../http/backend.js';
 import type { CliContext } from '../io.js';
-import { addPlacementFlags, placementFromFlags, type PlacementFlags } from '../placement-options.js';
+import {
+  addPlacementFlags,
+  blobsFromFlags,
+  placementFromFlags,
+  type PlacementFlags,
+} from '../placement-options.js';
 import { untilSignal } from '../signals.js';
 import { checkPostgresUrl, redactUrl } from '../../store/postgres/url.js';
 
@@ -74,6 +79,7 @@ export function registerServe(program: Command, { io, result }: CliContext): voi
       { createHttpServer },
       { createGrpcServer },
       { StreamBudget },
+      { FsBlobStore },
     ] = await Promise.all([
       import('../../http/auth.js'),
       import('../../http/api-token.js'),
@@ -82,6 +88,7 @@ export function registerServe(program: Command, { io, result }: CliContext): voi
       import('../../http/server.js'),
       import('../../grpc/server.js'),
       import('../../api/stream-budget.js'),
+      import('@agentfense/blobs'),
     ]);
     const httpAddress = flags.listen === '' ? undefined : parseListen(flags.listen);
     const grpcAddress = flags.grpcListen === '' ? undefined : parseGrpcListen(flags.grpcListen, parseListen);
@@ -102,6 +109,7 @@ export function registerServe(program: Command, { io, result }: CliContext): voi
     const database = flags.database ?? (process.env['AGENTFENSE_DATABASE'] || undefined);
     if (database !== undefined) checkPostgresUrl(database);
     const placement = await placementFromFlags(flags);
+    const blobs = await blobsFromFlags(flags, placement);
     // One bound for the streams of both faces (AGENTFENSE_STREAM_STALL_SECONDS checked here, up front).
     const streams = new StreamBudget();
     const insecure = flags.insecureNoAuth === true;
@@ -142,6 +150,7 @@ export function registerServe(program: Command, { io, result }: CliContext): voi
       const removed = collected.sandboxes.length + collected.directories.length + collected.mounts.length;
       if (removed > 0)
         io.stderr.write(`agentfense: gc: removed ${removed} leftover(s) (see agentfense gc --dry-run)\n`);
+      const blobStore = blobs === undefined ? undefined : await FsBlobStore.open(blobs.dir);
       // One backend behind both faces: the same sandboxes, sessions and start queue.
       // Replicas sharing a database leave a sandbox created but not started to whichever starts it.
       const backend = controlPlaneBackend(plane, {
@@ -158,6 +167,9 @@ export function registerServe(program: Command, { io, result }: CliContext): voi
               ...(maxUploadBytes === undefined ? {} : { maxUploadBytes }),
               logger: plane.logger.child({ component: 'http' }),
               streams,
+              ...(blobStore === undefined || blobs === undefined
+                ? {}
+                : { blobs: { store: blobStore, readerToken: blobs.readerToken } }),
             });
       const grpc =
         grpcAddress === undefined
