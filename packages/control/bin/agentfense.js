@@ -8,7 +8,15 @@
 // Eight stats, not one per input file.
 import { statSync } from 'node:fs';
 
-const PACKAGES = ['protocol', 'blobs', 'fuse-worker', 'runtime-bwrap', 'runtime-docker', 'node-agent', 'control'];
+const PACKAGES = [
+  'protocol',
+  'blobs',
+  'fuse-worker',
+  'runtime-bwrap',
+  'runtime-docker',
+  'node-agent',
+  'control',
+];
 const INPUTS = [
   ...PACKAGES.map((name) => new URL(`../../${name}/dist/.tsbuildinfo`, import.meta.url)),
   new URL('../../../node_modules/.modules.yaml', import.meta.url),
