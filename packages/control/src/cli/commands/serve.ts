@@ -136,13 +136,17 @@ export function registerServe(program: Command, { io, result }: CliContext): voi
       dataToken = await ensureApiToken(dir);
     }
     const token = fileToken ?? dataToken?.token;
+    const blobStore = blobs === undefined ? undefined : await FsBlobStore.open(blobs.dir);
     const signal = untilSignal();
     try {
       const plane = await ControlPlane.open({
         ...(flags.data === undefined ? {} : { dataDir: flags.data }),
         ...(maxUploadBytes === undefined ? {} : { maxUploadBytes }),
         ...(database === undefined ? {} : { database }),
-        ...(placement === undefined ? {} : { placement }),
+        // With a blob store, placed sandboxes reach their nodes as snapshots in it.
+        ...(placement === undefined
+          ? {}
+          : { placement: blobStore === undefined ? placement : { ...placement, blobs: blobStore } }),
       });
       // What earlier processes left behind (dead one-shot sandboxes, failed destroys, orphaned
       // directories and mounts); linked codebases are kept, API clients may still refer to them.
@@ -150,7 +154,6 @@ export function registerServe(program: Command, { io, result }: CliContext): voi
       const removed = collected.sandboxes.length + collected.directories.length + collected.mounts.length;
       if (removed > 0)
         io.stderr.write(`agentfense: gc: removed ${removed} leftover(s) (see agentfense gc --dry-run)\n`);
-      const blobStore = blobs === undefined ? undefined : await FsBlobStore.open(blobs.dir);
       // One backend behind both faces: the same sandboxes, sessions and start queue.
       // Replicas sharing a database leave a sandbox created but not started to whichever starts it.
       const backend = controlPlaneBackend(plane, {

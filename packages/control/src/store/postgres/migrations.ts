@@ -117,6 +117,11 @@ export const PG_MIGRATIONS: readonly { readonly version: number; readonly sql: s
       CREATE INDEX warm_claims_by_sandbox ON warm_claims (sandbox_id);
     `,
   },
+  {
+    // SQLite's version 13: the snapshot a placed sandbox was attached on.
+    version: 4,
+    sql: 'ALTER TABLE sandboxes ADD COLUMN snapshot_id TEXT',
+  },
 ];
 
 /** Any 64-bit key of our own: replicas opening the same database at once migrate one after the other. */
