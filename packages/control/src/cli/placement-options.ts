@@ -60,7 +60,7 @@ export function addPlacementFlags(command: Command): Command {
     )
     .option(
       '--blobs <dir>',
-      "the blob store's directory, served to node agents at GET /v1/blobs/<digest> (agentfense node --blobs http://…) with the node agents' token (--node-agent-token-file)",
+      "the blob store's directory, served to node agents at GET /v1/blobs/<digest> (agentfense node --blobs http://…) with the node agents' token (--node-agent-token-file); with --orchestrator, placed sandboxes' codebases go to their nodes as snapshots in it (every node agent then needs --blobs)",
     );
 }
 
