@@ -134,7 +134,16 @@ describe.each(['sqlite', 'postgres'] as const)('metadata store contract: %s', (b
     const limits = { memoryBytes: 1, cpuQuota: null, cpuShares: null, pidsLimit: 2, mechanism: 'none' };
     const rules = [{ pattern: '**', permission: 'read' as const }];
     const network = { mode: 'allow' as const, rules: [{ action: 'allow' as const, host: 'example.com' }] };
-    await store.sandboxes.update(id, { limits, rules, network, audit_allowed: true, started_at: 2 ** 41 });
+    expect((await store.sandboxes.get(id)).snapshot_id).toBeNull();
+    const snapshot_id = 'a'.repeat(64);
+    await store.sandboxes.update(id, {
+      limits,
+      rules,
+      network,
+      audit_allowed: true,
+      started_at: 2 ** 41,
+      snapshot_id,
+    });
     expect(await store.sandboxes.get(id)).toMatchObject({
       limits,
       rules,
@@ -142,6 +151,7 @@ describe.each(['sqlite', 'postgres'] as const)('metadata store contract: %s', (b
       audit_allowed: true,
       started_at: 2 ** 41,
       env: { SECRET: 'x' },
+      snapshot_id,
     });
     await expect(store.sandboxes.update(id, { id: 'x' } as never)).rejects.toThrow(/patchable/);
     expect(await store.sandboxes.removeLabel(id, 'parity')).toBe(true);

@@ -28,12 +28,13 @@ import type { Manifest } from './manifest.js';
 import { buildTree, objectName } from './materialise.js';
 import { copyBlobToFile } from './read.js';
 import { readManifest } from './snapshot.js';
-import type { BlobStore } from './store.js';
+import type { BlobReader } from './store.js';
 
 export interface NodeCacheOptions {
   /** The cache's directory (made 0700 when missing). */
   readonly root: string;
-  readonly store: BlobStore;
+  /** Where blobs come from: the shared directory (FsBlobStore) or the API tier (HttpBlobStore). */
+  readonly store: BlobReader;
   /** Bytes of cached objects past which unleased snapshots are evicted, least recently used first. */
   readonly maxBytes: number;
 }

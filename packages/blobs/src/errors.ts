@@ -6,6 +6,7 @@ import {
   NotFoundError,
   PermissionDeniedError,
   ProtocolError,
+  UnavailableError,
   type AgentFenseError,
 } from '@agentfense/protocol';
 
@@ -26,6 +27,10 @@ export const BLOB_ERROR_REASONS = [
   'symlink-escape',
   /** A device, FIFO or socket in a codebase: a snapshot holds files, directories and symlinks only. */
   'special-file',
+  /** A remote store (HTTP) that cannot be reached, does not answer in time, or fails its answer. */
+  'unavailable',
+  /** A remote store that refuses this reader's token (HTTP 401 or 403). */
+  'denied',
 ] as const;
 
 export type BlobErrorReason = (typeof BLOB_ERROR_REASONS)[number];
@@ -46,7 +51,10 @@ export function blobError(
       return new ProtocolError(message, options);
     case 'symlink-escape':
     case 'special-file':
+    case 'denied':
       return new PermissionDeniedError(message, options);
+    case 'unavailable':
+      return new UnavailableError(message, options);
     case 'invalid-digest':
     case 'invalid-manifest':
     case 'unsafe-path':

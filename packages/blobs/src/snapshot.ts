@@ -18,7 +18,7 @@ import {
   type ManifestEntry,
 } from './manifest.js';
 import { readBlob } from './read.js';
-import type { BlobStore } from './store.js';
+import type { BlobReader, BlobStore } from './store.js';
 
 export interface SnapshotResult {
   /** The manifest's digest. */
@@ -82,7 +82,7 @@ export async function snapshotDirectory(store: BlobStore, dir: string): Promise<
 }
 
 /** The manifest of snapshot `snapshotId`, verified against the id and checked (parseManifest). */
-export async function readManifest(store: BlobStore, snapshotId: Digest): Promise<Manifest> {
+export async function readManifest(store: BlobReader, snapshotId: Digest): Promise<Manifest> {
   return parseManifest(await readBlob(store, snapshotId, MAX_MANIFEST_BYTES));
 }
 

@@ -17,11 +17,11 @@ export interface PutResult {
   readonly size: number;
 }
 
-export interface BlobStore {
-  /** Stores the bytes of `source` (all or nothing: a failed or partial put is never visible). */
-  put(source: AsyncIterable<Uint8Array> | Iterable<Uint8Array>, options?: PutOptions): Promise<PutResult>;
-  /** Stores a file's bytes (read without following a symlink at its final component). */
-  putFile(path: string, options?: PutOptions): Promise<PutResult>;
+/**
+ * The read side, all a node needs (the node cache, readBlob, copyBlobToFile): the filesystem store and
+ * the HTTP backend a node reads from the API tier (HttpBlobStore) both offer it.
+ */
+export interface BlobReader {
   has(digest: Digest): Promise<boolean>;
   /** The blob's size, or undefined when there is none. */
   size(digest: Digest): Promise<number | undefined>;
@@ -31,6 +31,13 @@ export interface BlobStore {
    * copyBlobToFile for readers that do this).
    */
   get(digest: Digest): Promise<Readable>;
+}
+
+export interface BlobStore extends BlobReader {
+  /** Stores the bytes of `source` (all or nothing: a failed or partial put is never visible). */
+  put(source: AsyncIterable<Uint8Array> | Iterable<Uint8Array>, options?: PutOptions): Promise<PutResult>;
+  /** Stores a file's bytes (read without following a symlink at its final component). */
+  putFile(path: string, options?: PutOptions): Promise<PutResult>;
   /** Every blob's digest, in no particular order. */
   list(): AsyncIterable<Digest>;
   /**

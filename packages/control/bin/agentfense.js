@@ -5,10 +5,18 @@
 // whenever it emits, so after a bare `tsc -b` the bundle would run stale code and tsc's output
 // (dist/cli/bin.js) runs instead. Likewise after a `pnpm install` that changed a dependency (pnpm rewrites
 // node_modules/.modules.yaml; the bundle holds some dependencies and paths into node_modules/.pnpm).
-// Seven stats, not one per input file.
+// Eight stats, not one per input file.
 import { statSync } from 'node:fs';
 
-const PACKAGES = ['protocol', 'fuse-worker', 'runtime-bwrap', 'runtime-docker', 'node-agent', 'control'];
+const PACKAGES = [
+  'protocol',
+  'blobs',
+  'fuse-worker',
+  'runtime-bwrap',
+  'runtime-docker',
+  'node-agent',
+  'control',
+];
 const INPUTS = [
   ...PACKAGES.map((name) => new URL(`../../${name}/dist/.tsbuildinfo`, import.meta.url)),
   new URL('../../../node_modules/.modules.yaml', import.meta.url),

@@ -2,7 +2,7 @@
 import { mkdir, realpath } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
 import { hostname } from 'node:os';
-import { FsBlobStore, NodeBlobCache } from '@agentfense/blobs';
+import { FsBlobStore, HttpBlobStore, NodeBlobCache, type BlobReader } from '@agentfense/blobs';
 import { DEFAULT_WORKER_POOL_SIZE, WorkerPool } from '@agentfense/fuse-worker';
 import type { Orchestrator } from '@agentfense/orchestrator';
 import { createStderrLogger, type RuntimeLogger } from '@agentfense/protocol';
@@ -33,8 +33,13 @@ export interface NodeAgentOptions {
    * engine has a running container labelled with its id (what Swarm's placement leaves on a node).
    */
   readonly orchestrator?: Pick<Orchestrator, 'locate'>;
-  /** The blob store's shared directory: with it, an attach may name a snapshot id instead of a path. */
+  /**
+   * The blob store: its shared directory, or the API tier's URL (`http://…`, `https://…`: blobs are then
+   * read from `GET /v1/blobs/<digest>`). With it, an attach may name a snapshot id instead of a path.
+   */
   readonly blobStore?: string;
+  /** The token for an HTTP blob store (serve's `--node-agent-token-file`). Default: `token`. */
+  readonly blobStoreToken?: string;
   /** Bytes of file content the node's snapshot cache (`<stateDir>/blob-cache`) keeps. Default 10 GiB. */
   readonly blobCacheBytes?: number;
   /** Idle FUSE workers kept ready for the next attach (0: spawn each on demand). Default 1. */
@@ -67,7 +72,7 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
       ? undefined
       : await NodeBlobCache.open({
           root: `${stateDir}/blob-cache`,
-          store: await FsBlobStore.open(options.blobStore),
+          store: await openBlobStore(options.blobStore, options.blobStoreToken ?? options.token),
           maxBytes: options.blobCacheBytes ?? DEFAULT_BLOB_CACHE_BYTES,
         });
   const engine = createEngineApi(options.dockerHost);
@@ -124,4 +129,9 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
     await engine.close();
     throw err;
   }
+}
+
+/** A URL is the API tier's HTTP backend; anything else the shared directory. */
+async function openBlobStore(where: string, token: string): Promise<BlobReader> {
+  return /^https?:\/\//i.test(where) ? new HttpBlobStore({ url: where, token }) : FsBlobStore.open(where);
 }

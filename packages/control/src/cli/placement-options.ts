@@ -13,6 +13,7 @@ export interface PlacementFlags {
   readonly swarmNodeLabel: string;
   readonly swarmWarmPool: string;
   readonly swarmWarmSize: string;
+  readonly blobs?: string;
 }
 
 /** The node label an operator sets where a node agent runs (deploy/swarm/node-agent.service). */
@@ -56,7 +57,28 @@ export function addPlacementFlags(command: Command): Command {
       '--swarm-warm-size <millicores:bytes>',
       "with --swarm-warm-pool: the warm containers' CPU and memory; only a sandbox asking exactly that claims one",
       DEFAULT_WARM_SIZE,
+    )
+    .option(
+      '--blobs <dir>',
+      "the blob store's directory, served to node agents at GET /v1/blobs/<digest> (agentfense node --blobs http://…) with the node agents' token (--node-agent-token-file); with --orchestrator, placed sandboxes' codebases go to their nodes as snapshots in it (every node agent then needs --blobs)",
     );
+}
+
+/** `--blobs DIR` and the token its readers present; undefined without --blobs. */
+export async function blobsFromFlags(
+  flags: PlacementFlags,
+  placement: PlacementOptions | undefined,
+): Promise<{ readonly dir: string; readonly readerToken: string } | undefined> {
+  if (flags.blobs === undefined) return undefined;
+  if (flags.nodeAgentTokenFile === undefined) {
+    throw new InvalidArgumentError(
+      '--blobs needs --node-agent-token-file: blobs are served to node agents only, with their token',
+    );
+  }
+  if (flags.blobs === '') throw new InvalidArgumentError('--blobs: a directory');
+  const { readTokenFile } = await import('../http/auth.js');
+  const readerToken = placement?.nodeAgentToken ?? (await readTokenFile(flags.nodeAgentTokenFile));
+  return { dir: flags.blobs, readerToken };
 }
 
 /** The warm pool's size and shape from the flags; undefined for none. */
@@ -82,8 +104,11 @@ function warmPoolFromFlags(
 /** The `placement` option from the flags; undefined without --orchestrator. */
 export async function placementFromFlags(flags: PlacementFlags): Promise<PlacementOptions | undefined> {
   if (flags.orchestrator === undefined) {
-    if (flags.swarmManager !== undefined || flags.nodeAgentTokenFile !== undefined) {
-      throw new InvalidArgumentError('--swarm-manager and --node-agent-token-file need --orchestrator swarm');
+    if (flags.swarmManager !== undefined) {
+      throw new InvalidArgumentError('--swarm-manager needs --orchestrator swarm');
+    }
+    if (flags.nodeAgentTokenFile !== undefined && flags.blobs === undefined) {
+      throw new InvalidArgumentError('--node-agent-token-file needs --orchestrator swarm or --blobs');
     }
     return undefined;
   }

@@ -9,7 +9,8 @@ import type { Logger } from 'pino';
 import { DEFAULT_MAX_UPLOAD_BYTES } from '../codebases/service.js';
 import { GrpcCode } from '../api/status.js';
 import { StreamBudget } from '../api/stream-budget.js';
-import { assertListenAllowed, authOf, refuseNonLoopback } from './auth.js';
+import type { BlobReader } from '@agentfense/blobs';
+import { BearerAuth, assertListenAllowed, authOf, refuseNonLoopback } from './auth.js';
 import type { ListenAddress } from './auth.js';
 import type { HttpBackend } from './backend.js';
 import { defineRoute } from './define.js';
@@ -18,6 +19,7 @@ import { errorReply, toHttpError, unknownRouteError } from './errors.js';
 import { buildOpenApi } from './openapi.js';
 import type { RegisteredRoute } from './openapi.js';
 import { registerMcpRoute } from '../mcp/http-route.js';
+import { registerBlobRoutes } from './routes/blobs.js';
 import { registerCodebaseRoutes } from './routes/codebases.js';
 import { registerSandboxRoutes } from './routes/sandboxes.js';
 import { registerSessionRoutes } from './routes/sessions.js';
@@ -52,6 +54,11 @@ export interface HttpServerOptions {
   readonly maxUploadBytes?: number;
   /** Back-pressure of its streams; `serve` shares one with its gRPC face. Default: its own. */
   readonly streams?: StreamBudget;
+  /**
+   * Serve `GET /v1/blobs/<digest>` from `store` to node agents presenting `readerToken` (the node
+   * agents' token; the API token does not read blobs). Absent: no blob route.
+   */
+  readonly blobs?: { readonly store: BlobReader; readonly readerToken: string };
 }
 
 /** A built server: the fastify instance, the routes it registered, and its lifecycle. */
@@ -249,6 +256,14 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
   });
   registerSandboxRoutes(app, backend, { shutdown: shutdown.signal, streams });
   registerSessionRoutes(app, backend);
+  if (options.blobs !== undefined) {
+    registerBlobRoutes(app, {
+      store: options.blobs.store,
+      readers: new BearerAuth(options.blobs.readerToken),
+      api: auth,
+      shutdown: shutdown.signal,
+    });
+  }
   registerMcpRoute(app, backend, options.logger === undefined ? {} : { logger: options.logger });
 
   let closing: Promise<void> | undefined;

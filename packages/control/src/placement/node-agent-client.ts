@@ -87,7 +87,9 @@ export class NodeAgentClient {
 
   attach(request: {
     readonly sandboxId: string;
-    readonly codebasePath: string;
+    /** Exactly one: the codebase's path as the node sees it, or a snapshot in the node's blob store. */
+    readonly codebasePath?: string;
+    readonly snapshotId?: string;
     readonly rules: readonly PermissionRule[];
     readonly diskQuotaBytes?: number;
     readonly auditAllowed?: boolean;

@@ -2,8 +2,8 @@
 // orchestrator (place, watch, locate, remove), the view, commands and delta through the node agent on the
 // sandbox's current node. Nothing about a sandbox is kept in this process but a cache of where it runs, so
 // any API replica serves any sandbox; the cache is dropped when the watch reports it moved or its node
-// agent stops answering. The codebase's path is sent as it is on this host: every node must see it at the
-// same path (a shared filesystem) until the blob store exists.
+// agent stops answering. The codebase goes to the node as a snapshot in the blob store (placement.blobs),
+// or else as its path on this host, which every node must then see at the same path.
 import { rm } from 'node:fs/promises';
 import type { Logger } from 'pino';
 import type { AuditQuery, NetworkAuditQuery } from '@agentfense/audit-trail';
@@ -18,6 +18,7 @@ import {
   type ExecResult,
   type PermissionRule,
 } from '@agentfense/protocol';
+import { snapshotDirectory } from '@agentfense/blobs';
 import { OrchestratorError, type Location, type PlacementStatus } from '@agentfense/orchestrator';
 import type { CodebaseService } from '../codebases/service.js';
 import { validateId } from '../ids.js';
@@ -220,7 +221,16 @@ export class OrchestratedSandboxes implements SandboxBackend {
     id: string,
     options: { mode?: CommitMode; paths?: readonly string[] } = {},
   ): Promise<CommitResult> {
-    const { client } = await this.#route(id);
+    const { row, client } = await this.#route(id);
+    if (row.snapshot_id !== null) {
+      // Its node's tree is the cache's shared objects, and the codebase is on this tier: the node
+      // cannot commit, and applying its changes here is not built.
+      throw new RemoteSandboxError(
+        'not-routed',
+        `sandbox ${id} runs on a snapshot of its codebase on its node: commit is not applied from there yet; read its changes or diff and write them to the codebase`,
+        { details: { id } },
+      );
+    }
     return this.#unreachable(id, client.commit(id, options));
   }
 
@@ -321,11 +331,11 @@ export class OrchestratedSandboxes implements SandboxBackend {
 
   /** Attaches the sandbox's view on its node; one attached by another replica meanwhile is kept. */
   async #attach(row: SandboxRow, placementId: string): Promise<void> {
-    const { path } = await this.#deps.codebases.lowerForMount(row.codebase_id);
+    const source = await this.#source(row);
     const client = await this.#client(row.id, placementId);
     const request = {
       sandboxId: row.id,
-      codebasePath: path,
+      ...source,
       rules: row.rules,
       auditAllowed: row.audit_allowed,
       ...(row.resources.memoryBytes === undefined ? {} : { memoryBytes: row.resources.memoryBytes }),
@@ -343,6 +353,21 @@ export class OrchestratedSandboxes implements SandboxBackend {
       });
       await client.attach(request);
     }
+  }
+
+  /**
+   * What the node attaches the view on. With a blob store: the snapshot the sandbox was first attached
+   * on, made and recorded then (its delta is relative to it, so a restart or a lost node's replacement
+   * gets the same one); without: the codebase's path, which every node must see.
+   */
+  async #source(row: SandboxRow): Promise<{ codebasePath: string } | { snapshotId: string }> {
+    const { blobs } = this.#deps.placement;
+    if (blobs !== undefined && row.snapshot_id !== null) return { snapshotId: row.snapshot_id };
+    const { path } = await this.#deps.codebases.lowerForMount(row.codebase_id);
+    if (blobs === undefined) return { codebasePath: path };
+    const { snapshotId } = await snapshotDirectory(blobs, path);
+    await this.#store.update(row.id, { snapshot_id: snapshotId });
+    return { snapshotId };
   }
 
   /**

@@ -173,6 +173,11 @@ export const MIGRATIONS: readonly { readonly version: number; readonly sql: stri
       CREATE INDEX warm_claims_by_sandbox ON warm_claims (sandbox_id);
     `,
   },
+  {
+    // The snapshot a placed sandbox's node attached it on (serve --blobs): its delta is relative to it.
+    version: 13,
+    sql: 'ALTER TABLE sandboxes ADD COLUMN snapshot_id TEXT',
+  },
 ];
 
 /** How long a writer waits for another process's transaction before failing (ms). */

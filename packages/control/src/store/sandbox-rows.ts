@@ -43,6 +43,11 @@ export interface SandboxRow {
   readonly limits: EnforcedLimits | null;
   /** Its secrets without their values (null in older rows: none). */
   readonly secrets: readonly StoredSecret[];
+  /**
+   * The codebase snapshot (blob store) a placed sandbox's node attached it on, kept across stops and
+   * lost nodes since its delta is relative to it; null when it was attached on the codebase's path.
+   */
+  readonly snapshot_id: string | null;
 }
 
 /** The columns of a new sandbox. */
@@ -153,6 +158,7 @@ export const PATCHABLE = new Set<string>([
   'limits',
   // A secret's kept source, replaced when setSecret gives it a value (bindings and never a value).
   'secrets',
+  'snapshot_id',
 ]);
 
 function iso(ms: number | null): string | null {

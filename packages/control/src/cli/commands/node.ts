@@ -15,6 +15,7 @@ interface NodeFlags {
   readonly dockerHost?: string;
   readonly nodeName?: string;
   readonly blobs?: string;
+  readonly blobsTokenFile?: string;
   readonly blobCacheBytes?: string;
   readonly workerPool?: string;
 }
@@ -34,7 +35,14 @@ export function registerNode(program: Command, { io, result }: CliContext): void
     .option('--codebases <dir>', 'codebases an attach may name must be inside it (default <state>/codebases)')
     .option('--docker-host <url>', "this node's engine (default $DOCKER_HOST or unix:///var/run/docker.sock)")
     .option('--node-name <name>', 'this node as the orchestrator names it (default: the host name)')
-    .option('--blobs <dir>', "the blob store's shared directory: attaches may then name a snapshot id")
+    .option(
+      '--blobs <dir|url>',
+      "the blob store: its shared directory, or the API tier's http(s):// URL (GET /v1/blobs/<digest>); attaches may then name a snapshot id",
+    )
+    .option(
+      '--blobs-token-file <file>',
+      "with --blobs http(s)://: the token serve takes for blobs (default: --token-file's, which serve's --node-agent-token-file holds)",
+    )
     .option('--blob-cache-bytes <n>', 'file bytes the node keeps of materialised snapshots (default 10 GiB)')
     .option('--worker-pool <n>', 'idle FUSE workers kept ready for the next attach, 0-16 (default 1)')
     .action(async (flags: NodeFlags) => {
@@ -44,6 +52,11 @@ export function registerNode(program: Command, { io, result }: CliContext): void
       ]);
       const { host, port } = parseListen(flags.listen);
       const token = await readTokenFile(flags.tokenFile);
+      if (flags.blobsTokenFile !== undefined && !/^https?:\/\//i.test(flags.blobs ?? '')) {
+        throw new InvalidArgumentError('--blobs-token-file needs --blobs http(s)://…');
+      }
+      const blobsToken =
+        flags.blobsTokenFile === undefined ? undefined : await readTokenFile(flags.blobsTokenFile);
       const cacheBytes = flags.blobCacheBytes === undefined ? undefined : Number(flags.blobCacheBytes);
       if (cacheBytes !== undefined && !(Number.isSafeInteger(cacheBytes) && cacheBytes > 0)) {
         throw new InvalidArgumentError('--blob-cache-bytes: a positive whole number of bytes');
@@ -63,6 +76,7 @@ export function registerNode(program: Command, { io, result }: CliContext): void
           ...(flags.dockerHost === undefined ? {} : { dockerHost: flags.dockerHost }),
           ...(flags.nodeName === undefined ? {} : { nodeName: flags.nodeName }),
           ...(flags.blobs === undefined ? {} : { blobStore: flags.blobs }),
+          ...(blobsToken === undefined ? {} : { blobStoreToken: blobsToken }),
           ...(cacheBytes === undefined ? {} : { blobCacheBytes: cacheBytes }),
           ...(pool === undefined ? {} : { workerPoolSize: pool }),
         });

@@ -10,7 +10,12 @@ import { InvalidArgumentError, UnavailableError } from '@agentfense/protocol/cor
 import type { parseListen } from '../../http/auth.js';
 import { controlPlaneBackend, defaultMaxConcurrentStarts } from '../../http/backend.js';
 import type { CliContext } from '../io.js';
-import { addPlacementFlags, placementFromFlags, type PlacementFlags } from '../placement-options.js';
+import {
+  addPlacementFlags,
+  blobsFromFlags,
+  placementFromFlags,
+  type PlacementFlags,
+} from '../placement-options.js';
 import { untilSignal } from '../signals.js';
 import { checkPostgresUrl, redactUrl } from '../../store/postgres/url.js';
 
@@ -74,6 +79,7 @@ export function registerServe(program: Command, { io, result }: CliContext): voi
       { createHttpServer },
       { createGrpcServer },
       { StreamBudget },
+      { FsBlobStore },
     ] = await Promise.all([
       import('../../http/auth.js'),
       import('../../http/api-token.js'),
@@ -82,6 +88,7 @@ export function registerServe(program: Command, { io, result }: CliContext): voi
       import('../../http/server.js'),
       import('../../grpc/server.js'),
       import('../../api/stream-budget.js'),
+      import('@agentfense/blobs'),
     ]);
     const httpAddress = flags.listen === '' ? undefined : parseListen(flags.listen);
     const grpcAddress = flags.grpcListen === '' ? undefined : parseGrpcListen(flags.grpcListen, parseListen);
@@ -102,6 +109,7 @@ export function registerServe(program: Command, { io, result }: CliContext): voi
     const database = flags.database ?? (process.env['AGENTFENSE_DATABASE'] || undefined);
     if (database !== undefined) checkPostgresUrl(database);
     const placement = await placementFromFlags(flags);
+    const blobs = await blobsFromFlags(flags, placement);
     // One bound for the streams of both faces (AGENTFENSE_STREAM_STALL_SECONDS checked here, up front).
     const streams = new StreamBudget();
     const insecure = flags.insecureNoAuth === true;
@@ -128,13 +136,17 @@ export function registerServe(program: Command, { io, result }: CliContext): voi
       dataToken = await ensureApiToken(dir);
     }
     const token = fileToken ?? dataToken?.token;
+    const blobStore = blobs === undefined ? undefined : await FsBlobStore.open(blobs.dir);
     const signal = untilSignal();
     try {
       const plane = await ControlPlane.open({
         ...(flags.data === undefined ? {} : { dataDir: flags.data }),
         ...(maxUploadBytes === undefined ? {} : { maxUploadBytes }),
         ...(database === undefined ? {} : { database }),
-        ...(placement === undefined ? {} : { placement }),
+        // With a blob store, placed sandboxes reach their nodes as snapshots in it.
+        ...(placement === undefined
+          ? {}
+          : { placement: blobStore === undefined ? placement : { ...placement, blobs: blobStore } }),
       });
       // What earlier processes left behind (dead one-shot sandboxes, failed destroys, orphaned
       // directories and mounts); linked codebases are kept, API clients may still refer to them.
@@ -158,6 +170,9 @@ export function registerServe(program: Command, { io, result }: CliContext): voi
               ...(maxUploadBytes === undefined ? {} : { maxUploadBytes }),
               logger: plane.logger.child({ component: 'http' }),
               streams,
+              ...(blobStore === undefined || blobs === undefined
+                ? {}
+                : { blobs: { store: blobStore, readerToken: blobs.readerToken } }),
             });
       const grpc =
         grpcAddress === undefined

@@ -1,4 +1,4 @@
-// The PostgreSQL schema: the same tables and columns as SQLite's (store/db.ts, at its version 11), built
+// The PostgreSQL schema: the same tables and columns as SQLite's (store/db.ts, at its version 13), built
 // by PostgreSQL's own numbered migrations, recorded in its `schema_migrations`. Times are ms since the
 // epoch (BIGINT); JSON columns are text, as in SQLite, so one row codec serves both backends.
 import type pg from 'pg';
@@ -116,6 +116,11 @@ export const PG_MIGRATIONS: readonly { readonly version: number; readonly sql: s
       );
       CREATE INDEX warm_claims_by_sandbox ON warm_claims (sandbox_id);
     `,
+  },
+  {
+    // SQLite's version 13: the snapshot a placed sandbox was attached on.
+    version: 4,
+    sql: 'ALTER TABLE sandboxes ADD COLUMN snapshot_id TEXT',
   },
 ];
 
