@@ -92,11 +92,9 @@ export class HttpFlows {
   }
 
   /**
-   * A request to `dest` whose head the C path sent (native/fast-http.c), of the explicit proxy or of a
-   * redirected connection (its Host's name, the address and port it dialled): decided again by the
-   * rules now (a change that refuses it in between closes both), then its answer carried back and the
-   * connection's later requests decided here (a redirected one's by their Host at the address dialled).
-   * C's entry was made with the name checked to be at that address, for no longer than that is known.
+   * A request to `dest` whose head the C path sent (native/fast-http.c), explicit-proxy or redirected
+   * (its Host's name at the address dialled): decided again now (refused in between: both closed), its
+   * answer carried back, and the connection's later requests decided here as after its own first one.
    */
   resumeRequest(
     client: Socket,
@@ -120,17 +118,20 @@ export class HttpFlows {
   }
 
   /**
-   * A connection the C path began, decided again by the rules now: its decision, or undefined when a
-   * change refused it in between (both sockets closed, the refusal recorded).
+   * A connection the C path began, decided again by the rules now (a redirected one's name still known
+   * to be at the address dialled): its decision, or undefined when refused in between (both closed).
    */
   #decidedAgain(
     client: Socket,
     upstream: Socket,
-    dest: Destination,
+    dest: Target,
     via: 'proxy' | 'transparent',
   ): Decision | undefined {
     client.on('error', () => client.destroy());
-    const decision = this.#ctx.policy.decide(dest);
+    const { name = '', address } = dest;
+    const known = via === 'proxy' || this.#ctx.resolver.knownUntil(name, address) > Date.now();
+    const spoofed = { allowed: false, reason: `${name} does not resolve to ${address}, the address dialled` };
+    const decision = known ? this.#ctx.policy.decide(dest) : spoofed;
     if (decision.allowed) return decision;
     upstream.destroy();
     client.destroy();
@@ -195,10 +196,9 @@ export class HttpFlows {
   }
 
   /**
-   * A GET or HEAD to a name, allowed (explicit-proxy, or redirected with that name in its Host and
-   * checked to be at the address dialled): the C path may send the next one there itself, only while no
-   * rule has methods (its entry is decided without one) and no secret is bound to the name; a name C
-   * reads the same (no final dot).
+   * A GET or HEAD to a name allowed (explicit-proxy, or redirected with it in its Host, checked to be at
+   * the address dialled): C may send the next there itself, only while no rule has methods (its entry
+   * is decided without one) and no secret is bound to the name; a name C reads the same (no final dot).
    */
   #rememberHttp(target: Target, decision: Decision, via: 'proxy' | 'transparent'): void {
     const { name, method } = target;
