@@ -32,7 +32,8 @@ export type NetworkFeature = (typeof SWITCHABLE)[number];
  * fastHttp (which needs it too) is on: it took the explicit proxy's plain HTTP from +2.7-4.5 ms to
  * +0.1-1.6 ms at load 8-11 (docs/decisions.md); AGENTFENSE_NETWORK_DISABLE=fastHttp turns it off.
  * fastTransparentHttp (which needs fastAccept) is on: it took the policy point's CPU for a redirected
- * plain-HTTP connection from 4.0-4.3 ms to 2.4-2.7 ms at load 9-11 (docs/decisions.md);
+ * plain-HTTP connection from 4.0-4.3 ms to 2.4-2.7 ms at load 9-11, and its set-up from +2.08 to
+ * +1.11 ms in a quieter pair (docs/decisions.md);
  * AGENTFENSE_NETWORK_DISABLE=fastTransparentHttp turns it off.
  */
 const OFF_BY_DEFAULT: readonly NetworkFeature[] = [];
