@@ -27,8 +27,6 @@
 #define HEAD_MS 100
 #define HELLO_MS 1000
 
-static void http_dialled(struct relay *r, struct pending *p);
-
 static const char ESTABLISHED[] = "HTTP/1.1 200 Connection Established\r\n\r\n";
 static const char BAD_GATEWAY[] = "HTTP/1.1 502 Bad Gateway\r\ncontent-length: 0\r\nconnection: close\r\n\r\n";
 
@@ -254,32 +252,5 @@ void connect_hand_tunnel(struct relay *r, struct pending *p) {
   p->info.fd = p->client;
   p->info.upstream = p->upstream;
   fast_post(r, &p->info, REPORT_TUNNEL);
-  free(p);
-}
-
-// Connected for a plain-HTTP request: its rebuilt head goes to the destination, its own bytes are
-// consumed, and both sockets go to JavaScript (REPORT_HTTP), which carries the answer. The head is sent
-// under the mutex a policy change empties the table under: either the change comes first (the request
-// goes to JavaScript unread, and is decided by the new rules) or the request left before it.
-static void http_dialled(struct relay *r, struct pending *p) {
-  pthread_mutex_lock(&r->mu);
-  int current = p->version == r->fast->table.version && !r->fast->stopping;
-  ssize_t sent = current ? send(p->upstream, p->request.out, p->request.out_len, MSG_NOSIGNAL) : -1;
-  pthread_mutex_unlock(&r->mu);
-  char buf[HEAD_BYTES];
-  // A fresh connection's send buffer holds a head of at most 4 KiB whole; a short send cannot be
-  // taken back, so that destination gets a cut request and JavaScript the client, its head unread.
-  if (sent != (ssize_t)p->request.out_len) {
-    fast_hand_pending(r, p);
-    return;
-  }
-  if (recv(p->client, buf, p->head_len, 0) != (ssize_t)p->head_len) {
-    fast_hand_pending(r, p); // cannot happen: the head was there, whole, at the peek
-    return;
-  }
-  fast_unlink_pending(r->fast, p);
-  p->info.fd = p->client;
-  p->info.upstream = p->upstream;
-  fast_post(r, &p->info, REPORT_HTTP);
   free(p);
 }

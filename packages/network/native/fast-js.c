@@ -3,10 +3,11 @@
 //   fastStart(relay, onFast, maxConnections)   onFast('handed', fd, over) | ('started', id, name,
 //                                              address, port, started, errno, via) | ('failed', ...
 //                                              the same) | ('tunnel', fd, upstreamFd, name, address,
-//                                              port, started) | ('http', the same, method)
+//                                              port, started) | ('http', the same, method, via)
 //                                              (via: 'transparent' | 'proxy')
 //   fastListen(relay, fd)  fastRemember(relay, name, address, port, ttlMs, kind?)  fastClear(relay)
-//                                              (kind: 0 transparent TLS, 1 CONNECT, 2 plain HTTP)
+//                                              (kind: 0 transparent TLS, 1 CONNECT, 2 explicit-proxy
+//                                              plain HTTP, 3 transparent plain HTTP)
 //   fastAcquire(relay) -> bool  fastRelease(relay)  fastStop(relay)
 #include "fast.h"
 #include <stdlib.h>
@@ -14,7 +15,7 @@
 #include <unistd.h>
 
 void fast_call_js(napi_env env, struct relay *r, struct report *e) {
-  napi_value fn, undefined, argv[8];
+  napi_value fn, undefined, argv[9];
   if (env == NULL || r->on_fast == NULL || napi_get_reference_value(env, r->on_fast, &fn) != napi_ok) {
     if (e->kind == REPORT_HANDED || e->kind == REPORT_TUNNEL || e->kind == REPORT_HTTP) close(e->fd);
     if (e->kind == REPORT_TUNNEL || e->kind == REPORT_HTTP) close(e->upstream);
@@ -37,7 +38,8 @@ void fast_call_js(napi_env env, struct relay *r, struct report *e) {
     napi_create_int32(env, e->port, &argv[5]);
     napi_create_double(env, e->started, &argv[6]);
     napi_create_string_utf8(env, e->method, NAPI_AUTO_LENGTH, &argv[7]);
-    argc = http ? 8 : 7;
+    napi_create_string_utf8(env, e->via == VIA_PROXY ? "proxy" : "transparent", NAPI_AUTO_LENGTH, &argv[8]);
+    argc = http ? 9 : 7;
   } else {
     int started = e->kind == REPORT_STARTED;
     napi_create_string_utf8(env, started ? "started" : "failed", NAPI_AUTO_LENGTH, &argv[0]);
@@ -127,7 +129,7 @@ static napi_value js_remember(napi_env env, napi_callback_info info) {
       napi_get_value_string_utf8(env, argv[2], address, sizeof address, &address_len) != napi_ok ||
       napi_get_value_int32(env, argv[3], &port) != napi_ok || napi_get_value_double(env, argv[4], &ttl) != napi_ok ||
       name_len == 0 || name_len > 253 || address_len == 0 || address_len >= sizeof address - 1 ||
-      kind < ENTRY_TRANSPARENT || kind > ENTRY_HTTP) {
+      kind < ENTRY_TRANSPARENT || kind > ENTRY_TRANSPARENT_HTTP) {
     napi_throw_type_error(env, "ERR_INVALID_ARG", "fastRemember(relay, name, address, port, ttlMs, kind?)");
     return NULL;
   }

@@ -57,7 +57,7 @@ int table_put(struct table *t, const char *name, const char *address, int port, 
   e->kind = kind;
   e->until = now_ms(CLOCK_MONOTONIC) + ttl_ms;
   if (t->entries >= TABLE_MAX_ENTRIES) table_clear(t); // bounded: emptied when full
-  int by_name = kind != ENTRY_TRANSPARENT;
+  int by_name = kind == ENTRY_CONNECT || kind == ENTRY_HTTP;
   uint32_t b = bucket_of(by_name ? e->name : address, port);
   e->next = t->buckets[b];
   t->buckets[b] = e;
@@ -66,10 +66,11 @@ int table_put(struct table *t, const char *name, const char *address, int port, 
   return 1;
 }
 
-int table_has(const struct table *t, const char *name, const char *address, int port) {
+int table_has(const struct table *t, const char *name, const char *address, int port, int kind) {
   int64_t now = now_ms(CLOCK_MONOTONIC);
   for (struct entry *e = t->buckets[bucket_of(address, port)]; e != NULL; e = e->next) {
-    if (e->kind == ENTRY_TRANSPARENT && e->port == port && e->until > now && strcmp(e->address, address) == 0 &&
+    int redirected = e->kind == ENTRY_TRANSPARENT || e->kind == ENTRY_TRANSPARENT_HTTP;
+    if ((kind == ENTRY_REDIRECTED ? redirected : e->kind == kind) && e->port == port && e->until > now && strcmp(e->address, address) == 0 &&
         (name == NULL || strcmp(e->name, name) == 0))
       return 1;
   }

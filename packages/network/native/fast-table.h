@@ -12,9 +12,10 @@
 
 struct entry;
 
-// Decisions JavaScript made (name at address:port allowed, until a time). A transparent entry is
-// bucketed by address and port (the connection names its address); a CONNECT entry by name and port
-// (the request names its name, and the entry gives the address to dial).
+// Decisions JavaScript made (name at address:port allowed, until a time). A transparent entry (TLS or
+// plain HTTP) is bucketed by address and port (the connection names its address); a CONNECT or
+// explicit-proxy HTTP entry by name and port (the request names its name, and the entry gives the
+// address to dial).
 struct table {
   struct entry *buckets[TABLE_BUCKETS];
   uint32_t entries;
@@ -25,13 +26,17 @@ struct table {
 int64_t now_ms(clockid_t clock);
 // Forgets every entry and bumps the version.
 void table_clear(struct table *t);
-// What an entry is: a redirected TLS connection (looked up by table_has), or an explicit-proxy
-// CONNECT or plain-HTTP request (looked up by table_connect with that kind alone).
-enum { ENTRY_TRANSPARENT, ENTRY_CONNECT, ENTRY_HTTP };
+// What an entry is: a redirected TLS connection or plain-HTTP request (looked up by table_has with that
+// kind alone: the same name at the same address and port is decided apart for each), or an
+// explicit-proxy CONNECT or plain-HTTP request (looked up by table_connect with that kind alone).
+enum { ENTRY_TRANSPARENT, ENTRY_CONNECT, ENTRY_HTTP, ENTRY_TRANSPARENT_HTTP };
+// table_has's kind: any redirected entry (TLS or plain HTTP) for the address and port.
+#define ENTRY_REDIRECTED (-1)
 // 0 when out of memory (not remembered: the next such connection takes the JavaScript path).
 int table_put(struct table *t, const char *name, const char *address, int port, int64_t ttl_ms, int kind);
-// Whether a live transparent entry matches; name NULL: any entry for this address and port.
-int table_has(const struct table *t, const char *name, const char *address, int port);
+// Whether a live redirected entry of `kind` (ENTRY_TRANSPARENT, ENTRY_TRANSPARENT_HTTP,
+// ENTRY_REDIRECTED: either) matches; name NULL: any entry for this address and port.
+int table_has(const struct table *t, const char *name, const char *address, int port, int kind);
 // The address a live entry of `kind` (ENTRY_CONNECT, ENTRY_HTTP) for exactly `name` and `port` holds,
 // copied to `address`; 0: none.
 int table_connect(const struct table *t, const char *name, int port, int kind, char *address, size_t address_size);

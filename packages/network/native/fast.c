@@ -3,7 +3,9 @@
 // JavaScript already decided allowed (the table below, filled by JavaScript with its own decisions and
 // cleared at every policy change) is dialled and spliced here without waking Node; Node hears of it
 // afterwards (REPORT_STARTED, then the relay's end report) for its audit and connection table.
-// A client of the explicit proxy whose CONNECT names a name:port JavaScript allowed is fast-connect.c's.
+// A client of the explicit proxy whose CONNECT names a name:port JavaScript allowed is fast-connect.c's;
+// a redirected connection whose first bytes are a simple GET or HEAD whose Host JavaScript allowed at
+// that address and port is dialled here and its head sent by fast-http.c.
 // Everything else — no entry, a ClientHello not whole in the first record, no name, the bound
 // reached — is handed to JavaScript as an accepted descriptor, its bytes unread (MSG_PEEK), and takes
 // the JavaScript path.
@@ -23,7 +25,10 @@
 #include <unistd.h>
 
 #define PEEK_BYTES 16384
-/** How long an accepted connection to an address with entries may take to send its ClientHello. */
+/**
+ * How long an accepted connection to an address with entries may take to send its first bytes (a
+ * ClientHello, a plain-HTTP head).
+ */
 #define PEEK_MS 100
 #define DIAL_MS 15000
 #define PROXY_PORT 3128
@@ -118,7 +123,8 @@ static void dialled(struct relay *r, struct pending *p) {
   }
   epoll_ctl(r->epfd, EPOLL_CTL_DEL, p->upstream, NULL);
   p->dialling = 0;
-  if (p->connect) connect_dialled(r, p);
+  if (p->http) http_dialled(r, p);
+  else if (p->connect) connect_dialled(r, p);
   else fast_start_relay(r, p);
 }
 
@@ -152,17 +158,30 @@ void fast_start_relay(struct relay *r, struct pending *p) {
   free(p);
 }
 
-// The ClientHello is (or is not yet) there: decide from the table, dial, or hand to Node.
+// A plain-HTTP head's name, from its Host (fast-http.c); 0: not one this path takes.
+static int http_name(struct pending *p, const uint8_t *buf, size_t n) {
+  if ((p->head_len = http_origin_head((const char *)buf, n, &p->request)) == 0) return 0;
+  p->http = 1;
+  snprintf(p->info.name, sizeof p->info.name, "%s", p->request.name);
+  snprintf(p->info.method, sizeof p->info.method, "%s", p->request.method);
+  return 1;
+}
+
+// The first bytes are (or are not yet) there: a ClientHello's server name or a plain-HTTP head's Host,
+// decided from the table (the entry of its own kind), dialled, or handed to Node.
 static void peek(struct relay *r, struct pending *p) {
   uint8_t buf[PEEK_BYTES];
   ssize_t n = recv(p->client, buf, sizeof buf, MSG_PEEK);
   if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
-  if (n <= 0 || !server_name(buf, (size_t)n, p->info.name, sizeof p->info.name)) {
+  int named = n > 0 && (buf[0] == 0x16 ? server_name(buf, (size_t)n, p->info.name, sizeof p->info.name)
+                                        : http_name(p, buf, (size_t)n));
+  if (!named) {
     fast_hand_pending(r, p);
     return;
   }
   pthread_mutex_lock(&r->mu);
-  int known = table_has(&r->fast->table, p->info.name, p->info.address, p->info.port);
+  int known = table_has(&r->fast->table, p->info.name, p->info.address, p->info.port,
+                        p->http ? ENTRY_TRANSPARENT_HTTP : ENTRY_TRANSPARENT);
   p->version = r->fast->table.version;
   pthread_mutex_unlock(&r->mu);
   if (!known) {
@@ -233,7 +252,7 @@ static void accepted(struct relay *r, int fd) {
   }
   pthread_mutex_lock(&r->mu);
   int worth = p->info.address[0] != 0 && !proxy &&
-              table_has(&r->fast->table, NULL, p->info.address, p->info.port);
+              table_has(&r->fast->table, NULL, p->info.address, p->info.port, ENTRY_REDIRECTED);
   pthread_mutex_unlock(&r->mu);
   if (!worth) {
     fast_hand_pending(r, p);
@@ -294,6 +313,6 @@ void fast_tick(struct relay *r) {
     if (p->deadline > now) continue;
     if (p->dialling) fast_dial_failed(r, p, ETIMEDOUT);
     else if (p->connect) connect_expired(r, p);
-    else fast_hand_pending(r, p); // no ClientHello in time: Node reads (or dials) as it does for any
+    else fast_hand_pending(r, p); // no first bytes in time: Node reads (or dials) as it does for any
   }
 }

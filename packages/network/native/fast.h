@@ -16,8 +16,8 @@ struct listener {
 // An accepted connection this thread is deciding: reading its ClientHello, then dialling. A client of
 // the explicit proxy (connect set, fast-connect.c) reads its CONNECT head, dials, answers 200, then
 // reads the ClientHello inside the tunnel.
-// A first plain-HTTP request of the explicit proxy this thread takes (fast-http.c): its name, port and
-// method, and the head to send to the destination.
+// A first plain-HTTP request this thread takes (fast-http.c), of the explicit proxy or redirected: its
+// name, port (the URL's or Host's) and method, and the head to send to the destination.
 #define HTTP_OUT_BYTES 4160
 struct http_head {
   char name[256];
@@ -33,7 +33,8 @@ struct pending {
   int connect;     // a client of the explicit proxy
   int established; // connect: answered 200, waiting for the tunnel's ClientHello
   size_t head_len; // connect: the CONNECT head's bytes, still unread until the 200
-  int http;        // connect: the head is a plain-HTTP request (fast-http.c), not a CONNECT
+  int http;        // the head is a plain-HTTP request (fast-http.c): of the explicit proxy (connect
+                   // set) or of a redirected connection
   struct http_head request; // http: what is sent to the destination once it accepted
   int client, upstream;
   int64_t deadline;
@@ -73,7 +74,13 @@ void connect_hand_tunnel(struct relay *r, struct pending *p); // REPORT_TUNNEL
 size_t whole_head_len(const char *b, size_t n);
 
 // fast-http.c
+// A plain-HTTP head longer than this goes to JavaScript.
+#define HTTP_HEAD_BYTES 4096
 // The length of one absolute-form GET/HEAD head that is all of `b`, taken apart into `h`; 0: not taken.
 size_t http_proxy_head(const char *b, size_t n, struct http_head *h);
+// The same for one origin-form head with one Host (a redirected connection's): `h->name` is the Host's.
+size_t http_origin_head(const char *b, size_t n, struct http_head *h);
+// Connected (p->http): sends the head, consumes it, hands both sockets to JavaScript (REPORT_HTTP).
+void http_dialled(struct relay *r, struct pending *p);
 
 #endif

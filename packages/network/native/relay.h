@@ -74,7 +74,7 @@ struct relay {
 // What the thread reports to JavaScript, in order, through on_end.
 // REPORT_TUNNEL: an explicit-proxy CONNECT answered 200 whose tunnel JavaScript decides from there
 // (fast-connect.c): both connected sockets are JavaScript's.
-// REPORT_HTTP: an explicit-proxy plain-HTTP request whose head was sent to its destination
+// REPORT_HTTP: a plain-HTTP request (explicit-proxy or redirected) whose head was sent to its destination
 // (fast-http.c): both connected sockets are JavaScript's, which carries the answer back.
 enum { REPORT_END, REPORT_HANDED, REPORT_STARTED, REPORT_FAILED, REPORT_TUNNEL, REPORT_HTTP };
 enum { VIA_TRANSPARENT, VIA_PROXY };

@@ -11,7 +11,9 @@
 // (native/fast-connect.c): the tunnel is spliced once its ClientHello names that name, and handed back
 // to Node otherwise. fastHttp (with them, on by default) sends the explicit proxy's first plain-HTTP GET
 // or HEAD to a name:port decided allowed from that thread (native/fast-http.c); Node then carries the
-// answer and decides every later request of the connection.
+// answer and decides every later request of the connection. fastTransparentHttp (with them, on by
+// default) does the same for a redirected connection's first GET or HEAD whose Host was decided allowed
+// at the address and port it dialled.
 import { closeSync } from 'node:fs';
 import { Socket } from 'node:net';
 import type { FlowContext, Tracked } from './context.js';
@@ -20,7 +22,7 @@ import type { FastEntryKind, FastEvent, NativeRelay } from './relay.js';
 
 export const NETWORK_DISABLE_ENV = 'AGENTFENSE_NETWORK_DISABLE';
 export const NETWORK_ENABLE_ENV = 'AGENTFENSE_NETWORK_ENABLE';
-const SWITCHABLE = ['fastAccept', 'fastConnect', 'fastHttp'] as const;
+const SWITCHABLE = ['fastAccept', 'fastConnect', 'fastHttp', 'fastTransparentHttp'] as const;
 export type NetworkFeature = (typeof SWITCHABLE)[number];
 /**
  * Off unless AGENTFENSE_NETWORK_ENABLE names it. fastAccept is on: measured quiet, it brings transparent
@@ -29,6 +31,10 @@ export type NetworkFeature = (typeof SWITCHABLE)[number];
  * +3.1-4.8 ms to +0.2-1.9 ms (docs/decisions.md); AGENTFENSE_NETWORK_DISABLE=fastConnect turns it off.
  * fastHttp (which needs it too) is on: it took the explicit proxy's plain HTTP from +2.7-4.5 ms to
  * +0.1-1.6 ms at load 8-11 (docs/decisions.md); AGENTFENSE_NETWORK_DISABLE=fastHttp turns it off.
+ * fastTransparentHttp (which needs fastAccept) is on: it took the policy point's CPU for a redirected
+ * plain-HTTP connection from 4.0-4.3 ms to 2.4-2.7 ms at load 9-11, and its set-up from +2.08 to
+ * +1.11 ms in a quieter pair (docs/decisions.md);
+ * AGENTFENSE_NETWORK_DISABLE=fastTransparentHttp turns it off.
  */
 const OFF_BY_DEFAULT: readonly NetworkFeature[] = [];
 
@@ -73,22 +79,28 @@ export interface FastAcceptHandlers {
     started: number,
   ) => void;
   /**
-   * An explicit-proxy plain-HTTP request to `dest` whose head C sent (native/fast-http.c): the client
-   * (its slot held, nothing after the head read) and the upstream, nothing of the answer read.
+   * A plain-HTTP request to `dest` whose head C sent (native/fast-http.c), of the explicit proxy or of
+   * a redirected connection (`via`): the client (its slot held, nothing after the head read) and the
+   * upstream, nothing of the answer read.
    */
   readonly http: (
     client: Socket,
     upstream: Socket,
     dest: { name: string; address: string; port: number; method: string },
+    via: 'proxy' | 'transparent',
   ) => void;
 }
 
-/** What a remembered decision is for: transparent TLS, an explicit-proxy CONNECT or plain-HTTP request. */
-type Via = 'proxy' | 'transparent' | 'http';
+/**
+ * What a remembered decision is for: transparent TLS, an explicit-proxy CONNECT or plain-HTTP request,
+ * a redirected plain-HTTP request.
+ */
+type Via = 'proxy' | 'transparent' | 'http' | 'transparentHttp';
 const ENTRY: Readonly<Record<Via, FastEntryKind>> = {
   transparent: 'transparent',
   proxy: 'connect',
   http: 'http',
+  transparentHttp: 'transparentHttp',
 };
 
 const keyOf = (via: Via, name: string, address: string, port: number): string =>
@@ -120,6 +132,7 @@ export class FastAccept {
   readonly #decisions = new Map<string, Decision>();
   #started = 0;
   #requests = 0;
+  #transparentRequests = 0;
 
   private constructor(ctx: FlowContext, relay: NativeRelay, handlers: FastAcceptHandlers) {
     this.#ctx = ctx;
@@ -148,6 +161,11 @@ export class FastAccept {
     return this.#requests;
   }
 
+  /** Redirected plain-HTTP requests this path sent itself so far (fast-http.c, via fast.c's peek). */
+  get transparentRequests(): number {
+    return this.#transparentRequests;
+  }
+
   /** Takes over a listening socket (the proxy port's). */
   listen(fd: number): void {
     this.#relay.listenFast(fd);
@@ -159,7 +177,10 @@ export class FastAccept {
    * 'proxy': a CONNECT to `name`:`port` it dialled at `address`, whose tunnel named `name` (the next
    * CONNECT to `name`:`port` is dialled at `address` by C, and spliced if its tunnel names `name`).
    * Via 'http': an explicit-proxy plain-HTTP request to `name`:`port` it sent to `address`, decided
-   * without regard to its method (the next GET or HEAD there is sent by C).
+   * without regard to its method (the next GET or HEAD there is sent by C). Via 'transparentHttp': a
+   * redirected plain-HTTP request whose Host named `name`, dialled at `address`:`port`, the name checked
+   * to be at that address, decided without regard to its method (the next GET or HEAD with that Host
+   * dialled there is sent by C).
    */
   remember(
     dest: { name: string; address: string; port: number },
@@ -237,10 +258,11 @@ export class FastAccept {
     client.once('close', () => clients.leave(client));
     upstream.on('error', () => upstream.destroy());
     const { name, address, port, started } = event;
-    if (event.kind === 'http') this.#requests++;
-    if (event.kind === 'http')
-      this.#handlers.http(client, upstream, { name, address, port, method: event.method });
-    else this.#handlers.tunnel(client, upstream, { name, address, port }, started);
+    if (event.kind === 'http') {
+      if (event.via === 'transparent') this.#transparentRequests++;
+      else this.#requests++;
+      this.#handlers.http(client, upstream, { name, address, port, method: event.method }, event.via);
+    } else this.#handlers.tunnel(client, upstream, { name, address, port }, started);
   }
 
   #handed(fd: number, over: boolean): void {

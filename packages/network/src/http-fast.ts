@@ -119,6 +119,18 @@ export function connectAuthority(bytes: Buffer): string | null {
   return m[1] ?? null;
 }
 
+/**
+ * Splits `host:port` / `[v6]:port` (CONNECT's target, a Host header): the host lower case without a
+ * final dot (native/fast-http.c reads a Host's name as this does, or leaves it to JavaScript).
+ */
+export function splitHostPort(value: string, defaultPort: number): { host: string; port: number } | null {
+  const m = /^(?:\[([^\]]+)\]|([^:[\]]+))(?::(\d{1,5}))?$/.exec(value.trim());
+  if (m === null) return null;
+  const port = m[3] === undefined ? defaultPort : Number(m[3]);
+  if (port < 1 || port > 65_535) return null;
+  return { host: (m[1] ?? m[2] ?? '').toLowerCase().replace(/\.$/, ''), port };
+}
+
 /** The head sent to the destination: origin-form, hop-by-hop headers dropped, `Connection: close`. */
 export function upstreamHead(head: RequestHead, path: string): Buffer {
   const lines = [`${head.method} ${path} HTTP/1.1`];

@@ -17,6 +17,7 @@ import {
   connectAuthority,
   parseSimpleRequest,
   readHead,
+  splitHostPort,
   upstreamHead,
 } from './http-fast.js';
 import { readFirstBytes } from './transparent.js';
@@ -27,15 +28,6 @@ type Target = Destination & { readonly address: string; readonly port: number };
 
 function dialable(t: Destination | undefined): t is Target {
   return t?.address !== undefined && t.port !== undefined;
-}
-
-/** Splits `host:port` / `[v6]:port` (CONNECT's target, a Host header). */
-function splitHostPort(value: string, defaultPort: number): { host: string; port: number } | null {
-  const m = /^(?:\[([^\]]+)\]|([^:[\]]+))(?::(\d{1,5}))?$/.exec(value.trim());
-  if (m === null) return null;
-  const port = m[3] === undefined ? defaultPort : Number(m[3]);
-  if (port < 1 || port > 65_535) return null;
-  return { host: (m[1] ?? m[2] ?? '').toLowerCase().replace(/\.$/, ''), port };
 }
 
 export class HttpFlows {
@@ -53,14 +45,17 @@ export class HttpFlows {
   readonly #intercept: TransparentHooks['intercept'];
   /** A CONNECT allowed and tunnelled (not intercepted) whose tunnel named its own name: C may take the next. */
   readonly #allowedConnect: TransparentHooks['allowedTls'];
-  /** An explicit-proxy GET or HEAD allowed whatever its method: C may send the next (fast-http.c). */
-  readonly #allowedHttp: TransparentHooks['allowedTls'];
+  /** A GET or HEAD allowed whatever its method, explicit-proxy or redirected: C may send the next. */
+  readonly #allowedHttp: { -readonly [via in 'proxy' | 'transparent']?: TransparentHooks['allowedTls'] };
 
   constructor(
     ctx: FlowContext,
     intercept?: TransparentHooks['intercept'],
     allowedConnect?: TransparentHooks['allowedTls'],
-    allowedHttp?: TransparentHooks['allowedTls'],
+    allowedHttp: {
+      proxy?: TransparentHooks['allowedTls'];
+      transparent?: TransparentHooks['allowedTls'];
+    } = {},
   ) {
     this.#ctx = ctx;
     this.#intercept = intercept;
@@ -91,22 +86,24 @@ export class HttpFlows {
     upstream: Socket,
     dest: { name: string; address: string; port: number },
   ): void {
-    const decision = this.#decidedAgain(client, upstream, dest);
+    const decision = this.#decidedAgain(client, upstream, dest, 'proxy');
     if (decision === undefined) return;
     void this.#established(client, upstream, dest, decision, `${dest.name}:${dest.port}`);
   }
 
   /**
-   * An explicit-proxy request to `dest` whose head the C path sent (native/fast-http.c): decided again
-   * by the rules now (a change that refuses it in between closes both), then its answer carried back
-   * and the connection's later requests decided here, as after this flow's own first request.
+   * A request to `dest` whose head the C path sent (native/fast-http.c), explicit-proxy or redirected
+   * (its Host's name at the address dialled): decided again now (refused in between: both closed), its
+   * answer carried back, and the connection's later requests decided here as after its own first one.
    */
   resumeRequest(
     client: Socket,
     upstream: Socket,
     dest: { name: string; address: string; port: number; method: string },
+    via: 'proxy' | 'transparent' = 'proxy',
   ): void {
-    const decision = this.#decidedAgain(client, upstream, dest);
+    if (via === 'transparent') this.#transparent.set(client, { address: dest.address, port: dest.port });
+    const decision = this.#decidedAgain(client, upstream, dest, via);
     if (decision === undefined) return;
     carryRequest({
       ctx: this.#ctx,
@@ -114,23 +111,31 @@ export class HttpFlows {
       upstream,
       head: Buffer.alloc(0),
       target: dest,
-      via: 'proxy',
+      via,
       decision,
       handBack: (socket) => this.#toServer(socket),
     });
   }
 
   /**
-   * A connection the C path began, decided again by the rules now: its decision, or undefined when a
-   * change refused it in between (both sockets closed, the refusal recorded).
+   * A connection the C path began, decided again by the rules now (a redirected one's name still known
+   * to be at the address dialled): its decision, or undefined when refused in between (both closed).
    */
-  #decidedAgain(client: Socket, upstream: Socket, dest: Destination): Decision | undefined {
+  #decidedAgain(
+    client: Socket,
+    upstream: Socket,
+    dest: Target,
+    via: 'proxy' | 'transparent',
+  ): Decision | undefined {
     client.on('error', () => client.destroy());
-    const decision = this.#ctx.policy.decide(dest);
+    const { name = '', address } = dest;
+    const known = via === 'proxy' || this.#ctx.resolver.knownUntil(name, address) > Date.now();
+    const spoofed = { allowed: false, reason: `${name} does not resolve to ${address}, the address dialled` };
+    const decision = known ? this.#ctx.policy.decide(dest) : spoofed;
     if (decision.allowed) return decision;
     upstream.destroy();
     client.destroy();
-    this.#ctx.record(dest, 'proxy', { ...decision, reason: `closed by a policy change: ${decision.reason}` });
+    this.#ctx.record(dest, via, { ...decision, reason: `closed by a policy change: ${decision.reason}` });
     return undefined;
   }
 
@@ -158,7 +163,12 @@ export class HttpFlows {
     }
     const head = parseSimpleRequest(bytes);
     if (head !== null && !socket.destroyed) {
-      const { target, decision, path } = await this.#decideRequest(socket, head.method, head.url, head.host);
+      const { target, decision, path, hostNamed } = await this.#decideRequest(
+        socket,
+        head.method,
+        head.url,
+        head.host,
+      );
       if (decision.allowed && dialable(target) && !socket.destroyed) {
         const via = this.#transparent.has(socket) ? 'transparent' : 'proxy';
         carryRequest({
@@ -171,7 +181,8 @@ export class HttpFlows {
           decision,
           handBack: (client) => this.#toServer(client),
         });
-        if (via === 'proxy') this.#rememberHttp(target, decision);
+        // A redirected request is remembered only when its own Host named the name (not the address's).
+        if (via === 'proxy' || hostNamed === true) this.#rememberHttp(target, decision, via);
         return;
       }
     }
@@ -185,17 +196,17 @@ export class HttpFlows {
   }
 
   /**
-   * An explicit-proxy GET or HEAD to a name, allowed: the C path may send the next one to that name and
-   * port itself, only while no rule has methods (its entry is decided without one) and no secret is
-   * bound to the name; a name URL spells as C reads it (no final dot).
+   * A GET or HEAD to a name allowed (explicit-proxy, or redirected with it in its Host, checked to be at
+   * the address dialled): C may send the next there itself, only while no rule has methods (its entry
+   * is decided without one) and no secret is bound to the name; a name C reads the same (no final dot).
    */
-  #rememberHttp(target: Target, decision: Decision): void {
+  #rememberHttp(target: Target, decision: Decision, via: 'proxy' | 'transparent'): void {
     const { name, method } = target;
-    if (this.#allowedHttp === undefined || name === undefined || (method !== 'GET' && method !== 'HEAD'))
-      return;
+    const allowed = this.#allowedHttp[via];
+    if (allowed === undefined || name === undefined || (method !== 'GET' && method !== 'HEAD')) return;
     if (this.#ctx.policy.hasMethodRules || this.#ctx.secrets?.bound(name) === true) return;
     if (!/^[a-z0-9._-]+$/.test(name) || name.endsWith('.')) return;
-    this.#allowedHttp({ name, address: target.address, port: target.port }, decision);
+    allowed({ name, address: target.address, port: target.port }, decision);
   }
 
   #toServer(socket: Socket): void {
@@ -250,12 +261,13 @@ export class HttpFlows {
     return this.#decideRequest(req.socket, req.method ?? 'GET', req.url ?? '', req.headers.host);
   }
 
+  /** As #requestTarget; `hostNamed`: a redirected request's name is its Host's (checked to be there). */
   async #decideRequest(
     socket: Socket,
     method: string,
     requestUrl: string,
     hostValue: string | undefined,
-  ): Promise<{ target?: Destination; decision: Decision; path: string }> {
+  ): Promise<{ target?: Destination; decision: Decision; path: string; hostNamed?: boolean }> {
     const redirected = this.#transparent.get(socket);
     if (redirected !== undefined) {
       const hostHeader = splitHostPort(hostValue ?? '', redirected.port);
@@ -274,7 +286,7 @@ export class HttpFlows {
           reason: `${name} does not resolve to ${redirected.address}, the address dialled`,
         };
       }
-      return { target, decision, path: requestUrl || '/' };
+      return { target, decision, path: requestUrl || '/', hostNamed: name !== undefined };
     }
     let url: URL;
     try {

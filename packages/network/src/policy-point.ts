@@ -94,18 +94,24 @@ export class PolicyPoint {
           overBound: (socket) =>
             this.#refuseOverBound(socket, connectionBoundReason(this.#ctx.maxConnections)),
           tunnel: (client, upstream, dest) => this.#http.resumeConnect(client, upstream, dest),
-          http: (client, upstream, dest) => this.#http.resumeRequest(client, upstream, dest),
+          http: (client, upstream, dest, via) => this.#http.resumeRequest(client, upstream, dest, via),
         })
       : undefined;
     const fast = this.#fast;
     // The explicit proxy's CONNECT decisions go to the C path's table only when fastConnect is on.
     const connectInC = fast !== undefined && networkFeatureOn('fastConnect', process.env);
     const httpInC = fast !== undefined && networkFeatureOn('fastHttp', process.env);
+    const transparentHttpInC = fast !== undefined && networkFeatureOn('fastTransparentHttp', process.env);
     this.#http = new HttpFlows(
       this.#ctx,
       this.#intercept,
       connectInC ? (dest, decision) => fast.remember(dest, decision, 'proxy') : undefined,
-      httpInC ? (dest, decision) => fast.remember(dest, decision, 'http') : undefined,
+      {
+        ...(httpInC ? { proxy: (dest, decision) => fast.remember(dest, decision, 'http') } : {}),
+        ...(transparentHttpInC
+          ? { transparent: (dest, decision) => fast.remember(dest, decision, 'transparentHttp') }
+          : {}),
+      },
     );
     const ns = openSync(options.netnsPath, 'r');
     try {
@@ -150,14 +156,22 @@ export class PolicyPoint {
 
   /**
    * Open connections, accepted ones, how many of all so far the C accept path carried, and how many
-   * plain-HTTP requests it sent (fastHttp).
+   * plain-HTTP requests it sent: the explicit proxy's (fastHttp) and redirected ones'
+   * (fastTransparentHttp).
    */
-  stats(): { connections: number; clients: number; fast: number; fastHttp: number } {
+  stats(): {
+    connections: number;
+    clients: number;
+    fast: number;
+    fastHttp: number;
+    fastTransparentHttp: number;
+  } {
     return {
       connections: this.#ctx.open.size,
       clients: this.#ctx.clients.size,
       fast: this.#fast?.started ?? 0,
       fastHttp: this.#fast?.requests ?? 0,
+      fastTransparentHttp: this.#fast?.transparentRequests ?? 0,
     };
   }
 

@@ -45,7 +45,7 @@ export type FastEvent =
       readonly started: number;
     }
   | {
-      /** An explicit-proxy plain-HTTP request whose head C sent (native/fast-http.c): its answer is Node's. */
+      /** A plain-HTTP request whose head C sent (native/fast-http.c): its answer is Node's. */
       readonly kind: 'http';
       readonly fd: number;
       readonly upstreamFd: number;
@@ -54,11 +54,18 @@ export type FastEvent =
       readonly port: number;
       readonly started: number;
       readonly method: string;
+      /** 'proxy': an explicit-proxy request; 'transparent': a redirected connection's, its Host's name. */
+      readonly via: 'proxy' | 'transparent';
     };
 
 /** What a table entry of the accept path is (native/fast-table.h ENTRY_*). */
-export type FastEntryKind = 'transparent' | 'connect' | 'http';
-const ENTRY_KINDS: Readonly<Record<FastEntryKind, number>> = { transparent: 0, connect: 1, http: 2 };
+export type FastEntryKind = 'transparent' | 'connect' | 'http' | 'transparentHttp';
+const ENTRY_KINDS: Readonly<Record<FastEntryKind, number>> = {
+  transparent: 0,
+  connect: 1,
+  http: 2,
+  transparentHttp: 3,
+};
 
 /** What the relay reports when a connection ends: bytes delivered each way, and errno (0: clean end). */
 export interface RelayEnd {
@@ -190,7 +197,7 @@ export class NativeRelay {
           return;
         }
         if (kind === 'tunnel' || kind === 'http') {
-          const [fd, upstreamFd, name, address, port, started, method] = args as [
+          const [fd, upstreamFd, name, address, port, started, method, via] = args as [
             number,
             number,
             string,
@@ -198,8 +205,9 @@ export class NativeRelay {
             number,
             number,
             string,
+            'proxy' | 'transparent',
           ];
-          if (kind === 'http') onEvent({ kind, fd, upstreamFd, name, address, port, started, method });
+          if (kind === 'http') onEvent({ kind, fd, upstreamFd, name, address, port, started, method, via });
           else onEvent({ kind, fd, upstreamFd, name, address, port, started });
           return;
         }
