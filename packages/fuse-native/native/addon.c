@@ -2,6 +2,7 @@
 #include "ll.h"
 #include "fast-entries.h"
 #include "fast-create.h"
+#include "fast-rename.h"
 
 /* JS handler names by OP_* number (the TS front reads them as ll_ops). */
 static const char *const op_names[OP_COUNT] = {
@@ -40,6 +41,8 @@ NAPI_MODULE_INIT() {
   export_fn(env, exports, "ll_fentry_mark", ll_fentry_mark);
   export_fn(env, exports, "ll_fentry_unmark", ll_fentry_unmark);
   export_fn(env, exports, "ll_fcreate_init", ll_fcreate_init);
+  export_fn(env, exports, "ll_frename_enable", ll_frename_enable);
+  export_fn(env, exports, "ll_frename_settle", ll_frename_settle);
   export_fn(env, exports, "ll_reply_err", reply_err);
   export_fn(env, exports, "ll_reply_entry", reply_entry);
   export_fn(env, exports, "ll_reply_create", reply_create);

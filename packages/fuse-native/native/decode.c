@@ -7,6 +7,7 @@
 #include "fast-unlink.h"
 #include "fast-rmdir.h"
 #include "fast-listing.h"
+#include "fast-rename.h"
 
 /* Names are copied NUL-terminated after the header; `at` is the running offset in buf. */
 static const char *copy_name(ll_msg *m, size_t *at, const char *src, size_t *len_out) {
@@ -178,12 +179,11 @@ static void ll_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
   /* renameat2 flags (RENAME_NOREPLACE/EXCHANGE/WHITEOUT) are not implemented: ENOSYS makes the kernel
    * answer EINVAL for them from now on (no_rename2), as it did under protocol 7.19. */
   if (flags) { fuse_reply_err(req, ENOSYS); return; }
-  fast_invalidate(SESS(req));
-  fast_read_invalidate(SESS(req));
-  fentry_revoke(SESS(req));
+  int ends = frename_decode(SESS(req), parent, name);
   size_t at = 0;
   ALLOC(m, req, OP_RENAME, strlen(name) + strlen(newname) + 2);
   m->ino = parent; m->ino2 = newparent;
+  m->rename_ends = ends;
   m->name = copy_name(m, &at, name, &m->namelen);
   m->name2 = copy_name(m, &at, newname, &m->name2len);
   queue_push(m->s, m);

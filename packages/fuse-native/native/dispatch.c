@@ -2,6 +2,7 @@
  * credentials and the op's arguments as JS values); events settle their promises. JS thread only. */
 #include "ll.h"
 #include "fast-create.h"
+#include "fast-rename.h"
 
 static void payload_unref(ll_payload *p) {
   if (--p->refs > 0) return;
@@ -15,6 +16,7 @@ static void req_finalize(napi_env env, void *data, void *hint) {
   ll_session *s = m->s;
   if (m->payload) payload_unref(m->payload);
   /* A request JS dropped without answering would hang the caller's syscall forever: fail it. */
+  if (!m->replied) frename_after_reply(m); /* what a RENAME ends, it ends whether answered or not */
   if (!m->replied && session_live(s)) fuse_reply_err(m->req, EIO);
   free(m);
   session_unref(s);

@@ -138,6 +138,19 @@ static void remember_node(struct fc_state *f, uint64_t ino, uint64_t st_ino, uin
   f->nnodes++;
 }
 
+/* The node is no longer "made here" (a RENAME moved or replaced it: its path, so its rule, may differ). */
+void fcreate_forget(ll_session *s, uint64_t ino) {
+  struct fc_state *f = s->fcreate;
+  if (!f || f->nnodes == 0) return;
+  struct fc_node **p = &f->nodes[node_bucket(ino)];
+  while (*p && (*p)->ino != ino) p = &(*p)->next;
+  if (!*p) return;
+  struct fc_node *n = *p;
+  *p = n->next;
+  free(n);
+  f->nnodes--;
+}
+
 /* A file made here, for a caller served here: its node, or NULL. */
 static struct fc_node *own_node(ll_session *s, fuse_req_t req, uint64_t ino) {
   struct fc_state *f = s->fcreate;
@@ -161,7 +174,7 @@ static int node_fd(ll_session *s, fuse_req_t req, uint64_t ino, uint64_t *st_ino
 
 /* node_fd, or else the fd its READs are served from, if the read fast path's generation has not moved
  * since the file was made here: no rule change, rename, link, discard or commit since, and no unlink of
- * it (which drops its registration), so its rule is still the `write` of the marked directory it was
+ * it (which drops its registration) nor rename of it (which forgets the node here: fast-rename.c), so its rule is still the `write` of the marked directory it was
  * made in, its path the same, and what JS would answer for it is the host file's as it is (a closed
  * file `cp -a` or `git` stats again after reading it). */
 static int own_file_fd(ll_session *s, fuse_req_t req, uint64_t ino, uint64_t *st_ino) {

@@ -35,6 +35,7 @@ int fcreate_getattr(ll_session *s, fuse_req_t req, uint64_t ino);
 int fcreate_setattr(ll_session *s, fuse_req_t req, uint64_t ino, struct stat *attr, int to_set);
 int fcreate_setxattr(ll_session *s, fuse_req_t req, uint64_t ino);
 int fcreate_pending(ll_session *s);
+void fcreate_forget(ll_session *s, uint64_t ino);
 void fcreate_report(ll_session *s);
 void fcreate_report_event(ll_session *s, napi_env env, ll_msg *m);
 void fcreate_release(ll_session *s, napi_env env);

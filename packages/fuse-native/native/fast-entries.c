@@ -18,7 +18,8 @@
  * applies, before a layer change (checkpoint, restore) and at every invalidation of the kernel's caches
  * (commit, discard, writes behind the mount); C bumps it at the decode of a RENAME (a directory's path,
  * so the rules it falls under, may change) and again at its reply (a mark JS made while the rename was
- * under way may name the old path). JS drops a node's mark when the kernel forgets the node.
+ * under way may name the old path), except for a RENAME of a non-directory (fast-rename.c), which moves
+ * no directory. JS drops a node's mark when the kernel forgets the node.
  * JS thread only, like everything touching the session. */
 #include "ll.h"
 #include "fast-entries.h"
@@ -155,10 +156,6 @@ double fentry_gen(ll_session *s) {
 
 void fentry_revoke(ll_session *s) {
   if (s->fentries) s->fentries->shared[FE_GEN] += 1;
-}
-
-void fentry_after_reply(ll_msg *m) {
-  if (m->kind == OP_RENAME) fentry_revoke(m->s);
 }
 
 void fentry_free(ll_session *s) {

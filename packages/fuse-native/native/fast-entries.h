@@ -11,7 +11,6 @@ void fentry_revoke(ll_session *s);
 int fentry_dir(ll_session *s, uint64_t ino, const char **rel);
 int fentry_dir_attrs(ll_session *s, uint64_t ino, uint64_t *st_ino);
 double fentry_gen(ll_session *s);
-void fentry_after_reply(ll_msg *m);
 void fentry_free(ll_session *s);
 void fentry_release(ll_session *s, napi_env env);
 napi_value ll_fentry_init(napi_env env, napi_callback_info info);

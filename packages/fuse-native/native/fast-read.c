@@ -5,7 +5,7 @@
  * READ or a WRITE of the node (writing allowed includes reading; ll_fast_read_register). A registration
  * ends where the node's decision could change: a rule change (ll_fast_invalidate) and a RENAME or LINK (a
  * path, so the rule it falls under, may change), at their decode and their reply, end every one (the
- * generation); JS drops a node's before it closes the node's fd (the number must never name another
+ * generation), except that a RENAME of a non-directory ends only its nodes' (fast-rename.c); JS drops a node's before it closes the node's fd (the number must never name another
  * file) and when an UNLINK removed one of its names (another name, under another rule, may be its path
  * now). RMDIR leaves them (it removes an empty directory: no other node's path changes); a SETATTR
  * changes neither the node's path nor the file its fd names (a copy-up gives the node a new fd, and JS
@@ -75,6 +75,14 @@ uint32_t fast_read_gen(ll_session *s) {
 int fast_read_fd_since(ll_session *s, uint64_t ino, uint32_t gen) {
   struct fast_read *fr = s->fast_read;
   return fr && fr->gen == gen ? fd_of(fr, ino) : -1;
+}
+
+/* The node's registration ends (a RENAME moved or replaced it: fast-rename.c); its fd stays JS's. */
+void fast_read_forget(ll_session *s, uint64_t ino) {
+  struct fast_read *fr = s->fast_read;
+  if (!fr) return;
+  struct read_ent **p = slot(fr, ino);
+  if (*p) { struct read_ent *e = *p; *p = e->next; free(e); }
 }
 
 static void note(struct fast_read *fr, uint64_t ino, int first) {

@@ -7,6 +7,7 @@ struct fast_read; /* the per-session state, NULL until ll_fast_read_init */
 
 int fast_read(ll_session *s, fuse_req_t req, uint64_t ino, size_t size, off_t off);
 void fast_read_invalidate(ll_session *s);
+void fast_read_forget(ll_session *s, uint64_t ino);
 /* The registrations' generation now (0 without the read fast path), and the fd a READ of `ino` is served
  * from if its registration is of generation `gen` and current, else -1 (fast-create.c). */
 uint32_t fast_read_gen(ll_session *s);

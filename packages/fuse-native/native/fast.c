@@ -12,7 +12,8 @@
  *
  * What can change a decision is seen here too: SETATTR and FALLOCATE of a node drop its registration
  * (size, mode), RENAME/LINK/UNLINK/RMDIR drop every one (a path, so the rule it falls under, may have
- * changed), each at decode and again at its reply; JS drops them at rule changes and whenever it closes
+ * changed), each at decode and again at its reply, except that a RENAME of a non-directory drops only the
+ * moved and the replaced node's (fast-rename.c); JS drops them at rule changes and whenever it closes
  * the fd (ll_fast_drop before the close: the number must never name another file).
  *
  * Nodes written here are reported to JS before the next request it gets (and at the end of each read
@@ -134,7 +135,7 @@ void fast_invalidate(ll_session *s) {
 void fast_after_reply(ll_msg *m) {
   switch (m->kind) {
     case OP_SETATTR: case OP_FALLOCATE: fast_forget_ino(m->s, m->ino); break;
-    case OP_RENAME: case OP_LINK: case OP_UNLINK: case OP_RMDIR: fast_invalidate(m->s); break;
+    case OP_LINK: case OP_UNLINK: case OP_RMDIR: fast_invalidate(m->s); break;
     default: break;
   }
 }

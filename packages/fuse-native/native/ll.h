@@ -112,6 +112,9 @@ typedef struct ll_msg {
   size_t datalen;
   const char *name; size_t namelen;
   const char *name2; size_t name2len;
+  /* rename only (fast-rename.c): what it ends (FRN_*) and, FRN_NODES, the moved and the replaced node */
+  int rename_ends;
+  uint64_t rename_nodes[2];
   /* notify, fetch */
   int result;
   napi_deferred deferred;
@@ -187,6 +190,7 @@ struct ll_session {
   struct fe_state *fentries; /* the lookup fast path (fast-entries.c); NULL until ll_fentry_init */
   struct fc_state *fcreate;  /* the create fast path (fast-create.c); NULL until ll_fcreate_init */
   struct fl_state *flist;    /* the listing fast path's kept listings (fast-listing.c); NULL until used */
+  int narrow_renames;        /* RENAMEs of a non-directory end only their nodes' state (fast-rename.c) */
 
   napi_deferred mount_deferred;
   napi_deferred closed_deferred;

@@ -1,7 +1,7 @@
 /* Replies: the functions JS answers a request with. Each marks the request answered (a second answer
  * throws) and sends it while the session lives. JS thread only. */
 #include "ll.h"
-#include "fast-entries.h"
+#include "fast-rename.h"
 
 static ll_msg *take_req(napi_env env, napi_value v) {
   void *p = NULL;
@@ -21,8 +21,8 @@ static ll_msg *take_req(napi_env env, napi_value v) {
 static int mark_replied(ll_msg *m) {
   m->replied = 1;
   fast_after_reply(m);
-  if (m->kind == OP_RENAME || m->kind == OP_LINK) fast_read_invalidate(m->s);
-  fentry_after_reply(m);
+  if (m->kind == OP_LINK) fast_read_invalidate(m->s);
+  frename_after_reply(m);
   return session_live(m->s);
 }
 

@@ -99,6 +99,8 @@ export interface Addon {
   ll_fentry_init(s: SessionHandle, state: Float64Array, codebaseRootFd: number): void;
   ll_fentry_mark(s: SessionHandle, ino: number, upperRootFd: number, rel: string, stIno: number): boolean;
   ll_fentry_unmark(s: SessionHandle, ino: number): void;
+  ll_frename_enable(s: SessionHandle): void;
+  ll_frename_settle(h: RequestHandle, moved: number, replaced: number): boolean;
   ll_fcreate_init(
     s: SessionHandle,
     state: Float64Array,

@@ -184,6 +184,15 @@ export class LowLevelFuse {
   }
 
   /**
+   * From now on a RENAME whose source the binding finds not to be a directory (in a directory the lookup
+   * fast path marked) keeps every mark and every other node's registrations, if the handler names the
+   * nodes it moves and replaces (Req.settleRename; native/fast-rename.c). Once, after fastEntries.
+   */
+  narrowRenames(): void {
+    addon.ll_frename_enable(this.#session);
+  }
+
+  /**
    * Switches the create fast path on (native/fast-create.c; once, after fastWrites and fastEntries):
    * CREATEs in directories the lookup fast path marked are answered in C. `onCreates` hears of every
    * entry so made before the next request reaches a handler.

@@ -45,6 +45,15 @@ export class Req {
     return this.#h === null || addon.ll_replied(this.#h);
   }
 
+  /**
+   * rename only, before the handler changes anything: the node that moves and the one its new name
+   * replaces (0: none), neither a directory, or `moved` 0 when in doubt. True: the binding ends only
+   * their fast paths' state, now and at the reply (native/fast-rename.c); false: everything ends.
+   */
+  settleRename(moved: number, replaced: number): boolean {
+    return this.#h !== null && addon.ll_frename_settle(this.#h, moved, replaced);
+  }
+
   /** errno 0 = success without data (unlink, rmdir, rename, setxattr, flush, release, ...) */
   replyErr(errno: number): void {
     const h = this.#handle();

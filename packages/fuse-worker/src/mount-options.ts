@@ -30,6 +30,9 @@ import { InvalidArgumentError } from '@agentfense/protocol';
 // where an UNLINK would be, and reported in the same stream (fs/native-rmdirs.ts).
 // nativeListings (needs nativeDirAttrs): READDIRPLUS and READDIR of the directories whose GETATTRs are
 // answered in C are answered there too, with plain entries (fs/native-listings.ts).
+// narrowRenames (needs nativeLookups): a RENAME of a non-directory out of a directory the lookup fast path
+// marks ends only the moved and the replaced node's fast state, not every mark and registration
+// (fuse-native's native/fast-rename.c, fs/rename-nodes.ts).
 // wideHandles: the worker's cache of host fds holds up to 4096 (fs/handles.ts), so a walk over a tree just
 // written finds its files' fds open and their READs stay in the binding; off: 512.
 export const SWITCHABLE_FEATURES = [
@@ -51,6 +54,7 @@ export const SWITCHABLE_FEATURES = [
   'nativeUnlinks',
   'nativeRmdirs',
   'nativeListings',
+  'narrowRenames',
   'freshEntries',
   'wideHandles',
 ] as const;
@@ -200,6 +204,14 @@ export function nativeListings(disabled: readonly SwitchableFeature[]): boolean 
 }
 
 /**
+ * Whether a RENAME of a non-directory keeps the marks and the other nodes' registrations
+ * (fs/rename-nodes.ts); it needs nativeLookups, whose marks tell the binding the source is no directory.
+ */
+export function narrowRenames(disabled: readonly SwitchableFeature[]): boolean {
+  return !disabled.includes('narrowRenames') && nativeLookups(disabled);
+}
+
+/**
  * The read-ahead window to ask for: the request size, when requests are bigger than the kernel's default
  * window (128 KiB) and the feature is on; else null (leave the kernel's window).
  */
@@ -232,6 +244,7 @@ export function connStats(
       nativeUnlinks: nativeUnlinks(disabled),
       nativeRmdirs: nativeRmdirs(disabled),
       nativeListings: nativeListings(disabled),
+      narrowRenames: narrowRenames(disabled),
       freshEntries: freshEntries(conn, disabled),
       readahead,
     },

@@ -14,6 +14,7 @@ import { performance } from 'node:perf_hooks';
 import type { LowLevelHandlers, Req } from '@agentfense/fuse-native';
 import { FsError, toErrno } from '../errors.js';
 import type { OpStats } from './op-stats.js';
+import { renameNodes } from './rename-nodes.js';
 import type { Caller, PolicyFs } from './policy-fs.js';
 import type { EntryReply, NegativeEntry } from './types.js';
 
@@ -173,7 +174,12 @@ export function createHandlers(options: BindingOptions): LowLevelHandlers {
       }),
     rename: (req, parent, name, newParent, newName) =>
       serve('rename', req, async () => {
-        await fs.rename(parent, nameOf(name), newParent, nameOf(newName), callerOf(req));
+        const from = { parent, name: nameOf(name) };
+        const to = { parent: newParent, name: nameOf(newName) };
+        // before anything changes: what the binding's fast paths keep through it
+        const nodes = renameNodes(fs.inodes, from, to);
+        req.settleRename(nodes.moved, nodes.replaced);
+        await fs.rename(from.parent, from.name, to.parent, to.name, callerOf(req));
         req.replyErr(0);
       }),
     link: (req, ino, newParent, newName) =>

@@ -14,7 +14,8 @@
 //
 // Revoked (no mark served again until made anew): before a rule change applies, as a checkpoint or restore
 // begins, before a commit or discard, at every invalidation of the kernel's caches; by the binding at a
-// RENAME's decode and reply. A node's mark goes when the kernel forgets the node.
+// RENAME's decode and reply, unless it moves a file out of a marked directory (narrowRenames,
+// rename-nodes.ts: no directory moves, so no mark's path changes). A node's mark goes when the kernel forgets the node.
 //
 // With `dirAttrs` on (nativeDirAttrs), a mark also lets the binding answer the directory's GETATTRs
 // (native/fast-create.c) where JS would shape nothing: the directory's own rule is `write` (its mode is the

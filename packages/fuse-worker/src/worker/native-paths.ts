@@ -12,6 +12,7 @@ import {
   nativeRmdirs,
   nativeUnlinks,
   nativeWrites,
+  narrowRenames,
   type SwitchableFeature,
 } from '../mount-options.js';
 
@@ -32,4 +33,5 @@ export function enableNativePaths(options: {
   if (nativeUnlinks(disabled)) fs.useNativeUnlinks();
   if (nativeRmdirs(disabled)) fs.useNativeRmdirs();
   if (nativeListings(disabled)) fs.useNativeListings();
+  if (narrowRenames(disabled)) fuse.narrowRenames();
 }
