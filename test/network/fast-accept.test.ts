@@ -6,16 +6,11 @@
 // holds and frees, and each connection's audit record carries the same fields either way. With it on,
 // the connections after the first to a name are carried by C (stats().fast counts them).
 import { spawn } from 'node:child_process';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { NetworkAuditEvent } from '@agentfense/network';
-import type { PolicyPoint } from '../../packages/network/src/policy-point.js';
+import { expect, it } from 'vitest';
 import type { NetworkPolicy } from '../../packages/network/src/policy.js';
-import { TEST_ADDRESSES, makeTestNet } from '../helpers/test-net.js';
-import type { TestNet } from '../helpers/test-net.js';
-import { decided, fastPathPoint, inNs, until } from '../helpers/fast-path-point.js';
+import { TEST_ADDRESSES } from '../helpers/test-net.js';
+import { decided, inNs, until } from '../helpers/fast-path-point.js';
+import { describeAgainstJavaScript } from '../helpers/fast-path-compare.js';
 
 const MAX = 4;
 const POLICY: NetworkPolicy = {
@@ -80,129 +75,91 @@ function holder(ns: string, count: number) {
   };
 }
 
-let net: TestNet;
-let dir: string;
-const records: Record<string, NetworkAuditEvent[]> = {};
-
-beforeAll(async () => {
-  net = await makeTestNet();
-  dir = await mkdtemp(join(tmpdir(), 'af-fast-accept-'));
-}, 60_000);
-afterAll(async () => {
-  await net.close();
-  await rm(dir, { recursive: true, force: true });
-});
-
-describe.each([
-  ['the JavaScript path', false],
-  ['the C accept path', true],
-])('%s', (label, fast) => {
-  let point: PolicyPoint;
-  let ns: string;
-  const audit: NetworkAuditEvent[] = [];
-  records[label] = audit;
-
-  let close: () => Promise<void>;
-
-  beforeAll(async () => {
-    // Explicit both ways, so neither case depends on the default or on the caller's environment.
-    ({ point, ns, close } = await fastPathPoint({
-      dir,
-      name: fast ? 'fast' : 'js',
-      policy: POLICY,
-      hostsFile: net.hostsFile,
-      maxConnections: MAX,
-      enable: fast ? ['fastAccept'] : [],
-      disable: fast ? [] : ['fastAccept'],
-      audit: (event) => audit.push(event),
-    }));
-  }, 30_000);
-  afterAll(() => close());
-
-  it('reaches an allowed name, again and again; audits each connection with its bytes', async () => {
-    for (let i = 0; i < 3; i++)
-      expect((await curl(ns, 'pub.test', TEST_ADDRESSES.public)).out).toBe('tls hello from pub.test\n');
-    await until(() => audit.filter((e) => e.name === 'pub.test').length === 3, 'three records');
-    for (const e of audit.filter((r) => r.name === 'pub.test')) {
-      expect(decided(e)).toEqual({
-        op: 'connect',
-        path: 'pub.test:443',
-        decision: 'allow',
-        rule: 0,
-        reason: 'rule 0 (allow pub.test ports 443)',
-        name: 'pub.test',
-        address: TEST_ADDRESSES.public,
-        port: 443,
-        via: 'transparent',
-      });
-      expect(e.bytesUp).toBeGreaterThan(300); // a ClientHello and a request
-      expect(e.bytesDown).toBeGreaterThan(300); // a certificate and an answer
-      expect(e.durationMs).toBeGreaterThanOrEqual(0);
-      expect(Math.abs(e.time - Date.now())).toBeLessThan(30_000);
-    }
-    // The first was decided by JavaScript; with the C path on, it carried the two after it.
-    expect(point.stats().fast).toBe(fast ? 2 : 0);
-  });
-
-  it('refuses a denied name and an allowed name sent to another address (SNI spoofing)', async () => {
-    const seen = net.sniSeen.length;
-    expect((await curl(ns, 'other.test', TEST_ADDRESSES.public)).out).toBe('');
-    expect((await curl(ns, 'pub.test', TEST_ADDRESSES.evil)).out).toBe('');
-    expect(net.sniSeen.slice(seen)).toEqual([]);
-    await until(() => audit.filter((e) => e.decision === 'deny').length === 2, 'two refusals');
-    const [denied, spoofed] = audit.filter((e) => e.decision === 'deny');
-    expect(denied).toMatchObject({ path: 'other.test:443', rule: 1, reason: 'rule 1 (deny other.test)' });
-    expect(spoofed).toMatchObject({
-      path: 'pub.test:443',
-      address: TEST_ADDRESSES.evil,
-      reason: `pub.test does not resolve to ${TEST_ADDRESSES.evil}, the address dialled`,
+describeAgainstJavaScript(
+  {
+    tmpPrefix: 'af-fast-accept-',
+    cPath: 'the C accept path',
+    policy: POLICY,
+    maxConnections: MAX,
+    features: ['fastAccept'],
+    common: [],
+  },
+  (p) => {
+    it('reaches an allowed name, again and again; audits each connection with its bytes', async () => {
+      for (let i = 0; i < 3; i++)
+        expect((await curl(p.ns, 'pub.test', TEST_ADDRESSES.public)).out).toBe('tls hello from pub.test\n');
+      await until(() => p.audit.filter((e) => e.name === 'pub.test').length === 3, 'three records');
+      for (const e of p.audit.filter((r) => r.name === 'pub.test')) {
+        expect(decided(e)).toEqual({
+          op: 'connect',
+          path: 'pub.test:443',
+          decision: 'allow',
+          rule: 0,
+          reason: 'rule 0 (allow pub.test ports 443)',
+          name: 'pub.test',
+          address: TEST_ADDRESSES.public,
+          port: 443,
+          via: 'transparent',
+        });
+        expect(e.bytesUp).toBeGreaterThan(300); // a ClientHello and a request
+        expect(e.bytesDown).toBeGreaterThan(300); // a certificate and an answer
+        expect(e.durationMs).toBeGreaterThanOrEqual(0);
+        expect(Math.abs(e.time - Date.now())).toBeLessThan(30_000);
+      }
+      // The first was decided by JavaScript; with the C path on, it carried the two after it.
+      expect(p.point.stats().fast).toBe(p.fast ? 2 : 0);
     });
-  });
 
-  it('holds the bound: the one past it is refused and audited, and a freed slot takes the next', async () => {
-    const h = holder(ns, MAX);
-    try {
-      await h.waitFor(/open 4/);
-      h.say('one-more');
-      await h.waitFor(/one-more (ok|refused)/);
-      expect(await h.waitFor(/one-more \w+/)).toBe('one-more refused');
-      await until(() => audit.some((e) => /already has 4 connections open/.test(e.reason)), 'the bound');
-    } finally {
-      h.stop();
-    }
-    // The held ones end; their slots are free again.
-    await until(() => point.stats().clients === 0, 'the slots freed');
-    expect((await curl(ns, 'pub.test', TEST_ADDRESSES.public)).out).toBe('tls hello from pub.test\n');
-  }, 30_000);
+    it('refuses a denied name and an allowed name sent to another address (SNI spoofing)', async () => {
+      const seen = p.net.sniSeen.length;
+      expect((await curl(p.ns, 'other.test', TEST_ADDRESSES.public)).out).toBe('');
+      expect((await curl(p.ns, 'pub.test', TEST_ADDRESSES.evil)).out).toBe('');
+      expect(p.net.sniSeen.slice(seen)).toEqual([]);
+      await until(() => p.audit.filter((e) => e.decision === 'deny').length === 2, 'two refusals');
+      const [denied, spoofed] = p.audit.filter((e) => e.decision === 'deny');
+      expect(denied).toMatchObject({ path: 'other.test:443', rule: 1, reason: 'rule 1 (deny other.test)' });
+      expect(spoofed).toMatchObject({
+        path: 'pub.test:443',
+        address: TEST_ADDRESSES.evil,
+        reason: `pub.test does not resolve to ${TEST_ADDRESSES.evil}, the address dialled`,
+      });
+    });
 
-  it('a rule change closes an open connection and refuses the next one (no stale decision)', async () => {
-    const before = point.stats().fast;
-    const h = holder(ns, 1);
-    try {
-      await h.waitFor(/open 1/);
-      if (fast) expect(point.stats().fast).toBe(before + 1);
-      point.setPolicy({ mode: 'allow', rules: [{ action: 'deny', host: 'pub.test' }] });
-      h.say('read');
-      expect(await h.waitFor(/read (0|failed \w+)/)).toMatch(/^read (0|failed)/);
-    } finally {
-      h.stop();
-    }
-    expect((await curl(ns, 'pub.test', TEST_ADDRESSES.public)).out).toBe('');
-    await until(
-      () => audit.some((e) => e.reason === 'closed by a policy change: rule 0 (deny pub.test)'),
-      'the closing record',
-    );
-    await until(() => audit.some((e) => e.reason === 'rule 0 (deny pub.test)'), 'the refusal');
-    point.setPolicy(POLICY);
-  }, 30_000);
-});
+    it('holds the bound: the one past it is refused and audited, and a freed slot takes the next', async () => {
+      const h = holder(p.ns, MAX);
+      try {
+        await h.waitFor(/open 4/);
+        h.say('one-more');
+        await h.waitFor(/one-more (ok|refused)/);
+        expect(await h.waitFor(/one-more \w+/)).toBe('one-more refused');
+        await until(() => p.audit.some((e) => /already has 4 connections open/.test(e.reason)), 'the bound');
+      } finally {
+        h.stop();
+      }
+      // The held ones end; their slots are free again.
+      await until(() => p.point.stats().clients === 0, 'the slots freed');
+      expect((await curl(p.ns, 'pub.test', TEST_ADDRESSES.public)).out).toBe('tls hello from pub.test\n');
+    }, 30_000);
 
-describe('both paths', () => {
-  it('wrote the same audit records, field for field (time, duration and byte counts aside)', () => {
-    const [js, c] = [records['the JavaScript path'] ?? [], records['the C accept path'] ?? []];
-    expect(js.length).toBeGreaterThan(0);
-    const sorted = (list: NetworkAuditEvent[]): string[] =>
-      list.map((e) => JSON.stringify(decided(e))).sort();
-    expect(sorted(c)).toEqual(sorted(js));
-  });
-});
+    it('a rule change closes an open connection and refuses the next one (no stale decision)', async () => {
+      const before = p.point.stats().fast;
+      const h = holder(p.ns, 1);
+      try {
+        await h.waitFor(/open 1/);
+        if (p.fast) expect(p.point.stats().fast).toBe(before + 1);
+        p.point.setPolicy({ mode: 'allow', rules: [{ action: 'deny', host: 'pub.test' }] });
+        h.say('read');
+        expect(await h.waitFor(/read (0|failed \w+)/)).toMatch(/^read (0|failed)/);
+      } finally {
+        h.stop();
+      }
+      expect((await curl(p.ns, 'pub.test', TEST_ADDRESSES.public)).out).toBe('');
+      await until(
+        () => p.audit.some((e) => e.reason === 'closed by a policy change: rule 0 (deny pub.test)'),
+        'the closing record',
+      );
+      await until(() => p.audit.some((e) => e.reason === 'rule 0 (deny pub.test)'), 'the refusal');
+      p.point.setPolicy(POLICY);
+    }, 30_000);
+  },
+);

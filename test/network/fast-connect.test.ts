@@ -7,16 +7,11 @@
 // record (via 'proxy', bytes each way) carries the same fields either way. With it on, the CONNECTs
 // after the first to a name:port are carried by C (stats().fast counts them).
 import { spawn } from 'node:child_process';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { NetworkAuditEvent } from '@agentfense/network';
-import type { PolicyPoint } from '../../packages/network/src/policy-point.js';
+import { expect, it } from 'vitest';
 import type { NetworkPolicy } from '../../packages/network/src/policy.js';
-import { TEST_ADDRESSES, makeTestNet } from '../helpers/test-net.js';
-import type { TestNet } from '../helpers/test-net.js';
-import { decided, fastPathPoint, inNs, until } from '../helpers/fast-path-point.js';
+import { TEST_ADDRESSES } from '../helpers/test-net.js';
+import { decided, inNs, until } from '../helpers/fast-path-point.js';
+import { describeAgainstJavaScript } from '../helpers/fast-path-compare.js';
 
 const POLICY: NetworkPolicy = {
   mode: 'allow',
@@ -85,91 +80,63 @@ function holder(ns: string) {
   };
 }
 
-let net: TestNet;
-let dir: string;
-const records: Record<string, NetworkAuditEvent[]> = {};
+describeAgainstJavaScript(
+  {
+    tmpPrefix: 'af-fast-connect-',
+    cPath: 'the C CONNECT path',
+    policy: POLICY,
+    maxConnections: 8,
+    features: ['fastConnect'],
+    common: ['fastAccept'],
+  },
+  (p) => {
+    it('reaches an allowed name through the proxy, again and again; audits each tunnel with its bytes', async () => {
+      for (let i = 0; i < 3; i++)
+        expect((await curl(p.ns, 'pub.test')).out).toBe('tls hello from pub.test\n200');
+      await until(() => p.audit.filter((e) => e.name === 'pub.test').length === 3, 'three records');
+      for (const e of p.audit.filter((r) => r.name === 'pub.test')) {
+        expect(decided(e)).toEqual({
+          op: 'connect',
+          path: 'pub.test:443',
+          decision: 'allow',
+          rule: 0,
+          reason: 'rule 0 (allow pub.test ports 443)',
+          name: 'pub.test',
+          address: TEST_ADDRESSES.public,
+          port: 443,
+          via: 'proxy',
+        });
+        expect(e.bytesUp).toBeGreaterThan(300); // a ClientHello and a request
+        expect(e.bytesDown).toBeGreaterThan(300); // a certificate and an answer
+        expect(e.durationMs).toBeGreaterThanOrEqual(0);
+      }
+      // The first was decided by JavaScript; with the C path on, it carried the two after it.
+      expect(p.point.stats().fast).toBe(p.fast ? 2 : 0);
+    });
 
-beforeAll(async () => {
-  net = await makeTestNet();
-  dir = await mkdtemp(join(tmpdir(), 'af-fast-connect-'));
-}, 60_000);
-afterAll(async () => {
-  await net.close();
-  await rm(dir, { recursive: true, force: true });
-});
-
-describe.each([
-  ['the JavaScript path', false],
-  ['the C CONNECT path', true],
-])('%s', (label, fast) => {
-  let point: PolicyPoint;
-  let ns: string;
-  const audit: NetworkAuditEvent[] = [];
-  records[label] = audit;
-
-  let close: () => Promise<void>;
-
-  beforeAll(async () => {
-    // Explicit both ways, so neither case depends on the default or on the caller's environment.
-    ({ point, ns, close } = await fastPathPoint({
-      dir,
-      name: fast ? 'fast' : 'js',
-      policy: POLICY,
-      hostsFile: net.hostsFile,
-      maxConnections: 8,
-      enable: fast ? ['fastAccept', 'fastConnect'] : ['fastAccept'],
-      disable: fast ? [] : ['fastConnect'],
-      audit: (event) => audit.push(event),
-    }));
-  }, 30_000);
-  afterAll(() => close());
-
-  it('reaches an allowed name through the proxy, again and again; audits each tunnel with its bytes', async () => {
-    for (let i = 0; i < 3; i++) expect((await curl(ns, 'pub.test')).out).toBe('tls hello from pub.test\n200');
-    await until(() => audit.filter((e) => e.name === 'pub.test').length === 3, 'three records');
-    for (const e of audit.filter((r) => r.name === 'pub.test')) {
-      expect(decided(e)).toEqual({
-        op: 'connect',
-        path: 'pub.test:443',
-        decision: 'allow',
-        rule: 0,
-        reason: 'rule 0 (allow pub.test ports 443)',
-        name: 'pub.test',
-        address: TEST_ADDRESSES.public,
-        port: 443,
+    it('decides a name it has no decision for in JavaScript: a denied one gets the 403 naming its rule', async () => {
+      const before = p.point.stats().fast;
+      const seen = p.net.sniSeen.length;
+      const r = await curl(p.ns, 'other.test');
+      expect(r.out).toBe('403');
+      expect(p.net.sniSeen.slice(seen)).toEqual([]);
+      await until(() => p.audit.some((e) => e.name === 'other.test'), 'the refusal');
+      expect(p.audit.find((e) => e.name === 'other.test')).toMatchObject({
+        decision: 'deny',
+        rule: 1,
+        reason: 'rule 1 (deny other.test)',
         via: 'proxy',
       });
-      expect(e.bytesUp).toBeGreaterThan(300); // a ClientHello and a request
-      expect(e.bytesDown).toBeGreaterThan(300); // a certificate and an answer
-      expect(e.durationMs).toBeGreaterThanOrEqual(0);
-    }
-    // The first was decided by JavaScript; with the C path on, it carried the two after it.
-    expect(point.stats().fast).toBe(fast ? 2 : 0);
-  });
-
-  it('decides a name it has no decision for in JavaScript: a denied one gets the 403 naming its rule', async () => {
-    const before = point.stats().fast;
-    const seen = net.sniSeen.length;
-    const r = await curl(ns, 'other.test');
-    expect(r.out).toBe('403');
-    expect(net.sniSeen.slice(seen)).toEqual([]);
-    await until(() => audit.some((e) => e.name === 'other.test'), 'the refusal');
-    expect(audit.find((e) => e.name === 'other.test')).toMatchObject({
-      decision: 'deny',
-      rule: 1,
-      reason: 'rule 1 (deny other.test)',
-      via: 'proxy',
+      expect(p.point.stats().fast).toBe(before);
     });
-    expect(point.stats().fast).toBe(before);
-  });
 
-  it('carries a tunnel whose TLS names no server as the JavaScript path does (C hands it back after its 200)', async () => {
-    expect((await curl(ns, 'pub.test')).out).toBe('tls hello from pub.test\n200'); // decided: C may take the next
-    const before = point.stats().fast;
-    const noName = await inNs(ns, [
-      'python3',
-      '-c',
-      `
+    it('carries a tunnel whose TLS names no server as the JavaScript path does (C hands it back after its 200)', async () => {
+      expect((await curl(p.ns, 'pub.test')).out).toBe('tls hello from pub.test\n200'); // decided: C may take the next
+      const before = p.point.stats().fast;
+      const noName = await inNs(p.ns, [
+        'python3',
+        '-c',
+        `
 import socket, ssl
 ctx = ssl.create_default_context(); ctx.check_hostname = False; ctx.verify_mode = ssl.CERT_NONE
 s = socket.create_connection(('127.0.0.1', 3128), 5)
@@ -186,41 +153,32 @@ while True:
     body += chunk
 print(body.split(b'\\r\\n\\r\\n', 1)[1].decode(), end='')
 `,
-    ]);
-    expect(noName.out).toBe('tls hello from pub.test\n');
-    expect(point.stats().fast).toBe(before); // not spliced by C: no name to match
-    await until(() => audit.filter((e) => e.name === 'pub.test').length === 5, 'both records');
-  });
+      ]);
+      expect(noName.out).toBe('tls hello from pub.test\n');
+      expect(p.point.stats().fast).toBe(before); // not spliced by C: no name to match
+      await until(() => p.audit.filter((e) => e.name === 'pub.test').length === 5, 'both records');
+    });
 
-  it('a rule change closes an open tunnel and refuses the next CONNECT (no stale decision)', async () => {
-    const before = point.stats().fast;
-    const h = holder(ns);
-    try {
-      expect(await h.waitFor(/open .*/)).toBe('open HTTP/1.1 200 Connection Established');
-      if (fast) await until(() => point.stats().fast === before + 1, 'C to carry the tunnel');
-      point.setPolicy({ mode: 'allow', rules: [{ action: 'deny', host: 'pub.test' }] });
-      h.say('read');
-      expect(await h.waitFor(/read (0|failed \w+)/)).toMatch(/^read (0|failed)/);
-    } finally {
-      h.stop();
-    }
-    expect((await curl(ns, 'pub.test')).out).toBe('403');
-    await until(
-      () => audit.some((e) => e.reason === 'closed by a policy change: rule 0 (deny pub.test)'),
-      'the closing record',
-    );
-    await until(() => audit.some((e) => e.reason === 'rule 0 (deny pub.test)'), 'the refusal');
-    expect(point.stats().fast).toBe(fast ? before + 1 : 0);
-    point.setPolicy(POLICY);
-  }, 30_000);
-});
-
-describe('both paths', () => {
-  it('wrote the same audit records, field for field (time, duration and byte counts aside)', () => {
-    const [js, c] = [records['the JavaScript path'] ?? [], records['the C CONNECT path'] ?? []];
-    expect(js.length).toBeGreaterThan(0);
-    const sorted = (list: NetworkAuditEvent[]): string[] =>
-      list.map((e) => JSON.stringify(decided(e))).sort();
-    expect(sorted(c)).toEqual(sorted(js));
-  });
-});
+    it('a rule change closes an open tunnel and refuses the next CONNECT (no stale decision)', async () => {
+      const before = p.point.stats().fast;
+      const h = holder(p.ns);
+      try {
+        expect(await h.waitFor(/open .*/)).toBe('open HTTP/1.1 200 Connection Established');
+        if (p.fast) await until(() => p.point.stats().fast === before + 1, 'C to carry the tunnel');
+        p.point.setPolicy({ mode: 'allow', rules: [{ action: 'deny', host: 'pub.test' }] });
+        h.say('read');
+        expect(await h.waitFor(/read (0|failed \w+)/)).toMatch(/^read (0|failed)/);
+      } finally {
+        h.stop();
+      }
+      expect((await curl(p.ns, 'pub.test')).out).toBe('403');
+      await until(
+        () => p.audit.some((e) => e.reason === 'closed by a policy change: rule 0 (deny pub.test)'),
+        'the closing record',
+      );
+      await until(() => p.audit.some((e) => e.reason === 'rule 0 (deny pub.test)'), 'the refusal');
+      expect(p.point.stats().fast).toBe(p.fast ? before + 1 : 0);
+      p.point.setPolicy(POLICY);
+    }, 30_000);
+  },
+);

@@ -6,16 +6,11 @@
 // connection's later requests are each decided (another, denied name on it gets its 403); a rule change
 // refuses the next request; and each request's audit record carries the same fields either way. With
 // it on, the GETs after the first to a name:port are sent by C (stats().fastHttp counts them).
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { NetworkAuditEvent } from '@agentfense/network';
-import type { PolicyPoint } from '../../packages/network/src/policy-point.js';
+import { expect, it } from 'vitest';
 import type { NetworkPolicy } from '../../packages/network/src/policy.js';
-import { TEST_ADDRESSES, makeTestNet } from '../helpers/test-net.js';
-import type { TestNet } from '../helpers/test-net.js';
-import { decided, fastPathPoint, inNs, until } from '../helpers/fast-path-point.js';
+import { TEST_ADDRESSES } from '../helpers/test-net.js';
+import { decided, inNs, until } from '../helpers/fast-path-point.js';
+import { describeAgainstJavaScript } from '../helpers/fast-path-compare.js';
 
 const POLICY: NetworkPolicy = {
   mode: 'allow',
@@ -44,128 +39,96 @@ const curl = (
     ...urls,
   ]);
 
-let net: TestNet;
-let dir: string;
-const records: Record<string, NetworkAuditEvent[]> = {};
+describeAgainstJavaScript(
+  {
+    tmpPrefix: 'af-fast-http-',
+    cPath: 'the C plain-HTTP path',
+    policy: POLICY,
+    maxConnections: 8,
+    features: ['fastHttp'],
+    common: ['fastAccept'],
+  },
+  (p) => {
+    it('reaches an allowed name through the proxy, again and again; audits each request', async () => {
+      for (let i = 0; i < 3; i++) {
+        expect((await curl(p.ns, [], `http://pub.test/n${i}?q=${i}`)).out).toBe(
+          'hello from pub.test\n 200\n',
+        );
+      }
+      expect(p.net.httpSeen.slice(-3)).toEqual([
+        'GET pub.test /n0?q=0',
+        'GET pub.test /n1?q=1',
+        'GET pub.test /n2?q=2',
+      ]);
+      await until(() => p.audit.filter((e) => e.name === 'pub.test').length === 3, 'three records');
+      for (const e of p.audit.filter((r) => r.name === 'pub.test')) {
+        expect(decided(e)).toEqual({
+          op: 'connect',
+          path: 'pub.test:80',
+          decision: 'allow',
+          rule: 0,
+          reason: 'rule 0 (allow pub.test ports 80)',
+          name: 'pub.test',
+          address: TEST_ADDRESSES.public,
+          port: 80,
+          method: 'GET',
+          via: 'proxy',
+        });
+        expect(e.bytesDown).toBeGreaterThan(0);
+      }
+      // The first was decided by JavaScript; with the C path on, it sent the two after it.
+      expect(p.point.stats().fastHttp).toBe(p.fast ? 2 : 0);
+    });
 
-beforeAll(async () => {
-  net = await makeTestNet();
-  dir = await mkdtemp(join(tmpdir(), 'af-fast-http-'));
-}, 60_000);
-afterAll(async () => {
-  await net.close();
-  await rm(dir, { recursive: true, force: true });
-});
+    it('refuses a denied name with the 403 naming its rule, decided in JavaScript', async () => {
+      const before = p.point.stats().fastHttp;
+      const seen = p.net.httpSeen.length;
+      const r = await curl(p.ns, [], 'http://other.test/');
+      expect(r.out).toBe(
+        'AgentFense network policy refused GET other.test: rule 1 (deny other.test)\n 403\n',
+      );
+      expect(p.net.httpSeen.slice(seen)).toEqual([]);
+      expect(p.point.stats().fastHttp).toBe(before);
+    });
 
-describe.each([
-  ['the JavaScript path', false],
-  ['the C plain-HTTP path', true],
-])('%s', (label, fast) => {
-  let point: PolicyPoint;
-  let ns: string;
-  const audit: NetworkAuditEvent[] = [];
-  records[label] = audit;
-
-  let close: () => Promise<void>;
-
-  beforeAll(async () => {
-    // Explicit both ways, so neither case depends on the default or on the caller's environment.
-    ({ point, ns, close } = await fastPathPoint({
-      dir,
-      name: fast ? 'fast' : 'js',
-      policy: POLICY,
-      hostsFile: net.hostsFile,
-      maxConnections: 8,
-      enable: fast ? ['fastAccept', 'fastHttp'] : ['fastAccept'],
-      disable: fast ? [] : ['fastHttp'],
-      audit: (event) => audit.push(event),
-    }));
-  }, 30_000);
-  afterAll(() => close());
-
-  it('reaches an allowed name through the proxy, again and again; audits each request', async () => {
-    for (let i = 0; i < 3; i++) {
-      expect((await curl(ns, [], `http://pub.test/n${i}?q=${i}`)).out).toBe('hello from pub.test\n 200\n');
-    }
-    expect(net.httpSeen.slice(-3)).toEqual([
-      'GET pub.test /n0?q=0',
-      'GET pub.test /n1?q=1',
-      'GET pub.test /n2?q=2',
-    ]);
-    await until(() => audit.filter((e) => e.name === 'pub.test').length === 3, 'three records');
-    for (const e of audit.filter((r) => r.name === 'pub.test')) {
-      expect(decided(e)).toEqual({
-        op: 'connect',
-        path: 'pub.test:80',
-        decision: 'allow',
-        rule: 0,
-        reason: 'rule 0 (allow pub.test ports 80)',
-        name: 'pub.test',
-        address: TEST_ADDRESSES.public,
-        port: 80,
-        method: 'GET',
-        via: 'proxy',
-      });
-      expect(e.bytesDown).toBeGreaterThan(0);
-    }
-    // The first was decided by JavaScript; with the C path on, it sent the two after it.
-    expect(point.stats().fastHttp).toBe(fast ? 2 : 0);
-  });
-
-  it('refuses a denied name with the 403 naming its rule, decided in JavaScript', async () => {
-    const before = point.stats().fastHttp;
-    const seen = net.httpSeen.length;
-    const r = await curl(ns, [], 'http://other.test/');
-    expect(r.out).toBe('AgentFense network policy refused GET other.test: rule 1 (deny other.test)\n 403\n');
-    expect(net.httpSeen.slice(seen)).toEqual([]);
-    expect(point.stats().fastHttp).toBe(before);
-  });
-
-  it('carries a request with a body and a HEAD, each decided; only a simple GET or HEAD is sent by C', async () => {
-    const before = point.stats().fastHttp;
-    const seen = net.httpSeen.length;
-    expect((await curl(ns, ['-d', 'data'], 'http://pub.test/post')).out).toBe('hello from pub.test\n 200\n');
-    expect((await curl(ns, ['-I', '-o', '/dev/null'], 'http://pub.test/head')).out).toBe(' 200\n');
-    expect(net.httpSeen.slice(seen)).toEqual(['POST pub.test /post', 'HEAD pub.test /head']);
-    expect(point.stats().fastHttp).toBe(fast ? before + 1 : 0); // the HEAD; the POST has a body
-  });
-
-  it('decides each request of a keep-alive connection: another, denied name on it gets its 403', async () => {
-    const seen = net.httpSeen.length;
-    const r = await curl(
-      ns,
-      [],
-      'http://pub.test/first',
-      'http://other.test/second',
-      'http://pub.test/third',
-    );
-    expect(r.out).toBe(
-      'hello from pub.test\n 200\n' +
-        'AgentFense network policy refused GET other.test: rule 1 (deny other.test)\n 403\n' +
+    it('carries a request with a body and a HEAD, each decided; only a simple GET or HEAD is sent by C', async () => {
+      const before = p.point.stats().fastHttp;
+      const seen = p.net.httpSeen.length;
+      expect((await curl(p.ns, ['-d', 'data'], 'http://pub.test/post')).out).toBe(
         'hello from pub.test\n 200\n',
-    );
-    expect(net.httpSeen.slice(seen)).toEqual(['GET pub.test /first', 'GET pub.test /third']);
-  });
+      );
+      expect((await curl(p.ns, ['-I', '-o', '/dev/null'], 'http://pub.test/head')).out).toBe(' 200\n');
+      expect(p.net.httpSeen.slice(seen)).toEqual(['POST pub.test /post', 'HEAD pub.test /head']);
+      expect(p.point.stats().fastHttp).toBe(p.fast ? before + 1 : 0); // the HEAD; the POST has a body
+    });
 
-  it('a rule change refuses the next request (no stale decision)', async () => {
-    expect((await curl(ns, [], 'http://pub.test/warm')).out).toBe('hello from pub.test\n 200\n');
-    const before = point.stats().fastHttp;
-    const seen = net.httpSeen.length;
-    point.setPolicy({ mode: 'allow', rules: [{ action: 'deny', host: 'pub.test' }] });
-    const r = await curl(ns, [], 'http://pub.test/after');
-    expect(r.out).toBe('AgentFense network policy refused GET pub.test: rule 0 (deny pub.test)\n 403\n');
-    expect(net.httpSeen.slice(seen)).toEqual([]);
-    expect(point.stats().fastHttp).toBe(before);
-    point.setPolicy(POLICY);
-  });
-});
+    it('decides each request of a keep-alive connection: another, denied name on it gets its 403', async () => {
+      const seen = p.net.httpSeen.length;
+      const r = await curl(
+        p.ns,
+        [],
+        'http://pub.test/first',
+        'http://other.test/second',
+        'http://pub.test/third',
+      );
+      expect(r.out).toBe(
+        'hello from pub.test\n 200\n' +
+          'AgentFense network policy refused GET other.test: rule 1 (deny other.test)\n 403\n' +
+          'hello from pub.test\n 200\n',
+      );
+      expect(p.net.httpSeen.slice(seen)).toEqual(['GET pub.test /first', 'GET pub.test /third']);
+    });
 
-describe('both paths', () => {
-  it('wrote the same audit records, field for field (time, duration and byte counts aside)', () => {
-    const [js, c] = [records['the JavaScript path'] ?? [], records['the C plain-HTTP path'] ?? []];
-    expect(js.length).toBeGreaterThan(0);
-    const sorted = (list: NetworkAuditEvent[]): string[] =>
-      list.map((e) => JSON.stringify(decided(e))).sort();
-    expect(sorted(c)).toEqual(sorted(js));
-  });
-});
+    it('a rule change refuses the next request (no stale decision)', async () => {
+      expect((await curl(p.ns, [], 'http://pub.test/warm')).out).toBe('hello from pub.test\n 200\n');
+      const before = p.point.stats().fastHttp;
+      const seen = p.net.httpSeen.length;
+      p.point.setPolicy({ mode: 'allow', rules: [{ action: 'deny', host: 'pub.test' }] });
+      const r = await curl(p.ns, [], 'http://pub.test/after');
+      expect(r.out).toBe('AgentFense network policy refused GET pub.test: rule 0 (deny pub.test)\n 403\n');
+      expect(p.net.httpSeen.slice(seen)).toEqual([]);
+      expect(p.point.stats().fastHttp).toBe(before);
+      p.point.setPolicy(POLICY);
+    });
+  },
+);

@@ -6,16 +6,11 @@
 // rule; a request with a body is carried; a rule change refuses the next request; and each request's
 // audit record carries the same fields either way. With it on, the simple requests after the first to a
 // name at an address and port are sent by C (stats().fastTransparentHttp counts them).
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { NetworkAuditEvent } from '@agentfense/network';
-import type { PolicyPoint } from '../../packages/network/src/policy-point.js';
+import { expect, it } from 'vitest';
 import type { NetworkPolicy } from '../../packages/network/src/policy.js';
-import { TEST_ADDRESSES, makeTestNet } from '../helpers/test-net.js';
-import type { TestNet } from '../helpers/test-net.js';
-import { decided, fastPathPoint, inNs, until } from '../helpers/fast-path-point.js';
+import { TEST_ADDRESSES } from '../helpers/test-net.js';
+import { decided, inNs, until } from '../helpers/fast-path-point.js';
+import { describeAgainstJavaScript } from '../helpers/fast-path-compare.js';
 
 const POLICY: NetworkPolicy = {
   mode: 'allow',
@@ -48,116 +43,81 @@ const curl = (
     ...urls,
   ]);
 
-let net: TestNet;
-let dir: string;
-const records: Record<string, NetworkAuditEvent[]> = {};
+describeAgainstJavaScript(
+  {
+    tmpPrefix: 'af-fast-thttp-',
+    cPath: 'the C transparent plain-HTTP path',
+    policy: POLICY,
+    maxConnections: 8,
+    features: ['fastTransparentHttp'],
+    common: ['fastAccept'],
+  },
+  (p) => {
+    it('reaches an allowed name, again and again, GET and HEAD; audits each request', async () => {
+      for (let i = 0; i < 3; i++) {
+        expect((await curl(p.ns, [], `http://pub.test/n${i}?q=${i}`)).out).toBe(
+          'hello from pub.test\n 200\n',
+        );
+      }
+      expect((await curl(p.ns, ['-I', '-o', '/dev/null'], 'http://pub.test/head')).out).toBe(' 200\n');
+      expect(p.net.httpSeen.slice(-4)).toEqual([
+        'GET pub.test /n0?q=0',
+        'GET pub.test /n1?q=1',
+        'GET pub.test /n2?q=2',
+        'HEAD pub.test /head',
+      ]);
+      await until(() => p.audit.filter((e) => e.name === 'pub.test').length === 4, 'four records');
+      for (const [i, e] of p.audit.filter((r) => r.name === 'pub.test').entries()) {
+        expect(decided(e)).toEqual({
+          op: 'connect',
+          path: 'pub.test:80',
+          decision: 'allow',
+          rule: 0,
+          reason: 'rule 0 (allow pub.test ports 80)',
+          name: 'pub.test',
+          address: TEST_ADDRESSES.public,
+          port: 80,
+          method: i < 3 ? 'GET' : 'HEAD',
+          via: 'transparent',
+        });
+        if (i < 3) expect(e.bytesDown).toBeGreaterThan(0);
+      }
+      // The first was decided by JavaScript; with the C path on, it sent the three after it.
+      expect(p.point.stats().fastTransparentHttp).toBe(p.fast ? 3 : 0);
+      expect(p.point.stats().fastHttp).toBe(0);
+    });
 
-beforeAll(async () => {
-  net = await makeTestNet();
-  dir = await mkdtemp(join(tmpdir(), 'af-fast-thttp-'));
-}, 60_000);
-afterAll(async () => {
-  await net.close();
-  await rm(dir, { recursive: true, force: true });
-});
+    it('refuses a denied name at the same address with the 403 naming its rule', async () => {
+      const before = p.point.stats().fastTransparentHttp;
+      const seen = p.net.httpSeen.length;
+      const r = await curl(p.ns, [], 'http://other.test/');
+      expect(r.out).toBe(
+        'AgentFense network policy refused GET other.test: rule 1 (deny other.test)\n 403\n',
+      );
+      expect(p.net.httpSeen.slice(seen)).toEqual([]);
+      expect(p.point.stats().fastTransparentHttp).toBe(before);
+    });
 
-describe.each([
-  ['the JavaScript path', false],
-  ['the C transparent plain-HTTP path', true],
-])('%s', (label, fast) => {
-  let point: PolicyPoint;
-  let ns: string;
-  const audit: NetworkAuditEvent[] = [];
-  records[label] = audit;
+    it('carries a request with a body in JavaScript, decided', async () => {
+      const before = p.point.stats().fastTransparentHttp;
+      const seen = p.net.httpSeen.length;
+      expect((await curl(p.ns, ['-d', 'data'], 'http://pub.test/post')).out).toBe(
+        'hello from pub.test\n 200\n',
+      );
+      expect(p.net.httpSeen.slice(seen)).toEqual(['POST pub.test /post']);
+      expect(p.point.stats().fastTransparentHttp).toBe(before);
+    });
 
-  let close: () => Promise<void>;
-
-  beforeAll(async () => {
-    // Explicit both ways, so neither case depends on the default or on the caller's environment.
-    ({ point, ns, close } = await fastPathPoint({
-      dir,
-      name: fast ? 'fast' : 'js',
-      policy: POLICY,
-      hostsFile: net.hostsFile,
-      maxConnections: 8,
-      enable: fast ? ['fastAccept', 'fastTransparentHttp'] : ['fastAccept'],
-      disable: fast ? [] : ['fastTransparentHttp'],
-      audit: (event) => audit.push(event),
-    }));
-  }, 30_000);
-  afterAll(() => close());
-
-  it('reaches an allowed name, again and again, GET and HEAD; audits each request', async () => {
-    for (let i = 0; i < 3; i++) {
-      expect((await curl(ns, [], `http://pub.test/n${i}?q=${i}`)).out).toBe('hello from pub.test\n 200\n');
-    }
-    expect((await curl(ns, ['-I', '-o', '/dev/null'], 'http://pub.test/head')).out).toBe(' 200\n');
-    expect(net.httpSeen.slice(-4)).toEqual([
-      'GET pub.test /n0?q=0',
-      'GET pub.test /n1?q=1',
-      'GET pub.test /n2?q=2',
-      'HEAD pub.test /head',
-    ]);
-    await until(() => audit.filter((e) => e.name === 'pub.test').length === 4, 'four records');
-    for (const [i, e] of audit.filter((r) => r.name === 'pub.test').entries()) {
-      expect(decided(e)).toEqual({
-        op: 'connect',
-        path: 'pub.test:80',
-        decision: 'allow',
-        rule: 0,
-        reason: 'rule 0 (allow pub.test ports 80)',
-        name: 'pub.test',
-        address: TEST_ADDRESSES.public,
-        port: 80,
-        method: i < 3 ? 'GET' : 'HEAD',
-        via: 'transparent',
-      });
-      if (i < 3) expect(e.bytesDown).toBeGreaterThan(0);
-    }
-    // The first was decided by JavaScript; with the C path on, it sent the three after it.
-    expect(point.stats().fastTransparentHttp).toBe(fast ? 3 : 0);
-    expect(point.stats().fastHttp).toBe(0);
-  });
-
-  it('refuses a denied name at the same address with the 403 naming its rule', async () => {
-    const before = point.stats().fastTransparentHttp;
-    const seen = net.httpSeen.length;
-    const r = await curl(ns, [], 'http://other.test/');
-    expect(r.out).toBe('AgentFense network policy refused GET other.test: rule 1 (deny other.test)\n 403\n');
-    expect(net.httpSeen.slice(seen)).toEqual([]);
-    expect(point.stats().fastTransparentHttp).toBe(before);
-  });
-
-  it('carries a request with a body in JavaScript, decided', async () => {
-    const before = point.stats().fastTransparentHttp;
-    const seen = net.httpSeen.length;
-    expect((await curl(ns, ['-d', 'data'], 'http://pub.test/post')).out).toBe('hello from pub.test\n 200\n');
-    expect(net.httpSeen.slice(seen)).toEqual(['POST pub.test /post']);
-    expect(point.stats().fastTransparentHttp).toBe(before);
-  });
-
-  it('a rule change refuses the next request (no stale decision)', async () => {
-    expect((await curl(ns, [], 'http://pub.test/warm')).out).toBe('hello from pub.test\n 200\n');
-    const before = point.stats().fastTransparentHttp;
-    const seen = net.httpSeen.length;
-    point.setPolicy({ mode: 'allow', rules: [{ action: 'deny', host: 'pub.test' }] });
-    const r = await curl(ns, [], 'http://pub.test/after');
-    expect(r.out).toBe('AgentFense network policy refused GET pub.test: rule 0 (deny pub.test)\n 403\n');
-    expect(net.httpSeen.slice(seen)).toEqual([]);
-    expect(point.stats().fastTransparentHttp).toBe(before);
-    point.setPolicy(POLICY);
-  });
-});
-
-describe('both paths', () => {
-  it('wrote the same audit records, field for field (time, duration and byte counts aside)', () => {
-    const [js, c] = [
-      records['the JavaScript path'] ?? [],
-      records['the C transparent plain-HTTP path'] ?? [],
-    ];
-    expect(js.length).toBeGreaterThan(0);
-    const sorted = (list: NetworkAuditEvent[]): string[] =>
-      list.map((e) => JSON.stringify(decided(e))).sort();
-    expect(sorted(c)).toEqual(sorted(js));
-  });
-});
+    it('a rule change refuses the next request (no stale decision)', async () => {
+      expect((await curl(p.ns, [], 'http://pub.test/warm')).out).toBe('hello from pub.test\n 200\n');
+      const before = p.point.stats().fastTransparentHttp;
+      const seen = p.net.httpSeen.length;
+      p.point.setPolicy({ mode: 'allow', rules: [{ action: 'deny', host: 'pub.test' }] });
+      const r = await curl(p.ns, [], 'http://pub.test/after');
+      expect(r.out).toBe('AgentFense network policy refused GET pub.test: rule 0 (deny pub.test)\n 403\n');
+      expect(p.net.httpSeen.slice(seen)).toEqual([]);
+      expect(p.point.stats().fastTransparentHttp).toBe(before);
+      p.point.setPolicy(POLICY);
+    });
+  },
+);
