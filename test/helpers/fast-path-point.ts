@@ -1,9 +1,12 @@
 // What the tests of the policy point's C paths (accept, CONNECT, plain HTTP) share: clients started
 // inside a policed namespace, a bounded wait, the fields of an audit record that say what was decided,
-// and a policy point made in a namespace of its own with exactly the named features on and off, whatever
-// the caller's environment says (the environment is put back at once: the point reads it when made).
+// a policy point made in a namespace of its own with exactly the named features on and off, whatever
+// the caller's environment says (the environment is put back at once: the point reads it when made),
+// and a keep-alive HTTP destination that records what reached it.
 import { spawn } from 'node:child_process';
+import { createServer } from 'node:net';
 import { join } from 'node:path';
+import { openSocketInNetns } from '@agentfense/network';
 import type { NetworkAuditEvent } from '@agentfense/network';
 import { PolicyPoint } from '../../packages/network/src/policy-point.js';
 import { removeSandboxNetns, setUpSandboxNetns } from '../../packages/network/src/netns.js';
@@ -83,4 +86,47 @@ export async function fastPathPoint(
       else process.env[key] = saved[i];
     });
   }
+}
+
+/** A plain-HTTP destination in the test net (keepAliveDestination). */
+export interface KeepAliveDestination {
+  /** Every connection's bytes in order, since the start or the last clear(). */
+  readonly received: string;
+  clear(): void;
+  close(): void;
+}
+
+/**
+ * A destination on `port` in the namespace `nsPath` that answers every head with a 200 and keeps the
+ * connection open for 300 ms after each answer (a keep-alive timeout), whatever the request's Connection
+ * header says: so a client can send a second request on the connection a first one opened.
+ */
+export function keepAliveDestination(nsPath: string, port: number): KeepAliveDestination {
+  let received = '';
+  const server = createServer((socket) => {
+    let pending = '';
+    let idle: NodeJS.Timeout | undefined;
+    socket.on('data', (chunk: Buffer) => {
+      received += chunk.toString('latin1');
+      pending += chunk.toString('latin1');
+      while (pending.includes('\r\n\r\n')) {
+        pending = pending.slice(pending.indexOf('\r\n\r\n') + 4);
+        socket.write('HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok');
+        clearTimeout(idle);
+        idle = setTimeout(() => socket.end(), 300);
+      }
+    });
+    socket.on('close', () => clearTimeout(idle));
+    socket.on('error', () => socket.destroy());
+  });
+  server.listen({ fd: openSocketInNetns(nsPath, { family: 4, type: 'tcp', address: '0.0.0.0', port }) });
+  return {
+    get received() {
+      return received;
+    },
+    clear: () => {
+      received = '';
+    },
+    close: () => server.close(),
+  };
 }

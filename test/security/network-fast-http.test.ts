@@ -6,19 +6,16 @@
 // refuses, and the allowed name right after a rule change refused it. Defences: C sends the first
 // request alone and hands the connection to JavaScript, which decides every later request; no entry is
 // made while any rule has methods; the table is emptied before a new policy applies.
-import { spawn } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
-import { createServer } from 'node:net';
-import type { Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { openSocketInNetns } from '@agentfense/network';
-import { PolicyPoint } from '../../packages/network/src/policy-point.js';
-import { removeSandboxNetns, setUpSandboxNetns } from '../../packages/network/src/netns.js';
+import type { PolicyPoint } from '../../packages/network/src/policy-point.js';
 import type { NetworkPolicy } from '../../packages/network/src/policy.js';
 import { makeTestNet } from '../helpers/test-net.js';
 import type { TestNet } from '../helpers/test-net.js';
+import { fastPathPoint, inNs, keepAliveDestination } from '../helpers/fast-path-point.js';
+import type { KeepAliveDestination } from '../helpers/fast-path-point.js';
 
 const PORT = 8081;
 const POLICY: NetworkPolicy = {
@@ -29,26 +26,16 @@ const POLICY: NetworkPolicy = {
   ],
 };
 
-/** A client inside `ns`. */
-function inNs(ns: string, argv: string[]): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const child = spawn('nsenter', [`--net=${ns}`, '--', ...argv], { stdio: ['ignore', 'pipe', 'inherit'] });
-    let out = '';
-    child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
-    child.on('error', reject);
-    child.on('close', () => resolve(out));
-  });
-}
-
 /**
  * One connection to the proxy carrying `requests` one after the other, each sent once the answer
  * before it was read (or the connection ended): prints each answer's status line, or `closed`.
  */
-const exchange = (ns: string, requests: string[]): Promise<string> =>
-  inNs(ns, [
-    'python3',
-    '-c',
-    `
+const exchange = async (ns: string, requests: string[]): Promise<string> =>
+  (
+    await inNs(ns, [
+      'python3',
+      '-c',
+      `
 import json, socket, sys
 s = socket.create_connection(('127.0.0.1', 3128), 5)
 s.settimeout(5)
@@ -64,8 +51,9 @@ for request in json.loads(sys.argv[1]):
         data = b''
     print(data.split(b'\\r\\n')[0].decode() if data else 'closed', flush=True)
 `,
-    JSON.stringify(requests),
-  ]);
+      JSON.stringify(requests),
+    ])
+  ).out;
 
 const get = (name: string, path: string, method = 'GET'): string =>
   `${method} http://${name}:${PORT}${path} HTTP/1.1\r\nHost: ${name}:${PORT}\r\n\r\n`;
@@ -74,61 +62,27 @@ let net: TestNet;
 let dir: string;
 let ns: string;
 let point: PolicyPoint;
-let destination: Server;
-/** What the destination received, every connection's bytes in order. */
-let received = '';
+let destination: KeepAliveDestination;
+let close: () => Promise<void>;
 
 beforeAll(async () => {
   net = await makeTestNet();
   dir = await mkdtemp(join(tmpdir(), 'af-fast-http-attack-'));
-  // Answers every request and keeps the connection open for 300 ms after each answer (a keep-alive
-  // timeout), whatever the request's Connection header says.
-  destination = createServer((socket) => {
-    let pending = '';
-    let idle: NodeJS.Timeout | undefined;
-    socket.on('data', (chunk: Buffer) => {
-      received += chunk.toString('latin1');
-      pending += chunk.toString('latin1');
-      while (pending.includes('\r\n\r\n')) {
-        pending = pending.slice(pending.indexOf('\r\n\r\n') + 4);
-        socket.write('HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok');
-        clearTimeout(idle);
-        idle = setTimeout(() => socket.end(), 300);
-      }
-    });
-    socket.on('close', () => clearTimeout(idle));
-    socket.on('error', () => socket.destroy());
-  });
-  destination.listen({
-    fd: openSocketInNetns(net.nsPath, { family: 4, type: 'tcp', address: '0.0.0.0', port: PORT }),
-  });
-  ns = join(dir, 'ns');
-  await setUpSandboxNetns(ns, { create: true });
-  const saved = [process.env.AGENTFENSE_NETWORK_ENABLE, process.env.AGENTFENSE_NETWORK_DISABLE];
-  process.env.AGENTFENSE_NETWORK_ENABLE = 'fastAccept,fastHttp';
-  delete process.env.AGENTFENSE_NETWORK_DISABLE;
-  try {
-    point = new PolicyPoint({
-      netnsPath: ns,
-      policy: POLICY,
-      maxConnections: 8,
-      hostsFile: net.hostsFile,
-      audit: () => {},
-    });
-  } finally {
-    for (const [key, value] of [
-      ['AGENTFENSE_NETWORK_ENABLE', saved[0]],
-      ['AGENTFENSE_NETWORK_DISABLE', saved[1]],
-    ] as const) {
-      if (value === undefined) delete process.env[key];
-      else process.env[key] = value;
-    }
-  }
+  destination = keepAliveDestination(net.nsPath, PORT);
+  ({ point, ns, close } = await fastPathPoint({
+    dir,
+    name: 'ns',
+    policy: POLICY,
+    hostsFile: net.hostsFile,
+    maxConnections: 8,
+    enable: ['fastAccept', 'fastHttp'],
+    disable: [],
+    audit: () => {},
+  }));
 }, 60_000);
 afterAll(async () => {
-  point.close();
+  await close();
   destination.close();
-  await removeSandboxNetns(ns);
   await net.close();
   await rm(dir, { recursive: true, force: true });
 });
@@ -137,11 +91,11 @@ it('refuses a second request to a denied name on the connection whose first requ
   point.setPolicy(POLICY);
   expect(await exchange(ns, [get('pub.test', '/warm')])).toBe('HTTP/1.1 200 OK\n'); // decided in JavaScript
   const before = point.stats().fastHttp;
-  received = '';
+  destination.clear();
   const out = await exchange(ns, [get('pub.test', '/first'), get('other.test', '/secret')]);
-  expect(received).toContain('GET /first HTTP/1.1');
-  expect(received).not.toContain('other.test');
-  expect(received).not.toContain('/secret');
+  expect(destination.received).toContain('GET /first HTTP/1.1');
+  expect(destination.received).not.toContain('other.test');
+  expect(destination.received).not.toContain('/secret');
   expect(out).toBe('HTTP/1.1 200 OK\nHTTP/1.1 403 Forbidden\n');
   expect(point.stats().fastHttp).toBe(before + 1); // the first went from C
 });
@@ -156,9 +110,9 @@ it('applies a methods rule: a HEAD it refuses is not sent, however many GETs wen
   });
   for (let i = 0; i < 2; i++)
     expect(await exchange(ns, [get('pub.test', `/get${i}`)])).toBe('HTTP/1.1 200 OK\n');
-  received = '';
+  destination.clear();
   expect(await exchange(ns, [get('pub.test', '/head', 'HEAD')])).toBe('HTTP/1.1 403 Forbidden\n');
-  expect(received).toBe('');
+  expect(destination.received).toBe('');
 });
 
 it('refuses the allowed name right after a rule change denied it: nothing reaches the destination', async () => {
@@ -168,7 +122,7 @@ it('refuses the allowed name right after a rule change denied it: nothing reache
   const before = point.stats().fastHttp;
   expect(before).toBeGreaterThan(0); // C holds a decision for pub.test
   point.setPolicy({ mode: 'allow', rules: [{ action: 'deny', host: 'pub.test' }] });
-  received = '';
+  destination.clear();
   expect(await exchange(ns, [get('pub.test', '/after')])).toBe('HTTP/1.1 403 Forbidden\n');
-  expect(received).toBe('');
+  expect(destination.received).toBe('');
 });

@@ -11,17 +11,15 @@
 // made while any rule has methods; the table is emptied before a new policy applies; only a head
 // without a body, Expect or Upgrade is taken.
 import { mkdtemp, rm } from 'node:fs/promises';
-import { createServer } from 'node:net';
-import type { Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { openSocketInNetns } from '@agentfense/network';
 import type { PolicyPoint } from '../../packages/network/src/policy-point.js';
 import type { NetworkPolicy } from '../../packages/network/src/policy.js';
 import { TEST_ADDRESSES, makeTestNet } from '../helpers/test-net.js';
 import type { TestNet } from '../helpers/test-net.js';
-import { fastPathPoint, inNs } from '../helpers/fast-path-point.js';
+import { fastPathPoint, inNs, keepAliveDestination } from '../helpers/fast-path-point.js';
+import type { KeepAliveDestination } from '../helpers/fast-path-point.js';
 
 const PORT = 8082;
 const POLICY: NetworkPolicy = {
@@ -78,9 +76,7 @@ let dir: string;
 let point: PolicyPoint;
 let ns: string;
 let close: () => Promise<void>;
-let destination: Server;
-/** What the destination received, every connection's bytes in order. */
-let received = '';
+let destination: KeepAliveDestination;
 
 /** Two allowed GETs: the first decided in JavaScript, the second sent from C. */
 async function warm(): Promise<void> {
@@ -93,27 +89,7 @@ async function warm(): Promise<void> {
 beforeAll(async () => {
   net = await makeTestNet();
   dir = await mkdtemp(join(tmpdir(), 'af-fast-thttp-attack-'));
-  // Answers every head and keeps the connection open for 300 ms after each answer (a keep-alive
-  // timeout), whatever the request's Connection header says.
-  destination = createServer((socket) => {
-    let pending = '';
-    let idle: NodeJS.Timeout | undefined;
-    socket.on('data', (chunk: Buffer) => {
-      received += chunk.toString('latin1');
-      pending += chunk.toString('latin1');
-      while (pending.includes('\r\n\r\n')) {
-        pending = pending.slice(pending.indexOf('\r\n\r\n') + 4);
-        socket.write('HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok');
-        clearTimeout(idle);
-        idle = setTimeout(() => socket.end(), 300);
-      }
-    });
-    socket.on('close', () => clearTimeout(idle));
-    socket.on('error', () => socket.destroy());
-  });
-  destination.listen({
-    fd: openSocketInNetns(net.nsPath, { family: 4, type: 'tcp', address: '0.0.0.0', port: PORT }),
-  });
+  destination = keepAliveDestination(net.nsPath, PORT);
   ({ point, ns, close } = await fastPathPoint({
     dir,
     name: 'ns',
@@ -136,14 +112,14 @@ it('refuses a second request naming a denied Host on the connection whose first 
   point.setPolicy(POLICY);
   await warm();
   const before = point.stats().fastTransparentHttp;
-  received = '';
+  destination.clear();
   const out = await exchange(ns, TEST_ADDRESSES.public, [
     get('pub.test', '/first'),
     get('other.test', '/secret'),
   ]);
-  expect(received).toContain('GET /first HTTP/1.1');
-  expect(received).not.toContain('other.test');
-  expect(received).not.toContain('/secret');
+  expect(destination.received).toContain('GET /first HTTP/1.1');
+  expect(destination.received).not.toContain('other.test');
+  expect(destination.received).not.toContain('/secret');
   expect(out).toBe(
     `${OK}HTTP/1.1 403 Forbidden AgentFense network policy refused GET other.test: rule 1 (deny other.test)\n`,
   );
@@ -153,12 +129,12 @@ it('refuses a second request naming a denied Host on the connection whose first 
 it('refuses the allowed Host dialled at another address (Host spoofing): nothing reaches it', async () => {
   point.setPolicy(POLICY);
   await warm();
-  received = '';
+  destination.clear();
   const out = await exchange(ns, TEST_ADDRESSES.evil, [get('pub.test', '/spoof')]);
   expect(out).toBe(
     `HTTP/1.1 403 Forbidden AgentFense network policy refused GET pub.test: pub.test does not resolve to ${TEST_ADDRESSES.evil}, the address dialled\n`,
   );
-  expect(received).toBe('');
+  expect(destination.received).toBe('');
 });
 
 it('applies a methods rule: a HEAD it refuses is not sent, however many GETs went before', async () => {
@@ -171,31 +147,31 @@ it('applies a methods rule: a HEAD it refuses is not sent, however many GETs wen
   });
   for (let i = 0; i < 2; i++)
     expect(await exchange(ns, TEST_ADDRESSES.public, [get('pub.test', `/get${i}`)])).toBe(OK);
-  received = '';
+  destination.clear();
   const out = await exchange(ns, TEST_ADDRESSES.public, [get('pub.test', '/head', 'HEAD')]);
   expect(out).toBe(
     'HTTP/1.1 403 Forbidden\n', // a HEAD's answer has no body
   );
-  expect(received).toBe('');
+  expect(destination.received).toBe('');
 });
 
 it('refuses the allowed name right after a rule change denied it: nothing reaches the destination', async () => {
   point.setPolicy(POLICY);
   await warm();
   point.setPolicy({ mode: 'allow', rules: [{ action: 'deny', host: 'pub.test' }] });
-  received = '';
+  destination.clear();
   const out = await exchange(ns, TEST_ADDRESSES.public, [get('pub.test', '/after')]);
   expect(out).toBe(
     'HTTP/1.1 403 Forbidden AgentFense network policy refused GET pub.test: rule 0 (deny pub.test)\n',
   );
-  expect(received).toBe('');
+  expect(destination.received).toBe('');
 });
 
 it('leaves a head with a body, an Expect or an Upgrade to JavaScript, which decides and carries it', async () => {
   point.setPolicy(POLICY);
   await warm();
   const before = point.stats().fastTransparentHttp;
-  received = '';
+  destination.clear();
   const heads = [
     `${get('pub.test', '/body', 'GET', 'Content-Length: 4\r\n')}data`,
     get('pub.test', '/expect', 'GET', 'Expect: 100-continue\r\n'),
@@ -205,6 +181,7 @@ it('leaves a head with a body, an Expect or an Upgrade to JavaScript, which deci
     const out = await exchange(ns, TEST_ADDRESSES.public, [head]);
     expect(`${head.split(' ')[1]} ${out}`).toMatch(/ HTTP\/1\.1 (200 OK|100 Continue)\n$/);
   }
-  for (const path of ['/body', '/expect', '/upgrade']) expect(received).toContain(`GET ${path} HTTP/1.1`);
+  for (const path of ['/body', '/expect', '/upgrade'])
+    expect(destination.received).toContain(`GET ${path} HTTP/1.1`);
   expect(point.stats().fastTransparentHttp).toBe(before); // none was sent from C
 });
