@@ -118,8 +118,8 @@ export class HttpFlows {
   }
 
   /**
-   * A connection the C path began, decided again by the rules now (a redirected one's name still known
-   * to be at the address dialled): its decision, or undefined when refused in between (both closed).
+   * A connection the C path began, decided again now (a redirected one's name still known at the address
+   * dialled): its decision, or undefined when refused in between (both closed; audited with the reason).
    */
   #decidedAgain(
     client: Socket,
@@ -135,7 +135,8 @@ export class HttpFlows {
     if (decision.allowed) return decision;
     upstream.destroy();
     client.destroy();
-    this.#ctx.record(dest, via, { ...decision, reason: `closed by a policy change: ${decision.reason}` });
+    const reason = known ? `closed by a policy change: ${decision.reason}` : decision.reason;
+    this.#ctx.record(dest, via, { ...decision, reason });
     return undefined;
   }
 
