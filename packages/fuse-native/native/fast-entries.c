@@ -179,13 +179,6 @@ void fentry_release(ll_session *s, napi_env env) {
   fentry_free(s);
 }
 
-static int get_u64(napi_env env, napi_value v, uint64_t *out) {
-  double d;
-  if (napi_get_value_double(env, v, &d) != napi_ok || !(d >= 0) || d > 9007199254740991.0) return 0;
-  *out = (uint64_t) d;
-  return 1;
-}
-
 /* ll_fentry_init(session, shared: Float64Array (FE_COUNT), codebaseRootFd) — once. */
 napi_value ll_fentry_init(napi_env env, napi_callback_info info) {
   size_t argc = 3;

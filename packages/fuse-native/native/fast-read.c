@@ -213,13 +213,6 @@ napi_value ll_fast_read_init(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
-static int get_u64(napi_env env, napi_value v, uint64_t *out) {
-  double d;
-  if (napi_get_value_double(env, v, &d) != napi_ok || !(d >= 0) || d > 9007199254740991.0) return 0;
-  *out = (uint64_t) d;
-  return 1;
-}
-
 /* ll_fast_read_register(session, ino, fd) -> whether registered (a regular file). */
 napi_value ll_fast_read_register(napi_env env, napi_callback_info info) {
   napi_value argv[3];

@@ -75,13 +75,6 @@ napi_value ll_frename_enable(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
-static int node_arg(napi_env env, napi_value v, uint64_t *out) {
-  double d;
-  if (napi_get_value_double(env, v, &d) != napi_ok || !(d >= 0) || d > 9007199254740991.0) return 0;
-  *out = (uint64_t) d;
-  return 1;
-}
-
 /* ll_frename_settle(req, moved, replaced) -> whether only those nodes' state ends (0 for replaced: none;
  * moved 0: in doubt, everything ends now). Only for a RENAME decoded as a candidate and not answered. */
 napi_value ll_frename_settle(napi_env env, napi_callback_info info) {
@@ -90,8 +83,8 @@ napi_value ll_frename_settle(napi_env env, napi_callback_info info) {
   CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
   void *p = NULL;
   uint64_t moved, replaced;
-  if (argc < 3 || napi_get_value_external(env, argv[0], &p) != napi_ok || !p || !node_arg(env, argv[1], &moved) ||
-      !node_arg(env, argv[2], &replaced)) {
+  if (argc < 3 || napi_get_value_external(env, argv[0], &p) != napi_ok || !p || !get_u64(env, argv[1], &moved) ||
+      !get_u64(env, argv[2], &replaced)) {
     napi_throw_type_error(env, NULL, "renameSettle(req, moved, replaced)");
     return NULL;
   }

@@ -228,13 +228,6 @@ napi_value ll_fast_init(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
-static int get_u64(napi_env env, napi_value v, uint64_t *out) {
-  double d;
-  if (napi_get_value_double(env, v, &d) != napi_ok || !(d >= 0) || d > 9007199254740991.0) return 0;
-  *out = (uint64_t) d;
-  return 1;
-}
-
 /* The charges an entry leaves behind: they are JS's to fold once it has counted the file itself. */
 static double settle(ll_session *s, struct fast_ent *e) {
   double charged = (double) e->charged;

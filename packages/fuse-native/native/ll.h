@@ -233,6 +233,8 @@ void settle_closed(ll_session *s, napi_env env);
 void reject_mount(ll_session *s, napi_env env, const char *msg);
 void session_teardown(ll_session *s);
 ll_session *get_session(napi_env env, napi_value v);
+/* A JS number that is a node id, fd or count: a non-negative safe integer. 0: not one. */
+int get_u64(napi_env env, napi_value v, uint64_t *out);
 napi_value ll_new(napi_env env, napi_callback_info info);
 napi_value ll_mount(napi_env env, napi_callback_info info);
 napi_value ll_closed(napi_env env, napi_callback_info info);

@@ -101,6 +101,13 @@ ll_session *get_session(napi_env env, napi_value v) {
   return p;
 }
 
+int get_u64(napi_env env, napi_value v, uint64_t *out) {
+  double d;
+  if (napi_get_value_double(env, v, &d) != napi_ok || !(d >= 0) || d > 9007199254740991.0) return 0;
+  *out = (uint64_t) d;
+  return 1;
+}
+
 static void session_finalize(napi_env env, void *data, void *hint) {
   (void) hint; /* a napi_finalize; none given */
   ll_session *s = data;
