@@ -1,7 +1,7 @@
 // The frame of every test file that compares one of the policy point's C paths with its JavaScript path:
 // one test net and temporary directory for the file, the same cases run once through a policy point with
 // the C path off and once with it on (each in a namespace of its own), and a last case checking that both
-// wrote the same audit records, field for field.
+// wrote the same audit records, field for field; and the set-up of the attack files against one C path.
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -9,7 +9,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { NetworkAuditEvent } from '@agentfense/network';
 import type { PolicyPoint } from '../../packages/network/src/policy-point.js';
 import type { NetworkPolicy } from '../../packages/network/src/policy.js';
-import { decided, fastPathPoint } from './fast-path-point.js';
+import { decided, fastPathPoint, keepAliveDestination } from './fast-path-point.js';
+import type { KeepAliveDestination } from './fast-path-point.js';
 import { makeTestNet } from './test-net.js';
 import type { TestNet } from './test-net.js';
 
@@ -106,4 +107,62 @@ export function describeAgainstJavaScript(
       expect(sorted(c)).toEqual(sorted(js));
     });
   });
+}
+
+/** The policed namespace of an attack file (useAttackPoint), once made. */
+export interface AttackPoint {
+  readonly point: PolicyPoint;
+  readonly ns: string;
+  readonly destination: KeepAliveDestination;
+}
+
+/**
+ * The set-up of an attack file against one C plain-HTTP path: the test net, a keep-alive destination on
+ * `port` in it, and one policy point with exactly `enable` on; all removed after the file.
+ */
+export function useAttackPoint(options: {
+  readonly tmpPrefix: string;
+  readonly port: number;
+  readonly policy: NetworkPolicy;
+  readonly enable: readonly string[];
+}): AttackPoint {
+  let made: (AttackPoint & { net: TestNet; dir: string; close: () => Promise<void> }) | undefined;
+  beforeAll(async () => {
+    const net = await makeTestNet();
+    const dir = await mkdtemp(join(tmpdir(), options.tmpPrefix));
+    const destination = keepAliveDestination(net.nsPath, options.port);
+    const { point, ns, close } = await fastPathPoint({
+      dir,
+      name: 'ns',
+      policy: options.policy,
+      hostsFile: net.hostsFile,
+      maxConnections: 8,
+      enable: options.enable,
+      disable: [],
+      audit: () => {},
+    });
+    made = { point, ns, destination, net, dir, close };
+  }, 60_000);
+  afterAll(async () => {
+    if (made === undefined) return;
+    await made.close();
+    made.destination.close();
+    await made.net.close();
+    await rm(made.dir, { recursive: true, force: true });
+  });
+  const ready = (): AttackPoint => {
+    if (made === undefined) throw new Error('the policy point is made in beforeAll');
+    return made;
+  };
+  return {
+    get point() {
+      return ready().point;
+    },
+    get ns() {
+      return ready().ns;
+    },
+    get destination() {
+      return ready().destination;
+    },
+  };
 }

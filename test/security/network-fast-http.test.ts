@@ -6,16 +6,10 @@
 // refuses, and the allowed name right after a rule change refused it. Defences: C sends the first
 // request alone and hands the connection to JavaScript, which decides every later request; no entry is
 // made while any rule has methods; the table is emptied before a new policy applies.
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterAll, beforeAll, expect, it } from 'vitest';
-import type { PolicyPoint } from '../../packages/network/src/policy-point.js';
+import { expect, it } from 'vitest';
 import type { NetworkPolicy } from '../../packages/network/src/policy.js';
-import { makeTestNet } from '../helpers/test-net.js';
-import type { TestNet } from '../helpers/test-net.js';
-import { fastPathPoint, inNs, keepAliveDestination } from '../helpers/fast-path-point.js';
-import type { KeepAliveDestination } from '../helpers/fast-path-point.js';
+import { inNs } from '../helpers/fast-path-point.js';
+import { useAttackPoint } from '../helpers/fast-path-compare.js';
 
 const PORT = 8081;
 const POLICY: NetworkPolicy = {
@@ -58,50 +52,28 @@ for request in json.loads(sys.argv[1]):
 const get = (name: string, path: string, method = 'GET'): string =>
   `${method} http://${name}:${PORT}${path} HTTP/1.1\r\nHost: ${name}:${PORT}\r\n\r\n`;
 
-let net: TestNet;
-let dir: string;
-let ns: string;
-let point: PolicyPoint;
-let destination: KeepAliveDestination;
-let close: () => Promise<void>;
-
-beforeAll(async () => {
-  net = await makeTestNet();
-  dir = await mkdtemp(join(tmpdir(), 'af-fast-http-attack-'));
-  destination = keepAliveDestination(net.nsPath, PORT);
-  ({ point, ns, close } = await fastPathPoint({
-    dir,
-    name: 'ns',
-    policy: POLICY,
-    hostsFile: net.hostsFile,
-    maxConnections: 8,
-    enable: ['fastAccept', 'fastHttp'],
-    disable: [],
-    audit: () => {},
-  }));
-}, 60_000);
-afterAll(async () => {
-  await close();
-  destination.close();
-  await net.close();
-  await rm(dir, { recursive: true, force: true });
+const at = useAttackPoint({
+  tmpPrefix: 'af-fast-http-attack-',
+  port: PORT,
+  policy: POLICY,
+  enable: ['fastAccept', 'fastHttp'],
 });
 
 it('refuses a second request to a denied name on the connection whose first request C sent', async () => {
-  point.setPolicy(POLICY);
-  expect(await exchange(ns, [get('pub.test', '/warm')])).toBe('HTTP/1.1 200 OK\n'); // decided in JavaScript
-  const before = point.stats().fastHttp;
-  destination.clear();
-  const out = await exchange(ns, [get('pub.test', '/first'), get('other.test', '/secret')]);
-  expect(destination.received).toContain('GET /first HTTP/1.1');
-  expect(destination.received).not.toContain('other.test');
-  expect(destination.received).not.toContain('/secret');
+  at.point.setPolicy(POLICY);
+  expect(await exchange(at.ns, [get('pub.test', '/warm')])).toBe('HTTP/1.1 200 OK\n'); // decided in JavaScript
+  const before = at.point.stats().fastHttp;
+  at.destination.clear();
+  const out = await exchange(at.ns, [get('pub.test', '/first'), get('other.test', '/secret')]);
+  expect(at.destination.received).toContain('GET /first HTTP/1.1');
+  expect(at.destination.received).not.toContain('other.test');
+  expect(at.destination.received).not.toContain('/secret');
   expect(out).toBe('HTTP/1.1 200 OK\nHTTP/1.1 403 Forbidden\n');
-  expect(point.stats().fastHttp).toBe(before + 1); // the first went from C
+  expect(at.point.stats().fastHttp).toBe(before + 1); // the first went from C
 });
 
 it('applies a methods rule: a HEAD it refuses is not sent, however many GETs went before', async () => {
-  point.setPolicy({
+  at.point.setPolicy({
     mode: 'allow',
     rules: [
       { action: 'allow', host: 'pub.test' },
@@ -109,20 +81,20 @@ it('applies a methods rule: a HEAD it refuses is not sent, however many GETs wen
     ],
   });
   for (let i = 0; i < 2; i++)
-    expect(await exchange(ns, [get('pub.test', `/get${i}`)])).toBe('HTTP/1.1 200 OK\n');
-  destination.clear();
-  expect(await exchange(ns, [get('pub.test', '/head', 'HEAD')])).toBe('HTTP/1.1 403 Forbidden\n');
-  expect(destination.received).toBe('');
+    expect(await exchange(at.ns, [get('pub.test', `/get${i}`)])).toBe('HTTP/1.1 200 OK\n');
+  at.destination.clear();
+  expect(await exchange(at.ns, [get('pub.test', '/head', 'HEAD')])).toBe('HTTP/1.1 403 Forbidden\n');
+  expect(at.destination.received).toBe('');
 });
 
 it('refuses the allowed name right after a rule change denied it: nothing reaches the destination', async () => {
-  point.setPolicy(POLICY);
+  at.point.setPolicy(POLICY);
   for (let i = 0; i < 2; i++)
-    expect(await exchange(ns, [get('pub.test', `/warm${i}`)])).toBe('HTTP/1.1 200 OK\n');
-  const before = point.stats().fastHttp;
+    expect(await exchange(at.ns, [get('pub.test', `/warm${i}`)])).toBe('HTTP/1.1 200 OK\n');
+  const before = at.point.stats().fastHttp;
   expect(before).toBeGreaterThan(0); // C holds a decision for pub.test
-  point.setPolicy({ mode: 'allow', rules: [{ action: 'deny', host: 'pub.test' }] });
-  destination.clear();
-  expect(await exchange(ns, [get('pub.test', '/after')])).toBe('HTTP/1.1 403 Forbidden\n');
-  expect(destination.received).toBe('');
+  at.point.setPolicy({ mode: 'allow', rules: [{ action: 'deny', host: 'pub.test' }] });
+  at.destination.clear();
+  expect(await exchange(at.ns, [get('pub.test', '/after')])).toBe('HTTP/1.1 403 Forbidden\n');
+  expect(at.destination.received).toBe('');
 });

@@ -10,16 +10,11 @@
 // Host at the dialled address; an entry matches name, dialled address and port exactly; no entry is
 // made while any rule has methods; the table is emptied before a new policy applies; only a head
 // without a body, Expect or Upgrade is taken.
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterAll, beforeAll, expect, it } from 'vitest';
-import type { PolicyPoint } from '../../packages/network/src/policy-point.js';
+import { expect, it } from 'vitest';
 import type { NetworkPolicy } from '../../packages/network/src/policy.js';
-import { TEST_ADDRESSES, makeTestNet } from '../helpers/test-net.js';
-import type { TestNet } from '../helpers/test-net.js';
-import { fastPathPoint, inNs, keepAliveDestination } from '../helpers/fast-path-point.js';
-import type { KeepAliveDestination } from '../helpers/fast-path-point.js';
+import { TEST_ADDRESSES } from '../helpers/test-net.js';
+import { inNs } from '../helpers/fast-path-point.js';
+import { useAttackPoint } from '../helpers/fast-path-compare.js';
 
 const PORT = 8082;
 const POLICY: NetworkPolicy = {
@@ -71,74 +66,52 @@ const get = (name: string, path: string, method = 'GET', extra = ''): string =>
   `${method} ${path} HTTP/1.1\r\nHost: ${name}:${PORT}\r\n${extra}\r\n`;
 const OK = 'HTTP/1.1 200 OK\n';
 
-let net: TestNet;
-let dir: string;
-let point: PolicyPoint;
-let ns: string;
-let close: () => Promise<void>;
-let destination: KeepAliveDestination;
-
 /** Two allowed GETs: the first decided in JavaScript, the second sent from C. */
 async function warm(): Promise<void> {
-  const before = point.stats().fastTransparentHttp;
+  const before = at.point.stats().fastTransparentHttp;
   for (let i = 0; i < 2; i++)
-    expect(await exchange(ns, TEST_ADDRESSES.public, [get('pub.test', `/warm${i}`)])).toBe(OK);
-  expect(point.stats().fastTransparentHttp).toBe(before + 1); // C holds a decision for pub.test here
+    expect(await exchange(at.ns, TEST_ADDRESSES.public, [get('pub.test', `/warm${i}`)])).toBe(OK);
+  expect(at.point.stats().fastTransparentHttp).toBe(before + 1); // C holds a decision for pub.test here
 }
 
-beforeAll(async () => {
-  net = await makeTestNet();
-  dir = await mkdtemp(join(tmpdir(), 'af-fast-thttp-attack-'));
-  destination = keepAliveDestination(net.nsPath, PORT);
-  ({ point, ns, close } = await fastPathPoint({
-    dir,
-    name: 'ns',
-    policy: POLICY,
-    hostsFile: net.hostsFile,
-    maxConnections: 8,
-    enable: ['fastAccept', 'fastTransparentHttp'],
-    disable: [],
-    audit: () => {},
-  }));
-}, 60_000);
-afterAll(async () => {
-  await close();
-  destination.close();
-  await net.close();
-  await rm(dir, { recursive: true, force: true });
+const at = useAttackPoint({
+  tmpPrefix: 'af-fast-thttp-attack-',
+  port: PORT,
+  policy: POLICY,
+  enable: ['fastAccept', 'fastTransparentHttp'],
 });
 
 it('refuses a second request naming a denied Host on the connection whose first request C sent', async () => {
-  point.setPolicy(POLICY);
+  at.point.setPolicy(POLICY);
   await warm();
-  const before = point.stats().fastTransparentHttp;
-  destination.clear();
-  const out = await exchange(ns, TEST_ADDRESSES.public, [
+  const before = at.point.stats().fastTransparentHttp;
+  at.destination.clear();
+  const out = await exchange(at.ns, TEST_ADDRESSES.public, [
     get('pub.test', '/first'),
     get('other.test', '/secret'),
   ]);
-  expect(destination.received).toContain('GET /first HTTP/1.1');
-  expect(destination.received).not.toContain('other.test');
-  expect(destination.received).not.toContain('/secret');
+  expect(at.destination.received).toContain('GET /first HTTP/1.1');
+  expect(at.destination.received).not.toContain('other.test');
+  expect(at.destination.received).not.toContain('/secret');
   expect(out).toBe(
     `${OK}HTTP/1.1 403 Forbidden AgentFense network policy refused GET other.test: rule 1 (deny other.test)\n`,
   );
-  expect(point.stats().fastTransparentHttp).toBe(before + 1); // the first went from C
+  expect(at.point.stats().fastTransparentHttp).toBe(before + 1); // the first went from C
 });
 
 it('refuses the allowed Host dialled at another address (Host spoofing): nothing reaches it', async () => {
-  point.setPolicy(POLICY);
+  at.point.setPolicy(POLICY);
   await warm();
-  destination.clear();
-  const out = await exchange(ns, TEST_ADDRESSES.evil, [get('pub.test', '/spoof')]);
+  at.destination.clear();
+  const out = await exchange(at.ns, TEST_ADDRESSES.evil, [get('pub.test', '/spoof')]);
   expect(out).toBe(
     `HTTP/1.1 403 Forbidden AgentFense network policy refused GET pub.test: pub.test does not resolve to ${TEST_ADDRESSES.evil}, the address dialled\n`,
   );
-  expect(destination.received).toBe('');
+  expect(at.destination.received).toBe('');
 });
 
 it('applies a methods rule: a HEAD it refuses is not sent, however many GETs went before', async () => {
-  point.setPolicy({
+  at.point.setPolicy({
     mode: 'allow',
     rules: [
       { action: 'allow', host: 'pub.test' },
@@ -146,42 +119,42 @@ it('applies a methods rule: a HEAD it refuses is not sent, however many GETs wen
     ],
   });
   for (let i = 0; i < 2; i++)
-    expect(await exchange(ns, TEST_ADDRESSES.public, [get('pub.test', `/get${i}`)])).toBe(OK);
-  destination.clear();
-  const out = await exchange(ns, TEST_ADDRESSES.public, [get('pub.test', '/head', 'HEAD')]);
+    expect(await exchange(at.ns, TEST_ADDRESSES.public, [get('pub.test', `/get${i}`)])).toBe(OK);
+  at.destination.clear();
+  const out = await exchange(at.ns, TEST_ADDRESSES.public, [get('pub.test', '/head', 'HEAD')]);
   expect(out).toBe(
     'HTTP/1.1 403 Forbidden\n', // a HEAD's answer has no body
   );
-  expect(destination.received).toBe('');
+  expect(at.destination.received).toBe('');
 });
 
 it('refuses the allowed name right after a rule change denied it: nothing reaches the destination', async () => {
-  point.setPolicy(POLICY);
+  at.point.setPolicy(POLICY);
   await warm();
-  point.setPolicy({ mode: 'allow', rules: [{ action: 'deny', host: 'pub.test' }] });
-  destination.clear();
-  const out = await exchange(ns, TEST_ADDRESSES.public, [get('pub.test', '/after')]);
+  at.point.setPolicy({ mode: 'allow', rules: [{ action: 'deny', host: 'pub.test' }] });
+  at.destination.clear();
+  const out = await exchange(at.ns, TEST_ADDRESSES.public, [get('pub.test', '/after')]);
   expect(out).toBe(
     'HTTP/1.1 403 Forbidden AgentFense network policy refused GET pub.test: rule 0 (deny pub.test)\n',
   );
-  expect(destination.received).toBe('');
+  expect(at.destination.received).toBe('');
 });
 
 it('leaves a head with a body, an Expect or an Upgrade to JavaScript, which decides and carries it', async () => {
-  point.setPolicy(POLICY);
+  at.point.setPolicy(POLICY);
   await warm();
-  const before = point.stats().fastTransparentHttp;
-  destination.clear();
+  const before = at.point.stats().fastTransparentHttp;
+  at.destination.clear();
   const heads = [
     `${get('pub.test', '/body', 'GET', 'Content-Length: 4\r\n')}data`,
     get('pub.test', '/expect', 'GET', 'Expect: 100-continue\r\n'),
     get('pub.test', '/upgrade', 'GET', 'Connection: Upgrade\r\nUpgrade: websocket\r\n'),
   ];
   for (const head of heads) {
-    const out = await exchange(ns, TEST_ADDRESSES.public, [head]);
+    const out = await exchange(at.ns, TEST_ADDRESSES.public, [head]);
     expect(`${head.split(' ')[1]} ${out}`).toMatch(/ HTTP\/1\.1 (200 OK|100 Continue)\n$/);
   }
   for (const path of ['/body', '/expect', '/upgrade'])
-    expect(destination.received).toContain(`GET ${path} HTTP/1.1`);
-  expect(point.stats().fastTransparentHttp).toBe(before); // none was sent from C
+    expect(at.destination.received).toContain(`GET ${path} HTTP/1.1`);
+  expect(at.point.stats().fastTransparentHttp).toBe(before); // none was sent from C
 });
